@@ -1,0 +1,80 @@
+"""Entry point. The one place that maps TokenbenchError to a one-line message and an exit code."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import traceback
+
+import click
+
+from tokenbench import __version__
+from tokenbench.errors import Interrupted, TokenbenchError
+
+# Each command lives in its own module under tokenbench.cli and exposes `command` (a click command
+# or group). Listed here once; the order is the order of `tokenbench --help`.
+COMMAND_MODULES = [
+    "bench",
+    "reference_server",
+]
+
+
+class Root(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [self._load(m).name for m in COMMAND_MODULES]
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        for mod in COMMAND_MODULES:
+            cmd = self._load(mod)
+            if cmd.name == name:
+                return cmd
+        return None
+
+    @staticmethod
+    def _load(module: str) -> click.Command:
+        return importlib.import_module(f"tokenbench.cli.{module}").command
+
+
+@click.group(cls=Root, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="tokenbench")
+@click.option("--debug", is_flag=True, help="show tracebacks for errors")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """Deploy LLM inference servers and benchmark them exactly."""
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug
+
+
+def main(argv: list[str] | None = None) -> int:
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        cli.main(args=argv, standalone_mode=False)
+        return 0
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.UsageError as exc:
+        hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
+        click.echo(f"error: {exc.format_message()}{hint}", err=True)
+        return 2
+    except click.Abort:
+        click.echo("error: interrupted", err=True)
+        return Interrupted.exit_code
+    except KeyboardInterrupt:
+        click.echo("error: interrupted; results measured so far were kept", err=True)
+        return Interrupted.exit_code
+    except TokenbenchError as exc:
+        if debug:
+            traceback.print_exc()
+        click.echo(f"error: {exc.one_line()}", err=True)
+        return exc.exit_code
+    except click.ClickException as exc:
+        click.echo(f"error: {exc.format_message()}", err=True)
+        return exc.exit_code
+
+
+def run() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

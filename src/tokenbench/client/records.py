@@ -1,0 +1,89 @@
+"""Per-request records: raw capture from the transport, then the parsed record metrics use.
+
+All times are integer nanoseconds from `time.perf_counter_ns()` (CLOCK_MONOTONIC on Linux), the
+same clock the monitor samplers stamp with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Phase = Literal["warmup", "measure"]
+
+# Error kinds are data: a failed request keeps its partial timings and one of these kinds.
+ERROR_KINDS = (
+    "http_status",      # non-200 answer (429, 500, 503, 401 ...): detail holds the status and body head
+    "connect",          # could not connect / connection refused
+    "reset",            # connection dropped mid-stream
+    "timeout",          # whole-request timeout hit
+    "malformed_sse",    # an SSE line that is not `data: ...`, or bytes that are not UTF-8
+    "invalid_json",     # a data line whose payload is not JSON
+    "server_error",     # an error object inside the stream
+    "early_done",       # [DONE] or EOF before the requested output length
+    "length_mismatch",  # server-reported tokens differ from what was asked
+    "cancelled",        # interrupted by the user
+)
+
+
+@dataclass(slots=True)
+class RawExchange:
+    """What the transport saw. Only timestamps and bytes; no parsing happened yet."""
+
+    intended_ns: int
+    sent_ns: int = 0
+    headers_ns: int = 0
+    end_ns: int = 0
+    status: int | None = None
+    chunks: list[tuple[int, bytes]] = field(default_factory=list)
+    error_kind: str | None = None
+    error_detail: str = ""
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """One request after parsing: the unit stored in the database and fed to metrics."""
+
+    index: int
+    phase: Phase
+    input_len: int                      # asked
+    output_len: int                     # asked
+    intended_ns: int
+    sent_ns: int
+    end_ns: int
+    status: int | None = None
+    token_times_ns: list[int] = field(default_factory=list)   # arrival of each token-bearing chunk
+    token_counts: list[int] = field(default_factory=list)     # tokens carried by that chunk
+    prompt_tokens: int | None = None    # as counted by the server (usage) or by us (see usage_source)
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    usage_source: Literal["server", "chunks", "none"] = "none"
+    finish_reason: str | None = None
+    error_kind: str | None = None
+    error_detail: str = ""
+    text: str = ""
+    worker: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is None
+
+    @property
+    def ttft_ns(self) -> int | None:
+        return self.token_times_ns[0] - self.sent_ns if self.token_times_ns else None
+
+    @property
+    def e2el_ns(self) -> int:
+        return self.end_ns - self.sent_ns
+
+    @property
+    def output_tokens(self) -> int:
+        """Server-reported completion tokens when present, else the tokens counted in chunks."""
+        if self.completion_tokens is not None:
+            return self.completion_tokens
+        return sum(self.token_counts)
+
+    @property
+    def queue_ns(self) -> int:
+        """Client-side queueing: how late the request left versus its intended start."""
+        return self.sent_ns - self.intended_ns

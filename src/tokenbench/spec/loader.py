@@ -1,0 +1,102 @@
+"""Load YAML specs into pydantic models; errors name the file, the line and the fix.
+
+`--set key.sub=value` overrides are applied to the raw mapping before validation, so they
+are validated exactly like file contents.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from tokenbench.errors import SpecError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _line_map(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dict[tuple, int]:
+    """Map every key path in a composed YAML node tree to its 1-based line number."""
+    out = {} if out is None else out
+    out[path] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            sub = path + (key.value,)
+            out[sub] = key.start_mark.line + 1
+            _line_map(value, sub, out)
+            out[sub] = key.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _line_map(item, path + (i,), out)
+    return out
+
+
+def parse_yaml(text: str, source: str) -> tuple[Any, dict[tuple, int]]:
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}" if mark else source
+        raise SpecError(f"{where}: not valid YAML ({getattr(exc, 'problem', exc)})",
+                        "fix the YAML syntax at that line") from exc
+    lines = _line_map(node) if node is not None else {}
+    return (data if data is not None else {}), lines
+
+
+def _nearest_line(lines: dict[tuple, int], loc: tuple) -> int | None:
+    for n in range(len(loc), -1, -1):
+        if loc[:n] in lines:
+            return lines[loc[:n]]
+    return None
+
+
+def validation_error(exc: ValidationError, source: str, lines: dict[tuple, int]) -> SpecError:
+    """Turn the first pydantic error into a one-line SpecError naming line and fix."""
+    err = exc.errors()[0]
+    loc = tuple(x for x in err["loc"] if not (isinstance(x, str) and x.startswith("function-")))
+    key = ".".join(str(x) for x in loc) or "(top level)"
+    line = _nearest_line(lines, loc)
+    where = f"{source}:{line}" if line else source
+    if err["type"] == "extra_forbidden":
+        return SpecError(f"{where}: unknown key '{key}'",
+                         "check the spelling; `tokenbench profiles --fields` lists the valid keys")
+    if err["type"] == "missing":
+        return SpecError(f"{where}: required key '{key}' is missing", f"add '{loc[-1]}:'")
+    msg = err["msg"].removeprefix("Value error, ")
+    return SpecError(f"{where}: '{key}': {msg}", "correct that value")
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> dict:
+    """Apply `a.b=value` overrides; the value is parsed as YAML (so 2 -> int, [1,2] -> list)."""
+    for item in overrides:
+        if "=" not in item:
+            raise SpecError(f"--set '{item}' has no '='", "write --set key=value, e.g. --set parallelism.tp=2")
+        dotted, raw = item.split("=", 1)
+        keys = dotted.strip().split(".")
+        target = data
+        for k in keys[:-1]:
+            target = target.setdefault(k, {})
+            if not isinstance(target, dict):
+                raise SpecError(f"--set '{item}': '{k}' is not a section", "override a leaf key")
+        target[keys[-1]] = yaml.safe_load(raw) if raw.strip() else ""
+    return data
+
+
+def load_model(model: type[M], data: Any, source: str, lines: dict[tuple, int] | None = None) -> M:
+    if not isinstance(data, dict):
+        raise SpecError(f"{source}: expected a mapping of keys at the top level", "see docs/ for an example")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise validation_error(exc, source, lines or {}) from exc
+
+
+def load_file(model: type[M], path: str | Path, overrides: list[str] | None = None) -> M:
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError(f"spec file '{p}' not found", "check the path")
+    data, lines = parse_yaml(p.read_text(), str(p))
+    return load_model(model, apply_overrides(data, overrides or []), str(p), lines)
