@@ -21,7 +21,6 @@ ERROR_KINDS = (
     "invalid_json",     # a data line whose payload is not JSON
     "server_error",     # an error object inside the stream
     "early_done",       # [DONE] or EOF before the requested output length
-    "length_mismatch",  # server-reported tokens differ from what was asked
     "cancelled",        # interrupted by the user
 )
 
@@ -61,6 +60,7 @@ class RequestRecord:
     finish_reason: str | None = None
     error_kind: str | None = None
     error_detail: str = ""
+    length_error: str = ""              # server-reported lengths differ from what was asked
     text: str = ""
     worker: int = 0
 

@@ -1,0 +1,63 @@
+"""Parsing helpers shared by commands: comma lists and SLO strings with one-line errors."""
+
+from __future__ import annotations
+
+from tokenbench.errors import UsageError
+from tokenbench.spec.bench import SLO
+
+
+def int_list(flag: str, text: str | None) -> list[int]:
+    if text is None:
+        return []
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit() or int(part) <= 0:
+            raise UsageError(f"{flag} '{text}': '{part}' is not a positive integer",
+                             f"write a comma-separated list, e.g. {flag} 1,8,32")
+        out.append(int(part))
+    return out
+
+
+def float_list(flag: str, text: str | None) -> list[float]:
+    if text is None:
+        return []
+    out = []
+    for part in text.split(","):
+        try:
+            value = float(part)
+        except ValueError:
+            value = -1.0
+        if not value > 0:
+            raise UsageError(f"{flag} '{text}': '{part.strip()}' is not a positive number",
+                             f"write a comma-separated list, e.g. {flag} 0.5,1,2")
+        out.append(value)
+    return out
+
+
+def pairs(flag: str, text: str) -> list[tuple[int, int]]:
+    out = []
+    for part in text.split(","):
+        a, sep, b = part.strip().partition(":")
+        if not sep or not a.isdigit() or not b.isdigit() or int(a) <= 0 or int(b) <= 0:
+            raise UsageError(f"{flag} '{text}': '{part.strip()}' is not INPUT:OUTPUT",
+                             f"write e.g. {flag} 512:512,16384:2048")
+        out.append((int(a), int(b)))
+    return out
+
+
+def slo(text: str | None) -> SLO:
+    if not text:
+        return SLO()
+    values: dict[str, float] = {}
+    for part in text.split(","):
+        name, sep, ms = part.partition("=")
+        name = name.strip().lower()
+        if not sep or name not in ("ttft", "tpot", "e2el"):
+            raise UsageError(f"--slo '{text}': '{part}' is not NAME=MS with NAME in ttft, tpot, e2el",
+                             "write e.g. --slo ttft=500,tpot=50")
+        try:
+            values[f"{name}_ms"] = float(ms)
+        except ValueError:
+            raise UsageError(f"--slo '{text}': '{ms}' is not a number of milliseconds", "write e.g. ttft=500") from None
+    return SLO(**values)

@@ -1,0 +1,63 @@
+"""Build OpenAI-compatible request bodies ahead of time, so no work happens after a clock starts."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+
+@dataclass(slots=True, frozen=True)
+class Prompt:
+    """One workload item: exact token ids (completions) or text with its known token count (chat)."""
+
+    token_ids: tuple[int, ...] | None
+    text: str | None
+    input_len: int                 # tokens the workload promises in the prompt content
+    output_len: int
+    expected_prompt_tokens: int    # what the server must report (input_len + chat template overhead)
+
+
+@dataclass(slots=True, frozen=True)
+class PreparedRequest:
+    url: str
+    body: bytes
+    headers: dict[str, str]
+    input_len: int
+    output_len: int
+    expected_prompt_tokens: int
+
+
+def _sampling(output_len: int) -> dict:
+    return {
+        "max_tokens": output_len,
+        "min_tokens": output_len,
+        "ignore_eos": True,
+        "temperature": 0.0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+
+
+def completions_body(model: str, prompt: Prompt) -> dict:
+    content = list(prompt.token_ids) if prompt.token_ids is not None else prompt.text
+    return {"model": model, "prompt": content, **_sampling(prompt.output_len)}
+
+
+def chat_body(model: str, prompt: Prompt) -> dict:
+    return {"model": model, "messages": [{"role": "user", "content": prompt.text}], **_sampling(prompt.output_len)}
+
+
+def prepare(base_url: str, api: str, model: str, prompt: Prompt, api_key: str | None) -> PreparedRequest:
+    path, body = (("/v1/chat/completions", chat_body(model, prompt)) if api == "chat"
+                  else ("/v1/completions", completions_body(model, prompt)))
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return PreparedRequest(
+        url=base_url.rstrip("/") + path,
+        body=json.dumps(body, separators=(",", ":")).encode(),
+        headers=headers,
+        input_len=prompt.input_len,
+        output_len=prompt.output_len,
+        expected_prompt_tokens=prompt.expected_prompt_tokens,
+    )

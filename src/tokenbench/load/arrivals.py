@@ -1,0 +1,21 @@
+"""Open-loop arrival schedules as absolute offsets from t0 (never cumulative sleeps)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+
+def offsets_ns(rate: float, kind: str, rng: random.Random, count: int | None = None,
+               duration_s: float | None = None) -> Iterator[int]:
+    """Offsets of arrivals: Poisson (exponential gaps) or constant spacing, until count or duration."""
+    t, i = 0.0, 0
+    while (count is None or i < count):
+        if kind == "constant":
+            t = i / rate
+        elif i:
+            t += rng.expovariate(rate)
+        if duration_s is not None and t >= duration_s:
+            return
+        yield int(t * 1e9)
+        i += 1

@@ -1,0 +1,27 @@
+"""Several cells against one target in one HTTP session, in order. Each finished cell is handed to
+`on_cell` at once (to be stored) so an interruption loses at most the cell in progress."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tokenbench.client.http import new_session
+from tokenbench.load.cell import CellResult, run_cell
+from tokenbench.load.target import ResolvedTarget
+from tokenbench.spec.bench import BenchSpec, Load
+
+Progress = Callable[[CellResult | None, Load, str, int, int], None]
+
+
+async def run_bench(spec: BenchSpec, target: ResolvedTarget, on_cell: Callable[[CellResult], None],
+                    on_progress: Callable[[Load, str, int, int], None] = lambda *a: None) -> list[CellResult]:
+    results = []
+    async with new_session(spec.target.timeout_s) as session:
+        for load in spec.cells:
+            result = await run_cell(
+                session, target, spec.workload, load, spec.slo,
+                allow_mismatch=spec.allow_length_mismatch, max_error_rate=spec.max_error_rate,
+                on_progress=lambda phase, done, total, load=load: on_progress(load, phase, done, total))
+            on_cell(result)
+            results.append(result)
+    return results

@@ -1,0 +1,93 @@
+"""One cell end to end: fresh exact-length prompts, warmup with the real shape, the measured phase,
+then the summary and the length verification. Failures are data; the verdict is in `status`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from tokenbench.client.http import send
+from tokenbench.client.records import RequestRecord
+from tokenbench.client.request import PreparedRequest, Prompt, prepare
+from tokenbench.load.runner import run_phase
+from tokenbench.load.target import ResolvedTarget
+from tokenbench.metrics.summary import summarize
+from tokenbench.metrics.verify import verdict
+from tokenbench.spec.bench import SLO, Load, Workload
+from tokenbench.workload.chat import ServerTokenizer, chat_prompts
+from tokenbench.workload.random_ids import cell_rng, token_prompts
+
+
+@dataclass
+class CellResult:
+    key: str
+    load: Load
+    workload: Workload
+    summary: dict
+    records: list[RequestRecord]
+    warmup: list[RequestRecord]
+    status: str                      # "ok" | "failed"
+    message: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def cell_key(workload: Workload, load: Load) -> str:
+    return f"{workload.input_len}:{workload.output_len}/{load.label}"
+
+
+def planned_count(load: Load) -> int:
+    """Requests to prepare: num_prompts, or enough for the duration at the asked rate (closed loop:
+    an upper bound from 1 request per 50 ms per slot)."""
+    if load.num_prompts is not None:
+        return load.num_prompts
+    per_s = load.request_rate * 1.5 if load.request_rate else load.concurrency * 20
+    return max(16, math.ceil(load.duration_s * per_s))
+
+
+def _prompts(t: ResolvedTarget, wl: Workload, key: str, phase: str, count: int,
+             overhead: int | None) -> tuple[list[Prompt], int | None]:
+    rng = cell_rng(wl.seed, key, phase)
+    if wl.api == "chat":
+        tok = ServerTokenizer(t.base_url, t.model, t.api_key)
+        return chat_prompts(tok, rng, count, wl.input_len, wl.output_len, t.vocab, overhead)
+    return token_prompts(rng, count, wl.input_len, wl.output_len, t.vocab), None
+
+
+def _prepare(t: ResolvedTarget, wl: Workload, prompts: list[Prompt]) -> list[PreparedRequest]:
+    return [prepare(t.base_url, wl.api, t.model, p, t.api_key) for p in prompts]
+
+
+def _warmup_load(load: Load, count: int) -> Load:
+    width = max(1, min(count, load.in_flight_cap or count))
+    return Load(concurrency=width, num_prompts=count)
+
+
+async def run_cell(session: aiohttp.ClientSession, t: ResolvedTarget, wl: Workload, load: Load, slo: SLO,
+                   *, allow_mismatch: bool = False, max_error_rate: float = 0.0,
+                   on_progress: Callable[[str, int, int], None] = lambda phase, done, total: None) -> CellResult:
+    key = cell_key(wl, load)
+    n_warm, n_meas = load.warmup_count(), planned_count(load)
+    warm_p, overhead = _prompts(t, wl, key, "warmup", n_warm, None) if n_warm else ([], None)
+    meas_p, overhead = _prompts(t, wl, key, "measure", n_meas, overhead)
+    warm_r, meas_r = _prepare(t, wl, warm_p), _prepare(t, wl, meas_p)
+
+    async def do_send(req: PreparedRequest, intended: int):
+        return await send(session, req, intended)
+
+    warm = []
+    if warm_r:
+        done = iter(range(1, n_warm + 1))
+        warm = (await run_phase(do_send, warm_r, _warmup_load(load, n_warm), "warmup",
+                                on_done=lambda: on_progress("warmup", next(done), n_warm))).records
+    done_m = iter(range(1, n_meas + 1))
+    run = await run_phase(do_send, meas_r, load, "measure", seed=wl.seed,
+                          on_done=lambda: on_progress("measure", next(done_m), n_meas))
+    summary = summarize(run.records, load, wl.input_len, wl.output_len, slo)
+    summary.update(run.client_health)
+    if overhead is not None:
+        summary["chat_template_overhead_tokens"] = overhead
+    status, message = verdict(run.records, allow_mismatch, max_error_rate)
+    return CellResult(key, load, wl, summary, run.records, warm, status, message)

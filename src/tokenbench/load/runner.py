@@ -1,0 +1,101 @@
+"""MANY requests over time. Closed loop: C workers, each sends its next request when the previous
+ends. Open loop: arrival i is due at t0 + offset_i, launched on that absolute schedule; with a
+max-concurrency cap it waits for a slot and the wait is recorded as client queue time.
+
+Only raw exchanges are collected while the cell runs; parsing happens after the last request ended,
+so interpretation never steals event-loop time from timestamping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from tokenbench.client.parse import parse_exchange
+from tokenbench.client.records import Phase, RawExchange, RequestRecord
+from tokenbench.client.request import PreparedRequest
+from tokenbench.load.arrivals import offsets_ns
+from tokenbench.load.clock import Clock, MonotonicClock
+from tokenbench.load.lag import LoopLagProbe
+from tokenbench.spec.bench import Load
+
+Send = Callable[[PreparedRequest, int], Awaitable[RawExchange]]
+
+
+@dataclass
+class CellRun:
+    records: list[RequestRecord]
+    client_health: dict
+
+
+class _Pool:
+    """Prepared requests handed out in order; `requests` must hold enough for the cell."""
+
+    def __init__(self, requests: Sequence[PreparedRequest]) -> None:
+        self.requests, self.next = requests, 0
+
+    def take(self) -> tuple[int, PreparedRequest] | None:
+        if self.next >= len(self.requests):
+            return None
+        i, self.next = self.next, self.next + 1
+        return i, self.requests[i]
+
+
+async def _closed_loop(send: Send, pool: _Pool, concurrency: int, deadline_ns: int | None,
+                       clock: Clock, out: list, on_done: Callable[[], None]) -> None:
+    async def worker() -> None:
+        while (deadline_ns is None or clock.now_ns() < deadline_ns) and (item := pool.take()):
+            i, req = item
+            out.append((i, req, await send(req, clock.now_ns())))
+            on_done()
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+async def _open_loop(send: Send, pool: _Pool, load: Load, rng: random.Random, clock: Clock,
+                     out: list, on_done: Callable[[], None]) -> None:
+    slots = asyncio.Semaphore(load.max_concurrency) if load.max_concurrency else None
+
+    async def one(i: int, req: PreparedRequest, intended: int) -> None:
+        if slots is None:
+            raw = await send(req, intended)
+        else:
+            async with slots:
+                raw = await send(req, intended)
+        out.append((i, req, raw))
+        on_done()
+
+    tasks = []
+    t0 = clock.now_ns()
+    for off in offsets_ns(load.request_rate, load.arrival, rng, len(pool.requests), load.duration_s):
+        await clock.sleep_until(t0 + off)
+        item = pool.take()
+        if item is None:
+            break
+        tasks.append(asyncio.ensure_future(one(item[0], item[1], t0 + off)))
+    await asyncio.gather(*tasks)
+
+
+def _parse_all(out: list, phase: Phase) -> list[RequestRecord]:
+    records = [parse_exchange(raw, req, i, phase) for i, req, raw in out]
+    return sorted(records, key=lambda r: r.index)
+
+
+async def run_phase(send: Send, requests: Sequence[PreparedRequest], load: Load, phase: Phase, *,
+                    seed: int = 0, clock: Clock | None = None,
+                    on_done: Callable[[], None] = lambda: None) -> CellRun:
+    """Run one phase (warmup or measure) of a cell and return parsed records and client health."""
+    clock = clock or MonotonicClock()
+    pool, out, probe = _Pool(requests), [], LoopLagProbe()
+    probe.start()
+    try:
+        if load.concurrency is not None:
+            deadline = clock.now_ns() + int(load.duration_s * 1e9) if load.duration_s else None
+            await _closed_loop(send, pool, load.concurrency, deadline, clock, out, on_done)
+        else:
+            await _open_loop(send, pool, load, random.Random(seed), clock, out, on_done)
+    finally:
+        health = probe.stop()
+    return CellRun(records=_parse_all(out, phase), client_health=health)

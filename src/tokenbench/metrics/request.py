@@ -1,0 +1,49 @@
+"""Per-request metrics, pure functions of a RequestRecord. Formulas: docs/metrics.md."""
+
+from __future__ import annotations
+
+from tokenbench.client.records import RequestRecord
+from tokenbench.spec.bench import SLO
+
+NS_PER_MS = 1_000_000
+
+
+def ttft_ms(r: RequestRecord) -> float | None:
+    """Time to first token: first token-bearing chunk arrival - send."""
+    return r.ttft_ns / NS_PER_MS if r.ttft_ns is not None else None
+
+
+def e2el_ms(r: RequestRecord) -> float:
+    """End-to-end latency: end of stream - send."""
+    return r.e2el_ns / NS_PER_MS
+
+
+def tpot_ms(r: RequestRecord) -> float | None:
+    """Time per output token after the first: (E2EL - TTFT) / (output_tokens - 1)."""
+    if r.ttft_ns is None or r.output_tokens < 2:
+        return None
+    return (r.e2el_ns - r.ttft_ns) / (r.output_tokens - 1) / NS_PER_MS
+
+
+def ntpot_ms(r: RequestRecord) -> float | None:
+    """Normalised time per output token: E2EL / output_tokens."""
+    return r.e2el_ns / r.output_tokens / NS_PER_MS if r.output_tokens else None
+
+
+def itl_ms(r: RequestRecord) -> list[float]:
+    """Inter-token latencies: gaps between consecutive token-bearing chunks."""
+    t = r.token_times_ns
+    return [(b - a) / NS_PER_MS for a, b in zip(t, t[1:])]
+
+
+def queue_ms(r: RequestRecord) -> float:
+    """Client queue time: actual send - intended start (late sends in open-loop runs)."""
+    return r.queue_ns / NS_PER_MS
+
+
+def meets_slo(r: RequestRecord, slo: SLO) -> bool:
+    """True when a completed request satisfies every SLO that is set."""
+    if not r.ok:
+        return False
+    checks = ((slo.ttft_ms, ttft_ms(r)), (slo.tpot_ms, tpot_ms(r)), (slo.e2el_ms, e2el_ms(r)))
+    return all(limit is None or (value is not None and value <= limit) for limit, value in checks)

@@ -1,0 +1,121 @@
+"""Cell summaries from request records: vLLM `bench serve` key names where the quantity is the same.
+
+Pure functions; formulas in docs/metrics.md.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from tokenbench.client.records import RequestRecord
+from tokenbench.metrics import request as rm
+from tokenbench.metrics.stats import describe
+from tokenbench.spec.bench import SLO, Load
+
+NS = 1e9
+
+
+def _duration_ns(recs: Sequence[RequestRecord]) -> int:
+    """From the first intended start to the last end among measured requests."""
+    return max(r.end_ns for r in recs) - min(r.intended_ns for r in recs)
+
+
+def _load_keys(load: Load, input_len: int, output_len: int) -> dict:
+    return {
+        "concurrency": load.concurrency,
+        "request_rate": load.request_rate,
+        "max_concurrency": load.max_concurrency,
+        "arrival": load.arrival if load.request_rate is not None else None,
+        "input_len": input_len,
+        "output_len": output_len,
+    }
+
+
+def _counts(recs: Sequence[RequestRecord]) -> dict:
+    ok = [r for r in recs if r.ok]
+    kinds = Counter(r.error_kind for r in recs if not r.ok)
+    return {
+        "num_prompts": len(recs),
+        "completed": len(ok),
+        "failed": len(recs) - len(ok),
+        "failed_by_kind": dict(sorted(kinds.items())),
+        "total_input_tokens": sum(r.prompt_tokens or r.input_len for r in ok),
+        "total_output_tokens": sum(r.output_tokens for r in ok),
+        "usage_source": dict(Counter(r.usage_source for r in ok)),
+        "length_mismatches": sum(1 for r in recs if r.length_error),
+    }
+
+
+def _latencies(ok: Sequence[RequestRecord]) -> dict:
+    out: dict = {}
+    ttft = [v for r in ok if (v := rm.ttft_ms(r)) is not None]
+    tpot = [v for r in ok if (v := rm.tpot_ms(r)) is not None]
+    ntpot = [v for r in ok if (v := rm.ntpot_ms(r)) is not None]
+    itl = [v for r in ok for v in rm.itl_ms(r)]
+    for name, vals in (("ttft", ttft), ("tpot", tpot), ("itl", itl), ("e2el", [rm.e2el_ms(r) for r in ok]),
+                       ("ntpot", ntpot), ("queue", [rm.queue_ms(r) for r in ok])):
+        out.update(describe(vals, name))
+    return out
+
+
+def in_flight_steps(recs: Sequence[RequestRecord]) -> list[tuple[int, int]]:
+    """(time, requests in flight after that time) at every send and end, time-ordered."""
+    events = sorted([(r.sent_ns, 1) for r in recs] + [(r.end_ns, -1) for r in recs])
+    level, steps = 0, []
+    for t, d in events:
+        level += d
+        steps.append((t, level))
+    return steps
+
+
+def steady_window(recs: Sequence[RequestRecord], load: Load) -> tuple[int, int] | None:
+    """Closed loop: first to last moment the cell held its full concurrency.
+    Open loop: from first send + mean E2EL (ramp-up) to the last send."""
+    cap = load.in_flight_cap if load.concurrency is not None else None
+    if cap is None:
+        mean_e2e = sum(r.e2el_ns for r in recs) / len(recs)
+        start, end = min(r.sent_ns for r in recs) + int(mean_e2e), max(r.sent_ns for r in recs)
+    else:
+        full = [t for t, level in in_flight_steps(recs) if level >= cap]
+        if len(full) < 2:
+            return None
+        start = full[0]
+        end = next(t for t, level in in_flight_steps(recs) if t > full[-1] and level < cap) if full else None
+    return (start, end) if end is not None and end > start else None
+
+
+def _steady(ok: Sequence[RequestRecord], window: tuple[int, int] | None) -> dict:
+    keys = ("steady_duration", "steady_request_throughput", "steady_output_throughput",
+            "steady_total_token_throughput")
+    if window is None or not ok:
+        return dict.fromkeys(keys)
+    a, b = window
+    dur = (b - a) / NS
+    out_tok = sum(c for r in ok for t, c in zip(r.token_times_ns, r.token_counts) if a <= t <= b)
+    in_tok = sum(r.prompt_tokens or r.input_len for r in ok if r.token_times_ns and a <= r.token_times_ns[0] <= b)
+    done = sum(1 for r in ok if a <= r.end_ns <= b)
+    return dict(zip(keys, (dur, done / dur, out_tok / dur, (in_tok + out_tok) / dur)))
+
+
+def summarize(recs: Sequence[RequestRecord], load: Load, input_len: int, output_len: int,
+              slo: SLO | None = None) -> dict:
+    """Summary of one cell's measured requests (warmup records must be filtered out by the caller)."""
+    out = _load_keys(load, input_len, output_len)
+    out.update(_counts(recs))
+    if not recs:
+        return out
+    ok = [r for r in recs if r.ok]
+    dur = _duration_ns(recs) / NS
+    out["duration"] = dur
+    out["request_throughput"] = len(ok) / dur
+    out["output_throughput"] = out["total_output_tokens"] / dur
+    out["total_token_throughput"] = (out["total_input_tokens"] + out["total_output_tokens"]) / dur
+    out["achieved_concurrency"] = sum(r.e2el_ns for r in recs) / NS / dur
+    if slo is not None and not slo.is_empty():
+        good = sum(1 for r in ok if rm.meets_slo(r, slo))
+        out["request_goodput"] = good / dur
+        out["goodput_fraction"] = good / len(recs)
+    out.update(_latencies(ok))
+    out.update(_steady(ok, steady_window(recs, load)))
+    return out

@@ -1,0 +1,75 @@
+"""Chat prompts of exactly N content tokens, by the server's tokenizer, and the template overhead.
+
+Random ids are detokenized to text, the text is re-tokenized by the server, and the token list is cut
+or extended until the text tokenizes to exactly N. The chat-template overhead is what the server adds
+around the content: measured once per cell with a 1-token request and stated in the summary.
+"""
+
+from __future__ import annotations
+
+import random
+
+from tokenbench.client import api
+from tokenbench.client.request import Prompt
+from tokenbench.errors import TargetError
+from tokenbench.workload.random_ids import random_ids
+from tokenbench.workload.vocab import Vocab
+
+MAX_ROUNDS = 8
+
+
+class ServerTokenizer:
+    """Tokenize/detokenize through the server (llama.cpp, vLLM, SGLang and the reference server)."""
+
+    def __init__(self, base_url: str, model: str, api_key: str | None = None) -> None:
+        self.base_url, self.model, self.api_key = base_url, model, api_key
+
+    def encode(self, text: str) -> list[int]:
+        status, data = api.post_json(self.base_url, "/tokenize",
+                                     {"content": text, "prompt": text, "model": self.model,
+                                      "add_special": False, "add_special_tokens": False}, self.api_key)
+        if status != 200 or not isinstance(data, dict) or not isinstance(data.get("tokens"), list):
+            raise TargetError(f"{self.base_url}/tokenize is not available (HTTP {status})",
+                              "use --api completions, or a server that exposes /tokenize")
+        return [t if isinstance(t, int) else t["id"] for t in data["tokens"]]
+
+    def decode(self, ids: list[int]) -> str:
+        status, data = api.post_json(self.base_url, "/detokenize",
+                                     {"tokens": ids, "model": self.model}, self.api_key)
+        if status != 200 or not isinstance(data, dict) or "prompt" not in data and "content" not in data:
+            raise TargetError(f"{self.base_url}/detokenize is not available (HTTP {status})",
+                              "use --api completions, or a server that exposes /detokenize")
+        return data.get("content", data.get("prompt", ""))
+
+
+def exact_text(tok: ServerTokenizer, rng: random.Random, n: int, vocab: Vocab) -> str:
+    ids = list(random_ids(rng, n, vocab))
+    for _ in range(MAX_ROUNDS):
+        text = tok.decode(ids).strip()
+        got = tok.encode(text)
+        if len(got) == n:
+            return text
+        ids = got[:n] if len(got) > n else got + list(random_ids(rng, n - len(got), vocab))
+    raise TargetError(f"could not build a chat prompt of exactly {n} tokens in {MAX_ROUNDS} rounds",
+                      "use --api completions (token-id prompts are exact by construction)")
+
+
+def chat_template_overhead(base_url: str, model: str, text: str, n: int, api_key: str | None) -> int:
+    """Prompt tokens the server reports for a 1-token chat request, minus the content's n tokens."""
+    body = {"model": model, "messages": [{"role": "user", "content": text}], "max_tokens": 1, "temperature": 0}
+    status, data = api.post_json(base_url, "/v1/chat/completions", body, api_key)
+    usage = (data or {}).get("usage") or {}
+    if status != 200 or not isinstance(usage.get("prompt_tokens"), int):
+        raise TargetError(f"chat probe failed (HTTP {status}) or reported no usage",
+                          "check that the server supports /v1/chat/completions with a chat template")
+    return usage["prompt_tokens"] - n
+
+
+def chat_prompts(tok: ServerTokenizer, rng: random.Random, count: int, input_len: int, output_len: int,
+                 vocab: Vocab, overhead: int | None = None) -> tuple[list[Prompt], int]:
+    texts = [exact_text(tok, rng, input_len, vocab) for _ in range(count)]
+    if overhead is None:
+        overhead = chat_template_overhead(tok.base_url, tok.model, texts[0], input_len, tok.api_key)
+    prompts = [Prompt(token_ids=None, text=t, input_len=input_len, output_len=output_len,
+                      expected_prompt_tokens=input_len + overhead) for t in texts]
+    return prompts, overhead
