@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import heapq
 import json
 import os
 import random
@@ -200,9 +201,52 @@ class _SendLog:
             self._file.close()
 
 
-async def _sleep_until(due_ns: int) -> None:
-    while (left := due_ns - perf_counter_ns()) > 0:
-        await asyncio.sleep(left / 1e9)
+class _Deadlines:
+    """Wakes tasks at absolute perf_counter_ns deadlines, within tens of microseconds.
+
+    asyncio's timers wake up to ~1 ms late (epoll waits in whole ms). So one shared ticker sleeps on
+    an asyncio timer until SPIN_NS before the earliest deadline, then re-queues itself on every loop
+    turn (I/O keeps flowing) until deadlines pass, waking their tasks in deadline order.
+    """
+
+    SPIN_NS = int(os.environ.get("SPIN", 2_000_000))
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, int, asyncio.Future]] = []
+        self._seq = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._spinning = False
+
+    async def until(self, due_ns: int) -> None:
+        if due_ns <= perf_counter_ns():
+            return
+        fut = asyncio.get_running_loop().create_future()
+        self._seq += 1
+        heapq.heappush(self._heap, (due_ns, self._seq, fut))
+        if self._heap[0][2] is fut and not self._spinning:
+            self._arm()
+        await fut
+
+    def _arm(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._timer is not None:
+            self._timer.cancel()
+        delay = (self._heap[0][0] - self.SPIN_NS - perf_counter_ns()) / 1e9
+        self._timer = loop.call_later(delay, self._tick) if delay > 0 else None
+        if delay <= 0:
+            self._tick()
+
+    def _tick(self) -> None:
+        self._timer, now, heap = None, perf_counter_ns(), self._heap
+        while heap and heap[0][0] <= now:
+            fut = heapq.heappop(heap)[2]
+            if not fut.done():
+                fut.set_result(None)
+        self._spinning = bool(heap) and heap[0][0] - now <= self.SPIN_NS
+        if self._spinning:
+            asyncio.get_running_loop().call_soon(self._tick)
+        elif heap:
+            self._arm()
 
 
 # ---- one generation request ----
@@ -290,6 +334,7 @@ def _int(body: dict, *names: str, default: int) -> int:
 class _Server:
     def __init__(self, cfg: ReferenceConfig) -> None:
         self.cfg = cfg
+        self.clock = _Deadlines()
         self.gate = _Gate(cfg.max_running, cfg.kv_capacity_tokens)
         self.log = _SendLog(cfg.send_log)
         self.faults = F.FaultPicker(cfg.faults, cfg.seed)
@@ -402,7 +447,7 @@ class _Server:
             if c == strike and fault == "stall":
                 shift = int(self.cfg.stall_s * 1e9)
             if c == strike and fault in ("reset_mid_stream", "early_done"):
-                await _sleep_until(self._due(t_adm, hi - 1) + shift)
+                await self.clock.until(self._due(t_adm, hi - 1) + shift)
                 rec["outcome"] = "fault"
                 if fault == "early_done":
                     await resp.write_eof(b"data: [DONE]\n\n")
@@ -414,7 +459,7 @@ class _Server:
                 data = F.corrupt(data)
             elif c == strike and fault == "malformed_sse":
                 data = F.MALFORMED_LINE + data
-            await _sleep_until(self._due(t_adm, hi - 1) + shift)
+            await self.clock.until(self._due(t_adm, hi - 1) + shift)
             rec["write_ns"].append(perf_counter_ns())
             rec["tokens"].append((hi - lo) * width)
             await (resp.write_eof(data) if hi == n else resp.write(data))
@@ -453,7 +498,7 @@ class _Server:
         if fault in ("malformed_sse", "invalid_json", "reset_mid_stream"):
             data, rec["outcome"] = data[: len(data) // 2], "fault"
         shift = int(self.cfg.stall_s * 1e9) if fault == "stall" else 0
-        await _sleep_until(self._due(t_adm, max(n, 1) - 1) + shift)
+        await self.clock.until(self._due(t_adm, max(n, 1) - 1) + shift)
         rec["write_ns"].append(perf_counter_ns())
         rec["tokens"].append(n * len(outs))
         rec["finish_reason"] = finish
