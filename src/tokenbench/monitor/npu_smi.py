@@ -5,7 +5,9 @@ chip is a pair of rows (a head row `NPU Name | Health | Power Temp ...` and a su
 `Chip [Phy-ID] | Bus-Id | AICore Memory HBM`); the values in the third cell are matched to the header
 names of that table (`Power(W)`, `HBM-Usage(MB)` ...), so added, dropped or widened columns across
 driver releases 23.x-26.x do not shift them. `a / b` is one used/total pair whatever the spacing.
-`-`, `NA`, `N/A` are unknown (None), never 0. Anything outside `|` rows is ignored.
+`-`, `NA`, `N/A` are unknown (None), never 0. A row of four or more cells whose second cell is a
+number is a process row (`NPU Chip | pid | name | MB [| pid in container]`), header or not.
+Anything outside `|` rows is ignored.
 """
 
 from __future__ import annotations
@@ -101,7 +103,7 @@ def _chip_values(chip: NpuChip) -> dict[str, float | None]:
         "mem_total_mb": total or None,
         "power_w": chip.power_w,
         "temp_c": chip.temp_c,
-        "health_ok": 1.0 if chip.health.upper() == "OK" else 0.0,
+        "health_ok": (1.0 if chip.health.upper() == "OK" else 0.0) if chip.health else None,
     }
     if has_hbm and chip.ddr_total_mb:
         values |= {"ddr_used_mb": chip.ddr_used_mb, "ddr_total_mb": chip.ddr_total_mb}
@@ -129,7 +131,9 @@ class _Reader:
         self.processes: list[NpuProcess] = []
         self.idle: list[int] = []
         self.mode = "device"
-        self.head_keys, self.sub_keys, self.proc_keys = _DEFAULT_HEAD, _DEFAULT_SUB, _DEFAULT_PROC
+        self.head_keys: tuple[str, ...] = _DEFAULT_HEAD
+        self.sub_keys: tuple[str, ...] = _DEFAULT_SUB
+        self.proc_keys: tuple[str, ...] = _DEFAULT_PROC
         self.pending: dict[str, object] | None = None
         self.last_head: dict[str, object] | None = None
 
@@ -143,7 +147,7 @@ class _Reader:
         cells = _cells(line)
         if cells is None or self._header(cells):
             return
-        if self.mode == "process":
+        if self.mode == "process" or (len(cells) >= 4 and integer(cells[1]) is not None):
             self._process_row(cells)
         else:
             self._device_row(cells)
@@ -176,14 +180,14 @@ class _Reader:
         self.last_head = self.pending
 
     def _sub_row(self, cells: list[str], ints: list[int | None]) -> None:
-        head = self.pending or self.last_head
-        self.pending = None
-        if head is None:
+        if self.pending is not None:
+            head, self.pending = self.pending, None
+        elif self.last_head is not None:
+            # another chip row under the same head row: board power/temperature are not its own
+            head = {**self.last_head, "power": None, "temp": None}
+        else:
             return
         sub = _assign(_fields(cells[2]), self.sub_keys, _DEFAULT_SUB)
-        if head is not self.last_head or head.get("_used"):
-            head = {**head, "power": None, "temp": None}
-        head["_used"] = True
         self.chips.append(_chip(head, sub, ints, cells[1]))
 
     def _process_row(self, cells: list[str]) -> None:

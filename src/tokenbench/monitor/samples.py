@@ -10,7 +10,8 @@ accelerator is an Ascend NPU or an NVIDIA GPU:
 |---|---|
 | npu, gpu | `util_pct`, `mem_used_mb`, `mem_total_mb`, `power_w`, `temp_c`, `health_ok`, `proc_mem_mb` |
 | npu only | `ddr_used_mb`, `ddr_total_mb` (the Memory-Usage column where it is not the main memory) |
-| server | `running`, `waiting`, `kv_usage` (0..1), `preemptions`, `prompt_tokens`, `generation_tokens`, `kv_capacity_tokens`, plus every raw engine metric under its own name (`vllm:...`) |
+| server | `running`, `waiting`, `kv_usage` (0..1), `preemptions`, `prompt_tokens`,     |
+|        | `generation_tokens`, `kv_capacity_tokens`; and each raw metric (`vllm:...`) |
 | host | `cpu_pct`, `mem_used_mb`, `mem_pct`, `proc_cpu_pct`, `proc_rss_mb` |
 
 Raw engine metric names always contain a `:`; common names never do.

@@ -1,0 +1,114 @@
+"""Offline parser of a server's Prometheus `/metrics` text -> common signals + raw metrics -> samples.
+
+The text is read with `prometheus_client`'s own parser. Which engine metric means `running`,
+`waiting`, `kv_usage` (0..1), `preemptions` ... is data in `engines.yaml`, not code. Histogram
+buckets and `_created` timestamps are dropped; every other sample of the engine is kept raw.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from tokenbench.errors import UsageError
+from tokenbench.monitor._text import clip, number
+from tokenbench.monitor.samples import Sample
+
+RawSample = tuple[str, dict[str, str], float]
+_DROPPED_SUFFIXES = ("_bucket", "_created", "_gsum", "_gcount")
+
+
+@dataclass(frozen=True, slots=True)
+class ServerMetrics:
+    engine: str | None
+    signals: dict[str, float]
+    raw: tuple[RawSample, ...]
+
+
+@cache
+def engine_table() -> dict[str, Any]:
+    text = resources.files("tokenbench.monitor").joinpath("engines.yaml").read_text("utf-8")
+    return yaml.safe_load(text)
+
+
+def engine_names() -> tuple[str, ...]:
+    return tuple(engine_table())
+
+
+def parse_prometheus(text: str, engine: str | None = None) -> ServerMetrics:
+    """Parse /metrics text. `engine=None` detects it from the metric prefixes (may stay unknown)."""
+    if engine is not None and engine not in engine_table():
+        raise UsageError(f"unknown engine {engine!r}", f"use one of: {', '.join(engine_names())}")
+    samples = _all_samples(text)
+    engine = engine or _detect(samples)
+    spec = engine_table().get(engine or "", {})
+    signals = {name: value for name, rule in spec.get("signals", {}).items()
+               if (value := _signal(samples, rule)) is not None}
+    prefix = spec.get("prefix", "")
+    raw = tuple(s for s in samples if s[0].startswith(prefix) and not s[0].endswith(_DROPPED_SUFFIXES))
+    return ServerMetrics(engine, signals, raw)
+
+
+def detect_engine(text: str) -> str | None:
+    return _detect(_all_samples(text))
+
+
+def server_samples(metrics: ServerMetrics, t_ns: int) -> list[Sample]:
+    engine = metrics.engine or ""
+    samples = [Sample(t_ns, "server", name, value, {"engine": engine})
+               for name, value in metrics.signals.items()]
+    samples += [Sample(t_ns, "server", name, value, dict(labels)) for name, labels, value in metrics.raw]
+    return samples
+
+
+def _all_samples(text: str) -> list[RawSample]:
+    try:
+        families = list(text_string_to_metric_families(text))
+    except (ValueError, TypeError, IndexError, KeyError) as exc:
+        raise UsageError(
+            f"not Prometheus text exposition: {exc} (text starts with {clip(text)!r})",
+            "pass the body of the server's /metrics endpoint",
+        ) from exc
+    return [(s.name, dict(s.labels), float(s.value))
+            for family in families for s in family.samples
+            if isinstance(s.value, (int, float)) and math.isfinite(s.value)]
+
+
+def _detect(samples: list[RawSample]) -> str | None:
+    for engine, spec in engine_table().items():
+        if any(name.startswith(spec["prefix"]) for name, _, _ in samples):
+            return engine
+    return None
+
+
+def _signal(samples: list[RawSample], rule: dict[str, Any]) -> float | None:
+    if "info" in rule:
+        found = [_label_product(labels, rule["product"]) for name, labels, _ in samples if name == rule["info"]]
+        return _reduce([v for v in found if v is not None], rule)
+    for metric in rule["metrics"]:
+        values = [value for name, _, value in samples if name == metric]
+        if values:
+            return _reduce(values, rule)
+    return None
+
+
+def _reduce(values: list[float], rule: dict[str, Any]) -> float | None:
+    if not values:
+        return None
+    return float(max(values) if rule.get("reduce") == "max" else sum(values))
+
+
+def _label_product(labels: dict[str, str], keys: list[str]) -> float | None:
+    product = 1.0
+    for key in keys:
+        factor = number(labels.get(key, ""))
+        if factor is None:
+            return None
+        product *= factor
+    return product

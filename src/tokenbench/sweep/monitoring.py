@@ -1,0 +1,56 @@
+"""Monitor samplers around one cell: accelerator, server /metrics and host, on the requests' clock."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+
+from tokenbench.monitor.runner import Monitor
+from tokenbench.monitor.samplers import HostSampler, NpuSmiSampler, NvidiaSmiSampler, PrometheusSampler
+from tokenbench.monitor.summary import summarize
+
+
+class CellMonitor:
+    def __init__(self, monitor: Monitor) -> None:
+        self.monitor = monitor
+        self.samples: list = []
+
+    def summary(self) -> dict:
+        return {f"monitor_{k}": v for k, v in summarize(self.samples).items()}
+
+    def rows(self) -> list[tuple]:
+        return [(s.t_ns, s.source, s.name, s.value, json.dumps(s.labels)) for s in self.samples]
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(log):
+    def warn(message: str) -> None:
+        if message not in _warned:
+            _warned.add(message)
+            log(message)
+    return warn
+
+
+def samplers_for(server) -> list:
+    engine = server.facts.engine if server.facts.engine in ("vllm", "sglang", "llamacpp") else "auto"
+    accel = server.profile.accelerator if server.profile else None
+    out = [PrometheusSampler(server.base_url, engine), HostSampler()]
+    if accel in (None, "ascend"):
+        out.append(NpuSmiSampler())
+    if accel in (None, "nvidia"):
+        out.append(NvidiaSmiSampler())
+    return out
+
+
+@contextlib.contextmanager
+def cell_monitor(server, interval_s: float, log=print) -> Iterator[CellMonitor]:
+    mon = Monitor(samplers_for(server), interval_s=interval_s, on_warning=_warn_once(log))
+    cm = CellMonitor(mon)
+    mon.start()
+    try:
+        yield cm
+    finally:
+        cm.samples = mon.stop()

@@ -1,0 +1,107 @@
+"""Plan a sweep: server configs x cells, KV demand vs capacity, and the checks that must pass before
+anything is deployed."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from tokenbench.errors import SpecError
+from tokenbench.spec.bench import Load, Workload
+from tokenbench.spec.sweep import SweepSpec
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    name: str
+    overrides: tuple[str, ...]        # `key=value` strings, applied with --set semantics
+
+    def as_dict(self) -> dict:
+        return dict(o.split("=", 1) for o in self.overrides)
+
+
+@dataclass(frozen=True)
+class PlannedCell:
+    config: ServerConfig
+    workload: Workload
+    load: Load
+    repeat: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.workload.input_len}:{self.workload.output_len}/{self.load.label}"
+
+    @property
+    def width(self) -> int | None:
+        return self.load.in_flight_cap
+
+
+@dataclass
+class Plan:
+    spec: SweepSpec
+    configs: list[ServerConfig]
+    cells: list[PlannedCell] = field(default_factory=list)
+
+    def cells_for(self, config: ServerConfig) -> list[PlannedCell]:
+        return [c for c in self.cells if c.config == config]
+
+
+def server_configs(spec: SweepSpec) -> list[ServerConfig]:
+    if not spec.vary:
+        return [ServerConfig("default", ())]
+    keys = list(spec.vary)
+    out = []
+    for values in itertools.product(*(spec.vary[k] for k in keys)):
+        name = ",".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in zip(keys, values))
+        out.append(ServerConfig(name, tuple(f"{k}={v}" for k, v in zip(keys, values))))
+    return out
+
+
+def _count(spec: SweepSpec, width: float) -> int | None:
+    if spec.requests.duration_s:
+        return None
+    return max(spec.requests.min, int(spec.requests.per_concurrency * width))
+
+
+def _loads(spec: SweepSpec) -> list[Load]:
+    common = dict(duration_s=spec.requests.duration_s, warmup_requests=spec.warmup_requests)
+    loads = [Load(concurrency=c, num_prompts=_count(spec, c), **common) for c in spec.concurrency]
+    loads += [Load(request_rate=r, max_concurrency=spec.max_concurrency,
+                   num_prompts=_count(spec, spec.max_concurrency or r * 10), **common) for r in spec.rates]
+    return loads
+
+
+def plan(spec: SweepSpec) -> Plan:
+    p = Plan(spec, server_configs(spec))
+    for config in p.configs:
+        for inp, out in spec.pairs:
+            wl = Workload(api=spec.api, input_len=inp, output_len=out, seed=spec.seed)
+            for load in _loads(spec):
+                for rep in range(spec.repeats):
+                    p.cells.append(PlannedCell(config, wl, load, rep))
+    return p
+
+
+def kv_demand(cell: PlannedCell) -> int | None:
+    """Tokens the cell's in-flight requests need at once: width x (input + output)."""
+    width = cell.width
+    return width * (cell.workload.input_len + cell.workload.output_len) if width else None
+
+
+def over_capacity(cell: PlannedCell, kv_capacity: int | None) -> bool:
+    demand = kv_demand(cell)
+    return bool(kv_capacity and demand and demand > kv_capacity)
+
+
+def max_fitting_concurrency(input_len: int, output_len: int, kv_capacity: int | None) -> int | None:
+    return kv_capacity // (input_len + output_len) if kv_capacity else None
+
+
+def check_context(p: Plan, ctx_per_seq: int | None, where: str) -> None:
+    """Refuse a plan with a pair longer than one sequence's context, before anything runs."""
+    if ctx_per_seq is None:
+        return
+    for inp, out in p.spec.pairs:
+        if inp + out > ctx_per_seq:
+            raise SpecError(f"{where}: pair [{inp}, {out}] needs {inp + out} tokens per sequence but the server "
+                            f"allows {ctx_per_seq}", "shorten the pair or give the server a larger context")

@@ -1,0 +1,128 @@
+"""Run a planned sweep: per server config deploy, read facts, run each missing cell, tear down.
+
+Every finished cell is committed in one transaction; `--resume` runs exactly the cells not committed.
+A server that dies mid-cell fails that cell with the cause and the next config relaunches it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tokenbench.client import api
+from tokenbench.client.http import new_session
+from tokenbench.deploy.facts import ServerFacts
+from tokenbench.load.cell import CellResult, run_cell
+from tokenbench.load.target import resolve
+from tokenbench.spec.bench import Target
+from tokenbench.store.db import Store
+from tokenbench.sweep.monitoring import cell_monitor
+from tokenbench.sweep.plan import Plan, PlannedCell, ServerConfig, check_context, kv_demand, over_capacity
+from tokenbench.sweep.servers import Server, server_for
+
+RESET_PATHS = {"vllm": "/reset_prefix_cache", "sglang": "/flush_cache"}
+
+
+@dataclass
+class SweepEvents:
+    """Callbacks for progress display; all optional."""
+
+    log: Callable[[str], None] = print
+    cell_started: Callable[[PlannedCell], None] = lambda c: None
+    cell_progress: Callable[[PlannedCell, str, int, int], None] = lambda c, phase, d, t: None
+    cell_done: Callable[[PlannedCell, dict], None] = lambda c, row: None
+
+
+def reset_prefix_cache(server: Server) -> None:
+    path = RESET_PATHS.get(server.facts.engine)
+    if path:
+        api.call(server.base_url, path, {}, quiet=True)
+
+
+def _kv_capacity(plan: Plan, facts: ServerFacts) -> int | None:
+    return plan.spec.kv_capacity or facts.kv_capacity_tokens
+
+
+def _cell_row(cell: PlannedCell, result: CellResult, kv_cap: int | None, extra: dict) -> dict:
+    return {"key": cell.key, "repeat": cell.repeat, "input_len": cell.workload.input_len,
+            "output_len": cell.workload.output_len, "concurrency": cell.load.concurrency,
+            "request_rate": cell.load.request_rate, "status": result.status, "message": result.message,
+            "kv_demand": kv_demand(cell), "kv_capacity": kv_cap, "over_capacity": over_capacity(cell, kv_cap),
+            "summary": {**result.summary, **extra}, "started_ns": result.records[0].sent_ns if result.records else None}
+
+
+def _saturated(prev: dict | None, cur: dict) -> bool:
+    """Throughput rose less than 3 % while median TTFT rose more than 50 %."""
+    if not prev or not prev.get("output_throughput") or not cur.get("output_throughput"):
+        return False
+    gain = cur["output_throughput"] / prev["output_throughput"] - 1
+    ttft_prev, ttft_cur = prev.get("median_ttft_ms") or 0, cur.get("median_ttft_ms") or 0
+    return gain < 0.03 and ttft_prev > 0 and ttft_cur > 1.5 * ttft_prev
+
+
+class SweepRunner:
+    def __init__(self, plan: Plan, store: Store, run_id: str, events: SweepEvents | None = None) -> None:
+        self.plan, self.store, self.run_id = plan, store, run_id
+        self.ev = events or SweepEvents()
+
+    def pending(self, config: ServerConfig) -> list[PlannedCell]:
+        done = self.store.done_keys(self.run_id)
+        return [c for c in self.plan.cells_for(config) if (config.name, c.key, c.repeat) not in done]
+
+    def run(self) -> None:
+        for config in self.plan.configs:
+            todo = self.pending(config)
+            if todo:
+                self._run_config(config, todo)
+
+    def _run_config(self, config: ServerConfig, todo: list[PlannedCell]) -> None:
+        config_id = self.store.upsert_config(self.run_id, config.name, config.as_dict(), status="deploying")
+        with server_for(self.plan.spec.target, config, self.ev.log) as server:
+            check_context(self.plan, server.facts.ctx_per_seq, f"server config {config.name}")
+            profile = server.profile.model_dump(mode="json") if server.profile else {}
+            self.store.upsert_config(self.run_id, config.name, config.as_dict(), profile, server.facts.to_dict(),
+                                     status="running")
+            asyncio.run(self._cells(server, config_id, todo))
+            self.store.upsert_config(self.run_id, config.name, config.as_dict(), profile, server.facts.to_dict(),
+                                     status="done")
+
+    async def _cells(self, server: Server, config_id: int, todo: list[PlannedCell]) -> None:
+        spec = self.plan.spec
+        target = resolve(Target(base_url=server.base_url, model=spec.target.model,
+                                api_key_env=spec.target.api_key_env, timeout_s=spec.target.timeout_s))
+        kv_cap = _kv_capacity(self.plan, server.facts)
+        prev: dict[tuple, dict] = {}
+        stopped: dict[tuple, str] = {}
+        async with new_session(spec.target.timeout_s) as session:
+            for cell in todo:
+                pair = (cell.workload.input_len, cell.workload.output_len, cell.repeat, cell.load.request_rate is None)
+                if pair in stopped:
+                    self._skip(config_id, cell, kv_cap, stopped[pair])
+                    continue
+                row = await self._one(session, server, target, config_id, cell, kv_cap)
+                if spec.stop_on_saturation and cell.load.concurrency and _saturated(prev.get(pair), row["summary"]):
+                    stopped[pair] = f"skipped: throughput saturated at concurrency {cell.load.concurrency}"
+                prev[pair] = row["summary"]
+
+    async def _one(self, session, server: Server, target, config_id: int, cell: PlannedCell, kv_cap) -> dict:
+        spec = self.plan.spec
+        reset_prefix_cache(server)
+        self.ev.cell_started(cell)
+        with cell_monitor(server, spec.monitor_interval_s, self.ev.log) as mon:
+            result = await run_cell(session, target, cell.workload, cell.load, spec.slo,
+                                    allow_mismatch=spec.allow_length_mismatch, max_error_rate=spec.max_error_rate,
+                                    on_progress=lambda phase, d, t: self.ev.cell_progress(cell, phase, d, t))
+        row = _cell_row(cell, result, kv_cap, mon.summary())
+        self.store.save_cell(self.run_id, config_id, row, [*result.warmup, *result.records], mon.rows())
+        self.ev.cell_done(cell, row)
+        return row
+
+    def _skip(self, config_id: int, cell: PlannedCell, kv_cap, reason: str) -> None:
+        row = {"key": cell.key, "repeat": cell.repeat, "input_len": cell.workload.input_len,
+               "output_len": cell.workload.output_len, "concurrency": cell.load.concurrency,
+               "request_rate": cell.load.request_rate, "status": "skipped", "message": reason,
+               "kv_demand": kv_demand(cell), "kv_capacity": kv_cap, "over_capacity": over_capacity(cell, kv_cap),
+               "summary": {}}
+        self.store.save_cell(self.run_id, config_id, row, [])
+        self.ev.cell_done(cell, row)

@@ -1,0 +1,49 @@
+"""Where a sweep's server comes from: an existing URL, or a profile deployed per server config."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from tokenbench.deploy.facts import ServerFacts
+from tokenbench.spec.profile import Profile
+from tokenbench.spec.sweep import SweepTarget
+from tokenbench.sweep.plan import ServerConfig
+
+
+@dataclass
+class Server:
+    base_url: str
+    facts: ServerFacts
+    profile: Profile | None = None
+
+
+def load_profile(target: SweepTarget, config: ServerConfig) -> Profile:
+    from tokenbench.deploy.profiles import load_profile as _load
+    return _load(target.profile, [*target.set, *config.overrides])
+
+
+def expected_ctx(profile: Profile) -> int | None:
+    """Per-sequence context a profile will give, when it can be known before launch."""
+    par = profile.parallelism
+    if profile.engine == "llamacpp" and par.ctx:
+        return par.ctx // (par.slots or 1)
+    for flag in ("max-model-len", "context-length"):
+        value = profile.args.get(flag)
+        if isinstance(value, int):
+            return value
+    return None
+
+
+@contextlib.contextmanager
+def server_for(target: SweepTarget, config: ServerConfig, log=print) -> Iterator[Server]:
+    from tokenbench.deploy import facts_for
+    if target.base_url:
+        yield Server(target.base_url.rstrip("/"), facts_for(target.base_url))
+        return
+    from tokenbench.deploy.lifecycle import deployed
+    profile = load_profile(target, config)
+    log(f"deploying {profile.name} [{config.name}]")
+    with deployed(profile) as dep:
+        yield Server(dep.base_url, dep.facts, profile)
