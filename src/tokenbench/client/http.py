@@ -1,71 +1,184 @@
-"""The transport: send ONE prepared request, stamp every chunk as it arrives, keep raw bytes.
+"""The transport: send ONE prepared request, stamp every read as it arrives, keep the body bytes.
 
-Nothing is parsed here. `time.perf_counter_ns()` is taken before the request is handed to the
-connection and on every read; interpretation happens in `client.parse` after the request ends.
+A minimal HTTP/1.1 client on asyncio protocols: the whole request (line, headers, body) is encoded
+before the clock starts, and `data_received` stamps `time.perf_counter_ns()` in the event loop's own
+read callback, before any task is woken. Only HTTP framing happens while the stream runs (to know where
+the response ends); SSE and JSON are parsed after the request ended (`client.parse`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
+import ssl
 import time
+from collections import defaultdict, deque
 
-import aiohttp
-
+from tokenbench.client.framing import FramingError, ResponseFramer
 from tokenbench.client.records import RawExchange
-from tokenbench.client.request import PreparedRequest
+from tokenbench.client.request import PreparedRequest, encode_request
 
-READ_BUFSIZE = 1 << 20
-
-
-def new_session(timeout_s: float) -> aiohttp.ClientSession:
-    """One session per run: no connection cap, keep-alive, a large read buffer."""
-    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=None, force_close=False)
-    return aiohttp.ClientSession(
-        connector=connector,
-        timeout=aiohttp.ClientTimeout(total=timeout_s, sock_connect=min(timeout_s, 30)),
-        read_bufsize=READ_BUFSIZE,
-        auto_decompress=False,
-        trust_env=False,
-    )
+now = time.perf_counter_ns
 
 
-async def send(session: aiohttp.ClientSession, req: PreparedRequest, intended_ns: int) -> RawExchange:
-    """One request. A pooled keep-alive connection the server already closed fails before any byte is
-    answered; that attempt is retried once on a fresh connection with a fresh send stamp."""
-    raw = await _attempt(session, req, intended_ns)
-    if raw.error_kind == "stale":
-        raw = await _attempt(session, req, intended_ns)
-        if raw.error_kind == "stale":
-            raw.error_kind = "reset"
+class _Conn(asyncio.Protocol):
+    """One keep-alive connection; carries at most one exchange at a time."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.raw: RawExchange | None = None
+        self.framer: ResponseFramer | None = None
+        self.done: asyncio.Future | None = None
+        self.closed = False
+        self.body_head = bytearray()
+
+    def connection_made(self, transport: asyncio.Transport) -> None:
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def start(self, raw: RawExchange, payload: bytes) -> asyncio.Future:
+        self.raw, self.framer = raw, ResponseFramer()
+        self.done = asyncio.get_running_loop().create_future()
+        self.body_head = bytearray()
+        raw.sent_ns = now()
+        self.transport.write(payload)
+        return self.done
+
+    def data_received(self, data: bytes) -> None:
+        t = now()
+        raw, framer = self.raw, self.framer
+        if raw is None or self.done.done():
+            return
+        try:
+            body = framer.feed(data)
+        except FramingError as exc:
+            self._finish("malformed_sse", f"bad HTTP framing: {exc}")
+            return
+        if framer.head_done and not raw.headers_ns:
+            raw.headers_ns, raw.status = t, framer.status
+        if body:
+            if framer.status == 200:
+                raw.chunks.append((t, body))
+            elif len(self.body_head) < 512:
+                self.body_head += body
+        if framer.complete:
+            self._finish(None, "")
+
+    def abort_timeout(self) -> None:
+        if self.done is not None and not self.done.done():
+            self._finish("timeout", "request exceeded the per-request timeout")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self.raw is None or self.done is None or self.done.done():
+            return
+        self.framer.eof()
+        if self.framer.complete:
+            self._finish(None, "")
+        elif not self.raw.headers_ns and not self.raw.chunks:
+            self._finish("stale", f"connection closed before any response byte ({exc or 'EOF'})")
+        else:
+            self._finish("reset", f"connection closed mid-response ({exc or 'EOF'})")
+
+    def _finish(self, kind: str | None, detail: str) -> None:
+        raw = self.raw
+        raw.end_ns = now()
+        if kind is None and raw.status != 200:
+            kind = "http_status"
+            detail = f"HTTP {raw.status}: {self.body_head[:512].decode('utf-8', 'replace')}"
+        raw.error_kind, raw.error_detail = kind, detail
+        if kind is not None or not self.framer.keep_alive:
+            self.closed = True
+            self.transport.close()
+        self.done.set_result(None)
+
+
+class Session:
+    """Keep-alive connection pools per (host, port, tls); no connection cap."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.idle: dict[tuple, deque[_Conn]] = defaultdict(deque)
+        self.all: set[_Conn] = set()
+        self._ssl = ssl.create_default_context()
+
+    async def __aenter__(self) -> "Session":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        for conn in self.all:
+            if conn.transport is not None:
+                conn.transport.close()
+        self.all.clear()
+        self.idle.clear()
+
+    async def _connect(self, key: tuple) -> _Conn:
+        host, port, tls = key
+        loop = asyncio.get_running_loop()
+        _, conn = await asyncio.wait_for(
+            loop.create_connection(_Conn, host, port, ssl=self._ssl if tls else None),
+            timeout=min(self.timeout_s, 30))
+        self.all.add(conn)
+        return conn
+
+    def _idle_conn(self, key: tuple) -> _Conn | None:
+        pool = self.idle[key]
+        while pool:
+            conn = pool.pop()
+            if not conn.closed:
+                return conn
+            self.all.discard(conn)
+        return None
+
+    def _release(self, key: tuple, conn: _Conn) -> None:
+        conn.raw = None
+        if conn.closed:
+            self.all.discard(conn)
+        else:
+            self.idle[key].append(conn)
+
+
+def new_session(timeout_s: float) -> Session:
+    return Session(timeout_s)
+
+
+async def _attempt(session: Session, key: tuple, payload: bytes, intended_ns: int, fresh: bool) -> RawExchange:
+    raw = RawExchange(intended_ns=intended_ns)
+    conn = None if fresh else session._idle_conn(key)
+    try:
+        if conn is None:
+            raw.sent_ns = now()
+            conn = await session._connect(key)
+        done = conn.start(raw, payload)
+        timer = asyncio.get_running_loop().call_later(session.timeout_s, conn.abort_timeout)
+        try:
+            await done
+        finally:
+            timer.cancel()
+    except (asyncio.TimeoutError, TimeoutError, OSError) as exc:
+        raw.error_kind, raw.error_detail, raw.end_ns = "connect", f"{type(exc).__name__}: {exc}", now()
+    except asyncio.CancelledError:
+        raw.error_kind, raw.error_detail, raw.end_ns = "cancelled", "interrupted", now()
+        if conn is not None and conn.transport is not None:
+            conn.closed = True
+            conn.transport.close()
+    if conn is not None:
+        session._release(key, conn)
     return raw
 
 
-async def _attempt(session: aiohttp.ClientSession, req: PreparedRequest, intended_ns: int) -> RawExchange:
-    raw = RawExchange(intended_ns=intended_ns)
-    chunks = raw.chunks
-    now = time.perf_counter_ns
-    try:
-        raw.sent_ns = now()
-        async with session.post(req.url, data=req.body, headers=req.headers) as resp:
-            raw.headers_ns = now()
-            raw.status = resp.status
-            if resp.status != 200:
-                body = await resp.content.read(512)
-                raw.error_kind, raw.error_detail = "http_status", f"HTTP {resp.status}: {body.decode('utf-8', 'replace')}"
-            else:
-                async for data in resp.content.iter_any():
-                    chunks.append((now(), data))
-    except asyncio.TimeoutError:
-        raw.error_kind, raw.error_detail = "timeout", "request exceeded the per-request timeout"
-    except aiohttp.ClientConnectorError as exc:
-        raw.error_kind, raw.error_detail = "connect", str(exc)
-    except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, aiohttp.ClientOSError) as exc:
-        kind = "stale" if raw.headers_ns == 0 and not chunks else "reset"
-        raw.error_kind, raw.error_detail = kind, f"{type(exc).__name__}: {exc}"
-    except aiohttp.ClientError as exc:
-        raw.error_kind, raw.error_detail = "reset", f"{type(exc).__name__}: {exc}"
-    except asyncio.CancelledError:
-        # Kept as data: the partial record survives an interrupted run.
-        raw.error_kind, raw.error_detail = "cancelled", "interrupted"
-    raw.end_ns = now()
+async def send(session: Session, req: PreparedRequest, intended_ns: int) -> RawExchange:
+    """One request. A pooled keep-alive connection that the server already closed fails before any
+    response byte; that attempt is retried once on a fresh connection with a fresh send stamp."""
+    key, payload = (req.conn_key, req.wire) if req.wire else encode_request(req.url, req.body, req.headers)
+    raw = await _attempt(session, key, payload, intended_ns, fresh=False)
+    if raw.error_kind == "stale":
+        raw = await _attempt(session, key, payload, intended_ns, fresh=True)
+        if raw.error_kind == "stale":
+            raw.error_kind = "reset"
     return raw

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from urllib.parse import urlsplit
 from dataclasses import dataclass
 
 
@@ -25,6 +26,19 @@ class PreparedRequest:
     input_len: int
     output_len: int
     expected_prompt_tokens: int
+    conn_key: tuple[str, int, bool] = ("", 0, False)   # (host, port, tls)
+    wire: bytes = b""                                  # the whole HTTP/1.1 request, encoded ahead of time
+
+
+def encode_request(url: str, body: bytes, headers: dict[str, str]) -> tuple[tuple[str, int, bool], bytes]:
+    """(host, port, tls) and the full request bytes: request line, headers, body."""
+    u = urlsplit(url)
+    tls = u.scheme == "https"
+    port = u.port or (443 if tls else 80)
+    path = (u.path or "/") + (f"?{u.query}" if u.query else "")
+    lines = [f"POST {path} HTTP/1.1", f"Host: {u.hostname}:{port}", f"Content-Length: {len(body)}",
+             "Connection: keep-alive", *(f"{k}: {v}" for k, v in headers.items())]
+    return (u.hostname or "", port, tls), ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
 def _sampling(output_len: int) -> dict:
@@ -53,10 +67,15 @@ def prepare(base_url: str, api: str, model: str, prompt: Prompt, api_key: str | 
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
+    url = base_url.rstrip("/") + path
+    data = json.dumps(body, separators=(",", ":")).encode()
+    key, wire = encode_request(url, data, headers)
     return PreparedRequest(
-        url=base_url.rstrip("/") + path,
-        body=json.dumps(body, separators=(",", ":")).encode(),
+        url=url,
+        body=data,
         headers=headers,
+        conn_key=key,
+        wire=wire,
         input_len=prompt.input_len,
         output_len=prompt.output_len,
         expected_prompt_tokens=prompt.expected_prompt_tokens,

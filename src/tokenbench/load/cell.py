@@ -7,9 +7,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import aiohttp
 
-from tokenbench.client.http import send
+
+from tokenbench.client.http import Session, send
 from tokenbench.client.records import RequestRecord
 from tokenbench.client.request import PreparedRequest, Prompt, prepare
 from tokenbench.load.runner import run_phase
@@ -65,7 +65,7 @@ def _warmup_load(load: Load, count: int) -> Load:
     return Load(concurrency=width, num_prompts=count)
 
 
-async def run_cell(session: aiohttp.ClientSession, t: ResolvedTarget, wl: Workload, load: Load, slo: SLO,
+async def run_cell(session: Session, t: ResolvedTarget, wl: Workload, load: Load, slo: SLO,
                    *, allow_mismatch: bool = False, max_error_rate: float = 0.0,
                    on_progress: Callable[[str, int, int], None] = lambda phase, done, total: None) -> CellResult:
     key = cell_key(wl, load)

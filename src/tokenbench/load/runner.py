@@ -9,6 +9,7 @@ so interpretation never steals event-loop time from timestamping.
 from __future__ import annotations
 
 import asyncio
+import gc
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -89,6 +90,8 @@ async def run_phase(send: Send, requests: Sequence[PreparedRequest], load: Load,
     """Run one phase (warmup or measure) of a cell and return parsed records and client health."""
     clock = clock or MonotonicClock()
     pool, out, probe = _Pool(requests), [], LoopLagProbe()
+    gc.collect()
+    gc.disable()   # a full collection mid-cell stalls the loop for tens of ms; collect after instead
     probe.start()
     try:
         if load.concurrency is not None:
@@ -98,4 +101,5 @@ async def run_phase(send: Send, requests: Sequence[PreparedRequest], load: Load,
             await _open_loop(send, pool, load, random.Random(seed), clock, out, on_done)
     finally:
         health = probe.stop()
+        gc.enable()
     return CellRun(records=_parse_all(out, phase), client_health=health)

@@ -7,6 +7,7 @@ arrival order, so the same seed and the same arrival order give the same faults.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import socket
 import struct
@@ -18,7 +19,7 @@ from tokenbench.errors import UsageError
 FAULT_KINDS: dict[str, str] = {
     "http_429": "HTTP 429 with an OpenAI-style error body and `Retry-After: 1`, before any stream",
     "http_500": "HTTP 500 with an OpenAI-style error body, before any stream",
-    "http_503": "HTTP 503 with an OpenAI-style error body, before any stream",
+    "http_503": "HTTP 503 with an OpenAI-style error body and `Retry-After: 1`, before any stream",
     "reset_mid_stream": "TCP reset (RST) after half of the content chunks; no [DONE]",
     "stall": "no bytes for `stall_s` seconds after half of the content chunks, then the rest",
     "malformed_sse": "an extra line without `data:` before the middle content chunk",
@@ -85,18 +86,18 @@ def fault_point(n_chunks: int) -> int:
     return n_chunks // 2
 
 
-def corrupt(event: bytes) -> bytes:
-    """Cut one `data: {...}\\n\\n` event in half: still a `data:` line, but its JSON is broken."""
-    body = event.rstrip(b"\n")
-    return body[: max(len(b"data: {"), len(body) // 2)] + b"\n\n"
+def corrupt(events: bytes) -> bytes:
+    """Cut the first `data: {...}` event in half: still a `data:` line, but its JSON is broken."""
+    first, _, rest = events.partition(b"\n\n")
+    return first[: max(len(b"data: {"), len(first) // 2)] + b"\n\n" + rest
 
 
-def reset(transport: object) -> None:
+def reset(transport: asyncio.Transport) -> None:
     """Close with an RST (SO_LINGER 0), so the peer sees a reset rather than a clean EOF."""
-    sock = transport.get_extra_info("socket")  # type: ignore[attr-defined]
+    sock = transport.get_extra_info("socket")
     if sock is not None:
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         except OSError:
             pass  # already gone: abort() below is all we can do
-    transport.abort()  # type: ignore[attr-defined]
+    transport.abort()

@@ -10,11 +10,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ctypes
+import gc
 import heapq
 import json
 import os
 import random
 import re
+import resource
+import selectors
 import signal
 import subprocess
 import sys
@@ -22,6 +26,7 @@ import tempfile
 import time
 import urllib.request
 import zlib
+from array import array
 from collections import deque
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -30,7 +35,7 @@ from time import perf_counter_ns
 from aiohttp import web
 
 from tokenbench import __version__
-from tokenbench.errors import DeployError, UsageError
+from tokenbench.errors import DeployError, TokenbenchError, UsageError
 from tokenbench.testing import faults as F
 
 SPECIAL = ("<unk>", "<s>", "</s>")
@@ -109,7 +114,11 @@ def chat_text(messages: list, add_generation_prompt: bool = True) -> tuple[str, 
             raise _Invalid("each message needs a string role")
         parts.append(f"<|{m['role']}|>")
         content = m.get("content")
+        if not isinstance(content, (str, list, type(None))):
+            raise _Invalid("content is a string or a list of parts")
         for part in [{"type": "text", "text": content}] if isinstance(content, str) else content or []:
+            if not isinstance(part, dict):
+                raise _Invalid("each content part is an object")
             if part.get("type") == "text" and isinstance(part.get("text"), str):
                 parts.append(part["text"])
             elif part.get("type") == "image_url" and str(
@@ -155,24 +164,34 @@ class _Gate:
             return await fut
         except asyncio.CancelledError:
             if fut.done() and not fut.cancelled():
-                self.release(need)
+                self.release(need)  # admitted, then cancelled before it could run
             else:
-                self.waiting.remove((need, fut))
+                with contextlib.suppress(ValueError):
+                    self.waiting.remove((need, fut))
+                self._admit()  # it may have been the head that blocked the others
             raise
 
     def release(self, need: int) -> None:
         self.running, self.kv_used = self.running - 1, self.kv_used - need
+        self._admit()
+
+    def _admit(self) -> None:
         while self.waiting and self._fits(self.waiting[0][0]):
             need, fut = self.waiting.popleft()
-            self.running, self.kv_used = self.running + 1, self.kv_used + need
-            fut.set_result(perf_counter_ns())
+            if not fut.done():
+                self.running, self.kv_used = self.running + 1, self.kv_used + need
+                fut.set_result(perf_counter_ns())
 
 
 # ---- send log: one JSON line per request, written one per loop turn so a burst never blocks ----
 
 class _SendLog:
     def __init__(self, path: str | None) -> None:
-        self._file = open(path, "w", encoding="utf-8") if path else None  # noqa: SIM115
+        try:
+            self._file = open(path, "w", encoding="utf-8") if path else None  # noqa: SIM115
+        except OSError as exc:
+            raise UsageError(f"cannot write the send log {path}: {exc.strerror}",
+                             hint="pass a path in a writable folder") from None
         self._pending: deque[dict] = deque()
         self._wake = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._drain()) if path else None
@@ -201,52 +220,100 @@ class _SendLog:
             self._file.close()
 
 
-class _Deadlines:
-    """Wakes tasks at absolute perf_counter_ns deadlines, within tens of microseconds.
+class _TimerFd:
+    """A Linux timerfd on CLOCK_MONOTONIC (perf_counter_ns's clock), set to absolute nanoseconds.
 
-    asyncio's timers wake up to ~1 ms late (epoll waits in whole ms). So one shared ticker sleeps on
-    an asyncio timer until SPIN_NS before the earliest deadline, then re-queues itself on every loop
-    turn (I/O keeps flowing) until deadlines pass, waking their tasks in deadline order.
+    asyncio's own timers wait in epoll with whole-millisecond timeouts (up to ~1 ms late); a timerfd
+    in the same epoll set wakes the loop at the exact nanosecond, with no busy waiting.
     """
 
-    SPIN_NS = int(os.environ.get("SPIN", 2_000_000))
+    def __init__(self) -> None:
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = self.libc.timerfd_create(time.CLOCK_MONOTONIC, os.O_NONBLOCK | os.O_CLOEXEC)
+        if self.fd < 0:
+            raise OSError(ctypes.get_errno(), "timerfd_create failed")
+        self._spec = (ctypes.c_long * 4)()  # struct itimerspec: interval (0, 0), value (sec, nsec)
+
+    def set(self, due_ns: int) -> None:
+        self._spec[2], self._spec[3] = divmod(max(due_ns, 1), 1_000_000_000)
+        if self.libc.timerfd_settime(self.fd, 1, self._spec, None) < 0:  # 1 = TFD_TIMER_ABSTIME
+            raise OSError(ctypes.get_errno(), "timerfd_settime failed")
+
+    def clear(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            os.read(self.fd, 8)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+class _Deadlines:
+    """Runs callbacks at absolute perf_counter_ns deadlines, in deadline order.
+
+    One timer (a timerfd; asyncio's ms-resolution timer where there is none) is set to the earliest
+    deadline. Callbacks are plain functions, so a stream's chunk write costs no task switch; a tick
+    runs at most BATCH of them, then lets the loop do I/O before the next batch.
+    """
+
+    BATCH = 256
 
     def __init__(self) -> None:
-        self._heap: list[tuple[int, int, asyncio.Future]] = []
+        self._heap: list[tuple[int, int, object]] = []
         self._seq = 0
-        self._timer: asyncio.TimerHandle | None = None
-        self._spinning = False
+        self._armed: int | None = None
+        self._handle: asyncio.TimerHandle | None = None
+        self._loop = asyncio.get_running_loop()
+        try:
+            self._tfd: _TimerFd | None = _TimerFd()
+            self._loop.add_reader(self._tfd.fd, self._tick)
+        except (OSError, AttributeError, NotImplementedError):
+            self._tfd = None
+
+    def call_at(self, due_ns: int, fn) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (due_ns, self._seq, fn))
+        if self._armed is None or due_ns < self._armed:
+            self._arm(due_ns)
 
     async def until(self, due_ns: int) -> None:
-        if due_ns <= perf_counter_ns():
-            return
-        fut = asyncio.get_running_loop().create_future()
-        self._seq += 1
-        heapq.heappush(self._heap, (due_ns, self._seq, fut))
-        if self._heap[0][2] is fut and not self._spinning:
-            self._arm()
-        await fut
+        if due_ns > perf_counter_ns():
+            fut = self._loop.create_future()
+            self.call_at(due_ns, lambda: fut.done() or fut.set_result(None))
+            await fut
 
-    def _arm(self) -> None:
-        loop = asyncio.get_running_loop()
-        if self._timer is not None:
-            self._timer.cancel()
-        delay = (self._heap[0][0] - self.SPIN_NS - perf_counter_ns()) / 1e9
-        self._timer = loop.call_later(delay, self._tick) if delay > 0 else None
-        if delay <= 0:
-            self._tick()
+    def _arm(self, due_ns: int) -> None:
+        self._armed = due_ns
+        if self._tfd is not None:
+            self._tfd.set(due_ns)
+            return
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle = self._loop.call_later(max(due_ns - perf_counter_ns(), 0) / 1e9, self._tick)
 
     def _tick(self) -> None:
-        self._timer, now, heap = None, perf_counter_ns(), self._heap
-        while heap and heap[0][0] <= now:
-            fut = heapq.heappop(heap)[2]
-            if not fut.done():
-                fut.set_result(None)
-        self._spinning = bool(heap) and heap[0][0] - now <= self.SPIN_NS
-        if self._spinning:
-            asyncio.get_running_loop().call_soon(self._tick)
+        if self._tfd is not None:
+            self._tfd.clear()
+        self._armed = self._handle = None
+        heap, now = self._heap, perf_counter_ns()
+        for _ in range(self.BATCH):
+            if not heap or heap[0][0] > now:
+                break
+            heapq.heappop(heap)[2]()
+        if heap and heap[0][0] <= perf_counter_ns():
+            self._armed = heap[0][0]
+            self._loop.call_soon(self._tick)  # more is due: next batch after a turn of I/O
         elif heap:
-            self._arm()
+            self._arm(heap[0][0])
+
+    def close(self) -> None:
+        if self._tfd is not None:
+            self._loop.remove_reader(self._tfd.fd)
+            self._tfd.close()
+
+
+def _frame(data: bytes) -> bytes:
+    """One HTTP/1.1 chunked-encoding frame (the response was prepared with chunked encoding)."""
+    return b"%x\r\n%b\r\n" % (len(data), data)
 
 
 # ---- one generation request ----
@@ -271,7 +338,8 @@ class _Job:
     def usage_json(self, completion: int) -> str:
         p = self.prompt_tokens
         extra = f',"prompt_tokens_details":{{"image_count":{self.images}}}' if self.images else ""
-        return f'{{"prompt_tokens":{p},"total_tokens":{p + completion},"completion_tokens":{completion}{extra}}}'
+        return (f'{{"prompt_tokens":{p},"total_tokens":{p + completion},'
+                f'"completion_tokens":{completion}{extra}}}')
 
     def event(self, index: int, ids: list[int], finish: str | None, usage: str | None) -> bytes:
         text = "".join([f" w{i}" for i in ids])
@@ -313,7 +381,7 @@ def _output_length(cfg: ReferenceConfig, max_tokens: int, min_tokens: int, ignor
 
 def _prompts(prompt: object, vocab_size: int) -> list[list[int]]:
     """A string, a list of token ids, or a list of either -> token id lists."""
-    if isinstance(prompt, str):
+    if isinstance(prompt, str) and prompt.split():
         return [tokenize(prompt, vocab_size)]
     if isinstance(prompt, list) and prompt and all(type(t) is int for t in prompt):
         if min(prompt) < 0 or max(prompt) >= vocab_size:
@@ -331,12 +399,83 @@ def _int(body: dict, *names: str, default: int) -> int:
     return value
 
 
+class _Stream:
+    """One streaming answer driven by the ticker: each fire() writes one pre-built chunk."""
+
+    def __init__(self, srv: _Server, job: _Job, fault, rec: dict, transport, t_adm: int, done) -> None:
+        self.srv, self.job, self.fault, self.rec = srv, job, fault, rec
+        self.transport, self.done = transport, done
+        self.k, self.c, self.t_adm, self.shift = srv.cfg.tokens_per_chunk, 0, t_adm, 0
+        self.n_chunks = -(-job.n_out // self.k)
+        self.strike = F.fault_point(self.n_chunks) if fault in _STREAM_FAULTS else -1
+        self.samplers = [_Sampler(s, srv.cfg.vocab_size) for s in job.seeds]
+        self.pending = self._build()
+        srv.clock.call_at(self._due(), self.fire)
+
+    def _span(self) -> tuple[int, int]:
+        """Token indices [lo, hi) carried by the current chunk."""
+        lo = self.c * self.k
+        return lo, min(self.job.n_out, lo + self.k)
+
+    def _due(self) -> int:
+        if self.c == self.strike and self.fault == "stall":
+            self.shift = int(self.srv.cfg.stall_s * 1e9)
+        return self.srv.due(self.t_adm, self._span()[1] - 1) + self.shift
+
+    def _build(self) -> bytes:
+        c, fault = self.c, self.fault
+        if c == self.strike and fault in ("reset_mid_stream", "early_done"):
+            return _frame(b"data: [DONE]\n\n")
+        lo, hi = self._span()
+        data = self.srv.chunk(self.job, self.samplers, lo, hi, hi == self.job.n_out)
+        if c == self.strike and fault == "invalid_json":
+            data = F.corrupt(data)
+        elif c == self.strike and fault == "malformed_sse":
+            data = F.MALFORMED_LINE + data
+        return _frame(data)
+
+    def fire(self) -> None:
+        try:
+            self._fire()
+        except Exception as exc:  # not swallowed: it surfaces in this request's handler
+            if not self.done.done():
+                self.done.set_exception(exc)
+
+    def _fire(self) -> None:
+        t, rec = self.transport, self.rec
+        if self.done.done():  # the handler is gone (server shutting down)
+            return None
+        if t.is_closing():
+            return self._end("client_disconnected")
+        if self.c == self.strike and self.fault == "early_done":
+            t.write(self.pending)
+            return self._end("fault")
+        if self.c == self.strike and self.fault == "reset_mid_stream":
+            F.reset(t)
+            return self._end("fault")
+        lo, hi = self._span()
+        rec["write_ns"].append(perf_counter_ns())
+        t.write(self.pending)
+        rec["tokens"].append((hi - lo) * len(self.samplers))
+        self.c += 1
+        if self.c == self.n_chunks:
+            rec["finish_reason"] = self.job.finish
+            return self._end("fault" if self.fault in _STREAM_FAULTS else "ok")
+        self.pending = self._build()
+        self.srv.clock.call_at(self._due(), self.fire)
+
+    def _end(self, outcome: str) -> None:
+        self.rec["outcome"] = outcome
+        if not self.done.done():
+            self.done.set_result(None)
+
+
 class _Server:
     def __init__(self, cfg: ReferenceConfig) -> None:
         self.cfg = cfg
+        self.log = _SendLog(cfg.send_log)
         self.clock = _Deadlines()
         self.gate = _Gate(cfg.max_running, cfg.kv_capacity_tokens)
-        self.log = _SendLog(cfg.send_log)
         self.faults = F.FaultPicker(cfg.faults, cfg.seed)
         self.rng = random.Random(cfg.seed)
         self.seq = 0
@@ -362,10 +501,12 @@ class _Server:
             raise _Invalid(f"prompt + max_tokens exceeds max_model_len {cfg.max_model_len}")
         n_out, finish = _output_length(cfg, max_tokens, min_tokens, bool(body.get("ignore_eos")))
         opts = body.get("stream_options") or {}
+        if not isinstance(opts, dict):
+            raise _Invalid("stream_options must be an object")
         stream = bool(body.get("stream"))
         usage = cfg.send_usage and (not stream or bool(opts.get("include_usage")))
         if body.get("temperature", 1.0) == 0:
-            seeds = [zlib.crc32(json.dumps(p).encode()) for p in prompts]
+            seeds = [zlib.crc32(array("q", p).tobytes()) for p in prompts]
         else:
             base = body["seed"] if type(body.get("seed")) is int else self.rng.getrandbits(31)
             seeds = [base + i for i in range(len(prompts))]
@@ -374,6 +515,12 @@ class _Server:
                 f'"model":{json.dumps(cfg.model)},"choices":')
         return _Job(api, head, prompts, n_out, finish, stream, usage,
                     usage and stream and bool(opts.get("continuous_usage_stats")), seeds, images)
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        return await self.generate(request, "completions")
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        return await self.generate(request, "chat")
 
     async def generate(self, request: web.Request, api: str) -> web.StreamResponse:
         recv_ns = perf_counter_ns()
@@ -403,10 +550,13 @@ class _Server:
         except ConnectionError:
             rec["outcome"] = "client_disconnected"
             return web.Response()
+        except asyncio.CancelledError:
+            rec["outcome"] = "cancelled"
+            raise
         finally:
             rec["completion_tokens"] = sum(rec["tokens"])
             self.totals["generation_tokens"] += rec["completion_tokens"]
-            rec["end_ns"] = perf_counter_ns()
+            rec["end_ns"] = rec["end_ns"] or perf_counter_ns()
             self.log.add(rec)
 
     async def _answer(self, request, job: _Job, fault, rec, need) -> web.StreamResponse:
@@ -414,10 +564,13 @@ class _Server:
             await asyncio.sleep(self.cfg.slow_headers_s)
         if fault in F.HTTP_FAULTS:
             rec["status"], rec["outcome"] = F.HTTP_FAULTS[fault], "fault"
-            return _error(rec["status"], f"injected fault {fault}", "server_error", **{"Retry-After": "1"})
+            retry = {"Retry-After": "1"} if rec["status"] in (429, 503) else {}
+            return _error(rec["status"], f"injected fault {fault}", "server_error", **retry)
         resp = None
         if job.stream:
-            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                               "Cache-Control": "no-cache"})
+            resp.enable_chunked_encoding()
             await resp.prepare(request)
         rec["admitted_ns"] = t_adm = await self.gate.acquire(need)
         try:
@@ -426,46 +579,30 @@ class _Server:
                 return resp
             return await self._whole(request, job, fault, rec, t_adm)
         finally:
+            rec["end_ns"] = perf_counter_ns()
             self.gate.release(need)
 
-    def _due(self, t_adm: int, last_token: int) -> int:
+    def due(self, t_adm: int, last_token: int) -> int:
         return t_adm + int(self.cfg.ttft_ms * 1e6) + last_token * int(self.cfg.itl_ms * 1e6)
 
     async def _stream(self, request, resp, job: _Job, fault, rec, t_adm: int) -> None:
-        k, n, width = self.cfg.tokens_per_chunk, job.n_out, len(job.prompts)
-        samplers = [_Sampler(s, self.cfg.vocab_size) for s in job.seeds]
-        n_chunks = -(-n // k)
-        strike = F.fault_point(n_chunks) if fault in _STREAM_FAULTS else -1
-        shift = 0
+        transport = request.transport
+        if transport is None or transport.is_closing():
+            raise ConnectionResetError
         if job.api == "chat":
             u = f',"usage":{job.usage_json(0)}' if job.continuous else ""
             rec["role_ns"] = perf_counter_ns()
-            await resp.write(f'{job.head}[{{"index":0,"delta":{{"role":"assistant"}},'
-                             f'"logprobs":null,"finish_reason":null}}]{u}}}\n\n'.encode())
-        for c in range(n_chunks):
-            lo, hi = c * k, min(n, c * k + k)
-            if c == strike and fault == "stall":
-                shift = int(self.cfg.stall_s * 1e9)
-            if c == strike and fault in ("reset_mid_stream", "early_done"):
-                await self.clock.until(self._due(t_adm, hi - 1) + shift)
-                rec["outcome"] = "fault"
-                if fault == "early_done":
-                    await resp.write_eof(b"data: [DONE]\n\n")
-                else:
-                    F.reset(request.transport)
-                return
-            data = self._chunk(job, samplers, lo, hi, c == n_chunks - 1)
-            if c == strike and fault == "invalid_json":
-                data = F.corrupt(data)
-            elif c == strike and fault == "malformed_sse":
-                data = F.MALFORMED_LINE + data
-            await self.clock.until(self._due(t_adm, hi - 1) + shift)
-            rec["write_ns"].append(perf_counter_ns())
-            rec["tokens"].append((hi - lo) * width)
-            await (resp.write_eof(data) if hi == n else resp.write(data))
-        rec["finish_reason"] = job.finish
+            transport.write(_frame(f'{job.head}[{{"index":0,"delta":{{"role":"assistant"}},'
+                                           f'"logprobs":null,"finish_reason":null}}]{u}}}\n\n'.encode()))
+        done = asyncio.get_running_loop().create_future()
+        _Stream(self, job, fault, rec, transport, t_adm, done)
+        await done
+        if rec["outcome"] == "client_disconnected":
+            raise ConnectionResetError
+        if fault != "reset_mid_stream":
+            await resp.write_eof()
 
-    def _chunk(self, job: _Job, samplers: list[_Sampler], lo: int, hi: int, last: bool) -> bytes:
+    def chunk(self, job: _Job, samplers: list[_Sampler], lo: int, hi: int, last: bool) -> bytes:
         """All events written at one deadline: one per choice (+ usage chunk and [DONE] at the end)."""
         width, out = len(samplers), []
         for i, sampler in enumerate(samplers):
@@ -498,7 +635,7 @@ class _Server:
         if fault in ("malformed_sse", "invalid_json", "reset_mid_stream"):
             data, rec["outcome"] = data[: len(data) // 2], "fault"
         shift = int(self.cfg.stall_s * 1e9) if fault == "stall" else 0
-        await self.clock.until(self._due(t_adm, max(n, 1) - 1) + shift)
+        await self.clock.until(self.due(t_adm, max(n, 1) - 1) + shift)
         rec["write_ns"].append(perf_counter_ns())
         rec["tokens"].append(n * len(outs))
         rec["finish_reason"] = finish
@@ -558,10 +695,11 @@ class _Server:
         lines = [("num_requests_running", "gauge", g.running),
                  ("num_requests_waiting", "gauge", len(g.waiting)),
                  ("kv_cache_usage_perc", "gauge", kv),
-                 ("request_success_total", "counter", self.totals["requests"]),
+                 ("requests_total", "counter", self.totals["requests"]),
                  ("prompt_tokens_total", "counter", self.totals["prompt_tokens"]),
                  ("generation_tokens_total", "counter", self.totals["generation_tokens"])]
-        text = "".join(f"# TYPE reference:{name} {kind}\nreference:{name}{{model_name=\"{self.cfg.model}\"}} {v}\n"
+        label = f"{{model_name={json.dumps(self.cfg.model)}}}"
+        text = "".join(f"# TYPE reference:{name} {kind}\nreference:{name}{label} {v}\n"
                        for name, kind, v in lines)
         return web.Response(text=text, content_type="text/plain")
 
@@ -588,14 +726,15 @@ class RunningReference:
     async def close(self) -> None:
         await self._runner.cleanup()
         await self._server.log.close()
+        self._server.clock.close()
 
 
 async def start(config: ReferenceConfig, host: str = "127.0.0.1", port: int = 0) -> RunningReference:
     """Listen on host:port (0 = a free port) in the running loop; `await ref.close()` stops it."""
     srv = _Server(config)
     app = web.Application(client_max_size=64 * 1024 * 1024)
-    app.router.add_post("/v1/completions", lambda r: srv.generate(r, "completions"))
-    app.router.add_post("/v1/chat/completions", lambda r: srv.generate(r, "chat"))
+    app.router.add_post("/v1/completions", srv.completions)
+    app.router.add_post("/v1/chat/completions", srv.chat)
     app.router.add_get("/v1/models", srv.models)
     app.router.add_post("/tokenize", srv.tokenize)
     app.router.add_post("/detokenize", srv.detokenize)
@@ -609,9 +748,10 @@ async def start(config: ReferenceConfig, host: str = "127.0.0.1", port: int = 0)
     except OSError:
         await runner.cleanup()
         await srv.log.close()
+        srv.clock.close()
         raise
     bound = runner.addresses[0][1]
-    return RunningReference(f"http://{host}:{bound}", bound, runner, srv)
+    return RunningReference(f"http://{f'[{host}]' if ':' in host else host}:{bound}", bound, runner, srv)
 
 
 async def serve(config: ReferenceConfig, host: str, port: int, on_ready=None) -> None:
@@ -636,8 +776,21 @@ def run_blocking(config: ReferenceConfig, host: str, port: int, on_ready=None) -
         factory = uvloop.new_event_loop
     except ImportError:
         factory = None
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 65536 if hard == resource.RLIM_INFINITY else hard
+    if soft < want:  # 1024 streams need more than the common soft limit of 1024 descriptors
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+
+    def ready(ref: RunningReference) -> None:
+        gc.collect()
+        gc.freeze()  # what startup built is never collected again: shorter GC pauses while serving
+        if on_ready is not None:
+            on_ready(ref)
+
     with asyncio.Runner(loop_factory=factory) as runner:
-        runner.run(serve(config, host, port, on_ready))
+        runner.run(serve(config, host, port, ready))
 
 
 class ReferenceProcess:
@@ -658,36 +811,45 @@ class ReferenceProcess:
         self._records: list[dict] | None = None
 
     def __enter__(self) -> ReferenceProcess:
+        self._tmp = tempfile.TemporaryDirectory(prefix="tokenbench-ref-")
         if self.config.send_log is None:
-            self._tmp = tempfile.TemporaryDirectory(prefix="tokenbench-ref-")
             self.config = replace(self.config, send_log=str(Path(self._tmp.name) / "send_log.jsonl"))
         argv = [sys.executable, "-m", "tokenbench.testing.reference_server", "--host", self.host]
         if self.cpus:
             argv += ["--cpu", ",".join(map(str, sorted(self.cpus)))]
         env = {**os.environ, _CONFIG_ENV: self.config.to_json()}
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, env=env, text=True)
+        self._stderr = Path(self._tmp.name) / "stderr.txt"
+        with self._stderr.open("w") as err:
+            self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, env=env, text=True)
         try:
-            self._wait_ready()
+            self._wait_ready(time.monotonic() + self.timeout)
         except BaseException:
             self.close()
             raise
         return self
 
-    def _wait_ready(self) -> None:
-        line = self.proc.stdout.readline()  # the child prints this line or exits (EOF)
+    def _fail(self, what: str) -> DeployError:
+        tail = self._stderr.read_text(errors="replace").strip().splitlines()[-1:] or ["(no stderr)"]
+        return DeployError(f"reference server {what}: {tail[0]}")
+
+    def _wait_ready(self, deadline: float) -> None:
+        with selectors.DefaultSelector() as sel:  # the child prints the ready line, or exits (EOF)
+            sel.register(self.proc.stdout, selectors.EVENT_READ)
+            if not sel.select(max(deadline - time.monotonic(), 0)):
+                raise self._fail("printed no ready line in time")
+        line = self.proc.stdout.readline()
         if not line.startswith(READY_PREFIX):
-            raise DeployError(f"reference server did not start (exit {self.proc.wait(5)})",
-                              hint="see its stderr above")
+            self.proc.wait(5)
+            raise self._fail(f"did not start (exit {self.proc.returncode})")
         self.port = int(line[len(READY_PREFIX):])
-        self.url = f"http://{self.host}:{self.port}"
-        deadline = time.monotonic() + self.timeout
+        self.url = f"http://{f'[{self.host}]' if ':' in self.host else self.host}:{self.port}"
         while True:
             try:
                 with urllib.request.urlopen(f"{self.url}/health", timeout=1):
                     return
             except OSError:
                 if time.monotonic() > deadline:
-                    raise DeployError("reference server never became healthy") from None
+                    raise self._fail("never became healthy") from None
                 time.sleep(0.02)
 
     def __exit__(self, *exc: object) -> None:
@@ -725,12 +887,15 @@ def _child_main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.cpu:
         os.sched_setaffinity(0, {int(c) for c in args.cpu.split(",")})
-    config = ReferenceConfig.from_json(os.environ[_CONFIG_ENV])
 
     def ready(ref: RunningReference) -> None:
         print(f"{READY_PREFIX}{ref.port}", flush=True)
 
-    run_blocking(config, args.host, args.port, ready)
+    try:
+        run_blocking(ReferenceConfig.from_json(os.environ[_CONFIG_ENV]), args.host, args.port, ready)
+    except (TokenbenchError, OSError) as exc:
+        print(f"error: {exc.one_line() if isinstance(exc, TokenbenchError) else exc}", file=sys.stderr)
+        sys.exit(getattr(exc, "exit_code", 1))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,76 @@
+"""`tokenbench reference-server`: run the ground-truth OpenAI-compatible server until SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import click
+
+from tokenbench.errors import UsageError
+from tokenbench.testing.faults import FAULT_KINDS, parse_fault
+from tokenbench.testing.reference_server import ReferenceConfig, RunningReference, run_blocking
+
+_FIELDS = {f.name: f for f in dataclasses.fields(ReferenceConfig)}
+
+
+def _opt(flag: str, name: str, type_: object = None, **extra: object):
+    """A click option whose default and help come from the ReferenceConfig field (declared once)."""
+    f = _FIELDS[name]
+    if f.default is dataclasses.MISSING:
+        return click.option(flag, name, type=type_, required=True, help=f.metadata["help"], **extra)
+    return click.option(flag, name, type=type_, default=f.default, show_default=True,
+                        help=f.metadata["help"], **extra)
+
+
+@click.command("reference-server")
+@click.option("--host", default="127.0.0.1", show_default=True, help="address to listen on")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
+              help="port to listen on (0 = a free one, printed at start)")
+@_opt("--ttft-ms", "ttft_ms", click.FloatRange(min=0))
+@_opt("--itl-ms", "itl_ms", click.FloatRange(min=0))
+@_opt("--tokens-per-chunk", "tokens_per_chunk", click.IntRange(min=1))
+@_opt("--vocab-size", "vocab_size", click.IntRange(min=4))
+@_opt("--model", "model", str)
+@_opt("--max-model-len", "max_model_len", click.IntRange(min=2))
+@_opt("--kv-capacity", "kv_capacity_tokens", click.IntRange(min=1))
+@_opt("--max-running", "max_running", click.IntRange(min=1))
+@click.option("--honor-ignore-eos/--no-honor-ignore-eos", "honor_ignore_eos", default=True,
+              show_default=True, help=_FIELDS["honor_ignore_eos"].metadata["help"])
+@click.option("--usage/--no-usage", "send_usage", default=True, show_default=True,
+              help=_FIELDS["send_usage"].metadata["help"])
+@_opt("--send-log", "send_log", click.Path(dir_okay=False))
+@click.option("--api-key-env", metavar="VAR", help="require `Authorization: Bearer $VAR`")
+@click.option("--fault", "fault_specs", multiple=True, metavar="NAME=RATE",
+              help=f"inject a fault in this share of requests (repeatable); NAME is one of "
+                   f"{', '.join(FAULT_KINDS)}")
+@_opt("--seed", "seed", int)
+@_opt("--stall-s", "stall_s", click.FloatRange(min=0))
+@_opt("--slow-headers-s", "slow_headers_s", click.FloatRange(min=0))
+def command(host: str, port: int, api_key_env: str | None, fault_specs: tuple[str, ...],
+            **fields: object) -> None:
+    """Serve /v1/completions and /v1/chat/completions with tokens at exact deadlines.
+
+    Token i of a request is written at admission + TTFT + i*ITL; --send-log records every write.
+    See docs/reference-server.md.
+    """
+    try:
+        faults = dict(parse_fault(spec) for spec in fault_specs)
+    except UsageError as exc:
+        raise click.BadParameter(exc.one_line(), param_hint="--fault") from None
+    api_key = None
+    if api_key_env:
+        api_key = os.environ.get(api_key_env)
+        if not api_key:
+            raise UsageError(f"environment variable {api_key_env} is not set or empty",
+                             hint=f"export {api_key_env}=<key> or drop --api-key-env")
+    config = ReferenceConfig(**fields, api_key=api_key, faults=faults)
+
+    def ready(ref: RunningReference) -> None:
+        click.echo(f"reference server listening on {ref.url} (model {config.model}); Ctrl-C stops it")
+
+    try:
+        run_blocking(config, host, port, ready)
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+                         hint="choose another --port (0 picks a free one)") from None

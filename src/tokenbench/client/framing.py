@@ -1,0 +1,111 @@
+"""HTTP/1.1 response framing without I/O: status line, headers, then a body delimited by chunked
+transfer encoding, Content-Length, or connection close. `feed(bytes) -> body bytes`; `complete`."""
+
+from __future__ import annotations
+
+MAX_HEAD = 64 * 1024
+
+
+class FramingError(Exception):
+    pass
+
+
+class ResponseFramer:
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self.status: int | None = None
+        self.headers: dict[str, str] = {}
+        self.head_done = False
+        self.complete = False
+        self.keep_alive = True
+        self._chunked = False
+        self._remaining: int | None = None   # body bytes left (content-length) or in the current chunk
+        self._state = "size"                 # chunked: size | data | data_crlf | trailer
+
+    def feed(self, data: bytes) -> bytes:
+        if self.complete:
+            return b""
+        self._buf += data
+        if not self.head_done and not self._head():
+            return b""
+        if self._chunked:
+            return self._chunked_body()
+        return self._plain_body()
+
+    def eof(self) -> None:
+        """The peer closed: a body delimited by close is complete; anything else is truncated."""
+        if self.head_done and not self._chunked and self._remaining is None:
+            self.complete = True
+
+    def _head(self) -> bool:
+        end = self._buf.find(b"\r\n\r\n")
+        if end < 0:
+            if len(self._buf) > MAX_HEAD:
+                raise FramingError("response headers larger than 64 KiB")
+            return False
+        lines = bytes(self._buf[:end]).decode("latin-1").split("\r\n")
+        del self._buf[: end + 4]
+        parts = lines[0].split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+            raise FramingError(f"not an HTTP response: {lines[0][:80]!r}")
+        self.status = int(parts[1])
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            self.headers[name.strip().lower()] = value.strip()
+        self._setup(parts[0])
+        self.head_done = True
+        return True
+
+    def _setup(self, version: str) -> None:
+        conn = self.headers.get("connection", "").lower()
+        self.keep_alive = conn != "close" and not (version == "HTTP/1.0" and conn != "keep-alive")
+        if "chunked" in self.headers.get("transfer-encoding", "").lower():
+            self._chunked = True
+        elif "content-length" in self.headers:
+            self._remaining = int(self.headers["content-length"])
+            self.complete = self._remaining == 0
+        elif self.status in (204, 304) or 100 <= (self.status or 0) < 200:
+            self.complete = True
+        else:
+            self.keep_alive = False           # delimited by close
+
+    def _plain_body(self) -> bytes:
+        data = bytes(self._buf)
+        self._buf.clear()
+        if self._remaining is not None:
+            data = data[: self._remaining]
+            self._remaining -= len(data)
+            self.complete = self._remaining == 0
+        return data
+
+    def _chunked_body(self) -> bytes:
+        out = bytearray()
+        while self._buf and not self.complete:
+            if self._state == "data":
+                take = bytes(self._buf[: self._remaining])
+                del self._buf[: len(take)]
+                out += take
+                self._remaining -= len(take)
+                if self._remaining == 0:
+                    self._state = "data_crlf"
+                continue
+            nl = self._buf.find(b"\r\n")
+            if nl < 0:
+                break
+            line = bytes(self._buf[:nl])
+            del self._buf[: nl + 2]
+            self._line(line)
+        return bytes(out)
+
+    def _line(self, line: bytes) -> None:
+        if self._state == "data_crlf":
+            self._state = "size"
+        elif self._state == "size":
+            try:
+                size = int(line.split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                raise FramingError(f"bad chunk size line {line[:40]!r}") from None
+            self._remaining = size
+            self._state = "data" if size else "trailer"
+        elif self._state == "trailer" and not line:
+            self.complete = True

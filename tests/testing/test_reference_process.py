@@ -1,0 +1,81 @@
+"""The subprocess wrapper and the `tokenbench reference-server` command."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+
+from tokenbench.cli.main import main
+from tokenbench.errors import DeployError
+from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
+
+
+def complete(url: str, body: dict, headers: dict | None = None) -> dict:
+    req = urllib.request.Request(f"{url}/v1/completions", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json", **(headers or {})})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def test_process_free_port_affinity_clean_exit_and_send_log():
+    cpu = max(os.sched_getaffinity(0))
+    cfg = ReferenceConfig(ttft_ms=2, itl_ms=1, api_key="k3y")
+    with ReferenceProcess(cfg, cpu=cpu) as ref:
+        assert ref.port > 0 and ref.url.endswith(f":{ref.port}")
+        assert os.sched_getaffinity(ref.proc.pid) == {cpu}
+        assert "k3y" not in " ".join(ref.proc.args)  # the config (and key) travels in the environment
+        out = complete(ref.url, {"prompt": [4, 5, 6], "max_tokens": 3, "ignore_eos": True,
+                                 "temperature": 0}, {"Authorization": "Bearer k3y", "X-Request-Id": "r1"})
+        assert out["usage"]["completion_tokens"] == 3
+    assert ref.proc.returncode == 0
+    (rec,) = ref.send_log()
+    assert rec["x_request_id"] == "r1" and rec["prompt_tokens"] == 3 and rec["tokens"] == [3]
+
+
+def test_process_that_cannot_start_says_so(tmp_path):
+    cfg = ReferenceConfig(ttft_ms=1, itl_ms=1, send_log=str(tmp_path / "missing-dir" / "log.jsonl"))
+    with pytest.raises(DeployError), ReferenceProcess(cfg):
+        pass
+
+
+@pytest.mark.parametrize("argv", [
+    ["--ttft-ms", "1", "--itl-ms", "1", "--bogus"],
+    ["--itl-ms", "1"],
+    ["--ttft-ms", "1", "--itl-ms", "1", "--fault", "nope=0.1"],
+    ["--ttft-ms", "1", "--itl-ms", "1", "--fault", "stall"],
+    ["--ttft-ms", "1", "--itl-ms", "1", "--fault", "stall=0.6", "--fault", "http_500=0.6"],
+    ["--ttft-ms", "-1", "--itl-ms", "1"],
+    ["--ttft-ms", "1", "--itl-ms", "1", "--api-key-env", "TOKENBENCH_TEST_UNSET_VAR"],
+])
+def test_cli_bad_input_exits_2(argv, capsys):
+    assert main(["reference-server", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err
+
+
+def test_cli_serves_until_sigterm(tmp_path):
+    log = tmp_path / "send.jsonl"
+    argv = [sys.executable, "-m", "tokenbench.cli.main", "reference-server", "--port", "0", "--ttft-ms", "1",
+            "--itl-ms", "1", "--send-log", str(log), "--api-key-env", "REF_KEY", "--fault", "http_503=1"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env={**os.environ, "REF_KEY": "abc"})
+    try:
+        line = proc.stdout.readline()
+        url = line.split(" on ", 1)[1].split()[0]
+        with pytest.raises(urllib.error.HTTPError) as denied:
+            complete(url, {"prompt": "a", "max_tokens": 1})
+        assert denied.value.code == 401
+        with pytest.raises(urllib.error.HTTPError) as faulted:
+            complete(url, {"prompt": "a", "max_tokens": 1}, {"Authorization": "Bearer abc"})
+        assert faulted.value.code == 503
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
+        proc.stdout.close()
+    (rec,) = [json.loads(x) for x in log.read_text().splitlines()]
+    assert rec["fault"] == "http_503" and rec["status"] == 503
