@@ -11,10 +11,11 @@ import click
 from pydantic import ValidationError
 
 from tokenbench.cli import console, options
+from tokenbench.deploy import facts_for
 from tokenbench.errors import MeasurementError, UsageError
 from tokenbench.load.bench import run_bench
 from tokenbench.load.cell import CellResult
-from tokenbench.load.target import check_context, resolve
+from tokenbench.load.target import ResolvedTarget, check_context, resolve
 from tokenbench.store.writer import ResultWriter
 from tokenbench.spec.bench import BenchSpec, Load
 
@@ -89,22 +90,32 @@ def _progress_cb(bar, tasks: dict):
 @click.option("--output", "output", default=None, type=click.Path(dir_okay=False), help="write a JSON result")
 @click.option("--db", default=None, type=click.Path(dir_okay=False), help="results database (default results/)")
 @click.option("--no-store", is_flag=True, help="do not write to the results database")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
+              help="client processes sharing the load (each with its own event loop)")
 def command(**kw) -> None:
     """Benchmark a running OpenAI-compatible server: TTFT, TPOT, ITL, E2EL, throughput, goodput."""
     spec = build_spec(kw)
     target = resolve(spec.target, kw["tokenizer"], kw["vocab_size"])
+    results, writer = measure(spec, target, sys.argv, kw["output"], kw["db"], facts_for(target.base_url).to_dict(),
+                              store=not kw["no_store"], workers=kw["workers"])
+    _report(results, writer)
+
+
+def measure(spec: BenchSpec, target: ResolvedTarget, argv: list[str], json_path: str | None, db_path: str | None,
+            facts: dict | None = None, store: bool = True, workers: int = 1) -> tuple[list[CellResult], ResultWriter]:
+    """Run the spec's cells with progress bars, storing each cell as it finishes (shared with `demo`)."""
     check_context(spec.workload, target.max_model_len)
-    writer = ResultWriter(spec, target, sys.argv, kw["output"], None if kw["no_store"] else kw["db"])
+    writer = ResultWriter(spec, target, argv, json_path, db_path, facts=facts, store=store)
     console.err.print(f"[bold]tokenbench[/] {target.base_url} model={target.model} "
                       f"vocab={target.vocab.size} ({target.vocab.source}) run={writer.run_id or '-'}")
     with console.progress() as bar:
         try:
-            results = asyncio.run(run_bench(spec, target, writer.add_cell, _progress_cb(bar, {})))
+            results = asyncio.run(run_bench(spec, target, writer.add_cell, _progress_cb(bar, {}), workers))
         except KeyboardInterrupt:
             writer.finish("interrupted")
             raise
     writer.finish("done" if all(r.status == "ok" for r in results) else "failed")
-    _report(results, writer)
+    return results, writer
 
 
 def _report(results: list[CellResult], writer: ResultWriter) -> None:

@@ -115,7 +115,9 @@ def command(spec_file, resume, dry_run, db, overrides, **kw) -> None:
         _dry_run(p)
         return
     target = spec.target.base_url or spec.target.profile
-    run_id = resume or store.create_run("sweep", target, spec.model_dump(mode="json"), sys.argv, environment.capture())
+    profile = load_profile(spec.target, p.configs[0]) if spec.target.profile else None
+    run_id = resume or store.create_run("sweep", target, spec.model_dump(mode="json"), sys.argv,
+                                        environment.capture(profile))
     runner = SweepRunner(p, store, run_id)
     todo = sum(len(runner.pending(c)) for c in p.configs)
     console.err.print(f"[bold]sweep[/] run {run_id}: {todo} of {len(p.cells)} cells to run; database {store.path}")

@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from tokenbench.client.http import Session, send
 from tokenbench.client.records import RequestRecord
 from tokenbench.client.request import PreparedRequest, Prompt, prepare
-from tokenbench.load.runner import run_phase
+from tokenbench.load.runner import CellRun, run_phase
+from tokenbench.load.workers import run_workers
 from tokenbench.load.target import ResolvedTarget
 from tokenbench.metrics.summary import summarize
-from tokenbench.metrics.verify import verdict
+from tokenbench.metrics.verify import client_health_verdict, verdict
 from tokenbench.spec.bench import SLO, Load, Workload
 from tokenbench.workload.chat import ServerTokenizer, chat_prompts
 from tokenbench.workload.random_ids import cell_rng, token_prompts
@@ -29,7 +30,7 @@ class CellResult:
     summary: dict
     records: list[RequestRecord]
     warmup: list[RequestRecord]
-    status: str                      # "ok" | "failed"
+    status: str                      # "ok" | "failed" | "invalid" (the client could not keep up)
     message: str = ""
     notes: list[str] = field(default_factory=list)
 
@@ -65,29 +66,41 @@ def _warmup_load(load: Load, count: int) -> Load:
     return Load(concurrency=width, num_prompts=count)
 
 
+async def _in_process(session: Session, warm_r: list, warm_load: Load, meas_r: list, load: Load, seed: int,
+                      on_progress: Callable[[str, int, int], None]) -> tuple[list, CellRun]:
+    async def do_send(req: PreparedRequest, intended: int):
+        return await send(session, req, intended)
+
+    warm: list = []
+    if warm_r:
+        done = iter(range(1, len(warm_r) + 1))
+        warm = (await run_phase(do_send, warm_r, warm_load, "warmup",
+                                on_done=lambda: on_progress("warmup", next(done), len(warm_r)))).records
+    done_m = iter(range(1, len(meas_r) + 1))
+    run = await run_phase(do_send, meas_r, load, "measure", seed=seed,
+                          on_done=lambda: on_progress("measure", next(done_m), len(meas_r)))
+    return warm, run
+
+
 async def run_cell(session: Session, t: ResolvedTarget, wl: Workload, load: Load, slo: SLO,
-                   *, allow_mismatch: bool = False, max_error_rate: float = 0.0,
+                   *, allow_mismatch: bool = False, max_error_rate: float = 0.0, workers: int = 1,
                    on_progress: Callable[[str, int, int], None] = lambda phase, done, total: None) -> CellResult:
     key = cell_key(wl, load)
     n_warm, n_meas = load.warmup_count(), planned_count(load)
     warm_p, overhead = _prompts(t, wl, key, "warmup", n_warm, None) if n_warm else ([], None)
     meas_p, overhead = _prompts(t, wl, key, "measure", n_meas, overhead)
     warm_r, meas_r = _prepare(t, wl, warm_p), _prepare(t, wl, meas_p)
-
-    async def do_send(req: PreparedRequest, intended: int):
-        return await send(session, req, intended)
-
-    warm = []
-    if warm_r:
-        done = iter(range(1, n_warm + 1))
-        warm = (await run_phase(do_send, warm_r, _warmup_load(load, n_warm), "warmup",
-                                on_done=lambda: on_progress("warmup", next(done), n_warm))).records
-    done_m = iter(range(1, n_meas + 1))
-    run = await run_phase(do_send, meas_r, load, "measure", seed=wl.seed,
-                          on_done=lambda: on_progress("measure", next(done_m), n_meas))
+    warm_load = _warmup_load(load, n_warm)
+    if workers > 1:
+        warm, run = await run_workers(workers, warm_r, warm_load, meas_r, load, wl.seed, session.timeout_s,
+                                      on_done=lambda d: on_progress("measure", d, n_meas))
+    else:
+        warm, run = await _in_process(session, warm_r, warm_load, meas_r, load, wl.seed, on_progress)
     summary = summarize(run.records, load, wl.input_len, wl.output_len, slo)
     summary.update(run.client_health)
     if overhead is not None:
         summary["chat_template_overhead_tokens"] = overhead
     status, message = verdict(run.records, allow_mismatch, max_error_rate)
+    if status == "ok":
+        status, message = client_health_verdict(summary, load)
     return CellResult(key, load, wl, summary, run.records, warm, status, message)

@@ -56,7 +56,7 @@ async def _closed_loop(send: Send, pool: _Pool, concurrency: int, deadline_ns: i
 
 
 async def _open_loop(send: Send, pool: _Pool, load: Load, rng: random.Random, clock: Clock,
-                     out: list, on_done: Callable[[], None]) -> None:
+                     out: list, on_done: Callable[[], None], t0: int) -> None:
     slots = asyncio.Semaphore(load.max_concurrency) if load.max_concurrency else None
 
     async def one(i: int, req: PreparedRequest, intended: int) -> None:
@@ -69,7 +69,6 @@ async def _open_loop(send: Send, pool: _Pool, load: Load, rng: random.Random, cl
         on_done()
 
     tasks = []
-    t0 = clock.now_ns()
     for off in offsets_ns(load.request_rate, load.arrival, rng, len(pool.requests), load.duration_s):
         await clock.sleep_until(t0 + off)
         item = pool.take()
@@ -85,20 +84,24 @@ def _parse_all(out: list, phase: Phase) -> list[RequestRecord]:
 
 
 async def run_phase(send: Send, requests: Sequence[PreparedRequest], load: Load, phase: Phase, *,
-                    seed: int = 0, clock: Clock | None = None,
+                    seed: int = 0, clock: Clock | None = None, start_ns: int | None = None,
                     on_done: Callable[[], None] = lambda: None) -> CellRun:
-    """Run one phase (warmup or measure) of a cell and return parsed records and client health."""
+    """Run one phase (warmup or measure) of a cell and return parsed records and client health.
+    `start_ns` (same clock) lets several worker processes begin the phase at one shared instant."""
     clock = clock or MonotonicClock()
+    if start_ns is not None:
+        await clock.sleep_until(start_ns)
     pool, out, probe = _Pool(requests), [], LoopLagProbe()
     gc.collect()
     gc.disable()   # a full collection mid-cell stalls the loop for tens of ms; collect after instead
     probe.start()
     try:
+        t0 = clock.now_ns()
         if load.concurrency is not None:
-            deadline = clock.now_ns() + int(load.duration_s * 1e9) if load.duration_s else None
+            deadline = t0 + int(load.duration_s * 1e9) if load.duration_s else None
             await _closed_loop(send, pool, load.concurrency, deadline, clock, out, on_done)
         else:
-            await _open_loop(send, pool, load, random.Random(seed), clock, out, on_done)
+            await _open_loop(send, pool, load, random.Random(seed), clock, out, on_done, t0)
     finally:
         health = probe.stop()
         gc.enable()

@@ -38,3 +38,32 @@ def verdict(recs: Sequence[RequestRecord], allow_mismatch: bool, max_error_rate:
         return "failed", (f"{len(failed)}/{len(recs)} requests failed ({detail}); first: {first.error_detail[:200]} "
                           f"(raise --max-error-rate to tolerate failures)")
     return "ok", ""
+
+
+# Client self-honesty thresholds (docs/metrics.md, "Client health"). A cell beyond any of them is
+# marked invalid: its numbers measure the client, not the server.
+LOOP_LAG_P99_MAX_MS = 50.0        # the event loop woke this late: chunk stamps can be this wrong
+LOOP_LAG_SHARE_OF_ITL = 0.25      # p50 loop lag above this share of the median ITL
+SCHEDULE_LAG_P99_MAX_MS = 50.0    # open loop without a cap: sends this late versus the schedule
+CLIENT_CPU_MAX_PERCENT = 90.0     # per client process: one core nearly saturated
+
+
+def client_health_verdict(summary: dict, load) -> tuple[str, str]:
+    """("ok", "") or ("invalid", reason) from the client's own observations during the cell."""
+    reasons = []
+    lag99, lag50 = summary.get("loop_lag_p99_ms"), summary.get("loop_lag_p50_ms")
+    if lag99 is not None and lag99 > LOOP_LAG_P99_MAX_MS:
+        reasons.append(f"event-loop lag p99 {lag99:.1f} ms > {LOOP_LAG_P99_MAX_MS:g} ms")
+    itl = summary.get("median_itl_ms")
+    if lag50 is not None and itl and itl == itl and lag50 > LOOP_LAG_SHARE_OF_ITL * itl:
+        reasons.append(f"event-loop lag p50 {lag50:.1f} ms > {LOOP_LAG_SHARE_OF_ITL:.0%} of median ITL {itl:.1f} ms")
+    q99 = summary.get("p99_queue_ms")
+    if load.request_rate is not None and load.max_concurrency is None and q99 and q99 > SCHEDULE_LAG_P99_MAX_MS:
+        reasons.append(f"sends ran {q99:.1f} ms (p99) behind the arrival schedule")
+    cpu = summary.get("client_cpu_percent")
+    per_proc = (cpu or 0) / (summary.get("client_workers") or 1)
+    if per_proc > CLIENT_CPU_MAX_PERCENT:
+        reasons.append(f"client CPU {per_proc:.0f}% of a core per process > {CLIENT_CPU_MAX_PERCENT:g}%")
+    if reasons:
+        return "invalid", "client overloaded: " + "; ".join(reasons) + " (use --workers N or a lighter load)"
+    return "ok", ""

@@ -55,6 +55,9 @@ class Container(StrictModel):
     ipc: str | None = None
     shm_size: str | None = None
     devices: list[str] = Field(default_factory=list, description="extra --device paths beyond the accelerator ones")
+    control_devices: list[str] | None = Field(
+        None, description="Ascend control devices mapped beside /dev/davinciN; null = /dev/davinci_manager, "
+                          "/dev/devmm_svm, /dev/hisi_hdc")
     volumes: list[str] = Field(default_factory=list, description="host:container[:ro]")
     extra_args: list[str] = Field(default_factory=list, description="extra docker run arguments")
 
@@ -68,6 +71,20 @@ class HostTuning(StrictModel):
     sched_migration_cost_ns: int | None = None
     shm_min_gb: float | None = None
     hugepages: int | None = None
+    in_container: bool = Field(False, description="also apply these (best effort) at the start of the container "
+                                                  "command, as Study A did; needs a privileged container")
+
+
+class ArgRule(StrictModel):
+    """Engine args added when the parallelism reaches the given sizes (every condition given must hold)."""
+
+    tp_at_least: int | None = Field(None, ge=1, description="applies when parallelism.tp >= this")
+    dp_at_least: int | None = Field(None, ge=1, description="applies when parallelism.dp >= this")
+    args: dict[str, ArgValue] = Field(description="merged over the profile's args (rule wins)")
+
+    def matches(self, parallelism: Parallelism) -> bool:
+        return ((self.tp_at_least is None or parallelism.tp >= self.tp_at_least)
+                and (self.dp_at_least is None or parallelism.dp >= self.dp_at_least))
 
 
 class Profile(StrictModel):
@@ -84,6 +101,8 @@ class Profile(StrictModel):
     env: dict[str, str] = Field(default_factory=dict)
     args: dict[str, ArgValue] = Field(default_factory=dict,
                                       description="engine flags: --key value; true = bare flag; null/false = omitted")
+    when: list[ArgRule] = Field(default_factory=list,
+                                description="args that apply only at some parallelism, e.g. dp_at_least: 2")
     extra_args: list[str] = Field(default_factory=list, description="engine arguments appended verbatim")
     command: list[str] | None = Field(None, description="replace the engine's launch command prefix")
     setup: list[str] = Field(default_factory=list, description="shell lines run before launch inside the container")
@@ -105,6 +124,14 @@ class Profile(StrictModel):
         if self.runs_in == "container" and self.container is None:
             raise ValueError("runs_in: container needs a 'container:' section with an image")
         return self
+
+    def effective_args(self) -> dict[str, ArgValue]:
+        """`args` with every matching `when` rule merged over it, in order."""
+        merged = dict(self.args)
+        for rule in self.when:
+            if rule.matches(self.parallelism):
+                merged.update(rule.args)
+        return merged
 
     def device_ids(self) -> list[int]:
         if self.devices is not None:

@@ -30,7 +30,7 @@ def expected_ctx(profile: Profile) -> int | None:
     if profile.engine == "llamacpp" and par.ctx:
         return par.ctx // (par.slots or 1)
     for flag in ("max-model-len", "context-length"):
-        value = profile.args.get(flag)
+        value = profile.effective_args().get(flag)
         if isinstance(value, int):
             return value
     return None

@@ -1,0 +1,91 @@
+"""SGLang adapter: the `sglang.launch_server` command line and the facts its server reports.
+
+Facts: `/get_server_info` (older releases: `/server_info`) carries `max_total_num_tokens` (the KV pool of
+one data-parallel replica, in tokens), `context_length` (null unless set at launch), `version` and
+`dp_size`; `/v1/models` carries `max_model_len` on releases that have it.
+"""
+
+from __future__ import annotations
+
+from tokenbench.client import api
+from tokenbench.deploy.engines import flag_args
+from tokenbench.deploy.facts import ServerFacts
+from tokenbench.errors import UsageError
+from tokenbench.spec.profile import Profile
+
+PREFIX = ["python", "-m", "sglang.launch_server"]
+
+
+def launch_argv(profile: Profile, port: int) -> list[str]:
+    """The exact engine argv; every profile value is one item (no shell involved)."""
+    if profile.model.path is None:
+        raise UsageError(f"profile '{profile.name}': SGLang needs model.path (an HF directory)",
+                         "set model.path to the weights directory as the server sees it")
+    argv = list(profile.command or PREFIX) + ["--model-path", profile.model.path]
+    if profile.model.served_name:
+        argv += ["--served-model-name", profile.model.served_name]
+    argv += ["--host", profile.host, "--port", str(port)]
+    if profile.parallelism.tp > 1:
+        argv += ["--tp", str(profile.parallelism.tp)]
+    if profile.parallelism.dp > 1:
+        argv += ["--data-parallel-size", str(profile.parallelism.dp)]
+    return argv + flag_args(profile.effective_args()) + list(profile.extra_args)
+
+
+def served_model(profile: Profile) -> str | None:
+    return profile.model.served_name or profile.model.path
+
+
+def read_facts(base_url: str, api_key: str | None = None) -> ServerFacts:
+    facts = ServerFacts(engine="sglang")
+    info, path = _server_info(base_url, api_key)
+    if info:
+        _from_server_info(facts, info, path)
+    models = api.get_json(base_url, "/v1/models", api_key)
+    entry = _first_model(models)
+    if entry:
+        facts.model, facts.source["model"] = entry.get("id"), "/v1/models"
+        if facts.ctx_per_seq is None and isinstance(entry.get("max_model_len"), int):
+            facts.ctx_per_seq, facts.source["ctx_per_seq"] = entry["max_model_len"], "/v1/models max_model_len"
+    return facts
+
+
+def _server_info(base_url: str, api_key: str | None) -> tuple[dict | None, str]:
+    for path in ("/get_server_info", "/server_info"):
+        data = api.get_json(base_url, path, api_key)
+        if isinstance(data, dict):
+            return data, path
+    return None, ""
+
+
+def _from_server_info(facts: ServerFacts, info: dict, path: str) -> None:
+    states = info.get("internal_states") if isinstance(info.get("internal_states"), list) else []
+    first_state = states[0] if states and isinstance(states[0], dict) else {}
+    pool = _int(info.get("max_total_num_tokens")) or _int(first_state.get("max_total_num_tokens"))
+    dp = _int(info.get("dp_size")) or 1
+    if pool is not None:
+        facts.kv_capacity_tokens = pool * dp
+        facts.source["kv_capacity_tokens"] = f"{path} max_total_num_tokens" + (f" x dp_size {dp}" if dp > 1 else "")
+    ctx = _int(info.get("context_length")) or _int(first_state.get("context_length"))
+    if ctx is not None:
+        facts.ctx_per_seq, facts.source["ctx_per_seq"] = ctx, f"{path} context_length"
+    if info.get("version"):
+        facts.version, facts.source["version"] = str(info["version"]), f"{path} version"
+    slots = _int(info.get("max_running_requests"))
+    if slots is not None:
+        facts.slots, facts.source["slots"] = slots, f"{path} max_running_requests"
+    keep = ("version", "max_total_num_tokens", "max_req_input_len", "context_length", "max_running_requests",
+            "tp_size", "dp_size", "chunked_prefill_size", "cuda_graph_max_bs", "disable_radix_cache", "device",
+            "dtype", "mem_fraction_static", "served_model_name", "model_path")
+    facts.raw["server_info"] = {k: info[k] for k in keep if k in info}
+
+
+def _first_model(models: object) -> dict | None:
+    if isinstance(models, dict) and isinstance(models.get("data"), list) and models["data"]:
+        first = models["data"][0]
+        return first if isinstance(first, dict) else None
+    return None
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -1,0 +1,79 @@
+"""vLLM (and vLLM-Ascend) adapter: the `vllm serve` command line and the facts its server reports.
+
+Facts: `/metrics` `vllm:cache_config_info` carries the KV cache as labels (`num_gpu_blocks` x
+`block_size` tokens; one series per engine core when data-parallel, summed); `/v1/models` carries
+`max_model_len`; `/version` the release.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tokenbench.client import api
+from tokenbench.deploy.engines import flag_args
+from tokenbench.deploy.facts import ServerFacts
+from tokenbench.errors import UsageError
+from tokenbench.spec.profile import Profile
+
+PREFIX = ["vllm", "serve"]
+_SERIES = re.compile(r"^vllm:cache_config_info\{(?P<labels>[^}]*)\}", re.MULTILINE)
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def launch_argv(profile: Profile, port: int) -> list[str]:
+    """The exact engine argv; every profile value is one item (no shell involved)."""
+    if profile.model.path is None:
+        raise UsageError(f"profile '{profile.name}': vLLM needs model.path (an HF directory or repo id)",
+                         "set model.path to the weights as the server sees them")
+    argv = list(profile.command or PREFIX) + [profile.model.path]
+    if profile.model.served_name:
+        argv += ["--served-model-name", profile.model.served_name]
+    argv += ["--host", profile.host, "--port", str(port)]
+    if profile.parallelism.tp > 1:
+        argv += ["--tensor-parallel-size", str(profile.parallelism.tp)]
+    if profile.parallelism.dp > 1:
+        argv += ["--data-parallel-size", str(profile.parallelism.dp)]
+    return argv + flag_args(profile.effective_args()) + list(profile.extra_args)
+
+
+def served_model(profile: Profile) -> str | None:
+    return profile.model.served_name or profile.model.path
+
+
+def cache_config(metrics_text: str) -> list[dict[str, str]]:
+    """The label sets of every `vllm:cache_config_info` series in a Prometheus exposition."""
+    return [dict(_LABEL.findall(m.group("labels"))) for m in _SERIES.finditer(metrics_text)]
+
+
+def kv_tokens(series: list[dict[str, str]]) -> int | None:
+    """Total KV tokens over engine cores: sum of num_gpu_blocks x block_size (None if not reported)."""
+    total = 0
+    for labels in series:
+        blocks, size = labels.get("num_gpu_blocks", ""), labels.get("block_size", "")
+        if not (blocks.isdigit() and size.isdigit()) or int(blocks) == 0:
+            return None
+        total += int(blocks) * int(size)
+    return total or None
+
+
+def read_facts(base_url: str, api_key: str | None = None) -> ServerFacts:
+    facts = ServerFacts(engine="vllm")
+    series = cache_config(api.get_text(base_url, "/metrics") or "")
+    if series:
+        facts.raw["cache_config_info"] = series
+        tokens = kv_tokens(series)
+        if tokens is not None:
+            facts.kv_capacity_tokens = tokens
+            facts.source["kv_capacity_tokens"] = (f"/metrics vllm:cache_config_info num_gpu_blocks x block_size"
+                                                  + (f" (sum of {len(series)} engines)" if len(series) > 1 else ""))
+    models = api.get_json(base_url, "/v1/models", api_key)
+    entries = models.get("data") if isinstance(models, dict) and isinstance(models.get("data"), list) else []
+    if entries and isinstance(entries[0], dict):
+        facts.model, facts.source["model"] = entries[0].get("id"), "/v1/models"
+        if isinstance(entries[0].get("max_model_len"), int):
+            facts.ctx_per_seq = entries[0]["max_model_len"]
+            facts.source["ctx_per_seq"] = "/v1/models max_model_len"
+    version = api.get_json(base_url, "/version", api_key)
+    if isinstance(version, dict) and version.get("version"):
+        facts.version, facts.source["version"] = str(version["version"]), "/version"
+    return facts

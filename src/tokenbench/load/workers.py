@@ -1,0 +1,162 @@
+"""Split one cell's load over N client processes, each with its own event loop, and merge exactly.
+
+Closed loop: concurrency C becomes C//N (+1 for the first C%N workers); open loop: rate r becomes r/N
+per worker (a sum of independent Poisson processes is Poisson at the summed rate), the in-flight cap is
+split like C. Requests are dealt round-robin (request i goes to worker i % N and keeps its index i).
+All workers finish warmup, meet at a barrier, and start the measured phase at one shared instant on
+CLOCK_MONOTONIC (perf_counter_ns is system-wide on Linux, so records need no conversion).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing as mp
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from tokenbench.client.http import new_session, send
+from tokenbench.client.records import RequestRecord
+from tokenbench.client.request import PreparedRequest
+from tokenbench.errors import UsageError
+from tokenbench.load.runner import CellRun, run_phase
+from tokenbench.spec.bench import Load
+
+START_DELAY_NS = 50_000_000   # workers start the measured phase 50 ms after the barrier opens
+
+
+def split_width(total: int | None, n: int, i: int) -> int | None:
+    return None if total is None else total // n + (1 if i < total % n else 0)
+
+
+def split_load(load: Load, n: int) -> list[Load]:
+    if load.concurrency is not None and load.concurrency < n:
+        raise UsageError(f"--workers {n} is more than concurrency {load.concurrency}",
+                         "use at most as many workers as concurrent requests")
+    out = []
+    for i in range(n):
+        update = {"num_prompts": split_width(load.num_prompts, n, i)}
+        if load.concurrency is not None:
+            update["concurrency"] = split_width(load.concurrency, n, i)
+        else:
+            update["request_rate"] = load.request_rate / n
+            update["max_concurrency"] = split_width(load.max_concurrency, n, i)
+        out.append(load.model_copy(update=update))
+    return out
+
+
+@dataclass
+class WorkerJob:
+    worker: int
+    workers: int
+    warmup: list[PreparedRequest]
+    warmup_load: Load | None
+    measure: list[PreparedRequest]
+    load: Load
+    seed: int
+    timeout_s: float
+
+
+async def _worker_async(job: WorkerJob, sync, progress) -> tuple[list, list, dict]:
+    async with new_session(job.timeout_s) as session:
+        async def do_send(req, intended):
+            return await send(session, req, intended)
+        warm = []
+        if job.warmup:
+            warm = (await run_phase(do_send, job.warmup, job.warmup_load, "warmup")).records
+        start_ns = await asyncio.get_running_loop().run_in_executor(None, sync.arrive_and_wait)
+        run = await run_phase(do_send, job.measure, job.load, "measure", seed=job.seed + job.worker,
+                              start_ns=start_ns, on_done=lambda: _bump(progress))
+    return _reindex(warm, job), _reindex(run.records, job), run.client_health
+
+
+def _bump(progress) -> None:
+    with progress.get_lock():
+        progress.value += 1
+
+
+def _reindex(records: list[RequestRecord], job: WorkerJob) -> list[RequestRecord]:
+    for r in records:
+        r.index, r.worker = r.index * job.workers + job.worker, job.worker
+    return records
+
+
+class StartLine:
+    """Workers arrive after warmup; the parent then sets one start instant and releases them all."""
+
+    def __init__(self, ctx) -> None:
+        self.ready, self.start, self.go = ctx.Value("i", 0), ctx.Value("q", 0), ctx.Event()
+
+    def arrive_and_wait(self) -> int:
+        with self.ready.get_lock():
+            self.ready.value += 1
+        self.go.wait()
+        return self.start.value
+
+    def release_when_all(self, n: int) -> bool:
+        if not self.go.is_set() and self.ready.value >= n:
+            self.start.value = time.perf_counter_ns() + START_DELAY_NS
+            self.go.set()
+        return self.go.is_set()
+
+
+def _worker_main(job: WorkerJob, sync: StartLine, progress, results) -> None:
+    results.put((job.worker, asyncio.run(_worker_async(job, sync, progress))))
+
+
+def merge_health(parts: Sequence[dict]) -> dict:
+    """Worst loop lag of any worker; client CPU summed over workers (percent of one core)."""
+    out = {}
+    for key in ("loop_lag_p50_ms", "loop_lag_p99_ms", "loop_lag_max_ms"):
+        vals = [p[key] for p in parts if p.get(key) is not None]
+        out[key] = max(vals) if vals else None
+    out["client_cpu_percent"] = sum(p.get("client_cpu_percent") or 0 for p in parts)
+    out["client_workers"] = len(parts)
+    return out
+
+
+def _deal(requests: Sequence[PreparedRequest], n: int, i: int) -> list[PreparedRequest]:
+    return list(requests[i::n])
+
+
+async def run_workers(n: int, warmup: Sequence[PreparedRequest], warmup_load: Load | None,
+                      measure: Sequence[PreparedRequest], load: Load, seed: int, timeout_s: float,
+                      on_done: Callable[[int], None] = lambda done: None) -> tuple[list, CellRun]:
+    ctx = mp.get_context("spawn")
+    sync = StartLine(ctx)
+    progress, results = ctx.Value("i", 0), ctx.Queue()
+    warm_loads = split_load(warmup_load, n) if warmup_load and len(warmup) >= n else [None] * n
+    jobs = [WorkerJob(i, n, _deal(warmup, n, i) if warm_loads[i] else [], warm_loads[i], _deal(measure, n, i),
+                      part, seed, timeout_s) for i, part in enumerate(split_load(load, n))]
+    procs = [ctx.Process(target=_worker_main, args=(j, sync, progress, results), daemon=True) for j in jobs]
+    for p in procs:
+        p.start()
+    try:
+        parts = await _collect(procs, sync, results, progress, on_done)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+            p.join(timeout=5)
+    warm = sorted((r for w, _, _ in parts for r in w), key=lambda r: r.index)
+    recs = sorted((r for _, m, _ in parts for r in m), key=lambda r: r.index)
+    return warm, CellRun(records=recs, client_health=merge_health([h for _, _, h in parts]))
+
+
+async def _collect(procs, sync: StartLine, results, progress, on_done) -> list:
+    got: dict[int, tuple] = {}
+    last = -1
+    while len(got) < len(procs):
+        sync.release_when_all(len(procs))
+        while not results.empty():
+            i, part = results.get()
+            got[i] = part
+        if progress.value != last:
+            last = progress.value
+            on_done(last)
+        dead = [p for p in procs if not p.is_alive() and p.exitcode not in (0, None)]
+        if dead and len(got) < len(procs) and results.empty():
+            raise UsageError(f"a client worker process died (exit code {dead[0].exitcode})",
+                             "rerun with --debug, or with fewer --workers")
+        await asyncio.sleep(0.1)
+    return [got[i] for i in sorted(got)]
