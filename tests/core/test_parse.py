@@ -93,3 +93,21 @@ def test_stream_without_done_is_a_reset():
 def test_error_object_in_stream():
     r = parse_exchange(raw([(100, sse({"error": {"message": "boom"}}))]), req(), 0, "measure")
     assert r.error_kind == "server_error" and "boom" in r.error_detail
+
+
+def test_final_usage_only_chunk_carries_no_token():
+    """llama.cpp /v1/completions: the finish chunk has empty text and the (non-continuous) usage."""
+    chunks = [(100, sse({"choices": [{"text": "a"}]})), (110, sse({"choices": [{"text": "b"}]})),
+              (120, sse({"choices": [{"text": "c"}]})),
+              (121, sse({"choices": [{"text": "", "finish_reason": "length"}],
+                         "usage": {"prompt_tokens": 3, "completion_tokens": 3}})), (122, b"data: [DONE]\n\n")]
+    r = parse_exchange(raw(chunks), req(), 0, "measure")
+    assert r.token_counts == [1, 1, 1] and r.token_times_ns[-1] == 120 * MS and r.ok
+
+
+def test_continuous_usage_gives_tokens_per_chunk():
+    chunks = [(100, sse({"choices": [{"text": "ab"}], "usage": {"prompt_tokens": 3, "completion_tokens": 2}})),
+              (110, sse({"choices": [{"text": "c", "finish_reason": "length"}],
+                         "usage": {"prompt_tokens": 3, "completion_tokens": 3}})), (111, b"data: [DONE]\n\n")]
+    r = parse_exchange(raw(chunks), req(), 0, "measure")
+    assert r.token_counts == [2, 1] and r.output_tokens == 3

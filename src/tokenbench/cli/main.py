@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
+import threading
 import traceback
 
 import click
@@ -14,8 +16,23 @@ from tokenbench.errors import Interrupted, TokenbenchError
 # Each command lives in its own module under tokenbench.cli and exposes `command` (a click command
 # or group). Listed here once; the order is the order of `tokenbench --help`.
 COMMAND_MODULES = [
+    "demo",
+    "deploy",
+    "profiles",
+    "smoke",
     "bench",
+    "sweep",
+    "calibrate",
+    "runs",
+    "report",
+    "compare",
+    "import_",
+    "export",
     "reference_server",
+    "parse",
+    "monitor",
+    "doctor",
+    "flaggems",
 ]
 
 
@@ -45,7 +62,13 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj["debug"] = debug
 
 
+def _sigterm_as_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _sigterm_as_interrupt)   # same clean teardown as Ctrl-C
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
         cli.main(args=argv, standalone_mode=False)

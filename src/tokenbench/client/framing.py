@@ -3,7 +3,10 @@ transfer encoding, Content-Length, or connection close. `feed(bytes) -> body byt
 
 from __future__ import annotations
 
+import string
+
 MAX_HEAD = 64 * 1024
+HEX = frozenset(string.hexdigits)
 
 
 class FramingError(Exception):
@@ -46,7 +49,7 @@ class ResponseFramer:
         lines = bytes(self._buf[:end]).decode("latin-1").split("\r\n")
         del self._buf[: end + 4]
         parts = lines[0].split(" ", 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not _decimal(parts[1]):
             raise FramingError(f"not an HTTP response: {lines[0][:80]!r}")
         self.status = int(parts[1])
         for line in lines[1:]:
@@ -62,7 +65,10 @@ class ResponseFramer:
         if "chunked" in self.headers.get("transfer-encoding", "").lower():
             self._chunked = True
         elif "content-length" in self.headers:
-            self._remaining = int(self.headers["content-length"])
+            value = self.headers["content-length"]
+            if not _decimal(value):
+                raise FramingError(f"bad Content-Length {value[:40]!r}")
+            self._remaining = int(value)
             self.complete = self._remaining == 0
         elif self.status in (204, 304) or 100 <= (self.status or 0) < 200:
             self.complete = True
@@ -101,11 +107,16 @@ class ResponseFramer:
         if self._state == "data_crlf":
             self._state = "size"
         elif self._state == "size":
-            try:
-                size = int(line.split(b";", 1)[0].strip(), 16)
-            except ValueError:
-                raise FramingError(f"bad chunk size line {line[:40]!r}") from None
+            digits = line.split(b";", 1)[0].strip().decode("latin-1")
+            if not digits or not HEX.issuperset(digits):   # int(.., 16) would take "-5", "0x5", "+5"
+                raise FramingError(f"bad chunk size line {line[:40]!r}")
+            size = int(digits, 16)
             self._remaining = size
             self._state = "data" if size else "trailer"
         elif self._state == "trailer" and not line:
             self.complete = True
+
+
+def _decimal(text: str) -> bool:
+    """Plain ASCII digits only: str.isdigit() also accepts '²', which int() refuses, and int() takes '-1'."""
+    return text.isascii() and text.isdigit()

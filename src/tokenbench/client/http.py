@@ -181,4 +181,13 @@ async def send(session: Session, req: PreparedRequest, intended_ns: int) -> RawE
         raw = await _attempt(session, key, payload, intended_ns, fresh=True)
         if raw.error_kind == "stale":
             raw.error_kind = "reset"
+    _mask_credentials(raw, req.headers)
     return raw
+
+
+def _mask_credentials(raw: RawExchange, headers: dict[str, str]) -> None:
+    """Some servers quote the Authorization header in an error body; the key must not reach the
+    results (the detail is stored, written to JSON and printed)."""
+    secret = headers.get("Authorization", "").removeprefix("Bearer").strip()
+    if secret and secret in raw.error_detail:
+        raw.error_detail = raw.error_detail.replace(secret, "***")

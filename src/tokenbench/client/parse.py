@@ -25,9 +25,9 @@ MAX_TEXT = 2000  # characters of generated text kept per request (for smoke test
 class _State:
     times: list[int] = field(default_factory=list)
     counts: list[int] = field(default_factory=list)
+    chunk_usage: list[int | None] = field(default_factory=list)   # cumulative completion_tokens per chunk
     text: list[str] = field(default_factory=list)
     usage: dict | None = None
-    last_completion: int = 0
     finish_reason: str | None = None
     done: bool = False
     error_kind: str | None = None
@@ -42,11 +42,13 @@ def _choice_text(choice: dict) -> str:
 
 
 def _chunk_tokens(choice: dict, usage: dict | None, st: _State) -> int:
+    """Tokens a chunk carries: its token_ids, else the growth of a continuous usage count (only when an
+    earlier chunk carried usage too: a final usage-only chunk carries no token), else 1 if it has text."""
     ids = choice.get("token_ids")
     if ids:
         return len(ids)
-    if usage and isinstance(usage.get("completion_tokens"), int):
-        k = usage["completion_tokens"] - st.last_completion
+    if usage and st.usage is not None and isinstance(usage.get("completion_tokens"), int):
+        k = usage["completion_tokens"] - sum(st.counts)
         if k > 0:
             return k
     return 1 if _choice_text(choice) else 0
@@ -57,9 +59,52 @@ def _fail(st: _State, kind: str, detail: str) -> None:
         st.error_kind, st.error_detail = kind, detail
 
 
+def _is_count(value: object) -> bool:
+    return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0)
+
+
+def _choice_problem(choice: object) -> str | None:
+    if not isinstance(choice, dict):
+        return "a choice is not an object"
+    delta = choice.get("delta")
+    if delta is not None and not isinstance(delta, dict):
+        return "choices[].delta is not an object"
+    texts = (choice.get("text"), *((delta or {}).get(k) for k in ("content", "reasoning_content")))
+    if any(t is not None and not isinstance(t, str) for t in texts):
+        return "a choice's text/content is not a string"
+    if choice.get("token_ids") is not None and not isinstance(choice["token_ids"], list):
+        return "choices[].token_ids is not a list"
+    if choice.get("finish_reason") is not None and not isinstance(choice["finish_reason"], str):
+        return "choices[].finish_reason is not a string"
+    return None
+
+
+def _usage_problem(usage: object) -> str | None:
+    if not isinstance(usage, dict):
+        return "usage is not an object"
+    details = usage.get("prompt_tokens_details")
+    if details is not None and not (isinstance(details, dict) and _is_count(details.get("cached_tokens"))):
+        return "usage.prompt_tokens_details.cached_tokens is not a token count"
+    bad = [k for k in ("prompt_tokens", "completion_tokens") if not _is_count(usage.get(k))]
+    return f"usage.{bad[0]} is not a token count" if bad else None
+
+
+def _schema_problem(payload: dict) -> str | None:
+    """Why a JSON chunk cannot be read as an OpenAI streaming chunk (wrong types), or None."""
+    choices, usage = payload.get("choices"), payload.get("usage")
+    if choices is not None and not isinstance(choices, list):
+        return "choices is not a list"
+    problems = [_choice_problem(c) for c in choices or []] + [_usage_problem(usage) if usage else None]
+    return next((p for p in problems if p), None)
+
+
 def _on_payload(st: _State, t_ns: int, payload: dict) -> None:
     if "error" in payload:
         _fail(st, "server_error", json.dumps(payload["error"])[:300])
+        return
+    problem = _schema_problem(payload)
+    if problem:
+        _fail(st, "invalid_json", f"chunk does not follow the OpenAI schema ({problem}): {json.dumps(payload)[:120]}")
         return
     usage = payload.get("usage") or None
     tokens = 0
@@ -70,9 +115,9 @@ def _on_payload(st: _State, t_ns: int, payload: dict) -> None:
     if tokens:
         st.times.append(t_ns)
         st.counts.append(tokens)
+        st.chunk_usage.append((usage or {}).get("completion_tokens"))
     if usage:
         st.usage = usage
-        st.last_completion = usage.get("completion_tokens") or st.last_completion
 
 
 def _on_event(st: _State, t_ns: int, data: str | None, malformed: str | None) -> None:
@@ -86,7 +131,7 @@ def _on_event(st: _State, t_ns: int, data: str | None, malformed: str | None) ->
         return
     try:
         payload = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):        # RecursionError: nested deeper than json can parse
         _fail(st, "invalid_json", f"chunk is not JSON: {data[:120]}")
         return
     if isinstance(payload, dict):
@@ -103,7 +148,18 @@ def _decode(raw: RawExchange) -> _State:
             _on_event(st, t_ns, ev.data, ev.malformed)
     for ev in dec.flush():
         _on_event(st, raw.end_ns, ev.data, ev.malformed)
+    _continuous_counts(st)
     return st
+
+
+def _continuous_counts(st: _State) -> None:
+    """With continuous usage on every token-bearing chunk, tokens per chunk are the usage increments."""
+    marks = st.chunk_usage
+    if len(marks) < 2 or any(not isinstance(m, int) for m in marks):
+        return
+    steps = [b - a for a, b in zip([0, *marks], marks)]
+    if all(k > 0 for k in steps):
+        st.counts = steps
 
 
 def _usage_fields(st: _State) -> tuple[int | None, int | None, int | None, str]:
@@ -111,6 +167,13 @@ def _usage_fields(st: _State) -> tuple[int | None, int | None, int | None, str]:
         return None, (sum(st.counts) if st.counts else None), None, ("chunks" if st.counts else "none")
     details = st.usage.get("prompt_tokens_details") or {}
     return st.usage.get("prompt_tokens"), st.usage.get("completion_tokens"), details.get("cached_tokens"), "server"
+
+
+def _image_count(st: _State) -> int | None:
+    """usage.prompt_tokens_details.image_count (the reference server reports it), when it is an int."""
+    details = st.usage.get("prompt_tokens_details") if isinstance(st.usage, dict) else None
+    count = details.get("image_count") if isinstance(details, dict) else None
+    return count if type(count) is int else None
 
 
 def _check_lengths(rec: RequestRecord, req: PreparedRequest) -> None:
@@ -124,6 +187,8 @@ def _check_lengths(rec: RequestRecord, req: PreparedRequest) -> None:
     problems = []
     if rec.prompt_tokens is not None and rec.prompt_tokens != req.expected_prompt_tokens:
         problems.append(f"prompt {rec.prompt_tokens} tokens, expected {req.expected_prompt_tokens}")
+    if rec.image_count is not None and rec.image_count != req.images:
+        problems.append(f"server counted {rec.image_count} images, {req.images} sent")
     if got_out != req.output_len:
         problems.append(f"output {got_out} tokens, expected {req.output_len} (finish_reason={rec.finish_reason!r})")
     rec.length_error = "; ".join(problems)
@@ -137,6 +202,7 @@ def parse_exchange(raw: RawExchange, req: PreparedRequest, index: int, phase: Ph
         intended_ns=raw.intended_ns, sent_ns=raw.sent_ns, end_ns=raw.end_ns, status=raw.status,
         token_times_ns=st.times, token_counts=st.counts, prompt_tokens=prompt,
         completion_tokens=completion, cached_tokens=cached, usage_source=source,
+        images=req.images, image_bytes=req.image_bytes, image_count=_image_count(st),
         finish_reason=st.finish_reason, text="".join(st.text)[:MAX_TEXT],
     )
     rec.error_kind = raw.error_kind or st.error_kind

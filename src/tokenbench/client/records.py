@@ -55,7 +55,10 @@ class RequestRecord:
     token_counts: list[int] = field(default_factory=list)     # tokens carried by that chunk
     prompt_tokens: int | None = None    # as counted by the server (usage) or by us (see usage_source)
     completion_tokens: int | None = None
-    cached_tokens: int | None = None
+    cached_tokens: int | None = None    # usage.prompt_tokens_details.cached_tokens (prefix-cache hits)
+    images: int = 0                     # images sent with the prompt
+    image_bytes: int = 0                # their decoded size
+    image_count: int | None = None      # usage.prompt_tokens_details.image_count, when the server reports it
     usage_source: Literal["server", "chunks", "none"] = "none"
     finish_reason: str | None = None
     error_kind: str | None = None

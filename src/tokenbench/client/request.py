@@ -9,13 +9,16 @@ from dataclasses import dataclass
 
 @dataclass(slots=True, frozen=True)
 class Prompt:
-    """One workload item: exact token ids (completions) or text with its known token count (chat)."""
+    """One workload item: exact token ids (completions) or text with its known token count (chat),
+    and for vision workloads the images that travel with the text as `image_url` data URIs."""
 
     token_ids: tuple[int, ...] | None
     text: str | None
     input_len: int                 # tokens the workload promises in the prompt content
     output_len: int
-    expected_prompt_tokens: int    # what the server must report (input_len + chat template overhead)
+    expected_prompt_tokens: int    # what the server must report (input_len + chat template + image tokens)
+    images: tuple[str, ...] = ()   # data: URIs, sent after the text in one user message
+    image_bytes: int = 0           # decoded bytes of those images (the files' sizes)
 
 
 @dataclass(slots=True, frozen=True)
@@ -28,6 +31,8 @@ class PreparedRequest:
     expected_prompt_tokens: int
     conn_key: tuple[str, int, bool] = ("", 0, False)   # (host, port, tls)
     wire: bytes = b""                                  # the whole HTTP/1.1 request, encoded ahead of time
+    images: int = 0                                    # images sent (checked against usage's image_count)
+    image_bytes: int = 0
 
 
 def encode_request(url: str, body: bytes, headers: dict[str, str]) -> tuple[tuple[str, int, bool], bytes]:
@@ -57,8 +62,16 @@ def completions_body(model: str, prompt: Prompt) -> dict:
     return {"model": model, "prompt": content, **_sampling(prompt.output_len)}
 
 
+def user_content(text: str, images: tuple[str, ...] = ()) -> str | list[dict]:
+    """A plain string, or OpenAI content parts (the text, then one image_url part per image)."""
+    if not images:
+        return text
+    return [{"type": "text", "text": text}, *({"type": "image_url", "image_url": {"url": u}} for u in images)]
+
+
 def chat_body(model: str, prompt: Prompt) -> dict:
-    return {"model": model, "messages": [{"role": "user", "content": prompt.text}], **_sampling(prompt.output_len)}
+    messages = [{"role": "user", "content": user_content(prompt.text, prompt.images)}]
+    return {"model": model, "messages": messages, **_sampling(prompt.output_len)}
 
 
 def prepare(base_url: str, api: str, model: str, prompt: Prompt, api_key: str | None) -> PreparedRequest:
@@ -79,4 +92,6 @@ def prepare(base_url: str, api: str, model: str, prompt: Prompt, api_key: str | 
         input_len=prompt.input_len,
         output_len=prompt.output_len,
         expected_prompt_tokens=prompt.expected_prompt_tokens,
+        images=len(prompt.images),
+        image_bytes=prompt.image_bytes,
     )

@@ -15,13 +15,13 @@ Progress = Callable[[CellResult | None, Load, str, int, int], None]
 
 async def run_bench(spec: BenchSpec, target: ResolvedTarget, on_cell: Callable[[CellResult], None],
                     on_progress: Callable[[Load, str, int, int], None] = lambda *a: None,
-                    workers: int = 1) -> list[CellResult]:
+                    workers: int = 1, ray_address: str | None = None) -> list[CellResult]:
     results = []
     async with new_session(spec.target.timeout_s) as session:
         for load in spec.cells:
             result = await run_cell(
                 session, target, spec.workload, load, spec.slo,
-                allow_mismatch=spec.allow_length_mismatch, max_error_rate=spec.max_error_rate, workers=workers,
+                allow_mismatch=spec.allow_length_mismatch, max_error_rate=spec.max_error_rate, workers=workers, ray_address=ray_address,
                 on_progress=lambda phase, done, total, load=load: on_progress(load, phase, done, total))
             on_cell(result)
             results.append(result)

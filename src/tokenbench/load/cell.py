@@ -3,6 +3,7 @@ then the summary and the length verification. Failures are data; the verdict is 
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,13 +14,14 @@ from tokenbench.client.http import Session, send
 from tokenbench.client.records import RequestRecord
 from tokenbench.client.request import PreparedRequest, Prompt, prepare
 from tokenbench.load.runner import CellRun, run_phase
+from tokenbench.load.ray_workers import run_ray
 from tokenbench.load.workers import run_workers
 from tokenbench.load.target import ResolvedTarget
 from tokenbench.metrics.summary import summarize
 from tokenbench.metrics.verify import client_health_verdict, verdict
 from tokenbench.spec.bench import SLO, Load, Workload
-from tokenbench.workload.chat import ServerTokenizer, chat_prompts
-from tokenbench.workload.random_ids import cell_rng, token_prompts
+from tokenbench.errors import UsageError
+from tokenbench.workload.build import build_cell
 
 
 @dataclass
@@ -34,40 +36,43 @@ class CellResult:
     message: str = ""
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def input_len(self) -> int:
+        """The cell's prompt length: exact for fixed-length workloads, the mean asked for datasets."""
+        return self.summary["input_len"]
+
+    @property
+    def output_len(self) -> int:
+        return self.summary["output_len"]
+
 
 def cell_key(workload: Workload, load: Load) -> str:
-    return f"{workload.input_len}:{workload.output_len}/{load.label}"
+    return f"{workload.label}/{load.label}"
 
 
-def planned_count(load: Load) -> int:
+def planned_count(load: Load) -> int | None:
     """Requests to prepare: num_prompts, or enough for the duration at the asked rate (closed loop:
-    an upper bound from 1 request per 50 ms per slot)."""
-    if load.num_prompts is not None:
+    an upper bound from 1 request per 50 ms per slot). A trace: None (its rows decide)."""
+    if load.num_prompts is not None or load.arrival == "trace":
         return load.num_prompts
     per_s = load.request_rate * 1.5 if load.request_rate else load.concurrency * 20
     return max(16, math.ceil(load.duration_s * per_s))
-
-
-def _prompts(t: ResolvedTarget, wl: Workload, key: str, phase: str, count: int,
-             overhead: int | None) -> tuple[list[Prompt], int | None]:
-    rng = cell_rng(wl.seed, key, phase)
-    if wl.api == "chat":
-        tok = ServerTokenizer(t.base_url, t.model, t.api_key)
-        return chat_prompts(tok, rng, count, wl.input_len, wl.output_len, t.vocab, overhead)
-    return token_prompts(rng, count, wl.input_len, wl.output_len, t.vocab), None
 
 
 def _prepare(t: ResolvedTarget, wl: Workload, prompts: list[Prompt]) -> list[PreparedRequest]:
     return [prepare(t.base_url, wl.api, t.model, p, t.api_key) for p in prompts]
 
 
-def _warmup_load(load: Load, count: int) -> Load:
+def _warmup_load(load: Load, count: int) -> Load | None:
+    if count == 0:
+        return None                      # `warmup_requests: 0`: no warmup phase at all
     width = max(1, min(count, load.in_flight_cap or count))
     return Load(concurrency=width, num_prompts=count)
 
 
 async def _in_process(session: Session, warm_r: list, warm_load: Load, meas_r: list, load: Load, seed: int,
-                      on_progress: Callable[[str, int, int], None]) -> tuple[list, CellRun]:
+                      on_progress: Callable[[str, int, int], None],
+                      offsets: list[int] | None = None) -> tuple[list, CellRun]:
     async def do_send(req: PreparedRequest, intended: int):
         return await send(session, req, intended)
 
@@ -77,30 +82,39 @@ async def _in_process(session: Session, warm_r: list, warm_load: Load, meas_r: l
         warm = (await run_phase(do_send, warm_r, warm_load, "warmup",
                                 on_done=lambda: on_progress("warmup", next(done), len(warm_r)))).records
     done_m = iter(range(1, len(meas_r) + 1))
-    run = await run_phase(do_send, meas_r, load, "measure", seed=seed,
+    run = await run_phase(do_send, meas_r, load, "measure", seed=seed, offsets=offsets,
                           on_done=lambda: on_progress("measure", next(done_m), len(meas_r)))
     return warm, run
 
 
 async def run_cell(session: Session, t: ResolvedTarget, wl: Workload, load: Load, slo: SLO,
                    *, allow_mismatch: bool = False, max_error_rate: float = 0.0, workers: int = 1,
+                   ray_address: str | None = None,
                    on_progress: Callable[[str, int, int], None] = lambda phase, done, total: None) -> CellResult:
     key = cell_key(wl, load)
-    n_warm, n_meas = load.warmup_count(), planned_count(load)
-    warm_p, overhead = _prompts(t, wl, key, "warmup", n_warm, None) if n_warm else ([], None)
-    meas_p, overhead = _prompts(t, wl, key, "measure", n_meas, overhead)
-    warm_r, meas_r = _prepare(t, wl, warm_p), _prepare(t, wl, meas_p)
+    if load.arrival == "trace" and (workers > 1 or ray_address):
+        raise UsageError("a trace replay runs in one client process (its arrivals are one schedule)",
+                         "drop --workers / --ray for trace workloads")
+    n_warm = load.warmup_count()
+    prompts = build_cell(t, wl, key, n_warm, planned_count(load), duration_s=load.duration_s)
+    warm_r, meas_r = _prepare(t, wl, prompts.warmup), _prepare(t, wl, prompts.measure)
+    lengths = prompts.nominal_lengths(wl)
+    prompts.warmup = prompts.measure = []          # the prepared bodies hold them now (images are large)
+    n_meas = len(meas_r)
     warm_load = _warmup_load(load, n_warm)
-    if workers > 1:
+    if ray_address:
+        warm, run = await asyncio.get_running_loop().run_in_executor(
+            None, run_ray, ray_address, workers, warm_r, warm_load, meas_r, load, wl.seed, session.timeout_s)
+    elif workers > 1:
         warm, run = await run_workers(workers, warm_r, warm_load, meas_r, load, wl.seed, session.timeout_s,
                                       on_done=lambda d: on_progress("measure", d, n_meas))
     else:
-        warm, run = await _in_process(session, warm_r, warm_load, meas_r, load, wl.seed, on_progress)
-    summary = summarize(run.records, load, wl.input_len, wl.output_len, slo)
+        warm, run = await _in_process(session, warm_r, warm_load, meas_r, load, wl.seed, on_progress,
+                                      prompts.offsets_ns)
+    summary = summarize(run.records, load, *lengths, slo)
     summary.update(run.client_health)
-    if overhead is not None:
-        summary["chat_template_overhead_tokens"] = overhead
+    summary.update(prompts.facts)
     status, message = verdict(run.records, allow_mismatch, max_error_rate)
     if status == "ok":
         status, message = client_health_verdict(summary, load)
-    return CellResult(key, load, wl, summary, run.records, warm, status, message)
+    return CellResult(key, load, wl, summary, run.records, warm, status, message, prompts.notes)

@@ -49,14 +49,17 @@ async def _closed_loop(send: Send, pool: _Pool, concurrency: int, deadline_ns: i
     async def worker() -> None:
         while (deadline_ns is None or clock.now_ns() < deadline_ns) and (item := pool.take()):
             i, req = item
-            out.append((i, req, await send(req, clock.now_ns())))
+            raw = await send(req, clock.now_ns())
+            out.append((i, req, raw))
+            if raw.error_kind == "cancelled":
+                raise asyncio.CancelledError
             on_done()
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
 
 
 async def _open_loop(send: Send, pool: _Pool, load: Load, rng: random.Random, clock: Clock,
-                     out: list, on_done: Callable[[], None], t0: int) -> None:
+                     out: list, on_done: Callable[[], None], t0: int, offsets: Sequence[int] | None = None) -> None:
     slots = asyncio.Semaphore(load.max_concurrency) if load.max_concurrency else None
 
     async def one(i: int, req: PreparedRequest, intended: int) -> None:
@@ -68,8 +71,10 @@ async def _open_loop(send: Send, pool: _Pool, load: Load, rng: random.Random, cl
         out.append((i, req, raw))
         on_done()
 
+    if offsets is None:
+        offsets = offsets_ns(load.request_rate, load.arrival, rng, len(pool.requests), load.duration_s)
     tasks = []
-    for off in offsets_ns(load.request_rate, load.arrival, rng, len(pool.requests), load.duration_s):
+    for off in offsets:
         await clock.sleep_until(t0 + off)
         item = pool.take()
         if item is None:
@@ -85,9 +90,14 @@ def _parse_all(out: list, phase: Phase) -> list[RequestRecord]:
 
 async def run_phase(send: Send, requests: Sequence[PreparedRequest], load: Load, phase: Phase, *,
                     seed: int = 0, clock: Clock | None = None, start_ns: int | None = None,
+                    offsets: Sequence[int] | None = None,
                     on_done: Callable[[], None] = lambda: None) -> CellRun:
     """Run one phase (warmup or measure) of a cell and return parsed records and client health.
-    `start_ns` (same clock) lets several worker processes begin the phase at one shared instant."""
+    `start_ns` (same clock) lets several worker processes begin the phase at one shared instant.
+    `offsets` (open loop, ns): request i is due at t0 + offsets[i] (a trace's arrivals) instead of the
+    load's generated arrivals; required for `arrival: trace`."""
+    if load.arrival == "trace" and offsets is None:
+        raise ValueError("a trace load needs explicit arrival offsets")
     clock = clock or MonotonicClock()
     if start_ns is not None:
         await clock.sleep_until(start_ns)
@@ -101,7 +111,7 @@ async def run_phase(send: Send, requests: Sequence[PreparedRequest], load: Load,
             deadline = t0 + int(load.duration_s * 1e9) if load.duration_s else None
             await _closed_loop(send, pool, load.concurrency, deadline, clock, out, on_done)
         else:
-            await _open_loop(send, pool, load, random.Random(seed), clock, out, on_done, t0)
+            await _open_loop(send, pool, load, random.Random(seed), clock, out, on_done, t0, offsets)
     finally:
         health = probe.stop()
         gc.enable()

@@ -26,7 +26,7 @@ def _load_keys(load: Load, input_len: int, output_len: int) -> dict:
         "concurrency": load.concurrency,
         "request_rate": load.request_rate,
         "max_concurrency": load.max_concurrency,
-        "arrival": load.arrival if load.request_rate is not None else None,
+        "arrival": load.arrival if load.concurrency is None else None,
         "input_len": input_len,
         "output_len": output_len,
     }
@@ -45,6 +45,26 @@ def _counts(recs: Sequence[RequestRecord]) -> dict:
         "usage_source": dict(Counter(r.usage_source for r in ok)),
         "length_mismatches": sum(1 for r in recs if r.length_error),
     }
+
+
+def _cache(ok: Sequence[RequestRecord]) -> dict:
+    """Prefix-cache hits as the server reports them (usage.prompt_tokens_details.cached_tokens); empty
+    when no request reported them."""
+    told = [r for r in ok if r.cached_tokens is not None and r.prompt_tokens]
+    if not told:
+        return {}
+    cached, prompt = sum(r.cached_tokens for r in told), sum(r.prompt_tokens for r in told)
+    return {"total_cached_tokens": cached, "cache_hit_rate": cached / prompt, "cache_reported_requests": len(told)}
+
+
+def _images(recs: Sequence[RequestRecord]) -> dict:
+    """Images sent with ok requests, their bytes, and the server's own count where it reports one."""
+    ok = [r for r in recs if r.ok]
+    if not any(r.images for r in recs):
+        return {}
+    counted = [r.image_count for r in ok if r.image_count is not None]
+    return {"total_images": sum(r.images for r in ok), "total_image_bytes": sum(r.image_bytes for r in ok),
+            "server_counted_images": sum(counted) if counted else None}
 
 
 def _latencies(ok: Sequence[RequestRecord]) -> dict:
@@ -106,6 +126,8 @@ def summarize(recs: Sequence[RequestRecord], load: Load, input_len: int, output_
     if not recs:
         return out
     ok = [r for r in recs if r.ok]
+    out.update(_cache(ok))
+    out.update(_images(recs))
     dur = _duration_ns(recs) / NS
     out["duration"] = dur
     out["request_throughput"] = len(ok) / dur

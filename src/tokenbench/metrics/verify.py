@@ -58,7 +58,7 @@ def client_health_verdict(summary: dict, load) -> tuple[str, str]:
     if lag50 is not None and itl and itl == itl and lag50 > LOOP_LAG_SHARE_OF_ITL * itl:
         reasons.append(f"event-loop lag p50 {lag50:.1f} ms > {LOOP_LAG_SHARE_OF_ITL:.0%} of median ITL {itl:.1f} ms")
     q99 = summary.get("p99_queue_ms")
-    if load.request_rate is not None and load.max_concurrency is None and q99 and q99 > SCHEDULE_LAG_P99_MAX_MS:
+    if load.concurrency is None and load.max_concurrency is None and q99 and q99 > SCHEDULE_LAG_P99_MAX_MS:
         reasons.append(f"sends ran {q99:.1f} ms (p99) behind the arrival schedule")
     cpu = summary.get("client_cpu_percent")
     per_proc = (cpu or 0) / (summary.get("client_workers") or 1)

@@ -37,12 +37,15 @@ def parse_yaml(text: str, source: str) -> tuple[Any, dict[tuple, int]]:
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
+        lines = _line_map(node) if node is not None else {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}" if mark else source
-        raise SpecError(f"{where}: not valid YAML ({getattr(exc, 'problem', exc)})",
-                        "fix the YAML syntax at that line") from exc
-    lines = _line_map(node) if node is not None else {}
+        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())   # one line
+        raise SpecError(f"{where}: not valid YAML ({problem})", "fix the YAML syntax at that line") from exc
+    except RecursionError:
+        raise SpecError(f"{source}: nested too deeply, or an alias (*name) refers to its own anchor",
+                        "write the values out without self-references") from None
     return (data if data is not None else {}), lines
 
 
@@ -78,11 +81,22 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
         keys = dotted.strip().split(".")
         target = data
         for k in keys[:-1]:
-            target = target.setdefault(k, {})
+            target = target.setdefault(k, {}) if isinstance(target, dict) else None
             if not isinstance(target, dict):
                 raise SpecError(f"--set '{item}': '{k}' is not a section", "override a leaf key")
-        target[keys[-1]] = yaml.safe_load(raw) if raw.strip() else ""
+        if not isinstance(target, dict):
+            raise SpecError(f"--set '{item}': the spec is not a mapping of keys", "see docs/ for an example")
+        target[keys[-1]] = _override_value(item, raw)
     return data
+
+
+def _override_value(item: str, raw: str) -> Any:
+    try:
+        return yaml.safe_load(raw) if raw.strip() else ""
+    except (yaml.YAMLError, RecursionError) as exc:
+        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
+        raise SpecError(f"--set '{item}': the value is not valid YAML ({problem})",
+                        "quote it, e.g. --set name='\"a: b\"'") from None
 
 
 def load_model(model: type[M], data: Any, source: str, lines: dict[tuple, int] | None = None) -> M:

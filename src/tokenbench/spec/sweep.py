@@ -1,13 +1,14 @@
-"""Sweep specs: target, (input, output) pairs x concurrency/rates x server-config variants x repeats."""
+"""Sweep specs: target, workload (pairs of lengths, or a dataset) x concurrency/rates x server-config
+variants x repeats."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from tokenbench.spec.base import StrictModel
-from tokenbench.spec.bench import SLO
+from tokenbench.spec.bench import DATASET_KINDS, FIXED_LENGTH_KINDS, SLO, Workload, WorkloadSource
 
 SHORT_KEYS = {"tp": "parallelism.tp", "dp": "parallelism.dp", "slots": "parallelism.slots",
               "threads": "parallelism.threads", "ctx": "parallelism.ctx"}
@@ -39,7 +40,10 @@ class Requests(StrictModel):
 class SweepSpec(StrictModel):
     name: str = "sweep"
     target: SweepTarget
-    pairs: list[tuple[int, int]] = Field(min_length=1, description="[input, output] token pairs")
+    workload: WorkloadSource = Field(default_factory=WorkloadSource,
+                                     description="kind and knobs (docs/workloads.md); random, prefix and image "
+                                                 "take their lengths from pairs, datasets and traces from the file")
+    pairs: list[tuple[int, int]] = Field(default_factory=list, description="[input, output] token pairs")
     concurrency: list[int] = Field(default_factory=list)
     rates: list[float] = Field(default_factory=list)
     max_concurrency: int | None = Field(None, gt=0)
@@ -82,8 +86,35 @@ class SweepSpec(StrictModel):
 
     @model_validator(mode="after")
     def _load_axis(self) -> "SweepSpec":
-        if not self.concurrency and not self.rates:
+        if self.workload.kind == "trace":
+            if self.concurrency or self.rates:
+                raise ValueError("a trace sweep replays the trace's arrivals: drop 'concurrency' and 'rates' "
+                                 "(speed it up or down with workload.time_scale)")
+        elif not self.concurrency and not self.rates:
             raise ValueError("the concurrency axis is empty: give 'concurrency: [1, 8, ...]' or 'rates: [...]'")
         if self.vary and self.target.base_url:
             raise ValueError("'vary' needs a profile target (tokenbench must relaunch the server per config)")
         return self
+
+    @model_validator(mode="after")
+    def _lengths(self) -> "SweepSpec":
+        kind = self.workload.kind
+        if kind in FIXED_LENGTH_KINDS and not self.pairs:
+            raise ValueError(f"'pairs' is empty: a {kind} sweep needs [input, output] pairs, e.g. pairs: [[512, 128]]")
+        if kind in FIXED_LENGTH_KINDS and self.workload.output_len is not None:
+            raise ValueError("give output lengths in 'pairs', not workload.output_len")
+        if kind in DATASET_KINDS and self.pairs:
+            raise ValueError(f"a {kind} sweep takes its lengths from the dataset: drop 'pairs' "
+                             "(force output lengths with workload.output_len)")
+        try:
+            self.workloads()
+        except ValidationError as exc:
+            raise ValueError(exc.errors()[0]["msg"].removeprefix("Value error, ")) from None
+        return self
+
+    def workloads(self) -> list[Workload]:
+        """One workload per pair (random, prefix, image), or the one dataset workload."""
+        common = {**self.workload.model_dump(), "api": self.api, "seed": self.seed}
+        if self.workload.kind in DATASET_KINDS:
+            return [Workload(**common)]
+        return [Workload(**{**common, "input_len": a, "output_len": b}) for a, b in self.pairs]

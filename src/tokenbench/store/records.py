@@ -42,4 +42,5 @@ def to_dict(r: RequestRecord) -> dict:
         "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
         "cached_tokens": r.cached_tokens, "usage_source": r.usage_source, "finish_reason": r.finish_reason,
         "error_kind": r.error_kind, "error_detail": r.error_detail, "length_error": r.length_error,
+        "images": r.images, "image_bytes": r.image_bytes, "image_count": r.image_count,
     }

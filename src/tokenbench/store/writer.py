@@ -19,7 +19,7 @@ from tokenbench.store.records import to_dict
 
 
 def cell_row(r: CellResult) -> dict:
-    return {"key": r.key, "input_len": r.workload.input_len, "output_len": r.workload.output_len,
+    return {"key": r.key, "input_len": r.input_len, "output_len": r.output_len,
             "concurrency": r.load.concurrency, "request_rate": r.load.request_rate, "status": r.status,
             "message": r.message, "summary": r.summary}
 

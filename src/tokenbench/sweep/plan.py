@@ -29,7 +29,7 @@ class PlannedCell:
 
     @property
     def key(self) -> str:
-        return f"{self.workload.input_len}:{self.workload.output_len}/{self.load.label}"
+        return f"{self.workload.label}/{self.load.label}"
 
     @property
     def width(self) -> int | None:
@@ -65,6 +65,8 @@ def _count(spec: SweepSpec, width: float) -> int | None:
 
 def _loads(spec: SweepSpec) -> list[Load]:
     common = dict(duration_s=spec.requests.duration_s, warmup_requests=spec.warmup_requests)
+    if spec.workload.kind == "trace":
+        return [Load(arrival="trace", max_concurrency=spec.max_concurrency, **common)]
     loads = [Load(concurrency=c, num_prompts=_count(spec, c), **common) for c in spec.concurrency]
     loads += [Load(request_rate=r, max_concurrency=spec.max_concurrency,
                    num_prompts=_count(spec, spec.max_concurrency or r * 10), **common) for r in spec.rates]
@@ -74,8 +76,7 @@ def _loads(spec: SweepSpec) -> list[Load]:
 def plan(spec: SweepSpec) -> Plan:
     p = Plan(spec, server_configs(spec))
     for config in p.configs:
-        for inp, out in spec.pairs:
-            wl = Workload(api=spec.api, input_len=inp, output_len=out, seed=spec.seed)
+        for wl in spec.workloads():
             for load in _loads(spec):
                 for rep in range(spec.repeats):
                     p.cells.append(PlannedCell(config, wl, load, rep))
@@ -83,9 +84,10 @@ def plan(spec: SweepSpec) -> Plan:
 
 
 def kv_demand(cell: PlannedCell) -> int | None:
-    """Tokens the cell's in-flight requests need at once: width x (input + output)."""
-    width = cell.width
-    return width * (cell.workload.input_len + cell.workload.output_len) if width else None
+    """Tokens the cell's in-flight requests need at once: width x (input + output); unknown (None) for
+    datasets and traces, whose lengths vary."""
+    width, wl = cell.width, cell.workload
+    return width * (wl.input_len + wl.output_len) if width and wl.fixed_lengths else None
 
 
 def over_capacity(cell: PlannedCell, kv_capacity: int | None) -> bool:

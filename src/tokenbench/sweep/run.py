@@ -45,8 +45,8 @@ def _kv_capacity(plan: Plan, facts: ServerFacts) -> int | None:
 
 
 def _cell_row(cell: PlannedCell, result: CellResult, kv_cap: int | None, extra: dict) -> dict:
-    return {"key": cell.key, "repeat": cell.repeat, "input_len": cell.workload.input_len,
-            "output_len": cell.workload.output_len, "concurrency": cell.load.concurrency,
+    return {"key": cell.key, "repeat": cell.repeat, "input_len": result.input_len,
+            "output_len": result.output_len, "concurrency": cell.load.concurrency,
             "request_rate": cell.load.request_rate, "status": result.status, "message": result.message,
             "kv_demand": kv_demand(cell), "kv_capacity": kv_cap, "over_capacity": over_capacity(cell, kv_cap),
             "summary": {**result.summary, **extra}, "started_ns": result.records[0].sent_ns if result.records else None}
@@ -119,8 +119,8 @@ class SweepRunner:
         return row
 
     def _skip(self, config_id: int, cell: PlannedCell, kv_cap, reason: str) -> None:
-        row = {"key": cell.key, "repeat": cell.repeat, "input_len": cell.workload.input_len,
-               "output_len": cell.workload.output_len, "concurrency": cell.load.concurrency,
+        row = {"key": cell.key, "repeat": cell.repeat, "input_len": cell.workload.input_len or 0,
+               "output_len": cell.workload.output_len or 0, "concurrency": cell.load.concurrency,
                "request_rate": cell.load.request_rate, "status": "skipped", "message": reason,
                "kv_demand": kv_demand(cell), "kv_capacity": kv_cap, "over_capacity": over_capacity(cell, kv_cap),
                "summary": {}}

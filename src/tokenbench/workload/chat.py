@@ -7,15 +7,22 @@ around the content: measured once per cell with a 1-token request and stated in 
 
 from __future__ import annotations
 
+import json
 import random
+from typing import Protocol
 
 from tokenbench.client import api
-from tokenbench.client.request import Prompt
+from tokenbench.client.request import Prompt, user_content
 from tokenbench.errors import TargetError
 from tokenbench.workload.random_ids import random_ids
 from tokenbench.workload.vocab import Vocab
 
 MAX_ROUNDS = 8
+
+
+class Tokenizer(Protocol):
+    def encode(self, text: str) -> list[int]: ...
+    def decode(self, ids: list[int]) -> str: ...
 
 
 class ServerTokenizer:
@@ -42,11 +49,13 @@ class ServerTokenizer:
         return data.get("content", data.get("prompt", ""))
 
 
-def exact_text(tok: ServerTokenizer, rng: random.Random, n: int, vocab: Vocab) -> str:
+def exact_text(tok: Tokenizer, rng: random.Random, n: int, vocab: Vocab, head: str = "", head_len: int = 0) -> str:
+    """Text of exactly n tokens by the server's tokenizer; with `head` (head_len tokens), the text that
+    follows it so that `head + " " + text` is exactly head_len + n tokens (shared-prefix prompts)."""
     ids = list(random_ids(rng, n, vocab))
     for _ in range(MAX_ROUNDS):
         text = tok.decode(ids).strip()
-        got = tok.encode(text)
+        got = tok.encode(f"{head} {text}" if head else text)[head_len:]
         if len(got) == n:
             return text
         ids = got[:n] if len(got) > n else got + list(random_ids(rng, n - len(got), vocab))
@@ -54,15 +63,29 @@ def exact_text(tok: ServerTokenizer, rng: random.Random, n: int, vocab: Vocab) -
                       "use --api completions (token-id prompts are exact by construction)")
 
 
-def chat_template_overhead(base_url: str, model: str, text: str, n: int, api_key: str | None) -> int:
-    """Prompt tokens the server reports for a 1-token chat request, minus the content's n tokens."""
-    body = {"model": model, "messages": [{"role": "user", "content": text}], "max_tokens": 1, "temperature": 0}
+def _probe(base_url: str, model: str, content, api_key: str | None) -> dict:
+    """usage of a 1-token chat request with this user content (a string or content parts)."""
+    body = {"model": model, "messages": [{"role": "user", "content": content}], "max_tokens": 1, "temperature": 0}
     status, data = api.post_json(base_url, "/v1/chat/completions", body, api_key)
     usage = (data or {}).get("usage") or {}
     if status != 200 or not isinstance(usage.get("prompt_tokens"), int):
-        raise TargetError(f"chat probe failed (HTTP {status}) or reported no usage",
-                          "check that the server supports /v1/chat/completions with a chat template")
-    return usage["prompt_tokens"] - n
+        detail = json.dumps(data)[:200] if data else ""
+        raise TargetError(f"chat probe failed (HTTP {status}) or reported no usage {detail}".rstrip(),
+                          "check that the server supports /v1/chat/completions with a chat template "
+                          "(and images, for an image workload)")
+    return usage
+
+
+def chat_template_overhead(base_url: str, model: str, text: str, n: int, api_key: str | None) -> int:
+    """Prompt tokens the server reports for a 1-token chat request, minus the content's n tokens."""
+    return _probe(base_url, model, text, api_key)["prompt_tokens"] - n
+
+
+def image_tokens(base_url: str, model: str, text: str, n: int, overhead: int, images: tuple[str, ...],
+                 api_key: str | None) -> int:
+    """Prompt tokens these images add to a chat request whose text has n tokens (template: overhead)."""
+    usage = _probe(base_url, model, user_content(text, images), api_key)
+    return usage["prompt_tokens"] - n - overhead
 
 
 def chat_prompts(tok: ServerTokenizer, rng: random.Random, count: int, input_len: int, output_len: int,

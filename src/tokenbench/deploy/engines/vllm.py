@@ -8,8 +8,10 @@ Facts: `/metrics` `vllm:cache_config_info` carries the KV cache as labels (`num_
 from __future__ import annotations
 
 import re
+import sys
 
 from tokenbench.client import api
+from tokenbench.deploy import models
 from tokenbench.deploy.engines import flag_args
 from tokenbench.deploy.facts import ServerFacts
 from tokenbench.errors import UsageError
@@ -20,12 +22,27 @@ _SERIES = re.compile(r"^vllm:cache_config_info\{(?P<labels>[^}]*)\}", re.MULTILI
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
-def launch_argv(profile: Profile, port: int) -> list[str]:
-    """The exact engine argv; every profile value is one item (no shell involved)."""
+def command_prefix(profile: Profile) -> list[str]:
+    """The profile's `command` (a leading `python` means this Python, as for llama.cpp), else `vllm serve`."""
+    if not profile.command:
+        return list(PREFIX)
+    first, *rest = profile.command
+    return [sys.executable if first in ("python", "python3") and profile.runs_in == "local" else first, *rest]
+
+
+def model_arg(profile: Profile) -> str:
+    """model.path as given (the server resolves it), or a bundled model resolved on this machine."""
+    if profile.model.bundled is not None:
+        return str(models.resolve(profile.model))
     if profile.model.path is None:
         raise UsageError(f"profile '{profile.name}': vLLM needs model.path (an HF directory or repo id)",
                          "set model.path to the weights as the server sees them")
-    argv = list(profile.command or PREFIX) + [profile.model.path]
+    return profile.model.path
+
+
+def launch_argv(profile: Profile, port: int) -> list[str]:
+    """The exact engine argv; every profile value is one item (no shell involved)."""
+    argv = command_prefix(profile) + [model_arg(profile)]
     if profile.model.served_name:
         argv += ["--served-model-name", profile.model.served_name]
     argv += ["--host", profile.host, "--port", str(port)]
@@ -46,9 +63,15 @@ def cache_config(metrics_text: str) -> list[dict[str, str]]:
 
 
 def kv_tokens(series: list[dict[str, str]]) -> int | None:
-    """Total KV tokens over engine cores: sum of num_gpu_blocks x block_size (None if not reported)."""
+    """Total KV tokens over engine cores (None if not reported): vLLM's own `kv_cache_size_tokens` where
+    the series has it (recent releases), else num_gpu_blocks x block_size. The two differ for models
+    with sliding-window layers (Gemma 3: 110,733 tokens vs 5461 x 128 = 699,008): blocks are shared by
+    the layer groups, so blocks x block_size overstates what full-attention sequences can hold."""
     total = 0
     for labels in series:
+        if labels.get("kv_cache_size_tokens", "").isdigit() and int(labels["kv_cache_size_tokens"]) > 0:
+            total += int(labels["kv_cache_size_tokens"])
+            continue
         blocks, size = labels.get("num_gpu_blocks", ""), labels.get("block_size", "")
         if not (blocks.isdigit() and size.isdigit()) or int(blocks) == 0:
             return None
@@ -64,7 +87,9 @@ def read_facts(base_url: str, api_key: str | None = None) -> ServerFacts:
         tokens = kv_tokens(series)
         if tokens is not None:
             facts.kv_capacity_tokens = tokens
-            facts.source["kv_capacity_tokens"] = (f"/metrics vllm:cache_config_info num_gpu_blocks x block_size"
+            how = ("kv_cache_size_tokens" if all("kv_cache_size_tokens" in x for x in series)
+                   else "num_gpu_blocks x block_size")
+            facts.source["kv_capacity_tokens"] = (f"/metrics vllm:cache_config_info {how}"
                                                   + (f" (sum of {len(series)} engines)" if len(series) > 1 else ""))
     models = api.get_json(base_url, "/v1/models", api_key)
     entries = models.get("data") if isinstance(models, dict) and isinstance(models.get("data"), list) else []

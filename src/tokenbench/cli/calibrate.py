@@ -1,0 +1,38 @@
+"""`tokenbench calibrate`: the client's own error against the reference server at a planned load."""
+
+from __future__ import annotations
+
+import click
+
+from tokenbench.cli import console, options
+from tokenbench.load.calibrate import TPOT_LIMIT, TTFT_LIMIT, calibrate
+
+HEAD = ("conc", "workers", "TTFT ms", "truth", "err", "p99 TTFT", "TPOT ms", "truth", "err",
+        "out tok/s", "ideal", "in flight", "loop lag p99", "client CPU %", "verdict")
+
+
+@click.command("calibrate")
+@click.option("--concurrency", default="1,64,256", show_default=True, help="levels to test, e.g. 64,256,1024")
+@click.option("--output-len", type=click.IntRange(min=2), default=50, show_default=True)
+@click.option("--ttft-ms", type=click.FloatRange(min=0), default=100.0, show_default=True)
+@click.option("--itl-ms", type=click.FloatRange(min=0, min_open=True), default=20.0, show_default=True)
+@click.option("--tokens-per-chunk", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True)
+def command(concurrency, output_len, ttft_ms, itl_ms, tokens_per_chunk, workers) -> None:
+    """Measure the reference server (known truth) at the planned load; show where the client breaks down."""
+    table = console.Table(title=f"client calibration: reference TTFT {ttft_ms:g} ms, ITL {itl_ms:g} ms, "
+                                f"{output_len} output tokens (limits: TTFT {TTFT_LIMIT:.0%}, TPOT {TPOT_LIMIT:.0%})")
+    for name in HEAD:
+        table.add_column(name, justify="right")
+    broke = None
+    for c in options.int_list("--concurrency", concurrency):
+        r = calibrate(c, output_len, ttft_ms, itl_ms, tokens_per_chunk, workers)
+        verdict = "ok" if r.ok() else ("client invalid" if r.status != "ok" else "error > limit")
+        broke = broke or (None if r.ok() else c)
+        table.add_row(str(c), str(workers), f"{r.ttft_ms:.2f}", f"{r.ttft_truth_ms:.2f}", f"{r.ttft_error():+.1%}",
+                      f"{r.p99_ttft_ms:.2f}", f"{r.tpot_ms:.3f}", f"{r.tpot_truth_ms:.3f}", f"{r.tpot_error():+.1%}",
+                      f"{r.output_throughput:,.0f}", f"{r.ideal_throughput:,.0f}", f"{r.in_flight:.1f}",
+                      console.fmt(r.loop_lag_p99_ms), f"{r.client_cpu_percent:.0f}", verdict)
+    console.out.print(table)
+    console.out.print(f"client breaks down at concurrency {broke}" if broke else
+                      "the client kept within the limit at every level tested")

@@ -1,0 +1,163 @@
+"""`tokenbench deploy up|status|logs|down`: servers from profiles, as local processes."""
+
+from __future__ import annotations
+
+import shlex
+import time
+from pathlib import Path
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from tokenbench.cli import console
+from tokenbench.client import api
+from tokenbench.deploy import lifecycle, profiles, readiness, state
+from tokenbench.deploy.facts import ServerFacts
+from tokenbench.errors import DeployError, UsageError
+from tokenbench.spec.profile import Profile
+
+SET_HELP = "override a profile field, e.g. --set parallelism.slots=8 (repeatable)"
+
+
+def say(message: str) -> None:
+    console.err.print(f"[dim]deploy:[/] {escape(message)}")
+
+
+def print_facts(facts: ServerFacts | None) -> None:
+    if facts is None:
+        return
+    console.err.print(f"[bold]{facts.engine}[/] {escape(str(facts.version))} model={escape(str(facts.model))} "
+                      f"slots={facts.slots} ctx/seq={facts.ctx_per_seq} KV tokens={facts.kv_capacity_tokens}")
+
+
+@click.group("deploy")
+def command() -> None:
+    """Start, inspect and stop inference servers described by profiles."""
+
+
+@command.command("up")
+@click.argument("profile")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help=SET_HELP)
+@click.option("--foreground", is_flag=True, help="stay attached; Ctrl-C or SIGTERM stops the server")
+@click.option("--dry-run", is_flag=True, help="print the command line that would start the server, and exit")
+@click.option("--compose", is_flag=True, help="with --dry-run, print a compose file (container profiles)")
+def up(profile: str, overrides: tuple[str, ...], foreground: bool, dry_run: bool, compose: bool) -> None:
+    """Start PROFILE (a built-in name or a YAML file) and wait until it is ready; print its URL."""
+    prof = profiles.load_profile(profile, overrides)
+    if dry_run or compose:
+        click.echo(_dry_run(prof, compose))
+        return
+    _refuse_duplicate(prof.name)
+    if foreground:
+        _foreground(prof)
+        return
+    with lifecycle.stop_on_signal() as live:
+        dep = lifecycle.start(prof, say=say, on_launch=live.append)
+    print_facts(dep.facts)
+    console.err.print(f"running in the background (pid {dep.state.pid}); stop it with "
+                      f"`tokenbench deploy down {prof.name}`")
+    click.echo(dep.base_url)
+
+
+def _dry_run(prof: Profile, compose: bool) -> str:
+    port = prof.port or lifecycle.free_port(prof.host)
+    if prof.runs_in != "container":
+        if compose:
+            raise UsageError(f"profile '{prof.name}' runs locally; --compose is for container profiles",
+                             "drop --compose")
+        return shlex.join(lifecycle.command_for(prof, port))
+    from tokenbench.deploy import container
+
+    return container.render_compose(prof, port) if compose else \
+        container.format_command(lifecycle.command_for(prof, port))
+
+
+def _refuse_duplicate(name: str) -> None:
+    directory = state.state_dir()
+    running = [s for s in state.load_all(directory) if s.profile == name and lifecycle.is_alive(s)]
+    if running:
+        raise UsageError(f"profile '{name}' is already deployed at {running[0].base_url}",
+                         f"use it, or stop it first with `tokenbench deploy down {name}`")
+
+
+def _foreground(prof: Profile) -> None:
+    with lifecycle.deployed(prof, say=say) as dep:
+        print_facts(dep.facts)
+        click.echo(dep.base_url)
+        console.err.print("serving in the foreground; Ctrl-C stops it")
+        try:
+            while (code := dep.exit_code()) is None:
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            return                      # the normal way to stop; `deployed` tears down
+        raise readiness.failure(f"the engine exited with code {code}", dep.log_path, "read the log lines above")
+
+
+@command.command("status")
+def status() -> None:
+    """List deployments recorded in the state directory, with their health."""
+    directory = state.state_dir()
+    states = state.load_all(directory)
+    if not states:
+        console.err.print(f"no deployments recorded in {directory}")
+        return
+    table = Table(title=f"deployments ({directory})")
+    for col in ("id", "profile", "url", "pid", "state", "log"):
+        table.add_column(col)
+    for s in states:
+        table.add_row(s.id, s.profile, s.base_url, str(s.pid), _health(s), s.log_path)
+    console.out.print(table)
+
+
+def _health(s: state.DeploymentState) -> str:
+    if not lifecycle.is_alive(s):
+        return "exited (run `deploy down` to clear)"
+    code, _ = api.call(s.base_url, "/health", timeout=2, quiet=True)
+    return "ready" if code == 200 else f"running, /health {code or 'unreachable'}"
+
+
+@command.command("logs")
+@click.argument("name", required=False)
+@click.option("-n", "--lines", type=click.IntRange(min=1), default=50, show_default=True)
+def logs(name: str | None, lines: int) -> None:
+    """Print the last lines of a deployment's log (NAME: its id or profile; optional if only one)."""
+    target = _one(name)
+    click.echo(readiness.log_tail(Path(target.log_path), lines))
+
+
+def _one(name: str | None) -> state.DeploymentState:
+    found = state.select(state.state_dir(), name)
+    if not found:
+        raise UsageError("no deployments are recorded", "start one with `tokenbench deploy up PROFILE`")
+    if len(found) > 1:
+        raise UsageError(f"{len(found)} deployments match", f"name one of: {', '.join(s.id for s in found)}")
+    return found[0]
+
+
+@command.command("down")
+@click.argument("name", required=False)
+@click.option("--all", "all_", is_flag=True, help="stop every recorded deployment")
+@click.option("--grace", type=click.FloatRange(min=0), default=lifecycle.GRACE_S, show_default=True,
+              help="seconds between SIGTERM and SIGKILL")
+def down(name: str | None, all_: bool, grace: float) -> None:
+    """Stop a deployment (NAME: its id or profile; optional if only one), or --all."""
+    directory = state.state_dir()
+    if name and all_:
+        raise UsageError("give a NAME or --all, not both", "e.g. tokenbench deploy down --all")
+    targets = state.select(directory, name) if (name or all_) else state.load_all(directory)
+    if not targets:
+        console.err.print(f"nothing to stop: no deployments recorded in {directory}")
+        return
+    if len(targets) > 1 and not (name or all_):
+        raise UsageError(f"{len(targets)} deployments are recorded",
+                         f"name one of: {', '.join(s.id for s in targets)}, or use --all")
+    failed = []
+    for s in targets:
+        try:
+            lifecycle.stop_state(s, directory, grace)
+            console.err.print(f"stopped {s.id} (pid {s.pid})")
+        except DeployError as exc:
+            failed.append(exc)
+    if failed:
+        raise failed[0]

@@ -1,0 +1,47 @@
+"""`tokenbench import FILE`: other tools' results as a run of kind "import" (reportable, comparable, checked)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from tokenbench.cli import console
+from tokenbench.cli.report import overrides, warn_flagged
+from tokenbench.report import plausibility
+from tokenbench.report.i18n import t
+from tokenbench.report.importers import FORMATS, ImportOptions, import_file
+from tokenbench.report.model import load_run
+from tokenbench.store.db import Store, default_db_path
+
+
+@click.command("import")
+@click.argument("file", type=click.Path(dir_okay=False, exists=True))
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+              help="vllm (bench serve JSON), sglang (bench_serving JSONL) or csv; default: from the suffix")
+@click.option("--db", default=None, type=click.Path(dir_okay=False), help="results database (default results/)")
+@click.option("--engine", default=None, help="engine that served the results (vllm, sglang, ...)")
+@click.option("--engine-version", default=None)
+@click.option("--model", default=None, help="model name")
+@click.option("--config", default=None, help="server config name for all imported cells")
+@click.option("--hardware", default=None, help="device, e.g. ascend-910b4, h100 (for the plausibility check)")
+@click.option("--devices", type=click.IntRange(min=1), default=None, help="devices serving the model")
+@click.option("--params-b", type=click.FloatRange(min=0, min_open=True), default=None, help="parameters, billions")
+@click.option("--bytes-per-param", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="bytes per weight: 2 for BF16")
+def command(file: str, fmt: str | None, db: str | None, **kw) -> None:
+    """Import results of vllm bench serve, SGLang bench_serving or a CSV of published figures."""
+    opts = ImportOptions(kw["engine"], kw["engine_version"], kw["model"], kw["hardware"], kw["devices"],
+                         kw["params_b"], kw["bytes_per_param"], kw["config"])
+    store = Store(db or default_db_path())
+    run_id = import_file(store, file, fmt, opts, ["tokenbench", *sys.argv[1:]])
+    run = load_run(store, run_id, requests=False)
+    console.out.print(run_id)
+    console.err.print(f"imported {len(run.cells)} cell(s) from {file} as run {run_id} in {store.path}")
+    checks = plausibility.check_run(run, overrides({**kw, "hardware_file": None}))
+    for chk in checks:
+        if chk.roofline is None:
+            key, fields = chk.skipped
+            console.err.print(t("en", "plaus.skipped", config=chk.config.name, reason=t("en", key, **fields)),
+                              markup=False)
+    warn_flagged(checks, run_id)

@@ -1,0 +1,122 @@
+"""Engine adapters: one module per engine, found by name, no registry.
+
+Each module `tokenbench.deploy.engines.<engine>` provides
+
+    launch_argv(profile: Profile, port: int) -> list[str]     # the local command line
+    read_facts(base_url: str, api_key: str | None = None) -> ServerFacts
+
+and may provide `served_model(profile) -> str | None`: the model id the server will list, which
+readiness waits for (None: any model).
+
+`facts_for(base_url)` detects which engine answers at a URL and asks that engine's module for its
+facts; an engine whose module is not there yields what the OpenAI endpoints tell.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from types import ModuleType
+
+from tokenbench.client import api
+from tokenbench.deploy.facts import ServerFacts
+from tokenbench.errors import DeployError
+from tokenbench.spec.profile import ArgValue, Profile
+
+
+def engine_module(name: str) -> ModuleType:
+    """The adapter module of engine `name`, e.g. `llamacpp` -> tokenbench.deploy.engines.llamacpp."""
+    if not name.isidentifier():
+        raise DeployError(f"'{name}' is not an engine name", "use one of: llamacpp, sglang, vllm")
+    full = f"{__name__}.{name}"
+    try:
+        return importlib.import_module(full)
+    except ModuleNotFoundError as exc:
+        if exc.name != full:
+            raise
+        raise DeployError(f"this tokenbench has no adapter for engine '{name}'",
+                          "use engine: llamacpp, or a tokenbench version that supports it") from None
+
+
+def served_model(profile: Profile) -> str | None:
+    """The model id readiness waits for: the engine's own rule, else the profile's served_name."""
+    module = engine_module(profile.engine)
+    rule = getattr(module, "served_model", None)
+    return rule(profile) if rule else profile.model.served_name
+
+
+def flag_args(args: dict[str, ArgValue]) -> list[str]:
+    """Profile `args` -> argv: `{k: v}` -> `--k v`, `true` -> bare `--k`, `null`/`false` -> nothing."""
+    out: list[str] = []
+    for key, value in args.items():
+        flag = key if key.startswith("-") else f"--{key}"
+        if value is None or value is False:
+            continue
+        out += [flag] if value is True else [flag, str(value)]
+    return out
+
+
+# ---- which engine answers at a URL ----
+
+def _json(base_url: str, path: str, api_key: str | None) -> dict | None:
+    status, body = api.call(base_url, path, api_key=api_key, timeout=10, quiet=True)
+    if status != 200:
+        return None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def detect_engine(base_url: str, api_key: str | None = None) -> str:
+    """llamacpp | sglang | vllm | reference | unknown, from the endpoints each engine alone has."""
+    props = _json(base_url, "/props", api_key)
+    if props and ("build_info" in props or "total_slots" in props):
+        return "llamacpp"
+    for path in ("/get_server_info", "/server_info"):
+        info = _json(base_url, path, api_key)
+        if info is not None:
+            return "reference" if info.get("engine") == "reference" else "sglang"
+    metrics = api.get_text(base_url, "/metrics") or ""
+    if "vllm:" in metrics:
+        return "vllm"
+    return "unknown"
+
+
+def facts_for(base_url: str, api_key: str | None = None) -> ServerFacts:
+    """Facts about the server at `base_url`, read by its engine's adapter where there is one."""
+    engine = detect_engine(base_url, api_key)
+    try:
+        module = engine_module(engine)
+    except DeployError:
+        return generic_facts(engine, base_url, api_key)
+    return module.read_facts(base_url, api_key)
+
+
+def generic_facts(engine: str, base_url: str, api_key: str | None = None) -> ServerFacts:
+    """What any OpenAI-compatible server tells (and SGLang-style /get_server_info where present)."""
+    facts = ServerFacts(engine=engine)
+    models = _json(base_url, "/v1/models", api_key) or {}
+    entries = models.get("data") if isinstance(models.get("data"), list) else []
+    if entries and isinstance(entries[0], dict):
+        first = entries[0]
+        facts.model = first.get("id")
+        facts.source["model"] = "/v1/models"
+        if isinstance(first.get("max_model_len"), int):
+            facts.ctx_per_seq, facts.source["ctx_per_seq"] = first["max_model_len"], "/v1/models max_model_len"
+    info = _json(base_url, "/get_server_info", api_key) or _json(base_url, "/server_info", api_key) or {}
+    _server_info_facts(facts, info)
+    return facts
+
+
+def _server_info_facts(facts: ServerFacts, info: dict) -> None:
+    keys = {"version": "version", "kv_capacity_tokens": "max_total_num_tokens",
+            "ctx_per_seq": "context_length", "slots": "max_running_requests"}
+    for attr, key in keys.items():
+        value = info.get(key)
+        if value is not None and (attr == "version" or isinstance(value, int)):
+            setattr(facts, attr, str(value) if attr == "version" else value)
+            facts.source[attr] = f"/get_server_info {key}"
+    if info:
+        facts.raw["server_info"] = {k: info[k] for k in sorted(info) if k in keys.values() or k == "engine"}

@@ -1,0 +1,238 @@
+"""Start a server from a profile, wait until it is ready, read its facts, and stop it.
+
+    with deployed(profile) as dep:        # stops the server on return, exception, Ctrl-C and SIGTERM
+        run_something(dep.base_url, dep.facts)
+
+`start()` leaves the server running (what `tokenbench deploy up` does); `stop_state()` stops one
+recorded by any earlier invocation.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from tokenbench.deploy import local, models, readiness, state
+from tokenbench.deploy.engines import engine_module, served_model
+from tokenbench.deploy.facts import ServerFacts
+from tokenbench.deploy.state import DeploymentState
+from tokenbench.errors import DeployError
+from tokenbench.spec.profile import Profile
+
+Say = Callable[[str], None]
+GRACE_S = 10.0
+
+
+@dataclass
+class Deployment:
+    profile: Profile
+    state: DeploymentState
+    directory: Path
+    proc: subprocess.Popen | None = None
+    facts: ServerFacts | None = None
+    ready_s: float | None = None
+    stopped: bool = field(default=False, init=False)
+
+    @property
+    def base_url(self) -> str:
+        return self.state.base_url
+
+    @property
+    def log_path(self) -> Path:
+        return Path(self.state.log_path)
+
+    def exit_code(self) -> int | None:
+        if self.proc is not None:
+            return self.proc.poll()
+        return None if local.leader(self.state.pid, self.state.create_time) else -1
+
+    def stop(self, grace_s: float = GRACE_S) -> None:
+        """SIGTERM, then SIGKILL after grace_s, to the whole process group; idempotent."""
+        if self.stopped:
+            return
+        with _no_interrupts():
+            _terminate(self.state, grace_s)
+            if self.proc is not None:
+                self.proc.poll()            # reap our child if psutil did not
+            state.remove(self.directory, self.state.id)
+            self.stopped = True
+
+
+def free_port(host: str) -> int:
+    with socket.socket(_family(host), socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def check_port(host: str, port: int) -> None:
+    """DeployError before launching when something already listens on host:port."""
+    with socket.socket(_family(host), socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise DeployError(f"port {port} on {host} is already in use ({exc.strerror})",
+                              "stop what listens there (`tokenbench deploy status`), pick another with "
+                              "--set port=N, or drop `port` to get a free one") from None
+
+
+def _family(host: str) -> int:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def command_for(profile: Profile, port: int) -> list[str]:
+    """The exact argv that starts the server: the engine's command line, wrapped by the container
+    runner (`tokenbench.deploy.container.run_argv(profile, port, engine_argv)`) for runs_in: container."""
+    argv = engine_module(profile.engine).launch_argv(profile, port)
+    if profile.runs_in == "container":
+        argv = _container().run_argv(profile, port, argv)
+    return argv
+
+
+def _container():
+    try:
+        from tokenbench.deploy import container
+    except ImportError:
+        raise DeployError("this tokenbench cannot run container profiles yet",
+                          "use a profile with runs_in: local") from None
+    return container
+
+
+def choose_port(profile: Profile) -> int:
+    if profile.port is None:
+        return free_port(profile.host)
+    check_port(profile.host, profile.port)
+    return profile.port
+
+
+def launch(profile: Profile, state_dir: str | Path | None = None, say: Say = lambda m: None) -> Deployment:
+    """Check, then start the engine process and record it; does not wait for readiness."""
+    if profile.runs_in == "local":
+        say(f"model: {profile.model.bundled or profile.model.path}")
+        models.resolve(profile.model)                  # a missing model fails here, before launch
+    port = choose_port(profile)
+    argv = command_for(profile, port)
+    if profile.runs_in == "container":
+        _container().preflight(profile, port)          # no docker engine: fails here, nothing created
+    directory = state.state_dir(state_dir)
+    dep_id = f"{profile.name}-{port}"
+    log_path = (directory / f"{dep_id}.log").resolve()
+    say(f"launching {profile.engine} on {_url(profile.host, port)} (log: {log_path})")
+    proc = local.spawn(argv, profile.env, log_path)
+    try:
+        st = DeploymentState(id=dep_id, profile=profile.name, engine=profile.engine, pid=proc.pid,
+                             pgid=proc.pid, create_time=local.create_time(proc.pid), host=profile.host, port=port,
+                             base_url=_url(profile.host, port), log_path=str(log_path),
+                             started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), argv=argv,
+                             runs_in=profile.runs_in)
+        dep = Deployment(profile, st, directory, proc)
+        state.save(directory, st)
+    except BaseException:
+        with _no_interrupts():
+            local.terminate(proc.pid, proc.pid, local.create_time(proc.pid), GRACE_S)
+            proc.poll()
+        raise
+    return dep
+
+
+def start(profile: Profile, state_dir: str | Path | None = None, say: Say = lambda m: None,
+          on_launch: Callable[[Deployment], None] = lambda dep: None) -> Deployment:
+    """Launch, wait until ready, read the facts. Any failure or interruption stops the process.
+    `on_launch` sees the deployment as soon as its process exists (see `stop_on_signal`)."""
+    dep = launch(profile, state_dir, say)
+    try:
+        on_launch(dep)
+        say(f"waiting for {dep.base_url}{profile.readiness.path} (up to {profile.readiness.timeout_s:g} s)")
+        dep.ready_s = readiness.wait_ready(dep.base_url, profile.readiness, served_model(profile),
+                                           dep.exit_code, dep.log_path)
+        dep.facts = engine_module(profile.engine).read_facts(dep.base_url)
+        say(f"ready in {dep.ready_s:.1f} s: {dep.base_url}")
+    except BaseException:
+        dep.stop()
+        raise
+    return dep
+
+
+@contextmanager
+def deployed(profile: Profile, state_dir: str | Path | None = None, say: Say = lambda m: None,
+             grace_s: float = GRACE_S) -> Iterator[Deployment]:
+    """The server for the duration of the block; torn down on any exit, Ctrl-C or SIGTERM."""
+    with stop_on_signal() as live:
+        dep = start(profile, state_dir, say, on_launch=live.append)
+        try:
+            yield dep
+        finally:
+            say(f"stopping {dep.state.id}")
+            dep.stop(grace_s)
+
+
+def stop_state(st: DeploymentState, directory: Path, grace_s: float = GRACE_S) -> None:
+    """Stop a deployment recorded by any invocation (no-op for one that already exited)."""
+    with _no_interrupts():
+        _terminate(st, grace_s)
+        state.remove(directory, st.id)
+
+
+def _terminate(st: DeploymentState, grace_s: float) -> None:
+    local.terminate(st.pid, st.pgid, st.create_time, grace_s)
+    if st.runs_in == "container":
+        cleanup = getattr(_container(), "cleanup", None)   # e.g. `docker rm -f` a container left behind
+        if cleanup is not None:
+            cleanup(st)
+
+
+def is_alive(st: DeploymentState) -> bool:
+    return local.leader(st.pid, st.create_time) is not None
+
+
+# ---- signals ----
+
+@contextmanager
+def stop_on_signal() -> Iterator[list[Deployment]]:
+    """While active (main thread only), SIGINT and SIGTERM first stop every deployment appended to
+    the yielded list, then raise KeyboardInterrupt. Stopping first bounds the time to exit: whatever
+    the interrupted code still does (say, requests it finishes before honouring the cancellation)
+    fails fast against a stopped server, and no engine outlives tokenbench."""
+    live: list[Deployment] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield live
+        return
+
+    def handler(signum, frame) -> None:
+        for dep in live:
+            dep.stop()
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    saved = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield live
+    finally:
+        for s, previous in saved.items():
+            signal.signal(s, previous)
+
+
+@contextmanager
+def _no_interrupts() -> Iterator[None]:
+    """Defer SIGINT/SIGTERM during teardown (it takes well under the grace period)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    saved = {s: signal.signal(s, lambda signum, _: pending.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+        if pending:
+            raise KeyboardInterrupt(f"signal {pending[0]}")

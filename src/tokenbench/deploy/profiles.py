@@ -1,0 +1,90 @@
+"""Deployment profiles by name (built-ins in deploy/profiles/*.yaml) or by path, with --set overrides."""
+
+from __future__ import annotations
+
+import types
+import typing
+from importlib import resources
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel
+
+from tokenbench.errors import SpecError
+from tokenbench.spec.loader import apply_overrides, load_model, parse_yaml
+from tokenbench.spec.profile import Profile
+
+SUFFIXES = (".yaml", ".yml")
+
+
+def _builtin_dir():
+    return resources.files("tokenbench.deploy") / "profiles"
+
+
+def builtin_names() -> list[str]:
+    return sorted(f.name.rsplit(".", 1)[0] for f in _builtin_dir().iterdir() if f.name.endswith(SUFFIXES))
+
+
+def _source(ref: str) -> tuple[str, str]:
+    """(YAML text, name used in error messages) of a built-in name or a file path."""
+    path = Path(ref).expanduser()
+    if path.is_file():
+        return path.read_text(), str(path)
+    if ref in builtin_names():
+        entry = _builtin_dir() / f"{ref}.yaml"
+        return entry.read_text(), f"{ref} (built-in {entry})"
+    if path.suffix in SUFFIXES or "/" in ref:
+        raise SpecError(f"profile file '{ref}' not found", "check the path")
+    raise SpecError(f"no profile named '{ref}'",
+                    f"use a profile file path or a built-in: {', '.join(builtin_names())} (`tokenbench profiles`)")
+
+
+def load_profile(ref: str, overrides: list[str] | tuple[str, ...] = ()) -> Profile:
+    """A built-in profile name or a YAML path, with `key.sub=value` overrides applied before validation."""
+    text, source = _source(ref)
+    data, lines = parse_yaml(text, source)
+    if not isinstance(data, dict):
+        raise SpecError(f"{source}: expected a mapping of keys at the top level", "see docs/deploy.md")
+    return load_model(Profile, apply_overrides(data, list(overrides)), source, lines)
+
+
+def listing() -> list[tuple[str, str]]:
+    """(name, one-line description) of every built-in profile; a broken one says so instead."""
+    out = []
+    for name in builtin_names():
+        try:
+            out.append((name, load_profile(name).description))
+        except SpecError as exc:
+            out.append((name, f"INVALID: {exc.message}"))
+    return out
+
+
+def to_yaml(profile: Profile) -> str:
+    return yaml.safe_dump(profile.model_dump(mode="json", exclude_none=True), sort_keys=False, width=100)
+
+
+def fields(model=Profile, prefix: str = "") -> list[tuple[str, str, str]]:
+    """(dotted key, type, description) of every profile field, for `tokenbench profiles --fields`."""
+    out = []
+    for name, info in model.model_fields.items():
+        sub = _submodel(info.annotation)
+        if sub is not None:
+            out += fields(sub, f"{prefix}{name}.")
+            continue
+        out.append((prefix + name, _type_name(info.annotation), info.description or ""))
+    return out
+
+
+def _submodel(annotation):
+    """The model class of a `Model` or `Model | None` field (lists of models are shown as a type)."""
+    origin = typing.get_origin(annotation)
+    candidates = typing.get_args(annotation) if origin in (typing.Union, types.UnionType) else (annotation,)
+    for c in candidates:
+        if isinstance(c, type) and issubclass(c, BaseModel):
+            return c
+    return None
+
+
+def _type_name(annotation) -> str:
+    text = getattr(annotation, "__name__", None) if isinstance(annotation, type) else None
+    return text or str(annotation).replace("typing.", "")

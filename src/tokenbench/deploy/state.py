@@ -1,0 +1,73 @@
+"""One small JSON file per running deployment, so `deploy status|logs|down` work from any later
+tokenbench invocation. Directory: $TOKENBENCH_STATE, default results/deployments/."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from tokenbench.errors import UsageError
+
+STATE_ENV = "TOKENBENCH_STATE"
+
+
+@dataclass(slots=True)
+class DeploymentState:
+    id: str                 # <profile>-<port>
+    profile: str
+    engine: str
+    pid: int
+    pgid: int
+    create_time: float      # psutil's, to tell our process from a later one with the same pid
+    host: str
+    port: int
+    base_url: str
+    log_path: str
+    started_at: str
+    argv: list[str]
+    runs_in: str = "local"  # local | container
+
+
+def state_dir(override: str | Path | None = None) -> Path:
+    return Path(override or os.environ.get(STATE_ENV) or Path("results") / "deployments")
+
+
+def file_of(directory: Path, deployment_id: str) -> Path:
+    return directory / f"{deployment_id}.json"
+
+
+def save(directory: Path, state: DeploymentState) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = file_of(directory, state.id)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(state), indent=1))
+    os.replace(tmp, path)
+    return path
+
+
+def remove(directory: Path, deployment_id: str) -> None:
+    file_of(directory, deployment_id).unlink(missing_ok=True)
+
+
+def load_all(directory: Path) -> list[DeploymentState]:
+    out = []
+    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+        try:
+            out.append(DeploymentState(**json.loads(path.read_text())))
+        except (ValueError, TypeError):
+            continue            # not ours, or half-written by a crash: ignore rather than fail status
+    return out
+
+
+def select(directory: Path, key: str | None) -> list[DeploymentState]:
+    """Deployments whose id or profile name is `key` (all when key is None)."""
+    states = load_all(directory)
+    if key is None:
+        return states
+    found = [s for s in states if key in (s.id, s.profile)]
+    if not found:
+        known = ", ".join(s.id for s in states) or "none"
+        raise UsageError(f"no deployment '{key}' in {directory}", f"running: {known} (see `tokenbench deploy status`)")
+    return found

@@ -1,0 +1,83 @@
+"""Calibration: run the client against the shipped reference server at a planned load and compare
+what it measures with the server's own send log (the truth). Used by `tokenbench calibrate`, the sweep
+pre-flight and the benchmarks in bench/."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+from dataclasses import dataclass
+
+from tokenbench.load.bench import run_bench
+from tokenbench.load.target import resolve
+from tokenbench.spec.bench import BenchSpec
+from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
+
+# Where the client breaks down: mean TTFT more than 8 % or mean TPOT more than 2 % off the truth
+# (issue 2's acceptance bound at 64 concurrent requests, and issue 8's bound for TPOT).
+TTFT_LIMIT = 0.08
+TPOT_LIMIT = 0.02
+
+
+@dataclass
+class Calibration:
+    concurrency: int
+    workers: int
+    ttft_ms: float
+    ttft_truth_ms: float
+    p99_ttft_ms: float
+    tpot_ms: float
+    tpot_truth_ms: float
+    output_throughput: float
+    ideal_throughput: float
+    in_flight: float            # achieved concurrency
+    loop_lag_p99_ms: float | None
+    client_cpu_percent: float
+    failed: int
+    status: str
+
+    def ttft_error(self) -> float:
+        return self.ttft_ms / self.ttft_truth_ms - 1
+
+    def tpot_error(self) -> float:
+        return self.tpot_ms / self.tpot_truth_ms - 1
+
+    def ok(self) -> bool:
+        return self.status == "ok" and abs(self.ttft_error()) <= TTFT_LIMIT and abs(self.tpot_error()) <= TPOT_LIMIT
+
+
+def truth(log: list[dict]) -> tuple[float, float]:
+    """Mean TTFT (first write - receipt) and TPOT ((last - first write)/(n-1)) from the send log."""
+    ttft = [(r["write_ns"][0] - r["recv_ns"]) / 1e6 for r in log if r.get("write_ns")]
+    tpot = [(r["write_ns"][-1] - r["write_ns"][0]) / (r["completion_tokens"] - 1) / 1e6
+            for r in log if r.get("write_ns") and r["completion_tokens"] > 1]
+    return statistics.mean(ttft), statistics.mean(tpot)
+
+
+def _split_cpus() -> tuple[int | None, set[int]]:
+    cpus = sorted(os.sched_getaffinity(0))
+    return (cpus[-1], set(cpus[:-1])) if len(cpus) > 1 else (None, set(cpus))
+
+
+def calibrate(concurrency: int, output_len: int = 50, ttft_ms: float = 100.0, itl_ms: float = 20.0,
+              tokens_per_chunk: int = 1, workers: int = 1, prompts_per_slot: int = 2) -> Calibration:
+    server_cpu, client_cpus = _split_cpus()
+    cfg = ReferenceConfig(ttft_ms=ttft_ms, itl_ms=itl_ms, tokens_per_chunk=tokens_per_chunk)
+    all_cpus = os.sched_getaffinity(0)
+    with ReferenceProcess(cfg, cpu=server_cpu) as ref:
+        os.sched_setaffinity(0, client_cpus)
+        try:
+            spec = BenchSpec(target={"base_url": ref.url}, workload={"input_len": 32, "output_len": output_len},
+                             cells=[{"concurrency": concurrency, "num_prompts": concurrency * prompts_per_slot,
+                                     "warmup_requests": concurrency}])
+            [cell] = asyncio.run(run_bench(spec, resolve(spec.target), lambda r: None, workers=workers))
+        finally:
+            os.sched_setaffinity(0, all_cpus)
+        log = sorted(ref.send_log(), key=lambda r: r["recv_ns"])[-len(cell.records):]
+    t_ttft, t_tpot = truth(log)
+    s = cell.summary
+    ideal = concurrency * output_len / ((ttft_ms + (output_len - 1) * itl_ms) / 1e3)
+    return Calibration(concurrency, workers, s["mean_ttft_ms"], t_ttft, s["p99_ttft_ms"], s["mean_tpot_ms"], t_tpot,
+                       s["output_throughput"], ideal, s["achieved_concurrency"], s.get("loop_lag_p99_ms"),
+                       s.get("client_cpu_percent") or 0.0, s["failed"], cell.status)

@@ -1,0 +1,182 @@
+"""A run's report document, section by section (rendered by markdown.py / html.py)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from tokenbench.report import plots, sections
+from tokenbench.report.document import Block, Bullets, Document, Para, Table, num
+from tokenbench.report.i18n import DEFINITIONS, t
+from tokenbench.report.model import RunData
+from tokenbench.report.plausibility import ConfigCheck, Finding
+
+TEXT_HEAD = 120      # characters of model output shown per sample request
+
+
+def build_report(run: RunData, lang: str, checks: list[ConfigCheck], version: str) -> Document:
+    doc = Document(t(lang, "title.report", run=run.id), lang)
+    num_ = sections.Numberer()
+    doc.add(num_.sec(t(lang, "h.environment")), *sections.environment(run, lang),
+            num_.sub(t(lang, "h.configs")), *sections.configs(run, lang))
+    if run.kind == "import":
+        doc.add(Para(t(lang, "note.import", source=(run.spec.get("import") or {}).get("source") or run.target)))
+    doc.add(num_.sec(t(lang, "h.plausibility")), *plausibility_blocks(checks, lang))
+    if not run.cells:
+        doc.add(Para(t(lang, "note.no_cells")))
+        return doc
+    doc.add(num_.sec(t(lang, "h.baseline")), *sections.baseline(run, lang))
+    doc.add(num_.sec(t(lang, "h.scaling")), *_scaling(run, lang, num_))
+    doc.add(num_.sec(t(lang, "h.matrix")), *_matrix(run, lang, num_))
+    doc.add(num_.sec(t(lang, "h.configcmp")), *_configcmp(run, lang, num_))
+    doc.add(num_.sec(t(lang, "h.failures")), *failures(run, lang))
+    doc.add(num_.sec(t(lang, "h.timeline")), *timeline(run, lang))
+    if run.samples:
+        doc.add(num_.sec(t(lang, "h.monitor")), *monitor(run, lang))
+    doc.add(num_.sec(t(lang, "h.definitions")), *definitions(lang))
+    doc.add(*_notes(run, lang), Para(t(lang, "note.rendered", version=version)))
+    return doc
+
+
+def _scaling(run: RunData, lang: str, num_: sections.Numberer) -> list[Block]:
+    out: list[Block] = []
+    for cfg in run.config_names():
+        for pair in run.pairs(cfg):
+            out += [num_.sub(t(lang, "h.scaling_pair", config=cfg, input=pair[0], output=pair[1])),
+                    sections.scaling_table(run, cfg, pair, lang)]
+    if sections.any_over(run):
+        out.append(Para(t(lang, "note.over_capacity")))
+    out += plots.load_figures(run, lang)
+    return out
+
+
+def _matrix(run: RunData, lang: str, num_: sections.Numberer) -> list[Block]:
+    out: list[Block] = []
+    for cfg in run.config_names():
+        out += [num_.sub(t(lang, "h.matrix_config", config=cfg)), sections.matrix(run, cfg, lang)]
+    if sections.any_over(run):
+        out.append(Para(t(lang, "note.over_capacity")))
+    return out
+
+
+def _configcmp(run: RunData, lang: str, num_: sections.Numberer) -> list[Block]:
+    names = run.config_names()
+    if len(names) < 2:
+        return [Para(t(lang, "note.single_config"))]
+    out: list[Block] = []
+    for other in names[1:]:
+        table = sections.config_pair_table(run, names[0], other, lang)
+        if table:
+            out += [num_.sub(t(lang, "h.configcmp_pair", other=other, base=names[0])), table]
+    return out or [Para(t(lang, "note.no_common"))]
+
+
+# plausibility -------------------------------------------------------------------------------------
+def _why(f: Finding, lang: str) -> list[str]:
+    how = dict(f.why["how"])
+    fields = {**f.why, "how": t(lang, how.pop("key"), **how), "measured": num(f.measured),
+              "bound": num(f.bound), "times": f"{f.times:,.1f}"}
+    out = [t(lang, f"plaus.why.{f.check}", **fields)]
+    if f.note:
+        out.append(t(lang, "plaus.latency_note", **f.note))
+    return out
+
+
+def plausibility_blocks(checks: list[ConfigCheck], lang: str) -> list[Block]:
+    out: list[Block] = []
+    for chk in checks:
+        name = chk.config.name
+        if chk.roofline is None:
+            key, fields = chk.skipped
+            out.append(Para(t(lang, "plaus.skipped", config=name, reason=t(lang, key, **fields))))
+            continue
+        out.append(Para(t(lang, "plaus.bounds", **chk.roofline.fields(name))))
+        if not chk.findings:
+            out.append(Para(t(lang, "plaus.ok", config=name, n=chk.cells)))
+            continue
+        out.append(Para(t(lang, "plaus.flagged", config=name, n=len(chk.findings))))
+        head = [t(lang, k) for k in ("col.cell", "col.check", "col.measured", "col.bound", "col.times")]
+        out.append(Table(head, [[f.cell.label, t(lang, f"plaus.check.{f.check}"), num(f.measured), num(f.bound),
+                                 f"{f.times:,.1f}"] for f in chk.findings], role="plausibility", left=2))
+        out.append(Bullets([line for f in chk.findings for line in _why(f, lang)]))
+    return out
+
+
+# failures, timeline, monitor, definitions ----------------------------------------------------------
+def failures(run: RunData, lang: str) -> list[Block]:
+    rows = []
+    for cfg in run.config_names():
+        for c in run.cells_of(cfg):
+            for kind, n in sorted((c.summary.get("failed_by_kind") or {}).items()):
+                rows.append([cfg, c.label, kind, num(n)])
+    out: list[Block] = []
+    if rows:
+        head = [t(lang, k) for k in ("col.config", "col.cell", "col.kind", "col.count")]
+        out.append(Table(head, rows, left=3))
+    else:
+        out.append(Para(t(lang, "note.no_failures")))
+    bad = [c for c in run.cells if c.status != "ok"]
+    if bad:
+        out.append(Para(t(lang, "note.failed_cells")))
+        out.append(Table([t(lang, k) for k in ("col.config", "col.cell", "col.status", "col.message")],
+                         [[c.config, c.label, c.status, c.message[:300]] for c in bad], left=4))
+    return out
+
+
+def _one_line(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= TEXT_HEAD else flat[:TEXT_HEAD] + "…"
+
+
+def timeline(run: RunData, lang: str) -> list[Block]:
+    tl = run.timeline
+    fig = plots.timeline_figure(tl, lang) if tl else None
+    if fig is None:
+        return [Para(t(lang, "note.no_timeline"))]
+    out: list[Block] = [Para(t(lang, "note.timeline_cell", cell=tl.cell.label, config=tl.cell.config)), fig]
+    samples = [r for r in tl.requests if r.text][:3]
+    if samples:
+        out.append(Para(t(lang, "note.sample_outputs", n=TEXT_HEAD)))
+        out.append(Table([t(lang, "col.idx"), t(lang, "col.tokens"), t(lang, "col.text")],
+                         [[f"#{r.index}", num(r.output_tokens), _one_line(r.text)] for r in samples],
+                         role="samples", left=3))
+    return out
+
+
+def _peak(samples: list[dict], name: str, scale: float = 1.0) -> float | None:
+    vals = [s["value"] * scale for s in samples if s["name"] == name]
+    return max(vals) if vals else None
+
+
+def monitor(run: RunData, lang: str) -> list[Block]:
+    head = [t(lang, k) for k in ("col.config", "col.cell", "col.peak_running", "col.peak_waiting", "col.peak_kv")]
+    rows = []
+    for c in run.cells:
+        s = run.samples.get(c.id)
+        if s:
+            kv = _peak(s, "kv_usage", 100.0)
+            rows.append([c.config, c.label, num(_peak(s, "running"), 0), num(_peak(s, "waiting"), 0),
+                         "-" if kv is None else f"{kv:.1f}%"])
+    out: list[Block] = [Table(head, rows, left=2)]
+    chosen = run.timeline.cell if run.timeline and run.timeline.cell.id in run.samples else None
+    if chosen is None:
+        chosen = next(c for c in run.cells if c.id == max(run.samples, key=lambda k: len(run.samples[k])))
+    fig = plots.monitor_figure(chosen, run.samples[chosen.id], lang)
+    if fig:
+        out += [Para(t(lang, "note.monitor_cell", cell=chosen.label, config=chosen.config)), fig]
+    return out
+
+
+def definitions(lang: str) -> list[Block]:
+    rows = [[t(lang, f"def.{k}"), t(lang, f"def.{k}.f")] for k in DEFINITIONS]
+    table = Table([t(lang, "col.metric"), t(lang, "col.formula")], rows, left=2)
+    return [table, Para(t(lang, "note.definitions_source"))]
+
+
+def _notes(run: RunData, lang: str) -> list[Block]:
+    out: list[Block] = []
+    if run.has_repeats():
+        out.append(Para(t(lang, "note.repeats")))
+    derived = Counter(d for c in run.cells for d in c.summary.get("derived") or [])
+    if derived:
+        out.append(Para(t(lang, "note.derived", what="; ".join(sorted(derived)))))
+    return out

@@ -1,0 +1,93 @@
+"""A report as a list of plain blocks, rendered by markdown.py and html.py alike.
+
+Blocks hold plain text (never markup): each renderer escapes it for its own format. Figures hold an
+SVG string built by svg.py; markdown writes it to a file next to the report, HTML inlines it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+OVER_MARK = "*"     # the Study-A marker for cells whose KV demand exceeds the server's capacity
+
+
+@dataclass
+class Heading:
+    text: str
+    level: int = 2
+
+
+@dataclass
+class Para:
+    text: str
+
+
+@dataclass
+class Bullets:
+    items: list[str]
+
+
+@dataclass
+class Cell:
+    """A table cell with the over-capacity marker kept apart from the text, so every renderer can
+    show it its own way and tests can find it."""
+
+    text: str
+    over: bool = False
+
+
+@dataclass
+class Table:
+    headers: list[str]
+    rows: list[list[str | Cell]]
+    role: str = ""          # e.g. "matrix": lets tests and styles find a table
+    left: int = 1           # leading columns aligned left (text); the rest are numbers
+
+
+@dataclass
+class Figure:
+    name: str               # file stem for markdown (name.svg)
+    title: str
+    svg: str
+
+
+Block = Heading | Para | Bullets | Table | Figure
+
+
+@dataclass
+class Document:
+    title: str
+    lang: str
+    blocks: list[Block] = field(default_factory=list)
+
+    def add(self, *blocks: Block) -> None:
+        self.blocks.extend(blocks)
+
+    def figures(self) -> list[Figure]:
+        return [b for b in self.blocks if isinstance(b, Figure)]
+
+
+# number formatting -------------------------------------------------------------------------------
+def missing(v) -> bool:
+    return v is None or (isinstance(v, float) and (math.isnan(v) or math.isinf(v)))
+
+
+def num(v, digits: int = 1) -> str:
+    """Thousands separators, fixed decimals; '-' for unknown."""
+    if missing(v):
+        return "-"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    return f"{v:,.{digits}f}"
+
+
+def ratio(a, b) -> str:
+    """b relative to a, as '1.35x'."""
+    if missing(a) or missing(b) or not a:
+        return "-"
+    return f"{b / a:.2f}x"
+
+
+def pct(v, digits: int = 1) -> str:
+    return "-" if missing(v) else f"{100 * v:.{digits}f}%"

@@ -1,0 +1,235 @@
+"""A stored run as a plain report model: read once from the results database, then rendered.
+
+Nothing here measures or re-runs anything. What the report can show depends on what the sweep/bench
+stored (see docs/reports.md, "What a run must store").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tokenbench.client.records import RequestRecord
+from tokenbench.errors import StoreError, UsageError
+from tokenbench.store.db import Store, default_db_path
+
+MONITOR_NAMES = ("running", "waiting", "kv_usage")
+
+
+def open_store(db: str | None) -> Store:
+    """The results database for reading: it must exist (opening would otherwise create an empty one)."""
+    path = Path(db) if db else default_db_path()
+    if not path.is_file():
+        raise StoreError(f"no results database at {path}",
+                         "pass --db PATH, or set TOKENBENCH_RESULTS to the results directory")
+    return Store(path)
+
+
+@dataclass(frozen=True)
+class ConfigInfo:
+    id: int
+    name: str
+    overrides: dict
+    profile: dict
+    facts: dict
+    status: str
+    message: str
+
+    @property
+    def engine(self) -> str:
+        return self.facts.get("engine") or self.profile.get("engine") or "unknown"
+
+    @property
+    def version(self) -> str | None:
+        return self.facts.get("version")
+
+    @property
+    def model(self) -> str | None:
+        m = self.profile.get("model") or {}
+        return self.facts.get("model") or m.get("served_name") or m.get("path") or m.get("bundled")
+
+    @property
+    def image(self) -> str | None:
+        return (self.profile.get("container") or {}).get("image") or self.facts.get("image")
+
+    @property
+    def kv_capacity(self) -> int | None:
+        return self.facts.get("kv_capacity_tokens")
+
+    @property
+    def ctx_per_seq(self) -> int | None:
+        return self.facts.get("ctx_per_seq")
+
+    def flags(self) -> str:
+        """Profile name, parallelism, engine flags and environment, one line."""
+        p = self.profile
+        parts = [f"profile={p['name']}"] if p.get("name") else []
+        par = {k: v for k, v in (p.get("parallelism") or {}).items() if v not in (None, 1)}
+        parts += [f"{k}={v}" for k, v in sorted({**par, **self.overrides}.items())]
+        for k, v in (p.get("args") or {}).items():
+            if v is True:
+                parts.append(f"--{k}")
+            elif v not in (None, False):
+                parts.append(f"--{k} {v}")
+        parts += [str(a) for a in p.get("extra_args") or []]
+        parts += [f"{k}={v}" for k, v in sorted((p.get("env") or {}).items())]
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class CellInfo:
+    id: int
+    config: str
+    key: str
+    repeat: int
+    input_len: int
+    output_len: int
+    concurrency: int | None
+    request_rate: float | None
+    status: str
+    message: str
+    kv_demand: int | None
+    kv_capacity: int | None
+    over_capacity: bool
+    summary: dict
+
+    @property
+    def pair(self) -> tuple[int, int]:
+        return (self.input_len, self.output_len)
+
+    @property
+    def x(self) -> float:
+        """The load axis: concurrency, or the request rate of open-loop cells."""
+        return self.concurrency if self.concurrency is not None else self.request_rate
+
+    @property
+    def load_label(self) -> str:
+        return f"c={self.concurrency}" if self.concurrency is not None else f"{self.request_rate:g}/s"
+
+    @property
+    def label(self) -> str:
+        return f"{self.input_len}/{self.output_len} {self.load_label}"
+
+    def get(self, key: str) -> float | None:
+        v = self.summary.get(key)
+        if v is None or isinstance(v, (dict, list, str)) or (isinstance(v, float) and math.isnan(v)):
+            return None
+        return v
+
+
+@dataclass
+class Timeline:
+    cell: CellInfo
+    requests: list[RequestRecord]
+
+
+@dataclass
+class RunData:
+    id: str
+    created_at: str
+    kind: str
+    status: str
+    target: str
+    tool_version: str
+    spec: dict
+    command: list
+    environment: dict
+    message: str
+    configs: list[ConfigInfo]
+    cells: list[CellInfo]
+    samples: dict[int, list[dict]] = field(default_factory=dict)       # cell id -> monitor samples
+    cache: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # cell id -> cached, prompt, n
+    timeline: Timeline | None = None
+
+    def config(self, name: str) -> ConfigInfo:
+        return next(c for c in self.configs if c.name == name)
+
+    def cells_of(self, config: str) -> list[CellInfo]:
+        """One cell per (pair, load): the first repeat."""
+        seen, out = set(), []
+        for c in sorted((c for c in self.cells if c.config == config), key=_order):
+            if (c.pair, c.x) not in seen:
+                seen.add((c.pair, c.x))
+                out.append(c)
+        return out
+
+    def pairs(self, config: str | None = None) -> list[tuple[int, int]]:
+        return sorted({c.pair for c in self.cells if config is None or c.config == config})
+
+    def cell_at(self, config: str, pair: tuple[int, int], x) -> CellInfo | None:
+        return next((c for c in self.cells_of(config) if c.pair == pair and c.x == x), None)
+
+    def has_repeats(self) -> bool:
+        return any(c.repeat for c in self.cells)
+
+    def config_names(self) -> list[str]:
+        """Configs that have cells, in stored order."""
+        have = {c.config for c in self.cells}
+        return [c.name for c in self.configs if c.name in have]
+
+
+def _order(c: CellInfo) -> tuple:
+    return (c.input_len, c.output_len, c.concurrency is None, c.x, c.repeat)
+
+
+def _config(row: dict) -> ConfigInfo:
+    return ConfigInfo(row["id"], row["name"], row.get("overrides") or {}, row.get("profile") or {},
+                      row.get("facts") or {}, row["status"], row.get("message") or "")
+
+
+def _cell(row: dict) -> CellInfo:
+    return CellInfo(row["id"], row["config_name"], row["key"], row["repeat"], row["input_len"], row["output_len"],
+                    row["concurrency"], row["request_rate"], row["status"], row.get("message") or "",
+                    row["kv_demand"], row["kv_capacity"], bool(row["over_capacity"]), row.get("summary") or {})
+
+
+def _cache(store: Store, run_id: str) -> dict[int, tuple[int, int, int]]:
+    """Per cell: cached prompt tokens, prompt tokens, and how many requests reported cached_tokens."""
+    rows = store.db.execute(
+        "SELECT r.cell_id, COALESCE(SUM(r.cached_tokens), 0), COALESCE(SUM(r.prompt_tokens), 0),"
+        " COUNT(r.cached_tokens) FROM requests r JOIN cells c ON c.id = r.cell_id"
+        " WHERE c.run_id = ? AND r.phase = 'measure' GROUP BY r.cell_id", (run_id,)).fetchall()
+    return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
+
+def _monitor(store: Store, cells: list[CellInfo]) -> dict[int, list[dict]]:
+    out = {}
+    for c in cells:
+        rows = [s for s in store.samples(c.id) if s["name"] in MONITOR_NAMES]
+        if rows:
+            out[c.id] = rows
+    return out
+
+
+def pick_timeline_cell(run: RunData, key: str | None) -> CellInfo | None:
+    """`key` is a cell key ('512:512/c=8'), optionally prefixed by its config ('tp2:512:512/c=8').
+    Without a key: the busiest measured cell, preferring over-capacity cells (they show queueing)."""
+    if key:
+        for c in run.cells:
+            if c.repeat == 0 and key in (c.key, f"{c.config}:{c.key}"):
+                return c
+        keys = ", ".join(sorted({f"{c.config}:{c.key}" for c in run.cells})[:12])
+        raise UsageError(f"no cell '{key}' in run {run.id}", f"use one of: {keys}")
+    ok = [c for c in run.cells if c.status == "ok" and c.repeat == 0]
+    if not ok:
+        return None
+    names = run.config_names()
+    return max(ok, key=lambda c: (c.over_capacity, c.x or 0, c.input_len + c.output_len, -names.index(c.config)))
+
+
+def load_run(store: Store, run_id: str, timeline_cell: str | None = None, requests: bool = True) -> RunData:
+    row = store.run(run_id)
+    configs = [_config(r) for r in store.configs(run_id)]
+    cells = [_cell(r) for r in store.cells(run_id)]
+    run = RunData(row["id"], row["created_at"], row["kind"], row["status"], row["target"], row["tool_version"],
+                  row.get("spec") or {}, row.get("command") or [], row.get("environment") or {},
+                  row.get("message") or "", configs, cells)
+    run.cache = _cache(store, run_id)
+    run.samples = _monitor(store, cells)
+    if requests:
+        chosen = pick_timeline_cell(run, timeline_cell)
+        if chosen is not None:
+            recs = store.requests(chosen.id)
+            run.timeline = Timeline(chosen, recs) if recs else None
+    return run

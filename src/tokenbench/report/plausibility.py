@@ -1,0 +1,193 @@
+"""Is a result physically possible? The decode roofline from model size and device limits.
+
+Decoding one token of one stream reads every weight once, so with W = params x bytes-per-param bytes of
+weights split over d devices of memory bandwidth B:
+
+    per-stream output tokens/s  <=  d x B / W                         (batch 1, or any batch: per step)
+    aggregate output tokens/s   <=  min(c x d x B / W,  d x F / (2 x params))   at concurrency c
+    (input + output) tokens/s   <=  d x F / (2 x params)              every token costs >= 2 FLOP/param
+
+with F the dense peak FLOP/s. These are upper bounds: KV-cache reads, activations and efficiency below
+100 % only lower the real limit, so a result above a bound is impossible, not merely fast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tokenbench.report import hardware
+from tokenbench.report.document import num
+from tokenbench.report.model import CellInfo, ConfigInfo, RunData
+
+DTYPE_BYTES = {"bfloat16": 2.0, "bf16": 2.0, "float16": 2.0, "fp16": 2.0, "half": 2.0, "float32": 4.0,
+               "fp32": 4.0, "int8": 1.0, "fp8": 1.0}
+
+
+@dataclass(frozen=True)
+class ModelSize:
+    params_b: float
+    bytes_per_param: float
+
+    @property
+    def weights_gb(self) -> float:
+        return self.params_b * self.bytes_per_param
+
+
+@dataclass(frozen=True)
+class Roofline:
+    device: hardware.Device
+    devices: int
+    size: ModelSize
+
+    @property
+    def per_stream(self) -> float:
+        return self.devices * self.device.bandwidth_gbs / self.size.weights_gb
+
+    @property
+    def compute(self) -> float:
+        return self.devices * self.device.bf16_tflops * 1e12 / (2 * self.size.params_b * 1e9)
+
+    def aggregate(self, concurrency: int | None) -> float:
+        return min(concurrency * self.per_stream, self.compute) if concurrency else self.compute
+
+    def fields(self, config: str) -> dict:
+        return {"config": config, "devices": self.devices, "hardware": self.device.name,
+                "params": f"{self.size.params_b:g}", "bpp": f"{self.size.bytes_per_param:g}",
+                "gb": num(self.size.weights_gb, 2), "bw": f"{self.device.bandwidth_gbs:g}",
+                "stream": num(self.per_stream), "tflops": f"{self.device.bf16_tflops:g}",
+                "compute": num(self.compute, 0)}
+
+
+@dataclass
+class Finding:
+    cell: CellInfo
+    check: str                 # per_stream | aggregate | compute
+    measured: float
+    bound: float
+    why: dict                  # fields of the i18n sentence plaus.why.<check>
+    note: dict | None = None   # fields of plaus.latency_note, when the rate itself is telling
+
+    @property
+    def times(self) -> float:
+        return self.measured / self.bound
+
+
+@dataclass
+class ConfigCheck:
+    config: ConfigInfo
+    roofline: Roofline | None
+    skipped: tuple[str, dict] | None = None      # (i18n key of the reason, its fields)
+    findings: list[Finding] = field(default_factory=list)
+    cells: int = 0
+
+
+@dataclass(frozen=True)
+class Overrides:
+    hardware: str | None = None
+    hardware_file: str | None = None
+    params_b: float | None = None
+    bytes_per_param: float | None = None
+    devices: int | None = None
+
+
+def model_size(profile: dict, facts: dict, ov: Overrides = Overrides()) -> ModelSize | None:
+    m = profile.get("model") or {}
+    params = ov.params_b or facts.get("params_b") or m.get("params_b")
+    if params is None and facts.get("n_params"):
+        params = facts["n_params"] / 1e9
+    dtype = str((profile.get("args") or {}).get("dtype", "")).lower()
+    bpp = ov.bytes_per_param or facts.get("bytes_per_param") or m.get("bytes_per_param") or DTYPE_BYTES.get(dtype)
+    return ModelSize(float(params), float(bpp)) if params and bpp else None
+
+
+def roofline_for(run: RunData, cfg: ConfigInfo, ov: Overrides) -> Roofline | tuple[str, dict]:
+    size = model_size(cfg.profile, cfg.facts, ov)
+    if size is None:
+        return ("plaus.no_size", {})
+    name = ov.hardware or hardware.hardware_name(cfg.profile, cfg.facts, run.environment)
+    dev = hardware.lookup(name, ov.hardware_file, run.environment.get("cpu_count"))
+    if dev is None:
+        return ("plaus.no_hw", {"known": ", ".join(hardware.known(ov.hardware_file))})
+    return Roofline(dev, ov.devices or hardware.device_count(cfg.profile, cfg.facts), size)
+
+
+def _output_tps(c: CellInfo) -> tuple[float | None, dict]:
+    """Reported output tokens/s, or request rate x output length (also when an importer derived it)."""
+    rps = c.get("request_throughput")
+    derived = any(str(d).startswith("output_throughput") for d in c.summary.get("derived") or [])
+    if c.get("output_throughput") is not None and not (derived and rps is not None):
+        return c.get("output_throughput"), {"key": "plaus.how.measured"}
+    if rps is None:
+        return None, {}
+    return rps * c.output_len, {"key": "plaus.how.derived", "rps": num(rps, 2), "olen": c.output_len}
+
+
+def _per_stream(c: CellInfo) -> tuple[float | None, dict]:
+    """One stream's decode rate from TPOT (without TPOT, output/concurrency adds nothing to the
+    aggregate check)."""
+    tpot = c.get("mean_tpot_ms")
+    if tpot:
+        return 1000 / tpot, {"key": "plaus.how.tpot", "tpot": num(tpot, 2)}
+    return None, {}
+
+
+def _total_tps(c: CellInfo, out: float | None) -> tuple[float | None, dict]:
+    if c.get("total_token_throughput") is not None:
+        return c.get("total_token_throughput"), {"key": "plaus.how.total"}
+    rps = c.get("request_throughput")
+    if out is None or rps is None:
+        return None, {}
+    return out + rps * c.input_len, {"key": "plaus.how.total_derived", "rps": num(rps, 2), "ilen": c.input_len}
+
+
+def _latency_note(c: CellInfo, r: Roofline) -> dict | None:
+    rps = c.get("request_throughput")
+    if not rps or not c.concurrency:
+        return None
+    ms = 1000 * c.concurrency / rps
+    return {"cell": c.label, "c": c.concurrency, "rps": num(rps, 2), "ms": num(ms), "olen": c.output_len,
+            "tokens": num(int(ms / 1000 * r.per_stream))}
+
+
+def check_cell(c: CellInfo, r: Roofline) -> Finding | None:
+    """The worst violation of one cell, or None when every bound holds."""
+    out, out_how = _output_tps(c)
+    stream, stream_how = _per_stream(c)
+    total, total_how = _total_tps(c, out)
+    found: list[Finding] = []
+    base = {"cell": c.label, "stream": num(r.per_stream), "compute": num(r.compute, 0), "c": c.concurrency}
+    if stream is not None and stream > r.per_stream:
+        found.append(Finding(c, "per_stream", stream, r.per_stream, {**base, "how": stream_how}))
+    agg = r.aggregate(c.concurrency)
+    if out is not None and out > agg:
+        found.append(Finding(c, "aggregate", out, agg, {**base, "how": out_how}))
+    if total is not None and total > r.compute:
+        tflop = num(total * 2 * r.size.params_b * 1e9 / 1e12)
+        found.append(Finding(c, "compute", total, r.compute, {**base, "how": total_how, "tflop": tflop,
+                                                              "params": f"{r.size.params_b:g}",
+                                                              "devices": r.devices,
+                                                              "tflops": f"{r.device.bf16_tflops:g}"}))
+    if not found:
+        return None
+    worst = max(found, key=lambda f: f.times)
+    if out_how.get("key") == "plaus.how.derived":
+        worst.note = _latency_note(c, r)
+    return worst
+
+
+def check_run(run: RunData, ov: Overrides = Overrides()) -> list[ConfigCheck]:
+    checks = []
+    for name in run.config_names():
+        cfg = run.config(name)
+        roof = roofline_for(run, cfg, ov)
+        cells = run.cells_of(name)
+        if not isinstance(roof, Roofline):
+            checks.append(ConfigCheck(cfg, None, roof, cells=len(cells)))
+            continue
+        found = [f for c in cells if (f := check_cell(c, roof)) is not None]
+        checks.append(ConfigCheck(cfg, roof, None, found, len(cells)))
+    return checks
+
+
+def flagged(checks: list[ConfigCheck]) -> int:
+    return sum(len(c.findings) for c in checks)

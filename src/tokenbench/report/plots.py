@@ -1,0 +1,89 @@
+"""The report's figures, built from the report model (data selection here, drawing in svg.py)."""
+
+from __future__ import annotations
+
+from tokenbench.metrics import request as rm
+from tokenbench.report.document import Figure, num
+from tokenbench.report.i18n import t
+from tokenbench.report.model import CellInfo, RunData, Timeline
+from tokenbench.report.svg import Bar, Series, line_chart, timeline_chart
+
+
+def _series(run: RunData, ykey: str, xkey: str | None = None) -> list[Series]:
+    """One series per (config, pair); x = the cell's load, or another summary key."""
+    many = len(run.config_names()) > 1
+    out = []
+    for cfg in run.config_names():
+        for pair in run.pairs(cfg):
+            s = Series(f"{cfg} {pair[0]}/{pair[1]}" if many else f"{pair[0]}/{pair[1]}")
+            for c in run.cells_of(cfg):
+                x = c.x if xkey is None else c.get(xkey)
+                y = c.get(ykey)
+                if c.pair == pair and x is not None and y is not None:
+                    s.points.append((x, y, _tip(c, ykey, y, xkey, x)))
+            if s.points:
+                out.append(s)
+    return out
+
+
+def _tip(c: CellInfo, ykey: str, y: float, xkey: str | None, x: float) -> str:
+    star = " *" if c.over_capacity else ""
+    xs = f", {xkey}={num(x)}" if xkey else ""
+    return f"{c.config} {c.label}{star}: {ykey}={num(y)}{xs}"
+
+
+def _xlabel(run: RunData, lang: str) -> str:
+    closed = any(c.concurrency is not None for c in run.cells)
+    return t(lang, "axis.concurrency" if closed else "axis.rate")
+
+
+def load_figures(run: RunData, lang: str) -> list[Figure]:
+    xl = _xlabel(run, lang)
+    specs = [("throughput", "plot.throughput", "axis.out_tps", "output_throughput"),
+             ("ttft", "plot.ttft", "axis.ttft_ms", "mean_ttft_ms"),
+             ("tpot", "plot.tpot", "axis.tpot_ms", "mean_tpot_ms")]
+    figs = []
+    for name, title, ylabel, key in specs:
+        svg = line_chart(t(lang, title), xl, t(lang, ylabel), _series(run, key), logx=True)
+        if svg:
+            figs.append(Figure(name, t(lang, title), svg))
+    svg = line_chart(t(lang, "plot.latency_throughput"), t(lang, "axis.out_tps"), t(lang, "axis.tpot_ms"),
+                     _series(run, "mean_tpot_ms", "output_throughput"))
+    if svg:
+        figs.append(Figure("latency-throughput", t(lang, "plot.latency_throughput"), svg))
+    return figs
+
+
+def _bar(r, t0: int) -> Bar:
+    s = 1e-9
+    ttft, e2e = rm.ttft_ms(r), rm.e2el_ms(r)
+    first = (r.token_times_ns[0] - t0) * s if r.token_times_ns else None
+    state = f" {r.error_kind}" if r.error_kind else ""
+    tip = (f"#{r.index}{state}: sent +{(r.sent_ns - t0) * s:.3f} s, TTFT {num(ttft)} ms, "
+           f"E2E {num(e2e)} ms, {r.output_tokens} tokens")
+    return Bar((r.intended_ns - t0) * s, (r.sent_ns - t0) * s, first, (r.end_ns - t0) * s, tip)
+
+
+def timeline_figure(tl: Timeline, lang: str) -> Figure | None:
+    if not tl.requests:
+        return None
+    t0 = min(r.intended_ns for r in tl.requests)
+    label = f"{tl.cell.config} {tl.cell.label}"
+    svg = timeline_chart(t(lang, "plot.timeline", cell=label), t(lang, "axis.seconds"), t(lang, "axis.requests"),
+                         [_bar(r, t0) for r in tl.requests],
+                         [t(lang, "legend.client_wait"), t(lang, "legend.ttft"), t(lang, "legend.decode")])
+    return Figure("timeline", t(lang, "plot.timeline", cell=label), svg) if svg else None
+
+
+def monitor_figure(cell: CellInfo, samples: list[dict], lang: str) -> Figure | None:
+    t0 = min(s["t_ns"] for s in samples)
+    series = []
+    for name in ("running", "waiting", "kv_usage"):
+        scale = 100.0 if name == "kv_usage" else 1.0
+        pts = [((s["t_ns"] - t0) / 1e9, s["value"] * scale, f"{name}={num(s['value'] * scale)}")
+               for s in samples if s["name"] == name]
+        if pts:
+            series.append(Series(t(lang, f"series.{name}"), pts))
+    label = f"{cell.config} {cell.label}"
+    svg = line_chart(t(lang, "plot.monitor", cell=label), t(lang, "axis.seconds"), t(lang, "axis.count"), series)
+    return Figure("monitor", t(lang, "plot.monitor", cell=label), svg) if svg else None

@@ -1,0 +1,168 @@
+"""The measurement sections of a run report: environment, baseline, scaling, matrix, config comparison.
+
+Each function returns blocks; build.py puts them in order and numbers the headings.
+"""
+
+from __future__ import annotations
+
+from tokenbench.report import hardware, plausibility
+from tokenbench.report.document import Block, Cell, Heading, Para, Table, num, pct, ratio
+from tokenbench.report.i18n import t
+from tokenbench.report.model import CellInfo, ConfigInfo, RunData
+
+
+class Numberer:
+    """'3. Title' for sections, '3.2 Title' for their subsections."""
+
+    def __init__(self) -> None:
+        self.n, self.k = 0, 0
+
+    def sec(self, text: str) -> Heading:
+        self.n, self.k = self.n + 1, 0
+        return Heading(f"{self.n}. {text}", 2)
+
+    def sub(self, text: str) -> Heading:
+        self.k += 1
+        return Heading(f"{self.n}.{self.k} {text}", 3)
+
+
+def _cut(text: str, n: int = 300) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+# environment --------------------------------------------------------------------------------------
+def environment(run: RunData, lang: str) -> list[Block]:
+    env = run.environment
+    rows = [("env.run", run.id), ("env.date", run.created_at), ("env.kind", run.kind), ("env.status", run.status),
+            ("env.target", run.target), ("env.tool", run.tool_version),
+            ("env.command", _cut(" ".join(map(str, run.command)))), ("env.os", env.get("os")),
+            ("env.kernel", env.get("kernel")), ("env.cpu", _cpu(env)), ("env.memory", env.get("memory_gb")),
+            ("env.python", env.get("python")),
+            ("env.packages", ", ".join(f"{k} {v}" for k, v in sorted((env.get("packages") or {}).items()))),
+            ("env.accelerators", ", ".join(_acc(a) for a in env.get("accelerators") or [])),
+            ("env.source", (run.spec.get("import") or {}).get("source", ""))]
+    table = Table([t(lang, "col.item"), t(lang, "col.value")],
+                  [[t(lang, k), str(v)] for k, v in rows if v not in (None, "", [])], left=2)
+    return [table]
+
+
+def _cpu(env: dict) -> str | None:
+    if not env.get("cpu"):
+        return None
+    return f"{env['cpu']} x {env['cpu_count']}" if env.get("cpu_count") else env["cpu"]
+
+
+def _acc(a) -> str:
+    return str(a.get("name", a)) if isinstance(a, dict) else str(a)
+
+
+def _size(cfg: ConfigInfo) -> str:
+    s = plausibility.model_size(cfg.profile, cfg.facts)
+    return f"{s.params_b:g}B x {s.bytes_per_param:g} bytes = {s.weights_gb:.2f} GB" if s else "-"
+
+
+def configs(run: RunData, lang: str) -> list[Block]:
+    head = [t(lang, k) for k in ("col.config", "col.engine", "col.version", "col.model", "col.hardware",
+                                  "col.model_size", "col.image", "col.flags", "col.kv_capacity", "col.ctx")]
+    rows = []
+    for cfg in run.configs:
+        hw = hardware.hardware_name(cfg.profile, cfg.facts, run.environment)
+        devices = hardware.device_count(cfg.profile, cfg.facts)
+        rows.append([cfg.name, cfg.engine, cfg.version or "-", cfg.model or "-",
+                     f"{devices} x {hw}" if hw else "-", _size(cfg), cfg.image or "-", cfg.flags() or "-",
+                     num(cfg.kv_capacity), num(cfg.ctx_per_seq)])
+    return [Table(head, rows, left=8)]
+
+
+# baseline and scaling -----------------------------------------------------------------------------
+def _mark(c: CellInfo, text: str) -> Cell:
+    return Cell(text, over=c.over_capacity)
+
+
+def baseline(run: RunData, lang: str) -> list[Block]:
+    head = [t(lang, k) for k in ("col.config", "col.pair", "col.ttft_mean", "col.tpot_mean", "col.e2e_mean",
+                                  "col.out_tps")]
+    rows = []
+    for cfg in run.config_names():
+        for c in run.cells_of(cfg):
+            if c.concurrency == 1:
+                rows.append([cfg, f"{c.input_len}/{c.output_len}", num(c.get("mean_ttft_ms")),
+                             num(c.get("mean_tpot_ms"), 2), num(c.get("mean_e2el_ms")),
+                             num(c.get("output_throughput"))])
+    return [Table(head, rows, left=2)] if rows else [Para(t(lang, "note.no_baseline"))]
+
+
+def _kv_use(c: CellInfo) -> str:
+    if c.kv_demand is None or not c.kv_capacity:
+        return "-"
+    return f"{num(c.kv_demand)} / {num(c.kv_capacity)} ({pct(c.kv_demand / c.kv_capacity, 0)})"
+
+
+def scaling_table(run: RunData, cfg: str, pair: tuple[int, int], lang: str) -> Table:
+    head = [t(lang, k) for k in ("col.load", "col.requests", "col.req_s", "col.out_tps", "col.total_tps",
+                                  "col.ttft_mean", "col.ttft_p99", "col.tpot_mean", "col.tpot_p99",
+                                  "col.e2e_mean", "col.kv_use")]
+    rows = []
+    for c in run.cells_of(cfg):
+        if c.pair != pair:
+            continue
+        sent = c.get("num_prompts")
+        done = f"{num(c.get('completed'))}/{num(sent)}" if sent is not None else num(c.get("completed"))
+        rows.append([_mark(c, c.load_label), done, num(c.get("request_throughput"), 2),
+                     num(c.get("output_throughput")), num(c.get("total_token_throughput")),
+                     num(c.get("mean_ttft_ms")), num(c.get("p99_ttft_ms")), num(c.get("mean_tpot_ms"), 2),
+                     num(c.get("p99_tpot_ms"), 2), num(c.get("mean_e2el_ms")), _kv_use(c)])
+    return Table(head, rows, role="scaling")
+
+
+# matrix ------------------------------------------------------------------------------------------
+def _capacity(run: RunData, cfg: str) -> int | None:
+    cap = run.config(cfg).kv_capacity
+    if cap:
+        return cap
+    return next((c.kv_capacity for c in run.cells_of(cfg) if c.kv_capacity), None)
+
+
+def matrix(run: RunData, cfg: str, lang: str) -> Table:
+    cells = run.cells_of(cfg)
+    xs = sorted({c.x for c in cells if c.x is not None})
+    label = {c.x: c.load_label for c in cells}
+    cap = _capacity(run, cfg)
+    head = [t(lang, "col.pair")] + [label[x] for x in xs] + ([t(lang, "col.max_fit")] if cap else [])
+    rows = []
+    for pair in run.pairs(cfg):
+        row: list = [f"{pair[0]}/{pair[1]}"]
+        for x in xs:
+            c = run.cell_at(cfg, pair, x)
+            row.append(_mark(c, num(c.get("output_throughput"))) if c else "-")
+        if cap:
+            row.append(num(cap // (pair[0] + pair[1])))
+        rows.append(row)
+    return Table(head, rows, role="matrix")
+
+
+def any_over(run: RunData) -> bool:
+    return any(c.over_capacity for cfg in run.config_names() for c in run.cells_of(cfg))
+
+
+# server-config comparison ------------------------------------------------------------------------
+CMP_KEYS = (("col.out_tps", "output_throughput", 1), ("col.tpot_mean", "mean_tpot_ms", 2),
+            ("col.ttft_p99", "p99_ttft_ms", 1))
+
+
+def config_pair_table(run: RunData, base: str, other: str, lang: str) -> Table | None:
+    head = [t(lang, "col.pair"), t(lang, "col.load")]
+    for col, _, _ in CMP_KEYS:
+        name = t(lang, col)
+        head += [f"{name} {base}", f"{name} {other}", t(lang, "col.ratio", other=other, base=base)]
+    rows = []
+    for a in run.cells_of(base):
+        b = run.cell_at(other, a.pair, a.x)
+        if b is None:
+            continue
+        row: list = [f"{a.input_len}/{a.output_len}", a.load_label]
+        for _, key, digits in CMP_KEYS:
+            row += [_mark(a, num(a.get(key), digits)), _mark(b, num(b.get(key), digits)),
+                    ratio(a.get(key), b.get(key))]
+        rows.append(row)
+    return Table(head, rows, role="configcmp", left=2) if rows else None

@@ -1,0 +1,225 @@
+"""One cell's prompts for any workload kind: the warmup and measured prompts, the trace's arrival
+offsets, and the facts the cell summary states (chat-template overhead, image tokens, dataset stats).
+
+Every kind first makes drafts (content with a known token count), then the API shapes them into
+Prompts: completions send token ids (exact by construction), chat sends text whose expected prompt
+tokens are content + the chat-template overhead (+ the image tokens), measured through the server
+with 1-token probes. docs/workloads.md says how each kind verifies its lengths.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from tokenbench.client.request import Prompt
+from tokenbench.spec.bench import Workload
+from tokenbench.workload import images as img
+from tokenbench.workload import prefix, trace
+from tokenbench.workload.chat import ServerTokenizer, Tokenizer, chat_template_overhead, exact_text, image_tokens
+from tokenbench.workload.dataset import Draft, Filters, TextEntry, select
+from tokenbench.workload.jsonl import read_prompts
+from tokenbench.workload.random_ids import cell_rng, random_ids
+from tokenbench.workload.sharegpt import read_sharegpt
+from tokenbench.workload.vocab import Vocab
+
+
+class Target(Protocol):
+    """What a workload needs to know about the server (load.target.ResolvedTarget has it)."""
+
+    base_url: str
+    model: str
+    api_key: str | None
+    vocab: Vocab
+    max_model_len: int | None
+
+
+@dataclass
+class CellPrompts:
+    warmup: list[Prompt]
+    measure: list[Prompt]
+    offsets_ns: list[int] | None = None     # trace: arrival of measured request i at t0 + offsets_ns[i]
+    facts: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def nominal_lengths(self, wl: Workload) -> tuple[int, int]:
+        """The cell's (input, output) lengths: exact for fixed-length kinds, else the rounded means asked."""
+        if wl.fixed_lengths or not self.measure:
+            return wl.input_len or 0, wl.output_len or 0
+        return (round(statistics.fmean(p.input_len for p in self.measure)),
+                round(statistics.fmean(p.output_len for p in self.measure)))
+
+
+@dataclass
+class _Cell:
+    t: Target
+    wl: Workload
+    key: str
+    tok: Tokenizer
+
+    def rng(self, phase: str) -> random.Random:
+        return cell_rng(self.wl.seed, self.key, phase)
+
+
+@dataclass
+class _Drafts:
+    warmup: list[Draft]
+    measure: list[Draft]
+    offsets_ns: list[int] | None = None
+    facts: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+# ---- drafts per kind ----
+
+def _exact(c: _Cell, rng: random.Random, n: int, out: int) -> Draft:
+    if c.wl.api == "chat":
+        return Draft(exact_text(c.tok, rng, n, c.t.vocab), None, n, out)
+    return Draft(None, random_ids(rng, n, c.t.vocab), n, out)
+
+
+def _exact_phase(c: _Cell, phase: str, lengths: list[tuple[int, int]]) -> list[Draft]:
+    rng = c.rng(phase)
+    return [_exact(c, rng, n, out) for n, out in lengths]
+
+
+def _random(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
+    shape = (c.wl.input_len, c.wl.output_len)
+    return _Drafts(_exact_phase(c, "warmup", [shape] * n_warm), _exact_phase(c, "measure", [shape] * n_meas))
+
+
+def _dataset(reader: Callable[[str], list[TextEntry]]):
+    def build(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
+        wl = c.wl
+        entries = reader(wl.dataset_path)
+        sel = select(entries, c.tok, c.rng("dataset"), n_warm + n_meas, wl.output_len,
+                     Filters.of(wl, c.t.max_model_len), wl.dataset_path)
+        facts = {"dataset_path": wl.dataset_path, "dataset_entries": len(entries), "dataset_examined": sel.examined,
+                 "dataset_rejected": sel.rejected, "dataset_reused": sel.reused}
+        return _Drafts(sel.drafts[:n_warm], sel.drafts[n_warm:], facts=facts, notes=sel.notes)
+    return build
+
+
+def _prefix(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
+    wl, vocab = c.wl, c.t.vocab
+    shared = c.rng("prefix")
+    if wl.api == "chat":
+        texts = prefix.prefix_texts(c.tok, shared, wl.num_groups, wl.prefix_len, vocab)
+
+        def phase(name: str, n: int) -> list[Draft]:
+            return prefix.text_drafts(c.tok, texts, wl.prefix_len, c.rng(name), n, wl.input_len, wl.output_len, vocab)
+    else:
+        ids = prefix.prefix_ids(shared, wl.num_groups, wl.prefix_len, vocab)
+
+        def phase(name: str, n: int) -> list[Draft]:
+            return prefix.id_drafts(ids, c.rng(name), n, wl.input_len, wl.output_len, vocab)
+    facts = {"prefix_len": wl.prefix_len, "num_groups": wl.num_groups, "prefix_share": wl.prefix_len / wl.input_len}
+    return _Drafts(phase("warmup", n_warm), phase("measure", n_meas), facts=facts)
+
+
+def _image_source(c: _Cell) -> Callable[[random.Random, int], list[img.Image]]:
+    """(rng, global request index) -> that request's images."""
+    wl = c.wl
+    if not wl.dataset_path:
+        return lambda rng, i: [img.synthetic(rng, wl.image_width, wl.image_height, wl.image_format)
+                               for _ in range(wl.image_count)]
+    files = img.load_files(wl.dataset_path)
+    order = list(range(len(files)))
+    c.rng("images").shuffle(order)
+    return lambda rng, i: [files[order[(i * wl.image_count + k) % len(files)]] for k in range(wl.image_count)]
+
+
+def _image(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
+    wl, source = c.wl, _image_source(c)
+
+    def phase(name: str, n: int, first: int) -> list[Draft]:
+        rng, out = c.rng(name), []
+        for i in range(n):
+            text = exact_text(c.tok, rng, wl.input_len, c.t.vocab)
+            pics = source(rng, first + i)
+            out.append(Draft(text, None, wl.input_len, wl.output_len, tuple(p.uri() for p in pics),
+                             sum(len(p.data) for p in pics)))
+        return out
+
+    facts = {"images_per_request": wl.image_count,
+             "image_source": wl.dataset_path or f"synthetic {wl.image_width}x{wl.image_height} {wl.image_format}"}
+    return _Drafts(phase("warmup", n_warm, 0), phase("measure", n_meas, n_warm), facts=facts)
+
+
+def _trace(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
+    wl = c.wl
+    rows = trace.read_trace(wl.dataset_path)
+    replay = trace.select(rows, wl.time_scale, Filters.of(wl, c.t.max_model_len), wl.output_len, n_meas, duration_s)
+    lengths = [(r.input_len, r.output_len) for r in replay.rows]
+    warm = [lengths[i % len(lengths)] for i in range(n_warm)]
+    facts = {"dataset_path": wl.dataset_path, "time_scale": wl.time_scale, "trace_rows": len(rows),
+             "trace_rows_dropped": replay.dropped, "trace_span_s": replay.offsets_ns[-1] / 1e9}
+    notes = [f"{replay.dropped} trace rows dropped by the length filters"] if replay.dropped else []
+    return _Drafts(_exact_phase(c, "warmup", warm), _exact_phase(c, "measure", lengths), replay.offsets_ns, facts,
+                   notes)
+
+
+KINDS = {"random": _random, "sharegpt": _dataset(read_sharegpt), "jsonl": _dataset(read_prompts),
+         "prefix": _prefix, "image": _image, "trace": _trace}
+
+
+# ---- drafts -> prompts ----
+
+def _image_tokens(c: _Cell, drafts: list[Draft], overhead: int) -> dict[str, int]:
+    """Prompt tokens per distinct image (by data URI), each measured once with a 1-token probe.
+    Synthetic images of one size and format all cost the same: one probe with a fresh image stands for them."""
+    first = drafts[0]
+    if not c.wl.dataset_path:
+        probe = img.synthetic(c.rng("probe"), c.wl.image_width, c.wl.image_height, c.wl.image_format).uri()
+        per = image_tokens(c.t.base_url, c.t.model, first.text, first.input_len, overhead, (probe,), c.t.api_key)
+        return {u: per for d in drafts for u in d.images}
+    out: dict[str, int] = {}
+    for u in (u for d in drafts for u in d.images):
+        if u not in out:
+            out[u] = image_tokens(c.t.base_url, c.t.model, first.text, first.input_len, overhead, (u,), c.t.api_key)
+    return out
+
+
+def _chat_prompts(c: _Cell, d: _Drafts) -> tuple[list[Prompt], list[Prompt], dict]:
+    everything = d.warmup + d.measure
+    first = everything[0]
+    overhead = chat_template_overhead(c.t.base_url, c.t.model, first.text, first.input_len, c.t.api_key)
+    facts = {"chat_template_overhead_tokens": overhead}
+    per_image = _image_tokens(c, everything, overhead) if first.images else {}
+    if per_image:
+        facts["image_tokens_per_image"] = statistics.fmean(per_image.values())
+
+    def shape(x: Draft) -> Prompt:
+        expected = x.input_len + overhead + sum(per_image[u] for u in x.images)
+        return Prompt(None, x.text, x.input_len, x.output_len, expected, x.images, x.image_bytes)
+
+    return [shape(x) for x in d.warmup], [shape(x) for x in d.measure], facts
+
+
+def _completion_prompt(x: Draft) -> Prompt:
+    return Prompt(tuple(x.ids), None, x.input_len, x.output_len, x.input_len)
+
+
+def _length_facts(prompts: list[Prompt]) -> dict:
+    ins, outs = [p.input_len for p in prompts], [p.output_len for p in prompts]
+    return {"input_len_mean": statistics.fmean(ins), "input_len_min": min(ins), "input_len_max": max(ins),
+            "output_len_mean": statistics.fmean(outs), "output_len_min": min(outs), "output_len_max": max(outs)}
+
+
+def build_cell(t: Target, wl: Workload, key: str, n_warm: int, n_meas: int | None, *,
+               duration_s: float | None = None, tok: Tokenizer | None = None) -> CellPrompts:
+    """The cell's prompts. `n_meas` None: as many as the source holds (a trace: every row kept);
+    `duration_s` cuts a trace to the rows due before it."""
+    c = _Cell(t, wl, key, tok or ServerTokenizer(t.base_url, t.model, t.api_key))
+    d = KINDS[wl.kind](c, n_warm, n_meas, duration_s)
+    if wl.api == "chat" and (d.warmup or d.measure):
+        warm, meas, facts = _chat_prompts(c, d)
+    else:
+        warm, meas, facts = [_completion_prompt(x) for x in d.warmup], [_completion_prompt(x) for x in d.measure], {}
+    facts = {**d.facts, **facts}
+    if wl.kind != "random":
+        facts = {"workload": wl.kind, **facts, **(_length_facts(meas) if meas and not wl.fixed_lengths else {})}
+    return CellPrompts(warm, meas, d.offsets_ns, facts, d.notes)

@@ -1,0 +1,96 @@
+"""Stored runs built with the Store API from hand-made, tiny integer-ns RequestRecords (shared by the
+report tests; a module of its own so its name cannot clash with other test folders' conftest)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tokenbench.client.records import RequestRecord
+from tokenbench.metrics.summary import summarize
+from tokenbench.spec.bench import Load
+from tokenbench.store.db import Store
+
+MS = 1_000_000
+FIXTURES = Path(__file__).parent / "fixtures"
+ENV = {"os": "Debian GNU/Linux 12 (bookworm)", "kernel": "6.1.0-test", "arch": "x86_64",
+       "cpu": "AMD EPYC 7B13", "cpu_count": 2, "memory_gb": 23.5, "python": "3.11.2",
+       "packages": {"tokenbench": "0.1.0", "xllamacpp": "2026.10.11549"}}
+PAIRS = ((128, 32), (512, 64))
+CONCURRENCY = (1, 2, 4)
+EVIL = "<script>alert('x')</script> & | *bold*"
+
+
+def profile(slots: int) -> dict:
+    return {"name": "cpu-smollm2", "engine": "llamacpp", "accelerator": "cpu",
+            "model": {"bundled": "smollm2-135m-instruct", "params_b": 0.135, "bytes_per_param": 0.56},
+            "parallelism": {"tp": 1, "dp": 1, "slots": slots, "threads": 1}, "args": {"ctx-size": 4096},
+            "env": {}, "extra_args": []}
+
+
+def facts(kv: int) -> dict:
+    return {"engine": "llamacpp", "version": "b6500", "model": "SmolLM2-135M-Instruct", "ctx_per_seq": 2048,
+            "kv_capacity_tokens": kv, "slots": None, "source": {}, "raw": {}}
+
+
+def records(c: int, input_len: int, output_len: int, slots: int, *, fail: bool = False,
+            text: str = "") -> list[RequestRecord]:
+    """A closed loop of concurrency c on a server with `slots` parallel slots: waves of requests; the
+    requests beyond the slots wait one decode of their predecessor (queueing, visible in TTFT)."""
+    out = []
+    prefill, tpot = 2 * MS + input_len * 200_000, 10 * MS + c * 2 * MS
+    for i in range(2 * c):
+        wave, pos = divmod(i, c)
+        queued = pos // slots
+        length = prefill + (output_len - 1) * tpot
+        start = 1_000 * MS + wave * length * (1 + queued)
+        first = start + prefill + queued * length
+        times = [first + k * tpot for k in range(output_len)]
+        r = RequestRecord(index=i, phase="measure", input_len=input_len, output_len=output_len,
+                          intended_ns=start, sent_ns=start + 20_000, end_ns=times[-1] + 100_000,
+                          status=200, token_times_ns=times, token_counts=[1] * output_len,
+                          prompt_tokens=input_len, completion_tokens=output_len, cached_tokens=0,
+                          usage_source="server", finish_reason="length", text=text or f"tokens of request {i}",
+                          worker=pos)
+        out.append(r)
+    if fail:
+        bad = out[-1]
+        bad.error_kind, bad.error_detail, bad.token_times_ns, bad.token_counts = "timeout", "timed out", [], []
+        bad.completion_tokens, bad.finish_reason = None, None
+    return out
+
+
+def monitor_samples(recs: list[RequestRecord], slots: int) -> list[tuple]:
+    t0, t1 = min(r.sent_ns for r in recs), max(r.end_ns for r in recs)
+    out = []
+    for k in range(11):
+        t = t0 + (t1 - t0) * k // 10
+        running = sum(1 for r in recs if r.sent_ns <= t < r.end_ns)
+        out += [(t, "server", "running", float(min(running, slots)), "{}"),
+                (t, "server", "waiting", float(max(running - slots, 0)), "{}"),
+                (t, "server", "kv_usage", min(running, slots) * 0.2, "{}")]
+    return out
+
+
+def build_run(store: Store, run_id: str = "20260102-030405-fixed", with_samples: bool = True) -> str:
+    store.create_run("sweep", "http://127.0.0.1:8000", {"pairs": [list(p) for p in PAIRS],
+                                                       "concurrency": list(CONCURRENCY), "planned_cells": 12},
+                     ["tokenbench", "sweep", "spec.yaml"], ENV, run_id=run_id)
+    for name, slots, kv in (("slots2", 2, 1024), ("slots4", 4, 2048)):
+        cid = store.upsert_config(run_id, name, overrides={"slots": slots}, profile=profile(slots), facts=facts(kv),
+                                  status="done")
+        for il, ol in PAIRS:
+            for c in CONCURRENCY:
+                fail = (name, il, c) == ("slots2", 128, 2)
+                text = EVIL if (name, il, c) == ("slots2", 512, 4) else ""
+                recs = records(c, il, ol, slots, fail=fail, text=text)
+                summary = summarize(recs, Load(concurrency=c, num_prompts=len(recs)), il, ol)
+                demand = c * (il + ol)
+                cell = {"key": f"{il}:{ol}/c={c}", "input_len": il, "output_len": ol, "concurrency": c,
+                        "status": "ok", "summary": summary, "kv_demand": demand, "kv_capacity": kv,
+                        "over_capacity": demand > kv}
+                samples = monitor_samples(recs, slots) if with_samples and c == 4 else ()
+                store.save_cell(run_id, cid, cell, recs, samples)
+    store.set_run_status(run_id, "done")
+    store.db.execute("UPDATE runs SET created_at='2026-01-02T03:04:05+00:00', tool_version='0.1.0' WHERE id=?",
+                     (run_id,))
+    return run_id

@@ -1,0 +1,47 @@
+"""The HTML report of a stored run opens in headless Chromium: no console errors, no external requests,
+and a screenshot that shows the plots (slow tier; Chromium comes from scripts/test-deps.sh)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from tokenbench.report import render
+from tokenbench.report.build import build_report
+from tokenbench.report.model import load_run
+from tokenbench.report.plausibility import check_run
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(CHROMIUM is None, reason="no chromium/chromium-browser binary: run "
+                                 "scripts/test-deps.sh (apt-get install chromium) to enable this test")]
+# Any request that leaves the file fails loudly: every host name resolves to nothing.
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--host-resolver-rules=MAP * ~NOTFOUND",
+         "--disable-background-networking", "--no-first-run"]
+
+
+def _html(store, run_id, out, lang):
+    run = load_run(store, run_id)
+    return render.write(build_report(run, lang, check_run(run), "TEST"), out, ["html"])[0]
+
+
+def _chromium(*args: str, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([CHROMIUM, *FLAGS, *args], capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_html_report_in_headless_chromium(store, stored_run, tmp_path, lang):
+    page = _html(store, stored_run, tmp_path, lang)
+    url = page.resolve().as_uri()
+    dom = _chromium("--enable-logging=stderr", "--v=0", "--dump-dom", url, cwd=tmp_path)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    console = [line for line in dom.stderr.splitlines() if "CONSOLE" in line]
+    assert console == [], console
+    assert "ERR_NAME_NOT_RESOLVED" not in dom.stderr and "Failed to load resource" not in dom.stderr
+    assert dom.stdout.count("<svg") == 6 and 'id="tip"' in dom.stdout
+    shot = tmp_path / f"report-{lang}.png"
+    res = _chromium(f"--screenshot={shot}", "--window-size=1200,3000", url, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert shot.is_file() and shot.stat().st_size > 100_000      # a blank page is a few KB

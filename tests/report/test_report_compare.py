@@ -1,0 +1,82 @@
+"""compare: what differs, ratios like Study B's table, and the fairness check (flag, or --strict refuses)."""
+
+from __future__ import annotations
+
+import pytest
+from report_fixtures import FIXTURES, build_run
+
+from tokenbench.cli.main import main
+from tokenbench.errors import MeasurementError, UsageError
+from tokenbench.report import render
+from tokenbench.report.compare import compare
+from tokenbench.report.importers import import_file
+
+
+def _md(store, selectors, strict=False):
+    doc, issues = compare(store, selectors, "en", "T", strict)
+    return render.markdown.render(doc), issues
+
+
+def test_two_runs_same_workload_are_fair(store, stored_run):
+    other = build_run(store, "20260103-000000-other")
+    store.db.execute("UPDATE server_configs SET facts_json = json_set(facts_json, '$.version', 'b7000') "
+                     "WHERE run_id = ?", (other,))
+    text, issues = _md(store, [f"{stored_run}:slots4", f"{other}:slots4"])
+    assert issues == []
+    assert "The effective workloads match" in text
+    assert "| engine version | b6500 | b7000 |" in text          # what differs comes first
+    assert text.index("What differs") < text.index("Fairness check") < text.index("Requests per second")
+    assert "speed-up" in text and "1.00x" in text
+
+
+def test_configs_of_one_run_with_ratios(store, stored_run):
+    text, issues = _md(store, [stored_run])                    # every config of the run becomes a column
+    assert issues == [] and "speed-up slots4/slots2" in text
+    assert "| c=4 | 3.42 | 6.83 | 2.00x |" in text              # requests/s, 128/32
+    assert "| c=4 | P99 |" in text
+
+
+def test_different_output_tokens_are_flagged_and_strict_refuses(store, stored_run):
+    other = build_run(store, "20260103-000000-short")
+    store.db.execute("UPDATE cells SET summary_json = json_set(summary_json, '$.total_output_tokens', 3) "
+                     "WHERE run_id = ? AND key = '128:32/c=1'", (other,))
+    text, issues = _md(store, [f"{stored_run}:slots2", f"{other}:slots2"])
+    assert [i.kind for i in issues] == ["differs"]
+    assert "server-reported output tokens per request differ at 128/32 c=1" in issues[0].text
+    assert "WARNING: the effective workloads differ" in text
+    with pytest.raises(MeasurementError, match="compare --strict refused"):
+        compare(store, [f"{stored_run}:slots2", f"{other}:slots2"], "en", "T", strict=True)
+
+
+def test_cached_prompts_are_a_difference(store, stored_run):
+    other = build_run(store, "20260103-000000-cache")
+    store.db.execute("UPDATE requests SET cached_tokens = prompt_tokens WHERE cell_id IN "
+                     "(SELECT id FROM cells WHERE run_id = ?)", (other,))
+    _, issues = _md(store, [f"{stored_run}:slots2", f"{other}:slots2"])
+    assert any("prefix cache state differ" in i.text for i in issues)
+
+
+def test_study_b_engines_side_by_side(store):
+    run_id = import_file(store, FIXTURES / "study-b-published.csv")
+    text, issues = _md(store, [f"{run_id}:sglang", f"{run_id}:vllm"])
+    assert "| c=1 | 12.50 | 15.20 | 1.22x |" in text and "| c=16 | 28.10 | 298.70 | 10.63x |" in text
+    assert {i.kind for i in issues} == {"unknown"}             # a CSV of figures says nothing of sampling
+    assert "IMPOSSIBLE" in text
+
+
+def test_bad_selectors(store, stored_run):
+    with pytest.raises(UsageError, match="no server config 'tp9'"):
+        compare(store, [f"{stored_run}:tp9", stored_run], "en", "T")
+    with pytest.raises(UsageError, match="at least two columns"):
+        compare(store, [f"{stored_run}:slots2"], "en", "T")
+
+
+def test_compare_cli_strict_exit_code(stored_run, db_path, store, tmp_path, capsys):
+    other = build_run(store, "20260103-000000-cli")
+    store.db.execute("UPDATE cells SET summary_json = json_set(summary_json, '$.total_input_tokens', 1) "
+                     "WHERE run_id = ?", (other,))
+    argv = ["compare", f"{stored_run}:slots2", f"{other}:slots2", "--db", str(db_path), "-o", str(tmp_path)]
+    assert main(argv) == 0 and (tmp_path / "compare.md").is_file() and (tmp_path / "compare.html").is_file()
+    assert "fairness (differs)" in capsys.readouterr().err
+    assert main([*argv, "--strict"]) == 5
+    assert "compare --strict refused" in capsys.readouterr().err

@@ -1,0 +1,37 @@
+"""Every heading, metric name and footnote exists in both languages, with the same placeholders."""
+
+from __future__ import annotations
+
+import string
+
+import pytest
+
+from tokenbench.errors import UsageError
+from tokenbench.report.i18n import EN, ZH, check_lang, t
+
+
+def _fields(text: str) -> set[str]:
+    return {f for _, f, _, _ in string.Formatter().parse(text) if f}
+
+
+def test_same_keys_and_placeholders():
+    assert EN.keys() == ZH.keys()
+    for key in EN:
+        assert _fields(EN[key]) == _fields(ZH[key]), key
+
+
+def _words(text: str) -> int:
+    """ASCII letters outside placeholders ('{other}/{base}' and 'p50 / p90' need no translation)."""
+    plain = "".join(lit for lit, _, _, _ in string.Formatter().parse(text))
+    return sum(ch.isascii() and ch.isalpha() for ch in plain)
+
+
+def test_chinese_is_chinese():
+    assert [k for k in EN if EN[k] == ZH[k] and " " in EN[k] and _words(EN[k]) > 6] == []
+
+
+def test_lookup_and_unknown_language():
+    assert t("zh", "h.baseline") == "单请求基线（并发 1）"
+    assert t("en", "h.scaling_pair", config="tp1", input=512, output=512) == "tp1: input 512 / output 512"
+    with pytest.raises(UsageError, match="unknown report language 'fr'"):
+        check_lang("fr")

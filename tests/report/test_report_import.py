@@ -1,0 +1,91 @@
+"""Importers on small real-shaped files: vllm bench serve JSON, SGLang bench_serving JSONL, CSV."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from report_fixtures import FIXTURES
+
+from tokenbench.cli.main import main
+from tokenbench.errors import UsageError
+from tokenbench.report import render
+from tokenbench.report.build import build_report
+from tokenbench.report.importers import ImportOptions, import_file
+from tokenbench.report.model import load_run
+from tokenbench.report.plausibility import check_run
+
+
+def test_vllm_bench_serve_json(store):
+    src = json.loads((FIXTURES / "vllm-bench-serve.json").read_text())
+    run_id = import_file(store, FIXTURES / "vllm-bench-serve.json", opts=ImportOptions(hardware="h100"))
+    run = load_run(store, run_id)
+    assert run.kind == "import" and run.configs[0].engine == "vllm" and run.configs[0].model == "google/gemma-3-270m"
+    [cell] = run.cells
+    assert (cell.input_len, cell.output_len, cell.concurrency, cell.request_rate) == (128, 4, 4, None)
+    for key in ("request_throughput", "output_throughput", "mean_ttft_ms", "p99_tpot_ms", "median_e2el_ms"):
+        assert cell.summary[key] == pytest.approx(src[key])
+    recs = run.timeline.requests
+    assert len(recs) == 8 and recs[0].output_tokens == 4 and len(recs[0].token_times_ns) == 4
+    assert recs[0].ttft_ns == pytest.approx(src["ttfts"][0] * 1e9, abs=1)
+    page = render.html.render(build_report(run, "en", check_run(run), "T"))
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_sglang_bench_serving_jsonl(store):
+    run = load_run(store, import_file(store, FIXTURES / "sglang-bench-serving.jsonl"), requests=False)
+    assert [c.config for c in run.cells] == ["sglang", "sglang"]
+    c1, c8 = run.cells
+    assert (c1.pair, c1.concurrency, c8.concurrency) == ((512, 128), 1, 8)
+    assert c8.summary["mean_e2el_ms"] == pytest.approx(480.0 * 8 ** 0.3)
+    assert c8.summary["total_token_throughput"] == pytest.approx(9.5 * 640)
+    assert c8.summary["achieved_concurrency"] == pytest.approx(8 * 0.97)
+
+
+def test_csv_imports_one_config_per_setup(store):
+    run = load_run(store, import_file(store, FIXTURES / "study-a-headline.csv"), requests=False)
+    assert run.config_names() == ["tp1", "tp2"]
+    tp1 = run.config("tp1")
+    assert tp1.facts["hardware"] == "ascend-910b4" and tp1.kv_capacity == 1066112
+    over = {(c.config, c.pair, c.concurrency) for c in run.cells if c.over_capacity}
+    assert over == {("tp1", (16384, 2048), 96)}          # 96 x 18,432 > 1,066,112; TP=2 holds 2,243,968
+    head = run.cell_at("tp1", (512, 512), 128)
+    assert head.summary["output_throughput"] == 6452.2 and head.summary["total_token_throughput"] == 12904.4
+
+
+@pytest.mark.parametrize("text, message", [
+    ("engine,model,input_len,output_len,concurrency,speed\nx,m,1,1,1,2\n", "unknown column(s) speed"),
+    ("engine,model,input_len,concurrency,output_throughput\nx,m,1,1,2\n", "missing column(s) output_len"),
+    ("engine,model,input_len,output_len,concurrency,output_throughput\nx,m,1,1,1,fast\n",
+     ":2: column output_throughput"),
+    ("engine,model,input_len,output_len,concurrency,output_throughput\nx,m,1,1,,5\n", "exactly one of concurrency"),
+    ("engine,model,input_len,output_len,concurrency,notes\nx,m,1,1,1,hi\n", ":2: no figure in this row"),
+])
+def test_csv_errors_name_the_line(store, tmp_path, text, message):
+    f = tmp_path / "bad.csv"
+    f.write_text(text)
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        import_file(store, f)
+
+
+def test_unknown_file_kind_and_wrong_format(store, tmp_path):
+    f = tmp_path / "r.txt"
+    f.write_text("{}")
+    with pytest.raises(UsageError, match="cannot tell the format"):
+        import_file(store, f)
+    line = tmp_path / "one.json"
+    line.write_text((FIXTURES / "sglang-bench-serving.jsonl").read_text().splitlines()[0])
+    with pytest.raises(UsageError, match="not a `vllm bench serve` result: it has SGLang"):
+        import_file(store, line)
+    with pytest.raises(UsageError, match=":1: not JSON"):
+        import_file(store, FIXTURES / "vllm-bench-serve.json", "sglang")
+
+
+def test_import_cli(db_path, capsys):
+    assert main(["import", str(FIXTURES / "study-b-published.csv"), "--db", str(db_path)]) == 0
+    out = capsys.readouterr()
+    run_id = out.out.strip()
+    assert run_id and "8 result(s) beyond the decode roofline" in out.err
+    assert main(["report", run_id, "--db", str(db_path), "--format", "md"]) == 0
+    report = (db_path.parent / "reports" / run_id / "report.md").read_text()
+    assert "IMPOSSIBLE" in report and "12,800.0" in report and "28.0x the bound" in report
