@@ -115,7 +115,8 @@ def choose_port(profile: Profile) -> int:
     return profile.port
 
 
-def launch(profile: Profile, state_dir: str | Path | None = None, say: Say = lambda m: None) -> Deployment:
+def launch(profile: Profile, state_dir: str | Path | None = None, say: Say = lambda m: None,
+           tied: bool = False) -> Deployment:
     """Check, then start the engine process and record it; does not wait for readiness."""
     if profile.runs_in == "local":
         say(f"model: {profile.model.bundled or profile.model.path}")
@@ -128,7 +129,7 @@ def launch(profile: Profile, state_dir: str | Path | None = None, say: Say = lam
     dep_id = f"{profile.name}-{port}"
     log_path = (directory / f"{dep_id}.log").resolve()
     say(f"launching {profile.engine} on {_url(profile.host, port)} (log: {log_path})")
-    proc = local.spawn(argv, profile.env, log_path)
+    proc = local.spawn(argv, profile.env, log_path, die_with_parent=tied)
     try:
         st = DeploymentState(id=dep_id, profile=profile.name, engine=profile.engine, pid=proc.pid,
                              pgid=proc.pid, create_time=local.create_time(proc.pid), host=profile.host, port=port,
@@ -146,10 +147,11 @@ def launch(profile: Profile, state_dir: str | Path | None = None, say: Say = lam
 
 
 def start(profile: Profile, state_dir: str | Path | None = None, say: Say = lambda m: None,
-          on_launch: Callable[[Deployment], None] = lambda dep: None) -> Deployment:
+          on_launch: Callable[[Deployment], None] = lambda dep: None, tied: bool = False) -> Deployment:
     """Launch, wait until ready, read the facts. Any failure or interruption stops the process.
-    `on_launch` sees the deployment as soon as its process exists (see `stop_on_signal`)."""
-    dep = launch(profile, state_dir, say)
+    `on_launch` sees the deployment as soon as its process exists (see `stop_on_signal`);
+    `tied` makes the engine die with this process (see local.spawn)."""
+    dep = launch(profile, state_dir, say, tied)
     try:
         on_launch(dep)
         say(f"waiting for {dep.base_url}{profile.readiness.path} (up to {profile.readiness.timeout_s:g} s)")
@@ -168,7 +170,7 @@ def deployed(profile: Profile, state_dir: str | Path | None = None, say: Say = l
              grace_s: float = GRACE_S) -> Iterator[Deployment]:
     """The server for the duration of the block; torn down on any exit, Ctrl-C or SIGTERM."""
     with stop_on_signal() as live:
-        dep = start(profile, state_dir, say, on_launch=live.append)
+        dep = start(profile, state_dir, say, on_launch=live.append, tied=profile.runs_in == "local")
         try:
             yield dep
         finally:

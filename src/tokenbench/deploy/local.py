@@ -3,9 +3,12 @@ then SIGKILL after a grace period, including any descendant that left the group.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import psutil
@@ -13,12 +16,24 @@ import psutil
 from tokenbench.errors import DeployError
 
 
-def spawn(argv: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen:
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGTERM when the parent dies, even by SIGKILL (Linux prctl)."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def spawn(argv: list[str], env: dict[str, str], log_path: Path, die_with_parent: bool = False) -> subprocess.Popen:
+    """Start in a new session; `die_with_parent` ties the engine's life to this process (sweeps, demo),
+    so not even a SIGKILL of tokenbench leaves an orphan engine behind."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "wb") as log:
         try:
             return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    env={**os.environ, **env}, start_new_session=True, close_fds=True)
+                                    env={**os.environ, **env}, start_new_session=True, close_fds=True,
+                                    preexec_fn=_die_with_parent if die_with_parent and sys.platform == "linux" else None)
         except OSError as exc:
             raise DeployError(f"cannot start '{argv[0]}': {exc.strerror or exc}",
                               "check the profile's command and that the engine is installed") from exc
