@@ -80,6 +80,8 @@ class _Display:
         self.bar.advance(self.overall)
         s = row["summary"]
         star = "*" if row["over_capacity"] else ""
+        if s.get("monitor_queue_check"):
+            self.bar.console.print(f"  note: {s['monitor_queue_check']}")
         self.bar.console.print(f"{cell.config.name} {cell.key}{star} {row['status']}: "
                                f"{console.fmt(s.get('output_throughput'))} out tok/s, "
                                f"TTFT {console.fmt(s.get('mean_ttft_ms'))} ms, TPOT {console.fmt(s.get('mean_tpot_ms'))} ms"
@@ -104,7 +106,9 @@ def command(spec_file, resume, dry_run, db, overrides, **kw) -> None:
     """Run a sweep from SPEC.yaml (or flags), storing every cell as it finishes."""
     store = Store(db or default_db_path())
     if resume:
-        spec = load_model(SweepSpec, store.run(resume)["spec"], f"run {resume}")
+        stored = dict(store.run(resume)["spec"])
+        stored.pop("planned_cells", None)
+        spec = load_model(SweepSpec, stored, f"run {resume}")
     elif spec_file:
         spec = load_file(SweepSpec, spec_file, list(overrides))
     else:
@@ -116,8 +120,8 @@ def command(spec_file, resume, dry_run, db, overrides, **kw) -> None:
         return
     target = spec.target.base_url or spec.target.profile
     profile = load_profile(spec.target, p.configs[0]) if spec.target.profile else None
-    run_id = resume or store.create_run("sweep", target, spec.model_dump(mode="json"), sys.argv,
-                                        environment.capture(profile))
+    stored_spec = {**spec.model_dump(mode="json"), "planned_cells": len(p.cells)}
+    run_id = resume or store.create_run("sweep", target, stored_spec, sys.argv, environment.capture(profile))
     runner = SweepRunner(p, store, run_id)
     todo = sum(len(runner.pending(c)) for c in p.configs)
     console.err.print(f"[bold]sweep[/] run {run_id}: {todo} of {len(p.cells)} cells to run; database {store.path}")

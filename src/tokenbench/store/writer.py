@@ -54,7 +54,8 @@ class ResultWriter:
         self.store = Store(db_path or default_db_path()) if store else None
         self.run_id = None
         if self.store:
-            self.run_id = self.store.create_run("bench", target.base_url, self.doc["spec"], argv, self.env)
+            self.run_id = self.store.create_run("bench", target.base_url,
+                                               {**self.doc["spec"], "planned_cells": len(spec.cells)}, argv, self.env)
             self.config_id = self.store.upsert_config(self.run_id, "target", facts=facts or {}, status="running")
             self.doc["run_id"] = self.run_id
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 from tokenbench.monitor.runner import Monitor
 from tokenbench.monitor.samplers import HostSampler, NpuSmiSampler, NvidiaSmiSampler, PrometheusSampler
-from tokenbench.monitor.summary import summarize
+from tokenbench.monitor.summary import queue_cross_check, summarize
 
 
 class CellMonitor:
@@ -16,8 +16,12 @@ class CellMonitor:
         self.monitor = monitor
         self.samples: list = []
 
-    def summary(self) -> dict:
-        return {f"monitor_{k}": v for k, v in summarize(self.samples).items()}
+    def summary(self, output_tokens: int | None = None, star: bool = False) -> dict:
+        """Monitor figures for the cell, prefixed `monitor_`, plus the `*`-versus-queue cross-check."""
+        raw = summarize(self.samples, output_tokens=output_tokens)
+        out = {f"monitor_{k}": v for k, v in raw.items()}
+        out["monitor_queue_check"] = queue_cross_check(star, raw)
+        return out
 
     def rows(self) -> list[tuple]:
         return [(s.t_ns, s.source, s.name, s.value, json.dumps(s.labels)) for s in self.samples]

@@ -113,7 +113,8 @@ class SweepRunner:
             result = await run_cell(session, target, cell.workload, cell.load, spec.slo,
                                     allow_mismatch=spec.allow_length_mismatch, max_error_rate=spec.max_error_rate,
                                     on_progress=lambda phase, d, t: self.ev.cell_progress(cell, phase, d, t))
-        row = _cell_row(cell, result, kv_cap, mon.summary())
+        star = over_capacity(cell, kv_cap)
+        row = _cell_row(cell, result, kv_cap, mon.summary(result.summary.get("total_output_tokens"), star))
         self.store.save_cell(self.run_id, config_id, row, [*result.warmup, *result.records], mon.rows())
         self.ev.cell_done(cell, row)
         return row
