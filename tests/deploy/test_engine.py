@@ -91,7 +91,10 @@ def test_demo_small_grid(tmp_path, capsys):
         assert key in out
     assert "stopped" in err and str(db) in err
     con = sqlite3.connect(db)
-    assert [r[0] for r in con.execute("SELECT status FROM runs")] == ["done", "done"]
+    [(run_id, status)] = con.execute("SELECT id, status FROM runs").fetchall()   # the grid is one run
+    assert status == "done"
+    assert (tmp_path / "reports" / run_id / "report.md").is_file()
+    assert (tmp_path / "reports" / run_id / "report.html").is_file()
     facts = [json.loads(r[0]) for r in con.execute("SELECT facts_json FROM server_configs")]
     assert all(f["engine"] == "llamacpp" and f["kv_capacity_tokens"] == 4096 for f in facts)
     assert con.execute("SELECT COUNT(*) FROM cells WHERE status='ok'").fetchone()[0] == 4

@@ -1,50 +1,46 @@
-"""`tokenbench demo`: deploy the embedded default engine, smoke-test it, benchmark a small grid,
-store and print the results, and tear the server down. README command 1."""
+"""`tokenbench demo`: deploy the embedded default engine, smoke-test it, sweep a small grid as one
+stored run, render its report, and tear the server down. README command 1."""
 
 from __future__ import annotations
 
-import sys
-
 import click
 
+from tokenbench import __version__
 from tokenbench.cli import console, options
-from tokenbench.cli.bench import measure
 from tokenbench.cli.deploy import SET_HELP, print_facts, say
 from tokenbench.cli.smoke import check
+from tokenbench.cli.sweep import create_run, execute
 from tokenbench.deploy import lifecycle, profiles
-from tokenbench.deploy.lifecycle import Deployment
 from tokenbench.deploy.smoke import smoke
-from tokenbench.errors import MeasurementError
-from tokenbench.load.cell import CellResult
-from tokenbench.load.target import resolve
-from tokenbench.spec.bench import BenchSpec, Load
+from tokenbench.report import plausibility, render
+from tokenbench.report.build import build_report
+from tokenbench.report.model import load_run
+from tokenbench.spec.loader import load_model
+from tokenbench.spec.sweep import SweepSpec
+from tokenbench.store.db import Store, default_db_path
+from tokenbench.sweep.plan import plan
+from tokenbench.sweep.run import SweepRunner
+from tokenbench.sweep.servers import Server
 
 DEFAULT_PROFILE = "cpu-smollm2-llamacpp"
-
-
-def grid_spec(base_url: str, input_len: int, output_len: int, concurrency: list[int],
-              num_prompts: int | None) -> BenchSpec:
-    cells = [Load(concurrency=c, num_prompts=num_prompts or max(4, 2 * c)) for c in concurrency]
-    return BenchSpec(target={"base_url": base_url}, workload={"input_len": input_len, "output_len": output_len},
-                     cells=cells)
 
 
 def _stage(n: int, text: str) -> None:
     console.err.rule(f"[bold]{n}/4[/] {text}")
 
 
-def _bench_all(dep: Deployment, pairs: list[tuple[int, int]], concurrency: list[int],
-               num_prompts: int | None, db: str | None) -> tuple[list[CellResult], list[str]]:
-    results, where = [], []
-    facts = dep.facts.to_dict() if dep.facts else {}
-    for input_len, output_len in pairs:
-        spec = grid_spec(dep.base_url, input_len, output_len, concurrency, num_prompts)
-        console.err.print(f"input {input_len} tokens, output {output_len} tokens, concurrency "
-                          f"{', '.join(map(str, concurrency))}")
-        cells, writer = measure(spec, resolve(spec.target), sys.argv, None, db, facts=facts)
-        results += cells
-        where += writer.locations()
-    return results, where
+def demo_spec(base_url: str, pairs: list[tuple[int, int]], concurrency: list[int], num_prompts: int | None) -> SweepSpec:
+    requests = {"per_concurrency": 2, "min": 4} if num_prompts is None else {"per_concurrency": 1, "min": num_prompts}
+    return load_model(SweepSpec, {"name": "demo", "target": {"base_url": base_url}, "pairs": pairs,
+                                  "concurrency": concurrency, "requests": requests}, "demo")
+
+
+def _report(store: Store, run_id: str) -> None:
+    run = load_run(store, run_id)
+    checks = plausibility.check_run(run, plausibility.Overrides())
+    doc = build_report(run, "en", checks, __version__)
+    for path in render.write(doc, store.path.parent / "reports" / run_id, ["md", "html"]):
+        console.err.print(f"report: {path}")
 
 
 @click.command("demo")
@@ -57,22 +53,21 @@ def _bench_all(dep: Deployment, pairs: list[tuple[int, int]], concurrency: list[
 def command(profile: str, overrides: tuple[str, ...], pairs: str, concurrency: str, num_prompts: int | None,
             db: str | None) -> None:
     """Deploy a real engine (llama.cpp + SmolLM2-135M on the CPU by default), smoke-test it,
-    benchmark a small grid, store and print the results, then stop the server."""
+    benchmark a small grid, store it as one run, write its report, then stop the server."""
     grid, concs = options.pairs("--pairs", pairs), options.int_list("--concurrency", concurrency)
     prof = profiles.load_profile(profile, overrides)
+    store = Store(db or default_db_path())
     _stage(1, f"deploy {prof.name}: {prof.description}")
     with lifecycle.deployed(prof, say=say) as dep:
         print_facts(dep.facts)
         _stage(2, "smoke test: one chat and one completions request")
         check(smoke(dep.base_url), dep.base_url)
-        _stage(3, f"benchmark {len(grid) * len(concs)} cells (exact token counts, ignore_eos)")
-        results, where = _bench_all(dep, grid, concs, num_prompts, db)
-        _stage(4, "results")
-        console.out.print(console.cells_table([(r.key, r.summary, r.status) for r in results]))
+        p = plan(demo_spec(dep.base_url, grid, concs, num_prompts))
+        _stage(3, f"benchmark {len(p.cells)} cells (exact token counts, ignore_eos, warmup per cell)")
+        run_id = create_run(store, p, prof.name, prof)
+        execute(SweepRunner(p, store, run_id, server=Server(dep.base_url, dep.facts, prof)), store)
     console.err.print(f"server {prof.name} stopped")
-    for line in where:
-        console.err.print(line)
-    failed = [r for r in results if r.status != "ok"]
-    if failed:
-        raise MeasurementError(f"cell {failed[0].key} failed: {failed[0].message}",
-                               "results were kept; see the database for each request's error")
+    _stage(4, f"report of run {run_id}")
+    _report(store, run_id)
+    console.err.print(f"all requests are in {store.path} (run {run_id}); "
+                      f"compare runs with `tokenbench compare`, list them with `tokenbench runs`")

@@ -120,9 +120,13 @@ def command(spec_file, resume, dry_run, db, overrides, **kw) -> None:
         return
     target = spec.target.base_url or spec.target.profile
     profile = load_profile(spec.target, p.configs[0]) if spec.target.profile else None
-    stored_spec = {**spec.model_dump(mode="json"), "planned_cells": len(p.cells)}
-    run_id = resume or store.create_run("sweep", target, stored_spec, sys.argv, environment.capture(profile))
-    runner = SweepRunner(p, store, run_id)
+    run_id = resume or create_run(store, p, target, profile)
+    execute(SweepRunner(p, store, run_id), store)
+
+
+def execute(runner: SweepRunner, store: Store) -> list[dict]:
+    """Run with progress and ETA; keep the run's status; print the matrix; fail on failed cells."""
+    p, run_id = runner.plan, runner.run_id
     todo = sum(len(runner.pending(c)) for c in p.configs)
     console.err.print(f"[bold]sweep[/] run {run_id}: {todo} of {len(p.cells)} cells to run; database {store.path}")
     store.set_run_status(run_id, "running")
@@ -145,6 +149,12 @@ def command(spec_file, resume, dry_run, db, overrides, **kw) -> None:
     if failed:
         raise MeasurementError(f"{len(failed)} cell(s) failed, first {failed[0]['key']}: {failed[0]['message']}",
                                "see `tokenbench report` for each failure; finished cells were kept")
+    return cells
+
+
+def create_run(store: Store, p: Plan, target: str, profile=None) -> str:
+    stored_spec = {**p.spec.model_dump(mode="json"), "planned_cells": len(p.cells)}
+    return store.create_run("sweep", target, stored_spec, sys.argv, environment.capture(profile))
 
 
 def _print_matrix(cells: list[dict]) -> None:

@@ -7,6 +7,7 @@ A server that dies mid-cell fails that cell with the cause and the next config r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -62,9 +63,12 @@ def _saturated(prev: dict | None, cur: dict) -> bool:
 
 
 class SweepRunner:
-    def __init__(self, plan: Plan, store: Store, run_id: str, events: SweepEvents | None = None) -> None:
+    def __init__(self, plan: Plan, store: Store, run_id: str, events: SweepEvents | None = None,
+                 server: Server | None = None) -> None:
+        """`server`: an already running server (e.g. deployed by `demo`) used instead of the target."""
         self.plan, self.store, self.run_id = plan, store, run_id
         self.ev = events or SweepEvents()
+        self.server = server
 
     def pending(self, config: ServerConfig) -> list[PlannedCell]:
         done = self.store.done_keys(self.run_id)
@@ -78,7 +82,8 @@ class SweepRunner:
 
     def _run_config(self, config: ServerConfig, todo: list[PlannedCell]) -> None:
         config_id = self.store.upsert_config(self.run_id, config.name, config.as_dict(), status="deploying")
-        with server_for(self.plan.spec.target, config, self.ev.log) as server:
+        given = contextlib.nullcontext(self.server) if self.server else None
+        with given or server_for(self.plan.spec.target, config, self.ev.log) as server:
             check_context(self.plan, server.facts.ctx_per_seq, f"server config {config.name}")
             profile = server.profile.model_dump(mode="json") if server.profile else {}
             self.store.upsert_config(self.run_id, config.name, config.as_dict(), profile, server.facts.to_dict(),
