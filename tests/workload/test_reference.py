@@ -25,7 +25,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 @pytest.fixture(scope="module")
 def ref():
-    with ReferenceProcess(ReferenceConfig(ttft_ms=5, itl_ms=10)) as server:
+    with ReferenceProcess(ReferenceConfig(ttft_ms=5, itl_ms=20)) as server:
         yield server
 
 
@@ -33,7 +33,9 @@ def run_cell(url: str, workload: dict, cell: dict | None = None):
     spec = BenchSpec(target={"base_url": url}, workload=workload,
                      cells=[cell or {"concurrency": 2, "num_prompts": 6, "warmup_requests": 1}])
     [result] = asyncio.run(run_bench(spec, resolve(spec.target), lambda r: None))
-    assert result.status == "ok", result.message
+    # lengths are checked first: a mismatch is "failed"; "invalid" only says this shared test machine was
+    # too busy for the client's own timing checks, which these functional tests do not test
+    assert result.status in ("ok", "invalid"), result.message
     for r in result.records:
         assert r.usage_source == "server" and not r.length_error, r
     return result
@@ -139,6 +141,7 @@ def test_trace_send_lateness_p99_is_within_20_ms(tmp_path):
     with ReferenceProcess(ReferenceConfig(ttft_ms=20, itl_ms=10), cpu=cpus[-1] if len(cpus) > 1 else None) as server:
         cell = run_cell(server.url, {"kind": "trace", "dataset_path": str(path), "time_scale": 4000 / float(f"{last:.3f}")},
                         {"arrival": "trace", "warmup_requests": 2})
+    assert cell.status == "ok", cell.message
     assert len(cell.records) == 400
     assert cell.summary["p99_queue_ms"] <= 20, cell.summary["p99_queue_ms"]
     assert cell.summary["trace_span_s"] == pytest.approx(4.0, rel=1e-6)

@@ -76,6 +76,8 @@ def test_trace_loads_and_trace_workloads_go_together():
     (["--dataset-name", "jsonl", "--dataset-path", str(EXAMPLES / "prompts.jsonl"), "--input-len", "8", "--concurrency", "1"],
      "input_len does not apply"),
     (["--input-len", "8", "--concurrency", "1"], "--input-len and --output-len are required"),
+    (["--dataset-name", "trace", "--dataset-path", str(EXAMPLES / "trace-mini.jsonl"), "--workers", "2"],
+     "a trace replay runs in one client process"),
 ])
 def test_bench_flags_fail_before_contacting_the_server(capsys, args, msg):
     code = main(["bench", "--base-url", "http://127.0.0.1:1", "--no-store", *args])

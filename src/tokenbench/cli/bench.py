@@ -65,6 +65,9 @@ def _workload(kw: dict) -> dict:
 def build_spec(kw: dict) -> BenchSpec:
     if kw["dataset_name"] in FIXED_LENGTH_KINDS and (kw["input_len"] is None or kw["output_len"] is None):
         raise UsageError("--input-len and --output-len are required", "e.g. --input-len 512 --output-len 128")
+    if kw["dataset_name"] == "trace" and (kw["workers"] > 1 or kw.get("ray_address")):
+        raise UsageError("a trace replay runs in one client process (its arrivals are one schedule)",
+                         "drop --workers / --ray for --dataset-name trace")
     for flag in ("input_len", "output_len"):
         if kw[flag] is not None and kw[flag] <= 0:
             raise UsageError(f"--{flag.replace('_', '-')} must be a positive number of tokens, got {kw[flag]}",

@@ -133,7 +133,7 @@ def execute(runner: SweepRunner, store: Store) -> list[dict]:
     with console.progress() as bar:
         runner.ev = _Display(bar, todo).events()
         try:
-            runner.run()
+            problems = runner.run()
         except KeyboardInterrupt:
             store.set_run_status(run_id, "interrupted", "interrupted; resume with --resume")
             console.err.print(f"interrupted: resume with `tokenbench sweep --resume {run_id}`")
@@ -143,9 +143,11 @@ def execute(runner: SweepRunner, store: Store) -> list[dict]:
             raise
     cells = store.cells(run_id)
     failed = [c for c in cells if c["status"] == "failed"]
-    store.set_run_status(run_id, "failed" if failed else "done")
+    store.set_run_status(run_id, "failed" if failed or problems else "done", "; ".join(problems))
     _print_matrix(cells)
     console.err.print(f"stored run {run_id} in {store.path}; report with `tokenbench report {run_id}`")
+    if problems and not failed:
+        raise DeployError(f"sweep incomplete: {problems[0]}", f"fix the cause, then `tokenbench sweep --resume {run_id}`")
     if failed:
         raise MeasurementError(f"{len(failed)} cell(s) failed, first {failed[0]['key']}: {failed[0]['message']}",
                                "see `tokenbench report` for each failure; finished cells were kept")

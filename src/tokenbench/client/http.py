@@ -150,6 +150,7 @@ def new_session(timeout_s: float) -> Session:
 async def _attempt(session: Session, key: tuple, payload: bytes, intended_ns: int, fresh: bool) -> RawExchange:
     raw = RawExchange(intended_ns=intended_ns)
     conn = None if fresh else session._idle_conn(key)
+    reused = conn is not None
     try:
         if conn is None:
             raw.sent_ns = now()
@@ -169,6 +170,8 @@ async def _attempt(session: Session, key: tuple, payload: bytes, intended_ns: in
             conn.transport.close()
     if conn is not None:
         session._release(key, conn)
+    if raw.error_kind == "stale" and not reused:
+        raw.error_kind = "reset"     # only a pooled connection can be stale; a new one failed for real
     return raw
 
 

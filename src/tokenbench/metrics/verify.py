@@ -43,7 +43,8 @@ def verdict(recs: Sequence[RequestRecord], allow_mismatch: bool, max_error_rate:
 # Client self-honesty thresholds (docs/metrics.md, "Client health"). A cell beyond any of them is
 # marked invalid: its numbers measure the client, not the server.
 LOOP_LAG_P99_MAX_MS = 50.0        # the event loop woke this late: chunk stamps can be this wrong
-LOOP_LAG_SHARE_OF_ITL = 0.25      # p50 loop lag above this share of the median ITL
+LOOP_LAG_SHARE_OF_ITL = 0.25      # p50 loop lag above this share of the median ITL ...
+LOOP_LAG_P50_FLOOR_MS = 2.0       # ... and above this floor (asyncio timers alone run ~1 ms late)
 SCHEDULE_LAG_P99_MAX_MS = 50.0    # open loop without a cap: sends this late versus the schedule
 CLIENT_CPU_MAX_PERCENT = 90.0     # per client process: one core nearly saturated
 
@@ -55,7 +56,7 @@ def client_health_verdict(summary: dict, load) -> tuple[str, str]:
     if lag99 is not None and lag99 > LOOP_LAG_P99_MAX_MS:
         reasons.append(f"event-loop lag p99 {lag99:.1f} ms > {LOOP_LAG_P99_MAX_MS:g} ms")
     itl = summary.get("median_itl_ms")
-    if lag50 is not None and itl and itl == itl and lag50 > LOOP_LAG_SHARE_OF_ITL * itl:
+    if lag50 is not None and itl and itl == itl and lag50 > max(LOOP_LAG_SHARE_OF_ITL * itl, LOOP_LAG_P50_FLOOR_MS):
         reasons.append(f"event-loop lag p50 {lag50:.1f} ms > {LOOP_LAG_SHARE_OF_ITL:.0%} of median ITL {itl:.1f} ms")
     q99 = summary.get("p99_queue_ms")
     if load.concurrency is None and load.max_concurrency is None and q99 and q99 > SCHEDULE_LAG_P99_MAX_MS:

@@ -101,11 +101,15 @@ class CellInfo:
     @property
     def x(self) -> float:
         """The load axis: concurrency, or the request rate of open-loop cells."""
-        return self.concurrency if self.concurrency is not None else self.request_rate
+        if self.concurrency is not None:
+            return self.concurrency
+        return self.request_rate if self.request_rate is not None else 0.0
 
     @property
     def load_label(self) -> str:
-        return f"c={self.concurrency}" if self.concurrency is not None else f"{self.request_rate:g}/s"
+        if self.concurrency is not None:
+            return f"c={self.concurrency}"
+        return f"{self.request_rate:g}/s" if self.request_rate is not None else "replay"
 
     @property
     def label(self) -> str:

@@ -3,15 +3,21 @@ variants x repeats."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
 from tokenbench.spec.base import StrictModel
 from tokenbench.spec.bench import DATASET_KINDS, FIXED_LENGTH_KINDS, SLO, Workload, WorkloadSource
 
 SHORT_KEYS = {"tp": "parallelism.tp", "dp": "parallelism.dp", "slots": "parallelism.slots",
               "threads": "parallelism.threads", "ctx": "parallelism.ctx"}
+
+
+def _non_empty_axis(values: list[Any]) -> list[Any]:
+    if not values:
+        raise ValueError("this axis is empty: give at least one value or remove it")
+    return values
 
 
 class SweepTarget(StrictModel):
@@ -47,7 +53,7 @@ class SweepSpec(StrictModel):
     concurrency: list[int] = Field(default_factory=list)
     rates: list[float] = Field(default_factory=list)
     max_concurrency: int | None = Field(None, gt=0)
-    vary: dict[str, list[Any]] = Field(default_factory=dict,
+    vary: dict[str, Annotated[list[Any], AfterValidator(_non_empty_axis)]] = Field(default_factory=dict,
                                        description="server-config axes: profile key -> values (tp, slots, ...)")
     repeats: int = Field(1, ge=1)
     requests: Requests = Field(default_factory=Requests)
@@ -79,9 +85,6 @@ class SweepSpec(StrictModel):
     @field_validator("vary")
     @classmethod
     def _axes(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
-        for key, values in v.items():
-            if not values:
-                raise ValueError(f"axis '{key}' is empty: give at least one value or remove it")
         return {SHORT_KEYS.get(k, k): vals for k, vals in v.items()}
 
     @model_validator(mode="after")

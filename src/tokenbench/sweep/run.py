@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from tokenbench.client import api
 from tokenbench.client.http import new_session
 from tokenbench.deploy.facts import ServerFacts
+from tokenbench.errors import DeployError
 from tokenbench.load.cell import CellResult, run_cell
 from tokenbench.load.target import resolve
 from tokenbench.spec.bench import Target
@@ -23,6 +24,11 @@ from tokenbench.sweep.plan import Plan, PlannedCell, ServerConfig, check_context
 from tokenbench.sweep.servers import Server, server_for
 
 RESET_PATHS = {"vllm": "/reset_prefix_cache", "sglang": "/flush_cache"}
+MAX_LAUNCHES = 3      # per server config: the first launch and up to two relaunches after a death
+
+
+class ServerDied(Exception):
+    """The server under test died during a cell; the cell is stored as failed with the cause."""
 
 
 @dataclass
@@ -74,23 +80,51 @@ class SweepRunner:
         done = self.store.done_keys(self.run_id)
         return [c for c in self.plan.cells_for(config) if (config.name, c.key, c.repeat) not in done]
 
-    def run(self) -> None:
+    def run(self) -> list[str]:
+        """Run every config's missing cells; returns one line per config that could not finish."""
+        problems = []
         for config in self.plan.configs:
-            todo = self.pending(config)
-            if todo:
-                self._run_config(config, todo)
+            if self.pending(config):
+                problem = self._run_config(config)
+                if problem:
+                    problems.append(f"{config.name}: {problem}")
+        return problems
 
-    def _run_config(self, config: ServerConfig, todo: list[PlannedCell]) -> None:
+    def _run_config(self, config: ServerConfig) -> str | None:
+        """Deploy and run the config's pending cells; relaunch after a server death (bounded)."""
         config_id = self.store.upsert_config(self.run_id, config.name, config.as_dict(), status="deploying")
+        events = []
+        for launch in range(1, MAX_LAUNCHES + 1):
+            try:
+                self._launch_and_run(config, config_id)
+                self._config_status(config, "done", "; ".join(events))
+                return None
+            except ServerDied as died:
+                events.append(f"server died during {died} (launch {launch})")
+            except DeployError as exc:
+                events.append(f"launch {launch} failed: {exc.one_line()}")
+            self.ev.log(f"{config.name}: {events[-1]}")
+            if not self.pending(config):
+                self._config_status(config, "done", "; ".join(events))
+                return None
+            if self.server is not None or not self.plan.spec.target.profile:
+                break                                   # not ours to relaunch
+        message = "; ".join(events) + f"; {len(self.pending(config))} cell(s) left for --resume"
+        self._config_status(config, "failed", message)
+        return message
+
+    def _config_status(self, config: ServerConfig, status: str, message: str) -> None:
+        self.store.db.execute("UPDATE server_configs SET status=?, message=? WHERE run_id=? AND name=?",
+                              (status, message, self.run_id, config.name))
+
+    def _launch_and_run(self, config: ServerConfig, config_id: int) -> None:
         given = contextlib.nullcontext(self.server) if self.server else None
         with given or server_for(self.plan.spec.target, config, self.ev.log) as server:
             check_context(self.plan, server.facts.ctx_per_seq, f"server config {config.name}")
             profile = server.profile.model_dump(mode="json") if server.profile else {}
             self.store.upsert_config(self.run_id, config.name, config.as_dict(), profile, server.facts.to_dict(),
                                      status="running")
-            asyncio.run(self._cells(server, config_id, todo))
-            self.store.upsert_config(self.run_id, config.name, config.as_dict(), profile, server.facts.to_dict(),
-                                     status="done")
+            asyncio.run(self._cells(server, config_id, self.pending(config)))
 
     async def _cells(self, server: Server, config_id: int, todo: list[PlannedCell]) -> None:
         spec = self.plan.spec
@@ -119,9 +153,14 @@ class SweepRunner:
                                     allow_mismatch=spec.allow_length_mismatch, max_error_rate=spec.max_error_rate,
                                     on_progress=lambda phase, d, t: self.ev.cell_progress(cell, phase, d, t))
         star = over_capacity(cell, kv_cap)
+        death = server.death() if result.status != "ok" else None
+        if death:
+            result.status, result.message = "failed", f"server died during the cell: {death}; {result.message}"
         row = _cell_row(cell, result, kv_cap, mon.summary(result.summary.get("total_output_tokens"), star))
         self.store.save_cell(self.run_id, config_id, row, [*result.warmup, *result.records], mon.rows())
         self.ev.cell_done(cell, row)
+        if death:
+            raise ServerDied(f"cell {cell.key}: {death}")
         return row
 
     def _skip(self, config_id: int, cell: PlannedCell, kv_cap, reason: str) -> None:

@@ -17,6 +17,20 @@ class Server:
     base_url: str
     facts: ServerFacts
     profile: Profile | None = None
+    deployment: object | None = None     # deploy.lifecycle.Deployment when tokenbench started it
+
+    def death(self) -> str | None:
+        """None while the server lives; else what happened (exit code and log tail, or no answer)."""
+        if self.deployment is not None:
+            code = self.deployment.exit_code()
+            if code is None:
+                return None
+            from tokenbench.deploy.readiness import log_tail
+            tail = log_tail(self.deployment.log_path, 5).replace("\n", " | ")
+            return f"the engine process exited with code {code}; log tail: {tail}"
+        from tokenbench.client import api
+        status, _ = api.call(self.base_url, "/v1/models", quiet=True, timeout=5)
+        return None if status == 200 else f"{self.base_url} stopped answering (/v1/models: {status or 'no connection'})"
 
 
 def load_profile(target: SweepTarget, config: ServerConfig) -> Profile:
@@ -46,4 +60,4 @@ def server_for(target: SweepTarget, config: ServerConfig, log=print) -> Iterator
     profile = load_profile(target, config)
     log(f"deploying {profile.name} [{config.name}]")
     with deployed(profile) as dep:
-        yield Server(dep.base_url, dep.facts, profile)
+        yield Server(dep.base_url, dep.facts, profile, dep)

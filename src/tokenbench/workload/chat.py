@@ -2,7 +2,8 @@
 
 Random ids are detokenized to text, the text is re-tokenized by the server, and the token list is cut
 or extended until the text tokenizes to exactly N. The chat-template overhead is what the server adds
-around the content: measured once per cell with a 1-token request and stated in the summary.
+around the content: measured once per cell with a 1-token request and stated in the summary. Image
+tokens are measured the same way (a 1-token request with the text and one image).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import random
 from typing import Protocol
 
 from tokenbench.client import api
-from tokenbench.client.request import Prompt, user_content
+from tokenbench.client.request import user_content
 from tokenbench.errors import TargetError
 from tokenbench.workload.random_ids import random_ids
 from tokenbench.workload.vocab import Vocab
@@ -86,13 +87,3 @@ def image_tokens(base_url: str, model: str, text: str, n: int, overhead: int, im
     """Prompt tokens these images add to a chat request whose text has n tokens (template: overhead)."""
     usage = _probe(base_url, model, user_content(text, images), api_key)
     return usage["prompt_tokens"] - n - overhead
-
-
-def chat_prompts(tok: ServerTokenizer, rng: random.Random, count: int, input_len: int, output_len: int,
-                 vocab: Vocab, overhead: int | None = None) -> tuple[list[Prompt], int]:
-    texts = [exact_text(tok, rng, input_len, vocab) for _ in range(count)]
-    if overhead is None:
-        overhead = chat_template_overhead(tok.base_url, tok.model, texts[0], input_len, tok.api_key)
-    prompts = [Prompt(token_ids=None, text=t, input_len=input_len, output_len=output_len,
-                      expected_prompt_tokens=input_len + overhead) for t in texts]
-    return prompts, overhead

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import random
 
-from tokenbench.client.request import Prompt
 from tokenbench.workload.vocab import Vocab
 
 
@@ -17,8 +16,3 @@ def cell_rng(seed: int, cell_key: str, phase: str) -> random.Random:
 
 def random_ids(rng: random.Random, n: int, vocab: Vocab) -> tuple[int, ...]:
     return tuple(rng.randrange(vocab.low, vocab.high) for _ in range(n))
-
-
-def token_prompts(rng: random.Random, count: int, input_len: int, output_len: int, vocab: Vocab) -> list[Prompt]:
-    return [Prompt(token_ids=random_ids(rng, input_len, vocab), text=None, input_len=input_len,
-                   output_len=output_len, expected_prompt_tokens=input_len) for _ in range(count)]
