@@ -19,14 +19,15 @@ from tokenbench.sweep.servers import expected_ctx, load_profile
 
 
 def _from_flags(kw: dict) -> SweepSpec:
-    if not kw["base_url"] or not kw["pairs"] or not (kw["concurrency"] or kw["request_rate"]):
+    if not kw["base_url"] or not kw["pairs"] or not (kw["concurrency"] or kw["request_rate"] or kw["find_capacity"]):
         raise UsageError("give a SPEC.yaml, or --base-url with --pairs and --concurrency/--request-rate",
                          "e.g. tokenbench sweep --base-url URL --pairs 512:512 --concurrency 1,8")
     data = {"target": {"base_url": kw["base_url"], "api_key_env": kw["api_key_env"]},
             "pairs": options.pairs("--pairs", kw["pairs"]),
             "concurrency": options.int_list("--concurrency", kw["concurrency"]),
             "rates": options.float_list("--request-rate", kw["request_rate"]),
-            "kv_capacity": kw["kv_capacity"], "slo": options.slo(kw["slo"]).model_dump()}
+            "kv_capacity": kw["kv_capacity"], "slo": options.slo(kw["slo"]).model_dump(),
+            "find_capacity": kw["find_capacity"]}
     if kw["num_prompts"]:
         data["requests"] = {"per_concurrency": 1, "min": kw["num_prompts"]}
     return load_model(SweepSpec, data, "command line")
@@ -101,6 +102,7 @@ class _Display:
 @click.option("--kv-capacity", type=click.IntRange(min=1), default=None, help="override the server's KV tokens")
 @click.option("--slo", default=None)
 @click.option("--api-key-env", default=None)
+@click.option("--find-capacity", is_flag=True, help="search the highest concurrency meeting --slo per pair")
 @click.option("--set", "overrides", multiple=True, help="spec override key=value (e.g. repeats=2)")
 def command(spec_file, resume, dry_run, db, overrides, **kw) -> None:
     """Run a sweep from SPEC.yaml (or flags), storing every cell as it finishes."""
@@ -127,8 +129,9 @@ def command(spec_file, resume, dry_run, db, overrides, **kw) -> None:
 def execute(runner: SweepRunner, store: Store) -> list[dict]:
     """Run with progress and ETA; keep the run's status; print the matrix; fail on failed cells."""
     p, run_id = runner.plan, runner.run_id
-    todo = sum(len(runner.pending(c)) for c in p.configs)
-    console.err.print(f"[bold]sweep[/] run {run_id}: {todo} of {len(p.cells)} cells to run; database {store.path}")
+    todo = sum(len(runner.pending(c)) for c in p.configs) if not p.spec.find_capacity else None
+    what = f"{todo} of {len(p.cells)} cells to run" if todo is not None else "capacity search"
+    console.err.print(f"[bold]sweep[/] run {run_id}: {what}; database {store.path}")
     store.set_run_status(run_id, "running")
     with console.progress() as bar:
         runner.ev = _Display(bar, todo).events()
@@ -145,6 +148,9 @@ def execute(runner: SweepRunner, store: Store) -> list[dict]:
     failed = [c for c in cells if c["status"] == "failed"]
     store.set_run_status(run_id, "failed" if failed or problems else "done", "; ".join(problems))
     _print_matrix(cells)
+    for lines in runner.capacity.items():
+        for line in lines[1]:
+            console.out.print(f"{lines[0]}: {line}")
     console.err.print(f"stored run {run_id} in {store.path}; report with `tokenbench report {run_id}`")
     if problems and not failed:
         raise DeployError(f"sweep incomplete: {problems[0]}", f"fix the cause, then `tokenbench sweep --resume {run_id}`")

@@ -46,6 +46,9 @@ class CellResult:
         return self.summary["output_len"]
 
 
+MAX_PREPARED = 20_000   # a duration cell prepares at most this many requests (memory bound); see docs
+
+
 def cell_key(workload: Workload, load: Load) -> str:
     return f"{workload.label}/{load.label}"
 
@@ -56,7 +59,7 @@ def planned_count(load: Load) -> int | None:
     if load.num_prompts is not None or load.arrival == "trace":
         return load.num_prompts
     per_s = load.request_rate * 1.5 if load.request_rate else load.concurrency * 20
-    return max(16, math.ceil(load.duration_s * per_s))
+    return max(16, min(math.ceil(load.duration_s * per_s), MAX_PREPARED))
 
 
 def _prepare(t: ResolvedTarget, wl: Workload, prompts: list[Prompt]) -> list[PreparedRequest]:

@@ -101,7 +101,7 @@ def steady_window(recs: Sequence[RequestRecord], load: Load) -> tuple[int, int] 
         if len(full) < 2:
             return None
         start = full[0]
-        end = next(t for t, level in in_flight_steps(recs) if t > full[-1] and level < cap) if full else None
+        end = next((t for t, level in in_flight_steps(recs) if t > full[-1] and level < cap), None)
     return (start, end) if end is not None and end > start else None
 
 

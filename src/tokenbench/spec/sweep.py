@@ -65,6 +65,9 @@ class SweepSpec(StrictModel):
     allow_length_mismatch: bool = False
     max_error_rate: float = Field(0.0, ge=0, le=1)
     stop_on_saturation: bool = Field(False, description="skip higher concurrencies once throughput stops rising")
+    find_capacity: bool = Field(False, description="search the highest concurrency meeting the SLOs per pair")
+    capacity_max: int = Field(256, ge=1, description="upper limit of the capacity search")
+    slo_attainment: float = Field(0.9, gt=0, le=1, description="share of requests that must meet every SLO")
     monitor_interval_s: float = Field(1.0, gt=0)
 
     @field_validator("pairs")
@@ -93,6 +96,9 @@ class SweepSpec(StrictModel):
             if self.concurrency or self.rates:
                 raise ValueError("a trace sweep replays the trace's arrivals: drop 'concurrency' and 'rates' "
                                  "(speed it up or down with workload.time_scale)")
+        elif self.find_capacity:
+            if self.slo.is_empty():
+                raise ValueError("find_capacity needs SLOs: e.g. slo: {ttft_ms: 500, tpot_ms: 50}")
         elif not self.concurrency and not self.rates:
             raise ValueError("the concurrency axis is empty: give 'concurrency: [1, 8, ...]' or 'rates: [...]'")
         if self.vary and self.target.base_url:

@@ -73,8 +73,15 @@ def _loads(spec: SweepSpec) -> list[Load]:
     return loads
 
 
+def capacity_load(spec: SweepSpec, concurrency: int) -> Load:
+    return Load(concurrency=concurrency, num_prompts=_count(spec, concurrency), duration_s=spec.requests.duration_s,
+                warmup_requests=spec.warmup_requests)
+
+
 def plan(spec: SweepSpec) -> Plan:
     p = Plan(spec, server_configs(spec))
+    if spec.find_capacity:
+        return p                     # the capacity search decides its cells as results come in
     for config in p.configs:
         for wl in spec.workloads():
             for load in _loads(spec):

@@ -19,8 +19,10 @@ from tokenbench.load.cell import CellResult, run_cell
 from tokenbench.load.target import resolve
 from tokenbench.spec.bench import Target
 from tokenbench.store.db import Store
+from tokenbench.sweep import capacity
 from tokenbench.sweep.monitoring import cell_monitor
-from tokenbench.sweep.plan import Plan, PlannedCell, ServerConfig, check_context, kv_demand, over_capacity
+from tokenbench.sweep.plan import (Plan, PlannedCell, ServerConfig, capacity_load, check_context, kv_demand,
+                                   over_capacity)
 from tokenbench.sweep.servers import Server, server_for
 
 RESET_PATHS = {"vllm": "/reset_prefix_cache", "sglang": "/flush_cache"}
@@ -75,8 +77,12 @@ class SweepRunner:
         self.plan, self.store, self.run_id = plan, store, run_id
         self.ev = events or SweepEvents()
         self.server = server
+        self.capacity: dict[str, list[str]] = {}      # config name -> capacity result lines
+        self.capacity_done: set[str] = set()
 
     def pending(self, config: ServerConfig) -> list[PlannedCell]:
+        if self.plan.spec.find_capacity:
+            return [] if config.name in self.capacity_done else [None]   # cells are decided as it goes
         done = self.store.done_keys(self.run_id)
         return [c for c in self.plan.cells_for(config) if (config.name, c.key, c.repeat) not in done]
 
@@ -97,7 +103,7 @@ class SweepRunner:
         for launch in range(1, MAX_LAUNCHES + 1):
             try:
                 self._launch_and_run(config, config_id)
-                self._config_status(config, "done", "; ".join(events))
+                self._config_status(config, "done", "; ".join(events + self.capacity.get(config.name, [])))
                 return None
             except ServerDied as died:
                 events.append(f"server died during {died} (launch {launch})")
@@ -124,7 +130,10 @@ class SweepRunner:
             profile = server.profile.model_dump(mode="json") if server.profile else {}
             self.store.upsert_config(self.run_id, config.name, config.as_dict(), profile, server.facts.to_dict(),
                                      status="running")
-            asyncio.run(self._cells(server, config_id, self.pending(config)))
+            if self.plan.spec.find_capacity:
+                asyncio.run(self._capacity(server, config, config_id))
+            else:
+                asyncio.run(self._cells(server, config_id, self.pending(config)))
 
     async def _cells(self, server: Server, config_id: int, todo: list[PlannedCell]) -> None:
         spec = self.plan.spec
@@ -143,6 +152,31 @@ class SweepRunner:
                 if spec.stop_on_saturation and cell.load.concurrency and _saturated(prev.get(pair), row["summary"]):
                     stopped[pair] = f"skipped: throughput saturated at concurrency {cell.load.concurrency}"
                 prev[pair] = row["summary"]
+
+    async def _capacity(self, server: Server, config: ServerConfig, config_id: int) -> None:
+        """Doubling then bisection per workload; cells already stored (resume) are reused, not rerun."""
+        spec = self.plan.spec
+        target = resolve(Target(base_url=server.base_url, model=spec.target.model,
+                                api_key_env=spec.target.api_key_env, timeout_s=spec.target.timeout_s))
+        kv_cap = _kv_capacity(self.plan, server.facts)
+        stored = {(c["config_name"], c["key"]): c for c in self.store.cells(self.run_id)}
+        lines = []
+        async with new_session(spec.target.timeout_s) as session:
+            for wl in spec.workloads():
+                gen = capacity.search(spec.capacity_max)
+                c = next(gen)
+                while True:
+                    cell = PlannedCell(config, wl, capacity_load(spec, c), 0)
+                    row = stored.get((config.name, cell.key)) or await self._one(session, server, target, config_id,
+                                                                                 cell, kv_cap)
+                    try:
+                        c = gen.send(capacity.meets(row, spec.slo, spec.slo_attainment))
+                    except StopIteration as end:
+                        lines.append(capacity.describe(wl.label, *end.value, spec.capacity_max))
+                        self.ev.log(f"{config.name}: {lines[-1]}")
+                        break
+        self.capacity[config.name] = lines
+        self.capacity_done.add(config.name)
 
     async def _one(self, session, server: Server, target, config_id: int, cell: PlannedCell, kv_cap) -> dict:
         spec = self.plan.spec
