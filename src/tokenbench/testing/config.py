@@ -1,0 +1,51 @@
+"""ReferenceConfig: how the reference server behaves (the CLI derives its flags from these fields)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+from tokenbench.errors import UsageError
+from tokenbench.testing import faults as F
+
+
+@dataclass
+class ReferenceConfig:
+    """How the reference server behaves. Times in ms; every field is documented for the CLI."""
+
+    ttft_ms: float = field(metadata={"help": "time to first token, from admission"})
+    itl_ms: float = field(metadata={"help": "time between consecutive tokens"})
+    tokens_per_chunk: int = field(default=1, metadata={"help": "tokens carried by each SSE chunk"})
+    vocab_size: int = field(default=32000, metadata={"help": "token ids are in [0, vocab_size)"})
+    model: str = field(default="reference-model", metadata={"help": "model name served"})
+    max_model_len: int = field(default=131072, metadata={"help": "context length (prompt + output)"})
+    kv_capacity_tokens: int | None = field(
+        default=None, metadata={"help": "KV tokens: running requests' prompt+max_tokens must fit"})
+    max_running: int | None = field(
+        default=None, metadata={"help": "requests decoding at once; the rest wait in a FIFO"})
+    honor_ignore_eos: bool = field(
+        default=True, metadata={"help": "if off, ignore ignore_eos/min_tokens and stop early"})
+    send_usage: bool = field(default=True, metadata={"help": "report usage when asked"})
+    send_log: str | None = field(default=None, metadata={"help": "JSONL send log path"})
+    api_key: str | None = None
+    faults: dict[str, float] = field(default_factory=dict)
+    seed: int = field(default=0, metadata={"help": "seed for fault draws and sampling"})
+    stall_s: float = field(default=5.0, metadata={"help": "length of the `stall` fault"})
+    slow_headers_s: float = field(default=5.0, metadata={"help": "delay of the `slow_headers` fault"})
+
+    def __post_init__(self) -> None:
+        if self.ttft_ms < 0 or self.itl_ms < 0 or self.stall_s < 0 or self.slow_headers_s < 0:
+            raise UsageError("negative time in reference config", hint="times are >= 0")
+        if self.tokens_per_chunk < 1 or self.vocab_size < 4 or self.max_model_len < 2:
+            raise UsageError("tokens_per_chunk >= 1, vocab_size >= 4, max_model_len >= 2 required")
+        if (self.max_running or 1) < 1 or (self.kv_capacity_tokens or 1) < 1:
+            raise UsageError("max_running and kv_capacity_tokens must be >= 1 when set")
+        self.faults = F.validate_faults(self.faults)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> ReferenceConfig:
+        return cls(**json.loads(text))
+

@@ -1,0 +1,117 @@
+"""ReferenceProcess: the reference server in a child process (`python -m
+tokenbench.testing.reference_server`), optionally pinned to CPUs."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import replace
+from pathlib import Path
+
+from tokenbench.errors import DeployError
+from tokenbench.testing.config import ReferenceConfig
+
+CONFIG_ENV = "TOKENBENCH_REFERENCE_CONFIG"
+READY_PREFIX = "REFERENCE_READY port="
+
+
+class ReferenceProcess:
+    """The server in a child process (optionally pinned to CPUs); a context manager.
+
+    The config travels in an environment variable (never argv, which other users can read); the
+    child binds a free port and prints `REFERENCE_READY port=N`. On exit the child gets SIGTERM and
+    the send log is loaded: `.send_log()` -> list of per-request dicts.
+    """
+
+    def __init__(self, config: ReferenceConfig, cpu: int | set[int] | None = None,
+                 host: str = "127.0.0.1", startup_timeout_s: float = 30.0) -> None:
+        self.config, self.host, self.timeout = config, host, startup_timeout_s
+        self.cpus = None if cpu is None else ({cpu} if isinstance(cpu, int) else set(cpu))
+        self.proc: subprocess.Popen | None = None
+        self.port, self.url = 0, ""
+        self._tmp: tempfile.TemporaryDirectory | None = None
+        self._records: list[dict] | None = None
+
+    def __enter__(self) -> ReferenceProcess:
+        self._tmp = tempfile.TemporaryDirectory(prefix="tokenbench-ref-")
+        if self.config.send_log is None:
+            self.config = replace(self.config, send_log=str(Path(self._tmp.name) / "send_log.jsonl"))
+        env = {**os.environ, CONFIG_ENV: self.config.to_json()}
+        self._stderr = Path(self._tmp.name) / "stderr.txt"
+        with self._stderr.open("w") as err:
+            self.proc = subprocess.Popen(self._argv(), stdout=subprocess.PIPE, stderr=err, env=env,
+                                         text=True)
+        try:
+            self._wait_ready(time.monotonic() + self.timeout)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _argv(self) -> list[str]:
+        argv = [sys.executable, "-m", "tokenbench.testing.reference_server", "--host", self.host]
+        if self.cpus:
+            argv += ["--cpu", ",".join(map(str, sorted(self.cpus)))]
+        return argv
+
+    def _fail(self, what: str) -> DeployError:
+        tail = self._stderr.read_text(errors="replace").strip().splitlines()[-1:] or ["(no stderr)"]
+        return DeployError(f"reference server {what}: {tail[0]}")
+
+    def _wait_ready(self, deadline: float) -> None:
+        with selectors.DefaultSelector() as sel:  # the child prints the ready line, or exits (EOF)
+            sel.register(self.proc.stdout, selectors.EVENT_READ)
+            if not sel.select(max(deadline - time.monotonic(), 0)):
+                raise self._fail("printed no ready line in time")
+        line = self.proc.stdout.readline()
+        if not line.startswith(READY_PREFIX):
+            self.proc.wait(5)
+            raise self._fail(f"did not start (exit {self.proc.returncode})")
+        self.port = int(line[len(READY_PREFIX):])
+        self.url = f"http://{f'[{self.host}]' if ':' in self.host else self.host}:{self.port}"
+        self._wait_healthy(deadline)
+
+    def _wait_healthy(self, deadline: float) -> None:
+        while True:
+            try:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=1):
+                    return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise self._fail("never became healthy") from None
+                time.sleep(0.02)
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._stop_child()
+        if self._records is None and self.config.send_log and Path(self.config.send_log).exists():
+            self._records = self.send_log()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def _stop_child(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+    def send_log(self) -> list[dict]:
+        """Records written so far (complete after exit)."""
+        if self._records is not None:
+            return self._records
+        text = Path(self.config.send_log).read_text(encoding="utf-8") if self.config.send_log else ""
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
