@@ -30,8 +30,9 @@ COUNTS = ("completed", "total_input_tokens", "total_output_tokens")
 class Row:
     concurrency: int
     metric: str
-    tokenbench: float | None
+    tokenbench: float | None        # mean over runs
     vllm: float | None
+    runs: tuple[float, ...] = ()     # per-run relative differences, in run order
 
     @property
     def rel_diff(self) -> float | None:
@@ -62,10 +63,12 @@ def say(message: str) -> None:
               help="where both tools' JSON and the table go (default results/agree-<time>)")
 @click.option("--tolerance", type=click.FloatRange(min=0), default=0.02, show_default=True,
               help="relative difference marked as disagreement")
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+              help="runs per tool and cell, alternating which tool goes first; values are means over runs")
 @click.option("--check", is_flag=True, help="exit non-zero when any difference exceeds the tolerance")
 def command(base_url: str, model: str | None, tokenizer: str | None, input_len: int, output_len: int,
             concurrency: str, num_prompts: int | None, seed: int, vllm_python: str | None, out_dir: str | None,
-            tolerance: float, check: bool) -> None:
+            tolerance: float, repeat: int, check: bool) -> None:
     """Agreement with vLLM's own benchmark client on the same server, workload and concurrency."""
     python = _vllm_python(vllm_python)
     model, tokenizer = _model_and_tokenizer(base_url, model, tokenizer)
@@ -73,13 +76,10 @@ def command(base_url: str, model: str | None, tokenizer: str | None, input_len: 
     out.mkdir(parents=True, exist_ok=True)
     rows, counts = [], {}
     for conc in options.int_list("--concurrency", concurrency):
-        n = num_prompts or max(16, 4 * conc)
-        cell = Cell(base_url, model, tokenizer, input_len, output_len, conc, n, seed)
-        say(f"concurrency {conc}: vllm bench serve ({n} requests)")
-        theirs = run_vllm(python, cell, out)
-        say(f"concurrency {conc}: tokenbench bench ({n} requests)")
-        ours = run_tokenbench(cell, out)
-        counts[conc] = {"tokenbench": {k: ours.get(k) for k in COUNTS}, "vllm": {k: theirs.get(k) for k in COUNTS}}
+        cells = [Cell(base_url, model, tokenizer, input_len, output_len, conc, num_prompts or max(16, 4 * conc),
+                      seed + i, i) for i in range(repeat)]
+        ours, theirs = run_both(python, cells, out)
+        counts[conc] = {"tokenbench": _sum_counts(ours), "vllm": _sum_counts(theirs)}
         rows += compare(conc, ours, theirs)
     _write(out, rows, counts, tolerance)
     console.out.print(table(rows, counts, tolerance))
@@ -101,6 +101,11 @@ class Cell:
     concurrency: int
     num_prompts: int
     seed: int
+    run: int = 0
+
+    @property
+    def tag(self) -> str:
+        return f"c{self.concurrency}-r{self.run + 1}"
 
 
 def vllm_argv(python: str, cell: Cell, result_dir: Path) -> list[str]:
@@ -113,7 +118,8 @@ def vllm_argv(python: str, cell: Cell, result_dir: Path) -> list[str]:
             "--ignore-eos", "--temperature", "0", "--num-prompts", str(cell.num_prompts),
             "--max-concurrency", str(cell.concurrency), "--request-rate", "inf",
             "--num-warmups", str(cell.concurrency), "--seed", str(cell.seed), "--disable-tqdm",
-            "--save-result", "--save-detailed", "--result-dir", str(result_dir), "--result-filename", f"vllm-c{cell.concurrency}.json"]
+            "--save-result", "--save-detailed", "--result-dir", str(result_dir),
+            "--result-filename", f"vllm-{cell.tag}.json"]
 
 
 def tokenbench_args(cell: Cell, json_path: Path) -> list[str]:
@@ -125,12 +131,26 @@ def tokenbench_args(cell: Cell, json_path: Path) -> list[str]:
             "--output", str(json_path), "--no-store"]
 
 
+def run_both(python: str, cells: list[Cell], out: Path) -> tuple[list[dict], list[dict]]:
+    """Each tool once per cell (one cell per repeat), alternating which goes first."""
+    ours, theirs = [], []
+    for cell in cells:
+        for tool in ("vllm", "tokenbench") if cell.run % 2 == 0 else ("tokenbench", "vllm"):
+            say(f"concurrency {cell.concurrency}, run {cell.run + 1}/{len(cells)}: {tool} "
+                f"({cell.num_prompts} requests)")
+            if tool == "vllm":
+                theirs.append(run_vllm(python, cell, out))
+            else:
+                ours.append(run_tokenbench(cell, out))
+    return ours, theirs
+
+
 def run_vllm(python: str, cell: Cell, out: Path) -> dict:
-    log = out / f"vllm-c{cell.concurrency}.log"
+    log = out / f"vllm-{cell.tag}.log"
     with open(log, "w") as handle:
         code = subprocess.run(vllm_argv(python, cell, out), stdout=handle, stderr=subprocess.STDOUT,
                               stdin=subprocess.DEVNULL, env={**os.environ, "HF_HUB_OFFLINE": "1"}).returncode
-    result = out / f"vllm-c{cell.concurrency}.json"
+    result = out / f"vllm-{cell.tag}.json"
     if code != 0 or not result.is_file():
         tail = " | ".join(log.read_text().strip().splitlines()[-3:])
         raise MeasurementError(f"vllm bench serve failed (exit {code}) at concurrency {cell.concurrency}: {tail}",
@@ -139,43 +159,66 @@ def run_vllm(python: str, cell: Cell, out: Path) -> dict:
 
 
 def run_tokenbench(cell: Cell, out: Path) -> dict:
-    path = out / f"tokenbench-c{cell.concurrency}.json"
+    path = out / f"tokenbench-{cell.tag}.json"
     bench.command.main(tokenbench_args(cell, path), standalone_mode=False)
     return json.loads(path.read_text())["cells"][0]["summary"]
 
 
-def compare(conc: int, ours: dict, theirs: dict) -> list[Row]:
-    return [Row(conc, label, _num(ours.get(key)), _num(theirs.get(key))) for label, key in METRICS]
+def compare(conc: int, ours: list[dict], theirs: list[dict]) -> list[Row]:
+    """One row per metric: each tool's mean over its runs, and the spread of the per-run differences."""
+    rows = []
+    for label, key in METRICS:
+        pairs = [(_num(a.get(key)), _num(b.get(key))) for a, b in zip(ours, theirs)]
+        runs = tuple((a - b) / b for a, b in pairs if a is not None and b)
+        rows.append(Row(conc, label, _mean([a for a, _ in pairs]), _mean([b for _, b in pairs]), runs))
+    return rows
 
 
 def _num(value) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
+def _mean(values: list[float | None]) -> float | None:
+    return None if not values or None in values else sum(values) / len(values)
+
+
+def _sum_counts(summaries: list[dict]) -> dict:
+    return {k: sum(s.get(k) or 0 for s in summaries) for k in COUNTS}
+
+
 def table(rows: list[Row], counts: dict, tolerance: float) -> Table:
     t = Table(title=f"tokenbench vs vllm bench serve (difference = (tokenbench - vllm) / vllm; "
                     f"target within {tolerance:.0%})")
-    for name in ("conc", "metric", "tokenbench", "vllm bench serve", "difference", ""):
-        t.add_column(name, justify="left" if name in ("metric", "") else "right")
+    for name in ("conc", "metric", "tokenbench", "vllm bench serve", "difference", "per run", ""):
+        t.add_column(name, justify="left" if name in ("metric", "per run", "") else "right")
     for r in rows:
-        diff = r.rel_diff
-        mark = "" if diff is not None and abs(diff) <= tolerance else "outside"
-        t.add_row(str(r.concurrency), r.metric, console.fmt(r.tokenbench), console.fmt(r.vllm),
-                  "-" if diff is None else f"{diff:+.2%}", mark)
+        mark = "" if r.rel_diff is not None and abs(r.rel_diff) <= tolerance else "outside"
+        t.add_row(str(r.concurrency), r.metric, console.fmt(r.tokenbench), console.fmt(r.vllm), _pct(r.rel_diff),
+                  _per_run(r), mark)
     for conc, both in counts.items():
         tb, vl = both["tokenbench"], both["vllm"]
-        t.add_row(str(conc), "requests / in / out tokens", f"{tb['completed']} / {tb['total_input_tokens']} / "
-                  f"{tb['total_output_tokens']}", f"{vl['completed']} / {vl['total_input_tokens']} / "
-                  f"{vl['total_output_tokens']}", "", "")
+        t.add_row(str(conc), "requests / in / out tokens", "{completed} / {total_input_tokens} / "
+                  "{total_output_tokens}".format(**tb), "{completed} / {total_input_tokens} / "
+                  "{total_output_tokens}".format(**vl), "", "", "")
     return t
 
 
 def markdown(rows: list[Row], tolerance: float) -> str:
-    lines = ["| concurrency | metric | tokenbench | vllm bench serve | difference |", "|---:|---|---:|---:|---:|"]
+    lines = ["| concurrency | metric | tokenbench | vllm bench serve | difference | per run |",
+             "|---:|---|---:|---:|---:|---|"]
     for r in rows:
-        diff = "-" if r.rel_diff is None else f"{r.rel_diff:+.2%}" + ("" if abs(r.rel_diff) <= tolerance else " (!)")
-        lines.append(f"| {r.concurrency} | {r.metric} | {console.fmt(r.tokenbench)} | {console.fmt(r.vllm)} | {diff} |")
+        flag = "" if r.rel_diff is not None and abs(r.rel_diff) <= tolerance else " (!)"
+        lines.append(f"| {r.concurrency} | {r.metric} | {console.fmt(r.tokenbench)} | {console.fmt(r.vllm)} | "
+                     f"{_pct(r.rel_diff)}{flag} | {_per_run(r)} |")
     return "\n".join(lines) + "\n"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.2%}"
+
+
+def _per_run(r: Row) -> str:
+    return " ".join(f"{d:+.1%}" for d in r.runs) if len(r.runs) > 1 else ""
 
 
 def _write(out: Path, rows: list[Row], counts: dict, tolerance: float) -> None:

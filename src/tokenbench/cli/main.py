@@ -23,6 +23,8 @@ COMMAND_MODULES = [
     "bench",
     "sweep",
     "calibrate",
+    "setup",
+    "agree",
     "runs",
     "report",
     "compare",

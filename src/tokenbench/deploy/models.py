@@ -60,6 +60,9 @@ def resolve(ref: ModelRef) -> Path:
 
 
 def bundled_path(name: str) -> Path:
+    if name == "gemma3-270m-hf":                      # made by `tokenbench setup vllm-cpu`
+        from tokenbench.deploy import vllm_cpu
+        return vllm_cpu.model_path()
     model = BUNDLED.get(name)
     if model is None:
         raise DeployError(f"no bundled model '{name}'", f"use one of: {', '.join(BUNDLED)}")
@@ -106,6 +109,9 @@ def describe(ref: ModelRef) -> dict:
     """What to record about the model source (with the pinned package version for bundled ones)."""
     if ref.bundled is None:
         return {"path": ref.path}
+    if ref.bundled == "gemma3-270m-hf":
+        from tokenbench.deploy import vllm_cpu
+        return vllm_cpu.describe_model()
     model = BUNDLED[ref.bundled]
     try:
         installed = importlib.metadata.version(model.distribution)

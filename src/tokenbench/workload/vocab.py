@@ -56,6 +56,9 @@ def discover(base_url: str, models: list[dict], tokenizer_path: str | None = Non
         return Vocab.with_margins(size, f"{tokenizer_path}/config.json")
     if size := _from_models(models):
         return Vocab.with_margins(size, "/v1/models")
+    root = (models[0] if models else {}).get("root")
+    if isinstance(root, str) and (size := _from_tokenizer_dir(root)):     # vLLM: the served local folder
+        return Vocab.with_margins(size, f"{root}/config.json (/v1/models root)")
     info = api.get_json(base_url, "/get_server_info", api_key) or {}
     if isinstance(info, dict) and isinstance(info.get("vocab_size"), int):
         return Vocab.with_margins(info["vocab_size"], "/get_server_info")

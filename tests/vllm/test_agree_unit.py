@@ -1,0 +1,58 @@
+"""`tokenbench agree` without servers: the two command lines ask for the same workload, and the table
+compares means over runs with the per-run spread. Facts parsing on a real vLLM CPU /metrics capture."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tokenbench.cli import agree
+from tokenbench.deploy.engines import vllm
+
+FIXTURES = Path(__file__).parent / "fixtures"
+CELL = agree.Cell("http://127.0.0.1:9", "gemma3-270m", "/models/g", 128, 32, 4, 16, 7, 1)
+
+
+def _flag(argv: list[str], name: str) -> str:
+    return argv[argv.index(name) + 1]
+
+
+def test_both_clients_get_the_same_workload(tmp_path):
+    theirs = agree.vllm_argv("/venv/bin/python", CELL, tmp_path)
+    ours = agree.tokenbench_args(CELL, tmp_path / "tb.json")
+    assert theirs[:5] == ["/venv/bin/python", "-m", "vllm.entrypoints.cli.main", "bench", "serve"]
+    same = {"--random-input-len": "--input-len", "--random-output-len": "--output-len",
+            "--max-concurrency": "--concurrency", "--num-warmups": "--warmup-requests",
+            "--num-prompts": "--num-prompts", "--model": "--model", "--tokenizer": "--tokenizer",
+            "--base-url": "--base-url", "--seed": "--seed"}
+    for their_flag, our_flag in same.items():
+        assert _flag(theirs, their_flag) == _flag(ours, our_flag), their_flag
+    assert {"--ignore-eos", "--save-result"} <= set(theirs)        # tokenbench always asks for exact lengths
+    assert (_flag(theirs, "--dataset-name"), _flag(theirs, "--random-range-ratio")) == ("random", "0")
+    assert (_flag(theirs, "--temperature"), _flag(theirs, "--request-rate")) == ("0", "inf")
+    assert _flag(theirs, "--result-filename") == "vllm-c4-r2.json" and "--no-store" in ours
+
+
+def test_rows_are_means_over_runs_with_per_run_differences():
+    ours = [{"mean_ttft_ms": 100.0, "mean_tpot_ms": 50.0, "output_throughput": 20.0},
+            {"mean_ttft_ms": 110.0, "mean_tpot_ms": 52.0, "output_throughput": 19.0}]
+    theirs = [{"mean_ttft_ms": 100.0, "mean_tpot_ms": 50.0, "output_throughput": 20.0},
+              {"mean_ttft_ms": 100.0, "mean_tpot_ms": 52.0, "output_throughput": None}]
+    ttft, tpot, thr = agree.compare(4, ours, theirs)
+    assert (ttft.tokenbench, ttft.vllm, ttft.runs) == (105.0, 100.0, (0.0, 0.1))
+    assert ttft.rel_diff == pytest.approx(0.05) and tpot.rel_diff == 0.0
+    assert thr.vllm is None and thr.rel_diff is None                  # a missing value is never a match
+    md = agree.markdown([ttft, tpot, thr], tolerance=0.02)
+    assert "| 4 | mean TTFT ms | 105.00 | 100.00 | +5.00% (!) | +0.0% +10.0% |" in md
+    assert "| 4 | output tok/s | 19.50 | - | - (!) |" in md
+
+
+def test_kv_capacity_is_what_vllm_says_not_blocks_times_block_size():
+    """Gemma 3 mixes sliding-window and full layers: the blocks are shared by the layer groups."""
+    series = vllm.cache_config((FIXTURES / "metrics-gemma3-vllm-cpu.txt").read_text())
+    assert len(series) == 1
+    labels = series[0]
+    assert (labels["num_gpu_blocks"], labels["block_size"], labels["kv_cache_size_tokens"]) == ("5461", "128", "110733")
+    assert vllm.kv_tokens(series) == 110733
+    assert vllm.kv_tokens([{k: v for k, v in labels.items() if k != "kv_cache_size_tokens"}]) == 5461 * 128

