@@ -38,7 +38,11 @@ def engines() -> set[int]:
 
 
 def cells(db):
+    """Stored cells; none while the sweep is still creating the database."""
     con = sqlite3.connect(db)
+    if not con.execute("SELECT 1 FROM sqlite_master WHERE name='cells'").fetchone():
+        con.close()
+        return []
     rows = con.execute("SELECT c.id, s.name, c.key, c.repeat, c.finished_at, c.status FROM cells c "
                        "JOIN server_configs s ON s.id = c.config_id").fetchall()
     con.close()
