@@ -13,7 +13,7 @@ import math
 
 from tokenbench.metrics import request as rm
 from tokenbench.store.db import Store
-from tokenbench.store.records import to_dict
+from tokenbench.store.records import json_safe, to_dict
 
 CELL_FIELDS = ("config", "key", "repeat", "input_len", "output_len", "concurrency", "request_rate", "status",
                "message", "kv_demand", "kv_capacity", "over_capacity")
@@ -46,17 +46,6 @@ def run_rows(store: Store) -> list[dict]:
                     "cells_done": r["cells_done"], "cells_total": total, "status": r["status"],
                     "message": r.get("message") or ""})
     return out
-
-
-def clean(obj):
-    """JSON has no NaN or infinity: null instead."""
-    if isinstance(obj, float) and (math.isnan(obj) or math.isinf(obj)):
-        return None
-    if isinstance(obj, dict):
-        return {k: clean(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [clean(v) for v in obj]
-    return obj
 
 
 def cell_rows(store: Store, run_id: str) -> list[dict]:
@@ -95,7 +84,7 @@ def to_json(store: Store, run_id: str, requests: bool) -> str:
             row["requests"] = [{**to_dict(r), "ttft_ms": rm.ttft_ms(r), "tpot_ms": rm.tpot_ms(r),
                                 "e2el_ms": rm.e2el_ms(r)} for r in store.requests(cell_id)]
         doc["cells"].append(row)
-    return json.dumps(clean(doc), indent=1, ensure_ascii=False) + "\n"
+    return json.dumps(json_safe(doc), indent=1, ensure_ascii=False) + "\n"
 
 
 def _flat(v):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 from tokenbench.client.records import RequestRecord
 
@@ -44,3 +45,14 @@ def to_dict(r: RequestRecord) -> dict:
         "error_kind": r.error_kind, "error_detail": r.error_detail, "length_error": r.length_error,
         "images": r.images, "image_bytes": r.image_bytes, "image_count": r.image_count,
     }
+
+
+def json_safe(obj):
+    """JSON has no NaN or infinity: null instead (recursively through dicts and lists)."""
+    if isinstance(obj, float) and (math.isnan(obj) or math.isinf(obj)):
+        return None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [json_safe(v) for v in obj]
+    return obj

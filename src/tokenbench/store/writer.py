@@ -4,7 +4,6 @@ rewritten after every cell, so an interruption keeps everything already measured
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,24 +14,13 @@ from tokenbench.load.target import ResolvedTarget
 from tokenbench.spec.bench import BenchSpec
 from tokenbench.store import environment
 from tokenbench.store.db import Store, default_db_path
-from tokenbench.store.records import to_dict
+from tokenbench.store.records import json_safe, to_dict
 
 
 def cell_row(r: CellResult) -> dict:
     return {"key": r.key, "input_len": r.input_len, "output_len": r.output_len,
             "concurrency": r.load.concurrency, "request_rate": r.load.request_rate, "status": r.status,
             "message": r.message, "summary": r.summary}
-
-
-def _clean(obj):
-    """JSON has no NaN: write null instead."""
-    if isinstance(obj, float) and math.isnan(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_clean(v) for v in obj]
-    return obj
 
 
 class ResultWriter:
@@ -71,7 +59,7 @@ class ResultWriter:
             return
         self.json_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.json_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(_clean(self.doc), indent=1))
+        tmp.write_text(json.dumps(json_safe(self.doc), indent=1))
         os.replace(tmp, self.json_path)
 
     def finish(self, status: str) -> None:
