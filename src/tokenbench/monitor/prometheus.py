@@ -89,8 +89,12 @@ def _detect(samples: list[RawSample]) -> str | None:
 
 def _signal(samples: list[RawSample], rule: dict[str, Any]) -> float | None:
     if "info" in rule:
-        found = [_label_product(labels, rule["product"]) for name, labels, _ in samples if name == rule["info"]]
-        return _reduce([v for v in found if v is not None], rule)
+        for keys in rule.get("products", [rule.get("product")]):     # first label set present wins
+            found = [_label_product(labels, keys) for name, labels, _ in samples if name == rule["info"]]
+            value = _reduce([v for v in found if v is not None], rule)
+            if value is not None:
+                return value
+        return None
     for metric in rule["metrics"]:
         values = [value for name, _, value in samples if name == metric]
         if values:
