@@ -17,7 +17,9 @@ class TokenbenchError(Exception):
         self.hint = hint
 
     def one_line(self) -> str:
-        return f"{self.message} -- {self.hint}" if self.hint else self.message
+        """Cause and fix on one line: newlines echoed from user input are shown escaped."""
+        text = f"{self.message} -- {self.hint}" if self.hint else self.message
+        return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
 class UsageError(TokenbenchError):
