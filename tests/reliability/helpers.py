@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import psutil
 import yaml
 
 from tokenbench.cli.main import main
+from deploy.helpers import gone  # noqa: F401  (one definition, shared with the deploy tests)
 
 FAKE_ENGINE = Path(__file__).with_name("fake_engine.py")
 
@@ -171,19 +171,6 @@ class StubOpenAI:
     def __exit__(self, *exc) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
-
-
-def gone(pid: int, timeout_s: float = 10) -> bool:
-    """True once `pid` no longer runs (a zombie counts as gone)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def fake_profile(tmp: Path, monkeypatch) -> Path:

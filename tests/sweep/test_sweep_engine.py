@@ -8,12 +8,13 @@ import subprocess
 import sys
 import time
 
-import psutil
 import pytest
 
 from tokenbench.cli.main import main
 from tokenbench.store.db import Store
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
+
+from .helpers import engines
 
 pytestmark = pytest.mark.engine
 
@@ -29,12 +30,6 @@ requests: {per_concurrency: 1, min: 2}
 warmup_requests: 1
 monitor_interval_s: 0.5
 """
-
-
-def engines() -> set[int]:
-    """pids of running llama.cpp launchers (other tests' session-scoped engines may be among them)."""
-    return {p.pid for p in psutil.process_iter(["cmdline"])
-            if "tokenbench.deploy.llamacpp_server" in " ".join(p.info["cmdline"] or [])}
 
 
 def cells(db):

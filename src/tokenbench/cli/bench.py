@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
-from pathlib import Path
 
 import click
 from pydantic import ValidationError

@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 
 import click
-from pydantic import ValidationError
 
 from tokenbench.cli import console, options
 from tokenbench.errors import DeployError, MeasurementError, SpecError, UsageError

@@ -10,8 +10,6 @@ from tokenbench.load.cell import CellResult, run_cell
 from tokenbench.load.target import ResolvedTarget
 from tokenbench.spec.bench import BenchSpec, Load
 
-Progress = Callable[[CellResult | None, Load, str, int, int], None]
-
 
 async def run_bench(spec: BenchSpec, target: ResolvedTarget, on_cell: Callable[[CellResult], None],
                     on_progress: Callable[[Load, str, int, int], None] = lambda *a: None,

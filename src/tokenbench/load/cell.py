@@ -8,8 +8,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-
-
 from tokenbench.client.http import Session, send
 from tokenbench.client.records import RequestRecord
 from tokenbench.client.request import PreparedRequest, Prompt, prepare

@@ -19,7 +19,7 @@ from tokenbench.client.http import new_session, send
 from tokenbench.client.records import RequestRecord
 from tokenbench.errors import UsageError
 from tokenbench.load.runner import CellRun, run_phase
-from tokenbench.load.workers import WorkerJob, _deal, _reindex, merge_health, split_load
+from tokenbench.load.workers import WorkerJob, make_jobs, merge_health, reindex
 from tokenbench.spec.bench import Load
 
 PROBES = 7
@@ -49,12 +49,12 @@ class ClientActor:
     def warmup(self, job: WorkerJob) -> list[RequestRecord]:
         if not job.warmup:
             return []
-        return _reindex(self._run(run_phase(self._send, job.warmup, job.warmup_load, "warmup")).records, job)
+        return reindex(self._run(run_phase(self._send, job.warmup, job.warmup_load, "warmup")).records, job)
 
     def measure(self, job: WorkerJob, start_local_ns: int) -> tuple[list[RequestRecord], dict]:
         run = self._run(run_phase(self._send, job.measure, job.load, "measure", seed=job.seed + job.worker,
                                   start_ns=start_local_ns))
-        return _reindex(run.records, job), run.client_health
+        return reindex(run.records, job), run.client_health
 
 
 def clock_offset(ray, actor) -> int:
@@ -93,9 +93,7 @@ def run_ray(address: str, n: int, warmup: Sequence, warmup_load: Load | None, me
         ray.init(address=address, log_to_driver=False, logging_level="ERROR")
     actor_cls = ray.remote(num_cpus=0)(ClientActor)
     actors = [actor_cls.remote(timeout_s) for _ in range(n)]
-    warm_loads = split_load(warmup_load, n) if warmup_load and len(warmup) >= n else [None] * n
-    jobs = [WorkerJob(i, n, _deal(warmup, n, i) if warm_loads[i] else [], warm_loads[i], _deal(measure, n, i),
-                      part, seed, timeout_s) for i, part in enumerate(split_load(load, n))]
+    jobs = make_jobs(n, warmup, warmup_load, measure, load, seed, timeout_s)
     try:
         warm = [r for part in ray.get([a.warmup.remote(j) for a, j in zip(actors, jobs)]) for r in part]
         offsets = [clock_offset(ray, a) for a in actors]

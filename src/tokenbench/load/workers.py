@@ -67,7 +67,7 @@ async def _worker_async(job: WorkerJob, sync, progress) -> tuple[list, list, dic
         start_ns = await asyncio.get_running_loop().run_in_executor(None, sync.arrive_and_wait)
         run = await run_phase(do_send, job.measure, job.load, "measure", seed=job.seed + job.worker,
                               start_ns=start_ns, on_done=lambda: _bump(progress))
-    return _reindex(warm, job), _reindex(run.records, job), run.client_health
+    return reindex(warm, job), reindex(run.records, job), run.client_health
 
 
 def _bump(progress) -> None:
@@ -75,7 +75,7 @@ def _bump(progress) -> None:
         progress.value += 1
 
 
-def _reindex(records: list[RequestRecord], job: WorkerJob) -> list[RequestRecord]:
+def reindex(records: list[RequestRecord], job: WorkerJob) -> list[RequestRecord]:
     for r in records:
         r.index, r.worker = r.index * job.workers + job.worker, job.worker
     return records
@@ -119,15 +119,22 @@ def _deal(requests: Sequence[PreparedRequest], n: int, i: int) -> list[PreparedR
     return list(requests[i::n])
 
 
+def make_jobs(n: int, warmup: Sequence[PreparedRequest], warmup_load: Load | None,
+              measure: Sequence[PreparedRequest], load: Load, seed: int, timeout_s: float) -> list[WorkerJob]:
+    """Each worker's share: its slice of the load and the requests dealt to it (warmup only when every
+    worker gets at least one warmup request)."""
+    warm_loads = split_load(warmup_load, n) if warmup_load and len(warmup) >= n else [None] * n
+    return [WorkerJob(i, n, _deal(warmup, n, i) if warm_loads[i] else [], warm_loads[i], _deal(measure, n, i),
+                      part, seed, timeout_s) for i, part in enumerate(split_load(load, n))]
+
+
 async def run_workers(n: int, warmup: Sequence[PreparedRequest], warmup_load: Load | None,
                       measure: Sequence[PreparedRequest], load: Load, seed: int, timeout_s: float,
                       on_done: Callable[[int], None] = lambda done: None) -> tuple[list, CellRun]:
     ctx = mp.get_context("spawn")
     sync = StartLine(ctx)
     progress, results = ctx.Value("i", 0), ctx.Queue()
-    warm_loads = split_load(warmup_load, n) if warmup_load and len(warmup) >= n else [None] * n
-    jobs = [WorkerJob(i, n, _deal(warmup, n, i) if warm_loads[i] else [], warm_loads[i], _deal(measure, n, i),
-                      part, seed, timeout_s) for i, part in enumerate(split_load(load, n))]
+    jobs = make_jobs(n, warmup, warmup_load, measure, load, seed, timeout_s)
     procs = [ctx.Process(target=_worker_main, args=(j, sync, progress, results), daemon=True) for j in jobs]
     for p in procs:
         p.start()
