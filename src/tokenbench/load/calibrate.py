@@ -76,22 +76,32 @@ def _split_cpus() -> tuple[int | None, set[int]]:
     return (cpus[-1], set(cpus[:-1])) if len(cpus) > 1 else (None, set(cpus))
 
 
-def calibrate(concurrency: int, output_len: int = 50, ttft_ms: float = 100.0, itl_ms: float = 20.0,
-              tokens_per_chunk: int = 1, workers: int = 1, prompts_per_slot: int = 2) -> Calibration:
+def measure_reference(concurrency: int, num_prompts: int, input_len: int = 32, output_len: int = 50,
+                      cfg: ReferenceConfig | None = None, workers: int = 1):
+    """One cell against a fresh reference server, the server pinned to one CPU and the client to the
+    others (so neither steals the other's core); returns the cell and the send log of its requests."""
     server_cpu, client_cpus = _split_cpus()
-    workers = min(workers, concurrency)
-    cfg = ReferenceConfig(ttft_ms=ttft_ms, itl_ms=itl_ms, tokens_per_chunk=tokens_per_chunk)
     all_cpus = os.sched_getaffinity(0)
-    with ReferenceProcess(cfg, cpu=server_cpu) as ref:
+    with ReferenceProcess(cfg or ReferenceConfig(ttft_ms=100.0, itl_ms=20.0), cpu=server_cpu) as ref:
         os.sched_setaffinity(0, client_cpus)
         try:
-            spec = BenchSpec(target={"base_url": ref.url}, workload={"input_len": 32, "output_len": output_len},
-                             cells=[{"concurrency": concurrency, "num_prompts": concurrency * prompts_per_slot,
+            spec = BenchSpec(target={"base_url": ref.url},
+                             workload={"input_len": input_len, "output_len": output_len},
+                             cells=[{"concurrency": concurrency, "num_prompts": num_prompts,
                                      "warmup_requests": concurrency}])
             [cell] = asyncio.run(run_bench(spec, resolve(spec.target), lambda r: None, workers=workers))
         finally:
             os.sched_setaffinity(0, all_cpus)
         log = sorted(ref.send_log(), key=lambda r: r["recv_ns"])[-len(cell.records):]
+    return cell, log
+
+
+def calibrate(concurrency: int, output_len: int = 50, ttft_ms: float = 100.0, itl_ms: float = 20.0,
+              tokens_per_chunk: int = 1, workers: int = 1, prompts_per_slot: int = 2) -> Calibration:
+    workers = min(workers, concurrency)
+    cfg = ReferenceConfig(ttft_ms=ttft_ms, itl_ms=itl_ms, tokens_per_chunk=tokens_per_chunk)
+    cell, log = measure_reference(concurrency, concurrency * prompts_per_slot, output_len=output_len,
+                                  cfg=cfg, workers=workers)
     t_ttft, t_tpot = truth(log)
     ingest, delivery = split_delay(cell.records, log)
     s = cell.summary

@@ -22,11 +22,12 @@ class Gate:
         return ((self.max_running is None or self.running < self.max_running)
                 and (self.kv_capacity is None or self.kv_used + need <= self.kv_capacity))
 
-    async def acquire(self, need: int) -> int:
-        """Wait for a slot in arrival order; returns the admission time (perf_counter_ns)."""
+    async def acquire(self, need: int, arrival_ns: int | None = None) -> int:
+        """Wait for a slot in arrival order; returns the admission time (perf_counter_ns): the
+        arrival time when given and no wait was needed, else the moment the slot was granted."""
         if not self.waiting and self._fits(need):
             self.running, self.kv_used = self.running + 1, self.kv_used + need
-            return perf_counter_ns()
+            return arrival_ns if arrival_ns is not None else perf_counter_ns()
         fut = asyncio.get_running_loop().create_future()
         self.waiting.append((need, fut))
         try:

@@ -84,7 +84,7 @@ async def serve(config: ReferenceConfig, host: str, port: int, on_ready=None) ->
 
 
 def run_blocking(config: ReferenceConfig, host: str, port: int, on_ready=None) -> None:
-    """`serve` in a fresh loop: uvloop when it is importable (it is not a dependency)."""
+    """`serve` in a fresh loop: uvloop (a dependency; asyncio's loop where it cannot be imported)."""
     try:
         import uvloop
         factory = uvloop.new_event_loop
