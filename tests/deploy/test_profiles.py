@@ -32,6 +32,15 @@ def test_set_overrides_are_validated_like_the_file():
     assert (p.parallelism.slots, p.port, p.args) == (2, 8123, {"n_batch": 256})
 
 
+def test_env_numbers_become_their_text_and_booleans_are_refused():
+    p = profiles.load_profile("cpu-smollm2-llamacpp", ["env.OMP_NUM_THREADS=1", "env.RATIO=0.5", "env.NAME=x"])
+    assert {k: p.env[k] for k in ("OMP_NUM_THREADS", "RATIO", "NAME")} == {"OMP_NUM_THREADS": "1", "RATIO": "0.5",
+                                                                          "NAME": "x"}
+    with pytest.raises(SpecError) as exc:
+        profiles.load_profile("cpu-smollm2-llamacpp", ["env.FLAG=true"])
+    assert "env" in exc.value.message and "FLAG" in exc.value.message
+
+
 def test_path_profiles(tmp_path):
     path = write_profile(tmp_path, "mine", code=None)
     assert profiles.load_profile(str(path)).name == "mine"

@@ -44,6 +44,11 @@ def wait_for_log(ref, count: int, timeout_s: float = 10.0) -> None:
         time.sleep(0.05)
 
 
+def files_holding(root: Path, needle: bytes) -> list[Path]:
+    """Every file under `root` whose bytes contain `needle`."""
+    return [p for p in sorted(root.rglob("*")) if p.is_file() and needle in p.read_bytes()]
+
+
 def error_lines(err: str) -> list[str]:
     return [line for line in err.splitlines() if line.startswith("error:")]
 

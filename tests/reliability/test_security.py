@@ -23,16 +23,12 @@ from tokenbench.cli.main import main
 from tokenbench.deploy import lifecycle, profiles
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
-from .helpers import StubOpenAI, error_lines
+from .helpers import StubOpenAI, error_lines, files_holding
 
 pytestmark = pytest.mark.timeout(120)
 
 BENCH = ["--input-len", "8", "--output-len", "4", "--concurrency", "1", "--num-prompts", "6",
          "--warmup-requests", "0"]
-
-
-def files_holding(root: Path, needle: bytes) -> list[Path]:
-    return [p for p in sorted(root.rglob("*")) if p.is_file() and needle in p.read_bytes()]
 
 
 def test_api_key_is_never_written(tmp_path, monkeypatch, capsys):

@@ -53,4 +53,4 @@ def command(target: str, overrides: tuple[str, ...], model: str | None, apis: tu
         return
     with lifecycle.deployed(profiles.load_profile(target, overrides), say=say) as dep:
         print_facts(dep.facts)
-        check(smoke(dep.base_url, model, None, apis), dep.base_url)
+        check(smoke(dep.base_url, model, dep.api_key, apis), dep.base_url)

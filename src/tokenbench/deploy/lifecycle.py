@@ -9,6 +9,7 @@ recorded by any earlier invocation.
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tokenbench.deploy import local, models, readiness, state
+from tokenbench.deploy import local, models, readiness, secrets, state
 from tokenbench.deploy.engines import engine_module, served_model
 from tokenbench.deploy.facts import ServerFacts
 from tokenbench.deploy.state import DeploymentState
@@ -38,6 +39,7 @@ class Deployment:
     proc: subprocess.Popen | None = None
     facts: ServerFacts | None = None
     ready_s: float | None = None
+    api_key: str | None = field(default=None, repr=False)    # the profile's secret --api-key, never stored
     stopped: bool = field(default=False, init=False)
 
     @property
@@ -116,8 +118,9 @@ def choose_port(profile: Profile) -> int:
 
 
 def launch(profile: Profile, state_dir: str | Path | None = None, say: Say = lambda m: None,
-           tied: bool = False) -> Deployment:
-    """Check, then start the engine process and record it; does not wait for readiness."""
+           tied: bool = False, owned: bool = False) -> Deployment:
+    """Check, then start the engine process and record it; does not wait for readiness. `owned`: this
+    process tears it down on exit, so a later tokenbench reaps it if this one dies first (reap_orphans)."""
     if profile.runs_in == "local":
         say(f"model: {profile.model.bundled or profile.model.path}")
         models.resolve(profile.model)                  # a missing model fails here, before launch
@@ -125,18 +128,21 @@ def launch(profile: Profile, state_dir: str | Path | None = None, say: Say = lam
     argv = command_for(profile, port)
     if profile.runs_in == "container":
         _container().preflight(profile, port)          # no docker engine: fails here, nothing created
+    secret = secrets.resolve(profile)                  # a missing host variable fails here, before launch
     directory = state.state_dir(state_dir)
+    reap_orphans(directory, say)
     dep_id = f"{profile.name}-{port}"
     log_path = (directory / f"{dep_id}.log").resolve()
     say(f"launching {profile.engine} on {_url(profile.host, port)} (log: {log_path})")
-    proc = local.spawn(argv, profile.env, log_path, die_with_parent=tied)
+    proc = local.spawn(secret.argv(argv), {**profile.env, **secret.env}, log_path, die_with_parent=tied)
     try:
         st = DeploymentState(id=dep_id, profile=profile.name, engine=profile.engine, pid=proc.pid,
                              pgid=proc.pid, create_time=local.create_time(proc.pid), host=profile.host, port=port,
                              base_url=_url(profile.host, port), log_path=str(log_path),
                              started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), argv=argv,
-                             runs_in=profile.runs_in)
-        dep = Deployment(profile, st, directory, proc)
+                             runs_in=profile.runs_in, owner_pid=os.getpid() if owned else None,
+                             owner_create_time=local.create_time(os.getpid()) if owned else None)
+        dep = Deployment(profile, st, directory, proc, api_key=secret.api_key)
         state.save(directory, st)
     except BaseException:
         with _no_interrupts():
@@ -147,17 +153,18 @@ def launch(profile: Profile, state_dir: str | Path | None = None, say: Say = lam
 
 
 def start(profile: Profile, state_dir: str | Path | None = None, say: Say = lambda m: None,
-          on_launch: Callable[[Deployment], None] = lambda dep: None, tied: bool = False) -> Deployment:
+          on_launch: Callable[[Deployment], None] = lambda dep: None, tied: bool = False,
+          owned: bool = False) -> Deployment:
     """Launch, wait until ready, read the facts. Any failure or interruption stops the process.
     `on_launch` sees the deployment as soon as its process exists (see `stop_on_signal`);
     `tied` makes the engine die with this process (see local.spawn)."""
-    dep = launch(profile, state_dir, say, tied)
+    dep = launch(profile, state_dir, say, tied, owned)
     try:
         on_launch(dep)
         say(f"waiting for {dep.base_url}{profile.readiness.path} (up to {profile.readiness.timeout_s:g} s)")
         dep.ready_s = readiness.wait_ready(dep.base_url, profile.readiness, served_model(profile),
-                                           dep.exit_code, dep.log_path)
-        dep.facts = engine_module(profile.engine).read_facts(dep.base_url)
+                                           dep.exit_code, dep.log_path, dep.api_key)
+        dep.facts = engine_module(profile.engine).read_facts(dep.base_url, dep.api_key)
         say(f"ready in {dep.ready_s:.1f} s: {dep.base_url}")
     except BaseException:
         dep.stop()
@@ -170,7 +177,7 @@ def deployed(profile: Profile, state_dir: str | Path | None = None, say: Say = l
              grace_s: float = GRACE_S) -> Iterator[Deployment]:
     """The server for the duration of the block; torn down on any exit, Ctrl-C or SIGTERM."""
     with stop_on_signal() as live:
-        dep = start(profile, state_dir, say, on_launch=live.append, tied=profile.runs_in == "local")
+        dep = start(profile, state_dir, say, on_launch=live.append, tied=profile.runs_in == "local", owned=True)
         try:
             yield dep
         finally:
@@ -183,6 +190,20 @@ def stop_state(st: DeploymentState, directory: Path, grace_s: float = GRACE_S) -
     with _no_interrupts():
         _terminate(st, grace_s)
         state.remove(directory, st.id)
+
+
+def reap_orphans(directory: Path, say: Say = lambda m: None, grace_s: float = GRACE_S) -> list[str]:
+    """Stop what a dead tokenbench left behind: deployments it owned (a sweep or the demo, killed by
+    SIGKILL or a crash) whose owner is gone. A local engine died with it already (PR_SET_PDEATHSIG);
+    a container did not, and would hold the accelerator while a `--resume` starts another one."""
+    reaped = []
+    for st in state.load_all(directory):
+        if st.owner_pid is None or local.leader(st.owner_pid, st.owner_create_time or 0.0) is not None:
+            continue
+        say(f"stopping {st.id}, left running by tokenbench process {st.owner_pid}, which is gone")
+        stop_state(st, directory, grace_s)
+        reaped.append(st.id)
+    return reaped
 
 
 def _terminate(st: DeploymentState, grace_s: float) -> None:

@@ -29,6 +29,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, dict[str, str | bool]]:
     parser.add_argument("--ctx", type=int, default=None, help="total context, split over the slots")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for generation and prompt")
     parser.add_argument("--alias", default=None, help="model id listed by /v1/models")
+    parser.add_argument("--api-key", action="append", default=[], help="require this key (repeatable), as llama-server")
     args, rest = parser.parse_known_args(argv)
     return args, _pairs(parser, rest)
 
@@ -81,6 +82,8 @@ def build_params(args: argparse.Namespace, extra: dict[str, str | bool]):
         p.cpuparams_batch.n_threads = args.threads
     if args.alias:
         p.model_alias = {args.alias}
+    if args.api_key:
+        p.api_keys = list(args.api_key)
     p.endpoint_metrics = p.endpoint_slots = p.endpoint_props = True
     p.ui = False
     for name, raw in extra.items():

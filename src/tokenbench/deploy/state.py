@@ -28,6 +28,8 @@ class DeploymentState:
     started_at: str
     argv: list[str]
     runs_in: str = "local"  # local | container
+    owner_pid: int | None = None            # the tokenbench that tears it down on exit (sweep, demo);
+    owner_create_time: float | None = None  # None for `deploy up`, whose deployment outlives it
 
 
 def state_dir(override: str | Path | None = None) -> Path:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from tokenbench.report import plots, sections
-from tokenbench.report.document import Block, Bullets, Document, Para, Table, num
+from tokenbench.report.document import Block, Bullets, Document, Para, Table, num, pct
 from tokenbench.report.i18n import DEFINITIONS, t
 from tokenbench.report.model import RunData
 from tokenbench.report.plausibility import ConfigCheck, Finding
@@ -28,6 +28,8 @@ def build_report(run: RunData, lang: str, checks: list[ConfigCheck], version: st
     doc.add(num_.sec(t(lang, "h.scaling")), *_scaling(run, lang, num_))
     doc.add(num_.sec(t(lang, "h.matrix")), *_matrix(run, lang, num_))
     doc.add(num_.sec(t(lang, "h.configcmp")), *_configcmp(run, lang, num_))
+    if run.has_repeats():
+        doc.add(num_.sec(t(lang, "h.repeats")), *repeatability(run, lang))
     doc.add(num_.sec(t(lang, "h.failures")), *failures(run, lang))
     doc.add(num_.sec(t(lang, "h.timeline")), *timeline(run, lang))
     if run.samples:
@@ -99,6 +101,31 @@ def plausibility_blocks(checks: list[ConfigCheck], lang: str) -> list[Block]:
                                  f"{f.times:,.1f}"] for f in chk.findings], role="plausibility", left=2))
         out.append(Bullets([line for f in chk.findings for line in _why(f, lang)]))
     return out
+
+
+# repeats -----------------------------------------------------------------------------------------
+NOISY_CV = 0.05     # a repeat CV above this is marked
+
+
+def _cv(spread) -> str:
+    if spread is None or spread.cv is None:
+        return "-"
+    return pct(spread.cv) + (" †" if spread.cv > NOISY_CV else "")
+
+
+def repeatability(run: RunData, lang: str) -> list[Block]:
+    head = [t(lang, k) for k in ("col.config", "col.cell", "col.repeats", "col.out_tps", "col.range_out_tps",
+                                  "col.cv_out_tps", "col.cv_ttft", "col.cv_tpot")]
+    rows = []
+    for cfg in run.config_names():
+        for c in run.cells_of(cfg):
+            if not c.repeats:
+                continue
+            out = c.spread("output_throughput")
+            rows.append([cfg, c.label, f"{len(c.measured())}/{len(c.repeats)}", num(c.get("output_throughput")),
+                         f"{num(out.lo)} – {num(out.hi)}" if out else "-", _cv(out),
+                         _cv(c.spread("mean_ttft_ms")), _cv(c.spread("mean_tpot_ms"))])
+    return [Table(head, rows, role="repeats", left=3), Para(t(lang, "note.repeats_cv", limit=pct(NOISY_CV, 0)))]
 
 
 # failures, timeline, monitor, definitions ----------------------------------------------------------

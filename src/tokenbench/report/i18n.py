@@ -29,6 +29,7 @@ EN: dict[str, str] = {
     "h.timeline": "Per-request timeline",
     "h.monitor": "Monitor timelines",
     "h.definitions": "Metric definitions",
+    "h.repeats": "Repeatability",
     "h.plots": "Plots",
     "h.differs": "What differs",
     "h.fairness": "Fairness check",
@@ -69,6 +70,11 @@ EN: dict[str, str] = {
     "col.ratio": "{other}/{base}",
     "col.kind": "error kind",
     "col.count": "requests",
+    "col.repeats": "repeats ok",
+    "col.range_out_tps": "output tok/s min – max",
+    "col.cv_out_tps": "CV output tok/s",
+    "col.cv_ttft": "CV mean TTFT",
+    "col.cv_tpot": "CV mean TPOT",
     "col.cell": "cell",
     "col.status": "status",
     "col.message": "message",
@@ -124,7 +130,10 @@ EN: dict[str, str] = {
     "note.monitor_cell": "Cell {cell} of {config}: server queue and KV use over the cell.",
     "note.definitions_source": ("Formulas as in docs/metrics.md of tokenbench; summary keys follow vLLM "
                                 "`bench serve` names (request_throughput, mean_ttft_ms, p99_tpot_ms ...)."),
-    "note.repeats": "Cells measured more than once: tables show the first repeat.",
+    "note.repeats": ("Cells measured more than once: every table shows the mean over the repeats that "
+                     "measured ok (section Repeatability shows their spread)."),
+    "note.repeats_cv": ("CV = sample standard deviation / mean over the repeats; † marks a CV above {limit}: "
+                        "that number moved between repeats more than a table's digits suggest."),
     "note.derived": "Some figures were derived, not measured: {what}.",
     "note.import": "Imported results: figures as published in {source}; no request was re-run.",
     "note.rendered": "Rendered by tokenbench {version} from the results database; nothing was re-run.",
@@ -225,6 +234,8 @@ EN: dict[str, str] = {
     "def.percentile.f": "linear interpolation between closest ranks (numpy default)",
     "def.kv": "KV demand",
     "def.kv.f": "concurrency × (input + output); * when above the server's KV capacity",
+    "def.repeat_cv": "repeat CV",
+    "def.repeat_cv.f": "stdev(x over repeats, n − 1) / mean(x over repeats); tables show the mean",
     "def.roofline": "decode roofline",
     "def.roofline.f": ("per stream ≤ devices × bandwidth / (params × bytes per param); "
                        "aggregate ≤ min(concurrency × that, devices × peak FLOP/s / (2 × params))"),
@@ -247,6 +258,7 @@ ZH: dict[str, str] = {
     "h.timeline": "逐请求时间线",
     "h.monitor": "监控时间线",
     "h.definitions": "指标定义",
+    "h.repeats": "重复测量的一致性",
     "h.plots": "图表",
     "h.differs": "差异项",
     "h.fairness": "公平性检查",
@@ -286,6 +298,11 @@ ZH: dict[str, str] = {
     "col.ratio": "{other}/{base}",
     "col.kind": "错误类型",
     "col.count": "请求数",
+    "col.repeats": "成功次数",
+    "col.range_out_tps": "输出吞吐 最小 – 最大",
+    "col.cv_out_tps": "输出吞吐 CV",
+    "col.cv_ttft": "平均 TTFT CV",
+    "col.cv_tpot": "平均 TPOT CV",
     "col.cell": "测试点",
     "col.status": "状态",
     "col.message": "说明",
@@ -337,7 +354,8 @@ ZH: dict[str, str] = {
     "note.monitor_cell": "{config} 的测试点 {cell}：测试期间服务端排队与 KV 使用情况。",
     "note.definitions_source": ("公式与 tokenbench 的 docs/metrics.md 一致；汇总字段沿用 vLLM `bench serve` 的命名"
                                 "（request_throughput、mean_ttft_ms、p99_tpot_ms 等）。"),
-    "note.repeats": "部分测试点测量了多次：表中显示第一次的结果。",
+    "note.repeats": "部分测试点测量了多次：各表显示成功各次的平均值（离散程度见“重复测量的一致性”一节）。",
+    "note.repeats_cv": "CV = 各次重复的样本标准差 / 平均值；† 表示 CV 超过 {limit}：该数值在各次之间的波动大于表中位数所示。",
     "note.derived": "部分数值为推算而非实测：{what}。",
     "note.import": "导入的结果：数值取自 {source} 的公开数据，未重新运行任何请求。",
     "note.rendered": "由 tokenbench {version} 根据结果数据库生成；未重新运行任何测试。",
@@ -431,6 +449,8 @@ ZH: dict[str, str] = {
     "def.percentile.f": "最近秩之间线性插值（与 numpy 默认一致）",
     "def.kv": "KV 需求",
     "def.kv.f": "并发 ×（输入 + 输出）；超过服务端 KV 容量时标 *",
+    "def.repeat_cv": "重复 CV",
+    "def.repeat_cv.f": "stdev(各次重复的 x, n − 1) / mean(各次重复的 x)；表中显示平均值",
     "def.roofline": "decode 屋顶线",
     "def.roofline.f": ("单流 ≤ 卡数 × 内存带宽 / (参数量 × 每参数字节数)；"
                        "聚合 ≤ min(并发 × 单流上限, 卡数 × 峰值 FLOP/s / (2 × 参数量))"),
@@ -439,7 +459,7 @@ ZH: dict[str, str] = {
 TEXT = {"en": EN, "zh": ZH}
 
 DEFINITIONS = ("ttft", "tpot", "itl", "e2e", "duration", "req_s", "out_tps", "total_tps", "percentile", "kv",
-               "roofline")
+               "repeat_cv", "roofline")
 
 
 def check_lang(lang: str) -> str:

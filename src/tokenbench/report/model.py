@@ -7,7 +7,8 @@ stored (see docs/reports.md, "What a run must store").
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+import statistics
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tokenbench.client.records import RequestRecord
@@ -72,8 +73,10 @@ class ConfigInfo:
                 parts.append(f"--{k}")
             elif v not in (None, False):
                 parts.append(f"--{k} {v}")
+        parts += [f"--{k} ${{{v}}}" for k, v in (p.get("secret_args") or {}).items()]
         parts += [str(a) for a in p.get("extra_args") or []]
         parts += [f"{k}={v}" for k, v in sorted((p.get("env") or {}).items())]
+        parts += [f"{k}=${{{v}}}" for k, v in sorted((p.get("secret_env") or {}).items())]
         return " ".join(parts)
 
 
@@ -93,6 +96,7 @@ class CellInfo:
     kv_capacity: int | None
     over_capacity: bool
     summary: dict
+    repeats: tuple[CellInfo, ...] = ()    # set on a merged cell: every stored repeat, in order
 
     @property
     def pair(self) -> tuple[int, int]:
@@ -113,13 +117,74 @@ class CellInfo:
 
     @property
     def label(self) -> str:
-        return f"{self.input_len}/{self.output_len} {self.load_label}"
+        """'512/512 c=8'; a single repeat other than the first says which ('512/512 c=8 #2')."""
+        base = f"{self.input_len}/{self.output_len} {self.load_label}"
+        return f"{base} #{self.repeat + 1}" if self.repeat and not self.repeats else base
+
+    def measured(self) -> list[CellInfo]:
+        """The repeats whose numbers a merged cell averages (ok ones; all if none was ok)."""
+        group = list(self.repeats) or [self]
+        return [c for c in group if c.status == "ok"] or group
+
+    def spread(self, key: str) -> Spread | None:
+        """How `key` varies over the measured repeats; None with fewer than two values."""
+        vals = [v for c in self.measured() if (v := c.get(key)) is not None]
+        return Spread.of(vals) if len(vals) > 1 else None
 
     def get(self, key: str) -> float | None:
         v = self.summary.get(key)
         if v is None or isinstance(v, (dict, list, str)) or (isinstance(v, float) and math.isnan(v)):
             return None
         return v
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Repeat-to-repeat variation of one metric: sample standard deviation (n - 1) and CV = sd / mean."""
+    n: int
+    mean: float
+    sd: float
+    lo: float
+    hi: float
+
+    @classmethod
+    def of(cls, vals: list[float]) -> Spread:
+        return cls(len(vals), statistics.fmean(vals), statistics.stdev(vals), min(vals), max(vals))
+
+    @property
+    def cv(self) -> float | None:
+        return self.sd / abs(self.mean) if self.mean else None
+
+
+def _mean_value(vals: list):
+    """Mean of numbers (an int when every repeat gave an int and the mean is whole); dicts of counts
+    are summed key by key; anything else is the first repeat's."""
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+        m = statistics.fmean(vals)
+        return int(m) if all(isinstance(v, int) for v in vals) and m.is_integer() else m
+    if all(isinstance(v, dict) and all(isinstance(x, int) for x in v.values()) for v in vals):
+        out: dict = {}
+        for v in vals:
+            for k, x in v.items():
+                out[k] = out.get(k, 0) + x
+        return out
+    return vals[0]
+
+
+def merge_repeats(group: list[CellInfo]) -> CellInfo:
+    """Repeats of one cell as one: each summary value is the mean over the repeats that measured ok
+    (failure counts are summed over all); the repeats themselves stay in `.repeats`."""
+    if len(group) == 1:
+        return group[0]
+    first = group[0]
+    merged = replace(first, repeats=tuple(group))
+    used = merged.measured()
+    keys = [k for k in first.summary if all(k in c.summary for c in used)]
+    summary = {k: _mean_value([c.summary[k] for c in used]) for k in keys}
+    failed = [c.summary.get("failed_by_kind") or {} for c in group]
+    summary["failed_by_kind"] = _mean_value(failed) if any(failed) else {}
+    return replace(merged, summary=summary, status=used[0].status,
+                   message="; ".join(dict.fromkeys(c.message for c in group if c.message)))
 
 
 @dataclass
@@ -150,13 +215,15 @@ class RunData:
         return next(c for c in self.configs if c.name == name)
 
     def cells_of(self, config: str) -> list[CellInfo]:
-        """One cell per (pair, load): the first repeat."""
-        seen, out = set(), []
+        """One cell per (pair, load); repeats are merged into their mean (`merge_repeats`)."""
+        groups: dict[tuple, list[CellInfo]] = {}
         for c in sorted((c for c in self.cells if c.config == config), key=_order):
-            if (c.pair, c.x) not in seen:
-                seen.add((c.pair, c.x))
-                out.append(c)
-        return out
+            groups.setdefault((c.pair, c.concurrency is None, c.x), []).append(c)
+        return [merge_repeats(g) for g in groups.values()]
+
+    def all_cells_of(self, config: str) -> list[CellInfo]:
+        """Every stored cell of a config, each repeat on its own."""
+        return sorted((c for c in self.cells if c.config == config), key=_order)
 
     def pairs(self, config: str | None = None) -> list[tuple[int, int]]:
         return sorted({c.pair for c in self.cells if config is None or c.config == config})

@@ -180,7 +180,7 @@ def check_run(run: RunData, ov: Overrides = Overrides()) -> list[ConfigCheck]:
     for name in run.config_names():
         cfg = run.config(name)
         roof = roofline_for(run, cfg, ov)
-        cells = run.cells_of(name)
+        cells = run.all_cells_of(name)     # every repeat: one impossible repeat is not averaged away
         if not isinstance(roof, Roofline):
             checks.append(ConfigCheck(cfg, None, roof, cells=len(cells)))
             continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -11,6 +12,7 @@ from tokenbench.spec.base import StrictModel
 Engine = Literal["llamacpp", "sglang", "vllm"]
 Accelerator = Literal["cpu", "ascend", "nvidia"]
 ArgValue = str | int | float | bool | None
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class ModelRef(StrictModel):
@@ -104,12 +106,28 @@ class Profile(StrictModel):
     when: list[ArgRule] = Field(default_factory=list,
                                 description="args that apply only at some parallelism, e.g. dp_at_least: 2")
     extra_args: list[str] = Field(default_factory=list, description="engine arguments appended verbatim")
+    secret_args: dict[str, str] = Field(
+        default_factory=dict, description="engine flag -> host environment variable holding its value, e.g. "
+        "api-key: VLLM_SERVER_KEY; only the variable's name is rendered, stored or shown")
+    secret_env: dict[str, str] = Field(
+        default_factory=dict, description="engine environment variable -> host variable holding its value; "
+        "only the host variable's name is rendered, stored or shown")
     command: list[str] | None = Field(None, description="replace the engine's launch command prefix")
     setup: list[str] = Field(default_factory=list, description="shell lines run before launch inside the container")
     readiness: Readiness = Field(default_factory=Readiness)
     container: Container | None = None
     host_tuning: HostTuning | None = None
     notes: str = ""
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_numbers_as_text(cls, v):
+        """`OMP_NUM_THREADS: 4` in YAML or `--set env.X=1` give numbers; the environment holds their text.
+        true/false stay an error: "1", "true" and "True" all mean different things to engines."""
+        if isinstance(v, dict):
+            return {k: str(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else x
+                    for k, x in v.items()}
+        return v
 
     @field_validator("env")
     @classmethod
@@ -118,6 +136,21 @@ class Profile(StrictModel):
             if not k or "=" in k or not k.replace("_", "a").isalnum():
                 raise ValueError(f"environment variable name '{k}' is not valid")
         return v
+
+    @field_validator("secret_args", "secret_env")
+    @classmethod
+    def _secret_sources(cls, v: dict[str, str]) -> dict[str, str]:
+        for k, var in v.items():
+            if not _ENV_NAME.fullmatch(var):
+                raise ValueError(f"'{k}' names '{var}', which is not an environment variable name")
+        return v
+
+    @model_validator(mode="after")
+    def _secrets_apart(self) -> "Profile":
+        both = sorted(set(self.secret_args) & set(self.args)) + sorted(set(self.secret_env) & set(self.env))
+        if both:
+            raise ValueError(f"'{both[0]}' is given both as a secret and as a plain value; keep the secret one")
+        return self
 
     @model_validator(mode="after")
     def _container_needs_image(self) -> "Profile":

@@ -86,8 +86,14 @@ def plan(spec: SweepSpec) -> Plan:
         for wl in spec.workloads():
             for load in _loads(spec):
                 for rep in range(spec.repeats):
-                    p.cells.append(PlannedCell(config, wl, load, rep))
+                    p.cells.append(PlannedCell(config, repeat_workload(wl, rep), load, rep))
     return p
+
+
+def repeat_workload(wl: Workload, repeat: int) -> Workload:
+    """Repeat r > 0 draws its prompts from seed + r: the same shape with fresh prompts, so a prefix
+    cache never serves a repeat from the one before it."""
+    return wl if repeat == 0 else wl.model_copy(update={"seed": wl.seed + repeat})
 
 
 def kv_demand(cell: PlannedCell) -> int | None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from tokenbench.client import api
 from tokenbench.client.http import new_session
 from tokenbench.deploy.facts import ServerFacts
+from tokenbench.deploy.secrets import API_KEY_FLAG
 from tokenbench.errors import DeployError
 from tokenbench.load.cell import CellResult, run_cell
 from tokenbench.load.target import resolve
@@ -68,6 +69,15 @@ def _saturated(prev: dict | None, cur: dict) -> bool:
     gain = cur["output_throughput"] / prev["output_throughput"] - 1
     ttft_prev, ttft_cur = prev.get("median_ttft_ms") or 0, cur.get("median_ttft_ms") or 0
     return gain < 0.03 and ttft_prev > 0 and ttft_cur > 1.5 * ttft_prev
+
+
+def _target(spec, server: Server):
+    """The benchmark's view of the server. The API key: the spec's, else the deployed profile's own
+    secret `--api-key` variable (the server requires it, so the client must send it)."""
+    key_env = spec.target.api_key_env or (server.profile.secret_args.get(API_KEY_FLAG) if server.profile else None)
+    return resolve(Target(base_url=server.base_url, model=spec.target.model, api_key_env=key_env,
+                          timeout_s=spec.target.timeout_s),
+                   spec.workload.tokenizer_path)
 
 
 class SweepRunner:
@@ -137,9 +147,7 @@ class SweepRunner:
 
     async def _cells(self, server: Server, config_id: int, todo: list[PlannedCell]) -> None:
         spec = self.plan.spec
-        target = resolve(Target(base_url=server.base_url, model=spec.target.model,
-                                api_key_env=spec.target.api_key_env, timeout_s=spec.target.timeout_s),
-                         spec.workload.tokenizer_path)
+        target = _target(spec, server)
         kv_cap = _kv_capacity(self.plan, server.facts)
         prev: dict[tuple, dict] = {}
         stopped: dict[tuple, str] = {}
@@ -157,9 +165,7 @@ class SweepRunner:
     async def _capacity(self, server: Server, config: ServerConfig, config_id: int) -> None:
         """Doubling then bisection per workload; cells already stored (resume) are reused, not rerun."""
         spec = self.plan.spec
-        target = resolve(Target(base_url=server.base_url, model=spec.target.model,
-                                api_key_env=spec.target.api_key_env, timeout_s=spec.target.timeout_s),
-                         spec.workload.tokenizer_path)
+        target = _target(spec, server)
         kv_cap = _kv_capacity(self.plan, server.facts)
         stored = {(c["config_name"], c["key"]): c for c in self.store.cells(self.run_id)}
         lines = []

@@ -30,7 +30,9 @@ class Server:
             return f"the engine process exited with code {code}; log tail: {tail}"
         from tokenbench.client import api
         status, _ = api.call(self.base_url, "/v1/models", quiet=True, timeout=5)
-        return None if status == 200 else f"{self.base_url} stopped answering (/v1/models: {status or 'no connection'})"
+        if status in (200, 401, 403):        # an answer that asks for a key comes from a live server
+            return None
+        return f"{self.base_url} stopped answering (/v1/models: {status or 'no connection'})"
 
 
 def load_profile(target: SweepTarget, config: ServerConfig) -> Profile:

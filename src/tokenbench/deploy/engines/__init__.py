@@ -45,6 +45,13 @@ def served_model(profile: Profile) -> str | None:
     return rule(profile) if rule else profile.model.served_name
 
 
+def profile_args(profile: Profile) -> list[str]:
+    """Every engine's tail of argv: the profile's args (with `when` rules), its secret args as
+    `${VAR}` placeholders (deploy/secrets.py), then extra_args verbatim."""
+    from tokenbench.deploy.secrets import secret_flags
+    return flag_args(profile.effective_args()) + secret_flags(profile) + list(profile.extra_args)
+
+
 def flag_args(args: dict[str, ArgValue]) -> list[str]:
     """Profile `args` -> argv: `{k: v}` -> `--k v`, `true` -> bare `--k`, `null`/`false` -> nothing."""
     out: list[str] = []

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tokenbench.client import api
 from tokenbench.deploy import models
-from tokenbench.deploy.engines import flag_args
+from tokenbench.deploy.engines import profile_args
 from tokenbench.deploy.facts import ServerFacts
 from tokenbench.spec.profile import Profile
 
@@ -40,7 +40,7 @@ def launch_argv(profile: Profile, port: int) -> list[str]:
     for flag, value in (("--slots", par.slots), ("--ctx", par.ctx), ("--threads", par.threads)):
         if value is not None:
             argv += [flag, str(value)]
-    return argv + flag_args(profile.effective_args()) + list(profile.extra_args)
+    return argv + profile_args(profile)
 
 
 def read_facts(base_url: str, api_key: str | None = None) -> ServerFacts:

@@ -8,7 +8,7 @@ one data-parallel replica, in tokens), `context_length` (null unless set at laun
 from __future__ import annotations
 
 from tokenbench.client import api
-from tokenbench.deploy.engines import flag_args
+from tokenbench.deploy.engines import profile_args
 from tokenbench.deploy.facts import ServerFacts
 from tokenbench.errors import UsageError
 from tokenbench.spec.profile import Profile
@@ -29,7 +29,7 @@ def launch_argv(profile: Profile, port: int) -> list[str]:
         argv += ["--tp", str(profile.parallelism.tp)]
     if profile.parallelism.dp > 1:
         argv += ["--data-parallel-size", str(profile.parallelism.dp)]
-    return argv + flag_args(profile.effective_args()) + list(profile.extra_args)
+    return argv + profile_args(profile)
 
 
 def served_model(profile: Profile) -> str | None:

@@ -12,7 +12,7 @@ import sys
 
 from tokenbench.client import api
 from tokenbench.deploy import models
-from tokenbench.deploy.engines import flag_args
+from tokenbench.deploy.engines import profile_args
 from tokenbench.deploy.facts import ServerFacts
 from tokenbench.errors import UsageError
 from tokenbench.spec.profile import Profile
@@ -50,7 +50,7 @@ def launch_argv(profile: Profile, port: int) -> list[str]:
         argv += ["--tensor-parallel-size", str(profile.parallelism.tp)]
     if profile.parallelism.dp > 1:
         argv += ["--data-parallel-size", str(profile.parallelism.dp)]
-    return argv + flag_args(profile.effective_args()) + list(profile.extra_args)
+    return argv + profile_args(profile)
 
 
 def served_model(profile: Profile) -> str | None:
