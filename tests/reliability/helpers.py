@@ -38,7 +38,7 @@ def by_arrival(log: list[dict]) -> list[dict]:
 
 def wait_for_log(ref, count: int, timeout_s: float = 10.0) -> None:
     """Until the server has logged `count` requests. A request still stalled when the server shuts down
-    is missing from its send log (reported to the lead), so tests let stalls end first."""
+    is logged as `cancelled`; tests that check how a stall ends let the stalls end first."""
     deadline = time.monotonic() + timeout_s
     while len(ref.send_log()) < count and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -79,3 +79,30 @@ def test_cli_serves_until_sigterm(tmp_path):
         proc.stdout.close()
     (rec,) = [json.loads(x) for x in log.read_text().splitlines()]
     assert rec["fault"] == "http_503" and rec["status"] == 503
+
+
+@pytest.mark.parametrize("client_leaves", [True, False])
+def test_requests_stalled_at_shutdown_are_in_the_send_log(client_leaves):
+    """A stream stalled for 60 s when the server stops (its client gone or still waiting): logged as
+    cancelled with the tokens it did write, so the send log always holds every request."""
+    import socket
+    import time
+
+    cfg = ReferenceConfig(ttft_ms=1, itl_ms=1, faults={"stall": 1.0}, stall_s=60)
+    body = json.dumps({"prompt": [4, 5, 6], "max_tokens": 50, "ignore_eos": True, "stream": True}).encode()
+    with ReferenceProcess(cfg) as ref:
+        sock = socket.create_connection(("127.0.0.1", ref.port), timeout=10)
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\nX-Request-Id: stalled\r\n\r\n%b" % (len(body), body))
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+        time.sleep(0.3)                                  # 50 tokens at 1 ms: the stall has struck
+        if client_leaves:
+            sock.close()
+            time.sleep(0.1)
+        t0 = time.monotonic()
+    assert time.monotonic() - t0 < 10                    # not the 60 s stall
+    if not client_leaves:
+        sock.close()
+    (rec,) = ref.send_log()
+    assert rec["x_request_id"] == "stalled" and rec["fault"] == "stall" and rec["outcome"] == "cancelled"
+    assert 0 < sum(rec["tokens"]) < 50 and rec["completion_tokens"] == sum(rec["tokens"])

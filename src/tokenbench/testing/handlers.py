@@ -47,6 +47,7 @@ class Server:
         self.rng = random.Random(cfg.seed)
         self.seq = 0
         self.totals = {"requests": 0, "prompt_tokens": 0, "generation_tokens": 0}
+        self.answering: set[asyncio.Task] = set()    # generation handlers still running
 
     def application(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -61,6 +62,12 @@ class Server:
         return app
 
     async def close(self) -> None:
+        """Cancel the answers still running (a stalled request whose client left is no longer one
+        of the HTTP server's connections, so its shutdown does not see it), so that every request
+        is in the send log, then close the log."""
+        for task in list(self.answering):
+            task.cancel()
+        await asyncio.gather(*self.answering, return_exceptions=True)
         await self.log.close()
         self.clock.close()
 
@@ -98,6 +105,8 @@ class Server:
 
     async def _logged(self, request, job: Job, fault, rec: dict, need: int) -> web.StreamResponse:
         """Answer, then complete `rec` and hand it to the send log, however the answer ended."""
+        task = asyncio.current_task()
+        self.answering.add(task)
         try:
             return await self._answer(request, job, fault, rec, need)
         except ConnectionError:
@@ -111,6 +120,7 @@ class Server:
             self.totals["generation_tokens"] += rec["completion_tokens"]
             rec["end_ns"] = rec["end_ns"] or perf_counter_ns()
             self.log.add(rec)
+            self.answering.discard(task)
 
     async def _answer(self, request, job: Job, fault, rec, need) -> web.StreamResponse:
         if fault == "slow_headers":
