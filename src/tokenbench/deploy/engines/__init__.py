@@ -20,6 +20,7 @@ from types import ModuleType
 
 from tokenbench.client import api
 from tokenbench.deploy.facts import ServerFacts
+from tokenbench.deploy.secrets import flag_name, secret_flags
 from tokenbench.errors import DeployError
 from tokenbench.spec.profile import ArgValue, Profile
 
@@ -48,7 +49,6 @@ def served_model(profile: Profile) -> str | None:
 def profile_args(profile: Profile) -> list[str]:
     """Every engine's tail of argv: the profile's args (with `when` rules), its secret args as
     `${VAR}` placeholders (deploy/secrets.py), then extra_args verbatim."""
-    from tokenbench.deploy.secrets import secret_flags
     return flag_args(profile.effective_args()) + secret_flags(profile) + list(profile.extra_args)
 
 
@@ -56,7 +56,7 @@ def flag_args(args: dict[str, ArgValue]) -> list[str]:
     """Profile `args` -> argv: `{k: v}` -> `--k v`, `true` -> bare `--k`, `null`/`false` -> nothing."""
     out: list[str] = []
     for key, value in args.items():
-        flag = key if key.startswith("-") else f"--{key}"
+        flag = flag_name(key)
         if value is None or value is False:
             continue
         out += [flag] if value is True else [flag, str(value)]
