@@ -69,3 +69,7 @@ def test_workers_merge_exactly(reference):
     assert two.summary["total_output_tokens"] == one.summary["total_output_tokens"] == 32 * 20
     assert two.summary["mean_tpot_ms"] == pytest.approx(one.summary["mean_tpot_ms"], rel=0.15)
     assert two.summary["client_workers"] == 2
+    # while sending, both keep the 8 slots full (a finished request is replaced within a few ms of a
+    # 220 ms request)
+    for cell in (one, two):
+        assert 0.98 * 8 <= cell.summary["sustained_concurrency"] <= 8

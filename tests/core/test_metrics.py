@@ -9,7 +9,7 @@ from tokenbench.client.records import RequestRecord
 from tokenbench.load.arrivals import offsets_ns
 from tokenbench.metrics import request as rm
 from tokenbench.metrics.stats import describe, percentile
-from tokenbench.metrics.summary import steady_window, summarize
+from tokenbench.metrics.summary import steady_window, summarize, sustained_concurrency
 from tokenbench.spec.bench import SLO, Load
 
 MS = 1_000_000
@@ -98,3 +98,17 @@ def test_poisson_arrivals_hit_requested_rate():
 def test_constant_arrivals_are_absolute():
     offs = list(offsets_ns(4.0, "constant", random.Random(0), duration_s=1.0))
     assert offs == [0, 250_000_000, 500_000_000, 750_000_000]
+
+
+def test_sustained_concurrency_counts_the_replacement_gaps_only():
+    # C=2: ends at 10 and 11 (end = last token + 1); replacements sent 2 ms and 2 ms late.
+    # From the 2nd send (1) to the last send (13): 2 in flight for 9 ms, 1 for 1, 0 for 1, 1 for 1.
+    recs = [rec(0, 0, [5, 9]), rec(1, 1, [6, 10]), rec(2, 12, [15, 19]), rec(3, 13, [16, 20])]
+    load = Load(concurrency=2, num_prompts=4)
+    assert sustained_concurrency(recs, load) == pytest.approx((2 * 9 + 1 + 0 + 1) / 12)
+    # replaced the moment each ended: exactly C, although the ramp and the drain hold fewer
+    tight = [rec(0, 0, [5, 9]), rec(1, 1, [6, 10]), rec(2, 10, [15, 19]), rec(3, 11, [16, 20])]
+    assert sustained_concurrency(tight, load) == pytest.approx(2.0)
+    assert summarize(tight, load, 4, 2)["achieved_concurrency"] < 2.0
+    assert sustained_concurrency(recs[:2], Load(concurrency=2, num_prompts=2)) is None    # nothing replaced
+    assert sustained_concurrency(recs, Load(request_rate=5.0, num_prompts=4)) is None    # open loop

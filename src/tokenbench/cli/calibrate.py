@@ -8,7 +8,7 @@ from tokenbench.cli import console, options
 from tokenbench.load.calibrate import DELIVERY_LIMIT_MS, TPOT_LIMIT, TTFT_LIMIT, calibrate
 
 HEAD = ("conc", "workers", "TTFT ms", "truth", "err", "intake", "delivery", "p99 TTFT", "TPOT ms", "truth", "err",
-        "out tok/s", "ideal (no intake)", "in flight", "loop lag p99", "client CPU %", "verdict")
+        "out tok/s", "ideal (no intake)", "in flight / C", "loop lag p99", "client CPU %", "verdict")
 
 
 @click.command("calibrate")
@@ -32,10 +32,11 @@ def command(concurrency, output_len, ttft_ms, itl_ms, tokens_per_chunk, workers)
         broke = broke or (None if r.ok() else c)
         table.add_row(str(c), str(workers), f"{r.ttft_ms:.2f}", f"{r.ttft_truth_ms:.2f}", f"{r.ttft_error():+.1%}",
                       f"{r.ingest_ms:.2f}", f"{r.delivery_ms:.2f}", f"{r.p99_ttft_ms:.2f}", f"{r.tpot_ms:.3f}", f"{r.tpot_truth_ms:.3f}", f"{r.tpot_error():+.1%}",
-                      f"{r.output_throughput:,.0f}", f"{r.ideal_throughput:,.0f}", f"{r.in_flight:.1f}",
+                      f"{r.output_throughput:,.0f}", f"{r.ideal_throughput:,.0f}", f"{r.in_flight:.1f} / {r.in_flight / c:.3f}",
                       console.fmt(r.loop_lag_p99_ms), f"{r.client_cpu_percent:.0f}", verdict)
     console.out.print(table)
     console.out.print("intake = mean server receipt - mean client send (the server's request parsing queue); "
-                      "delivery = mean client first-token stamp - mean server first write (the client's read)")
+                      "delivery = mean client first-token stamp - mean server first write (the client's read); "
+                      "in flight = sustained_concurrency (docs/metrics.md)")
     console.out.print(f"client breaks down at concurrency {broke}" if broke else
                       "the client kept within the limit at every level tested")

@@ -33,7 +33,7 @@ class Calibration:
     tpot_truth_ms: float
     output_throughput: float
     ideal_throughput: float
-    in_flight: float            # achieved concurrency
+    in_flight: float            # sustained concurrency: requests in flight while the client was sending
     loop_lag_p99_ms: float | None
     client_cpu_percent: float
     ingest_ms: float            # mean(server receipt) - mean(client send): the server's request intake
@@ -107,5 +107,6 @@ def calibrate(concurrency: int, output_len: int = 50, ttft_ms: float = 100.0, it
     s = cell.summary
     ideal = concurrency * output_len / ((ttft_ms + (output_len - 1) * itl_ms) / 1e3)
     return Calibration(concurrency, workers, s["mean_ttft_ms"], t_ttft, s["p99_ttft_ms"], s["mean_tpot_ms"], t_tpot,
-                       s["output_throughput"], ideal, s["achieved_concurrency"], s.get("loop_lag_p99_ms"),
+                       s["output_throughput"], ideal, s["sustained_concurrency"] or s["achieved_concurrency"],
+                       s.get("loop_lag_p99_ms"),
                        s.get("client_cpu_percent") or 0.0, ingest, delivery, s["failed"], cell.status)

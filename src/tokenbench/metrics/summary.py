@@ -89,6 +89,27 @@ def in_flight_steps(recs: Sequence[RequestRecord]) -> list[tuple[int, int]]:
     return steps
 
 
+def sustained_concurrency(recs: Sequence[RequestRecord], load: Load) -> float | None:
+    """Closed loop: time-weighted mean of requests in flight from the moment the C-th request was sent
+    (ramp-up done) to the last send. Below C only by the client's delay in replacing a finished
+    request; None for open loop, or when no request replaced another."""
+    cap = load.concurrency
+    sends = sorted(r.sent_ns for r in recs)
+    if cap is None or len(sends) <= cap:
+        return None
+    a, b = sends[cap - 1], sends[-1]
+    if b <= a:
+        return None
+    area, level, t_prev = 0, 0, None
+    for t, new_level in in_flight_steps(recs):
+        if t_prev is not None and t > a:
+            area += level * (min(t, b) - max(t_prev, a))
+        if t >= b:
+            break
+        t_prev, level = t, new_level
+    return area / (b - a)
+
+
 def steady_window(recs: Sequence[RequestRecord], load: Load) -> tuple[int, int] | None:
     """Closed loop: first to last moment the cell held its full concurrency.
     Open loop: from first send + mean E2EL (ramp-up) to the last send."""
@@ -134,6 +155,7 @@ def summarize(recs: Sequence[RequestRecord], load: Load, input_len: int, output_
     out["output_throughput"] = out["total_output_tokens"] / dur
     out["total_token_throughput"] = (out["total_input_tokens"] + out["total_output_tokens"]) / dur
     out["achieved_concurrency"] = sum(r.e2el_ns for r in recs) / NS / dur
+    out["sustained_concurrency"] = sustained_concurrency(recs, load)
     if slo is not None and not slo.is_empty():
         good = sum(1 for r in ok if rm.meets_slo(r, slo))
         out["request_goodput"] = good / dur
