@@ -56,6 +56,16 @@ def test_cached_prompts_are_a_difference(store, stored_run):
     assert any("prefix cache state differ" in i.text for i in issues)
 
 
+def test_zero_cached_equals_fresh_prompts_unreported(store, stored_run):
+    """An engine that reports 0 cached tokens and one that reports nothing, both fed fresh random
+    prompts: the same cache state, not a difference."""
+    other = build_run(store, "20260103-000000-noreport")
+    store.db.execute("UPDATE requests SET cached_tokens = NULL WHERE cell_id IN "
+                     "(SELECT id FROM cells WHERE run_id = ?)", (other,))
+    text, issues = _md(store, [f"{stored_run}:slots2", f"{other}:slots2"])
+    assert issues == [] and "The effective workloads match" in text
+
+
 def test_study_b_engines_side_by_side(store):
     run_id = import_file(store, FIXTURES / "study-b-published.csv")
     text, issues = _md(store, [f"{run_id}:sglang", f"{run_id}:vllm"])

@@ -69,15 +69,18 @@ def ignore_eos(col: Column) -> str | None:
     return None if v is None else str(bool(v)).lower()
 
 
+NO_REUSE = "no prompt tokens from a prefix cache"
+
+
 def cache_state(col: Column, cells: list[CellInfo]) -> str | None:
     cached = prompt = reported = 0
     for c in cells:
         a, b, n = col.run.cache.get(c.id, (0, 0, 0))
         cached, prompt, reported = cached + a, prompt + b, reported + n
-    if reported and prompt:
+    if reported and prompt and cached:
         return f"{pct(cached / prompt, 0)} of prompt tokens cached"
-    if col.run.kind in OWN_KINDS:
-        return "fresh random prompts"
+    if (reported and prompt) or col.run.kind in OWN_KINDS:
+        return NO_REUSE                 # reported as 0 cached, or fresh random prompts: the same state
     v = _workload(col).get("prefix_cache")
     return str(v) if v else None
 
