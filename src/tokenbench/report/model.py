@@ -179,7 +179,7 @@ def merge_repeats(group: list[CellInfo]) -> CellInfo:
     first = group[0]
     merged = replace(first, repeats=tuple(group))
     used = merged.measured()
-    keys = [k for k in first.summary if all(k in c.summary for c in used)]
+    keys = [k for k in used[0].summary if all(k in c.summary for c in used)]
     summary = {k: _mean_value([c.summary[k] for c in used]) for k in keys}
     failed = [c.summary.get("failed_by_kind") or {} for c in group]
     summary["failed_by_kind"] = _mean_value(failed) if any(failed) else {}
@@ -210,16 +210,19 @@ class RunData:
     samples: dict[int, list[dict]] = field(default_factory=dict)       # cell id -> monitor samples
     cache: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # cell id -> cached, prompt, n
     timeline: Timeline | None = None
+    _merged: dict[str, list[CellInfo]] = field(default_factory=dict, repr=False)   # cells_of, per config
 
     def config(self, name: str) -> ConfigInfo:
         return next(c for c in self.configs if c.name == name)
 
     def cells_of(self, config: str) -> list[CellInfo]:
-        """One cell per (pair, load); repeats are merged into their mean (`merge_repeats`)."""
-        groups: dict[tuple, list[CellInfo]] = {}
-        for c in sorted((c for c in self.cells if c.config == config), key=_order):
-            groups.setdefault((c.pair, c.concurrency is None, c.x), []).append(c)
-        return [merge_repeats(g) for g in groups.values()]
+        """One cell per (pair, load); repeats are merged into their mean (`merge_repeats`), once."""
+        if config not in self._merged:
+            groups: dict[tuple, list[CellInfo]] = {}
+            for c in self.all_cells_of(config):
+                groups.setdefault((c.pair, c.concurrency is None, c.x), []).append(c)
+            self._merged[config] = [merge_repeats(g) for g in groups.values()]
+        return self._merged[config]
 
     def all_cells_of(self, config: str) -> list[CellInfo]:
         """Every stored cell of a config, each repeat on its own."""
