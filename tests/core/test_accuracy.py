@@ -62,3 +62,12 @@ def test_server_ignoring_ignore_eos_fails_the_cell_with_cause():
     assert cell.status == "failed"
     assert "ignores ignore_eos" in cell.message
     assert all(r.length_error for r in cell.records)
+
+
+def test_calibrate_judges_the_client_against_the_send_log():
+    from tokenbench.load.calibrate import calibrate
+    r = calibrate(8, output_len=20, ttft_ms=30, itl_ms=10)
+    assert r.status == "ok" and r.failed == 0
+    assert abs(r.tpot_error()) <= 0.02 and abs(r.throughput_error()) <= 0.02
+    assert r.throughput_truth < r.ideal_throughput * 1.01          # the server cannot beat its schedule
+    assert r.in_flight == pytest.approx(8, rel=0.02) and r.delivery_ms < 2.0

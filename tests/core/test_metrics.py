@@ -112,3 +112,11 @@ def test_sustained_concurrency_counts_the_replacement_gaps_only():
     assert summarize(tight, load, 4, 2)["achieved_concurrency"] < 2.0
     assert sustained_concurrency(recs[:2], Load(concurrency=2, num_prompts=2)) is None    # nothing replaced
     assert sustained_concurrency(recs, Load(request_rate=5.0, num_prompts=4)) is None    # open loop
+
+
+def test_throughput_truth_is_what_the_server_wrote_over_its_own_span():
+    from tokenbench.load.calibrate import throughput_truth
+    log = [{"recv_ns": 1 * MS, "write_ns": [100 * MS, 300 * MS], "completion_tokens": 10},
+           {"recv_ns": 2 * MS, "write_ns": [101 * MS, 501 * MS], "completion_tokens": 30},
+           {"recv_ns": 3 * MS, "write_ns": [], "completion_tokens": 0}]          # failed before a token
+    assert throughput_truth(log) == pytest.approx(40 / 0.5)

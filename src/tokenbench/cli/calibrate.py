@@ -8,7 +8,7 @@ from tokenbench.cli import console, options
 from tokenbench.load.calibrate import DELIVERY_LIMIT_MS, TPOT_LIMIT, TTFT_LIMIT, calibrate
 
 HEAD = ("conc", "workers", "TTFT ms", "truth", "err", "intake", "delivery", "p99 TTFT", "TPOT ms", "truth", "err",
-        "out tok/s", "ideal (no intake)", "in flight / C", "loop lag p99", "client CPU %", "verdict")
+        "out tok/s", "truth", "err", "in flight / C", "loop lag p99", "client CPU %", "verdict")
 
 
 @click.command("calibrate")
@@ -22,7 +22,7 @@ def command(concurrency, output_len, ttft_ms, itl_ms, tokens_per_chunk, workers)
     """Measure the reference server (known truth) at the planned load; show where the client breaks down."""
     table = console.Table(title=f"client calibration: reference TTFT {ttft_ms:g} ms, ITL {itl_ms:g} ms, "
                                 f"{output_len} output tokens (client limits: delivery {DELIVERY_LIMIT_MS:g} ms, "
-                                f"TPOT {TPOT_LIMIT:.0%}; issue-2 TTFT bound {TTFT_LIMIT:.0%})")
+                                f"TPOT and tok/s {TPOT_LIMIT:.0%}; issue-2 TTFT bound {TTFT_LIMIT:.0%})")
     for name in HEAD:
         table.add_column(name, justify="right")
     broke = None
@@ -32,7 +32,7 @@ def command(concurrency, output_len, ttft_ms, itl_ms, tokens_per_chunk, workers)
         broke = broke or (None if r.ok() else c)
         table.add_row(str(c), str(workers), f"{r.ttft_ms:.2f}", f"{r.ttft_truth_ms:.2f}", f"{r.ttft_error():+.1%}",
                       f"{r.ingest_ms:.2f}", f"{r.delivery_ms:.2f}", f"{r.p99_ttft_ms:.2f}", f"{r.tpot_ms:.3f}", f"{r.tpot_truth_ms:.3f}", f"{r.tpot_error():+.1%}",
-                      f"{r.output_throughput:,.0f}", f"{r.ideal_throughput:,.0f}", f"{r.in_flight:.1f} / {r.in_flight / c:.3f}",
+                      f"{r.output_throughput:,.0f}", f"{r.throughput_truth:,.0f}", f"{r.throughput_error():+.1%}", f"{r.in_flight:.1f} / {r.in_flight / c:.3f}",
                       console.fmt(r.loop_lag_p99_ms), f"{r.client_cpu_percent:.0f}", verdict)
     console.out.print(table)
     console.out.print("intake = mean server receipt - mean client send (the server's request parsing queue); "
