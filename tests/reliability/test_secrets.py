@@ -17,7 +17,7 @@ import yaml
 from tokenbench.cli.main import main
 from tokenbench.client import api
 from tokenbench.deploy import container, lifecycle, profiles
-from tokenbench.deploy.secrets import Secrets, resolve
+from tokenbench.deploy.secrets import Secrets, api_key_var, resolve
 from tokenbench.errors import DeployError, SpecError
 
 from .helpers import error_lines, files_holding
@@ -55,6 +55,12 @@ def test_spawn_argv_gets_the_values_also_inside_a_setup_script(monkeypatch):
     items = [line[1:-1] for line in out.splitlines()]
     assert items[items.index("--api-key") + 1] == value                # one word, not run by the shell
     assert Secrets({"X": "v"}).argv(["--k", "${X}", "${X}y", "${Y}"]) == ["--k", "v", "${X}y", "${Y}"]
+
+
+def test_the_api_key_variable_is_found_in_either_spelling():
+    for flag in ("api-key", "--api-key"):
+        assert api_key_var(profiles.load_profile("cpu-smollm2-llamacpp", [f"secret_args.{flag}=TB_K"])) == "TB_K"
+    assert api_key_var(profiles.load_profile("cpu-smollm2-llamacpp", ["secret_args.other=TB_K"])) is None
 
 
 def test_missing_host_variable_stops_before_anything_starts(tmp_path, monkeypatch, capsys):

@@ -26,6 +26,12 @@ def flag_name(key: str) -> str:
     return key if key.startswith("-") else f"--{key}"
 
 
+def api_key_var(profile: Profile) -> str | None:
+    """The host variable behind the server's `--api-key` (written `api-key` or `--api-key`), if any."""
+    return next((var for key, var in profile.secret_args.items() if flag_name(key) == flag_name(API_KEY_FLAG)),
+                None)
+
+
 def secret_flags(profile: Profile) -> list[str]:
     """`--flag ${VAR}` for each secret arg: what every rendering shows."""
     return [x for key, var in profile.secret_args.items() for x in (flag_name(key), placeholder(var))]
@@ -62,6 +68,6 @@ def resolve(profile: Profile) -> Secrets:
             raise DeployError(f"profile '{profile.name}' takes {what} from ${var}, which is not set",
                               f"export {var}=<value> before deploying, or remove it from the profile")
         values[var] = value
-    key_var = profile.secret_args.get(API_KEY_FLAG) or profile.secret_args.get(flag_name(API_KEY_FLAG))
+    key_var = api_key_var(profile)
     return Secrets(values, {k: values[v] for k, v in profile.secret_env.items()},
                    values[key_var] if key_var else None)

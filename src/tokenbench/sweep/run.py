@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from tokenbench.client import api
 from tokenbench.client.http import new_session
 from tokenbench.deploy.facts import ServerFacts
-from tokenbench.deploy.secrets import API_KEY_FLAG
+from tokenbench.deploy.secrets import api_key_var
 from tokenbench.errors import DeployError
 from tokenbench.load.cell import CellResult, run_cell
 from tokenbench.load.target import resolve
@@ -74,7 +74,7 @@ def _saturated(prev: dict | None, cur: dict) -> bool:
 def _target(spec, server: Server):
     """The benchmark's view of the server. The API key: the spec's, else the deployed profile's own
     secret `--api-key` variable (the server requires it, so the client must send it)."""
-    key_env = spec.target.api_key_env or (server.profile.secret_args.get(API_KEY_FLAG) if server.profile else None)
+    key_env = spec.target.api_key_env or (api_key_var(server.profile) if server.profile else None)
     return resolve(Target(base_url=server.base_url, model=spec.target.model, api_key_env=key_env,
                           timeout_s=spec.target.timeout_s),
                    spec.workload.tokenizer_path)
