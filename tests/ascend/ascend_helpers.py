@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.loader import load_file
-from tokenbench.spec.profile import Profile
 
 PROFILES = Path(__file__).parents[2] / "src" / "tokenbench" / "deploy" / "profiles"
 GOLDEN = Path(__file__).parent / "golden"

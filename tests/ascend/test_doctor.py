@@ -17,12 +17,11 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
+from ascend_helpers import STUDY_A
 
 from tokenbench.cli.main import main
 from tokenbench.deploy import doctor
-from tokenbench.spec.profile import HostTuning
-
-from ascend_helpers import STUDY_A
+from tokenbench.spec.deploy_profile import HostTuning
 
 TUNING = HostTuning(cpu_governor="performance", swappiness=0, numa_balancing=0, sched_migration_cost_ns=50000,
                     shm_min_gb=0.001, hugepages=0)

@@ -13,11 +13,10 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from ascend_helpers import STUDY_A, STUDY_B, load
 
 from tokenbench.deploy.engines import sglang, vllm
-from tokenbench.spec.profile import Profile
-
-from ascend_helpers import STUDY_A, STUDY_B, load
+from tokenbench.spec.deploy_profile import Profile
 
 
 @pytest.fixture

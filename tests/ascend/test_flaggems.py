@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 
+from ascend_helpers import FIXTURES, STUDY_A, load
+
 from tokenbench.cli.main import main
 from tokenbench.deploy import flaggems
-
-from ascend_helpers import FIXTURES, STUDY_A, load
 
 LOG = FIXTURES / "gems_aten.txt"
 

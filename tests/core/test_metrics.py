@@ -90,7 +90,7 @@ def test_poisson_arrivals_hit_requested_rate():
     offs = list(offsets_ns(20.0, "poisson", random.Random(7), count=4000))
     rate = (len(offs) - 1) / (offs[-1] / 1e9)
     assert rate == pytest.approx(20.0, rel=0.05)
-    gaps = [b - a for a, b in zip(offs, offs[1:])]
+    gaps = [b - a for a, b in zip(offs, offs[1:], strict=False)]
     cv = (sum((g - sum(gaps) / len(gaps)) ** 2 for g in gaps) / len(gaps)) ** 0.5 / (sum(gaps) / len(gaps))
     assert cv == pytest.approx(1.0, abs=0.1)   # exponential gaps
 

@@ -6,11 +6,10 @@ import sys
 
 import pytest
 
-from tokenbench.deploy import engines, facts_for, profiles
+from tokenbench.deploy import engines, facts_for, llamacpp_server, profiles
 from tokenbench.deploy.engines import llamacpp
-from tokenbench.deploy import llamacpp_server
 from tokenbench.errors import DeployError
-from tokenbench.spec.profile import Profile
+from tokenbench.spec.deploy_profile import Profile
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 from .helpers import StubServer

@@ -29,10 +29,10 @@ def _interrupt(proc: subprocess.Popen, sig: int, timeout_s: float = 15) -> tuple
     proc.send_signal(sig)
     try:
         out, _ = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired as exc:
         proc.kill()
         out, _ = proc.communicate()
-        raise AssertionError(f"tokenbench did not exit within {timeout_s} s of {sig!r}:\n{out}")
+        raise AssertionError(f"tokenbench did not exit within {timeout_s} s of {sig!r}:\n{out}") from exc
     return proc.returncode, out
 
 

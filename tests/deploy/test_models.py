@@ -11,7 +11,7 @@ import pytest
 
 from tokenbench.deploy import models
 from tokenbench.errors import DeployError
-from tokenbench.spec.profile import ModelRef
+from tokenbench.spec.deploy_profile import ModelRef
 
 
 def test_smollm2_is_found_in_its_distribution_without_importing_it():

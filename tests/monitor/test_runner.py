@@ -50,7 +50,7 @@ def test_ticks_are_due_on_an_absolute_grid_without_drift():
     dues = [due for due, _ in monitor.ticks]
     assert len(dues) >= 8
     assert all((due - dues[0]) % interval_ns == 0 for due in dues)
-    assert [b - a for a, b in zip(dues, dues[1:])] == [interval_ns] * (len(dues) - 1)
+    assert [b - a for a, b in zip(dues, dues[1:], strict=False)] == [interval_ns] * (len(dues) - 1)
     # cumulative sleep(interval) after 20 ms of work would start tick k 20*k ms late
     lateness = sorted(started - due for due, started in monitor.ticks)
     assert lateness[len(lateness) // 2] < 10 * MS and lateness[-1] < 40 * MS

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import yaml
 
-from tokenbench.cli.main import main
 from deploy.helpers import gone  # noqa: F401  (one definition, shared with the deploy tests)
+from tokenbench.cli.main import main
 
 FAKE_ENGINE = Path(__file__).with_name("fake_engine.py")
 

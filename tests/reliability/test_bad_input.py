@@ -23,8 +23,8 @@ from tokenbench.client.sse import SSEDecoder, SSEEvent
 from tokenbench.errors import SpecError, TokenbenchError
 from tokenbench.metrics.summary import summarize
 from tokenbench.spec.bench import Load
+from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.loader import load_file, load_model, parse_yaml
-from tokenbench.spec.profile import Profile
 from tokenbench.spec.sweep import SweepSpec
 from tokenbench.store.records import to_dict
 
@@ -35,7 +35,7 @@ def split(data: bytes, cuts: list[int]) -> list[bytes]:
     """`data` cut at the given offsets (taken modulo its length), in order."""
     points = sorted({c % (len(data) + 1) for c in cuts})
     edges = [0, *points, len(data)]
-    return [data[a:b] for a, b in zip(edges, edges[1:])]
+    return [data[a:b] for a, b in zip(edges, edges[1:], strict=False)]
 
 
 CUTS = st.lists(st.integers(min_value=0, max_value=10_000), max_size=12)

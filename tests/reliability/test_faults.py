@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import pytest
 
 from tokenbench.cli.main import main
-from tokenbench.client.http import new_session, send
 from tokenbench.client.records import RequestRecord
 from tokenbench.client.request import Prompt, prepare
+from tokenbench.client.transport import new_session, send
 from tokenbench.metrics.verify import verdict
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
@@ -97,7 +97,7 @@ def check_request(req: dict, log: dict, exp: Expect, case: str) -> None:
         assert req["error_detail"], req
     # the client's arrival stamps are real: never before the server's write (same CLOCK_MONOTONIC)
     writes = log["write_ns"][:HALF] + log["write_ns"][HALF + 1:] if case == "invalid_json" else log["write_ns"]
-    assert all(t >= w for t, w in zip(arrivals(req), writes))
+    assert all(t >= w for t, w in zip(arrivals(req), writes, strict=False))
 
 
 def check_cell(doc: dict, log: list[dict], exp: Expect, case: str) -> int:
@@ -161,7 +161,7 @@ def test_succeeding_fault(case, tmp_path):
     assert 0 < faulty < N and code == 0 and doc["cells"][0]["status"] == "ok"
     summary = doc["cells"][0]["summary"]
     reqs = doc["cells"][0]["requests"]
-    hit = [r for r, e in zip(reqs, log) if e["fault"]]
+    hit = [r for r, e in zip(reqs, log, strict=False) if e["fault"]]
     if case == "missing_usage":
         # tokens counted from the chunks, and both the request and the summary say so
         assert summary["usage_source"] == {"chunks": faulty, "server": N - faulty}
@@ -173,7 +173,7 @@ def test_succeeding_fault(case, tmp_path):
         assert summary["max_ttft_ms"] >= SLOW_S * 1e3 > summary["min_ttft_ms"]
     if case == "stall_within_timeout":
         # no failure, but the stall is visible as one long inter-token gap
-        gaps = [max(b - a for a, b in zip(r["token_offsets_ns"], r["token_offsets_ns"][1:])) for r in hit]
+        gaps = [max(b - a for a, b in zip(r["token_offsets_ns"], r["token_offsets_ns"][1:], strict=False)) for r in hit]
         assert min(gaps) >= 0.4e9 and summary["max_itl_ms"] >= 400
     check_db(tmp_path, doc)
 

@@ -17,7 +17,7 @@ import yaml
 from tokenbench.cli.main import main
 from tokenbench.client import api
 from tokenbench.deploy import container, lifecycle, profiles
-from tokenbench.deploy.secrets import Secrets, api_key_var, resolve
+from tokenbench.deploy.secret_refs import Secrets, api_key_var, resolve
 from tokenbench.errors import DeployError, SpecError
 
 from .helpers import error_lines, files_holding

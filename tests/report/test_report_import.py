@@ -28,7 +28,7 @@ def test_vllm_bench_serve_json(store):
     recs = run.timeline.requests
     assert len(recs) == 8 and recs[0].output_tokens == 4 and len(recs[0].token_times_ns) == 4
     assert recs[0].ttft_ns == pytest.approx(src["ttfts"][0] * 1e9, abs=1)
-    page = render.html.render(build_report(run, "en", check_run(run), "T"))
+    page = render.html_page.render(build_report(run, "en", check_run(run), "T"))
     assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
 
 

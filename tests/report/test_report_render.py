@@ -76,16 +76,16 @@ def test_star_exactly_on_over_capacity_cells(store, stored_run):
             for c in store.cells(stored_run) if c["over_capacity"]}
     assert over == {("slots2", "512/64", "c=2"), ("slots2", "512/64", "c=4"), ("slots4", "512/64", "c=4")}
     seen = set()
-    for (head, rows), cfg in zip(_tables(text, "### 5."), ("slots2", "slots4")):
+    for (head, rows), cfg in zip(_tables(text, "### 5."), ("slots2", "slots4"), strict=False):
         for row in rows:
-            for label, value in zip(head[1:4], row[1:4]):
+            for label, value in zip(head[1:4], row[1:4], strict=False):
                 starred = value.endswith("*") and not value.endswith("\\*")
                 assert starred == ((cfg, row[0], label) in over), (cfg, row[0], label, value)
                 if starred:
                     seen.add((cfg, row[0], label))
     assert seen == over
-    for (head, rows), (cfg, pair) in zip(_tables(text, "### 4."), [(c, p) for c in ("slots2", "slots4")
-                                                                    for p in ("128/32", "512/64")]):
+    for (_head, rows), (cfg, pair) in zip(_tables(text, "### 4."), [(c, p) for c in ("slots2", "slots4")
+                                                                    for p in ("128/32", "512/64")], strict=False):
         for row in rows:
             assert row[0].endswith("*") == ((cfg, pair, row[0].rstrip("*")) in over)
     # matrix + scaling tables mark each over cell once; the config comparison marks its 3 metrics of each
@@ -129,7 +129,7 @@ def test_timeline_cell_is_chosen_or_refused(store, stored_run):
 
 def test_html_is_self_contained_and_escapes_model_text(store, stored_run):
     doc = _doc(store, stored_run)
-    page = render.html.render(doc)
+    page = render.html_page.render(doc)
     assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", page, re.I)
     assert "<link" not in page and "@import" not in page and "url(" not in page
     assert "fetch(" not in page and "XMLHttpRequest" not in page

@@ -54,7 +54,7 @@ def test_reset_non_streaming(tmp_path):
 def test_stall(tmp_path):
     reply, rec = faulty(tmp_path, "stall", stream_body("a b", N))
     assert reply.error is None and len(content_chunks(reply)) == N and reply.lines[-1] == "data: [DONE]"
-    gaps = [b - a for a, b in zip(rec["write_ns"], rec["write_ns"][1:])]
+    gaps = [b - a for a, b in zip(rec["write_ns"], rec["write_ns"][1:], strict=False)]
     assert max(gaps) >= 0.3e9 and gaps.index(max(gaps)) == N // 2 - 1
 
 

@@ -20,7 +20,7 @@ def lateness_ms(records: list[dict]) -> list[float]:
     out = []
     for rec in records:
         last = -1
-        for write_ns, n in zip(rec["write_ns"], rec["tokens"]):
+        for write_ns, n in zip(rec["write_ns"], rec["tokens"], strict=False):
             last += n
             out.append((write_ns - rec["admitted_ns"] - (TTFT_MS + last * ITL_MS) * 1e6) / 1e6)
     return sorted(out)
@@ -91,7 +91,7 @@ def test_chunks_of_k_tokens_leave_when_their_last_token_is_due(tmp_path):
     (rec,) = read_log(tmp_path / "l")
     assert rec["tokens"] == [4, 4, 2]
     offsets = [(w - rec["admitted_ns"]) / 1e6 for w in rec["write_ns"]]
-    for got, due in zip(offsets, [TTFT_MS + 3 * ITL_MS, TTFT_MS + 7 * ITL_MS, TTFT_MS + 9 * ITL_MS]):
+    for got, due in zip(offsets, [TTFT_MS + 3 * ITL_MS, TTFT_MS + 7 * ITL_MS, TTFT_MS + 9 * ITL_MS], strict=False):
         assert due <= got < due + 5.0
 
 

@@ -25,8 +25,8 @@ def fake_run(tmp_path, monkeypatch):
 
     def run(argv, say, capture=False, env=None):
         calls.append(list(argv))
-        if argv[1:2] == [str(vllm_cpu.CONVERTER)]:
-            out = Path(argv[2])
+        if argv[1:3] == ["-I", str(vllm_cpu.CONVERTER)]:
+            out = Path(argv[3])
             out.mkdir()
             (out / "config.json").write_text("{}")
             assert env == {"HF_HUB_OFFLINE": "1"}

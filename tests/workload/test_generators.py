@@ -17,7 +17,7 @@ from tokenbench.client.request import Prompt, prepare
 from tokenbench.errors import UsageError
 from tokenbench.load.runner import run_phase
 from tokenbench.spec.bench import Load
-from tokenbench.workload import images, jsonl, prefix, sharegpt, trace
+from tokenbench.workload import images, jsonl, prefix, sharegpt, trace_replay
 from tokenbench.workload.chat import exact_text
 from tokenbench.workload.dataset import Filters, TextEntry, select
 from tokenbench.workload.vocab import Vocab
@@ -233,11 +233,11 @@ def test_image_parts_follow_the_text_in_one_user_message():
 # ---- traces ----
 
 def test_trace_example_rows_offsets_and_time_scale():
-    rows = trace.read_trace(str(EXAMPLES / "trace-mini.jsonl"))
+    rows = trace_replay.read_trace(str(EXAMPLES / "trace-mini.jsonl"))
     assert len(rows) == 40 and rows == sorted(rows, key=lambda r: r.timestamp_ms)
-    full, half = trace.offsets_ns(rows, 1.0), trace.offsets_ns(rows, 0.5)
+    full, half = trace_replay.offsets_ns(rows, 1.0), trace_replay.offsets_ns(rows, 0.5)
     assert full[0] == 0 and full[-1] == round((rows[-1].timestamp_ms - rows[0].timestamp_ms) * 1e6)
-    assert all(h == round(f / 2) for f, h in zip(full, half))
+    assert all(h == round(f / 2) for f, h in zip(full, half, strict=False))
 
 
 def test_trace_sorts_ignores_hash_ids_and_accepts_short_names(tmp_path):
@@ -245,9 +245,9 @@ def test_trace_sorts_ignores_hash_ids_and_accepts_short_names(tmp_path):
         {"timestamp": 300, "input_length": 5, "output_length": 2, "hash_ids": [1, 2]},
         {"timestamp": 100.5, "input_len": 7, "output_len": 3},
         {"timestamp": 100.5, "input_length": 9, "output_length": 4}])
-    rows = trace.read_trace(str(path))
+    rows = trace_replay.read_trace(str(path))
     assert [(r.timestamp_ms, r.input_len) for r in rows] == [(100.5, 7), (100.5, 9), (300, 5)]
-    assert trace.offsets_ns(rows, 2.0) == [0, 0, 399_000_000]
+    assert trace_replay.offsets_ns(rows, 2.0) == [0, 0, 399_000_000]
 
 
 @pytest.mark.parametrize("line,msg", [({"input_length": 3, "output_length": 1}, "'timestamp' is None"),
@@ -255,19 +255,19 @@ def test_trace_sorts_ignores_hash_ids_and_accepts_short_names(tmp_path):
                                       ({"timestamp": 0, "input_length": 3, "output_length": "2"}, "'output_length'")])
 def test_trace_bad_rows_name_the_line(tmp_path, line, msg):
     with pytest.raises(UsageError, match=r"t.jsonl:2: " + msg):
-        trace.read_trace(str(write(tmp_path, "t.jsonl", [{"timestamp": 0, "input_length": 1, "output_length": 1},
+        trace_replay.read_trace(str(write(tmp_path, "t.jsonl", [{"timestamp": 0, "input_length": 1, "output_length": 1},
                                                           line])))
 
 
 def test_trace_select_filters_forces_and_cuts():
-    rows = [trace.TraceRow(t, n, 8) for t, n in [(0, 10), (100, 2000), (200, 30), (300, 40), (900, 50)]]
-    r = trace.select(rows, 1.0, Filters(max_total=1024), 4, num_prompts=None, duration_s=0.25)
+    rows = [trace_replay.TraceRow(t, n, 8) for t, n in [(0, 10), (100, 2000), (200, 30), (300, 40), (900, 50)]]
+    r = trace_replay.select(rows, 1.0, Filters(max_total=1024), 4, num_prompts=None, duration_s=0.25)
     assert [x.input_len for x in r.rows] == [10, 30] and r.offsets_ns == [0, 200_000_000] and r.dropped == 1
     assert all(x.output_len == 4 for x in r.rows)
-    r = trace.select(rows, 0.1, Filters(), None, num_prompts=3)
+    r = trace_replay.select(rows, 0.1, Filters(), None, num_prompts=3)
     assert [x.input_len for x in r.rows] == [10, 2000, 30] and r.offsets_ns == [0, 10_000_000, 20_000_000]
     with pytest.raises(UsageError, match="no trace row"):
-        trace.select(rows, 1.0, Filters(max_input_len=1), None)
+        trace_replay.select(rows, 1.0, Filters(max_input_len=1), None)
 
 
 # ---- the runner's explicit offsets, on a fake clock ----

@@ -17,7 +17,7 @@ from tokenbench.load.bench import run_bench
 from tokenbench.load.target import resolve
 from tokenbench.spec.bench import BenchSpec
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
-from tokenbench.workload import images, trace
+from tokenbench.workload import images, trace_replay
 from tokenbench.workload.sharegpt import read_sharegpt
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -117,12 +117,12 @@ def test_trace_replay_keeps_the_scaled_schedule(ref):
     path = str(EXAMPLES / "trace-mini.jsonl")
     cell = run_cell(ref.url, {"kind": "trace", "dataset_path": path, "time_scale": 0.25, "output_len": 4},
                     {"arrival": "trace", "warmup_requests": 1})
-    expected = trace.offsets_ns(trace.read_trace(path), 0.25)
+    expected = trace_replay.offsets_ns(trace_replay.read_trace(path), 0.25)
     t0 = min(r.intended_ns for r in cell.records)
     assert [r.intended_ns - t0 for r in cell.records] == expected      # absolute times, exactly the trace
     assert all(r.sent_ns >= r.intended_ns for r in cell.records)       # never early
     assert cell.summary["arrival"] == "trace" and cell.summary["trace_rows"] == 40
-    assert [r.input_len for r in cell.records] == [r.input_len for r in trace.read_trace(path)]
+    assert [r.input_len for r in cell.records] == [r.input_len for r in trace_replay.read_trace(path)]
 
 
 @pytest.mark.engine

@@ -11,7 +11,7 @@ import pytest
 from tokenbench.load.bench import run_bench
 from tokenbench.load.target import resolve
 from tokenbench.spec.bench import BenchSpec
-from tokenbench.workload import trace
+from tokenbench.workload import trace_replay
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(300)]
 
@@ -72,7 +72,7 @@ def test_trace_replay(llamacpp_server):
     path = str(EXAMPLES / "trace-mini.jsonl")
     cell = measured(llamacpp_server, {"kind": "trace", "dataset_path": path, "output_len": 3},
                     {"arrival": "trace", "num_prompts": 6, "max_concurrency": 4, "warmup_requests": 1})
-    rows = trace.read_trace(path)[:6]
+    rows = trace_replay.read_trace(path)[:6]
     assert [r.prompt_tokens for r in cell.records] == [r.input_len for r in rows]
     t0 = min(r.intended_ns for r in cell.records)
-    assert [r.intended_ns - t0 for r in cell.records] == trace.offsets_ns(rows, 1.0)
+    assert [r.intended_ns - t0 for r in cell.records] == trace_replay.offsets_ns(rows, 1.0)

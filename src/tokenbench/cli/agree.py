@@ -168,7 +168,7 @@ def compare(conc: int, ours: list[dict], theirs: list[dict]) -> list[Row]:
     """One row per metric: each tool's mean over its runs, and the spread of the per-run differences."""
     rows = []
     for label, key in METRICS:
-        pairs = [(_num(a.get(key)), _num(b.get(key))) for a, b in zip(ours, theirs)]
+        pairs = [(_num(a.get(key)), _num(b.get(key))) for a, b in zip(ours, theirs, strict=False)]
         runs = tuple((a - b) / b for a, b in pairs if a is not None and b)
         rows.append(Row(conc, label, _mean([a for a, _ in pairs]), _mean([b for _, b in pairs]), runs))
     return rows

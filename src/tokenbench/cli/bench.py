@@ -14,8 +14,8 @@ from tokenbench.errors import MeasurementError, UsageError
 from tokenbench.load.bench import run_bench
 from tokenbench.load.cell import CellResult
 from tokenbench.load.target import ResolvedTarget, check_context, resolve
-from tokenbench.store.writer import ResultWriter
 from tokenbench.spec.bench import FIXED_LENGTH_KINDS, BenchSpec, Load, Workload
+from tokenbench.store.writer import ResultWriter
 
 # --dataset-name's knobs: flag -> Workload field (the help text is the field's description)
 WORKLOAD_FLAGS = ("dataset_path", "min_input_len", "max_input_len", "min_output_len", "max_output_len",

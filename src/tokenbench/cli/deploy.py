@@ -15,7 +15,7 @@ from tokenbench.client import api
 from tokenbench.deploy import lifecycle, profiles, readiness, state
 from tokenbench.deploy.facts import ServerFacts
 from tokenbench.errors import DeployError, UsageError
-from tokenbench.spec.profile import Profile
+from tokenbench.spec.deploy_profile import Profile
 
 SET_HELP = "override a profile field, e.g. --set parallelism.slots=8 (repeatable)"
 

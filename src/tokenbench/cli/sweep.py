@@ -12,7 +12,7 @@ from tokenbench.spec.loader import load_file, load_model
 from tokenbench.spec.sweep import SweepSpec
 from tokenbench.store import environment
 from tokenbench.store.db import Store, default_db_path
-from tokenbench.sweep.plan import PlannedCell, Plan, check_context, kv_demand, max_fitting_concurrency, plan
+from tokenbench.sweep.plan import Plan, PlannedCell, check_context, kv_demand, max_fitting_concurrency, plan
 from tokenbench.sweep.run import SweepEvents, SweepRunner
 from tokenbench.sweep.servers import expected_ctx, load_profile
 

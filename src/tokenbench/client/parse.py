@@ -157,7 +157,7 @@ def _continuous_counts(st: _State) -> None:
     marks = st.chunk_usage
     if len(marks) < 2 or any(not isinstance(m, int) for m in marks):
         return
-    steps = [b - a for a, b in zip([0, *marks], marks)]
+    steps = [b - a for a, b in zip([0, *marks], marks, strict=False)]
     if all(k > 0 for k in steps):
         st.counts = steps
 

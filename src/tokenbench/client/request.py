@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from urllib.parse import urlsplit
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 
 @dataclass(slots=True, frozen=True)

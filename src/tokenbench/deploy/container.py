@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 
 from tokenbench.errors import DeployError, UsageError
-from tokenbench.spec.profile import HostTuning, Profile
+from tokenbench.spec.deploy_profile import HostTuning, Profile
 
 ASCEND_CONTROL_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
 VISIBLE_ENV = {"ascend": "ASCEND_RT_VISIBLE_DEVICES", "nvidia": "CUDA_VISIBLE_DEVICES"}

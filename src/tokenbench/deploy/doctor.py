@@ -21,7 +21,7 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tokenbench.spec.profile import HostTuning
+from tokenbench.spec.deploy_profile import HostTuning
 
 Value = str | int | float | None
 

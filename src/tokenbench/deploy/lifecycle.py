@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tokenbench.deploy import local, models, readiness, secrets, state
+from tokenbench.deploy import local, models, readiness, secret_refs, state
 from tokenbench.deploy.engines import engine_module, served_model
 from tokenbench.deploy.facts import ServerFacts
 from tokenbench.deploy.state import DeploymentState
 from tokenbench.errors import DeployError
-from tokenbench.spec.profile import Profile
+from tokenbench.spec.deploy_profile import Profile
 
 Say = Callable[[str], None]
 GRACE_S = 10.0
@@ -128,7 +128,7 @@ def launch(profile: Profile, state_dir: str | Path | None = None, say: Say = lam
     argv = command_for(profile, port)
     if profile.runs_in == "container":
         _container().preflight(profile, port)          # no docker engine: fails here, nothing created
-    secret = secrets.resolve(profile)                  # a missing host variable fails here, before launch
+    secret = secret_refs.resolve(profile)                  # a missing host variable fails here, before launch
     directory = state.state_dir(state_dir)
     reap_orphans(directory, say)
     dep_id = f"{profile.name}-{port}"

@@ -15,7 +15,6 @@ import psutil
 
 from tokenbench.errors import DeployError
 
-
 PR_SET_PDEATHSIG = 1
 
 

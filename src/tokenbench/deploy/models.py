@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tokenbench.errors import DeployError
-from tokenbench.spec.profile import ModelRef
+from tokenbench.spec.deploy_profile import ModelRef
 
 CACHE_ENV = "TOKENBENCH_CACHE"
 

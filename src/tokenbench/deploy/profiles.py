@@ -11,8 +11,8 @@ import yaml
 from pydantic import BaseModel
 
 from tokenbench.errors import SpecError
+from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.loader import apply_overrides, load_model, parse_yaml
-from tokenbench.spec.profile import Profile
 
 SUFFIXES = (".yaml", ".yml")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tokenbench.client import api
 from tokenbench.errors import DeployError
-from tokenbench.spec.profile import Readiness
+from tokenbench.spec.deploy_profile import Readiness
 
 TAIL_LINES = 20
 

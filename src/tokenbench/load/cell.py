@@ -8,17 +8,17 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tokenbench.client.http import Session, send
 from tokenbench.client.records import RequestRecord
 from tokenbench.client.request import PreparedRequest, Prompt, prepare
-from tokenbench.load.runner import CellRun, run_phase
+from tokenbench.client.transport import Session, send
+from tokenbench.errors import UsageError
 from tokenbench.load.ray_workers import run_ray
-from tokenbench.load.workers import run_workers
+from tokenbench.load.runner import CellRun, run_phase
 from tokenbench.load.target import ResolvedTarget
+from tokenbench.load.workers import run_workers
 from tokenbench.metrics.summary import summarize
 from tokenbench.metrics.verify import client_health_verdict, verdict
 from tokenbench.spec.bench import SLO, Load, Workload
-from tokenbench.errors import UsageError
 from tokenbench.workload.build import build_cell
 
 

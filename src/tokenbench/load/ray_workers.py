@@ -15,8 +15,8 @@ import threading
 import time
 from collections.abc import Sequence
 
-from tokenbench.client.http import new_session, send
 from tokenbench.client.records import RequestRecord
+from tokenbench.client.transport import new_session, send
 from tokenbench.errors import UsageError
 from tokenbench.load.runner import CellRun, run_phase
 from tokenbench.load.workers import WorkerJob, make_jobs, merge_health, reindex
@@ -95,14 +95,14 @@ def run_ray(address: str, n: int, warmup: Sequence, warmup_load: Load | None, me
     actors = [actor_cls.remote(timeout_s) for _ in range(n)]
     jobs = make_jobs(n, warmup, warmup_load, measure, load, seed, timeout_s)
     try:
-        warm = [r for part in ray.get([a.warmup.remote(j) for a, j in zip(actors, jobs)]) for r in part]
+        warm = [r for part in ray.get([a.warmup.remote(j) for a, j in zip(actors, jobs, strict=False)]) for r in part]
         offsets = [clock_offset(ray, a) for a in actors]
         start = time.perf_counter_ns() + START_MARGIN_NS
-        parts = ray.get([a.measure.remote(j, start + off) for a, j, off in zip(actors, jobs, offsets)])
+        parts = ray.get([a.measure.remote(j, start + off) for a, j, off in zip(actors, jobs, offsets, strict=False)])
     finally:
         for a in actors:
             ray.kill(a)
-    recs = [r for (records, _), off in zip(parts, offsets) for r in to_driver_clock(records, off)]
+    recs = [r for (records, _), off in zip(parts, offsets, strict=False) for r in to_driver_clock(records, off)]
     warm = to_driver_clock(warm, 0)
     health = merge_health([h for _, h in parts])
     health["clock_offsets_ns"] = offsets

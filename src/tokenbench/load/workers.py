@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tokenbench.client.http import new_session, send
 from tokenbench.client.records import RequestRecord
 from tokenbench.client.request import PreparedRequest
+from tokenbench.client.transport import new_session, send
 from tokenbench.errors import UsageError
 from tokenbench.load.runner import CellRun, run_phase
 from tokenbench.spec.bench import Load

@@ -33,7 +33,7 @@ def ntpot_ms(r: RequestRecord) -> float | None:
 def itl_ms(r: RequestRecord) -> list[float]:
     """Inter-token latencies: gaps between consecutive token-bearing chunks."""
     t = r.token_times_ns
-    return [(b - a) / NS_PER_MS for a, b in zip(t, t[1:])]
+    return [(b - a) / NS_PER_MS for a, b in zip(t, t[1:], strict=False)]
 
 
 def queue_ms(r: RequestRecord) -> float:

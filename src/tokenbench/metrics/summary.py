@@ -133,10 +133,10 @@ def _steady(ok: Sequence[RequestRecord], window: tuple[int, int] | None) -> dict
         return dict.fromkeys(keys)
     a, b = window
     dur = (b - a) / NS
-    out_tok = sum(c for r in ok for t, c in zip(r.token_times_ns, r.token_counts) if a <= t <= b)
+    out_tok = sum(c for r in ok for t, c in zip(r.token_times_ns, r.token_counts, strict=False) if a <= t <= b)
     in_tok = sum(r.prompt_tokens or r.input_len for r in ok if r.token_times_ns and a <= r.token_times_ns[0] <= b)
     done = sum(1 for r in ok if a <= r.end_ns <= b)
-    return dict(zip(keys, (dur, done / dur, out_tok / dur, (in_tok + out_tok) / dur)))
+    return dict(zip(keys, (dur, done / dur, out_tok / dur, (in_tok + out_tok) / dur), strict=False))
 
 
 def summarize(recs: Sequence[RequestRecord], load: Load, input_len: int, output_len: int,

@@ -191,7 +191,7 @@ class _Reader:
         self.chips.append(_chip(head, sub, ints, cells[1]))
 
     def _process_row(self, cells: list[str]) -> None:
-        row = dict(zip(self.proc_keys, cells))
+        row = dict(zip(self.proc_keys, cells, strict=False))
         ids = [integer(tok) for tok in row.get("npu", "").split()]
         pid = integer(row.get("pid", ""))
         if not ids or ids[0] is None or pid is None:
@@ -237,7 +237,7 @@ def _assign(fields: list[Field], keys: tuple[str, ...], default: tuple[str, ...]
     """Match values to header names; if the counts disagree, fall back to the classic layout."""
     if len(fields) != len(keys) and len(fields) == len(default):
         keys = default
-    return dict(zip(keys, fields))
+    return dict(zip(keys, fields, strict=False))
 
 
 def _proc_keys(cells: list[str]) -> tuple[str, ...]:

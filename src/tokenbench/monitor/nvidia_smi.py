@@ -42,7 +42,7 @@ def parse_nvidia_smi(text: str, query: tuple[str, ...] = QUERY) -> list[GpuReadi
     if not lines:
         raise UsageError("the nvidia-smi text is empty", "pass the CSV printed by `nvidia-smi --query-gpu=...`")
     columns, rows = (_header(lines[0]), lines[1:]) if _is_header(lines[0]) else (_norm_all(query), lines)
-    readings = [_reading(dict(zip(columns, cells)), n) for n, cells in enumerate(_rows(rows, len(columns)))]
+    readings = [_reading(dict(zip(columns, cells, strict=False)), n) for n, cells in enumerate(_rows(rows, len(columns)))]
     if not readings:
         raise UsageError(
             f"no nvidia-smi row has the {len(columns)} expected columns (text starts with {clip(text)!r})",

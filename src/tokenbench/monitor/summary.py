@@ -120,7 +120,7 @@ def _trapezoid_j(points: list[tuple[int, float]]) -> Number:
     """Energy in joules: trapezoid rule over (t_ns, watts); None with fewer than two points."""
     if len(points) < 2:
         return None
-    return sum((w0 + w1) / 2 * (t1 - t0) / 1e9 for (t0, w0), (t1, w1) in zip(points, points[1:]))
+    return sum((w0 + w1) / 2 * (t1 - t0) / 1e9 for (t0, w0), (t1, w1) in zip(points, points[1:], strict=False))
 
 
 def _counter_increase(values: list[float]) -> Number:
@@ -128,7 +128,7 @@ def _counter_increase(values: list[float]) -> Number:
     if not values:
         return None
     increase = 0.0
-    for before, after in zip(values, values[1:]):
+    for before, after in zip(values, values[1:], strict=False):
         increase += after - before if after >= before else after
     return increase
 

@@ -103,7 +103,7 @@ def side_by_side(cols: list[Column], key: str, digits: int, lang: str, pair: tup
         if all(v is None for v in vals):
             continue
         label = next(c.load_label for c in cells if c)
-        row: list = [label] + [Cell(num(v, digits), over=bool(c and c.over_capacity)) for c, v in zip(cells, vals)]
+        row: list = [label] + [Cell(num(v, digits), over=bool(c and c.over_capacity)) for c, v in zip(cells, vals, strict=False)]
         rows.append(row + [ratio(vals[0], v) for v in vals[1:]])
     return Table(head, rows, role="compare") if rows else None
 

@@ -86,12 +86,12 @@ def cache_state(col: Column, cells: list[CellInfo]) -> str | None:
 
 
 def _values(cols: list[Column], vals: list) -> str:
-    return ", ".join(f"{c.label}={'-' if v is None else v}" for c, v in zip(cols, vals))
+    return ", ".join(f"{c.label}={'-' if v is None else v}" for c, v in zip(cols, vals, strict=False))
 
 
 def _compare(lang: str, what: str, cols: list[Column], vals: list, where: str, numeric: bool) -> list[Issue]:
     known = [v for v in vals if v is not None]
-    missing = [c.label for c, v in zip(cols, vals) if v is None]
+    missing = [c.label for c, v in zip(cols, vals, strict=False) if v is None]
     out = []
     if missing:
         out.append(Issue("unknown", t(lang, "fair.unknown", what=t(lang, what), columns=", ".join(missing))))
@@ -120,7 +120,7 @@ def check(cols: list[Column], lang: str) -> list[Issue]:
     issues += _compare(lang, "fair.sampling", cols, [sampling(c) for c in cols], "", False)
     issues += _compare(lang, "fair.ignore_eos", cols, [ignore_eos(c) for c in cols], "", False)
     cells = [[col.cell(p, x) for p, x in common] for col in cols]
-    issues += _compare(lang, "fair.cache", cols, [cache_state(c, cs) for c, cs in zip(cols, cells)], "", False)
+    issues += _compare(lang, "fair.cache", cols, [cache_state(c, cs) for c, cs in zip(cols, cells, strict=False)], "", False)
     return _dedupe(issues)
 
 

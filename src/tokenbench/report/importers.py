@@ -136,7 +136,7 @@ def _vllm_records(doc: dict) -> list[RequestRecord]:
     itls, ins, outs = doc.get("itls") or [[]] * len(lat), doc.get("input_lens") or [], doc.get("output_lens") or []
     errors, texts = doc.get("errors") or [""] * len(lat), doc.get("generated_texts") or [""] * len(lat)
     t0, out = min(starts), []
-    for i, (s, e2e, ttft) in enumerate(zip(starts, lat, ttfts)):
+    for i, (s, e2e, ttft) in enumerate(zip(starts, lat, ttfts, strict=False)):
         sent = int((s - t0) * 1e9)
         times = [sent + int(ttft * 1e9)] if ttft else []
         for gap in itls[i] if i < len(itls) else []:

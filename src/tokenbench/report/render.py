@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tokenbench.errors import UsageError
-from tokenbench.report import html, markdown
+from tokenbench.report import html_page, markdown
 from tokenbench.report.document import Document
 from tokenbench.report.svg import standalone
 
@@ -36,5 +36,5 @@ def write(doc: Document, out_dir: str | Path, formats: list[str], stem: str = "r
         paths[-1].write_text(markdown.render(doc), encoding="utf-8")
     if "html" in formats:
         paths.append(out / f"{stem}{suffix}.html")
-        paths[-1].write_text(html.render(doc), encoding="utf-8")
+        paths[-1].write_text(html_page.render(doc), encoding="utf-8")
     return paths

@@ -117,7 +117,7 @@ def _axes(fr: Frame, xlabel: str, ylabel: str) -> list[str]:
 
 def _legend(names: list[str], colors: list[str]) -> list[str]:
     out = []
-    for i, (name, color) in enumerate(zip(names, colors)):
+    for i, (name, color) in enumerate(zip(names, colors, strict=False)):
         y = TOP + 8 + i * 20
         short = name if len(name) <= 26 else name[:25] + "…"
         out.append(f'<g class="legend" data-s="{i}" style="cursor:pointer"><title>{esc(name)}</title>'
@@ -135,7 +135,7 @@ def line_chart(title: str, xlabel: str, ylabel: str, series: list[Series], logx:
     fr = Frame(xs, max(p[1] for p in pts) * 1.05, logx, xmin=0 if not logx and min(xs) >= 0 else None)
     out = _open(title) + _axes(fr, xlabel, ylabel)
     colors = [PALETTE[i % len(PALETTE)] for i in range(len(series))]
-    for i, (s, color) in enumerate(zip(series, colors)):
+    for i, (s, color) in enumerate(zip(series, colors, strict=False)):
         ordered = sorted(s.points)
         path = " ".join(f"{f(fr.px(x))},{f(fr.py(y))}" for x, y, _ in ordered)
         out.append(f'<g class="series" data-s="{i}">')

@@ -52,8 +52,8 @@ def server_configs(spec: SweepSpec) -> list[ServerConfig]:
     keys = list(spec.vary)
     out = []
     for values in itertools.product(*(spec.vary[k] for k in keys)):
-        name = ",".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in zip(keys, values))
-        out.append(ServerConfig(name, tuple(f"{k}={v}" for k, v in zip(keys, values))))
+        name = ",".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in zip(keys, values, strict=False))
+        out.append(ServerConfig(name, tuple(f"{k}={v}" for k, v in zip(keys, values, strict=False))))
     return out
 
 

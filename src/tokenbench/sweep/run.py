@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tokenbench.client import api
-from tokenbench.client.http import new_session
+from tokenbench.client.transport import new_session
 from tokenbench.deploy.facts import ServerFacts
-from tokenbench.deploy.secrets import api_key_var
+from tokenbench.deploy.secret_refs import api_key_var
 from tokenbench.errors import DeployError
 from tokenbench.load.cell import CellResult, run_cell
 from tokenbench.load.target import resolve
@@ -22,8 +22,15 @@ from tokenbench.spec.bench import Target
 from tokenbench.store.db import Store
 from tokenbench.sweep import capacity
 from tokenbench.sweep.monitoring import cell_monitor
-from tokenbench.sweep.plan import (Plan, PlannedCell, ServerConfig, capacity_load, check_context, kv_demand,
-                                   over_capacity)
+from tokenbench.sweep.plan import (
+    Plan,
+    PlannedCell,
+    ServerConfig,
+    capacity_load,
+    check_context,
+    kv_demand,
+    over_capacity,
+)
 from tokenbench.sweep.servers import Server, server_for
 
 RESET_PATHS = {"vllm": "/reset_prefix_cache", "sglang": "/flush_cache"}

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from tokenbench.deploy.facts import ServerFacts
-from tokenbench.spec.profile import Profile
+from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.sweep import SweepTarget
 from tokenbench.sweep.plan import ServerConfig
 

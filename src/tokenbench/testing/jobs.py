@@ -139,7 +139,7 @@ def whole_body(cfg: ReferenceConfig, job: Job, rid: str, outs: list[list[int]], 
                     "token_ids": outs[0], "logprobs": None, "finish_reason": finish}]
     else:
         choices = [{"index": i, "text": t, "token_ids": ids, "logprobs": None, "finish_reason": finish}
-                   for i, (t, ids) in enumerate(zip(texts, outs))]
+                   for i, (t, ids) in enumerate(zip(texts, outs, strict=False))]
     body = {"id": rid, "object": "chat.completion" if job.api == "chat" else "text_completion",
             "created": int(time.time()), "model": cfg.model, "choices": choices}
     if job.usage:

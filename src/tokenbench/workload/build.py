@@ -18,7 +18,7 @@ from typing import Protocol
 from tokenbench.client.request import Prompt
 from tokenbench.spec.bench import Workload
 from tokenbench.workload import images as img
-from tokenbench.workload import prefix, trace
+from tokenbench.workload import prefix, trace_replay
 from tokenbench.workload.chat import ServerTokenizer, Tokenizer, chat_template_overhead, exact_text, image_tokens
 from tokenbench.workload.dataset import Draft, Filters, TextEntry, select
 from tokenbench.workload.jsonl import read_prompts
@@ -151,8 +151,8 @@ def _image(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) 
 
 def _trace(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
     wl = c.wl
-    rows = trace.read_trace(wl.dataset_path)
-    replay = trace.select(rows, wl.time_scale, Filters.of(wl, c.t.max_model_len), wl.output_len, n_meas, duration_s)
+    rows = trace_replay.read_trace(wl.dataset_path)
+    replay = trace_replay.select(rows, wl.time_scale, Filters.of(wl, c.t.max_model_len), wl.output_len, n_meas, duration_s)
     lengths = [(r.input_len, r.output_len) for r in replay.rows]
     warm = [lengths[i % len(lengths)] for i in range(n_warm)]
     facts = {"dataset_path": wl.dataset_path, "time_scale": wl.time_scale, "trace_rows": len(rows),

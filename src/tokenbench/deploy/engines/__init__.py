@@ -20,9 +20,9 @@ from types import ModuleType
 
 from tokenbench.client import api
 from tokenbench.deploy.facts import ServerFacts
-from tokenbench.deploy.secrets import flag_name, secret_flags
+from tokenbench.deploy.secret_refs import flag_name, secret_flags
 from tokenbench.errors import DeployError
-from tokenbench.spec.profile import ArgValue, Profile
+from tokenbench.spec.deploy_profile import ArgValue, Profile
 
 
 def engine_module(name: str) -> ModuleType:
@@ -48,7 +48,7 @@ def served_model(profile: Profile) -> str | None:
 
 def profile_args(profile: Profile) -> list[str]:
     """Every engine's tail of argv: the profile's args (with `when` rules), its secret args as
-    `${VAR}` placeholders (deploy/secrets.py), then extra_args verbatim."""
+    `${VAR}` placeholders (deploy/secret_refs.py), then extra_args verbatim."""
     return flag_args(profile.effective_args()) + secret_flags(profile) + list(profile.extra_args)
 
 

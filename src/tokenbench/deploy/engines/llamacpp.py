@@ -14,7 +14,7 @@ from tokenbench.client import api
 from tokenbench.deploy import models
 from tokenbench.deploy.engines import profile_args
 from tokenbench.deploy.facts import ServerFacts
-from tokenbench.spec.profile import Profile
+from tokenbench.spec.deploy_profile import Profile
 
 LAUNCHER = "tokenbench.deploy.llamacpp_server"
 

@@ -11,7 +11,7 @@ from tokenbench.client import api
 from tokenbench.deploy.engines import profile_args
 from tokenbench.deploy.facts import ServerFacts
 from tokenbench.errors import UsageError
-from tokenbench.spec.profile import Profile
+from tokenbench.spec.deploy_profile import Profile
 
 PREFIX = ["python", "-m", "sglang.launch_server"]
 

@@ -15,7 +15,7 @@ from tokenbench.deploy import models
 from tokenbench.deploy.engines import profile_args
 from tokenbench.deploy.facts import ServerFacts
 from tokenbench.errors import UsageError
-from tokenbench.spec.profile import Profile
+from tokenbench.spec.deploy_profile import Profile
 
 PREFIX = ["vllm", "serve"]
 _SERIES = re.compile(r"^vllm:cache_config_info\{(?P<labels>[^}]*)\}", re.MULTILINE)

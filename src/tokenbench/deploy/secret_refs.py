@@ -13,7 +13,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from tokenbench.errors import DeployError
-from tokenbench.spec.profile import Profile
+from tokenbench.spec.deploy_profile import Profile
 
 API_KEY_FLAG = "api-key"      # llama.cpp, vLLM and SGLang all take the server's key as --api-key
 
