@@ -88,6 +88,7 @@ class ResponseFramer:
         out = bytearray()
         while self._buf and not self.complete:
             if self._state == "data":
+                assert self._remaining is not None        # set by the chunk-size line before "data"
                 take = bytes(self._buf[: self._remaining])
                 del self._buf[: len(take)]
                 out += take

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from tokenbench.client.records import Phase, RawExchange, RequestRecord
+from tokenbench.client.records import Phase, RawExchange, RequestRecord, UsageSource
 from tokenbench.client.request import PreparedRequest
 from tokenbench.client.sse import SSEDecoder
 
@@ -123,7 +123,7 @@ def _on_payload(st: _State, t_ns: int, payload: dict) -> None:
 def _on_event(st: _State, t_ns: int, data: str | None, malformed: str | None) -> None:
     if st.done:
         return
-    if malformed is not None:
+    if malformed is not None or data is None:
         _fail(st, "malformed_sse", f"not an SSE data line: {malformed}")
         return
     if data.strip() == "[DONE]":
@@ -154,15 +154,15 @@ def _decode(raw: RawExchange) -> _State:
 
 def _continuous_counts(st: _State) -> None:
     """With continuous usage on every token-bearing chunk, tokens per chunk are the usage increments."""
-    marks = st.chunk_usage
-    if len(marks) < 2 or any(not isinstance(m, int) for m in marks):
+    marks = [m for m in st.chunk_usage if isinstance(m, int)]
+    if len(marks) < 2 or len(marks) != len(st.chunk_usage):
         return
     steps = [b - a for a, b in zip([0, *marks], marks, strict=False)]
     if all(k > 0 for k in steps):
         st.counts = steps
 
 
-def _usage_fields(st: _State) -> tuple[int | None, int | None, int | None, str]:
+def _usage_fields(st: _State) -> tuple[int | None, int | None, int | None, UsageSource]:
     if st.usage is None:
         return None, (sum(st.counts) if st.counts else None), None, ("chunks" if st.counts else "none")
     details = st.usage.get("prompt_tokens_details") or {}

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 Phase = Literal["warmup", "measure"]
+UsageSource = Literal["server", "chunks", "none"]
 
 # Error kinds are data: a failed request keeps its partial timings and one of these kinds.
 ERROR_KINDS = (
@@ -59,7 +60,7 @@ class RequestRecord:
     images: int = 0                     # images sent with the prompt
     image_bytes: int = 0                # their decoded size
     image_count: int | None = None      # usage.prompt_tokens_details.image_count, when the server reports it
-    usage_source: Literal["server", "chunks", "none"] = "none"
+    usage_source: UsageSource = "none"
     finish_reason: str | None = None
     error_kind: str | None = None
     error_detail: str = ""

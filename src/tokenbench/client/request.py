@@ -70,7 +70,7 @@ def user_content(text: str, images: tuple[str, ...] = ()) -> str | list[dict]:
 
 
 def chat_body(model: str, prompt: Prompt) -> dict:
-    messages = [{"role": "user", "content": user_content(prompt.text, prompt.images)}]
+    messages = [{"role": "user", "content": user_content(prompt.text or "", prompt.images)}]
     return {"model": model, "messages": messages, **_sampling(prompt.output_len)}
 
 

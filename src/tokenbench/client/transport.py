@@ -32,7 +32,8 @@ class _Conn(asyncio.Protocol):
         self.closed = False
         self.body_head = bytearray()
 
-    def connection_made(self, transport: asyncio.Transport) -> None:
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
         self.transport = transport
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
@@ -43,13 +44,14 @@ class _Conn(asyncio.Protocol):
         self.done = asyncio.get_running_loop().create_future()
         self.body_head = bytearray()
         raw.sent_ns = now()
+        assert self.transport is not None
         self.transport.write(payload)
         return self.done
 
     def data_received(self, data: bytes) -> None:
         t = now()
         raw, framer = self.raw, self.framer
-        if raw is None or self.done.done():
+        if raw is None or framer is None or self.done is None or self.done.done():
             return
         try:
             body = framer.feed(data)
@@ -72,7 +74,7 @@ class _Conn(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self.raw is None or self.done is None or self.done.done():
+        if self.raw is None or self.framer is None or self.done is None or self.done.done():
             return
         self.framer.eof()
         if self.framer.complete:
@@ -83,16 +85,17 @@ class _Conn(asyncio.Protocol):
             self._finish("reset", f"connection closed mid-response ({exc or 'EOF'})")
 
     def _finish(self, kind: str | None, detail: str) -> None:
-        raw = self.raw
+        raw, framer, done, transport = self.raw, self.framer, self.done, self.transport
+        assert raw is not None and framer is not None and done is not None and transport is not None
         raw.end_ns = now()
         if kind is None and raw.status != 200:
             kind = "http_status"
             detail = f"HTTP {raw.status}: {self.body_head[:512].decode('utf-8', 'replace')}"
         raw.error_kind, raw.error_detail = kind, detail
-        if kind is not None or not self.framer.keep_alive:
+        if kind is not None or not framer.keep_alive:
             self.closed = True
-            self.transport.close()
-        self.done.set_result(None)
+            transport.close()
+        done.set_result(None)
 
 
 class Session:

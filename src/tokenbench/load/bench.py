@@ -17,10 +17,11 @@ async def run_bench(spec: BenchSpec, target: ResolvedTarget, on_cell: Callable[[
     results = []
     async with new_session(spec.target.timeout_s) as session:
         for load in spec.cells:
+            def progress(phase: str, done: int, total: int, load: Load = load) -> None:
+                on_progress(load, phase, done, total)
             result = await run_cell(
-                session, target, spec.workload, load, spec.slo,
-                allow_mismatch=spec.allow_length_mismatch, max_error_rate=spec.max_error_rate, workers=workers, ray_address=ray_address,
-                on_progress=lambda phase, done, total, load=load: on_progress(load, phase, done, total))
+                session, target, spec.workload, load, spec.slo, allow_mismatch=spec.allow_length_mismatch,
+                max_error_rate=spec.max_error_rate, workers=workers, ray_address=ray_address, on_progress=progress)
             on_cell(result)
             results.append(result)
     return results

@@ -56,8 +56,8 @@ def planned_count(load: Load) -> int | None:
     an upper bound from 1 request per 50 ms per slot). A trace: None (its rows decide)."""
     if load.num_prompts is not None or load.arrival == "trace":
         return load.num_prompts
-    per_s = load.request_rate * 1.5 if load.request_rate else load.concurrency * 20
-    return max(16, min(math.ceil(load.duration_s * per_s), MAX_PREPARED))
+    per_s = load.request_rate * 1.5 if load.request_rate else (load.concurrency or 1) * 20
+    return max(16, min(math.ceil((load.duration_s or 0.0) * per_s), MAX_PREPARED))
 
 
 def _prepare(t: ResolvedTarget, wl: Workload, prompts: list[Prompt]) -> list[PreparedRequest]:
@@ -71,14 +71,14 @@ def _warmup_load(load: Load, count: int) -> Load | None:
     return Load(concurrency=width, num_prompts=count)
 
 
-async def _in_process(session: Session, warm_r: list, warm_load: Load, meas_r: list, load: Load, seed: int,
+async def _in_process(session: Session, warm_r: list, warm_load: Load | None, meas_r: list, load: Load, seed: int,
                       on_progress: Callable[[str, int, int], None],
                       offsets: list[int] | None = None) -> tuple[list, CellRun]:
     async def do_send(req: PreparedRequest, intended: int):
         return await send(session, req, intended)
 
     warm: list = []
-    if warm_r:
+    if warm_r and warm_load is not None:
         done = iter(range(1, len(warm_r) + 1))
         warm = (await run_phase(do_send, warm_r, warm_load, "warmup",
                                 on_done=lambda: on_progress("warmup", next(done), len(warm_r)))).records

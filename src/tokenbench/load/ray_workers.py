@@ -47,7 +47,7 @@ class ClientActor:
         return await send(self.session, req, intended)
 
     def warmup(self, job: WorkerJob) -> list[RequestRecord]:
-        if not job.warmup:
+        if not job.warmup or job.warmup_load is None:
             return []
         return reindex(self._run(run_phase(self._send, job.warmup, job.warmup_load, "warmup")).records, job)
 
@@ -58,13 +58,14 @@ class ClientActor:
 
 
 def clock_offset(ray, actor) -> int:
-    best = None
+    best: tuple[int, int] | None = None
     for _ in range(PROBES):
         t0 = time.perf_counter_ns()
         remote = ray.get(actor.clock.remote())
         t1 = time.perf_counter_ns()
         if best is None or t1 - t0 < best[0]:
             best = (t1 - t0, remote - (t0 + t1) // 2)
+    assert best is not None                       # PROBES >= 1
     return best[1]
 
 

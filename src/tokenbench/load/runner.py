@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from tokenbench.client.parse import parse_exchange
@@ -71,10 +71,10 @@ async def _open_loop(send: Send, pool: _Pool, load: Load, rng: random.Random, cl
         out.append((i, req, raw))
         on_done()
 
-    if offsets is None:
-        offsets = offsets_ns(load.request_rate, load.arrival, rng, len(pool.requests), load.duration_s)
+    schedule: Iterable[int] = offsets if offsets is not None else offsets_ns(
+        load.request_rate or 0.0, load.arrival, rng, len(pool.requests), load.duration_s)
     tasks = []
-    for off in offsets:
+    for off in schedule:
         await clock.sleep_until(t0 + off)
         item = pool.take()
         if item is None:
@@ -101,7 +101,8 @@ async def run_phase(send: Send, requests: Sequence[PreparedRequest], load: Load,
     clock = clock or MonotonicClock()
     if start_ns is not None:
         await clock.sleep_until(start_ns)
-    pool, out, probe = _Pool(requests), [], LoopLagProbe()
+    pool, probe = _Pool(requests), LoopLagProbe()
+    out: list[tuple[int, PreparedRequest, RawExchange]] = []
     gc.collect()
     gc.disable()   # a full collection mid-cell stalls the loop for tens of ms; collect after instead
     probe.start()

@@ -35,11 +35,11 @@ def split_load(load: Load, n: int) -> list[Load]:
                          "use at most as many workers as concurrent requests")
     out = []
     for i in range(n):
-        update = {"num_prompts": split_width(load.num_prompts, n, i)}
+        update: dict[str, object] = {"num_prompts": split_width(load.num_prompts, n, i)}
         if load.concurrency is not None:
             update["concurrency"] = split_width(load.concurrency, n, i)
         else:
-            update["request_rate"] = load.request_rate / n
+            update["request_rate"] = (load.request_rate or 0.0) / n
             update["max_concurrency"] = split_width(load.max_concurrency, n, i)
         out.append(load.model_copy(update=update))
     return out
@@ -62,7 +62,7 @@ async def _worker_async(job: WorkerJob, sync, progress) -> tuple[list, list, dic
         async def do_send(req, intended):
             return await send(session, req, intended)
         warm = []
-        if job.warmup:
+        if job.warmup and job.warmup_load is not None:
             warm = (await run_phase(do_send, job.warmup, job.warmup_load, "warmup")).records
         start_ns = await asyncio.get_running_loop().run_in_executor(None, sync.arrive_and_wait)
         run = await run_phase(do_send, job.measure, job.load, "measure", seed=job.seed + job.worker,

@@ -50,10 +50,10 @@ def _counts(recs: Sequence[RequestRecord]) -> dict:
 def _cache(ok: Sequence[RequestRecord]) -> dict:
     """Prefix-cache hits as the server reports them (usage.prompt_tokens_details.cached_tokens); empty
     when no request reported them."""
-    told = [r for r in ok if r.cached_tokens is not None and r.prompt_tokens]
+    told = [(r.cached_tokens, r.prompt_tokens) for r in ok if r.cached_tokens is not None and r.prompt_tokens]
     if not told:
         return {}
-    cached, prompt = sum(r.cached_tokens for r in told), sum(r.prompt_tokens for r in told)
+    cached, prompt = sum(c for c, _ in told), sum(p for _, p in told)
     return {"total_cached_tokens": cached, "cache_hit_rate": cached / prompt, "cache_reported_requests": len(told)}
 
 
@@ -116,7 +116,8 @@ def steady_window(recs: Sequence[RequestRecord], load: Load) -> tuple[int, int] 
     cap = load.in_flight_cap if load.concurrency is not None else None
     if cap is None:
         mean_e2e = sum(r.e2el_ns for r in recs) / len(recs)
-        start, end = min(r.sent_ns for r in recs) + int(mean_e2e), max(r.sent_ns for r in recs)
+        start = min(r.sent_ns for r in recs) + int(mean_e2e)
+        end: int | None = max(r.sent_ns for r in recs)
     else:
         full = [t for t, level in in_flight_steps(recs) if level >= cap]
         if len(full) < 2:

@@ -15,9 +15,10 @@ def diagnose_mismatch(recs: Sequence[RequestRecord]) -> str:
     if short and all(r.finish_reason == "stop" for r in short):
         return ("the server stopped at end-of-sequence before max_tokens: it likely ignores "
                 "ignore_eos/min_tokens (enable them on the server, or pass --allow-length-mismatch)")
-    prompt_off = [r for r in bad if r.prompt_tokens is not None and r.prompt_tokens != r.input_len]
+    prompt_off = [r.prompt_tokens - r.input_len for r in bad if r.prompt_tokens is not None
+                  and r.prompt_tokens != r.input_len]
     if prompt_off:
-        diff = Counter(r.prompt_tokens - r.input_len for r in prompt_off).most_common(1)[0][0]
+        diff = Counter(prompt_off).most_common(1)[0][0]
         return (f"the server counted {diff:+d} prompt tokens versus what was sent: it likely adds special "
                 "tokens (BOS) or re-tokenizes text; use --api completions with token ids")
     return "the server returned a different number of tokens than asked (see each request's error_detail)"

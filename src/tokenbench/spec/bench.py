@@ -53,7 +53,7 @@ class WorkloadSource(StrictModel):
                              "(filter them with min_input_len / max_input_len)")
         if kind in DATASET_KINDS and not self.dataset_path:
             raise ValueError(f"a {kind} workload needs dataset_path (--dataset-path FILE)")
-        if kind == "prefix" and (self.prefix_len is None or self.prefix_len >= input_len):
+        if kind == "prefix" and (self.prefix_len is None or input_len is None or self.prefix_len >= input_len):
             raise ValueError(f"a prefix workload needs 0 < prefix_len < input_len (got prefix_len="
                              f"{self.prefix_len}, input_len={input_len}): input_len counts prefix + unique suffix")
         for name in ("prefix_len",) if kind != "prefix" else ():

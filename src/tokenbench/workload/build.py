@@ -30,11 +30,16 @@ from tokenbench.workload.vocab import Vocab
 class Target(Protocol):
     """What a workload needs to know about the server (load.target.ResolvedTarget has it)."""
 
-    base_url: str
-    model: str
-    api_key: str | None
-    vocab: Vocab
-    max_model_len: int | None
+    @property
+    def base_url(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def api_key(self) -> str | None: ...
+    @property
+    def vocab(self) -> Vocab: ...
+    @property
+    def max_model_len(self) -> int | None: ...
 
 
 @dataclass
