@@ -21,12 +21,14 @@ from tokenbench.report.model import open_store
 @click.option("-o", "--output", "out_dir", default=None, type=click.Path(file_okay=False),
               help="output directory (default: reports/compare-A-vs-B next to the database)")
 @click.option("--strict", is_flag=True, help="refuse (exit 5) when the effective workloads differ or are unknown")
+@click.option("--allow-not-ok", is_flag=True,
+              help="show ratios built on cells that are not ok (failed, invalid, length mismatch), marked")
 def command(selectors: tuple[str, ...], db: str | None, formats: str, lang: str, out_dir: str | None,
-            strict: bool) -> None:
+            strict: bool, allow_not_ok: bool) -> None:
     """Compare runs side by side (RUN, or RUN:CONFIG for one server config of a run)."""
     fmts = render.parse_formats(formats)
     store = open_store(db)
-    doc, issues = compare(store, list(selectors), lang, __version__, strict)
+    doc, issues = compare(store, list(selectors), lang, __version__, strict, allow_not_ok)
     name = "compare-" + "-vs-".join(s.replace(":", "_") for s in selectors)
     for path in render.write(doc, out_dir or default_dir(db, name), fmts, stem="compare"):
         console.out.print(str(path))

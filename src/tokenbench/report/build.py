@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from tokenbench.report import plots, sections
+from tokenbench.report import marks, plots, sections
 from tokenbench.report.document import Block, Bullets, Document, Para, Table, num, pct
 from tokenbench.report.i18n import DEFINITIONS, t
 from tokenbench.report.model import RunData
@@ -48,6 +48,8 @@ def _scaling(run: RunData, lang: str, num_: sections.Numberer) -> list[Block]:
     if sections.any_over(run):
         out.append(Para(t(lang, "note.over_capacity")))
     out += plots.load_figures(run, lang)
+    if plots.any_hollow(run):
+        out.append(Para(t(lang, "mark.hollow")))
     return out
 
 
@@ -116,16 +118,19 @@ def _cv(spread) -> str:
 def repeatability(run: RunData, lang: str) -> list[Block]:
     head = [t(lang, k) for k in ("col.config", "col.cell", "col.repeats", "col.out_tps", "col.range_out_tps",
                                   "col.cv_out_tps", "col.cv_ttft", "col.cv_tpot")]
-    rows = []
+    rows, used = [], []
     for cfg in run.config_names():
         for c in run.cells_of(cfg):
             if not c.repeats:
                 continue
+            used.append(c)
             out = c.spread("output_throughput")
-            rows.append([cfg, c.label, f"{len(c.measured())}/{len(c.repeats)}", num(c.get("output_throughput")),
+            rows.append([cfg, c.label, f"{len(c.measured())}/{len(c.repeats)}",
+                         marks.fig(c, num(c.get("output_throughput")), over=False),
                          f"{num(out.lo)} – {num(out.hi)}" if out else "-", _cv(out),
                          _cv(c.spread("mean_ttft_ms")), _cv(c.spread("mean_tpot_ms"))])
-    return [Table(head, rows, role="repeats", left=3), Para(t(lang, "note.repeats_cv", limit=pct(NOISY_CV, 0)))]
+    table = Table(head, rows, role="repeats", left=3, footnotes=marks.footnotes(used, lang))
+    return [table, Para(t(lang, "note.repeats_cv", limit=pct(NOISY_CV, 0)))]
 
 
 # failures, timeline, monitor, definitions ----------------------------------------------------------
@@ -141,11 +146,12 @@ def failures(run: RunData, lang: str) -> list[Block]:
         out.append(Table(head, rows, left=3))
     else:
         out.append(Para(t(lang, "note.no_failures")))
-    bad = [c for c in run.cells if c.status != "ok"]
+    bad = [c for c in run.cells if not c.state.ok]
     if bad:
         out.append(Para(t(lang, "note.failed_cells")))
         out.append(Table([t(lang, k) for k in ("col.config", "col.cell", "col.status", "col.message")],
-                         [[c.config, c.label, c.status, c.message[:300]] for c in bad], left=4))
+                         [[c.config, c.label, f"{c.state.mark} {t(lang, f'mark.name.{c.state.kind}')}",
+                           c.message[:300] or c.state.reason] for c in bad], role="notok", left=4))
     return out
 
 
@@ -196,7 +202,7 @@ def monitor(run: RunData, lang: str) -> list[Block]:
 def definitions(lang: str) -> list[Block]:
     rows = [[t(lang, f"def.{k}"), t(lang, f"def.{k}.f")] for k in DEFINITIONS]
     table = Table([t(lang, "col.metric"), t(lang, "col.formula")], rows, left=2)
-    return [table, Para(t(lang, "note.definitions_source"))]
+    return [table, Para(marks.legend(lang)), Para(t(lang, "note.definitions_source"))]
 
 
 def _notes(run: RunData, lang: str) -> list[Block]:

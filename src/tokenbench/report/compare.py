@@ -6,9 +6,10 @@ from __future__ import annotations
 from tokenbench.errors import MeasurementError, UsageError
 from tokenbench.report import hardware, plausibility
 from tokenbench.report.build import plausibility_blocks
-from tokenbench.report.document import Block, Bullets, Cell, Document, Para, Table, num, ratio
+from tokenbench.report.document import Block, Bullets, Document, Para, Table, num
 from tokenbench.report.fairness import Column, Issue, check, common_cells
 from tokenbench.report.i18n import t
+from tokenbench.report.marks import fig, footnotes, ratio_cell
 from tokenbench.report.model import RunData, load_run
 from tokenbench.report.sections import Numberer
 from tokenbench.store.db import Store
@@ -91,37 +92,45 @@ def fairness_blocks(issues: list[Issue], lang: str) -> list[Block]:
     return out
 
 
-def side_by_side(cols: list[Column], key: str, digits: int, lang: str, pair: tuple[int, int]) -> Table | None:
+def _values(cells: list, vals: list, digits: int, allow: bool) -> list:
+    """Each column's figure (marked when its cell is not ok), then b/a per extra column (refused when
+    built on a cell that is not ok, unless `allow`)."""
+    shown = [fig(c, num(v, digits)) if c else "-" for c, v in zip(cells, vals, strict=True)]
+    return shown + [ratio_cell(cells[0], c, vals[0], v, allow) for c, v in zip(cells[1:], vals[1:], strict=True)]
+
+
+def side_by_side(cols: list[Column], key: str, digits: int, lang: str, pair: tuple[int, int],
+                 allow: bool = False) -> Table | None:
     base = cols[0]
     head = [t(lang, "col.load"), *[c.label for c in cols]]
     head += [t(lang, "col.speedup", other=c.label, base=base.label) for c in cols[1:]]
     xs = sorted({c.x for col in cols for c in col.cells() if c.pair == pair and c.x is not None})
-    rows = []
+    rows, used = [], []
     for x in xs:
         cells = [col.cell(pair, x) for col in cols]
         vals = [c.get(key) if c else None for c in cells]
-        if all(v is None for v in vals):
+        if all(v is None for v in vals) and not any(c and not c.state.ok for c in cells):
             continue
+        used += cells
         label = next(c.load_label for c in cells if c)
-        row: list = [label] + [Cell(num(v, digits), over=bool(c and c.over_capacity)) for c, v in zip(cells, vals, strict=False)]
-        rows.append(row + [ratio(vals[0], v) for v in vals[1:]])
-    return Table(head, rows, role="compare") if rows else None
+        rows.append([label, *_values(cells, vals, digits, allow)])
+    return Table(head, rows, role="compare", footnotes=footnotes(used, lang)) if rows else None
 
 
-def latency_table(cols: list[Column], lang: str, pair: tuple[int, int]) -> Table | None:
+def latency_table(cols: list[Column], lang: str, pair: tuple[int, int], allow: bool = False) -> Table | None:
     head = [t(lang, "col.load"), t(lang, "col.percentile"), *[c.label for c in cols]]
     head += [t(lang, "col.ratio", other=c.label, base=cols[0].label) for c in cols[1:]]
-    rows = []
+    rows, used = [], []
     for (p, x) in common_cells(cols):
         if p != pair:
             continue
         cells = [col.cell(pair, x) for col in cols]
+        used += cells
         for name, key in PERCENTILES:
             vals = [c.get(key) for c in cells]
-            if any(v is not None for v in vals):
-                rows.append([cells[0].load_label, name, *[num(v) for v in vals],
-                             *[ratio(vals[0], v) for v in vals[1:]]])
-    return Table(head, rows, role="latency", left=2) if rows else None
+            if any(v is not None for v in vals) or any(not c.state.ok for c in cells):
+                rows.append([cells[0].load_label, name, *_values(cells, vals, 1, allow)])
+    return Table(head, rows, role="latency", left=2, footnotes=footnotes(used, lang)) if rows else None
 
 
 def _pairs(cols: list[Column]) -> list[tuple[int, int]]:
@@ -137,7 +146,8 @@ def _tables(cols: list[Column], lang: str, num_: Numberer, heading: str, make) -
     return out if len(out) > 1 else out + [Para(t(lang, "note.no_data"))]
 
 
-def build_compare(cols: list[Column], lang: str, issues: list[Issue], version: str) -> Document:
+def build_compare(cols: list[Column], lang: str, issues: list[Issue], version: str,
+                  allow_not_ok: bool = False) -> Document:
     doc = Document(t(lang, "title.compare", runs=" vs ".join(c.label for c in cols)), lang)
     num_ = Numberer()
     doc.add(num_.sec(t(lang, "h.differs")), *differences(cols, lang))
@@ -145,9 +155,10 @@ def build_compare(cols: list[Column], lang: str, issues: list[Issue], version: s
     if not common_cells(cols):
         doc.add(Para(t(lang, "note.no_common")))
     doc.add(*_tables(cols, lang, num_, "h.cmp_requests",
-                     lambda p: side_by_side(cols, "request_throughput", 2, lang, p)))
-    doc.add(*_tables(cols, lang, num_, "h.cmp_output", lambda p: side_by_side(cols, "output_throughput", 1, lang, p)))
-    doc.add(*_tables(cols, lang, num_, "h.cmp_latency", lambda p: latency_table(cols, lang, p)))
+                     lambda p: side_by_side(cols, "request_throughput", 2, lang, p, allow_not_ok)))
+    doc.add(*_tables(cols, lang, num_, "h.cmp_output",
+                     lambda p: side_by_side(cols, "output_throughput", 1, lang, p, allow_not_ok)))
+    doc.add(*_tables(cols, lang, num_, "h.cmp_latency", lambda p: latency_table(cols, lang, p, allow_not_ok)))
     checks = [chk for col in cols for chk in plausibility.check_run(col.run)
               if chk.config.name == col.config.name]
     doc.add(num_.sec(t(lang, "h.plausibility")), *plausibility_blocks(checks, lang))
@@ -165,10 +176,10 @@ def enforce(issues: list[Issue]) -> None:
                                "comparison with the warning")
 
 
-def compare(store: Store, selectors: list[str], lang: str, version: str,
-            strict: bool = False) -> tuple[Document, list[Issue]]:
+def compare(store: Store, selectors: list[str], lang: str, version: str, strict: bool = False,
+            allow_not_ok: bool = False) -> tuple[Document, list[Issue]]:
     cols = select(store, selectors)
     issues = check(cols, lang)
     if strict:
         enforce(issues)
-    return build_compare(cols, lang, issues, version), issues
+    return build_compare(cols, lang, issues, version, allow_not_ok), issues

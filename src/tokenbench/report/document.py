@@ -30,11 +30,18 @@ class Bullets:
 
 @dataclass
 class Cell:
-    """A table cell with the over-capacity marker kept apart from the text, so every renderer can
-    show it its own way and tests can find it."""
+    """A table cell with its marks kept apart from the text, so every renderer can show them its own way
+    and tests can find them: `over` is the over-capacity `*`, `mark` the not-ok mark of report/status.py
+    (`why` its kind, shown as a hover title in HTML)."""
 
     text: str
     over: bool = False
+    mark: str = ""
+    why: str = ""
+
+    @property
+    def marks(self) -> str:
+        return self.mark + (OVER_MARK if self.over else "")
 
 
 @dataclass
@@ -43,6 +50,7 @@ class Table:
     rows: list[list[str | Cell]]
     role: str = ""          # e.g. "matrix": lets tests and styles find a table
     left: int = 1           # leading columns aligned left (text); the rest are numbers
+    footnotes: list[str] = field(default_factory=list)    # shown right under the table (why a mark)
 
 
 @dataclass

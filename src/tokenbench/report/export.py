@@ -12,11 +12,12 @@ import json
 import math
 
 from tokenbench.metrics import request as rm
+from tokenbench.report.status import judge
 from tokenbench.store.db import Store
 from tokenbench.store.records import json_safe, to_dict
 
 CELL_FIELDS = ("config", "key", "repeat", "input_len", "output_len", "concurrency", "request_rate", "status",
-               "message", "kv_demand", "kv_capacity", "over_capacity")
+               "verdict", "verdict_mark", "verdict_reason", "message", "kv_demand", "kv_capacity", "over_capacity")
 FIRST_SUMMARY = ("num_prompts", "completed", "failed", "duration", "request_throughput", "output_throughput",
                  "total_token_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
                  "median_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "median_itl_ms", "p99_itl_ms", "mean_e2el_ms",
@@ -53,6 +54,8 @@ def cell_rows(store: Store, run_id: str) -> list[dict]:
     for c in store.cells(run_id):
         row = {"config": c["config_name"], **{k: c.get(k) for k in CELL_FIELDS[1:]}}
         row["over_capacity"] = bool(c["over_capacity"])
+        state = judge(c["status"], c.get("message") or "", c.get("summary") or {})
+        row.update(verdict=state.kind, verdict_mark=state.mark, verdict_reason=state.reason)
         rows.append({**row, **(c.get("summary") or {}), "_cell_id": c["id"]})
     return rows
 

@@ -20,6 +20,9 @@ th{background:#f2f4f7}
 tr:nth-child(even) td{background:#fafafa}
 table.samples td:last-child{white-space:normal;text-align:left;font-family:monospace}
 .over{color:#b00020;font-weight:bold}
+.bad{color:#b00020;font-weight:bold;margin-left:.1rem}
+td.notok{color:#777;background:#fff4f4 !important}
+ul.footnotes{font-size:.82rem;color:#444;margin:-.4rem 0 1rem}
 figure{margin:1rem 0}
 svg.chart{max-width:100%;height:auto;border:1px solid #e0e0e0}
 .legend.off{opacity:.35}
@@ -49,11 +52,17 @@ JS = """
 """
 
 
+def _marks(c: Cell) -> str:
+    out = f'<span class="bad" title="{escape(c.why)}">{escape(c.mark)}</span>' if c.mark else ""
+    return out + (f'<span class="over">{OVER_MARK}</span>' if c.over else "")
+
+
 def _cell(c: str | Cell, tag: str, left: bool) -> str:
-    attr = ' class="l"' if left else ""
-    if isinstance(c, Cell) and c.over:
-        return f'<{tag}{attr}>{escape(c.text)}<span class="over">{OVER_MARK}</span></{tag}>'
-    return f"<{tag}{attr}>{escape(c.text if isinstance(c, Cell) else c)}</{tag}>"
+    classes = (["l"] if left else []) + (["notok"] if isinstance(c, Cell) and c.mark else [])
+    attr = f' class="{" ".join(classes)}"' if classes else ""
+    if isinstance(c, Cell):
+        return f"<{tag}{attr}>{escape(c.text)}{_marks(c)}</{tag}>"
+    return f"<{tag}{attr}>{escape(c)}</{tag}>"
 
 
 def _table(tb: Table) -> str:
@@ -61,7 +70,10 @@ def _table(tb: Table) -> str:
     body = "\n".join("<tr>" + "".join(_cell(c, "td", i < tb.left) for i, c in enumerate(row)) + "</tr>"
                      for row in tb.rows)
     cls = f' class="{escape(tb.role)}"' if tb.role else ""
-    return f"<table{cls}><thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody></table>"
+    notes = "".join(f"<li>{escape(n)}</li>" for n in tb.footnotes)
+    foot = f'\n<ul class="footnotes">{notes}</ul>' if notes else ""
+    return (f'<div class="tablewrap"><table{cls}><thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>'
+            f"</table></div>{foot}")
 
 
 def _block(b, anchors: dict[int, str]) -> str:

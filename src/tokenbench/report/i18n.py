@@ -8,6 +8,7 @@ shared/seeds (首 token 延迟, 输出吞吐, 带 * 的配置 ...).
 from __future__ import annotations
 
 from tokenbench.errors import UsageError
+from tokenbench.report import i18n_marks
 
 LANGS = ("en", "zh")
 
@@ -456,6 +457,8 @@ ZH: dict[str, str] = {
                        "聚合 ≤ min(并发 × 单流上限, 卡数 × 峰值 FLOP/s / (2 × 参数量))"),
 }
 
+EN.update(i18n_marks.EN)
+ZH.update(i18n_marks.ZH)
 TEXT = {"en": EN, "zh": ZH}
 
 DEFINITIONS = ("ttft", "tpot", "itl", "e2e", "duration", "req_s", "out_tps", "total_tps", "percentile", "kv",

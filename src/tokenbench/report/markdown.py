@@ -18,7 +18,7 @@ def esc(text) -> str:
 
 def _cell(c: str | Cell) -> str:
     if isinstance(c, Cell):
-        return esc(c.text) + (OVER_MARK if c.over else "")
+        return esc(c.text) + esc(c.mark) + (OVER_MARK if c.over else "")
     return esc(c)
 
 
@@ -26,6 +26,8 @@ def _table(tb: Table) -> list[str]:
     out = ["| " + " | ".join(esc(h) for h in tb.headers) + " |",
            "|" + "|".join([":---"] * tb.left + ["---:"] * (len(tb.headers) - tb.left)) + "|"]
     out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in tb.rows]
+    if tb.footnotes:
+        out += [""] + [f"- {esc(n)}" for n in tb.footnotes]
     return out
 
 

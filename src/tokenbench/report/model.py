@@ -13,6 +13,7 @@ from pathlib import Path
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.errors import StoreError, UsageError
+from tokenbench.report.status import State, judge
 from tokenbench.store.db import Store, default_db_path
 
 MONITOR_NAMES = ("running", "waiting", "kv_usage")
@@ -121,10 +122,15 @@ class CellInfo:
         base = f"{self.input_len}/{self.output_len} {self.load_label}"
         return f"{base} #{self.repeat + 1}" if self.repeat and not self.repeats else base
 
+    @property
+    def state(self) -> State:
+        """Whether this cell's figures can be shown plain (report/status.py)."""
+        return judge(self.status, self.message, self.summary)
+
     def measured(self) -> list[CellInfo]:
-        """The repeats whose numbers a merged cell averages (ok ones; all if none was ok)."""
+        """The repeats whose numbers a merged cell averages: the ok ones only (possibly none)."""
         group = list(self.repeats) or [self]
-        return [c for c in group if c.status == "ok"] or group
+        return [c for c in group if c.state.ok]
 
     def spread(self, key: str) -> Spread | None:
         """How `key` varies over the measured repeats; None with fewer than two values."""
@@ -171,20 +177,33 @@ def _mean_value(vals: list):
     return vals[0]
 
 
+COUNT_KEYS = ("num_prompts", "completed", "failed", "length_mismatches")   # summed when no repeat was ok
+
+
+def _counts_only(group: list[CellInfo]) -> dict:
+    """The summary of a cell none of whose repeats was ok: counts, and no figure (nothing to average)."""
+    return {k: sum(c.summary.get(k) or 0 for c in group) for k in COUNT_KEYS
+            if any(k in c.summary for c in group)}
+
+
 def merge_repeats(group: list[CellInfo]) -> CellInfo:
-    """Repeats of one cell as one: each summary value is the mean over the repeats that measured ok
-    (failure counts are summed over all); the repeats themselves stay in `.repeats`."""
+    """Repeats of one cell as one: each summary value is the mean over the repeats that are ok (a repeat
+    that is not ok never enters a mean; failure counts are summed over all); when none is ok the merged
+    cell has counts only and the first repeat's verdict. The repeats themselves stay in `.repeats`."""
     if len(group) == 1:
         return group[0]
-    first = group[0]
-    merged = replace(first, repeats=tuple(group))
+    merged = replace(group[0], repeats=tuple(group))
     used = merged.measured()
-    keys = [k for k in used[0].summary if all(k in c.summary for c in used)]
-    summary = {k: _mean_value([c.summary[k] for c in used]) for k in keys}
+    if used:
+        keys = [k for k in used[0].summary if all(k in c.summary for c in used)]
+        summary = {k: _mean_value([c.summary[k] for c in used]) for k in keys}
+        status = used[0].status
+    else:
+        summary, status = _counts_only(group), group[0].status
     failed = [c.summary.get("failed_by_kind") or {} for c in group]
     summary["failed_by_kind"] = _mean_value(failed) if any(failed) else {}
-    return replace(merged, summary=summary, status=used[0].status,
-                   message="; ".join(dict.fromkeys(c.message for c in group if c.message)))
+    message = group[0].message if not used else "; ".join(dict.fromkeys(c.message for c in group if c.message))
+    return replace(merged, summary=summary, status=status, message=message)
 
 
 @dataclass

@@ -20,14 +20,15 @@ def _series(run: RunData, ykey: str, xkey: str | None = None) -> list[Series]:
                 x = c.x if xkey is None else c.get(xkey)
                 y = c.get(ykey)
                 if c.pair == pair and x is not None and y is not None:
-                    s.points.append((x, y, _tip(c, ykey, y, xkey, x)))
-            if s.points:
+                    (s.points if c.state.ok else s.hollow).append((x, y, _tip(c, ykey, y, xkey, x)))
+            if s.points or s.hollow:
                 out.append(s)
     return out
 
 
 def _tip(c: CellInfo, ykey: str, y: float, xkey: str | None, x: float) -> str:
-    star = " *" if c.over_capacity else ""
+    state = c.state
+    star = (" *" if c.over_capacity else "") + ("" if state.ok else f" {state.mark} {state.kind}")
     xs = f", {xkey}={num(x)}" if xkey else ""
     return f"{c.config} {c.label}{star}: {ykey}={num(y)}{xs}"
 
@@ -35,6 +36,11 @@ def _tip(c: CellInfo, ykey: str, y: float, xkey: str | None, x: float) -> str:
 def _xlabel(run: RunData, lang: str) -> str:
     closed = any(c.concurrency is not None for c in run.cells)
     return t(lang, "axis.concurrency" if closed else "axis.rate")
+
+
+def any_hollow(run: RunData) -> bool:
+    """Whether the load figures draw any point hollow (then a note says what hollow means)."""
+    return any(not c.state.ok for cfg in run.config_names() for c in run.cells_of(cfg))
 
 
 def load_figures(run: RunData, lang: str) -> list[Figure]:

@@ -6,8 +6,9 @@ Each function returns blocks; build.py puts them in order and numbers the headin
 from __future__ import annotations
 
 from tokenbench.report import hardware, plausibility
-from tokenbench.report.document import Block, Cell, Heading, Para, Table, num, pct, ratio
+from tokenbench.report.document import Block, Heading, Para, Table, num, pct
 from tokenbench.report.i18n import t
+from tokenbench.report.marks import fig, footnotes, ratio_cell
 from tokenbench.report.model import CellInfo, ConfigInfo, RunData
 
 
@@ -75,21 +76,20 @@ def configs(run: RunData, lang: str) -> list[Block]:
 
 
 # baseline and scaling -----------------------------------------------------------------------------
-def _mark(c: CellInfo, text: str) -> Cell:
-    return Cell(text, over=c.over_capacity)
-
-
 def baseline(run: RunData, lang: str) -> list[Block]:
     head = [t(lang, k) for k in ("col.config", "col.pair", "col.ttft_mean", "col.tpot_mean", "col.e2e_mean",
                                   "col.out_tps")]
-    rows = []
+    rows, used = [], []
     for cfg in run.config_names():
         for c in run.cells_of(cfg):
             if c.concurrency == 1:
-                rows.append([cfg, f"{c.input_len}/{c.output_len}", num(c.get("mean_ttft_ms")),
-                             num(c.get("mean_tpot_ms"), 2), num(c.get("mean_e2el_ms")),
-                             num(c.get("output_throughput"))])
-    return [Table(head, rows, left=2)] if rows else [Para(t(lang, "note.no_baseline"))]
+                used.append(c)
+                rows.append([cfg, f"{c.input_len}/{c.output_len}", *[fig(c, f, over=False) for f in (
+                    num(c.get("mean_ttft_ms")), num(c.get("mean_tpot_ms"), 2), num(c.get("mean_e2el_ms")),
+                    num(c.get("output_throughput")))]])
+    if not rows:
+        return [Para(t(lang, "note.no_baseline"))]
+    return [Table(head, rows, role="baseline", left=2, footnotes=footnotes(used, lang))]
 
 
 def _kv_use(c: CellInfo) -> str:
@@ -102,17 +102,15 @@ def scaling_table(run: RunData, cfg: str, pair: tuple[int, int], lang: str) -> T
     head = [t(lang, k) for k in ("col.load", "col.requests", "col.req_s", "col.out_tps", "col.total_tps",
                                   "col.ttft_mean", "col.ttft_p99", "col.tpot_mean", "col.tpot_p99",
                                   "col.e2e_mean", "col.kv_use")]
-    rows = []
-    for c in run.cells_of(cfg):
-        if c.pair != pair:
-            continue
+    rows, used = [], [c for c in run.cells_of(cfg) if c.pair == pair]
+    for c in used:
         sent = c.get("num_prompts")
         done = f"{num(c.get('completed'))}/{num(sent)}" if sent is not None else num(c.get("completed"))
-        rows.append([_mark(c, c.load_label), done, num(c.get("request_throughput"), 2),
-                     num(c.get("output_throughput")), num(c.get("total_token_throughput")),
-                     num(c.get("mean_ttft_ms")), num(c.get("p99_ttft_ms")), num(c.get("mean_tpot_ms"), 2),
-                     num(c.get("p99_tpot_ms"), 2), num(c.get("mean_e2el_ms")), _kv_use(c)])
-    return Table(head, rows, role="scaling")
+        figures = [done, num(c.get("request_throughput"), 2), num(c.get("output_throughput")),
+                   num(c.get("total_token_throughput")), num(c.get("mean_ttft_ms")), num(c.get("p99_ttft_ms")),
+                   num(c.get("mean_tpot_ms"), 2), num(c.get("p99_tpot_ms"), 2), num(c.get("mean_e2el_ms"))]
+        rows.append([fig(c, c.load_label), *[fig(c, f, over=False) for f in [*figures, _kv_use(c)]]])
+    return Table(head, rows, role="scaling", footnotes=footnotes(used, lang))
 
 
 # matrix ------------------------------------------------------------------------------------------
@@ -134,11 +132,11 @@ def matrix(run: RunData, cfg: str, lang: str) -> Table:
         row: list = [f"{pair[0]}/{pair[1]}"]
         for x in xs:
             c = run.cell_at(cfg, pair, x)
-            row.append(_mark(c, num(c.get("output_throughput"))) if c else "-")
+            row.append(fig(c, num(c.get("output_throughput"))) if c else "-")
         if cap:
             row.append(num(cap // (pair[0] + pair[1])))
         rows.append(row)
-    return Table(head, rows, role="matrix")
+    return Table(head, rows, role="matrix", footnotes=footnotes(cells, lang))
 
 
 def any_over(run: RunData) -> bool:
@@ -155,14 +153,15 @@ def config_pair_table(run: RunData, base: str, other: str, lang: str) -> Table |
     for col, _, _ in CMP_KEYS:
         name = t(lang, col)
         head += [f"{name} {base}", f"{name} {other}", t(lang, "col.ratio", other=other, base=base)]
-    rows = []
+    rows, used = [], []
     for a in run.cells_of(base):
         b = run.cell_at(other, a.pair, a.x)
         if b is None:
             continue
+        used += [a, b]
         row: list = [f"{a.input_len}/{a.output_len}", a.load_label]
         for _, key, digits in CMP_KEYS:
-            row += [_mark(a, num(a.get(key), digits)), _mark(b, num(b.get(key), digits)),
-                    ratio(a.get(key), b.get(key))]
+            row += [fig(a, num(a.get(key), digits)), fig(b, num(b.get(key), digits)),
+                    ratio_cell(a, b, a.get(key), b.get(key), allow=False)]
         rows.append(row)
-    return Table(head, rows, role="configcmp", left=2) if rows else None
+    return Table(head, rows, role="configcmp", left=2, footnotes=footnotes(used, lang)) if rows else None

@@ -33,6 +33,7 @@ def f(v: float) -> str:
 class Series:
     name: str
     points: list[tuple[float, float, str]] = field(default_factory=list)   # x, y, tooltip
+    hollow: list[tuple[float, float, str]] = field(default_factory=list)   # not-ok cells: open, not joined
 
 
 @dataclass
@@ -127,7 +128,7 @@ def _legend(names: list[str], colors: list[str]) -> list[str]:
 
 
 def line_chart(title: str, xlabel: str, ylabel: str, series: list[Series], logx: bool = False) -> str:
-    pts = [p for s in series for p in s.points]
+    pts = [p for s in series for p in s.points + s.hollow]
     if not pts:
         return ""
     xs = [p[0] for p in pts]
@@ -144,6 +145,9 @@ def line_chart(title: str, xlabel: str, ylabel: str, series: list[Series], logx:
         for x, y, tip in ordered:
             out.append(f'<circle cx="{f(fr.px(x))}" cy="{f(fr.py(y))}" r="4" fill="{color}" '
                        f'data-tip="{esc(tip)}"><title>{esc(tip)}</title></circle>')
+        for x, y, tip in sorted(s.hollow):
+            out.append(f'<circle class="notok" cx="{f(fr.px(x))}" cy="{f(fr.py(y))}" r="4.5" fill="#ffffff" '
+                       f'stroke="{color}" stroke-width="2" data-tip="{esc(tip)}"><title>{esc(tip)}</title></circle>')
         out.append("</g>")
     out += _legend([s.name for s in series], colors)
     out.append("</svg>")

@@ -1,0 +1,48 @@
+"""Report text about cells that are not ok (report/status.py), both languages; merged into i18n."""
+
+from __future__ import annotations
+
+EN: dict[str, str] = {
+    "mark.failed": "{mark} {cell}: the cell failed, its figures are not a measurement of the server: {reason}",
+    "mark.errors": "{mark} {cell}: more requests failed than the error budget allows: {reason}",
+    "mark.length": "{mark} {cell}: responses had the wrong length: {reason}",
+    "mark.invalid": "{mark} {cell}: invalid, the client could not keep up (the figures measure the client): "
+                    "{reason}",
+    "mark.mismatch": "{mark} {cell}: {reason} requests had another length than asked (tolerated by "
+                     "--allow-length-mismatch): the figures are not those of the asked workload",
+    "mark.skipped": "{mark} {cell}: not measured: {reason}",
+    "mark.unknown": "{mark} {cell}: verdict unknown to this version: {reason}",
+    "mark.no_reason": "no reason stored",
+    "mark.name.failed": "failed",
+    "mark.name.errors": "over the error budget",
+    "mark.name.length": "wrong lengths",
+    "mark.name.invalid": "invalid (client overloaded)",
+    "mark.name.mismatch": "length mismatch tolerated",
+    "mark.name.skipped": "not measured",
+    "mark.name.unknown": "unknown verdict",
+    "mark.legend": ("Marks: {marks}. A marked figure is not a trustworthy measurement; a ratio built on one "
+                    "reads n/a; a repeat that is not ok never enters a mean."),
+    "mark.hollow": ("Hollow points are cells that are not ok (failed, invalid or tolerated length mismatch); "
+                    "the lines join only the ok cells."),
+}
+
+ZH: dict[str, str] = {
+    "mark.failed": "{mark} {cell}：该单元测试失败，其数字不能代表服务端性能：{reason}",
+    "mark.errors": "{mark} {cell}：失败请求超过错误预算：{reason}",
+    "mark.length": "{mark} {cell}：响应长度与要求不符：{reason}",
+    "mark.invalid": "{mark} {cell}：无效，客户端跟不上（数字反映的是客户端）：{reason}",
+    "mark.mismatch": "{mark} {cell}：{reason} 个请求的长度与要求不符（--allow-length-mismatch 容忍）："
+                     "数字并非所要求负载的结果",
+    "mark.skipped": "{mark} {cell}：未测量：{reason}",
+    "mark.unknown": "{mark} {cell}：本版本不认识的判定：{reason}",
+    "mark.no_reason": "未记录原因",
+    "mark.name.failed": "失败",
+    "mark.name.errors": "超过错误预算",
+    "mark.name.length": "长度错误",
+    "mark.name.invalid": "无效（客户端过载）",
+    "mark.name.mismatch": "容忍了长度不符",
+    "mark.name.skipped": "未测量",
+    "mark.name.unknown": "未知判定",
+    "mark.legend": "标记：{marks}。带标记的数字不是可信的测量；基于它的比值显示 n/a；不合格的重复不计入平均值。",
+    "mark.hollow": "空心点表示不合格的单元（失败、无效或容忍了长度不符）；折线只连接合格的单元。",
+}
