@@ -56,7 +56,32 @@ class StoreError(TokenbenchError):
     exit_code = 6
 
 
+class OutputError(StoreError):
+    """A result file or the database could not be written (disk full, read-only, refused path);
+    the message says what was kept where."""
+
+
 class Interrupted(TokenbenchError):
     """SIGINT/SIGTERM: everything already measured has been kept."""
 
     exit_code = 130
+
+
+class InternalError(TokenbenchError):
+    """A bug: an exception that is not one of the above (rendered in one line; --debug shows it)."""
+
+    exit_code = 70
+
+
+# exit code -> meaning; docs/reliability.md lists the same table (a test keeps them equal)
+EXIT_CODES: dict[int, str] = {
+    0: "success",
+    1: "other expected failure",
+    UsageError.exit_code: "bad flags, values, spec files or output paths",
+    TargetError.exit_code: "the server under test cannot be reached, refuses us, or answers wrongly",
+    DeployError.exit_code: "a server could not be started, became unhealthy, or could not be stopped",
+    MeasurementError.exit_code: "a cell ran but failed or cannot be trusted (results were kept)",
+    StoreError.exit_code: "results database or output file problem (the message says what was kept where)",
+    InternalError.exit_code: "internal error (a bug; rerun with --debug and report it)",
+    Interrupted.exit_code: "interrupted (Ctrl-C or SIGTERM); results measured so far were kept",
+}

@@ -277,15 +277,6 @@ def _cell(row: dict) -> CellInfo:
                     row["kv_demand"], row["kv_capacity"], bool(row["over_capacity"]), row.get("summary") or {})
 
 
-def _cache(store: Store, run_id: str) -> dict[int, tuple[int, int, int]]:
-    """Per cell: cached prompt tokens, prompt tokens, and how many requests reported cached_tokens."""
-    rows = store.db.execute(
-        "SELECT r.cell_id, COALESCE(SUM(r.cached_tokens), 0), COALESCE(SUM(r.prompt_tokens), 0),"
-        " COUNT(r.cached_tokens) FROM requests r JOIN cells c ON c.id = r.cell_id"
-        " WHERE c.run_id = ? AND r.phase = 'measure' GROUP BY r.cell_id", (run_id,)).fetchall()
-    return {r[0]: (r[1], r[2], r[3]) for r in rows}
-
-
 def _monitor(store: Store, cells: list[CellInfo]) -> dict[int, list[dict]]:
     out = {}
     for c in cells:
@@ -318,7 +309,7 @@ def load_run(store: Store, run_id: str, timeline_cell: str | None = None, reques
     run = RunData(row["id"], row["created_at"], row["kind"], row["status"], row["target"], row["tool_version"],
                   row.get("spec") or {}, row.get("command") or [], row.get("environment") or {},
                   row.get("message") or "", configs, cells)
-    run.cache = _cache(store, run_id)
+    run.cache = store.cache_totals(run_id)
     run.samples = _monitor(store, cells)
     if requests:
         chosen = pick_timeline_cell(run, timeline_cell)

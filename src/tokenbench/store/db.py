@@ -3,20 +3,23 @@ the cell in progress, and a resumed run sees exactly the cells that were committ
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
 from tokenbench import __version__
 from tokenbench.client.records import RequestRecord
-from tokenbench.errors import StoreError
+from tokenbench.errors import OutputError, StoreError
+from tokenbench.store import liveness, outputs
+from tokenbench.store.migrate import migrate
 from tokenbench.store.records import REQUEST_COLUMNS, from_row, to_row
-from tokenbench.store.schema import DDL, SCHEMA_VERSION
 
 DEFAULT_DIR_ENV = "TOKENBENCH_RESULTS"
 
@@ -33,28 +36,62 @@ def new_run_id() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
 
 
+# SQLite's words for a write that the disk refused -> what the user is told
+WRITE_REFUSED = {"database or disk is full": "disk full", "readonly database": "read-only",
+                 "disk i/o error": "disk I/O error"}
+FIX = "check --db and its directory (space, permissions, a local disk)"
+
+
+def describe(exc: BaseException) -> str:
+    """A short reason for an OS or SQLite error (ENOSPC -> 'disk full (No space left on device)')."""
+    if isinstance(exc, OSError):
+        return outputs.reason(exc)
+    text = str(exc)
+    for needle, short in WRITE_REFUSED.items():
+        if needle in text.lower():
+            return f"{short} ({text})"
+    return text
+
+
+def refused_write(exc: BaseException) -> bool:
+    """A full, read-only or failing disk (data could go elsewhere), not a bug or a lock."""
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EIO, errno.EACCES, errno.EPERM)
+    return any(n in str(exc).lower() for n in WRITE_REFUSED)
+
+
 class Store:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.is_dir():
+            raise StoreError(f"results database {self.path} is a directory", "pass --db a file path")
         try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OutputError(f"cannot create the directory of results database {self.path}: {describe(exc)}",
+                              FIX) from None
+        with self._guard("open"):
             self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open results database {self.path}: {exc}", "check --db and permissions") from exc
-        self.db.row_factory = sqlite3.Row
-        self.db.execute("PRAGMA foreign_keys = ON")
-        self.db.execute("PRAGMA journal_mode = WAL")
-        self.db.execute("PRAGMA synchronous = FULL")
-        self._migrate()
+            self.db.row_factory = sqlite3.Row
+            self.db.execute("PRAGMA foreign_keys = ON")
+            self.db.execute("PRAGMA journal_mode = WAL")
+            self.db.execute("PRAGMA synchronous = FULL")
+            migrate(self.db, self.path)
 
-    def _migrate(self) -> None:
-        version = self.db.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
-            raise StoreError(f"{self.path} has schema {version}, newer than this tokenbench ({SCHEMA_VERSION})",
-                             "upgrade tokenbench or use another --db")
-        if version < SCHEMA_VERSION:
-            self.db.executescript(DDL)
-            self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    @contextlib.contextmanager
+    def _guard(self, action: str) -> Iterator[None]:
+        """Every SQLite or OS error as a StoreError naming the database (OutputError: a refused write)."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            text = str(exc)
+            if "not a database" in text or "malformed" in text:
+                raise StoreError(f"{self.path} is not a readable tokenbench results database ({text})",
+                                 "it is damaged or another kind of file: use another --db") from None
+            kind = OutputError if refused_write(exc) else StoreError
+            raise kind(f"results database {self.path}: cannot {action}: {describe(exc)}", FIX) from None
+        except OSError as exc:
+            raise OutputError(f"results database {self.path}: cannot {action}: {describe(exc)}", FIX) from None
 
     def close(self) -> None:
         self.db.close()
@@ -64,43 +101,56 @@ class Store:
                    run_id: str | None = None) -> str:
         run_id = run_id or new_run_id()
         clock = {"perf_counter_ns": time.perf_counter_ns(), "time_ns": time.time_ns()}
-        self.db.execute(
-            "INSERT INTO runs (id, created_at, kind, status, target, tool_version, spec_json, command_json,"
-            " environment_json, clock_json) VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (run_id, _now(), kind, "running", target, __version__, json.dumps(spec), json.dumps(list(command)),
-             json.dumps(environment), json.dumps(clock)))
+        with self._guard("create a run"):
+            self.db.execute(
+                "INSERT INTO runs (id, created_at, kind, status, target, tool_version, spec_json, command_json,"
+                " environment_json, clock_json, owner_pid, owner_started) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (run_id, _now(), kind, "running", target, __version__, json.dumps(spec), json.dumps(list(command)),
+                 json.dumps(environment), json.dumps(clock), *liveness.me()))
         return run_id
 
     def set_run_status(self, run_id: str, status: str, message: str = "") -> None:
-        self.db.execute("UPDATE runs SET status=?, message=? WHERE id=?", (status, message, run_id))
+        """"running" also makes this process the run's owner (a resume takes the run over)."""
+        with self._guard("update the run's status"):
+            self.db.execute("UPDATE runs SET status=?, message=? WHERE id=?", (status, message, run_id))
+            if status == "running":
+                self.db.execute("UPDATE runs SET owner_pid=?, owner_started=? WHERE id=?", (*liveness.me(), run_id))
 
     def run(self, run_id: str) -> dict:
-        row = self.db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
+        with self._guard("read runs"):
+            row = self.db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
         if row is None:
             raise StoreError(f"no run '{run_id}' in {self.path}", "list runs with `tokenbench runs`")
-        return _decode(dict(row))
+        return liveness.shown_status(_decode(dict(row)))
 
     def runs(self) -> list[dict]:
-        rows = self.db.execute(
-            "SELECT r.*, (SELECT COUNT(*) FROM cells c WHERE c.run_id=r.id) AS cells_done"
-            " FROM runs r ORDER BY created_at, id").fetchall()
-        return [_decode(dict(r)) for r in rows]
+        with self._guard("read runs"):
+            rows = self.db.execute(
+                "SELECT r.*, (SELECT COUNT(*) FROM cells c WHERE c.run_id=r.id) AS cells_done"
+                " FROM runs r ORDER BY created_at, id").fetchall()
+            return [liveness.shown_status(_decode(dict(r))) for r in rows]
 
     # server configs -----------------------------------------------------------------------------
     def upsert_config(self, run_id: str, name: str, overrides: dict | None = None, profile: dict | None = None,
                       facts: dict | None = None, status: str = "pending", message: str = "") -> int:
-        self.db.execute(
-            "INSERT INTO server_configs (run_id, name, overrides_json, profile_json, facts_json, status, message)"
-            " VALUES (?,?,?,?,?,?,?) ON CONFLICT(run_id, name) DO UPDATE SET"
-            " profile_json=excluded.profile_json, facts_json=excluded.facts_json,"
-            " status=excluded.status, message=excluded.message, overrides_json=excluded.overrides_json",
-            (run_id, name, json.dumps(overrides or {}), json.dumps(profile or {}), json.dumps(facts or {}),
-             status, message))
-        return self.db.execute("SELECT id FROM server_configs WHERE run_id=? AND name=?", (run_id, name)).fetchone()[0]
+        with self._guard("store a server config"):
+            self.db.execute(
+                "INSERT INTO server_configs (run_id, name, overrides_json, profile_json, facts_json, status, message)"
+                " VALUES (?,?,?,?,?,?,?) ON CONFLICT(run_id, name) DO UPDATE SET"
+                " profile_json=excluded.profile_json, facts_json=excluded.facts_json,"
+                " status=excluded.status, message=excluded.message, overrides_json=excluded.overrides_json",
+                (run_id, name, json.dumps(overrides or {}), json.dumps(profile or {}), json.dumps(facts or {}),
+                 status, message))
+            return self.db.execute("SELECT id FROM server_configs WHERE run_id=? AND name=?",
+                                   (run_id, name)).fetchone()[0]
+
+    def set_config_status(self, run_id: str, name: str, status: str, message: str) -> None:
+        with self._guard("update a server config"):
+            self.db.execute("UPDATE server_configs SET status=?, message=? WHERE run_id=? AND name=?",
+                            (status, message, run_id, name))
 
     def configs(self, run_id: str) -> list[dict]:
-        rows = self.db.execute("SELECT * FROM server_configs WHERE run_id=? ORDER BY id", (run_id,)).fetchall()
-        return [_decode(dict(r)) for r in rows]
+        return self._rows("read server configs", "SELECT * FROM server_configs WHERE run_id=? ORDER BY id", (run_id,))
 
     # cells --------------------------------------------------------------------------------------
     def save_cell(self, run_id: str, config_id: int, cell: dict, records: Iterable[RequestRecord],
@@ -114,7 +164,7 @@ class Store:
                   cell.get("concurrency"), cell.get("request_rate"), cell["status"], cell.get("message", ""),
                   cell.get("kv_demand"), cell.get("kv_capacity"), int(bool(cell.get("over_capacity"))),
                   json.dumps(cell["summary"]), cell.get("started_ns"), _now())
-        with self._tx():
+        with self._guard(f"store cell {cell['key']}"), self._tx():
             self.db.execute("DELETE FROM cells WHERE run_id=? AND config_id=? AND key=? AND repeat=?",
                             (run_id, config_id, cell["key"], cell.get("repeat", 0)))
             cur = self.db.execute(f"INSERT INTO cells ({','.join(cols)}) VALUES ({','.join('?' * len(cols))})", values)
@@ -128,44 +178,59 @@ class Store:
         return cell_id
 
     def cells(self, run_id: str) -> list[dict]:
-        rows = self.db.execute(
+        return self._rows(
+            "read cells",
             "SELECT c.*, s.name AS config_name FROM cells c JOIN server_configs s ON s.id=c.config_id"
             " WHERE c.run_id=? ORDER BY c.config_id, c.input_len, c.output_len, c.concurrency, c.request_rate,"
-            " c.repeat", (run_id,)).fetchall()
-        return [_decode(dict(r)) for r in rows]
+            " c.repeat", (run_id,))
 
     def done_keys(self, run_id: str) -> set[tuple[str, str, int]]:
-        rows = self.db.execute(
-            "SELECT s.name, c.key, c.repeat FROM cells c JOIN server_configs s ON s.id=c.config_id WHERE c.run_id=?",
-            (run_id,)).fetchall()
+        with self._guard("read cells"):
+            rows = self.db.execute(
+                "SELECT s.name, c.key, c.repeat FROM cells c JOIN server_configs s ON s.id=c.config_id"
+                " WHERE c.run_id=?", (run_id,)).fetchall()
         return {(r[0], r[1], r[2]) for r in rows}
 
     def requests(self, cell_id: int, phase: str = "measure") -> list[RequestRecord]:
-        rows = self.db.execute("SELECT * FROM requests WHERE cell_id=? AND phase=? ORDER BY idx",
-                               (cell_id, phase)).fetchall()
-        return [from_row(dict(r)) for r in rows]
+        with self._guard("read requests"):
+            rows = self.db.execute("SELECT * FROM requests WHERE cell_id=? AND phase=? ORDER BY idx",
+                                   (cell_id, phase)).fetchall()
+            return [from_row(dict(r)) for r in rows]
 
     def samples(self, cell_id: int) -> list[dict]:
-        rows = self.db.execute("SELECT * FROM samples WHERE cell_id=? ORDER BY t_ns", (cell_id,)).fetchall()
-        return [_decode(dict(r)) for r in rows]
+        return self._rows("read samples", "SELECT * FROM samples WHERE cell_id=? ORDER BY t_ns", (cell_id,))
 
-    def _tx(self):
-        return _Transaction(self.db)
+    def cache_totals(self, run_id: str) -> dict[int, tuple[int, int, int]]:
+        """Per cell: cached prompt tokens, prompt tokens, and how many requests reported cached_tokens."""
+        with self._guard("read requests"):
+            rows = self.db.execute(
+                "SELECT r.cell_id, COALESCE(SUM(r.cached_tokens), 0), COALESCE(SUM(r.prompt_tokens), 0),"
+                " COUNT(r.cached_tokens) FROM requests r JOIN cells c ON c.id = r.cell_id"
+                " WHERE c.run_id = ? AND r.phase = 'measure' GROUP BY r.cell_id", (run_id,)).fetchall()
+        return {r[0]: (r[1], r[2], r[3]) for r in rows}
 
+    def _rows(self, action: str, sql: str, args: tuple) -> list[dict]:
+        with self._guard(action):
+            return [_decode(dict(r)) for r in self.db.execute(sql, args).fetchall()]
 
-class _Transaction:
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
-
-    def __enter__(self) -> None:
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[None]:
         self.db.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+        try:
+            yield
+            self.db.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                self.db.execute("ROLLBACK")
+            raise
 
 
 def _decode(row: dict) -> dict:
     for key in list(row):
         if key.endswith("_json"):
-            row[key.removesuffix("_json")] = json.loads(row.pop(key))
+            try:
+                row[key.removesuffix("_json")] = json.loads(row.pop(key))
+            except (TypeError, ValueError):
+                raise StoreError(f"a stored {key.removesuffix('_json')} is not valid JSON",
+                                 "the database was edited or damaged: use another --db") from None
     return row

@@ -1,8 +1,11 @@
-"""The results database schema. Bump SCHEMA_VERSION and add a migration when it changes."""
+"""The results database schema, versioned with `PRAGMA user_version`.
 
-SCHEMA_VERSION = 1
+`V1_DDL` is the first schema; every later change is one entry of MIGRATIONS (version it produces, SQL).
+A new database runs V1_DDL then every migration, so the path an old database takes is the path every
+database takes. To change the schema: append a migration; never edit V1_DDL or an earlier migration.
+"""
 
-DDL = """
+V1_DDL = """
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY,
     created_at TEXT NOT NULL,
@@ -81,3 +84,23 @@ CREATE TABLE IF NOT EXISTS samples (
 );
 CREATE INDEX IF NOT EXISTS samples_cell ON samples(cell_id, source, name);
 """
+
+MIGRATIONS: list[tuple[int, str]] = [
+    # 2: the process that owns a running run (pid + its start time), so a dead run reads "interrupted"
+    (2, "ALTER TABLE runs ADD COLUMN owner_pid INTEGER;\n"
+        "ALTER TABLE runs ADD COLUMN owner_started REAL;"),
+]
+
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+# table -> columns the code reads; a database without them is not (or no longer) ours
+REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "runs": ("id", "created_at", "kind", "status", "target", "tool_version", "spec_json", "command_json",
+             "environment_json", "clock_json", "message", "owner_pid", "owner_started"),
+    "server_configs": ("id", "run_id", "name", "overrides_json", "profile_json", "facts_json", "status", "message"),
+    "cells": ("id", "run_id", "config_id", "key", "repeat", "input_len", "output_len", "concurrency",
+              "request_rate", "status", "message", "kv_demand", "kv_capacity", "over_capacity", "summary_json",
+              "started_ns", "finished_at"),
+    "requests": ("cell_id", "phase", "idx", "token_offsets_json", "token_counts_json", "text", "worker"),
+    "samples": ("cell_id", "t_ns", "source", "name", "value", "labels_json"),
+}

@@ -1,0 +1,107 @@
+"""The results database: migrations keyed by PRAGMA user_version (a version-1 database opens and is
+upgraded in place), foreign or damaged files refused with one line, and a run whose process died shown
+"interrupted"."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from tokenbench.errors import StoreError
+from tokenbench.store.db import Store
+from tokenbench.store.schema import SCHEMA_VERSION, V1_DDL
+
+
+def v1_database(path) -> None:
+    """A database exactly as tokenbench 0.x (schema 1) left it: one finished run, one running."""
+    con = sqlite3.connect(path)
+    con.executescript(V1_DDL)
+    for run_id, status in (("old-done", "done"), ("old-running", "running")):
+        con.execute("INSERT INTO runs (id, created_at, kind, status, target, tool_version, spec_json, command_json,"
+                    " environment_json, clock_json) VALUES (?, '2026-01-01', 'bench', ?, 'http://x', '0.1', '{}',"
+                    " '[]', '{}', '{}')", (run_id, status))
+    con.execute("PRAGMA user_version = 1")
+    con.commit()
+    con.close()
+
+
+def test_a_version_1_database_is_migrated_in_place(tmp_path):
+    path = tmp_path / "v1.db"
+    v1_database(path)
+    store = Store(path)
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    runs = {r["id"]: r for r in store.runs()}
+    assert runs["old-done"]["status"] == "done"
+    assert runs["old-running"]["status"] == "running"     # no owner recorded then: cannot tell, left as is
+    new = store.create_run("bench", "http://y", {}, ["tokenbench"], {})
+    assert store.run(new)["owner_pid"] is not None
+    store.close()
+    assert Store(path).db.execute("PRAGMA user_version").fetchone()[0] == 2       # reopening is a no-op
+
+
+def test_a_new_database_takes_the_same_migration_path(tmp_path):
+    store = Store(tmp_path / "new.db")
+    cols = {r[1] for r in store.db.execute("PRAGMA table_info(runs)")}
+    assert {"owner_pid", "owner_started"} <= cols
+
+
+def damaged(tmp_path, kind: str):
+    path = tmp_path / f"{kind}.db"
+    if kind == "not_sqlite":
+        path.write_text("this is a text file, not a database\n" * 50)
+    elif kind == "truncated":
+        Store(path).create_run("bench", "http://x", {}, [], {})
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 3] or b"SQLite format 3\x00")
+        for extra in (tmp_path / f"{kind}.db-wal", tmp_path / f"{kind}.db-shm"):
+            extra.unlink(missing_ok=True)
+    elif kind == "foreign":
+        con = sqlite3.connect(path)
+        con.execute("CREATE TABLE runs (id INTEGER, name TEXT)")
+        con.commit()
+        con.close()
+    elif kind == "wrong_schema":
+        con = sqlite3.connect(path)
+        con.execute("CREATE TABLE runs (id TEXT)")
+        con.execute("PRAGMA user_version = 1")
+        con.commit()
+        con.close()
+    elif kind == "newer":
+        con = sqlite3.connect(path)
+        con.execute("PRAGMA user_version = 99")
+        con.commit()
+        con.close()
+    return path
+
+
+@pytest.mark.parametrize("kind", ["not_sqlite", "truncated", "foreign", "wrong_schema", "newer"])
+def test_a_damaged_or_foreign_database_is_refused_in_one_line(tmp_path, kind):
+    path = damaged(tmp_path, kind)
+    with pytest.raises(StoreError) as exc:
+        Store(path).runs()
+    line = exc.value.one_line()
+    assert str(path) in line and exc.value.hint and "\n" not in line
+
+
+def test_a_run_whose_process_died_is_shown_interrupted(tmp_path):
+    """The owner is a real process that has exited (its pid is then free or another process's)."""
+    store = Store(tmp_path / "r.db")
+    run_id = store.create_run("sweep", "http://x", {}, [], {})
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    store.db.execute("UPDATE runs SET owner_pid=? WHERE id=?", (int(child.stdout), run_id))
+    [row] = store.runs()
+    assert row["status"] == "interrupted" and f"pid {int(child.stdout)}" in row["message"]
+    assert store.run(run_id)["status"] == "interrupted"
+    store.set_run_status(run_id, "running")            # a resume takes the run over: this process owns it
+    assert store.run(run_id)["status"] == "running"
+
+
+def test_a_reused_pid_is_not_taken_for_the_owner(tmp_path):
+    """Same pid, different start time: another process, so the run is interrupted."""
+    store = Store(tmp_path / "r.db")
+    run_id = store.create_run("sweep", "http://x", {}, [], {})
+    store.db.execute("UPDATE runs SET owner_started = owner_started - 3600 WHERE id=?", (run_id,))
+    assert store.run(run_id)["status"] == "interrupted"
