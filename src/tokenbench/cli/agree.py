@@ -19,6 +19,7 @@ from tokenbench.cli import bench, console, options
 from tokenbench.client import api
 from tokenbench.deploy import vllm_cpu
 from tokenbench.errors import MeasurementError, TargetError, UsageError
+from tokenbench.store import outputs
 
 # (label, tokenbench summary key, vllm bench serve result key); both tools use the same names
 METRICS = (("mean TTFT ms", "mean_ttft_ms"), ("mean TPOT ms", "mean_tpot_ms"),
@@ -224,8 +225,8 @@ def _per_run(r: Row) -> str:
 def _write(out: Path, rows: list[Row], counts: dict, tolerance: float) -> None:
     doc = {"tolerance": tolerance, "rows": [{**asdict(r), "rel_diff": r.rel_diff} for r in rows],
            "counts": {str(k): v for k, v in counts.items()}}
-    (out / "agreement.json").write_text(json.dumps(doc, indent=1))
-    (out / "agreement.md").write_text(markdown(rows, tolerance))
+    outputs.write_text(out / "agreement.json", json.dumps(doc, indent=1))
+    outputs.write_text(out / "agreement.md", markdown(rows, tolerance))
 
 
 def _vllm_python(given: str | None) -> str:

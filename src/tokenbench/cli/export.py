@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from tokenbench.errors import UsageError
 from tokenbench.report.export import to_csv, to_json
 from tokenbench.report.model import open_store
+from tokenbench.store import outputs
 
 
 @click.command("export")
 @click.argument("run_id")
 @click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True)
 @click.option("--requests", is_flag=True, help="per-request rows (CSV) or requests inside each cell (JSON)")
-@click.option("-o", "--output", default=None, type=click.Path(dir_okay=False), help="file (default: stdout)")
+@click.option("-o", "--output", default=None, help="file (default: stdout; - too)")
 @click.option("--db", default=None, type=click.Path(dir_okay=False), help="results database (default results/)")
 def command(run_id: str, fmt: str, requests: bool, output: str | None, db: str | None) -> None:
     """Export a stored run's cells (and requests) for other tools."""
@@ -24,7 +22,4 @@ def command(run_id: str, fmt: str, requests: bool, output: str | None, db: str |
     if output is None:
         click.echo(text, nl=False)
         return
-    try:
-        Path(output).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot write {output}: {exc.strerror}", "choose another -o FILE") from None
+    outputs.write_text(output, text, "-o/--output")

@@ -8,6 +8,7 @@ from tokenbench.errors import UsageError
 from tokenbench.report import html_page, markdown
 from tokenbench.report.document import Document
 from tokenbench.report.svg import standalone
+from tokenbench.store import outputs
 
 FORMATS = ("md", "html")
 
@@ -23,6 +24,8 @@ def parse_formats(text: str) -> list[str]:
 
 def write(doc: Document, out_dir: str | Path, formats: list[str], stem: str = "report") -> list[Path]:
     out = Path(out_dir)
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise UsageError(f"-o {out} is not a directory", "give -o a directory (it is created when missing)")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -31,10 +34,10 @@ def write(doc: Document, out_dir: str | Path, formats: list[str], stem: str = "r
     paths = []
     if "md" in formats:
         for fig in doc.figures():
-            (out / markdown.figure_file(fig, doc.lang)).write_text(standalone(fig.svg), encoding="utf-8")
+            outputs.write_text(out / markdown.figure_file(fig, doc.lang), standalone(fig.svg), "-o")
         paths.append(out / f"{stem}{suffix}.md")
-        paths[-1].write_text(markdown.render(doc), encoding="utf-8")
+        outputs.write_text(paths[-1], markdown.render(doc), "-o")
     if "html" in formats:
         paths.append(out / f"{stem}{suffix}.html")
-        paths[-1].write_text(html_page.render(doc), encoding="utf-8")
+        outputs.write_text(paths[-1], html_page.render(doc), "-o")
     return paths

@@ -20,6 +20,7 @@ from tokenbench.load.cell import CellResult, run_cell
 from tokenbench.load.target import resolve
 from tokenbench.spec.bench import Target
 from tokenbench.store.db import Store
+from tokenbench.store.journal import Journal
 from tokenbench.sweep import capacity
 from tokenbench.sweep.monitoring import cell_monitor
 from tokenbench.sweep.plan import (
@@ -89,9 +90,14 @@ def _target(spec, server: Server):
 
 class SweepRunner:
     def __init__(self, plan: Plan, store: Store, run_id: str, events: SweepEvents | None = None,
-                 server: Server | None = None) -> None:
-        """`server`: an already running server (e.g. deployed by `demo`) used instead of the target."""
+                 server: Server | None = None, output: str | None = None) -> None:
+        """`server`: an already running server (e.g. deployed by `demo`) used instead of the target.
+        `output`: a JSON result file rewritten after every cell (with the cells already stored)."""
         self.plan, self.store, self.run_id = plan, store, run_id
+        hint = f"; then `tokenbench sweep --resume {run_id} --db {store.path}`"
+        self.journal = Journal(store, run_id, {"run_id": run_id, "kind": "sweep",
+                                               "spec": plan.spec.model_dump(mode="json")}, output, hint)
+        self.journal.seed_from_store()
         self.ev = events or SweepEvents()
         self.server = server
         self.capacity: dict[str, list[str]] = {}      # config name -> capacity result lines
@@ -137,8 +143,7 @@ class SweepRunner:
         return message
 
     def _config_status(self, config: ServerConfig, status: str, message: str) -> None:
-        self.store.db.execute("UPDATE server_configs SET status=?, message=? WHERE run_id=? AND name=?",
-                              (status, message, self.run_id, config.name))
+        self.store.set_config_status(self.run_id, config.name, status, message)
 
     def _launch_and_run(self, config: ServerConfig, config_id: int) -> None:
         given = contextlib.nullcontext(self.server) if self.server else None
@@ -206,7 +211,7 @@ class SweepRunner:
         if death:
             result.status, result.message = "failed", f"server died during the cell: {death}; {result.message}"
         row = _cell_row(cell, result, kv_cap, mon.summary(result.summary.get("total_output_tokens"), star))
-        self.store.save_cell(self.run_id, config_id, row, [*result.warmup, *result.records], mon.rows())
+        self.journal.add(config_id, row, [*result.warmup, *result.records], mon.rows(), cell.config.name)
         self.ev.cell_done(cell, row)
         if death:
             raise ServerDied(f"cell {cell.key}: {death}")
@@ -218,5 +223,5 @@ class SweepRunner:
                "request_rate": cell.load.request_rate, "status": "skipped", "message": reason,
                "kv_demand": kv_demand(cell), "kv_capacity": kv_cap, "over_capacity": over_capacity(cell, kv_cap),
                "summary": {}}
-        self.store.save_cell(self.run_id, config_id, row, [])
+        self.journal.add(config_id, row, [], config=cell.config.name)
         self.ev.cell_done(cell, row)

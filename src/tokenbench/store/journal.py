@@ -1,0 +1,120 @@
+"""Where a run's finished cells go: the results database and, when asked, a JSON result file rewritten
+after every cell. Each cell goes to every sink that still works. When the database refuses a write
+(disk full, read-only, I/O error) or the JSON file cannot be written, the cell's records are kept in the
+other sink, or in a recovery file when there is no other, and the run stops with an OutputError that says
+what was kept where; the database's run is then shown "interrupted" and `--resume` runs the rest."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from tokenbench.client.records import RequestRecord
+from tokenbench.errors import OutputError, StoreError
+from tokenbench.store import outputs
+from tokenbench.store.db import Store
+from tokenbench.store.records import json_safe, to_dict
+
+
+class Journal:
+    def __init__(self, store: Store | None, run_id: str | None, doc: dict, json_path: str | Path | None,
+                 resume_hint: str = "") -> None:
+        if json_path is not None:
+            outputs.check(json_path, probe=True)
+        self.store, self.run_id, self.doc = store, run_id, doc
+        self.json_path = Path(json_path) if json_path and str(json_path) != outputs.STDOUT else None
+        self.to_stdout = str(json_path) == outputs.STDOUT      # printed once, by write()
+        self.resume_hint = resume_hint
+        self.stored_keys: list[str] = []          # cells committed to the database by this process
+        self.doc.setdefault("cells", [])
+
+    def add(self, config_id: int | None, row: dict, records: Sequence[RequestRecord],
+            samples: Iterable[tuple] = (), config: str | None = None) -> None:
+        """Store one finished cell everywhere; OutputError (after keeping it elsewhere) when a sink fails."""
+        db_error = self._to_db(config_id, row, records, samples)
+        entry = {**row, **({"config": config} if config else {}),
+                 "requests": [to_dict(r) for r in records if r.phase == "measure"]}
+        self.doc["cells"].append(entry)
+        json_error = self._write_json()
+        if db_error or json_error:
+            self._fail(row["key"], db_error, json_error)
+
+    def _to_db(self, config_id, row, records, samples) -> StoreError | None:
+        if self.store is None or config_id is None:
+            return None
+        try:
+            self.store.save_cell(self.run_id, config_id, row, records, samples)
+        except StoreError as exc:
+            return exc
+        self.stored_keys.append(row["key"])
+        return None
+
+    def _write_json(self) -> OutputError | None:
+        if self.json_path is None:
+            return None
+        try:
+            outputs.write_text(self.json_path, json.dumps(json_safe(self.doc), indent=1))
+        except OutputError as exc:
+            return exc
+        return None
+
+    def _fail(self, key: str, db_error: StoreError | None, json_error: OutputError | None) -> None:
+        kept = []
+        if db_error is None and self.store is not None:
+            kept.append(f"cell {key} and earlier in {self.store.path} (run {self.run_id})")
+        elif self.stored_keys:
+            kept.append(f"{len(self.stored_keys)} earlier cell(s) in {self.store.path} (run {self.run_id})")
+        if json_error is None and self.json_path is not None:
+            kept.append(f"cell {key} and earlier in {self.json_path}")
+        elif db_error is not None:
+            kept.append(self._recover(key))
+        cause = db_error or json_error
+        self._mark_interrupted(cause.message)
+        raise OutputError(f"{cause.message}; kept: {'; '.join(kept)}",
+                          f"free space or fix the path{self.resume_hint}") from None
+
+    def _recover(self, key: str) -> str:
+        name = f"tokenbench-recovery-{self.run_id or os.getpid()}.json"
+        near = [p.parent / name for p in (self.json_path, self.store.path if self.store else None) if p]
+        where, _ = outputs.first_writable(json.dumps(json_safe(self.doc), indent=1),
+                                          [*near, Path.cwd() / name, Path(tempfile.gettempdir()) / name])
+        return f"cell {key} and earlier in recovery file {where}" if where else f"cell {key} LOST (no disk took it)"
+
+    def _mark_interrupted(self, why: str) -> None:
+        if self.store is None or self.run_id is None:
+            return
+        try:
+            self.store.set_run_status(self.run_id, "interrupted", why)
+        except StoreError:
+            pass            # the disk refuses even that: `runs` shows it interrupted once this process ends
+
+    def write(self) -> None:
+        """Rewrite the JSON result (e.g. with final facts); OutputError when it cannot be written."""
+        if self.to_stdout:
+            outputs.write_text(outputs.STDOUT, json.dumps(json_safe(self.doc), indent=1) + "\n")
+        err = self._write_json()
+        if err:
+            where = (f"the cells are in {self.store.path} (run {self.run_id})" if self.store
+                     else self._recover("last"))
+            raise OutputError(f"{err.message}; kept: {where}", "free space or choose another --output")
+
+    def seed_from_store(self) -> None:
+        """A resumed run's JSON result starts with the cells already stored, so rewriting it loses none."""
+        if self.store is None or self.run_id is None or self.json_path is None:
+            return
+        for c in self.store.cells(self.run_id):
+            row = {k: c[k] for k in ("key", "repeat", "input_len", "output_len", "concurrency", "request_rate",
+                                     "status", "message", "kv_demand", "kv_capacity", "over_capacity", "summary")}
+            self.doc["cells"].append({**row, "config": c["config_name"],
+                                      "requests": [to_dict(r) for r in self.store.requests(c["id"])]})
+
+    def locations(self) -> list[str]:
+        out = []
+        if self.store:
+            out.append(f"stored run {self.run_id} in {self.store.path}")
+        if self.json_path:
+            out.append(f"wrote {self.json_path}")
+        return out
