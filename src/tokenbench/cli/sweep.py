@@ -7,7 +7,7 @@ import sys
 import click
 
 from tokenbench.cli import console, options
-from tokenbench.errors import DeployError, MeasurementError, SpecError, UsageError
+from tokenbench.errors import DeployError, MeasurementError, SpecError, TargetError, UsageError
 from tokenbench.spec.loader import load_file, load_model
 from tokenbench.spec.sweep import SweepSpec
 from tokenbench.store import environment
@@ -30,6 +30,17 @@ def _from_flags(kw: dict) -> SweepSpec:
     if kw["num_prompts"]:
         data["requests"] = {"per_concurrency": 1, "min": kw["num_prompts"]}
     return load_model(SweepSpec, data, "command line")
+
+
+def _sweep_run(store: Store, run_id: str) -> dict:
+    """The stored run to resume; a run of another kind (a bench) is refused with how to rerun it."""
+    run = store.run(run_id)
+    if run["kind"] != "sweep":
+        argv = " ".join(["tokenbench", *run.get("command", [])[1:]]) if run.get("command") else ""
+        how = f"rerun it with `{argv}`" if argv else f"rerun it with `tokenbench {run['kind']}`"
+        raise UsageError(f"run {run_id} is a {run['kind']} run, not a sweep: `sweep --resume` continues sweeps",
+                         how)
+    return run
 
 
 def _preflight(p: Plan) -> None:
@@ -93,6 +104,7 @@ class _Display:
 @click.option("--resume", "resume", default=None, help="run id to continue (runs only the missing cells)")
 @click.option("--dry-run", is_flag=True, help="print the plan and KV demand, run nothing")
 @click.option("--db", default=None, type=click.Path(dir_okay=False), help="results database")
+@click.option("--output", default=None, help="also write a JSON result, rewritten after every cell")
 @click.option("--base-url", default=None)
 @click.option("--pairs", default=None, help="INPUT:OUTPUT list, e.g. 512:512,16384:2048")
 @click.option("--concurrency", default=None, help="e.g. 1,8,32,128")
@@ -103,11 +115,11 @@ class _Display:
 @click.option("--api-key-env", default=None)
 @click.option("--find-capacity", is_flag=True, help="search the highest concurrency meeting --slo per pair")
 @click.option("--set", "overrides", multiple=True, help="spec override key=value (e.g. repeats=2)")
-def command(spec_file, resume, dry_run, db, overrides, **kw) -> None:
+def command(spec_file, resume, dry_run, db, output, overrides, **kw) -> None:
     """Run a sweep from SPEC.yaml (or flags), storing every cell as it finishes."""
     store = Store(db or default_db_path())
     if resume:
-        stored = dict(store.run(resume)["spec"])
+        stored = dict(_sweep_run(store, resume)["spec"])
         stored.pop("planned_cells", None)
         spec = load_model(SweepSpec, stored, f"run {resume}")
     elif spec_file:
@@ -122,7 +134,7 @@ def command(spec_file, resume, dry_run, db, overrides, **kw) -> None:
     target = spec.target.base_url or spec.target.profile
     profile = load_profile(spec.target, p.configs[0]) if spec.target.profile else None
     run_id = resume or create_run(store, p, target, profile)
-    execute(SweepRunner(p, store, run_id), store)
+    execute(SweepRunner(p, store, run_id, output=output), store)
 
 
 def execute(runner: SweepRunner, store: Store) -> list[dict]:
@@ -140,7 +152,7 @@ def execute(runner: SweepRunner, store: Store) -> list[dict]:
             store.set_run_status(run_id, "interrupted", "interrupted; resume with --resume")
             console.err.print(f"interrupted: resume with `tokenbench sweep --resume {run_id}`")
             raise
-        except (DeployError, MeasurementError, SpecError) as exc:
+        except (DeployError, MeasurementError, SpecError, TargetError) as exc:
             store.set_run_status(run_id, "failed", exc.one_line())
             raise
     cells = store.cells(run_id)
