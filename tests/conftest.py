@@ -7,6 +7,14 @@ from collections.abc import Iterator
 import pytest
 
 
+@pytest.fixture(autouse=True)
+def _results_and_state_in_tmp(tmp_path, monkeypatch):
+    """No test writes to the user's results database or deployment state (tokenbench/userdirs.py):
+    both default to this test's tmp dir. The engine cache ($TOKENBENCH_CACHE) is left as it is."""
+    monkeypatch.setenv("TOKENBENCH_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("TOKENBENCH_STATE", str(tmp_path / "state"))
+
+
 @pytest.fixture(scope="session")
 def llamacpp_server(tmp_path_factory) -> Iterator:
     """The built-in `cpu-smollm2-llamacpp` profile deployed once per session on a free loopback port,

@@ -8,6 +8,8 @@ import pytest
 
 from tokenbench.cli.main import main
 
+pytestmark = pytest.mark.slow   # subprocesses, real servers or hypothesis: seconds per test
+
 
 def free_port() -> int:
     with socket.socket() as s:

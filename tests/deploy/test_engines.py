@@ -14,6 +14,8 @@ from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProces
 
 from .helpers import StubServer
 
+pytestmark = pytest.mark.slow   # subprocesses, real servers or hypothesis: seconds per test
+
 
 def profile(**extra) -> Profile:
     data = {"name": "p", "engine": "llamacpp", "model": {"path": "/m/tiny.gguf"}}

@@ -14,6 +14,8 @@ import pytest
 
 from .helpers import SLEEPER, gone, script, states, tokenbench_argv, wait_for_state, write_profile
 
+pytestmark = pytest.mark.slow   # subprocesses, real servers or hypothesis: seconds per test
+
 SIGNALS = [pytest.param(signal.SIGINT, id="SIGINT"), pytest.param(signal.SIGTERM, id="SIGTERM")]
 
 

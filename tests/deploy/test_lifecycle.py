@@ -4,6 +4,7 @@ teardown of the whole process group, state that other invocations can use."""
 from __future__ import annotations
 
 import socket
+import subprocess
 import time
 
 import psutil
@@ -13,7 +14,9 @@ from tokenbench.cli.main import main
 from tokenbench.deploy import lifecycle, profiles, state
 from tokenbench.errors import DeployError
 
-from .helpers import CRASHER, FORKER, STUBBORN, gone, states, write_profile
+from .helpers import CRASHER, FORKER, SLEEPER, STUBBORN, gone, states, tokenbench_argv, write_profile
+
+pytestmark = pytest.mark.slow   # subprocesses, real servers or hypothesis: seconds per test
 
 
 def load(tmp_path, code=CRASHER, *overrides, **extra):
@@ -150,3 +153,24 @@ def test_down_with_nothing_recorded(capsys):
     assert main(["deploy", "down"]) == 0
     assert "nothing to stop" in capsys.readouterr().err
     assert main(["deploy", "logs"]) == 2
+
+
+@pytest.mark.slow
+def test_status_from_another_directory_sees_the_deployment(tmp_path, monkeypatch):
+    """State lives per user (XDG_STATE_HOME), not under the current directory: a deployment started in
+    the project folder is listed by `tokenbench deploy status` run from elsewhere."""
+    monkeypatch.delenv("TOKENBENCH_STATE")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir(), elsewhere.mkdir()
+    monkeypatch.chdir(project)
+    dep = lifecycle.launch(load(tmp_path, SLEEPER, "name=far"))
+    try:
+        out = subprocess.run(tokenbench_argv("deploy", "status"), cwd=elsewhere, capture_output=True,
+                             text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert dep.state.id in out.stdout + out.stderr
+        assert (tmp_path / "xdg-state" / "tokenbench" / "deployments" / f"{dep.state.id}.json").is_file()
+        assert not list(project.iterdir())            # nothing written under the working directory
+    finally:
+        dep.stop()

@@ -1,3 +1,4 @@
+
 """A deployment owned by a tokenbench that died (SIGKILL mid-sweep) is reaped by the next launch:
 a container is removed by name (it outlives the docker client), the state file goes; deployments
 of a live owner and of `deploy up` (no owner) are left alone."""
@@ -12,10 +13,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tokenbench.deploy import lifecycle, local, profiles, state
 from tokenbench.deploy.state import DeploymentState
 
 from .helpers import SLEEPER, gone, write_profile
+
+pytestmark = pytest.mark.slow   # subprocesses, real servers or hypothesis: seconds per test
 
 
 def _docker(tmp_path: Path) -> Path:

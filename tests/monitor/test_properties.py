@@ -1,7 +1,9 @@
+
 """Property: on any text the offline parsers return data or raise UsageError, nothing else."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -11,6 +13,8 @@ from tokenbench.monitor.nvidia_smi import gpu_samples, parse_nvidia_smi
 from tokenbench.monitor.prometheus import parse_prometheus, server_samples
 
 from .helpers import fixture_files
+
+pytestmark = pytest.mark.slow   # subprocesses, real servers or hypothesis: seconds per test
 
 REAL_LINES = sorted({line for folder in ("npu-smi", "nvidia-smi", "prometheus")
                      for path in fixture_files(folder) for line in path.read_text().splitlines()})

@@ -12,6 +12,8 @@ from tokenbench.monitor.runner import Monitor, next_index
 from tokenbench.monitor.samplers import Availability
 from tokenbench.monitor.samples import Sample
 
+pytestmark = pytest.mark.slow   # subprocesses, real servers or hypothesis: seconds per test
+
 MS = 1_000_000
 
 

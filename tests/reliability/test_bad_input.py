@@ -28,6 +28,8 @@ from tokenbench.spec.loader import load_file, load_model, parse_yaml
 from tokenbench.spec.sweep import SweepSpec
 from tokenbench.store.records import to_dict
 
+pytestmark = pytest.mark.slow   # subprocesses, real servers or hypothesis: seconds per test
+
 PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 

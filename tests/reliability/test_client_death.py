@@ -20,6 +20,8 @@ from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProces
 
 from .helpers import db_problems, fake_profile, gone, logged
 
+pytestmark = pytest.mark.slow   # subprocesses, real servers or hypothesis: seconds per test
+
 KILLS = 5
 PAIRS, CONCURRENCY, REPEATS = [[8, 6], [16, 6]], [1, 2, 4], 2
 PLANNED = {(f"{i}:{o}/c={c}", r) for i, o in PAIRS for c in CONCURRENCY for r in range(REPEATS)}

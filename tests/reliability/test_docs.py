@@ -1,3 +1,4 @@
+
 """docs/reliability.md cannot go stale: every test it names exists (file, function, parametrize id),
 and every reference-server fault and every request error kind has its row."""
 
@@ -7,8 +8,12 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 from tokenbench.client.records import ERROR_KINDS
 from tokenbench.testing.faults import FAULT_KINDS
+
+pytestmark = pytest.mark.slow   # subprocesses, real servers or hypothesis: seconds per test
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "reliability.md").read_text()

@@ -32,7 +32,7 @@ HALF = OUT // 2                            # mid-stream faults strike at content
 STALL_S, SLOW_S = 2.0, 0.3
 TIMEOUT_S = 1.0                            # stall_past_timeout: the client gives up long before the stall ends
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]   # real servers, seconds per test
 
 
 @dataclass(frozen=True)

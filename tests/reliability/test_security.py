@@ -25,7 +25,7 @@ from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProces
 
 from .helpers import StubOpenAI, error_lines, files_holding
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]   # real servers, seconds per test
 
 BENCH = ["--input-len", "8", "--output-len", "4", "--concurrency", "1", "--num-prompts", "6",
          "--warmup-requests", "0"]

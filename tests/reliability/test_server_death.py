@@ -25,6 +25,8 @@ from tokenbench.cli.main import main
 
 from .helpers import EngineKiller, db_problems, error_lines, fake_profile, gone, logged
 
+pytestmark = pytest.mark.slow   # subprocesses, real servers or hypothesis: seconds per test
+
 
 def write_spec(tmp: Path, profile: str, pair: list[int], requests: int) -> Path:
     spec = {"target": {"profile": profile}, "pairs": [pair], "concurrency": [2], "vary": {"slots": [1, 2]},

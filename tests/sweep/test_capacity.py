@@ -7,6 +7,8 @@ from tokenbench.store.db import Store
 from tokenbench.sweep.capacity import search
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
+pytestmark = pytest.mark.slow   # subprocesses, real servers or hypothesis: seconds per test
+
 
 def drive(limit: int, max_c: int = 256):
     gen, tried = search(max_c), []

@@ -15,6 +15,8 @@ from tokenbench.cli.main import main
 from tokenbench.errors import DeployError
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
+pytestmark = pytest.mark.slow   # subprocesses, real servers or hypothesis: seconds per test
+
 
 def complete(url: str, body: dict, headers: dict | None = None) -> dict:
     req = urllib.request.Request(f"{url}/v1/completions", data=json.dumps(body).encode(),

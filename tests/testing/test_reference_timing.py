@@ -1,3 +1,4 @@
+
 """Timing is the ground truth: every chunk is written at its absolute deadline, queueing delays admission."""
 
 from __future__ import annotations
@@ -7,10 +8,13 @@ import os
 import time
 
 import aiohttp
+import pytest
 
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 from .helpers import config, post, read_log, run, served, stream_body
+
+pytestmark = pytest.mark.slow   # subprocesses, real servers or hypothesis: seconds per test
 
 TTFT_MS, ITL_MS, TOKENS = 20.0, 5.0, 16
 

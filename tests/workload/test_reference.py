@@ -20,6 +20,8 @@ from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProces
 from tokenbench.workload import images, trace_replay
 from tokenbench.workload.sharegpt import read_sharegpt
 
+pytestmark = pytest.mark.slow   # subprocesses, real servers or hypothesis: seconds per test
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 

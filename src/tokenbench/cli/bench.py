@@ -136,7 +136,7 @@ def _progress_cb(bar, tasks: dict):
 @click.option("--allow-length-mismatch", is_flag=True, help="keep cells whose token counts differ from the ask")
 @click.option("--max-error-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True)
 @click.option("--output", "output", default=None, type=click.Path(dir_okay=False), help="write a JSON result")
-@click.option("--db", default=None, type=click.Path(dir_okay=False), help="results database (default results/)")
+@click.option("--db", default=None, type=click.Path(dir_okay=False), help="results database (default: $TOKENBENCH_RESULTS/tokenbench.db, else ~/.local/share/tokenbench/tokenbench.db)")
 @click.option("--no-store", is_flag=True, help="do not write to the results database")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
               help="client processes sharing the load (each with its own event loop)")

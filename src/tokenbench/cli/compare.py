@@ -15,7 +15,7 @@ from tokenbench.report.model import open_store
 
 @click.command("compare")
 @click.argument("selectors", nargs=-1, required=True)
-@click.option("--db", default=None, type=click.Path(dir_okay=False), help="results database (default results/)")
+@click.option("--db", default=None, type=click.Path(dir_okay=False), help="results database (default: $TOKENBENCH_RESULTS/tokenbench.db, else ~/.local/share/tokenbench/tokenbench.db)")
 @click.option("--format", "formats", default="md,html", show_default=True, help="md, html or md,html")
 @click.option("--lang", type=click.Choice(LANGS), default="en", show_default=True)
 @click.option("-o", "--output", "out_dir", default=None, type=click.Path(file_okay=False),

@@ -14,7 +14,7 @@ from tokenbench.store import outputs
 @click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True)
 @click.option("--requests", is_flag=True, help="per-request rows (CSV) or requests inside each cell (JSON)")
 @click.option("-o", "--output", default=None, help="file (default: stdout; - too)")
-@click.option("--db", default=None, type=click.Path(dir_okay=False), help="results database (default results/)")
+@click.option("--db", default=None, type=click.Path(dir_okay=False), help="results database (default: $TOKENBENCH_RESULTS/tokenbench.db, else ~/.local/share/tokenbench/tokenbench.db)")
 def command(run_id: str, fmt: str, requests: bool, output: str | None, db: str | None) -> None:
     """Export a stored run's cells (and requests) for other tools."""
     store = open_store(db)

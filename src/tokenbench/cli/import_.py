@@ -19,7 +19,7 @@ from tokenbench.store.db import Store, default_db_path
 @click.argument("file", type=click.Path(dir_okay=False, exists=True))
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="vllm (bench serve JSON), sglang (bench_serving JSONL) or csv; default: from the suffix")
-@click.option("--db", default=None, type=click.Path(dir_okay=False), help="results database (default results/)")
+@click.option("--db", default=None, type=click.Path(dir_okay=False), help="results database (default: $TOKENBENCH_RESULTS/tokenbench.db, else ~/.local/share/tokenbench/tokenbench.db)")
 @click.option("--engine", default=None, help="engine that served the results (vllm, sglang, ...)")
 @click.option("--engine-version", default=None)
 @click.option("--model", default=None, help="model name")

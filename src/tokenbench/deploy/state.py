@@ -1,5 +1,6 @@
 """One small JSON file per running deployment, so `deploy status|logs|down` work from any later
-tokenbench invocation. Directory: $TOKENBENCH_STATE, default results/deployments/."""
+tokenbench invocation, from any directory: $TOKENBENCH_STATE, default
+$XDG_STATE_HOME/tokenbench/deployments (tokenbench/userdirs.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from tokenbench import userdirs
 from tokenbench.errors import UsageError
 
-STATE_ENV = "TOKENBENCH_STATE"
+STATE_ENV = userdirs.STATE_ENV
 
 
 @dataclass(slots=True)
@@ -33,7 +35,7 @@ class DeploymentState:
 
 
 def state_dir(override: str | Path | None = None) -> Path:
-    return Path(override or os.environ.get(STATE_ENV) or Path("results") / "deployments")
+    return Path(override) if override else userdirs.state_dir()
 
 
 def file_of(directory: Path, deployment_id: str) -> Path:

@@ -24,7 +24,7 @@ def open_store(db: str | None) -> Store:
     path = Path(db) if db else default_db_path()
     if not path.is_file():
         raise StoreError(f"no results database at {path}",
-                         "pass --db PATH, or set TOKENBENCH_RESULTS to the results directory")
+                         "pass --db PATH, or set TOKENBENCH_RESULTS to the results directory (default ~/.local/share/tokenbench)")
     return Store(path)
 
 

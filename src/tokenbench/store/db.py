@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
-import os
 import sqlite3
 import time
 import uuid
@@ -14,18 +13,17 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tokenbench import __version__
+from tokenbench import __version__, userdirs
 from tokenbench.client.records import RequestRecord
 from tokenbench.errors import OutputError, StoreError
 from tokenbench.store import liveness, outputs
 from tokenbench.store.migrate import migrate
 from tokenbench.store.records import REQUEST_COLUMNS, from_row, to_row
 
-DEFAULT_DIR_ENV = "TOKENBENCH_RESULTS"
-
 
 def default_db_path() -> Path:
-    return Path(os.environ.get(DEFAULT_DIR_ENV, "results")) / "tokenbench.db"
+    """The per-user results database (tokenbench/userdirs.py): the same from any directory."""
+    return userdirs.results_dir() / "tokenbench.db"
 
 
 def _now() -> str:
