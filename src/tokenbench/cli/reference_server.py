@@ -8,6 +8,7 @@ import os
 import click
 
 from tokenbench.errors import UsageError
+from tokenbench.testing.config import REASONING_FIELDS
 from tokenbench.testing.faults import FAULT_KINDS, parse_fault
 from tokenbench.testing.reference_server import ReferenceConfig, RunningReference, run_blocking
 
@@ -40,6 +41,15 @@ def _opt(flag: str, name: str, type_: object = None, **extra: object):
 @click.option("--usage/--no-usage", "send_usage", default=True, show_default=True,
               help=_FIELDS["send_usage"].metadata["help"])
 @_opt("--send-log", "send_log", click.Path(dir_okay=False))
+@click.option("--token-ids/--no-token-ids", "token_ids", default=True, show_default=True,
+              help=_FIELDS["token_ids"].metadata["help"])
+@click.option("--tokenize/--no-tokenize", "tokenize_endpoint", default=True, show_default=True,
+              help=_FIELDS["tokenize_endpoint"].metadata["help"])
+@_opt("--reasoning-tokens", "reasoning_tokens", click.IntRange(min=0))
+@_opt("--reasoning-field", "reasoning_field", click.Choice(REASONING_FIELDS))
+@_opt("--empty-every", "empty_every", click.IntRange(min=0))
+@click.option("--tool-calls/--no-tool-calls", "tool_calls", default=False, show_default=True,
+              help=_FIELDS["tool_calls"].metadata["help"])
 @click.option("--api-key-env", metavar="VAR", help="require `Authorization: Bearer $VAR`")
 @click.option("--fault", "fault_specs", multiple=True, metavar="NAME=RATE",
               help=f"inject a fault in this share of requests (repeatable); NAME is one of "

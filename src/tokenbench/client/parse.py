@@ -1,10 +1,11 @@
 """Interpret a RawExchange after the request ended: SSE events -> token arrivals, usage, errors.
 
 Rules (docs/metrics.md):
-- a chunk is token-bearing when a choice carries `token_ids`, or non-empty text / content /
-  reasoning content; role-only and empty chunks never count as the first token;
-- a chunk carrying k tokens counts k: k = len(token_ids) when the server sends them, else the
-  increase of a continuous `usage.completion_tokens`, else 1;
+- a chunk is token-bearing when it carries a generated token of any kind: token ids, text, content,
+  reasoning (`reasoning` or `reasoning_content`), tool-call text, or an empty-text token; role-only
+  chunks never count (client.tokens reads a choice);
+- a chunk carrying k tokens counts k: by token ids, else by a continuous usage count, else by one per
+  chunk reconciled with the final usage (client.token_counts);
 - output and prompt token counts come from the server's `usage`; only when it sends none are they
   counted from the chunks (`usage_source = "chunks"`), and the record says so.
 """
@@ -17,41 +18,23 @@ from dataclasses import dataclass, field
 from tokenbench.client.records import Phase, RawExchange, RequestRecord, UsageSource
 from tokenbench.client.request import PreparedRequest
 from tokenbench.client.sse import SSEDecoder
+from tokenbench.client.token_counts import Chunk, Counted, resolve
+from tokenbench.client.tokens import choice_problem, read_choice
 
 MAX_TEXT = 2000  # characters of generated text kept per request (for smoke tests and reports)
 
 
 @dataclass(slots=True)
 class _State:
-    times: list[int] = field(default_factory=list)
-    counts: list[int] = field(default_factory=list)
-    chunk_usage: list[int | None] = field(default_factory=list)   # cumulative completion_tokens per chunk
+    chunks: list[Chunk] = field(default_factory=list)
+    counted: Counted = field(default_factory=Counted)
     text: list[str] = field(default_factory=list)
     usage: dict | None = None
     finish_reason: str | None = None
     done: bool = False
+    done_ns: int | None = None
     error_kind: str | None = None
     error_detail: str = ""
-
-
-def _choice_text(choice: dict) -> str:
-    if "text" in choice:
-        return choice.get("text") or ""
-    delta = choice.get("delta") or {}
-    return (delta.get("content") or "") + (delta.get("reasoning_content") or "")
-
-
-def _chunk_tokens(choice: dict, usage: dict | None, st: _State) -> int:
-    """Tokens a chunk carries: its token_ids, else the growth of a continuous usage count (only when an
-    earlier chunk carried usage too: a final usage-only chunk carries no token), else 1 if it has text."""
-    ids = choice.get("token_ids")
-    if ids:
-        return len(ids)
-    if usage and st.usage is not None and isinstance(usage.get("completion_tokens"), int):
-        k = usage["completion_tokens"] - sum(st.counts)
-        if k > 0:
-            return k
-    return 1 if _choice_text(choice) else 0
 
 
 def _fail(st: _State, kind: str, detail: str) -> None:
@@ -61,22 +44,6 @@ def _fail(st: _State, kind: str, detail: str) -> None:
 
 def _is_count(value: object) -> bool:
     return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0)
-
-
-def _choice_problem(choice: object) -> str | None:
-    if not isinstance(choice, dict):
-        return "a choice is not an object"
-    delta = choice.get("delta")
-    if delta is not None and not isinstance(delta, dict):
-        return "choices[].delta is not an object"
-    texts = (choice.get("text"), *((delta or {}).get(k) for k in ("content", "reasoning_content")))
-    if any(t is not None and not isinstance(t, str) for t in texts):
-        return "a choice's text/content is not a string"
-    if choice.get("token_ids") is not None and not isinstance(choice["token_ids"], list):
-        return "choices[].token_ids is not a list"
-    if choice.get("finish_reason") is not None and not isinstance(choice["finish_reason"], str):
-        return "choices[].finish_reason is not a string"
-    return None
 
 
 def _usage_problem(usage: object) -> str | None:
@@ -94,7 +61,7 @@ def _schema_problem(payload: dict) -> str | None:
     choices, usage = payload.get("choices"), payload.get("usage")
     if choices is not None and not isinstance(choices, list):
         return "choices is not a list"
-    problems = [_choice_problem(c) for c in choices or []] + [_usage_problem(usage) if usage else None]
+    problems = [choice_problem(c) for c in choices or []] + [_usage_problem(usage) if usage else None]
     return next((p for p in problems if p), None)
 
 
@@ -107,15 +74,17 @@ def _on_payload(st: _State, t_ns: int, payload: dict) -> None:
         _fail(st, "invalid_json", f"chunk does not follow the OpenAI schema ({problem}): {json.dumps(payload)[:120]}")
         return
     usage = payload.get("usage") or None
-    tokens = 0
-    for choice in payload.get("choices") or []:
-        tokens += _chunk_tokens(choice, usage, st)
-        st.text.append(_choice_text(choice))
+    pieces = [read_choice(c) for c in payload.get("choices") or []]
+    for choice, piece in zip(payload.get("choices") or [], pieces, strict=True):
+        st.text.append(piece.text)
         st.finish_reason = choice.get("finish_reason") or st.finish_reason
-    if tokens:
-        st.times.append(t_ns)
-        st.counts.append(tokens)
-        st.chunk_usage.append((usage or {}).get("completion_tokens"))
+    if pieces:
+        mark = (usage or {}).get("completion_tokens")
+        finish = any(c.get("finish_reason") for c in payload["choices"])
+        st.chunks.append(Chunk(
+            t_ns, sum(p.guess for p in pieces), all(p.ids is not None for p in pieces if p.guess),
+            mark, any(p.content for p in pieces), any(p.reasoning for p in pieces) and not any(p.content for p in pieces),
+            finish and not any(p.text or p.ids for p in pieces)))
     if usage:
         st.usage = usage
 
@@ -146,25 +115,18 @@ def _decode(raw: RawExchange) -> _State:
     for t_ns, data in raw.chunks:
         for ev in dec.feed(data):
             _on_event(st, t_ns, ev.data, ev.malformed)
+            if st.done and st.done_ns is None:
+                st.done_ns = t_ns
     for ev in dec.flush():
         _on_event(st, raw.end_ns, ev.data, ev.malformed)
-    _continuous_counts(st)
+    st.counted = resolve(st.chunks, st.usage)
     return st
-
-
-def _continuous_counts(st: _State) -> None:
-    """With continuous usage on every token-bearing chunk, tokens per chunk are the usage increments."""
-    marks = [m for m in st.chunk_usage if isinstance(m, int)]
-    if len(marks) < 2 or len(marks) != len(st.chunk_usage):
-        return
-    steps = [b - a for a, b in zip([0, *marks], marks, strict=False)]
-    if all(k > 0 for k in steps):
-        st.counts = steps
 
 
 def _usage_fields(st: _State) -> tuple[int | None, int | None, int | None, UsageSource]:
     if st.usage is None:
-        return None, (sum(st.counts) if st.counts else None), None, ("chunks" if st.counts else "none")
+        counts = st.counted.counts
+        return None, (sum(counts) if counts else None), None, ("chunks" if counts else "none")
     details = st.usage.get("prompt_tokens_details") or {}
     return st.usage.get("prompt_tokens"), st.usage.get("completion_tokens"), details.get("cached_tokens"), "server"
 
@@ -189,6 +151,8 @@ def _check_lengths(rec: RequestRecord, req: PreparedRequest) -> None:
         problems.append(f"prompt {rec.prompt_tokens} tokens, expected {req.expected_prompt_tokens}")
     if rec.image_count is not None and rec.image_count != req.images:
         problems.append(f"server counted {rec.image_count} images, {req.images} sent")
+    if got_out and not rec.token_times_ns:
+        problems.append(f"server reported {got_out} output tokens but no chunk carried one (TTFT unknown)")
     if got_out != req.output_len:
         problems.append(f"output {got_out} tokens, expected {req.output_len} (finish_reason={rec.finish_reason!r})")
     rec.length_error = "; ".join(problems)
@@ -199,11 +163,13 @@ def parse_exchange(raw: RawExchange, req: PreparedRequest, index: int, phase: Ph
     prompt, completion, cached, source = _usage_fields(st)
     rec = RequestRecord(
         index=index, phase=phase, input_len=req.input_len, output_len=req.output_len,
-        intended_ns=raw.intended_ns, sent_ns=raw.sent_ns, end_ns=raw.end_ns, status=raw.status,
-        token_times_ns=st.times, token_counts=st.counts, prompt_tokens=prompt,
+        intended_ns=raw.intended_ns, sent_ns=raw.sent_ns, end_ns=st.done_ns or raw.end_ns, status=raw.status,
+        token_times_ns=st.counted.times, token_counts=st.counted.counts, prompt_tokens=prompt,
         completion_tokens=completion, cached_tokens=cached, usage_source=source,
         images=req.images, image_bytes=req.image_bytes, image_count=_image_count(st),
         finish_reason=st.finish_reason, text="".join(st.text)[:MAX_TEXT],
+        first_content_ns=st.counted.first_content_ns, reasoning_tokens=st.counted.reasoning_tokens,
+        count_source=st.counted.source, expected_prompt_tokens=req.expected_prompt_tokens,
     )
     rec.error_kind = raw.error_kind or st.error_kind
     rec.error_detail = raw.error_detail or st.error_detail

@@ -67,6 +67,10 @@ class RequestRecord:
     length_error: str = ""              # server-reported lengths differ from what was asked
     text: str = ""
     worker: int = 0
+    first_content_ns: int | None = None  # arrival of the first answer token (content, text, tool call)
+    reasoning_tokens: int = 0           # tokens streamed as reasoning (or usage's reasoning_tokens)
+    count_source: str = "none"          # how tokens per chunk were counted (client.token_counts)
+    expected_prompt_tokens: int | None = None  # what the workload's tokenizer (+ chat template) counted
 
     @property
     def ok(self) -> bool:
@@ -75,6 +79,11 @@ class RequestRecord:
     @property
     def ttft_ns(self) -> int | None:
         return self.token_times_ns[0] - self.sent_ns if self.token_times_ns else None
+
+    @property
+    def ttfc_ns(self) -> int | None:
+        """Time to the first answer (non-reasoning) token."""
+        return self.first_content_ns - self.sent_ns if self.first_content_ns is not None else None
 
     @property
     def e2el_ns(self) -> int:

@@ -47,13 +47,16 @@ def encode_request(url: str, body: bytes, headers: dict[str, str]) -> tuple[tupl
 
 
 def _sampling(output_len: int) -> dict:
+    """Exact length (ignore_eos, min = max tokens), greedy, streamed with usage. `continuous_usage_stats`
+    asks vLLM and SGLang for the running token count on every chunk, the exact count per chunk
+    (servers without it ignore the field)."""
     return {
         "max_tokens": output_len,
         "min_tokens": output_len,
         "ignore_eos": True,
         "temperature": 0.0,
         "stream": True,
-        "stream_options": {"include_usage": True},
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
     }
 
 

@@ -43,7 +43,11 @@ def _counts(recs: Sequence[RequestRecord]) -> dict:
         "total_input_tokens": sum(r.prompt_tokens or r.input_len for r in ok),
         "total_output_tokens": sum(r.output_tokens for r in ok),
         "usage_source": dict(Counter(r.usage_source for r in ok)),
+        "count_source": dict(Counter(r.count_source for r in ok)),
         "length_mismatches": sum(1 for r in recs if r.length_error),
+        "total_reasoning_tokens": sum(r.reasoning_tokens for r in ok),
+        "reasoning_requests": sum(1 for r in ok if r.reasoning_tokens),
+        "zero_token_requests": sum(1 for r in ok if not r.token_times_ns),
     }
 
 
@@ -55,6 +59,17 @@ def _cache(ok: Sequence[RequestRecord]) -> dict:
         return {}
     cached, prompt = sum(c for c, _ in told), sum(p for _, p in told)
     return {"total_cached_tokens": cached, "cache_hit_rate": cached / prompt, "cache_reported_requests": len(told)}
+
+
+def _prompt_agreement(ok: Sequence[RequestRecord]) -> dict:
+    """How far the server's prompt counts are from the workload's own (its tokenizer + chat template):
+    requests that disagree, the mean signed difference and the largest one (server - ours)."""
+    diffs = [r.prompt_tokens - r.expected_prompt_tokens for r in ok
+             if r.prompt_tokens is not None and r.expected_prompt_tokens is not None]
+    if not diffs:
+        return {}
+    return {"prompt_tokens_disagreeing": sum(1 for d in diffs if d),
+            "prompt_tokens_diff_mean": sum(diffs) / len(diffs), "prompt_tokens_diff_max": max(diffs, key=abs)}
 
 
 def _images(recs: Sequence[RequestRecord]) -> dict:
@@ -70,10 +85,11 @@ def _images(recs: Sequence[RequestRecord]) -> dict:
 def _latencies(ok: Sequence[RequestRecord]) -> dict:
     out: dict = {}
     ttft = [v for r in ok if (v := rm.ttft_ms(r)) is not None]
+    ttfc = [v for r in ok if (v := rm.ttfc_ms(r)) is not None]
     tpot = [v for r in ok if (v := rm.tpot_ms(r)) is not None]
     ntpot = [v for r in ok if (v := rm.ntpot_ms(r)) is not None]
     itl = [v for r in ok for v in rm.itl_ms(r)]
-    for name, vals in (("ttft", ttft), ("tpot", tpot), ("itl", itl), ("e2el", [rm.e2el_ms(r) for r in ok]),
+    for name, vals in (("ttft", ttft), ("ttfc", ttfc), ("tpot", tpot), ("itl", itl), ("e2el", [rm.e2el_ms(r) for r in ok]),
                        ("ntpot", ntpot), ("queue", [rm.queue_ms(r) for r in ok])):
         out.update(describe(vals, name))
     return out
@@ -149,6 +165,7 @@ def summarize(recs: Sequence[RequestRecord], load: Load, input_len: int, output_
         return out
     ok = [r for r in recs if r.ok]
     out.update(_cache(ok))
+    out.update(_prompt_agreement(ok))
     out.update(_images(recs))
     dur = _duration_ns(recs) / NS
     out["duration"] = dur

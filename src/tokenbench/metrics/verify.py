@@ -8,6 +8,10 @@ from collections.abc import Sequence
 from tokenbench.client.records import RequestRecord
 
 
+def _expected(r: RequestRecord) -> int:
+    return r.expected_prompt_tokens if r.expected_prompt_tokens is not None else r.input_len
+
+
 def diagnose_mismatch(recs: Sequence[RequestRecord]) -> str:
     """Name the likely cause of length mismatches from what the server reported."""
     bad = [r for r in recs if r.length_error]
@@ -15,12 +19,13 @@ def diagnose_mismatch(recs: Sequence[RequestRecord]) -> str:
     if short and all(r.finish_reason == "stop" for r in short):
         return ("the server stopped at end-of-sequence before max_tokens: it likely ignores "
                 "ignore_eos/min_tokens (enable them on the server, or pass --allow-length-mismatch)")
-    prompt_off = [r.prompt_tokens - r.input_len for r in bad if r.prompt_tokens is not None
-                  and r.prompt_tokens != r.input_len]
+    prompt_off = [r.prompt_tokens - _expected(r) for r in bad if r.prompt_tokens is not None
+                  and r.prompt_tokens != _expected(r)]
     if prompt_off:
         diff = Counter(prompt_off).most_common(1)[0][0]
-        return (f"the server counted {diff:+d} prompt tokens versus what was sent: it likely adds special "
-                "tokens (BOS) or re-tokenizes text; use --api completions with token ids")
+        return (f"the server counted {diff:+d} prompt tokens versus the workload's count "
+                f"({len(prompt_off)} requests): it likely adds special tokens (BOS) or re-tokenizes text with "
+                "another tokenizer; use --api completions with token ids, or the server's own --tokenizer DIR")
     return "the server returned a different number of tokens than asked (see each request's error_detail)"
 
 

@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass, field
 from tokenbench.errors import UsageError
 from tokenbench.testing import faults as F
 
+REASONING_FIELDS = ("reasoning", "reasoning_content", "both")
+
 
 @dataclass
 class ReferenceConfig:
@@ -27,6 +29,17 @@ class ReferenceConfig:
         default=True, metadata={"help": "if off, ignore ignore_eos/min_tokens and stop early"})
     send_usage: bool = field(default=True, metadata={"help": "report usage when asked"})
     send_log: str | None = field(default=None, metadata={"help": "JSONL send log path"})
+    token_ids: bool = field(default=True, metadata={"help": "send each chunk's token_ids (vLLM sends none)"})
+    tokenize_endpoint: bool = field(
+        default=True, metadata={"help": "serve /tokenize and /detokenize (off: like a gateway, 404)"})
+    reasoning_tokens: int = field(
+        default=0, metadata={"help": "chat: the first N output tokens stream as reasoning"})
+    reasoning_field: str = field(
+        default="reasoning", metadata={"help": "delta field of reasoning: reasoning, reasoning_content or both"})
+    empty_every: int = field(
+        default=0, metadata={"help": "every Nth output token (the first included) streams with empty text"})
+    tool_calls: bool = field(
+        default=False, metadata={"help": "chat: the answer streams as tool-call argument deltas"})
     api_key: str | None = None
     faults: dict[str, float] = field(default_factory=dict)
     seed: int = field(default=0, metadata={"help": "seed for fault draws and sampling"})
@@ -40,6 +53,11 @@ class ReferenceConfig:
             raise UsageError("tokens_per_chunk >= 1, vocab_size >= 4, max_model_len >= 2 required")
         if (self.max_running or 1) < 1 or (self.kv_capacity_tokens or 1) < 1:
             raise UsageError("max_running and kv_capacity_tokens must be >= 1 when set")
+        if self.reasoning_tokens < 0 or self.empty_every < 0:
+            raise UsageError("reasoning_tokens and empty_every must be >= 0")
+        if self.reasoning_field not in REASONING_FIELDS:
+            raise UsageError(f"reasoning_field '{self.reasoning_field}' is unknown",
+                             hint=f"one of {', '.join(REASONING_FIELDS)}")
         self.faults = F.validate_faults(self.faults)
 
     def to_json(self) -> str:

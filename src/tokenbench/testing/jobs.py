@@ -26,6 +26,7 @@ class Job:
     continuous: bool
     seeds: list[int]
     images: int
+    style: Style
 
     @property
     def prompt_tokens(self) -> int:
@@ -37,13 +38,52 @@ class Job:
         return (f'{{"prompt_tokens":{p},"total_tokens":{p + completion},'
                 f'"completion_tokens":{completion}{extra}}}')
 
-    def event(self, index: int, ids: list[int], finish: str | None, usage: str | None) -> bytes:
-        text = "".join([f" w{i}" for i in ids])
-        body = (f'"delta":{{"content":"{text}"}}' if self.api == "chat" else f'"text":"{text}"')
+    def event(self, index: int, ids: list[int], finish: str | None, usage: str | None, lo: int = 0) -> bytes:
+        """The event of one choice carrying output tokens lo, lo+1, ... (their ids)."""
+        body = self.style.body(self.api, ids, lo)
+        token_ids = f',"token_ids":[{",".join(map(str, ids))}]' if self.style.token_ids else ""
         fin = "null" if finish is None else f'"{finish}"'
         tail = "" if usage is None else f',"usage":{usage}'
-        return (f'{self.head}[{{"index":{index},{body},"token_ids":[{",".join(map(str, ids))}],'
+        return (f'{self.head}[{{"index":{index},{body}{token_ids},'
                 f'"logprobs":null,"finish_reason":{fin}}}]{tail}}}\n\n').encode()
+
+
+@dataclass(slots=True, frozen=True)
+class Style:
+    """How streamed tokens look: reasoning first (under which field), empty-text tokens, tool calls."""
+
+    token_ids: bool = True
+    reasoning_tokens: int = 0
+    reasoning_field: str = "reasoning"
+    empty_every: int = 0
+    tool_calls: bool = False
+
+    @classmethod
+    def of(cls, cfg: ReferenceConfig) -> Style:
+        return cls(cfg.token_ids, cfg.reasoning_tokens, cfg.reasoning_field, cfg.empty_every, cfg.tool_calls)
+
+    def word(self, pos: int, token_id: int) -> str:
+        return "" if self.empty_every and pos % self.empty_every == 0 else f" w{token_id}"
+
+    def body(self, api: str, ids: list[int], lo: int) -> str:
+        words = [self.word(lo + j, t) for j, t in enumerate(ids)]
+        if api != "chat":
+            return f'"text":"{"".join(words)}"'
+        cut = max(0, min(len(ids), self.reasoning_tokens - lo))
+        fields = [self._reasoning("".join(words[:cut]))] if cut else []
+        if cut < len(ids):
+            fields.append(self._answer("".join(words[cut:]), first=lo + cut == self.reasoning_tokens))
+        return f'"delta":{{{",".join(fields)}}}'
+
+    def _reasoning(self, text: str) -> str:
+        names = ("reasoning", "reasoning_content") if self.reasoning_field == "both" else (self.reasoning_field,)
+        return ",".join(f'"{n}":"{text}"' for n in names)
+
+    def _answer(self, text: str, first: bool) -> str:
+        if not self.tool_calls:
+            return f'"content":"{text}"'
+        head = '"id":"call_0","type":"function","function":{"name":"lookup",' if first else '"function":{'
+        return f'"tool_calls":[{{"index":0,{head}"arguments":"{text}"}}}}]'
 
 
 class Sampler:
@@ -76,7 +116,7 @@ def parse_job(cfg: ReferenceConfig, rng: random.Random, body: object, api: str, 
     usage = cfg.send_usage and (not stream or bool(opts.get("include_usage")))
     return Job(api, _head(cfg, api, rid), prompts, n_out, finish, stream, usage,
                usage and stream and bool(opts.get("continuous_usage_stats")),
-               _seeds(body, prompts, rng), images)
+               _seeds(body, prompts, rng), images, Style.of(cfg))
 
 
 def _prompt_ids(body: dict, api: str, vocab_size: int) -> tuple[list[list[int]], int]:

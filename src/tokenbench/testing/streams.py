@@ -42,7 +42,7 @@ def chunk(job: Job, samplers: list[Sampler], lo: int, hi: int, last: bool) -> by
         usage = None
         if job.continuous or (last and job.usage and job.api == "completions" and i == width - 1):
             usage = job.usage_json(hi * (i + 1) + lo * (width - i - 1))
-        out.append(job.event(i, sampler.take(hi - lo), job.finish if last else None, usage))
+        out.append(job.event(i, sampler.take(hi - lo), job.finish if last else None, usage, lo))
     if last and job.usage and job.api == "chat":
         out.append(f'{job.head}[],"usage":{job.usage_json(hi)}}}\n\n'.encode())
     if last:

@@ -9,6 +9,7 @@ with 1-token probes. docs/workloads.md says how each kind verifies its lengths.
 
 from __future__ import annotations
 
+import functools
 import random
 import statistics
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from tokenbench.workload import prefix, trace_replay
 from tokenbench.workload.chat import ServerTokenizer, Tokenizer, chat_template_overhead, exact_text, image_tokens
 from tokenbench.workload.dataset import Draft, Filters, TextEntry, select
 from tokenbench.workload.jsonl import read_prompts
+from tokenbench.workload.local_tokenizer import LocalTokenizer, tokenizer_file
 from tokenbench.workload.random_ids import cell_rng, random_ids
 from tokenbench.workload.sharegpt import read_sharegpt
 from tokenbench.workload.vocab import Vocab
@@ -214,17 +216,38 @@ def _length_facts(prompts: list[Prompt]) -> dict:
             "output_len_mean": statistics.fmean(outs), "output_len_min": min(outs), "output_len_max": max(outs)}
 
 
+@functools.lru_cache(maxsize=4)
+def _local(path: str) -> LocalTokenizer:
+    return LocalTokenizer(path)
+
+
+def tokenizer_for(t: Target, wl: Workload) -> Tokenizer:
+    """The local tokenizer when --tokenizer names a directory with tokenizer.json, else the server's
+    /tokenize (with a fix that fits this workload when the server has none)."""
+    path = wl.tokenizer_path
+    if path and tokenizer_file(path) and (wl.api == "chat" or wl.kind in ("sharegpt", "jsonl")):
+        return _local(path)
+    hint = "pass --tokenizer DIR (the model's Hugging Face directory, with tokenizer.json)"
+    if path and not tokenizer_file(path):
+        hint = f"{path} has no tokenizer.json: pass the model's Hugging Face directory with --tokenizer"
+    if wl.api == "chat" and wl.kind in ("random", "prefix", "image"):
+        hint += ", or use --api completions (token-id prompts need no tokenizer)"
+    return ServerTokenizer(t.base_url, t.model, t.api_key, hint)
+
+
 def build_cell(t: Target, wl: Workload, key: str, n_warm: int, n_meas: int | None, *,
                duration_s: float | None = None, tok: Tokenizer | None = None) -> CellPrompts:
     """The cell's prompts. `n_meas` None: as many as the source holds (a trace: every row kept);
     `duration_s` cuts a trace to the rows due before it."""
-    c = _Cell(t, wl, key, tok or ServerTokenizer(t.base_url, t.model, t.api_key))
+    c = _Cell(t, wl, key, tok or tokenizer_for(t, wl))
     d = KINDS[wl.kind](c, n_warm, n_meas, duration_s)
     if wl.api == "chat" and (d.warmup or d.measure):
         warm, meas, facts = _chat_prompts(c, d)
     else:
         warm, meas, facts = [_completion_prompt(x) for x in d.warmup], [_completion_prompt(x) for x in d.measure], {}
     facts = {**d.facts, **facts}
+    if isinstance(c.tok, LocalTokenizer):
+        facts["tokenizer"] = f"local {c.tok.source}"
     if wl.kind != "random":
         facts = {"workload": wl.kind, **facts, **(_length_facts(meas) if meas and not wl.fixed_lengths else {})}
     return CellPrompts(warm, meas, d.offsets_ns, facts, d.notes)

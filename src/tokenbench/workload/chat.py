@@ -29,24 +29,24 @@ class Tokenizer(Protocol):
 class ServerTokenizer:
     """Tokenize/detokenize through the server (llama.cpp, vLLM, SGLang and the reference server)."""
 
-    def __init__(self, base_url: str, model: str, api_key: str | None = None) -> None:
-        self.base_url, self.model, self.api_key = base_url, model, api_key
+    def __init__(self, base_url: str, model: str, api_key: str | None = None,
+                 hint: str = "pass --tokenizer DIR (the model's Hugging Face directory, with tokenizer.json)") -> None:
+        self.base_url, self.model, self.api_key, self.hint = base_url, model, api_key, hint
+        self.source = f"{base_url}/tokenize"
 
     def encode(self, text: str) -> list[int]:
         status, data = api.post_json(self.base_url, "/tokenize",
                                      {"content": text, "prompt": text, "model": self.model,
                                       "add_special": False, "add_special_tokens": False}, self.api_key)
         if status != 200 or not isinstance(data, dict) or not isinstance(data.get("tokens"), list):
-            raise TargetError(f"{self.base_url}/tokenize is not available (HTTP {status})",
-                              "use --api completions, or a server that exposes /tokenize")
+            raise TargetError(f"{self.base_url}/tokenize is not available (HTTP {status})", self.hint)
         return [t if isinstance(t, int) else t["id"] for t in data["tokens"]]
 
     def decode(self, ids: list[int]) -> str:
         status, data = api.post_json(self.base_url, "/detokenize",
                                      {"tokens": ids, "model": self.model}, self.api_key)
         if status != 200 or not isinstance(data, dict) or "prompt" not in data and "content" not in data:
-            raise TargetError(f"{self.base_url}/detokenize is not available (HTTP {status})",
-                              "use --api completions, or a server that exposes /detokenize")
+            raise TargetError(f"{self.base_url}/detokenize is not available (HTTP {status})", self.hint)
         return data.get("content", data.get("prompt", ""))
 
 

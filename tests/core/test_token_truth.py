@@ -1,0 +1,80 @@
+"""Acceptance of issue 15 (token kinds): chat benchmarks against reference servers that stream the way
+reasoning models, tool calls and vLLM's empty-text tokens do, with no /tokenize and a local tokenizer
+(--tokenizer DIR), measured against the server's send log. Slow tier.
+
+Truth (send log, one CLOCK_MONOTONIC): TTFT = first write - receipt; TPOT = (last write - first
+write) / (n - 1); every token the server wrote must be counted by the client."""
+
+import asyncio
+import json
+
+import pytest
+from tests.workload.hf_tokenizer import make_reference_tokenizer
+
+from tokenbench.load.bench import run_bench
+from tokenbench.load.calibrate import truth
+from tokenbench.load.target import resolve
+from tokenbench.spec.bench import BenchSpec
+from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
+
+pytestmark = pytest.mark.engine
+
+OUT = 24
+
+
+def bench(tmp_path, workload: dict, **style):
+    tok = make_reference_tokenizer(tmp_path / "tok")
+    cfg = ReferenceConfig(ttft_ms=100, itl_ms=20, tokenize_endpoint=False, token_ids=False, **style)
+    with ReferenceProcess(cfg) as ref:
+        spec = BenchSpec(target={"base_url": ref.url},
+                         workload={"api": "chat", "tokenizer_path": str(tok), **workload},
+                         cells=[{"concurrency": 4, "num_prompts": 8, "warmup_requests": 4}])
+        [cell] = asyncio.run(run_bench(spec, resolve(spec.target, str(tok)), lambda r: None))
+        log = sorted(ref.send_log(), key=lambda r: r["recv_ns"])[-len(cell.records):]
+    assert cell.status == "ok", cell.message
+    return cell, log
+
+
+def check_against_log(cell, log):
+    ttft, tpot = truth(log)
+    s = cell.summary
+    assert s["mean_ttft_ms"] == pytest.approx(ttft, rel=0.03)
+    assert s["mean_tpot_ms"] == pytest.approx(tpot, rel=0.01)
+    written = sorted(sum(r["tokens"]) for r in log)
+    assert sorted(sum(r.token_counts) for r in cell.records) == written          # every token counted
+    assert s["total_output_tokens"] == sum(written)
+    return s
+
+
+@pytest.mark.parametrize("field", ["reasoning", "reasoning_content"])
+def test_reasoning_stream_without_tokenize(tmp_path, field):
+    cell, log = bench(tmp_path, {"input_len": 16, "output_len": OUT}, reasoning_tokens=10, reasoning_field=field)
+    s = check_against_log(cell, log)
+    assert s["total_reasoning_tokens"] == 10 * len(cell.records) and s["reasoning_requests"] == len(cell.records)
+    # the first answer token is the 11th: 10 ITLs after the first token
+    assert s["mean_ttfc_ms"] - s["mean_ttft_ms"] == pytest.approx(10 * 20, rel=0.02)
+    assert s["tokenizer"].startswith("local ") and s["prompt_tokens_disagreeing"] == 0
+
+
+def test_empty_text_tokens_first_included(tmp_path):
+    cell, log = bench(tmp_path, {"input_len": 16, "output_len": OUT}, empty_every=5)
+    check_against_log(cell, log)
+    # the first token has no text: TTFC is one ITL later
+    assert cell.summary["mean_ttfc_ms"] - cell.summary["mean_ttft_ms"] == pytest.approx(20, rel=0.1)
+
+
+def test_tool_call_stream(tmp_path):
+    cell, log = bench(tmp_path, {"input_len": 16, "output_len": OUT}, tool_calls=True)
+    s = check_against_log(cell, log)
+    assert s["zero_token_requests"] == 0
+
+
+def test_sharegpt_chat_without_tokenize(tmp_path):
+    path = tmp_path / "sharegpt.json"
+    words = "the quick brown fox jumps over a lazy dog again and again".split()
+    rows = [{"conversations": [{"from": "human", "value": " ".join(words[: 4 + i % 8])},
+                               {"from": "gpt", "value": " ".join(["ok"] * 12)}]} for i in range(20)]
+    path.write_text(json.dumps(rows))
+    cell, log = bench(tmp_path, {"kind": "sharegpt", "dataset_path": str(path), "output_len": OUT})
+    check_against_log(cell, log)
+    assert all(r.prompt_tokens == r.expected_prompt_tokens for r in cell.records)

@@ -1,0 +1,61 @@
+"""--tokenizer DIR: a local Hugging Face tokenizer for servers without /tokenize."""
+
+import pytest
+from tests.workload.hf_tokenizer import make_reference_tokenizer
+
+from tokenbench.errors import TargetError, UsageError
+from tokenbench.spec.bench import Workload
+from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
+from tokenbench.testing.tokenizer import tokenize
+from tokenbench.workload.build import tokenizer_for
+from tokenbench.workload.chat import ServerTokenizer
+from tokenbench.workload.local_tokenizer import LocalTokenizer
+
+
+class _T:
+    base_url, model, api_key = "http://127.0.0.1:9", "m", None
+
+
+def test_local_tokenizer_counts_like_the_reference_server(tmp_path):
+    tok = LocalTokenizer(str(make_reference_tokenizer(tmp_path / "tok")))
+    text = "w5 w77 hello, world w31999"
+    assert tok.encode(text) == [5, 77, 0, 0, 31999] and len(tokenize(text, 32000)) == 5
+    assert tok.decode([5, 77]) == "w5 w77" and tok.vocab_size == 32000
+
+
+def test_tokenizer_for_picks_local_only_where_a_tokenizer_is_needed(tmp_path):
+    path = str(make_reference_tokenizer(tmp_path / "tok"))
+    chat = Workload(api="chat", input_len=4, output_len=2, tokenizer_path=path)
+    assert isinstance(tokenizer_for(_T(), chat), LocalTokenizer)
+    ids = Workload(input_len=4, output_len=2, tokenizer_path=path)
+    assert isinstance(tokenizer_for(_T(), ids), ServerTokenizer)   # token-id prompts never tokenize
+    sharegpt = Workload(kind="sharegpt", dataset_path="x.json", tokenizer_path=path)
+    assert isinstance(tokenizer_for(_T(), sharegpt), LocalTokenizer)
+
+
+@pytest.mark.engine
+def test_a_missing_tokenize_endpoint_says_how_to_fix_it_for_this_workload(tmp_path):
+    bare = tmp_path / "only-config"
+    bare.mkdir()
+    with ReferenceProcess(ReferenceConfig(ttft_ms=1, itl_ms=1, tokenize_endpoint=False)) as ref:
+        target = _T()
+        target.base_url = ref.url
+        sharegpt = Workload(kind="sharegpt", dataset_path="x.json", api="completions")
+        with pytest.raises(TargetError) as err:
+            tokenizer_for(target, sharegpt).encode("hello")
+        assert "--tokenizer DIR" in err.value.one_line() and "--api completions" not in err.value.one_line()
+        chat = Workload(api="chat", input_len=4, output_len=2)
+        with pytest.raises(TargetError) as err:
+            tokenizer_for(target, chat).encode("hello")
+        assert "--tokenizer DIR" in err.value.one_line() and "--api completions" in err.value.one_line()
+        with pytest.raises(TargetError) as err:
+            tokenizer_for(target, Workload(kind="sharegpt", dataset_path="x", tokenizer_path=str(bare))).encode("a")
+        assert "has no tokenizer.json" in err.value.one_line()
+
+
+def test_a_bad_tokenizer_file_is_a_one_line_error(tmp_path):
+    (tmp_path / "tokenizer.json").write_text("{not json")
+    with pytest.raises(UsageError, match="not a Hugging Face tokenizer"):
+        LocalTokenizer(str(tmp_path))
+    with pytest.raises(UsageError, match="no tokenizer.json"):
+        LocalTokenizer(str(tmp_path / "nowhere"))
