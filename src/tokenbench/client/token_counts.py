@@ -50,20 +50,21 @@ def _continuous(chunks: Sequence[Chunk]) -> list[int] | None:
         return None
     out, prev = [], 0
     for c in chunks:
-        if c.mark is None:
+        mark = c.mark
+        if mark is None:
             out.append(0)
             continue
-        if c.mark < prev:
+        if mark < prev:
             return None
-        out.append(c.mark - prev)
-        prev = c.mark
+        out.append(mark - prev)
+        prev = mark
     return out
 
 
 def _reconciled(chunks: Sequence[Chunk], total: int | None) -> tuple[list[int], str]:
     """1 per chunk with text, then made to agree with the server's final count where it is larger."""
     counts = [c.guess for c in chunks]
-    if not _is_count(total) or total <= sum(counts):
+    if not isinstance(total, int) or not _is_count(total) or total <= sum(counts):
         return counts, "chunks"
     last = max((i for i, c in enumerate(chunks) if c.empty_finish), default=None)
     if last is not None and last == len(chunks) - 1 and counts[last] == 0:
@@ -79,6 +80,7 @@ def _reconciled(chunks: Sequence[Chunk], total: int | None) -> tuple[list[int], 
 
 def resolve(chunks: Sequence[Chunk], usage: dict | None) -> Counted:
     total = (usage or {}).get("completion_tokens")
+    total = total if isinstance(total, int) else None
     if chunks and all(c.all_ids for c in chunks if c.guess) and any(c.guess for c in chunks):
         counts, source = [c.guess for c in chunks], "token_ids"
     elif (steps := _continuous(chunks)) is not None:

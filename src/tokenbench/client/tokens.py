@@ -63,7 +63,8 @@ def _has_empty_field(choice: dict, delta: dict) -> bool:
 
 
 def read_choice(choice: dict) -> Piece:
-    delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+    raw = choice.get("delta")
+    delta: dict = raw if isinstance(raw, dict) else {}
     if "text" in choice:
         content = choice.get("text") or ""
     else:

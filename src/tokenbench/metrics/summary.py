@@ -89,7 +89,9 @@ def _latencies(ok: Sequence[RequestRecord]) -> dict:
     tpot = [v for r in ok if (v := rm.tpot_ms(r)) is not None]
     ntpot = [v for r in ok if (v := rm.ntpot_ms(r)) is not None]
     itl = [v for r in ok for v in rm.itl_ms(r)]
-    for name, vals in (("ttft", ttft), ("ttfc", ttfc), ("tpot", tpot), ("itl", itl), ("e2el", [rm.e2el_ms(r) for r in ok]),
+    if ttfc:            # time to the first answer token: absent when no request had one
+        out.update(describe(ttfc, "ttfc"))
+    for name, vals in (("ttft", ttft), ("tpot", tpot), ("itl", itl), ("e2el", [rm.e2el_ms(r) for r in ok]),
                        ("ntpot", ntpot), ("queue", [rm.queue_ms(r) for r in ok])):
         out.update(describe(vals, name))
     return out
