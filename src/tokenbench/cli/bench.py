@@ -131,7 +131,8 @@ def _progress_cb(bar, tasks: dict):
 @click.option("--api-key-file", default=None, help="file holding the API key")
 @click.option("--slo", default=None, help="goodput SLOs, e.g. ttft=500,tpot=50,e2el=10000")
 @click.option("--vocab-size", type=click.IntRange(min=2), default=None, help="when the server does not report it")
-@click.option("--tokenizer", default=None, help="local tokenizer/config dir (for vocab size)")
+@click.option("--tokenizer", default=None, help="local Hugging Face tokenizer dir (tokenizer.json): chat prompts and dataset counts "
+              "without the server's /tokenize; its config.json gives the vocab size")
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="per-request timeout, s")
 @click.option("--allow-length-mismatch", is_flag=True, help="keep cells whose token counts differ from the ask")
 @click.option("--max-error-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True)

@@ -42,7 +42,9 @@ class WorkloadSource(StrictModel):
     image_height: int = Field(512, gt=0, le=8192, description="image: synthetic image height, pixels")
     image_format: Literal["png", "bmp"] = Field("png", description="image: synthetic image format")
     time_scale: float = Field(1.0, gt=0, description="trace: multiply the trace's gaps (0.5 replays twice as fast)")
-    tokenizer_path: str | None = Field(None, description="local tokenizer dir; default: ask the server")
+    tokenizer_path: str | None = Field(None, description="local Hugging Face tokenizer dir (tokenizer.json; "
+                                       "config.json gives the vocab size): builds chat prompts and counts "
+                                       "datasets without the server's /tokenize; default: ask the server")
 
     def _check_kind(self, input_len: int | None) -> None:
         kind = self.kind
