@@ -17,7 +17,7 @@ from tokenbench.load.target import resolve
 from tokenbench.spec.bench import BenchSpec
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
-pytestmark = pytest.mark.engine
+pytestmark = pytest.mark.slow
 
 OUT = 24
 

@@ -33,7 +33,7 @@ def test_tokenizer_for_picks_local_only_where_a_tokenizer_is_needed(tmp_path):
     assert isinstance(tokenizer_for(_T(), sharegpt), LocalTokenizer)
 
 
-@pytest.mark.engine
+@pytest.mark.slow
 def test_a_missing_tokenize_endpoint_says_how_to_fix_it_for_this_workload(tmp_path):
     bare = tmp_path / "only-config"
     bare.mkdir()
