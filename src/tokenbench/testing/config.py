@@ -29,6 +29,8 @@ class ReferenceConfig:
         default=True, metadata={"help": "if off, ignore ignore_eos/min_tokens and stop early"})
     send_usage: bool = field(default=True, metadata={"help": "report usage when asked"})
     send_log: str | None = field(default=None, metadata={"help": "JSONL send log path"})
+    continuous_usage: bool = field(
+        default=True, metadata={"help": "honour stream_options.continuous_usage_stats (usage on every chunk)"})
     token_ids: bool = field(default=True, metadata={"help": "send each chunk's token_ids (vLLM sends none)"})
     tokenize_endpoint: bool = field(
         default=True, metadata={"help": "serve /tokenize and /detokenize (off: like a gateway, 404)"})

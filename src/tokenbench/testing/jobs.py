@@ -115,7 +115,7 @@ def parse_job(cfg: ReferenceConfig, rng: random.Random, body: object, api: str, 
     stream = bool(body.get("stream"))
     usage = cfg.send_usage and (not stream or bool(opts.get("include_usage")))
     return Job(api, _head(cfg, api, rid), prompts, n_out, finish, stream, usage,
-               usage and stream and bool(opts.get("continuous_usage_stats")),
+               usage and stream and cfg.continuous_usage and bool(opts.get("continuous_usage_stats")),
                _seeds(body, prompts, rng), images, Style.of(cfg))
 
 
