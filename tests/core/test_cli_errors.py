@@ -50,9 +50,18 @@ def test_junk_concurrency_list(capsys):
     assert code == 2 and len(err) == 1 and "'x' is not a positive integer" in err[0] and "1,8,32" in err[0]
 
 
-def test_both_concurrency_and_rate(capsys):
-    code, err = run(BASE + ["--base-url", "http://127.0.0.1:1", "--request-rate", "2"], capsys)
-    assert code == 2 and "exactly one of --concurrency or --request-rate" in err[0]
+def test_concurrency_and_rate_together_are_two_kinds_of_cells():
+    """A bench is a study: closed-loop and open-loop cells may be mixed, as in a sweep."""
+    from tokenbench.cli.bench import build_spec
+    from tokenbench.sweep.plan import plan
+    args = BASE[1:] + ["--base-url", "http://127.0.0.1:1", "--request-rate", "2"]
+    kw = bench_kw(args)
+    assert [c.key for c in plan(build_spec(kw)).cells] == ["8:4/c=1", "8:4/rate=2/s"]
+
+
+def bench_kw(args: list[str]) -> dict:
+    from tokenbench.cli.bench import command
+    return command.make_context("bench", list(args)).params
 
 
 def test_bad_slo(capsys):

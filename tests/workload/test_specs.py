@@ -117,7 +117,7 @@ def test_sweep_accepts_every_kind():
     ({"workload": {"kind": "jsonl", "dataset_path": "p"}, "pairs": [[8, 8]], "concurrency": [1]}, "drop 'pairs'"),
     ({"workload": {"output_len": 8}, "pairs": [[8, 8]], "concurrency": [1]}, "output lengths in 'pairs'"),
     ({"workload": {"kind": "trace", "dataset_path": "t"}, "concurrency": [1]}, "drop 'concurrency'"),
-    ({"workload": {"kind": "image"}, "pairs": [[8, 8]], "concurrency": [1]}, "chat API"),
+    ({"workload": {"kind": "image"}, "api": "completions", "pairs": [[8, 8]], "concurrency": [1]}, "chat API"),
     ({"workload": {"kind": "prefix", "prefix_len": 8}, "pairs": [[8, 8]], "concurrency": [1]}, "prefix_len < input"),
     ({"workload": {"kind": "sharegpt"}, "concurrency": [1]}, "needs dataset_path"),
 ])

@@ -15,11 +15,13 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from tokenbench.cli import bench, console, options
+from tokenbench.cli import console, options
 from tokenbench.client import api
 from tokenbench.deploy import vllm_cpu
 from tokenbench.errors import MeasurementError, TargetError, UsageError
+from tokenbench.spec.sweep import SweepSpec
 from tokenbench.store import outputs
+from tokenbench.study import run as study
 
 # (label, tokenbench summary key, vllm bench serve result key); both tools use the same names
 METRICS = (("mean TTFT ms", "mean_ttft_ms"), ("mean TPOT ms", "mean_tpot_ms"),
@@ -159,10 +161,18 @@ def run_vllm(python: str, cell: Cell, out: Path) -> dict:
     return json.loads(result.read_text())
 
 
+def study_spec(cell: Cell) -> SweepSpec:
+    """The study `tokenbench_args` asks for, as the library takes it."""
+    return SweepSpec.model_validate({
+        "name": "bench", "target": {"base_url": cell.base_url, "model": cell.model},
+        "workload": {"tokenizer_path": cell.tokenizer}, "pairs": [(cell.input_len, cell.output_len)],
+        "concurrency": [cell.concurrency], "requests": {"num_prompts": cell.num_prompts},
+        "warmup_requests": cell.concurrency, "seed": cell.seed})
+
+
 def run_tokenbench(cell: Cell, out: Path) -> dict:
-    path = out / f"tokenbench-{cell.tag}.json"
-    bench.command.main(tokenbench_args(cell, path), standalone_mode=False)
-    return json.loads(path.read_text())["cells"][0]["summary"]
+    outcome = study.measure(study_spec(cell), str(out / f"tokenbench-{cell.tag}.json"))
+    return outcome.cells[0]["summary"]
 
 
 def compare(conc: int, ours: list[dict], theirs: list[dict]) -> list[Row]:

@@ -6,7 +6,7 @@ import click
 
 from tokenbench import __version__
 from tokenbench.cli import console
-from tokenbench.cli.report import default_dir
+from tokenbench.cli.report_options import default_dir
 from tokenbench.report import render
 from tokenbench.report.compare import compare
 from tokenbench.report.i18n import LANGS

@@ -3,23 +3,19 @@ stored run, render its report, and tear the server down. README command 1."""
 
 from __future__ import annotations
 
+import sys
+
 import click
 
-from tokenbench import __version__
-from tokenbench.cli import console, options
-from tokenbench.cli.deploy import SET_HELP, print_facts, say
-from tokenbench.cli.smoke import check
-from tokenbench.cli.sweep import create_run, execute
+from tokenbench.cli import console, options, progress
+from tokenbench.cli.report_options import write_report
+from tokenbench.cli.servers import SET_HELP, check, print_facts, say
 from tokenbench.deploy import lifecycle, profiles
 from tokenbench.deploy.smoke import smoke
-from tokenbench.report import plausibility, render
-from tokenbench.report.build import build_report
-from tokenbench.report.model import load_run
 from tokenbench.spec.loader import load_model
 from tokenbench.spec.sweep import SweepSpec
 from tokenbench.store.db import Store, default_db_path
-from tokenbench.sweep.plan import plan
-from tokenbench.sweep.run import SweepRunner
+from tokenbench.study import run as study
 from tokenbench.sweep.servers import Server
 
 DEFAULT_PROFILE = "cpu-smollm2-llamacpp"
@@ -33,14 +29,6 @@ def demo_spec(base_url: str, pairs: list[tuple[int, int]], concurrency: list[int
     requests = {"per_concurrency": 2, "min": 4} if num_prompts is None else {"per_concurrency": 1, "min": num_prompts}
     return load_model(SweepSpec, {"name": "demo", "target": {"base_url": base_url}, "pairs": pairs,
                                   "concurrency": concurrency, "requests": requests}, "demo")
-
-
-def _report(store: Store, run_id: str) -> None:
-    run = load_run(store, run_id)
-    checks = plausibility.check_run(run, plausibility.Overrides())
-    doc = build_report(run, "en", checks, __version__)
-    for path in render.write(doc, store.path.parent / "reports" / run_id, ["md", "html"]):
-        console.err.print(f"report: {path}")
 
 
 @click.command("demo")
@@ -62,12 +50,16 @@ def command(profile: str, overrides: tuple[str, ...], pairs: str, concurrency: s
         print_facts(dep.facts)
         _stage(2, "smoke test: one chat and one completions request")
         check(smoke(dep.base_url), dep.base_url)
-        p = plan(demo_spec(dep.base_url, grid, concs, num_prompts))
-        _stage(3, f"benchmark {len(p.cells)} cells (exact token counts, ignore_eos, warmup per cell)")
-        run_id = create_run(store, p, prof.name, prof)
-        execute(SweepRunner(p, store, run_id, server=Server(dep.base_url, dep.facts, prof)), store)
+        runner = study.start(demo_spec(dep.base_url, grid, concs, num_prompts), store, "sweep", sys.argv,
+                             server=Server(dep.base_url, dep.facts, prof))
+        _stage(3, f"benchmark {len(runner.plan.cells)} cells (exact token counts, ignore_eos, warmup per cell)")
+        out, display = progress.run(runner, [], "sweep")
+        progress.report(out, display, [f"stored run {out.run_id} in {store.path}"])
+        study.check(out, "sweep")
+        run_id = out.run_id
     console.err.print(f"server {prof.name} stopped")
     _stage(4, f"report of run {run_id}")
-    _report(store, run_id)
+    for path in write_report(store, run_id):
+        console.err.print(f"report: {path}")
     console.err.print(f"all requests are in {store.path} (run {run_id}); "
                       f"compare runs with `tokenbench compare`, list them with `tokenbench runs`")

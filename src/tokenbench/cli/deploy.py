@@ -7,28 +7,14 @@ import time
 from pathlib import Path
 
 import click
-from rich.markup import escape
 from rich.table import Table
 
 from tokenbench.cli import console
+from tokenbench.cli.servers import SET_HELP, print_facts, say
 from tokenbench.client import api
 from tokenbench.deploy import lifecycle, profiles, readiness, state
-from tokenbench.deploy.facts import ServerFacts
 from tokenbench.errors import DeployError, UsageError
 from tokenbench.spec.deploy_profile import Profile
-
-SET_HELP = "override a profile field, e.g. --set parallelism.slots=8 (repeatable)"
-
-
-def say(message: str) -> None:
-    console.err.print(f"[dim]deploy:[/] {escape(message)}")
-
-
-def print_facts(facts: ServerFacts | None) -> None:
-    if facts is None:
-        return
-    console.err.print(f"[bold]{facts.engine}[/] {escape(str(facts.version))} model={escape(str(facts.model))} "
-                      f"slots={facts.slots} ctx/seq={facts.ctx_per_seq} KV tokens={facts.kv_capacity_tokens}")
 
 
 @click.group("deploy")

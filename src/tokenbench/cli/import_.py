@@ -7,7 +7,7 @@ import sys
 import click
 
 from tokenbench.cli import console
-from tokenbench.cli.report import overrides, warn_flagged
+from tokenbench.cli.report_options import overrides, warn_flagged
 from tokenbench.report import plausibility
 from tokenbench.report.i18n import t
 from tokenbench.report.importers import FORMATS, ImportOptions, import_file

@@ -61,3 +61,34 @@ def slo(text: str | None) -> SLO:
         except ValueError:
             raise UsageError(f"--slo '{text}': '{ms}' is not a number of milliseconds", "write e.g. ttft=500") from None
     return SLO(**values)
+
+
+def rate_list(flag: str, text: str | None) -> list[float]:
+    """Like float_list, and `inf` (vLLM: every request at once, bounded by --max-concurrency)."""
+    if text is None:
+        return []
+    parts = [p.strip() for p in text.split(",")]
+    finite = ",".join(p for p in parts if p.lower() != "inf")
+    values = float_list(flag, finite) if finite else []
+    return values + [float("inf")] * (len(parts) - len(values))
+
+
+def slo_dict(flag: str, text: str | None) -> dict:
+    return slo(text).model_dump(exclude_none=True)
+
+
+def goodput(values: tuple[str, ...]) -> dict:
+    """vLLM's `--goodput ttft:500 tpot:50` (KEY:MS, KEY in ttft, tpot, e2el) as SLO keys."""
+    out = {}
+    for item in values:
+        name, sep, ms = item.partition(":")
+        name = name.strip().lower()
+        try:
+            value = float(ms) if sep and name in ("ttft", "tpot", "e2el") else None
+        except ValueError:
+            value = None
+        if value is None or value <= 0:
+            raise UsageError(f"--goodput '{item}' is not KEY:MS with KEY in ttft, tpot, e2el and MS > 0",
+                             "write e.g. --goodput ttft:500 tpot:50")
+        out[f"{name}_ms"] = value
+    return out

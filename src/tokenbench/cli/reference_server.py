@@ -32,6 +32,8 @@ def _opt(flag: str, name: str, type_: object = None, **extra: object):
 @_opt("--itl-ms", "itl_ms", click.FloatRange(min=0))
 @_opt("--tokens-per-chunk", "tokens_per_chunk", click.IntRange(min=1))
 @_opt("--vocab-size", "vocab_size", click.IntRange(min=4))
+@click.option("--report-vocab/--no-report-vocab", "report_vocab", default=True, show_default=True,
+              help=_FIELDS["report_vocab"].metadata["help"])
 @_opt("--model", "model", str)
 @_opt("--max-model-len", "max_model_len", click.IntRange(min=2))
 @_opt("--kv-capacity", "kv_capacity_tokens", click.IntRange(min=1))

@@ -3,35 +3,13 @@
 from __future__ import annotations
 
 import click
-from rich.table import Table
 
-from tokenbench.cli import console
-from tokenbench.cli.deploy import SET_HELP, print_facts, say
+from tokenbench.cli.servers import SET_HELP, check, print_facts, say
 from tokenbench.deploy import lifecycle, profiles
-from tokenbench.deploy.smoke import SmokeResult, smoke
-from tokenbench.errors import TargetError, UsageError
+from tokenbench.deploy.smoke import smoke
+from tokenbench.errors import UsageError
 from tokenbench.load.target import read_api_key
 from tokenbench.spec.bench import Target
-
-
-def smoke_table(results: list[SmokeResult]) -> Table:
-    table = Table(title="smoke test")
-    for col in ("api", "ok", "prompt tok", "output tok", "ms", "server prompt ms", "server gen ms", "answer"):
-        table.add_column(col, overflow="fold")
-    for r in results:
-        t = r.server_timings
-        table.add_row(r.api, "yes" if r.ok else "NO", console.fmt(r.prompt_tokens), console.fmt(r.completion_tokens),
-                      console.fmt(r.elapsed_ms), console.fmt(t.get("prompt_ms")), console.fmt(t.get("predicted_ms")),
-                      r.text if r.ok else r.error)
-    return table
-
-
-def check(results: list[SmokeResult], base_url: str) -> None:
-    console.out.print(smoke_table(results))
-    bad = [r for r in results if not r.ok]
-    if bad:
-        raise TargetError(f"{base_url}: the {bad[0].api} request failed ({bad[0].error})",
-                          "see the table above; a base model without a chat template fails the chat request")
 
 
 @click.command("smoke")

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import types
-import typing
 from importlib import resources
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel
 
 from tokenbench.errors import SpecError
 from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.fields import fields as spec_fields
 from tokenbench.spec.loader import apply_overrides, load_model, parse_yaml
 
 SUFFIXES = (".yaml", ".yml")
@@ -63,28 +61,6 @@ def to_yaml(profile: Profile) -> str:
     return yaml.safe_dump(profile.model_dump(mode="json", exclude_none=True), sort_keys=False, width=100)
 
 
-def fields(model=Profile, prefix: str = "") -> list[tuple[str, str, str]]:
+def fields() -> list[tuple[str, str, str]]:
     """(dotted key, type, description) of every profile field, for `tokenbench profiles --fields`."""
-    out = []
-    for name, info in model.model_fields.items():
-        sub = _submodel(info.annotation)
-        if sub is not None:
-            out += fields(sub, f"{prefix}{name}.")
-            continue
-        out.append((prefix + name, _type_name(info.annotation), info.description or ""))
-    return out
-
-
-def _submodel(annotation):
-    """The model class of a `Model` or `Model | None` field (lists of models are shown as a type)."""
-    origin = typing.get_origin(annotation)
-    candidates = typing.get_args(annotation) if origin in (typing.Union, types.UnionType) else (annotation,)
-    for c in candidates:
-        if isinstance(c, type) and issubclass(c, BaseModel):
-            return c
-    return None
-
-
-def _type_name(annotation) -> str:
-    text = getattr(annotation, "__name__", None) if isinstance(annotation, type) else None
-    return text or str(annotation).replace("typing.", "")
+    return spec_fields(Profile)

@@ -21,6 +21,9 @@ class ResolvedTarget:
     max_model_len: int | None
 
 
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"      # read when no key is named, as OpenAI clients and vLLM's do
+
+
 def read_api_key(target: Target) -> str | None:
     """API keys come only from the environment or a file, never from a flag value."""
     if target.api_key_env:
@@ -34,7 +37,7 @@ def read_api_key(target: Target) -> str | None:
         if not p.is_file():
             raise UsageError(f"API key file '{p}' not found", "check --api-key-file")
         return p.read_text().splitlines()[0].strip()
-    return None
+    return os.environ.get(DEFAULT_KEY_ENV, "").strip() or None
 
 
 def _max_len(entry: dict) -> int | None:

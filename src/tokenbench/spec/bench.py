@@ -45,6 +45,7 @@ class WorkloadSource(StrictModel):
     tokenizer_path: str | None = Field(None, description="local Hugging Face tokenizer dir (tokenizer.json; "
                                        "config.json gives the vocab size): builds chat prompts and counts "
                                        "datasets without the server's /tokenize; default: ask the server")
+    vocab_size: int | None = Field(None, ge=2, description="vocabulary size, for a server that does not report it")
 
     def _check_kind(self, input_len: int | None) -> None:
         kind = self.kind
@@ -114,9 +115,9 @@ class Workload(WorkloadSource):
 
 
 class SLO(StrictModel):
-    ttft_ms: float | None = Field(None, gt=0)
-    tpot_ms: float | None = Field(None, gt=0)
-    e2el_ms: float | None = Field(None, gt=0)
+    ttft_ms: float | None = Field(None, gt=0, description="goodput SLO: time to first token, ms")
+    tpot_ms: float | None = Field(None, gt=0, description="goodput SLO: time per output token, ms")
+    e2el_ms: float | None = Field(None, gt=0, description="goodput SLO: end-to-end latency, ms")
 
     def is_empty(self) -> bool:
         return self.ttft_ms is None and self.tpot_ms is None and self.e2el_ms is None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -90,6 +90,7 @@ class ArgRule(StrictModel):
 
 
 class Profile(StrictModel):
+    fields_command: ClassVar[str] = "tokenbench profiles --fields"
     name: str = Field(description="profile name")
     description: str = Field("", description="one line shown by `tokenbench profiles`")
     engine: Engine

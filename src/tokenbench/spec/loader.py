@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from tokenbench.errors import SpecError
+from tokenbench.spec.fields import model_at
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -56,7 +57,17 @@ def _nearest_line(lines: dict[tuple, int], loc: tuple) -> int | None:
     return None
 
 
-def validation_error(exc: ValidationError, source: str, lines: dict[tuple, int]) -> SpecError:
+def unknown_key_hint(model: type[BaseModel] | None, loc: tuple) -> str:
+    """The fix for an unknown key: the valid keys at that level and the command that lists them all."""
+    command = getattr(model, "fields_command", None) if model else None
+    if model is None or command is None:
+        return "check the spelling; see the docs for the valid keys"
+    keys = ", ".join(model_at(model, loc[:-1]).model_fields)
+    return f"valid keys here: {keys}; `{command}` lists every key"
+
+
+def validation_error(exc: ValidationError, source: str, lines: dict[tuple, int],
+                     model: type[BaseModel] | None = None) -> SpecError:
     """Turn the first pydantic error into a one-line SpecError naming line and fix."""
     err = exc.errors()[0]
     loc = tuple(x for x in err["loc"] if not (isinstance(x, str) and x.startswith("function-")))
@@ -64,8 +75,7 @@ def validation_error(exc: ValidationError, source: str, lines: dict[tuple, int])
     line = _nearest_line(lines, loc)
     where = f"{source}:{line}" if line else source
     if err["type"] == "extra_forbidden":
-        return SpecError(f"{where}: unknown key '{key}'",
-                         "check the spelling; `tokenbench profiles --fields` lists the valid keys")
+        return SpecError(f"{where}: unknown key '{key}'", unknown_key_hint(model, loc))
     if err["type"] == "missing":
         return SpecError(f"{where}: required key '{key}' is missing", f"add '{loc[-1]}:'")
     msg = err["msg"].removeprefix("Value error, ")
@@ -105,7 +115,7 @@ def load_model(model: type[M], data: Any, source: str, lines: dict[tuple, int] |
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise validation_error(exc, source, lines or {}) from exc
+        raise validation_error(exc, source, lines or {}, model) from exc
 
 
 def load_file(model: type[M], path: str | Path, overrides: list[str] | None = None) -> M:

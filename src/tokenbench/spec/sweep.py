@@ -3,7 +3,7 @@ variants x repeats."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
@@ -21,12 +21,15 @@ def _non_empty_axis(values: list[Any]) -> list[Any]:
 
 
 class SweepTarget(StrictModel):
-    base_url: str | None = Field(None, description="an already running server")
+    base_url: str | None = Field(None, description="server root of an already running server, "
+                                 "e.g. http://127.0.0.1:8000")
     profile: str | None = Field(None, description="a profile name or path, deployed per server config")
     set: list[str] = Field(default_factory=list, description="profile overrides applied to every config")
-    model: str | None = None
-    api_key_env: str | None = None
-    timeout_s: float = Field(600.0, gt=0)
+    model: str | None = Field(None, description="model name; default: the first one /v1/models lists")
+    api_key_env: str | None = Field(None, description="environment variable that holds the API key "
+                                    "(OPENAI_API_KEY is read when set and no key is named)")
+    api_key_file: str | None = Field(None, description="file whose first line is the API key")
+    timeout_s: float = Field(600.0, gt=0, description="per-request timeout (whole request), seconds")
 
     @model_validator(mode="after")
     def _one(self) -> "SweepTarget":
@@ -36,39 +39,68 @@ class SweepTarget(StrictModel):
 
 
 class Requests(StrictModel):
-    """Requests per cell: max(per_concurrency x concurrency, min), or a duration."""
+    """Requests per cell: num_prompts, else max(per_concurrency x concurrency, min), or a duration."""
 
-    per_concurrency: int = Field(4, ge=1)
-    min: int = Field(16, ge=1)
-    duration_s: float | None = Field(None, gt=0)
+    num_prompts: int | None = Field(None, ge=1, description="requests per cell (trace: at most this many rows); "
+                                    "default: max(per_concurrency x concurrency, min)")
+    per_concurrency: int = Field(4, ge=1, description="requests per cell per unit of concurrency")
+    min: int = Field(16, ge=1, description="fewest requests per cell")
+    duration_s: float | None = Field(None, gt=0, description="seconds per cell instead of a request count "
+                                     "(trace: the rows due before this)")
+
+
+class Client(StrictModel):
+    """How the client side runs (not what is measured)."""
+
+    workers: int = Field(1, ge=1, description="client processes sharing the load (each with its own event loop)")
+    ray_address: str | None = Field(None, description="run the workers as Ray actors on this cluster (ADDRESS)")
 
 
 class SweepSpec(StrictModel):
-    name: str = "sweep"
+    """A study: target x workload x load cells x server configs x repeats. A benchmark is a study with one
+    server configuration and no relaunch; `tokenbench sweep --fields` lists every key."""
+
+    fields_command: ClassVar[str] = "tokenbench sweep --fields"
+    name: str = Field("sweep", description="study name (vLLM's --label): in the stored run and the result files")
     target: SweepTarget
     workload: WorkloadSource = Field(default_factory=WorkloadSource,
                                      description="kind and knobs (docs/workloads.md); random, prefix and image "
                                                  "take their lengths from pairs, datasets and traces from the file")
-    pairs: list[tuple[int, int]] = Field(default_factory=list, description="[input, output] token pairs")
-    concurrency: list[int] = Field(default_factory=list)
-    rates: list[float] = Field(default_factory=list)
-    max_concurrency: int | None = Field(None, gt=0)
+    pairs: list[tuple[int, int]] = Field(default_factory=list, description="[input, output] token pairs "
+                                         "(exact prompt and output tokens)")
+    concurrency: list[int] = Field(default_factory=list, description="closed-loop cells: requests in flight")
+    rates: list[float] = Field(default_factory=list, description="open-loop cells: requests/s")
+    arrival: Literal["poisson", "constant"] = Field("poisson", description="open-loop arrivals between requests")
+    max_concurrency: int | None = Field(None, gt=0, description="cap on in-flight requests in rate cells "
+                                        "(alone: one closed-loop cell at this concurrency, as vLLM)")
     vary: dict[str, Annotated[list[Any], AfterValidator(_non_empty_axis)]] = Field(default_factory=dict,
                                        description="server-config axes: profile key -> values (tp, slots, ...)")
-    repeats: int = Field(1, ge=1)
+    repeats: int = Field(1, ge=1, description="runs of every cell, each with fresh prompts (seed + repeat)")
     requests: Requests = Field(default_factory=Requests)
-    warmup_requests: int | None = Field(None, ge=0)
-    api: Literal["completions", "chat"] = "completions"
-    seed: int = 0
+    warmup_requests: int | None = Field(None, ge=0, description="warmup requests per cell; "
+                                        "default: the cell's concurrency")
+    api: Literal["completions", "chat"] = Field("completions", description="OpenAI API: /v1/completions or "
+                                                "/v1/chat/completions (image workloads: chat)")
+    seed: int = Field(0, description="seed of the prompts (repeat r uses seed + r)")
+    client: Client = Field(default_factory=Client)
     kv_capacity: int | None = Field(None, gt=0, description="override the KV capacity read from the server")
     slo: SLO = Field(default_factory=SLO)
-    allow_length_mismatch: bool = False
-    max_error_rate: float = Field(0.0, ge=0, le=1)
+    allow_length_mismatch: bool = Field(False, description="keep cells whose token counts differ from the ask")
+    max_error_rate: float = Field(0.0, ge=0, le=1, description="fail a cell above this failed fraction")
     stop_on_saturation: bool = Field(False, description="skip higher concurrencies once throughput stops rising")
     find_capacity: bool = Field(False, description="search the highest concurrency meeting the SLOs per pair")
     capacity_max: int = Field(256, ge=1, description="upper limit of the capacity search")
     slo_attainment: float = Field(0.9, gt=0, le=1, description="share of requests that must meet every SLO")
-    monitor_interval_s: float = Field(1.0, gt=0)
+    monitor_interval_s: float = Field(1.0, gt=0, description="seconds between monitor samples during a cell")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _image_chat(cls, data: Any) -> Any:
+        """Images travel as chat image_url parts: an image study uses the chat API unless told otherwise."""
+        workload = data.get("workload") if isinstance(data, dict) else None
+        if isinstance(workload, dict) and workload.get("kind") == "image" and "api" not in data:
+            return {**data, "api": "chat"}
+        return data
 
     @field_validator("pairs")
     @classmethod
@@ -94,13 +126,17 @@ class SweepSpec(StrictModel):
     def _load_axis(self) -> "SweepSpec":
         if self.workload.kind == "trace":
             if self.concurrency or self.rates:
-                raise ValueError("a trace sweep replays the trace's arrivals: drop 'concurrency' and 'rates' "
-                                 "(speed it up or down with workload.time_scale)")
+                raise ValueError("a trace replays its own arrival times: drop 'concurrency' and 'rates' "
+                                 "(--concurrency and --request-rate do not apply); speed it up or down with "
+                                 "workload.time_scale (--time-scale)")
         elif self.find_capacity:
             if self.slo.is_empty():
                 raise ValueError("find_capacity needs SLOs: e.g. slo: {ttft_ms: 500, tpot_ms: 50}")
-        elif not self.concurrency and not self.rates:
+        elif not self.concurrency and not self.rates and not self.max_concurrency:
             raise ValueError("the concurrency axis is empty: give 'concurrency: [1, 8, ...]' or 'rates: [...]'")
+        if self.workload.kind == "trace" and (self.client.workers > 1 or self.client.ray_address):
+            raise ValueError("a trace replay runs in one client process (its arrivals are one schedule): "
+                             "drop client.workers / client.ray_address (--workers / --ray)")
         if self.vary and self.target.base_url:
             raise ValueError("'vary' needs a profile target (tokenbench must relaunch the server per config)")
         return self

@@ -58,17 +58,22 @@ def server_configs(spec: SweepSpec) -> list[ServerConfig]:
 
 
 def _count(spec: SweepSpec, width: float) -> int | None:
-    if spec.requests.duration_s:
-        return None
-    return max(spec.requests.min, int(spec.requests.per_concurrency * width))
+    """Requests in a cell: num_prompts, else none counted when a duration bounds it, else
+    max(min, per_concurrency x width)."""
+    req = spec.requests
+    if req.num_prompts or req.duration_s:
+        return req.num_prompts
+    return max(req.min, int(req.per_concurrency * width))
 
 
 def _loads(spec: SweepSpec) -> list[Load]:
     common = dict(duration_s=spec.requests.duration_s, warmup_requests=spec.warmup_requests)
     if spec.workload.kind == "trace":
-        return [Load(arrival="trace", max_concurrency=spec.max_concurrency, **common)]
-    loads = [Load(concurrency=c, num_prompts=_count(spec, c), **common) for c in spec.concurrency]
-    loads += [Load(request_rate=r, max_concurrency=spec.max_concurrency,
+        return [Load(arrival="trace", max_concurrency=spec.max_concurrency, num_prompts=spec.requests.num_prompts,
+                     **common)]
+    closed = spec.concurrency or ([spec.max_concurrency] if not spec.rates and spec.max_concurrency else [])
+    loads = [Load(concurrency=c, num_prompts=_count(spec, c), **common) for c in closed]
+    loads += [Load(request_rate=r, arrival=spec.arrival, max_concurrency=spec.max_concurrency,
                    num_prompts=_count(spec, spec.max_concurrency or r * 10), **common) for r in spec.rates]
     return loads
 

@@ -17,7 +17,7 @@ from tokenbench.deploy.facts import ServerFacts
 from tokenbench.deploy.secret_refs import api_key_var
 from tokenbench.errors import DeployError
 from tokenbench.load.cell import CellResult, run_cell
-from tokenbench.load.target import resolve
+from tokenbench.load.target import ResolvedTarget, resolve
 from tokenbench.spec.bench import Target
 from tokenbench.store.db import Store
 from tokenbench.store.journal import Journal
@@ -50,6 +50,8 @@ class SweepEvents:
     cell_started: Callable[[PlannedCell], None] = lambda c: None
     cell_progress: Callable[[PlannedCell, str, int, int], None] = lambda c, phase, d, t: None
     cell_done: Callable[[PlannedCell, dict], None] = lambda c, row: None
+    target_ready: Callable[[ResolvedTarget, dict], None] = lambda target, facts: None   # per server launch
+    cell_stored: Callable[[PlannedCell, dict, CellResult], None] = lambda c, row, result: None   # with records
 
 
 def reset_prefix_cache(server: Server) -> None:
@@ -79,23 +81,28 @@ def _saturated(prev: dict | None, cur: dict) -> bool:
     return gain < 0.03 and ttft_prev > 0 and ttft_cur > 1.5 * ttft_prev
 
 
-def _target(spec, server: Server):
+def client_target(spec, base_url: str, profile=None) -> ResolvedTarget:
     """The benchmark's view of the server. The API key: the spec's, else the deployed profile's own
     secret `--api-key` variable (the server requires it, so the client must send it)."""
-    key_env = spec.target.api_key_env or (api_key_var(server.profile) if server.profile else None)
-    return resolve(Target(base_url=server.base_url, model=spec.target.model, api_key_env=key_env,
-                          timeout_s=spec.target.timeout_s),
-                   spec.workload.tokenizer_path)
+    key_env = spec.target.api_key_env or (api_key_var(profile) if profile else None)
+    return resolve(Target(base_url=base_url, model=spec.target.model, api_key_env=key_env,
+                          api_key_file=spec.target.api_key_file, timeout_s=spec.target.timeout_s),
+                   spec.workload.tokenizer_path, spec.workload.vocab_size)
+
+
+def _target(spec, server: Server) -> ResolvedTarget:
+    return client_target(spec, server.base_url, server.profile)
 
 
 class SweepRunner:
     def __init__(self, plan: Plan, store: Store, run_id: str, events: SweepEvents | None = None,
-                 server: Server | None = None, output: str | None = None) -> None:
+                 server: Server | None = None, output: str | None = None, kind: str = "sweep") -> None:
         """`server`: an already running server (e.g. deployed by `demo`) used instead of the target.
-        `output`: a JSON result file rewritten after every cell (with the cells already stored)."""
+        `output`: a JSON result file rewritten after every cell (with the cells already stored).
+        `kind`: the stored run's kind (bench or sweep), for the resume advice."""
         self.plan, self.store, self.run_id = plan, store, run_id
-        hint = f"; then `tokenbench sweep --resume {run_id} --db {store.path}`"
-        self.journal = Journal(store, run_id, {"run_id": run_id, "kind": "sweep",
+        hint = f"; then `tokenbench {kind} --resume {run_id} --db {store.path}`"
+        self.journal = Journal(store, run_id, {"run_id": run_id, "kind": kind,
                                                "spec": plan.spec.model_dump(mode="json")}, output, hint)
         self.journal.seed_from_store()
         self.ev = events or SweepEvents()
@@ -160,6 +167,7 @@ class SweepRunner:
     async def _cells(self, server: Server, config_id: int, todo: list[PlannedCell]) -> None:
         spec = self.plan.spec
         target = _target(spec, server)
+        self.ev.target_ready(target, server.facts.to_dict())
         kv_cap = _kv_capacity(self.plan, server.facts)
         prev: dict[tuple, dict] = {}
         stopped: dict[tuple, str] = {}
@@ -178,6 +186,7 @@ class SweepRunner:
         """Doubling then bisection per workload; cells already stored (resume) are reused, not rerun."""
         spec = self.plan.spec
         target = _target(spec, server)
+        self.ev.target_ready(target, server.facts.to_dict())
         kv_cap = _kv_capacity(self.plan, server.facts)
         stored = {(c["config_name"], c["key"]): c for c in self.store.cells(self.run_id)}
         lines = []
@@ -205,6 +214,7 @@ class SweepRunner:
         with cell_monitor(server, spec.monitor_interval_s, self.ev.log) as mon:
             result = await run_cell(session, target, cell.workload, cell.load, spec.slo,
                                     allow_mismatch=spec.allow_length_mismatch, max_error_rate=spec.max_error_rate,
+                                    workers=spec.client.workers, ray_address=spec.client.ray_address,
                                     on_progress=lambda phase, d, t: self.ev.cell_progress(cell, phase, d, t))
         star = over_capacity(cell, kv_cap)
         death = server.death() if result.status != "ok" else None
@@ -212,6 +222,7 @@ class SweepRunner:
             result.status, result.message = "failed", f"server died during the cell: {death}; {result.message}"
         row = _cell_row(cell, result, kv_cap, mon.summary(result.summary.get("total_output_tokens"), star))
         self.journal.add(config_id, row, [*result.warmup, *result.records], mon.rows(), cell.config.name)
+        self.ev.cell_stored(cell, row, result)
         self.ev.cell_done(cell, row)
         if death:
             raise ServerDied(f"cell {cell.key}: {death}")

@@ -19,6 +19,8 @@ class ReferenceConfig:
     itl_ms: float = field(metadata={"help": "time between consecutive tokens"})
     tokens_per_chunk: int = field(default=1, metadata={"help": "tokens carried by each SSE chunk"})
     vocab_size: int = field(default=32000, metadata={"help": "token ids are in [0, vocab_size)"})
+    report_vocab: bool = field(default=True, metadata={
+        "help": "report vocab_size in /get_server_info (off: a server whose vocabulary clients must be told)"})
     model: str = field(default="reference-model", metadata={"help": "model name served"})
     max_model_len: int = field(default=131072, metadata={"help": "context length (prompt + output)"})
     kv_capacity_tokens: int | None = field(

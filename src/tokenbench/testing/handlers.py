@@ -220,11 +220,13 @@ class Server:
 
     async def server_info(self, request: web.Request) -> web.Response:
         c = self.cfg
-        return web.json_response({
-            "engine": "reference", "version": __version__, "model_path": c.model,
-            "max_total_num_tokens": c.kv_capacity_tokens, "context_length": c.max_model_len,
-            "max_running_requests": c.max_running, "vocab_size": c.vocab_size,
-            "ttft_ms": c.ttft_ms, "itl_ms": c.itl_ms, "tokens_per_chunk": c.tokens_per_chunk})
+        info = {"engine": "reference", "version": __version__, "model_path": c.model,
+                "max_total_num_tokens": c.kv_capacity_tokens, "context_length": c.max_model_len,
+                "max_running_requests": c.max_running, "vocab_size": c.vocab_size,
+                "ttft_ms": c.ttft_ms, "itl_ms": c.itl_ms, "tokens_per_chunk": c.tokens_per_chunk}
+        if not c.report_vocab:
+            del info["vocab_size"]
+        return web.json_response(info)
 
 
 async def _reset_after(request: web.Request, data: bytes) -> web.StreamResponse:

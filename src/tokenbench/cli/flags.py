@@ -1,0 +1,175 @@
+"""The options of `bench` and `sweep`, declared once. Each flag is a key of the study spec
+(`spec/sweep.py:SweepSpec`, the sweep YAML): its type, default and help come from that pydantic field,
+so a flag and its YAML key cannot drift apart. vLLM's `bench serve` spellings are aliases (docs/cli.md)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, get_args, get_origin
+
+import click
+from pydantic import ValidationError
+
+from tokenbench.cli import options
+from tokenbench.errors import UsageError
+from tokenbench.spec.bench import DATASET_KINDS
+from tokenbench.spec.fields import default_of, field_at
+from tokenbench.spec.sweep import SweepSpec
+
+
+@dataclass(frozen=True)
+class Flag:
+    key: str                                     # dotted study-spec key: "workload.dataset_path"
+    names: tuple[str, ...] = ()                  # tokenbench's other spellings
+    vllm: tuple[str, ...] = ()                   # `vllm bench serve` spellings
+    parse: Callable[[str, str], Any] | None = None   # (flag, text) -> value: comma lists, SLO strings
+    help: str | None = None                      # only where the field's own description does not fit a flag
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.key.rsplit(".", 1)[-1].replace("_", "-")
+
+    @property
+    def dest(self) -> str:
+        return self.key.replace(".", "__")
+
+
+TARGET = (Flag("target.base_url"), Flag("target.model"), Flag("target.api_key_env"), Flag("target.api_key_file"),
+          Flag("target.timeout_s", names=("--timeout",)))
+WORKLOAD = (Flag("workload.kind", names=("--dataset-name",), vllm=("--dataset-name",)),
+            Flag("workload.dataset_path", vllm=("--dataset-path",)),
+            *(Flag(f"workload.{n}") for n in ("min_input_len", "max_input_len", "min_output_len", "max_output_len",
+                                              "prefix_len", "num_groups", "image_count", "image_width",
+                                              "image_height", "image_format", "time_scale")),
+            Flag("workload.tokenizer_path", names=("--tokenizer",), vllm=("--tokenizer",)),
+            Flag("workload.vocab_size"), Flag("api"), Flag("seed", vllm=("--seed",)))
+LOAD = (Flag("concurrency", parse=options.int_list),
+        Flag("rates", names=("--request-rate",), vllm=("--request-rate",), parse=options.rate_list),
+        Flag("arrival"), Flag("max_concurrency", vllm=("--max-concurrency",)),
+        Flag("requests.num_prompts", vllm=("--num-prompts",)), Flag("requests.duration_s", names=("--duration",)),
+        Flag("warmup_requests", vllm=("--num-warmups",)), Flag("repeats"))
+CHECKS = (Flag("slo", parse=options.slo_dict, help="goodput SLOs in ms, e.g. ttft=500,tpot=50,e2el=10000"),
+          Flag("allow_length_mismatch"), Flag("max_error_rate"), Flag("name", vllm=("--label",)),
+          Flag("client.workers"), Flag("client.ray_address", names=("--ray",)))
+SHARED = TARGET + WORKLOAD + LOAD + CHECKS
+SWEEP_ONLY = (Flag("pairs", parse=options.pairs), Flag("kv_capacity"), Flag("stop_on_saturation"),
+              Flag("find_capacity"), Flag("capacity_max"), Flag("slo_attainment"), Flag("monitor_interval_s"))
+
+
+def _plain(annotation: Any) -> Any:
+    """`X | None` -> X."""
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    return args[0] if get_origin(annotation) is not Literal and len(args) == 1 else annotation
+
+
+def click_type(annotation: Any) -> click.ParamType:
+    ann = _plain(annotation)
+    if get_origin(ann) is Literal:
+        return click.Choice([str(a) for a in get_args(ann)])
+    return {int: click.INT, float: click.FLOAT}.get(ann, click.STRING)
+
+
+def describe(flag: Flag) -> tuple[str, Any]:
+    """(help, default) of a flag, from its spec field."""
+    info = field_at(SweepSpec, flag.key)
+    return flag.help or info.description or "", default_of(info)
+
+
+def _option(flag: Flag) -> Callable:
+    info = field_at(SweepSpec, flag.key)
+    text, default = describe(flag)
+    decls = [flag.flag, *dict.fromkeys(n for n in (*flag.names, *flag.vllm) if n != flag.flag), flag.dest]
+    shown = {"show_default": str(default)} if default not in (None, False, [], {}) else {}
+    if _plain(info.annotation) is bool:
+        return click.option(*decls, is_flag=True, default=None, help=text)
+    kind = click.STRING if flag.parse else click_type(info.annotation)
+    return click.option(*decls, type=kind, default=None, help=text, **shown)
+
+
+def apply(flags: tuple[Flag, ...]) -> Callable:
+    """Decorator adding one click option per flag (in the order given)."""
+    def wrap(f: Callable) -> Callable:
+        for flag in reversed(flags):
+            f = _option(flag)(f)
+        return f
+    return wrap
+
+
+def given(flags: tuple[Flag, ...], kw: dict) -> dict[str, Any]:
+    """{dotted key: value} of the flags the user gave (parsed), in declaration order."""
+    out = {}
+    for flag in flags:
+        raw = kw.get(flag.dest)
+        if raw is None:
+            continue
+        out[flag.key] = flag.parse(flag.flag, raw) if flag.parse else raw
+    return out
+
+
+def set_key(data: dict, dotted: str, value: Any) -> None:
+    *parents, leaf = dotted.split(".")
+    for part in parents:
+        data = data.setdefault(part, {})
+    data[leaf] = value
+
+
+def flag_for(key: str) -> str | None:
+    """The flag spelling of a study key, for error messages in the user's terms."""
+    for flag in (*SHARED, *SWEEP_ONLY):
+        if key == flag.key or key.startswith(flag.key + "."):
+            return flag.flag
+    return {"pairs": "--input-len/--output-len", "workload.output_len": "--output-len"}.get(key)
+
+
+def length_options(f: Callable) -> Callable:
+    """--input-len / --output-len (vLLM: --random-input-len / --random-output-len): one [input, output]
+    pair for random, prefix and image workloads; --output-len alone forces a dataset's output lengths."""
+    from tokenbench.spec.bench import Workload
+    for name in ("output_len", "input_len"):
+        dash = name.replace("_", "-")
+        f = click.option(f"--{dash}", f"--random-{dash}", name, type=int, default=None,
+                         help=Workload.model_fields[name].description)(f)
+    return f
+
+
+def _lengths(data: dict, input_len: int | None, output_len: int | None) -> None:
+    kind = data.get("workload", {}).get("kind", "random")
+    for flag, value in (("--input-len", input_len), ("--output-len", output_len)):
+        if value is not None and value <= 0:
+            raise UsageError(f"{flag} must be a positive number of tokens, got {value}",
+                             "use e.g. --input-len 512 --output-len 128")
+    if kind in DATASET_KINDS:
+        if input_len is not None:
+            raise UsageError(f"--input-len: input_len does not apply to {kind}: prompt lengths come from the "
+                             "dataset", "filter them with --min-input-len / --max-input-len")
+        if output_len is not None:
+            set_key(data, "workload.output_len", output_len)
+        return
+    if input_len is not None and output_len is not None:
+        data["pairs"] = [*data.get("pairs", []), (input_len, output_len)]
+    elif not data.get("pairs") or input_len is not None or output_len is not None:
+        raise UsageError("--input-len and --output-len are required", "e.g. --input-len 512 --output-len 128 "
+                         "(sweep: --pairs 512:128,1024:256)")
+
+
+def study_data(kw: dict, flags: tuple[Flag, ...], base: dict | None = None) -> dict:
+    """The study spec's raw mapping: `base` (a YAML file's) with every given flag set on top."""
+    data = copy.deepcopy(base or {})
+    for key, value in given(flags, kw).items():
+        set_key(data, key, value)
+    _lengths(data, kw.get("input_len"), kw.get("output_len"))
+    return data
+
+
+def validate(data: dict, source: str = "command line") -> SweepSpec:
+    """The study spec; an invalid value is named by its flag."""
+    try:
+        return SweepSpec.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(x) for x in err["loc"] if not str(x).startswith("function-"))
+        where = flag_for(key) or key or source
+        msg = err["msg"].removeprefix("Value error, ")
+        raise UsageError(f"{where}: {msg}" if key else msg, "see --help for each option") from None

@@ -1,0 +1,97 @@
+"""What a running study shows: a bar per study and per cell, one line per finished cell, the target
+line, then the matrix and the workload facts. Shared by bench, sweep, demo and agree."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.markup import escape
+
+from tokenbench.cli import console
+from tokenbench.load.cell import CellResult
+from tokenbench.load.target import ResolvedTarget
+from tokenbench.study import run as study
+from tokenbench.study.run import Outcome
+from tokenbench.sweep.plan import PlannedCell
+from tokenbench.sweep.run import SweepEvents, SweepRunner
+
+WORKLOAD_FACTS = (("chat_template_overhead_tokens", "chat template overhead {} tokens"),
+                  ("image_tokens_per_image", "{:.1f} prompt tokens per image"),
+                  ("total_images", "{} images sent"), ("server_counted_images", "{} counted by the server"),
+                  ("cache_hit_rate", "prefix-cache hit rate {:.1%}"), ("input_len_mean", "mean input {:.1f} tokens"),
+                  ("output_len_mean", "mean output {:.1f} tokens"), ("p99_queue_ms", "send lateness p99 {:.2f} ms"))
+
+
+class Display:
+    def __init__(self, bar, total: int | None, run_id: str) -> None:
+        self.bar, self.run_id = bar, run_id
+        self.overall = bar.add_task("cells", total=total)
+        self.cell_task = None
+        self.results: list[CellResult] = []
+
+    def events(self) -> SweepEvents:
+        return SweepEvents(log=lambda m: self.bar.console.print(m), cell_started=self.started,
+                           cell_progress=self.progress, cell_done=self.done, target_ready=self.target,
+                           cell_stored=lambda cell, row, result: self.results.append(result))
+
+    def target(self, t: ResolvedTarget, facts: dict) -> None:
+        self.bar.console.print(f"[bold]tokenbench[/] {t.base_url} model={escape(t.model)} "
+                               f"vocab={t.vocab.size} ({escape(t.vocab.source)}) run={self.run_id}")
+
+    def started(self, cell: PlannedCell) -> None:
+        if self.cell_task is not None:
+            self.bar.remove_task(self.cell_task)
+        self.cell_task = self.bar.add_task(f"  {cell.config.name} {cell.key}", total=None)
+
+    def progress(self, cell: PlannedCell, phase: str, done: int, total: int) -> None:
+        self.bar.update(self.cell_task, description=f"  {cell.config.name} {cell.key} {phase}",
+                        completed=done, total=total)
+
+    def done(self, cell: PlannedCell, row: dict) -> None:
+        self.bar.advance(self.overall)
+        s = row["summary"]
+        star = "*" if row["over_capacity"] else ""
+        if s.get("monitor_queue_check"):
+            self.bar.console.print(f"  note: {s['monitor_queue_check']}")
+        self.bar.console.print(f"{cell.config.name} {cell.key}{star} {row['status']}: "
+                               f"{console.fmt(s.get('output_throughput'))} out tok/s, "
+                               f"TTFT {console.fmt(s.get('mean_ttft_ms'))} ms, TPOT {console.fmt(s.get('mean_tpot_ms'))} ms"
+                               + (f" ({escape(row['message'])})" if row["message"] else ""))
+
+
+def run(runner: SweepRunner, sinks: Sequence[study.Sink], kind: str) -> tuple[Outcome, Display]:
+    """Execute the study with progress bars; an interruption says how to resume."""
+    with console.progress() as bar:
+        display = Display(bar, study.pending_count(runner), runner.run_id)
+        try:
+            return study.execute(runner, display.events(), sinks), display
+        except KeyboardInterrupt:
+            console.err.print(f"interrupted: resume with `tokenbench {kind} --resume {runner.run_id}`")
+            raise
+
+
+def workload_lines(r: CellResult) -> list[str]:
+    """What the table does not show: template/image overheads, cache hits, dataset means, notes."""
+    keys = [(k, f) for k, f in WORKLOAD_FACTS if r.summary.get(k) is not None]
+    keys = [(k, f) for k, f in keys if k != "p99_queue_ms" or r.load.arrival == "trace"]
+    facts = ", ".join(f.format(r.summary[k]) for k, f in keys)
+    return ([f"{r.key}: {facts}"] if facts else []) + [f"{r.key}: {n}" for n in r.notes]
+
+
+def matrix(out: Outcome, title: str = "results (ms, tokens/s; * = concurrency x (input+output) > KV capacity)") -> None:
+    many = len({c["config_name"] for c in out.cells}) > 1
+    rows = [(f"{c['config_name'] + ' ' if many else ''}{c['key']}{'*' if c['over_capacity'] else ''}"
+             + (f" #{c['repeat'] + 1}" if c.get("repeat") else ""), c["summary"], c["status"]) for c in out.cells]
+    console.out.print(console.cells_table(rows, title))
+    for name, lines in out.capacity.items():
+        for line in lines:
+            console.out.print(f"{name}: {line}")
+
+
+def report(out: Outcome, display: Display, locations: list[str]) -> None:
+    matrix(out)
+    for r in display.results:
+        for line in workload_lines(r):
+            console.out.print(line, highlight=False)
+    for where in locations:
+        console.err.print(where)

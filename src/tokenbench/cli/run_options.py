@@ -1,0 +1,157 @@
+"""Options of `bench` and `sweep` that say how the tool runs and where results go (not what is measured,
+so not study-spec keys), and vLLM's spellings that need translating. Declared once for both commands."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import click
+
+from tokenbench.cli import options
+from tokenbench.errors import UsageError
+from tokenbench.spec.sweep import SweepSpec
+from tokenbench.store import outputs
+from tokenbench.store.db import Store, default_db_path
+from tokenbench.study.outputs import VllmResults
+from tokenbench.study.run import Outcome
+from tokenbench.study.vllm_result import VllmOptions
+from tokenbench.sweep.run import SweepRunner
+
+PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
+
+OPTIONS = (
+    click.option("--resume", default=None, metavar="RUN", help="continue this stored run: run only the cells "
+                 "not stored yet (its spec comes from the database)"),
+    click.option("--db", default=None, type=click.Path(dir_okay=False), help="results database (default: $TOKENBENCH_RESULTS/tokenbench.db, "
+                 "else ~/.local/share/tokenbench/tokenbench.db)"),
+    click.option("--no-store", is_flag=True, help="do not keep a results database (a temporary one is used)"),
+    click.option("--output", default=None, type=click.Path(dir_okay=False),
+                 help="write tokenbench's JSON result (every cell and request), rewritten after each cell"),
+    click.option("--save-result", is_flag=True, help="vLLM: write each cell as `vllm bench serve`'s result JSON"),
+    click.option("--save-detailed", is_flag=True, help="vLLM: with --save-result, add the per-request lists"),
+    click.option("--result-dir", default=None, type=click.Path(file_okay=False), help="vLLM: folder of the "
+                 "--save-result files (default: the current folder)"),
+    click.option("--result-filename", default=None, help="vLLM: name of the --save-result file (default: "
+                 "{label}-{rate}qps[-concurrency{C}]-{model}-{date}.json; several cells: name-2.json, ...)"),
+    click.option("--percentile-metrics", default="ttft,tpot,itl", show_default=True,
+                 help="vLLM: metrics whose statistics --save-result writes (ttft, tpot, itl, e2el)"),
+    click.option("--metric-percentiles", default="99", show_default=True,
+                 help="vLLM: percentiles --save-result writes, e.g. 25,50,99"),
+    click.option("--goodput", multiple=True, metavar="KEY:MS", help="vLLM: goodput SLOs, e.g. --goodput ttft:500 "
+                 "tpot:50 (KEY in ttft, tpot, e2el); the same as --slo ttft=500,tpot=50"),
+    click.option("--ignore-eos", is_flag=True, help="vLLM: accepted; tokenbench always asks exact output lengths "
+                 "(ignore_eos and min_tokens on every request)"),
+    click.option("--random-range-ratio", type=float, default=None, help="vLLM: only 0 is accepted: prompts have "
+                 "exactly --input-len tokens (use a dataset for lengths that vary)"),
+    click.option("--burstiness", type=float, default=None, help="vLLM: only 1 (Poisson arrivals) is accepted; "
+                 "--arrival constant gives evenly spaced ones"),
+)
+
+
+def apply(f: Callable) -> Callable:
+    for opt in reversed(OPTIONS):
+        f = opt(f)
+    return f
+
+
+class StudyCommand(click.Command):
+    """vLLM's `--goodput ttft:500 tpot:50` takes several values; click options take one, so each value
+    after --goodput becomes its own `--goodput VALUE` before parsing."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        out, taking = [], False
+        for arg in args:
+            if arg == "--goodput":
+                taking = True
+                continue
+            if taking and not arg.startswith("-"):
+                out += ["--goodput", arg]
+                continue
+            taking = False
+            out.append(arg)
+        return super().parse_args(ctx, out)
+
+
+def _unsupported(kw: dict) -> None:
+    ratio, burst = kw["random_range_ratio"], kw["burstiness"]
+    if ratio not in (None, 0.0):
+        raise UsageError(f"--random-range-ratio {ratio:g}: tokenbench sends exactly --input-len tokens",
+                         "drop it (or give 0); for lengths that vary use --dataset-name sharegpt/jsonl")
+    if burst not in (None, 1.0):
+        raise UsageError(f"--burstiness {burst:g}: only Poisson arrivals (1) and --arrival constant are supported",
+                         "drop --burstiness, or use --arrival constant for evenly spaced requests")
+
+
+def _infinite_rate(data: dict) -> None:
+    """vLLM's `--request-rate inf`: every request at once, at most --max-concurrency in flight, which is a
+    closed loop at that concurrency (all --num-prompts requests at once without a cap)."""
+    rates = data.get("rates") or []
+    if not any(math.isinf(r) for r in rates):
+        return
+    width = data.get("max_concurrency") or (data.get("requests") or {}).get("num_prompts")
+    if not width:
+        raise UsageError("--request-rate inf sends every request at once: it needs --max-concurrency or "
+                         "--num-prompts", "e.g. --request-rate inf --max-concurrency 8")
+    data["rates"] = [r for r in rates if not math.isinf(r)]
+    data["concurrency"] = [*data.get("concurrency", []), width]
+
+
+def translate(data: dict, kw: dict) -> dict:
+    """Apply the vLLM spellings that are not plain aliases to the study mapping."""
+    _unsupported(kw)
+    if kw["goodput"]:
+        data["slo"] = {**data.get("slo", {}), **options.goodput(kw["goodput"])}
+    _infinite_rate(data)
+    return data
+
+
+def vllm_options(kw: dict) -> VllmOptions:
+    metrics = tuple(m.strip() for m in kw["percentile_metrics"].split(",") if m.strip())
+    bad = [m for m in metrics if m not in PERCENTILE_METRICS]
+    if bad:
+        raise UsageError(f"--percentile-metrics: '{bad[0]}' is not one of {', '.join(PERCENTILE_METRICS)}",
+                         "write e.g. --percentile-metrics ttft,tpot,itl,e2el")
+    pcts = tuple(options.float_list("--metric-percentiles", kw["metric_percentiles"]))
+    if any(p > 100 for p in pcts):
+        raise UsageError(f"--metric-percentiles '{kw['metric_percentiles']}': percentiles are in (0, 100]",
+                         "write e.g. --metric-percentiles 50,90,99")
+    return VllmOptions(kw["result_dir"], kw["result_filename"], metrics, pcts, kw["save_detailed"])
+
+
+@contextlib.contextmanager
+def opened_store(kw: dict) -> Iterator[Store]:
+    """The results database; with --no-store a temporary one, removed afterwards."""
+    if not kw["no_store"]:
+        yield Store(kw["db"] or default_db_path())
+        return
+    folder = tempfile.mkdtemp(prefix="tokenbench-")
+    try:
+        yield Store(f"{folder}/results.db")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def precheck(kw: dict) -> None:
+    """Result paths and vLLM result options are checked before a run is stored or anything measured."""
+    if kw["output"]:
+        outputs.check(kw["output"], probe=True)
+    if kw["save_result"]:
+        opts = vllm_options(kw)
+        target = Path(opts.result_dir or ".") / (opts.result_filename or "result.json")
+        outputs.check(target, "--save-result", probe=True)
+
+
+def sinks(kw: dict, spec: SweepSpec, runner: SweepRunner) -> list:
+    """The result files asked for besides tokenbench's JSON (--output, the runner's journal)."""
+    return [VllmResults(spec, vllm_options(kw), len(runner.plan.cells))] if kw["save_result"] else []
+
+
+def locations(kw: dict, out: Outcome, sinks: list) -> list[str]:
+    stored = [] if kw["no_store"] else [f"stored run {out.run_id} in {out.store.path}; "
+                                        f"report with `tokenbench report {out.run_id}`"]
+    return stored + out.files + [line for s in sinks for line in s.locations()]

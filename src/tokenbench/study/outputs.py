@@ -1,0 +1,42 @@
+"""Result files a study writes besides the database and tokenbench's own JSON result (that one is the
+runner's journal, store/journal.py): vLLM-compatible result files (`--save-result`), one per cell,
+each written atomically (store/outputs.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tokenbench.load.cell import CellResult
+from tokenbench.load.target import ResolvedTarget
+from tokenbench.spec.sweep import SweepSpec
+from tokenbench.store import outputs
+from tokenbench.store.records import json_safe
+from tokenbench.study.vllm_result import CellMeta, VllmOptions, result_path, vllm_result
+from tokenbench.sweep.plan import PlannedCell
+
+
+class VllmResults:
+    """`--save-result`: each cell as the JSON file `vllm bench serve` would have written for it."""
+
+    def __init__(self, spec: SweepSpec, opts: VllmOptions, cells: int) -> None:
+        self.spec, self.opts, self.cells = spec, opts, cells
+        self.meta: CellMeta | None = None
+        self.written: list[Path] = []
+
+    def target_ready(self, target: ResolvedTarget, facts: dict) -> None:
+        self.meta = CellMeta(label=self.spec.name, model=target.model,
+                             tokenizer=self.spec.workload.tokenizer_path or target.model, api=self.spec.api)
+
+    def cell_stored(self, cell: PlannedCell, row: dict, result: CellResult) -> None:
+        assert self.meta is not None, "target_ready comes before the first cell"
+        doc = vllm_result(result, self.meta, self.opts)
+        path = result_path(doc, self.opts, len(self.written), self.cells)
+        outputs.write_text(path, json.dumps(json_safe(doc), indent=1), "--save-result")
+        self.written.append(path)
+
+    def finish(self, status: str) -> None:
+        return None
+
+    def locations(self) -> list[str]:
+        return [f"wrote {p} (vllm bench serve format)" for p in self.written]

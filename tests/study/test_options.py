@@ -1,0 +1,93 @@
+"""One option set: bench and sweep flags come from the study spec's fields; vLLM spellings are aliases."""
+
+from __future__ import annotations
+
+import pytest
+
+from tokenbench.cli import bench, flags, sweep
+from tokenbench.cli.main import main
+from tokenbench.errors import UsageError
+from tokenbench.load.target import read_api_key
+from tokenbench.spec.bench import Target
+from tokenbench.spec.fields import field_at
+from tokenbench.spec.sweep import SweepSpec
+from tokenbench.sweep.plan import plan
+
+URL = ["--base-url", "http://127.0.0.1:1"]
+
+
+def spellings(command) -> set[str]:
+    return {opt for p in command.params for opt in (*p.opts, *p.secondary_opts) if opt.startswith("-")}
+
+
+def bench_spec(*args: str) -> SweepSpec:
+    return bench.build_spec(bench.command.make_context("bench", [*URL, *args]).params)
+
+
+def test_every_bench_option_is_a_sweep_option():
+    missing = spellings(bench.command) - spellings(sweep.command)
+    assert not missing, f"bench options missing from sweep: {sorted(missing)}"
+
+
+def test_every_shared_flag_is_a_yaml_key_with_its_help():
+    for flag in flags.SHARED + flags.SWEEP_ONLY:
+        info = field_at(SweepSpec, flag.key)                  # KeyError: a flag without a YAML key
+        assert flags.describe(flag)[0] == (flag.help or info.description), flag.key
+        assert flags.describe(flag)[0], f"{flag.key} has no description"
+
+
+def test_flags_set_the_same_keys_as_yaml():
+    spec = bench_spec("--input-len", "64", "--output-len", "32", "--concurrency", "1,4", "--vocab-size", "32000",
+                      "--tokenizer", "/tok", "--api-key-file", "/k", "--timeout", "30", "--image-width", "64")
+    assert (spec.workload.vocab_size, spec.workload.tokenizer_path) == (32000, "/tok")
+    assert (spec.target.api_key_file, spec.target.timeout_s, spec.workload.image_width) == ("/k", 30.0, 64)
+    assert [c.key for c in plan(spec).cells] == ["64:32/c=1", "64:32/c=4"]
+
+
+def test_vllm_spellings():
+    spec = bench_spec("--dataset-name", "random", "--random-input-len", "128", "--random-output-len", "64",
+                      "--max-concurrency", "8", "--num-prompts", "32", "--goodput", "ttft:500", "tpot:50",
+                      "--label", "mine", "--ignore-eos", "--random-range-ratio", "0", "--num-warmups", "3")
+    cells = plan(spec).cells
+    assert [(c.key, c.load.num_prompts, c.load.warmup_requests) for c in cells] == [("128:64/c=8", 32, 3)]
+    assert (spec.slo.ttft_ms, spec.slo.tpot_ms, spec.name) == (500, 50, "mine")
+    inf = plan(bench_spec("--input-len", "8", "--output-len", "4", "--request-rate", "inf", "--max-concurrency", "4"))
+    assert [c.key for c in inf.cells] == ["8:4/c=4"]                        # vLLM: inf + cap = closed loop
+    rate = plan(bench_spec("--input-len", "8", "--output-len", "4", "--request-rate", "2", "--max-concurrency", "4"))
+    assert [(c.key, c.load.max_concurrency) for c in rate.cells] == [("8:4/rate=2/s", 4)]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--random-range-ratio", "0.5"], "exactly --input-len tokens"),
+    (["--burstiness", "0.5"], "only Poisson arrivals"),
+    (["--goodput", "latency:5"], "KEY:MS"),
+    (["--request-rate", "inf"], "needs --max-concurrency or --num-prompts"),
+    (["--vocab-size", "1"], "--vocab-size: Input should be greater than or equal to 2"),
+])
+def test_bad_vllm_spellings_are_one_line_errors(args, needle):
+    with pytest.raises(UsageError, match=needle):
+        bench_spec("--input-len", "8", "--output-len", "4", *args)
+
+
+def test_openai_api_key_is_read_by_default(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", " sk-test ")
+    assert read_api_key(Target(base_url="http://x")) == "sk-test"
+    monkeypatch.delenv("OPENAI_API_KEY")
+    assert read_api_key(Target(base_url="http://x")) is None
+
+
+def test_sweep_fields_lists_every_yaml_key_with_its_flag(capsys):
+    assert main(["sweep", "--fields"]) == 0
+    out = capsys.readouterr().out
+    for key, flag in (("workload.vocab_size", "--vocab-size"), ("target.api_key_file", "--api-key-file"),
+                      ("requests.num_prompts", "--num-prompts"), ("client.workers", "--workers")):
+        line = next(line for line in out.splitlines() if key in line)
+        assert flag in line, line
+
+
+def test_unknown_sweep_key_lists_the_valid_keys(tmp_path, capsys):
+    (tmp_path / "s.yaml").write_text("target:\n  base_url: http://x\n  vocab: 5\npairs: [[8, 4]]\nconcurrency: [1]\n")
+    assert main(["sweep", str(tmp_path / "s.yaml"), "--db", str(tmp_path / "db")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "s.yaml:3: unknown key 'target.vocab'" in err[0]
+    assert "base_url, profile, set, model" in err[0] and "tokenbench sweep --fields" in err[0]
