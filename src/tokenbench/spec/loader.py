@@ -63,7 +63,7 @@ def unknown_key_hint(model: type[BaseModel] | None, loc: tuple) -> str:
     if model is None or command is None:
         return "check the spelling; see the docs for the valid keys"
     keys = ", ".join(model_at(model, loc[:-1]).model_fields)
-    return f"valid keys here: {keys}; `{command}` lists every key"
+    return f"check the spelling; valid keys here: {keys}; `{command}` lists every key"
 
 
 def validation_error(exc: ValidationError, source: str, lines: dict[tuple, int],
