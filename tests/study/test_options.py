@@ -91,3 +91,32 @@ def test_unknown_sweep_key_lists_the_valid_keys(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "s.yaml:3: unknown key 'target.vocab'" in err[0]
     assert "base_url, profile, set, model" in err[0] and "tokenbench sweep --fields" in err[0]
+
+
+def test_one_cell_key_and_one_flag_rendering():
+    """The plan, the importers and the store spell a cell's key one way; a report renders a profile's
+    flags as the engine argv does (a `--api-key` secret key is not doubled into `----api-key`)."""
+    from tokenbench.deploy.engines import render_args
+    from tokenbench.report.importers import cell_key as imported_key
+    from tokenbench.report.model import ConfigInfo
+    p = plan(bench_spec("--input-len", "512", "--output-len", "128", "--concurrency", "8", "--request-rate", "2"))
+    assert [c.key for c in p.cells] == [imported_key(512, 128, 8, None), imported_key(512, 128, None, 2.0)]
+    profile = {"name": "p", "args": {"ctx-size": 4096, "--flash-attn": True, "mlock": False},
+               "secret_args": {"--api-key": "KEY"}, "extra_args": ["--x"]}
+    info = ConfigInfo(1, "default", {}, profile, {}, "done", "")
+    rendered = " ".join(render_args(profile["args"], profile["secret_args"], profile["extra_args"]))
+    assert rendered == "--ctx-size 4096 --flash-attn --api-key ${KEY} --x"
+    assert info.flags() == f"profile=p {rendered}"
+
+
+def test_output_length_mismatch_is_not_blamed_on_bos():
+    """A chat prompt counted as expected (template included) with a wrong output length is diagnosed as
+    an output problem, from the counts the parser expected."""
+    from tokenbench.client.records import RequestRecord
+    from tokenbench.metrics.verify import diagnose_mismatch
+    recs = [RequestRecord(index=i, phase="measure", input_len=16, output_len=8, intended_ns=0, sent_ns=0,
+                          end_ns=1, token_times_ns=[1] * 6, token_counts=[1] * 6, prompt_tokens=27,
+                          expected_prompt_tokens=27, completion_tokens=6, finish_reason="length",
+                          length_error="output 6 tokens, asked 8") for i in range(3)]
+    text = diagnose_mismatch(recs)
+    assert "-2 output tokens" in text and "BOS" not in text

@@ -38,15 +38,15 @@ class Flag:
 
 TARGET = (Flag("target.base_url"), Flag("target.model"), Flag("target.api_key_env"), Flag("target.api_key_file"),
           Flag("target.timeout_s", names=("--timeout",)))
-WORKLOAD = (Flag("workload.kind", names=("--dataset-name",), vllm=("--dataset-name",)),
+WORKLOAD = (Flag("workload.kind", vllm=("--dataset-name",)),
             Flag("workload.dataset_path", vllm=("--dataset-path",)),
             *(Flag(f"workload.{n}") for n in ("min_input_len", "max_input_len", "min_output_len", "max_output_len",
                                               "prefix_len", "num_groups", "image_count", "image_width",
                                               "image_height", "image_format", "time_scale")),
-            Flag("workload.tokenizer_path", names=("--tokenizer",), vllm=("--tokenizer",)),
+            Flag("workload.tokenizer_path", vllm=("--tokenizer",)),
             Flag("workload.vocab_size"), Flag("api"), Flag("seed", vllm=("--seed",)))
 LOAD = (Flag("concurrency", parse=options.int_list),
-        Flag("rates", names=("--request-rate",), vllm=("--request-rate",), parse=options.rate_list),
+        Flag("rates", vllm=("--request-rate",), parse=options.rate_list),
         Flag("arrival"), Flag("max_concurrency", vllm=("--max-concurrency",)),
         Flag("requests.num_prompts", vllm=("--num-prompts",)), Flag("requests.duration_s", names=("--duration",)),
         Flag("warmup_requests", vllm=("--num-warmups",)), Flag("repeats"))

@@ -32,9 +32,9 @@ def api_key_var(profile: Profile) -> str | None:
                 None)
 
 
-def secret_flags(profile: Profile) -> list[str]:
+def secret_flag_list(secret_args: dict[str, str]) -> list[str]:
     """`--flag ${VAR}` for each secret arg: what every rendering shows."""
-    return [x for key, var in profile.secret_args.items() for x in (flag_name(key), placeholder(var))]
+    return [x for key, var in secret_args.items() for x in (flag_name(key), placeholder(var))]
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,8 @@ MAX_PREPARED = 20_000   # a duration cell prepares at most this many requests (m
 
 
 def cell_key(workload: Workload, load: Load) -> str:
+    """The one spelling of a cell's key (`512:128/c=8`, `sharegpt(x.json)/rate=2/s`): the store, the
+    plan, resume and the importers all use it."""
     return f"{workload.label}/{load.label}"
 
 

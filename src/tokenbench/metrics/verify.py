@@ -26,6 +26,12 @@ def diagnose_mismatch(recs: Sequence[RequestRecord]) -> str:
         return (f"the server counted {diff:+d} prompt tokens versus the workload's count "
                 f"({len(prompt_off)} requests): it likely adds special tokens (BOS) or re-tokenizes text with "
                 "another tokenizer; use --api completions with token ids, or the server's own --tokenizer DIR")
+    output_off = [r.output_tokens - r.output_len for r in bad if r.output_tokens != r.output_len]
+    if output_off:
+        diff = Counter(output_off).most_common(1)[0][0]
+        return (f"the server generated {diff:+d} output tokens versus max_tokens ({len(output_off)} requests; "
+                "the prompts matched the expected counts): it does not honour max_tokens/min_tokens exactly "
+                "(check its sampling settings, or pass --allow-length-mismatch)")
     return "the server returned a different number of tokens than asked (see each request's error_detail)"
 
 

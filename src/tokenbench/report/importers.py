@@ -18,6 +18,8 @@ from pathlib import Path
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.errors import UsageError
+from tokenbench.load.cell import cell_key as own_cell_key
+from tokenbench.spec.bench import Load, Workload
 from tokenbench.store.db import Store
 
 FORMATS = ("vllm", "sglang", "csv")
@@ -93,7 +95,9 @@ def _num(v) -> float | None:
 
 
 def cell_key(il: int, ol: int, conc: int | None, rate: float | None) -> str:
-    return f"{il}:{ol}/" + (f"c={conc}" if conc is not None else f"rate={rate:g}/s")
+    """An imported cell keyed exactly as tokenbench keys its own (load.cell.cell_key)."""
+    load = Load.model_construct(concurrency=conc, request_rate=None if conc is not None else rate)
+    return own_cell_key(Workload.model_construct(input_len=il, output_len=ol), load)   # other tools' values as given
 
 
 def _cell(il: int, ol: int, conc: int | None, rate: float | None, summary: dict, kv: int | None = None,

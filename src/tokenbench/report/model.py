@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tokenbench.client.records import RequestRecord
+from tokenbench.deploy.engines import render_args
 from tokenbench.errors import StoreError, UsageError
 from tokenbench.report.status import State, judge
 from tokenbench.store.db import Store, default_db_path
@@ -69,13 +70,7 @@ class ConfigInfo:
         parts = [f"profile={p['name']}"] if p.get("name") else []
         par = {k: v for k, v in (p.get("parallelism") or {}).items() if v not in (None, 1)}
         parts += [f"{k}={v}" for k, v in sorted({**par, **self.overrides}.items())]
-        for k, v in (p.get("args") or {}).items():
-            if v is True:
-                parts.append(f"--{k}")
-            elif v not in (None, False):
-                parts.append(f"--{k} {v}")
-        parts += [f"--{k} ${{{v}}}" for k, v in (p.get("secret_args") or {}).items()]
-        parts += [str(a) for a in p.get("extra_args") or []]
+        parts += render_args(p.get("args") or {}, p.get("secret_args") or {}, p.get("extra_args") or [])
         parts += [f"{k}={v}" for k, v in sorted((p.get("env") or {}).items())]
         parts += [f"{k}=${{{v}}}" for k, v in sorted((p.get("secret_env") or {}).items())]
         return " ".join(parts)

@@ -7,6 +7,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from tokenbench.errors import SpecError
+from tokenbench.load.cell import cell_key
 from tokenbench.spec.bench import Load, Workload
 from tokenbench.spec.sweep import SweepSpec
 
@@ -29,7 +30,7 @@ class PlannedCell:
 
     @property
     def key(self) -> str:
-        return f"{self.workload.label}/{self.load.label}"
+        return cell_key(self.workload, self.load)
 
     @property
     def width(self) -> int | None:

@@ -20,7 +20,7 @@ from types import ModuleType
 
 from tokenbench.client import api
 from tokenbench.deploy.facts import ServerFacts
-from tokenbench.deploy.secret_refs import flag_name, secret_flags
+from tokenbench.deploy.secret_refs import flag_name, secret_flag_list
 from tokenbench.errors import DeployError
 from tokenbench.spec.deploy_profile import ArgValue, Profile
 
@@ -49,7 +49,13 @@ def served_model(profile: Profile) -> str | None:
 def profile_args(profile: Profile) -> list[str]:
     """Every engine's tail of argv: the profile's args (with `when` rules), its secret args as
     `${VAR}` placeholders (deploy/secret_refs.py), then extra_args verbatim."""
-    return flag_args(profile.effective_args()) + secret_flags(profile) + list(profile.extra_args)
+    return render_args(profile.effective_args(), profile.secret_args, profile.extra_args)
+
+
+def render_args(args: dict[str, ArgValue], secret_args: dict[str, str], extra_args: list) -> list[str]:
+    """The one rendering of a profile's flags (argv, dry runs, reports): args, secret args as `${VAR}`,
+    extra args verbatim."""
+    return flag_args(args) + secret_flag_list(secret_args) + [str(a) for a in extra_args]
 
 
 def flag_args(args: dict[str, ArgValue]) -> list[str]:

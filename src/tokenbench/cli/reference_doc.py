@@ -1,0 +1,95 @@
+"""docs/cli.md, generated from the declarations of the `bench` and `sweep` options (cli/flags.py,
+cli/run_options.py), so the reference cannot drift from the code. Regenerate:
+`python -m tokenbench.cli.reference_doc > docs/cli.md` (tests/study/test_cli_doc.py checks it is current)."""
+
+from __future__ import annotations
+
+import click
+
+from tokenbench.cli import flags, run_options
+
+HEAD = """# CLI reference: `bench` and `sweep`
+
+Generated from the study spec (`src/tokenbench/spec/sweep.py`) by `python -m tokenbench.cli.reference_doc`;
+do not edit by hand. A benchmark is a study with one server configuration and no relaunch, so `bench` and
+`sweep` take the same options, each the flag of one key of the sweep YAML (`tokenbench sweep --fields`
+lists the keys; flags given with a SPEC.yaml override it). vLLM's `vllm bench serve` spellings are
+accepted as aliases, in the third column.
+"""
+
+VLLM_NOTES = """## Coming from `vllm bench serve`
+
+- `--random-input-len N --random-output-len M` are `--input-len` / `--output-len`: every prompt has exactly
+  N tokens and every answer exactly M (`ignore_eos` and `min_tokens` on every request), so `--ignore-eos`
+  is accepted and changes nothing, and `--random-range-ratio` accepts only 0.
+- `--max-concurrency C` alone is one closed-loop cell at concurrency C (vLLM's default `--request-rate inf`
+  bounded by C); `--request-rate inf --max-concurrency C` is the same; `--request-rate R` with
+  `--max-concurrency C` is an open-loop cell at R requests/s with at most C in flight.
+- `--burstiness` accepts only 1 (Poisson arrivals); `--arrival constant` spaces requests evenly.
+- `--goodput ttft:500 tpot:50` is `--slo ttft=500,tpot=50` (KEY in ttft, tpot, e2el; milliseconds).
+- `--num-warmups N` is `--warmup-requests N`; `--label` names the study (`name`), and the result files.
+- `--save-result` writes one JSON per cell with the top-level keys of vLLM's result file (`date`, `backend`,
+  `model_id`, `num_prompts`, `request_rate`, `max_concurrency`, `completed`, `request_throughput`,
+  `output_throughput`, `mean_ttft_ms`, `p99_tpot_ms`, ...), named as vLLM names it in `--result-dir`, or
+  `--result-filename` (numbered `-2`, `-3` for later cells); `--save-detailed` adds the per-request lists.
+  `--percentile-metrics` and `--metric-percentiles` choose the statistics, with vLLM's defaults.
+- The API key: `--api-key-env VAR` or `--api-key-file FILE`; with neither, `OPENAI_API_KEY` is read when set.
+"""
+
+
+def _row(names: list[str], key: str, vllm: str, kind: str, default: str, text: str) -> str:
+    cells = [", ".join(f"`{n}`" for n in names), f"`{key}`" if key else "-", vllm or "-", kind, default or "-",
+             text.replace("|", "\\|")]
+    return "| " + " | ".join(cells) + " |"
+
+
+def _flag_rows(group: tuple[flags.Flag, ...]) -> list[str]:
+    rows = []
+    for flag in group:
+        text, default = flags.describe(flag)
+        info = flags.field_at(flags.SweepSpec, flag.key)
+        kind = "flag" if info.annotation is bool else "list" if flag.parse else flags.click_type(info.annotation).name
+        names = [flag.flag, *(n for n in flag.names if n != flag.flag)]
+        vllm = ", ".join(f"`{n}`" for n in flag.vllm)
+        rows.append(_row(names, flag.key, vllm, kind, "" if default in (None, False) else str(default), text))
+    return rows
+
+
+def _default(p: click.Parameter) -> str:
+    return str(p.default) if isinstance(p.default, (int, float, str)) and p.default not in (False, "") else ""
+
+
+def _option_rows(decorators) -> list[str]:
+    def collect(**kw) -> None:
+        """Collects the options."""
+    for deco in reversed(decorators):
+        collect = deco(collect)
+    rows = []
+    for p in click.command()(collect).params:
+        names = [*p.opts, *p.secondary_opts]
+        ours = [n for n in names if not n.startswith("--random-")] or names
+        theirs = [n for n in names if n.startswith("--random-")] or (names if (p.help or "").startswith("vLLM:") else [])
+        rows.append(_row(ours, "", ", ".join(f"`{n}`" for n in theirs),
+                         "flag" if getattr(p, "is_flag", False) else p.type.name, _default(p), p.help or ""))
+    return rows
+
+
+TABLE = ["| flag | YAML key | vLLM spelling | type | default | meaning |", "|---|---|---|---|---|---|"]
+
+
+def markdown() -> str:
+    parts = [HEAD, "## Options of both commands\n", *TABLE, *_flag_rows(flags.SHARED),
+             "\n## Lengths (both commands)\n",
+             "`--input-len N --output-len M` add the pair `[N, M]` to `pairs` (random, prefix, image); "
+             "for a dataset, `--output-len` forces every answer's length (`workload.output_len`).\n", *TABLE,
+             *_option_rows([flags.length_options]),
+             "\n## How the tool runs and where results go (both commands; not YAML keys)\n", *TABLE,
+             *_option_rows(run_options.OPTIONS),
+             "\n## `sweep` only\n",
+             "`sweep [SPEC.yaml]` also takes `--dry-run`, `--set KEY=VALUE` (a YAML override) and `--fields`.\n",
+             *TABLE, *_flag_rows(flags.SWEEP_ONLY), "", VLLM_NOTES]
+    return "\n".join(parts)
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")
