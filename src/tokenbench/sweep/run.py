@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from tokenbench.client import api
 from tokenbench.client.transport import new_session
+from tokenbench.deploy.engines import reset_cache_path
 from tokenbench.deploy.facts import ServerFacts
 from tokenbench.deploy.secret_refs import api_key_var
 from tokenbench.errors import DeployError
@@ -34,7 +35,6 @@ from tokenbench.sweep.plan import (
 )
 from tokenbench.sweep.servers import Server, server_for
 
-RESET_PATHS = {"vllm": "/reset_prefix_cache", "sglang": "/flush_cache"}
 MAX_LAUNCHES = 3      # per server config: the first launch and up to two relaunches after a death
 
 
@@ -55,7 +55,7 @@ class SweepEvents:
 
 
 def reset_prefix_cache(server: Server) -> None:
-    path = RESET_PATHS.get(server.facts.engine)
+    path = reset_cache_path(server.facts.engine)
     if path:
         api.call(server.base_url, path, {}, quiet=True)
 

@@ -41,15 +41,9 @@ def load_profile(target: SweepTarget, config: ServerConfig) -> Profile:
 
 
 def expected_ctx(profile: Profile) -> int | None:
-    """Per-sequence context a profile will give, when it can be known before launch."""
-    par = profile.parallelism
-    if profile.engine == "llamacpp" and par.ctx:
-        return par.ctx // (par.slots or 1)
-    for flag in ("max-model-len", "context-length"):
-        value = profile.effective_args().get(flag)
-        if isinstance(value, int):
-            return value
-    return None
+    """Per-sequence context a profile will give, when it can be known before launch (the engine's adapter)."""
+    from tokenbench.deploy.engines import expected_ctx as adapter_ctx
+    return adapter_ctx(profile)
 
 
 @contextlib.contextmanager

@@ -6,7 +6,10 @@ Each module `tokenbench.deploy.engines.<engine>` provides
     read_facts(base_url: str, api_key: str | None = None) -> ServerFacts
 
 and may provide `served_model(profile) -> str | None`: the model id the server will list, which
-readiness waits for (None: any model).
+readiness waits for (None: any model); `ctx_per_seq(profile) -> int | None`: the per-sequence context
+the profile will give, when it can be known before launch; `RESET_CACHE_PATH`: the POST endpoint that
+empties the prefix cache between cells. Code outside this package asks these functions, never an
+engine's name (tests/study/test_engine_names.py).
 
 `facts_for(base_url)` detects which engine answers at a URL and asks that engine's module for its
 facts; an engine whose module is not there yields what the OpenAI endpoints tell.
@@ -37,6 +40,32 @@ def engine_module(name: str) -> ModuleType:
             raise
         raise DeployError(f"this tokenbench has no adapter for engine '{name}'",
                           "use engine: llamacpp, or a tokenbench version that supports it") from None
+
+
+def has_adapter(name: str | None) -> bool:
+    """True when `name` is an engine with an adapter module here (facts may name engines that have none)."""
+    try:
+        return bool(name) and engine_module(str(name)) is not None
+    except DeployError:
+        return False
+
+
+def reset_cache_path(engine: str | None) -> str | None:
+    """The engine's prefix-cache reset endpoint, if it has one."""
+    return getattr(engine_module(str(engine)), "RESET_CACHE_PATH", None) if has_adapter(engine) else None
+
+
+def expected_ctx(profile: Profile) -> int | None:
+    """Per-sequence context a profile will give, when it can be known before launch: the engine's own
+    rule, else a `max-model-len` / `context-length` arg."""
+    rule = getattr(engine_module(profile.engine), "ctx_per_seq", None)
+    if rule and (ctx := rule(profile)) is not None:
+        return ctx
+    for flag in ("max-model-len", "context-length"):
+        value = profile.effective_args().get(flag)
+        if isinstance(value, int):
+            return value
+    return None
 
 
 def served_model(profile: Profile) -> str | None:

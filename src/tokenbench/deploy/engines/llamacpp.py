@@ -19,6 +19,12 @@ from tokenbench.spec.deploy_profile import Profile
 LAUNCHER = "tokenbench.deploy.llamacpp_server"
 
 
+def ctx_per_seq(profile: Profile) -> int | None:
+    """llama.cpp splits its context (--ctx-size) evenly over its slots."""
+    par = profile.parallelism
+    return par.ctx // (par.slots or 1) if par.ctx else None
+
+
 def served_model(profile: Profile) -> str:
     """The id /v1/models lists: served_name, else the bundled name, else the file name without .gguf."""
     ref = profile.model

@@ -14,6 +14,7 @@ from tokenbench.errors import UsageError
 from tokenbench.spec.deploy_profile import Profile
 
 PREFIX = ["python", "-m", "sglang.launch_server"]
+RESET_CACHE_PATH = "/flush_cache"            # emptied between cells (no cell served from the last)
 
 
 def launch_argv(profile: Profile, port: int) -> list[str]:

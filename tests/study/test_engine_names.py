@@ -1,0 +1,46 @@
+"""Engine knowledge lives in the adapters (deploy/engines/): no other module tests an engine's name."""
+
+from __future__ import annotations
+
+import ast
+import typing
+from pathlib import Path
+
+import tokenbench
+from tokenbench.spec.deploy_profile import Engine
+
+PKG = Path(tokenbench.__file__).parent
+NAMES = set(typing.get_args(Engine))
+# names that are not the engine under test: other tools' result formats, vLLM's own benchmark client
+NOT_ENGINES = {"report/importers.py", "cli/agree.py", "store/image_tag.py"}
+
+
+def _strings(node: ast.AST) -> set[str]:
+    return {n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+
+
+def engine_tests(tree: ast.AST) -> list[int]:
+    """Lines that compare with an engine name or key a mapping by one."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and _strings(ast.Tuple(elts=[node.left, *node.comparators])) & NAMES:
+            lines.append(node.lineno)
+        if isinstance(node, ast.Dict) and {k.value for k in node.keys if isinstance(k, ast.Constant)} & NAMES:
+            lines.append(node.lineno)
+    return lines
+
+
+def test_no_engine_name_is_tested_outside_the_adapters():
+    found = {}
+    for path in PKG.rglob("*.py"):
+        rel = str(path.relative_to(PKG))
+        if rel.startswith("deploy/engines/") or rel in NOT_ENGINES:
+            continue
+        lines = engine_tests(ast.parse(path.read_text(encoding="utf-8")))
+        if lines:
+            found[rel] = lines
+    assert found == {}, f"engine names tested outside deploy/engines/: {found}"
+
+
+def test_the_check_finds_what_it_looks_for():
+    assert engine_tests(ast.parse('if facts.engine == "vllm": pass\nRESET = {"sglang": "/flush_cache"}')) == [1, 2]
