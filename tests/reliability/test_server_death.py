@@ -1,7 +1,7 @@
 """Server death mid-sweep: the engine process is SIGKILLed while a cell runs.
 
-What the sweep does (sweep/run.py): the cell in progress completes with every request recorded (the
-ones after the death fail fast with `connect`), it is marked failed with the engine's exit code and log
+What the sweep does (sweep/run.py): the cell in progress stops sending after a few consecutive `connect`
+failures (every request sent is recorded), it is marked failed with the engine's exit code and log
 tail in its message and the errors in `failed_by_kind`; the server is relaunched (at most
 MAX_LAUNCHES launches per config) for the config's remaining cells, the next server config is launched
 as a fresh process, and the run ends `failed` with exit code 5 and no engine left running.
@@ -59,9 +59,10 @@ def check_sweep_survived(db: Path, killer: EngineKiller, code: int, err: str, re
     # the cell in progress: completed with every request recorded, failed, the cause in its message
     assert (killed["config"], killed["status"]) == ("slots=1", "failed")
     s = killed["summary"]
-    assert s["num_prompts"] == requests and s["completed"] >= 1 and s["failed"] >= 1
+    # once connections are refused the cell stops sending (the rest would fail the same way)
+    assert s["num_prompts"] <= requests and s["completed"] >= 1 and s["failed"] >= 1
     assert set(s["failed_by_kind"]) <= {"connect", "reset"} and s["failed_by_kind"].get("connect")
-    assert "requests failed" in killed["message"] and "connect=" in killed["message"]
+    assert "server unreachable at" in killed["message"] and "consecutive connection failures" in killed["message"]
     assert "server died during the cell: the engine process exited with code" in killed["message"]
     assert "server died during cell" in configs[0]["message"]
     # the next config ran on a freshly launched server
@@ -69,7 +70,7 @@ def check_sweep_survived(db: Path, killer: EngineKiller, code: int, err: str, re
     # the run says it failed, and the CLI says why in one line with exit code 5
     assert run["status"] == "failed" and code == 5
     [line] = error_lines(err)
-    assert "1 cell(s) failed" in line and "connect=" in line
+    assert "1 cell(s) failed" in line and "server unreachable" in line
 
 
 @pytest.mark.timeout(120)

@@ -5,8 +5,7 @@ upgraded in place), foreign or damaged files refused with one line, and a run wh
 from __future__ import annotations
 
 import sqlite3
-import subprocess
-import sys
+from pathlib import Path
 
 import pytest
 
@@ -87,13 +86,13 @@ def test_a_damaged_or_foreign_database_is_refused_in_one_line(tmp_path, kind):
 
 
 def test_a_run_whose_process_died_is_shown_interrupted(tmp_path):
-    """The owner is a real process that has exited (its pid is then free or another process's)."""
+    """The owner's pid is one no process can have (above the kernel's pid_max)."""
     store = Store(tmp_path / "r.db")
     run_id = store.create_run("sweep", "http://x", {}, [], {})
-    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    store.db.execute("UPDATE runs SET owner_pid=? WHERE id=?", (int(child.stdout), run_id))
+    dead = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
+    store.db.execute("UPDATE runs SET owner_pid=? WHERE id=?", (dead, run_id))
     [row] = store.runs()
-    assert row["status"] == "interrupted" and f"pid {int(child.stdout)}" in row["message"]
+    assert row["status"] == "interrupted" and f"pid {dead}" in row["message"]
     assert store.run(run_id)["status"] == "interrupted"
     store.set_run_status(run_id, "running")            # a resume takes the run over: this process owns it
     assert store.run(run_id)["status"] == "running"
@@ -105,3 +104,13 @@ def test_a_reused_pid_is_not_taken_for_the_owner(tmp_path):
     run_id = store.create_run("sweep", "http://x", {}, [], {})
     store.db.execute("UPDATE runs SET owner_started = owner_started - 3600 WHERE id=?", (run_id,))
     assert store.run(run_id)["status"] == "interrupted"
+
+
+def test_a_cell_cut_short_by_an_unreachable_server_is_run_again_on_resume(tmp_path):
+    store = Store(tmp_path / "r.db")
+    run_id = store.create_run("sweep", "http://x", {}, [], {})
+    config = store.upsert_config(run_id, "default")
+    base = {"input_len": 8, "output_len": 8, "status": "failed", "message": "server unreachable at http://x"}
+    store.save_cell(run_id, config, {**base, "key": "8:8/c=1", "summary": {}}, [])
+    store.save_cell(run_id, config, {**base, "key": "8:8/c=2", "summary": {"server_unreachable": True}}, [])
+    assert store.done_keys(run_id) == {("default", "8:8/c=1", 0)}

@@ -1,4 +1,6 @@
-"""Entry point. The one place that maps TokenbenchError to a one-line message and an exit code."""
+"""Entry point. The one place that maps TokenbenchError to a one-line message and an exit code
+(errors.EXIT_CODES, documented in docs/reliability.md). Anything else is still one line: an OSError
+names its path, any other exception is an internal error (exit 70); `--debug` shows the traceback."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import traceback
 import click
 
 from tokenbench import __version__
-from tokenbench.errors import Interrupted, TokenbenchError
+from tokenbench.errors import InternalError, Interrupted, TokenbenchError
 
 # Each command lives in its own module under tokenbench.cli and exposes `command` (a click command
 # or group). Listed here once; the order is the order of `tokenbench --help`.
@@ -79,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except click.UsageError as exc:
         hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
-        click.echo(f"error: {exc.format_message()}{hint}", err=True)
+        click.echo(f"error: {_one_line(exc.format_message())}{hint}", err=True)
         return 2
     except click.Abort:
         click.echo("error: interrupted", err=True)
@@ -88,13 +90,27 @@ def main(argv: list[str] | None = None) -> int:
         click.echo("error: interrupted; results measured so far were kept", err=True)
         return Interrupted.exit_code
     except TokenbenchError as exc:
-        if debug:
-            traceback.print_exc()
-        click.echo(f"error: {exc.one_line()}", err=True)
-        return exc.exit_code
+        return _render(exc, debug)
     except click.ClickException as exc:
-        click.echo(f"error: {exc.format_message()}", err=True)
+        click.echo(f"error: {_one_line(exc.format_message())}", err=True)
         return exc.exit_code
+    except OSError as exc:                   # a path the user gave that no command checked first
+        return _render(TokenbenchError(f"{exc.filename or 'a file'}: {exc.strerror or exc}",
+                                   "check the path, its permissions and free space"), debug)
+    except Exception as exc:                 # a bug: still one line, and --debug shows where
+        return _render(InternalError(f"internal error: {type(exc).__name__}: {str(exc)[:300]}",
+                                     "rerun with --debug and report it"), debug)
+
+
+def _one_line(text: str) -> str:
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
+def _render(exc: TokenbenchError, debug: bool) -> int:
+    if debug:
+        traceback.print_exc()
+    click.echo(f"error: {exc.one_line()}", err=True)
+    return exc.exit_code
 
 
 def run() -> None:

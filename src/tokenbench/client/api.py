@@ -42,8 +42,11 @@ def call(base_url: str, path: str, body: dict | None = None, api_key: str | None
 def get_json(base_url: str, path: str, api_key: str | None = None, timeout: float = 30.0) -> dict | list | None:
     """GET that returns parsed JSON on 200, None otherwise (endpoint missing or not JSON)."""
     status, body = call(base_url, path, api_key=api_key, timeout=timeout)
-    if status == 401:
-        raise TargetError(f"{base_url}{path} answered HTTP 401 (unauthorized)",
+    if status in (401, 403) and api_key:
+        raise TargetError(f"{base_url}{path} answered HTTP {status}: the server rejected the API key",
+                          "check the key's value (the variable or file given with --api-key-env/--api-key-file)")
+    if status in (401, 403):
+        raise TargetError(f"{base_url}{path} answered HTTP {status}: the server requires an API key",
                           "pass the key with --api-key-env VAR (the variable must be set)")
     if status != 200:
         return None

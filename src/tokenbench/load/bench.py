@@ -1,5 +1,6 @@
 """Several cells against one target in one HTTP session, in order. Each finished cell is handed to
-`on_cell` at once (to be stored) so an interruption loses at most the cell in progress."""
+`on_cell` at once (to be stored) so an interruption loses at most the cell in progress. A cell that
+found the server unreachable ends the bench: later cells are not run against nothing."""
 
 from __future__ import annotations
 
@@ -24,4 +25,6 @@ async def run_bench(spec: BenchSpec, target: ResolvedTarget, on_cell: Callable[[
                 max_error_rate=spec.max_error_rate, workers=workers, ray_address=ray_address, on_progress=progress)
             on_cell(result)
             results.append(result)
+            if result.unreachable:
+                break                       # the next cells would run against nothing
     return results

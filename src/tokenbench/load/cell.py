@@ -17,7 +17,7 @@ from tokenbench.load.runner import CellRun, run_phase
 from tokenbench.load.target import ResolvedTarget
 from tokenbench.load.workers import run_workers
 from tokenbench.metrics.summary import summarize
-from tokenbench.metrics.verify import client_health_verdict, verdict
+from tokenbench.metrics.verify import UNREACHABLE_AFTER, client_health_verdict, unreachable, verdict
 from tokenbench.spec.bench import SLO, Load, Workload
 from tokenbench.workload.build import build_cell
 
@@ -33,6 +33,7 @@ class CellResult:
     status: str                      # "ok" | "failed" | "invalid" (the client could not keep up)
     message: str = ""
     notes: list[str] = field(default_factory=list)
+    unreachable: str = ""            # why the server is considered gone (the cell stopped sending)
 
     @property
     def input_len(self) -> int:
@@ -117,7 +118,13 @@ async def run_cell(session: Session, t: ResolvedTarget, wl: Workload, load: Load
     summary = summarize(run.records, load, *lengths, slo)
     summary.update(run.client_health)
     summary.update(prompts.facts)
-    status, message = verdict(run.records, allow_mismatch, max_error_rate)
+    status, message = verdict(run.records, allow_mismatch, max_error_rate, t.api_key is not None)
     if status == "ok":
         status, message = client_health_verdict(summary, load)
-    return CellResult(key, load, wl, summary, run.records, warm, status, message, prompts.notes)
+    lost = unreachable(run.records)
+    if lost:
+        lost = (f"server unreachable at {t.base_url}: {UNREACHABLE_AFTER} consecutive connection failures "
+                f"({lost}); {n_meas - len(run.records)} of {n_meas} requests not sent")
+        status, message = "failed", lost
+        summary["server_unreachable"] = True        # `--resume` runs this cell again
+    return CellResult(key, load, wl, summary, run.records, warm, status, message, prompts.notes, lost or "")

@@ -20,6 +20,7 @@ from tokenbench.client.request import PreparedRequest
 from tokenbench.load.arrivals import offsets_ns
 from tokenbench.load.clock import Clock, MonotonicClock
 from tokenbench.load.lag import LoopLagProbe
+from tokenbench.metrics.verify import UNREACHABLE_AFTER
 from tokenbench.spec.bench import Load
 
 Send = Callable[[PreparedRequest, int], Awaitable[RawExchange]]
@@ -31,14 +32,22 @@ class CellRun:
     client_health: dict
 
 
+
+
 class _Pool:
-    """Prepared requests handed out in order; `requests` must hold enough for the cell."""
+    """Prepared requests handed out in order; `requests` must hold enough for the cell. After
+    UNREACHABLE_AFTER consecutive connection failures it hands out nothing more: the server is gone,
+    and sending the rest would only record the same failure (the cell then ends "server unreachable")."""
 
     def __init__(self, requests: Sequence[PreparedRequest]) -> None:
         self.requests, self.next = requests, 0
+        self.connect_failures = 0
+
+    def note(self, raw: RawExchange) -> None:
+        self.connect_failures = self.connect_failures + 1 if raw.error_kind == "connect" else 0
 
     def take(self) -> tuple[int, PreparedRequest] | None:
-        if self.next >= len(self.requests):
+        if self.next >= len(self.requests) or self.connect_failures >= UNREACHABLE_AFTER:
             return None
         i, self.next = self.next, self.next + 1
         return i, self.requests[i]
@@ -50,6 +59,7 @@ async def _closed_loop(send: Send, pool: _Pool, concurrency: int, deadline_ns: i
         while (deadline_ns is None or clock.now_ns() < deadline_ns) and (item := pool.take()):
             i, req = item
             raw = await send(req, clock.now_ns())
+            pool.note(raw)
             out.append((i, req, raw))
             if raw.error_kind == "cancelled":
                 raise asyncio.CancelledError
@@ -68,6 +78,7 @@ async def _open_loop(send: Send, pool: _Pool, load: Load, rng: random.Random, cl
         else:
             async with slots:
                 raw = await send(req, intended)
+        pool.note(raw)
         out.append((i, req, raw))
         on_done()
 

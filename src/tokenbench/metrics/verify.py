@@ -35,10 +35,41 @@ def diagnose_mismatch(recs: Sequence[RequestRecord]) -> str:
     return "the server returned a different number of tokens than asked (see each request's error_detail)"
 
 
-def verdict(recs: Sequence[RequestRecord], allow_mismatch: bool, max_error_rate: float) -> tuple[str, str]:
-    """("ok", "") or ("failed", one-line reason). Length mismatches fail unless allowed."""
+UNREACHABLE_AFTER = 3     # the load runner stops sending after this many consecutive `connect` failures
+
+
+def unreachable(recs: Sequence[RequestRecord]) -> str | None:
+    """The last error when the cell's last UNREACHABLE_AFTER requests (in send order) all failed to connect:
+    the server went away (or never answered); None otherwise."""
+    tail = sorted(recs, key=lambda r: (r.sent_ns, r.index))[-UNREACHABLE_AFTER:]
+    if len(tail) == UNREACHABLE_AFTER and all(r.error_kind == "connect" for r in tail):
+        return tail[-1].error_detail[:200] or "connection refused"
+    return None
+
+
+def refused_requests(recs: Sequence[RequestRecord], api_key_sent: bool) -> str | None:
+    """Every request answered HTTP 4xx: a problem of the requests (or the key), not of load."""
+    codes = Counter(r.status for r in recs if r.error_kind == "http_status")
+    if not recs or sum(codes.values()) != len(recs) or not all(c and 400 <= c < 500 and c != 429 for c in codes):
+        return None
+    code, detail = codes.most_common(1)[0][0], recs[0].error_detail[:160]
+    if code in (401, 403):
+        return (f"the server rejected the API key: every request got HTTP {code} ({detail}); check the key's value"
+                if api_key_sent else
+                f"the server requires an API key: every request got HTTP {code} ({detail}); pass --api-key-env VAR")
+    return (f"every request was refused with HTTP {code} ({detail}): a request problem, not load; check the model "
+            "name (--model), the API (--api completions|chat) and what the server accepts")
+
+
+def verdict(recs: Sequence[RequestRecord], allow_mismatch: bool, max_error_rate: float,
+            api_key_sent: bool = False) -> tuple[str, str]:
+    """("ok", "") or ("failed", one-line reason). Length mismatches fail unless allowed; a cell whose
+    requests all got 4xx, or whose server became unreachable, says so instead of blaming the error budget."""
     if not recs:
         return "failed", "no request was sent"
+    refused = refused_requests(recs, api_key_sent)
+    if refused:
+        return "failed", refused
     mismatched = sum(1 for r in recs if r.length_error)
     if mismatched and not allow_mismatch:
         return "failed", f"{mismatched}/{len(recs)} requests had the wrong length: {diagnose_mismatch(recs)}"

@@ -183,10 +183,13 @@ class Store:
             " c.repeat", (run_id,))
 
     def done_keys(self, run_id: str) -> set[tuple[str, str, int]]:
+        """(config, key, repeat) of the cells a resume skips: all stored ones except cells cut short
+        because the server was unreachable (those are run again)."""
         with self._guard("read cells"):
             rows = self.db.execute(
                 "SELECT s.name, c.key, c.repeat FROM cells c JOIN server_configs s ON s.id=c.config_id"
-                " WHERE c.run_id=?", (run_id,)).fetchall()
+                " WHERE c.run_id=? AND json_extract(c.summary_json, '$.server_unreachable') IS NULL",
+                (run_id,)).fetchall()
         return {(r[0], r[1], r[2]) for r in rows}
 
     def requests(self, cell_id: int, phase: str = "measure") -> list[RequestRecord]:

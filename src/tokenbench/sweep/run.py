@@ -16,7 +16,7 @@ from tokenbench.client.transport import new_session
 from tokenbench.deploy.engines import reset_cache_path
 from tokenbench.deploy.facts import ServerFacts
 from tokenbench.deploy.secret_refs import api_key_var
-from tokenbench.errors import DeployError
+from tokenbench.errors import DeployError, TargetError
 from tokenbench.load.cell import CellResult, run_cell
 from tokenbench.load.target import ResolvedTarget, resolve
 from tokenbench.spec.bench import Target
@@ -40,6 +40,10 @@ MAX_LAUNCHES = 3      # per server config: the first launch and up to two relaun
 
 class ServerDied(Exception):
     """The server under test died during a cell; the cell is stored as failed with the cause."""
+
+
+class ServerUnreachable(ServerDied):
+    """The server stopped accepting connections during a cell (its process, if ours, still runs)."""
 
 
 @dataclass
@@ -70,6 +74,21 @@ def _cell_row(cell: PlannedCell, result: CellResult, kv_cap: int | None, extra: 
             "request_rate": cell.load.request_rate, "status": result.status, "message": result.message,
             "kv_demand": kv_demand(cell), "kv_capacity": kv_cap, "over_capacity": over_capacity(cell, kv_cap),
             "summary": {**result.summary, **extra}, "started_ns": result.records[0].sent_ns if result.records else None}
+
+
+def _gone(server: Server, result: CellResult) -> type[ServerDied] | None:
+    """After a failed cell: did our engine die (relaunch), or did the server stop answering (stop, or
+    relaunch when it is ours)? The cell's message says which, naming the server."""
+    death = server.death() if result.status != "ok" else None
+    if death and server.deployment is not None:
+        result.status, result.message = "failed", f"server died during the cell: {death}; {result.message}"
+        return ServerDied
+    if result.unreachable:
+        return ServerUnreachable
+    if death:
+        result.status, result.message = "failed", f"server unreachable: {death}; {result.message}"
+        return ServerUnreachable
+    return None
 
 
 def _saturated(prev: dict | None, cur: dict) -> bool:
@@ -109,11 +128,12 @@ class SweepRunner:
         self.server = server
         self.capacity: dict[str, list[str]] = {}      # config name -> capacity result lines
         self.capacity_done: set[str] = set()
+        self.attempted: set[tuple[str, str, int]] = set()   # cells run by this process (a cut-short one too)
 
     def pending(self, config: ServerConfig) -> list[PlannedCell]:
         if self.plan.spec.find_capacity:
             return [] if config.name in self.capacity_done else [None]   # cells are decided as it goes
-        done = self.store.done_keys(self.run_id)
+        done = self.store.done_keys(self.run_id) | self.attempted
         return [c for c in self.plan.cells_for(config) if (config.name, c.key, c.repeat) not in done]
 
     def run(self) -> list[str]:
@@ -135,6 +155,12 @@ class SweepRunner:
                 self._launch_and_run(config, config_id)
                 self._config_status(config, "done", "; ".join(events + self.capacity.get(config.name, [])))
                 return None
+            except ServerUnreachable as gone:
+                events.append(f"server unreachable during {gone} (launch {launch})")
+                if not self._relaunchable():
+                    self._config_status(config, "failed", "; ".join(events))
+                    raise TargetError(f"sweep stopped: {gone}", "check that the server is running, then "
+                                      f"`tokenbench sweep --resume {self.run_id}`; finished cells were kept") from None
             except ServerDied as died:
                 events.append(f"server died during {died} (launch {launch})")
             except DeployError as exc:
@@ -143,11 +169,14 @@ class SweepRunner:
             if not self.pending(config):
                 self._config_status(config, "done", "; ".join(events))
                 return None
-            if self.server is not None or not self.plan.spec.target.profile:
+            if not self._relaunchable():
                 break                                   # not ours to relaunch
         message = "; ".join(events) + f"; {len(self.pending(config))} cell(s) left for --resume"
         self._config_status(config, "failed", message)
         return message
+
+    def _relaunchable(self) -> bool:
+        return self.server is None and bool(self.plan.spec.target.profile)
 
     def _config_status(self, config: ServerConfig, status: str, message: str) -> None:
         self.store.set_config_status(self.run_id, config.name, status, message)
@@ -217,15 +246,14 @@ class SweepRunner:
                                     workers=spec.client.workers, ray_address=spec.client.ray_address,
                                     on_progress=lambda phase, d, t: self.ev.cell_progress(cell, phase, d, t))
         star = over_capacity(cell, kv_cap)
-        death = server.death() if result.status != "ok" else None
-        if death:
-            result.status, result.message = "failed", f"server died during the cell: {death}; {result.message}"
+        gone = _gone(server, result)
         row = _cell_row(cell, result, kv_cap, mon.summary(result.summary.get("total_output_tokens"), star))
         self.journal.add(config_id, row, [*result.warmup, *result.records], mon.rows(), cell.config.name)
+        self.attempted.add((cell.config.name, cell.key, cell.repeat))
         self.ev.cell_stored(cell, row, result)
         self.ev.cell_done(cell, row)
-        if death:
-            raise ServerDied(f"cell {cell.key}: {death}")
+        if gone:
+            raise gone(f"cell {cell.key}: {result.message}")
         return row
 
     def _skip(self, config_id: int, cell: PlannedCell, kv_cap, reason: str) -> None:
