@@ -1,0 +1,140 @@
+"""95 % intervals by the bootstrap, and verdicts on the difference between two cells. Pure functions.
+
+Method (docs/metrics.md, "Intervals and verdicts"): percentile bootstrap with a fixed seed. A cell's
+samples are grouped by repeat. Within one repeat the bootstrap resamples requests (latencies) or time
+bins (throughputs: tokens or requests completed per bin of the measured window, so the interval of a
+rate comes from how evenly it was delivered). With several repeats it resamples repeats too (two
+stages: repeats with replacement, then requests within each), and the statistic is the mean over the
+repeats of the per-repeat statistic, as the report shows it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+LEVEL = 0.95              # nominal coverage
+BOOT = 1000               # bootstrap resamples
+SEED = 20260101           # fixed: the same data gives the same interval
+UNRELIABLE_N = 100        # a p99 from fewer requests than this is marked unreliable
+MIN_EFFECT = 0.02         # differences below this share are "not detectable" (run-to-run drift)
+CHUNK = 2_000_000         # values resampled at once (memory bound)
+STATS = {"mean": None, "p50": 50.0, "p90": 90.0, "p99": 99.0}
+
+Groups = Sequence[Sequence[float]]
+
+
+@dataclass(frozen=True)
+class Interval:
+    value: float          # the statistic on the data (mean over repeats of the per-repeat statistic)
+    lo: float
+    hi: float
+    n: int                # samples (requests, values or bins) over all repeats
+    unreliable: bool = False
+
+    def contains(self, x: float) -> bool:
+        return self.lo <= x <= self.hi
+
+
+def _stat(x: np.ndarray, stat: str, axis: int | None = None) -> np.ndarray:
+    q = STATS[stat]
+    return np.mean(x, axis=axis) if q is None else np.percentile(x, q, axis=axis)
+
+
+def _within(x: np.ndarray, stat: str, boots: int, rng: np.random.Generator) -> np.ndarray:
+    """`boots` bootstrap replicates of stat(x), resampling the elements of x."""
+    n = len(x)
+    step = max(1, CHUNK // max(n, 1))
+    out = [_stat(x[rng.integers(0, n, (min(step, boots - b), n))], stat, axis=1) for b in range(0, boots, step)]
+    return np.concatenate(out)
+
+
+def replicates(groups: Groups, stat: str, boots: int = BOOT, seed: int = SEED) -> np.ndarray | None:
+    """Bootstrap replicates of the mean over groups of stat(group); None without data. One group:
+    resample its elements; several: resample groups, then elements within each chosen group."""
+    arrays = [np.asarray(g, dtype=float) for g in groups if len(g)]
+    if not arrays:
+        return None
+    rng = np.random.default_rng(seed)
+    inner = np.stack([_within(a, stat, boots, rng) for a in arrays])          # (groups, boots)
+    if len(arrays) == 1:
+        return inner[0]
+    picks = rng.integers(0, len(arrays), (boots, len(arrays)))
+    return inner[picks, np.arange(boots)[:, None]].mean(axis=1)
+
+
+def point(groups: Groups, stat: str) -> float | None:
+    vals = [float(_stat(np.asarray(g, dtype=float), stat)) for g in groups if len(g)]
+    return float(np.mean(vals)) if vals else None
+
+
+def _bounds(reps: np.ndarray, level: float = LEVEL) -> tuple[float, float]:
+    tail = (1 - level) / 2 * 100
+    lo, hi = np.percentile(reps, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
+def interval(groups: Groups, stat: str, requests: int | None = None, boots: int = BOOT,
+             seed: int = SEED) -> Interval | None:
+    """The 95 % percentile-bootstrap interval of stat; `requests` (default: the sample count) decides
+    whether a p99 is unreliable."""
+    reps = replicates(groups, stat, boots, seed)
+    value = point(groups, stat)
+    if reps is None or value is None:
+        return None
+    n = sum(len(g) for g in groups)
+    lo, hi = _bounds(reps)
+    return Interval(value, lo, hi, n, stat == "p99" and (requests if requests is not None else n) < UNRELIABLE_N)
+
+
+# rates --------------------------------------------------------------------------------------------
+def bins(events: Sequence[tuple[int, float]], start_ns: int, end_ns: int, count: int) -> list[float]:
+    """Per-second rate in each of `count` equal bins of [start, end]: (time_ns, amount) events summed
+    per bin. Their mean is exactly sum(amount) / (end - start)."""
+    width = (end_ns - start_ns) / count
+    out = [0.0] * count
+    for t, amount in events:
+        k = min(count - 1, max(0, int((t - start_ns) / width))) if width > 0 else 0
+        out[k] += amount
+    return [v / (width / 1e9) for v in out] if width > 0 else out
+
+
+def bin_count(requests: int) -> int:
+    """Bins of a cell's window for a rate's interval: one per ~4 requests, 5 to 30."""
+    return max(5, min(30, requests // 4))
+
+
+# verdicts -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Verdict:
+    """How much faster B is than A (speed = 1/latency, or the throughput itself): b_speed/a_speed - 1."""
+    change: float           # point estimate, e.g. 0.05 = B 5 % faster; negative: A faster
+    lo: float
+    hi: float
+    detectable: float       # smallest difference this sample size can tell (>= MIN_EFFECT)
+    winner: str | None      # "A", "B", or None (no difference detectable)
+
+    def faster_by(self) -> tuple[float, float, float]:
+        """(x, lo, hi): how much faster the winner is, in its own terms (A: a_speed/b_speed - 1)."""
+        if self.winner != "A":
+            return self.change, self.lo, self.hi
+        return 1 / (1 + self.change) - 1, 1 / (1 + self.hi) - 1, 1 / (1 + self.lo) - 1
+
+
+def speed_ratio(a: np.ndarray | float, b: np.ndarray | float, higher_is_better: bool):
+    return (b / a if higher_is_better else a / b) - 1
+
+
+def verdict(a: Interval, reps_a: np.ndarray, b: Interval, reps_b: np.ndarray, higher_is_better: bool,
+            min_effect: float = MIN_EFFECT) -> Verdict | None:
+    """A named winner only when the interval of the change excludes 0 and the change is at least
+    `min_effect` (below it, run-to-run drift of one machine can produce it)."""
+    if not a.value or not b.value or np.any(reps_a == 0) or np.any(reps_b == 0):
+        return None
+    change = float(speed_ratio(a.value, b.value, higher_is_better))
+    lo, hi = _bounds(speed_ratio(reps_a, reps_b, higher_is_better))
+    detectable = max(min_effect, (hi - lo) / 2)
+    real = (lo > 0 or hi < 0) and abs(change) >= min_effect
+    return Verdict(change, lo, hi, detectable, ("B" if change > 0 else "A") if real else None)
