@@ -79,3 +79,15 @@ def test_no_difference_is_not_detected_and_says_what_could_be():
     assert found.count(None) == 20
     v = _verdict(0.0, 0)
     assert v.detectable >= u.MIN_EFFECT and v.lo < 0 < v.hi
+
+
+def test_drift_within_a_run_widens_the_verdict_and_hides_a_drift_sized_change():
+    rng = np.random.default_rng(5)
+    a = np.concatenate([rng.normal(5.0, 0.05, 200), rng.normal(5.4, 0.05, 200)])      # the machine moved 8 %
+    b = rng.normal(5.2 * 1.03, 0.05, 400)                                               # 3 % slower than a's mean
+    assert u.drift([a], "mean") == pytest.approx(0.4 / a.mean(), rel=0.05)
+    ia, ib = u.interval([a], "mean", seed=1), u.interval([b], "mean", seed=2)
+    ra, rb = u.replicates([a], "mean", seed=1), u.replicates([b], "mean", seed=2)
+    assert u.verdict(ia, ra, ib, rb, False).winner == "A"                    # blind to the drift
+    v = u.verdict(ia, ra, ib, rb, False, floor=u.drift([a], "mean"))
+    assert v.winner is None and v.detectable > 0.07

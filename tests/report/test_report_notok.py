@@ -23,7 +23,8 @@ from tokenbench.report.status import judge
 from tokenbench.spec.bench import Load
 
 RUN = "20260104-000000-allbad"
-FIGURE_TABLES = ("baseline", "scaling", "matrix", "configcmp", "compare", "latency", "repeats")
+FIGURE_TABLES = ("baseline", "scaling", "matrix", "configcmp", "compare", "latency", "repeats", "intervals",
+                 "verdicts")
 VERDICTS = ((1, "failed", "8/8 requests failed (reset=8); first: connection reset (raise --max-error-rate ...)"),
             (2, "invalid", "client overloaded: event-loop lag p99 80.0 ms > 50 ms"),
             (4, "ok", ""))            # c=4 is "ok" but with a tolerated length mismatch
@@ -97,7 +98,7 @@ def test_report_of_an_all_bad_sweep_has_no_unmarked_figure(store):
             assert word in text and "✗" in text and "≠" in text and "‡" in text
         assert "n/a" in md                        # config-comparison ratios are refused
         # every scaling row of the markdown shows the mark next to each of its figures
-        rows = [line for line in md.splitlines() if line.startswith("| c=")]
+        rows = [line for line in md.splitlines() if line.startswith("| c=") and "/ 4,096" in line]
         assert rows and all(line.count("✗") + line.count("‡") + line.count("≠") >= 9 for line in rows)
         assert html.count('class="notok"') >= 30 and html.count("<circle class=\"notok\"") >= 6
 

@@ -42,7 +42,7 @@ def test_markdown_has_the_study_sections(store, stored_run):
     text = render.markdown.render(_doc(store, stored_run))
     headings = re.findall(r"^## \d+\. (.+)$", text, re.M)
     assert headings == ["Environment and provenance", "Plausibility: decode roofline",
-                        "Single-request baseline (concurrency 1)", "Concurrency scaling",
+                        "Single-request baseline (concurrency 1)", "Concurrency scaling", "95 % intervals",
                         "Output throughput matrix (tokens/s)", "Server-config comparison", "Failures by kind",
                         "Per-request timeline", "Monitor timelines", "Metric definitions"]
     for needle in ("b6500", "SmolLM2-135M-Instruct", "profile=cpu-smollm2", "1,024", "tokenbench version",
@@ -76,7 +76,7 @@ def test_star_exactly_on_over_capacity_cells(store, stored_run):
             for c in store.cells(stored_run) if c["over_capacity"]}
     assert over == {("slots2", "512/64", "c=2"), ("slots2", "512/64", "c=4"), ("slots4", "512/64", "c=4")}
     seen = set()
-    for (head, rows), cfg in zip(_tables(text, "### 5."), ("slots2", "slots4"), strict=False):
+    for (head, rows), cfg in zip(_tables(text, "### 6."), ("slots2", "slots4"), strict=False):
         for row in rows:
             for label, value in zip(head[1:4], row[1:4], strict=False):
                 starred = value.endswith("*") and not value.endswith("\\*")

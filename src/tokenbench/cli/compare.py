@@ -1,16 +1,37 @@
-"""`tokenbench compare RUN_A RUN_B [...]`: what differs, the fairness verdict, side-by-side tables."""
+"""`tokenbench compare RUN_A RUN_B [...]`: what differs, the fairness verdict, verdicts with 95 % intervals,
+side-by-side tables; written as files and printed as a terminal table."""
 
 from __future__ import annotations
 
 import click
+from rich.markup import escape
+from rich.table import Table as RichTable
 
 from tokenbench import __version__
 from tokenbench.cli import console
 from tokenbench.cli.report_options import default_dir
+from tokenbench.metrics.uncertainty import MIN_EFFECT
 from tokenbench.report import render
 from tokenbench.report.compare import compare
+from tokenbench.report.document import Cell, Document, Table
 from tokenbench.report.i18n import LANGS
 from tokenbench.report.model import open_store
+
+
+def _text(c: str | Cell) -> str:
+    return escape(f"{c.text}{c.marks}" if isinstance(c, Cell) else c)
+
+
+def print_verdicts(doc: Document) -> None:
+    """The verdict tables of the document, in the terminal (same text as the files)."""
+    for block in doc.blocks:
+        if isinstance(block, Table) and block.role == "verdicts":
+            table = RichTable(*[escape(h) for h in block.headers], header_style="bold")
+            for row in block.rows:
+                table.add_row(*[_text(c) for c in row])
+            console.out.print(table)
+            for note in block.footnotes:
+                console.out.print(f"  {escape(note)}")
 
 
 @click.command("compare")
@@ -20,15 +41,21 @@ from tokenbench.report.model import open_store
 @click.option("--lang", type=click.Choice(LANGS), default="en", show_default=True)
 @click.option("-o", "--output", "out_dir", default=None, type=click.Path(file_okay=False),
               help="output directory (default: reports/compare-A-vs-B next to the database)")
-@click.option("--strict", is_flag=True, help="refuse (exit 5) when the effective workloads differ or are unknown")
+@click.option("--strict", is_flag=True, help="refuse (exit 5) when the effective workloads differ or are unknown, "
+              "or when no cell was measured ok by every column")
 @click.option("--allow-not-ok", is_flag=True,
               help="show ratios built on cells that are not ok (failed, invalid, length mismatch), marked")
+@click.option("--min-effect", type=click.FloatRange(min=0, max=1), default=MIN_EFFECT, show_default=True,
+              help="smallest relative difference a verdict may call real (run-to-run drift of one machine)")
+@click.option("--quiet", is_flag=True, help="write the files only; print no terminal table")
 def command(selectors: tuple[str, ...], db: str | None, formats: str, lang: str, out_dir: str | None,
-            strict: bool, allow_not_ok: bool) -> None:
+            strict: bool, allow_not_ok: bool, min_effect: float, quiet: bool) -> None:
     """Compare runs side by side (RUN, or RUN:CONFIG for one server config of a run)."""
     fmts = render.parse_formats(formats)
     store = open_store(db)
-    doc, issues = compare(store, list(selectors), lang, __version__, strict, allow_not_ok)
+    doc, issues = compare(store, list(selectors), lang, __version__, strict, allow_not_ok, min_effect)
+    if not quiet:
+        print_verdicts(doc)
     name = "compare-" + "-vs-".join(s.replace(":", "_") for s in selectors)
     for path in render.write(doc, out_dir or default_dir(db, name), fmts, stem="compare"):
         console.out.print(str(path))

@@ -80,7 +80,10 @@ def interval(groups: Groups, stat: str, requests: int | None = None, boots: int 
              seed: int = SEED) -> Interval | None:
     """The 95 % percentile-bootstrap interval of stat; `requests` (default: the sample count) decides
     whether a p99 is unreliable."""
-    reps = replicates(groups, stat, boots, seed)
+    return from_replicates(groups, stat, replicates(groups, stat, boots, seed), requests)
+
+
+def from_replicates(groups: Groups, stat: str, reps: np.ndarray | None, requests: int | None = None) -> Interval | None:
     value = point(groups, stat)
     if reps is None or value is None:
         return None
@@ -127,14 +130,29 @@ def speed_ratio(a: np.ndarray | float, b: np.ndarray | float, higher_is_better: 
     return (b / a if higher_is_better else a / b) - 1
 
 
+def drift(groups: Groups, stat: str) -> float:
+    """How much the statistic moved within a run: |stat(first half) - stat(second half)| / |stat(all)|
+    over the samples in time order, the largest over the groups (0 when a group is too small)."""
+    worst = 0.0
+    for g in groups:
+        x = np.asarray(g, dtype=float)
+        if len(x) < 8:
+            continue
+        whole, a, b = (float(_stat(v, stat)) for v in (x, x[: len(x) // 2], x[len(x) // 2:]))
+        worst = max(worst, abs(a - b) / abs(whole) if whole else 0.0)
+    return worst
+
+
 def verdict(a: Interval, reps_a: np.ndarray, b: Interval, reps_b: np.ndarray, higher_is_better: bool,
-            min_effect: float = MIN_EFFECT) -> Verdict | None:
-    """A named winner only when the interval of the change excludes 0 and the change is at least
-    `min_effect` (below it, run-to-run drift of one machine can produce it)."""
+            min_effect: float = MIN_EFFECT, floor: float = 0.0) -> Verdict | None:
+    """The change's percentile interval widened by `floor` on both sides (the drift within the runs,
+    `drift`: the machine may have moved that much between them). A winner is named only when that
+    interval excludes 0 and the change is at least `min_effect`."""
     if not a.value or not b.value or np.any(reps_a == 0) or np.any(reps_b == 0):
         return None
     change = float(speed_ratio(a.value, b.value, higher_is_better))
     lo, hi = _bounds(speed_ratio(reps_a, reps_b, higher_is_better))
+    lo, hi = lo - floor, hi + floor
     detectable = max(min_effect, (hi - lo) / 2)
     real = (lo > 0 or hi < 0) and abs(change) >= min_effect
     return Verdict(change, lo, hi, detectable, ("B" if change > 0 else "A") if real else None)

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 from collections import Counter
 
-from tokenbench.report import marks, plots, sections
+from tokenbench.metrics import uncertainty as u
+from tokenbench.report import configcmp, interval_tables, marks, plots, sections
+from tokenbench.report.bottleneck import rooflines
 from tokenbench.report.document import Block, Bullets, Document, Para, Table, num, pct
 from tokenbench.report.i18n import DEFINITIONS, t
+from tokenbench.report.intervals import Book
 from tokenbench.report.model import RunData
 from tokenbench.report.plausibility import ConfigCheck, Finding
 
 TEXT_HEAD = 120      # characters of model output shown per sample request
 
 
-def build_report(run: RunData, lang: str, checks: list[ConfigCheck], version: str) -> Document:
+def build_report(run: RunData, lang: str, checks: list[ConfigCheck], version: str,
+                 min_effect: float = u.MIN_EFFECT) -> Document:
     doc = Document(t(lang, "title.report", run=run.id), lang)
+    book, roofs = Book(run), rooflines(checks)
     num_ = sections.Numberer()
     doc.add(num_.sec(t(lang, "h.environment")), *sections.environment(run, lang),
             num_.sub(t(lang, "h.configs")), *sections.configs(run, lang))
@@ -25,9 +30,10 @@ def build_report(run: RunData, lang: str, checks: list[ConfigCheck], version: st
         doc.add(Para(t(lang, "note.no_cells")))
         return doc
     doc.add(num_.sec(t(lang, "h.baseline")), *sections.baseline(run, lang))
-    doc.add(num_.sec(t(lang, "h.scaling")), *_scaling(run, lang, num_))
+    doc.add(num_.sec(t(lang, "h.scaling")), *_scaling(run, lang, num_, roofs))
+    doc.add(num_.sec(t(lang, "h.intervals")), *interval_tables.section(book, lang, num_))
     doc.add(num_.sec(t(lang, "h.matrix")), *_matrix(run, lang, num_))
-    doc.add(num_.sec(t(lang, "h.configcmp")), *_configcmp(run, lang, num_))
+    doc.add(num_.sec(t(lang, "h.configcmp")), *_configcmp(run, lang, num_, book, min_effect))
     if run.has_repeats():
         doc.add(num_.sec(t(lang, "h.repeats")), *repeatability(run, lang))
     doc.add(num_.sec(t(lang, "h.failures")), *failures(run, lang))
@@ -39,15 +45,18 @@ def build_report(run: RunData, lang: str, checks: list[ConfigCheck], version: st
     return doc
 
 
-def _scaling(run: RunData, lang: str, num_: sections.Numberer) -> list[Block]:
+def _scaling(run: RunData, lang: str, num_: sections.Numberer, roofs: dict) -> list[Block]:
     out: list[Block] = []
     for cfg in run.config_names():
         for pair in run.pairs(cfg):
             out += [num_.sub(t(lang, "h.scaling_pair", config=cfg, input=pair[0], output=pair[1])),
-                    sections.scaling_table(run, cfg, pair, lang)]
+                    sections.scaling_table(run, cfg, pair, lang, roofs.get(cfg))]
     if sections.any_over(run):
         out.append(Para(t(lang, "note.over_capacity")))
-    out += plots.load_figures(run, lang)
+    figs = plots.load_figures(run, lang)
+    out += figs
+    if figs:
+        out.append(Para(t(lang, "note.band")))
     if plots.any_hollow(run):
         out.append(Para(t(lang, "mark.hollow")))
     return out
@@ -62,15 +71,17 @@ def _matrix(run: RunData, lang: str, num_: sections.Numberer) -> list[Block]:
     return out
 
 
-def _configcmp(run: RunData, lang: str, num_: sections.Numberer) -> list[Block]:
+def _configcmp(run: RunData, lang: str, num_: sections.Numberer, book: Book, min_effect: float) -> list[Block]:
     names = run.config_names()
     if len(names) < 2:
         return [Para(t(lang, "note.single_config"))]
     out: list[Block] = []
     for other in names[1:]:
-        table = sections.config_pair_table(run, names[0], other, lang)
+        table = configcmp.config_pair_table(run, names[0], other, lang, book, min_effect)
         if table:
             out += [num_.sub(t(lang, "h.configcmp_pair", other=other, base=names[0])), table]
+    if out:
+        out.append(Para(t(lang, "note.verdicts", floor=f"{100 * min_effect:g}%")))
     return out or [Para(t(lang, "note.no_common"))]
 
 

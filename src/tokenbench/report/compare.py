@@ -1,20 +1,20 @@
 """Side-by-side comparison of stored runs (or of server configs within them), Study-B style:
-first what differs, then the fairness verdict, then tables with ratios against the first column."""
+first what differs, then the fairness verdict, then verdicts with 95 % intervals, tables with ratios
+against the first column, and plots of every column on the same axes (report/compare_tables.py)."""
 
 from __future__ import annotations
 
 from tokenbench.errors import MeasurementError, UsageError
+from tokenbench.metrics import uncertainty as u
+from tokenbench.report import compare_tables as tables
 from tokenbench.report import hardware, plausibility
 from tokenbench.report.build import plausibility_blocks
 from tokenbench.report.document import Block, Bullets, Document, Para, Table, num
 from tokenbench.report.fairness import Column, Issue, check, common_cells
 from tokenbench.report.i18n import t
-from tokenbench.report.marks import fig, footnotes, ratio_cell
 from tokenbench.report.model import RunData, load_run
 from tokenbench.report.sections import Numberer
 from tokenbench.store.db import Store
-
-PERCENTILES = (("P50", "median_e2el_ms"), ("P90", "p90_e2el_ms"), ("P99", "p99_e2el_ms"))
 
 
 def select(store: Store, selectors: list[str]) -> list[Column]:
@@ -31,8 +31,7 @@ def select(store: Store, selectors: list[str]) -> list[Column]:
         picked += [(run, n) for n in ([cfg] if cfg else names)]
     if len(picked) < 2:
         raise UsageError("compare needs at least two columns", "give two runs, or RUN:CONFIG twice")
-    unique = len({n for _, n in picked}) == len(picked)
-    return [Column(run, run.config(n), n if unique else f"{run.id}:{n}") for run, n in picked]
+    return [Column(run, run.config(n), f"{run.id}:{n}") for run, n in picked]
 
 
 def _workload(col: Column) -> str:
@@ -92,78 +91,25 @@ def fairness_blocks(issues: list[Issue], lang: str) -> list[Block]:
     return out
 
 
-def _values(cells: list, vals: list, digits: int, allow: bool) -> list:
-    """Each column's figure (marked when its cell is not ok), then b/a per extra column (refused when
-    built on a cell that is not ok, unless `allow`)."""
-    shown = [fig(c, num(v, digits)) if c else "-" for c, v in zip(cells, vals, strict=True)]
-    return shown + [ratio_cell(cells[0], c, vals[0], v, allow) for c, v in zip(cells[1:], vals[1:], strict=True)]
-
-
-def side_by_side(cols: list[Column], key: str, digits: int, lang: str, pair: tuple[int, int],
-                 allow: bool = False) -> Table | None:
-    base = cols[0]
-    head = [t(lang, "col.load"), *[c.label for c in cols]]
-    head += [t(lang, "col.speedup", other=c.label, base=base.label) for c in cols[1:]]
-    xs = sorted({c.x for col in cols for c in col.cells() if c.pair == pair and c.x is not None})
-    rows, used = [], []
-    for x in xs:
-        cells = [col.cell(pair, x) for col in cols]
-        vals = [c.get(key) if c else None for c in cells]
-        if all(v is None for v in vals) and not any(c and not c.state.ok for c in cells):
-            continue
-        used += cells
-        label = next(c.load_label for c in cells if c)
-        rows.append([label, *_values(cells, vals, digits, allow)])
-    return Table(head, rows, role="compare", footnotes=footnotes(used, lang)) if rows else None
-
-
-def latency_table(cols: list[Column], lang: str, pair: tuple[int, int], allow: bool = False) -> Table | None:
-    head = [t(lang, "col.load"), t(lang, "col.percentile"), *[c.label for c in cols]]
-    head += [t(lang, "col.ratio", other=c.label, base=cols[0].label) for c in cols[1:]]
-    rows, used = [], []
-    for (p, x) in common_cells(cols):
-        if p != pair:
-            continue
-        cells = [col.cell(pair, x) for col in cols]
-        used += cells
-        for name, key in PERCENTILES:
-            vals = [c.get(key) for c in cells]
-            if any(v is not None for v in vals) or any(not c.state.ok for c in cells):
-                rows.append([cells[0].load_label, name, *_values(cells, vals, 1, allow)])
-    return Table(head, rows, role="latency", left=2, footnotes=footnotes(used, lang)) if rows else None
-
-
-def _pairs(cols: list[Column]) -> list[tuple[int, int]]:
-    return sorted({c.pair for col in cols for c in col.cells()})
-
-
-def _tables(cols: list[Column], lang: str, num_: Numberer, heading: str, make) -> list[Block]:
-    out: list[Block] = [num_.sec(t(lang, heading))]
-    for pair in _pairs(cols):
-        table = make(pair)
-        if table:
-            out += [num_.sub(t(lang, "h.cmp_pair", input=pair[0], output=pair[1])), table]
-    return out if len(out) > 1 else out + [Para(t(lang, "note.no_data"))]
-
-
 def build_compare(cols: list[Column], lang: str, issues: list[Issue], version: str,
-                  allow_not_ok: bool = False) -> Document:
+                  allow_not_ok: bool = False, min_effect: float = u.MIN_EFFECT) -> Document:
     doc = Document(t(lang, "title.compare", runs=" vs ".join(c.label for c in cols)), lang)
     num_ = Numberer()
     doc.add(num_.sec(t(lang, "h.differs")), *differences(cols, lang))
     doc.add(num_.sec(t(lang, "h.fairness")), *fairness_blocks(issues, lang))
     if not common_cells(cols):
         doc.add(Para(t(lang, "note.no_common")))
-    doc.add(*_tables(cols, lang, num_, "h.cmp_requests",
-                     lambda p: side_by_side(cols, "request_throughput", 2, lang, p, allow_not_ok)))
-    doc.add(*_tables(cols, lang, num_, "h.cmp_output",
-                     lambda p: side_by_side(cols, "output_throughput", 1, lang, p, allow_not_ok)))
-    doc.add(*_tables(cols, lang, num_, "h.cmp_latency", lambda p: latency_table(cols, lang, p, allow_not_ok)))
+    doc.add(*tables.all_tables(cols, lang, num_, allow_not_ok, min_effect))
     checks = [chk for col in cols for chk in plausibility.check_run(col.run)
               if chk.config.name == col.config.name]
     doc.add(num_.sec(t(lang, "h.plausibility")), *plausibility_blocks(checks, lang))
     doc.add(Para(t(lang, "note.rendered", version=version)))
     return doc
+
+
+def comparable(cols: list[Column]) -> list[tuple[tuple[int, int], float]]:
+    """Common cells where every column's cell is ok."""
+    return [(p, x) for p, x in common_cells(cols) if all(col.cell(p, x).state.ok for col in cols)]
 
 
 def enforce(issues: list[Issue]) -> None:
@@ -176,10 +122,20 @@ def enforce(issues: list[Issue]) -> None:
                                "comparison with the warning")
 
 
+def enforce_comparable(cols: list[Column]) -> None:
+    """--strict: refuse a comparison with no cell that every column measured ok."""
+    if not comparable(cols):
+        common = len(common_cells(cols))
+        raise MeasurementError(f"compare --strict refused: no comparable cell ({common} common, none ok in every "
+                               "column)", "compare runs that measured the same (input, output, load) cells "
+                               "successfully, or drop --strict")
+
+
 def compare(store: Store, selectors: list[str], lang: str, version: str, strict: bool = False,
-            allow_not_ok: bool = False) -> tuple[Document, list[Issue]]:
+            allow_not_ok: bool = False, min_effect: float = u.MIN_EFFECT) -> tuple[Document, list[Issue]]:
     cols = select(store, selectors)
     issues = check(cols, lang)
     if strict:
         enforce(issues)
-    return build_compare(cols, lang, issues, version, allow_not_ok), issues
+        enforce_comparable(cols)
+    return build_compare(cols, lang, issues, version, allow_not_ok, min_effect), issues

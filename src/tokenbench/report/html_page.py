@@ -8,27 +8,34 @@ from html import escape
 from tokenbench.report.document import OVER_MARK, Bullets, Cell, Document, Figure, Heading, Para, Table
 
 CSS = """
-body{font-family:system-ui,-apple-system,"Segoe UI","Noto Sans CJK SC","Microsoft YaHei",sans-serif;
-margin:2rem auto;max-width:1180px;padding:0 1rem;color:#1a1a1a;line-height:1.45}
+body{font-family:system-ui,-apple-system,"Segoe UI","Noto Sans CJK SC","Noto Sans SC","Microsoft YaHei",
+"PingFang SC",sans-serif;margin:2rem auto;max-width:min(1840px,96vw);padding:0 1rem;color:#1a1a1a;line-height:1.45}
 h1{font-size:1.6rem;border-bottom:2px solid #333;padding-bottom:.3rem}
 h2{font-size:1.3rem;margin-top:2.2rem;border-bottom:1px solid #ccc}
 h3{font-size:1.05rem;margin-top:1.4rem}
-table{border-collapse:collapse;margin:.6rem 0 1rem;font-size:.86rem;display:block;overflow-x:auto}
-th,td{border:1px solid #d0d0d0;padding:.25rem .5rem;text-align:right;white-space:nowrap}
+.tablewrap{max-width:100%;overflow-x:auto}
+table{border-collapse:collapse;margin:.6rem 0 1rem;font-size:.84rem;max-width:100%}
+th,td{border:1px solid #d0d0d0;padding:.25rem .45rem;text-align:right;vertical-align:top}
+td{white-space:nowrap}
+th{background:#f2f4f7;white-space:normal;min-width:4.5em;max-width:14em}
 th.l,td.l{text-align:left}
-th{background:#f2f4f7}
+td.w{white-space:normal;text-align:left;min-width:12em;max-width:26em}
 tr:nth-child(even) td{background:#fafafa}
 table.samples td:last-child{white-space:normal;text-align:left;font-family:monospace}
 .over{color:#b00020;font-weight:bold}
 .bad{color:#b00020;font-weight:bold;margin-left:.1rem}
 td.notok{color:#777;background:#fff4f4 !important}
 ul.footnotes{font-size:.82rem;color:#444;margin:-.4rem 0 1rem}
-figure{margin:1rem 0}
+figure{margin:1rem 0;display:inline-block;max-width:100%;vertical-align:top}
 svg.chart{max-width:100%;height:auto;border:1px solid #e0e0e0}
 .legend.off{opacity:.35}
 #tip{position:absolute;display:none;background:#222;color:#fff;padding:.25rem .45rem;border-radius:3px;
 font-size:.8rem;pointer-events:none;max-width:420px;z-index:9}
 nav ul{columns:2;font-size:.9rem}
+@media print{body{max-width:none;margin:0;font-size:10pt}.tablewrap{overflow:visible}
+table{font-size:7.5pt;page-break-inside:auto}td,th{white-space:normal;padding:.1rem .25rem}
+tr{page-break-inside:avoid}figure{page-break-inside:avoid}nav,#tip{display:none}
+svg.chart{border:none;max-width:100%}}
 """
 
 JS = """
@@ -57,8 +64,13 @@ def _marks(c: Cell) -> str:
     return out + (f'<span class="over">{OVER_MARK}</span>' if c.over else "")
 
 
+WRAP_CHARS = 32      # a cell of longer text (a verdict, a bottleneck's evidence) wraps instead of widening
+
+
 def _cell(c: str | Cell, tag: str, left: bool) -> str:
+    text = c.text if isinstance(c, Cell) else c
     classes = (["l"] if left else []) + (["notok"] if isinstance(c, Cell) and c.mark else [])
+    classes += ["w"] if tag == "td" and len(text) > WRAP_CHARS else []
     attr = f' class="{" ".join(classes)}"' if classes else ""
     if isinstance(c, Cell):
         return f"<{tag}{attr}>{escape(c.text)}{_marks(c)}</{tag}>"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -224,6 +225,7 @@ class RunData:
     samples: dict[int, list[dict]] = field(default_factory=dict)       # cell id -> monitor samples
     cache: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # cell id -> cached, prompt, n
     timeline: Timeline | None = None
+    reader: Callable[[int], list[RequestRecord]] | None = field(default=None, repr=False)  # cell id -> records
     _merged: dict[str, list[CellInfo]] = field(default_factory=dict, repr=False)   # cells_of, per config
 
     def config(self, name: str) -> ConfigInfo:
@@ -305,6 +307,7 @@ def load_run(store: Store, run_id: str, timeline_cell: str | None = None, reques
                   row.get("spec") or {}, row.get("command") or [], row.get("environment") or {},
                   row.get("message") or "", configs, cells)
     run.cache = store.cache_totals(run_id)
+    run.reader = store.requests
     run.samples = _monitor(store, cells)
     if requests:
         chosen = pick_timeline_cell(run, timeline_cell)

@@ -9,8 +9,9 @@ from tokenbench.report.model import CellInfo, RunData, Timeline
 from tokenbench.report.svg import Bar, Series, line_chart, timeline_chart
 
 
-def _series(run: RunData, ykey: str, xkey: str | None = None) -> list[Series]:
-    """One series per (config, pair); x = the cell's load, or another summary key."""
+def _series(run: RunData, ykey: str, xkey: str | None = None, band: tuple[str, str] | None = None) -> list[Series]:
+    """One series per (config, pair); x = the cell's load, or another summary key; `band`: the summary
+    keys of a shaded range drawn under the line (p90, p99) for ok cells."""
     many = len(run.config_names()) > 1
     out = []
     for cfg in run.config_names():
@@ -21,6 +22,9 @@ def _series(run: RunData, ykey: str, xkey: str | None = None) -> list[Series]:
                 y = c.get(ykey)
                 if c.pair == pair and x is not None and y is not None:
                     (s.points if c.state.ok else s.hollow).append((x, y, _tip(c, ykey, y, xkey, x)))
+                    lo, hi = (c.get(band[0]), c.get(band[1])) if band else (None, None)
+                    if c.pair == pair and c.state.ok and lo is not None and hi is not None:
+                        s.band.append((x, lo, hi))
             if s.points or s.hollow:
                 out.append(s)
     return out
@@ -45,12 +49,12 @@ def any_hollow(run: RunData) -> bool:
 
 def load_figures(run: RunData, lang: str) -> list[Figure]:
     xl = _xlabel(run, lang)
-    specs = [("throughput", "plot.throughput", "axis.out_tps", "output_throughput"),
-             ("ttft", "plot.ttft", "axis.ttft_ms", "mean_ttft_ms"),
-             ("tpot", "plot.tpot", "axis.tpot_ms", "mean_tpot_ms")]
+    specs = [("throughput", "plot.throughput", "axis.out_tps", "output_throughput", None),
+             ("ttft", "plot.ttft_p50", "axis.ttft_ms", "median_ttft_ms", ("p90_ttft_ms", "p99_ttft_ms")),
+             ("tpot", "plot.tpot_p50", "axis.tpot_ms", "median_tpot_ms", ("p90_tpot_ms", "p99_tpot_ms"))]
     figs = []
-    for name, title, ylabel, key in specs:
-        svg = line_chart(t(lang, title), xl, t(lang, ylabel), _series(run, key), logx=True)
+    for name, title, ylabel, key, band in specs:
+        svg = line_chart(t(lang, title), xl, t(lang, ylabel), _series(run, key, band=band), logx=True)
         if svg:
             figs.append(Figure(name, t(lang, title), svg))
     svg = line_chart(t(lang, "plot.latency_throughput"), t(lang, "axis.out_tps"), t(lang, "axis.tpot_ms"),

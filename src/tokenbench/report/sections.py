@@ -6,10 +6,12 @@ Each function returns blocks; build.py puts them in order and numbers the headin
 from __future__ import annotations
 
 from tokenbench.report import hardware, plausibility
+from tokenbench.report.bottleneck import label
 from tokenbench.report.document import Block, Heading, Para, Table, num, pct
 from tokenbench.report.i18n import t
-from tokenbench.report.marks import fig, footnotes, ratio_cell
+from tokenbench.report.marks import fig, footnotes
 from tokenbench.report.model import CellInfo, ConfigInfo, RunData
+from tokenbench.report.plausibility import Roofline
 
 
 class Numberer:
@@ -98,18 +100,30 @@ def _kv_use(c: CellInfo) -> str:
     return f"{num(c.kv_demand)} / {num(c.kv_capacity)} ({pct(c.kv_demand / c.kv_capacity, 0)})"
 
 
-def scaling_table(run: RunData, cfg: str, pair: tuple[int, int], lang: str) -> Table:
-    head = [t(lang, k) for k in ("col.load", "col.requests", "col.req_s", "col.out_tps", "col.total_tps",
-                                  "col.ttft_mean", "col.ttft_p99", "col.tpot_mean", "col.tpot_p99",
-                                  "col.e2e_mean", "col.kv_use")]
-    rows, used = [], [c for c in run.cells_of(cfg) if c.pair == pair]
+def bottleneck_text(run: RunData, c: CellInfo, roof: Roofline | None, lang: str) -> str:
+    lab = label(run, c, roof)
+    return f"{t(lang, f'bn.{lab.kind}')}: {lab.evidence}"
+
+
+def scaling_table(run: RunData, cfg: str, pair: tuple[int, int], lang: str, roof: Roofline | None = None) -> Table:
+    used = [c for c in run.cells_of(cfg) if c.pair == pair]
+    goodput = any(c.get("request_goodput") is not None for c in used)
+    keys = ("col.load", "col.requests", "col.req_s", "col.out_tps", "col.total_tps", "col.ttft_mean", "col.ttft_p99",
+            "col.tpot_mean", "col.tpot_p99", "col.e2e_mean", "col.kv_use")
+    head = [t(lang, k) for k in keys] + ([t(lang, "col.goodput"), t(lang, "col.slo_attain")] if goodput else [])
+    rows = []
     for c in used:
         sent = c.get("num_prompts")
         done = f"{num(c.get('completed'))}/{num(sent)}" if sent is not None else num(c.get("completed"))
         figures = [done, num(c.get("request_throughput"), 2), num(c.get("output_throughput")),
                    num(c.get("total_token_throughput")), num(c.get("mean_ttft_ms")), num(c.get("p99_ttft_ms")),
-                   num(c.get("mean_tpot_ms"), 2), num(c.get("p99_tpot_ms"), 2), num(c.get("mean_e2el_ms"))]
-        rows.append([fig(c, c.load_label), *[fig(c, f, over=False) for f in [*figures, _kv_use(c)]]])
+                   num(c.get("mean_tpot_ms"), 2), num(c.get("p99_tpot_ms"), 2), num(c.get("mean_e2el_ms")),
+                   _kv_use(c)]
+        if goodput:
+            figures += [num(c.get("request_goodput"), 2), pct(c.get("goodput_fraction"))]
+        rows.append([fig(c, c.load_label), *[fig(c, f, over=False) for f in figures],
+                     fig(c, bottleneck_text(run, c, roof, lang), over=False)])
+    head.append(t(lang, "col.bottleneck"))
     return Table(head, rows, role="scaling", footnotes=footnotes(used, lang))
 
 
@@ -141,27 +155,3 @@ def matrix(run: RunData, cfg: str, lang: str) -> Table:
 
 def any_over(run: RunData) -> bool:
     return any(c.over_capacity for cfg in run.config_names() for c in run.cells_of(cfg))
-
-
-# server-config comparison ------------------------------------------------------------------------
-CMP_KEYS = (("col.out_tps", "output_throughput", 1), ("col.tpot_mean", "mean_tpot_ms", 2),
-            ("col.ttft_p99", "p99_ttft_ms", 1))
-
-
-def config_pair_table(run: RunData, base: str, other: str, lang: str) -> Table | None:
-    head = [t(lang, "col.pair"), t(lang, "col.load")]
-    for col, _, _ in CMP_KEYS:
-        name = t(lang, col)
-        head += [f"{name} {base}", f"{name} {other}", t(lang, "col.ratio", other=other, base=base)]
-    rows, used = [], []
-    for a in run.cells_of(base):
-        b = run.cell_at(other, a.pair, a.x)
-        if b is None:
-            continue
-        used += [a, b]
-        row: list = [f"{a.input_len}/{a.output_len}", a.load_label]
-        for _, key, digits in CMP_KEYS:
-            row += [fig(a, num(a.get(key), digits)), fig(b, num(b.get(key), digits)),
-                    ratio_cell(a, b, a.get(key), b.get(key), allow=False)]
-        rows.append(row)
-    return Table(head, rows, role="configcmp", left=2, footnotes=footnotes(used, lang)) if rows else None

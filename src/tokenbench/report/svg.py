@@ -34,6 +34,7 @@ class Series:
     name: str
     points: list[tuple[float, float, str]] = field(default_factory=list)   # x, y, tooltip
     hollow: list[tuple[float, float, str]] = field(default_factory=list)   # not-ok cells: open, not joined
+    band: list[tuple[float, float, float]] = field(default_factory=list)   # x, low, high: a shaded range
 
 
 @dataclass
@@ -62,6 +63,12 @@ def linear_ticks(lo: float, hi: float) -> list[float]:
     return [start + i * step for i in range(n + 1)]
 
 
+def log2_ticks(xs: list[float]) -> list[float]:
+    """Powers of two from below the smallest x to above the largest (1, 2, 4, ... or 0.5, 1, 2 ...)."""
+    lo, hi = math.floor(math.log2(min(xs))), math.ceil(math.log2(max(xs)))
+    return [2.0 ** k for k in range(lo, max(hi, lo + 1) + 1)]
+
+
 def tick_label(v: float) -> str:
     if abs(v) >= 10000:
         return f"{v / 1000:g}k"
@@ -73,7 +80,7 @@ class Frame:
 
     def __init__(self, xs: list[float], ymax: float, logx: bool, xmin: float | None = None) -> None:
         self.logx = logx
-        self.xticks = sorted(set(xs)) if logx else linear_ticks(min(xs) if xmin is None else xmin, max(xs))
+        self.xticks = log2_ticks(xs) if logx else linear_ticks(min(xs) if xmin is None else xmin, max(xs))
         self.x0, self.x1 = self._t(self.xticks[0]), self._t(self.xticks[-1])
         self.yticks = linear_ticks(0, ymax if ymax > 0 else 1)
         self.y1 = self.yticks[-1]
@@ -132,14 +139,16 @@ def line_chart(title: str, xlabel: str, ylabel: str, series: list[Series], logx:
     if not pts:
         return ""
     xs = [p[0] for p in pts]
-    logx = logx and min(xs) > 0 and max(xs) / min(xs) >= 4
-    fr = Frame(xs, max(p[1] for p in pts) * 1.05, logx, xmin=0 if not logx and min(xs) >= 0 else None)
+    logx = logx and min(xs) > 0
+    top = max([p[1] for p in pts] + [hi for s in series for _, _, hi in s.band])
+    fr = Frame(xs, top * 1.05, logx, xmin=0 if not logx and min(xs) >= 0 else None)
     out = _open(title) + _axes(fr, xlabel, ylabel)
     colors = [PALETTE[i % len(PALETTE)] for i in range(len(series))]
     for i, (s, color) in enumerate(zip(series, colors, strict=False)):
         ordered = sorted(s.points)
         path = " ".join(f"{f(fr.px(x))},{f(fr.py(y))}" for x, y, _ in ordered)
         out.append(f'<g class="series" data-s="{i}">')
+        out += _band(fr, s.band, color)
         if len(ordered) > 1:
             out.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2"/>')
         for x, y, tip in ordered:
@@ -152,6 +161,17 @@ def line_chart(title: str, xlabel: str, ylabel: str, series: list[Series], logx:
     out += _legend([s.name for s in series], colors)
     out.append("</svg>")
     return "\n".join(out)
+
+
+def _band(fr: Frame, band: list[tuple[float, float, float]], color: str) -> list[str]:
+    """A shaded polygon between the lows and highs of a series (p90 to p99)."""
+    ordered = sorted(band)
+    if len(ordered) < 2:
+        return [f'<line class="band" x1="{f(fr.px(x))}" x2="{f(fr.px(x))}" y1="{f(fr.py(lo))}" y2="{f(fr.py(hi))}" '
+                f'stroke="{color}" stroke-opacity="0.3" stroke-width="8"/>' for x, lo, hi in ordered]
+    edge = [(x, hi) for x, _, hi in ordered] + [(x, lo) for x, lo, _ in reversed(ordered)]
+    pts = " ".join(f"{f(fr.px(x))},{f(fr.py(y))}" for x, y in edge)
+    return [f'<polygon class="band" points="{pts}" fill="{color}" fill-opacity="0.15" stroke="none"/>']
 
 
 def timeline_chart(title: str, xlabel: str, ylabel: str, bars: list[Bar], legend: list[str]) -> str:

@@ -1,0 +1,109 @@
+"""The tables and plots of `compare`: verdicts with 95 % intervals for every headline metric and common
+cell (with each column's bottleneck), Study-B side-by-side tables with the verdict beside the speed-up,
+and plots of every column on the same axes."""
+
+from __future__ import annotations
+
+from tokenbench.metrics import uncertainty as u
+from tokenbench.report import plausibility
+from tokenbench.report.document import Block, Figure, Para, Table, num
+from tokenbench.report.fairness import Column, common_cells
+from tokenbench.report.i18n import t
+from tokenbench.report.intervals import Book, Metric
+from tokenbench.report.marks import fig, footnotes, ratio_cell
+from tokenbench.report.sections import Numberer
+from tokenbench.report.svg import Series, line_chart
+from tokenbench.report.verdicts import Side, verdict_cell, verdict_table
+
+
+def sides(cols: list[Column]) -> list[Side]:
+    books: dict[str, Book] = {}
+    out = []
+    for col in cols:
+        book = books.setdefault(col.run.id, Book(col.run))
+        roofs = {chk.config.name: chk.roofline for chk in plausibility.check_run(col.run)}
+        out.append(Side(col.label, book, col.config.name, roofs.get(col.config.name)))
+    return out
+
+
+def _pairs(cols: list[Column]) -> list[tuple[int, int]]:
+    return sorted({c.pair for col in cols for c in col.cells()})
+
+
+def side_by_side(cols: list[Column], ss: list[Side], metric: Metric, digits: int, lang: str, pair: tuple[int, int],
+                 allow: bool = False, min_effect: float = u.MIN_EFFECT) -> Table | None:
+    base = cols[0]
+    head = [t(lang, "col.load"), *[c.label for c in cols]]
+    for c in cols[1:]:
+        head += [t(lang, "col.speedup", other=c.label, base=base.label),
+                 t(lang, "col.verdict", other=c.label, base=base.label)]
+    xs = sorted({c.x for col in cols for c in col.cells() if c.pair == pair and c.x is not None})
+    rows, used = [], []
+    for x in xs:
+        cells = [col.cell(pair, x) for col in cols]
+        vals = [c.get(metric.key) if c else None for c in cells]
+        if all(v is None for v in vals) and not any(c and not c.state.ok for c in cells):
+            continue
+        used += cells
+        row: list = [next(c.load_label for c in cells if c)]
+        row += [fig(c, num(v, digits)) if c else "-" for c, v in zip(cells, vals, strict=True)]
+        for side, c, v in zip(ss[1:], cells[1:], vals[1:], strict=True):
+            row.append(ratio_cell(cells[0], c, vals[0], v, allow))
+            row.append(verdict_cell(ss[0], cells[0], side, c, metric, lang, min_effect)
+                       if cells[0] and c else "-")
+        rows.append(row)
+    return Table(head, rows, role="compare", footnotes=footnotes(used, lang)) if rows else None
+
+
+def _section(cols: list[Column], lang: str, num_: Numberer, heading: str, make) -> list[Block]:
+    out: list[Block] = [num_.sec(t(lang, heading))]
+    for pair in _pairs(cols):
+        table = make(pair)
+        if table:
+            out += [num_.sub(t(lang, "h.cmp_pair", input=pair[0], output=pair[1])), table]
+    return out if len(out) > 1 else out + [Para(t(lang, "note.no_data"))]
+
+
+def figures(cols: list[Column], lang: str) -> list[Figure]:
+    """Every column on the same axes: output tok/s, p50 TTFT and p50 TPOT against the load."""
+    closed = any(c.concurrency is not None for col in cols for c in col.cells())
+    xl = t(lang, "axis.concurrency" if closed else "axis.rate")
+    specs = [("cmp-throughput", "plot.throughput", "axis.out_tps", "output_throughput"),
+             ("cmp-ttft", "plot.ttft_p50", "axis.ttft_ms", "median_ttft_ms"),
+             ("cmp-tpot", "plot.tpot_p50", "axis.tpot_ms", "median_tpot_ms")]
+    out = []
+    for name, title, ylabel, key in specs:
+        series = []
+        for col in cols:
+            for pair in col.run.pairs(col.config.name):
+                s = Series(f"{col.label} {pair[0]}/{pair[1]}")
+                for c in col.cells():
+                    y = c.get(key)
+                    if c.pair == pair and y is not None:
+                        tip = f"{col.label} {c.label}{'' if c.state.ok else ' ' + c.state.mark}: {num(y)}"
+                        (s.points if c.state.ok else s.hollow).append((c.x, y, tip))
+                if s.points or s.hollow:
+                    series.append(s)
+        svg = line_chart(t(lang, title), xl, t(lang, ylabel), series, logx=closed)
+        if svg:
+            out.append(Figure(name, t(lang, title), svg))
+    return out
+
+
+def all_tables(cols: list[Column], lang: str, num_: Numberer, allow: bool, min_effect: float) -> list[Block]:
+    ss = sides(cols)
+    common = common_cells(cols)
+
+    def verdicts(pair):
+        return verdict_table(ss, pair, [x for p, x in common if p == pair], lang, min_effect)
+
+    out: list[Block] = _section(cols, lang, num_, "h.cmp_verdicts", verdicts)
+    out.append(Para(t(lang, "note.verdicts", floor=f"{100 * min_effect:g}%")))
+    out += _section(cols, lang, num_, "h.cmp_requests", lambda p: side_by_side(
+        cols, ss, Metric("request_throughput", "mean"), 2, lang, p, allow, min_effect))
+    out += _section(cols, lang, num_, "h.cmp_output", lambda p: side_by_side(
+        cols, ss, Metric("output_throughput", "mean"), 1, lang, p, allow, min_effect))
+    figs = figures(cols, lang)
+    if figs:
+        out += [num_.sec(t(lang, "h.plots")), *figs]
+    return out

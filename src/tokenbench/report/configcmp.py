@@ -1,0 +1,38 @@
+"""The report's server-config comparison (TP=1 vs TP=2, engine vs engine): Study-shaped, with the
+verdict and its 95 % interval beside each ratio (report/verdicts.py)."""
+
+from __future__ import annotations
+
+from tokenbench.metrics import uncertainty as u
+from tokenbench.report.document import Table, num
+from tokenbench.report.i18n import t
+from tokenbench.report.intervals import Book, Metric
+from tokenbench.report.marks import fig, footnotes, ratio_cell
+from tokenbench.report.model import RunData
+from tokenbench.report.verdicts import Side, verdict_cell
+
+CMP_METRICS = (("col.out_tps", Metric("output_throughput", "mean"), 1), ("col.tpot_mean", Metric("tpot", "mean"), 2),
+               ("col.ttft_p99", Metric("ttft", "p99"), 1))
+
+
+def config_pair_table(run: RunData, base: str, other: str, lang: str, book: Book,
+                      min_effect: float = u.MIN_EFFECT) -> Table | None:
+    head = [t(lang, "col.pair"), t(lang, "col.load")]
+    for col, _, _ in CMP_METRICS:
+        name = t(lang, col)
+        head += [f"{name} {base}", f"{name} {other}", t(lang, "col.ratio", other=other, base=base),
+                 t(lang, "col.verdict", other=other, base=base)]
+    a_side, b_side = Side(base, book, base), Side(other, book, other)
+    rows, used = [], []
+    for a in run.cells_of(base):
+        b = run.cell_at(other, a.pair, a.x)
+        if b is None:
+            continue
+        used += [a, b]
+        row: list = [f"{a.input_len}/{a.output_len}", a.load_label]
+        for _, m, digits in CMP_METRICS:
+            va, vb = a.get(m.key), b.get(m.key)
+            row += [fig(a, num(va, digits)), fig(b, num(vb, digits)), ratio_cell(a, b, va, vb, allow=False),
+                    verdict_cell(a_side, a, b_side, b, m, lang, min_effect)]
+        rows.append(row)
+    return Table(head, rows, role="configcmp", left=2, footnotes=footnotes(used, lang)) if rows else None

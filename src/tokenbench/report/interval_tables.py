@@ -1,0 +1,41 @@
+"""The report's "95 % intervals" section: per config and pair, one row per load and metric, the mean and
+p50/p90/p99 each with its interval (throughputs: the rate with its interval)."""
+
+from __future__ import annotations
+
+from tokenbench.metrics import uncertainty as u
+from tokenbench.report.document import Block, Para, Table
+from tokenbench.report.i18n import t
+from tokenbench.report.intervals import LATENCIES, RATES, STATS, Book, Metric
+from tokenbench.report.marks import footnotes
+from tokenbench.report.sections import Numberer
+from tokenbench.report.verdicts import UNRELIABLE, figure
+
+
+def _rows(book: Book, cfg: str, pair: tuple[int, int], lang: str) -> tuple[list[list], bool]:
+    rows: list[list] = []
+    unreliable = False
+    for c in [c for c in book.run.cells_of(cfg) if c.pair == pair]:
+        for name in LATENCIES:
+            shown = [figure(book, c, Metric(name, s)) for s in STATS]
+            unreliable = unreliable or any(UNRELIABLE in getattr(f, "text", "") for f in shown)
+            rows.append([c.load_label, t(lang, f"vm.{name}"), *shown])
+        for name in RATES:
+            m = Metric(name, "mean")
+            if c.get(m.key) is not None:
+                rows.append([c.load_label, t(lang, f"vm.{name}"), figure(book, c, m), "", "", ""])
+    return rows, unreliable
+
+
+def section(book: Book, lang: str, num_: Numberer) -> list[Block]:
+    out: list[Block] = [Para(t(lang, "note.intervals", boots=u.BOOT))]
+    head = [t(lang, "col.load"), t(lang, "col.metric"), *[t(lang, f"col.{s}") for s in STATS]]
+    for cfg in book.run.config_names():
+        for pair in book.run.pairs(cfg):
+            rows, unreliable = _rows(book, cfg, pair, lang)
+            notes = footnotes([c for c in book.run.cells_of(cfg) if c.pair == pair], lang)
+            if unreliable:
+                notes.append(t(lang, "note.unreliable", mark=UNRELIABLE, n=u.UNRELIABLE_N))
+            out += [num_.sub(t(lang, "h.intervals_pair", config=cfg, input=pair[0], output=pair[1])),
+                    Table(head, rows, role="intervals", left=2, footnotes=notes)]
+    return out

@@ -1,0 +1,152 @@
+"""95 % intervals and verdicts of a report's cells, from the stored per-request records
+(metrics/uncertainty.py does the arithmetic; docs/metrics.md, "Intervals and verdicts").
+
+A cell's samples are grouped by its ok repeats; a cell that is not ok gets no interval (its figures are
+marked instead, report/status.py).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from tokenbench.client.records import RequestRecord
+from tokenbench.metrics import request as rm
+from tokenbench.metrics import uncertainty as u
+from tokenbench.report.model import CellInfo, RunData
+from tokenbench.spec.bench import SLO
+
+LATENCIES = ("ttft", "tpot", "itl", "e2el")
+STATS = ("mean", "p50", "p90", "p99")
+RATES = ("output_throughput", "request_throughput", "request_goodput")
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str             # ttft | tpot | itl | e2el | one of RATES
+    stat: str             # mean | p50 | p90 | p99 ("mean" for rates)
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.name in RATES
+
+    @property
+    def key(self) -> str:
+        """The summary key of the same figure (vLLM names)."""
+        if self.name in RATES:
+            return self.name
+        prefix = {"mean": "mean", "p50": "median", "p90": "p90", "p99": "p99"}[self.stat]
+        return f"{prefix}_{self.name}_ms"
+
+
+HEADLINE = [Metric(n, s) for n in LATENCIES for s in STATS] + [Metric(r, "mean") for r in RATES]
+
+
+def _latencies(recs: list[RequestRecord], name: str) -> list[float]:
+    ok = [r for r in recs if r.ok]
+    if name == "itl":
+        return [v for r in ok for v in rm.itl_ms(r)]
+    fn: Callable = {"ttft": rm.ttft_ms, "tpot": rm.tpot_ms, "e2el": rm.e2el_ms}[name]
+    return [v for r in ok if (v := fn(r)) is not None]
+
+
+def _events(recs: list[RequestRecord], name: str, slo: SLO | None) -> list[tuple[int, float]] | None:
+    ok = [r for r in recs if r.ok]
+    if name == "output_throughput":
+        return [(t, float(n)) for r in ok for t, n in zip(r.token_times_ns, r.token_counts, strict=False)]
+    if name == "request_throughput":
+        return [(r.end_ns, 1.0) for r in ok]
+    if slo is None or slo.is_empty():
+        return None
+    return [(r.end_ns, 1.0) for r in ok if rm.meets_slo(r, slo)]
+
+
+def samples(recs: list[RequestRecord], name: str, slo: SLO | None) -> list[float]:
+    """One repeat's samples of a metric: per-request values, or per-bin rates of its measured window."""
+    if name not in RATES:
+        return _latencies(recs, name)
+    events = _events(recs, name, slo)
+    if events is None or not recs:
+        return []
+    start, end = min(r.intended_ns for r in recs), max(r.end_ns for r in recs)
+    return u.bins(events, start, end, u.bin_count(len(recs)))
+
+
+def _seed(run_id: str, cell: CellInfo, metric: Metric) -> int:
+    """Fixed per run, cell and metric (two compared cells never share a resampling stream)."""
+    return zlib.crc32(f"{run_id}|{cell.config}|{cell.key}|{metric.name}|{metric.stat}".encode())
+
+
+class Book:
+    """Intervals of one run's cells, computed once each (records are read from the store on demand)."""
+
+    def __init__(self, run: RunData, read: Callable[[int], list[RequestRecord]] | None = None) -> None:
+        self.run, self._read = run, read or run.reader or (lambda _cell_id: [])
+        self._recs: dict[int, list[RequestRecord]] = {}
+        self._reps: dict[tuple[tuple[int, ...], Metric], np.ndarray | None] = {}
+        self._groups: dict[tuple[tuple[int, ...], Metric], list[list[float]]] = {}
+        self.slo = _slo(run)
+
+    def records(self, cell: CellInfo) -> list[RequestRecord]:
+        if cell.id not in self._recs:
+            self._recs[cell.id] = self._read(cell.id)
+        return self._recs[cell.id]
+
+    def interval(self, cell: CellInfo, metric: Metric) -> u.Interval | None:
+        """The figure's interval; a rate's is scaled onto the stored figure (tokens as the server counted
+        them, not as chunks carried them)."""
+        groups = self.groups(cell, metric)
+        requests = sum(c.get("completed") or 0 for c in cell.measured())
+        iv = u.from_replicates(groups, metric.stat, self.replicates(cell, metric), requests)
+        if iv is None:
+            return None
+        k = self.scale(cell, metric)
+        return u.Interval(iv.value * k, iv.lo * k, iv.hi * k, iv.n, iv.unreliable)
+
+    def scale(self, cell: CellInfo, metric: Metric) -> float:
+        stored = cell.get(metric.key) if metric.name in RATES else None
+        value = u.point(self.groups(cell, metric), metric.stat)
+        return stored / value if stored and value else 1.0
+
+    def groups(self, cell: CellInfo, metric: Metric) -> list[list[float]]:
+        k = (_ids(cell), metric)
+        if k not in self._groups:
+            self._groups[k] = [g for c in cell.measured() if (g := samples(self.records(c), metric.name, self.slo))]
+        return self._groups[k]
+
+    def replicates(self, cell: CellInfo, metric: Metric) -> np.ndarray | None:
+        k = (_ids(cell), metric)
+        if k not in self._reps:
+            groups = self.groups(cell, metric)
+            self._reps[k] = u.replicates(groups, metric.stat, seed=_seed(self.run.id, cell, metric)) if groups else None
+        return self._reps[k]
+
+
+def _ids(cell: CellInfo) -> tuple[int, ...]:
+    """A merged cell shares its first repeat's id: key caches by the repeats it stands for."""
+    return tuple(c.id for c in cell.repeats) or (cell.id,)
+
+
+def _slo(run: RunData) -> SLO | None:
+    raw = run.spec.get("slo") or (run.spec.get("bench") or {}).get("slo")
+    try:
+        return SLO(**raw) if isinstance(raw, dict) and raw else None
+    except ValueError:
+        return None
+
+
+def verdict(a_book: Book, a: CellInfo, b_book: Book, b: CellInfo, metric: Metric,
+            min_effect: float = u.MIN_EFFECT) -> u.Verdict | None:
+    """Is B faster than A on `metric`? None when either cell is not ok or has no samples."""
+    if not (a.state.ok and b.state.ok):
+        return None
+    ia, ib = a_book.interval(a, metric), b_book.interval(b, metric)
+    ra, rb = a_book.replicates(a, metric), b_book.replicates(b, metric)
+    if ia is None or ib is None or ra is None or rb is None:
+        return None
+    ka, kb = a_book.scale(a, metric), b_book.scale(b, metric)
+    floor = max(u.drift(a_book.groups(a, metric), metric.stat), u.drift(b_book.groups(b, metric), metric.stat))
+    return u.verdict(ia, ra * ka, ib, rb * kb, metric.higher_is_better, min_effect, floor)

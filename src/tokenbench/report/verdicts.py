@@ -1,0 +1,115 @@
+"""Verdict tables: for each common cell and headline metric, A and B with their 95 % intervals and
+"A faster by x % [lo, hi]", "B faster ..." or "no difference detectable (smallest detectable: y %)".
+Used by the report's server-config comparison and by `compare`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tokenbench.metrics import uncertainty as u
+from tokenbench.report import bottleneck
+from tokenbench.report.document import Cell, Table, missing, num
+from tokenbench.report.document import pct as pct_plain
+from tokenbench.report.i18n import t
+from tokenbench.report.intervals import Book, Metric, verdict
+from tokenbench.report.marks import fig, footnotes
+from tokenbench.report.model import CellInfo
+from tokenbench.report.plausibility import Roofline
+
+UNRELIABLE = "◊"           # a p99 from fewer than 100 requests
+DIGITS = {"request_throughput": 2, "tpot": 2, "itl": 2}
+VERDICT_METRICS = ([Metric("request_throughput", "mean"), Metric("output_throughput", "mean"),
+                    Metric("request_goodput", "mean")]
+                   + [Metric(n, s) for n in ("ttft", "tpot", "itl", "e2el") for s in ("mean", "p50", "p99")])
+
+
+@dataclass
+class Side:
+    """One compared column: its header (run id and config), interval book, config and roofline."""
+    label: str
+    book: Book
+    config: str
+    roof: Roofline | None = None
+
+    def cell(self, pair, x) -> CellInfo | None:
+        return self.book.run.cell_at(self.config, pair, x)
+
+
+def metric_name(m: Metric, lang: str) -> str:
+    return t(lang, f"vm.{m.name}") + ("" if m.name.endswith("put") else f" {m.stat}")
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:+.1f}%" if x < 0 else f"{100 * x:.1f}%"
+
+
+def verdict_text(v: u.Verdict | None, a: str, b: str, lang: str) -> str:
+    if v is None:
+        return t(lang, "verdict.na")
+    if v.winner is None:
+        return t(lang, "verdict.none", y=f"{100 * v.detectable:.1f}%")
+    x, lo, hi = v.faster_by()
+    return t(lang, "verdict.faster", who=a if v.winner == "A" else b, x=f"{100 * x:.1f}%", lo=pct(lo), hi=pct(hi))
+
+
+def figure(book: Book, c: CellInfo | None, m: Metric) -> Cell | str:
+    """'22.2 [21.9, 22.5]' (◊ on an unreliable p99), marked when the cell is not ok."""
+    if c is None:
+        return "-"
+    digits = DIGITS.get(m.name, 1)
+    value = c.get(m.key)
+    iv = book.interval(c, m) if c.state.ok else None
+    if iv is None:
+        return fig(c, num(value, digits), over=False)
+    text = f"{num(iv.value, digits)} [{num(iv.lo, digits)}, {num(iv.hi, digits)}]"
+    return fig(c, text + (UNRELIABLE if iv.unreliable else ""), over=False)
+
+
+def _has(book: Book, c: CellInfo, m: Metric) -> bool:
+    return not missing(c.get(m.key)) or (m.name == "request_goodput" and book.slo is not None)
+
+
+def verdict_table(sides: list[Side], pair, xs: list, lang: str, min_effect: float = u.MIN_EFFECT,
+                  metrics: list[Metric] = VERDICT_METRICS) -> Table | None:
+    """Rows (load, metric); columns: each side's figure with its interval, then per extra side the
+    verdict against the first. Headers name run id and config."""
+    base = sides[0]
+    head = [t(lang, "col.load"), t(lang, "col.metric"), *[s.label for s in sides]]
+    head += [t(lang, "col.verdict", other=s.label, base=base.label) for s in sides[1:]]
+    rows, used, unreliable = [], [], False
+    for x in xs:
+        cells = [s.cell(pair, x) for s in sides]
+        if any(c is None for c in cells):
+            continue
+        used += cells
+        for m in metrics:
+            if not any(_has(s.book, c, m) for s, c in zip(sides, cells, strict=True)):
+                continue
+            shown = [figure(s.book, c, m) for s, c in zip(sides, cells, strict=True)]
+            unreliable = unreliable or any(isinstance(f, Cell) and UNRELIABLE in f.text for f in shown)
+            verdicts = [verdict_cell(base, cells[0], s, c, m, lang, min_effect)
+                        for s, c in zip(sides[1:], cells[1:], strict=True)]
+            rows.append([cells[0].load_label, metric_name(m, lang), *shown, *verdicts])
+        if any(c.get("goodput_fraction") is not None for c in cells):
+            rows.append([cells[0].load_label, t(lang, "col.slo_attain"),
+                         *[fig(c, pct_plain(c.get("goodput_fraction")), over=False) for c in cells],
+                         *[""] * (len(sides) - 1)])
+        rows.append([cells[0].load_label, t(lang, "col.bottleneck"),
+                     *[_bottleneck(s, c, lang) for s, c in zip(sides, cells, strict=True)], *[""] * (len(sides) - 1)])
+    notes = footnotes(used, lang) + ([t(lang, "note.unreliable", mark=UNRELIABLE, n=u.UNRELIABLE_N)]
+                                     if unreliable else [])
+    return Table(head, rows, role="verdicts", left=2, footnotes=notes) if rows else None
+
+
+def verdict_cell(a_side: Side, a: CellInfo, b_side: Side, b: CellInfo, m: Metric, lang: str,
+                  min_effect: float) -> Cell | str:
+    worst = next((c.state for c in (a, b) if not c.state.ok), None)
+    if worst is not None:
+        return Cell(t(lang, "verdict.not_ok"), mark=worst.mark, why=worst.kind)
+    v = verdict(a_side.book, a, b_side.book, b, m, min_effect)
+    return verdict_text(v, a_side.label, b_side.label, lang)
+
+
+def _bottleneck(side: Side, c: CellInfo, lang: str) -> Cell:
+    lab = bottleneck.label(side.book.run, c, side.roof)
+    return fig(c, f"{t(lang, f'bn.{lab.kind}')}: {lab.evidence}", over=False)

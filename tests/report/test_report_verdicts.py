@@ -1,0 +1,117 @@
+"""Verdicts with 95 % intervals in `compare` and the report, from stored per-request records:
+identical servers read "no difference detectable", a 5 % slower token interval is named with an
+interval containing 5 %, --strict refuses when nothing is comparable, and each cell has a bottleneck."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+from report_fixtures import ENV, facts, profile
+
+from tokenbench.cli.main import main
+from tokenbench.client.records import RequestRecord
+from tokenbench.errors import MeasurementError
+from tokenbench.metrics.summary import summarize
+from tokenbench.report import markdown
+from tokenbench.report.compare import compare
+from tokenbench.report.document import Cell, Table
+from tokenbench.spec.bench import SLO, Load
+
+MS = 1_000_000
+N, OUT, C = 160, 24, 4
+
+
+def jittered(itl_ms: float, seed: int, ttft_ms: float = 20.0) -> list[RequestRecord]:
+    """A closed loop of C streams: TTFT and every ITL jittered by 3 % (normal), N requests."""
+    rng, out, free = random.Random(seed), [], [1_000 * MS] * C
+    for i in range(N):
+        slot = min(range(C), key=lambda k: free[k])
+        start = free[slot]
+        t = start + 20_000 + int(rng.gauss(ttft_ms, 0.03 * ttft_ms) * MS)
+        times = [t]
+        for _ in range(OUT - 1):
+            t += int(rng.gauss(itl_ms, 0.03 * itl_ms) * MS)
+            times.append(t)
+        out.append(RequestRecord(index=i, phase="measure", input_len=64, output_len=OUT, intended_ns=start,
+                                 sent_ns=start + 20_000, end_ns=t + 50_000, status=200, token_times_ns=times,
+                                 token_counts=[1] * OUT, prompt_tokens=64, completion_tokens=OUT, cached_tokens=0,
+                                 usage_source="server", finish_reason="length"))
+        free[slot] = t + 60_000
+    return out
+
+
+def stored(store, run_id: str, itl_ms: float, seed: int, status: str = "ok", slo: SLO | None = None) -> str:
+    spec = {"slo": slo.model_dump()} if slo else {}
+    store.create_run("sweep", "http://127.0.0.1:8000", spec, ["tokenbench", "sweep"], ENV, run_id=run_id)
+    cid = store.upsert_config(run_id, "ref", overrides={}, profile=profile(4), facts=facts(1 << 20), status="done")
+    recs = jittered(itl_ms, seed)
+    summary = summarize(recs, Load(concurrency=C, num_prompts=N), 64, OUT, slo)
+    store.save_cell(run_id, cid, {"key": f"64:{OUT}/c={C}", "input_len": 64, "output_len": OUT, "concurrency": C,
+                                  "status": status, "message": "" if status == "ok" else "8/160 requests failed",
+                                  "summary": summary, "kv_demand": C * 88, "kv_capacity": 1 << 20,
+                                  "over_capacity": False}, recs)
+    store.set_run_status(run_id, "done")
+    return run_id
+
+
+def verdict_rows(doc) -> dict[str, str]:
+    out = {}
+    for b in doc.blocks:
+        if isinstance(b, Table) and b.role == "verdicts":
+            for row in b.rows:
+                if row[1] != "bottleneck":
+                    v = row[-1]
+                    out[row[1]] = v.text if isinstance(v, Cell) else v
+    return out
+
+
+def test_the_same_server_twice_is_no_difference_on_every_metric(store):
+    a, b = stored(store, "R-A1", 10.0, 1), stored(store, "R-A2", 10.0, 2)
+    doc, _ = compare(store, [a, b], "en", "T")
+    rows = verdict_rows(doc)
+    assert len(rows) == 14 and "goodput (req/s)" not in rows          # no SLO: no goodput
+    assert all(v.startswith("no difference detectable at this sample size (smallest detectable: ") for v in
+               rows.values()), rows
+    md = markdown.render(doc)
+    assert "R-A1:ref" in md and "verdict R-A2:ref vs R-A1:ref" in md
+
+
+def test_a_5_percent_slower_token_interval_is_named_with_an_interval_containing_5(store):
+    a, b = stored(store, "R-A", 10.0, 1), stored(store, "R-B", 10.5, 2)
+    rows = verdict_rows(compare(store, [a, b], "en", "T")[0])
+    for metric in ("TPOT (ms) mean", "TPOT (ms) p50", "ITL (ms) mean", "ITL (ms) p50"):
+        m = re.fullmatch(r"R-A:ref faster by ([\d.]+)% \[([\d.]+)%, ([\d.]+)%\]", rows[metric])
+        assert m, (metric, rows[metric])
+        x, lo, hi = map(float, m.groups())
+        assert lo <= 5.0 <= hi and abs(x - 5.0) < 1.0, rows[metric]
+    assert rows["TTFT (ms) p50"].startswith("no difference")              # TTFT is the same on both
+
+
+def test_goodput_and_slo_attainment_with_an_slo(store):
+    slo = SLO(tpot_ms=10.5)                # A (10 ms) meets it, B (10.5 ms) half the time
+    a, b = stored(store, "R-A", 10.0, 1, slo=slo), stored(store, "R-B", 10.5, 2, slo=slo)
+    doc, _ = compare(store, [a, b], "en", "T")
+    rows = verdict_rows(doc)
+    assert rows["goodput (req/s)"].startswith("R-A:ref faster by")
+    md = markdown.render(doc)
+    assert re.search(r"\| c=4 \| SLO attainment \| 100\.0% \| \d\d\.\d% \|", md)
+
+
+def test_zh_verdicts_and_strict_refuses_when_no_cell_is_comparable(store):
+    a, b = stored(store, "R-A", 10.0, 1), stored(store, "R-B", 10.5, 2, status="failed")
+    doc, _ = compare(store, [a, b], "zh", "T")
+    assert "拒绝：有单元不合格" in markdown.render(doc)
+    with pytest.raises(MeasurementError, match="no comparable cell"):
+        compare(store, [a, b], "en", "T", strict=True)
+
+
+def test_compare_prints_a_terminal_table(store, db_path, tmp_path, capsys):
+    a, b = stored(store, "R-A", 10.0, 1), stored(store, "R-B", 10.5, 2)
+    assert main(["compare", a, b, "--db", str(db_path), "-o", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "R-A:ref faster by" in printed and "TPOT (ms) p50" in printed and "bottleneck" in printed
+    assert (tmp_path / "compare.md").is_file()
+    svgs = re.findall(r"<svg", (tmp_path / "compare.html").read_text())
+    assert len(svgs) == 3                              # both runs on the same axes, three plots
