@@ -59,7 +59,7 @@ def test_vllm_spellings():
 
 @pytest.mark.parametrize("args,needle", [
     (["--random-range-ratio", "0.5"], "exactly --input-len tokens"),
-    (["--burstiness", "0.5"], "only Poisson arrivals"),
+    (["--burstiness", "0.5", "--concurrency", "1"], "burstiness shapes Poisson arrivals: it needs a request rate"),
     (["--goodput", "latency:5"], "KEY:MS"),
     (["--request-rate", "inf"], "needs --max-concurrency or --num-prompts"),
     (["--vocab-size", "1"], "--vocab-size: Input should be greater than or equal to 2"),
@@ -120,3 +120,19 @@ def test_output_length_mismatch_is_not_blamed_on_bos():
                           length_error="output 6 tokens, asked 8") for i in range(3)]
     text = diagnose_mismatch(recs)
     assert "-2 output tokens" in text and "BOS" not in text
+
+
+def test_burstiness_is_gamma_gaps_with_the_same_mean_rate():
+    """vLLM's --burstiness: gaps ~ Gamma(shape b, mean 1/rate), so CV^2 of the gaps = 1/b."""
+    import random
+
+    from tokenbench.load.arrivals import offsets_ns
+    spec = bench_spec("--input-len", "8", "--output-len", "4", "--request-rate", "4", "--burstiness", "0.25")
+    (cell,) = plan(spec).cells
+    assert (cell.key, cell.load.burstiness) == ("8:4/rate=4/s,b=0.25", 0.25)
+    for b in (0.25, 1.0, 4.0):
+        t = list(offsets_ns(4.0, "poisson", random.Random(7), 20001, burstiness=b))
+        gaps = [(y - x) / 1e9 for x, y in zip(t, t[1:], strict=False)]
+        mean = sum(gaps) / len(gaps)
+        cv2 = sum((g - mean) ** 2 for g in gaps) / len(gaps) / mean ** 2
+        assert abs(mean - 0.25) < 0.25 * 0.05 and abs(cv2 - 1 / b) < 0.15 / b, (b, mean, cv2)

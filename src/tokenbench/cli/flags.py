@@ -47,7 +47,7 @@ WORKLOAD = (Flag("workload.kind", vllm=("--dataset-name",)),
             Flag("workload.vocab_size"), Flag("api"), Flag("seed", vllm=("--seed",)))
 LOAD = (Flag("concurrency", parse=options.int_list),
         Flag("rates", vllm=("--request-rate",), parse=options.rate_list),
-        Flag("arrival"), Flag("max_concurrency", vllm=("--max-concurrency",)),
+        Flag("arrival"), Flag("burstiness", vllm=("--burstiness",)), Flag("max_concurrency", vllm=("--max-concurrency",)),
         Flag("requests.num_prompts", vllm=("--num-prompts",)), Flag("requests.duration_s", names=("--duration",)),
         Flag("warmup_requests", vllm=("--num-warmups",)), Flag("repeats"))
 CHECKS = (Flag("slo", parse=options.slo_dict, help="goodput SLOs in ms, e.g. ttft=500,tpot=50,e2el=10000"),

@@ -25,7 +25,8 @@ VLLM_NOTES = """## Coming from `vllm bench serve`
 - `--max-concurrency C` alone is one closed-loop cell at concurrency C (vLLM's default `--request-rate inf`
   bounded by C); `--request-rate inf --max-concurrency C` is the same; `--request-rate R` with
   `--max-concurrency C` is an open-loop cell at R requests/s with at most C in flight.
-- `--burstiness` accepts only 1 (Poisson arrivals); `--arrival constant` spaces requests evenly.
+- `--burstiness B` shapes Poisson arrivals as vLLM does (gamma gaps of shape B, same mean rate: B < 1
+  burstier, B > 1 more even); `--arrival constant` spaces requests exactly evenly.
 - `--goodput ttft:500 tpot:50` is `--slo ttft=500,tpot=50` (KEY in ttft, tpot, e2el; milliseconds).
 - `--num-warmups N` is `--warmup-requests N`; `--label` names the study (`name`), and the result files.
 - `--save-result` writes one JSON per cell with the top-level keys of vLLM's result file (`date`, `backend`,

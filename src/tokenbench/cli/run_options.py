@@ -48,8 +48,6 @@ OPTIONS = (
                  "(ignore_eos and min_tokens on every request)"),
     click.option("--random-range-ratio", type=float, default=None, help="vLLM: only 0 is accepted: prompts have "
                  "exactly --input-len tokens (use a dataset for lengths that vary)"),
-    click.option("--burstiness", type=float, default=None, help="vLLM: only 1 (Poisson arrivals) is accepted; "
-                 "--arrival constant gives evenly spaced ones"),
 )
 
 
@@ -78,13 +76,10 @@ class StudyCommand(click.Command):
 
 
 def _unsupported(kw: dict) -> None:
-    ratio, burst = kw["random_range_ratio"], kw["burstiness"]
+    ratio = kw["random_range_ratio"]
     if ratio not in (None, 0.0):
         raise UsageError(f"--random-range-ratio {ratio:g}: tokenbench sends exactly --input-len tokens",
                          "drop it (or give 0); for lengths that vary use --dataset-name sharegpt/jsonl")
-    if burst not in (None, 1.0):
-        raise UsageError(f"--burstiness {burst:g}: only Poisson arrivals (1) and --arrival constant are supported",
-                         "drop --burstiness, or use --arrival constant for evenly spaced requests")
 
 
 def _infinite_rate(data: dict) -> None:

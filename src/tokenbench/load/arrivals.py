@@ -7,14 +7,15 @@ from collections.abc import Iterator
 
 
 def offsets_ns(rate: float, kind: str, rng: random.Random, count: int | None = None,
-               duration_s: float | None = None) -> Iterator[int]:
-    """Offsets of arrivals: Poisson (exponential gaps) or constant spacing, until count or duration."""
+               duration_s: float | None = None, burstiness: float = 1.0) -> Iterator[int]:
+    """Offsets of arrivals: Poisson (exponential gaps; with burstiness b != 1, gamma gaps of shape b and
+    mean 1/rate, as vLLM's --burstiness) or constant spacing, until count or duration."""
     t, i = 0.0, 0
     while (count is None or i < count):
         if kind == "constant":
             t = i / rate
         elif i:
-            t += rng.expovariate(rate)
+            t += rng.expovariate(rate) if burstiness == 1.0 else rng.gammavariate(burstiness, 1 / (rate * burstiness))
         if duration_s is not None and t >= duration_s:
             return
         yield int(t * 1e9)

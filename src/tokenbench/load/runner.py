@@ -83,7 +83,7 @@ async def _open_loop(send: Send, pool: _Pool, load: Load, rng: random.Random, cl
         on_done()
 
     schedule: Iterable[int] = offsets if offsets is not None else offsets_ns(
-        load.request_rate or 0.0, load.arrival, rng, len(pool.requests), load.duration_s)
+        load.request_rate or 0.0, load.arrival, rng, len(pool.requests), load.duration_s, load.burstiness)
     tasks = []
     for off in schedule:
         await clock.sleep_until(t0 + off)

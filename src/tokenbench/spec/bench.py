@@ -131,6 +131,8 @@ class Load(StrictModel):
     arrival: Literal["poisson", "constant", "trace"] = Field(
         "poisson", description="open-loop arrivals; trace: the trace workload's timestamps (no rate)")
     max_concurrency: int | None = Field(None, gt=0, description="cap on in-flight requests in rate mode")
+    burstiness: float = Field(1.0, gt=0, description="Poisson arrivals: shape of the gamma-distributed gaps "
+                              "(vLLM's --burstiness): 1 = Poisson, < 1 burstier, > 1 more even; same mean rate")
     num_prompts: int | None = Field(None, gt=0, description="requests per cell (trace: at most this many rows)")
     duration_s: float | None = Field(None, gt=0, description="seconds per cell (trace: the rows due before this)")
     warmup_requests: int | None = Field(None, ge=0, description="default: the cell's concurrency")
@@ -144,6 +146,8 @@ class Load(StrictModel):
             return self
         if (self.concurrency is None) == (self.request_rate is None):
             raise ValueError("give exactly one of concurrency or request_rate")
+        if self.burstiness != 1.0 and (self.request_rate is None or self.arrival != "poisson"):
+            raise ValueError("burstiness shapes Poisson arrivals: it needs a request rate and arrival poisson")
         if self.num_prompts is None and self.duration_s is None:
             raise ValueError("give num_prompts or duration_s")
         return self
@@ -154,7 +158,7 @@ class Load(StrictModel):
             return f"c={self.concurrency}"
         if self.arrival == "trace":
             return "replay" + (f",max={self.max_concurrency}" if self.max_concurrency else "")
-        return f"rate={self.request_rate:g}/s"
+        return f"rate={self.request_rate:g}/s" + (f",b={self.burstiness:g}" if self.burstiness != 1.0 else "")
 
     @property
     def open_loop(self) -> bool:

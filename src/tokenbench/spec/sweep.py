@@ -71,6 +71,8 @@ class SweepSpec(StrictModel):
     concurrency: list[int] = Field(default_factory=list, description="closed-loop cells: requests in flight")
     rates: list[float] = Field(default_factory=list, description="open-loop cells: requests/s")
     arrival: Literal["poisson", "constant"] = Field("poisson", description="open-loop arrivals between requests")
+    burstiness: float = Field(1.0, gt=0, description="Poisson arrivals: gamma shape of the gaps (1 = Poisson, "
+                              "< 1 burstier, > 1 more even; same mean rate)")
     max_concurrency: int | None = Field(None, gt=0, description="cap on in-flight requests in rate cells "
                                         "(alone: one closed-loop cell at this concurrency, as vLLM)")
     vary: dict[str, Annotated[list[Any], AfterValidator(_non_empty_axis)]] = Field(default_factory=dict,
@@ -137,6 +139,8 @@ class SweepSpec(StrictModel):
         if self.workload.kind == "trace" and (self.client.workers > 1 or self.client.ray_address):
             raise ValueError("a trace replay runs in one client process (its arrivals are one schedule): "
                              "drop client.workers / client.ray_address (--workers / --ray)")
+        if self.burstiness != 1.0 and (not self.rates or self.arrival != "poisson"):
+            raise ValueError("burstiness shapes Poisson arrivals: it needs a request rate (rates) and arrival poisson")
         if self.vary and self.target.base_url:
             raise ValueError("'vary' needs a profile target (tokenbench must relaunch the server per config)")
         return self

@@ -37,7 +37,6 @@ class CellMeta:
     model: str
     tokenizer: str
     api: str
-    burstiness: float = 1.0
 
 
 def _samples(ok: Sequence[RequestRecord], metric: str) -> list[float]:
@@ -78,7 +77,7 @@ def _header(result: CellResult, meta: CellMeta) -> dict:
     backend = "openai-chat" if meta.api == "chat" else "openai"
     return {"date": time.strftime("%Y%m%d-%H%M%S"), "endpoint_type": backend, "backend": backend,
             "label": meta.label, "model_id": meta.model, "tokenizer_id": meta.tokenizer,
-            "num_prompts": len(result.records), "request_rate": rate, "burstiness": meta.burstiness,
+            "num_prompts": len(result.records), "request_rate": rate, "burstiness": load.burstiness,
             "max_concurrency": load.in_flight_cap}
 
 

@@ -74,7 +74,7 @@ def _loads(spec: SweepSpec) -> list[Load]:
                      **common)]
     closed = spec.concurrency or ([spec.max_concurrency] if not spec.rates and spec.max_concurrency else [])
     loads = [Load(concurrency=c, num_prompts=_count(spec, c), **common) for c in closed]
-    loads += [Load(request_rate=r, arrival=spec.arrival, max_concurrency=spec.max_concurrency,
+    loads += [Load(request_rate=r, arrival=spec.arrival, burstiness=spec.burstiness, max_concurrency=spec.max_concurrency,
                    num_prompts=_count(spec, spec.max_concurrency or r * 10), **common) for r in spec.rates]
     return loads
 
