@@ -105,12 +105,14 @@ def _worker_main(job: WorkerJob, sync: StartLine, progress, results) -> None:
 
 
 def merge_health(parts: Sequence[dict]) -> dict:
-    """Worst loop lag of any worker; client CPU summed over workers (percent of one core)."""
+    """Worst loop lag of any worker; client CPU summed over workers (percent of one core) and the
+    busiest worker's."""
     out = {}
     for key in ("loop_lag_p50_ms", "loop_lag_p99_ms", "loop_lag_max_ms"):
         vals = [p[key] for p in parts if p.get(key) is not None]
         out[key] = max(vals) if vals else None
     out["client_cpu_percent"] = sum(p.get("client_cpu_percent") or 0 for p in parts)
+    out["client_cpu_max_percent"] = max((p.get("client_cpu_percent") or 0 for p in parts), default=0)
     out["client_workers"] = len(parts)
     return out
 

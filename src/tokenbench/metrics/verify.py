@@ -83,31 +83,72 @@ def verdict(recs: Sequence[RequestRecord], allow_mismatch: bool, max_error_rate:
     return "ok", ""
 
 
-# Client self-honesty thresholds (docs/metrics.md, "Client health"). A cell beyond any of them is
-# marked invalid: its numbers measure the client, not the server.
-LOOP_LAG_P99_MAX_MS = 50.0        # the event loop woke this late: chunk stamps can be this wrong
-LOOP_LAG_SHARE_OF_ITL = 0.25      # p50 loop lag above this share of the median ITL ...
-LOOP_LAG_P50_FLOOR_MS = 2.0       # ... and above this floor (asyncio timers alone run ~1 ms late)
+# Client health (docs/metrics.md, "Client health"): the accuracy tokenbench claims for a published
+# latency figure is CLAIM_REL of the figure's scale or CLAIM_ABS_MS, whichever is larger (the absolute
+# part is calibrate's delivery limit). A cell is invalid when the client's own delay could move a
+# published figure by more than that: its numbers then measure the client, not the server.
+CLAIM_REL = 0.05
+CLAIM_ABS_MS = 1.0
+PROBE_RESOLUTION_MS = 1.0         # an idle loop's 10 ms probe timer still wakes up to ~1 ms late (epoll
+                                  # timeouts are whole ms); a socket read is not delayed by that
 SCHEDULE_LAG_P99_MAX_MS = 50.0    # open loop without a cap: sends this late versus the schedule
-CLIENT_CPU_MAX_PERCENT = 90.0     # per client process: one core nearly saturated
+CLIENT_CPU_MAX_PERCENT = 90.0     # the busiest client process: one core nearly saturated
+
+
+def claim_ms(scale_ms: float) -> float:
+    """The largest error tokenbench claims for a figure of this scale."""
+    return max(CLAIM_REL * scale_ms, CLAIM_ABS_MS)
+
+
+def _excess(lag_ms: float | None) -> float:
+    return max(0.0, (lag_ms or 0.0) - PROBE_RESOLUTION_MS)
+
+
+def _itl_checks(s: dict) -> list[str]:
+    """Loop lag p99 against the median ITL: a lagging loop stamps chunks late, so ITL percentiles move
+    by up to that lag (the issue's p99 ITL of 58 ms against a truth of 21 ms)."""
+    itl, completed = s.get("median_itl_ms"), s.get("completed") or 0
+    multi = completed and (s.get("total_output_tokens") or 0) / completed >= 2
+    if itl is None or itl != itl or not multi:
+        return []
+    if itl == 0:
+        return ["median ITL is 0 ms with multi-token outputs: chunks were stamped together (read late)"]
+    lag = s.get("loop_lag_p99_ms")
+    if _excess(lag) > claim_ms(itl):
+        return [f"event-loop lag p99 {lag:.1f} ms could move ITL figures by more than {claim_ms(itl):.2f} ms "
+                f"({CLAIM_REL:.0%} of the median ITL {itl:.1f} ms)"]
+    return []
+
+
+def _stall_check(s: dict) -> list[str]:
+    """The longest stall against the median TTFT: a stall delays every stamp that falls in it, so the
+    TTFT of a request whose first token arrived then is off by up to the stall."""
+    ttft, stall = s.get("median_ttft_ms"), s.get("loop_lag_max_ms")
+    if ttft is None or ttft != ttft or stall is None:
+        return []
+    if _excess(stall) > claim_ms(ttft):
+        return [f"an event-loop stall of {stall:.1f} ms could move a TTFT by more than {claim_ms(ttft):.2f} ms "
+                f"({CLAIM_REL:.0%} of the median TTFT {ttft:.1f} ms)"]
+    return []
+
+
+def busiest_cpu_percent(s: dict) -> float:
+    """CPU of the busiest client process (per-worker maximum when the cell ran several)."""
+    top = s.get("client_cpu_max_percent")
+    if top is not None:
+        return float(top)
+    return float(s.get("client_cpu_percent") or 0) / (s.get("client_workers") or 1)
 
 
 def client_health_verdict(summary: dict, load) -> tuple[str, str]:
     """("ok", "") or ("invalid", reason) from the client's own observations during the cell."""
-    reasons = []
-    lag99, lag50 = summary.get("loop_lag_p99_ms"), summary.get("loop_lag_p50_ms")
-    if lag99 is not None and lag99 > LOOP_LAG_P99_MAX_MS:
-        reasons.append(f"event-loop lag p99 {lag99:.1f} ms > {LOOP_LAG_P99_MAX_MS:g} ms")
-    itl = summary.get("median_itl_ms")
-    if lag50 is not None and itl and itl == itl and lag50 > max(LOOP_LAG_SHARE_OF_ITL * itl, LOOP_LAG_P50_FLOOR_MS):
-        reasons.append(f"event-loop lag p50 {lag50:.1f} ms > {LOOP_LAG_SHARE_OF_ITL:.0%} of median ITL {itl:.1f} ms")
+    reasons = _itl_checks(summary) + _stall_check(summary)
     q99 = summary.get("p99_queue_ms")
     if load.concurrency is None and load.max_concurrency is None and q99 and q99 > SCHEDULE_LAG_P99_MAX_MS:
         reasons.append(f"sends ran {q99:.1f} ms (p99) behind the arrival schedule")
-    cpu = summary.get("client_cpu_percent")
-    per_proc = (cpu or 0) / (summary.get("client_workers") or 1)
-    if per_proc > CLIENT_CPU_MAX_PERCENT:
-        reasons.append(f"client CPU {per_proc:.0f}% of a core per process > {CLIENT_CPU_MAX_PERCENT:g}%")
+    cpu = busiest_cpu_percent(summary)
+    if cpu > CLIENT_CPU_MAX_PERCENT:
+        reasons.append(f"busiest client process at {cpu:.0f}% of a core > {CLIENT_CPU_MAX_PERCENT:g}%")
     if reasons:
         return "invalid", "client overloaded: " + "; ".join(reasons) + " (use --workers N or a lighter load)"
     return "ok", ""

@@ -1,0 +1,119 @@
+"""Issue 15: the client-health verdict follows from the accuracy tokenbench claims (docs/metrics.md,
+"Client health"): a cell is invalid exactly where the client's own delay could move a published
+figure by more than max(5 %, 1 ms) of its scale."""
+
+import asyncio
+import os
+import statistics
+import time
+
+import pytest
+
+from tokenbench.load.bench import run_bench
+from tokenbench.load.target import resolve
+from tokenbench.load.workers import merge_health
+from tokenbench.metrics.stats import percentile
+from tokenbench.metrics.verify import CLAIM_ABS_MS, CLAIM_REL, PROBE_RESOLUTION_MS, claim_ms, client_health_verdict
+from tokenbench.spec.bench import BenchSpec, Load
+
+CLOSED = Load(concurrency=4, num_prompts=8)
+
+
+def summary(**over):
+    base = {"completed": 8, "total_output_tokens": 8 * 40, "median_itl_ms": 20.0, "median_ttft_ms": 100.0,
+            "loop_lag_p50_ms": 0.5, "loop_lag_p99_ms": 1.2, "loop_lag_max_ms": 2.0, "client_cpu_percent": 10.0}
+    return {**base, **over}
+
+
+def status(**over) -> str:
+    return client_health_verdict(summary(**over), CLOSED)[0]
+
+
+def test_the_claim_is_five_percent_or_one_ms():
+    assert (CLAIM_REL, CLAIM_ABS_MS) == (0.05, 1.0)
+    assert claim_ms(100) == 5.0 and claim_ms(4) == 1.0
+
+
+def test_loop_lag_p99_flips_at_the_claim_on_the_median_itl():
+    edge = PROBE_RESOLUTION_MS + claim_ms(20.0)                 # 2.0 ms
+    assert status(loop_lag_p99_ms=edge, loop_lag_max_ms=edge) == "ok"
+    assert status(loop_lag_p99_ms=edge + 0.01, loop_lag_max_ms=edge + 0.01) == "invalid"
+    # a slower server tolerates proportionally more: 5 % of a 100 ms ITL
+    assert status(median_itl_ms=100.0, loop_lag_p99_ms=5.9, loop_lag_max_ms=5.9) == "ok"
+
+
+def test_the_audit_cases_are_invalid():
+    # p99 ITL 57.9 ms against a truth of 21 ms passed a fixed 50 ms lag limit
+    assert status(median_itl_ms=21.0, loop_lag_p99_ms=37.0, loop_lag_max_ms=40.0) == "invalid"
+    # a 900 ms stall passed because the maximum was never checked
+    message = client_health_verdict(summary(loop_lag_max_ms=900.0), CLOSED)[1]
+    assert "stall of 900.0 ms" in message and "TTFT" in message
+    # a median ITL of 0 (chunks stamped together) switched the ITL check off
+    assert "median ITL is 0" in client_health_verdict(summary(median_itl_ms=0.0), CLOSED)[1]
+    # worker CPU 99 % and 60 % averaged to a pass
+    merged = merge_health([{"client_cpu_percent": 99.0}, {"client_cpu_percent": 60.0}])
+    assert "busiest client process at 99%" in client_health_verdict(summary(**merged), CLOSED)[1]
+    assert status(**merge_health([{"client_cpu_percent": 60.0}, {"client_cpu_percent": 60.0}])) == "ok"
+
+
+def test_stall_flips_at_the_claim_on_the_median_ttft():
+    edge = PROBE_RESOLUTION_MS + claim_ms(100.0)                # 6.0 ms
+    assert status(loop_lag_max_ms=edge) == "ok"
+    assert status(loop_lag_max_ms=edge + 0.01) == "invalid"
+
+
+def test_single_token_outputs_have_no_itl_to_judge():
+    assert status(median_itl_ms=0.0, total_output_tokens=8) == "ok"
+    assert status(median_itl_ms=float("nan"), total_output_tokens=8, loop_lag_p99_ms=30.0) == "ok"
+
+
+# ---- against the reference server, with stalls injected into the client's own event loop ----
+
+async def _stalls(every_s: float, block_s: float) -> None:
+    """Block the client's loop for `block_s` every `every_s` (as heavy parsing or a GC pause would)."""
+    while True:
+        await asyncio.sleep(every_s)
+        end = time.perf_counter() + block_s
+        while time.perf_counter() < end:
+            pass
+
+
+def _cell(url: str, every_s: float | None, block_s: float):
+    spec = BenchSpec(target={"base_url": url}, workload={"input_len": 16, "output_len": 40},
+                     cells=[{"concurrency": 4, "num_prompts": 8, "warmup_requests": 2}])
+    target = resolve(spec.target)
+
+    async def main():
+        task = asyncio.ensure_future(_stalls(every_s, block_s)) if every_s else None
+        try:
+            return await run_bench(spec, target, lambda r: None)
+        finally:
+            if task:
+                task.cancel()
+    return asyncio.run(main())[0]
+
+
+def _p99_itl_truth(log: list[dict]) -> float:
+    gaps = sorted((b - a) / 1e6 for r in log for a, b in zip(r["write_ns"], r["write_ns"][1:], strict=False))
+    return percentile(gaps, 99)
+
+
+@pytest.mark.slow
+@pytest.mark.client_health
+def test_injected_stalls_flip_the_verdict_where_p99_itl_leaves_the_claim():
+    from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
+    cpus = sorted(os.sched_getaffinity(0))
+    with ReferenceProcess(ReferenceConfig(ttft_ms=100, itl_ms=20), cpu=cpus[-1] if len(cpus) > 1 else None) as ref:
+        results = []
+        for every, block in ((None, 0.0), (0.05, 0.008), (0.03, 0.012)):
+            cell = _cell(ref.url, every, block)
+            log = sorted(ref.send_log(), key=lambda r: r["recv_ns"])[-len(cell.records):]
+            error = abs(cell.summary["p99_itl_ms"] - _p99_itl_truth(log))
+            results.append((block, cell.status, error, claim_ms(cell.summary["median_itl_ms"]), cell.message))
+    for block, verdict, error, bound, message in results:
+        print(f"stall {block * 1e3:.0f} ms: {verdict}, p99 ITL error {error:.2f} ms (claim {bound:.2f} ms)")
+        if error > bound:       # a published figure left the claim: the cell must say so
+            assert verdict == "invalid", message
+    heavy = results[-1]
+    assert heavy[1] == "invalid" and heavy[2] > heavy[3] and "event-loop" in heavy[4]
+    assert statistics.fmean(r[2] for r in results[1:]) > results[0][2]       # stalls did move p99 ITL
