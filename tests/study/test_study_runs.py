@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -13,12 +14,10 @@ from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProces
 
 pytestmark = pytest.mark.slow
 
-# the top-level keys of `vllm bench serve --save-result` (vllm/benchmarks/serve.py, result_json + benchmark())
-VLLM_KEYS = {"date", "endpoint_type", "backend", "label", "model_id", "tokenizer_id", "num_prompts", "request_rate",
-             "burstiness", "max_concurrency", "duration", "completed", "failed", "total_input_tokens",
-             "total_output_tokens", "request_throughput", "request_goodput", "output_throughput",
-             "total_token_throughput", "latencies", "queue_times", "max_output_tokens_per_s",
-             "max_concurrent_requests", "rtfx"}
+# a real result file of `vllm bench serve --save-result` (vLLM 0.32 CPU, random 128:64, --max-concurrency 8,
+# --num-prompts 32, --goodput ttft:500 tpot:50, default percentile metrics ttft,tpot,itl and percentile 99)
+REAL = json.loads((Path(__file__).parent / "fixtures" / "vllm-0.32-bench-serve-result.json").read_text())
+VLLM_KEYS = {k for k in REAL if not k.startswith(("mean_", "median_", "std_", "p99_"))}
 DETAILED = {"input_lens", "output_lens", "ttfts", "itls", "start_times", "generated_texts", "errors"}
 
 
@@ -72,6 +71,19 @@ def test_save_result_writes_vllm_keys(ref, tmp_path):
     assert main(args + ["--save-detailed", "--result-filename", "x.json"]) == 0
     detailed = json.loads((out / "x.json").read_text())
     assert set(detailed) == VLLM_KEYS | stats | DETAILED and detailed["output_lens"] == [8] * 8
+
+
+def test_save_result_has_the_keys_of_a_real_vllm_result_in_its_order(ref, tmp_path):
+    """The acceptance command of issue 17, against the reference server: same keys, same order."""
+    args = ["bench", "--base-url", ref, "--dataset-name", "random", "--random-input-len", "128",
+            "--random-output-len", "64", "--max-concurrency", "8", "--num-prompts", "32", "--save-result",
+            "--result-dir", str(tmp_path), "--goodput", "ttft:500", "tpot:50", "--no-store"]
+    assert main(args) == 0
+    (path,) = tmp_path.glob("*.json")
+    doc = json.loads(path.read_text())
+    assert list(doc) == list(REAL)
+    assert {k: doc[k] for k in ("num_prompts", "request_rate", "burstiness", "max_concurrency", "completed")} == \
+        {k: REAL[k] for k in ("num_prompts", "request_rate", "burstiness", "max_concurrency", "completed")}
 
 
 def test_bench_resume_runs_only_the_missing_cells(ref, tmp_path, capsys):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +15,6 @@ from tokenbench.client.records import RequestRecord
 from tokenbench.load.cell import CellResult
 from tokenbench.metrics import request as rm
 from tokenbench.metrics.stats import percentile
-from tokenbench.metrics.summary import in_flight_steps
 
 NS = 1e9
 DETAIL_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "start_times", "generated_texts", "errors")
@@ -59,16 +59,20 @@ def metric_stats(ok: Sequence[RequestRecord], metric: str, percentiles: Sequence
 
 
 def peak_output_rate(recs: Sequence[RequestRecord]) -> tuple[float, int]:
-    """(most output tokens received in one 1-second bucket from the first send, most requests in
-    flight at once)."""
-    if not recs:
+    """vLLM's peak figures over 1-second buckets from the first successful send: the most output tokens
+    received in one bucket (tokens, where vLLM counts chunks: equal at one token per chunk), and the most
+    successful requests active during one bucket."""
+    ok = [r for r in recs if r.ok]
+    if not ok:
         return 0.0, 0
-    t0 = min(r.sent_ns for r in recs)
-    buckets: dict[int, int] = {}
-    for r in recs:
+    t0, second = min(r.sent_ns for r in ok), 1_000_000_000
+    tokens: Counter[int] = Counter()
+    active: Counter[int] = Counter()
+    for r in ok:
         for t, n in zip(r.token_times_ns, r.token_counts, strict=False):
-            buckets[(t - t0) // 1_000_000_000] = buckets.get((t - t0) // 1_000_000_000, 0) + n
-    return float(max(buckets.values(), default=0)), max((n for _, n in in_flight_steps(recs)), default=0)
+            tokens[(t - t0) // second] += n
+        active.update(range((r.sent_ns - t0) // second, (r.end_ns - t0) // second + 1))
+    return float(max(tokens.values(), default=0)), max(active.values(), default=0)
 
 
 def _header(result: CellResult, meta: CellMeta) -> dict:
