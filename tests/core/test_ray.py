@@ -1,12 +1,6 @@
 """Issue 8: the same workload through a local Ray cluster gives the same counts as one process."""
 
 import asyncio
-import os
-import shutil
-import socket
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -16,29 +10,15 @@ from tokenbench.spec.bench import BenchSpec
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'tokenbench[ray]'")
+from ray_cluster import local_cluster  # noqa: E402  (needs ray)
+
 pytestmark = pytest.mark.engine
-RAY = str(Path(sys.executable).with_name("ray"))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def ray_head(tmp_path_factory):
-    port = free_port()
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
-    tmp = tmp_path_factory.mktemp("ray")
-    subprocess.run([RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=2",
-                    "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={tmp}"],
-                   check=True, env=env, capture_output=True, timeout=180)
-    yield f"127.0.0.1:{port}"
-    if ray.is_initialized():
-        ray.shutdown()
-    subprocess.run([RAY, "stop", "--force"], env=env, capture_output=True, timeout=120)
-    shutil.rmtree(tmp, ignore_errors=True)
+@pytest.fixture
+def ray_head(tmp_path, monkeypatch):
+    with local_cluster(tmp_path, monkeypatch, ['{"node_a": 1}']) as address:
+        yield address
 
 
 def test_ray_workers_match_one_process(ray_head):

@@ -123,9 +123,10 @@ class Session:
     async def _connect(self, key: tuple) -> _Conn:
         host, port, tls = key
         loop = asyncio.get_running_loop()
-        _, conn = await asyncio.wait_for(
+        transport, conn = await asyncio.wait_for(
             loop.create_connection(_Conn, host, port, ssl=self._ssl if tls else None),
             timeout=min(self.timeout_s, 30))
+        conn.transport = conn.transport or transport     # uvloop calls connection_made only after this returns
         self.all.add(conn)
         return conn
 

@@ -6,6 +6,12 @@ trip wins; offset = actor_clock - (t_send + t_recv) / 2, error <= half that roun
 picks the measured phase's start instant on its own clock, each actor starts at that instant converted
 to its clock, and every timestamp an actor returns is converted back to the driver's clock. Latencies
 (TTFT, TPOT, ITL, E2EL) are differences on one node's clock and need no conversion at all.
+
+Placement: the n actors live in a placement group of n tiny bundles (BUNDLE_CPU each) with the SPREAD
+strategy, so Ray deals them over the cluster's nodes as evenly as it can instead of where it likes (a
+resource-less actor lands on a random node, and the plain SPREAD actor strategy does not balance them);
+each actor reports its node id (`ray_nodes` in the client health). Records come back in batches of at
+most BATCH per call while the cell runs, so no single Ray object holds a whole large cell.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.client.transport import new_session, send
@@ -24,15 +31,22 @@ from tokenbench.spec.bench import Load
 
 PROBES = 7
 START_MARGIN_NS = 500_000_000   # Ray call latency margin before the shared start instant
+BATCH = 2_000                   # records per call when the driver collects an actor's results
+POLL_S = 0.2                    # the driver asks each running actor for its next batch this often
+BUNDLE_CPU = 0.01               # what each actor reserves: enough for Ray to place it, nothing to speak of
+PLACE_S = 120                   # the placement group must be ready within this
 
 
 class ClientActor:
     """Runs one worker's share on a persistent event loop (so warmup connections stay open)."""
 
     def __init__(self, timeout_s: float) -> None:
-        self.loop = asyncio.new_event_loop()
+        self.loop = asyncio.SelectorEventLoop()   # Ray workers default to uvloop; measure as one process does
         threading.Thread(target=self.loop.run_forever, daemon=True).start()
         self.session = asyncio.run_coroutine_threadsafe(self._session(timeout_s), self.loop).result()
+        self.finished: list[RequestRecord] = []
+        self.job: WorkerJob | None = None
+        self.running: Future | None = None
 
     async def _session(self, timeout_s: float):
         return new_session(timeout_s)
@@ -51,10 +65,27 @@ class ClientActor:
             return []
         return reindex(self._run(run_phase(self._send, job.warmup, job.warmup_load, "warmup")).records, job)
 
-    def measure(self, job: WorkerJob, start_local_ns: int) -> tuple[list[RequestRecord], dict]:
-        run = self._run(run_phase(self._send, job.measure, job.load, "measure", seed=job.seed + job.worker,
-                                  start_ns=start_local_ns))
-        return reindex(run.records, job), run.client_health
+    def node(self) -> str:
+        import ray
+        return ray.get_runtime_context().get_node_id()
+
+    def start(self, job: WorkerJob, start_local_ns: int) -> None:
+        """Begin the measured phase on the actor's loop; the driver collects it with `take`."""
+        self.job, self.finished = job, []
+        self.running = asyncio.run_coroutine_threadsafe(
+            run_phase(self._send, job.measure, job.load, "measure", seed=job.seed + job.worker,
+                      start_ns=start_local_ns), self.loop)
+
+    def take(self, limit: int) -> tuple[list[RequestRecord], dict | None]:
+        """Up to `limit` finished records, and the client health once the phase ended and all were taken."""
+        assert self.running is not None and self.job is not None
+        if not self.running.done():
+            return [], None
+        if not self.finished and self.running.result().records:
+            self.finished = reindex(self.running.result().records, self.job)
+            self.running.result().records = []
+        batch, self.finished = self.finished[:limit], self.finished[limit:]
+        return batch, (self.running.result().client_health if not self.finished else None)
 
 
 def clock_offset(ray, actor) -> int:
@@ -86,25 +117,64 @@ def _ray():
     return ray
 
 
+def _spread_group(ray, n: int):
+    from ray.util.placement_group import placement_group
+    group = placement_group([{"CPU": BUNDLE_CPU}] * n, strategy="SPREAD")
+    try:
+        ray.get(group.ready(), timeout=PLACE_S)
+    except ray.exceptions.GetTimeoutError:
+        ray.util.remove_placement_group(group)
+        raise UsageError(f"the Ray cluster could not place {n} client workers within {PLACE_S} s",
+                         f"free {n * BUNDLE_CPU:g} CPU on the cluster, or use fewer --workers") from None
+    return group
+
+
+def _actors(ray, group, n: int, timeout_s: float) -> list:
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+    actor_cls = ray.remote(ClientActor)
+    return [actor_cls.options(num_cpus=BUNDLE_CPU, scheduling_strategy=PlacementGroupSchedulingStrategy(
+        group, placement_group_bundle_index=i)).remote(timeout_s) for i in range(n)]
+
+
+def _collect(ray, actors: list, offsets: list[int]) -> tuple[list[RequestRecord], list[dict]]:
+    """Batches from every actor until each has sent its last one with its health."""
+    records: list[RequestRecord] = []
+    health: dict[int, dict] = {}
+    while len(health) < len(actors):
+        pending = [i for i in range(len(actors)) if i not in health]
+        got = 0
+        for i, (batch, h) in zip(pending, ray.get([actors[i].take.remote(BATCH) for i in pending]), strict=True):
+            records.extend(to_driver_clock(batch, offsets[i]))
+            got += len(batch)
+            if h is not None:
+                health[i] = h
+        if not got and len(health) < len(actors):
+            time.sleep(POLL_S)
+    return records, [health[i] for i in range(len(actors))]
+
+
 def run_ray(address: str, n: int, warmup: Sequence, warmup_load: Load | None, measure: Sequence, load: Load,
             seed: int, timeout_s: float) -> tuple[list, CellRun]:
-    """Blocking: the whole cell on n Ray actors; returns records on the driver's clock."""
+    """Blocking: the whole cell on n Ray actors spread over the nodes; records on the driver's clock."""
     ray = _ray()
     if not ray.is_initialized():
         ray.init(address=address, log_to_driver=False, logging_level="ERROR")
-    actor_cls = ray.remote(num_cpus=0)(ClientActor)
-    actors = [actor_cls.remote(timeout_s) for _ in range(n)]
+    group = _spread_group(ray, n)
+    actors = _actors(ray, group, n, timeout_s)
     jobs = make_jobs(n, warmup, warmup_load, measure, load, seed, timeout_s)
     try:
+        nodes = ray.get([a.node.remote() for a in actors])
         warm = [r for part in ray.get([a.warmup.remote(j) for a, j in zip(actors, jobs, strict=False)]) for r in part]
         offsets = [clock_offset(ray, a) for a in actors]
         start = time.perf_counter_ns() + START_MARGIN_NS
-        parts = ray.get([a.measure.remote(j, start + off) for a, j, off in zip(actors, jobs, offsets, strict=False)])
+        ray.get([a.start.remote(j, start + off) for a, j, off in zip(actors, jobs, offsets, strict=False)])
+        recs, parts = _collect(ray, actors, offsets)
     finally:
         for a in actors:
             ray.kill(a)
-    recs = [r for (records, _), off in zip(parts, offsets, strict=False) for r in to_driver_clock(records, off)]
+        ray.util.remove_placement_group(group)
     warm = to_driver_clock(warm, 0)
-    health = merge_health([h for _, h in parts])
+    health = merge_health(parts)
     health["clock_offsets_ns"] = offsets
+    health["ray_nodes"] = nodes
     return sorted(warm, key=lambda r: r.index), CellRun(sorted(recs, key=lambda r: r.index), health)

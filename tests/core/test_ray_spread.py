@@ -1,0 +1,43 @@
+"""Issue 20: Ray actors spread over a cluster's nodes. A local cluster of two nodes (two `ray start`
+processes on 127.0.0.1, each with its own custom resource) runs one cell on four workers; each worker
+reports the node it ran on, and they are dealt evenly over the two nodes."""
+
+import asyncio
+
+import pytest
+
+from tokenbench.load import ray_workers
+from tokenbench.load.bench import run_bench
+from tokenbench.load.target import resolve
+from tokenbench.spec.bench import BenchSpec
+from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
+
+ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'tokenbench[ray]'")
+from ray_cluster import local_cluster  # noqa: E402  (needs ray)
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def two_nodes(tmp_path, monkeypatch):
+    with local_cluster(tmp_path, monkeypatch, ['{"node_a": 1}', '{"node_b": 1}']) as address:
+        yield address
+
+
+@pytest.mark.timeout(420)
+def test_workers_run_on_both_nodes(two_nodes, monkeypatch):
+    monkeypatch.setattr(ray_workers, "BATCH", 5)        # several batches per worker
+    by_resource = {name: node["NodeID"] for node in ray.nodes() if node["Alive"]
+                   for name in ("node_a", "node_b") if name in node["Resources"]}
+    assert set(by_resource) == {"node_a", "node_b"}
+    with ReferenceProcess(ReferenceConfig(ttft_ms=20, itl_ms=5)) as ref:
+        spec = BenchSpec(target={"base_url": ref.url}, workload={"input_len": 16, "output_len": 8},
+                         cells=[{"concurrency": 4, "num_prompts": 24}])
+        [cell] = asyncio.run(run_bench(spec, resolve(spec.target), lambda r: None, workers=4,
+                                       ray_address=two_nodes))
+    nodes = cell.summary["ray_nodes"]
+    # SPREAD deals the four workers evenly (Ray places resource-less actors at random without it)
+    assert sorted(nodes) == sorted([*by_resource.values()] * 2)
+    assert sorted(r.index for r in cell.records) == list(range(24))     # every batch arrived, none twice
+    assert {r.worker for r in cell.records} == {0, 1, 2, 3}
+    assert cell.summary["completed"] == 24
