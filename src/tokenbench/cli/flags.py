@@ -81,11 +81,11 @@ def _option(flag: Flag) -> Callable:
     info = field_at(SweepSpec, flag.key)
     text, default = describe(flag)
     decls = [flag.flag, *dict.fromkeys(n for n in (*flag.names, *flag.vllm) if n != flag.flag), flag.dest]
-    shown = {"show_default": str(default)} if default not in (None, False, [], {}) else {}
     if _plain(info.annotation) is bool:
         return click.option(*decls, is_flag=True, default=None, help=text)
+    shown = default is not None and not isinstance(default, bool | list | dict)
     kind = click.STRING if flag.parse else click_type(info.annotation)
-    return click.option(*decls, type=kind, default=None, help=text, **shown)
+    return click.option(*decls, type=kind, default=None, help=f"{text}  [default: {default}]" if shown else text)
 
 
 def apply(flags: tuple[Flag, ...]) -> Callable:

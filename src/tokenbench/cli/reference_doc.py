@@ -52,7 +52,8 @@ def _flag_rows(group: tuple[flags.Flag, ...]) -> list[str]:
         kind = "flag" if info.annotation is bool else "list" if flag.parse else flags.click_type(info.annotation).name
         names = [flag.flag, *(n for n in flag.names if n != flag.flag)]
         vllm = ", ".join(f"`{n}`" for n in flag.vllm)
-        rows.append(_row(names, flag.key, vllm, kind, "" if default in (None, False) else str(default), text))
+        shown = default is not None and not isinstance(default, bool)
+        rows.append(_row(names, flag.key, vllm, kind, str(default) if shown else "", text))
     return rows
 
 
