@@ -10,6 +10,7 @@ from rich.markup import escape
 from tokenbench.cli import console
 from tokenbench.load.cell import CellResult
 from tokenbench.load.target import ResolvedTarget
+from tokenbench.metrics.cell_summary import typed
 from tokenbench.study import run as study
 from tokenbench.study.run import Outcome
 from tokenbench.sweep.plan import PlannedCell
@@ -49,13 +50,13 @@ class Display:
 
     def done(self, cell: PlannedCell, row: dict) -> None:
         self.bar.advance(self.overall)
-        s = row["summary"]
+        s = typed(row["summary"])
         star = "*" if row["over_capacity"] else ""
-        if s.get("monitor_queue_check"):
-            self.bar.console.print(f"  note: {s['monitor_queue_check']}")
+        if row["summary"].get("monitor_queue_check"):
+            self.bar.console.print(f"  note: {row['summary']['monitor_queue_check']}")
         self.bar.console.print(f"{cell.config.name} {cell.key}{star} {row['status']}: "
-                               f"{console.fmt(s.get('output_throughput'))} out tok/s, "
-                               f"TTFT {console.fmt(s.get('mean_ttft_ms'))} ms, TPOT {console.fmt(s.get('mean_tpot_ms'))} ms"
+                               f"{console.fmt(s.output_throughput)} out tok/s, "
+                               f"TTFT {console.fmt(s.mean_ttft_ms)} ms, TPOT {console.fmt(s.mean_tpot_ms)} ms"
                                + (f" ({escape(row['message'])})" if row["message"] else ""))
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from tokenbench.client.records import RequestRecord
 from tokenbench.load.cell import CellResult
 from tokenbench.metrics import request as rm
+from tokenbench.metrics.cell_summary import typed
 from tokenbench.metrics.stats import percentile
 
 NS = 1e9
@@ -86,14 +87,12 @@ def _header(result: CellResult, meta: CellMeta) -> dict:
 
 
 def _totals(result: CellResult) -> dict:
-    s, recs = result.summary, result.records
+    s, recs = typed(result.summary), result.records
     peak, most = peak_output_rate(recs)
-    return {"duration": s.get("duration", 0.0), "completed": s.get("completed", 0), "failed": s.get("failed", 0),
-            "total_input_tokens": s.get("total_input_tokens", 0),
-            "total_output_tokens": s.get("total_output_tokens", 0),
-            "request_throughput": s.get("request_throughput", 0.0), "request_goodput": s.get("request_goodput"),
-            "output_throughput": s.get("output_throughput", 0.0),
-            "total_token_throughput": s.get("total_token_throughput", 0.0),
+    return {"duration": s.duration or 0.0, "completed": s.completed, "failed": s.failed,
+            "total_input_tokens": s.total_input_tokens, "total_output_tokens": s.total_output_tokens,
+            "request_throughput": s.request_throughput or 0.0, "request_goodput": s.request_goodput,
+            "output_throughput": s.output_throughput or 0.0, "total_token_throughput": s.total_token_throughput or 0.0,
             "latencies": [r.e2el_ns / NS for r in recs], "queue_times": [r.queue_ns / NS for r in recs],
             "max_output_tokens_per_s": peak, "max_concurrent_requests": most, "rtfx": 0.0}
 
