@@ -32,6 +32,8 @@ class RawExchange:
 
     intended_ns: int
     sent_ns: int = 0
+    connect_ns: int = 0                 # set-up of a new connection (TCP, TLS), before sent_ns; 0 if reused
+    connect_in_ttft: bool = False       # sent_ns was moved back to the start of the connection set-up
     headers_ns: int = 0
     end_ns: int = 0
     status: int | None = None
@@ -71,6 +73,8 @@ class RequestRecord:
     reasoning_tokens: int = 0           # tokens streamed as reasoning (or usage's reasoning_tokens)
     count_source: str = "none"          # how tokens per chunk were counted (client.token_counts)
     expected_prompt_tokens: int | None = None  # what the workload's tokenizer (+ chat template) counted
+    connect_ns: int = 0                 # set-up of a new connection; 0 when a kept-alive one was reused
+    connect_in_ttft: bool = False       # sent_ns is the start of that set-up (vLLM's TTFT), not after it
 
     @property
     def ok(self) -> bool:
@@ -98,5 +102,6 @@ class RequestRecord:
 
     @property
     def queue_ns(self) -> int:
-        """Client-side queueing: how late the request left versus its intended start."""
-        return self.sent_ns - self.intended_ns
+        """Client-side queueing: how late the request left versus its intended start (connection
+        set-up is its own figure, never queue time)."""
+        return self.sent_ns - self.intended_ns - (0 if self.connect_in_ttft else self.connect_ns)

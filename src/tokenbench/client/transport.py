@@ -101,8 +101,9 @@ class _Conn(asyncio.Protocol):
 class Session:
     """Keep-alive connection pools per (host, port, tls); no connection cap."""
 
-    def __init__(self, timeout_s: float) -> None:
+    def __init__(self, timeout_s: float, connect_in_ttft: bool = False) -> None:
         self.timeout_s = timeout_s
+        self.connect_in_ttft = connect_in_ttft      # vLLM's way: a new connection's set-up is in TTFT
         self.idle: dict[tuple, deque[_Conn]] = defaultdict(deque)
         self.all: set[_Conn] = set()
         self._ssl = ssl.create_default_context()
@@ -147,19 +148,22 @@ class Session:
             self.idle[key].append(conn)
 
 
-def new_session(timeout_s: float) -> Session:
-    return Session(timeout_s)
+def new_session(timeout_s: float, connect_in_ttft: bool = False) -> Session:
+    return Session(timeout_s, connect_in_ttft)
 
 
 async def _attempt(session: Session, key: tuple, payload: bytes, intended_ns: int, fresh: bool) -> RawExchange:
-    raw = RawExchange(intended_ns=intended_ns)
+    raw = RawExchange(intended_ns=intended_ns, connect_in_ttft=session.connect_in_ttft)
     conn = None if fresh else session._idle_conn(key)
     reused = conn is not None
     try:
         if conn is None:
-            raw.sent_ns = now()
+            raw.sent_ns = t_connect = now()
             conn = await session._connect(key)
+            raw.connect_ns = now() - t_connect
         done = conn.start(raw, payload)
+        if session.connect_in_ttft and raw.connect_ns:
+            raw.sent_ns -= raw.connect_ns             # the clock started before the connection
         timer = asyncio.get_running_loop().call_later(session.timeout_s, conn.abort_timeout)
         try:
             await done

@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
+from tokenbench.spec.bench import Load
+
 
 def offsets_ns(rate: float, kind: str, rng: random.Random, count: int | None = None,
                duration_s: float | None = None, burstiness: float = 1.0) -> Iterator[int]:
@@ -20,3 +22,11 @@ def offsets_ns(rate: float, kind: str, rng: random.Random, count: int | None = N
             return
         yield int(t * 1e9)
         i += 1
+
+
+def schedule(load: Load, seed: int, count: int) -> list[int]:
+    """A cell's whole open-loop schedule: request i is due at t0 + schedule[i]. With --workers N the
+    same schedule is dealt out (worker w sends requests w, w + N, ...), so constant arrivals interleave
+    instead of arriving in N-fold bursts, and the cell's arrivals do not depend on N."""
+    return list(offsets_ns(load.request_rate or 0.0, load.arrival, random.Random(seed), count, load.duration_s,
+                           load.burstiness))

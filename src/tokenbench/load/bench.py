@@ -16,7 +16,7 @@ async def run_bench(spec: BenchSpec, target: ResolvedTarget, on_cell: Callable[[
                     on_progress: Callable[[Load, str, int, int], None] = lambda *a: None,
                     workers: int = 1, ray_address: str | None = None) -> list[CellResult]:
     results = []
-    async with new_session(spec.target.timeout_s) as session:
+    async with new_session(spec.target.timeout_s, spec.target.connect_in_ttft) as session:
         for load in spec.cells:
             def progress(phase: str, done: int, total: int, load: Load = load) -> None:
                 on_progress(load, phase, done, total)

@@ -111,7 +111,8 @@ async def run_cell(session: Session, t: ResolvedTarget, wl: Workload, load: Load
             None, run_ray, ray_address, workers, warm_r, warm_load, meas_r, load, wl.seed, session.timeout_s)
     elif workers > 1:
         warm, run = await run_workers(workers, warm_r, warm_load, meas_r, load, wl.seed, session.timeout_s,
-                                      on_done=lambda d: on_progress("measure", d, n_meas))
+                                      on_done=lambda d: on_progress("measure", d, n_meas),
+                                      connect_in_ttft=session.connect_in_ttft)
     else:
         warm, run = await _in_process(session, warm_r, warm_load, meas_r, load, wl.seed, on_progress,
                                       prompts.offsets_ns)

@@ -74,7 +74,7 @@ class ClientActor:
         self.job, self.finished = job, []
         self.running = asyncio.run_coroutine_threadsafe(
             run_phase(self._send, job.measure, job.load, "measure", seed=job.seed + job.worker,
-                      start_ns=start_local_ns), self.loop)
+                      start_ns=start_local_ns, offsets=job.offsets), self.loop)
 
     def take(self, limit: int) -> tuple[list[RequestRecord], dict | None]:
         """Up to `limit` finished records, and the client health once the phase ended and all were taken."""

@@ -19,6 +19,7 @@ from tokenbench.client.records import RequestRecord
 from tokenbench.client.request import PreparedRequest
 from tokenbench.client.transport import new_session, send
 from tokenbench.errors import UsageError
+from tokenbench.load.arrivals import schedule
 from tokenbench.load.runner import CellRun, run_phase
 from tokenbench.spec.bench import Load
 
@@ -55,10 +56,12 @@ class WorkerJob:
     load: Load
     seed: int
     timeout_s: float
+    offsets: list[int] | None = None      # open loop: this worker's share of the cell's schedule
+    connect_in_ttft: bool = False
 
 
 async def _worker_async(job: WorkerJob, sync, progress) -> tuple[list, list, dict]:
-    async with new_session(job.timeout_s) as session:
+    async with new_session(job.timeout_s, job.connect_in_ttft) as session:
         async def do_send(req, intended):
             return await send(session, req, intended)
         warm = []
@@ -66,7 +69,7 @@ async def _worker_async(job: WorkerJob, sync, progress) -> tuple[list, list, dic
             warm = (await run_phase(do_send, job.warmup, job.warmup_load, "warmup")).records
         start_ns = await asyncio.get_running_loop().run_in_executor(None, sync.arrive_and_wait)
         run = await run_phase(do_send, job.measure, job.load, "measure", seed=job.seed + job.worker,
-                              start_ns=start_ns, on_done=lambda: _bump(progress))
+                              start_ns=start_ns, offsets=job.offsets, on_done=lambda: _bump(progress))
     return reindex(warm, job), reindex(run.records, job), run.client_health
 
 
@@ -122,21 +125,25 @@ def _deal(requests: Sequence[PreparedRequest], n: int, i: int) -> list[PreparedR
 
 
 def make_jobs(n: int, warmup: Sequence[PreparedRequest], warmup_load: Load | None,
-              measure: Sequence[PreparedRequest], load: Load, seed: int, timeout_s: float) -> list[WorkerJob]:
+              measure: Sequence[PreparedRequest], load: Load, seed: int, timeout_s: float,
+              connect_in_ttft: bool = False) -> list[WorkerJob]:
     """Each worker's share: its slice of the load and the requests dealt to it (warmup only when every
-    worker gets at least one warmup request)."""
+    worker gets at least one warmup request); open loop: its requests' instants of the one schedule."""
     warm_loads = split_load(warmup_load, n) if warmup_load and len(warmup) >= n else [None] * n
+    whole = schedule(load, seed, len(measure)) if load.concurrency is None else None
     return [WorkerJob(i, n, _deal(warmup, n, i) if warm_loads[i] else [], warm_loads[i], _deal(measure, n, i),
-                      part, seed, timeout_s) for i, part in enumerate(split_load(load, n))]
+                      part, seed, timeout_s, whole[i::n] if whole is not None else None, connect_in_ttft)
+            for i, part in enumerate(split_load(load, n))]
 
 
 async def run_workers(n: int, warmup: Sequence[PreparedRequest], warmup_load: Load | None,
                       measure: Sequence[PreparedRequest], load: Load, seed: int, timeout_s: float,
-                      on_done: Callable[[int], None] = lambda done: None) -> tuple[list, CellRun]:
+                      on_done: Callable[[int], None] = lambda done: None,
+                      connect_in_ttft: bool = False) -> tuple[list, CellRun]:
     ctx = mp.get_context("spawn")
     sync = StartLine(ctx)
     progress, results = ctx.Value("i", 0), ctx.Queue()
-    jobs = make_jobs(n, warmup, warmup_load, measure, load, seed, timeout_s)
+    jobs = make_jobs(n, warmup, warmup_load, measure, load, seed, timeout_s, connect_in_ttft)
     procs = [ctx.Process(target=_worker_main, args=(j, sync, progress, results), daemon=True) for j in jobs]
     for p in procs:
         p.start()

@@ -42,13 +42,19 @@ def itl_ms(r: RequestRecord) -> list[float]:
 
 
 def queue_ms(r: RequestRecord) -> float:
-    """Client queue time: actual send - intended start (late sends in open-loop runs)."""
+    """Client queue time: actual send - intended start (late sends in open-loop runs), less any
+    connection set-up (its own figure, `connect_ms`)."""
     return r.queue_ns / NS_PER_MS
 
 
 def slo_tpot_ms(r: RequestRecord) -> float | None:
     """TPOT as vLLM's goodput judges it: 0 for a request with fewer than 2 output tokens."""
     return 0.0 if r.ttft_ns is not None and r.output_tokens < 2 else tpot_ms(r)
+
+
+def connect_ms(r: RequestRecord) -> float | None:
+    """Connection set-up of a request that opened a new connection (None when one was reused)."""
+    return r.connect_ns / NS_PER_MS if r.connect_ns else None
 
 
 def meets_slo(r: RequestRecord, slo: SLO) -> bool:

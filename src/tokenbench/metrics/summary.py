@@ -91,6 +91,10 @@ def _latencies(ok: Sequence[RequestRecord]) -> dict:
     itl = [v for r in ok for v in rm.itl_ms(r)]
     if ttfc:            # time to the first answer token: absent when no request had one
         out.update(describe(ttfc, "ttfc"))
+    connects = [v for r in ok if (v := rm.connect_ms(r)) is not None]
+    out["new_connections"] = len(connects)
+    if connects:
+        out.update(describe(connects, "connect"))
     for name, vals in (("ttft", ttft), ("tpot", tpot), ("itl", itl), ("e2el", [rm.e2el_ms(r) for r in ok]),
                        ("ntpot", ntpot), ("queue", [rm.queue_ms(r) for r in ok])):
         out.update(describe(vals, name))

@@ -16,6 +16,8 @@ class Target(StrictModel):
     api_key_env: str | None = Field(None, description="environment variable that holds the API key")
     api_key_file: str | None = Field(None, description="file whose first line is the API key")
     timeout_s: float = Field(600.0, gt=0, description="per-request timeout (whole request)")
+    connect_in_ttft: bool = Field(False, description="count a new connection's set-up (TCP, TLS) in TTFT, as "
+                                  "vLLM's client does; default: it is its own figure, connect_ms")
 
 
 WorkloadKind = Literal["random", "sharegpt", "jsonl", "prefix", "image", "trace"]

@@ -30,6 +30,8 @@ class SweepTarget(StrictModel):
                                     "(OPENAI_API_KEY is read when set and no key is named)")
     api_key_file: str | None = Field(None, description="file whose first line is the API key")
     timeout_s: float = Field(600.0, gt=0, description="per-request timeout (whole request), seconds")
+    connect_in_ttft: bool = Field(False, description="count a new connection's set-up (TCP, TLS) in TTFT, as "
+                                  "vLLM's client does; default: it is its own figure, connect_ms")
 
     @model_validator(mode="after")
     def _one(self) -> "SweepTarget":

@@ -200,7 +200,7 @@ class SweepRunner:
         kv_cap = _kv_capacity(self.plan, server.facts)
         prev: dict[tuple, dict] = {}
         stopped: dict[tuple, str] = {}
-        async with new_session(spec.target.timeout_s) as session:
+        async with new_session(spec.target.timeout_s, spec.target.connect_in_ttft) as session:
             for cell in todo:
                 pair = (cell.workload.input_len, cell.workload.output_len, cell.repeat, cell.load.request_rate is None)
                 if pair in stopped:
@@ -219,7 +219,7 @@ class SweepRunner:
         kv_cap = _kv_capacity(self.plan, server.facts)
         stored = {(c["config_name"], c["key"]): c for c in self.store.cells(self.run_id)}
         lines = []
-        async with new_session(spec.target.timeout_s) as session:
+        async with new_session(spec.target.timeout_s, spec.target.connect_in_ttft) as session:
             for wl in spec.workloads():
                 gen = capacity.search(spec.capacity_max)
                 c = next(gen)

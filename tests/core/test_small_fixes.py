@@ -1,0 +1,70 @@
+"""Issue 15, Build 5: arrivals across workers, goodput as vLLM defines it, and the other small fixes."""
+
+import random
+
+from tokenbench.client.records import RequestRecord
+from tokenbench.client.request import PreparedRequest
+from tokenbench.load.arrivals import offsets_ns, schedule
+from tokenbench.load.workers import make_jobs
+from tokenbench.metrics.request import meets_slo
+from tokenbench.metrics.summary import summarize
+from tokenbench.spec.bench import SLO, Load
+
+MS = 1_000_000
+
+
+def prepared(n: int) -> list[PreparedRequest]:
+    return [PreparedRequest(url="http://x/v1/completions", body=b"{}", headers={}, input_len=4, output_len=2,
+                            expected_prompt_tokens=4) for _ in range(n)]
+
+
+def test_constant_arrivals_interleave_across_workers():
+    load = Load(request_rate=10.0, arrival="constant", num_prompts=6)
+    jobs = make_jobs(2, [], None, prepared(6), load, seed=0, timeout_s=10)
+    assert [j.offsets for j in jobs] == [[0, 200 * MS, 400 * MS], [100 * MS, 300 * MS, 500 * MS]]
+
+
+def test_worker_schedules_together_are_the_one_process_schedule():
+    load = Load(request_rate=7.0, num_prompts=9)
+    jobs = make_jobs(3, [], None, prepared(9), load, seed=5, timeout_s=10)
+    merged = sorted(o for j in jobs for o in j.offsets)
+    assert merged == list(offsets_ns(7.0, "poisson", random.Random(5), 9))
+
+
+def test_closed_loop_jobs_have_no_schedule():
+    jobs = make_jobs(2, [], None, prepared(4), Load(concurrency=2, num_prompts=4), seed=0, timeout_s=10)
+    assert all(j.offsets is None for j in jobs)
+
+
+def test_burstiness_shapes_the_schedule():
+    even = schedule(Load(request_rate=10.0, num_prompts=400, burstiness=8.0), 1, 400)
+    plain = schedule(Load(request_rate=10.0, num_prompts=400), 1, 400)
+    gaps = lambda o: [b - a for a, b in zip(o, o[1:], strict=False)]  # noqa: E731
+    spread = lambda g: max(g) / (sum(g) / len(g))  # noqa: E731
+    assert spread(gaps(even)) < spread(gaps(plain))
+
+
+def record(tokens: int, ttft_ms: float = 10, e2el_ms: float = 50) -> RequestRecord:
+    times = [int(ttft_ms * MS)] if tokens else []
+    return RequestRecord(index=0, phase="measure", input_len=4, output_len=tokens, intended_ns=0, sent_ns=0,
+                         end_ns=int(e2el_ms * MS), token_times_ns=times, token_counts=[tokens] if tokens else [],
+                         completion_tokens=tokens)
+
+
+def test_goodput_treats_one_token_tpot_as_zero_like_vllm():
+    slo = SLO(tpot_ms=5.0)
+    assert meets_slo(record(1), slo)
+    assert not meets_slo(record(0), SLO(ttft_ms=100.0))          # no token: no TTFT, not good
+    s = summarize([record(1), record(1)], Load(concurrency=1, num_prompts=2), 4, 1, slo)
+    assert s["goodput_fraction"] == 1.0
+
+
+def test_connect_time_is_its_own_figure_not_queue_time():
+    r = record(2)
+    r.intended_ns, r.sent_ns, r.connect_ns = 0, 30 * MS, 25 * MS     # 5 ms late, then 25 ms of set-up
+    r.token_times_ns = [40 * MS, 50 * MS]
+    assert r.queue_ns == 5 * MS and r.ttft_ns == 10 * MS
+    s = summarize([r], Load(concurrency=1, num_prompts=1), 4, 2)
+    assert s["mean_connect_ms"] == 25 and s["mean_queue_ms"] == 5 and s["new_connections"] == 1
+    r.connect_in_ttft, r.sent_ns = True, 5 * MS                          # vLLM's clock: before connecting
+    assert r.queue_ns == 5 * MS and r.ttft_ns == 35 * MS
