@@ -43,26 +43,41 @@ def _stat(x: np.ndarray, stat: str, axis: int | None = None) -> np.ndarray:
     return np.mean(x, axis=axis) if q is None else np.percentile(x, q, axis=axis)
 
 
-def _within(x: np.ndarray, stat: str, boots: int, rng: np.random.Generator) -> np.ndarray:
-    """`boots` bootstrap replicates of stat(x), resampling the elements of x."""
+def _within(x: np.ndarray, stats: Sequence[str], boots: int, rng: np.random.Generator) -> np.ndarray:
+    """(len(stats), boots) bootstrap replicates of each stat of x, from one set of resamples of x."""
     n = len(x)
+    qs = [STATS[s] for s in stats]
     step = max(1, CHUNK // max(n, 1))
-    out = [_stat(x[rng.integers(0, n, (min(step, boots - b), n))], stat, axis=1) for b in range(0, boots, step)]
-    return np.concatenate(out)
+    out = []
+    for b in range(0, boots, step):
+        sample = np.sort(x[rng.integers(0, n, (min(step, boots - b), n))], axis=1)
+        pcts = [q for q in qs if q is not None]
+        found = dict(zip(pcts, np.percentile(sample, pcts, axis=1), strict=True)) if pcts else {}
+        out.append(np.stack([sample.mean(axis=1) if q is None else found[q] for q in qs]))
+    return np.concatenate(out, axis=1)
 
 
-def replicates(groups: Groups, stat: str, boots: int = BOOT, seed: int = SEED) -> np.ndarray | None:
-    """Bootstrap replicates of the mean over groups of stat(group); None without data. One group:
-    resample its elements; several: resample groups, then elements within each chosen group."""
+def replicates_of(groups: Groups, stats: Sequence[str], boots: int = BOOT,
+                  seed: int = SEED) -> dict[str, np.ndarray] | None:
+    """Bootstrap replicates of the mean over groups of stat(group), for each of `stats` from the same
+    resamples; None without data. One group: resample its elements; several: resample groups, then
+    elements within each chosen group."""
     arrays = [np.asarray(g, dtype=float) for g in groups if len(g)]
     if not arrays:
         return None
     rng = np.random.default_rng(seed)
-    inner = np.stack([_within(a, stat, boots, rng) for a in arrays])          # (groups, boots)
+    inner = np.stack([_within(a, stats, boots, rng) for a in arrays])          # (groups, stats, boots)
     if len(arrays) == 1:
-        return inner[0]
-    picks = rng.integers(0, len(arrays), (boots, len(arrays)))
-    return inner[picks, np.arange(boots)[:, None]].mean(axis=1)
+        reps = inner[0]
+    else:
+        picks = rng.integers(0, len(arrays), (boots, len(arrays)))
+        reps = inner[picks, :, np.arange(boots)[:, None]].mean(axis=1).T     # (stats, boots)
+    return dict(zip(stats, reps, strict=True))
+
+
+def replicates(groups: Groups, stat: str, boots: int = BOOT, seed: int = SEED) -> np.ndarray | None:
+    reps = replicates_of(groups, [stat], boots, seed)
+    return None if reps is None else reps[stat]
 
 
 def point(groups: Groups, stat: str) -> float | None:

@@ -77,7 +77,7 @@ def samples(recs: list[RequestRecord], name: str, slo: SLO | None) -> list[float
 
 def _seed(run_id: str, cell: CellInfo, metric: Metric) -> int:
     """Fixed per run, cell and metric (two compared cells never share a resampling stream)."""
-    return zlib.crc32(f"{run_id}|{cell.config}|{cell.key}|{metric.name}|{metric.stat}".encode())
+    return zlib.crc32(f"{run_id}|{cell.config}|{cell.key}|{metric.name}".encode())
 
 
 class Book:
@@ -86,8 +86,8 @@ class Book:
     def __init__(self, run: RunData, read: Callable[[int], list[RequestRecord]] | None = None) -> None:
         self.run, self._read = run, read or run.reader or (lambda _cell_id: [])
         self._recs: dict[int, list[RequestRecord]] = {}
-        self._reps: dict[tuple[tuple[int, ...], Metric], np.ndarray | None] = {}
-        self._groups: dict[tuple[tuple[int, ...], Metric], list[list[float]]] = {}
+        self._reps: dict[tuple[tuple[int, ...], str], dict[str, np.ndarray] | None] = {}
+        self._groups: dict[tuple[tuple[int, ...], str], list[list[float]]] = {}
         self.slo = _slo(run)
 
     def records(self, cell: CellInfo) -> list[RequestRecord]:
@@ -112,17 +112,20 @@ class Book:
         return stored / value if stored and value else 1.0
 
     def groups(self, cell: CellInfo, metric: Metric) -> list[list[float]]:
-        k = (_ids(cell), metric)
+        k = (_ids(cell), metric.name)
         if k not in self._groups:
             self._groups[k] = [g for c in cell.measured() if (g := samples(self.records(c), metric.name, self.slo))]
         return self._groups[k]
 
     def replicates(self, cell: CellInfo, metric: Metric) -> np.ndarray | None:
-        k = (_ids(cell), metric)
+        """Every statistic of a metric comes from the same resamples (one seed per run, cell, metric)."""
+        k = (_ids(cell), metric.name)
         if k not in self._reps:
             groups = self.groups(cell, metric)
-            self._reps[k] = u.replicates(groups, metric.stat, seed=_seed(self.run.id, cell, metric)) if groups else None
-        return self._reps[k]
+            stats = ["mean"] if metric.name in RATES else list(STATS)
+            self._reps[k] = u.replicates_of(groups, stats, seed=_seed(self.run.id, cell, metric)) if groups else None
+        reps = self._reps[k]
+        return None if reps is None else reps[metric.stat]
 
 
 def _ids(cell: CellInfo) -> tuple[int, ...]:
