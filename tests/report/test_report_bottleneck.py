@@ -31,6 +31,7 @@ def test_labels_from_kv_queueing_client_and_roofline(store, stored_run):
     assert "roofline" in label(run, one, None).evidence
     assert label(run, one, SLOW).kind == "compute"                     # 80 tok/s against a 3.7 tok/s bound
     assert label(run, one, FAST).kind == "unknown" and "0% of the roofline" in label(run, one, FAST).evidence
+    assert "屋顶线" in label(run, one, FAST).text("zh")
     invalid = replace(one, status="invalid", message="client overloaded: event-loop lag p99 80 ms > 50 ms")
     assert label(run, invalid, SLOW).kind == "client"
     failed = replace(one, status="failed", message="8/8 requests failed")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tokenbench.report.i18n import t
 from tokenbench.report.model import CellInfo, RunData
 from tokenbench.report.plausibility import ConfigCheck, Roofline
 
@@ -22,7 +23,19 @@ CLIENT_CPU_NEAR = 80.0      # % of a core per client process
 @dataclass(frozen=True)
 class Label:
     kind: str               # client | kv | queueing | compute | bandwidth | unknown
-    evidence: str           # plain, language-neutral figures ("waiting peak 12 (server /metrics)")
+    key: str                # i18n key of the evidence (ev.*), formatted with `fields`
+    fields: dict
+
+    @property
+    def evidence(self) -> str:
+        """The evidence in English (reports use `text` in their own language)."""
+        return self.text("en")
+
+    def text(self, lang: str) -> str:
+        return t(lang, self.key, **self.fields)
+
+
+Found = tuple[str, dict] | None
 
 
 def _peak(run: RunData, c: CellInfo, name: str) -> float | None:
@@ -32,24 +45,23 @@ def _peak(run: RunData, c: CellInfo, name: str) -> float | None:
     return max(both) if both else None
 
 
-def _client(c: CellInfo) -> str | None:
+def _client(c: CellInfo) -> Found:
     if c.state.kind == "invalid":
-        return c.state.reason or "client health check failed"
+        return "ev.client", {"reason": c.state.reason or "-"}
     cpu, workers = c.get("client_cpu_percent"), c.get("client_workers") or 1
     if cpu is not None and cpu / workers >= CLIENT_CPU_NEAR:
-        return f"client CPU {cpu / workers:.0f}% of a core per process"
+        return "ev.client_cpu", {"cpu": f"{cpu / workers:.0f}"}
     return None
 
 
-def _kv(run: RunData, c: CellInfo) -> str | None:
+def _kv(run: RunData, c: CellInfo) -> Found:
     if c.over_capacity:
-        return f"* KV demand {c.kv_demand:,} > capacity {c.kv_capacity:,}" if c.kv_demand and c.kv_capacity \
-            else "* KV demand > capacity"
+        return "ev.kv_demand", {"demand": f"{c.kv_demand or 0:,}", "capacity": f"{c.kv_capacity or 0:,}"}
     kv = _peak(run, c, "kv_usage")
     if kv is not None and kv >= KV_FULL:
-        return f"KV usage peak {100 * kv:.0f}% (server /metrics)"
+        return "ev.kv_usage", {"pct": f"{100 * kv:.0f}"}
     pre = c.get("monitor_server_preemptions")
-    return f"{pre:g} preemptions (server /metrics)" if pre else None
+    return ("ev.preempt", {"n": f"{pre:g}"}) if pre else None
 
 
 def _lowest(run: RunData, c: CellInfo) -> CellInfo | None:
@@ -59,14 +71,14 @@ def _lowest(run: RunData, c: CellInfo) -> CellInfo | None:
     return low if low is not None and low.x < c.x else None
 
 
-def _queueing(run: RunData, c: CellInfo) -> str | None:
+def _queueing(run: RunData, c: CellInfo) -> Found:
     waiting = _peak(run, c, "waiting")
     if waiting:
-        return f"waiting peak {waiting:g} (server /metrics)"
+        return "ev.waiting", {"n": f"{waiting:g}"}
     low = _lowest(run, c)
     a, b = (low.get("mean_ttft_ms") if low else None), c.get("mean_ttft_ms")
-    if a and b and b >= TTFT_GROWTH * a:
-        return f"mean TTFT x{b / a:.1f} vs {low.load_label}"
+    if low is not None and a and b and b >= TTFT_GROWTH * a:
+        return "ev.ttft_growth", {"times": f"{b / a:.1f}", "load": low.load_label}
     return None
 
 
@@ -77,23 +89,24 @@ def _roof(c: CellInfo, roof: Roofline | None) -> Label | None:
     bound = roof.aggregate(c.concurrency)
     share = out / bound if bound else 0.0
     kind = "compute" if c.concurrency and c.concurrency * roof.per_stream > roof.compute else "bandwidth"
+    fields = {"pct": f"{100 * share:.0f}", "out": f"{out:,.0f}", "bound": f"{bound:,.0f}"}
     if share >= ROOF_NEAR:
-        return Label(kind, f"{100 * share:.0f}% of the {kind} roofline ({out:,.0f} of {bound:,.0f} tok/s)")
-    return Label("unknown", f"{100 * share:.0f}% of the roofline; no queueing or KV evidence")
+        return Label(kind, f"ev.roof_{kind}", fields)
+    return Label("unknown", "ev.roof_far", fields)
 
 
 def label(run: RunData, c: CellInfo, roof: Roofline | None) -> Label:
     if not c.state.ok and c.state.kind != "invalid":
-        return Label("unknown", f"cell not ok ({c.state.mark})")
+        return Label("unknown", "ev.not_ok", {"mark": c.state.mark})
     for kind, found in (("client", _client(c)), ("kv", _kv(run, c)), ("queueing", _queueing(run, c))):
         if found:
-            return Label(kind, found)
+            return Label(kind, *found)
     near = _roof(c, roof)
     if near is not None:
         return near
-    missing = [what for what, have in (("monitor samples", bool(run.samples)), ("roofline", roof is not None))
-               if not have]
-    return Label("unknown", "no evidence: " + (", ".join(missing) if missing else "no bound reached"))
+    if run.samples:
+        return Label("unknown", "ev.no_roofline", {})
+    return Label("unknown", "ev.nothing" if roof is None else "ev.no_monitor", {})
 
 
 def rooflines(checks: list[ConfigCheck]) -> dict[str, Roofline | None]:

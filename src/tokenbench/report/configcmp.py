@@ -17,11 +17,9 @@ CMP_METRICS = (("col.out_tps", Metric("output_throughput", "mean"), 1), ("col.tp
 
 def config_pair_table(run: RunData, base: str, other: str, lang: str, book: Book,
                       min_effect: float = u.MIN_EFFECT) -> Table | None:
-    head = [t(lang, "col.pair"), t(lang, "col.load")]
-    for col, _, _ in CMP_METRICS:
-        name = t(lang, col)
-        head += [f"{name} {base}", f"{name} {other}", t(lang, "col.ratio", other=other, base=base),
-                 t(lang, "col.verdict", other=other, base=base)]
+    """One row per (pair, load, metric): each config's figure, the ratio other/base and the verdict."""
+    head = [t(lang, "col.pair"), t(lang, "col.load"), t(lang, "col.metric"), base, other,
+            t(lang, "col.ratio", other=other, base=base), t(lang, "col.verdict", other=other, base=base)]
     a_side, b_side = Side(base, book, base), Side(other, book, other)
     rows, used = [], []
     for a in run.cells_of(base):
@@ -29,10 +27,9 @@ def config_pair_table(run: RunData, base: str, other: str, lang: str, book: Book
         if b is None:
             continue
         used += [a, b]
-        row: list = [f"{a.input_len}/{a.output_len}", a.load_label]
-        for _, m, digits in CMP_METRICS:
+        for col, m, digits in CMP_METRICS:
             va, vb = a.get(m.key), b.get(m.key)
-            row += [fig(a, num(va, digits)), fig(b, num(vb, digits)), ratio_cell(a, b, va, vb, allow=False),
-                    verdict_cell(a_side, a, b_side, b, m, lang, min_effect)]
-        rows.append(row)
-    return Table(head, rows, role="configcmp", left=2, footnotes=footnotes(used, lang)) if rows else None
+            rows.append([f"{a.input_len}/{a.output_len}", a.load_label, t(lang, col), fig(a, num(va, digits)),
+                         fig(b, num(vb, digits)), ratio_cell(a, b, va, vb, allow=False),
+                         verdict_cell(a_side, a, b_side, b, m, lang, min_effect)])
+    return Table(head, rows, role="configcmp", left=3, footnotes=footnotes(used, lang)) if rows else None

@@ -102,7 +102,7 @@ def _kv_use(c: CellInfo) -> str:
 
 def bottleneck_text(run: RunData, c: CellInfo, roof: Roofline | None, lang: str) -> str:
     lab = label(run, c, roof)
-    return f"{t(lang, f'bn.{lab.kind}')}: {lab.evidence}"
+    return f"{t(lang, f'bn.{lab.kind}')}: {lab.text(lang)}"
 
 
 def scaling_table(run: RunData, cfg: str, pair: tuple[int, int], lang: str, roof: Roofline | None = None) -> Table:

@@ -112,4 +112,4 @@ def verdict_cell(a_side: Side, a: CellInfo, b_side: Side, b: CellInfo, m: Metric
 
 def _bottleneck(side: Side, c: CellInfo, lang: str) -> Cell:
     lab = bottleneck.label(side.book.run, c, side.roof)
-    return fig(c, f"{t(lang, f'bn.{lab.kind}')}: {lab.evidence}", over=False)
+    return fig(c, f"{t(lang, f'bn.{lab.kind}')}: {lab.text(lang)}", over=False)
