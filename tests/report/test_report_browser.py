@@ -4,8 +4,8 @@ and a screenshot that shows the plots (slow tier; Chromium comes from scripts/te
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 import subprocess
+from pathlib import Path
 
 import pytest
 

@@ -4,6 +4,7 @@ anything is deployed."""
 from __future__ import annotations
 
 import itertools
+import random
 from dataclasses import dataclass, field
 
 from tokenbench.errors import SpecError
@@ -94,6 +95,22 @@ def plan(spec: SweepSpec) -> Plan:
                 for rep in range(spec.repeats):
                     p.cells.append(PlannedCell(config, repeat_workload(wl, rep), load, rep))
     return p
+
+
+def visits(p: Plan) -> list[tuple[ServerConfig, int | None]]:
+    """The order in which server configs are deployed, as (config, repeat) with None meaning every repeat.
+    One config, or one repeat: each config once with all its cells. Repeats of several configs are
+    interleaved: round r deploys every config once for its cells of repeat r, in an order shuffled by
+    seed + r (A B, B A, A B ...), so drift of the machine is spread over the configs instead of being
+    mistaken for a difference between them."""
+    if len(p.configs) < 2 or p.spec.repeats < 2 or p.spec.find_capacity:
+        return [(c, None) for c in p.configs]
+    out: list[tuple[ServerConfig, int | None]] = []
+    for rep in range(p.spec.repeats):
+        order = list(p.configs)
+        random.Random(p.spec.seed + rep).shuffle(order)
+        out += [(c, rep) for c in order]
+    return out
 
 
 def repeat_workload(wl: Workload, repeat: int) -> Workload:

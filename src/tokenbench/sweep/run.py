@@ -32,6 +32,7 @@ from tokenbench.sweep.plan import (
     check_context,
     kv_demand,
     over_capacity,
+    visits,
 )
 from tokenbench.sweep.servers import Server, server_for
 
@@ -129,21 +130,26 @@ class SweepRunner:
         self.capacity: dict[str, list[str]] = {}      # config name -> capacity result lines
         self.capacity_done: set[str] = set()
         self.attempted: set[tuple[str, str, int]] = set()   # cells run by this process (a cut-short one too)
+        self.round: int | None = None                       # the repeat being run (interleaved repeats)
 
     def pending(self, config: ServerConfig) -> list[PlannedCell]:
         if self.plan.spec.find_capacity:
             return [] if config.name in self.capacity_done else [None]   # cells are decided as it goes
         done = self.store.done_keys(self.run_id) | self.attempted
-        return [c for c in self.plan.cells_for(config) if (config.name, c.key, c.repeat) not in done]
+        return [c for c in self.plan.cells_for(config) if (config.name, c.key, c.repeat) not in done
+                and self.round in (None, c.repeat)]
 
     def run(self) -> list[str]:
-        """Run every config's missing cells; returns one line per config that could not finish."""
+        """Run every config's missing cells, repeats of several configs interleaved (plan.visits); returns
+        one line per config visit that could not finish."""
         problems = []
-        for config in self.plan.configs:
+        for config, repeat in visits(self.plan):
+            self.round = repeat
             if self.pending(config):
                 problem = self._run_config(config)
                 if problem:
                     problems.append(f"{config.name}: {problem}")
+        self.round = None
         return problems
 
     def _run_config(self, config: ServerConfig) -> str | None:
