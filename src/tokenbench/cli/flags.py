@@ -32,6 +32,11 @@ class Flag:
         return "--" + self.key.rsplit(".", 1)[-1].replace("_", "-")
 
     @property
+    def familiar(self) -> str:
+        """The spelling messages use: tokenbench's older or vLLM's name where there is one (what users type)."""
+        return (*self.names, *self.vllm, self.flag)[0]
+
+    @property
     def dest(self) -> str:
         return self.key.replace(".", "__")
 
@@ -105,7 +110,7 @@ def given(flags: tuple[Flag, ...], kw: dict) -> dict[str, Any]:
         raw = kw.get(flag.dest)
         if raw is None:
             continue
-        out[flag.key] = flag.parse(flag.flag, raw) if flag.parse else raw
+        out[flag.key] = flag.parse(flag.familiar, raw) if flag.parse else raw
     return out
 
 
@@ -116,11 +121,19 @@ def set_key(data: dict, dotted: str, value: Any) -> None:
     data[leaf] = value
 
 
+def spellings(key: str) -> str:
+    """Every flag spelling of a study key, for `sweep --fields` ("" when the key has no flag)."""
+    for flag in (*SHARED, *SWEEP_ONLY):
+        if key == flag.key or key.startswith(flag.key + "."):
+            return ", ".join(dict.fromkeys((flag.flag, *flag.names, *flag.vllm)))
+    return ""
+
+
 def flag_for(key: str) -> str | None:
     """The flag spelling of a study key, for error messages in the user's terms."""
     for flag in (*SHARED, *SWEEP_ONLY):
         if key == flag.key or key.startswith(flag.key + "."):
-            return flag.flag
+            return flag.familiar
     return {"pairs": "--input-len/--output-len", "workload.output_len": "--output-len"}.get(key)
 
 

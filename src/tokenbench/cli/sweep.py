@@ -59,7 +59,7 @@ def print_fields() -> None:
     for col in ("key", "flag", "type", "meaning"):
         table.add_column(col)
     for key, kind, text in spec_fields(SweepSpec):
-        table.add_row(key, flags.flag_for(key) or "", kind, text)
+        table.add_row(key, flags.spellings(key), kind, text)
     console.out.print(table)
 
 
