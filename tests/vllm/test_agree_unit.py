@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from tokenbench.cli import agree
+from tokenbench.cli import agree, agree_peers
 from tokenbench.deploy.engines import vllm
 
 FIXTURES = Path(__file__).parent / "fixtures"
-CELL = agree.Cell("http://127.0.0.1:9", "gemma3-270m", "/models/g", 128, 32, 4, 16, 7, 1)
+CELL = agree_peers.Cell("http://127.0.0.1:9", "gemma3-270m", "/models/g", 128, 32, 4, 16, 7, 1)
 
 
 def _flag(argv: list[str], name: str) -> str:
@@ -19,7 +19,7 @@ def _flag(argv: list[str], name: str) -> str:
 
 
 def test_both_clients_get_the_same_workload(tmp_path):
-    theirs = agree.vllm_argv("/venv/bin/python", CELL, tmp_path)
+    theirs = agree_peers.vllm_argv("/venv/bin/python", CELL, tmp_path)
     ours = agree.tokenbench_args(CELL, tmp_path / "tb.json")
     assert theirs[:5] == ["/venv/bin/python", "-m", "vllm.entrypoints.cli.main", "bench", "serve"]
     same = {"--random-input-len": "--input-len", "--random-output-len": "--output-len",
@@ -40,12 +40,19 @@ def test_rows_are_means_over_runs_with_per_run_differences():
     theirs = [{"mean_ttft_ms": 100.0, "mean_tpot_ms": 50.0, "output_throughput": 20.0},
               {"mean_ttft_ms": 100.0, "mean_tpot_ms": 52.0, "output_throughput": None}]
     ttft, tpot, thr = agree.compare(4, ours, theirs)
-    assert (ttft.tokenbench, ttft.vllm, ttft.runs) == (105.0, 100.0, (0.0, 0.1))
+    assert (ttft.tokenbench, ttft.peer, ttft.runs) == (105.0, 100.0, (0.0, 0.1))
+    assert (ttft.tokenbench_runs, ttft.peer_runs) == ((100.0, 110.0), (100.0, 100.0))
     assert ttft.rel_diff == pytest.approx(0.05) and tpot.rel_diff == 0.0
-    assert thr.vllm is None and thr.rel_diff is None                  # a missing value is never a match
-    md = agree.markdown([ttft, tpot, thr], tolerance=0.02)
-    assert "| 4 | mean TTFT ms | 105.00 | 100.00 | +5.00% (!) | +0.0% +10.0% |" in md
-    assert "| 4 | output tok/s | 19.50 | - | - (!) |" in md
+    assert thr.peer is None and thr.rel_diff is None                  # a missing value is never a match
+    md = agree.markdown(agree_peers.PEERS["vllm"], [ttft, tpot, thr], tolerance=0.02)
+    assert "| tokenbench | spread | vllm bench serve | spread |" in md
+    assert "| 4 | mean TTFT ms | 105.00 | 9.5% | 100.00 | 0.0% | +5.00% (!) | +0.0% +10.0% |" in md
+    assert "| 4 | output tok/s | 19.50 | 5.1% | - |  | - (!) |" in md
+
+
+def test_spread_is_range_over_mean_and_needs_two_rounds():
+    assert agree.spread((9.0, 11.0, 10.0)) == pytest.approx(0.2)
+    assert agree.spread((10.0,)) is None and agree.spread(()) is None
 
 
 def test_kv_capacity_is_what_vllm_says_not_blocks_times_block_size():

@@ -13,6 +13,8 @@ class ServerFacts:
     ctx_per_seq: int | None = None    # longest input+output one sequence may have
     kv_capacity_tokens: int | None = None   # tokens the KV cache holds across all sequences
     slots: int | None = None          # llama.cpp parallel slots / max running requests where known
+    prefix_cache: str | None = None   # the server's prefix-cache setting: "enabled" | "disabled" (None: unknown)
+    metrics: dict[str, str] = field(default_factory=dict)  # running / waiting / kv_usage -> the /metrics name
     source: dict[str, str] = field(default_factory=dict)   # which endpoint each fact came from
     raw: dict = field(default_factory=dict)                # the engine's own answers, trimmed
 

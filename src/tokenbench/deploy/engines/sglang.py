@@ -1,13 +1,18 @@
 """SGLang adapter: the `sglang.launch_server` command line and the facts its server reports.
 
 Facts: `/get_server_info` (older releases: `/server_info`) carries `max_total_num_tokens` (the KV pool of
-one data-parallel replica, in tokens), `context_length` (null unless set at launch), `version` and
-`dp_size`; `/v1/models` carries `max_model_len` on releases that have it.
+one data-parallel replica, in tokens), `context_length` (null unless set at launch), `version`,
+`dp_size` and `disable_radix_cache` (the prefix-cache state; Study A ran with the radix cache off);
+`/v1/models` carries `max_model_len` on releases that have it. With `--enable-metrics`, /metrics has the
+gauges named in METRICS (running and queued requests, KV pool use as a fraction).
 """
 
 from __future__ import annotations
 
+import sys
+
 from tokenbench.client import api
+from tokenbench.deploy import models
 from tokenbench.deploy.engines import profile_args
 from tokenbench.deploy.facts import ServerFacts
 from tokenbench.errors import UsageError
@@ -15,14 +20,29 @@ from tokenbench.spec.deploy_profile import Profile
 
 PREFIX = ["python", "-m", "sglang.launch_server"]
 RESET_CACHE_PATH = "/flush_cache"            # emptied between cells (no cell served from the last)
+METRICS = {"running": "sglang:num_running_reqs", "waiting": "sglang:num_queue_reqs", "kv_usage": "sglang:token_usage"}
+
+
+def command_prefix(profile: Profile) -> list[str]:
+    """The profile's `command` (a leading `python` of a local profile means this Python), else PREFIX."""
+    first, *rest = profile.command or PREFIX
+    return [sys.executable if first in ("python", "python3") and profile.runs_in == "local" and profile.command
+            else first, *rest]
+
+
+def model_arg(profile: Profile) -> str:
+    """model.path as given (the server resolves it), or a bundled model resolved on this machine."""
+    if profile.model.bundled is not None:
+        return str(models.resolve(profile.model))
+    if profile.model.path is None:
+        raise UsageError(f"profile '{profile.name}': SGLang needs model.path (an HF directory)",
+                         "set model.path to the weights directory as the server sees it")
+    return profile.model.path
 
 
 def launch_argv(profile: Profile, port: int) -> list[str]:
     """The exact engine argv; every profile value is one item (no shell involved)."""
-    if profile.model.path is None:
-        raise UsageError(f"profile '{profile.name}': SGLang needs model.path (an HF directory)",
-                         "set model.path to the weights directory as the server sees it")
-    argv = list(profile.command or PREFIX) + ["--model-path", profile.model.path]
+    argv = command_prefix(profile) + ["--model-path", model_arg(profile)]
     if profile.model.served_name:
         argv += ["--served-model-name", profile.model.served_name]
     argv += ["--host", profile.host, "--port", str(port)]
@@ -48,7 +68,15 @@ def read_facts(base_url: str, api_key: str | None = None) -> ServerFacts:
         facts.model, facts.source["model"] = entry.get("id"), "/v1/models"
         if facts.ctx_per_seq is None and isinstance(entry.get("max_model_len"), int):
             facts.ctx_per_seq, facts.source["ctx_per_seq"] = entry["max_model_len"], "/v1/models max_model_len"
+    _metric_names(facts, api.get_text(base_url, "/metrics") or "")
     return facts
+
+
+def _metric_names(facts: ServerFacts, exposition: str) -> None:
+    """The gauges of METRICS that this server's /metrics exposes (none without --enable-metrics)."""
+    found = {role: name for role, name in METRICS.items() if f"\n{name}{{" in f"\n{exposition}"}
+    if found:
+        facts.metrics, facts.source["metrics"] = found, "/metrics"
 
 
 def _server_info(base_url: str, api_key: str | None) -> tuple[dict | None, str]:
@@ -72,6 +100,10 @@ def _from_server_info(facts: ServerFacts, info: dict, path: str) -> None:
         facts.ctx_per_seq, facts.source["ctx_per_seq"] = ctx, f"{path} context_length"
     if info.get("version"):
         facts.version, facts.source["version"] = str(info["version"]), f"{path} version"
+    radix = info.get("disable_radix_cache", first_state.get("disable_radix_cache"))
+    if isinstance(radix, bool):
+        facts.prefix_cache = "disabled" if radix else "enabled"
+        facts.source["prefix_cache"] = f"{path} disable_radix_cache={str(radix).lower()} (radix cache)"
     slots = _int(info.get("max_running_requests"))
     if slots is not None:
         facts.slots, facts.source["slots"] = slots, f"{path} max_running_requests"

@@ -1,0 +1,107 @@
+"""The other benchmark clients `tokenbench agree` runs beside tokenbench: how each is started for one cell
+and where its result is read back. Each peer asks for the workload tokenbench sends: random token ids
+of exactly input_len / output_len tokens (ignore_eos, temperature 0), closed loop at the cell's concurrency,
+`concurrency` warmup requests, the same seed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tokenbench.deploy import sglang_cpu, vllm_cpu
+from tokenbench.errors import MeasurementError, UsageError
+
+
+@dataclass(frozen=True)
+class Cell:
+    base_url: str
+    model: str
+    tokenizer: str
+    input_len: int
+    output_len: int
+    concurrency: int
+    num_prompts: int
+    seed: int
+    run: int = 0
+
+    @property
+    def tag(self) -> str:
+        return f"c{self.concurrency}-r{self.run + 1}"
+
+
+@dataclass(frozen=True)
+class Peer:
+    name: str                                          # vllm | sglang
+    label: str                                         # how tables name it
+    argv: Callable[[str, Cell, Path], list[str]]       # (python, cell, out dir) -> command line
+    result: Callable[[Cell, Path], Path]               # where that command leaves its result
+    read: Callable[[Path], dict]                       # result file -> dict with the METRICS/COUNTS keys
+    default_python: Callable[[], Path]
+    hint: str
+
+
+def vllm_argv(python: str, cell: Cell, result_dir: Path) -> list[str]:
+    """`vllm bench serve` with the random dataset at exactly input_len/output_len tokens, closed loop."""
+    return [python, "-m", "vllm.entrypoints.cli.main", "bench", "serve",
+            "--backend", "openai", "--base-url", cell.base_url, "--endpoint", "/v1/completions",
+            "--model", cell.model, "--tokenizer", cell.tokenizer,
+            "--dataset-name", "random", "--random-input-len", str(cell.input_len),
+            "--random-output-len", str(cell.output_len), "--random-range-ratio", "0",
+            "--ignore-eos", "--temperature", "0", "--num-prompts", str(cell.num_prompts),
+            "--max-concurrency", str(cell.concurrency), "--request-rate", "inf",
+            "--num-warmups", str(cell.concurrency), "--seed", str(cell.seed), "--disable-tqdm",
+            "--save-result", "--save-detailed", "--result-dir", str(result_dir),
+            "--result-filename", f"vllm-{cell.tag}.json"]
+
+
+def sglang_argv(python: str, cell: Cell, result_dir: Path) -> list[str]:
+    """`python -m sglang.bench_serving` on the OpenAI completions endpoint tokenbench uses, `random-ids`
+    (random token ids; plain `random` samples ShareGPT, a download), range ratio 1 = exact lengths.
+    Its prompts travel as text (`--tokenize-prompt` needs SGLang's native /generate), so the server
+    re-tokenizes them: the counts row shows what the server was asked."""
+    return [python, "-m", "sglang.bench_serving", "--backend", "sglang-oai", "--base-url", cell.base_url,
+            "--model", cell.model, "--tokenizer", cell.tokenizer,
+            "--dataset-name", "random-ids", "--random-input-len", str(cell.input_len),
+            "--random-output-len", str(cell.output_len), "--random-range-ratio", "1.0",
+            "--num-prompts", str(cell.num_prompts), "--max-concurrency", str(cell.concurrency),
+            "--request-rate", "inf", "--warmup-requests", str(cell.concurrency), "--seed", str(cell.seed),
+            "--temperature", "0", "--disable-tqdm", "--output-file", str(result_dir / f"sglang-{cell.tag}.jsonl")]
+
+
+def _last_json_line(path: Path) -> dict:
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    return json.loads(lines[-1])
+
+
+PEERS = {
+    "vllm": Peer("vllm", "vllm bench serve", vllm_argv, lambda c, out: out / f"vllm-{c.tag}.json",
+                 lambda p: json.loads(p.read_text()), vllm_cpu.python, vllm_cpu.SETUP_HINT),
+    "sglang": Peer("sglang", "sglang.bench_serving", sglang_argv, lambda c, out: out / f"sglang-{c.tag}.jsonl",
+                   _last_json_line, sglang_cpu.python, sglang_cpu.SETUP_HINT),
+}
+
+
+def peer_python(peer: Peer, given: str | None) -> str:
+    if given:
+        return given
+    if not peer.default_python().exists():
+        raise UsageError(f"no Python with {peer.name} to run {peer.label}",
+                         f"pass --peer-python PATH, or {peer.hint}")
+    return str(peer.default_python())
+
+
+def run_peer(peer: Peer, python: str, cell: Cell, out: Path) -> dict:
+    log, result = out / f"{peer.name}-{cell.tag}.log", peer.result(cell, out)
+    result.unlink(missing_ok=True)
+    with open(log, "w") as handle:
+        code = subprocess.run(peer.argv(python, cell, out), stdout=handle, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL, env={**os.environ, "HF_HUB_OFFLINE": "1"}).returncode
+    if code != 0 or not result.is_file():
+        tail = " | ".join(log.read_text().strip().splitlines()[-3:])
+        raise MeasurementError(f"{peer.label} failed (exit {code}) at concurrency {cell.concurrency}: {tail}",
+                               f"see {log}")
+    return peer.read(result)
