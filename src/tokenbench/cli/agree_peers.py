@@ -77,12 +77,12 @@ def _last_json_line(path: Path) -> dict:
     return json.loads(lines[-1])
 
 
-PEERS = {
-    "vllm": Peer("vllm", "vllm bench serve", vllm_argv, lambda c, out: out / f"vllm-{c.tag}.json",
-                 lambda p: json.loads(p.read_text()), vllm_cpu.python, vllm_cpu.SETUP_HINT),
-    "sglang": Peer("sglang", "sglang.bench_serving", sglang_argv, lambda c, out: out / f"sglang-{c.tag}.jsonl",
-                   _last_json_line, sglang_cpu.python, sglang_cpu.SETUP_HINT),
-}
+# benchmark clients by name (the engines' own clients, not engines: any of them runs against any server)
+PEERS = {peer.name: peer for peer in (
+    Peer("vllm", "vllm bench serve", vllm_argv, lambda c, out: out / f"vllm-{c.tag}.json",
+         lambda p: json.loads(p.read_text()), vllm_cpu.python, vllm_cpu.SETUP_HINT),
+    Peer("sglang", "sglang.bench_serving", sglang_argv, lambda c, out: out / f"sglang-{c.tag}.jsonl",
+         _last_json_line, sglang_cpu.python, sglang_cpu.SETUP_HINT))}
 
 
 def peer_python(peer: Peer, given: str | None) -> str:
