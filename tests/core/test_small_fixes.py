@@ -68,3 +68,33 @@ def test_connect_time_is_its_own_figure_not_queue_time():
     assert s["mean_connect_ms"] == 25 and s["mean_queue_ms"] == 5 and s["new_connections"] == 1
     r.connect_in_ttft, r.sent_ns = True, 5 * MS                          # vLLM's clock: before connecting
     assert r.queue_ns == 5 * MS and r.ttft_ns == 35 * MS
+
+
+def test_a_duration_cell_that_runs_out_of_requests_says_so():
+    import asyncio
+
+    from tokenbench.client.records import RawExchange
+    from tokenbench.load.cell import exhausted_note
+    from tokenbench.load.runner import run_phase
+
+    async def fake_send(req, intended):          # a server answering in 10 ms (no socket: timing only)
+        raw = RawExchange(intended_ns=intended, sent_ns=intended)
+        await asyncio.sleep(0.01)
+        return raw
+
+    load = Load(concurrency=1, duration_s=1.0)
+    run = asyncio.run(run_phase(fake_send, prepared(5), load, "measure"))
+    at = run.client_health["prepared_exhausted_s"]
+    assert 0.04 < at < 0.5 and len(run.records) == 5
+    [note] = exhausted_note(run.client_health, load, 5)
+    assert "all 5 prepared requests were sent" in note and "1 s duration" in note
+    assert exhausted_note({}, load, 5) == []
+    full = asyncio.run(run_phase(fake_send, prepared(500), Load(concurrency=1, duration_s=0.1), "measure"))
+    assert "prepared_exhausted_s" not in full.client_health
+
+
+def test_duration_cells_are_bounded_by_memory_not_a_fixed_count():
+    from tokenbench.load.cell import planned_count
+    fast = Load(concurrency=64, duration_s=60)                   # 64 slots x 20/s x 60 s
+    assert planned_count(fast, input_len=128) == 64 * 20 * 60    # well past the old 20,000
+    assert planned_count(fast, input_len=128_000) < 1000         # huge prompts: memory decides

@@ -45,22 +45,33 @@ class CellResult:
         return self.summary["output_len"]
 
 
-MAX_PREPARED = 20_000   # a duration cell prepares at most this many requests (memory bound); see docs
+PREPARED_BYTES = 512 * 2**20   # a duration cell prepares at most this much request data (memory bound)
+BYTES_PER_TOKEN = 8            # a token id in JSON ("12345,") or a word of text, with room to spare
 
 
 def cell_key(workload: Workload, load: Load) -> str:
-    """The one spelling of a cell's key (`512:128/c=8`, `sharegpt(x.json)/rate=2/s`): the store, the
-    plan, resume and the importers all use it."""
     return f"{workload.label}/{load.label}"
 
 
-def planned_count(load: Load) -> int | None:
+def planned_count(load: Load, input_len: int | None = None) -> int | None:
     """Requests to prepare: num_prompts, or enough for the duration at the asked rate (closed loop:
-    an upper bound from 1 request per 50 ms per slot). A trace: None (its rows decide)."""
+    an upper bound from 1 request per 50 ms per slot), within PREPARED_BYTES of prompts. A trace: None
+    (its rows decide). A cell that still runs out before its duration says so (`prepared_exhausted_s`)."""
     if load.num_prompts is not None or load.arrival == "trace":
         return load.num_prompts
+    duration = load.duration_s or 0.0
     per_s = load.request_rate * 1.5 if load.request_rate else (load.concurrency or 1) * 20
-    return max(16, min(math.ceil((load.duration_s or 0.0) * per_s), MAX_PREPARED))
+    most = PREPARED_BYTES // (BYTES_PER_TOKEN * (input_len or 2048) + 512)
+    return max(16, min(math.ceil(duration * per_s), most))
+
+
+def exhausted_note(summary: dict, load: Load, n_meas: int) -> list[str]:
+    """A duration cell that used every prepared request before its end ran shorter than asked."""
+    at = summary.get("prepared_exhausted_s")
+    if at is None:
+        return []
+    return [f"all {n_meas} prepared requests were sent after {at:.1f} s of the {load.duration_s:g} s duration: "
+            f"the cell measured {at:.1f} s (use --num-prompts, or a shorter --duration)"]
 
 
 def _prepare(t: ResolvedTarget, wl: Workload, prompts: list[Prompt]) -> list[PreparedRequest]:
@@ -100,7 +111,7 @@ async def run_cell(session: Session, t: ResolvedTarget, wl: Workload, load: Load
         raise UsageError("a trace replay runs in one client process (its arrivals are one schedule)",
                          "drop --workers / --ray for trace workloads")
     n_warm = load.warmup_count()
-    prompts = build_cell(t, wl, key, n_warm, planned_count(load), duration_s=load.duration_s)
+    prompts = build_cell(t, wl, key, n_warm, planned_count(load, wl.input_len), duration_s=load.duration_s)
     warm_r, meas_r = _prepare(t, wl, prompts.warmup), _prepare(t, wl, prompts.measure)
     lengths = prompts.nominal_lengths(wl)
     prompts.warmup = prompts.measure = []          # the prepared bodies hold them now (images are large)
@@ -128,4 +139,5 @@ async def run_cell(session: Session, t: ResolvedTarget, wl: Workload, load: Load
                 f"({lost}); {n_meas - len(run.records)} of {n_meas} requests not sent")
         status, message = "failed", lost
         summary["server_unreachable"] = True        # `--resume` runs this cell again
-    return CellResult(key, load, wl, summary, run.records, warm, status, message, prompts.notes, lost or "")
+    notes = prompts.notes + exhausted_note(summary, load, n_meas)
+    return CellResult(key, load, wl, summary, run.records, warm, status, message, notes, lost or "")

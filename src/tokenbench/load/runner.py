@@ -39,14 +39,17 @@ class _Pool:
     UNREACHABLE_AFTER consecutive connection failures it hands out nothing more: the server is gone,
     and sending the rest would only record the same failure (the cell then ends "server unreachable")."""
 
-    def __init__(self, requests: Sequence[PreparedRequest]) -> None:
-        self.requests, self.next = requests, 0
+    def __init__(self, requests: Sequence[PreparedRequest], clock: Clock | None = None) -> None:
+        self.requests, self.next, self.clock = requests, 0, clock or MonotonicClock()
         self.connect_failures = 0
+        self.exhausted_ns: int | None = None      # when a taker first found every request sent
 
     def note(self, raw: RawExchange) -> None:
         self.connect_failures = self.connect_failures + 1 if raw.error_kind == "connect" else 0
 
     def take(self) -> tuple[int, PreparedRequest] | None:
+        if self.next >= len(self.requests) and self.exhausted_ns is None:
+            self.exhausted_ns = self.clock.now_ns()
         if self.next >= len(self.requests) or self.connect_failures >= UNREACHABLE_AFTER:
             return None
         i, self.next = self.next, self.next + 1
@@ -112,7 +115,7 @@ async def run_phase(send: Send, requests: Sequence[PreparedRequest], load: Load,
     clock = clock or MonotonicClock()
     if start_ns is not None:
         await clock.sleep_until(start_ns)
-    pool, probe = _Pool(requests), LoopLagProbe()
+    pool, probe = _Pool(requests, clock), LoopLagProbe()
     out: list[tuple[int, PreparedRequest, RawExchange]] = []
     gc.collect()
     gc.disable()   # a full collection mid-cell stalls the loop for tens of ms; collect after instead
@@ -127,4 +130,13 @@ async def run_phase(send: Send, requests: Sequence[PreparedRequest], load: Load,
     finally:
         health = probe.stop()
         gc.enable()
+    health.update(_exhausted(pool, load, t0))
     return CellRun(records=_parse_all(out, phase), client_health=health)
+
+
+def _exhausted(pool: _Pool, load: Load, t0: int) -> dict:
+    """A duration cell whose prepared requests ran out before its end: when (seconds after t0)."""
+    if not load.duration_s or pool.exhausted_ns is None:
+        return {}
+    at = (pool.exhausted_ns - t0) / 1e9
+    return {"prepared_exhausted_s": at} if at < load.duration_s else {}

@@ -117,6 +117,9 @@ def merge_health(parts: Sequence[dict]) -> dict:
     out["client_cpu_percent"] = sum(p.get("client_cpu_percent") or 0 for p in parts)
     out["client_cpu_max_percent"] = max((p.get("client_cpu_percent") or 0 for p in parts), default=0)
     out["client_workers"] = len(parts)
+    ran_out = [p["prepared_exhausted_s"] for p in parts if p.get("prepared_exhausted_s") is not None]
+    if ran_out:
+        out["prepared_exhausted_s"] = min(ran_out)
     return out
 
 
