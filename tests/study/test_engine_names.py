@@ -44,3 +44,11 @@ def test_no_engine_name_is_tested_outside_the_adapters():
 
 def test_the_check_finds_what_it_looks_for():
     assert engine_tests(ast.parse('if facts.engine == "vllm": pass\nRESET = {"sglang": "/flush_cache"}')) == [1, 2]
+
+
+def test_every_adapter_provides_the_protocol():
+    from tokenbench.deploy import engines
+    for name in NAMES:
+        module = engines.engine_module(name)
+        assert all(callable(getattr(module, f, None)) for f in engines.REQUIRED), name
+    assert engines.reset_cache_path("vllm") and engines.reset_cache_path("reference") is None

@@ -93,7 +93,8 @@ def start(spec: SweepSpec, store: Store, kind: str, argv: Sequence[str], resume:
     profile = server.profile if server else (load_profile(spec.target, p.configs[0]) if spec.target.profile else None)
     run_id = resume or create_run(store, p, kind, argv, profile.name if server and profile else None, profile)
     runner = SweepRunner(p, store, run_id, server=server, output=output, kind=kind)
-    runner.journal.doc.update(tool={"name": "tokenbench", "version": __version__}, command=list(argv))
+    runner.journal.doc.update(tool={"name": "tokenbench", "version": __version__}, command=list(argv),
+                              environment=store.run(run_id).get("environment") or {})
     return runner
 
 

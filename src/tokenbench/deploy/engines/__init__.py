@@ -20,12 +20,25 @@ from __future__ import annotations
 import importlib
 import json
 from types import ModuleType
+from typing import Protocol
 
 from tokenbench.client import api
 from tokenbench.deploy.facts import ServerFacts
 from tokenbench.deploy.secret_refs import flag_name, secret_flag_list
 from tokenbench.errors import DeployError
 from tokenbench.spec.deploy_profile import ArgValue, Profile
+
+
+class EngineAdapter(Protocol):
+    """What an adapter module provides (checked for every module by tests/study/test_engine_names.py).
+    Optional: `served_model(profile)`, `ctx_per_seq(profile)`, `RESET_CACHE_PATH` (see the module doc)."""
+
+    def launch_argv(self, profile: Profile, port: int) -> list[str]: ...
+    def read_facts(self, base_url: str, api_key: str | None = None) -> ServerFacts: ...
+
+
+REQUIRED = ("launch_argv", "read_facts")
+OPTIONAL = ("served_model", "ctx_per_seq", "RESET_CACHE_PATH")
 
 
 def engine_module(name: str) -> ModuleType:
