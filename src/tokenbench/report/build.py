@@ -105,6 +105,7 @@ def plausibility_blocks(checks: list[ConfigCheck], lang: str) -> list[Block]:
             out.append(Para(t(lang, "plaus.skipped", config=name, reason=t(lang, key, **fields))))
             continue
         out.append(Para(t(lang, "plaus.bounds", **chk.roofline.fields(name))))
+        out += [Para(t(lang, key, **fields)) for key, fields in chk.roofline.extra()]
         if not chk.findings:
             out.append(Para(t(lang, "plaus.ok", config=name, n=chk.cells)))
             continue

@@ -151,6 +151,15 @@ EN: dict[str, str] = {
     "plaus.no_size": ("the model size is unknown (set model.params_b and model.bytes_per_param in the profile, "
                       "or pass --params-b and --bytes-per-param)"),
     "plaus.no_hw": "the hardware is unknown (pass --hardware NAME; known: {known})",
+    "plaus.no_active": ("the model is a mixture of experts ({total} × 10^9 parameters in all) and the parameters "
+                        "active per token are unknown (set model.active_params_b in the profile)"),
+    "plaus.spec_unknown": ("speculative decoding is on and its draft length is unknown (set "
+                           "num_speculative_tokens in speculative_config)"),
+    "plaus.moe": "Mixture of experts: {active} of {total} × 10^9 parameters are read and computed per token.",
+    "plaus.spec": ("Speculative decoding with {k} draft tokens: one weight read verifies up to {k1} tokens, so "
+                   "the decode bounds are {k1} × higher (the compute bound is not)."),
+    "plaus.kv": ("KV cache: {kv} bytes per element (not in the bounds: reading the KV cache only lowers the real "
+                 "limit)."),
     "plaus.bounds": ("{config} on {devices} × {hardware}: weights = {params} × 10^9 params × {bpp} bytes = "
                      "{gb} GB; per-stream decode ≤ {devices} × {bw} GB/s / {gb} GB = {stream} tok/s; "
                      "compute ≤ {devices} × {tflops} TFLOP/s / (2 × {params} × 10^9 FLOP/token) = "
@@ -371,6 +380,11 @@ ZH: dict[str, str] = {
     "plaus.no_size": ("模型规模未知（请在部署配置中设置 model.params_b 与 model.bytes_per_param，"
                       "或使用 --params-b 与 --bytes-per-param）"),
     "plaus.no_hw": "硬件未知（请使用 --hardware NAME；已知：{known}）",
+    "plaus.no_active": "该模型为混合专家模型（共 {total} × 10^9 参数），每个 token 的激活参数量未知（请在部署配置中设置 model.active_params_b）",
+    "plaus.spec_unknown": "已启用投机解码，但草稿长度未知（请在 speculative_config 中设置 num_speculative_tokens）",
+    "plaus.moe": "混合专家模型：每个 token 读取并计算 {total} × 10^9 参数中的 {active} × 10^9。",
+    "plaus.spec": "投机解码，草稿 {k} 个 token：一次权重读取最多验证 {k1} 个 token，因此 decode 上限提高 {k1} 倍（算力上限不变）。",
+    "plaus.kv": "KV 缓存：每个元素 {kv} 字节（未计入上限：读取 KV 缓存只会降低实际上限）。",
     "plaus.bounds": ("{config} 运行于 {devices} × {hardware}：权重 = {params} × 10^9 参数 × {bpp} 字节 = {gb} GB；"
                      "单流 decode ≤ {devices} × {bw} GB/s ÷ {gb} GB = {stream} tok/s；"
                      "算力 ≤ {devices} × {tflops} TFLOP/s ÷ (2 × {params} × 10^9 FLOP/token) = {compute} tok/s。"),

@@ -9,6 +9,12 @@ weights split over d devices of memory bandwidth B:
 
 with F the dense peak FLOP/s. These are upper bounds: KV-cache reads, activations and efficiency below
 100 % only lower the real limit, so a result above a bound is impossible, not merely fast.
+
+A mixture-of-experts model reads (and computes with) only its active parameters per token, so `params`
+is the active count; speculative decoding verifies up to k drafted tokens + 1 per weight read, so the
+decode bounds are k + 1 times higher (the compute bound is not: every output token still costs the
+target model 2 FLOP per active parameter). Where the run does not say what it needs (a MoE model's
+active parameters, the draft length) the configuration is "not checked", never "impossible".
 """
 
 from __future__ import annotations
@@ -16,17 +22,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tokenbench.report import hardware
+from tokenbench.report import model_facts as mf
 from tokenbench.report.document import num
 from tokenbench.report.model import CellInfo, ConfigInfo, RunData
 
-DTYPE_BYTES = {"bfloat16": 2.0, "bf16": 2.0, "float16": 2.0, "fp16": 2.0, "half": 2.0, "float32": 4.0,
-               "fp32": 4.0, "int8": 1.0, "fp8": 1.0}
+DTYPE_BYTES = mf.DTYPE_BYTES
 
 
 @dataclass(frozen=True)
 class ModelSize:
-    params_b: float
+    params_b: float                     # parameters read and computed with per token (MoE: the active ones)
     bytes_per_param: float
+    total_params_b: float | None = None  # MoE: all parameters (shown, not in the bounds)
+    kv_bytes: float | None = None        # KV-cache element width (shown: KV reads only lower the bound)
+    spec_tokens: int = 0                 # speculative decoding: drafted tokens verified per weight read
 
     @property
     def weights_gb(self) -> float:
@@ -41,7 +50,7 @@ class Roofline:
 
     @property
     def per_stream(self) -> float:
-        return self.devices * self.device.bandwidth_gbs / self.size.weights_gb
+        return (1 + self.size.spec_tokens) * self.devices * self.device.bandwidth_gbs / self.size.weights_gb
 
     @property
     def compute(self) -> float:
@@ -56,6 +65,18 @@ class Roofline:
                 "gb": num(self.size.weights_gb, 2), "bw": f"{self.device.bandwidth_gbs:g}",
                 "stream": num(self.per_stream), "tflops": f"{self.device.bf16_tflops:g}",
                 "compute": num(self.compute, 0)}
+
+    def extra(self) -> list[tuple[str, dict]]:
+        """i18n sentences for what shaped the bounds beyond a dense model's weights."""
+        z = self.size
+        out = []
+        if z.total_params_b and z.total_params_b != z.params_b:
+            out.append(("plaus.moe", {"active": f"{z.params_b:g}", "total": f"{z.total_params_b:g}"}))
+        if z.spec_tokens:
+            out.append(("plaus.spec", {"k": z.spec_tokens, "k1": z.spec_tokens + 1}))
+        if z.kv_bytes is not None:
+            out.append(("plaus.kv", {"kv": f"{z.kv_bytes:g}"}))
+        return out
 
 
 @dataclass
@@ -88,22 +109,40 @@ class Overrides:
     params_b: float | None = None
     bytes_per_param: float | None = None
     devices: int | None = None
+    active_params_b: float | None = None
+    spec_tokens: int | None = None
 
 
 def model_size(profile: dict, facts: dict, ov: Overrides = Overrides()) -> ModelSize | None:
+    size = size_or_reason(profile, facts, ov)
+    return size if isinstance(size, ModelSize) else None
+
+
+def size_or_reason(profile: dict, facts: dict, ov: Overrides = Overrides()) -> ModelSize | tuple[str, dict]:
+    """The model as the bounds need it, or (i18n key, fields) saying what is unknown."""
     m = profile.get("model") or {}
     params = ov.params_b or facts.get("params_b") or m.get("params_b")
     if params is None and facts.get("n_params"):
         params = facts["n_params"] / 1e9
-    dtype = str((profile.get("args") or {}).get("dtype", "")).lower()
-    bpp = ov.bytes_per_param or facts.get("bytes_per_param") or m.get("bytes_per_param") or DTYPE_BYTES.get(dtype)
-    return ModelSize(float(params), float(bpp)) if params and bpp else None
+    bpp = ov.bytes_per_param or facts.get("bytes_per_param") or m.get("bytes_per_param") or mf.weight_bytes(profile)
+    if not (params and bpp):
+        return ("plaus.no_size", {})
+    active, moe = mf.active_params(profile, facts)
+    active = ov.active_params_b or active
+    if moe and active is None:
+        return ("plaus.no_active", {"total": f"{float(params):g}"})
+    spec, k = mf.speculative_tokens(profile, facts)
+    k = ov.spec_tokens if ov.spec_tokens is not None else k
+    if spec and k is None:
+        return ("plaus.spec_unknown", {})
+    return ModelSize(float(active or params), float(bpp), float(params) if active else None, mf.kv_bytes(profile),
+                     k or 0)
 
 
 def roofline_for(run: RunData, cfg: ConfigInfo, ov: Overrides) -> Roofline | tuple[str, dict]:
-    size = model_size(cfg.profile, cfg.facts, ov)
-    if size is None:
-        return ("plaus.no_size", {})
+    size = size_or_reason(cfg.profile, cfg.facts, ov)
+    if not isinstance(size, ModelSize):
+        return size
     name = ov.hardware or hardware.hardware_name(cfg.profile, cfg.facts, run.environment)
     dev = hardware.lookup(name, ov.hardware_file, run.environment.get("cpu_count"))
     if dev is None:

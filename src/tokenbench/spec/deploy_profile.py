@@ -24,6 +24,10 @@ class ModelRef(StrictModel):
     served_name: str | None = Field(None, description="name the server exposes (--served-model-name)")
     params_b: float | None = Field(None, description="parameters, billions (for plausibility checks)")
     bytes_per_param: float | None = Field(None, description="bytes per weight: 2 for BF16, ~0.56 for Q4_1")
+    active_params_b: float | None = Field(None, description="MoE: parameters active per token, billions "
+                                          "(default: all; read from a name like Qwen3-30B-A3B)")
+    moe: bool | None = Field(None, description="a mixture-of-experts model (its active parameters are needed "
+                             "for plausibility checks)")
 
     @model_validator(mode="after")
     def _one_source(self) -> "ModelRef":
