@@ -15,6 +15,11 @@ do not edit by hand. A benchmark is a study with one server configuration and no
 `sweep` take the same options, each the flag of one key of the sweep YAML (`tokenbench sweep --fields`
 lists the keys; flags given with a SPEC.yaml override it). vLLM's `vllm bench serve` spellings are
 accepted as aliases, in the third column.
+
+Both run through the same orchestration (`study/`), so they behave alike: every cell is stored in one
+transaction as it finishes (`--resume RUN` runs the cells not stored), the server's Prometheus metrics
+are sampled during each cell, and an engine with a prefix-cache reset endpoint (vLLM, SGLang) is reset
+before each cell so no cell is served from the previous one's cache.
 """
 
 VLLM_NOTES = """## Coming from `vllm bench serve`
