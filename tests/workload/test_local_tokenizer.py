@@ -1,6 +1,9 @@
 """--tokenizer DIR: a local Hugging Face tokenizer for servers without /tokenize."""
 
+import json
+
 import pytest
+import yaml
 from tests.workload.hf_tokenizer import make_reference_tokenizer
 
 from tokenbench.errors import TargetError, UsageError
@@ -59,3 +62,39 @@ def test_a_bad_tokenizer_file_is_a_one_line_error(tmp_path):
         LocalTokenizer(str(tmp_path))
     with pytest.raises(UsageError, match="no tokenizer.json"):
         LocalTokenizer(str(tmp_path / "nowhere"))
+
+
+def _sharegpt(path):
+    words = "the quick brown fox jumps over a lazy dog again and again".split()
+    rows = [{"conversations": [{"from": "human", "value": " ".join(words[: 3 + i % 9])},
+                               {"from": "gpt", "value": " ".join(["ok"] * (4 + i % 5))}]} for i in range(12)]
+    path.write_text(json.dumps(rows))
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("api", ["chat", "completions"])
+def test_sharegpt_bench_and_sweep_without_tokenize(tmp_path, api, capsys):
+    """A server without /tokenize: ShareGPT runs in `bench` and in a sweep YAML with --tokenizer DIR, and
+    the server's own counts agree with the local tokenizer's (no length mismatch)."""
+    from tokenbench.cli.main import main
+
+    tok = str(make_reference_tokenizer(tmp_path / "tok"))
+    data = str(_sharegpt(tmp_path / "sg.json"))
+    with ReferenceProcess(ReferenceConfig(ttft_ms=2, itl_ms=1, tokenize_endpoint=False)) as ref:
+        out = tmp_path / "bench.json"
+        code = main(["bench", "--base-url", ref.url, "--dataset-name", "sharegpt", "--dataset-path", data,
+                     "--api", api, "--tokenizer", tok, "--concurrency", "2", "--num-prompts", "6",
+                     "--no-store", "--output", str(out)])
+        assert code == 0, capsys.readouterr().err
+        [cell] = json.loads(out.read_text())["cells"]
+        assert cell["status"] == "ok" and cell["summary"]["length_mismatches"] == 0
+        spec = tmp_path / "study.yaml"
+        spec.write_text(yaml.safe_dump({
+            "target": {"base_url": ref.url}, "api": api, "concurrency": [2], "requests": {"num_prompts": 6},
+            "workload": {"kind": "sharegpt", "dataset_path": data, "tokenizer_path": tok}}))
+        code = main(["sweep", str(spec), "--db", str(tmp_path / "db.sqlite"), "--output", str(out)])
+        assert code == 0, capsys.readouterr().err
+        [cell] = json.loads(out.read_text())["cells"]
+        assert cell["status"] == "ok" and cell["summary"]["length_mismatches"] == 0
+        assert cell["summary"]["tokenizer"].startswith("local ")
