@@ -67,10 +67,15 @@ def _marks(c: Cell) -> str:
 WRAP_CHARS = 32      # a cell of longer text (a verdict, a bottleneck's evidence) wraps instead of widening
 
 
+def _width(text: str) -> int:
+    """Display width: CJK characters count twice."""
+    return sum(2 if ord(ch) >= 0x2E80 else 1 for ch in text)
+
+
 def _cell(c: str | Cell, tag: str, left: bool) -> str:
     text = c.text if isinstance(c, Cell) else c
     classes = (["l"] if left else []) + (["notok"] if isinstance(c, Cell) and c.mark else [])
-    classes += ["w"] if tag == "td" and len(text) > WRAP_CHARS else []
+    classes += ["w"] if tag == "td" and _width(text) > WRAP_CHARS else []
     attr = f' class="{" ".join(classes)}"' if classes else ""
     if isinstance(c, Cell):
         return f"<{tag}{attr}>{escape(c.text)}{_marks(c)}</{tag}>"

@@ -11,9 +11,9 @@ EN: dict[str, str] = {
                        "there are several; {boots} resamples, fixed seed (docs/metrics.md, \"Intervals and "
                        "verdicts\")."),
     "note.unreliable": "{mark} p99 from fewer than {n} requests: unreliable.",
-    "note.verdicts": ("A verdict names the faster side only when the 95 % interval of the difference excludes 0 and "
-                      "the difference is at least {floor} (smaller ones are within the run-to-run drift of one "
-                      "machine); \"faster\" means higher throughput or lower latency."),
+    "note.verdicts": ("A verdict names the faster side only when the 95 % interval of the difference, widened by "
+                      "how much each run drifted between its first and second half, excludes 0 and the difference "
+                      "is at least {floor}; \"faster\" means higher throughput or lower latency."),
     "col.metric_stat": "metric",
     "col.verdict": "verdict {other} vs {base}",
     "col.bottleneck": "bottleneck",
@@ -67,8 +67,8 @@ ZH: dict[str, str] = {
                        "时间分箱重采样），有多次重复时也对重复重采样；{boots} 次重采样，固定随机种子"
                        "（见 docs/metrics.md “Intervals and verdicts”）。"),
     "note.unreliable": "{mark} 少于 {n} 个请求得到的 p99：不可靠。",
-    "note.verdicts": ("只有当差异的 95% 置信区间不含 0 且差异至少为 {floor} 时才判定哪一方更快（更小的差异在同一台机器"
-                      "多次运行的漂移之内）；“更快”指吞吐更高或延迟更低。"),
+    "note.verdicts": ("只有当差异的 95% 置信区间（再按每次运行前后两半之间的漂移加宽）不含 0 且差异至少为 {floor} 时，"
+                      "才判定哪一方更快；“更快”指吞吐更高或延迟更低。"),
     "col.metric_stat": "指标",
     "col.verdict": "结论 {other} 对比 {base}",
     "col.bottleneck": "瓶颈",
