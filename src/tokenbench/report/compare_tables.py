@@ -69,8 +69,8 @@ def figures(cols: list[Column], lang: str) -> list[Figure]:
     closed = any(c.concurrency is not None for col in cols for c in col.cells())
     xl = t(lang, "axis.concurrency" if closed else "axis.rate")
     specs = [("cmp-throughput", "plot.throughput", "axis.out_tps", "output_throughput"),
-             ("cmp-ttft", "plot.ttft_p50", "axis.ttft_ms", "median_ttft_ms"),
-             ("cmp-tpot", "plot.tpot_p50", "axis.tpot_ms", "median_tpot_ms")]
+             ("cmp-ttft", "plot.ttft_p50", "axis.ttft_median_ms", "median_ttft_ms"),
+             ("cmp-tpot", "plot.tpot_p50", "axis.tpot_median_ms", "median_tpot_ms")]
     out = []
     for name, title, ylabel, key in specs:
         series = []

@@ -55,6 +55,10 @@ EN: dict[str, str] = {
     "ev.no_roofline": "no queueing or KV evidence; no roofline (model size or hardware unknown)",
     "ev.no_monitor": "no monitor samples and no bound reached",
     "ev.nothing": "no evidence: no monitor samples, no roofline",
+    "axis.ttft_p50_ms": "TTFT p50 (ms); band p90-p99",
+    "axis.ttft_median_ms": "TTFT p50 (ms)",
+    "axis.tpot_median_ms": "TPOT p50 (ms)",
+    "axis.tpot_p50_ms": "TPOT p50 (ms); band p90-p99",
     "plot.ttft_p50": "TTFT (p50) vs load",
     "plot.tpot_p50": "TPOT (p50) vs load",
 }
@@ -110,6 +114,10 @@ ZH: dict[str, str] = {
     "ev.no_roofline": "无排队或 KV 证据；无屋顶线（模型大小或硬件未知）",
     "ev.no_monitor": "无监控样本，也未达到任何上限",
     "ev.nothing": "无证据：无监控样本，无屋顶线",
+    "axis.ttft_p50_ms": "TTFT p50（ms）；阴影 p90-p99",
+    "axis.ttft_median_ms": "TTFT p50（ms）",
+    "axis.tpot_median_ms": "TPOT p50（ms）",
+    "axis.tpot_p50_ms": "TPOT p50（ms）；阴影 p90-p99",
     "plot.ttft_p50": "首 token 延迟（p50）随负载变化",
     "plot.tpot_p50": "每 token 时间（p50）随负载变化",
 }

@@ -50,8 +50,8 @@ def any_hollow(run: RunData) -> bool:
 def load_figures(run: RunData, lang: str) -> list[Figure]:
     xl = _xlabel(run, lang)
     specs = [("throughput", "plot.throughput", "axis.out_tps", "output_throughput", None),
-             ("ttft", "plot.ttft_p50", "axis.ttft_ms", "median_ttft_ms", ("p90_ttft_ms", "p99_ttft_ms")),
-             ("tpot", "plot.tpot_p50", "axis.tpot_ms", "median_tpot_ms", ("p90_tpot_ms", "p99_tpot_ms"))]
+             ("ttft", "plot.ttft_p50", "axis.ttft_p50_ms", "median_ttft_ms", ("p90_ttft_ms", "p99_ttft_ms")),
+             ("tpot", "plot.tpot_p50", "axis.tpot_p50_ms", "median_tpot_ms", ("p90_tpot_ms", "p99_tpot_ms"))]
     figs = []
     for name, title, ylabel, key, band in specs:
         svg = line_chart(t(lang, title), xl, t(lang, ylabel), _series(run, key, band=band), logx=True)
