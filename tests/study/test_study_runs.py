@@ -105,3 +105,13 @@ def test_bench_resume_runs_only_the_missing_cells(ref, tmp_path, capsys):
     assert again[0] == first[0] and [k for _, k, _ in again] == ["8:4/c=1", "8:4/c=2"]
     assert main(["sweep", "--resume", run_id, "--db", db]) == 2
     assert f"run {run_id} is a bench run" in capsys.readouterr().err
+
+
+def test_sweep_dry_run_of_a_stored_run_plans_without_running(ref, tmp_path, capsys):
+    db = str(tmp_path / "r.db")
+    assert main(["sweep", "--base-url", ref, "--pairs", "8:4", "--concurrency", "1", "--num-prompts", "2",
+                 "--db", db]) == 0
+    run_id = sqlite3.connect(db).execute("SELECT id FROM runs").fetchone()[0]
+    capsys.readouterr()
+    assert main(["sweep", "--resume", run_id, "--dry-run", "--db", db]) == 0
+    assert "plan: 1 cells" in capsys.readouterr().out and len(cells(db)) == 1

@@ -15,7 +15,7 @@ from tokenbench.spec.fields import fields as spec_fields
 from tokenbench.spec.loader import apply_overrides, load_model, parse_yaml
 from tokenbench.spec.sweep import SweepSpec
 from tokenbench.study import run as study
-from tokenbench.sweep.plan import Plan, kv_demand, max_fitting_concurrency, plan
+from tokenbench.sweep.plan import kv_demand, max_fitting_concurrency, plan
 
 FLAGS = flags.SHARED + flags.SWEEP_ONLY
 
@@ -38,7 +38,14 @@ def _from_flags(kw: dict) -> SweepSpec:
     return flags.validate(run_options.translate(flags.study_data(kw, FLAGS), kw))
 
 
-def _dry_run(p: Plan) -> None:
+def _stored(kw: dict) -> SweepSpec:
+    with run_options.opened_store(kw) as store:
+        return study.stored_spec(store, kw["resume"], "sweep")
+
+
+def _dry_run(spec: SweepSpec) -> None:
+    """The plan and its KV demand; profiles and contexts are checked, nothing is deployed or stored."""
+    study.preflight(p := plan(spec))
     kv = p.spec.kv_capacity
     table = Table(title=f"plan: {len(p.cells)} cells over {len(p.configs)} server config(s)")
     for name in ("config", "cell", "repeat", "KV demand (tokens)", "over KV"):
@@ -77,9 +84,8 @@ def command(spec_file, dry_run, overrides, show_fields, **kw) -> None:
         print_fields()
         return
     given = None if kw["resume"] else (_from_file(spec_file, list(overrides), kw) if spec_file else _from_flags(kw))
-    if dry_run and given:
-        study.preflight(p := plan(given))
-        _dry_run(p)
+    if dry_run:
+        _dry_run(given or _stored(kw))
         return
     run_options.precheck(kw)
     with run_options.opened_store(kw) as store:
