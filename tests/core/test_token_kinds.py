@@ -119,3 +119,13 @@ def test_cell_summary_has_ttfc_and_reasoning_counts():
     s = summarize([r, r], Load(concurrency=1, num_prompts=2), 3, 4)
     assert s["mean_ttfc_ms"] == 90 and s["mean_ttft_ms"] == 50
     assert s["total_reasoning_tokens"] == 4 and s["reasoning_requests"] == 2
+
+
+def test_steady_throughput_counts_tokens_not_chunks():
+    """3 chunks carry 9 tokens (usage says so, no token ids): a steady window over them sees 9 tokens."""
+    from tokenbench.metrics.summary import _steady
+    chunks = [(50, delta(content=" a")), (70, delta(content=" b c d e")),
+              (90, delta(content=" f g h i", finish="length")), (91, usage(9)), (92, DONE)]
+    r = parse(chunks, output_len=9)
+    steady = _steady([r], (0, 100 * MS))
+    assert steady["steady_output_throughput"] == 9 / 0.1          # 90 tok/s, not 30

@@ -44,6 +44,9 @@ def to_dict(r: RequestRecord) -> dict:
         "cached_tokens": r.cached_tokens, "usage_source": r.usage_source, "finish_reason": r.finish_reason,
         "error_kind": r.error_kind, "error_detail": r.error_detail, "length_error": r.length_error,
         "images": r.images, "image_bytes": r.image_bytes, "image_count": r.image_count,
+        "first_content_offset_ns": r.ttfc_ns, "reasoning_tokens": r.reasoning_tokens,
+        "count_source": r.count_source, "connect_ns": r.connect_ns, "connect_in_ttft": r.connect_in_ttft,
+        "expected_prompt_tokens": r.expected_prompt_tokens,
     }
 
 
