@@ -136,3 +136,13 @@ def test_burstiness_is_gamma_gaps_with_the_same_mean_rate():
         mean = sum(gaps) / len(gaps)
         cv2 = sum((g - mean) ** 2 for g in gaps) / len(gaps) / mean ** 2
         assert abs(mean - 0.25) < 0.25 * 0.05 and abs(cv2 - 1 / b) < 0.15 / b, (b, mean, cv2)
+
+
+def test_agree_measures_exactly_what_its_documented_bench_command_asks(tmp_path):
+    """agree calls the study library; the `tokenbench bench` line it documents builds the same study."""
+    from tokenbench.cli import agree
+    from tokenbench.cli.agree_peers import Cell
+    cell = Cell("http://127.0.0.1:9", "m", "/tok", 128, 32, 4, 16, 7)
+    args = agree.tokenbench_args(cell, tmp_path / "tb.json")
+    kw = bench.command.make_context("bench", args).params
+    assert bench.build_spec(kw) == agree.study_spec(cell)
