@@ -129,3 +129,11 @@ def test_steady_throughput_counts_tokens_not_chunks():
     r = parse(chunks, output_len=9)
     steady = _steady([r], (0, 100 * MS))
     assert steady["steady_output_throughput"] == 9 / 0.1          # 90 tok/s, not 30
+
+
+def test_empty_chunks_beyond_the_usage_count_are_not_tokens():
+    """A gateway's leading empty delta is not a token when usage says so: TTFT is the first real one."""
+    chunks = [(20, delta(content="")), (50, delta(content=" a")), (70, delta(content=" b", finish="length")),
+              (71, usage(2)), (72, DONE)]
+    r = parse(chunks, output_len=2)
+    assert r.ttft_ns == 50 * MS and r.token_counts == [1, 1] and r.count_source == "chunks+usage"

@@ -84,7 +84,8 @@ def _on_payload(st: _State, t_ns: int, payload: dict) -> None:
         st.chunks.append(Chunk(
             t_ns, sum(p.guess for p in pieces), all(p.ids is not None for p in pieces if p.guess),
             mark, any(p.content for p in pieces), any(p.reasoning for p in pieces) and not any(p.content for p in pieces),
-            finish and not any(p.text or p.ids for p in pieces)))
+            finish and not any(p.text or p.ids for p in pieces),
+            all(p.empty_token and not p.ids for p in pieces if p.guess)))
     if usage:
         st.usage = usage
 

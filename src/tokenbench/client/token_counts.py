@@ -3,8 +3,9 @@
 In order of trust: `token_ids` on every token-bearing choice (exact); else a cumulative
 `usage.completion_tokens` on every token-bearing chunk (vLLM `continuous_usage_stats`; exact, and it
 finds tokens whose text is empty); else one token per chunk with text or an empty-text token, then
-reconciled with the final usage: a finish chunk without text is the last token when usage says one is
-missing, and when usage still says more (speculative decoding, a stream interval: several tokens per
+reconciled with the final usage: empty-text chunks beyond the server's count were not tokens (dropped,
+first ones first); a finish chunk without text is the last token when usage says one is missing, and
+when usage still says more (speculative decoding, a stream interval: several tokens per
 chunk) the remainder is spread over the chunks after the first. A chunk count never stands for a token
 count when the server said otherwise.
 """
@@ -26,6 +27,7 @@ class Chunk:
     content: bool               # carries answer text (content, text or tool-call text)
     reasoning_only: bool        # carries reasoning text and no answer text
     empty_finish: bool          # a finish chunk with no text: a token on some servers, none on others
+    empty_only: bool = False    # counted only for an empty text field (no text, no token ids)
 
 
 @dataclass(slots=True)
@@ -64,8 +66,10 @@ def _continuous(chunks: Sequence[Chunk]) -> list[int] | None:
 def _reconciled(chunks: Sequence[Chunk], total: int | None) -> tuple[list[int], str]:
     """1 per chunk with text, then made to agree with the server's final count where it is larger."""
     counts = [c.guess for c in chunks]
-    if not isinstance(total, int) or not _is_count(total) or total <= sum(counts):
+    if not isinstance(total, int) or not _is_count(total) or total == sum(counts):
         return counts, "chunks"
+    if total < sum(counts):
+        return _without_empty(chunks, counts, total), "chunks+usage"
     last = max((i for i, c in enumerate(chunks) if c.empty_finish), default=None)
     if last is not None and last == len(chunks) - 1 and counts[last] == 0:
         counts[last] = 1
@@ -76,6 +80,19 @@ def _reconciled(chunks: Sequence[Chunk], total: int | None) -> tuple[list[int], 
         for n, i in enumerate(bearing):
             counts[i] += share + (1 if n < extra else 0)
     return counts, "chunks+usage"
+
+
+def _without_empty(chunks: Sequence[Chunk], counts: list[int], total: int) -> list[int]:
+    """More chunks than the server's tokens: empty-text chunks were not all tokens (a gateway's
+    keep-alive); drop them, first ones first, until the count agrees (text chunks are never dropped)."""
+    extra = sum(counts) - total
+    for i, c in enumerate(chunks):
+        if extra <= 0:
+            break
+        if c.empty_only and counts[i]:
+            extra -= counts[i]
+            counts[i] = 0
+    return counts
 
 
 def resolve(chunks: Sequence[Chunk], usage: dict | None) -> Counted:
