@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Protocol
 
 from tokenbench import __version__
+from tokenbench.deploy import address
 from tokenbench.errors import DeployError, MeasurementError, SpecError, TargetError, UsageError
 from tokenbench.load.cell import CellResult
 from tokenbench.load.target import ResolvedTarget
@@ -86,6 +87,8 @@ def start(spec: SweepSpec, store: Store, kind: str, argv: Sequence[str], resume:
           server: Server | None = None, output: str | None = None) -> SweepRunner:
     """Plan, check and (unless resuming) store a new run; `server`: one already running (demo);
     `output`: tokenbench's JSON result, rewritten after every cell."""
+    if spec.target.base_url is not None and server is None and not resume:
+        spec.target.base_url = address.base_url(spec.target.base_url)     # a deployment name, no scheme
     p = plan(spec)
     preflight(p)
     if spec.target.base_url and server is None:
