@@ -39,7 +39,7 @@ def up(profile: str, overrides: tuple[str, ...], foreground: bool, dry_run: bool
         _foreground(prof)
         return
     with lifecycle.stop_on_signal() as live:
-        dep = lifecycle.start(prof, say=say, on_launch=live.append)
+        dep = lifecycle.start(prof, say=say, on_launch=live.append, stable_port=True)
     print_facts(dep.facts)
     console.err.print(f"running in the background (pid {dep.state.pid}); stop it with "
                       f"`tokenbench deploy down {prof.name}`")
@@ -47,7 +47,7 @@ def up(profile: str, overrides: tuple[str, ...], foreground: bool, dry_run: bool
 
 
 def _dry_run(prof: Profile, compose: bool) -> str:
-    port = prof.port or lifecycle.free_port(prof.host)
+    port = lifecycle.choose_port(prof, stable=True)
     if prof.runs_in != "container":
         if compose:
             raise UsageError(f"profile '{prof.name}' runs locally; --compose is for container profiles",
@@ -68,7 +68,7 @@ def _refuse_duplicate(name: str) -> None:
 
 
 def _foreground(prof: Profile) -> None:
-    with lifecycle.deployed(prof, say=say) as dep:
+    with lifecycle.deployed(prof, say=say, stable_port=True) as dep:
         print_facts(dep.facts)
         click.echo(dep.base_url)
         console.err.print("serving in the foreground; Ctrl-C stops it")
@@ -90,10 +90,12 @@ def status() -> None:
         return
     table = Table(title=f"deployments ({directory})")
     for col in ("id", "profile", "url", "pid", "state", "log"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col in ("id", "url"))
     for s in states:
         table.add_row(s.id, s.profile, s.base_url, str(s.pid), _health(s), s.log_path)
     console.out.print(table)
+    for s in states:                    # plain lines to paste (`--base-url` also takes the id or profile)
+        click.echo(f"{s.id} {s.base_url}")
 
 
 def _health(s: state.DeploymentState) -> str:

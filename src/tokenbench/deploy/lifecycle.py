@@ -110,21 +110,32 @@ def _container():
     return container
 
 
-def choose_port(profile: Profile) -> int:
-    if profile.port is None:
+def choose_port(profile: Profile, stable: bool = False, say: Say = lambda m: None) -> int:
+    """The profile's `port` (refused when taken); else, when `stable` (`deploy up`), the engine's usual port
+    (vLLM 8000, SGLang 30000, llama.cpp 8080) unless it is taken, then a free one, saying so; else a free one."""
+    if profile.port is not None:
+        check_port(profile.host, profile.port)
+        return profile.port
+    usual = getattr(engine_module(profile.engine), "DEFAULT_PORT", None) if stable else None
+    if usual is None:
         return free_port(profile.host)
-    check_port(profile.host, profile.port)
-    return profile.port
+    try:
+        check_port(profile.host, usual)
+        return usual
+    except DeployError:
+        port = free_port(profile.host)
+        say(f"port {usual} (the usual {profile.engine} port) is in use on {profile.host}; using {port}")
+        return port
 
 
 def launch(profile: Profile, state_dir: str | Path | None = None, say: Say = lambda m: None,
-           tied: bool = False, owned: bool = False) -> Deployment:
+           tied: bool = False, owned: bool = False, stable_port: bool = False) -> Deployment:
     """Check, then start the engine process and record it; does not wait for readiness. `owned`: this
     process tears it down on exit, so a later tokenbench reaps it if this one dies first (reap_orphans)."""
     if profile.runs_in == "local":
         say(f"model: {profile.model.bundled or profile.model.path}")
         models.resolve(profile.model)                  # a missing model fails here, before launch
-    port = choose_port(profile)
+    port = choose_port(profile, stable_port, say)
     argv = command_for(profile, port)
     if profile.runs_in == "container":
         _container().preflight(profile, port)          # no docker engine: fails here, nothing created
@@ -154,11 +165,11 @@ def launch(profile: Profile, state_dir: str | Path | None = None, say: Say = lam
 
 def start(profile: Profile, state_dir: str | Path | None = None, say: Say = lambda m: None,
           on_launch: Callable[[Deployment], None] = lambda dep: None, tied: bool = False,
-          owned: bool = False) -> Deployment:
+          owned: bool = False, stable_port: bool = False) -> Deployment:
     """Launch, wait until ready, read the facts. Any failure or interruption stops the process.
     `on_launch` sees the deployment as soon as its process exists (see `stop_on_signal`);
-    `tied` makes the engine die with this process (see local.spawn)."""
-    dep = launch(profile, state_dir, say, tied, owned)
+    `tied` makes the engine die with this process (see local.spawn); `stable_port`: see choose_port."""
+    dep = launch(profile, state_dir, say, tied, owned, stable_port)
     try:
         on_launch(dep)
         say(f"waiting for {dep.base_url}{profile.readiness.path} (up to {profile.readiness.timeout_s:g} s)")
@@ -174,10 +185,11 @@ def start(profile: Profile, state_dir: str | Path | None = None, say: Say = lamb
 
 @contextmanager
 def deployed(profile: Profile, state_dir: str | Path | None = None, say: Say = lambda m: None,
-             grace_s: float = GRACE_S) -> Iterator[Deployment]:
+             grace_s: float = GRACE_S, stable_port: bool = False) -> Iterator[Deployment]:
     """The server for the duration of the block; torn down on any exit, Ctrl-C or SIGTERM."""
     with stop_on_signal() as live:
-        dep = start(profile, state_dir, say, on_launch=live.append, tied=profile.runs_in == "local", owned=True)
+        dep = start(profile, state_dir, say, on_launch=live.append, tied=profile.runs_in == "local", owned=True,
+                    stable_port=stable_port)
         try:
             yield dep
         finally:

@@ -17,6 +17,7 @@ from tokenbench.deploy.facts import ServerFacts
 from tokenbench.spec.deploy_profile import Profile
 
 LAUNCHER = "tokenbench.deploy.llamacpp_server"
+DEFAULT_PORT = 8080      # the engine's own default: `deploy up` uses it unless it is taken
 
 
 def ctx_per_seq(profile: Profile) -> int | None:

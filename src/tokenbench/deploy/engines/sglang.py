@@ -19,6 +19,7 @@ from tokenbench.errors import UsageError
 from tokenbench.spec.deploy_profile import Profile
 
 PREFIX = ["python", "-m", "sglang.launch_server"]
+DEFAULT_PORT = 30000      # the engine's own default: `deploy up` uses it unless it is taken
 RESET_CACHE_PATH = "/flush_cache"            # emptied between cells (no cell served from the last)
 METRICS = {"running": "sglang:num_running_reqs", "waiting": "sglang:num_queue_reqs", "kv_usage": "sglang:token_usage"}
 

@@ -18,6 +18,7 @@ from tokenbench.errors import UsageError
 from tokenbench.spec.deploy_profile import Profile
 
 PREFIX = ["vllm", "serve"]
+DEFAULT_PORT = 8000      # the engine's own default: `deploy up` uses it unless it is taken
 RESET_CACHE_PATH = "/reset_prefix_cache"     # emptied between cells (no cell served from the last)
 _SERIES = re.compile(r"^vllm:cache_config_info\{(?P<labels>[^}]*)\}", re.MULTILINE)
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
