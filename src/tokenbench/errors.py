@@ -17,9 +17,16 @@ class TokenbenchError(Exception):
         self.hint = hint
 
     def one_line(self) -> str:
-        """Cause and fix on one line: newlines echoed from user input are shown escaped."""
-        text = f"{self.message} -- {self.hint}" if self.hint else self.message
-        return text.replace("\r", "\\r").replace("\n", "\\n")
+        """Cause and fix on one line: line breaks echoed from user input are shown escaped."""
+        return escape_breaks(f"{self.message} -- {self.hint}" if self.hint else self.message)
+
+
+# every character str.splitlines() breaks at (a terminal or a log reader may too)
+LINE_BREAKS = {c: c.encode("unicode_escape").decode() for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}
+
+
+def escape_breaks(text: str) -> str:
+    return text.translate(str.maketrans(LINE_BREAKS))
 
 
 class UsageError(TokenbenchError):

@@ -13,7 +13,7 @@ import traceback
 import click
 
 from tokenbench import __version__
-from tokenbench.errors import InternalError, Interrupted, TokenbenchError
+from tokenbench.errors import InternalError, Interrupted, TokenbenchError, escape_breaks
 
 # Each command lives in its own module under tokenbench.cli and exposes `command` (a click command
 # or group). Listed here once; the order is the order of `tokenbench --help`.
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _one_line(text: str) -> str:
-    return text.replace("\r", "\\r").replace("\n", "\\n")
+    return escape_breaks(text)
 
 
 def _render(exc: TokenbenchError, debug: bool) -> int:

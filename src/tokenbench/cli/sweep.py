@@ -12,7 +12,7 @@ from rich.table import Table
 from tokenbench.cli import console, flags, progress, run_options
 from tokenbench.errors import SpecError, UsageError
 from tokenbench.spec.fields import fields as spec_fields
-from tokenbench.spec.loader import apply_overrides, load_model, parse_yaml
+from tokenbench.spec.loader import apply_overrides, load_model, parse_yaml, read_spec
 from tokenbench.spec.sweep import SweepSpec
 from tokenbench.study import run as study
 from tokenbench.sweep.plan import kv_demand, max_fitting_concurrency, plan
@@ -22,12 +22,10 @@ FLAGS = flags.SHARED + flags.SWEEP_ONLY
 
 def _from_file(path: str, overrides: list[str], kw: dict) -> SweepSpec:
     p = Path(path)
-    if not p.is_file():
-        raise SpecError(f"spec file '{p}' not found", "check the path")
-    data, lines = parse_yaml(p.read_text(), str(p))
+    data, lines = parse_yaml(read_spec(p), str(p))
     if not isinstance(data, dict):
         raise SpecError(f"{p}: expected a mapping of keys at the top level", "see docs/ for an example")
-    data = run_options.translate(flags.study_data(kw, FLAGS, apply_overrides(data, overrides)), kw)
+    data = run_options.translate(flags.study_data(kw, FLAGS, apply_overrides(data, overrides, lines)), kw)
     return load_model(SweepSpec, data, str(p), lines)
 
 

@@ -37,13 +37,14 @@ def _source(ref: str) -> tuple[str, str]:
                     f"use a profile file path or a built-in: {', '.join(builtin_names())} (`tokenbench profiles`)")
 
 
-def load_profile(ref: str, overrides: list[str] | tuple[str, ...] = ()) -> Profile:
-    """A built-in profile name or a YAML path, with `key.sub=value` overrides applied before validation."""
+def load_profile(ref: str, overrides: list[str] | tuple[str, ...] = (), label: str = "--set") -> Profile:
+    """A built-in profile name or a YAML path, with `key.sub=value` overrides applied before validation
+    (an error in one names it as `label item`)."""
     text, source = _source(ref)
     data, lines = parse_yaml(text, source)
     if not isinstance(data, dict):
         raise SpecError(f"{source}: expected a mapping of keys at the top level", "see docs/deploy.md")
-    return load_model(Profile, apply_overrides(data, list(overrides)), source, lines)
+    return load_model(Profile, apply_overrides(data, list(overrides), lines, label), source, lines)
 
 
 def listing() -> list[tuple[str, str]]:

@@ -18,7 +18,7 @@ from tokenbench.spec.fields import model_at
 M = TypeVar("M", bound=BaseModel)
 
 
-def _line_map(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dict[tuple, int]:
+def _line_map(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dict[tuple, int | str]:
     """Map every key path in a composed YAML node tree to its 1-based line number."""
     out = {} if out is None else out
     out[path] = node.start_mark.line + 1
@@ -34,7 +34,7 @@ def _line_map(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dic
     return out
 
 
-def parse_yaml(text: str, source: str) -> tuple[Any, dict[tuple, int]]:
+def parse_yaml(text: str, source: str) -> tuple[Any, Lines]:
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
@@ -50,7 +50,10 @@ def parse_yaml(text: str, source: str) -> tuple[Any, dict[tuple, int]]:
     return (data if data is not None else {}), lines
 
 
-def _nearest_line(lines: dict[tuple, int], loc: tuple) -> int | None:
+Lines = dict[tuple, "int | str"]      # key path -> its line, or the `--set` item that gave it
+
+
+def _nearest_line(lines: Lines, loc: tuple) -> int | str | None:
     for n in range(len(loc), -1, -1):
         if loc[:n] in lines:
             return lines[loc[:n]]
@@ -66,14 +69,14 @@ def unknown_key_hint(model: type[BaseModel] | None, loc: tuple) -> str:
     return f"check the spelling; valid keys here: {keys}; `{command}` lists every key"
 
 
-def validation_error(exc: ValidationError, source: str, lines: dict[tuple, int],
+def validation_error(exc: ValidationError, source: str, lines: Lines,
                      model: type[BaseModel] | None = None) -> SpecError:
-    """Turn the first pydantic error into a one-line SpecError naming line and fix."""
+    """Turn the first pydantic error into a one-line SpecError naming line (or the `--set` item) and fix."""
     err = exc.errors()[0]
     loc = tuple(x for x in err["loc"] if not (isinstance(x, str) and x.startswith("function-")))
     key = ".".join(str(x) for x in loc) or "(top level)"
     line = _nearest_line(lines, loc)
-    where = f"{source}:{line}" if line else source
+    where = line if isinstance(line, str) else f"{source}:{line}" if line else source
     if err["type"] == "extra_forbidden":
         return SpecError(f"{where}: unknown key '{key}'", unknown_key_hint(model, loc))
     if err["type"] == "missing":
@@ -82,8 +85,10 @@ def validation_error(exc: ValidationError, source: str, lines: dict[tuple, int],
     return SpecError(f"{where}: '{key}': {msg}", "correct that value")
 
 
-def apply_overrides(data: dict, overrides: list[str]) -> dict:
-    """Apply `a.b=value` overrides; the value is parsed as YAML (so 2 -> int, [1,2] -> list)."""
+def apply_overrides(data: dict, overrides: list[str], lines: Lines | None = None, label: str = "--set") -> dict:
+    """Apply `a.b=value` overrides; the value is parsed as YAML (so 2 -> int, [1,2] -> list). `lines`
+    then maps each overridden key to `label item`, so an error in it names the override, not a line of
+    a file the user may never have written."""
     for item in overrides:
         if "=" not in item:
             raise SpecError(f"--set '{item}' has no '='", "write --set key=value, e.g. --set parallelism.tp=2")
@@ -97,6 +102,11 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
         if not isinstance(target, dict):
             raise SpecError(f"--set '{item}': the spec is not a mapping of keys", "see docs/ for an example")
         target[keys[-1]] = _override_value(item, raw)
+        if lines is not None:
+            path = tuple(keys)
+            for known in [k for k in lines if k[:len(path)] == path]:
+                del lines[known]
+            lines[path] = f"{label} {item}"
     return data
 
 
@@ -109,7 +119,7 @@ def _override_value(item: str, raw: str) -> Any:
                         "quote it, e.g. --set name='\"a: b\"'") from None
 
 
-def load_model(model: type[M], data: Any, source: str, lines: dict[tuple, int] | None = None) -> M:
+def load_model(model: type[M], data: Any, source: str, lines: Lines | None = None) -> M:
     if not isinstance(data, dict):
         raise SpecError(f"{source}: expected a mapping of keys at the top level", "see docs/ for an example")
     try:
@@ -119,8 +129,19 @@ def load_model(model: type[M], data: Any, source: str, lines: dict[tuple, int] |
 
 
 def load_file(model: type[M], path: str | Path, overrides: list[str] | None = None) -> M:
+    data, lines = parse_yaml(read_spec(path), str(path))
+    return load_model(model, apply_overrides(data, overrides or [], lines), str(path), lines)
+
+
+def read_spec(path: str | Path) -> str:
+    """A spec file's text; SpecError when it is missing, unreadable or not UTF-8 text."""
     p = Path(path)
     if not p.is_file():
         raise SpecError(f"spec file '{p}' not found", "check the path")
-    data, lines = parse_yaml(p.read_text(), str(p))
-    return load_model(model, apply_overrides(data, overrides or []), str(p), lines)
+    try:
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{p} is not a UTF-8 text file (byte {exc.start}): not a YAML spec",
+                        "give the path of a YAML spec file") from None
+    except OSError as exc:
+        raise SpecError(f"cannot read spec file '{p}': {exc.strerror}", "check the path and its permissions") from None

@@ -61,8 +61,9 @@ def refused_write(exc: BaseException) -> bool:
 class Store:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        if self.path.is_dir():
-            raise StoreError(f"results database {self.path} is a directory", "pass --db a file path")
+        if self.path.exists() and not self.path.is_file():
+            raise StoreError(f"results database {self.path} is not a regular file (a directory, device or FIFO)",
+                             "pass --db the path of a database file (or a new one)")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

@@ -37,7 +37,7 @@ class Server:
 
 def load_profile(target: SweepTarget, config: ServerConfig) -> Profile:
     from tokenbench.deploy.profiles import load_profile as _load
-    return _load(target.profile, [*target.set, *config.overrides])
+    return _load(target.profile, [*target.set, *config.overrides], f"sweep override for {target.profile}:")
 
 
 def expected_ctx(profile: Profile) -> int | None:
