@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tokenbench.client.records import ERROR_KINDS
+from tokenbench.errors import EXIT_CODES
 from tokenbench.testing.faults import FAULT_KINDS
 
 pytestmark = pytest.mark.slow   # subprocesses, real servers or hypothesis: seconds per test
@@ -40,3 +41,9 @@ def test_every_fault_and_error_kind_has_a_row():
         assert any(line.startswith(f"| `{fault}`") for line in rows), f"fault {fault} has no row"
     for kind in ERROR_KINDS:
         assert f"`{kind}`" in matrix, f"error kind {kind} is not in the matrix"
+
+
+def test_exit_codes_are_documented():
+    table = DOC.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    rows = dict(re.findall(r"^\| (\d+) \| (.+?) \|$", table, re.MULTILINE))
+    assert {int(k): v for k, v in rows.items()} == EXIT_CODES
