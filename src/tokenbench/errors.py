@@ -22,11 +22,11 @@ class TokenbenchError(Exception):
 
 
 # every character str.splitlines() breaks at (a terminal or a log reader may too)
-LINE_BREAKS = {c: c.encode("unicode_escape").decode() for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}
+_BREAKS = str.maketrans({c: c.encode("unicode_escape").decode() for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"})
 
 
 def escape_breaks(text: str) -> str:
-    return text.translate(str.maketrans(LINE_BREAKS))
+    return text.translate(_BREAKS)
 
 
 class UsageError(TokenbenchError):
