@@ -13,6 +13,7 @@ Rules (docs/metrics.md):
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from tokenbench.client.records import Phase, RawExchange, RequestRecord, UsageSource
@@ -110,18 +111,19 @@ def _on_event(st: _State, t_ns: int, data: str | None, malformed: str | None) ->
         _fail(st, "invalid_json", f"chunk is not a JSON object: {data[:120]}")
 
 
-def _decode(raw: RawExchange) -> _State:
-    st = _State()
+def _decode_steps(raw: RawExchange, st: _State, per_step: int) -> Iterator[None]:
+    """Decode into `st`, pausing (yield) after every `per_step` body reads."""
     dec = SSEDecoder()
-    for t_ns, data in raw.chunks:
+    for n, (t_ns, data) in enumerate(raw.chunks, 1):
         for ev in dec.feed(data):
             _on_event(st, t_ns, ev.data, ev.malformed)
             if st.done and st.done_ns is None:
                 st.done_ns = t_ns
+        if n % per_step == 0:
+            yield
     for ev in dec.flush():
         _on_event(st, raw.end_ns, ev.data, ev.malformed)
     st.counted = resolve(st.chunks, st.usage)
-    return st
 
 
 def _usage_fields(st: _State) -> tuple[int | None, int | None, int | None, UsageSource]:
@@ -160,7 +162,23 @@ def _check_lengths(rec: RequestRecord, req: PreparedRequest) -> None:
 
 
 def parse_exchange(raw: RawExchange, req: PreparedRequest, index: int, phase: Phase) -> RequestRecord:
-    st = _decode(raw) if raw.error_kind is None or raw.chunks else _State()
+    for rec in parse_steps(raw, req, index, phase, per_step=1 << 30):
+        if rec is not None:
+            return rec
+    raise AssertionError("parse_steps ends with the record")
+
+
+def parse_steps(raw: RawExchange, req: PreparedRequest, index: int, phase: Phase,
+                per_step: int) -> Iterator[RequestRecord | None]:
+    """parse_exchange in slices: None after every `per_step` body reads, then the record (so a caller
+    on the event loop can parse a finished request between socket reads)."""
+    st = _State()
+    if raw.error_kind is None or raw.chunks:
+        yield from _decode_steps(raw, st, per_step)
+    yield _record(raw, req, index, phase, st)
+
+
+def _record(raw: RawExchange, req: PreparedRequest, index: int, phase: Phase, st: _State) -> RequestRecord:
     prompt, completion, cached, source = _usage_fields(st)
     rec = RequestRecord(
         index=index, phase=phase, input_len=req.input_len, output_len=req.output_len,

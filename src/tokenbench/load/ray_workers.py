@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future
 
@@ -44,7 +45,7 @@ class ClientActor:
         self.loop = asyncio.SelectorEventLoop()   # Ray workers default to uvloop; measure as one process does
         threading.Thread(target=self.loop.run_forever, daemon=True).start()
         self.session = asyncio.run_coroutine_threadsafe(self._session(timeout_s), self.loop).result()
-        self.finished: list[RequestRecord] = []
+        self.finished: deque[RequestRecord] = deque()
         self.job: WorkerJob | None = None
         self.running: Future | None = None
 
@@ -71,21 +72,19 @@ class ClientActor:
 
     def start(self, job: WorkerJob, start_local_ns: int) -> None:
         """Begin the measured phase on the actor's loop; the driver collects it with `take`."""
-        self.job, self.finished = job, []
+        self.job, self.finished = job, deque()
         self.running = asyncio.run_coroutine_threadsafe(
             run_phase(self._send, job.measure, job.load, "measure", seed=job.seed + job.worker,
-                      start_ns=start_local_ns, offsets=job.offsets), self.loop)
+                      start_ns=start_local_ns, offsets=job.offsets, sink=self.finished.append), self.loop)
 
     def take(self, limit: int) -> tuple[list[RequestRecord], dict | None]:
-        """Up to `limit` finished records, and the client health once the phase ended and all were taken."""
+        """Up to `limit` records finished so far (the loop thread appends, this thread pops: a deque is
+        safe for that), and the client health once the phase ended and every record was taken."""
         assert self.running is not None and self.job is not None
-        if not self.running.done():
-            return [], None
-        if not self.finished and self.running.result().records:
-            self.finished = reindex(self.running.result().records, self.job)
-            self.running.result().records = []
-        batch, self.finished = self.finished[:limit], self.finished[limit:]
-        return batch, (self.running.result().client_health if not self.finished else None)
+        ended = self.running.done()
+        batch = [self.finished.popleft() for _ in range(min(limit, len(self.finished)))]
+        health = self.running.result().client_health if ended and not self.finished else None
+        return reindex(batch, self.job), health
 
 
 def clock_offset(ray, actor) -> int:

@@ -2,8 +2,15 @@
 ends. Open loop: arrival i is due at t0 + offset_i, launched on that absolute schedule; with a
 max-concurrency cap it waits for a slot and the wait is recorded as client queue time.
 
-Only raw exchanges are collected while the cell runs; parsing happens after the last request ended,
-so interpretation never steals event-loop time from timestamping.
+A finished exchange is reduced to its record and its raw bytes dropped while the cell runs, so memory
+follows the requests in flight, not those finished: once PENDING_MAX finished exchanges wait, a
+background task parses them in order, READS_PER_SLICE body reads per event-loop iteration, so a read
+that arrives meanwhile is stamped after at most one slice (tens of microseconds), never after a whole
+request; the rest are parsed when the phase ends (a small cell parses nothing while it runs, so its
+client competes with nothing for the CPU while the server takes a request in). Garbage collection: objects
+alive at the start are frozen and full (oldest-generation) collections are held off until the phase
+ends, while the cheap young collections keep running, so cycles made mid-cell are still freed and no
+collection walks the heap.
 """
 
 from __future__ import annotations
@@ -11,10 +18,12 @@ from __future__ import annotations
 import asyncio
 import gc
 import random
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
-from tokenbench.client.parse import parse_exchange
+from tokenbench.client.parse import parse_steps
 from tokenbench.client.records import Phase, RawExchange, RequestRecord
 from tokenbench.client.request import PreparedRequest
 from tokenbench.load.arrivals import offsets_ns
@@ -24,6 +33,10 @@ from tokenbench.metrics.verify import UNREACHABLE_AFTER
 from tokenbench.spec.bench import Load
 
 Send = Callable[[PreparedRequest, int], Awaitable[RawExchange]]
+Sink = Callable[[RequestRecord], None]
+NO_FULL_GC = 1 << 30          # oldest-generation threshold while a phase runs (never reached)
+READS_PER_SLICE = 8           # body reads parsed per event-loop iteration (a few tens of microseconds)
+PENDING_MAX = 256             # finished exchanges left unparsed before the reducer starts on them
 
 
 @dataclass
@@ -57,7 +70,7 @@ class _Pool:
 
 
 async def _closed_loop(send: Send, pool: _Pool, concurrency: int, deadline_ns: int | None,
-                       clock: Clock, out: list, on_done: Callable[[], None]) -> None:
+                       clock: Clock, out: _Reducer, on_done: Callable[[], None]) -> None:
     async def worker() -> None:
         while (deadline_ns is None or clock.now_ns() < deadline_ns) and (item := pool.take()):
             i, req = item
@@ -72,7 +85,7 @@ async def _closed_loop(send: Send, pool: _Pool, concurrency: int, deadline_ns: i
 
 
 async def _open_loop(send: Send, pool: _Pool, load: Load, rng: random.Random, clock: Clock,
-                     out: list, on_done: Callable[[], None], t0: int, offsets: Sequence[int] | None = None) -> None:
+                     out: _Reducer, on_done: Callable[[], None], t0: int, offsets: Sequence[int] | None = None) -> None:
     slots = asyncio.Semaphore(load.max_concurrency) if load.max_concurrency else None
 
     async def one(i: int, req: PreparedRequest, intended: int) -> None:
@@ -97,41 +110,85 @@ async def _open_loop(send: Send, pool: _Pool, load: Load, rng: random.Random, cl
     await asyncio.gather(*tasks)
 
 
-def _parse_all(out: list, phase: Phase) -> list[RequestRecord]:
-    records = [parse_exchange(raw, req, i, phase) for i, req, raw in out]
-    return sorted(records, key=lambda r: r.index)
+class _Reducer:
+    """Finished exchanges -> records, one per loop iteration, handed to `sink` (default: kept)."""
+
+    def __init__(self, phase: Phase, sink: Sink | None) -> None:
+        self.phase, self.queue, self.wake = phase, deque[tuple[int, PreparedRequest, RawExchange]](), asyncio.Event()
+        self.records: list[RequestRecord] = []
+        self.sink: Sink = sink or self.records.append
+        self.closed = False
+
+    def append(self, item: tuple[int, PreparedRequest, RawExchange]) -> None:
+        self.queue.append(item)
+        if len(self.queue) >= PENDING_MAX:
+            self.wake.set()
+
+    async def run(self) -> None:
+        while True:
+            while self.queue:
+                i, req, raw = self.queue.popleft()
+                for rec in parse_steps(raw, req, i, self.phase, READS_PER_SLICE):
+                    if rec is not None:
+                        self.sink(rec)
+                    await asyncio.sleep(0)
+                del raw
+            if self.closed:
+                return
+            self.wake.clear()
+            await self.wake.wait()
+
+    async def close(self, task: asyncio.Task) -> list[RequestRecord]:
+        self.closed = True
+        self.wake.set()
+        await task
+        return sorted(self.records, key=lambda r: r.index)
+
+
+@contextmanager
+def _young_gc_only() -> Iterator[None]:
+    gc.collect()
+    gc.freeze()
+    thresholds = gc.get_threshold()
+    gc.set_threshold(thresholds[0], thresholds[1], NO_FULL_GC)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
 
 
 async def run_phase(send: Send, requests: Sequence[PreparedRequest], load: Load, phase: Phase, *,
                     seed: int = 0, clock: Clock | None = None, start_ns: int | None = None,
                     offsets: Sequence[int] | None = None,
-                    on_done: Callable[[], None] = lambda: None) -> CellRun:
+                    on_done: Callable[[], None] = lambda: None, sink: Sink | None = None) -> CellRun:
     """Run one phase (warmup or measure) of a cell and return parsed records and client health.
     `start_ns` (same clock) lets several worker processes begin the phase at one shared instant.
     `offsets` (open loop, ns): request i is due at t0 + offsets[i] (a trace's arrivals) instead of the
-    load's generated arrivals; required for `arrival: trace`."""
+    load's generated arrivals; required for `arrival: trace`. `sink`: each record as soon as it is
+    parsed (then the returned CellRun holds none)."""
     if load.arrival == "trace" and offsets is None:
         raise ValueError("a trace load needs explicit arrival offsets")
     clock = clock or MonotonicClock()
     if start_ns is not None:
         await clock.sleep_until(start_ns)
     pool, probe = _Pool(requests, clock), LoopLagProbe()
-    out: list[tuple[int, PreparedRequest, RawExchange]] = []
-    gc.collect()
-    gc.disable()   # a full collection mid-cell stalls the loop for tens of ms; collect after instead
-    probe.start()
-    try:
-        t0 = clock.now_ns()
-        if load.concurrency is not None:
-            deadline = t0 + int(load.duration_s * 1e9) if load.duration_s else None
-            await _closed_loop(send, pool, load.concurrency, deadline, clock, out, on_done)
-        else:
-            await _open_loop(send, pool, load, random.Random(seed), clock, out, on_done, t0, offsets)
-    finally:
-        health = probe.stop()
-        gc.enable()
+    out = _Reducer(phase, sink)
+    with _young_gc_only():
+        reducing = asyncio.ensure_future(out.run())
+        probe.start()
+        try:
+            t0 = clock.now_ns()
+            if load.concurrency is not None:
+                deadline = t0 + int(load.duration_s * 1e9) if load.duration_s else None
+                await _closed_loop(send, pool, load.concurrency, deadline, clock, out, on_done)
+            else:
+                await _open_loop(send, pool, load, random.Random(seed), clock, out, on_done, t0, offsets)
+        finally:
+            health = probe.stop()
+            records = await out.close(reducing)
     health.update(_exhausted(pool, load, t0))
-    return CellRun(records=_parse_all(out, phase), client_health=health)
+    return CellRun(records=records, client_health=health)
 
 
 def _exhausted(pool: _Pool, load: Load, t0: int) -> dict:
