@@ -1,0 +1,158 @@
+"""Scale (issue 20): client peak RSS, DB bytes per request, CPU per chunk and report/compare/export time
+as the number of requests grows. Prints one markdown table.
+
+Real rows run `tokenbench bench` (one client process, closed loop) against the shipped reference server
+in its own process; peak RSS and CPU come from the client process's own rusage (wait4), CPU per chunk
+from the measured phase only (client_cpu_percent x duration / chunks, one token per chunk). Synthetic
+rows (`--synthetic`) write a cell of N plausible records straight into a results database, without any
+HTTP, for sizes a run cannot reach on a small machine; only their DB and report columns mean anything.
+
+    .venv/bin/python bench/scale.py --real 10000,100000 --synthetic 1000000
+    .venv/bin/python bench/scale.py --real 5000,40000     # the bounded-memory acceptance pair
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from tokenbench.client.records import RequestRecord
+from tokenbench.metrics.summary import summarize
+from tokenbench.spec.bench import Load
+from tokenbench.store.db import Store
+from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
+
+TB = [sys.executable, "-m", "tokenbench.cli.main"]
+SUMMARY_SAMPLE = 20_000          # synthetic cells: the summary is computed from this many records
+
+
+def _run(argv: list[str], env: dict) -> tuple[float, int, float]:
+    """(wall s, peak RSS bytes, CPU s) of one child process."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    err = proc.stderr.read().decode()[-400:] if proc.stderr else ""
+    if os.waitstatus_to_exitcode(status) not in (0, 1):
+        raise SystemExit(f"{' '.join(argv[:6])} ... failed: {err}")
+    return wall, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime
+
+
+def _db_bytes(db: Path) -> int:
+    return sum(p.stat().st_size for p in db.parent.glob(db.name + "*"))
+
+
+def _views(db: Path, run_id: str, other: str, env: dict, out: Path) -> dict:
+    """Wall time and peak RSS of report, compare and export of one stored run."""
+    got = {}
+    for name, argv in (("report", ["report", run_id, "--db", str(db), "-o", str(out / "r")]),
+                       ("compare", ["compare", run_id, other, "--db", str(db), "-o", str(out / "c")]),
+                       ("export", ["export", run_id, "--db", str(db), "-o", str(out / "e.json")])):
+        wall, rss, _ = _run([*TB, *argv], env)
+        got[name] = (wall, rss)
+    return got
+
+
+def real_row(n: int, db: Path, env: dict, streams: int, output_len: int, itl_ms: float) -> dict:
+    cfg = ReferenceConfig(ttft_ms=0, itl_ms=itl_ms)
+    with ReferenceProcess(cfg) as ref:
+        before = _db_bytes(db)
+        wall, rss, _ = _run([*TB, "bench", "--base-url", ref.url, "--input-len", "32", "--output-len",
+                             str(output_len), "--concurrency", str(streams), "--num-prompts", str(n),
+                             "--warmup-requests", "0", "--db", str(db), "--allow-length-mismatch",
+                             "--max-error-rate", "1"], env)
+    store = Store(db)
+    run_id = store.runs()[0]["id"]
+    s = store.cells(run_id)[0]["summary"]
+    chunks = s.get("total_output_tokens") or 1
+    cpu_s = (s.get("client_cpu_percent") or 0) / 100 * (s.get("duration") or 0)
+    return {"kind": "real", "n": n, "run": run_id, "rss": rss, "bench_s": wall,
+            "db_per_req": (_db_bytes(db) - before) / n, "us_per_chunk": cpu_s / chunks * 1e6,
+            "failed": s.get("failed"), "lag_p99": s.get("loop_lag_p99_ms")}
+
+
+def _records(n: int, output_len: int, seed: int) -> Iterator[RequestRecord]:
+    rng = random.Random(seed)
+    t = 10**12
+    for i in range(n):
+        sent = t + i * 1_000_000
+        first = sent + rng.randint(20_000_000, 40_000_000)
+        times = [first + k * rng.randint(9_000_000, 11_000_000) for k in range(output_len)]
+        yield RequestRecord(index=i, phase="measure", input_len=32, output_len=output_len, intended_ns=sent,
+                            sent_ns=sent, end_ns=times[-1] + 100_000, status=200, token_times_ns=times,
+                            token_counts=[1] * output_len, prompt_tokens=32, completion_tokens=output_len,
+                            usage_source="server", finish_reason="length", text="x" * output_len,
+                            count_source="usage", first_content_ns=first)
+
+
+def synthetic_row(n: int, db: Path, output_len: int, streams: int) -> dict:
+    load = Load(concurrency=streams, num_prompts=n)
+    summary = summarize(list(_records(min(n, SUMMARY_SAMPLE), output_len, n)), load, 32, output_len)
+    summary.update({"num_prompts": n, "completed": n, "synthetic": True})
+    store = Store(db)
+    before = _db_bytes(db)
+    t0 = time.perf_counter()
+    run_id = store.create_run("bench", "synthetic", {"cells": [], "planned_cells": 1}, ["scale.py"], {})
+    config = store.upsert_config(run_id, "target", status="done")
+    store.save_cell(run_id, config, {"key": f"32:{output_len}/c={streams}", "input_len": 32,
+                                     "output_len": output_len, "concurrency": streams, "status": "ok",
+                                     "summary": summary}, _records(n, output_len, n))
+    store.set_run_status(run_id, "done")
+    return {"kind": "synthetic", "n": n, "run": run_id, "write_s": time.perf_counter() - t0,
+            "db_per_req": (_db_bytes(db) - before) / n}
+
+
+def _fmt(row: dict) -> str:
+    mb = 1 << 20
+
+    def v(key: str, fmt: str) -> str:
+        return format(row[key], fmt) if row.get(key) is not None else "-"
+    views = row.get("views", {})
+    cols = [row["kind"], f"{row['n']:,}", f"{row['rss'] / mb:.0f}" if "rss" in row else "-", v("db_per_req", ".0f"),
+            v("us_per_chunk", ".1f"), v("lag_p99", ".1f"),
+            *(f"{views[k][0]:.2f} s / {views[k][1] / mb:.0f} MB" if k in views else "-"
+              for k in ("report", "compare", "export"))]
+    return "| " + " | ".join(cols) + " |"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--real", default="10000", help="request counts run for real, comma-separated")
+    ap.add_argument("--synthetic", default="", help="request counts written straight to the store")
+    ap.add_argument("--streams", type=int, default=512)
+    ap.add_argument("--output-len", type=int, default=64)
+    ap.add_argument("--itl-ms", type=float, default=20.0, help="reference server's inter-token latency")
+    ap.add_argument("--no-views", action="store_true", help="skip report/compare/export timings")
+    a = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="tb-scale-"))
+    env = {**os.environ, "TOKENBENCH_RESULTS": str(work)}
+    rows = []
+    try:
+        for n in (int(x) for x in a.real.split(",") if x):
+            rows.append(real_row(n, work / f"real-{n}.db", env, a.streams, a.output_len, a.itl_ms))
+        for n in (int(x) for x in a.synthetic.split(",") if x):
+            rows.append(synthetic_row(n, work / "synthetic.db", a.output_len, a.streams))
+        if not a.no_views:
+            for row in rows:
+                db = work / (f"real-{row['n']}.db" if row["kind"] == "real" else "synthetic.db")
+                row["views"] = _views(db, row["run"], row["run"], env, work / f"v-{row['n']}")
+        print("| rows | requests | peak RSS MB | DB bytes/request | CPU us/chunk | loop lag p99 ms |"
+              " report | compare | export |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for row in rows:
+            print(_fmt(row))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
