@@ -91,3 +91,50 @@ def test_drift_within_a_run_widens_the_verdict_and_hides_a_drift_sized_change():
     assert u.verdict(ia, ra, ib, rb, False).winner == "A"                    # blind to the drift
     v = u.verdict(ia, ra, ib, rb, False, floor=u.drift([a], "mean"))
     assert v.winner is None and v.detectable > 0.07
+
+
+# ITL: a request's gaps are correlated (its batch, its prompt, its place in the run) ------------------
+REQS, GAPS, LEVEL_SIGMA = 40, 32, 0.3          # each request's gaps share a level ~ lognormal(20 ms, 0.3)
+
+
+def _requests(rng: np.random.Generator) -> list[np.ndarray]:
+    levels = rng.lognormal(MU, LEVEL_SIGMA, REQS)
+    return [lv * rng.lognormal(0.0, 0.05, GAPS) for lv in levels]
+
+
+def _itl_coverage(trials: int, clustered: bool) -> float:
+    truth = float(np.exp(MU + LEVEL_SIGMA**2 / 2) * np.exp(0.05**2 / 2))
+    rng = np.random.default_rng(11)
+    hits = 0
+    for k in range(trials):
+        reqs = _requests(rng)
+        group = u.Clusters.of(reqs) if clustered else np.concatenate(reqs)
+        hits += u.interval([group], "mean", boots=300, seed=k).contains(truth)
+    return hits / trials
+
+
+@pytest.mark.slow
+def test_itl_intervals_resample_whole_requests_and_cover_where_single_gaps_do_not():
+    gaps, requests = _itl_coverage(100, clustered=False), _itl_coverage(300, clustered=True)
+    print(f"coverage of the mean ITL: gaps resampled {gaps:.3f} (100 trials), requests resampled {requests:.3f} (300)")
+    assert gaps < 0.6                   # single gaps: the interval ignores that gaps come in requests
+    assert 0.90 <= requests <= 0.98
+
+
+def test_cluster_percentiles_are_numpy_percentiles_of_the_resample():
+    rng = np.random.default_rng(3)
+    v = np.sort(rng.normal(10, 2, 50))
+    copies = rng.integers(0, 4, (20, 50))
+    copies[:, 0] += 1                                           # never an empty resample
+    for q in (50.0, 90.0, 99.0):
+        want = [np.percentile(np.repeat(v, c), q) for c in copies]
+        assert u._weighted_pct(v, np.cumsum(copies, axis=1), q) == pytest.approx(want)
+
+
+def test_clusters_keep_their_values_for_point_and_drift():
+    reqs = [[1.0, 2.0], [], [3.0, 4.0, 5.0]]
+    c = u.Clusters.of(reqs)
+    assert len(c) == 5 and list(c.sizes) == [2, 3]
+    assert u.point([c], "mean") == 3.0 and u.point([c], "p50") == 3.0
+    iv = u.interval([c], "p50", boots=200)
+    assert iv.lo <= iv.value <= iv.hi and iv.n == 5

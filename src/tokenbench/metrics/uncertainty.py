@@ -23,7 +23,30 @@ MIN_EFFECT = 0.02         # differences below this share are "not detectable" (r
 CHUNK = 2_000_000         # values resampled at once (memory bound)
 STATS = {"mean": None, "p50": 50.0, "p90": 90.0, "p99": 99.0}
 
-Groups = Sequence[Sequence[float]]
+
+
+@dataclass(frozen=True, eq=False)
+class Clusters:
+    """One repeat's values grouped by the request they came from (ITL: a request's gaps, which share the
+    request's batch, prompt and position in the run). `len` is the number of values."""
+    values: np.ndarray    # every value, cluster after cluster, in time order
+    sizes: np.ndarray     # values per cluster (each >= 1)
+
+    @classmethod
+    def of(cls, clusters: Sequence[Sequence[float]]) -> "Clusters":
+        kept = [c for c in clusters if len(c)]
+        values = np.concatenate([np.asarray(c, dtype=float) for c in kept]) if kept else np.zeros(0)
+        return cls(values, np.asarray([len(c) for c in kept], dtype=np.int64))
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+Groups = Sequence[Sequence[float] | Clusters]
+
+
+def values_of(g: Sequence[float] | Clusters) -> np.ndarray:
+    return g.values if isinstance(g, Clusters) else np.asarray(g, dtype=float)
 
 
 @dataclass(frozen=True)
@@ -57,16 +80,54 @@ def _within(x: np.ndarray, stats: Sequence[str], boots: int, rng: np.random.Gene
     return np.concatenate(out, axis=1)
 
 
+def _weighted_pct(v: np.ndarray, cum: np.ndarray, q: float) -> np.ndarray:
+    """numpy's linear percentile q of each row's resample, given the sorted values `v` and the row-wise
+    cumulative copy counts `cum` (the resample is v[j] repeated cum[j] - cum[j-1] times)."""
+    total = cum[:, -1]
+    h = (total - 1) * q / 100
+    k = np.floor(h)
+    j0 = (cum <= k[:, None]).sum(axis=1)
+    j1 = np.minimum((cum <= (k + 1)[:, None]).sum(axis=1), len(v) - 1)
+    return v[j0] + (h - k) * (v[j1] - v[j0])
+
+
+def _within_clusters(c: Clusters, stats: Sequence[str], boots: int, rng: np.random.Generator) -> np.ndarray:
+    """(len(stats), boots) replicates from resampling whole clusters: each resample draws as many
+    clusters as there are, with replacement, and takes the statistic of all their values together."""
+    m = len(c.sizes)
+    order = np.argsort(c.values, kind="stable")
+    v, owner = c.values[order], np.repeat(np.arange(m), c.sizes)[order]
+    step = max(1, CHUNK // max(len(v), 1))
+    out = []
+    for b in range(0, boots, step):
+        rows = min(step, boots - b)
+        picks = rng.integers(0, m, (rows, m)) + (np.arange(rows) * m)[:, None]
+        copies = np.bincount(picks.ravel(), minlength=rows * m).reshape(rows, m)
+        weights = copies[:, owner]
+        cum = np.cumsum(weights, axis=1)
+        mean = (weights * v).sum(axis=1) / cum[:, -1]
+        qs = [STATS[s] for s in stats]
+        out.append(np.stack([mean if q is None else _weighted_pct(v, cum, q) for q in qs]))
+    return np.concatenate(out, axis=1)
+
+
+def _resample(g: Sequence[float] | Clusters, stats: Sequence[str], boots: int,
+              rng: np.random.Generator) -> np.ndarray:
+    if isinstance(g, Clusters):
+        return _within_clusters(g, stats, boots, rng)
+    return _within(np.asarray(g, dtype=float), stats, boots, rng)
+
+
 def replicates_of(groups: Groups, stats: Sequence[str], boots: int = BOOT,
                   seed: int = SEED) -> dict[str, np.ndarray] | None:
     """Bootstrap replicates of the mean over groups of stat(group), for each of `stats` from the same
     resamples; None without data. One group: resample its elements; several: resample groups, then
-    elements within each chosen group."""
-    arrays = [np.asarray(g, dtype=float) for g in groups if len(g)]
+    elements (or whole clusters) within each chosen group."""
+    arrays = [g for g in groups if len(g)]
     if not arrays:
         return None
     rng = np.random.default_rng(seed)
-    inner = np.stack([_within(a, stats, boots, rng) for a in arrays])          # (groups, stats, boots)
+    inner = np.stack([_resample(a, stats, boots, rng) for a in arrays])          # (groups, stats, boots)
     if len(arrays) == 1:
         reps = inner[0]
     else:
@@ -81,7 +142,7 @@ def replicates(groups: Groups, stat: str, boots: int = BOOT, seed: int = SEED) -
 
 
 def point(groups: Groups, stat: str) -> float | None:
-    vals = [float(_stat(np.asarray(g, dtype=float), stat)) for g in groups if len(g)]
+    vals = [float(_stat(values_of(g), stat)) for g in groups if len(g)]
     return float(np.mean(vals)) if vals else None
 
 
@@ -150,7 +211,7 @@ def drift(groups: Groups, stat: str) -> float:
     over the samples in time order, the largest over the groups (0 when a group is too small)."""
     worst = 0.0
     for g in groups:
-        x = np.asarray(g, dtype=float)
+        x = values_of(g)
         if len(x) < 8:
             continue
         whole, a, b = (float(_stat(v, stat)) for v in (x, x[: len(x) // 2], x[len(x) // 2:]))

@@ -45,10 +45,12 @@ class Metric:
 HEADLINE = [Metric(n, s) for n in LATENCIES for s in STATS] + [Metric(r, "mean") for r in RATES]
 
 
-def _latencies(recs: list[RequestRecord], name: str) -> list[float]:
+def _latencies(recs: list[RequestRecord], name: str) -> list[float] | u.Clusters:
+    """Per-request values; ITL's gaps stay grouped by request (resampled together: a request's gaps are
+    correlated, and resampling single gaps would make the interval too narrow)."""
     ok = [r for r in recs if r.ok]
     if name == "itl":
-        return [v for r in ok for v in rm.itl_ms(r)]
+        return u.Clusters.of([rm.itl_ms(r) for r in ok])
     fn: Callable = {"ttft": rm.ttft_ms, "tpot": rm.tpot_ms, "e2el": rm.e2el_ms}[name]
     return [v for r in ok if (v := fn(r)) is not None]
 
@@ -64,7 +66,7 @@ def _events(recs: list[RequestRecord], name: str, slo: SLO | None) -> list[tuple
     return [(r.end_ns, 1.0) for r in ok if rm.meets_slo(r, slo)]
 
 
-def samples(recs: list[RequestRecord], name: str, slo: SLO | None) -> list[float]:
+def samples(recs: list[RequestRecord], name: str, slo: SLO | None) -> list[float] | u.Clusters:
     """One repeat's samples of a metric: per-request values, or per-bin rates of its measured window."""
     if name not in RATES:
         return _latencies(recs, name)
@@ -87,7 +89,7 @@ class Book:
         self.run, self._read = run, read or run.reader or (lambda _cell_id: [])
         self._recs: dict[int, list[RequestRecord]] = {}
         self._reps: dict[tuple[tuple[int, ...], str], dict[str, np.ndarray] | None] = {}
-        self._groups: dict[tuple[tuple[int, ...], str], list[list[float]]] = {}
+        self._groups: dict[tuple[tuple[int, ...], str], list[list[float] | u.Clusters]] = {}
         self.slo = _slo(run)
 
     def records(self, cell: CellInfo) -> list[RequestRecord]:
@@ -111,7 +113,7 @@ class Book:
         value = u.point(self.groups(cell, metric), metric.stat)
         return stored / value if stored and value else 1.0
 
-    def groups(self, cell: CellInfo, metric: Metric) -> list[list[float]]:
+    def groups(self, cell: CellInfo, metric: Metric) -> list[list[float] | u.Clusters]:
         k = (_ids(cell), metric.name)
         if k not in self._groups:
             self._groups[k] = [g for c in cell.measured() if (g := samples(self.records(c), metric.name, self.slo))]
