@@ -307,11 +307,11 @@ def load_run(store: Store, run_id: str, timeline_cell: str | None = None, reques
                   row.get("spec") or {}, row.get("command") or [], row.get("environment") or {},
                   row.get("message") or "", configs, cells)
     run.cache = store.cache_totals(run_id)
-    run.reader = store.requests
+    run.reader = store.sampled_requests          # a bounded reservoir per cell (store.schema.RESERVOIR)
     run.samples = _monitor(store, cells)
     if requests:
         chosen = pick_timeline_cell(run, timeline_cell)
         if chosen is not None:
-            recs = store.requests(chosen.id)
+            recs = store.sampled_requests(chosen.id)
             run.timeline = Timeline(chosen, recs) if recs else None
     return run

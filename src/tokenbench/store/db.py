@@ -19,6 +19,7 @@ from tokenbench.errors import OutputError, StoreError
 from tokenbench.store import liveness, outputs
 from tokenbench.store.migrate import migrate
 from tokenbench.store.records import REQUEST_COLUMNS, from_row, to_row
+from tokenbench.store.schema import RESERVOIR, SAMPLE_ORDER
 
 
 def default_db_path() -> Path:
@@ -171,6 +172,7 @@ class Store:
             self.db.executemany(
                 f"INSERT INTO requests ({','.join(REQUEST_COLUMNS)}) VALUES ({','.join('?' * len(REQUEST_COLUMNS))})",
                 (to_row(cell_id, r) for r in records))
+            self._mark_reservoir(cell_id)
             self.db.executemany(
                 "INSERT INTO samples (cell_id, t_ns, source, name, value, labels_json) VALUES (?,?,?,?,?,?)",
                 ((cell_id, *s) for s in samples))
@@ -198,6 +200,25 @@ class Store:
             rows = self.db.execute("SELECT * FROM requests WHERE cell_id=? AND phase=? ORDER BY idx",
                                    (cell_id, phase)).fetchall()
             return [from_row(dict(r)) for r in rows]
+
+    def _mark_reservoir(self, cell_id: int) -> None:
+        for phase in ("measure", "warmup"):
+            self.db.execute(
+                "UPDATE requests SET sampled = 1 WHERE rowid IN (SELECT rowid FROM requests WHERE cell_id=? AND"
+                f" phase=? ORDER BY {SAMPLE_ORDER} LIMIT ?)", (cell_id, phase, RESERVOIR))
+
+    def sampled_requests(self, cell_id: int, phase: str = "measure") -> list[RequestRecord]:
+        """The cell's reservoir: at most RESERVOIR requests, spread over the cell, chosen when it was
+        stored (all of them for a cell that small), so a per-request view costs the same for any size."""
+        with self._guard("read requests"):
+            rows = self.db.execute("SELECT * FROM requests WHERE cell_id=? AND phase=? AND sampled=1 ORDER BY idx",
+                                   (cell_id, phase)).fetchall()
+            return [from_row(dict(r)) for r in rows]
+
+    def request_count(self, cell_id: int, phase: str = "measure") -> int:
+        with self._guard("read requests"):
+            return self.db.execute("SELECT COUNT(*) FROM requests WHERE cell_id=? AND phase=?",
+                                   (cell_id, phase)).fetchone()[0]
 
     def samples(self, cell_id: int) -> list[dict]:
         return self._rows("read samples", "SELECT * FROM samples WHERE cell_id=? ORDER BY t_ns", (cell_id,))

@@ -85,10 +85,21 @@ CREATE TABLE IF NOT EXISTS samples (
 CREATE INDEX IF NOT EXISTS samples_cell ON samples(cell_id, source, name);
 """
 
+RESERVOIR = 1000   # requests per cell and phase kept flagged `sampled` for per-request views
+
+# a fixed pseudo-random order of request indices (Fibonacci hashing): the first RESERVOIR of a cell in
+# this order are its reservoir, spread evenly over the cell; a cell of at most RESERVOIR has them all
+SAMPLE_ORDER = "(idx * 2654435761) % 4294967296, idx"
+_RANKED = f"SELECT rowid AS id, ROW_NUMBER() OVER (PARTITION BY cell_id, phase ORDER BY {SAMPLE_ORDER}) AS rn FROM requests"
+
 MIGRATIONS: list[tuple[int, str]] = [
     # 2: the process that owns a running run (pid + its start time), so a dead run reads "interrupted"
     (2, "ALTER TABLE runs ADD COLUMN owner_pid INTEGER;\n"
         "ALTER TABLE runs ADD COLUMN owner_started REAL;"),
+    # 3: a bounded reservoir of requests per cell (report timelines and intervals read only these)
+    (3, "ALTER TABLE requests ADD COLUMN sampled INTEGER NOT NULL DEFAULT 0;\n"
+        f"UPDATE requests SET sampled = 1 WHERE rowid IN (SELECT id FROM ({_RANKED}) WHERE rn <= {RESERVOIR});\n"
+        "CREATE INDEX IF NOT EXISTS requests_sampled ON requests(cell_id, phase, sampled);"),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]
@@ -101,6 +112,6 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     "cells": ("id", "run_id", "config_id", "key", "repeat", "input_len", "output_len", "concurrency",
               "request_rate", "status", "message", "kv_demand", "kv_capacity", "over_capacity", "summary_json",
               "started_ns", "finished_at"),
-    "requests": ("cell_id", "phase", "idx", "token_offsets_json", "token_counts_json", "text", "worker"),
+    "requests": ("cell_id", "phase", "idx", "token_offsets_json", "token_counts_json", "text", "worker", "sampled"),
     "samples": ("cell_id", "t_ns", "source", "name", "value", "labels_json"),
 }
