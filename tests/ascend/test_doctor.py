@@ -20,7 +20,7 @@ import pytest
 from ascend_helpers import STUDY_A
 
 from tokenbench.cli.main import main
-from tokenbench.deploy import doctor
+from tokenbench.host import doctor
 from tokenbench.spec.deploy_profile import HostTuning
 
 TUNING = HostTuning(cpu_governor="performance", swappiness=0, numa_balancing=0, sched_migration_cost_ns=50000,

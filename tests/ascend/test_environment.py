@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ascend_helpers import STUDY_A, load
 
-from tokenbench.store import environment
+from tokenbench.host import environment
 
 NPU_SMI = Path(__file__).parents[1] / "fixtures/monitor/npu-smi/25.2.0-910b4-1-masked-bus-truncated.txt"
 

@@ -14,7 +14,7 @@ import json
 from ascend_helpers import FIXTURES, STUDY_A, load
 
 from tokenbench.cli.main import main
-from tokenbench.deploy import flaggems
+from tokenbench.logs import flaggems
 
 LOG = FIXTURES / "gems_aten.txt"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokenbench.store.image_tag import parse_image
+from tokenbench.host.image_tag import parse_image
 
 # Study A's image, exactly as in shared/seeds/000_460c11619f17c32f.txt
 STUDY_A_IMAGE = ("harbor.baai.ac.cn/flagrelease-public/minicpm5-2b-ascend001-gems5.3.0-treenone-cx0.13.0-pluginnone-"

@@ -6,9 +6,10 @@ import sys
 
 import pytest
 
-from tokenbench.deploy import engines, facts_for, llamacpp_server, profiles
+from tokenbench.deploy import engines, facts_for, profiles
 from tokenbench.deploy.engines import llamacpp
 from tokenbench.errors import DeployError
+from tokenbench.local_engines import llamacpp_server
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
@@ -40,7 +41,7 @@ def test_llamacpp_argv(monkeypatch):
     p = profile(parallelism={"slots": 4, "ctx": 4096, "threads": 1}, args={"n_batch": 256, "cache_prompt": False},
                 extra_args=["--warmup", "false"], host="0.0.0.0")
     assert llamacpp.launch_argv(p, 8100) == [
-        sys.executable, "-m", "tokenbench.deploy.llamacpp_server", "--model", "/m/tiny.gguf", "--host", "0.0.0.0",
+        sys.executable, "-m", "tokenbench.local_engines.llamacpp_server", "--model", "/m/tiny.gguf", "--host", "0.0.0.0",
         "--port", "8100", "--alias", "tiny", "--slots", "4", "--ctx", "4096", "--threads", "1",
         "--n_batch", "256", "--warmup", "false"]
 

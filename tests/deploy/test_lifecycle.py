@@ -131,7 +131,7 @@ def test_dry_run_prints_the_command(tmp_path, capsys):
     path = write_profile(tmp_path, code=None)
     assert main(["deploy", "up", str(path), "--dry-run", "--set", "port=8555"]) == 0
     out = capsys.readouterr().out
-    assert "tokenbench.deploy.llamacpp_server" in out and "--port 8555" in out
+    assert "tokenbench.local_engines.llamacpp_server" in out and "--port 8555" in out
     assert states(tmp_path / "state") == []
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tokenbench.deploy import models
 from tokenbench.errors import DeployError
+from tokenbench.local_engines import models
 from tokenbench.spec.deploy_profile import ModelRef
 
 

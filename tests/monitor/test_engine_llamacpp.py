@@ -53,7 +53,7 @@ def wait_healthy(url: str, process: subprocess.Popen, timeout_s: float = 90) -> 
 def llamacpp_server():
     model = model_path()
     port = free_port()
-    command = [sys.executable, "-m", "tokenbench.deploy.llamacpp_server", "--model", model, "--port", str(port),
+    command = [sys.executable, "-m", "tokenbench.local_engines.llamacpp_server", "--model", model, "--port", str(port),
                "--slots", "2", "--ctx", "2048", "--threads", "1"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenbench.deploy import sglang_cpu
+from tokenbench.local_engines import sglang_cpu
 
 PROFILE = "cpu-gemma3-sglang"
 

@@ -12,7 +12,8 @@ import pytest
 
 from tokenbench.cli.main import main
 from tokenbench.client import api
-from tokenbench.deploy import sglang_cpu, state, vllm_cpu
+from tokenbench.deploy import state
+from tokenbench.local_engines import sglang_cpu, vllm_cpu
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(1800)]
 

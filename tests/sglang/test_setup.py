@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tokenbench.deploy import lifecycle, profiles, sglang_cpu, vllm_cpu
+from tokenbench.deploy import lifecycle, profiles
 from tokenbench.errors import DeployError
+from tokenbench.local_engines import sglang_cpu, vllm_cpu
 
 NAMES = ["model", "venv", "torch", "engine", "deps", "kernel-stand-in"]
 SCALAR_TYPE = b"# the real module, as the wheel has it\nscalar_types = object()\n"
@@ -102,7 +103,7 @@ def test_profile_renders_the_launch_command(tmp_path, monkeypatch):
                                                                         30000)
     assert p.env == {"HF_HUB_OFFLINE": "1", "SGLANG_USE_CPU_ENGINE": "1"}
     assert lifecycle.command_for(p, 30123) == [
-        sys.executable, "-m", "tokenbench.deploy.sglang_cpu", "serve", "--model-path", str(tmp_path / "gemma"),
+        sys.executable, "-m", "tokenbench.local_engines.sglang_cpu", "serve", "--model-path", str(tmp_path / "gemma"),
         "--served-model-name", "gemma3-270m", "--host", "127.0.0.1", "--port", "30123", "--device", "cpu",
         "--attention-backend", "torch_native", "--disable-overlap-schedule", "--dtype", "bfloat16",
         "--context-length", "2048", "--max-total-tokens", "65536", "--enable-metrics", "--enable-cache-report"]

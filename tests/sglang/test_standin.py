@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tokenbench.deploy import sglang_cpu
+from tokenbench.local_engines import sglang_cpu
 
 PROBE = """
 import sgl_kernel

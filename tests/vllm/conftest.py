@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tokenbench.deploy import vllm_cpu
+from tokenbench.local_engines import vllm_cpu
 
 PROFILE = "cpu-gemma3-vllm"
 

@@ -91,5 +91,5 @@ def test_agree_runs_both_clients_on_the_same_workload(vllm_server, tmp_path):
 
 
 def _model_dir() -> str:
-    from tokenbench.deploy import vllm_cpu
+    from tokenbench.local_engines import vllm_cpu
     return str(vllm_cpu.model_dir())

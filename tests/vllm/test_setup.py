@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tokenbench.deploy import lifecycle, profiles, vllm_cpu
+from tokenbench.deploy import lifecycle, profiles
 from tokenbench.errors import DeployError
+from tokenbench.local_engines import vllm_cpu
 
 NAMES = ["venv", "engine", "trim", "vllm-name", "tools", "model"]
 
@@ -97,7 +98,7 @@ def test_profile_renders_the_vllm_serve_command(fake_run):
                                                                            "local")
     assert p.env == {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "2"}
     assert lifecycle.command_for(p, 8123) == [
-        sys.executable, "-m", "tokenbench.deploy.vllm_cpu", "serve", str(vllm_cpu.model_dir()),
+        sys.executable, "-m", "tokenbench.local_engines.vllm_cpu", "serve", str(vllm_cpu.model_dir()),
         "--served-model-name", "gemma3-270m", "--host", "127.0.0.1", "--port", "8123",
         "--dtype", "bfloat16", "--max-model-len", "2048", "--enforce-eager", "--enable-prompt-tokens-details"]
 

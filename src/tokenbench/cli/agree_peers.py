@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokenbench.deploy import sglang_cpu, vllm_cpu
 from tokenbench.errors import MeasurementError, UsageError
+from tokenbench.local_engines import sglang_cpu, vllm_cpu
 
 
 @dataclass(frozen=True)

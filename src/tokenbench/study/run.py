@@ -16,11 +16,11 @@ from typing import Protocol
 from tokenbench import __version__
 from tokenbench.deploy import address
 from tokenbench.errors import DeployError, MeasurementError, SpecError, TargetError, UsageError
+from tokenbench.host import environment
 from tokenbench.load.cell import CellResult
 from tokenbench.load.target import ResolvedTarget
 from tokenbench.spec.loader import load_model
 from tokenbench.spec.sweep import SweepSpec
-from tokenbench.store import environment
 from tokenbench.store.db import Store
 from tokenbench.sweep.plan import Plan, PlannedCell, check_context, plan
 from tokenbench.sweep.run import SweepEvents, SweepRunner, client_target

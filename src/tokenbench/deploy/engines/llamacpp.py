@@ -1,4 +1,4 @@
-"""llama.cpp: its own C++ HTTP server, run by `tokenbench.deploy.llamacpp_server` (the xllamacpp wheel).
+"""llama.cpp: its own C++ HTTP server, run by `tokenbench.local_engines.llamacpp_server` (the xllamacpp wheel).
 
 Context: llama.cpp splits the total context `n_ctx` evenly over its `n_parallel` slots, so one
 sequence (input + output) gets n_ctx / slots tokens, and the KV cache holds slots x that in all.
@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 
 from tokenbench.client import api
-from tokenbench.deploy import models
 from tokenbench.deploy.engines import profile_args
 from tokenbench.deploy.facts import ServerFacts
+from tokenbench.local_engines import models
 from tokenbench.spec.deploy_profile import Profile
 
-LAUNCHER = "tokenbench.deploy.llamacpp_server"
+LAUNCHER = "tokenbench.local_engines.llamacpp_server"
 DEFAULT_PORT = 8080      # the engine's own default: `deploy up` uses it unless it is taken
 
 

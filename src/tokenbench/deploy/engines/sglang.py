@@ -12,10 +12,10 @@ from __future__ import annotations
 import sys
 
 from tokenbench.client import api
-from tokenbench.deploy import models
 from tokenbench.deploy.engines import profile_args
 from tokenbench.deploy.facts import ServerFacts
 from tokenbench.errors import UsageError
+from tokenbench.local_engines import models
 from tokenbench.spec.deploy_profile import Profile
 
 PREFIX = ["python", "-m", "sglang.launch_server"]

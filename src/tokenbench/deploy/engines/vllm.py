@@ -11,10 +11,10 @@ import re
 import sys
 
 from tokenbench.client import api
-from tokenbench.deploy import models
 from tokenbench.deploy.engines import profile_args
 from tokenbench.deploy.facts import ServerFacts
 from tokenbench.errors import UsageError
+from tokenbench.local_engines import models
 from tokenbench.spec.deploy_profile import Profile
 
 PREFIX = ["vllm", "serve"]

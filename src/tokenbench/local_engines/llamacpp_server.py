@@ -1,6 +1,6 @@
 """The llama.cpp HTTP server (C++, through the xllamacpp wheel) as a process of its own.
 
-    python -m tokenbench.deploy.llamacpp_server --model PATH --host H --port P \
+    python -m tokenbench.local_engines.llamacpp_server --model PATH --host H --port P \
         [--slots N] [--ctx C] [--threads T] [--alias NAME] [--any_common_param VALUE ...]
 
 Any further `--name value` (or bare `--name`, meaning true) sets `xllamacpp.CommonParams.name`
@@ -16,7 +16,7 @@ import signal
 import sys
 import threading
 
-PROG = "python -m tokenbench.deploy.llamacpp_server"
+PROG = "python -m tokenbench.local_engines.llamacpp_server"
 EXIT_WATCHDOG_S = 1    # whole seconds (alarm)
 
 

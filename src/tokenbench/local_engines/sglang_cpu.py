@@ -29,9 +29,9 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from tokenbench.deploy import cached_steps, vllm_cpu
-from tokenbench.deploy.cached_steps import Say, Step
 from tokenbench.errors import DeployError
+from tokenbench.local_engines import cached_steps, vllm_cpu
+from tokenbench.local_engines.cached_steps import Say, Step
 
 VERSION = "0.5.23"
 TORCH = "torch==2.13.0+cpu"

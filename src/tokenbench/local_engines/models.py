@@ -61,7 +61,7 @@ def resolve(ref: ModelRef) -> Path:
 
 def bundled_path(name: str) -> Path:
     if name == "gemma3-270m-hf":                      # made by `tokenbench setup vllm-cpu`
-        from tokenbench.deploy import vllm_cpu
+        from tokenbench.local_engines import vllm_cpu
         return vllm_cpu.model_path()
     model = BUNDLED.get(name)
     if model is None:
@@ -110,7 +110,7 @@ def describe(ref: ModelRef) -> dict:
     if ref.bundled is None:
         return {"path": ref.path}
     if ref.bundled == "gemma3-270m-hf":
-        from tokenbench.deploy import vllm_cpu
+        from tokenbench.local_engines import vllm_cpu
         return vllm_cpu.describe_model()
     model = BUNDLED[ref.bundled]
     try:

