@@ -125,6 +125,7 @@ class SweepRunner:
         self.journal = Journal(store, run_id, {"run_id": run_id, "kind": kind,
                                                "spec": plan.spec.model_dump(mode="json")}, output, hint)
         self.journal.seed_from_store()
+        self.kind = kind
         self.ev = events or SweepEvents()
         self.server = server
         self.capacity: dict[str, list[str]] = {}      # config name -> capacity result lines
@@ -165,8 +166,9 @@ class SweepRunner:
                 events.append(f"server unreachable during {gone} (launch {launch})")
                 if not self._relaunchable():
                     self._config_status(config, "failed", "; ".join(events))
-                    raise TargetError(f"sweep stopped: {gone}", "check that the server is running, then "
-                                      f"`tokenbench sweep --resume {self.run_id}`; finished cells were kept") from None
+                    raise TargetError(f"{self.kind} stopped: {gone}", "check that the server is running, then "
+                                      f"`tokenbench {self.kind} --resume {self.run_id}`; finished cells were kept"
+                                      ) from None
             except ServerDied as died:
                 events.append(f"server died during {died} (launch {launch})")
             except DeployError as exc:
