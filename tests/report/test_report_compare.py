@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from report_fixtures import FIXTURES, build_run
 
@@ -32,7 +34,8 @@ def test_two_runs_same_workload_are_fair(store, stored_run):
 def test_configs_of_one_run_with_ratios(store, stored_run):
     text, issues = _md(store, [stored_run])                    # every config of the run becomes a column
     assert issues == [] and f"speed-up {stored_run}:slots4/{stored_run}:slots2" in text    # run ids in headers
-    assert "| c=4 | 3.42 | 6.83 | 2.00x |" in text              # requests/s, 128/32
+    iv = r" \\\[[\d.]+, [\d.]+\\\]"                                 # each figure with its interval
+    assert re.search(rf"\| c=4 \| 3\.42{iv} \| 6\.83{iv} \| 2\.00x \|", text)   # requests/s, 128/32
     for metric in ("TTFT (ms) mean", "TTFT (ms) p50", "TTFT (ms) p99", "TPOT (ms) p99", "ITL (ms) mean",
                    "E2EL (ms) p99", "requests/s", "output tok/s", "bottleneck"):
         assert f"| c=4 | {metric} |" in text, metric

@@ -115,3 +115,40 @@ def test_compare_prints_a_terminal_table(store, db_path, tmp_path, capsys):
     assert (tmp_path / "compare.md").is_file()
     svgs = re.findall(r"<svg", (tmp_path / "compare.html").read_text())
     assert len(svgs) == 3                              # both runs on the same axes, three plots
+
+
+def _role(doc, role: str) -> list[Table]:
+    return [b for b in doc.blocks if isinstance(b, Table) and b.role == role]
+
+
+def _bounds(cell: Cell) -> tuple[float, float, float]:
+    lo, hi = re.fullmatch(r"\[([\d.,]+), ([\d.,]+)\]", cell.interval).groups()
+    return tuple(float(v.replace(",", "")) for v in (cell.text, lo, hi))
+
+
+def test_headline_tables_show_each_figure_with_its_interval_and_none_for_a_cell_not_ok(store):
+    from tokenbench.report import html_page
+    from tokenbench.report.build import build_report
+    from tokenbench.report.model import load_run
+    from tokenbench.report.plausibility import check_run
+    run = load_run(store, stored(store, "R-A", 10.0, 1))
+    doc = build_report(run, "en", check_run(run), "T")
+    (scaling,) = _role(doc, "scaling")
+    row = scaling.rows[0]
+    for col in (2, 3, 5, 6, 7, 8, 9):                # req/s, out tok/s, TTFT mean/p99, TPOT mean/p99, E2E mean
+        v, lo, hi = _bounds(row[col])
+        assert lo <= v <= hi and lo < hi, (scaling.headers[col], row[col])
+    assert 9.9 < _bounds(row[7])[1] < _bounds(row[7])[2] < 10.2          # TPOT mean of a 10 ms token interval
+    assert '<span class="iv">[' in html_page.render(doc)                  # HTML: the interval under the figure
+    bad = load_run(store, stored(store, "R-B", 10.0, 1, status="failed"))
+    (scaling,) = _role(build_report(bad, "en", check_run(bad), "T"), "scaling")
+    assert all(c.interval == "" and c.mark == "✗" for c in scaling.rows[0][2:10])
+
+
+def test_compare_side_by_side_tables_carry_intervals(store):
+    a, b = stored(store, "R-A", 10.0, 1), stored(store, "R-B", 10.5, 2)
+    doc, _ = compare(store, [a, b], "en", "T")
+    for table in _role(doc, "compare"):
+        for cell in table.rows[0][1:3]:
+            v, lo, hi = _bounds(cell)
+            assert lo <= v <= hi

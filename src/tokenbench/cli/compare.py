@@ -19,7 +19,7 @@ from tokenbench.report.model import open_store
 
 
 def _text(c: str | Cell) -> str:
-    return escape(f"{c.text}{c.marks}" if isinstance(c, Cell) else c)
+    return escape(f"{c.full}{c.marks}" if isinstance(c, Cell) else c)
 
 
 def print_verdicts(doc: Document) -> None:

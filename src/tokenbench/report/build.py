@@ -29,8 +29,8 @@ def build_report(run: RunData, lang: str, checks: list[ConfigCheck], version: st
     if not run.cells:
         doc.add(Para(t(lang, "note.no_cells")))
         return doc
-    doc.add(num_.sec(t(lang, "h.baseline")), *sections.baseline(run, lang))
-    doc.add(num_.sec(t(lang, "h.scaling")), *_scaling(run, lang, num_, roofs))
+    doc.add(num_.sec(t(lang, "h.baseline")), *sections.baseline(run, lang, book))
+    doc.add(num_.sec(t(lang, "h.scaling")), *_scaling(run, lang, num_, roofs, book))
     doc.add(num_.sec(t(lang, "h.intervals")), *interval_tables.section(book, lang, num_))
     doc.add(num_.sec(t(lang, "h.matrix")), *_matrix(run, lang, num_))
     doc.add(num_.sec(t(lang, "h.configcmp")), *_configcmp(run, lang, num_, book, min_effect))
@@ -45,12 +45,12 @@ def build_report(run: RunData, lang: str, checks: list[ConfigCheck], version: st
     return doc
 
 
-def _scaling(run: RunData, lang: str, num_: sections.Numberer, roofs: dict) -> list[Block]:
+def _scaling(run: RunData, lang: str, num_: sections.Numberer, roofs: dict, book: Book) -> list[Block]:
     out: list[Block] = []
     for cfg in run.config_names():
         for pair in run.pairs(cfg):
             out += [num_.sub(t(lang, "h.scaling_pair", config=cfg, input=pair[0], output=pair[1])),
-                    sections.scaling_table(run, cfg, pair, lang, roofs.get(cfg))]
+                    sections.scaling_table(run, cfg, pair, lang, roofs.get(cfg), book)]
     if sections.any_over(run):
         out.append(Para(t(lang, "note.over_capacity")))
     figs = plots.load_figures(run, lang)

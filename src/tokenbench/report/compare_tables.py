@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from tokenbench.metrics import uncertainty as u
 from tokenbench.report import plausibility
-from tokenbench.report.document import Block, Figure, Para, Table, num
+from tokenbench.report.document import Block, Cell, Figure, Para, Table, num
 from tokenbench.report.fairness import Column, common_cells
 from tokenbench.report.i18n import t
 from tokenbench.report.intervals import Book, Metric
-from tokenbench.report.marks import fig, footnotes, ratio_cell
+from tokenbench.report.marks import footnotes, ratio_cell
 from tokenbench.report.sections import Numberer
 from tokenbench.report.svg import Series, line_chart
-from tokenbench.report.verdicts import Side, verdict_cell, verdict_table
+from tokenbench.report.verdicts import Side, figure, verdict_cell, verdict_table
 
 
 def sides(cols: list[Column]) -> list[Side]:
@@ -46,13 +46,23 @@ def side_by_side(cols: list[Column], ss: list[Side], metric: Metric, digits: int
             continue
         used += cells
         row: list = [next(c.load_label for c in cells if c)]
-        row += [fig(c, num(v, digits)) if c else "-" for c, v in zip(cells, vals, strict=True)]
+        row += [_shown(s, c, metric, digits) for s, c in zip(ss, cells, strict=True)]
         for side, c, v in zip(ss[1:], cells[1:], vals[1:], strict=True):
             row.append(ratio_cell(cells[0], c, vals[0], v, allow))
             row.append(verdict_cell(ss[0], cells[0], side, c, metric, lang, min_effect)
                        if cells[0] and c else "-")
         rows.append(row)
     return Table(head, rows, role="compare", footnotes=footnotes(used, lang)) if rows else None
+
+
+def _shown(side: Side, c, metric: Metric, digits: int):
+    """The figure with its 95 % interval (and the `*` of an over-capacity cell)."""
+    if c is None:
+        return "-"
+    cell = figure(side.book, c, metric, digits)
+    if isinstance(cell, Cell):
+        cell.over = c.over_capacity
+    return cell
 
 
 def _section(cols: list[Column], lang: str, num_: Numberer, heading: str, make) -> list[Block]:

@@ -32,16 +32,24 @@ class Bullets:
 class Cell:
     """A table cell with its marks kept apart from the text, so every renderer can show them its own way
     and tests can find them: `over` is the over-capacity `*`, `mark` the not-ok mark of report/status.py
-    (`why` its kind, shown as a hover title in HTML)."""
+    (`why` its kind, shown as a hover title in HTML). `interval` is the figure's 95 % interval, e.g.
+    '[21.9, 22.5]' (with '◊' when unreliable): after the text in markdown and the terminal, on a line of its
+    own under it in HTML (so a table of figures with intervals stays narrow)."""
 
     text: str
     over: bool = False
     mark: str = ""
     why: str = ""
+    interval: str = ""
 
     @property
     def marks(self) -> str:
         return self.mark + (OVER_MARK if self.over else "")
+
+    @property
+    def full(self) -> str:
+        """The text with its interval, as one line."""
+        return f"{self.text} {self.interval}" if self.interval else self.text
 
 
 @dataclass

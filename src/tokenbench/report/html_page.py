@@ -20,6 +20,7 @@ td{white-space:nowrap}
 th{background:#f2f4f7;white-space:normal;min-width:4.5em;max-width:14em}
 th.l,td.l{text-align:left}
 td.w{white-space:normal;text-align:left;min-width:12em;max-width:26em}
+.iv{display:block;font-size:.74rem;color:#555}
 tr:nth-child(even) td{background:#fafafa}
 table.samples td:last-child{white-space:normal;text-align:left;font-family:monospace}
 .over{color:#b00020;font-weight:bold}
@@ -78,7 +79,8 @@ def _cell(c: str | Cell, tag: str, left: bool) -> str:
     classes += ["w"] if tag == "td" and _width(text) > WRAP_CHARS else []
     attr = f' class="{" ".join(classes)}"' if classes else ""
     if isinstance(c, Cell):
-        return f"<{tag}{attr}>{escape(c.text)}{_marks(c)}</{tag}>"
+        iv = f'<span class="iv">{escape(c.interval)}</span>' if c.interval else ""
+        return f"<{tag}{attr}>{escape(c.text)}{_marks(c)}{iv}</{tag}>"
     return f"<{tag}{attr}>{escape(c)}</{tag}>"
 
 

@@ -11,6 +11,8 @@ EN: dict[str, str] = {
                        "there are several; {boots} resamples, fixed seed (docs/metrics.md, \"Intervals and "
                        "verdicts\")."),
     "note.unreliable": "{mark} p99 from fewer than {n} requests: unreliable.",
+    "note.headline_intervals": ("Each figure of a cell measured ok carries its 95 % interval [low, high] (the "
+                                "section \"95 % intervals\" gives the method and every percentile)."),
     "note.verdicts": ("A verdict names the faster side only when the 95 % interval of the difference, widened by "
                       "how much each run drifted between its first and second half, excludes 0 and the difference "
                       "is at least {floor}; \"faster\" means higher throughput or lower latency."),
@@ -71,6 +73,7 @@ ZH: dict[str, str] = {
                        "时间分箱重采样），有多次重复时也对重复重采样；{boots} 次重采样，固定随机种子"
                        "（见 docs/metrics.md “Intervals and verdicts”）。"),
     "note.unreliable": "{mark} 少于 {n} 个请求得到的 p99：不可靠。",
+    "note.headline_intervals": "测量正常的单元格，每个数字都附有其 95% 置信区间 [下限, 上限]（方法与各百分位见“95% 置信区间”一节）。",
     "note.verdicts": ("只有当差异的 95% 置信区间（再按每次运行前后两半之间的漂移加宽）不含 0 且差异至少为 {floor} 时，"
                       "才判定哪一方更快；“更快”指吞吐更高或延迟更低。"),
     "col.metric_stat": "指标",

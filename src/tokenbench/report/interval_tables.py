@@ -9,7 +9,7 @@ from tokenbench.report.i18n import t
 from tokenbench.report.intervals import LATENCIES, RATES, STATS, Book, Metric
 from tokenbench.report.marks import footnotes
 from tokenbench.report.sections import Numberer
-from tokenbench.report.verdicts import UNRELIABLE, figure
+from tokenbench.report.verdicts import UNRELIABLE, figure, unreliable_in
 
 
 def _rows(book: Book, cfg: str, pair: tuple[int, int], lang: str) -> tuple[list[list], bool]:
@@ -18,7 +18,7 @@ def _rows(book: Book, cfg: str, pair: tuple[int, int], lang: str) -> tuple[list[
     for c in [c for c in book.run.cells_of(cfg) if c.pair == pair]:
         for name in LATENCIES:
             shown = [figure(book, c, Metric(name, s)) for s in STATS]
-            unreliable = unreliable or any(UNRELIABLE in getattr(f, "text", "") for f in shown)
+            unreliable = unreliable or unreliable_in(shown)
             rows.append([c.load_label, t(lang, f"vm.{name}"), *shown])
         for name in RATES:
             m = Metric(name, "mean")

@@ -18,7 +18,7 @@ def esc(text) -> str:
 
 def _cell(c: str | Cell) -> str:
     if isinstance(c, Cell):
-        return esc(c.text) + esc(c.mark) + (OVER_MARK if c.over else "")
+        return esc(c.full) + esc(c.mark) + (OVER_MARK if c.over else "")
     return esc(c)
 
 

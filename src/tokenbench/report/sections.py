@@ -5,13 +5,18 @@ Each function returns blocks; build.py puts them in order and numbers the headin
 
 from __future__ import annotations
 
+from tokenbench.metrics import uncertainty as u
 from tokenbench.report import hardware, plausibility
 from tokenbench.report.bottleneck import label
 from tokenbench.report.document import Block, Heading, Para, Table, num, pct
 from tokenbench.report.i18n import t
+from tokenbench.report.intervals import Book, Metric
 from tokenbench.report.marks import fig, footnotes
 from tokenbench.report.model import CellInfo, ConfigInfo, RunData
 from tokenbench.report.plausibility import Roofline
+from tokenbench.report.verdicts import UNRELIABLE, figure, unreliable_in
+
+BASELINE = (Metric("ttft", "mean"), Metric("tpot", "mean"), Metric("e2el", "mean"), Metric("output_throughput", "mean"))
 
 
 class Numberer:
@@ -78,7 +83,15 @@ def configs(run: RunData, lang: str) -> list[Block]:
 
 
 # baseline and scaling -----------------------------------------------------------------------------
-def baseline(run: RunData, lang: str) -> list[Block]:
+def _notes(cells: list[CellInfo], shown: list, lang: str) -> list[str]:
+    """Why each marked cell is marked, and what ◊ means when a shown p99 carries it."""
+    extra = [t(lang, "note.unreliable", mark=UNRELIABLE, n=u.UNRELIABLE_N)] if unreliable_in(shown) else []
+    return footnotes(cells, lang) + extra
+
+
+def baseline(run: RunData, lang: str, book: Book | None = None) -> list[Block]:
+    """Concurrency-1 cells: mean TTFT, TPOT, E2E and output tok/s, each with its 95 % interval."""
+    book = book or Book(run)
     head = [t(lang, k) for k in ("col.config", "col.pair", "col.ttft_mean", "col.tpot_mean", "col.e2e_mean",
                                   "col.out_tps")]
     rows, used = [], []
@@ -86,12 +99,11 @@ def baseline(run: RunData, lang: str) -> list[Block]:
         for c in run.cells_of(cfg):
             if c.concurrency == 1:
                 used.append(c)
-                rows.append([cfg, f"{c.input_len}/{c.output_len}", *[fig(c, f, over=False) for f in (
-                    num(c.get("mean_ttft_ms")), num(c.get("mean_tpot_ms"), 2), num(c.get("mean_e2el_ms")),
-                    num(c.get("output_throughput")))]])
+                rows.append([cfg, f"{c.input_len}/{c.output_len}", *[figure(book, c, m) for m in BASELINE]])
     if not rows:
         return [Para(t(lang, "note.no_baseline"))]
-    return [Table(head, rows, role="baseline", left=2, footnotes=footnotes(used, lang))]
+    return [Para(t(lang, "note.headline_intervals")),
+            Table(head, rows, role="baseline", left=2, footnotes=footnotes(used, lang))]
 
 
 def _kv_use(c: CellInfo) -> str:
@@ -105,26 +117,30 @@ def bottleneck_text(run: RunData, c: CellInfo, roof: Roofline | None, lang: str)
     return f"{t(lang, f'bn.{lab.kind}')}: {lab.text(lang)}"
 
 
-def scaling_table(run: RunData, cfg: str, pair: tuple[int, int], lang: str, roof: Roofline | None = None) -> Table:
+def _scaling_row(run: RunData, book: Book, c: CellInfo, goodput: bool, roof: Roofline | None, lang: str) -> list:
+    sent = c.get("num_prompts")
+    done = f"{num(c.get('completed'))}/{num(sent)}" if sent is not None else num(c.get("completed"))
+    f = lambda name, stat="mean", digits=None: figure(book, c, Metric(name, stat), digits)   # noqa: E731
+    row = [fig(c, c.load_label), fig(c, done, over=False), f("request_throughput", digits=2), f("output_throughput"),
+           fig(c, num(c.get("total_token_throughput")), over=False), f("ttft"), f("ttft", "p99"), f("tpot"),
+           f("tpot", "p99"), f("e2el"), fig(c, _kv_use(c), over=False)]
+    if goodput:
+        row += [f("request_goodput", digits=2), fig(c, pct(c.get("goodput_fraction")), over=False)]
+    return row + [fig(c, bottleneck_text(run, c, roof, lang), over=False)]
+
+
+def scaling_table(run: RunData, cfg: str, pair: tuple[int, int], lang: str, roof: Roofline | None = None,
+                  book: Book | None = None) -> Table:
+    """One row per load: the headline figures with their 95 % intervals, KV use, goodput, bottleneck."""
+    book = book or Book(run)
     used = [c for c in run.cells_of(cfg) if c.pair == pair]
     goodput = any(c.get("request_goodput") is not None for c in used)
     keys = ("col.load", "col.requests", "col.req_s", "col.out_tps", "col.total_tps", "col.ttft_mean", "col.ttft_p99",
             "col.tpot_mean", "col.tpot_p99", "col.e2e_mean", "col.kv_use")
     head = [t(lang, k) for k in keys] + ([t(lang, "col.goodput"), t(lang, "col.slo_attain")] if goodput else [])
-    rows = []
-    for c in used:
-        sent = c.get("num_prompts")
-        done = f"{num(c.get('completed'))}/{num(sent)}" if sent is not None else num(c.get("completed"))
-        figures = [done, num(c.get("request_throughput"), 2), num(c.get("output_throughput")),
-                   num(c.get("total_token_throughput")), num(c.get("mean_ttft_ms")), num(c.get("p99_ttft_ms")),
-                   num(c.get("mean_tpot_ms"), 2), num(c.get("p99_tpot_ms"), 2), num(c.get("mean_e2el_ms")),
-                   _kv_use(c)]
-        if goodput:
-            figures += [num(c.get("request_goodput"), 2), pct(c.get("goodput_fraction"))]
-        rows.append([fig(c, c.load_label), *[fig(c, f, over=False) for f in figures],
-                     fig(c, bottleneck_text(run, c, roof, lang), over=False)])
+    rows = [_scaling_row(run, book, c, goodput, roof, lang) for c in used]
     head.append(t(lang, "col.bottleneck"))
-    return Table(head, rows, role="scaling", footnotes=footnotes(used, lang))
+    return Table(head, rows, role="scaling", footnotes=_notes(used, [x for r in rows for x in r], lang))
 
 
 # matrix ------------------------------------------------------------------------------------------

@@ -52,17 +52,23 @@ def verdict_text(v: u.Verdict | None, a: str, b: str, lang: str) -> str:
     return t(lang, "verdict.faster", who=a if v.winner == "A" else b, x=f"{100 * x:.1f}%", lo=pct(lo), hi=pct(hi))
 
 
-def figure(book: Book, c: CellInfo | None, m: Metric) -> Cell | str:
-    """'22.2 [21.9, 22.5]' (◊ on an unreliable p99), marked when the cell is not ok."""
+def figure(book: Book, c: CellInfo | None, m: Metric, digits: int | None = None) -> Cell | str:
+    """'22.2 [21.9, 22.5]' (◊ on an unreliable p99), marked when the cell is not ok (a cell that is not ok
+    gets no interval: its figure is shown marked, as it was stored)."""
     if c is None:
         return "-"
-    digits = DIGITS.get(m.name, 1)
-    value = c.get(m.key)
+    digits = DIGITS.get(m.name, 1) if digits is None else digits
     iv = book.interval(c, m) if c.state.ok else None
     if iv is None:
-        return fig(c, num(value, digits), over=False)
-    text = f"{num(iv.value, digits)} [{num(iv.lo, digits)}, {num(iv.hi, digits)}]"
-    return fig(c, text + (UNRELIABLE if iv.unreliable else ""), over=False)
+        return fig(c, num(c.get(m.key), digits), over=False)
+    cell = fig(c, num(iv.value, digits), over=False)
+    cell.interval = f"[{num(iv.lo, digits)}, {num(iv.hi, digits)}]" + (UNRELIABLE if iv.unreliable else "")
+    return cell
+
+
+def unreliable_in(cells) -> bool:
+    """Whether any of these shown figures is a p99 marked unreliable."""
+    return any(isinstance(f, Cell) and f.interval.endswith(UNRELIABLE) for f in cells)
 
 
 def _has(book: Book, c: CellInfo, m: Metric) -> bool:
@@ -86,7 +92,7 @@ def verdict_table(sides: list[Side], pair, xs: list, lang: str, min_effect: floa
             if not any(_has(s.book, c, m) for s, c in zip(sides, cells, strict=True)):
                 continue
             shown = [figure(s.book, c, m) for s, c in zip(sides, cells, strict=True)]
-            unreliable = unreliable or any(isinstance(f, Cell) and UNRELIABLE in f.text for f in shown)
+            unreliable = unreliable or unreliable_in(shown)
             verdicts = [verdict_cell(base, cells[0], s, c, m, lang, min_effect)
                         for s, c in zip(sides[1:], cells[1:], strict=True)]
             rows.append([cells[0].load_label, metric_name(m, lang), *shown, *verdicts])
