@@ -3,6 +3,7 @@ llama.cpp 8080), and another free one only when that is taken, saying so."""
 
 from __future__ import annotations
 
+import os
 import socket
 
 import pytest
@@ -57,3 +58,17 @@ def test_a_free_usual_port_is_used_and_an_explicit_port_is_never_replaced(tmp_pa
         pinned = profiles.load_profile(str(write_profile(tmp_path, code=CRASHER)), [f"port={taken}"])
         with pytest.raises(DeployError, match=f"port {taken} on 127.0.0.1 is already in use"):
             lifecycle.choose_port(pinned, stable=True)
+
+
+def test_deploy_status_prints_each_url_on_a_plain_line(tmp_path, monkeypatch, capsys):
+    """A recorded deployment (this test's own pid stands in for the engine): its id and URL, pasteable."""
+    from tokenbench.cli.main import main
+    from tokenbench.deploy import state
+
+    monkeypatch.setenv("TOKENBENCH_STATE", str(tmp_path))
+    state.save(tmp_path, state.DeploymentState(
+        id="tiny-8080", profile="tiny", engine="llamacpp", pid=os.getpid(), pgid=os.getpid(), create_time=0.0,
+        host="127.0.0.1", port=1, base_url="http://127.0.0.1:1", log_path=str(tmp_path / "x.log"),
+        started_at="now", argv=[]))
+    assert main(["deploy", "status"]) == 0
+    assert "tiny-8080 http://127.0.0.1:1" in capsys.readouterr().out.splitlines()

@@ -6,6 +6,7 @@ before anything is measured, and nothing is replaced."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -60,6 +61,16 @@ def test_database_disk_fills_in_the_second_cell(tmp_path, small_disk, capsys):
     assert [c["key"] for c in store.cells(run["id"])] == ["8:300/c=4", "8:300/c=8"]
     assert store.run(run["id"])["status"] == "done"
     assert [c["key"] for c in json.loads(result.read_text())["cells"]] == ["8:300/c=4", "8:300/c=8"]
+
+
+@pytest.mark.slow
+def test_a_full_disk_at_start_is_one_line(small_disk, capsys):
+    with open(small_disk / "filler", "wb") as f, contextlib.suppress(OSError):
+        f.write(b"x" * (640 * 1024))                                 # until the disk is full
+    code = main(["bench", "--base-url", "http://127.0.0.1:1", "--input-len", "8", "--output-len", "8",
+                 "--concurrency", "1", "--db", str(small_disk / "new.db")])
+    [line] = error_lines(capsys.readouterr().err)
+    assert code == 6 and str(small_disk / "new.db") in line and "disk full" in line, line
 
 
 def special_outputs(tmp_path: Path) -> list[Path]:

@@ -135,3 +135,15 @@ def test_without_a_json_result_a_recovery_file_takes_the_cell(tmp_path):
     recovery = tmp_path / "db" / f"tokenbench-recovery-{j.run_id}.json"
     assert f"recovery file {recovery}" in exc.value.message
     assert [c["key"] for c in json.loads(recovery.read_text())["cells"]] == ["a", "b"]
+
+
+def test_a_json_result_that_cannot_be_written_leaves_the_cell_in_the_database(tmp_path, monkeypatch):
+    store = Store(tmp_path / "r.db")
+    run_id = store.create_run("bench", "http://x", {}, [], {})
+    config_id = store.upsert_config(run_id, "target")
+    j = Journal(store, run_id, {"run_id": run_id}, tmp_path / "result.json")
+    monkeypatch.setattr(outputs.os, "replace", enospc)
+    with pytest.raises(OutputError) as exc:
+        j.add(config_id, row("a"), [record(0)])
+    assert "ENOSPC" in exc.value.message and f"cell a and earlier in {store.path}" in exc.value.message
+    assert [c["key"] for c in store.cells(run_id)] == ["a"] and store.run(run_id)["status"] == "interrupted"

@@ -103,3 +103,20 @@ def test_reference_server_killed_in_the_second_cell_stops_the_sweep(tmp_path, ca
     [(status,)] = con.execute("SELECT status FROM runs").fetchall()
     assert [c[:2] for c in cells] == [("8:20/c=1", "ok"), ("8:20/c=2", "failed")]    # c=4 never ran
     assert "server unreachable" in cells[1][2] and status == "failed" and db_problems(db) == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_reference_server_killed_in_the_second_cell_stops_the_bench(tmp_path, capsys):
+    db = tmp_path / "r.db"
+    with ReferenceProcess(ReferenceConfig(ttft_ms=2, itl_ms=20)) as ref:
+        done = threading.Event()
+        threading.Thread(target=kill_when_cells, args=(db, 1, ref.proc.pid, done), daemon=True).start()
+        code = main(["bench", "--base-url", ref.url.removeprefix("http://"), "--input-len", "8", "--output-len", "20",
+                     "--concurrency", "1,2,4", "--num-prompts", "20", "--warmup-requests", "0", "--db", str(db)])
+        done.set()
+    [line] = error_lines(capsys.readouterr().err)
+    assert code == 3 and line.startswith("error: bench stopped") and "server unreachable at " + ref.url in line
+    assert "tokenbench bench --resume" in line
+    con = sqlite3.connect(db)
+    assert [r[0] for r in con.execute("SELECT key FROM cells ORDER BY id")] == ["8:20/c=1", "8:20/c=2"]
