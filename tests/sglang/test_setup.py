@@ -14,7 +14,7 @@ from tokenbench.deploy import lifecycle, profiles
 from tokenbench.errors import DeployError
 from tokenbench.local_engines import sglang_cpu, vllm_cpu
 
-NAMES = ["model", "venv", "torch", "engine", "deps", "kernel-stand-in"]
+NAMES = ["venv", "torch", "engine", "deps", "kernel-stand-in", "model"]
 SCALAR_TYPE = b"# the real module, as the wheel has it\nscalar_types = object()\n"
 
 
@@ -64,7 +64,7 @@ def test_a_changed_pin_redoes_its_step_and_the_later_ones(fake_run, monkeypatch)
     sglang_cpu.setup()
     monkeypatch.setattr(sglang_cpu, "ENGINE", "sglang==0.5.24")
     report = dict((name, status) for name, status, _ in sglang_cpu.setup())
-    assert [n for n in NAMES if report[n] == "done"] == ["engine", "deps", "kernel-stand-in"]
+    assert [n for n in NAMES if report[n] == "done"] == ["engine", "deps", "kernel-stand-in", "model"]
 
 
 def test_the_vllm_checkpoint_gone_redoes_the_model_step(fake_run, monkeypatch):
@@ -79,7 +79,7 @@ def test_a_cuda_torch_is_refused(fake_run, monkeypatch):
                         if "torch.version.cuda" in " ".join(argv) else ok_run(argv, say, env))
     with pytest.raises(DeployError, match="CUDA build"):
         sglang_cpu.setup()
-    assert [s.name for s in sglang_cpu.steps() if s.done()] == ["model", "venv"]
+    assert [s.name for s in sglang_cpu.steps() if s.done()] == ["venv"]
 
 
 def test_cuda_packages_are_found_by_dist_info(tmp_path):

@@ -96,9 +96,6 @@ def steps() -> list[Step]:
     v = venv_dir()
     standin_key = f"{KERNEL_WHEEL} {STANDIN.read_text()} {GUARD.read_text()}"
     return [
-        Step("model", "the Gemma 3 270M bf16 checkpoint of `tokenbench setup vllm-cpu` (its steps not done yet)",
-             "0 s if done, else 3-4 min", vllm_cpu._model_key(), _model, v / ".stamp-model",
-             also=lambda: vllm_cpu.missing() is None),
         Step("venv", f"python -m venv {v}", "5 s", sys.version.split()[0], _make_venv, v / ".stamp-venv"),
         Step("torch", f"pip install {TORCH} (CPU build; refuses CUDA)", "1 min, 700 MB", TORCH, _install_torch,
              v / ".stamp-torch"),
@@ -107,6 +104,9 @@ def steps() -> list[Step]:
              _requirements_key(), _install_deps, v / ".stamp-deps"),
         Step("kernel-stand-in", f"write the sgl_kernel stand-in (+ scalar_type.py from {KERNEL_WHEEL}) and the "
              "torchvision guard", "30 s (a 370 MB download)", standin_key, _write_standin, v / ".stamp-standin"),
+        Step("model", "the Gemma 3 270M bf16 checkpoint of `tokenbench setup vllm-cpu` (its steps not done yet)",
+             "0 s if done, else 3-4 min", vllm_cpu._model_key(), _model, v / ".stamp-model",
+             also=lambda: vllm_cpu.missing() is None),
     ]
 
 
