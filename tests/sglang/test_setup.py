@@ -106,7 +106,7 @@ def test_profile_renders_the_launch_command(tmp_path, monkeypatch):
         sys.executable, "-m", "tokenbench.local_engines.sglang_cpu", "serve", "--model-path", str(tmp_path / "gemma"),
         "--served-model-name", "gemma3-270m", "--host", "127.0.0.1", "--port", "30123", "--device", "cpu",
         "--attention-backend", "torch_native", "--disable-overlap-schedule", "--dtype", "bfloat16",
-        "--context-length", "2048", "--max-total-tokens", "65536", "--enable-metrics", "--enable-cache-report"]
+        "--context-length", "2048", "--max-total-tokens", "65536", "--mem-fraction-static", "0.9", "--enable-metrics", "--enable-cache-report"]
     assert "STAND-IN" in p.notes and "speculative decoding" in p.notes
 
 

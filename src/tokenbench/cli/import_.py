@@ -16,9 +16,9 @@ from tokenbench.store.db import Store, default_db_path
 
 
 @click.command("import")
-@click.argument("file", type=click.Path(dir_okay=False, exists=True))
+@click.argument("file", type=click.Path(exists=True))
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
-              help="vllm (bench serve JSON), sglang (bench_serving JSONL) or csv; default: from the suffix")
+              help="vllm (bench serve JSON), sglang (bench_serving JSONL), csv or aisbench (the performances/<model>/ folder or a file of it); default: from the name")
 @click.option("--db", default=None, type=click.Path(dir_okay=False), help="results database (default: $TOKENBENCH_RESULTS/tokenbench.db, else ~/.local/share/tokenbench/tokenbench.db)")
 @click.option("--engine", default=None, help="engine that served the results (vllm, sglang, ...)")
 @click.option("--engine-version", default=None)

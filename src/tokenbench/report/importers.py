@@ -4,6 +4,8 @@ Formats (details and the CSV columns in docs/reports.md):
   vllm    the JSON file `vllm bench serve --save-result` writes (one cell per file)
   sglang  the JSONL file `python -m sglang.bench_serving --output-file` appends to (one cell per line)
   csv     published figures, one row per cell (columns in CSV_COLUMNS)
+  aisbench  AISBench perf outputs: the performances/<model>/ folder or its CSV/JSON/details file
+            (report/import_aisbench.py)
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from pathlib import Path
 from tokenbench.client.records import RequestRecord
 from tokenbench.errors import UsageError
 from tokenbench.load.cell import cell_key as own_cell_key
+from tokenbench.report import import_aisbench
 from tokenbench.spec.bench import Load, Workload
 from tokenbench.store.db import Store
 
-FORMATS = ("vllm", "sglang", "csv")
+FORMATS = ("vllm", "sglang", "csv", "aisbench")
 METRIC_RE = re.compile(r"^(mean|median|std|min|max|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms$")
 VLLM_SCALARS = ("duration", "completed", "failed", "num_prompts", "total_input_tokens", "total_output_tokens",
                 "request_throughput", "request_goodput", "output_throughput", "total_token_throughput",
@@ -74,6 +77,8 @@ class Parsed:
 
 
 def detect(path: Path) -> str:
+    if import_aisbench.is_aisbench(path):
+        return "aisbench"
     suffix = path.suffix.lower()
     if suffix == ".csv":
         return "csv"
@@ -81,7 +86,7 @@ def detect(path: Path) -> str:
         return "sglang"
     if suffix == ".json":
         return "vllm"
-    raise UsageError(f"cannot tell the format of {path} from its name", "pass --format vllm, sglang or csv")
+    raise UsageError(f"cannot tell the format of {path} from its name", "pass --format vllm, sglang, csv or aisbench")
 
 
 def _num(v) -> float | None:
@@ -329,7 +334,38 @@ def _json_lines(path: Path, text: str) -> list[tuple[int, dict]]:
     return out
 
 
+# AISBench ------------------------------------------------------------------------------------------
+def parse_aisbench(path: Path, opts: ImportOptions) -> Parsed:
+    res = import_aisbench.read(path)
+    summary = {k: v for k, v in res.summary.items() if k != "max_concurrency"}
+    if res.details and "completed" not in summary:
+        summary["completed"] = sum(1 for d in res.details if d.get("success"))
+        summary["failed"] = len(res.details) - summary["completed"]
+    il, ol = _lengths(summary)
+    conc = res.summary.get("max_concurrency")
+    name = opts.config or res.model
+    parsed = Parsed()
+    parsed.configs[name] = {"engine": opts.engine or "unknown", "model": res.model,
+                            "workload": {"temperature": None, "ignore_eos": None},
+                            "client": {"tool": "aisbench", "dataset": res.dataset}, **opts.facts()}
+    summary["source"] = f"AISBench {res.model}/{res.dataset}"
+    parsed.cells.append((name, _cell(il, ol, conc, None if conc else _num(summary.get("request_throughput")),
+                                     summary), []))
+    return parsed
+
+
+def _digest(path: Path) -> str:
+    if not path.is_dir() and not import_aisbench.is_aisbench(path):
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    h = hashlib.sha256()
+    for f in import_aisbench.read(path).files:
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
 def parse(path: Path, fmt: str, opts: ImportOptions) -> Parsed:
+    if fmt == "aisbench":
+        return parse_aisbench(path, opts)
     text = _read(path)
     if fmt == "csv":
         return parse_csv(path, text, opts)
@@ -349,7 +385,7 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None, opts: Im
     if fmt not in FORMATS:
         raise UsageError(f"unknown import format '{fmt}'", f"use one of: {', '.join(FORMATS)}")
     parsed = parse(path, fmt, opts or ImportOptions())
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    digest = _digest(path)
     sources = sorted({c[1]["summary"]["source"] for c in parsed.cells if c[1]["summary"].get("source")})
     spec = {"import": {"format": fmt, "file": path.name, "sha256": digest, "cells": len(parsed.cells),
                        "source": "; ".join(sources) or path.name}}
