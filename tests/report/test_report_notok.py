@@ -156,3 +156,26 @@ def test_export_rows_carry_the_verdict(store):
     assert verdicts[("a", "1")] == ("errors", "✗") and verdicts[("a", "2")] == ("invalid", "‡")
     assert verdicts[("b", "4")] == ("mismatch", "≠")
     assert list(rows[0])[:11][-3:] == ["verdict", "verdict_mark", "verdict_reason"]
+
+
+def test_the_terminal_table_of_bench_and_sweep_marks_cells_that_are_not_ok(capsys):
+    """The summary table printed after bench/sweep takes the report's verdict: no plain figure of a cell
+    that is not ok, and a line that says why."""
+    from tokenbench.cli import progress
+    from tokenbench.study.run import Outcome
+    ok = {"completed": 16, "failed": 0, "output_throughput": 41.25, "mean_ttft_ms": 401.5}
+    invalid = {"completed": 16, "failed": 0, "output_throughput": 5.51, "mean_ttft_ms": 2219.0}
+    failed = {"completed": 8, "failed": 8, "output_throughput": 7.75, "mean_ttft_ms": 733.5}
+    cells = [{"config_name": "a", "key": "128:32/c=4", "over_capacity": False, "status": "ok", "message": "",
+              "summary": ok},
+             {"config_name": "a", "key": "128:32/c=1", "over_capacity": False, "status": "invalid",
+              "message": "client overloaded: event-loop lag p99 8.5 ms", "summary": invalid},
+             {"config_name": "a", "key": "128:32/c=8", "over_capacity": False, "status": "failed",
+              "message": "8/16 requests failed (timeout=8)", "summary": failed}]
+    progress.matrix(Outcome("R", None, cells, []))
+    printed = capsys.readouterr().out
+    assert "41.25 " in printed and "41.25‡" not in printed                         # ok: plain
+    assert "5.51‡" in printed and "2,219‡" in printed and "5.51 " not in printed      # invalid: marked
+    assert "7.75✗" in printed and "733.50✗" in printed and "7.75 " not in printed     # failed: marked
+    assert "‡ 128:32/c=1: invalid, the client could not keep up" in printed
+    assert "event-loop lag p99 8.5 ms" in printed and "8/16 requests failed (timeout=8)" in printed

@@ -6,8 +6,12 @@ import math
 import sys
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
+
+from tokenbench.report.i18n import t
+from tokenbench.report.status import State, judge
 
 out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
@@ -18,6 +22,7 @@ TABLE_COLUMNS = (
     ("TTFT mean", "mean_ttft_ms"), ("TTFT p99", "p99_ttft_ms"), ("TPOT mean", "mean_tpot_ms"),
     ("TPOT p99", "p99_tpot_ms"), ("ITL mean", "mean_itl_ms"), ("E2EL mean", "mean_e2el_ms"),
 )
+COUNTS = ("completed", "failed")
 
 
 def fmt(value) -> str:
@@ -34,12 +39,38 @@ def progress() -> Progress:
                     console=err, transient=False)
 
 
-def cells_table(rows: list[tuple[str, dict, str]], title: str = "results (ms, tokens/s)") -> Table:
-    """rows: (label, summary, status)."""
+def state(status: str, message: str | None, summary: dict | None) -> State:
+    """The report's verdict on a stored cell (report/status.py): the same mark in the terminal as in reports."""
+    return judge(status, message or "", summary or {})
+
+
+def marked(value, s: State) -> str:
+    """A figure as the terminal shows it: plain only for a cell that is ok, else with the cell's mark."""
+    text = fmt(value)
+    return text if text == "-" else text + s.mark
+
+
+def cells_table(rows: list[tuple[str, dict, str, str]], title: str = "results (ms, tokens/s)") -> Table:
+    """rows: (label, summary, status, message). A cell that is not ok shows every figure with its mark
+    (✗ failed, ‡ invalid, ≠ length mismatch tolerated), dimmed; `notes(rows)` says why under the table.
+    The request counts (ok, fail) are facts of any cell and stay plain."""
     table = Table(title=title)
     for name, _ in TABLE_COLUMNS:
         table.add_column(name, justify="right" if name != "cell" else "left")
     table.add_column("status")
-    for label, summary, status in rows:
-        table.add_row(label, *(fmt(summary.get(k)) for _, k in TABLE_COLUMNS[1:]), status)
+    for label, summary, status, message in rows:
+        s = state(status, message, summary)
+        figures = [fmt(summary.get(k)) if k in COUNTS else marked(summary.get(k), s) for _, k in TABLE_COLUMNS[1:]]
+        table.add_row(escape(label), *figures, f"{s.mark} {status}" if s.mark else status,
+                      style=None if s.ok else "dim")
     return table
+
+
+def notes(rows: list[tuple[str, dict, str, str]]) -> list[str]:
+    """One line per marked cell: its mark, the cell and why (the report's footnote, in English)."""
+    out = []
+    for label, summary, status, message in rows:
+        s = state(status, message, summary)
+        if not s.ok:
+            out.append(t("en", f"mark.{s.kind}", mark=s.mark, cell=label, reason=s.reason or t("en", "mark.no_reason")))
+    return out

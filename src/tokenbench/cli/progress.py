@@ -54,9 +54,11 @@ class Display:
         star = "*" if row["over_capacity"] else ""
         if row["summary"].get("monitor_queue_check"):
             self.bar.console.print(f"  note: {row['summary']['monitor_queue_check']}")
-        self.bar.console.print(f"{cell.config.name} {cell.key}{star} {row['status']}: "
-                               f"{console.fmt(s.output_throughput)} out tok/s, "
-                               f"TTFT {console.fmt(s.mean_ttft_ms)} ms, TPOT {console.fmt(s.mean_tpot_ms)} ms"
+        v = console.state(row["status"], row["message"], row["summary"])
+        status = f"{v.mark} {row['status']}" if v.mark else row["status"]
+        self.bar.console.print(f"{cell.config.name} {cell.key}{star} {status}: "
+                               f"{console.marked(s.output_throughput, v)} out tok/s, "
+                               f"TTFT {console.marked(s.mean_ttft_ms, v)} ms, TPOT {console.marked(s.mean_tpot_ms, v)} ms"
                                + (f" ({escape(row['message'])})" if row["message"] else ""))
 
 
@@ -82,8 +84,11 @@ def workload_lines(r: CellResult) -> list[str]:
 def matrix(out: Outcome, title: str = "results (ms, tokens/s; * = concurrency x (input+output) > KV capacity)") -> None:
     many = len({c["config_name"] for c in out.cells}) > 1
     rows = [(f"{c['config_name'] + ' ' if many else ''}{c['key']}{'*' if c['over_capacity'] else ''}"
-             + (f" #{c['repeat'] + 1}" if c.get("repeat") else ""), c["summary"], c["status"]) for c in out.cells]
+             + (f" #{c['repeat'] + 1}" if c.get("repeat") else ""), c["summary"], c["status"], c.get("message") or "")
+            for c in out.cells]
     console.out.print(console.cells_table(rows, title))
+    for note in console.notes(rows):
+        console.out.print(f"  {escape(note)}", highlight=False)
     for name, lines in out.capacity.items():
         for line in lines:
             console.out.print(f"{name}: {line}")
