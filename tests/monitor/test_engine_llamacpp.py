@@ -14,6 +14,7 @@ from importlib import metadata
 
 import pytest
 
+from tokenbench.deploy.engines import metric_names
 from tokenbench.monitor.runner import Monitor
 from tokenbench.monitor.samplers import HostSampler, PrometheusSampler
 from tokenbench.monitor.summary import queue_cross_check, summarize
@@ -78,7 +79,7 @@ def complete(url: str, tokens: int) -> None:
 
 def test_monitor_sees_running_and_deferred_requests(llamacpp_server):
     url, pid = llamacpp_server
-    monitor = Monitor([PrometheusSampler(url, "llamacpp"), HostSampler(pid)], interval_s=0.25)
+    monitor = Monitor([PrometheusSampler(url, metric_names(), "llamacpp"), HostSampler(pid)], interval_s=0.25)
     with monitor:
         time.sleep(0.3)
         clients = [threading.Thread(target=complete, args=(url, 96)) for _ in range(4)]

@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import pytest
 
+from tokenbench.deploy.engines import metric_names
 from tokenbench.errors import UsageError
-from tokenbench.monitor.prometheus import (
-    detect_engine,
-    engine_names,
-    engine_table,
-    parse_prometheus,
-    server_samples,
-)
+from tokenbench.monitor.prometheus import detect_engine, parse_prometheus, server_samples
 
 from .helpers import fixture_text
 
+NAMES = metric_names()
+
 
 def parse(name: str, engine: str | None = None):
-    return parse_prometheus(fixture_text(f"prometheus/{name}"), engine)
+    return parse_prometheus(fixture_text(f"prometheus/{name}"), NAMES, engine)
 
 
 def raw(metrics, name):
@@ -92,7 +89,7 @@ vllm:cache_config_info{block_size="16",num_gpu_blocks="6932",enable_prefix_cachi
 
 
 def test_several_series_sum_counts_and_max_ratios_and_info_labels():
-    m = parse_prometheus(V1_TWO_ENGINES)
+    m = parse_prometheus(V1_TWO_ENGINES, NAMES)
     assert m.signals == {"running": 8.0, "waiting": 1.0, "kv_usage": 0.75, "preemptions": 5.0,
                          "kv_capacity_tokens": 6932 * 16}
 
@@ -107,12 +104,20 @@ def test_server_samples_common_and_raw():
     assert {s.source for s in samples} == {"server"} and {s.t_ns for s in samples} == {11}
 
 
-def test_engine_names_are_data():
-    assert engine_names() == ("vllm", "sglang", "llamacpp")
-    for spec in engine_table().values():
+def test_engine_names_come_from_the_adapters():
+    assert sorted(NAMES) == ["llamacpp", "sglang", "vllm"]
+    for spec in NAMES.values():
         assert {"running", "waiting"} <= set(spec["signals"])
-    assert detect_engine(fixture_text("prometheus/sglang-docs-production-metrics.txt")) == "sglang"
-    assert detect_engine("process_open_fds 45.0\n") is None
+    assert detect_engine(fixture_text("prometheus/sglang-docs-production-metrics.txt"), NAMES) == "sglang"
+    assert detect_engine("process_open_fds 45.0\n", NAMES) is None
+
+
+def test_the_parser_knows_no_engine_but_the_names_it_is_given():
+    toy = {"toy": {"prefix": "toy:", "signals": {"running": {"metrics": ["toy:busy"], "reduce": "sum"}}}}
+    text = 'toy:busy{rank="0"} 2\ntoy:busy{rank="1"} 3\nvllm:num_requests_running 9\n'
+    m = parse_prometheus(text, toy)
+    assert m.engine == "toy" and m.signals == {"running": 5.0} and len(m.raw) == 2
+    assert parse_prometheus(text, {}).signals == {} and detect_engine(text, {}) is None
 
 
 def test_explicit_engine_reads_only_its_own_names():
@@ -122,15 +127,15 @@ def test_explicit_engine_reads_only_its_own_names():
 
 def test_unknown_engine_and_malformed_text_are_usage_errors():
     with pytest.raises(UsageError, match="unknown engine 'tgi'"):
-        parse_prometheus("x 1\n", "tgi")
+        parse_prometheus("x 1\n", NAMES, "tgi")
     with pytest.raises(UsageError, match="not Prometheus text"):
-        parse_prometheus('vllm:num_requests_running{engine="0" 3\n')
+        parse_prometheus('vllm:num_requests_running{engine="0" 3\n', NAMES)
     with pytest.raises(UsageError):
-        parse_prometheus("<html><body>502 Bad Gateway</body></html>")
+        parse_prometheus("<html><body>502 Bad Gateway</body></html>", NAMES)
 
 
 def test_non_finite_values_are_dropped():
-    m = parse_prometheus("llamacpp:requests_processing NaN\nllamacpp:requests_deferred +Inf\n")
+    m = parse_prometheus("llamacpp:requests_processing NaN\nllamacpp:requests_deferred +Inf\n", NAMES)
     assert m.signals == {} and m.raw == ()
 
 
@@ -139,4 +144,4 @@ def test_vllm_kv_capacity_prefers_its_own_token_count():
     tokens; vLLM's kv_cache_size_tokens label says 110,733."""
     from pathlib import Path
     text = (Path(__file__).parents[1] / "vllm" / "fixtures" / "metrics-gemma3-vllm-cpu.txt").read_text()
-    assert parse_prometheus(text, "vllm").signals["kv_capacity_tokens"] == 110_733
+    assert parse_prometheus(text, NAMES, "vllm").signals["kv_capacity_tokens"] == 110_733

@@ -7,12 +7,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tokenbench.deploy.engines import metric_names
 from tokenbench.errors import UsageError
 from tokenbench.monitor.npu_smi import npu_samples, parse_npu_smi
 from tokenbench.monitor.nvidia_smi import gpu_samples, parse_nvidia_smi
 from tokenbench.monitor.prometheus import parse_prometheus, server_samples
 
 from .helpers import fixture_files
+
+NAMES = metric_names()
 
 pytestmark = pytest.mark.slow   # subprocesses, real servers or hypothesis: seconds per test
 
@@ -57,6 +60,6 @@ def test_nvidia_smi_parser(text):
 @PROPERTY
 @given(TEXTS, st.sampled_from([None, "vllm", "sglang", "llamacpp"]))
 def test_prometheus_parser(text, engine):
-    metrics = only_usage_errors(lambda t: parse_prometheus(t, engine), text)
+    metrics = only_usage_errors(lambda t: parse_prometheus(t, NAMES, engine), text)
     if metrics is not None:
         server_samples(metrics, 0)

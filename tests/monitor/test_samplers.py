@@ -10,6 +10,7 @@ from collections import namedtuple
 
 import pytest
 
+from tokenbench.deploy.engines import metric_names
 from tokenbench.errors import MeasurementError, TargetError
 from tokenbench.monitor.samplers import (
     HostSampler,
@@ -110,7 +111,7 @@ def test_nvml_unsupported_query_is_unknown(monkeypatch):
 
 def test_prometheus_sampler(metrics_server):
     metrics_server.body = fixture_text("prometheus/llamacpp-xllamacpp-2-processing-2-deferred.txt")
-    sampler = PrometheusSampler(metrics_server.url + "/", engine="auto")
+    sampler = PrometheusSampler(metrics_server.url + "/", metric_names(), engine="auto")
     assert sampler.url == metrics_server.url + "/metrics" and sampler.engine is None
     assert sampler.available()
     values = {s.name: s.value for s in sampler.sample() if ":" not in s.name}
@@ -119,13 +120,13 @@ def test_prometheus_sampler(metrics_server):
 
 def test_prometheus_sampler_errors(metrics_server):
     metrics_server.status = 404
-    availability = PrometheusSampler(metrics_server.url).available()
+    availability = PrometheusSampler(metrics_server.url, metric_names()).available()
     assert not availability and "HTTP 404" in availability.reason
     metrics_server.status = 200
     metrics_server.body = "<html>502 Bad Gateway</html>"
     with pytest.raises(TargetError, match="not metrics"):
-        PrometheusSampler(metrics_server.url).sample()
-    closed = PrometheusSampler("http://127.0.0.1:9", timeout_s=0.5)
+        PrometheusSampler(metrics_server.url, metric_names()).sample()
+    closed = PrometheusSampler("http://127.0.0.1:9", metric_names(), timeout_s=0.5)
     assert not closed.available()
     with pytest.raises(TargetError, match="cannot read"):
         closed.sample()
@@ -149,5 +150,6 @@ def test_host_sampler_with_and_without_a_process():
 def test_default_samplers():
     kinds = [type(s).__name__ for s in default_samplers()]
     assert kinds == ["HostSampler", "NpuSmiSampler", "NvidiaSmiSampler"]
-    with_server = default_samplers("http://127.0.0.1:8000", "vllm", pid=os.getpid())
+    with_server = default_samplers("http://127.0.0.1:8000", "vllm", pid=os.getpid(), names=metric_names())
     assert isinstance(with_server[-1], PrometheusSampler) and with_server[-1].engine == "vllm"
+    assert with_server[-1].names == metric_names()

@@ -1,10 +1,13 @@
-"""Engine knowledge lives in the adapters (deploy/engines/): no other module tests an engine's name."""
+"""Engine knowledge lives in the adapters (deploy/engines/): no other module tests an engine's name, and no
+data file outside deploy/ is keyed by one (the /metrics names once sat in monitor/engines.yaml)."""
 
 from __future__ import annotations
 
 import ast
 import typing
 from pathlib import Path
+
+import yaml
 
 import tokenbench
 from tokenbench.spec.deploy_profile import Engine
@@ -42,8 +45,31 @@ def test_no_engine_name_is_tested_outside_the_adapters():
     assert found == {}, f"engine names tested outside deploy/engines/: {found}"
 
 
+def data_keys(node: object) -> set[str]:
+    """Every mapping key at any depth of a loaded YAML/JSON document."""
+    if isinstance(node, dict):
+        return {str(k) for k in node} | {k for v in node.values() for k in data_keys(v)}
+    if isinstance(node, list):
+        return {k for v in node for k in data_keys(v)}
+    return set()
+
+
+def test_no_data_file_outside_deploy_is_keyed_by_an_engine_name():
+    """monitor/, report/ and the rest read engine facts through the adapters, not from tables of their own."""
+    found = {}
+    for path in [*PKG.rglob("*.yaml"), *PKG.rglob("*.json")]:
+        rel = str(path.relative_to(PKG))
+        if rel.startswith("deploy/"):
+            continue
+        keys = data_keys(yaml.safe_load(path.read_text(encoding="utf-8"))) & NAMES
+        if keys:
+            found[rel] = sorted(keys)
+    assert found == {}, f"data keyed by engine names outside deploy/: {found}"
+
+
 def test_the_check_finds_what_it_looks_for():
     assert engine_tests(ast.parse('if facts.engine == "vllm": pass\nRESET = {"sglang": "/flush_cache"}')) == [1, 2]
+    assert data_keys(yaml.safe_load("signals:\n  - llamacpp: {prefix: 'llamacpp:'}\n")) & NAMES == {"llamacpp"}
 
 
 def test_every_adapter_provides_the_protocol():
@@ -51,4 +77,7 @@ def test_every_adapter_provides_the_protocol():
     for name in NAMES:
         module = engines.engine_module(name)
         assert all(callable(getattr(module, f, None)) for f in engines.REQUIRED), name
+        assert all(hasattr(module, f) for f in engines.REQUIRED_DATA), name
+        assert {"running", "waiting"} <= set(module.METRIC_NAMES["signals"]), name
+        assert module.METRIC_NAMES["prefix"].endswith(":"), name
     assert engines.reset_cache_path("vllm") and engines.reset_cache_path("reference") is None

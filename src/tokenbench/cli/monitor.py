@@ -9,7 +9,7 @@ from rich.live import Live
 from rich.table import Table
 
 from tokenbench.cli import console
-from tokenbench.monitor.prometheus import engine_names
+from tokenbench.deploy.engines import metric_names
 from tokenbench.monitor.runner import Monitor
 from tokenbench.monitor.samplers import default_samplers
 from tokenbench.monitor.samples import Sample
@@ -19,7 +19,7 @@ _LABEL_ORDER = ("device", "chip", "name", "pid", "process", "engine")
 
 @click.command("monitor")
 @click.option("--base-url", default=None, help="inference server whose /metrics to read (e.g. http://127.0.0.1:8000)")
-@click.option("--engine", type=click.Choice([*engine_names(), "auto"]), default="auto", show_default=True,
+@click.option("--engine", type=click.Choice([*sorted(metric_names()), "auto"]), default="auto", show_default=True,
               help="whose metric names the server uses")
 @click.option("--interval", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
               help="seconds between samples and refreshes")
@@ -28,7 +28,7 @@ _LABEL_ORDER = ("device", "chip", "name", "pid", "process", "engine")
 @click.option("--pid", type=int, default=None, help="also show CPU and memory of this process and its children")
 def command(base_url: str | None, engine: str, interval: float, count: int | None, pid: int | None) -> None:
     """Show accelerator (npu-smi / nvidia-smi), server /metrics and host signals, refreshed live."""
-    monitor = Monitor(default_samplers(base_url, engine, pid), interval_s=interval, on_warning=_warn)
+    monitor = Monitor(default_samplers(base_url, engine, pid, metric_names()), interval_s=interval, on_warning=_warn)
     with monitor, Live(_table([]), console=console.out, auto_refresh=False) as live:
         t0 = time.perf_counter()
         n = 0

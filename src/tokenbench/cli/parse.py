@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import click
 
+from tokenbench.deploy.engines import metric_names
 from tokenbench.errors import UsageError
 from tokenbench.monitor import npu_smi, nvidia_smi, prometheus
 from tokenbench.monitor.samples import Sample
@@ -32,7 +33,7 @@ def _gpu(text: str, engine: str | None, query: str | None) -> tuple[list[Sample]
 
 
 def _server(text: str, engine: str | None, query: str | None) -> tuple[list[Sample], dict]:
-    metrics = prometheus.parse_prometheus(text, None if engine in (None, "auto") else engine)
+    metrics = prometheus.parse_prometheus(text, metric_names(), None if engine in (None, "auto") else engine)
     return prometheus.server_samples(metrics, 0), {"engine": metrics.engine, "signals": metrics.signals}
 
 
@@ -42,7 +43,7 @@ PARSERS: dict[str, Parser] = {"npu-smi": _npu, "nvidia-smi": _gpu, "prometheus":
 @click.command("parse")
 @click.argument("kind", type=click.Choice(sorted(PARSERS)))
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
-@click.option("--engine", type=click.Choice([*prometheus.engine_names(), "auto"]), default=None,
+@click.option("--engine", type=click.Choice([*sorted(metric_names()), "auto"]), default=None,
               help="prometheus: whose metric names to map (default: detected from the metric prefixes)")
 @click.option("--query", default=None, metavar="FIELDS",
               help="nvidia-smi: the --query-gpu list of a capture made with noheader "

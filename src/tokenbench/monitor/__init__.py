@@ -1,7 +1,8 @@
 """Monitoring: accelerator (npu-smi, nvidia-smi/NVML), server /metrics and host samplers, their
 offline parsers, a background runner on the requests' clock, and the per-cell summary.
 
-    monitor = Monitor(default_samplers(base_url, engine, pid), interval_s=1.0, on_warning=log)
+    monitor = Monitor(default_samplers(base_url, engine, pid, names), interval_s=1.0, on_warning=log)
+                                       # names: deploy.engines.metric_names()
     with monitor:                      # or monitor.start() ... monitor.stop()
         run_the_cell()
     samples = monitor.stop()           # list[Sample]; also monitor.snapshot() while running

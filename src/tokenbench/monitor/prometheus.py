@@ -1,19 +1,26 @@
 """Offline parser of a server's Prometheus `/metrics` text -> common signals + raw metrics -> samples.
 
 The text is read with `prometheus_client`'s own parser. Which engine metric means `running`,
-`waiting`, `kv_usage` (0..1), `preemptions` ... is data in `engines.yaml`, not code. Histogram
-buckets and `_created` timestamps are dropped; every other sample of the engine is kept raw.
+`waiting`, `kv_usage` (0..1), `preemptions` ... is data the caller passes (`names`): each engine
+adapter's `METRIC_NAMES` (deploy/engines/), gathered by `deploy.engines.metric_names()`; this package
+knows no engine. Histogram buckets and `_created` timestamps are dropped; every other sample of the
+engine is kept raw.
+
+`names` maps an engine to {"prefix": ..., "signals": {signal: rule}}. A rule's `metrics` lists the
+engine's sample names that carry the signal, newest name first; the first one present in a scrape
+wins. `reduce` combines several series of that metric (one per engine core, DP rank ...): `sum` for
+counts, `max` for ratios. `info` + `products` reads a number from the labels of an info-style gauge
+(vLLM's cache_config_info: num_gpu_blocks x block_size); the first label set present wins. Every
+sample whose name starts with `prefix` is also kept under its raw name.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 from typing import Any
 
-import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from tokenbench.errors import UsageError
@@ -21,6 +28,7 @@ from tokenbench.monitor._text import clip, number
 from tokenbench.monitor.samples import Sample
 
 RawSample = tuple[str, dict[str, str], float]
+MetricNames = Mapping[str, Mapping[str, Any]]      # engine -> {"prefix": ..., "signals": {...}}
 _DROPPED_SUFFIXES = ("_bucket", "_created", "_gsum", "_gcount")
 
 
@@ -31,23 +39,14 @@ class ServerMetrics:
     raw: tuple[RawSample, ...]
 
 
-@cache
-def engine_table() -> dict[str, Any]:
-    text = resources.files("tokenbench.monitor").joinpath("engines.yaml").read_text("utf-8")
-    return yaml.safe_load(text)
-
-
-def engine_names() -> tuple[str, ...]:
-    return tuple(engine_table())
-
-
-def parse_prometheus(text: str, engine: str | None = None) -> ServerMetrics:
-    """Parse /metrics text. `engine=None` detects it from the metric prefixes (may stay unknown)."""
-    if engine is not None and engine not in engine_table():
-        raise UsageError(f"unknown engine {engine!r}", f"use one of: {', '.join(engine_names())}")
+def parse_prometheus(text: str, names: MetricNames, engine: str | None = None) -> ServerMetrics:
+    """Parse /metrics text with the engines' metric `names`. `engine=None` detects it from the metric
+    prefixes (may stay unknown)."""
+    if engine is not None and engine not in names:
+        raise UsageError(f"unknown engine {engine!r}", f"use one of: {', '.join(names)}")
     samples = _all_samples(text)
-    engine = engine or _detect(samples)
-    spec = engine_table().get(engine or "", {})
+    engine = engine or _detect(samples, names)
+    spec = names.get(engine or "", {})
     signals = {name: value for name, rule in spec.get("signals", {}).items()
                if (value := _signal(samples, rule)) is not None}
     prefix = spec.get("prefix", "")
@@ -55,8 +54,8 @@ def parse_prometheus(text: str, engine: str | None = None) -> ServerMetrics:
     return ServerMetrics(engine, signals, raw)
 
 
-def detect_engine(text: str) -> str | None:
-    return _detect(_all_samples(text))
+def detect_engine(text: str, names: MetricNames) -> str | None:
+    return _detect(_all_samples(text), names)
 
 
 def server_samples(metrics: ServerMetrics, t_ns: int) -> list[Sample]:
@@ -80,8 +79,8 @@ def _all_samples(text: str) -> list[RawSample]:
             if isinstance(s.value, (int, float)) and math.isfinite(s.value)]
 
 
-def _detect(samples: list[RawSample]) -> str | None:
-    for engine, spec in engine_table().items():
+def _detect(samples: list[RawSample], names: MetricNames) -> str | None:
+    for engine, spec in names.items():
         if any(name.startswith(spec["prefix"]) for name, _, _ in samples):
             return engine
     return None

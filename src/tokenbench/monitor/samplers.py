@@ -22,7 +22,7 @@ import psutil
 from tokenbench.errors import MeasurementError, TargetError, UsageError
 from tokenbench.monitor import nvidia_smi, nvml
 from tokenbench.monitor.npu_smi import npu_samples, parse_npu_smi
-from tokenbench.monitor.prometheus import parse_prometheus, server_samples
+from tokenbench.monitor.prometheus import MetricNames, parse_prometheus, server_samples
 from tokenbench.monitor.samples import Sample, make_samples
 
 Clock = Callable[[], int]
@@ -123,14 +123,16 @@ class NvidiaSmiSampler(_CommandSampler):
 
 
 class PrometheusSampler:
-    """Scrapes `<base_url>/metrics` with urllib and a short timeout."""
+    """Scrapes `<base_url>/metrics` with urllib and a short timeout; `names`: the engines' metric names
+    (deploy.engines.metric_names())."""
 
     name = "server"
 
-    def __init__(self, base_url: str, engine: str | None = None, timeout_s: float = 2.0,
+    def __init__(self, base_url: str, names: MetricNames, engine: str | None = None, timeout_s: float = 2.0,
                  clock: Clock = time.perf_counter_ns) -> None:
         url = base_url.rstrip("/")
         self.url = url if url.endswith("/metrics") else url + "/metrics"
+        self.names = names
         self.engine = None if engine in (None, "", "auto") else engine
         self.timeout_s = timeout_s
         self.clock = clock
@@ -147,7 +149,7 @@ class PrometheusSampler:
         text = self._get()
         t_ns = (start + self.clock()) // 2
         try:
-            metrics = parse_prometheus(text, self.engine)
+            metrics = parse_prometheus(text, self.names, self.engine)
         except UsageError as exc:
             raise TargetError(f"{self.url} answered something that is not metrics: {exc.message}",
                               "point --base-url at the inference server") from exc
@@ -216,9 +218,10 @@ class HostSampler:
 
 
 def default_samplers(base_url: str | None = None, engine: str | None = None,
-                     pid: int | None = None) -> list[Sampler]:
-    """Host, both accelerator tools (each reports once if missing) and the server when a URL is given."""
+                     pid: int | None = None, names: MetricNames | None = None) -> list[Sampler]:
+    """Host, both accelerator tools (each reports once if missing) and the server when a URL is given
+    (read with the engines' metric `names`; without them its samples are kept raw, none mapped)."""
     samplers: list[Sampler] = [HostSampler(pid), NpuSmiSampler(), NvidiaSmiSampler()]
     if base_url:
-        samplers.append(PrometheusSampler(base_url, engine))
+        samplers.append(PrometheusSampler(base_url, names or {}, engine))
     return samplers

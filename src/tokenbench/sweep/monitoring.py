@@ -6,7 +6,7 @@ import contextlib
 import json
 from collections.abc import Iterator
 
-from tokenbench.deploy.engines import has_adapter
+from tokenbench.deploy.engines import has_adapter, metric_names
 from tokenbench.monitor.runner import Monitor
 from tokenbench.monitor.samplers import HostSampler, NpuSmiSampler, NvidiaSmiSampler, PrometheusSampler
 from tokenbench.monitor.summary import queue_cross_check, summarize
@@ -42,7 +42,7 @@ def _warn_once(log):
 def samplers_for(server) -> list:
     engine = server.facts.engine if has_adapter(server.facts.engine) else "auto"
     accel = server.profile.accelerator if server.profile else None
-    out = [PrometheusSampler(server.base_url, engine), HostSampler()]
+    out = [PrometheusSampler(server.base_url, metric_names(), engine), HostSampler()]
     if accel in (None, "ascend"):
         out.append(NpuSmiSampler())
     if accel in (None, "nvidia"):

@@ -8,7 +8,9 @@ Each module `tokenbench.deploy.engines.<engine>` provides
 and may provide `served_model(profile) -> str | None`: the model id the server will list, which
 readiness waits for (None: any model); `ctx_per_seq(profile) -> int | None`: the per-sequence context
 the profile will give, when it can be known before launch; `RESET_CACHE_PATH`: the POST endpoint that
-empties the prefix cache between cells. Code outside this package asks these functions, never an
+empties the prefix cache between cells. Every module also holds `METRIC_NAMES`, its Prometheus /metrics
+names of tokenbench's common server signals (format in monitor/prometheus.py; `metric_names()` gathers
+them for the monitor, which knows no engine). Code outside this package asks these functions, never an
 engine's name (tests/study/test_engine_names.py).
 
 `facts_for(base_url)` detects which engine answers at a URL and asks that engine's module for its
@@ -19,25 +21,29 @@ from __future__ import annotations
 
 import importlib
 import json
+import typing
 from types import ModuleType
-from typing import Protocol
+from typing import Any, Protocol
 
 from tokenbench.client import api
 from tokenbench.deploy.facts import ServerFacts
 from tokenbench.deploy.secret_refs import flag_name, secret_flag_list
 from tokenbench.errors import DeployError
-from tokenbench.spec.deploy_profile import ArgValue, Profile
+from tokenbench.spec.deploy_profile import ArgValue, Engine, Profile
 
 
 class EngineAdapter(Protocol):
     """What an adapter module provides (checked for every module by tests/study/test_engine_names.py).
     Optional: `served_model(profile)`, `ctx_per_seq(profile)`, `RESET_CACHE_PATH` (see the module doc)."""
 
+    METRIC_NAMES: dict[str, Any]
+
     def launch_argv(self, profile: Profile, port: int) -> list[str]: ...
     def read_facts(self, base_url: str, api_key: str | None = None) -> ServerFacts: ...
 
 
 REQUIRED = ("launch_argv", "read_facts")
+REQUIRED_DATA = ("METRIC_NAMES",)
 OPTIONAL = ("served_model", "ctx_per_seq", "RESET_CACHE_PATH")
 
 
@@ -61,6 +67,12 @@ def has_adapter(name: str | None) -> bool:
         return bool(name) and engine_module(str(name)) is not None
     except DeployError:
         return False
+
+
+def metric_names() -> dict[str, dict[str, Any]]:
+    """Every adapter's /metrics names by engine: what the monitor maps to common signals and detects
+    the engine by (passed to monitor.prometheus at the call site; monitor/ does not import deploy/)."""
+    return {name: engine_module(name).METRIC_NAMES for name in typing.get_args(Engine) if has_adapter(name)}
 
 
 def reset_cache_path(engine: str | None) -> str | None:

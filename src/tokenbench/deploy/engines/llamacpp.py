@@ -100,3 +100,17 @@ def _dict(value: object) -> dict:
 
 def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+# ---- /metrics names -> tokenbench's common server signals (format: monitor/prometheus.py) ----
+
+METRIC_NAMES = {
+    "prefix": "llamacpp:",
+    "signals": {
+        "running": {"metrics": ["llamacpp:requests_processing"], "reduce": "sum"},
+        "waiting": {"metrics": ["llamacpp:requests_deferred"], "reduce": "sum"},
+        "kv_usage": {"metrics": ["llamacpp:kv_cache_usage_ratio"], "reduce": "max"},
+        "prompt_tokens": {"metrics": ["llamacpp:prompt_tokens_total"], "reduce": "sum"},
+        "generation_tokens": {"metrics": ["llamacpp:tokens_predicted_total"], "reduce": "sum"},
+    },
+}

@@ -123,3 +123,19 @@ def _first_model(models: object) -> dict | None:
 
 def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+# ---- /metrics names -> tokenbench's common server signals (format: monitor/prometheus.py) ----
+
+METRIC_NAMES = {
+    "prefix": "sglang:",
+    "signals": {
+        "running": {"metrics": ["sglang:num_running_reqs"], "reduce": "sum"},
+        "waiting": {"metrics": ["sglang:num_queue_reqs"], "reduce": "sum"},
+        "kv_usage": {"metrics": ["sglang:token_usage"], "reduce": "max"},
+        "preemptions": {"metrics": ["sglang:num_retracted_requests_total"], "reduce": "sum"},
+        "prompt_tokens": {"metrics": ["sglang:prompt_tokens_total"], "reduce": "sum"},
+        "generation_tokens": {"metrics": ["sglang:generation_tokens_total"], "reduce": "sum"},
+        "kv_capacity_tokens": {"metrics": ["sglang:max_total_num_tokens"], "reduce": "max"},
+    },
+}

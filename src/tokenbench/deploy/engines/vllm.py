@@ -104,3 +104,22 @@ def read_facts(base_url: str, api_key: str | None = None) -> ServerFacts:
     if isinstance(version, dict) and version.get("version"):
         facts.version, facts.source["version"] = str(version["version"]), "/version"
     return facts
+
+
+# ---- /metrics names -> tokenbench's common server signals (format: monitor/prometheus.py) ----
+
+METRIC_NAMES = {
+    "prefix": "vllm:",
+    "signals": {
+        "running": {"metrics": ["vllm:num_requests_running"], "reduce": "sum"},
+        "waiting": {"metrics": ["vllm:num_requests_waiting"], "reduce": "sum"},
+        "kv_usage": {"metrics": ["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"], "reduce": "max"},
+        "preemptions": {"metrics": ["vllm:num_preemptions_total", "vllm:num_preemptions"], "reduce": "sum"},
+        "prompt_tokens": {"metrics": ["vllm:prompt_tokens_total"], "reduce": "sum"},
+        "generation_tokens": {"metrics": ["vllm:generation_tokens_total"], "reduce": "sum"},
+        # vLLM's own token count first: blocks x block size over-counts models with sliding-window layers
+        "kv_capacity_tokens": {"info": "vllm:cache_config_info",
+                               "products": [["kv_cache_size_tokens"], ["num_gpu_blocks", "block_size"]],
+                               "reduce": "max"},
+    },
+}
