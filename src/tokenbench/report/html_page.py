@@ -21,6 +21,7 @@ th{background:#f2f4f7;white-space:normal;min-width:4.5em;max-width:14em}
 th.l,td.l{text-align:left}
 td.w{white-space:normal;text-align:left;min-width:12em;max-width:26em}
 .iv{display:block;font-size:.74rem;color:#555;white-space:normal}
+table.scaling td{white-space:normal}table.scaling th{min-width:3em}table.scaling td.w{min-width:10em}
 tr:nth-child(even) td{background:#fafafa}
 table.samples td:last-child{white-space:normal;text-align:left;font-family:monospace}
 .over{color:#b00020;font-weight:bold}
