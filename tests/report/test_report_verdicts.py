@@ -152,3 +152,10 @@ def test_compare_side_by_side_tables_carry_intervals(store):
         for cell in table.rows[0][1:3]:
             v, lo, hi = _bounds(cell)
             assert lo <= v <= hi
+
+
+def test_compare_footnotes_name_the_run_of_a_marked_cell(store):
+    a, b = stored(store, "R-A", 10.0, 1), stored(store, "R-B", 10.5, 2, status="failed")
+    doc, _ = compare(store, [a, b], "en", "T")
+    notes = [n for table in _role(doc, "verdicts") + _role(doc, "compare") for n in table.footnotes]
+    assert notes and all(n.startswith("✗ R-B:ref 64/24 c=4:") for n in notes), notes

@@ -38,13 +38,14 @@ def side_by_side(cols: list[Column], ss: list[Side], metric: Metric, digits: int
         head += [t(lang, "col.speedup", other=c.label, base=base.label),
                  t(lang, "col.verdict", other=c.label, base=base.label)]
     xs = sorted({c.x for col in cols for c in col.cells() if c.pair == pair and c.x is not None})
-    rows, used = [], []
+    rows, used, names = [], [], {}
     for x in xs:
         cells = [col.cell(pair, x) for col in cols]
         vals = [c.get(metric.key) if c else None for c in cells]
         if all(v is None for v in vals) and not any(c and not c.state.ok for c in cells):
             continue
         used += cells
+        names.update({c.id: col.label for col, c in zip(cols, cells, strict=True) if c is not None})
         row: list = [next(c.load_label for c in cells if c)]
         row += [_shown(s, c, metric, digits) for s, c in zip(ss, cells, strict=True)]
         for side, c, v in zip(ss[1:], cells[1:], vals[1:], strict=True):
@@ -52,7 +53,7 @@ def side_by_side(cols: list[Column], ss: list[Side], metric: Metric, digits: int
             row.append(verdict_cell(ss[0], cells[0], side, c, metric, lang, min_effect)
                        if cells[0] and c else "-")
         rows.append(row)
-    return Table(head, rows, role="compare", footnotes=footnotes(used, lang)) if rows else None
+    return Table(head, rows, role="compare", footnotes=footnotes(used, lang, names)) if rows else None
 
 
 def _shown(side: Side, c, metric: Metric, digits: int):

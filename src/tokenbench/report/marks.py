@@ -29,14 +29,16 @@ def bad(cells: Iterable[CellInfo | None]) -> list[CellInfo]:
     return list(out.values())
 
 
-def footnote(c: CellInfo, lang: str) -> str:
+def footnote(c: CellInfo, lang: str, name: str | None = None) -> str:
+    """Why `c` is marked; `name` (default: its config) says whose cell it is (compare: RUN:CONFIG)."""
     s = c.state
     reason = s.reason or t(lang, "mark.no_reason")
-    return t(lang, f"mark.{s.kind}", mark=s.mark, cell=f"{c.config} {c.label}", reason=reason)
+    return t(lang, f"mark.{s.kind}", mark=s.mark, cell=f"{name or c.config} {c.label}", reason=reason)
 
 
-def footnotes(cells: Iterable[CellInfo | None], lang: str) -> list[str]:
-    return [footnote(c, lang) for c in bad(cells)]
+def footnotes(cells: Iterable[CellInfo | None], lang: str, names: dict[int, str] | None = None) -> list[str]:
+    """One footnote per marked cell; `names` maps a cell id to the column that shows it."""
+    return [footnote(c, lang, (names or {}).get(c.id)) for c in bad(cells)]
 
 
 def ratio_cell(a: CellInfo | None, b: CellInfo | None, va, vb, allow: bool) -> Cell | str:

@@ -82,12 +82,13 @@ def verdict_table(sides: list[Side], pair, xs: list, lang: str, min_effect: floa
     base = sides[0]
     head = [t(lang, "col.load"), t(lang, "col.metric"), *[s.label for s in sides]]
     head += [t(lang, "col.verdict", other=s.label, base=base.label) for s in sides[1:]]
-    rows, used, unreliable = [], [], False
+    rows, used, unreliable, names = [], [], False, {}
     for x in xs:
         cells = [s.cell(pair, x) for s in sides]
         if any(c is None for c in cells):
             continue
         used += cells
+        names.update({c.id: s.label for s, c in zip(sides, cells, strict=True) if c is not None})
         for m in metrics:
             if not any(_has(s.book, c, m) for s, c in zip(sides, cells, strict=True)):
                 continue
@@ -102,7 +103,7 @@ def verdict_table(sides: list[Side], pair, xs: list, lang: str, min_effect: floa
                          *[""] * (len(sides) - 1)])
         rows.append([cells[0].load_label, t(lang, "col.bottleneck"),
                      *[_bottleneck(s, c, lang) for s, c in zip(sides, cells, strict=True)], *[""] * (len(sides) - 1)])
-    notes = footnotes(used, lang) + ([t(lang, "note.unreliable", mark=UNRELIABLE, n=u.UNRELIABLE_N)]
+    notes = footnotes(used, lang, names) + ([t(lang, "note.unreliable", mark=UNRELIABLE, n=u.UNRELIABLE_N)]
                                      if unreliable else [])
     return Table(head, rows, role="verdicts", left=2, footnotes=notes) if rows else None
 
