@@ -52,6 +52,8 @@ def resolve(ref: ModelRef) -> Path:
     """The model's file or directory on this machine; DeployError (before any launch) if it is missing."""
     if ref.bundled is not None:
         return bundled_path(ref.bundled)
+    if ref.path is None:
+        raise DeployError("the profile names no model", "set model.path or model.bundled")
     path = Path(ref.path).expanduser()
     if not path.exists():
         raise DeployError(f"model file '{path}' does not exist",
@@ -78,7 +80,7 @@ def _in_distribution(model: Bundled) -> Path:
         dist = importlib.metadata.distribution(model.distribution)
     except importlib.metadata.PackageNotFoundError:
         raise _missing(model, f"package {model.distribution} not found") from None
-    path = Path(dist.locate_file(model.file))
+    path = Path(str(dist.locate_file(model.file)))
     if not path.is_file():
         raise _missing(model, f"{model.distribution} {dist.version} has no {model.file}")
     return path

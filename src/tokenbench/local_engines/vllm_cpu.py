@@ -186,6 +186,7 @@ def _run(argv: list[str], say: Say, capture: bool = False, env: dict[str, str] |
     log.parent.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+    assert proc.stdout is not None          # stdout=PIPE
     lines: list[str] = []
     started = last = time.monotonic()
     with open(log, "a") as out:
