@@ -4,13 +4,13 @@ max-concurrency cap it waits for a slot and the wait is recorded as client queue
 
 A finished exchange is reduced to its record and its raw bytes dropped while the cell runs, so memory
 follows the requests in flight, not those finished: once PENDING_MAX finished exchanges wait, a
-background task parses them in order, READS_PER_SLICE body reads per event-loop iteration, so a read
-that arrives meanwhile is stamped after at most one slice (tens of microseconds), never after a whole
-request; the rest are parsed when the phase ends (a small cell parses nothing while it runs, so its
-client competes with nothing for the CPU while the server takes a request in). Garbage collection: objects
-alive at the start are frozen and full (oldest-generation) collections are held off until the phase
-ends, while the cheap young collections keep running, so cycles made mid-cell are still freed and no
-collection walks the heap.
+background task parses them in order, in slices of READS_PER_SLICE body reads, for at most
+SLICE_BUDGET_NS per event-loop iteration, so a read that arrives meanwhile is stamped after at most that
+budget (0.5 ms) plus one slice, never after a whole batch; the rest are parsed when the phase ends (a
+small cell parses nothing while it runs, so its client competes with nothing for the CPU while the
+server takes a request in). Garbage collection: objects alive at the start are frozen and full
+(oldest-generation) collections are held off until the phase ends, while the cheap young collections
+keep running, so cycles made mid-cell are still freed and no collection walks the heap.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import random
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -37,6 +38,7 @@ Sink = Callable[[RequestRecord], None]
 NO_FULL_GC = 1 << 30          # oldest-generation threshold while a phase runs (never reached)
 READS_PER_SLICE = 8           # body reads parsed per event-loop iteration (a few tens of microseconds)
 PENDING_MAX = 256             # finished exchanges left unparsed before the reducer starts on them
+SLICE_BUDGET_NS = 500_000     # parse time per event-loop iteration while finished exchanges wait
 
 
 @dataclass
@@ -118,6 +120,7 @@ class _Reducer:
         self.records: list[RequestRecord] = []
         self.sink: Sink = sink or self.records.append
         self.closed = False
+        self.current: Iterator[RequestRecord | None] | None = None
 
     def append(self, item: tuple[int, PreparedRequest, RawExchange]) -> None:
         self.queue.append(item)
@@ -127,16 +130,25 @@ class _Reducer:
     async def run(self) -> None:
         while True:
             while self.queue:
-                i, req, raw = self.queue.popleft()
-                for rec in parse_steps(raw, req, i, self.phase, READS_PER_SLICE):
-                    if rec is not None:
-                        self.sink(rec)
-                    await asyncio.sleep(0)
-                del raw
+                await self._drain()
             if self.closed:
                 return
             self.wake.clear()
             await self.wake.wait()
+
+    async def _drain(self) -> None:
+        """Slices for up to SLICE_BUDGET_NS per loop iteration (so the reduction keeps up with the
+        requests finishing even when each iteration has many reads to stamp), then yield."""
+        end = time.perf_counter_ns() + SLICE_BUDGET_NS
+        while self.queue and time.perf_counter_ns() < end:
+            if self.current is None:
+                i, req, raw = self.queue.popleft()
+                self.current = parse_steps(raw, req, i, self.phase, READS_PER_SLICE)
+            rec = next(self.current)
+            if rec is not None:
+                self.sink(rec)
+                self.current = None
+        await asyncio.sleep(0)
 
     async def close(self, task: asyncio.Task) -> list[RequestRecord]:
         self.closed = True
