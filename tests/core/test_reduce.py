@@ -46,9 +46,11 @@ def test_sliced_parse_equals_whole_parse(per_step):
 
 @pytest.mark.slow
 def test_records_reach_the_sink_while_the_phase_runs(monkeypatch):
-    """With PENDING_MAX 4, most records are parsed before the last request ended, and the young GC
-    generations stay on during the phase (only full collections are held off)."""
+    """With PENDING_MAX 4, most records are parsed before the last request ended, none is lost when the
+    queue empties in the middle of a request's slices (one read per slice), and the young GC generations
+    stay on during the phase (only full collections are held off)."""
     monkeypatch.setattr(runner, "PENDING_MAX", 4)
+    monkeypatch.setattr(runner, "READS_PER_SLICE", 1)
     seen: list[tuple[int, object]] = []
     thresholds: list[tuple] = []
 

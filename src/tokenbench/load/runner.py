@@ -122,6 +122,10 @@ class _Reducer:
         self.closed = False
         self.current: Iterator[RequestRecord | None] | None = None
 
+    @property
+    def pending(self) -> bool:
+        return bool(self.queue) or self.current is not None
+
     def append(self, item: tuple[int, PreparedRequest, RawExchange]) -> None:
         self.queue.append(item)
         if len(self.queue) >= PENDING_MAX:
@@ -129,7 +133,7 @@ class _Reducer:
 
     async def run(self) -> None:
         while True:
-            while self.queue:
+            while self.pending:
                 await self._drain()
             if self.closed:
                 return
@@ -140,7 +144,7 @@ class _Reducer:
         """Slices for up to SLICE_BUDGET_NS per loop iteration (so the reduction keeps up with the
         requests finishing even when each iteration has many reads to stamp), then yield."""
         end = time.perf_counter_ns() + SLICE_BUDGET_NS
-        while self.queue and time.perf_counter_ns() < end:
+        while self.pending and time.perf_counter_ns() < end:
             if self.current is None:
                 i, req, raw = self.queue.popleft()
                 self.current = parse_steps(raw, req, i, self.phase, READS_PER_SLICE)
