@@ -101,7 +101,7 @@ def test_profile_renders_the_launch_command(tmp_path, monkeypatch):
     p = profiles.load_profile("cpu-gemma3-sglang")
     assert (p.engine, p.model.bundled, p.model.served_name, p.port) == ("sglang", "gemma3-270m-hf", "gemma3-270m",
                                                                         30000)
-    assert p.env == {"HF_HUB_OFFLINE": "1", "SGLANG_USE_CPU_ENGINE": "1"}
+    assert p.env == {"HF_HUB_OFFLINE": "1", "SGLANG_USE_CPU_ENGINE": "1", "SGLANG_CPU_OMP_THREADS_BIND": "0"}
     assert lifecycle.command_for(p, 30123) == [
         sys.executable, "-m", "tokenbench.local_engines.sglang_cpu", "serve", "--model-path", str(tmp_path / "gemma"),
         "--served-model-name", "gemma3-270m", "--host", "127.0.0.1", "--port", "30123", "--device", "cpu",
