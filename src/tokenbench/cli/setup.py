@@ -40,7 +40,7 @@ def vllm_cpu_command(check: bool, force: bool) -> None:
 def sglang_cpu_command(check: bool, force: bool) -> None:
     """SGLang on the CPU (sglang 0.5.23 + torch 2.13.0 CPU in their own venv, an sgl_kernel stand-in that
     raises on any call) serving the Gemma 3 270M checkpoint of `setup vllm-cpu` (run first if needed), for
-    the profile cpu-gemma3-sglang. About 5 minutes and 6 GB once; done steps are skipped."""
+    the profile cpu-gemma3-sglang. About 7 minutes and 3 GB once (measured on a busy 2-core machine); done steps are skipped."""
     if check:
         _check(sglang_cpu.steps())
         return

@@ -2,7 +2,7 @@
 default ~/.cache/tokenbench), serving the Gemma 3 270M bf16 checkpoint that `tokenbench setup vllm-cpu`
 converts (the same weights, so the two engines compare on one model).
 
-    tokenbench setup sglang-cpu        # once: the vLLM set-up if not done, then about 5 minutes, 6 GB
+    tokenbench setup sglang-cpu        # once: the vLLM set-up if not done, then about 7 minutes, 3 GB
 
 What is installed, and why it is not a plain `pip install sglang`:
 - torch 2.13.0+cpu (the local CPU wheel; PyPI's torch 2.14.1 is a CUDA build needing several GB of CUDA
@@ -14,8 +14,8 @@ What is installed, and why it is not a plain `pip install sglang`:
   `sglang-kernel` wheel at install time (`pip download --no-deps`; never a committed copy).
 - a torchvision guard (standalone/torchvision_cpu_guard.py) so that torchvision imports beside CPU torch.
 
-Steps are resumable and stamped (deploy/cached_steps.py). The profile `cpu-gemma3-sglang` starts the
-server through this module (`python -m tokenbench.deploy.sglang_cpu serve ...` replaces itself with the
+Steps are resumable and stamped (local_engines/cached_steps.py). The profile `cpu-gemma3-sglang` starts the
+server through this module (`python -m tokenbench.local_engines.sglang_cpu serve ...` replaces itself with the
 venv's `python -m sglang.launch_server`, same pid), which points the stand-in's call log at
 `standin_log(pid)`.
 """
@@ -43,7 +43,7 @@ STANDIN = STANDALONE / "sgl_kernel_standin.py"
 GUARD = STANDALONE / "torchvision_cpu_guard.py"
 REQUIREMENTS = Path(__file__).with_name("sglang_cpu_requirements.txt")
 LOG_VAR = "TOKENBENCH_SGL_KERNEL_LOG"
-SETUP_HINT = "run: tokenbench setup sglang-cpu (about 5 minutes and 6 GB once, after the vLLM CPU set-up)"
+SETUP_HINT = "run: tokenbench setup sglang-cpu (about 7 minutes and 3 GB once, after the vLLM CPU set-up)"
 ALLOWED_NVIDIA = {"nvidia-ml-py"}                # pure Python (NVML bindings), no CUDA library
 
 
@@ -212,6 +212,6 @@ def serve(args: list[str]) -> int:
 
 if __name__ == "__main__":
     if sys.argv[1:2] != ["serve"]:
-        print("usage: python -m tokenbench.deploy.sglang_cpu serve [sglang.launch_server options]", file=sys.stderr)
+        print("usage: python -m tokenbench.local_engines.sglang_cpu serve [sglang.launch_server options]", file=sys.stderr)
         sys.exit(2)
     sys.exit(serve(sys.argv[2:]))
