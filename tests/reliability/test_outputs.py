@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tokenbench.cli.main import main
 from tokenbench.client.records import RequestRecord
 from tokenbench.errors import OutputError, UsageError
 from tokenbench.store import outputs
@@ -147,3 +148,11 @@ def test_a_json_result_that_cannot_be_written_leaves_the_cell_in_the_database(tm
         j.add(config_id, row("a"), [record(0)])
     assert "ENOSPC" in exc.value.message and f"cell a and earlier in {store.path}" in exc.value.message
     assert [c["key"] for c in store.cells(run_id)] == ["a"] and store.run(run_id)["status"] == "interrupted"
+
+
+@pytest.mark.parametrize("argv", [["parse", "npu-smi", "/dev/zero"], ["import", "/dev/zero"]])
+def test_a_device_given_as_input_is_refused_before_it_is_read(argv, capsys):
+    """/dev/zero would be read forever (the CLI property test found `parse npu-smi /dev/full` eating all
+    memory): refused in one line, exit 2."""
+    assert main(argv) == 2
+    assert "is a character device, not a file to read" in capsys.readouterr().err

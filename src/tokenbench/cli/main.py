@@ -80,8 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.UsageError as exc:
-        hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
-        click.echo(f"error: {_one_line(exc.format_message())}{hint}", err=True)
+        click.echo(f"error: {_one_line(exc.format_message())} (see `{_command_path(exc, argv)} --help`)", err=True)
         return 2
     except click.Abort:
         click.echo("error: interrupted", err=True)
@@ -100,6 +99,15 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:                 # a bug: still one line, and --debug shows where
         return _render(InternalError(f"internal error: {type(exc).__name__}: {str(exc)[:300]}",
                                      "rerun with --debug and report it"), debug)
+
+
+def _command_path(exc: click.UsageError, argv: list[str] | None) -> str:
+    """The command whose --help answers a usage error (click leaves ctx unset for some parser errors)."""
+    if exc.ctx is not None:
+        return exc.ctx.command_path
+    words = argv if argv is not None else sys.argv[1:]
+    name = next((w for w in words if not w.startswith("-")), "")
+    return f"tokenbench {name}" if name and name in cli.list_commands(click.Context(cli)) else "tokenbench"
 
 
 def _one_line(text: str) -> str:

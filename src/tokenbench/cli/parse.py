@@ -13,6 +13,7 @@ import click
 
 from tokenbench.deploy.engines import metric_names
 from tokenbench.errors import UsageError
+from tokenbench.inputs import check_readable
 from tokenbench.monitor import npu_smi, nvidia_smi, prometheus
 from tokenbench.monitor.samples import Sample
 
@@ -62,6 +63,7 @@ def command(kind: str, file: str, engine: str | None, query: str | None) -> None
 def _read(file: str) -> str:
     if file == "-":
         return sys.stdin.read()
+    check_readable(file, "capture")
     try:
         with open(file, encoding="utf-8", errors="replace") as handle:
             return handle.read()

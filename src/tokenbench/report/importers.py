@@ -20,6 +20,7 @@ from pathlib import Path
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.errors import UsageError
+from tokenbench.inputs import check_readable
 from tokenbench.load.cell import cell_key as own_cell_key
 from tokenbench.report import import_aisbench
 from tokenbench.spec.bench import Load, Workload
@@ -381,6 +382,7 @@ def parse(path: Path, fmt: str, opts: ImportOptions) -> Parsed:
 def import_file(store: Store, path: str | Path, fmt: str | None = None, opts: ImportOptions | None = None,
                 argv: list[str] | None = None) -> str:
     path = Path(path)
+    check_readable(path, "import file", dir_ok=True)
     fmt = fmt or detect(path)
     if fmt not in FORMATS:
         raise UsageError(f"unknown import format '{fmt}'", f"use one of: {', '.join(FORMATS)}")
