@@ -140,8 +140,8 @@ def test_burstiness_is_gamma_gaps_with_the_same_mean_rate():
 
 def test_agree_measures_exactly_what_its_documented_bench_command_asks(tmp_path):
     """agree calls the study library; the `tokenbench bench` line it documents builds the same study."""
-    from tokenbench.cli import agree
-    from tokenbench.cli.agree_peers import Cell
+    from tokenbench.study import agree
+    from tokenbench.study.agree_peers import Cell
     cell = Cell("http://127.0.0.1:9", "m", "/tok", 128, 32, 4, 16, 7)
     args = agree.tokenbench_args(cell, tmp_path / "tb.json")
     kw = bench.command.make_context("bench", args).params

@@ -3,12 +3,14 @@ compares means over runs with the per-run spread. Facts parsing on a real vLLM C
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from tokenbench.cli import agree, agree_peers
 from tokenbench.deploy.engines import vllm
+from tokenbench.errors import MeasurementError
+from tokenbench.study import agree, agree_peers
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CELL = agree_peers.Cell("http://127.0.0.1:9", "gemma3-270m", "/models/g", 128, 32, 4, 16, 7, 1)
@@ -63,3 +65,37 @@ def test_kv_capacity_is_what_vllm_says_not_blocks_times_block_size():
     assert (labels["num_gpu_blocks"], labels["block_size"], labels["kv_cache_size_tokens"]) == ("5461", "128", "110733")
     assert vllm.kv_tokens(series) == 110733
     assert vllm.kv_tokens([{k: v for k, v in labels.items() if k != "kv_cache_size_tokens"}]) == 5461 * 128
+
+
+def test_the_library_writes_the_agreement_and_judges_it(tmp_path):
+    """study/agree.py holds the comparison (cli/agree.py only parses, calls and prints): the files and the
+    --check verdict come from an Agreement, a missing value counting as a disagreement."""
+    ok = agree.Row(1, "mean TTFT ms", 101.0, 100.0, (0.01,), (101.0,), (100.0,))
+    off = agree.Row(4, "output tok/s", 19.0, None, (), (19.0,), ())
+    peer = agree_peers.PEERS["sglang"]
+    counts = {1: {"tokenbench": {"completed": 16, "total_input_tokens": 2048, "total_output_tokens": 512},
+                  "sglang": {"completed": 16, "total_input_tokens": 2050, "total_output_tokens": 512}}}
+    assert agree.Agreement(peer, [ok], counts, 0.02, tmp_path).error() is None
+    both = agree.Agreement(peer, [ok, off], counts, 0.02, tmp_path)
+    with pytest.raises(MeasurementError, match=r"1 of 2 numbers differ from sglang.bench_serving .* output tok/s "
+                                               r"at concurrency 4"):
+        raise both.error()
+    agree.write(both)
+    doc = json.loads((tmp_path / "agreement.json").read_text())
+    assert doc["peer"] == "sglang" and [r["rel_diff"] for r in doc["rows"]] == [pytest.approx(0.01), None]
+    assert doc["counts"]["1"]["sglang"]["total_input_tokens"] == 2050
+    assert "| 4 | output tok/s | 19.00 |  | - |  | - (!) |" in (tmp_path / "agreement.md").read_text()
+
+
+def test_the_command_prints_the_library_table():
+    from rich.console import Console
+
+    from tokenbench.cli import agree as command
+    row = agree.Row(2, "mean TPOT ms", 1234.5, 1200.0, (0.02875, 0.0), (1234.5,), (1200.0,))
+    counts = {2: {"tokenbench": {"completed": 8, "total_input_tokens": 1024, "total_output_tokens": 256},
+                  "vllm": {"completed": 8, "total_input_tokens": 1024, "total_output_tokens": 256}}}
+    result = agree.Agreement(agree_peers.PEERS["vllm"], [row], counts, 0.02, Path("."))
+    console = Console(width=200, record=True)
+    console.print(command.table(result))
+    text = console.export_text()
+    assert "1,234" in text and "+2.88%" in text and "outside" in text and "8 / 1024 / 256" in text

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import sys
 
 from rich.console import Console
@@ -10,6 +9,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from tokenbench.report.document import plain
 from tokenbench.report.i18n import t
 from tokenbench.report.status import State, judge
 
@@ -25,12 +25,7 @@ TABLE_COLUMNS = (
 COUNTS = ("completed", "failed")
 
 
-def fmt(value) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if isinstance(value, float):
-        return f"{value:,.2f}" if abs(value) < 1000 else f"{value:,.0f}"
-    return str(value)
+fmt = plain     # numbers as the terminal shows them (report/document.py, shared with study/)
 
 
 def progress() -> Progress:

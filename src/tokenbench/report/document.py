@@ -98,6 +98,16 @@ def num(v, digits: int = 1) -> str:
     return f"{v:,.{digits}f}"
 
 
+def plain(value) -> str:
+    """The terminal's number style: 2 decimals below 1,000, none above, thousands separators; '-' for
+    unknown (the CLI's tables and study/agree.py's markdown)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.2f}" if abs(value) < 1000 else f"{value:,.0f}"
+    return str(value)
+
+
 def ratio(a, b) -> str:
     """b relative to a, as '1.35x'."""
     if missing(a) or missing(b) or not a:

@@ -4,7 +4,7 @@ Facts: `/get_server_info` (older releases: `/server_info`) carries `max_total_nu
 one data-parallel replica, in tokens), `context_length` (null unless set at launch), `version`,
 `dp_size` and `disable_radix_cache` (the prefix-cache state; Study A ran with the radix cache off);
 `/v1/models` carries `max_model_len` on releases that have it. With `--enable-metrics`, /metrics has the
-gauges named in METRICS (running and queued requests, KV pool use as a fraction).
+gauges named in METRIC_NAMES (running and queued requests, KV pool use as a fraction: FACT_SIGNALS).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from tokenbench.spec.deploy_profile import Profile
 PREFIX = ["python", "-m", "sglang.launch_server"]
 DEFAULT_PORT = 30000      # the engine's own default: `deploy up` uses it unless it is taken
 RESET_CACHE_PATH = "/flush_cache"            # emptied between cells (no cell served from the last)
-METRICS = {"running": "sglang:num_running_reqs", "waiting": "sglang:num_queue_reqs", "kv_usage": "sglang:token_usage"}
+FACT_SIGNALS = ("running", "waiting", "kv_usage")   # the gauges of METRIC_NAMES the facts list when exposed
 
 
 def command_prefix(profile: Profile) -> list[str]:
@@ -74,8 +74,9 @@ def read_facts(base_url: str, api_key: str | None = None) -> ServerFacts:
 
 
 def _metric_names(facts: ServerFacts, exposition: str) -> None:
-    """The gauges of METRICS that this server's /metrics exposes (none without --enable-metrics)."""
-    found = {role: name for role, name in METRICS.items() if f"\n{name}{{" in f"\n{exposition}"}
+    """The FACT_SIGNALS gauges that this server's /metrics exposes (none without --enable-metrics)."""
+    names = {role: METRIC_NAMES["signals"][role]["metrics"][0] for role in FACT_SIGNALS}
+    found = {role: name for role, name in names.items() if f"\n{name}{{" in f"\n{exposition}"}
     if found:
         facts.metrics, facts.source["metrics"] = found, "/metrics"
 

@@ -1,4 +1,4 @@
-"""The other benchmark clients `tokenbench agree` runs beside tokenbench: how each is started for one cell
+"""The other benchmark clients `tokenbench agree` (study/agree.py) runs beside tokenbench: how each is started for one cell
 and where its result is read back. Each peer asks for the workload tokenbench sends: random token ids
 of exactly input_len / output_len tokens (ignore_eos, temperature 0), closed loop at the cell's concurrency,
 `concurrency` warmup requests, the same seed."""
