@@ -83,11 +83,11 @@ def test_agree_runs_both_clients_on_the_same_workload(vllm_server, tmp_path):
                  "--concurrency", "2", "--num-prompts", "4", "--out-dir", str(tmp_path)])
     assert code == 0
     doc = json.loads((tmp_path / "agreement.json").read_text())
-    counts = doc["counts"]["2"]
-    expect = {"completed": 4, "total_input_tokens": 256, "total_output_tokens": 64}
+    counts = doc["counts"]["2"]                    # summed over the 3 rounds (--repeat's default)
+    expect = {"completed": 3 * 4, "total_input_tokens": 3 * 256, "total_output_tokens": 3 * 64}
     assert counts["tokenbench"] == expect and counts["vllm"] == expect
     assert [r["metric"] for r in doc["rows"]] == ["mean TTFT ms", "mean TPOT ms", "output tok/s"]
-    assert all(r["tokenbench"] > 0 and r["vllm"] > 0 for r in doc["rows"])
+    assert all(r["tokenbench"] > 0 and r["peer"] > 0 and len(r["runs"]) == 3 for r in doc["rows"])
 
 
 def _model_dir() -> str:
