@@ -89,8 +89,9 @@ def verdict(recs: Sequence[RequestRecord], allow_mismatch: bool, max_error_rate:
 # published figure by more than that: its numbers then measure the client, not the server.
 CLAIM_REL = 0.05
 CLAIM_ABS_MS = 1.0
-PROBE_RESOLUTION_MS = 1.0         # an idle loop's 10 ms probe timer still wakes up to ~1 ms late (epoll
-                                  # timeouts are whole ms); a socket read is not delayed by that
+PROBE_RESOLUTION_MS = 2.0         # an idle loop's 10 ms probe timer still wakes up late: epoll timeouts are
+                                  # whole ms, and a VM's timer jitter adds about 1 ms more (p99 2.1-2.4 ms on
+                                  # an idle 2-core VM while calibrate's delivery error stayed under 0.4 ms)
 SCHEDULE_LAG_P99_MAX_MS = 50.0    # open loop without a cap: sends this late versus the schedule
 CLIENT_CPU_MAX_PERCENT = 90.0     # the busiest client process: one core nearly saturated
 
@@ -105,30 +106,37 @@ def _excess(lag_ms: float | None) -> float:
 
 
 def _itl_checks(s: dict) -> list[str]:
-    """Loop lag p99 against the median ITL: a lagging loop stamps chunks late, so ITL percentiles move
-    by up to that lag (the issue's p99 ITL of 58 ms against a truth of 21 ms)."""
+    """A lagging loop stamps chunks late: the typical lag (p50) moves the median and mean ITL and TPOT,
+    the lag one stamp in a hundred suffers (p99) moves p99 ITL (the issue's p99 ITL of 58 ms against a
+    truth of 21 ms). Each is judged against the claim on the figure it moves."""
     itl, completed = s.get("median_itl_ms"), s.get("completed") or 0
     multi = completed and (s.get("total_output_tokens") or 0) / completed >= 2
     if itl is None or itl != itl or not multi:
         return []
     if itl == 0:
         return ["median ITL is 0 ms with multi-token outputs: chunks were stamped together (read late)"]
-    lag = s.get("loop_lag_p99_ms")
-    if _excess(lag) > claim_ms(itl):
-        return [f"event-loop lag p99 {lag:.1f} ms could move ITL figures by more than {claim_ms(itl):.2f} ms "
-                f"({CLAIM_REL:.0%} of the median ITL {itl:.1f} ms)"]
-    return []
+    out = []
+    for pct, scale_key in ((50, "median_itl_ms"), (99, "p99_itl_ms")):
+        lag, scale = s.get(f"loop_lag_p{pct}_ms"), s.get(scale_key)
+        scale = itl if scale is None or scale != scale else scale
+        if _excess(lag) > claim_ms(scale):
+            out.append(f"event-loop lag p{pct} {lag:.1f} ms could move {scale_key[:-3].replace('_', ' ')} "
+                       f"({scale:.1f} ms) by more than {claim_ms(scale):.2f} ms ({CLAIM_REL:.0%})")
+    return out
 
 
 def _stall_check(s: dict) -> list[str]:
-    """The longest stall against the median TTFT: a stall delays every stamp that falls in it, so the
-    TTFT of a request whose first token arrived then is off by up to the stall."""
-    ttft, stall = s.get("median_ttft_ms"), s.get("loop_lag_max_ms")
+    """The longest stall against the p99 TTFT: a stall delays every stamp that falls in it, so the TTFT
+    of a request whose first token arrived then is off by up to the stall; the largest TTFT figure
+    published (p99) must stay within the claim."""
+    ttft, stall = s.get("p99_ttft_ms"), s.get("loop_lag_max_ms")
+    if ttft is None or ttft != ttft:
+        ttft = s.get("median_ttft_ms")
     if ttft is None or ttft != ttft or stall is None:
         return []
     if _excess(stall) > claim_ms(ttft):
         return [f"an event-loop stall of {stall:.1f} ms could move a TTFT by more than {claim_ms(ttft):.2f} ms "
-                f"({CLAIM_REL:.0%} of the median TTFT {ttft:.1f} ms)"]
+                f"({CLAIM_REL:.0%} of the p99 TTFT {ttft:.1f} ms)"]
     return []
 
 
