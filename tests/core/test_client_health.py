@@ -14,6 +14,7 @@ from tokenbench.load.target import resolve
 from tokenbench.load.workers import merge_health
 from tokenbench.metrics.stats import percentile
 from tokenbench.metrics.verify import CLAIM_ABS_MS, CLAIM_REL, PROBE_RESOLUTION_MS, claim_ms, client_health_verdict
+from tokenbench.report.status import judge
 from tokenbench.spec.bench import BenchSpec, Load
 
 CLOSED = Load(concurrency=4, num_prompts=8)
@@ -93,9 +94,9 @@ async def _stalls(every_s: float, block_s: float) -> None:
             pass
 
 
-def _cell(url: str, every_s: float | None, block_s: float):
+def _cell(url: str, every_s: float | None, block_s: float, allow_lag: bool = False):
     spec = BenchSpec(target={"base_url": url}, workload={"input_len": 16, "output_len": 40},
-                     cells=[{"concurrency": 4, "num_prompts": 8, "warmup_requests": 2}])
+                     cells=[{"concurrency": 4, "num_prompts": 8, "warmup_requests": 2}], allow_client_lag=allow_lag)
     target = resolve(spec.target)
 
     async def main():
@@ -125,9 +126,20 @@ def test_injected_stalls_flip_the_verdict_where_p99_itl_leaves_the_claim():
             log = sorted(ref.send_log(), key=lambda r: r["recv_ns"])[-len(cell.records):]
             error = abs(cell.summary["p99_itl_ms"] - _p99_itl_truth(log))
             results.append((block, cell.status, error, claim_ms(cell.summary["p99_itl_ms"]), cell.message))
+        tolerated = _cell(ref.url, 0.05, 0.015, allow_lag=True)
     for block, verdict, error, bound, message in results:
         print(f"stall {block * 1e3:.0f} ms: {verdict}, p99 ITL error {error:.2f} ms (claim {bound:.2f} ms)")
         if error > bound:       # a published figure left the claim: the cell must say so
             assert verdict == "invalid", message
     heavy = results[-1]
     assert heavy[1] == "invalid" and heavy[2] > heavy[3] and "event-loop" in heavy[4]
+    # --allow-client-lag keeps the same cell ok, but every report marks it '~' with the reason
+    state = judge(tolerated.status, tolerated.message, tolerated.summary)
+    assert tolerated.status == "ok" and state.kind == "lagged" and state.mark == "~"
+    assert "event-loop" in state.reason and "event-loop" in tolerated.summary["client_lag_tolerated"]
+
+
+def test_a_tolerated_lag_is_marked_and_an_untouched_cell_is_not():
+    assert judge("ok", "", summary()).ok
+    lagged = judge("ok", "", summary(client_lag_tolerated="client overloaded: stall"))
+    assert not lagged.ok and lagged.mark == "~" and lagged.reason == "client overloaded: stall"

@@ -29,6 +29,7 @@ vary:
 requests: {per_concurrency: 1, min: 2}
 warmup_requests: 1
 monitor_interval_s: 0.5
+allow_client_lag: true      # the sweep's first half runs in a subprocess, beyond conftest's reach
 """
 
 

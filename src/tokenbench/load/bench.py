@@ -22,6 +22,7 @@ async def run_bench(spec: BenchSpec, target: ResolvedTarget, on_cell: Callable[[
                 on_progress(load, phase, done, total)
             result = await run_cell(
                 session, target, spec.workload, load, spec.slo, allow_mismatch=spec.allow_length_mismatch,
+                allow_client_lag=spec.allow_client_lag,
                 max_error_rate=spec.max_error_rate, workers=workers, ray_address=ray_address, on_progress=progress)
             on_cell(result)
             results.append(result)

@@ -103,7 +103,7 @@ async def _in_process(session: Session, warm_r: list, warm_load: Load | None, me
 
 
 async def run_cell(session: Session, t: ResolvedTarget, wl: Workload, load: Load, slo: SLO,
-                   *, allow_mismatch: bool = False, max_error_rate: float = 0.0, workers: int = 1,
+                   *, allow_mismatch: bool = False, allow_client_lag: bool = False, max_error_rate: float = 0.0, workers: int = 1,
                    ray_address: str | None = None,
                    on_progress: Callable[[str, int, int], None] = lambda phase, done, total: None) -> CellResult:
     key = cell_key(wl, load)
@@ -133,6 +133,9 @@ async def run_cell(session: Session, t: ResolvedTarget, wl: Workload, load: Load
     status, message = verdict(run.records, allow_mismatch, max_error_rate, t.api_key is not None)
     if status == "ok":
         status, message = client_health_verdict(summary, load)
+        if status == "invalid" and allow_client_lag:
+            summary["client_lag_tolerated"] = message       # stays ok; report/status.py marks it '~'
+            status = "ok"
     lost = unreachable(run.records)
     if lost:
         lost = (f"server unreachable at {t.base_url}: {UNREACHABLE_AFTER} consecutive connection failures "

@@ -10,6 +10,8 @@ EN: dict[str, str] = {
                     "{reason}",
     "mark.mismatch": "{mark} {cell}: {reason} requests had another length than asked (tolerated by "
                      "--allow-length-mismatch): the figures are not those of the asked workload",
+    "mark.lagged": "{mark} {cell}: the client lagged (tolerated by --allow-client-lag), the figures may "
+                   "measure the client: {reason}",
     "mark.skipped": "{mark} {cell}: not measured: {reason}",
     "mark.unknown": "{mark} {cell}: verdict unknown to this version: {reason}",
     "mark.no_reason": "no reason stored",
@@ -18,11 +20,12 @@ EN: dict[str, str] = {
     "mark.name.length": "wrong lengths",
     "mark.name.invalid": "invalid (client overloaded)",
     "mark.name.mismatch": "length mismatch tolerated",
+    "mark.name.lagged": "client lag tolerated",
     "mark.name.skipped": "not measured",
     "mark.name.unknown": "unknown verdict",
     "mark.legend": ("Marks: {marks}. A marked figure is not a trustworthy measurement; a ratio built on one "
                     "reads n/a; a repeat that is not ok never enters a mean."),
-    "mark.hollow": ("Hollow points are cells that are not ok (failed, invalid or tolerated length mismatch); "
+    "mark.hollow": ("Hollow points are cells that are not ok (failed, invalid, or a tolerated length mismatch or client lag); "
                     "the lines join only the ok cells."),
 }
 
@@ -33,6 +36,7 @@ ZH: dict[str, str] = {
     "mark.invalid": "{mark} {cell}：无效，客户端跟不上（数字反映的是客户端）：{reason}",
     "mark.mismatch": "{mark} {cell}：{reason} 个请求的长度与要求不符（--allow-length-mismatch 容忍）："
                      "数字并非所要求负载的结果",
+    "mark.lagged": "{mark} {cell}：客户端滞后（--allow-client-lag 容忍），数字可能反映的是客户端：{reason}",
     "mark.skipped": "{mark} {cell}：未测量：{reason}",
     "mark.unknown": "{mark} {cell}：本版本不认识的判定：{reason}",
     "mark.no_reason": "未记录原因",
@@ -41,8 +45,9 @@ ZH: dict[str, str] = {
     "mark.name.length": "长度错误",
     "mark.name.invalid": "无效（客户端过载）",
     "mark.name.mismatch": "容忍了长度不符",
+    "mark.name.lagged": "容忍了客户端滞后",
     "mark.name.skipped": "未测量",
     "mark.name.unknown": "未知判定",
     "mark.legend": "标记：{marks}。带标记的数字不是可信的测量；基于它的比值显示 n/a；不合格的重复不计入平均值。",
-    "mark.hollow": "空心点表示不合格的单元（失败、无效或容忍了长度不符）；折线只连接合格的单元。",
+    "mark.hollow": "空心点表示不合格的单元（失败、无效、容忍了长度不符或客户端滞后）；折线只连接合格的单元。",
 }

@@ -17,6 +17,7 @@ MARKS = {
     "length": "✗",         # lengths differed from what was asked (and were not tolerated)
     "invalid": "‡",        # the client could not keep up: the numbers measure the client
     "mismatch": "≠",       # lengths differed and --allow-length-mismatch tolerated it
+    "lagged": "~",         # the client lagged and --allow-client-lag tolerated it
     "skipped": "–",        # never measured
     "unknown": "?",        # a status this version does not know
 }
@@ -63,4 +64,7 @@ def judge(status: str, message: str, summary: dict) -> State:
     if bad:
         sent = summary.get("num_prompts") or summary.get("completed") or "?"
         return State("mismatch", f"{bad}/{sent}")
+    lag = summary.get("client_lag_tolerated")
+    if lag:
+        return State("lagged", _one_line(lag))
     return State(OK)

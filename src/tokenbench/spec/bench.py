@@ -76,6 +76,8 @@ class WorkloadSource(StrictModel):
             raise ValueError(f"length filters apply to dataset workloads (sharegpt, jsonl, trace), not {kind}")
 
 
+ALLOW_CLIENT_LAG = ("keep a cell whose client lagged (event-loop lag, CPU) as ok, its figures marked '~' with "
+                    "the reason, instead of invalid")
 LENGTH_FILTERS = ("min_input_len", "max_input_len", "min_output_len", "max_output_len")
 
 
@@ -182,6 +184,7 @@ class BenchSpec(StrictModel):
     cells: list[Load] = Field(min_length=1)
     slo: SLO = Field(default_factory=SLO)
     allow_length_mismatch: bool = False
+    allow_client_lag: bool = Field(False, description=ALLOW_CLIENT_LAG)
     max_error_rate: float = Field(0.0, ge=0, le=1, description="fail a cell above this failed fraction")
 
     @model_validator(mode="after")

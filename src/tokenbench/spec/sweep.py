@@ -8,7 +8,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
 from tokenbench.spec.base import StrictModel
-from tokenbench.spec.bench import DATASET_KINDS, FIXED_LENGTH_KINDS, SLO, Workload, WorkloadSource
+from tokenbench.spec.bench import ALLOW_CLIENT_LAG, DATASET_KINDS, FIXED_LENGTH_KINDS, SLO, Workload, WorkloadSource
 
 SHORT_KEYS = {"tp": "parallelism.tp", "dp": "parallelism.dp", "slots": "parallelism.slots",
               "threads": "parallelism.threads", "ctx": "parallelism.ctx"}
@@ -90,6 +90,7 @@ class SweepSpec(StrictModel):
     kv_capacity: int | None = Field(None, gt=0, description="override the KV capacity read from the server")
     slo: SLO = Field(default_factory=SLO)
     allow_length_mismatch: bool = Field(False, description="keep cells whose token counts differ from the ask")
+    allow_client_lag: bool = Field(False, description=ALLOW_CLIENT_LAG)
     max_error_rate: float = Field(0.0, ge=0, le=1, description="fail a cell above this failed fraction")
     stop_on_saturation: bool = Field(False, description="skip higher concurrencies once throughput stops rising")
     find_capacity: bool = Field(False, description="search the highest concurrency meeting the SLOs per pair")

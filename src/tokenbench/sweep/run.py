@@ -251,6 +251,7 @@ class SweepRunner:
         with cell_monitor(server, spec.monitor_interval_s, self.ev.log) as mon:
             result = await run_cell(session, target, cell.workload, cell.load, spec.slo,
                                     allow_mismatch=spec.allow_length_mismatch, max_error_rate=spec.max_error_rate,
+                                    allow_client_lag=spec.allow_client_lag,
                                     workers=spec.client.workers, ray_address=spec.client.ray_address,
                                     on_progress=lambda phase, d, t: self.ev.cell_progress(cell, phase, d, t))
         star = over_capacity(cell, kv_cap)
