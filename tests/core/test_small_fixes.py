@@ -98,3 +98,14 @@ def test_duration_cells_are_bounded_by_memory_not_a_fixed_count():
     fast = Load(concurrency=64, duration_s=60)                   # 64 slots x 20/s x 60 s
     assert planned_count(fast, input_len=128) == 64 * 20 * 60    # well past the old 20,000
     assert planned_count(fast, input_len=128_000) < 1000         # huge prompts: memory decides
+
+
+def test_final_usage_only_leaves_continuous_usage_out_of_the_body():
+    import json
+
+    from tokenbench.client.request import Prompt, prepare
+    prompt = Prompt(token_ids=(1, 2, 3), text="a b c", input_len=3, output_len=4, expected_prompt_tokens=3)
+    every = json.loads(prepare("http://h:1", "completions", "m", prompt, None).body)["stream_options"]
+    final = json.loads(prepare("http://h:1", "chat", "m", prompt, None, final_usage_only=True).body)["stream_options"]
+    assert every == {"include_usage": True, "continuous_usage_stats": True}
+    assert final == {"include_usage": True}

@@ -23,8 +23,8 @@ pytestmark = pytest.mark.slow
 OUT = 24
 
 
-def one_cell(ref, tok, workload: dict):
-    spec = BenchSpec(target={"base_url": ref.url}, workload={"api": "chat", "tokenizer_path": str(tok), **workload},
+def one_cell(ref, tok, workload: dict, **target):
+    spec = BenchSpec(target={"base_url": ref.url, **target}, workload={"api": "chat", "tokenizer_path": str(tok), **workload},
                      cells=[{"concurrency": 4, "num_prompts": 8, "warmup_requests": 4}])
     [cell] = asyncio.run(run_bench(spec, resolve(spec.target, str(tok)), lambda r: None))
     log = sorted(ref.send_log(), key=lambda r: r["recv_ns"])[-len(cell.records):]
@@ -32,7 +32,7 @@ def one_cell(ref, tok, workload: dict):
     return cell, log
 
 
-def bench(tmp_path, workload: dict, **style):
+def bench(tmp_path, workload: dict, target: dict | None = None, **style):
     """Best of 3 cells by TTFT error, like tests/core/test_accuracy.py: beyond the client's own delivery
     (server write -> client stamp, < 2 ms), a TTFT excess is the server's request intake,
     which grows when other work shares the machine's two cores."""
@@ -42,7 +42,7 @@ def bench(tmp_path, workload: dict, **style):
     tries = []
     with ReferenceProcess(cfg, cpu=cpus[-1] if len(cpus) > 1 else None) as ref:
         for _ in range(3):
-            cell, log = one_cell(ref, tok, workload)
+            cell, log = one_cell(ref, tok, workload, **(target or {}))
             tries.append((cell, log))
             if abs(cell.summary["mean_ttft_ms"] / truth(log)[0] - 1) <= 0.03:
                 break
@@ -88,6 +88,15 @@ def test_empty_text_tokens_first_included(tmp_path, continuous):
     assert s["count_source"] == {("continuous_usage" if continuous else "chunks"): len(cell.records)}
     # the first token has no text: the first answer text is the second write
     assert s["mean_ttfc_ms"] == pytest.approx(ttfc_truth(log, 1), rel=0.03)
+
+
+def test_final_usage_only_sends_what_vllms_client_sends_and_still_counts_exactly(tmp_path):
+    """--final-usage-only: no continuous_usage_stats asked of a server that would honour it, so counts come
+    from the chunks reconciled with the final usage, and still equal what the server wrote."""
+    cell, log = bench(tmp_path, {"input_len": 16, "output_len": OUT}, target={"final_usage_only": True},
+                      empty_every=5)
+    s = check_against_log(cell, log)
+    assert s["count_source"] == {"chunks": len(cell.records)}
 
 
 def test_tool_call_stream(tmp_path):

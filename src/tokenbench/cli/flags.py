@@ -43,7 +43,7 @@ class Flag:
 
 TARGET = (Flag("target.base_url"), Flag("target.model"), Flag("target.api_key_env"), Flag("target.api_key_file"),
           Flag("target.timeout_s", names=("--timeout",)),
-          Flag("target.connect_in_ttft", names=("--count-connect-in-ttft",)))
+          Flag("target.connect_in_ttft", names=("--count-connect-in-ttft",)), Flag("target.final_usage_only"))
 WORKLOAD = (Flag("workload.kind", vllm=("--dataset-name",)),
             Flag("workload.dataset_path", vllm=("--dataset-path",)),
             *(Flag(f"workload.{n}") for n in ("min_input_len", "max_input_len", "min_output_len", "max_output_len",

@@ -75,7 +75,7 @@ def exhausted_note(summary: dict, load: Load, n_meas: int) -> list[str]:
 
 
 def _prepare(t: ResolvedTarget, wl: Workload, prompts: list[Prompt]) -> list[PreparedRequest]:
-    return [prepare(t.base_url, wl.api, t.model, p, t.api_key) for p in prompts]
+    return [prepare(t.base_url, wl.api, t.model, p, t.api_key, t.final_usage_only) for p in prompts]
 
 
 def _warmup_load(load: Load, count: int) -> Load | None:

@@ -19,6 +19,7 @@ class ResolvedTarget:
     api_key: str | None
     vocab: Vocab
     max_model_len: int | None
+    final_usage_only: bool = False      # no continuous_usage_stats in the request body
 
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"      # read when no key is named, as OpenAI clients and vLLM's do
@@ -59,7 +60,8 @@ def resolve(target: Target, tokenizer_path: str | None = None, vocab_size: int |
                          f"use one of: {', '.join(map(str, ids))}")
     entry = models[ids.index(target.model)] if target.model else models[0]
     vocab = discover(target.base_url, models, tokenizer_path, vocab_size, key)
-    return ResolvedTarget(target.base_url.rstrip("/"), entry["id"], key, vocab, _max_len(entry))
+    return ResolvedTarget(target.base_url.rstrip("/"), entry["id"], key, vocab, _max_len(entry),
+                          target.final_usage_only)
 
 
 def check_context(workload, max_model_len: int | None) -> None:

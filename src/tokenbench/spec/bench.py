@@ -10,6 +10,11 @@ from pydantic import Field, model_validator
 from tokenbench.spec.base import StrictModel
 
 
+FINAL_USAGE_ONLY = ("ask for the usage only at the end of the stream, as vllm bench serve does (default: on every "
+                    "chunk too, vLLM/SGLang continuous_usage_stats, the exact count per chunk; it costs the server "
+                    "a little); counts then come from token ids, else chunks reconciled with the final usage")
+
+
 class Target(StrictModel):
     base_url: str = Field(description="server root, e.g. http://127.0.0.1:8000")
     model: str | None = Field(None, description="model name; default: the first one /v1/models lists")
@@ -18,6 +23,7 @@ class Target(StrictModel):
     timeout_s: float = Field(600.0, gt=0, description="per-request timeout (whole request)")
     connect_in_ttft: bool = Field(False, description="count a new connection's set-up (TCP, TLS) in TTFT, as "
                                   "vLLM's client does; default: it is its own figure, connect_ms")
+    final_usage_only: bool = Field(False, description=FINAL_USAGE_ONLY)
 
 
 WorkloadKind = Literal["random", "sharegpt", "jsonl", "prefix", "image", "trace"]

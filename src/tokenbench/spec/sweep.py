@@ -8,7 +8,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
 from tokenbench.spec.base import StrictModel
-from tokenbench.spec.bench import ALLOW_CLIENT_LAG, DATASET_KINDS, FIXED_LENGTH_KINDS, SLO, Workload, WorkloadSource
+from tokenbench.spec.bench import ALLOW_CLIENT_LAG, DATASET_KINDS, FINAL_USAGE_ONLY, FIXED_LENGTH_KINDS, SLO, Workload, WorkloadSource
 
 SHORT_KEYS = {"tp": "parallelism.tp", "dp": "parallelism.dp", "slots": "parallelism.slots",
               "threads": "parallelism.threads", "ctx": "parallelism.ctx"}
@@ -32,6 +32,7 @@ class SweepTarget(StrictModel):
     timeout_s: float = Field(600.0, gt=0, description="per-request timeout (whole request), seconds")
     connect_in_ttft: bool = Field(False, description="count a new connection's set-up (TCP, TLS) in TTFT, as "
                                   "vLLM's client does; default: it is its own figure, connect_ms")
+    final_usage_only: bool = Field(False, description=FINAL_USAGE_ONLY)
 
     @model_validator(mode="after")
     def _one(self) -> "SweepTarget":

@@ -106,7 +106,8 @@ def client_target(spec, base_url: str, profile=None) -> ResolvedTarget:
     secret `--api-key` variable (the server requires it, so the client must send it)."""
     key_env = spec.target.api_key_env or (api_key_var(profile) if profile else None)
     return resolve(Target(base_url=base_url, model=spec.target.model, api_key_env=key_env,
-                          api_key_file=spec.target.api_key_file, timeout_s=spec.target.timeout_s),
+                          api_key_file=spec.target.api_key_file, timeout_s=spec.target.timeout_s,
+                          final_usage_only=spec.target.final_usage_only),
                    spec.workload.tokenizer_path, spec.workload.vocab_size)
 
 
