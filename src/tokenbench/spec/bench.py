@@ -9,7 +9,6 @@ from pydantic import Field, model_validator
 
 from tokenbench.spec.base import StrictModel
 
-
 FINAL_USAGE_ONLY = ("ask for the usage only at the end of the stream, as vllm bench serve does (default: on every "
                     "chunk too, vLLM/SGLang continuous_usage_stats, the exact count per chunk; it costs the server "
                     "a little); counts then come from token ids, else chunks reconciled with the final usage")

@@ -8,7 +8,15 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
 from tokenbench.spec.base import StrictModel
-from tokenbench.spec.bench import ALLOW_CLIENT_LAG, DATASET_KINDS, FINAL_USAGE_ONLY, FIXED_LENGTH_KINDS, SLO, Workload, WorkloadSource
+from tokenbench.spec.bench import (
+    ALLOW_CLIENT_LAG,
+    DATASET_KINDS,
+    FINAL_USAGE_ONLY,
+    FIXED_LENGTH_KINDS,
+    SLO,
+    Workload,
+    WorkloadSource,
+)
 
 SHORT_KEYS = {"tp": "parallelism.tp", "dp": "parallelism.dp", "slots": "parallelism.slots",
               "threads": "parallelism.threads", "ctx": "parallelism.ctx"}
