@@ -350,8 +350,10 @@ def parse_aisbench(path: Path, opts: ImportOptions) -> Parsed:
                             "workload": {"temperature": None, "ignore_eos": None},
                             "client": {"tool": "aisbench", "dataset": res.dataset}, **opts.facts()}
     summary["source"] = f"AISBench {res.model}/{res.dataset}"
+    recs = import_aisbench.records(res, il, ol)
+    summary = import_aisbench.filled(summary, recs)
     parsed.cells.append((name, _cell(il, ol, conc, None if conc else _num(summary.get("request_throughput")),
-                                     summary), []))
+                                     summary), recs))
     return parsed
 
 
