@@ -109,12 +109,13 @@ def run(spec: AgreeSpec, out: Path, say: Say = quiet) -> Agreement:
 
 
 def tokenbench_args(cell: Cell, json_path: Path) -> list[str]:
-    """`tokenbench bench` with the same shape; its warmup is `concurrency` requests like the peers'."""
+    """`tokenbench bench` with the same shape; its warmup is `concurrency` requests like the peers'. It asks
+    for the usage at the end only, as the peers do, so the server does the same work for both tools."""
     return ["--base-url", cell.base_url, "--model", cell.model, "--tokenizer", cell.tokenizer,
             "--input-len", str(cell.input_len), "--output-len", str(cell.output_len),
             "--concurrency", str(cell.concurrency), "--num-prompts", str(cell.num_prompts),
             "--warmup-requests", str(cell.concurrency), "--seed", str(cell.seed),
-            "--output", str(json_path), "--no-store"]
+            "--final-usage-only", "--output", str(json_path), "--no-store"]
 
 
 def run_both(peer: Peer, python: str, cells: list[Cell], out: Path, say: Say = quiet) -> tuple[list[dict], list[dict]]:
@@ -134,7 +135,7 @@ def run_both(peer: Peer, python: str, cells: list[Cell], out: Path, say: Say = q
 def study_spec(cell: Cell) -> SweepSpec:
     """The study `tokenbench_args` asks for, as the library takes it."""
     return SweepSpec.model_validate({
-        "name": "bench", "target": {"base_url": cell.base_url, "model": cell.model},
+        "name": "bench", "target": {"base_url": cell.base_url, "model": cell.model, "final_usage_only": True},
         "workload": {"tokenizer_path": cell.tokenizer}, "pairs": [(cell.input_len, cell.output_len)],
         "concurrency": [cell.concurrency], "requests": {"num_prompts": cell.num_prompts},
         "warmup_requests": cell.concurrency, "seed": cell.seed})
