@@ -66,3 +66,19 @@ def test_style_config_rejects_nonsense():
         config(reasoning_field="thoughts")
     with pytest.raises(UsageError):
         config(empty_every=-1)
+
+
+@pytest.mark.parametrize("alone", [False, True])
+def test_completions_usage_on_its_own_last_chunk_when_asked(tmp_path, alone):
+    """vLLM and SGLang end a completions stream with a usage-only chunk (`choices: []`); llama.cpp puts
+    usage on the last token's chunk. Either way the send log counts only the tokens."""
+    async def main():
+        async with served(config(send_log=str(tmp_path / "l"), usage_chunk=alone)) as (ref, s):
+            body = stream_body([5, 6], 4, stream_options={"include_usage": True})
+            return await post(s, f"{ref.url}/v1/completions", body)
+
+    chunks = run(main()).chunks
+    (rec,) = read_log(tmp_path / "l")
+    last_token = [c for c in chunks if c["choices"]][-1]
+    assert (chunks[-1]["choices"] == []) is alone and chunks[-1]["usage"]["completion_tokens"] == 4
+    assert ("usage" in last_token) is not alone and len(rec["write_ns"]) == 4 and sum(rec["tokens"]) == 4

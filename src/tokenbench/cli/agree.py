@@ -1,8 +1,8 @@
-"""`tokenbench agree`: run another benchmark client (`vllm bench serve`, `python -m sglang.bench_serving`)
+"""`tokenbench agree`: run another benchmark client (`vllm bench serve`, `python -m sglang.bench_serving`, AISBench)
 and tokenbench against the same server with the same random workload and concurrency, alternately,
 `--repeat` rounds each, and show their mean TTFT, mean TPOT and output throughput side by side with the
 relative difference and the round-to-round spread (the library: study/agree.py). Why the tools can differ:
-docs/vllm-cpu.md and docs/sglang-cpu.md ("Agreement")."""
+docs/vllm-cpu.md and docs/sglang-cpu.md ("Agreement"), docs/aisbench.md."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ def say(message: str) -> None:
 @click.command("agree")
 @click.option("--base-url", required=True, help="server root, e.g. http://127.0.0.1:8000")
 @click.option("--peer", type=click.Choice(sorted(PEERS)), default="vllm", show_default=True,
-              help="the other client: vllm (`vllm bench serve`) or sglang (`python -m sglang.bench_serving`)")
+              help="the other client: vllm (`vllm bench serve`), sglang (`python -m sglang.bench_serving`) or "
+                   "aisbench (`ais_bench --mode perf`)")
 @click.option("--model", default=None, help="served model name (default: the first one /v1/models lists)")
 @click.option("--tokenizer", default=None,
               help="tokenizer directory for both clients (default: the model's `root` from /v1/models, if local)")
@@ -37,7 +38,7 @@ def say(message: str) -> None:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--peer-python", "--vllm-python", "peer_python_", default=None,
               help="a Python with the peer installed (default: the venv of `tokenbench setup vllm-cpu` / "
-                   "`setup sglang-cpu`)")
+                   "`setup sglang-cpu`; AISBench: ~/.cache/tokenbench/aisbench-venv)")
 @click.option("--out-dir", default=None, type=click.Path(file_okay=False),
               help="where both tools' results and the table go (default results/agree-<time>)")
 @click.option("--tolerance", type=click.FloatRange(min=0), default=0.02, show_default=True,

@@ -45,6 +45,8 @@ def _opt(flag: str, name: str, type_: object = None, **extra: object):
 @_opt("--send-log", "send_log", click.Path(dir_okay=False))
 @click.option("--continuous-usage/--no-continuous-usage", "continuous_usage", default=True, show_default=True,
               help=_FIELDS["continuous_usage"].metadata["help"])
+@click.option("--usage-chunk/--no-usage-chunk", "usage_chunk", default=False, show_default=True,
+              help=_FIELDS["usage_chunk"].metadata["help"])
 @click.option("--token-ids/--no-token-ids", "token_ids", default=True, show_default=True,
               help=_FIELDS["token_ids"].metadata["help"])
 @click.option("--tokenize/--no-tokenize", "tokenize_endpoint", default=True, show_default=True,

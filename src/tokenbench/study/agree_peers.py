@@ -1,5 +1,5 @@
 """The other benchmark clients `tokenbench agree` (study/agree.py) runs beside tokenbench: how each is started for one cell
-and where its result is read back. Each peer asks for the workload tokenbench sends: random token ids
+and where its result is read back (AISBench: study/agree_aisbench.py). Each peer asks for the workload tokenbench sends: random token ids
 of exactly input_len / output_len tokens (ignore_eos, temperature 0), closed loop at the cell's concurrency,
 `concurrency` warmup requests, the same seed."""
 
@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tokenbench.errors import MeasurementError, UsageError
 from tokenbench.local_engines import sglang_cpu, vllm_cpu
+from tokenbench.study import agree_aisbench
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class Cell:
 
 @dataclass(frozen=True)
 class Peer:
-    name: str                                          # vllm | sglang
+    name: str                                          # vllm | sglang | aisbench
     label: str                                         # how tables name it
     argv: Callable[[str, Cell, Path], list[str]]       # (python, cell, out dir) -> command line
     result: Callable[[Cell, Path], Path]               # where that command leaves its result
@@ -82,7 +83,9 @@ PEERS = {peer.name: peer for peer in (
     Peer("vllm", "vllm bench serve", vllm_argv, lambda c, out: out / f"vllm-{c.tag}.json",
          lambda p: json.loads(p.read_text()), vllm_cpu.python, vllm_cpu.SETUP_HINT),
     Peer("sglang", "sglang.bench_serving", sglang_argv, lambda c, out: out / f"sglang-{c.tag}.jsonl",
-         _last_json_line, sglang_cpu.python, sglang_cpu.SETUP_HINT))}
+         _last_json_line, sglang_cpu.python, sglang_cpu.SETUP_HINT),
+    Peer(agree_aisbench.NAME, "AISBench", agree_aisbench.argv, agree_aisbench.result, agree_aisbench.read,
+         agree_aisbench.venv_python, agree_aisbench.SETUP_HINT))}
 
 
 def peer_python(peer: Peer, given: str | None) -> str:
@@ -100,6 +103,7 @@ def run_peer(peer: Peer, python: str, cell: Cell, out: Path) -> dict:
     with open(log, "w") as handle:
         code = subprocess.run(peer.argv(python, cell, out), stdout=handle, stderr=subprocess.STDOUT,
                               stdin=subprocess.DEVNULL, env={**os.environ, "HF_HUB_OFFLINE": "1"}).returncode
+    result = peer.result(cell, out)                    # again: AISBench names its output folder by the time
     if code != 0 or not result.is_file():
         tail = " | ".join(log.read_text().strip().splitlines()[-3:])
         raise MeasurementError(f"{peer.label} failed (exit {code}) at concurrency {cell.concurrency}: {tail}",

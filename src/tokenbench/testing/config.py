@@ -33,6 +33,9 @@ class ReferenceConfig:
     send_log: str | None = field(default=None, metadata={"help": "JSONL send log path"})
     continuous_usage: bool = field(
         default=True, metadata={"help": "honour stream_options.continuous_usage_stats (usage on every chunk)"})
+    usage_chunk: bool = field(
+        default=False, metadata={"help": "completions: usage on a separate final chunk with `choices: []` (vLLM, "
+                                          "SGLang), not on the last token's chunk (llama.cpp)"})
     token_ids: bool = field(default=True, metadata={"help": "send each chunk's token_ids (vLLM sends none)"})
     tokenize_endpoint: bool = field(
         default=True, metadata={"help": "serve /tokenize and /detokenize (off: like a gateway, 404)"})

@@ -27,6 +27,7 @@ class Job:
     seeds: list[int]
     images: int
     style: Style
+    usage_alone: bool = False  # streamed usage on its own final chunk (`choices: []`): chat always, completions on ask
 
     @property
     def prompt_tokens(self) -> int:
@@ -116,7 +117,8 @@ def parse_job(cfg: ReferenceConfig, rng: random.Random, body: object, api: str, 
     usage = cfg.send_usage and (not stream or bool(opts.get("include_usage")))
     return Job(api, _head(cfg, api, rid), prompts, n_out, finish, stream, usage,
                usage and stream and cfg.continuous_usage and bool(opts.get("continuous_usage_stats")),
-               _seeds(body, prompts, rng), images, Style.of(cfg))
+               _seeds(body, prompts, rng), images, Style.of(cfg),
+               usage_alone=usage and stream and (api == "chat" or cfg.usage_chunk))
 
 
 def _prompt_ids(body: dict, api: str, vocab_size: int) -> tuple[list[list[int]], int]:

@@ -40,10 +40,10 @@ def chunk(job: Job, samplers: list[Sampler], lo: int, hi: int, last: bool) -> by
     width, out = len(samplers), []
     for i, sampler in enumerate(samplers):
         usage = None
-        if job.continuous or (last and job.usage and job.api == "completions" and i == width - 1):
+        if job.continuous or (last and job.usage and not job.usage_alone and i == width - 1):
             usage = job.usage_json(hi * (i + 1) + lo * (width - i - 1))
         out.append(job.event(i, sampler.take(hi - lo), job.finish if last else None, usage, lo))
-    if last and job.usage and job.api == "chat":
+    if last and job.usage_alone:
         out.append(f'{job.head}[],"usage":{job.usage_json(hi)}}}\n\n'.encode())
     if last:
         out.append(b"data: [DONE]\n\n")
