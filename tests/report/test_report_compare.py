@@ -95,3 +95,13 @@ def test_compare_cli_strict_exit_code(stored_run, db_path, store, tmp_path, caps
     assert "fairness (differs)" in capsys.readouterr().err
     assert main([*argv, "--strict"]) == 5
     assert "compare --strict refused" in capsys.readouterr().err
+
+
+def test_headers_name_the_study_and_its_run_id():
+    from types import SimpleNamespace
+
+    from tokenbench.report.compare import column_label
+    named = SimpleNamespace(id="20261201-152412-b6b5ba", spec={"name": "llamacpp-study"})
+    assert column_label(named, "default") == "llamacpp-study (20261201-152412-b6b5ba)"
+    assert column_label(named, "slots=4") == "llamacpp-study:slots=4 (20261201-152412-b6b5ba)"
+    assert column_label(SimpleNamespace(id="R1", spec={}), "default") == "R1:default"

@@ -1,0 +1,99 @@
+"""Check a rendered HTML page the way a reader sees it, in headless Chromium: every character has a glyph
+(none drawn as the missing-glyph box) and no table is wider than the page at the given width; then take a
+full-page screenshot. Used by the browser tests and for the screenshots of study reports in docs/.
+
+    python scripts/page_check.py report/report.zh.html --width 1280 --shot report-1280.zh.png
+
+Prints one JSON line {"checked", "missing", "cut", "tables"}; exits 1 when a glyph is missing or a table
+is cut. Needs chromium (scripts/test-deps.sh installs it and the CJK fonts)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+# Any request that leaves the file fails loudly: every host name resolves to nothing.
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--host-resolver-rules=MAP * ~NOTFOUND",
+         "--disable-background-networking", "--no-first-run"]
+
+# Run inside the page: every distinct character drawn on a canvas in the page's font must differ from
+# the drawing of a code point no font has (the "tofu" box); every table must fit its wrapper (no
+# horizontal scrolling at this width). The result is written into the DOM for --dump-dom.
+PROBE = """<script>
+(function(){
+  var font = '32px ' + getComputedStyle(document.body).fontFamily;
+  function draw(ch){
+    var c = document.createElement('canvas'); c.width = 48; c.height = 48;
+    var g = c.getContext('2d'); g.font = font; g.fillStyle = '#000'; g.fillText(ch, 4, 38);
+    return Array.prototype.join.call(g.getImageData(0, 0, 48, 48).data);
+  }
+  var tofu = draw('\\u{10FFFD}'), seen = {}, missing = [];
+  Array.from(document.body.innerText).forEach(function(ch){
+    if (seen[ch] || /\\s/.test(ch) || ch.charCodeAt(0) < 0x2000) return;
+    seen[ch] = 1;
+    if (draw(ch) === tofu) missing.push(ch);
+  });
+  var cut = [];
+  document.querySelectorAll('.tablewrap').forEach(function(w, i){
+    if (w.scrollWidth > w.clientWidth + 1) cut.push(i + ':' + w.firstChild.className + ':' + w.scrollWidth);
+  });
+  var out = document.createElement('pre'); out.id = 'probe';
+  out.textContent = JSON.stringify({checked: Object.keys(seen).length, missing: missing, cut: cut,
+                                    tables: document.querySelectorAll('.tablewrap').length});
+  document.body.appendChild(out);
+})();
+</script>"""
+
+
+def chromium(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    if CHROMIUM is None:
+        raise SystemExit("no chromium/chromium-browser binary: run scripts/test-deps.sh")
+    return subprocess.run([CHROMIUM, *FLAGS, *args], capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def probe(page: Path, width: int = 1280) -> dict:
+    """{"checked": distinct characters tested, "missing": those without a glyph, "cut": tables wider
+    than the page, "tables": table count} of `page` at `width` px."""
+    with tempfile.TemporaryDirectory() as tmp:
+        probed = page.with_name(f".probed.{page.name}")
+        probed.write_text(page.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8")
+        try:
+            dom = chromium(f"--window-size={width},2000", "--dump-dom", probed.resolve().as_uri(), cwd=Path(tmp))
+        finally:
+            probed.unlink()
+    found = re.search(r'<pre id="probe">(.*?)</pre>', dom.stdout)
+    if found is None:
+        raise SystemExit(f"chromium did not run the probe: {dom.stderr[-400:]}")
+    return json.loads(found.group(1).replace("&quot;", '"'))
+
+
+def shoot(page: Path, png: Path, width: int = 1280, height: int = 6000) -> None:
+    res = chromium(f"--screenshot={png.resolve()}", f"--window-size={width},{height}", "--hide-scrollbars",
+                   page.resolve().as_uri(), cwd=png.resolve().parent)
+    if res.returncode != 0 or not png.is_file():
+        raise SystemExit(f"screenshot of {page} failed: {res.stderr[-400:]}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("page", type=Path)
+    ap.add_argument("--width", type=int, default=1280)
+    ap.add_argument("--height", type=int, default=6000, help="screenshot height in px")
+    ap.add_argument("--shot", type=Path, help="write a screenshot here")
+    args = ap.parse_args()
+    found = probe(args.page, args.width)
+    print(json.dumps(found, ensure_ascii=False))
+    if args.shot:
+        shoot(args.page, args.shot, args.width, args.height)
+    return 1 if found["missing"] or found["cut"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
