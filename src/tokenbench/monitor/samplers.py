@@ -127,6 +127,7 @@ class PrometheusSampler:
     (deploy.engines.metric_names())."""
 
     name = "server"
+    on_server = True        # the server does the work of a scrape: the monitor keeps its share small
 
     def __init__(self, base_url: str, names: MetricNames, engine: str | None = None, timeout_s: float = 2.0,
                  clock: Clock = time.perf_counter_ns) -> None:
