@@ -49,7 +49,8 @@ def verdict_text(v: u.Verdict | None, a: str, b: str, lang: str) -> str:
     if v.winner is None:
         return t(lang, "verdict.none", y=f"{100 * v.detectable:.1f}%")
     x, lo, hi = v.faster_by()
-    return t(lang, "verdict.faster", who=a if v.winner == "A" else b, x=f"{100 * x:.1f}%", lo=pct(lo), hi=pct(hi))
+    who = (a if v.winner == "A" else b).split(" (")[0]      # the header above holds the run id
+    return t(lang, "verdict.faster", who=who, x=f"{100 * x:.1f}%", lo=pct(lo), hi=pct(hi))
 
 
 def figure(book: Book, c: CellInfo | None, m: Metric, digits: int | None = None) -> Cell | str:
