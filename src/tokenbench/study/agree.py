@@ -1,4 +1,4 @@
-"""Agreement with another benchmark client (`vllm bench serve`, `python -m sglang.bench_serving`): the peer
+"""Agreement with another benchmark client (`vllm bench serve`, `python -m sglang.bench_serving`, AISBench): the peer
 and tokenbench's study run against the same server with the same random workload and concurrency,
 alternately, `repeat` rounds each; each metric's mean over rounds side by side with the relative difference
 and the round-to-round spread, written to agreement.json and agreement.md. Why the tools can differ:
@@ -81,8 +81,8 @@ class Agreement:
             return None
         return MeasurementError(f"{len(bad)} of {len(self.rows)} numbers differ from {self.peer.label} by more "
                                 f"than {self.tolerance:.0%} (first: {bad[0].metric} at concurrency "
-                                f"{bad[0].concurrency})", "see docs/vllm-cpu.md and docs/sglang-cpu.md for the "
-                                "definitions that differ; rerun on a quiet machine")
+                                f"{bad[0].concurrency})", "see docs/vllm-cpu.md, docs/sglang-cpu.md and "
+                                "docs/aisbench.md for the definitions that differ; rerun on a quiet machine")
 
 
 def quiet(message: str) -> None:

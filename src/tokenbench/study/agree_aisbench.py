@@ -85,8 +85,12 @@ def argv(python: str, cell, out: Path) -> list[str]:
 
 def result(cell, out: Path) -> Path:
     """The dataset's CSV of the cell's newest AISBench run (a path that does not exist before it ran)."""
-    found = sorted((work_dir(cell.tag, out) / "outputs").glob(f"*/performances/{ABBR}/{DATASET}.csv"))
-    return found[-1] if found else work_dir(cell.tag, out) / "outputs" / f"{DATASET}.csv"
+    return newest(cell.tag, out)
+
+
+def newest(tag: str, out: Path) -> Path:
+    found = sorted((work_dir(tag, out) / "outputs").glob(f"*/performances/{ABBR}/{DATASET}.csv"))
+    return found[-1] if found else work_dir(tag, out) / "outputs" / f"{DATASET}.csv"
 
 
 def read(path: Path) -> dict:
