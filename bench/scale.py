@@ -52,13 +52,12 @@ def _db_bytes(db: Path) -> int:
 
 
 def _views(db: Path, run_id: str, other: str, env: dict, out: Path) -> dict:
-    """Wall time and peak RSS of report, compare and export of one stored run."""
+    """Wall time, peak RSS and CPU time of report, compare and export of one stored run."""
     got = {}
     for name, argv in (("report", ["report", run_id, "--db", str(db), "-o", str(out / "r")]),
                        ("compare", ["compare", run_id, other, "--db", str(db), "-o", str(out / "c")]),
                        ("export", ["export", run_id, "--db", str(db), "-o", str(out / "e.json")])):
-        wall, rss, _ = _run([*TB, *argv], env)
-        got[name] = (wall, rss)
+        got[name] = _run([*TB, *argv], env)
     return got
 
 
@@ -140,7 +139,7 @@ def _fmt(row: dict) -> str:
     views = row.get("views", {})
     cols = [row["kind"], f"{row['n']:,}", f"{row['rss'] / mb:.0f}" if "rss" in row else "-", v("db_per_req", ".0f"),
             v("us_per_chunk", ".1f"), v("lag_p99", ".1f"),
-            *(f"{views[k][0]:.2f} s / {views[k][1] / mb:.0f} MB" if k in views else "-"
+            *(f"{views[k][0]:.2f} s ({views[k][2]:.2f} s CPU) / {views[k][1] / mb:.0f} MB" if k in views else "-"
               for k in ("report", "compare", "export"))]
     return "| " + " | ".join(cols) + " |"
 

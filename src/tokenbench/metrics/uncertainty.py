@@ -1,28 +1,44 @@
-"""95 % intervals by the bootstrap, and verdicts on the difference between two cells. Pure functions.
+"""95 % intervals and verdicts on the difference between two cells. Pure functions, closed forms (no
+resampling), so a report costs milliseconds per cell whatever its size.
 
-Method (docs/metrics.md, "Intervals and verdicts"): percentile bootstrap with a fixed seed. A cell's
-samples are grouped by repeat. Within one repeat the bootstrap resamples requests (latencies) or time
-bins (throughputs: tokens or requests completed per bin of the measured window, so the interval of a
-rate comes from how evenly it was delivered). With several repeats it resamples repeats too (two
-stages: repeats with replacement, then requests within each), and the statistic is the mean over the
-repeats of the per-repeat statistic, as the report shows it.
+Method (docs/metrics.md, "Intervals and verdicts"). Within one repeat: a mean has the t interval
+(mean +- t * s / sqrt(n)); a percentile has Woodruff's distribution-free interval (the sample quantiles at
+p -+ t * se(p), se(p) = sqrt(p (1 - p) / n)). ITL's gaps are grouped by request (clusters): the mean is the
+ratio sum(gaps) / count(gaps) with a cluster-robust (linearised) standard error, and the percentile's se(p)
+is that of the share of gaps below it, computed over requests. Several repeats: the figure is the mean of
+the per-repeat figures, and its interval the wider of the between-repeat t interval (k - 1 degrees of
+freedom) and the within-repeat half-widths combined. A verdict takes the log of the speed ratio, with
+the two cells' relative standard errors combined.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 LEVEL = 0.95              # nominal coverage
-BOOT = 1000               # bootstrap resamples
-SEED = 20260101           # fixed: the same data gives the same interval
+Z = 1.959963984540054     # the normal quantile of 0.975
 UNRELIABLE_N = 100        # a p99 from fewer requests than this is marked unreliable
 MIN_EFFECT = 0.02         # differences below this share are "not detectable" (run-to-run drift)
-CHUNK = 2_000_000         # values resampled at once (memory bound)
 STATS = {"mean": None, "p50": 50.0, "p90": 90.0, "p99": 99.0}
+# Student's t quantile of 0.975 for 1..30 degrees of freedom (beyond: Cornish-Fisher expansion)
+T975 = (12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281, 2.2010, 2.1788,
+        2.1604, 2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860, 2.0796, 2.0739, 2.0687, 2.0639,
+        2.0595, 2.0555, 2.0518, 2.0484, 2.0452, 2.0423)
 
+
+def t975(df: int) -> float:
+    """Student's t quantile of 0.975 with `df` degrees of freedom (the normal one for df < 1)."""
+    if df < 1:
+        return Z
+    if df <= len(T975):
+        return T975[df - 1]
+    z = Z
+    return (z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+            + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3))
 
 
 @dataclass(frozen=True, eq=False)
@@ -41,6 +57,10 @@ class Clusters:
     def __len__(self) -> int:
         return len(self.values)
 
+    def sums(self, values: np.ndarray) -> np.ndarray:
+        """Per cluster, the sum of `values` (one per value, in the same order)."""
+        return np.add.reduceat(values, np.concatenate([[0], np.cumsum(self.sizes)[:-1]]))
+
 
 Groups = Sequence[Sequence[float] | Clusters]
 
@@ -56,116 +76,96 @@ class Interval:
     hi: float
     n: int                # samples (requests, values or bins) over all repeats
     unreliable: bool = False
+    se: float = 0.0       # standard error of `value` (what verdicts combine)
+    df: int = 0           # its degrees of freedom (0: normal)
 
     def contains(self, x: float) -> bool:
         return self.lo <= x <= self.hi
 
+    def scaled(self, k: float) -> Interval:
+        return Interval(self.value * k, self.lo * k, self.hi * k, self.n, self.unreliable, self.se * abs(k), self.df)
 
-def _stat(x: np.ndarray, stat: str, axis: int | None = None) -> np.ndarray:
+
+def _stat(x: np.ndarray, stat: str) -> float:
     q = STATS[stat]
-    return np.mean(x, axis=axis) if q is None else np.percentile(x, q, axis=axis)
-
-
-def _within(x: np.ndarray, stats: Sequence[str], boots: int, rng: np.random.Generator) -> np.ndarray:
-    """(len(stats), boots) bootstrap replicates of each stat of x, from one set of resamples of x."""
-    n = len(x)
-    qs = [STATS[s] for s in stats]
-    step = max(1, CHUNK // max(n, 1))
-    out = []
-    for b in range(0, boots, step):
-        sample = np.sort(x[rng.integers(0, n, (min(step, boots - b), n))], axis=1)
-        pcts = [q for q in qs if q is not None]
-        found = dict(zip(pcts, np.percentile(sample, pcts, axis=1), strict=True)) if pcts else {}
-        out.append(np.stack([sample.mean(axis=1) if q is None else found[q] for q in qs]))
-    return np.concatenate(out, axis=1)
-
-
-def _weighted_pct(v: np.ndarray, cum: np.ndarray, q: float) -> np.ndarray:
-    """numpy's linear percentile q of each row's resample, given the sorted values `v` and the row-wise
-    cumulative copy counts `cum` (the resample is v[j] repeated cum[j] - cum[j-1] times)."""
-    total = cum[:, -1]
-    h = (total - 1) * q / 100
-    k = np.floor(h)
-    j0 = (cum <= k[:, None]).sum(axis=1)
-    j1 = np.minimum((cum <= (k + 1)[:, None]).sum(axis=1), len(v) - 1)
-    return v[j0] + (h - k) * (v[j1] - v[j0])
-
-
-def _within_clusters(c: Clusters, stats: Sequence[str], boots: int, rng: np.random.Generator) -> np.ndarray:
-    """(len(stats), boots) replicates from resampling whole clusters: each resample draws as many
-    clusters as there are, with replacement, and takes the statistic of all their values together."""
-    m = len(c.sizes)
-    order = np.argsort(c.values, kind="stable")
-    v, owner = c.values[order], np.repeat(np.arange(m), c.sizes)[order]
-    step = max(1, CHUNK // max(len(v), 1))
-    out = []
-    for b in range(0, boots, step):
-        rows = min(step, boots - b)
-        picks = rng.integers(0, m, (rows, m)) + (np.arange(rows) * m)[:, None]
-        copies = np.bincount(picks.ravel(), minlength=rows * m).reshape(rows, m)
-        weights = copies[:, owner]
-        cum = np.cumsum(weights, axis=1)
-        mean = (weights * v).sum(axis=1) / cum[:, -1]
-        qs = [STATS[s] for s in stats]
-        out.append(np.stack([mean if q is None else _weighted_pct(v, cum, q) for q in qs]))
-    return np.concatenate(out, axis=1)
-
-
-def _resample(g: Sequence[float] | Clusters, stats: Sequence[str], boots: int,
-              rng: np.random.Generator) -> np.ndarray:
-    if isinstance(g, Clusters):
-        return _within_clusters(g, stats, boots, rng)
-    return _within(np.asarray(g, dtype=float), stats, boots, rng)
-
-
-def replicates_of(groups: Groups, stats: Sequence[str], boots: int = BOOT,
-                  seed: int = SEED) -> dict[str, np.ndarray] | None:
-    """Bootstrap replicates of the mean over groups of stat(group), for each of `stats` from the same
-    resamples; None without data. One group: resample its elements; several: resample groups, then
-    elements (or whole clusters) within each chosen group."""
-    arrays = [g for g in groups if len(g)]
-    if not arrays:
-        return None
-    rng = np.random.default_rng(seed)
-    inner = np.stack([_resample(a, stats, boots, rng) for a in arrays])          # (groups, stats, boots)
-    if len(arrays) == 1:
-        reps = inner[0]
-    else:
-        picks = rng.integers(0, len(arrays), (boots, len(arrays)))
-        reps = inner[picks, :, np.arange(boots)[:, None]].mean(axis=1).T     # (stats, boots)
-    return dict(zip(stats, reps, strict=True))
-
-
-def replicates(groups: Groups, stat: str, boots: int = BOOT, seed: int = SEED) -> np.ndarray | None:
-    reps = replicates_of(groups, [stat], boots, seed)
-    return None if reps is None else reps[stat]
+    return float(np.mean(x) if q is None else np.percentile(x, q))
 
 
 def point(groups: Groups, stat: str) -> float | None:
-    vals = [float(_stat(values_of(g), stat)) for g in groups if len(g)]
+    vals = [_stat(values_of(g), stat) for g in groups if len(g)]
     return float(np.mean(vals)) if vals else None
 
 
-def _bounds(reps: np.ndarray, level: float = LEVEL) -> tuple[float, float]:
-    tail = (1 - level) / 2 * 100
-    lo, hi = np.percentile(reps, [tail, 100 - tail])
-    return float(lo), float(hi)
+# one repeat ----------------------------------------------------------------------------------------
+def _units(g: np.ndarray | Clusters) -> int:
+    """Independent units: requests (or bins), clusters for ITL."""
+    return len(g.sizes) if isinstance(g, Clusters) else len(g)
 
 
-def interval(groups: Groups, stat: str, requests: int | None = None, boots: int = BOOT,
-             seed: int = SEED) -> Interval | None:
-    """The 95 % percentile-bootstrap interval of stat; `requests` (default: the sample count) decides
-    whether a p99 is unreliable."""
-    return from_replicates(groups, stat, replicates(groups, stat, boots, seed), requests)
+def _mean_se(g: np.ndarray | Clusters) -> float:
+    if isinstance(g, Clusters):
+        m, total = len(g.sizes), float(g.sizes.sum())
+        resid = g.sums(g.values) - g.values.sum() / total * g.sizes
+        return math.sqrt(m / (m - 1) * float(resid @ resid)) / total
+    return float(np.std(g, ddof=1)) / math.sqrt(len(g))
 
 
-def from_replicates(groups: Groups, stat: str, reps: np.ndarray | None, requests: int | None = None) -> Interval | None:
-    value = point(groups, stat)
-    if reps is None or value is None:
+def _share_se(g: np.ndarray | Clusters, p: float, at: float) -> float:
+    """Standard error of the share of values at most `at` (a cluster-robust one over requests for ITL)."""
+    if not isinstance(g, Clusters):
+        return math.sqrt(p * (1 - p) / len(g))
+    below = g.sums((g.values <= at).astype(float))
+    m, total = len(g.sizes), float(g.sizes.sum())
+    resid = below - below.sum() / total * g.sizes
+    return math.sqrt(m / (m - 1) * float(resid @ resid)) / total
+
+
+def within(g: np.ndarray | Clusters, stat: str) -> Interval:
+    """The interval of one repeat's statistic (t for a mean, Woodruff for a percentile). `unreliable`:
+    the percentile's band reaches past the sample's extremes, so the end there is not a 95 % bound."""
+    x, units = values_of(g), _units(g)
+    value = _stat(x, stat)
+    if units < 2:
+        return Interval(value, value, value, len(x))
+    crit, q = t975(units - 1), STATS[stat]
+    if q is None:
+        se = _mean_se(g)
+        return Interval(value, value - crit * se, value + crit * se, len(x), se=se, df=units - 1)
+    p = q / 100
+    band = crit * _share_se(g, p, value)
+    lo_p, hi_p = p - band, p + band
+    lo, hi = (float(v) for v in np.percentile(x, [100 * max(0.0, lo_p), 100 * min(1.0, hi_p)]))
+    clipped = lo_p < 0.5 / len(x) or hi_p > 1 - 0.5 / len(x)
+    return Interval(value, min(lo, value), max(hi, value), len(x), clipped, (hi - lo) / (2 * crit), units - 1)
+
+
+# several repeats -----------------------------------------------------------------------------------
+def combine(parts: Sequence[Interval]) -> Interval:
+    """The mean over repeats of their statistics: the wider of the between-repeat t interval and the
+    within-repeat half-widths added in quadrature (each / k)."""
+    if len(parts) == 1:
+        return parts[0]
+    k = len(parts)
+    vals = np.array([p.value for p in parts])
+    value = float(vals.mean())
+    between = float(np.std(vals, ddof=1)) / math.sqrt(k)
+    half_b = t975(k - 1) * between
+    half_w = math.sqrt(sum(((p.hi - p.lo) / 2) ** 2 for p in parts)) / k
+    se_w = math.sqrt(sum(p.se**2 for p in parts)) / k
+    se, df, half = (between, k - 1, half_b) if half_b >= half_w else (se_w, min(p.df for p in parts), half_w)
+    return Interval(value, value - half, value + half, sum(p.n for p in parts),
+                    any(p.unreliable for p in parts), se, df)
+
+
+def interval(groups: Groups, stat: str, requests: int | None = None) -> Interval | None:
+    """The 95 % interval of stat (mean over the groups of the per-group statistic); None without data.
+    `requests` (default: the sample count) decides whether a p99 is unreliable."""
+    parts = [within(g if isinstance(g, Clusters) else np.asarray(g, dtype=float), stat) for g in groups if len(g)]
+    if not parts:
         return None
-    n = sum(len(g) for g in groups)
-    lo, hi = _bounds(reps)
-    return Interval(value, lo, hi, n, stat == "p99" and (requests if requests is not None else n) < UNRELIABLE_N)
+    iv = combine(parts)
+    small = stat == "p99" and (requests if requests is not None else iv.n) < UNRELIABLE_N
+    return Interval(iv.value, iv.lo, iv.hi, iv.n, iv.unreliable or small, iv.se, iv.df)
 
 
 # rates --------------------------------------------------------------------------------------------
@@ -202,7 +202,7 @@ class Verdict:
         return 1 / (1 + self.change) - 1, 1 / (1 + self.hi) - 1, 1 / (1 + self.lo) - 1
 
 
-def speed_ratio(a: np.ndarray | float, b: np.ndarray | float, higher_is_better: bool):
+def speed_ratio(a: float, b: float, higher_is_better: bool) -> float:
     return (b / a if higher_is_better else a / b) - 1
 
 
@@ -214,21 +214,24 @@ def drift(groups: Groups, stat: str) -> float:
         x = values_of(g)
         if len(x) < 8:
             continue
-        whole, a, b = (float(_stat(v, stat)) for v in (x, x[: len(x) // 2], x[len(x) // 2:]))
+        whole, a, b = (_stat(v, stat) for v in (x, x[: len(x) // 2], x[len(x) // 2:]))
         worst = max(worst, abs(a - b) / abs(whole) if whole else 0.0)
     return worst
 
 
-def verdict(a: Interval, reps_a: np.ndarray, b: Interval, reps_b: np.ndarray, higher_is_better: bool,
-            min_effect: float = MIN_EFFECT, floor: float = 0.0) -> Verdict | None:
-    """The change's percentile interval widened by `floor` on both sides (the drift within the runs,
-    `drift`: the machine may have moved that much between them). A winner is named only when that
-    interval excludes 0 and the change is at least `min_effect`."""
-    if not a.value or not b.value or np.any(reps_a == 0) or np.any(reps_b == 0):
+def verdict(a: Interval, b: Interval, higher_is_better: bool, min_effect: float = MIN_EFFECT,
+            floor: float = 0.0) -> Verdict | None:
+    """The change's interval: log(speed_B / speed_A) +- t * sqrt(se_A^2 / A^2 + se_B^2 / B^2) (the delta
+    method on each cell's standard error; t at the fewer degrees of freedom), back on the ratio scale and
+    widened by `floor` on both sides (the drift within the runs, `drift`: the machine may have moved that
+    much between them). A winner is named only when that interval excludes 0 and the change is at least
+    `min_effect`. None without a standard error on either side (fewer than two samples)."""
+    if a.value <= 0 or b.value <= 0 or a.df < 1 or b.df < 1:
         return None
-    change = float(speed_ratio(a.value, b.value, higher_is_better))
-    lo, hi = _bounds(speed_ratio(reps_a, reps_b, higher_is_better))
-    lo, hi = lo - floor, hi + floor
+    change = speed_ratio(a.value, b.value, higher_is_better)
+    spread = math.hypot(a.se / a.value, b.se / b.value) * t975(min(a.df, b.df))
+    center = math.log1p(change)
+    lo, hi = math.expm1(center - spread) - floor, math.expm1(center + spread) + floor
     detectable = max(min_effect, (hi - lo) / 2)
     real = (lo > 0 or hi < 0) and abs(change) >= min_effect
     return Verdict(change, lo, hi, detectable, ("B" if change > 0 else "A") if real else None)

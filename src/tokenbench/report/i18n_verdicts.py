@@ -6,11 +6,13 @@ EN: dict[str, str] = {
     "h.intervals": "95 % intervals",
     "h.intervals_pair": "{config}: input {input} / output {output}",
     "h.cmp_verdicts": "Verdicts with 95 % intervals",
-    "note.intervals": ("Each figure with its 95 % interval [low, high]: percentile bootstrap over the requests of "
-                       "each repeat (throughputs: over time bins of the measured window) and over repeats when "
-                       "there are several; {boots} resamples, fixed seed (docs/metrics.md, \"Intervals and "
+    "note.intervals": ("Each figure with its 95 % interval [low, high], in closed form from the requests of each "
+                       "repeat (throughputs: from time bins of the measured window): t interval for a mean, "
+                       "distribution-free order-statistic interval (Woodruff) for a percentile, ITL grouped by "
+                       "request; over repeats when there are several (docs/metrics.md, \"Intervals and "
                        "verdicts\")."),
-    "note.unreliable": "{mark} p99 from fewer than {n} requests: unreliable.",
+    "note.unreliable": ("{mark} unreliable: a p99 from fewer than {n} requests, or a percentile whose interval "
+                        "reaches the largest or smallest value measured (that end is not a 95 % bound)."),
     "note.headline_intervals": ("Each figure of a cell measured ok carries its 95 % interval [low, high] (the "
                                 "section \"95 % intervals\" gives the method and every percentile)."),
     "note.verdicts": ("A verdict names the faster side only when the 95 % interval of the difference, widened by "
@@ -69,10 +71,10 @@ ZH: dict[str, str] = {
     "h.intervals": "95% 置信区间",
     "h.intervals_pair": "{config}：输入 {input} / 输出 {output}",
     "h.cmp_verdicts": "带 95% 置信区间的结论",
-    "note.intervals": ("每个数字后为其 95% 置信区间 [下限, 上限]：在每次重复内对请求做百分位自助法重采样（吞吐量对测量窗口的"
-                       "时间分箱重采样），有多次重复时也对重复重采样；{boots} 次重采样，固定随机种子"
-                       "（见 docs/metrics.md “Intervals and verdicts”）。"),
-    "note.unreliable": "{mark} 少于 {n} 个请求得到的 p99：不可靠。",
+    "note.intervals": ("每个数字后为其 95% 置信区间 [下限, 上限]，由每次重复的请求以闭式公式计算（吞吐量用测量窗口的时间分箱）："
+                       "均值用 t 区间，百分位用不依赖分布的顺序统计量区间（Woodruff），ITL 按请求分组；有多次重复时"
+                       "也计入重复之间的差异（见 docs/metrics.md “Intervals and verdicts”）。"),
+    "note.unreliable": "{mark} 不可靠：少于 {n} 个请求得到的 p99，或区间触及所测最大/最小值的百分位（该端不是 95% 界限）。",
     "note.headline_intervals": "测量正常的单元格，每个数字都附有其 95% 置信区间 [下限, 上限]（方法与各百分位见“95% 置信区间”一节）。",
     "note.verdicts": ("只有当差异的 95% 置信区间（再按每次运行前后两半之间的漂移加宽）不含 0 且差异至少为 {floor} 时，"
                       "才判定哪一方更快；“更快”指吞吐更高或延迟更低。"),

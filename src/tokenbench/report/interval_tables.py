@@ -28,7 +28,7 @@ def _rows(book: Book, cfg: str, pair: tuple[int, int], lang: str) -> tuple[list[
 
 
 def section(book: Book, lang: str, num_: Numberer) -> list[Block]:
-    out: list[Block] = [Para(t(lang, "note.intervals", boots=u.BOOT))]
+    out: list[Block] = [Para(t(lang, "note.intervals"))]
     head = [t(lang, "col.load"), t(lang, "col.metric"), *[t(lang, f"col.{s}") for s in STATS]]
     for cfg in book.run.config_names():
         for pair in book.run.pairs(cfg):

@@ -1,5 +1,5 @@
-"""95 % intervals and verdicts of a report's cells, from the stored per-request records
-(metrics/uncertainty.py does the arithmetic; docs/metrics.md, "Intervals and verdicts").
+"""95 % intervals and verdicts of a report's cells, from the stored per-request records (each cell's
+reservoir; metrics/uncertainty.py does the arithmetic, in closed form; docs/metrics.md, "Intervals and verdicts").
 
 A cell's samples are grouped by its ok repeats; a cell that is not ok gets no interval (its figures are
 marked instead, report/status.py).
@@ -7,11 +7,8 @@ marked instead, report/status.py).
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import numpy as np
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.metrics import request as rm
@@ -77,18 +74,13 @@ def samples(recs: list[RequestRecord], name: str, slo: SLO | None) -> list[float
     return u.bins(events, start, end, u.bin_count(len(recs)))
 
 
-def _seed(run_id: str, cell: CellInfo, metric: Metric) -> int:
-    """Fixed per run, cell and metric (two compared cells never share a resampling stream)."""
-    return zlib.crc32(f"{run_id}|{cell.config}|{cell.key}|{metric.name}".encode())
-
-
 class Book:
     """Intervals of one run's cells, computed once each (records are read from the store on demand)."""
 
     def __init__(self, run: RunData, read: Callable[[int], list[RequestRecord]] | None = None) -> None:
         self.run, self._read = run, read or run.reader or (lambda _cell_id: [])
         self._recs: dict[int, list[RequestRecord]] = {}
-        self._reps: dict[tuple[tuple[int, ...], str], dict[str, np.ndarray] | None] = {}
+        self._ivs: dict[tuple[tuple[int, ...], str, str], u.Interval | None] = {}
         self._groups: dict[tuple[tuple[int, ...], str], list[list[float] | u.Clusters]] = {}
         self.slo = _slo(run)
 
@@ -100,17 +92,16 @@ class Book:
     def interval(self, cell: CellInfo, metric: Metric) -> u.Interval | None:
         """The figure's interval; a rate's is scaled onto the stored figure (tokens as the server counted
         them, not as chunks carried them)."""
-        groups = self.groups(cell, metric)
-        requests = sum(c.get("completed") or 0 for c in cell.measured())
-        iv = u.from_replicates(groups, metric.stat, self.replicates(cell, metric), requests)
-        if iv is None:
-            return None
-        k = self.scale(cell, metric)
-        return u.Interval(iv.value * k, iv.lo * k, iv.hi * k, iv.n, iv.unreliable)
+        k = (_ids(cell), metric.name, metric.stat)
+        if k not in self._ivs:
+            requests = sum(c.get("completed") or 0 for c in cell.measured())
+            iv = u.interval(self.groups(cell, metric), metric.stat, requests)
+            self._ivs[k] = None if iv is None else iv.scaled(self.scale(cell, metric))
+        return self._ivs[k]
 
     def scale(self, cell: CellInfo, metric: Metric) -> float:
         stored = cell.get(metric.key) if metric.name in RATES else None
-        value = u.point(self.groups(cell, metric), metric.stat)
+        value = u.point(self.groups(cell, metric), metric.stat) if stored else None
         return stored / value if stored and value else 1.0
 
     def groups(self, cell: CellInfo, metric: Metric) -> list[list[float] | u.Clusters]:
@@ -118,16 +109,6 @@ class Book:
         if k not in self._groups:
             self._groups[k] = [g for c in cell.measured() if (g := samples(self.records(c), metric.name, self.slo))]
         return self._groups[k]
-
-    def replicates(self, cell: CellInfo, metric: Metric) -> np.ndarray | None:
-        """Every statistic of a metric comes from the same resamples (one seed per run, cell, metric)."""
-        k = (_ids(cell), metric.name)
-        if k not in self._reps:
-            groups = self.groups(cell, metric)
-            stats = ["mean"] if metric.name in RATES else list(STATS)
-            self._reps[k] = u.replicates_of(groups, stats, seed=_seed(self.run.id, cell, metric)) if groups else None
-        reps = self._reps[k]
-        return None if reps is None else reps[metric.stat]
 
 
 def _ids(cell: CellInfo) -> tuple[int, ...]:
@@ -149,9 +130,7 @@ def verdict(a_book: Book, a: CellInfo, b_book: Book, b: CellInfo, metric: Metric
     if not (a.state.ok and b.state.ok):
         return None
     ia, ib = a_book.interval(a, metric), b_book.interval(b, metric)
-    ra, rb = a_book.replicates(a, metric), b_book.replicates(b, metric)
-    if ia is None or ib is None or ra is None or rb is None:
+    if ia is None or ib is None:
         return None
-    ka, kb = a_book.scale(a, metric), b_book.scale(b, metric)
     floor = max(u.drift(a_book.groups(a, metric), metric.stat), u.drift(b_book.groups(b, metric), metric.stat))
-    return u.verdict(ia, ra * ka, ib, rb * kb, metric.higher_is_better, min_effect, floor)
+    return u.verdict(ia, ib, metric.higher_is_better, min_effect, floor)
