@@ -65,7 +65,7 @@ class Clusters:
 Groups = Sequence[Sequence[float] | Clusters]
 
 
-def values_of(g: Sequence[float] | Clusters) -> np.ndarray:
+def values_of(g: Sequence[float] | np.ndarray | Clusters) -> np.ndarray:
     return g.values if isinstance(g, Clusters) else np.asarray(g, dtype=float)
 
 
@@ -121,7 +121,8 @@ def _share_se(g: np.ndarray | Clusters, p: float, at: float) -> float:
 
 
 def within(g: np.ndarray | Clusters, stat: str) -> Interval:
-    """The interval of one repeat's statistic (t for a mean, Woodruff for a percentile). `unreliable`:
+    """The interval of one repeat's statistic (t for a mean, never below 0 for values that are not; Woodruff
+    for a percentile). `unreliable`:
     the percentile's band reaches past the sample's extremes, so the end there is not a 95 % bound."""
     x, units = values_of(g), _units(g)
     value = _stat(x, stat)
@@ -130,7 +131,8 @@ def within(g: np.ndarray | Clusters, stat: str) -> Interval:
     crit, q = t975(units - 1), STATS[stat]
     if q is None:
         se = _mean_se(g)
-        return Interval(value, value - crit * se, value + crit * se, len(x), se=se, df=units - 1)
+        floor = 0.0 if x.min() >= 0 else -math.inf          # latencies and rates are never negative
+        return Interval(value, max(floor, value - crit * se), value + crit * se, len(x), se=se, df=units - 1)
     p = q / 100
     band = crit * _share_se(g, p, value)
     lo_p, hi_p = p - band, p + band
