@@ -16,11 +16,13 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from tokenbench.client.bulk import BulkDecoder, Unusual
+from tokenbench.client.bulk import pieces as bulk_pieces
 from tokenbench.client.records import Phase, RawExchange, RequestRecord, UsageSource
 from tokenbench.client.request import PreparedRequest
 from tokenbench.client.sse import SSEDecoder
 from tokenbench.client.token_counts import Chunk, Counted, resolve
-from tokenbench.client.tokens import choice_problem, read_choice
+from tokenbench.client.tokens import Piece, choice_problem, read_choice
 
 MAX_TEXT = 2000  # characters of generated text kept per request (for smoke tests and reports)
 
@@ -30,6 +32,7 @@ class _State:
     chunks: list[Chunk] = field(default_factory=list)
     counted: Counted = field(default_factory=Counted)
     text: list[str] = field(default_factory=list)
+    text_len: int = 0                       # characters in `text` (kept up to MAX_TEXT)
     usage: dict | None = None
     finish_reason: str | None = None
     done: bool = False
@@ -74,21 +77,36 @@ def _on_payload(st: _State, t_ns: int, payload: dict) -> None:
     if problem:
         _fail(st, "invalid_json", f"chunk does not follow the OpenAI schema ({problem}): {json.dumps(payload)[:120]}")
         return
-    usage = payload.get("usage") or None
-    pieces = [read_choice(c) for c in payload.get("choices") or []]
-    for choice, piece in zip(payload.get("choices") or [], pieces, strict=True):
-        st.text.append(piece.text)
-        st.finish_reason = choice.get("finish_reason") or st.finish_reason
-    if pieces:
-        mark = (usage or {}).get("completion_tokens")
-        finish = any(c.get("finish_reason") for c in payload["choices"])
-        st.chunks.append(Chunk(
-            t_ns, sum(p.guess for p in pieces), all(p.ids is not None for p in pieces if p.guess),
-            mark, any(p.content for p in pieces), any(p.reasoning for p in pieces) and not any(p.content for p in pieces),
-            finish and not any(p.text or p.ids for p in pieces),
-            all(p.empty_token and not p.ids for p in pieces if p.guess)))
+    choices = payload.get("choices") or []
+    _add(st, t_ns, [(read_choice(c), c.get("finish_reason")) for c in choices], payload.get("usage") or None)
+
+
+def _add(st: _State, t_ns: int, pairs: list[tuple[Piece, str | None]], usage: dict | None) -> None:
+    """One valid chunk: its choices read (each with its finish_reason) and its usage."""
+    for piece, finish in pairs:
+        if st.text_len < MAX_TEXT:
+            st.text.append(piece.text)
+            st.text_len += len(st.text[-1])
+        st.finish_reason = finish or st.finish_reason
+    if pairs:
+        st.chunks.append(_chunk(t_ns, pairs, (usage or {}).get("completion_tokens")))
     if usage:
         st.usage = usage
+
+
+def _chunk(t_ns: int, pairs: list[tuple[Piece, str | None]], mark: int | None) -> Chunk:
+    if len(pairs) == 1:
+        [(p, reason)] = pairs
+        return Chunk(t_ns, p.guess, p.ids is not None or not p.guess, mark, bool(p.content),
+                     bool(p.reasoning) and not p.content, bool(reason) and not (p.text or p.ids),
+                     not p.guess or (p.empty_token and not p.ids))
+    pieces = [p for p, _ in pairs]
+    finish = any(f for _, f in pairs)
+    return Chunk(
+        t_ns, sum(p.guess for p in pieces), all(p.ids is not None for p in pieces if p.guess),
+        mark, any(p.content for p in pieces), any(p.reasoning for p in pieces) and not any(p.content for p in pieces),
+        finish and not any(p.text or p.ids for p in pieces),
+        all(p.empty_token and not p.ids for p in pieces if p.guess))
 
 
 def _on_event(st: _State, t_ns: int, data: str | None, malformed: str | None) -> None:
@@ -124,6 +142,36 @@ def _decode_steps(raw: RawExchange, st: _State, per_step: int) -> Iterator[None]
     for ev in dec.flush():
         _on_event(st, raw.end_ns, ev.data, ev.malformed)
     st.counted = resolve(st.chunks, st.usage)
+
+
+def _bulk_steps(raw: RawExchange, st: _State, per_step: int) -> Iterator[None]:
+    """The common shape (client.bulk) into `st`, same pauses; raises Unusual to leave it to the strict path."""
+    dec = BulkDecoder()
+    for n, (t_ns, data) in enumerate(raw.chunks, 1):
+        for t, ev in dec.feed(t_ns, data):
+            usage = ev.usage or None
+            if usage and _usage_problem(usage):
+                raise Unusual
+            _add(st, t, bulk_pieces(ev), usage)
+        if n % per_step == 0:
+            yield
+    dec.end()
+    st.done, st.done_ns = dec.done_ns is not None, dec.done_ns
+    st.counted = resolve(st.chunks, st.usage)
+
+
+def _steps(raw: RawExchange, per_step: int) -> Iterator[_State | None]:
+    """The bulk path; on anything unusual, the whole request again on the strict path. Ends with the state."""
+    st = _State()
+    if raw.error_kind is not None and not raw.chunks:
+        yield st
+        return
+    try:
+        yield from _bulk_steps(raw, st, per_step)
+    except Unusual:
+        st = _State()
+        yield from _decode_steps(raw, st, per_step)
+    yield st
 
 
 def _usage_fields(st: _State) -> tuple[int | None, int | None, int | None, UsageSource]:
@@ -172,10 +220,11 @@ def parse_steps(raw: RawExchange, req: PreparedRequest, index: int, phase: Phase
                 per_step: int) -> Iterator[RequestRecord | None]:
     """parse_exchange in slices: None after every `per_step` body reads, then the record (so a caller
     on the event loop can parse a finished request between socket reads)."""
-    st = _State()
-    if raw.error_kind is None or raw.chunks:
-        yield from _decode_steps(raw, st, per_step)
-    yield _record(raw, req, index, phase, st)
+    for st in _steps(raw, per_step):
+        if st is not None:
+            yield _record(raw, req, index, phase, st)
+        else:
+            yield None
 
 
 def _record(raw: RawExchange, req: PreparedRequest, index: int, phase: Phase, st: _State) -> RequestRecord:
