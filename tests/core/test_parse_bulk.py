@@ -33,7 +33,7 @@ def strict(raw):
 
 def exchange(body: bytes, cuts: list[int], error_kind=None) -> RawExchange:
     edges = sorted({0, len(body), *(c % (len(body) + 1) for c in cuts)})
-    reads = [(10 * MS + i * MS, body[a:b]) for i, (a, b) in enumerate(zip(edges, edges[1:]))]
+    reads = [(10 * MS + i * MS, body[a:b]) for i, (a, b) in enumerate(zip(edges, edges[1:], strict=False))]
     return RawExchange(intended_ns=0, sent_ns=1, headers_ns=2, end_ns=900 * MS, status=200,
                        chunks=[r for r in reads if r[1]], error_kind=error_kind)
 

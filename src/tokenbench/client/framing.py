@@ -7,6 +7,7 @@ import string
 
 MAX_HEAD = 64 * 1024
 HEX = frozenset(string.hexdigits)
+HEX_BYTES = frozenset(string.hexdigits.encode())
 
 
 class FramingError(Exception):
@@ -28,6 +29,11 @@ class ResponseFramer:
     def feed(self, data: bytes) -> bytes:
         if self.complete:
             return b""
+        if self._chunked and self._state == "size" and not self._buf:
+            parts, pos = _whole_chunks(data)      # the usual read: whole chunks, taken without copying
+            if pos:
+                body = parts[0] if len(parts) == 1 else b"".join(parts)
+                return body + self.feed(data[pos:]) if pos < len(data) else body
         self._buf += data
         if not self.head_done and not self._head():
             return b""
@@ -116,6 +122,37 @@ class ResponseFramer:
             self._state = "data" if size else "trailer"
         elif self._state == "trailer" and not line:
             self.complete = True
+
+
+def _whole_chunks(data: bytes) -> tuple[list[bytes], int]:
+    """The complete `size CRLF data CRLF` chunks at the start of `data` (not the last, zero-size one):
+    their data and where they end. Anything else is left to the state machine, which judges it."""
+    out: list[bytes] = []
+    pos = 0
+    while (nl := data.find(b"\r\n", pos)) >= 0:
+        size = _size(data[pos:nl])
+        start = nl + 2
+        end = start + size
+        if not size or data[end:end + 2] != b"\r\n":
+            break
+        out.append(data[start:end])
+        pos = end + 2
+    return out, pos
+
+
+def _size(line: bytes) -> int:
+    """A chunk-size line's size; 0 for the last chunk or a line the state machine must judge. Servers
+    repeat a few sizes, so they are remembered (a bounded number of them)."""
+    size = _SIZES.get(line)
+    if size is None:
+        digits = line.split(b";", 1)[0].strip()
+        size = int(digits, 16) if digits and HEX_BYTES.issuperset(digits) else 0
+        if len(_SIZES) < 4096:
+            _SIZES[line] = size
+    return size
+
+
+_SIZES: dict[bytes, int] = {}
 
 
 def _decimal(text: str) -> bool:
