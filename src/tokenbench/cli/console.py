@@ -28,10 +28,13 @@ COUNTS = ("completed", "failed")
 fmt = plain     # numbers as the terminal shows them (report/document.py, shared with study/)
 
 
+PROGRESS_HZ = 2      # rich's default is 10; every redraw holds the GIL the stamping loop needs
+
+
 def progress() -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     TextColumn("eta"), TimeRemainingColumn(),
-                    console=err, transient=False)
+                    console=err, transient=False, refresh_per_second=PROGRESS_HZ)
 
 
 def state(status: str, message: str | None, summary: dict | None) -> State:
