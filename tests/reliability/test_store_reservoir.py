@@ -60,3 +60,12 @@ def test_a_version_2_database_gets_reservoirs(tmp_path):
     con.commit()
     con.close()
     assert len(Store(path).sampled_requests(1)) == RESERVOIR
+
+
+def test_cache_totals_read_the_reservoir_only(tmp_path):
+    """The report's prefix-cache share is read from the reservoir, so its cost does not grow with the cell."""
+    store = Store(tmp_path / "c.db")
+    cid = cell(store, RESERVOIR + 500)
+    store.db.execute("UPDATE requests SET cached_tokens = 1, prompt_tokens = 4 WHERE cell_id = ?", (cid,))
+    run = store.db.execute("SELECT run_id FROM cells WHERE id = ?", (cid,)).fetchone()[0]
+    assert store.cache_totals(run)[cid] == (RESERVOIR, 4 * RESERVOIR, RESERVOIR)

@@ -224,12 +224,14 @@ class Store:
         return self._rows("read samples", "SELECT * FROM samples WHERE cell_id=? ORDER BY t_ns", (cell_id,))
 
     def cache_totals(self, run_id: str) -> dict[int, tuple[int, int, int]]:
-        """Per cell: cached prompt tokens, prompt tokens, and how many requests reported cached_tokens."""
+        """Per cell: cached prompt tokens, prompt tokens, and how many requests reported cached_tokens, over
+        the cell's reservoir (every request of a cell of at most RESERVOIR; above, an even spread of them:
+        the share cached is what the report shows, and reading every row would cost what the cell's size does)."""
         with self._guard("read requests"):
             rows = self.db.execute(
                 "SELECT r.cell_id, COALESCE(SUM(r.cached_tokens), 0), COALESCE(SUM(r.prompt_tokens), 0),"
-                " COUNT(r.cached_tokens) FROM requests r JOIN cells c ON c.id = r.cell_id"
-                " WHERE c.run_id = ? AND r.phase = 'measure' GROUP BY r.cell_id", (run_id,)).fetchall()
+                " COUNT(r.cached_tokens) FROM cells c JOIN requests r ON r.cell_id = c.id AND r.phase = 'measure'"
+                " AND r.sampled = 1 WHERE c.run_id = ? GROUP BY r.cell_id", (run_id,)).fetchall()
         return {r[0]: (r[1], r[2], r[3]) for r in rows}
 
     def _rows(self, action: str, sql: str, args: tuple) -> list[dict]:
