@@ -182,3 +182,11 @@ def test_clusters_keep_their_values_for_point_and_drift():
     assert u.point([c], "mean") == 3.0 and u.point([c], "p50") == 3.0
     iv = u.interval([c], "p50")
     assert iv.lo <= iv.value <= iv.hi and iv.n == 5
+
+
+def test_two_repeats_that_disagree_never_give_a_negative_lower_bound():
+    """Two repeats far apart: the between-repeat t interval (1 degree of freedom) would reach below 0,
+    but a rate or a latency cannot; the bound stops at 0 and the upper one is kept."""
+    rng = np.random.default_rng(3)
+    iv = u.interval([rng.normal(180, 5, 3), rng.normal(120, 5, 3)], "mean")
+    assert iv.lo == 0.0 and iv.hi > 2 * iv.value

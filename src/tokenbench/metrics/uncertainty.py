@@ -155,8 +155,8 @@ def combine(parts: Sequence[Interval]) -> Interval:
     half_w = math.sqrt(sum(((p.hi - p.lo) / 2) ** 2 for p in parts)) / k
     se_w = math.sqrt(sum(p.se**2 for p in parts)) / k
     se, df, half = (between, k - 1, half_b) if half_b >= half_w else (se_w, min(p.df for p in parts), half_w)
-    return Interval(value, value - half, value + half, sum(p.n for p in parts),
-                    any(p.unreliable for p in parts), se, df)
+    lo = value - half if value < 0 else max(0.0, value - half)     # every figure here is >= 0
+    return Interval(value, lo, value + half, sum(p.n for p in parts), any(p.unreliable for p in parts), se, df)
 
 
 def interval(groups: Groups, stat: str, requests: int | None = None) -> Interval | None:

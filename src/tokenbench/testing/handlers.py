@@ -98,7 +98,7 @@ class Server:
             return _error(400, f"request needs {need} KV tokens, capacity is {self.cfg.kv_capacity_tokens}")
         fault = self.faults.pick()
         if fault == "missing_usage":
-            job.usage = job.continuous = False
+            job.usage = job.continuous = job.usage_alone = False
         rec = _new_record(rid, request, api, job, fault, recv_ns)
         self.totals["requests"] += 1
         self.totals["prompt_tokens"] += job.prompt_tokens
