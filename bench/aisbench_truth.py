@@ -19,6 +19,7 @@ from tokenbench.study import agree, agree_aisbench
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 BEFORE_S = 3.0     # AISBench's warmup requests are sent within this long before its first measured one
+GEMMA3_VOCAB = 262144  # the tokenizer tokenbench draws its prompt ids from: the server must accept them
 
 
 def aisbench_requests(out: Path, tag: str) -> list[list[float]]:
@@ -50,7 +51,8 @@ def aisbench_side(points: list[list[float]], log: list[dict]) -> tuple[dict, dic
 
 def run(tokenizer: str, concurrency: tuple[int, ...], num_prompts: int, usage_chunk: bool, out: Path) -> list[str]:
     out.mkdir(parents=True, exist_ok=True)
-    cfg = ReferenceConfig(ttft_ms=100, itl_ms=20, usage_chunk=usage_chunk, send_log=str(out / "send.jsonl"))
+    cfg = ReferenceConfig(ttft_ms=100, itl_ms=20, usage_chunk=usage_chunk, send_log=str(out / "send.jsonl"),
+                          vocab_size=GEMMA3_VOCAB)
     with ReferenceProcess(cfg) as ref:
         spec = agree.AgreeSpec(ref.url, "aisbench", tokenizer=tokenizer, input_len=32, output_len=16,
                                concurrency=concurrency, num_prompts=num_prompts, repeat=1)

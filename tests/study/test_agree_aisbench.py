@@ -72,7 +72,7 @@ def test_without_aisbench_one_line_says_how_to_install_it(tmp_path, monkeypatch)
                     reason=f"AISBench is not installed ({agree_aisbench.SETUP_HINT})")
 @pytest.mark.skipif(not TOKENIZER.is_dir(), reason=f"no local tokenizer at {TOKENIZER}")
 def test_agree_runs_aisbench_on_the_same_workload(tmp_path):
-    with ReferenceProcess(ReferenceConfig(ttft_ms=50, itl_ms=10, usage_chunk=True)) as ref:
+    with ReferenceProcess(ReferenceConfig(ttft_ms=50, itl_ms=10, usage_chunk=True, vocab_size=262144)) as ref:
         code = main(["agree", "--peer", "aisbench", "--base-url", ref.url, "--tokenizer", str(TOKENIZER),
                      "--input-len", "32", "--output-len", "8", "--concurrency", "2", "--num-prompts", "6",
                      "--repeat", "1", "--out-dir", str(tmp_path)])
