@@ -96,8 +96,11 @@ def test_a_duration_cell_that_runs_out_of_requests_says_so():
 def test_duration_cells_are_bounded_by_memory_not_a_fixed_count():
     from tokenbench.load.cell import planned_count
     fast = Load(concurrency=64, duration_s=60)                   # 64 slots x 20/s x 60 s
-    assert planned_count(fast, input_len=128) == 64 * 20 * 60    # well past the old 20,000
-    assert planned_count(fast, input_len=128_000) < 1000         # huge prompts: memory decides
+    assert planned_count(fast, 128, "sharegpt") == 64 * 20 * 60  # well past the old 20,000
+    assert planned_count(fast, 128_000, "sharegpt") < 1000       # huge prompts: memory decides
+    assert planned_count(fast, 128_000, "random") is None        # made as sent: the duration decides
+    assert planned_count(Load(concurrency=4, num_prompts=9), 128, "random") == 9
+
 
 
 def test_final_usage_only_leaves_continuous_usage_out_of_the_body():

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from rich.markup import escape
 
 from tokenbench.cli import console
-from tokenbench.load.cell import CellResult
+from tokenbench.load.cell import CellProgress, CellResult
 from tokenbench.load.target import ResolvedTarget
 from tokenbench.metrics.cell_summary import typed
 from tokenbench.study import run as study
@@ -44,9 +44,10 @@ class Display:
             self.bar.remove_task(self.cell_task)
         self.cell_task = self.bar.add_task(f"  {cell.config.name} {cell.key}", total=None)
 
-    def progress(self, cell: PlannedCell, phase: str, done: int, total: int) -> None:
-        self.bar.update(self.cell_task, description=f"  {cell.config.name} {cell.key} {phase}",
-                        completed=done, total=total)
+    def progress(self, cell: PlannedCell, p: CellProgress) -> None:
+        live = p.line()
+        self.bar.update(self.cell_task, description=f"  {cell.config.name} {cell.key} {p.phase}"
+                        + (f" [{p.done:,} done, {live}]" if live else ""), completed=p.done, total=p.total)
 
     def done(self, cell: PlannedCell, row: dict) -> None:
         self.bar.advance(self.overall)

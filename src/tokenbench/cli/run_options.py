@@ -142,8 +142,12 @@ def precheck(kw: dict) -> None:
 
 
 def sinks(kw: dict, spec: SweepSpec, runner: SweepRunner) -> list:
-    """The result files asked for besides tokenbench's JSON (--output, the runner's journal)."""
-    return [VllmResults(spec, vllm_options(kw), len(runner.plan.cells))] if kw["save_result"] else []
+    """The result files asked for besides tokenbench's JSON (--output, the runner's journal). vLLM's
+    result file lists every request's figures, so the cells then keep their records in memory."""
+    if not kw["save_result"]:
+        return []
+    runner.keep_records = True
+    return [VllmResults(spec, vllm_options(kw), len(runner.plan.cells))]
 
 
 def locations(kw: dict, out: Outcome, sinks: list) -> list[str]:

@@ -7,19 +7,19 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tokenbench.client.transport import new_session
-from tokenbench.load.cell import CellResult, run_cell
+from tokenbench.load.cell import CellProgress, CellResult, run_cell
 from tokenbench.load.target import ResolvedTarget
 from tokenbench.spec.bench import BenchSpec, Load
 
 
 async def run_bench(spec: BenchSpec, target: ResolvedTarget, on_cell: Callable[[CellResult], None],
-                    on_progress: Callable[[Load, str, int, int], None] = lambda *a: None,
+                    on_progress: Callable[[Load, CellProgress], None] = lambda *a: None,
                     workers: int = 1, ray_address: str | None = None) -> list[CellResult]:
     results = []
     async with new_session(spec.target.timeout_s, spec.target.connect_in_ttft) as session:
         for load in spec.cells:
-            def progress(phase: str, done: int, total: int, load: Load = load) -> None:
-                on_progress(load, phase, done, total)
+            def progress(p: CellProgress, load: Load = load) -> None:
+                on_progress(load, p)
             result = await run_cell(
                 session, target, spec.workload, load, spec.slo, allow_mismatch=spec.allow_length_mismatch,
                 allow_client_lag=spec.allow_client_lag,

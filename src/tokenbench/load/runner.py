@@ -45,17 +45,20 @@ SLICE_BUDGET_NS = 500_000     # parse time per event-loop iteration while finish
 class CellRun:
     records: list[RequestRecord]
     client_health: dict
+    stopped: bool = False         # the user stopped the phase (Ctrl-C); what finished before is kept
 
 
 
 
 class _Pool:
-    """Prepared requests handed out in order; `requests` must hold enough for the cell. After
-    UNREACHABLE_AFTER consecutive connection failures it hands out nothing more: the server is gone,
-    and sending the rest would only record the same failure (the cell then ends "server unreachable")."""
+    """Requests handed out in order, taken from `requests` only when due (an iterator may produce them
+    lazily: a cell of any length holds only the requests in flight). After UNREACHABLE_AFTER consecutive
+    connection failures it hands out nothing more: the server is gone, and sending the rest would only
+    record the same failure (the cell then ends "server unreachable")."""
 
-    def __init__(self, requests: Sequence[PreparedRequest], clock: Clock | None = None) -> None:
-        self.requests, self.next, self.clock = requests, 0, clock or MonotonicClock()
+    def __init__(self, requests: Iterable[PreparedRequest], clock: Clock | None = None) -> None:
+        self.count = len(requests) if isinstance(requests, Sequence) else None
+        self.requests, self.next, self.clock = iter(requests), 0, clock or MonotonicClock()
         self.connect_failures = 0
         self.exhausted_ns: int | None = None      # when a taker first found every request sent
 
@@ -63,12 +66,14 @@ class _Pool:
         self.connect_failures = self.connect_failures + 1 if raw.error_kind == "connect" else 0
 
     def take(self) -> tuple[int, PreparedRequest] | None:
-        if self.next >= len(self.requests) and self.exhausted_ns is None:
+        if self.connect_failures >= UNREACHABLE_AFTER or self.exhausted_ns is not None:
+            return None
+        req = next(self.requests, None)
+        if req is None:
             self.exhausted_ns = self.clock.now_ns()
-        if self.next >= len(self.requests) or self.connect_failures >= UNREACHABLE_AFTER:
             return None
         i, self.next = self.next, self.next + 1
-        return i, self.requests[i]
+        return i, req
 
 
 async def _closed_loop(send: Send, pool: _Pool, concurrency: int, deadline_ns: int | None,
@@ -101,15 +106,23 @@ async def _open_loop(send: Send, pool: _Pool, load: Load, rng: random.Random, cl
         on_done()
 
     schedule: Iterable[int] = offsets if offsets is not None else offsets_ns(
-        load.request_rate or 0.0, load.arrival, rng, len(pool.requests), load.duration_s, load.burstiness)
-    tasks = []
-    for off in schedule:
-        await clock.sleep_until(t0 + off)
-        item = pool.take()
-        if item is None:
-            break
-        tasks.append(asyncio.ensure_future(one(item[0], item[1], t0 + off)))
-    await asyncio.gather(*tasks)
+        load.request_rate or 0.0, load.arrival, rng, pool.count, load.duration_s, load.burstiness)
+    tasks: set[asyncio.Future] = set()
+    try:
+        for off in schedule:
+            await clock.sleep_until(t0 + off)
+            item = pool.take()
+            if item is None:
+                break
+            task = asyncio.ensure_future(one(item[0], item[1], t0 + off))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)       # a soak keeps only the requests in flight
+        await asyncio.gather(*tasks)
+    except asyncio.CancelledError:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 class _Reducer:
@@ -174,15 +187,18 @@ def _young_gc_only() -> Iterator[None]:
         gc.unfreeze()
 
 
-async def run_phase(send: Send, requests: Sequence[PreparedRequest], load: Load, phase: Phase, *,
+async def run_phase(send: Send, requests: Iterable[PreparedRequest], load: Load, phase: Phase, *,
                     seed: int = 0, clock: Clock | None = None, start_ns: int | None = None,
                     offsets: Sequence[int] | None = None,
-                    on_done: Callable[[], None] = lambda: None, sink: Sink | None = None) -> CellRun:
+                    on_done: Callable[[], None] = lambda: None, sink: Sink | None = None,
+                    stoppable: bool = False) -> CellRun:
     """Run one phase (warmup or measure) of a cell and return parsed records and client health.
     `start_ns` (same clock) lets several worker processes begin the phase at one shared instant.
     `offsets` (open loop, ns): request i is due at t0 + offsets[i] (a trace's arrivals) instead of the
     load's generated arrivals; required for `arrival: trace`. `sink`: each record as soon as it is
-    parsed (then the returned CellRun holds none)."""
+    parsed (then the returned CellRun holds none). `requests` may be a lazy iterator (a duration cell
+    takes as many as its duration needs). `stoppable`: a cancellation (Ctrl-C) ends the phase early and
+    returns what finished (requests cut off are recorded as `cancelled`), with `stopped` set."""
     if load.arrival == "trace" and offsets is None:
         raise ValueError("a trace load needs explicit arrival offsets")
     clock = clock or MonotonicClock()
@@ -190,21 +206,30 @@ async def run_phase(send: Send, requests: Sequence[PreparedRequest], load: Load,
         await clock.sleep_until(start_ns)
     pool, probe = _Pool(requests, clock), LoopLagProbe()
     out = _Reducer(phase, sink)
+    stopped = False
     with _young_gc_only():
         reducing = asyncio.ensure_future(out.run())
         probe.start()
+        t0 = clock.now_ns()
         try:
-            t0 = clock.now_ns()
             if load.concurrency is not None:
                 deadline = t0 + int(load.duration_s * 1e9) if load.duration_s else None
                 await _closed_loop(send, pool, load.concurrency, deadline, clock, out, on_done)
             else:
                 await _open_loop(send, pool, load, random.Random(seed), clock, out, on_done, t0, offsets)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if not stoppable or task is None:
+                raise
+            task.uncancel()
+            stopped = True
         finally:
             health = probe.stop()
             records = await out.close(reducing)
     health.update(_exhausted(pool, load, t0))
-    return CellRun(records=records, client_health=health)
+    if stopped:
+        health["stopped_after_s"] = (clock.now_ns() - t0) / 1e9
+    return CellRun(records=records, client_health=health, stopped=stopped)
 
 
 def _exhausted(pool: _Pool, load: Load, t0: int) -> dict:

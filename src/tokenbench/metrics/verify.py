@@ -36,23 +36,62 @@ def diagnose_mismatch(recs: Sequence[RequestRecord]) -> str:
 
 
 UNREACHABLE_AFTER = 3     # the load runner stops sending after this many consecutive `connect` failures
+KEEP_BAD = 100            # requests with a wrong length kept to diagnose the cause
 
 
-def unreachable(recs: Sequence[RequestRecord]) -> str | None:
+class Outcomes:
+    """What the verdict needs of a cell's requests, fed one by one as they finish (in any order):
+    counts, the first request and the first failure by index, up to KEEP_BAD requests with a wrong
+    length, and the last UNREACHABLE_AFTER in send order."""
+
+    def __init__(self) -> None:
+        self.n = self.mismatched = self.failed = 0
+        self.kinds, self.codes = Counter[str | None](), Counter[int | None]()
+        self.first: RequestRecord | None = None
+        self.first_failed: RequestRecord | None = None
+        self.bad: list[RequestRecord] = []
+        self.tail: list[tuple[int, int, RequestRecord]] = []
+
+    @classmethod
+    def of(cls, recs: Sequence[RequestRecord]) -> Outcomes:
+        out = cls()
+        for r in recs:
+            out.add(r)
+        return out
+
+    def add(self, r: RequestRecord) -> None:
+        self.n += 1
+        if self.first is None or r.index < self.first.index:
+            self.first = r
+        if r.length_error:
+            self.mismatched += 1
+            if len(self.bad) < KEEP_BAD:
+                self.bad.append(r)
+        if not r.ok:
+            self.failed += 1
+            self.kinds[r.error_kind] += 1
+            if self.first_failed is None or r.index < self.first_failed.index:
+                self.first_failed = r
+        if r.error_kind == "http_status":
+            self.codes[r.status] += 1
+        self.tail = sorted([*self.tail, (r.sent_ns, r.index, r)], key=lambda e: e[:2])[-UNREACHABLE_AFTER:]
+
+
+def unreachable(recs: Sequence[RequestRecord] | Outcomes) -> str | None:
     """The last error when the cell's last UNREACHABLE_AFTER requests (in send order) all failed to connect:
     the server went away (or never answered); None otherwise."""
-    tail = sorted(recs, key=lambda r: (r.sent_ns, r.index))[-UNREACHABLE_AFTER:]
+    tail = [e[2] for e in (recs if isinstance(recs, Outcomes) else Outcomes.of(recs)).tail]
     if len(tail) == UNREACHABLE_AFTER and all(r.error_kind == "connect" for r in tail):
         return tail[-1].error_detail[:200] or "connection refused"
     return None
 
 
-def refused_requests(recs: Sequence[RequestRecord], api_key_sent: bool) -> str | None:
+def refused_requests(seen: Outcomes, api_key_sent: bool) -> str | None:
     """Every request answered HTTP 4xx: a problem of the requests (or the key), not of load."""
-    codes = Counter(r.status for r in recs if r.error_kind == "http_status")
-    if not recs or sum(codes.values()) != len(recs) or not all(c and 400 <= c < 500 and c != 429 for c in codes):
+    codes = seen.codes
+    if not seen.n or sum(codes.values()) != seen.n or not all(c and 400 <= c < 500 and c != 429 for c in codes):
         return None
-    code, detail = codes.most_common(1)[0][0], recs[0].error_detail[:160]
+    code, detail = codes.most_common(1)[0][0], seen.first.error_detail[:160] if seen.first else ""
     if code in (401, 403):
         return (f"the server rejected the API key: every request got HTTP {code} ({detail}); check the key's value"
                 if api_key_sent else
@@ -61,24 +100,22 @@ def refused_requests(recs: Sequence[RequestRecord], api_key_sent: bool) -> str |
             "name (--model), the API (--api completions|chat) and what the server accepts")
 
 
-def verdict(recs: Sequence[RequestRecord], allow_mismatch: bool, max_error_rate: float,
+def verdict(recs: Sequence[RequestRecord] | Outcomes, allow_mismatch: bool, max_error_rate: float,
             api_key_sent: bool = False) -> tuple[str, str]:
     """("ok", "") or ("failed", one-line reason). Length mismatches fail unless allowed; a cell whose
     requests all got 4xx, or whose server became unreachable, says so instead of blaming the error budget."""
-    if not recs:
+    seen = recs if isinstance(recs, Outcomes) else Outcomes.of(recs)
+    if not seen.n:
         return "failed", "no request was sent"
-    refused = refused_requests(recs, api_key_sent)
+    refused = refused_requests(seen, api_key_sent)
     if refused:
         return "failed", refused
-    mismatched = sum(1 for r in recs if r.length_error)
-    if mismatched and not allow_mismatch:
-        return "failed", f"{mismatched}/{len(recs)} requests had the wrong length: {diagnose_mismatch(recs)}"
-    failed = [r for r in recs if not r.ok]
-    if len(failed) / len(recs) > max_error_rate:
-        kinds = Counter(r.error_kind for r in failed)
-        first = failed[0]
-        detail = ", ".join(f"{k}={n}" for k, n in kinds.most_common())
-        return "failed", (f"{len(failed)}/{len(recs)} requests failed ({detail}); first: {first.error_detail[:200]} "
+    if seen.mismatched and not allow_mismatch:
+        return "failed", f"{seen.mismatched}/{seen.n} requests had the wrong length: {diagnose_mismatch(seen.bad)}"
+    if seen.failed / seen.n > max_error_rate:
+        detail = ", ".join(f"{k}={n}" for k, n in seen.kinds.most_common())
+        first = seen.first_failed.error_detail[:200] if seen.first_failed else ""
+        return "failed", (f"{seen.failed}/{seen.n} requests failed ({detail}); first: {first} "
                           f"(raise --max-error-rate to tolerate failures)")
     return "ok", ""
 

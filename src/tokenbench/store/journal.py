@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from tokenbench.client.records import RequestRecord
@@ -31,12 +31,18 @@ class Journal:
         self.stored_keys: list[str] = []          # cells committed to the database by this process
         self.doc.setdefault("cells", [])
 
-    def add(self, config_id: int | None, row: dict, records: Sequence[RequestRecord],
+    @property
+    def wants_json(self) -> bool:
+        return self.json_path is not None or self.to_stdout
+
+    def add(self, config_id: int | None, row: dict, records: Iterable[RequestRecord],
             samples: Iterable[tuple] = (), config: str | None = None) -> None:
-        """Store one finished cell everywhere; OutputError (after keeping it elsewhere) when a sink fails."""
+        """Store one finished cell everywhere; OutputError (after keeping it elsewhere) when a sink fails.
+        `records` is read once per sink (a cell's spool reads them back from disk each time), and the JSON
+        result keeps a reference to it, not the records, until it is written."""
         db_error = self._to_db(config_id, row, records, samples)
         entry = {**row, **({"config": config} if config else {}),
-                 "requests": [to_dict(r) for r in records if r.phase == "measure"]}
+                 "requests": _Measured(records) if self.wants_json or db_error else []}
         self.doc["cells"].append(entry)
         json_error = self._write_json()
         if db_error or json_error:
@@ -56,7 +62,7 @@ class Journal:
         if self.json_path is None:
             return None
         try:
-            outputs.write_text(self.json_path, json.dumps(json_safe(self.doc), indent=1))
+            outputs.write_text(self.json_path, json_pieces(self.doc))
         except OutputError as exc:
             return exc
         return None
@@ -79,7 +85,7 @@ class Journal:
     def _recover(self, key: str) -> str:
         name = f"tokenbench-recovery-{self.run_id or os.getpid()}.json"
         near = [p.parent / name for p in (self.json_path, self.store.path if self.store else None) if p]
-        where, _ = outputs.first_writable(json.dumps(json_safe(self.doc), indent=1),
+        where, _ = outputs.first_writable("".join(json_pieces(self.doc)),
                                           [*near, Path.cwd() / name, Path(tempfile.gettempdir()) / name])
         return f"cell {key} and earlier in recovery file {where}" if where else f"cell {key} LOST (no disk took it)"
 
@@ -94,7 +100,7 @@ class Journal:
     def write(self) -> None:
         """Rewrite the JSON result (e.g. with final facts); OutputError when it cannot be written."""
         if self.to_stdout:
-            outputs.write_text(outputs.STDOUT, json.dumps(json_safe(self.doc), indent=1) + "\n")
+            outputs.write_text(outputs.STDOUT, [*json_pieces(self.doc), "\n"])
         err = self._write_json()
         if err:
             where = (f"the cells are in {self.store.path} (run {self.run_id})" if self.store
@@ -109,7 +115,7 @@ class Journal:
             row = {k: c[k] for k in ("key", "repeat", "input_len", "output_len", "concurrency", "request_rate",
                                      "status", "message", "kv_demand", "kv_capacity", "over_capacity", "summary")}
             self.doc["cells"].append({**row, "config": c["config_name"],
-                                      "requests": [to_dict(r) for r in self.store.requests(c["id"])]})
+                                      "requests": _Measured(_Stored(self.store, c["id"]))})
 
     def locations(self) -> list[str]:
         out = []
@@ -118,3 +124,36 @@ class Journal:
         if self.json_path:
             out.append(f"wrote {self.json_path}")
         return out
+
+
+class _Measured:
+    """A cell's measured requests as JSON objects, made from its records each time they are written."""
+
+    def __init__(self, records: Iterable[RequestRecord]) -> None:
+        self.records = records
+
+    def __iter__(self) -> Iterator[dict]:
+        return (to_dict(r) for r in self.records if r.phase == "measure")
+
+
+class _Stored:
+    """A stored cell's measured records, read from the database when iterated (a resumed run)."""
+
+    def __init__(self, store: Store, cell_id: int) -> None:
+        self.store, self.cell_id = store, cell_id
+
+    def __iter__(self) -> Iterator[RequestRecord]:
+        return iter(self.store.requests(self.cell_id))
+
+
+def json_pieces(doc: dict) -> Iterator[str]:
+    """The JSON result in pieces: the run's facts, then each cell with its requests one per line."""
+    head = json.dumps(json_safe({k: v for k, v in doc.items() if k != "cells"}), indent=1)
+    yield (head[:-2] + ",\n" if head != "{}" else "{\n") + ' "cells": ['
+    for n, cell in enumerate(doc.get("cells", [])):
+        rest = json.dumps(json_safe({k: v for k, v in cell.items() if k != "requests"}))
+        yield ("," if n else "") + "\n  " + rest[:-1] + ', "requests": ['
+        for m, r in enumerate(cell.get("requests", [])):
+            yield ("," if m else "") + "\n   " + json.dumps(json_safe(r))
+        yield "]}"
+    yield "\n ]\n}"

@@ -14,6 +14,7 @@ import os
 import stat
 import sys
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from tokenbench.errors import OutputError, UsageError
@@ -76,11 +77,14 @@ def _check_parent(p: Path, flag: str, fix: str) -> None:
             raise UsageError(f"{flag} {p}: {parent} is not a directory", fix)
 
 
-def write_text(path: str | Path, text: str, flag: str = "--output") -> Path | None:
-    """Atomic write (see the module doc); `-` prints to stdout. OutputError says why it failed; the
-    target is then exactly as it was before."""
+def write_text(path: str | Path, text: str | Iterable[str], flag: str = "--output") -> Path | None:
+    """Atomic write (see the module doc) of a text or of its pieces in order (a large result is never
+    one string in memory); `-` prints to stdout. OutputError says why it failed; the target is then
+    exactly as it was before."""
+    pieces = [text] if isinstance(text, str) else text
     if str(path) == STDOUT:
-        sys.stdout.write(text)
+        for piece in pieces:
+            sys.stdout.write(piece)
         sys.stdout.flush()
         return None
     check(path, flag)
@@ -92,7 +96,8 @@ def write_text(path: str | Path, text: str, flag: str = "--output") -> Path | No
         raise OutputError(f"cannot write {target}: {reason(exc)}", "free space or choose another path") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+            for piece in pieces:
+                handle.write(piece)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, target)

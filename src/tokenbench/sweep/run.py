@@ -17,7 +17,7 @@ from tokenbench.deploy.engines import reset_cache_path
 from tokenbench.deploy.facts import ServerFacts
 from tokenbench.deploy.secret_refs import api_key_var
 from tokenbench.errors import DeployError, TargetError
-from tokenbench.load.cell import CellResult, run_cell
+from tokenbench.load.cell import CellProgress, CellResult, run_cell
 from tokenbench.load.target import ResolvedTarget, resolve
 from tokenbench.spec.bench import Target
 from tokenbench.store.db import Store
@@ -53,7 +53,7 @@ class SweepEvents:
 
     log: Callable[[str], None] = print
     cell_started: Callable[[PlannedCell], None] = lambda c: None
-    cell_progress: Callable[[PlannedCell, str, int, int], None] = lambda c, phase, d, t: None
+    cell_progress: Callable[[PlannedCell, CellProgress], None] = lambda c, p: None
     cell_done: Callable[[PlannedCell, dict], None] = lambda c, row: None
     target_ready: Callable[[ResolvedTarget, dict], None] = lambda target, facts: None   # per server launch
     cell_stored: Callable[[PlannedCell, dict, CellResult], None] = lambda c, row, result: None   # with records
@@ -74,7 +74,7 @@ def _cell_row(cell: PlannedCell, result: CellResult, kv_cap: int | None, extra: 
             "output_len": result.output_len, "concurrency": cell.load.concurrency,
             "request_rate": cell.load.request_rate, "status": result.status, "message": result.message,
             "kv_demand": kv_demand(cell), "kv_capacity": kv_cap, "over_capacity": over_capacity(cell, kv_cap),
-            "summary": {**result.summary, **extra}, "started_ns": result.records[0].sent_ns if result.records else None}
+            "summary": {**result.summary, **extra}, "started_ns": result.started_ns}
 
 
 def _gone(server: Server, result: CellResult) -> type[ServerDied] | None:
@@ -133,6 +133,7 @@ class SweepRunner:
         self.capacity_done: set[str] = set()
         self.attempted: set[tuple[str, str, int]] = set()   # cells run by this process (a cut-short one too)
         self.round: int | None = None                       # the repeat being run (interleaved repeats)
+        self.keep_records = False     # a result file that needs every record in memory (--save-result) sets it
 
     def pending(self, config: ServerConfig) -> list[PlannedCell]:
         if self.plan.spec.find_capacity:
@@ -254,14 +255,16 @@ class SweepRunner:
                                     allow_mismatch=spec.allow_length_mismatch, max_error_rate=spec.max_error_rate,
                                     allow_client_lag=spec.allow_client_lag,
                                     workers=spec.client.workers, ray_address=spec.client.ray_address,
-                                    on_progress=lambda phase, d, t: self.ev.cell_progress(cell, phase, d, t))
+                                    keep_records=self.keep_records, on_progress=lambda p: self.ev.cell_progress(cell, p))
         star = over_capacity(cell, kv_cap)
         gone = _gone(server, result)
         row = _cell_row(cell, result, kv_cap, mon.summary(result.summary.get("total_output_tokens"), star))
-        self.journal.add(config_id, row, [*result.warmup, *result.records], mon.rows(), cell.config.name)
+        self.journal.add(config_id, row, result.all_records(), mon.rows(), cell.config.name)
         self.attempted.add((cell.config.name, cell.key, cell.repeat))
         self.ev.cell_stored(cell, row, result)
         self.ev.cell_done(cell, row)
+        if result.stopped:
+            raise KeyboardInterrupt          # stored: the run stops here, `--resume` runs the cells left
         if gone:
             raise gone(f"cell {cell.key}: {result.message}")
         return row

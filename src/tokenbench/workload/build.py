@@ -10,9 +10,10 @@ with 1-token probes. docs/workloads.md says how each kind verifies its lengths.
 from __future__ import annotations
 
 import functools
+import itertools
 import random
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -47,17 +48,18 @@ class Target(Protocol):
 @dataclass
 class CellPrompts:
     warmup: list[Prompt]
-    measure: list[Prompt]
+    measure: Iterable[Prompt]               # a list, or (random and trace kinds) made one by one when taken
     offsets_ns: list[int] | None = None     # trace: arrival of measured request i at t0 + offsets_ns[i]
     facts: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    measure_count: int | None = None        # None: as many as the duration takes
+    length_means: tuple[int, int] | None = None   # rounded mean (input, output) lengths asked
 
     def nominal_lengths(self, wl: Workload) -> tuple[int, int]:
         """The cell's (input, output) lengths: exact for fixed-length kinds, else the rounded means asked."""
-        if wl.fixed_lengths or not self.measure:
+        if wl.fixed_lengths or self.length_means is None:
             return wl.input_len or 0, wl.output_len or 0
-        return (round(statistics.fmean(p.input_len for p in self.measure)),
-                round(statistics.fmean(p.output_len for p in self.measure)))
+        return self.length_means
 
 
 @dataclass
@@ -74,7 +76,7 @@ class _Cell:
 @dataclass
 class _Drafts:
     warmup: list[Draft]
-    measure: list[Draft]
+    measure: Iterable[Draft]
     offsets_ns: list[int] | None = None
     facts: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -93,9 +95,16 @@ def _exact_phase(c: _Cell, phase: str, lengths: list[tuple[int, int]]) -> list[D
     return [_exact(c, rng, n, out) for n, out in lengths]
 
 
+def _lazy_phase(c: _Cell, phase: str, lengths: Iterable[tuple[int, int]]) -> Iterator[Draft]:
+    """_exact_phase one draft at a time (the same drafts, from the same seeded stream)."""
+    rng = c.rng(phase)
+    return (_exact(c, rng, n, out) for n, out in lengths)
+
+
 def _random(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
     shape = (c.wl.input_len, c.wl.output_len)
-    return _Drafts(_exact_phase(c, "warmup", [shape] * n_warm), _exact_phase(c, "measure", [shape] * n_meas))
+    return _Drafts(_exact_phase(c, "warmup", [shape] * n_warm),
+                   _lazy_phase(c, "measure", itertools.repeat(shape, *([] if n_meas is None else [n_meas]))))
 
 
 def _dataset(reader: Callable[[str], list[TextEntry]]):
@@ -165,7 +174,8 @@ def _trace(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) 
     facts = {"dataset_path": wl.dataset_path, "time_scale": wl.time_scale, "trace_rows": len(rows),
              "trace_rows_dropped": replay.dropped, "trace_span_s": replay.offsets_ns[-1] / 1e9}
     notes = [f"{replay.dropped} trace rows dropped by the length filters"] if replay.dropped else []
-    return _Drafts(_exact_phase(c, "warmup", warm), _exact_phase(c, "measure", lengths), replay.offsets_ns, facts,
+    facts.update(_length_facts(lengths))
+    return _Drafts(_exact_phase(c, "warmup", warm), _lazy_phase(c, "measure", lengths), replay.offsets_ns, facts,
                    notes)
 
 
@@ -190,12 +200,19 @@ def _image_tokens(c: _Cell, drafts: list[Draft], overhead: int) -> dict[str, int
     return out
 
 
-def _chat_prompts(c: _Cell, d: _Drafts) -> tuple[list[Prompt], list[Prompt], dict]:
-    everything = d.warmup + d.measure
-    first = everything[0]
+def _chat_prompts(c: _Cell, d: _Drafts) -> tuple[list[Prompt], Iterable[Prompt], dict]:
+    measure = d.measure if isinstance(d.measure, list) else iter(d.measure)
+    if not d.warmup and not isinstance(measure, list):
+        head = next(measure, None)                    # the first draft probes the template
+        measure = itertools.chain([] if head is None else [head], measure)
+        first = head
+    else:
+        first = (d.warmup or list(measure))[0]
+    if first is None:
+        return [], [], {}
     overhead = chat_template_overhead(c.t.base_url, c.t.model, first.text, first.input_len, c.t.api_key)
     facts = {"chat_template_overhead_tokens": overhead}
-    per_image = _image_tokens(c, everything, overhead) if first.images else {}
+    per_image = _image_tokens(c, d.warmup + list(measure), overhead) if first.images else {}
     if per_image:
         facts["image_tokens_per_image"] = statistics.fmean(per_image.values())
 
@@ -203,15 +220,16 @@ def _chat_prompts(c: _Cell, d: _Drafts) -> tuple[list[Prompt], list[Prompt], dic
         expected = x.input_len + overhead + sum(per_image[u] for u in x.images)
         return Prompt(None, x.text, x.input_len, x.output_len, expected, x.images, x.image_bytes)
 
-    return [shape(x) for x in d.warmup], [shape(x) for x in d.measure], facts
+    shaped = map(shape, measure)
+    return [shape(x) for x in d.warmup], (list(shaped) if isinstance(measure, list) else shaped), facts
 
 
 def _completion_prompt(x: Draft) -> Prompt:
     return Prompt(tuple(x.ids), None, x.input_len, x.output_len, x.input_len)
 
 
-def _length_facts(prompts: list[Prompt]) -> dict:
-    ins, outs = [p.input_len for p in prompts], [p.output_len for p in prompts]
+def _length_facts(lengths: list[tuple[int, int]]) -> dict:
+    ins, outs = [n for n, _ in lengths], [o for _, o in lengths]
     return {"input_len_mean": statistics.fmean(ins), "input_len_min": min(ins), "input_len_max": max(ins),
             "output_len_mean": statistics.fmean(outs), "output_len_min": min(outs), "output_len_max": max(outs)}
 
@@ -237,17 +255,32 @@ def tokenizer_for(t: Target, wl: Workload) -> Tokenizer:
 
 def build_cell(t: Target, wl: Workload, key: str, n_warm: int, n_meas: int | None, *,
                duration_s: float | None = None, tok: Tokenizer | None = None) -> CellPrompts:
-    """The cell's prompts. `n_meas` None: as many as the source holds (a trace: every row kept);
-    `duration_s` cuts a trace to the rows due before it."""
+    """The cell's prompts. `n_meas` None: as many as the source holds (a trace: every row kept; random
+    prompts: without end, the load's duration decides); `duration_s` cuts a trace to the rows due before
+    it. Random and trace prompts are made one by one as the measured phase takes them."""
     c = _Cell(t, wl, key, tok or tokenizer_for(t, wl))
     d = KINDS[wl.kind](c, n_warm, n_meas, duration_s)
-    if wl.api == "chat" and (d.warmup or d.measure):
+    if isinstance(d.measure, list) and not d.warmup and not d.measure:
+        warm, meas, facts = [], [], {}
+    elif wl.api == "chat":
         warm, meas, facts = _chat_prompts(c, d)
     else:
-        warm, meas, facts = [_completion_prompt(x) for x in d.warmup], [_completion_prompt(x) for x in d.measure], {}
+        warm, meas, facts = [_completion_prompt(x) for x in d.warmup], map(_completion_prompt, d.measure), {}
+        meas = list(meas) if isinstance(d.measure, list) else meas
     facts = {**d.facts, **facts}
     if isinstance(c.tok, LocalTokenizer):
         facts["tokenizer"] = f"local {c.tok.source}"
+    means = None
+    if isinstance(meas, list):
+        lengths = [(p.input_len, p.output_len) for p in meas]
+        if lengths and not wl.fixed_lengths:
+            facts.update(_length_facts(lengths))
+    if "input_len_mean" in facts:
+        means = (round(facts["input_len_mean"]), round(facts["output_len_mean"]))
     if wl.kind != "random":
-        facts = {"workload": wl.kind, **facts, **(_length_facts(meas) if meas and not wl.fixed_lengths else {})}
-    return CellPrompts(warm, meas, d.offsets_ns, facts, d.notes)
+        facts = {"workload": wl.kind, **facts}
+    if wl.fixed_lengths:
+        for k in [k for k in facts if k.startswith(("input_len_", "output_len_"))]:
+            facts.pop(k)
+    count = len(meas) if isinstance(meas, list) else (len(d.offsets_ns) if d.offsets_ns is not None else n_meas)
+    return CellPrompts(warm, meas, d.offsets_ns, facts, d.notes, count, means)

@@ -1,0 +1,253 @@
+"""A cell's measured requests reduced as they finish to what its summary needs: a few numbers per
+request in compact arrays (8 bytes each) and the token arrival times (8 bytes per token-bearing chunk
+plus 4 for its token count), never the records themselves. `summary()` gives the same figures as
+summarizing the records (metrics/summary.py delegates here), so a cell of any length is summarized
+from memory that grows by well under 1 KB per request. Formulas: docs/metrics.md."""
+
+from __future__ import annotations
+
+from array import array
+from collections import Counter
+
+import numpy as np
+
+from tokenbench.client.records import RequestRecord
+from tokenbench.metrics import request as rm
+from tokenbench.metrics.stats import describe
+from tokenbench.spec.bench import SLO, Load
+
+NS = 1e9
+MS = 1e6
+
+
+class _Columns:
+    """One int64 column per name, appended together."""
+
+    def __init__(self, *names: str) -> None:
+        self.cols = {n: array("q") for n in names}
+
+    def add(self, *values: int) -> None:
+        for col, v in zip(self.cols.values(), values, strict=True):
+            col.append(v)
+
+    def np(self, name: str) -> np.ndarray:
+        return np.frombuffer(self.cols[name], dtype=np.int64) if self.cols[name] else np.zeros(0, np.int64)
+
+    def __len__(self) -> int:
+        return len(next(iter(self.cols.values())))
+
+
+class CellTally:
+    """Feed every measured record once (`add`, in any order), then read `summary(...)`."""
+
+    def __init__(self, slo: SLO | None = None) -> None:
+        self.slo = slo if slo is not None and not slo.is_empty() else None
+        self.all = _Columns("sent", "end", "intended")
+        self.ok = _Columns("sent", "end", "first", "ttfc", "out", "prompt", "queue", "connect")
+        self.tok_t, self.tok_c, self.tok_n = array("q"), array("l"), array("q")  # times, counts, chunks per ok request
+        self.kinds, self.usage_source, self.count_source = Counter[str](), Counter[str](), Counter[str]()
+        self.length_mismatches = self.reasoning_tokens = self.reasoning_requests = self.good = 0
+        self.cache = [0, 0, 0]                         # cached tokens, their prompts' tokens, requests telling
+        self.prompt_diff: list[int] = [0, 0, 0]        # disagreeing, sum of differences, largest |difference|
+        self.prompt_told = 0
+        self.images = [0, 0, 0, 0]                     # any sent (all requests), sent by ok, their bytes, counted
+        self.images_counted = False
+
+    def __len__(self) -> int:
+        return len(self.all)
+
+    def add(self, r: RequestRecord) -> None:
+        self.all.add(r.sent_ns, r.end_ns, r.intended_ns)
+        self.length_mismatches += bool(r.length_error)
+        self.images[0] += r.images
+        if not r.ok:
+            self.kinds[r.error_kind or ""] += 1
+            return
+        self._add_ok(r)
+
+    def _add_ok(self, r: RequestRecord) -> None:
+        first = r.token_times_ns[0] if r.token_times_ns else -1
+        self.ok.add(r.sent_ns, r.end_ns, first, -1 if r.first_content_ns is None else r.first_content_ns,
+                    r.output_tokens, r.prompt_tokens or r.input_len, r.queue_ns, r.connect_ns)
+        self.tok_t.extend(r.token_times_ns)
+        n = len(r.token_times_ns)
+        self.tok_c.extend(r.token_counts[:n])
+        self.tok_c.extend([0] * (n - len(r.token_counts)))       # a chunk without a count carries none
+        self.tok_n.append(len(r.token_times_ns))
+        self.usage_source[r.usage_source] += 1
+        self.count_source[r.count_source] += 1
+        self.reasoning_tokens += r.reasoning_tokens
+        self.reasoning_requests += bool(r.reasoning_tokens)
+        if self.slo is not None:
+            self.good += rm.meets_slo(r, self.slo)
+        if r.cached_tokens is not None and r.prompt_tokens:
+            self.cache[0] += r.cached_tokens
+            self.cache[1] += r.prompt_tokens
+            self.cache[2] += 1
+        if r.prompt_tokens is not None and r.expected_prompt_tokens is not None:
+            d = r.prompt_tokens - r.expected_prompt_tokens
+            self.prompt_told += 1
+            self.prompt_diff[0] += bool(d)
+            self.prompt_diff[1] += d
+            self.prompt_diff[2] = d if abs(d) > abs(self.prompt_diff[2]) else self.prompt_diff[2]
+        self.images[1] += r.images
+        self.images[2] += r.image_bytes
+        if r.image_count is not None:
+            self.images[3] += r.image_count
+            self.images_counted = True
+
+    # ---- the summary ----
+
+    def summary(self, load: Load, input_len: int, output_len: int) -> dict:
+        out = _load_keys(load, input_len, output_len)
+        out.update(self._counts())
+        if not len(self):
+            return out
+        out.update(self._extras())
+        sent, end = self.all.np("sent"), self.all.np("end")
+        dur = (int(end.max()) - int(self.all.np("intended").min())) / NS
+        n_ok = len(self.ok)
+        out["duration"] = dur
+        out["request_throughput"] = n_ok / dur
+        out["output_throughput"] = out["total_output_tokens"] / dur
+        out["total_token_throughput"] = (out["total_input_tokens"] + out["total_output_tokens"]) / dur
+        out["achieved_concurrency"] = int((end - sent).sum()) / NS / dur
+        out["sustained_concurrency"] = sustained_concurrency(sent, end, load)
+        if self.slo is not None:
+            out["request_goodput"] = self.good / dur
+            out["goodput_fraction"] = self.good / len(self)
+        out.update(self._latencies())
+        out.update(self.steady(steady_window(sent, end, load)))
+        return out
+
+    def _counts(self) -> dict:
+        n_ok = len(self.ok)
+        return {
+            "num_prompts": len(self), "completed": n_ok, "failed": len(self) - n_ok,
+            "failed_by_kind": dict(sorted(self.kinds.items())),
+            "total_input_tokens": int(self.ok.np("prompt").sum()), "total_output_tokens": int(self.ok.np("out").sum()),
+            "usage_source": dict(self.usage_source), "count_source": dict(self.count_source),
+            "length_mismatches": self.length_mismatches, "total_reasoning_tokens": self.reasoning_tokens,
+            "reasoning_requests": self.reasoning_requests,
+            "zero_token_requests": int((np.frombuffer(self.tok_n, np.int64) == 0).sum()) if self.tok_n else 0,
+        }
+
+    def _extras(self) -> dict:
+        out: dict = {}
+        cached, prompt, told = self.cache
+        if told:
+            out.update(total_cached_tokens=cached, cache_hit_rate=cached / prompt, cache_reported_requests=told)
+        if self.prompt_told:
+            out.update(prompt_tokens_disagreeing=self.prompt_diff[0],
+                       prompt_tokens_diff_mean=self.prompt_diff[1] / self.prompt_told,
+                       prompt_tokens_diff_max=self.prompt_diff[2])
+        if self.images[0]:
+            out.update(total_images=self.images[1], total_image_bytes=self.images[2],
+                       server_counted_images=self.images[3] if self.images_counted else None)
+        return out
+
+    def _latencies(self) -> dict:
+        ok = self.ok
+        sent, end, first, ttfc = ok.np("sent"), ok.np("end"), ok.np("first"), ok.np("ttfc")
+        outs, e2el = ok.np("out"), end - sent
+        has_first = first >= 0
+        ttft = first - sent
+        multi = has_first & (outs >= 2)
+        out: dict = {}
+        if (ttfc >= 0).any():
+            out.update(describe((ttfc - sent)[ttfc >= 0] / MS, "ttfc"))
+        connect = ok.np("connect")
+        out["new_connections"] = int((connect != 0).sum())
+        if out["new_connections"]:
+            out.update(describe(connect[connect != 0] / MS, "connect"))
+        tpot = (e2el[multi] - ttft[multi]) / (outs[multi] - 1) / MS
+        has_out = outs > 0
+        for name, vals in (("ttft", ttft[has_first] / MS), ("tpot", tpot), ("itl", self.itl_ms()),
+                           ("e2el", e2el / MS), ("ntpot", e2el[has_out] / outs[has_out] / MS),
+                           ("queue", ok.np("queue") / MS)):
+            out.update(describe(vals, name))
+        return out
+
+    def itl_ms(self) -> np.ndarray:
+        """Gaps between consecutive token-bearing chunks of each request (never across two requests)."""
+        t = np.frombuffer(self.tok_t, np.int64) if self.tok_t else np.zeros(0, np.int64)
+        if len(t) < 2:
+            return np.zeros(0)
+        gaps = np.diff(t)
+        starts = np.cumsum(np.frombuffer(self.tok_n, np.int64))[:-1]     # where request k+1's chunks begin
+        keep = np.ones(len(gaps), bool)
+        keep[starts[(starts > 0) & (starts <= len(gaps))] - 1] = False
+        return gaps[keep] / MS
+
+    def steady(self, window: tuple[int, int] | None) -> dict:
+        keys = ("steady_duration", "steady_request_throughput", "steady_output_throughput",
+                "steady_total_token_throughput")
+        if window is None or not len(self.ok):
+            return dict.fromkeys(keys)
+        a, b = window
+        dur = (b - a) / NS
+        t = np.frombuffer(self.tok_t, np.int64) if self.tok_t else np.zeros(0, np.int64)
+        c = np.frombuffer(self.tok_c, np.int64) if self.tok_c else np.zeros(0, np.int64)
+        out_tok = int(c[(t >= a) & (t <= b)].sum())
+        first, end = self.ok.np("first"), self.ok.np("end")
+        in_tok = int(self.ok.np("prompt")[(first >= 0) & (first >= a) & (first <= b)].sum())
+        done = int(((end >= a) & (end <= b)).sum())
+        return dict(zip(keys, (dur, done / dur, out_tok / dur, (in_tok + out_tok) / dur), strict=True))
+
+
+def _load_keys(load: Load, input_len: int, output_len: int) -> dict:
+    return {
+        "concurrency": load.concurrency,
+        "request_rate": load.request_rate,
+        "max_concurrency": load.max_concurrency,
+        "arrival": load.arrival if load.concurrency is None else None,
+        "input_len": input_len,
+        "output_len": output_len,
+    }
+
+
+def in_flight_steps(sent: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(times, requests in flight after each) at every send and end, time-ordered (an end before a
+    send at the same instant)."""
+    times = np.concatenate([sent, end])
+    deltas = np.concatenate([np.ones(len(sent), np.int64), -np.ones(len(end), np.int64)])
+    order = np.lexsort((deltas, times))
+    return times[order], np.cumsum(deltas[order])
+
+
+def sustained_concurrency(sent: np.ndarray, end: np.ndarray, load: Load) -> float | None:
+    """Closed loop: time-weighted mean of requests in flight from the moment the C-th request was sent
+    (ramp-up done) to the last send; None for open loop, or when no request replaced another."""
+    cap = load.concurrency
+    if cap is None or len(sent) <= cap:
+        return None
+    sends = np.sort(sent)
+    a, b = int(sends[cap - 1]), int(sends[-1])
+    if b <= a:
+        return None
+    t, level = in_flight_steps(sent, end)
+    last = int(np.argmax(t >= b))                  # the step at (or after) the last send ends the sum
+    k = np.arange(1, last + 1)
+    k = k[t[k] > a]
+    span = np.minimum(t[k], b) - np.maximum(t[k - 1], a)
+    return int((level[k - 1] * span).sum()) / (b - a)
+
+
+def steady_window(sent: np.ndarray, end: np.ndarray, load: Load) -> tuple[int, int] | None:
+    """Closed loop: first to last moment the cell held its full concurrency.
+    Open loop: from first send + mean E2EL (ramp-up) to the last send."""
+    cap = load.in_flight_cap if load.concurrency is not None else None
+    if cap is None:
+        mean_e2e = int((end - sent).sum()) / len(sent)
+        start, stop = int(sent.min()) + int(mean_e2e), int(sent.max())
+        return (start, stop) if stop > start else None
+    t, level = in_flight_steps(sent, end)
+    full = np.nonzero(level >= cap)[0]
+    if len(full) < 2:
+        return None
+    start = int(t[full[0]])
+    after = np.nonzero((t > t[full[-1]]) & (level < cap))[0]
+    if not len(after):
+        return None
+    stop = int(t[after[0]])
+    return (start, stop) if stop > start else None

@@ -1,0 +1,115 @@
+"""Bounded memory and unbounded cells (issue 20): requests are made as they are taken, finished records
+leave memory for the cell's spool, a user stop keeps what finished, and the JSON result is written from
+the spools in pieces. Memory itself is measured by bench/scale.py, not here."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from tokenbench.client.records import RawExchange, RequestRecord
+from tokenbench.client.request import PreparedRequest
+from tokenbench.client.spool import Spool
+from tokenbench.client.transport import new_session
+from tokenbench.load.cell import run_cell
+from tokenbench.load.runner import run_phase
+from tokenbench.load.target import resolve
+from tokenbench.metrics.summary import summarize
+from tokenbench.spec.bench import SLO, BenchSpec, Load, Workload
+from tokenbench.store.journal import Journal
+from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
+
+MS = 1_000_000
+
+
+def _request() -> PreparedRequest:
+    return PreparedRequest(url="http://x/v1/completions", body=b"{}", headers={}, input_len=4, output_len=2,
+                           expected_prompt_tokens=4)
+
+
+async def _fake_send(req, intended):                 # a server answering in 5 ms (no socket: timing only)
+    raw = RawExchange(intended_ns=intended, sent_ns=intended)
+    try:
+        await asyncio.sleep(0.005)
+    except asyncio.CancelledError:
+        raw.error_kind, raw.error_detail = "cancelled", "interrupted"
+    return raw
+
+
+def test_requests_are_made_only_when_taken():
+    made = []
+
+    def endless():
+        while True:
+            made.append(1)
+            yield _request()
+
+    run = asyncio.run(run_phase(_fake_send, endless(), Load(concurrency=2, duration_s=0.3), "measure"))
+    assert 10 < len(run.records) and len(made) == len(run.records)      # nothing made ahead, no end needed
+
+
+def test_a_stopped_phase_returns_what_finished():
+    async def main():
+        task = asyncio.ensure_future(run_phase(_fake_send, iter(_request, None), Load(concurrency=4, duration_s=60),
+                                               "measure", stoppable=True))
+        await asyncio.sleep(0.3)
+        task.cancel()                                   # what Ctrl-C does to the running cell
+        return await task
+
+    run = asyncio.run(main())
+    assert run.stopped and 0 < run.client_health["stopped_after_s"] < 5
+    kinds = [r.error_kind for r in run.records]
+    assert kinds.count("cancelled") <= 4 and len(kinds) > 20
+
+
+def _record(i: int) -> RequestRecord:
+    sent = 10**9 + i * MS
+    return RequestRecord(index=i, phase="measure", input_len=4, output_len=3, intended_ns=sent, sent_ns=sent,
+                         end_ns=sent + 30 * MS, status=200, token_times_ns=[sent + k * 10 * MS for k in (1, 2, 3)],
+                         token_counts=[1, 1, 1], completion_tokens=3, prompt_tokens=4, text="abc")
+
+
+def test_the_spool_gives_back_every_record_on_every_pass():
+    spool = Spool()
+    for i in range(50):
+        spool.add(_record(i))
+    assert list(spool) == [_record(i) for i in range(50)] == list(spool)
+    assert len(spool) == 50
+
+
+def test_the_json_result_is_written_from_the_spools(tmp_path):
+    out = tmp_path / "r.json"
+    journal = Journal(None, None, {"run_id": "x", "spec": {"a": [1, 2]}}, out)
+    for key in ("4:3/c=1", "4:3/c=2"):
+        spool = Spool()
+        for i in range(20):
+            spool.add(_record(i))
+        journal.add(None, {"key": key, "summary": {"mean_ttft_ms": float("nan")}}, spool)
+    doc = json.loads(out.read_text())
+    assert doc["spec"] == {"a": [1, 2]} and [c["key"] for c in doc["cells"]] == ["4:3/c=1", "4:3/c=2"]
+    assert [len(c["requests"]) for c in doc["cells"]] == [20, 20]
+    assert doc["cells"][0]["summary"]["mean_ttft_ms"] is None
+    assert doc["cells"][1]["requests"][3]["token_offsets_ns"] == [10 * MS, 20 * MS, 30 * MS]
+
+
+@pytest.mark.slow
+def test_a_cell_keeps_no_record_and_summarizes_them_all():
+    with ReferenceProcess(ReferenceConfig(ttft_ms=1, itl_ms=1)) as ref:
+        spec = BenchSpec(target={"base_url": ref.url}, workload={"input_len": 8, "output_len": 4},
+                         cells=[{"concurrency": 8, "num_prompts": 300, "warmup_requests": 3}])
+        target = resolve(spec.target)
+
+        async def cell():
+            async with new_session(30) as session:
+                return await run_cell(session, target, Workload(input_len=8, output_len=4),
+                                      Load(concurrency=8, num_prompts=300, warmup_requests=3), SLO(),
+                                      keep_records=False)
+        result = asyncio.run(cell())
+    assert result.records == [] and result.warmup == [] and result.status in ("ok", "invalid")
+    spooled = list(result.all_records())
+    measured = [r for r in spooled if r.phase == "measure"]
+    assert len(spooled) == 303 and sorted(r.index for r in measured) == list(range(300))
+    again = summarize(measured, result.load, 8, 4)
+    assert {k: result.summary[k] for k in again} == again
