@@ -9,6 +9,7 @@ HTTP, for sizes a run cannot reach on a small machine; only their DB and report 
 
     .venv/bin/python bench/scale.py --real 10000,100000 --synthetic 1000000
     .venv/bin/python bench/scale.py --real 5000,40000     # the bounded-memory acceptance pair
+    .venv/bin/python bench/scale.py --soak 600 --rate 50   # a --duration cell past any prepared cap
 """
 
 from __future__ import annotations
@@ -77,6 +78,21 @@ def real_row(n: int, db: Path, env: dict, streams: int, output_len: int, itl_ms:
     return {"kind": "real", "n": n, "run": run_id, "rss": rss, "bench_s": wall,
             "db_per_req": (_db_bytes(db) - before) / n, "us_per_chunk": cpu_s / chunks * 1e6,
             "failed": s.get("failed"), "lag_p99": s.get("loop_lag_p99_ms")}
+
+
+def soak_row(seconds: float, rate: float, db: Path, env: dict, output_len: int, itl_ms: float) -> str:
+    """One open-loop `--duration` cell: requests sent, measured span, peak RSS (the cell must send for
+    the whole duration, however many requests that takes)."""
+    with ReferenceProcess(ReferenceConfig(ttft_ms=0, itl_ms=itl_ms)) as ref:
+        wall, rss, _ = _run([*TB, "bench", "--base-url", ref.url, "--input-len", "32", "--output-len",
+                             str(output_len), "--request-rate", str(rate), "--duration", str(seconds),
+                             "--warmup-requests", "0", "--db", str(db), "--allow-length-mismatch",
+                             "--max-error-rate", "1"], env)
+    store = Store(db)
+    s = store.cells(store.runs()[0]["id"])[0]["summary"]
+    return (f"soak {seconds:g} s at {rate:g}/s: {s['num_prompts']:,} requests sent ({s['failed']} failed), "
+            f"duration {s['duration']:.1f} s, last send lateness p99 {s.get('p99_queue_ms', 0):.1f} ms, "
+            f"prepared_exhausted_s={s.get('prepared_exhausted_s')}, peak RSS {rss / 2**20:.0f} MB, wall {wall:.0f} s")
 
 
 def _records(n: int, output_len: int, seed: int) -> Iterator[RequestRecord]:
@@ -152,11 +168,16 @@ def main() -> int:
     ap.add_argument("--output-len", type=int, default=64)
     ap.add_argument("--itl-ms", type=float, default=20.0, help="reference server's inter-token latency")
     ap.add_argument("--no-views", action="store_true", help="skip report/compare/export timings")
+    ap.add_argument("--soak", type=float, default=0, help="instead: one --duration cell of this many seconds")
+    ap.add_argument("--rate", type=float, default=50.0, help="--soak: open-loop request rate")
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="tb-scale-"))
     env = {**os.environ, "TOKENBENCH_RESULTS": str(work)}
     rows = []
     try:
+        if a.soak:
+            print(soak_row(a.soak, a.rate, work / "soak.db", env, a.output_len, a.itl_ms))
+            return 0
         for n in (int(x) for x in a.real.split(",") if x):
             rows.append(real_row(n, work / f"real-{n}.db", env, a.streams, a.output_len, a.itl_ms))
         for n in (int(x) for x in a.synthetic.split(",") if x):

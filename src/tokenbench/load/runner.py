@@ -114,13 +114,13 @@ async def _open_loop(send: Send, pool: _Pool, load: Load, rng: random.Random, cl
             item = pool.take()
             if item is None:
                 break
-            task = asyncio.ensure_future(one(item[0], item[1], t0 + off))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)       # a soak keeps only the requests in flight
+            sending = asyncio.ensure_future(one(item[0], item[1], t0 + off))
+            tasks.add(sending)
+            sending.add_done_callback(tasks.discard)       # a soak keeps only the requests in flight
         await asyncio.gather(*tasks)
     except asyncio.CancelledError:
-        for task in tasks:
-            task.cancel()
+        for left in tasks:
+            left.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
 

@@ -10,7 +10,7 @@ import numpy as np
 PERCENTILES = (50, 90, 95, 99)
 
 
-def percentile(sorted_values: Sequence[float], q: float) -> float:
+def percentile(sorted_values: Sequence[float] | np.ndarray, q: float) -> float:
     """Linear interpolation between closest ranks, as numpy.percentile(method="linear")."""
     if len(sorted_values) == 0:
         return math.nan
@@ -20,7 +20,7 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     lo = math.floor(pos)
     hi = min(lo + 1, len(sorted_values) - 1)
     frac = pos - lo
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac
+    return float(sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac)
 
 
 def describe(values: Sequence[float] | np.ndarray, name: str, unit: str = "ms") -> dict[str, float]:
