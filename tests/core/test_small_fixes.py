@@ -102,7 +102,6 @@ def test_duration_cells_are_bounded_by_memory_not_a_fixed_count():
     assert planned_count(Load(concurrency=4, num_prompts=9), 128, "random") == 9
 
 
-
 def test_final_usage_only_leaves_continuous_usage_out_of_the_body():
     import json
 

@@ -9,6 +9,7 @@ stays in memory, so the client's memory follows the requests in flight, not thos
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -191,10 +192,10 @@ async def run_cell(session: Session, t: ResolvedTarget, wl: Workload, load: Load
     prompts.warmup, prompts.measure = [], []        # the requests being made hold them now (images are large)
     warm_load = _warmup_load(load, n_warm)
     sink = _Sink(slo, keep_records)
-    if ray_address or workers > 1:
-        run = await _out_of_process(session, ray_address, workers, warm_r, warm_load, list(meas_r), load, wl.seed,
-                                    on_progress, sink)
-        n_meas = len(sink.tally)
+    if ray_address or workers > 1:            # dealt out before the cell: prepared, within PREPARED_BYTES
+        n_meas = n_meas if n_meas is not None else planned_count(load, wl.input_len, "prepared")
+        run = await _out_of_process(session, ray_address, workers, warm_r, warm_load,
+                                    list(itertools.islice(meas_r, n_meas)), load, wl.seed, on_progress, sink)
     else:
         run = await _in_process(session, warm_r, warm_load, meas_r, n_meas, load, wl.seed, on_progress, sink,
                                 prompts.offsets_ns)
