@@ -71,12 +71,15 @@ def _record(i: int) -> RequestRecord:
                          token_counts=[1, 1, 1], completion_tokens=3, prompt_tokens=4, text="abc")
 
 
-def test_the_spool_gives_back_every_record_on_every_pass():
+def test_the_spool_gives_back_every_record_in_send_order_on_every_pass():
     spool = Spool()
-    for i in range(50):
+    for i in reversed(range(50)):                   # finished last to first
         spool.add(_record(i))
-    assert list(spool) == [_record(i) for i in range(50)] == list(spool)
-    assert len(spool) == 50
+    warm = _record(7)
+    warm.phase = "warmup"
+    spool.add(warm)
+    assert list(spool) == [warm, *(_record(i) for i in range(50))] == list(spool)
+    assert len(spool) == 51
 
 
 def test_the_json_result_is_written_from_the_spools(tmp_path):
