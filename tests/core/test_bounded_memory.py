@@ -51,10 +51,13 @@ def test_requests_are_made_only_when_taken():
 
 
 def test_a_stopped_phase_returns_what_finished():
+    done = []
+
     async def main():
         task = asyncio.ensure_future(run_phase(_fake_send, iter(_request, None), Load(concurrency=4, duration_s=60),
-                                               "measure", stoppable=True))
-        await asyncio.sleep(0.3)
+                                               "measure", stoppable=True, on_done=lambda: done.append(1)))
+        while len(done) < 30:
+            await asyncio.sleep(0.01)
         task.cancel()                                   # what Ctrl-C does to the running cell
         return await task
 
