@@ -100,8 +100,12 @@ def test_compare_cli_strict_exit_code(stored_run, db_path, store, tmp_path, caps
 def test_headers_name_the_study_and_its_run_id():
     from types import SimpleNamespace
 
-    from tokenbench.report.compare import column_label
+    from tokenbench.report.compare import column_label, column_name
     named = SimpleNamespace(id="20261201-152412-b6b5ba", spec={"name": "llamacpp-study"})
     assert column_label(named, "default") == "llamacpp-study (20261201-152412-b6b5ba)"
     assert column_label(named, "slots=4") == "llamacpp-study:slots=4 (20261201-152412-b6b5ba)"
     assert column_label(SimpleNamespace(id="R1", spec={}), "default") == "R1:default"
+    # verdict sentences name the column without the run id, and a name with " (" in it stays whole
+    odd = SimpleNamespace(id="R2", spec={"name": "gemma (bf16) study"})
+    assert column_name(odd, "default") == "gemma (bf16) study"
+    assert column_label(odd, "default") == "gemma (bf16) study (R2)"

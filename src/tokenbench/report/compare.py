@@ -31,17 +31,25 @@ def select(store: Store, selectors: list[str]) -> list[Column]:
         picked += [(run, n) for n in ([cfg] if cfg else names)]
     if len(picked) < 2:
         raise UsageError("compare needs at least two columns", "give two runs, or RUN:CONFIG twice")
-    return [Column(run, run.config(n), column_label(run, n)) for run, n in picked]
+    return [Column(run, run.config(n), column_label(run, n), column_name(run, n)) for run, n in picked]
+
+
+def _study_name(run: RunData) -> str | None:
+    name = run.spec.get("name")
+    return name if isinstance(name, str) else None
+
+
+def column_name(run: RunData, config: str) -> str:
+    """What a column is: the study's name (and the config when it is not the only one), else RUN:CONFIG."""
+    name = _study_name(run)
+    return name if name and config == "default" else f"{name or run.id}:{config}"
 
 
 def column_label(run: RunData, config: str) -> str:
-    """The study's name (and the config when the run has several) with the run id, so every header says
-    both what it is and where it is stored: 'llamacpp-study (20261201-152412-b6b5ba)'."""
-    name = run.spec.get("name") if isinstance(run.spec.get("name"), str) else None
-    what = name or run.id
-    if config != "default" or not name:
-        what = f"{what}:{config}"
-    return f"{what} ({run.id})" if name else what
+    """The header: the column's name with the run id, so it says both what it is and where it is stored:
+    'llamacpp-study (20261201-152412-b6b5ba)'."""
+    what = column_name(run, config)
+    return f"{what} ({run.id})" if _study_name(run) else what
 
 
 def _workload(col: Column) -> str:

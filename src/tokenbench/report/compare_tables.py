@@ -22,7 +22,7 @@ def sides(cols: list[Column]) -> list[Side]:
     for col in cols:
         book = books.setdefault(col.run.id, Book(col.run))
         roofs = {chk.config.name: chk.roofline for chk in plausibility.check_run(col.run)}
-        out.append(Side(col.label, book, col.config.name, roofs.get(col.config.name)))
+        out.append(Side(col.label, book, col.config.name, roofs.get(col.config.name), col.name))
     return out
 
 

@@ -22,7 +22,11 @@ OWN_KINDS = ("bench", "sweep")   # runs tokenbench measured: it always sends tem
 class Column:
     run: RunData
     config: ConfigInfo
-    label: str
+    label: str              # the header: what it is and where it is stored
+    name: str = ""          # what it is, for sentences ("... faster by"); default: the label
+
+    def __post_init__(self) -> None:
+        self.name = self.name or self.label
 
     def cells(self) -> list[CellInfo]:
         return self.run.cells_of(self.config.name)

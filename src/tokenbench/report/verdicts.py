@@ -30,6 +30,10 @@ class Side:
     book: Book
     config: str
     roof: Roofline | None = None
+    name: str = ""              # how verdict sentences name it; default: the label
+
+    def __post_init__(self) -> None:
+        self.name = self.name or self.label
 
     def cell(self, pair, x) -> CellInfo | None:
         return self.book.run.cell_at(self.config, pair, x)
@@ -49,8 +53,7 @@ def verdict_text(v: u.Verdict | None, a: str, b: str, lang: str) -> str:
     if v.winner is None:
         return t(lang, "verdict.none", y=f"{100 * v.detectable:.1f}%")
     x, lo, hi = v.faster_by()
-    who = (a if v.winner == "A" else b).split(" (")[0]      # the header above holds the run id
-    return t(lang, "verdict.faster", who=who, x=f"{100 * x:.1f}%", lo=pct(lo), hi=pct(hi))
+    return t(lang, "verdict.faster", who=a if v.winner == "A" else b, x=f"{100 * x:.1f}%", lo=pct(lo), hi=pct(hi))
 
 
 def figure(book: Book, c: CellInfo | None, m: Metric, digits: int | None = None) -> Cell | str:
@@ -115,7 +118,7 @@ def verdict_cell(a_side: Side, a: CellInfo, b_side: Side, b: CellInfo, m: Metric
     if worst is not None:
         return Cell(t(lang, "verdict.not_ok"), mark=worst.mark, why=worst.kind)
     v = verdict(a_side.book, a, b_side.book, b, m, min_effect)
-    return verdict_text(v, a_side.label, b_side.label, lang)
+    return verdict_text(v, a_side.name, b_side.name, lang)
 
 
 def _bottleneck(side: Side, c: CellInfo, lang: str) -> Cell:
