@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tokenbench.client.parse import parse_exchange, parse_steps
+from tokenbench.client.parse import PLAIN_STEP, parse_exchange, parse_steps
 from tokenbench.client.records import RawExchange
 from tokenbench.client.request import PreparedRequest
 from tokenbench.client.transport import new_session, send
@@ -38,8 +38,8 @@ def _req(n: int) -> PreparedRequest:
 @pytest.mark.parametrize("per_step", [1, 2, 3, 8, 100])
 def test_sliced_parse_equals_whole_parse(per_step):
     raw, req = _stream(17), _req(17)
-    steps = list(parse_steps(raw, req, 5, "measure", per_step))
-    assert all(s is None for s in steps[:-1]) and len(steps) - 1 == len(raw.chunks) // per_step
+    steps = list(parse_steps(raw, req, 5, "measure", per_step))        # a plain stream: the plain path's steps
+    assert all(s is None for s in steps[:-1]) and len(steps) - 1 == len(raw.chunks) // (per_step * PLAIN_STEP)
     assert steps[-1] == parse_exchange(raw, req, 5, "measure")
     assert steps[-1].token_counts == [1] * 17 and steps[-1].ok
 

@@ -60,7 +60,7 @@ class BulkDecoder:
     def feed(self, t_ns: int, data: bytes) -> list[tuple[int, Event]]:
         if self.done_ns is not None:
             return []                       # the strict path ignores everything after [DONE] too
-        if b"\r" in data or not data.isascii() and not _utf8(data):
+        if b"\r" in data or not data.isascii() and not utf8(data):
             raise Unusual
         parts = (self._rest + data).split(b"\n\n")
         self._rest = parts.pop()
@@ -84,7 +84,7 @@ class BulkDecoder:
             raise Unusual
 
 
-def _utf8(data: bytes) -> bool:
+def utf8(data: bytes) -> bool:
     """Valid UTF-8 in this read (a character split across reads is left to the strict path)."""
     try:
         data.decode("utf-8")
@@ -111,7 +111,7 @@ def _piece(c: _Choice) -> Piece:
     else:
         content = (d.content or "") if d is not None else ""
     if c.finish_reason is not None or (d is not None and d.role is not UNSET):
-        empty = text == ""
+        empty = False                   # the role and finish chunks' empty fields are no token
     elif text is not UNSET:
         empty = text == ""
     else:

@@ -18,13 +18,15 @@ from dataclasses import dataclass, field
 
 from tokenbench.client.bulk import BulkDecoder, Unusual
 from tokenbench.client.bulk import pieces as bulk_pieces
+from tokenbench.client.plain import NotPlain, PlainReader
 from tokenbench.client.records import Phase, RawExchange, RequestRecord, UsageSource
 from tokenbench.client.request import PreparedRequest
 from tokenbench.client.sse import SSEDecoder
-from tokenbench.client.token_counts import Chunk, Counted, resolve
+from tokenbench.client.token_counts import Chunk, Counted, resolve, resolve_plain
 from tokenbench.client.tokens import Piece, choice_problem, read_choice
 
 MAX_TEXT = 2000  # characters of generated text kept per request (for smoke tests and reports)
+PLAIN_STEP = 16  # the plain path costs about a sixteenth per read: it pauses after 16 x per_step reads
 
 
 @dataclass(slots=True)
@@ -160,17 +162,39 @@ def _bulk_steps(raw: RawExchange, st: _State, per_step: int) -> Iterator[None]:
     st.counted = resolve(st.chunks, st.usage)
 
 
+def _plain_steps(raw: RawExchange, st: _State, per_step: int) -> Iterator[None]:
+    """The plain shape (client.plain) into `st`, pausing after every `per_step` reads; raises NotPlain."""
+    reader = PlainReader()
+    for i in range(0, len(raw.chunks), per_step):
+        reader.feed(raw.chunks[i:i + per_step])
+        if i + per_step <= len(raw.chunks):
+            yield
+    plain = reader.end()
+    if any(_usage_problem(u) for u in plain.usages):
+        raise NotPlain
+    st.usage = plain.usages[-1] if plain.usages else None
+    st.finish_reason = plain.finish_reason
+    st.text = ["".join(plain.texts)[:MAX_TEXT]]
+    st.done, st.done_ns = True, plain.done_ns
+    st.counted = resolve_plain(plain.times, st.usage, plain.empty_finish_last_ns)
+
+
 def _steps(raw: RawExchange, per_step: int) -> Iterator[_State | None]:
-    """The bulk path; on anything unusual, the whole request again on the strict path. Ends with the state."""
+    """The plain path; else the bulk path; on anything unusual, the whole request again on the strict
+    path. Ends with the state."""
     st = _State()
     if raw.error_kind is not None and not raw.chunks:
         yield st
         return
     try:
-        yield from _bulk_steps(raw, st, per_step)
-    except Unusual:
+        yield from _plain_steps(raw, st, per_step * PLAIN_STEP)
+    except NotPlain:
         st = _State()
-        yield from _decode_steps(raw, st, per_step)
+        try:
+            yield from _bulk_steps(raw, st, per_step)
+        except Unusual:
+            st = _State()
+            yield from _decode_steps(raw, st, per_step)
     yield st
 
 

@@ -6,17 +6,19 @@ after the cell: warmup first, then measured, each in index order (the order they
 from __future__ import annotations
 
 import dataclasses
-import json
 import tempfile
 from array import array
 from collections.abc import Iterator
 
+import msgspec
 import numpy as np
 
 from tokenbench.client.records import RequestRecord
 
 FIELDS = tuple(f.name for f in dataclasses.fields(RequestRecord))
 PHASE_RANK = {"warmup": 0, "measure": 1}
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder(list).decode
 
 
 class Spool:
@@ -26,7 +28,7 @@ class Spool:
         self.end = 0
 
     def add(self, r: RequestRecord) -> None:
-        line = json.dumps([getattr(r, f) for f in FIELDS], separators=(",", ":")).encode() + b"\n"
+        line = _encode([getattr(r, f) for f in FIELDS]) + b"\n"
         self.file.write(line)
         self.keys.append(PHASE_RANK[r.phase] << 40 | r.index)
         self.offsets.append(self.end)
@@ -45,8 +47,7 @@ class Spool:
         try:
             for k in order:
                 self.file.seek(int(offsets[k]))
-                values = json.loads(self.file.readline())
-                yield RequestRecord(**dict(zip(FIELDS, values, strict=True)))
+                yield RequestRecord(*_decode(self.file.readline()))
         finally:
             self.file.seek(self.end)
 

@@ -114,7 +114,34 @@ def resolve(chunks: Sequence[Chunk], usage: dict | None) -> Counted:
             out.first_content_ns = c.t_ns
         if c.reasoning_only:
             out.reasoning_tokens += k
+    _usage_reasoning(out, usage)
+    return out
+
+
+def resolve_plain(times: Sequence[int], usage: dict | None, empty_finish_ns: int | None) -> Counted:
+    """`resolve` for a stream whose every chunk carries one token's text and no token ids or usage
+    marks, with perhaps a text-less finish chunk as the last chunk (client.plain): the same Counted,
+    without a Chunk per event. One per chunk; a larger final count first makes the finish chunk a
+    token, then spreads the rest over the chunks after the first; a smaller one changes nothing."""
+    total = (usage or {}).get("completion_tokens")
+    out = Counted(times=list(times), counts=[1] * len(times), source="chunks",
+                  first_content_ns=times[0] if times else None)
+    if isinstance(total, int) and _is_count(total) and total != len(times):
+        out.source = "chunks+usage"
+        if total > len(times) and empty_finish_ns is not None:
+            out.times.append(empty_finish_ns)
+            out.counts.append(1)
+        missing, bearing = total - len(out.counts), len(out.counts) - 1
+        if missing > 0 and bearing > 0:
+            share, extra = divmod(missing, bearing)
+            out.counts[1:] = [1 + share + (1 if n < extra else 0) for n in range(bearing)]
+    if not out.counts:
+        out.source = "none"
+    _usage_reasoning(out, usage)
+    return out
+
+
+def _usage_reasoning(out: Counted, usage: dict | None) -> None:
     details = (usage or {}).get("completion_tokens_details")
     if isinstance(details, dict) and _is_count(details.get("reasoning_tokens")) and details["reasoning_tokens"]:
         out.reasoning_tokens = details["reasoning_tokens"]
-    return out

@@ -4,12 +4,12 @@ pre-flight and the benchmarks in bench/."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import statistics
 from dataclasses import dataclass
 
 from tokenbench.load.bench import run_bench
+from tokenbench.load.clock import run
 from tokenbench.load.target import resolve
 from tokenbench.spec.bench import BenchSpec
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
@@ -100,7 +100,7 @@ def measure_reference(concurrency: int, num_prompts: int, input_len: int = 32, o
                              workload={"input_len": input_len, "output_len": output_len},
                              cells=[{"concurrency": concurrency, "num_prompts": num_prompts,
                                      "warmup_requests": concurrency}])
-            [cell] = asyncio.run(run_bench(spec, resolve(spec.target), lambda r: None, workers=workers))
+            [cell] = run(run_bench(spec, resolve(spec.target), lambda r: None, workers=workers))
         finally:
             os.sched_setaffinity(0, all_cpus)
         log = sorted(ref.send_log(), key=lambda r: r["recv_ns"])[-len(cell.records):]

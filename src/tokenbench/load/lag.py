@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from tokenbench.load.clock import sleep_until
 from tokenbench.metrics.stats import percentile
 
 
@@ -21,7 +22,7 @@ class LoopLagProbe:
     async def _run(self) -> None:
         due = time.perf_counter_ns() + self.period_ns
         while True:
-            await asyncio.sleep(max(0, due - time.perf_counter_ns()) / 1e9)
+            await sleep_until(due)
             now = time.perf_counter_ns()
             self.lags_ns.append(now - due)
             due = max(due + self.period_ns, now)

@@ -26,6 +26,7 @@ from concurrent.futures import Future
 from tokenbench.client.records import RequestRecord
 from tokenbench.client.transport import new_session, send
 from tokenbench.errors import UsageError
+from tokenbench.load.clock import new_loop
 from tokenbench.load.runner import CellRun, run_phase
 from tokenbench.load.workers import WorkerJob, make_jobs, merge_health, reindex
 from tokenbench.spec.bench import Load
@@ -42,7 +43,7 @@ class ClientActor:
     """Runs one worker's share on a persistent event loop (so warmup connections stay open)."""
 
     def __init__(self, timeout_s: float) -> None:
-        self.loop = asyncio.SelectorEventLoop()   # Ray workers default to uvloop; measure as one process does
+        self.loop = new_loop()                    # the loop a single process measures on
         threading.Thread(target=self.loop.run_forever, daemon=True).start()
         self.session = asyncio.run_coroutine_threadsafe(self._session(timeout_s), self.loop).result()
         self.finished: deque[RequestRecord] = deque()

@@ -19,6 +19,7 @@ from tokenbench.client.records import RequestRecord
 from tokenbench.client.request import PreparedRequest
 from tokenbench.client.transport import new_session, send
 from tokenbench.errors import UsageError
+from tokenbench.load import clock
 from tokenbench.load.arrivals import schedule
 from tokenbench.load.runner import CellRun, run_phase
 from tokenbench.spec.bench import Load
@@ -104,7 +105,7 @@ class StartLine:
 
 
 def _worker_main(job: WorkerJob, sync: StartLine, progress, results) -> None:
-    results.put((job.worker, asyncio.run(_worker_async(job, sync, progress))))
+    results.put((job.worker, clock.run(_worker_async(job, sync, progress))))
 
 
 def merge_health(parts: Sequence[dict]) -> dict:

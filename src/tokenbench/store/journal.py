@@ -12,6 +12,8 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import msgspec
+
 from tokenbench.client.records import RequestRecord
 from tokenbench.errors import OutputError, StoreError
 from tokenbench.store import outputs
@@ -146,6 +148,9 @@ class _Stored:
         return iter(self.store.requests(self.cell_id))
 
 
+_encode = msgspec.json.Encoder().encode      # a request's JSON (non-finite floats as null, as json_safe)
+
+
 def json_pieces(doc: dict) -> Iterator[str]:
     """The JSON result in pieces: the run's facts, then each cell with its requests one per line."""
     head = json.dumps(json_safe({k: v for k, v in doc.items() if k != "cells"}), indent=1)
@@ -154,6 +159,6 @@ def json_pieces(doc: dict) -> Iterator[str]:
         rest = json.dumps(json_safe({k: v for k, v in cell.items() if k != "requests"}))
         yield ("," if n else "") + "\n  " + rest[:-1] + ', "requests": ['
         for m, r in enumerate(cell.get("requests", [])):
-            yield ("," if m else "") + "\n   " + json.dumps(json_safe(r))
+            yield ("," if m else "") + "\n   " + _encode(r).decode()
         yield "]}"
     yield "\n ]\n}"

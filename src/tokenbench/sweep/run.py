@@ -6,7 +6,6 @@ A server that dies mid-cell fails that cell with the cause and the next config r
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from tokenbench.deploy.facts import ServerFacts
 from tokenbench.deploy.secret_refs import api_key_var
 from tokenbench.errors import DeployError, TargetError
 from tokenbench.load.cell import CellProgress, CellResult, run_cell
+from tokenbench.load.clock import run as run_loop
 from tokenbench.load.target import ResolvedTarget, resolve
 from tokenbench.spec.bench import Target
 from tokenbench.store.db import Store
@@ -199,9 +199,9 @@ class SweepRunner:
             self.store.upsert_config(self.run_id, config.name, config.as_dict(), profile, server.facts.to_dict(),
                                      status="running")
             if self.plan.spec.find_capacity:
-                asyncio.run(self._capacity(server, config, config_id))
+                run_loop(self._capacity(server, config, config_id))
             else:
-                asyncio.run(self._cells(server, config_id, self.pending(config)))
+                run_loop(self._cells(server, config_id, self.pending(config)))
 
     async def _cells(self, server: Server, config_id: int, todo: list[PlannedCell]) -> None:
         spec = self.plan.spec

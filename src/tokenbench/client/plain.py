@@ -1,0 +1,144 @@
+"""The plainest stream, read in one pass: every event one `data: {json}` line, each choice plain text.
+
+Most benchmark streams are exactly that: one choice per event with its text (`text` or
+`delta.content`), a role-only first event perhaps, a finish event without text perhaps, a final
+usage-only event, then `data: [DONE]`. For such a stream the per-event work of `client.parse` (a
+`Piece` and a `Chunk` per event, then `token_counts.resolve` over them) can be done on whole lists: the
+reads are joined, checked by counting, decoded by msgspec as ONE JSON array, each event's time found
+by counting newlines per read, and the counts given by `token_counts.resolve_plain`. Anything
+else (an event with token ids, reasoning, tool calls, an empty-text token, per-chunk usage, an error,
+more than one choice, a line that is not `data: `, a `\\r`, bytes that are not UTF-8, an unterminated
+event) raises NotPlain and the caller takes the per-event path (`client.bulk`, then `client.sse`), so
+this path only ever gives the answer they give; tests/core/test_parse_plain.py checks them side by side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import accumulate, chain, repeat
+from operator import sub
+from typing import Any
+
+import msgspec
+
+from tokenbench.client.bulk import UNSET, Event, utf8
+
+_decode_all = msgspec.json.Decoder(list[Event]).decode
+_SEP = b"\n\ndata: "
+_SEP_DONE = b"\n\ndata: [DONE]\n\n"
+
+
+@dataclass(slots=True)
+class PlainStream:
+    times: list[int]              # arrival of each event with text (one token each, before reconciling)
+    texts: list[str]              # their text, in order
+    finish_reason: str | None
+    usages: list[dict[str, Any]]  # every non-empty usage, in order (the last one counts; each is checked)
+    empty_finish_last_ns: int | None   # a finish event without text that was the last event with choices
+    done_ns: int | None           # when `data: [DONE]` came
+
+
+class NotPlain(Exception):
+    """The stream is not plain: take the per-event path."""
+
+
+class PlainReader:
+    """`feed(reads)` any number of times (reads in order, in slices), then `end() -> PlainStream`;
+    either raises NotPlain."""
+
+    def __init__(self) -> None:
+        self._rest = b""
+        self.stream = PlainStream([], [], None, [], None, None)
+        self._last_empty_finish: int | None = None
+
+    def feed(self, reads: list[tuple[int, bytes]]) -> None:
+        if self.stream.done_ns is not None or not reads:
+            return                    # events after [DONE] are ignored, as on every path
+        datas = [d for _, d in reads]
+        blob = self._rest + b"".join(datas)
+        if b"\r" in blob or not blob.isascii() and not utf8(blob):
+            raise NotPlain
+        done = (b"\n\n" + blob).find(_SEP_DONE)
+        last = blob.rfind(b"\n\n")
+        cut = done if done >= 0 else last + 2 if last >= 0 else 0
+        events = _decode(blob[:cut])
+        times = self._times(reads, datas)[:len(events) + (done >= 0)]
+        self._rest = blob[cut:]
+        self._events(events, times)
+        if done >= 0:
+            self.stream.done_ns = times[len(events)]
+
+    def _times(self, reads: list[tuple[int, bytes]], datas: list[bytes]) -> list[int]:
+        """The arrival of each event that ends in these reads: the read that brought its `\n\n`
+        (newlines come in pairs once the events are checked, so pair k ends where the 2k-th does)."""
+        lines = list(map(bytes.count, datas, repeat(b"\n")))
+        if not self._rest and lines.count(2) == len(lines) and all(map(bytes.endswith, datas, repeat(b"\n\n"))):
+            return [t for t, _ in reads]          # the usual read: one whole event
+        pairs = [n // 2 for n in accumulate(lines, initial=self._rest.count(b"\n"))]
+        return list(chain.from_iterable(map(repeat, (t for t, _ in reads), map(sub, pairs[1:], pairs))))
+
+    def end(self) -> PlainStream:
+        if self.stream.done_ns is None:
+            raise NotPlain            # no [DONE], or an unterminated last event: the per-event path judges
+        self.stream.empty_finish_last_ns = self._last_empty_finish
+        return self.stream
+
+    def _events(self, events: list[Event], times: list[int]) -> None:
+        out = self.stream
+        for t, ev in zip(times, events, strict=False):
+            choices = ev.choices
+            if ev.error is not UNSET:
+                raise NotPlain
+            if not choices:
+                if ev.usage:
+                    out.usages.append(ev.usage)
+                continue
+            if ev.usage or len(choices) != 1:
+                raise NotPlain
+            text, finish = _text(choices[0])
+            if finish:
+                out.finish_reason = finish
+            if text:
+                out.times.append(t)
+                out.texts.append(text)
+                self._last_empty_finish = None
+            else:
+                self._last_empty_finish = t if finish is not None else None
+
+
+def _decode(body: bytes) -> list[Event]:
+    """Whole `data: {json}\n\n` events (no other newline) decoded as one JSON array; NotPlain otherwise."""
+    if not body:
+        return []
+    n = (b"\n\n" + body).count(_SEP)
+    if not body.endswith(b"\n\n") or body.count(b"\n") != 2 * n:
+        raise NotPlain                # a multi-line event, a comment, a blank line too many, not `data: `
+    try:
+        decoded = _decode_all(b"[" + body[6:-2].replace(_SEP, b",") + b"]")
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
+        raise NotPlain from exc
+    if len(decoded) != n:
+        raise NotPlain                # one line held two JSON values
+    return decoded
+
+
+def _text(c: Any) -> tuple[str, str | None]:
+    """A plain choice's text ('' for a role-only or a text-less finish choice) and finish_reason."""
+    if c.token_ids is not None:
+        raise NotPlain
+    finish = c.finish_reason
+    d = c.delta
+    if c.text is not UNSET:
+        if d is not None or not c.text:
+            raise NotPlain           # an empty `text` is an empty-text token (or a finish one): not plain
+        return c.text, finish
+    if d is None or d.reasoning is not None or d.reasoning_content is not None or d.tool_calls is not None:
+        raise NotPlain
+    content = d.content
+    if content:
+        return content, finish
+    if content == "" and finish is None and d.role is UNSET:
+        raise NotPlain               # an explicit empty text: an empty-text token
+    if finish is None and d.role is UNSET:
+        raise NotPlain               # an event that carries nothing at all: left to the per-event path
+    return "", finish
