@@ -7,12 +7,12 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.core.test_parse_bulk import LINE, REQ, common, exchange, strict
 
 from tokenbench.client import parse
 from tokenbench.client.parse import parse_exchange, parse_steps
 from tokenbench.client.plain import NotPlain, PlainReader
 from tokenbench.client.token_counts import Chunk, resolve, resolve_plain
-from tests.core.test_parse_bulk import LINE, REQ, common, exchange, strict
 
 PLAIN_LINE = st.one_of(
     LINE,
