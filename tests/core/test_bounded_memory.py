@@ -119,3 +119,25 @@ def test_a_cell_keeps_no_record_and_summarizes_them_all():
     assert len(spooled) == 303 and sorted(r.index for r in measured) == list(range(300))
     again = summarize(measured, result.load, 8, 4)
     assert {k: result.summary[k] for k in again} == again
+
+
+def test_the_load_waits_for_the_parser_when_finished_exchanges_pile_up(monkeypatch):
+    from tokenbench.load import runner
+    monkeypatch.setattr(runner, "PENDING_MAX", 4)
+    monkeypatch.setattr(runner, "PENDING_HARD", 8)
+    monkeypatch.setattr(runner, "SLICE_BUDGET_NS", 0)        # one parse step per loop iteration: a slow parser
+    longest = []
+    append = runner._Reducer.append
+
+    def watched(self, item):
+        append(self, item)
+        longest.append(len(self.queue))
+    monkeypatch.setattr(runner._Reducer, "append", watched)
+
+    async def instant(req, intended):
+        await asyncio.sleep(0)
+        return RawExchange(intended_ns=intended, sent_ns=intended)
+
+    run = asyncio.run(run_phase(instant, [_request() for _ in range(400)], Load(concurrency=32, num_prompts=400),
+                                "measure"))
+    assert len(run.records) == 400 and max(longest) <= 8 + 32       # the cap plus those in flight

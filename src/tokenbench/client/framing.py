@@ -30,7 +30,11 @@ class ResponseFramer:
         if self.complete:
             return b""
         if self._chunked and self._state == "size" and not self._buf:
-            parts, pos = _whole_chunks(data)      # the usual read: whole chunks, taken without copying
+            nl = data.find(b"\r\n")
+            size = _SIZES.get(data[:nl]) if nl > 0 else None
+            if size and len(data) == nl + size + 4 and data.endswith(b"\r\n"):
+                return data[nl + 2:-2]            # the usual read: exactly one whole chunk
+            parts, pos = _whole_chunks(data)      # whole chunks, taken without copying
             if pos:
                 body = parts[0] if len(parts) == 1 else b"".join(parts)
                 return body + self.feed(data[pos:]) if pos < len(data) else body

@@ -38,6 +38,7 @@ Sink = Callable[[RequestRecord], None]
 NO_FULL_GC = 1 << 30          # oldest-generation threshold while a phase runs (never reached)
 READS_PER_SLICE = 8           # body reads parsed per event-loop iteration (a few tens of microseconds)
 PENDING_MAX = 256             # finished exchanges left unparsed before the reducer starts on them
+PENDING_HARD = 2048           # ... and before the load waits for the reducer (a client short of CPU)
 SLICE_BUDGET_NS = 500_000     # parse time per event-loop iteration while finished exchanges wait
 
 
@@ -79,7 +80,7 @@ class _Pool:
 async def _closed_loop(send: Send, pool: _Pool, concurrency: int, deadline_ns: int | None,
                        clock: Clock, out: _Reducer, on_done: Callable[[], None]) -> None:
     async def worker() -> None:
-        while (deadline_ns is None or clock.now_ns() < deadline_ns) and (item := pool.take()):
+        while (deadline_ns is None or clock.now_ns() < deadline_ns) and await out.room() and (item := pool.take()):
             i, req = item
             raw = await send(req, clock.now_ns())
             pool.note(raw)
@@ -111,6 +112,7 @@ async def _open_loop(send: Send, pool: _Pool, load: Load, rng: random.Random, cl
     try:
         for off in schedule:
             await clock.sleep_until(t0 + off)
+            await out.room()
             item = pool.take()
             if item is None:
                 break
@@ -144,6 +146,15 @@ class _Reducer:
         if len(self.queue) >= PENDING_MAX:
             self.wake.set()
 
+    async def room(self) -> bool:
+        """Wait while PENDING_HARD finished exchanges wait to be parsed: a client that cannot parse as
+        fast as requests finish sends later (recorded: lower sustained concurrency, or send lateness)
+        instead of holding every unparsed exchange in memory. Always True (for use in a condition)."""
+        while len(self.queue) >= PENDING_HARD and not self.closed:
+            self.wake.set()
+            await asyncio.sleep(0.001)
+        return True
+
     async def run(self) -> None:
         while True:
             while self.pending:
@@ -157,7 +168,7 @@ class _Reducer:
         """Slices for up to SLICE_BUDGET_NS per loop iteration (so the reduction keeps up with the
         requests finishing even when each iteration has many reads to stamp), then yield."""
         end = time.perf_counter_ns() + SLICE_BUDGET_NS
-        while self.pending and time.perf_counter_ns() < end:
+        while self.pending:                      # at least one step per iteration, whatever the budget
             if self.current is None:
                 i, req, raw = self.queue.popleft()
                 self.current = parse_steps(raw, req, i, self.phase, READS_PER_SLICE)
@@ -165,6 +176,8 @@ class _Reducer:
             if rec is not None:
                 self.sink(rec)
                 self.current = None
+            if time.perf_counter_ns() >= end:
+                break
         await asyncio.sleep(0)
 
     async def close(self, task: asyncio.Task) -> list[RequestRecord]:

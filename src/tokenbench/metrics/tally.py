@@ -1,6 +1,7 @@
 """A cell's measured requests reduced as they finish to what its summary needs: a few numbers per
-request in compact arrays (8 bytes each) and the token arrival times (8 bytes per token-bearing chunk
-plus 4 for its token count), never the records themselves. `summary()` gives the same figures as
+request in compact arrays (8 bytes each) and the token-bearing chunks in a TokenLog (exact up to
+FOLD_CHUNKS chunks, then folded into a histogram of stated error: metrics/token_log.py), never the
+records themselves. `summary()` gives the same figures as
 summarizing the records (metrics/summary.py delegates here), so a cell of any length is summarized
 from memory that grows by well under 1 KB per request. Formulas: docs/metrics.md."""
 
@@ -14,6 +15,7 @@ import numpy as np
 from tokenbench.client.records import RequestRecord
 from tokenbench.metrics import request as rm
 from tokenbench.metrics.stats import describe
+from tokenbench.metrics.token_log import TokenLog
 from tokenbench.spec.bench import SLO, Load
 
 NS = 1e9
@@ -44,7 +46,8 @@ class CellTally:
         self.slo = slo if slo is not None and not slo.is_empty() else None
         self.all = _Columns("sent", "end", "intended")
         self.ok = _Columns("sent", "end", "first", "ttfc", "out", "prompt", "queue", "connect")
-        self.tok_t, self.tok_c, self.tok_n = array("q"), array("l"), array("q")  # times, counts, chunks per ok request
+        self.tokens = TokenLog()                       # chunk times and counts (bounded: metrics/token_log.py)
+        self.zero_token = 0                            # ok requests without a token-bearing chunk
         self.kinds, self.usage_source, self.count_source = Counter[str](), Counter[str](), Counter[str]()
         self.length_mismatches = self.reasoning_tokens = self.reasoning_requests = self.good = 0
         self.cache = [0, 0, 0]                         # cached tokens, their prompts' tokens, requests telling
@@ -69,11 +72,8 @@ class CellTally:
         first = r.token_times_ns[0] if r.token_times_ns else -1
         self.ok.add(r.sent_ns, r.end_ns, first, -1 if r.first_content_ns is None else r.first_content_ns,
                     r.output_tokens, r.prompt_tokens or r.input_len, r.queue_ns, r.connect_ns)
-        self.tok_t.extend(r.token_times_ns)
-        n = len(r.token_times_ns)
-        self.tok_c.extend(r.token_counts[:n])
-        self.tok_c.extend([0] * (n - len(r.token_counts)))       # a chunk without a count carries none
-        self.tok_n.append(len(r.token_times_ns))
+        self.tokens.add(r.token_times_ns, r.token_counts)
+        self.zero_token += not r.token_times_ns
         self.usage_source[r.usage_source] += 1
         self.count_source[r.count_source] += 1
         self.reasoning_tokens += r.reasoning_tokens
@@ -129,7 +129,7 @@ class CellTally:
             "usage_source": dict(self.usage_source), "count_source": dict(self.count_source),
             "length_mismatches": self.length_mismatches, "total_reasoning_tokens": self.reasoning_tokens,
             "reasoning_requests": self.reasoning_requests,
-            "zero_token_requests": int((np.frombuffer(self.tok_n, np.int64) == 0).sum()) if self.tok_n else 0,
+            "zero_token_requests": self.zero_token,
         }
 
     def _extras(self) -> dict:
@@ -162,22 +162,13 @@ class CellTally:
             out.update(describe(connect[connect != 0] / MS, "connect"))
         tpot = (e2el[multi] - ttft[multi]) / (outs[multi] - 1) / MS
         has_out = outs > 0
-        for name, vals in (("ttft", ttft[has_first] / MS), ("tpot", tpot), ("itl", self.itl_ms()),
-                           ("e2el", e2el / MS), ("ntpot", e2el[has_out] / outs[has_out] / MS),
+        out.update(describe(ttft[has_first] / MS, "ttft"))
+        out.update(describe(tpot, "tpot"))
+        out.update(self.tokens.itl("itl"))
+        for name, vals in (("e2el", e2el / MS), ("ntpot", e2el[has_out] / outs[has_out] / MS),
                            ("queue", ok.np("queue") / MS)):
             out.update(describe(vals, name))
         return out
-
-    def itl_ms(self) -> np.ndarray:
-        """Gaps between consecutive token-bearing chunks of each request (never across two requests)."""
-        t = np.frombuffer(self.tok_t, np.int64) if self.tok_t else np.zeros(0, np.int64)
-        if len(t) < 2:
-            return np.zeros(0)
-        gaps = np.diff(t)
-        starts = np.cumsum(np.frombuffer(self.tok_n, np.int64))[:-1]     # where request k+1's chunks begin
-        keep = np.ones(len(gaps), bool)
-        keep[starts[(starts > 0) & (starts <= len(gaps))] - 1] = False
-        return gaps[keep] / MS
 
     def steady(self, window: tuple[int, int] | None) -> dict:
         keys = ("steady_duration", "steady_request_throughput", "steady_output_throughput",
@@ -186,9 +177,7 @@ class CellTally:
             return dict.fromkeys(keys)
         a, b = window
         dur = (b - a) / NS
-        t = np.frombuffer(self.tok_t, np.int64) if self.tok_t else np.zeros(0, np.int64)
-        c = np.frombuffer(self.tok_c, np.int64) if self.tok_c else np.zeros(0, np.int64)
-        out_tok = int(c[(t >= a) & (t <= b)].sum())
+        out_tok = self.tokens.tokens_between(a, b)
         first, end = self.ok.np("first"), self.ok.np("end")
         in_tok = int(self.ok.np("prompt")[(first >= 0) & (first >= a) & (first <= b)].sum())
         done = int(((end >= a) & (end <= b)).sum())
