@@ -38,7 +38,7 @@ Sink = Callable[[RequestRecord], None]
 NO_FULL_GC = 1 << 30          # oldest-generation threshold while a phase runs (never reached)
 READS_PER_SLICE = 8           # body reads parsed per event-loop iteration (a few tens of microseconds)
 PENDING_MAX = 256             # finished exchanges left unparsed before the reducer starts on them
-PENDING_HARD = 2048           # ... and before the load waits for the reducer (a client short of CPU)
+PENDING_HARD = 512            # ... and before the load waits for the reducer (a client short of CPU): ~10 MB
 SLICE_BUDGET_NS = 500_000     # parse time per event-loop iteration while finished exchanges wait
 
 
