@@ -138,6 +138,7 @@ def test_the_load_waits_for_the_parser_when_finished_exchanges_pile_up(monkeypat
         await asyncio.sleep(0)
         return RawExchange(intended_ns=intended, sent_ns=intended)
 
-    run = asyncio.run(run_phase(instant, [_request() for _ in range(400)], Load(concurrency=32, num_prompts=400),
+    run = asyncio.run(run_phase(instant, [_request() for _ in range(400)], Load(concurrency=4, num_prompts=400),
                                 "measure"))
-    assert len(run.records) == 400 and max(longest) <= 8 + 32       # the cap plus those in flight
+    assert len(run.records) == 400 and max(longest) <= 8 + 4         # the cap plus those in flight
+    assert max(longest) >= 8                                         # (the parser did fall behind)

@@ -38,7 +38,8 @@ Sink = Callable[[RequestRecord], None]
 NO_FULL_GC = 1 << 30          # oldest-generation threshold while a phase runs (never reached)
 READS_PER_SLICE = 8           # body reads parsed per event-loop iteration (a few tens of microseconds)
 PENDING_MAX = 256             # finished exchanges left unparsed before the reducer starts on them
-PENDING_HARD = 512            # ... and before the load waits for the reducer (a client short of CPU): ~10 MB
+PENDING_HARD = 512            # ... and before the load waits for the reducer (a client short of CPU): about
+                              # 10 MB; never fewer than the requests in flight (their exchanges end together)
 SLICE_BUDGET_NS = 500_000     # parse time per event-loop iteration while finished exchanges wait
 
 
@@ -130,12 +131,13 @@ async def _open_loop(send: Send, pool: _Pool, load: Load, rng: random.Random, cl
 class _Reducer:
     """Finished exchanges -> records, one per loop iteration, handed to `sink` (default: kept)."""
 
-    def __init__(self, phase: Phase, sink: Sink | None) -> None:
+    def __init__(self, phase: Phase, sink: Sink | None, hard: int = PENDING_HARD) -> None:
         self.phase, self.queue, self.wake = phase, deque[tuple[int, PreparedRequest, RawExchange]](), asyncio.Event()
         self.records: list[RequestRecord] = []
         self.sink: Sink = sink or self.records.append
         self.closed = False
         self.current: Iterator[RequestRecord | None] | None = None
+        self.hard, self.roomy = hard, asyncio.Event()
 
     @property
     def pending(self) -> bool:
@@ -147,12 +149,14 @@ class _Reducer:
             self.wake.set()
 
     async def room(self) -> bool:
-        """Wait while PENDING_HARD finished exchanges wait to be parsed: a client that cannot parse as
-        fast as requests finish sends later (recorded: lower sustained concurrency, or send lateness)
-        instead of holding every unparsed exchange in memory. Always True (for use in a condition)."""
-        while len(self.queue) >= PENDING_HARD and not self.closed:
+        """Wait while `hard` finished exchanges wait to be parsed: a client that cannot parse as fast as
+        requests finish sends later (recorded: lower sustained concurrency, or send lateness) instead
+        of holding every unparsed exchange in memory. One wake per episode (the reducer sets `roomy`
+        once the queue is down to half). Always True (for use in a condition)."""
+        while len(self.queue) >= self.hard and not self.closed:
             self.wake.set()
-            await asyncio.sleep(0.001)
+            self.roomy.clear()
+            await self.roomy.wait()
         return True
 
     async def run(self) -> None:
@@ -171,6 +175,8 @@ class _Reducer:
         while self.pending:                      # at least one step per iteration, whatever the budget
             if self.current is None:
                 i, req, raw = self.queue.popleft()
+                if len(self.queue) <= self.hard // 2:
+                    self.roomy.set()
                 self.current = parse_steps(raw, req, i, self.phase, READS_PER_SLICE)
             rec = next(self.current)
             if rec is not None:
@@ -183,6 +189,7 @@ class _Reducer:
     async def close(self, task: asyncio.Task) -> list[RequestRecord]:
         self.closed = True
         self.wake.set()
+        self.roomy.set()
         await task
         return sorted(self.records, key=lambda r: r.index)
 
@@ -218,7 +225,7 @@ async def run_phase(send: Send, requests: Iterable[PreparedRequest], load: Load,
     if start_ns is not None:
         await clock.sleep_until(start_ns)
     pool, probe = _Pool(requests, clock), LoopLagProbe()
-    out = _Reducer(phase, sink)
+    out = _Reducer(phase, sink, max(PENDING_HARD, load.concurrency or load.max_concurrency or 0))
     stopped = False
     with _young_gc_only():
         reducing = asyncio.ensure_future(out.run())
