@@ -1,10 +1,9 @@
 """The clock the load generator schedules on (injectable so schedules are tested without waiting), and
 the event loop every measurement runs on.
 
-The loop is uvloop's (libuv, a dependency) where it can be imported, else asyncio's own: per socket read
-it costs a fraction of asyncio's Python selector loop (bench/client_overhead.py, docs/metrics.md
-"Client overhead"). Its timers count whole milliseconds from a time cached at the start of each loop
-iteration, so a sleep can end up to a millisecond early; `sleep_until` sleeps again for what is left,
+The loop is uvloop's (libuv, a dependency) where it can be imported, else asyncio's own: per socket
+read it costs less than asyncio's Python selector loop (docs/architecture.md, "The event loop"). Its
+timers count whole milliseconds from a time cached at the start of each loop iteration, so a sleep can end up to a millisecond early; `sleep_until` sleeps again for what is left,
 so nothing scheduled ever starts before its instant (measured: never early, p50 0.35 ms and at most
 0.9 ms late, against asyncio's p50 0.9 ms and 2.4 ms late).
 """
