@@ -10,11 +10,14 @@ HTTP, for sizes a run cannot reach on a small machine; only their DB and report 
     .venv/bin/python bench/scale.py --real 10000,100000 --synthetic 1000000
     .venv/bin/python bench/scale.py --real 5000,40000     # the bounded-memory acceptance pair
     .venv/bin/python bench/scale.py --soak 600 --rate 50   # a --duration cell past any prepared cap
+    .venv/bin/python bench/scale.py --real 1000000 --base-url http://127.0.0.1:PORT --model M --vocab-size V
+                                                           # against a faster (compiled) server already running
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import shutil
@@ -24,6 +27,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.metrics.summary import summarize
@@ -62,14 +66,21 @@ def _views(db: Path, run_id: str, other: str, env: dict, out: Path) -> dict:
     return got
 
 
-def real_row(n: int, db: Path, env: dict, streams: int, output_len: int, itl_ms: float) -> dict:
-    cfg = ReferenceConfig(ttft_ms=0, itl_ms=itl_ms)
-    with ReferenceProcess(cfg) as ref:
+def _server(itl_ms: float, base_url: str | None):
+    """The shipped reference server in its own process, or the server already at `base_url`."""
+    if base_url:
+        return contextlib.nullcontext(SimpleNamespace(url=base_url))
+    return ReferenceProcess(ReferenceConfig(ttft_ms=0, itl_ms=itl_ms))
+
+
+def real_row(n: int, db: Path, env: dict, streams: int, output_len: int, itl_ms: float,
+             target: list[str], base_url: str | None) -> dict:
+    with _server(itl_ms, base_url) as ref:
         before = _db_bytes(db)
-        wall, rss, _ = _run([*TB, "bench", "--base-url", ref.url, "--input-len", "32", "--output-len",
+        wall, rss, _ = _run([*TB, "bench", "--base-url", ref.url, *target, "--input-len", "32", "--output-len",
                              str(output_len), "--concurrency", str(streams), "--num-prompts", str(n),
                              "--warmup-requests", "0", "--db", str(db), "--allow-length-mismatch",
-                             "--max-error-rate", "1"], env)
+                             "--max-error-rate", "1", "--allow-client-lag"], env)
     store = Store(db)
     run_id = store.runs()[0]["id"]
     s = store.cells(run_id)[0]["summary"]
@@ -168,6 +179,9 @@ def main() -> int:
     ap.add_argument("--output-len", type=int, default=64)
     ap.add_argument("--itl-ms", type=float, default=20.0, help="reference server's inter-token latency")
     ap.add_argument("--no-views", action="store_true", help="skip report/compare/export timings")
+    ap.add_argument("--base-url", help="measure against this running server instead of the reference server")
+    ap.add_argument("--model", help="with --base-url: the model name to ask for")
+    ap.add_argument("--vocab-size", type=int, help="with --base-url: a server that does not report its vocabulary")
     ap.add_argument("--soak", type=float, default=0, help="instead: one --duration cell of this many seconds")
     ap.add_argument("--rate", type=float, default=50.0, help="--soak: open-loop request rate")
     a = ap.parse_args()
@@ -179,7 +193,10 @@ def main() -> int:
             print(soak_row(a.soak, a.rate, work / "soak.db", env, a.output_len, a.itl_ms))
             return 0
         for n in (int(x) for x in a.real.split(",") if x):
-            rows.append(real_row(n, work / f"real-{n}.db", env, a.streams, a.output_len, a.itl_ms))
+            target = [*(["--model", a.model] if a.model else []),
+                      *(["--vocab-size", str(a.vocab_size)] if a.vocab_size else [])]
+            rows.append(real_row(n, work / f"real-{n}.db", env, a.streams, a.output_len, a.itl_ms, target,
+                                 a.base_url))
         for n in (int(x) for x in a.synthetic.split(",") if x):
             rows.append(synthetic_row(n, work / "synthetic.db", a.output_len, a.streams))
         if not a.no_views:

@@ -295,3 +295,15 @@ def test_open_loop_follows_explicit_offsets_on_absolute_times():
     assert [r.intended_ns - 1_000 for r in run.records] == offsets
     with pytest.raises(ValueError, match="explicit arrival offsets"):
         asyncio.run(run_phase(send, reqs, Load(arrival="trace"), "measure", clock=clock))
+
+
+def test_random_ids_are_randranges_draws():
+    """random_ids writes randrange's rejection sampling out for speed: the same numbers, stream for stream."""
+    import random
+
+    from tokenbench.workload.random_ids import random_ids
+    from tokenbench.workload.vocab import Vocab
+    for low, high in [(0, 32000), (7, 8), (100, 151936), (3, 1 << 17)]:
+        rng, ref = random.Random(f"s{low}"), random.Random(f"s{low}")
+        got = [random_ids(rng, n, Vocab(size=high, low=low, high=high, source="t")) for n in (0, 1, 64, 300)]
+        assert got == [tuple(ref.randrange(low, high) for _ in range(n)) for n in (0, 1, 64, 300)]

@@ -29,15 +29,38 @@ class ResponseFramer:
     def feed(self, data: bytes) -> bytes:
         if self.complete:
             return b""
-        if self._chunked and self._state == "size" and not self._buf:
-            nl = data.find(b"\r\n")
-            size = _SIZES.get(data[:nl]) if nl > 0 else None
-            if size and len(data) == nl + size + 4 and data.endswith(b"\r\n"):
-                return data[nl + 2:-2]            # the usual read: exactly one whole chunk
-            parts, pos = _whole_chunks(data)      # whole chunks, taken without copying
-            if pos:
-                body = parts[0] if len(parts) == 1 else b"".join(parts)
-                return body + self.feed(data[pos:]) if pos < len(data) else body
+        if self._chunked and not self._buf:
+            if self._state == "size":
+                nl = data.find(b"\r\n")
+                size = _SIZES.get(data[:nl]) if nl > 0 else None
+                if size and len(data) == nl + size + 4 and data.endswith(b"\r\n"):
+                    return data[nl + 2:-2]        # the usual read: exactly one whole chunk
+            body, data = self._quick(data)
+            return body + self._slow(data) if data else body
+        return self._slow(data)
+
+    def _quick(self, data: bytes) -> tuple[bytes, bytes]:
+        """Whole chunks, and a chunk's data split across reads, taken without the state machine's
+        copies: (body, the bytes left for the state machine, which judges anything else)."""
+        out: list[bytes] = []
+        while data:
+            if self._state == "data":
+                assert self._remaining is not None
+                take = data[:self._remaining]
+                out.append(take)
+                self._remaining -= len(take)
+                data = data[len(take):]
+                if not self._remaining:
+                    self._state = "data_crlf"
+            elif self._state == "data_crlf" and data.startswith(b"\r\n"):
+                self._state, data = "size", data[2:]
+            elif self._state == "size" and (nl := data.find(b"\r\n")) > 0 and (size := _size(data[:nl])):
+                self._remaining, self._state, data = size, "data", data[nl + 2:]
+            else:
+                break
+        return b"".join(out), data
+
+    def _slow(self, data: bytes) -> bytes:
         self._buf += data
         if not self.head_done and not self._head():
             return b""
@@ -126,22 +149,6 @@ class ResponseFramer:
             self._state = "data" if size else "trailer"
         elif self._state == "trailer" and not line:
             self.complete = True
-
-
-def _whole_chunks(data: bytes) -> tuple[list[bytes], int]:
-    """The complete `size CRLF data CRLF` chunks at the start of `data` (not the last, zero-size one):
-    their data and where they end. Anything else is left to the state machine, which judges it."""
-    out: list[bytes] = []
-    pos = 0
-    while (nl := data.find(b"\r\n", pos)) >= 0:
-        size = _size(data[pos:nl])
-        start = nl + 2
-        end = start + size
-        if not size or data[end:end + 2] != b"\r\n":
-            break
-        out.append(data[start:end])
-        pos = end + 2
-    return out, pos
 
 
 def _size(line: bytes) -> int:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+import msgspec
+
+_encode = msgspec.json.Encoder().encode      # compact JSON, UTF-8 (the same document json.dumps gives)
 
 
 @dataclass(slots=True, frozen=True)
@@ -86,7 +89,7 @@ def prepare(base_url: str, api: str, model: str, prompt: Prompt, api_key: str | 
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     url = base_url.rstrip("/") + path
-    data = json.dumps(body, separators=(",", ":")).encode()
+    data = _encode(body)
     key, wire = encode_request(url, data, headers)
     return PreparedRequest(
         url=url,

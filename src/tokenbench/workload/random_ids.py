@@ -15,4 +15,15 @@ def cell_rng(seed: int, cell_key: str, phase: str) -> random.Random:
 
 
 def random_ids(rng: random.Random, n: int, vocab: Vocab) -> tuple[int, ...]:
-    return tuple(rng.randrange(vocab.low, vocab.high) for _ in range(n))
+    """n draws of `rng.randrange(vocab.low, vocab.high)`, the same numbers from the same stream, with
+    randrange's rejection sampling written out (its three calls per draw were most of a prompt's cost)."""
+    width = vocab.high - vocab.low
+    if width <= 0 or type(rng) is not random.Random:
+        return tuple(rng.randrange(vocab.low, vocab.high) for _ in range(n))
+    bits, k, low, out = rng.getrandbits, width.bit_length(), vocab.low, []
+    for _ in range(n):
+        r = bits(k)
+        while r >= width:
+            r = bits(k)
+        out.append(low + r)
+    return tuple(out)
