@@ -2,6 +2,8 @@
 std, min and max exact (to float rounding), percentiles within 2**-(SUB_BITS+1) relative, steady-window
 tokens off by at most the tokens of the two edge steps; and its memory stops growing with the chunks."""
 
+import random
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -35,6 +37,7 @@ def exact_gaps(reqs):
 @given(st.integers(0, 10_000), st.integers(50, 400), st.sampled_from([64, 500, 3000]))
 def test_folded_figures_keep_their_bounds(seed, n, fold_at):
     reqs = requests(seed, n)
+    random.Random(seed).shuffle(reqs)                   # records come as requests finish, not as they began
     saved, token_log.FOLD_CHUNKS = token_log.FOLD_CHUNKS, fold_at
     try:
         log = TokenLog()

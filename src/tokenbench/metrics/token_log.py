@@ -76,15 +76,16 @@ class TokenLog:
         t, c, _ = self._arrays()
         if not len(t):
             return
+        first = int(t.min())
         if self.t0 is None:
-            self.t0 = int(t.min())
-        idx = np.maximum((t - self.t0) // STEP_NS, 0)
-        per = np.bincount(idx, weights=c, minlength=len(self.steps)).astype(np.int64)
-        if len(per) > len(self.steps):
-            per[:len(self.steps)] += self.steps
-            self.steps = per
-        else:
-            self.steps += per
+            self.t0 = first
+        elif first < self.t0:                                        # a later batch can reach back in time
+            pad = -(-(self.t0 - first) // STEP_NS)
+            self.steps = np.concatenate([np.zeros(pad, np.int64), self.steps])
+            self.t0 -= pad * STEP_NS
+        per = np.bincount((t - self.t0) // STEP_NS, weights=c, minlength=len(self.steps)).astype(np.int64)
+        per[:len(self.steps)] += self.steps
+        self.steps = per
 
     # ---- what the summary reads ----
 
@@ -168,10 +169,10 @@ def _merge(moments: tuple, gaps: np.ndarray) -> tuple:
 
 def _steps_between(steps: np.ndarray, t0: int, a: int, b: int) -> float:
     """Tokens in the steps overlapping [a, b], the two edge steps in proportion to their overlap."""
-    first, last = (a - t0) // STEP_NS, (b - t0) // STEP_NS
-    total = 0.0
-    for i in range(max(first, 0), min(last, len(steps) - 1) + 1):
-        s, e = t0 + i * STEP_NS, t0 + (i + 1) * STEP_NS
-        overlap = (min(e, b) - max(s, a)) / STEP_NS
-        total += steps[i] * max(0.0, min(1.0, overlap))
-    return total
+    first, last = max((a - t0) // STEP_NS, 0), min((b - t0) // STEP_NS, len(steps) - 1)
+    if last < first:
+        return 0.0
+    i = np.arange(first, last + 1)
+    start = t0 + i * STEP_NS
+    overlap = (np.minimum(start + STEP_NS, b) - np.maximum(start, a)) / STEP_NS
+    return float((steps[first:last + 1] * np.clip(overlap, 0.0, 1.0)).sum())
