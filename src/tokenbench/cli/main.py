@@ -45,9 +45,9 @@ class Root(click.Group):
         return [self._load(m).name for m in COMMAND_MODULES]
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        for mod in COMMAND_MODULES:
-            cmd = self._load(mod)
-            if cmd.name == name:
+        """The command's own module only (loading the others first cost a bench about 0.4 s of CPU)."""
+        for mod in (name.replace("-", "_"), name + "_"):
+            if mod in COMMAND_MODULES and (cmd := self._load(mod)).name == name:
                 return cmd
         return None
 
