@@ -54,7 +54,7 @@ class PlainReader:
     def feed(self, reads: list[tuple[int, bytes]]) -> None:
         if self.stream.done_ns is not None or not reads:
             return                    # events after [DONE] are ignored, as on every path
-        datas = [d for _, d in reads]
+        ts, datas = zip(*reads, strict=True)
         blob = self._rest + b"".join(datas)
         if b"\r" in blob or not blob.isascii() and not utf8(blob):
             raise NotPlain
@@ -62,20 +62,20 @@ class PlainReader:
         last = blob.rfind(b"\n\n")
         cut = done if done >= 0 else last + 2 if last >= 0 else 0
         events = _decode(blob[:cut])
-        times = self._times(reads, datas)[:len(events) + (done >= 0)]
+        times = self._times(ts, datas)[:len(events) + (done >= 0)]
         self._rest = blob[cut:]
         self._events(events, times)
         if done >= 0:
             self.stream.done_ns = times[len(events)]
 
-    def _times(self, reads: list[tuple[int, bytes]], datas: list[bytes]) -> list[int]:
+    def _times(self, ts: tuple[int, ...], datas: tuple[bytes, ...]) -> list[int]:
         """The arrival of each event that ends in these reads: the read that brought its `\n\n`
         (newlines come in pairs once the events are checked, so pair k ends where the 2k-th does)."""
         lines = list(map(bytes.count, datas, repeat(b"\n")))
         if not self._rest and lines.count(2) == len(lines) and all(map(bytes.endswith, datas, repeat(b"\n\n"))):
-            return [t for t, _ in reads]          # the usual read: one whole event
+            return list(ts)                       # the usual read: one whole event
         pairs = [n // 2 for n in accumulate(lines, initial=self._rest.count(b"\n"))]
-        return list(chain.from_iterable(map(repeat, (t for t, _ in reads), map(sub, pairs[1:], pairs))))
+        return list(chain.from_iterable(map(repeat, ts, map(sub, pairs[1:], pairs))))
 
     def end(self) -> PlainStream:
         if self.stream.done_ns is None:

@@ -10,6 +10,7 @@ import json
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
+from typing import IO
 from pathlib import Path
 
 import msgspec
@@ -129,13 +130,47 @@ class Journal:
 
 
 class _Measured:
-    """A cell's measured requests as JSON objects, made from its records each time they are written."""
+    """A cell's measured requests as JSON lines, made from its records the first time they are
+    written and kept in an anonymous temporary file: a rewrite of the JSON result (after every cell,
+    and at the end with the final facts) copies the cell's text instead of encoding it again."""
 
     def __init__(self, records: Iterable[RequestRecord]) -> None:
         self.records = records
+        self.text: IO[str] | None = None
+
+    def pieces(self) -> Iterator[str]:
+        if self.text is not None:
+            self.text.seek(0)
+            while piece := self.text.read(1 << 20):
+                yield piece
+            return
+        cache: IO[str] | None = _temp_text()
+        for m, r in enumerate(r for r in self.records if r.phase == "measure"):
+            line = ("," if m else "") + "\n   " + _encode(to_dict(r)).decode()
+            cache = _keep(cache, line)
+            yield line
+        self.text = cache                       # only a whole pass is kept (None: it could not be)
 
     def __iter__(self) -> Iterator[dict]:
         return (to_dict(r) for r in self.records if r.phase == "measure")
+
+
+def _temp_text() -> IO[str] | None:
+    try:
+        return tempfile.TemporaryFile("w+", encoding="utf-8")
+    except OSError:
+        return None                             # no room even for that: encode again next time
+
+
+def _keep(cache: IO[str] | None, line: str) -> IO[str] | None:
+    if cache is None:
+        return None
+    try:
+        cache.write(line)
+    except OSError:
+        cache.close()
+        return None
+    return cache
 
 
 class _Stored:
@@ -158,7 +193,11 @@ def json_pieces(doc: dict) -> Iterator[str]:
     for n, cell in enumerate(doc.get("cells", [])):
         rest = json.dumps(json_safe({k: v for k, v in cell.items() if k != "requests"}))
         yield ("," if n else "") + "\n  " + rest[:-1] + ', "requests": ['
-        for m, r in enumerate(cell.get("requests", [])):
-            yield ("," if m else "") + "\n   " + _encode(r).decode()
+        requests = cell.get("requests", [])
+        if isinstance(requests, _Measured):
+            yield from requests.pieces()
+        else:
+            for m, r in enumerate(requests):
+                yield ("," if m else "") + "\n   " + _encode(r).decode()
         yield "]}"
     yield "\n ]\n}"
