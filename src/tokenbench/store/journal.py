@@ -10,8 +10,8 @@ import json
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
-from typing import IO
 from pathlib import Path
+from typing import IO
 
 import msgspec
 
