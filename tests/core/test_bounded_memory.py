@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -142,3 +144,40 @@ def test_the_load_waits_for_the_parser_when_finished_exchanges_pile_up(monkeypat
                                 "measure"))
     assert len(run.records) == 400 and max(longest) <= 8 + 4         # the cap plus those in flight
     assert max(longest) >= 8                                         # (the parser did fall behind)
+
+
+def test_the_json_result_rewritten_gives_the_same_requests(tmp_path):
+    """A rewrite (the end of a run) copies each cell's encoded requests instead of encoding them again."""
+    out = tmp_path / "r.json"
+    journal = Journal(None, None, {"run_id": "x"}, out)
+    spool = Spool()
+    for i in range(30):
+        spool.add(_record(i))
+    journal.add(None, {"key": "4:3/c=1", "summary": {}}, spool)
+    first = json.loads(out.read_text())
+    spool.close()                                   # the rewrite no longer needs the records
+    journal.doc["status"] = "done"
+    journal.write()
+    again = json.loads(out.read_text())
+    assert again["status"] == "done" and again["cells"] == first["cells"] and len(again["cells"][0]["requests"]) == 30
+
+
+@pytest.mark.slow
+def test_keep_raw_writes_every_exchange_as_it_came(tmp_path):
+    """--keep-raw over real HTTP: one line per request (warmup and measured), reads that give back the
+    body byte for byte, and the parsed figures unchanged."""
+    raw_file = tmp_path / "raw.jsonl"
+    with ReferenceProcess(ReferenceConfig(ttft_ms=1, itl_ms=1)) as ref:
+        proc = subprocess.run([sys.executable, "-m", "tokenbench.cli.main", "bench", "--base-url", ref.url,
+                               "--input-len", "8", "--output-len", "5", "--concurrency", "2", "--num-prompts", "6",
+                               "--warmup-requests", "2", "--no-store", "--keep-raw", str(raw_file),
+                               "--output", str(tmp_path / "r.json"), "--allow-client-lag"],
+                              capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = [json.loads(x) for x in raw_file.read_text().splitlines()]
+    assert sorted((x["phase"], x["index"]) for x in lines) == [("measure", i) for i in range(6)] + [("warmup", 0), ("warmup", 1)]
+    body = b"".join(text.encode("latin-1") for _, text in lines[-1]["reads"])
+    assert body.startswith(b"data: ") and body.rstrip().endswith(b"data: [DONE]")
+    assert all(0 < off <= x["end_ns"] - x["sent_ns"] for x in lines for off, _ in x["reads"])
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert result["cells"][0]["summary"]["completed"] == 6

@@ -58,7 +58,8 @@ LOAD = (Flag("concurrency", parse=options.int_list),
         Flag("warmup_requests", vllm=("--num-warmups",)), Flag("repeats"))
 CHECKS = (Flag("slo", parse=options.slo_dict, help="goodput SLOs in ms, e.g. ttft=500,tpot=50,e2el=10000"),
           Flag("allow_length_mismatch"), Flag("allow_client_lag"), Flag("max_error_rate"), Flag("name", vllm=("--label",)),
-          Flag("client.workers"), Flag("client.ray_address", names=("--ray",)))
+          Flag("client.workers"), Flag("client.ray_address", names=("--ray",)),
+          Flag("client.keep_raw"))
 SHARED = TARGET + WORKLOAD + LOAD + CHECKS
 SWEEP_ONLY = (Flag("pairs", parse=options.pairs), Flag("kv_capacity"), Flag("stop_on_saturation"),
               Flag("find_capacity"), Flag("capacity_max"), Flag("slo_attainment"), Flag("monitor_interval_s"))

@@ -135,6 +135,8 @@ def precheck(kw: dict) -> None:
     """Result paths and vLLM result options are checked before a run is stored or anything measured."""
     if kw["output"]:
         outputs.check(kw["output"], probe=True)
+    if kw.get("client__keep_raw"):
+        outputs.check(kw["client__keep_raw"], "--keep-raw", probe=True)
     if kw["save_result"]:
         opts = vllm_options(kw)
         target = Path(opts.result_dir or ".") / (opts.result_filename or "result.json")

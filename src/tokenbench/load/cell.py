@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
+from tokenbench.client.raw_log import RawLog
 from tokenbench.client.records import RequestRecord
 from tokenbench.client.request import PreparedRequest, Prompt, prepare
 from tokenbench.client.spool import Spool
@@ -161,29 +162,33 @@ def _warmup_load(load: Load, count: int) -> Load | None:
 
 async def _in_process(session: Session, warm_r: list, warm_load: Load | None, meas_r: Iterable[PreparedRequest],
                       n_meas: int | None, load: Load, seed: int, on_progress: Progress,
-                      sink: _Sink, offsets: list[int] | None = None) -> CellRun:
+                      sink: _Sink, offsets: list[int] | None = None, raw: RawLog | None = None) -> CellRun:
     async def do_send(req: PreparedRequest, intended: int):
         return await send(session, req, intended)
 
     if warm_r and warm_load is not None:
         done = iter(range(1, len(warm_r) + 1))
-        await run_phase(do_send, warm_r, warm_load, "warmup", sink=sink,
+        await run_phase(do_send, warm_r, warm_load, "warmup", sink=sink, raw_sink=raw,
                         on_done=lambda: on_progress(sink.progress("warmup", next(done), len(warm_r))))
     done_m = iter(range(1, 1 << 62))
     return await run_phase(do_send, meas_r, load, "measure", seed=seed, offsets=offsets, sink=sink, stoppable=True,
-                           on_done=lambda: on_progress(sink.progress("measure", next(done_m), n_meas)))
+                           raw_sink=raw, on_done=lambda: on_progress(sink.progress("measure", next(done_m), n_meas)))
 
 
 async def run_cell(session: Session, t: ResolvedTarget, wl: Workload, load: Load, slo: SLO,
                    *, allow_mismatch: bool = False, allow_client_lag: bool = False, max_error_rate: float = 0.0,
                    workers: int = 1, ray_address: str | None = None, keep_records: bool = True,
-                   on_progress: Progress = lambda progress: None) -> CellResult:
+                   keep_raw: str | None = None, on_progress: Progress = lambda progress: None) -> CellResult:
     """`keep_records`: also return every record in memory (`records`, `warmup`); without it a cell of
-    any length holds only the requests in flight, and its records are read back from `spool`."""
+    any length holds only the requests in flight, and its records are read back from `spool`.
+    `keep_raw`: a JSONL file each request's raw response is appended to (client/raw_log.py)."""
     key = cell_key(wl, load)
     if load.arrival == "trace" and (workers > 1 or ray_address):
         raise UsageError("a trace replay runs in one client process (its arrivals are one schedule)",
                          "drop --workers / --ray for trace workloads")
+    if keep_raw and (workers > 1 or ray_address):
+        raise UsageError("--keep-raw records the raw bytes of one client process",
+                         "drop --workers / --ray, or --keep-raw")
     n_warm = load.warmup_count()
     prompts = build_cell(t, wl, key, n_warm, planned_count(load, wl.input_len, wl.kind), duration_s=load.duration_s)
     warm_r, meas_r = list(_prepare(t, wl, prompts.warmup)), _prepare(t, wl, prompts.measure)
@@ -197,8 +202,13 @@ async def run_cell(session: Session, t: ResolvedTarget, wl: Workload, load: Load
         run = await _out_of_process(session, ray_address, workers, warm_r, warm_load,
                                     list(itertools.islice(meas_r, n_meas)), load, wl.seed, on_progress, sink)
     else:
-        run = await _in_process(session, warm_r, warm_load, meas_r, n_meas, load, wl.seed, on_progress, sink,
-                                prompts.offsets_ns)
+        raw = RawLog(keep_raw, key) if keep_raw else None
+        try:
+            run = await _in_process(session, warm_r, warm_load, meas_r, n_meas, load, wl.seed, on_progress, sink,
+                                    prompts.offsets_ns, raw)
+        finally:
+            if raw is not None:
+                raw.close()
     return _result(key, t, wl, load, slo, sink, run, lengths, n_meas, prompts.notes, prompts.facts,
                    allow_mismatch, allow_client_lag, max_error_rate)
 

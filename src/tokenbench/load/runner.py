@@ -35,6 +35,7 @@ from tokenbench.spec.bench import Load
 
 Send = Callable[[PreparedRequest, int], Awaitable[RawExchange]]
 Sink = Callable[[RequestRecord], None]
+RawSink = Callable[[int, Phase, RawExchange], None]     # --keep-raw: each exchange before it is parsed
 NO_FULL_GC = 1 << 30          # oldest-generation threshold while a phase runs (never reached)
 READS_PER_SLICE = 8           # body reads parsed per event-loop iteration (a few tens of microseconds)
 PENDING_MAX = 256             # finished exchanges left unparsed before the reducer starts on them
@@ -131,13 +132,14 @@ async def _open_loop(send: Send, pool: _Pool, load: Load, rng: random.Random, cl
 class _Reducer:
     """Finished exchanges -> records, one per loop iteration, handed to `sink` (default: kept)."""
 
-    def __init__(self, phase: Phase, sink: Sink | None, hard: int = PENDING_HARD) -> None:
+    def __init__(self, phase: Phase, sink: Sink | None, hard: int = PENDING_HARD, raw_sink: RawSink | None = None) -> None:
         self.phase, self.queue, self.wake = phase, deque[tuple[int, PreparedRequest, RawExchange]](), asyncio.Event()
         self.records: list[RequestRecord] = []
         self.sink: Sink = sink or self.records.append
         self.closed = False
         self.current: Iterator[RequestRecord | None] | None = None
         self.hard, self.roomy = hard, asyncio.Event()
+        self.raw_sink = raw_sink
 
     @property
     def pending(self) -> bool:
@@ -177,6 +179,8 @@ class _Reducer:
                 i, req, raw = self.queue.popleft()
                 if len(self.queue) <= self.hard // 2:
                     self.roomy.set()
+                if self.raw_sink is not None:
+                    self.raw_sink(i, self.phase, raw)
                 self.current = parse_steps(raw, req, i, self.phase, READS_PER_SLICE)
             rec = next(self.current)
             if rec is not None:
@@ -211,21 +215,22 @@ async def run_phase(send: Send, requests: Iterable[PreparedRequest], load: Load,
                     seed: int = 0, clock: Clock | None = None, start_ns: int | None = None,
                     offsets: Sequence[int] | None = None,
                     on_done: Callable[[], None] = lambda: None, sink: Sink | None = None,
-                    stoppable: bool = False) -> CellRun:
+                    stoppable: bool = False, raw_sink: RawSink | None = None) -> CellRun:
     """Run one phase (warmup or measure) of a cell and return parsed records and client health.
     `start_ns` (same clock) lets several worker processes begin the phase at one shared instant.
     `offsets` (open loop, ns): request i is due at t0 + offsets[i] (a trace's arrivals) instead of the
     load's generated arrivals; required for `arrival: trace`. `sink`: each record as soon as it is
     parsed (then the returned CellRun holds none). `requests` may be a lazy iterator (a duration cell
     takes as many as its duration needs). `stoppable`: a cancellation (Ctrl-C) ends the phase early and
-    returns what finished (requests cut off are recorded as `cancelled`), with `stopped` set."""
+    returns what finished (requests cut off are recorded as `cancelled`), with `stopped` set.
+    `raw_sink`: each exchange (index, phase, raw bytes) just before it is parsed (--keep-raw)."""
     if load.arrival == "trace" and offsets is None:
         raise ValueError("a trace load needs explicit arrival offsets")
     clock = clock or MonotonicClock()
     if start_ns is not None:
         await clock.sleep_until(start_ns)
     pool, probe = _Pool(requests, clock), LoopLagProbe()
-    out = _Reducer(phase, sink, max(PENDING_HARD, load.concurrency or load.max_concurrency or 0))
+    out = _Reducer(phase, sink, max(PENDING_HARD, load.concurrency or load.max_concurrency or 0), raw_sink)
     stopped = False
     with _young_gc_only():
         reducing = asyncio.ensure_future(out.run())

@@ -65,6 +65,9 @@ class Client(StrictModel):
 
     workers: int = Field(1, ge=1, description="client processes sharing the load (each with its own event loop)")
     ray_address: str | None = Field(None, description="run the workers as Ray actors on this cluster (ADDRESS)")
+    keep_raw: str | None = Field(None, description="also append every request's raw response body, each read with "
+                                 "its arrival time, to this JSONL file (one process; raw bytes are otherwise "
+                                 "dropped as soon as a request is parsed)")
 
 
 class SweepSpec(StrictModel):

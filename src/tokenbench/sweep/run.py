@@ -255,6 +255,7 @@ class SweepRunner:
                                     allow_mismatch=spec.allow_length_mismatch, max_error_rate=spec.max_error_rate,
                                     allow_client_lag=spec.allow_client_lag,
                                     workers=spec.client.workers, ray_address=spec.client.ray_address,
+                                    keep_raw=spec.client.keep_raw,
                                     keep_records=self.keep_records, on_progress=lambda p: self.ev.cell_progress(cell, p))
         star = over_capacity(cell, kv_cap)
         gone = _gone(server, result)
