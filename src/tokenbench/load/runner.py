@@ -6,9 +6,10 @@ A finished exchange is reduced to its record and its raw bytes dropped while the
 follows the requests in flight, not those finished: once PENDING_MAX finished exchanges wait, a
 background task parses them in order, in slices of READS_PER_SLICE body reads, for at most
 SLICE_BUDGET_NS per event-loop iteration, so a read that arrives meanwhile is stamped after at most that
-budget (0.5 ms) plus one slice, never after a whole batch; the rest are parsed when the phase ends (a
-small cell parses nothing while it runs, so its client competes with nothing for the CPU while the
-server takes a request in). Garbage collection: objects alive at the start are frozen and full
+budget (0.5 ms) plus one slice, never after a whole batch; once PENDING_HARD (or the requests in
+flight, if more) wait, the load itself waits for the parser (back-pressure: later sends, recorded as
+such, instead of memory); the rest are parsed when the phase ends (a small cell parses nothing while
+it runs, so its client competes with nothing for the CPU while the server takes a request in). Garbage collection: objects alive at the start are frozen and full
 (oldest-generation) collections are held off until the phase ends, while the cheap young collections
 keep running, so cycles made mid-cell are still freed and no collection walks the heap.
 """
