@@ -49,7 +49,6 @@ class PlainReader:
     def __init__(self) -> None:
         self._rest = b""
         self.stream = PlainStream([], [], None, [], None, None)
-        self._last_empty_finish: int | None = None
 
     def feed(self, reads: list[tuple[int, bytes]]) -> None:
         if self.stream.done_ns is not None or not reads:
@@ -80,7 +79,6 @@ class PlainReader:
     def end(self) -> PlainStream:
         if self.stream.done_ns is None:
             raise NotPlain            # no [DONE], or an unterminated last event: the per-event path judges
-        self.stream.empty_finish_last_ns = self._last_empty_finish
         return self.stream
 
     def _events(self, events: list[Event], times: list[int]) -> None:
@@ -101,9 +99,9 @@ class PlainReader:
             if text:
                 out.times.append(t)
                 out.texts.append(text)
-                self._last_empty_finish = None
+                out.empty_finish_last_ns = None
             else:
-                self._last_empty_finish = t if finish is not None else None
+                out.empty_finish_last_ns = t if finish is not None else None
 
 
 def _decode(body: bytes) -> list[Event]:

@@ -151,9 +151,6 @@ class _Measured:
             yield line
         self.text = cache                       # only a whole pass is kept (None: it could not be)
 
-    def __iter__(self) -> Iterator[dict]:
-        return (to_dict(r) for r in self.records if r.phase == "measure")
-
 
 def _temp_text() -> IO[str] | None:
     try:
