@@ -135,8 +135,6 @@ def _text(c: Any) -> tuple[str, str | None]:
     content = d.content
     if content:
         return content, finish
-    if content == "" and finish is None and d.role is UNSET:
-        raise NotPlain               # an explicit empty text: an empty-text token
     if finish is None and d.role is UNSET:
-        raise NotPlain               # an event that carries nothing at all: left to the per-event path
+        raise NotPlain               # an empty-text token, or an event carrying nothing: the per-event path
     return "", finish
