@@ -159,6 +159,7 @@ def test_tokenize_agrees_with_usage():
     assert by_prompt == by_content and by_prompt["count"] == 5 and by_prompt["max_model_len"] == 131072
     assert tokenize(detok["prompt"], 32000) == by_prompt["tokens"]
     assert models["data"][0]["id"] == "reference-model" and models["data"][0]["max_model_len"] == 131072
+    assert "meta" not in models["data"][0]      # only a server with captured batch sizes has one
 
 
 def test_bad_requests_get_400_with_openai_error_body():
@@ -199,6 +200,8 @@ def test_server_info_and_metrics():
             return info, metrics
 
     info, metrics = run(main())
+    assert set(info) == {"engine", "version", "model_path", "max_total_num_tokens", "context_length",
+                         "max_running_requests", "vocab_size", "ttft_ms", "itl_ms", "tokens_per_chunk"}
     assert info["engine"] == "reference" and info["max_total_num_tokens"] == 5000
     assert info["context_length"] == 131072 and info["version"]
     assert 'reference:num_requests_running{model_name="reference-model"} 0' in metrics

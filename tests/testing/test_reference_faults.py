@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -120,4 +121,91 @@ def test_fault_specs_are_validated():
     for bad in ("stall", "stall=x", "nope=0.1", "stall=1.5", "stall=-0.1"):
         with pytest.raises(UsageError):
             parse_fault(bad)
-    assert len(FAULT_KINDS) == 10
+    assert len(FAULT_KINDS) == 13
+
+
+# ---- field conditions: complete answers, delivered differently ----
+
+async def _raw_reads(port: int, body: dict) -> list[tuple[int, bytes]]:
+    """POST over a bare socket; every read as it came (time, bytes), headers included."""
+    from time import perf_counter_ns
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    data = json.dumps(body).encode()
+    writer.write(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Connection: close\r\nContent-Length: %d\r\n\r\n%b" % (len(data), data))
+    reads = []
+    while chunk := await reader.read(1 << 20):
+        reads.append((perf_counter_ns(), chunk))
+    writer.close()
+    return reads
+
+
+def test_proxy_buffer_delivers_whole_pieces(tmp_path):
+    """Through a buffering proxy many events arrive in one read: the body leaves in 4 KiB pieces."""
+    async def main():
+        c = config(faults={"proxy_buffer": 1.0}, send_log=str(tmp_path / "l"))
+        async with served(c) as (ref, _):
+            return await _raw_reads(ref.port, stream_body(list(range(5, 50)), 120))
+
+    reads = run(main())
+    raw = b"".join(r for _, r in reads)
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert b" 200 " in head.split(b"\r\n")[0] and body.endswith(b"0\r\n\r\n")
+    (rec,) = read_log(tmp_path / "l")
+    pieces = len(body) - len(b"0\r\n\r\n")                # the end of the chunked body is not buffered
+    assert len(rec["pieces_ns"]) == -(-pieces // 4096) >= 4 and rec["outcome"] == "ok"
+    assert len(reads) <= len(rec["pieces_ns"]) + 2         # headers, pieces, end: never one read per event
+    assert body.count(b"data: {") == 120 and b"data: [DONE]" in body   # usage rides the last event
+    assert rec["pieces_ns"][0] >= rec["write_ns"][10]     # the first piece waited for 4 KiB of events
+
+
+@pytest.mark.parametrize("path,body", [("/v1/chat/completions", chat_body("a b", N)),
+                                       ("/v1/completions", stream_body("a b", N))])
+def test_slow_end_sends_the_tail_late(tmp_path, path, body):
+    reply, rec = faulty(tmp_path, "slow_end", body, path=path, slow_end_s=0.2)
+    assert reply.error is None and reply.lines[-1] == "data: [DONE]" and rec["outcome"] == "ok"
+    assert len(content_chunks(reply)) == N and reply.chunks[-1]["usage"]["completion_tokens"] == N
+    assert rec["done_ns"] - rec["admitted_ns"] >= (5 + (N - 1) * 1 + 200) * 1e6   # 200 ms after the last token's due
+    tail_at = next(t for t, data in reply.arrivals if b"[DONE]" in data)
+    assert tail_at >= rec["done_ns"]
+    if path == "/v1/chat/completions":                  # the usage-only chunk is part of the late tail
+        usage_at = next(t for t, data in reply.arrivals if b'"choices":[],"usage"' in data)
+        assert usage_at >= rec["done_ns"]
+
+
+def test_no_done_ends_cleanly_with_finish_and_usage(tmp_path):
+    reply, rec = faulty(tmp_path, "no_done", chat_body("a b", N), path="/v1/chat/completions")
+    assert reply.error is None and "data: [DONE]" not in reply.lines and rec["outcome"] == "ok"
+    assert content_chunks(reply)[-1]["choices"][0]["finish_reason"] == "length"
+    assert reply.chunks[-1]["usage"]["completion_tokens"] == N and rec["done_ns"] is None
+
+
+def test_arrival_log_matches_the_send_log_and_pages(tmp_path):
+    async def main():
+        async with served(config(send_log=str(tmp_path / "l"))) as (ref, s):
+            for i in range(5):
+                await post(s, f"{ref.url}/v1/completions", stream_body("a b", 2),
+                           {"X-Request-Id": f"r{i}", "X-Session-ID": f"s{i % 2}"})
+                await asyncio.sleep(0.01)
+            await post(s, f"{ref.url}/v1/completions", {"prompt": []})          # refused: still arrived
+            first = await (await s.get(f"{ref.url}/arrivals")).json()
+            later = await (await s.get(f"{ref.url}/arrivals?since=4")).json()
+            bad = await s.get(f"{ref.url}/arrivals?since=x")
+            return first, later, bad.status
+
+    first, later, bad = run(main())
+    log = sorted(read_log(tmp_path / "l"), key=lambda r: r["recv_ns"])
+    assert first["count"] == 6 and [a["x_request_id"] for a in first["arrivals"][:5]] == [f"r{i}" for i in range(5)]
+    assert [a["recv_ns"] for a in first["arrivals"][:5]] == [r["recv_ns"] for r in log]
+    assert first["gaps_ms"] == [(b - a) / 1e6 for a, b in zip(
+        [a["recv_ns"] for a in first["arrivals"]], [a["recv_ns"] for a in first["arrivals"][1:]], strict=False)]
+    assert first["arrivals"][1]["session_id"] == "s1" and first["arrivals"][5]["x_request_id"] is None
+    assert later["since"] == 4 and len(later["arrivals"]) == 2 and len(later["gaps_ms"]) == 1
+    assert bad == 400
+
+
+def test_arrival_rate_and_gaps():
+    from tokenbench.testing.send_log import achieved_rate, gaps_ms
+    stamps = [0, 50_000_000, 100_000_000, 150_000_000]
+    assert gaps_ms(list(reversed(stamps))) == [50.0, 50.0, 50.0]
+    assert achieved_rate(stamps) == pytest.approx(20.0) and achieved_rate([5]) is None

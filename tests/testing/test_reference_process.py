@@ -54,6 +54,10 @@ def test_process_that_cannot_start_says_so(tmp_path):
     ["--ttft-ms", "1", "--itl-ms", "1", "--fault", "stall=0.6", "--fault", "http_500=0.6"],
     ["--ttft-ms", "-1", "--itl-ms", "1"],
     ["--ttft-ms", "1", "--itl-ms", "1", "--api-key-env", "TOKENBENCH_TEST_UNSET_VAR"],
+    ["--ttft-ms", "1", "--itl-ms", "1", "--captured-batch-sizes", "0,2"],
+    ["--ttft-ms", "1", "--itl-ms", "1", "--captured-batch-sizes", "1,x"],
+    ["--ttft-ms", "1", "--itl-ms", "1", "--spec-tokens", "2", "--tokens-per-chunk", "2"],
+    ["--ttft-ms", "1", "--itl-ms", "1", "--eager-itl-factor", "0.5"],
 ])
 def test_cli_bad_input_exits_2(argv, capsys):
     assert main(["reference-server", *argv]) == 2
@@ -108,3 +112,42 @@ def test_requests_stalled_at_shutdown_are_in_the_send_log(client_leaves):
     (rec,) = ref.send_log()
     assert rec["x_request_id"] == "stalled" and rec["fault"] == "stall" and rec["outcome"] == "cancelled"
     assert 0 < sum(rec["tokens"]) < 50 and rec["completion_tokens"] == sum(rec["tokens"])
+
+
+def test_cli_flags_of_the_load_model_cache_and_speculation_reach_the_server():
+    argv = [sys.executable, "-m", "tokenbench.cli.main", "reference-server", "--port", "0", "--ttft-ms", "1",
+            "--itl-ms", "1", "--itl-per-running-ms", "0.5", "--prefill-ms-per-token", "0.01",
+            "--captured-batch-sizes", "4,1,2", "--eager-itl-factor", "2", "--eager-itl-ms", "1",
+            "--prefix-cache-blocks", "32", "--block-size", "4", "--spec-tokens", "2",
+            "--spec-accept-text", "0.5", "--spec-accept-random", "0.05"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    try:
+        url = proc.stdout.readline().split(" on ", 1)[1].split()[0]
+        complete(url, {"prompt": list(range(5, 30)), "max_tokens": 4, "ignore_eos": True}, {"X-Session-ID": "a"})
+        out = complete(url, {"prompt": list(range(5, 30)), "max_tokens": 4, "ignore_eos": True})
+        with urllib.request.urlopen(f"{url}/get_server_info", timeout=10) as r:
+            info = json.loads(r.read())
+        with urllib.request.urlopen(f"{url}/v1/models", timeout=10) as r:
+            models = json.loads(r.read())
+        with urllib.request.urlopen(f"{url}/arrivals", timeout=10) as r:
+            arrivals = json.loads(r.read())
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
+        proc.stdout.close()
+    assert out["usage"]["prompt_tokens_details"] == {"cached_tokens": 24}
+    assert info["cuda_graph_bs"] == [1, 2, 4] and info["cuda_graph_max_bs"] == 4 and info["page_size"] == 4
+    assert (info["itl_per_running_ms"], info["prefill_ms_per_token"], info["eager_itl_factor"]) == (0.5, 0.01, 2)
+    assert info["speculative_num_draft_tokens"] == 2 and info["disable_radix_cache"] is False
+    assert models["data"][0]["meta"] == {"cuda_graph_bs": [1, 2, 4], "cuda_graph_max_bs": 4}
+    assert [a["session_id"] for a in arrivals["arrivals"]] == ["a", None]
+
+
+def test_process_serves_its_arrival_log():
+    with ReferenceProcess(ReferenceConfig(ttft_ms=1, itl_ms=1)) as ref:
+        for i in range(3):
+            complete(ref.url, {"prompt": [4, 5], "max_tokens": 1}, {"X-Request-Id": f"r{i}"})
+        log = ref.arrivals()
+        assert [a["x_request_id"] for a in log["arrivals"]] == ["r0", "r1", "r2"]
+        assert ref.arrivals(since=2)["arrivals"] == log["arrivals"][2:]
+    assert sorted(r["recv_ns"] for r in ref.send_log()) == [a["recv_ns"] for a in log["arrivals"]]

@@ -24,6 +24,19 @@ def _opt(flag: str, name: str, type_: object = None, **extra: object):
                         help=f.metadata["help"], **extra)
 
 
+def _sizes(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
+    """`1,2,4,8` -> (1, 2, 4, 8): the captured batch sizes."""
+    if value is None:
+        return None
+    try:
+        sizes = tuple(int(part) for part in value.split(","))
+    except ValueError:
+        sizes = ()
+    if not sizes or min(sizes) < 1:
+        raise click.BadParameter(f"{value!r} is not a list of batch sizes; write e.g. 1,2,4,8,16")
+    return sizes
+
+
 @click.command("reference-server")
 @click.option("--host", default="127.0.0.1", show_default=True, help="address to listen on")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
@@ -63,6 +76,18 @@ def _opt(flag: str, name: str, type_: object = None, **extra: object):
 @_opt("--seed", "seed", int)
 @_opt("--stall-s", "stall_s", click.FloatRange(min=0))
 @_opt("--slow-headers-s", "slow_headers_s", click.FloatRange(min=0))
+@_opt("--slow-end-s", "slow_end_s", click.FloatRange(min=0))
+@_opt("--proxy-buffer-bytes", "proxy_buffer_bytes", click.IntRange(min=1))
+@_opt("--itl-per-running-ms", "itl_per_running_ms", click.FloatRange(min=0))
+@_opt("--prefill-ms-per-token", "prefill_ms_per_token", click.FloatRange(min=0))
+@_opt("--captured-batch-sizes", "captured_batch_sizes", str, metavar="N,N,...", callback=_sizes)
+@_opt("--eager-itl-factor", "eager_itl_factor", click.FloatRange(min=1))
+@_opt("--eager-itl-ms", "eager_itl_ms", click.FloatRange(min=0))
+@_opt("--prefix-cache-blocks", "prefix_cache_blocks", click.IntRange(min=1))
+@_opt("--block-size", "block_size", click.IntRange(min=1))
+@_opt("--spec-tokens", "spec_tokens", click.IntRange(min=0))
+@_opt("--spec-accept-text", "spec_accept_text", click.FloatRange(0, 1))
+@_opt("--spec-accept-random", "spec_accept_random", click.FloatRange(0, 1))
 def command(host: str, port: int, api_key_env: str | None, fault_specs: tuple[str, ...],
             **fields: object) -> None:
     """Serve /v1/completions and /v1/chat/completions with tokens at exact deadlines.

@@ -52,6 +52,35 @@ class ReferenceConfig:
     seed: int = field(default=0, metadata={"help": "seed for fault draws and sampling"})
     stall_s: float = field(default=5.0, metadata={"help": "length of the `stall` fault"})
     slow_headers_s: float = field(default=5.0, metadata={"help": "delay of the `slow_headers` fault"})
+    slow_end_s: float = field(
+        default=0.3, metadata={"help": "`slow_end` fault: the stream's end (usage chunk, [DONE]) this late"})
+    proxy_buffer_bytes: int = field(
+        default=4096, metadata={"help": "`proxy_buffer` fault: the body arrives in pieces of this many bytes"})
+    # ---- load model (docs/reference-server.md "Load model"); the defaults leave it off ----
+    itl_per_running_ms: float = field(
+        default=0.0, metadata={"help": "load model: ITL grows by this per running request "
+                                       "(itl = itl_ms + this x running)"})
+    prefill_ms_per_token: float = field(
+        default=0.0, metadata={"help": "load model: prefill ms per uncached prompt token, shared by the requests "
+                                       "prefilling at once; the first token is due ttft_ms after prefill ends"})
+    captured_batch_sizes: tuple[int, ...] | None = field(
+        default=None, metadata={"help": "load model: captured (CUDA-graph) batch sizes; a running batch is padded "
+                                        "to the next one, above the largest it runs eager"})
+    eager_itl_factor: float = field(
+        default=1.0, metadata={"help": "load model: ITL multiplied by this when the batch runs eager"})
+    eager_itl_ms: float = field(
+        default=0.0, metadata={"help": "load model: ms added to ITL (after the factor) when the batch runs eager"})
+    # ---- prefix cache (docs/reference-server.md "Prefix cache") ----
+    prefix_cache_blocks: int | None = field(
+        default=None, metadata={"help": "prefix cache of this many blocks (LRU); unset: no prefix cache"})
+    block_size: int = field(default=16, metadata={"help": "prefix cache: tokens per block"})
+    # ---- speculative decoding (docs/reference-server.md "Speculative decoding") ----
+    spec_tokens: int = field(
+        default=0, metadata={"help": "speculative decoding: draft tokens per step (0: off)"})
+    spec_accept_text: float = field(
+        default=0.7, metadata={"help": "speculative decoding: acceptance of each draft token, text-like prompt"})
+    spec_accept_random: float = field(
+        default=0.1, metadata={"help": "speculative decoding: acceptance of each draft token, random-id prompt"})
 
     def __post_init__(self) -> None:
         if self.ttft_ms < 0 or self.itl_ms < 0 or self.stall_s < 0 or self.slow_headers_s < 0:
@@ -66,6 +95,34 @@ class ReferenceConfig:
             raise UsageError(f"reasoning_field '{self.reasoning_field}' is unknown",
                              hint=f"one of {', '.join(REASONING_FIELDS)}")
         self.faults = F.validate_faults(self.faults)
+        self._check_load_model()
+        self._check_cache_and_spec()
+
+    def _check_load_model(self) -> None:
+        if min(self.itl_per_running_ms, self.prefill_ms_per_token, self.eager_itl_ms, self.slow_end_s) < 0:
+            raise UsageError("negative time in reference config", hint="times are >= 0")
+        if self.eager_itl_factor < 1.0 or self.proxy_buffer_bytes < 1:
+            raise UsageError("eager_itl_factor >= 1 and proxy_buffer_bytes >= 1 required")
+        if self.captured_batch_sizes is not None:
+            sizes = tuple(sorted(set(self.captured_batch_sizes)))
+            if not sizes or sizes[0] < 1 or not all(type(s) is int for s in sizes):
+                raise UsageError(f"captured_batch_sizes {list(self.captured_batch_sizes)} is not a set of "
+                                 "batch sizes", hint="positive integers, e.g. 1,2,4,8,16")
+            self.captured_batch_sizes = sizes
+
+    def _check_cache_and_spec(self) -> None:
+        if self.block_size < 1 or (self.prefix_cache_blocks or 1) < 1 or self.spec_tokens < 0:
+            raise UsageError("block_size >= 1, prefix_cache_blocks >= 1 when set, spec_tokens >= 0 required")
+        if not (0.0 <= self.spec_accept_text <= 1.0 and 0.0 <= self.spec_accept_random <= 1.0):
+            raise UsageError("spec_accept_text and spec_accept_random are probabilities", hint="in [0, 1]")
+        if self.spec_tokens and self.tokens_per_chunk != 1:
+            raise UsageError("speculative decoding streams one step per chunk",
+                             hint="drop tokens_per_chunk (it must stay 1) or spec_tokens")
+
+    @property
+    def load_model(self) -> bool:
+        """Whether timing depends on load (running streams, prefill tokens, captured batch sizes)."""
+        return bool(self.itl_per_running_ms or self.prefill_ms_per_token or self.captured_batch_sizes)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

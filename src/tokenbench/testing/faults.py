@@ -27,6 +27,12 @@ FAULT_KINDS: dict[str, str] = {
     "early_done": "`data: [DONE]` after half of the content chunks (no finish_reason, no usage)",
     "missing_usage": "no `usage` anywhere, even when stream_options.include_usage is set",
     "slow_headers": "response headers only after `slow_headers_s` seconds (then a normal answer)",
+    # field conditions: the answer is complete and correct, only its delivery differs (outcome `ok`)
+    "proxy_buffer": "the body arrives in whole pieces of `proxy_buffer_bytes` (the rest at the end), as "
+                    "through a buffering proxy (nginx's default proxy_buffering: 4 KiB)",
+    "slow_end": "everything after the last token (a usage-only chunk, `[DONE]`) `slow_end_s` late, as after "
+                "a gateway's hook, moderation or billing",
+    "no_done": "the stream ends cleanly (finish_reason, usage, end of body) without `data: [DONE]`",
 }
 
 HTTP_FAULTS: dict[str, int] = {"http_429": 429, "http_500": 500, "http_503": 503}

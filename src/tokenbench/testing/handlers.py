@@ -1,25 +1,27 @@
-"""The reference server's aiohttp handlers: generation (admission, stream or whole answer, faults,
-send log) and the rest of the surface (/v1/models, /tokenize, /detokenize, /health, /metrics,
-/get_server_info)."""
+"""The reference server's aiohttp handlers: generation (admission, prefix cache, prefill, stream or
+whole answer, faults, send log) and the rest of the surface (/v1/models, /tokenize, /detokenize,
+/health, /metrics, /get_server_info, /arrivals)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 from collections.abc import Callable
 from time import perf_counter_ns
 
 from aiohttp import web
 
-from tokenbench import __version__
 from tokenbench.testing import faults as F
-from tokenbench.testing.admission import Gate
+from tokenbench.testing import surface
+from tokenbench.testing.admission import Gate, PrefillStage
 from tokenbench.testing.clock import Deadlines, TimerFd
 from tokenbench.testing.config import ReferenceConfig
 from tokenbench.testing.jobs import Job, Sampler, parse_job, whole_body
-from tokenbench.testing.send_log import SendLog
-from tokenbench.testing.streams import due_ns, stream_answer
+from tokenbench.testing.load_model import step_ns
+from tokenbench.testing.prefix_cache import PrefixCache
+from tokenbench.testing.send_log import Arrival, ArrivalLog, SendLog
+from tokenbench.testing.speculative import SpecPlan, plan_steps, text_like
+from tokenbench.testing.streams import Answer, Pacing, chunk_sizes, chunks_for, last_due, steps_of, stream_answer
 from tokenbench.testing.tokenizer import InvalidRequest, chat_text, detokenize, token_lists, tokenize
 
 
@@ -34,7 +36,12 @@ def _new_record(rid: str, request: web.Request, api: str, job: Job, fault, recv_
             "stream": job.stream, "fault": fault, "status": 200, "recv_ns": recv_ns,
             "admitted_ns": None, "role_ns": None, "write_ns": [], "tokens": [],
             "prompt_tokens": job.prompt_tokens, "completion_tokens": 0, "finish_reason": None,
-            "outcome": "ok", "end_ns": None}
+            "outcome": "ok", "end_ns": None, "done_ns": None,
+            "session_id": request.headers.get(SESSION_HEADER), "cached_tokens": None,
+            "due_ns": None, "prefill_ns": None, "spec_drafts": None, "spec_accepted": None, "pieces_ns": None}
+
+
+SESSION_HEADER = "X-Session-ID"
 
 
 class Server:
@@ -43,11 +50,15 @@ class Server:
         self.log = SendLog(cfg.send_log)
         self.clock = Deadlines(make_timer)
         self.gate = Gate(cfg.max_running, cfg.kv_capacity_tokens)
+        self.prefill = PrefillStage(self.clock)
+        self.cache = None if cfg.prefix_cache_blocks is None else PrefixCache(cfg.prefix_cache_blocks, cfg.block_size)
         self.faults = F.FaultPicker(cfg.faults, cfg.seed)
         self.rng = random.Random(cfg.seed)
         self.seq = 0
-        self.totals = {"requests": 0, "prompt_tokens": 0, "generation_tokens": 0}
+        self.totals = surface.Totals()
+        self.arrivals = ArrivalLog()
         self.answering: set[asyncio.Task] = set()    # generation handlers still running
+        self.plans: dict[str, SpecPlan] = {}         # speculative decoding: the steps of each answer
 
     def application(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -60,6 +71,7 @@ class Server:
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics)
         app.router.add_get("/get_server_info", self.server_info)
+        app.router.add_get("/arrivals", self.arrival_log)
         return app
 
     async def close(self) -> None:
@@ -82,6 +94,8 @@ class Server:
 
     async def generate(self, request: web.Request, api: str) -> web.StreamResponse:
         recv_ns = perf_counter_ns()
+        self.arrivals.add(Arrival(recv_ns, request.path, request.headers.get("X-Request-Id"),
+                                  request.headers.get(SESSION_HEADER)))
         # Yield once, so every request of a burst stamps its arrival before any of them is parsed:
         # the parsing then runs inside each request's TTFT instead of delaying the next one's receipt.
         await asyncio.sleep(0)
@@ -100,16 +114,26 @@ class Server:
         if fault == "missing_usage":
             job.usage = job.continuous = job.usage_alone = False
         rec = _new_record(rid, request, api, job, fault, recv_ns)
-        self.totals["requests"] += 1
-        self.totals["prompt_tokens"] += job.prompt_tokens
-        return await self._logged(request, job, fault, rec, need)
+        if self.cfg.load_model or self.cfg.spec_tokens:
+            rec["due_ns"] = []                       # the deadlines the load model computed
+        if self.cfg.spec_tokens:
+            self.plans[rid] = self._spec_plan(job)
+        self.totals.requests += 1
+        self.totals.prompt_tokens += job.prompt_tokens
+        return await self._logged(request, Answer(job, fault, rec), need)
 
-    async def _logged(self, request, job: Job, fault, rec: dict, need: int) -> web.StreamResponse:
-        """Answer, then complete `rec` and hand it to the send log, however the answer ended."""
-        task = asyncio.current_task()
+    def _spec_plan(self, job: Job) -> SpecPlan:
+        """Seeded per request (server seed, request number): the same arrivals give the same steps."""
+        ids = [t for p in job.prompts for t in p]
+        p = self.cfg.spec_accept_text if text_like(ids) else self.cfg.spec_accept_random
+        return plan_steps(job.n_out, self.cfg.spec_tokens, p, random.Random(f"{self.cfg.seed}:{self.seq}"))
+
+    async def _logged(self, request, ans: Answer, need: int) -> web.StreamResponse:
+        """Answer, then complete the record and hand it to the send log, however the answer ended."""
+        task, rec = asyncio.current_task(), ans.rec
         self.answering.add(task)
         try:
-            return await self._answer(request, job, fault, rec, need)
+            return await self._answer(request, ans, need)
         except ConnectionError:
             rec["outcome"] = "client_disconnected"
             return web.Response()
@@ -118,12 +142,14 @@ class Server:
             raise
         finally:
             rec["completion_tokens"] = sum(rec["tokens"])
-            self.totals["generation_tokens"] += rec["completion_tokens"]
+            self.totals.generation_tokens += rec["completion_tokens"]
             rec["end_ns"] = rec["end_ns"] or perf_counter_ns()
+            self._remember(ans)
             self.log.add(rec)
             self.answering.discard(task)
 
-    async def _answer(self, request, job: Job, fault, rec, need) -> web.StreamResponse:
+    async def _answer(self, request, ans: Answer, need: int) -> web.StreamResponse:
+        job, fault, rec = ans.job, ans.fault, ans.rec
         if fault == "slow_headers":
             await asyncio.sleep(self.cfg.slow_headers_s)
         if fault in F.HTTP_FAULTS:
@@ -138,16 +164,18 @@ class Server:
             await resp.prepare(request)
         arrival = None if fault == "slow_headers" else rec["recv_ns"]  # slow headers: clock after them
         rec["admitted_ns"] = t_adm = await self.gate.acquire(need, arrival)
+        self._look_up(ans)
         try:
             if job.stream:
-                await stream_answer(self.cfg, self.clock, request, resp, job, fault, rec, t_adm)
+                await stream_answer(self.cfg, self.clock, request, resp, ans, lambda: self._pacing(ans, t_adm))
                 return resp
-            return await self._whole(request, job, fault, rec, t_adm)
+            return await self._whole(request, ans, await self._pacing(ans, t_adm, per_token=True))
         finally:
             rec["end_ns"] = perf_counter_ns()
             self.gate.release(need)
 
-    async def _whole(self, request, job: Job, fault, rec, t_adm: int) -> web.StreamResponse:
+    async def _whole(self, request, ans: Answer, pace: Pacing) -> web.StreamResponse:
+        job, fault, rec = ans.job, ans.fault, ans.rec
         n = job.n_out // 2 if fault == "early_done" else job.n_out
         finish = "stop" if fault == "early_done" else job.finish
         outs = [Sampler(s, self.cfg.vocab_size).take(n) for s in job.seeds]
@@ -155,13 +183,58 @@ class Server:
         if fault in ("malformed_sse", "invalid_json", "reset_mid_stream"):
             data, rec["outcome"] = data[: len(data) // 2], "fault"
         shift = int(self.cfg.stall_s * 1e9) if fault == "stall" else 0
-        await self.clock.until(due_ns(self.cfg, t_adm, max(n, 1) - 1) + shift)
+        varying = bool(self.cfg.itl_per_running_ms or self.cfg.captured_batch_sizes)
+        due = await last_due(self.clock, pace, max(n, 1), varying) + shift
+        await self.clock.until(due)
         rec["write_ns"].append(perf_counter_ns())
+        if rec["due_ns"] is not None:
+            rec["due_ns"].append(due)
         rec["tokens"].append(n * len(outs))
         rec["finish_reason"] = finish
         if fault != "reset_mid_stream":
             return web.Response(body=data, content_type="application/json")
         return await _reset_after(request, data)
+
+    # ---- load model, prefix cache, speculative decoding ----
+
+    async def _pacing(self, ans: Answer, t_adm: int, per_token: bool = False) -> Pacing:
+        """After the prefill (shared, under the load model): when token 0 is due and how the rest follow."""
+        cfg, job = self.cfg, ans.job
+        uncached = job.prompt_tokens - (job.cached or 0)
+        t_pre = t_adm
+        if cfg.prefill_ms_per_token and uncached:
+            ans.rec["prefill_ns"] = await self.prefill.run(t_adm, uncached * cfg.prefill_ms_per_token * 1e6)
+            t_pre = ans.rec["prefill_ns"][1]
+        if self.cache is not None:
+            for prompt in job.prompts:
+                self.cache.store(prompt)
+        plan = self.plans.get(ans.rec["id"])
+        sizes = plan.sizes if plan else chunk_sizes(job.n_out, 1 if per_token else cfg.tokens_per_chunk)
+        fixed = step_ns(cfg, 1)
+        varying = cfg.itl_per_running_ms or cfg.captured_batch_sizes
+        return Pacing(t_pre + int(cfg.ttft_ms * 1e6), sizes, steps_of(sizes, plan is not None),
+                      (lambda: step_ns(cfg, self.gate.running)) if varying else (lambda: fixed))
+
+    def _look_up(self, ans: Answer) -> None:
+        if self.cache is None:
+            return
+        ans.job.cached = ans.rec["cached_tokens"] = sum(self.cache.lookup(p) for p in ans.job.prompts)
+        self.totals.prefix_queries += ans.job.prompt_tokens
+        self.totals.prefix_hits += ans.job.cached
+
+    def _remember(self, ans: Answer) -> None:
+        """At the end: the prompt + output blocks into the prefix cache; the speculative counters."""
+        job, rec = ans.job, ans.rec
+        width, plan = len(job.seeds), self.plans.pop(rec["id"], None)
+        made = rec["completion_tokens"] // width
+        if self.cache is not None and rec["admitted_ns"] is not None and made:
+            for prompt, seed in zip(job.prompts, job.seeds, strict=False):
+                self.cache.store(prompt + Sampler(seed, self.cfg.vocab_size).take(made)[:-1])
+        if plan is not None and rec["admitted_ns"] is not None:
+            steps = [t // width for t in rec["tokens"]] if job.stream else plan.sizes[:chunks_for(plan.sizes, made)]
+            accepted = [s - 1 for s in steps[1:]]
+            rec["spec_drafts"], rec["spec_accepted"] = len(accepted), sum(accepted)
+            self.totals.add_spec(self.cfg.spec_tokens, accepted)
 
     def check_key(self, request: web.Request) -> web.Response | None:
         key = self.cfg.api_key
@@ -175,9 +248,7 @@ class Server:
     async def models(self, request: web.Request) -> web.Response:
         if (denied := self.check_key(request)) is not None:
             return denied
-        return web.json_response({"object": "list", "data": [
-            {"id": self.cfg.model, "object": "model", "created": 0, "owned_by": "tokenbench",
-             "max_model_len": self.cfg.max_model_len}]})
+        return web.json_response({"object": "list", "data": [surface.model_entry(self.cfg)]})
 
     async def tokenize(self, request: web.Request) -> web.Response:
         try:
@@ -206,27 +277,19 @@ class Server:
 
     async def metrics(self, request: web.Request) -> web.Response:
         g = self.gate
-        kv = g.kv_used / g.kv_capacity if g.kv_capacity else 0.0
-        lines = [("num_requests_running", "gauge", g.running),
-                 ("num_requests_waiting", "gauge", len(g.waiting)),
-                 ("kv_cache_usage_perc", "gauge", kv),
-                 ("requests_total", "counter", self.totals["requests"]),
-                 ("prompt_tokens_total", "counter", self.totals["prompt_tokens"]),
-                 ("generation_tokens_total", "counter", self.totals["generation_tokens"])]
-        label = f"{{model_name={json.dumps(self.cfg.model)}}}"
-        text = "".join(f"# TYPE reference:{name} {kind}\nreference:{name}{label} {v}\n"
-                       for name, kind, v in lines)
-        return web.Response(text=text, content_type="text/plain")
+        load = surface.Load(g.running, len(g.waiting), g.kv_used / g.kv_capacity if g.kv_capacity else 0.0)
+        return web.Response(text=surface.metrics_text(self.cfg, load, self.totals), content_type="text/plain")
 
     async def server_info(self, request: web.Request) -> web.Response:
-        c = self.cfg
-        info = {"engine": "reference", "version": __version__, "model_path": c.model,
-                "max_total_num_tokens": c.kv_capacity_tokens, "context_length": c.max_model_len,
-                "max_running_requests": c.max_running, "vocab_size": c.vocab_size,
-                "ttft_ms": c.ttft_ms, "itl_ms": c.itl_ms, "tokens_per_chunk": c.tokens_per_chunk}
-        if not c.report_vocab:
-            del info["vocab_size"]
-        return web.json_response(info)
+        return web.json_response(surface.server_info(self.cfg))
+
+    async def arrival_log(self, request: web.Request) -> web.Response:
+        """GET /arrivals?since=N: the arrivals from the Nth on (0-based, arrival order) and their gaps."""
+        try:
+            first = int(request.query.get("since", "0"))
+        except ValueError:
+            return _error(400, "since is an arrival index (an integer >= 0)")
+        return web.json_response(self.arrivals.since(first))
 
 
 async def _reset_after(request: web.Request, data: bytes) -> web.StreamResponse:

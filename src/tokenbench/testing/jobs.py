@@ -28,6 +28,7 @@ class Job:
     images: int
     style: Style
     usage_alone: bool = False  # streamed usage on its own final chunk (`choices: []`): chat always, completions on ask
+    cached: int | None = None  # prompt tokens found in the prefix cache (None: the server has none)
 
     @property
     def prompt_tokens(self) -> int:
@@ -35,7 +36,9 @@ class Job:
 
     def usage_json(self, completion: int) -> str:
         p = self.prompt_tokens
-        extra = f',"prompt_tokens_details":{{"image_count":{self.images}}}' if self.images else ""
+        details = [f'"cached_tokens":{self.cached}'] if self.cached is not None else []
+        details += [f'"image_count":{self.images}'] if self.images else []
+        extra = f',"prompt_tokens_details":{{{",".join(details)}}}' if details else ""
         return (f'{{"prompt_tokens":{p},"total_tokens":{p + completion},'
                 f'"completion_tokens":{completion}{extra}}}')
 

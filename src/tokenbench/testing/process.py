@@ -109,6 +109,11 @@ class ReferenceProcess:
         if self.proc is not None and self.proc.stdout is not None:
             self.proc.stdout.close()
 
+    def arrivals(self, since: int = 0) -> dict:
+        """The running server's arrival log from arrival `since` on (GET /arrivals?since=N)."""
+        with urllib.request.urlopen(f"{self.url}/arrivals?since={since}", timeout=10) as answer:
+            return json.loads(answer.read())
+
     def send_log(self) -> list[dict]:
         """Records written so far (complete after exit)."""
         if self._records is not None:

@@ -10,7 +10,11 @@ child) and re-exports the public names of the modules beside it:
     config.py     ReferenceConfig
     tokenizer.py  tokenize, detokenize, chat_text (word tokenizer and chat template)
     handlers.py   the aiohttp handlers, over jobs.py (request -> Job), streams.py (chunks at
-                  deadlines), clock.py (timerfd deadlines), admission.py (FIFO gate), send_log.py
+                  deadlines), clock.py (timerfd deadlines), admission.py (FIFO gate, shared prefill),
+                  send_log.py (send log, arrival log), surface.py (/metrics, server info)
+    load_model.py, prefix_cache.py, speculative.py   the pure models the handlers run
+    expect.py     closed forms of the load model (what a load should measure, the highest load
+                  meeting an SLO)
     process.py    ReferenceProcess (the server in a child process)
 """
 
@@ -47,6 +51,10 @@ class RunningReference:
     port: int
     _runner: web.AppRunner
     _server: Server
+
+    def arrivals(self, since: int = 0) -> dict:
+        """The arrival log from arrival `since` on: what GET /arrivals?since=N answers."""
+        return self._server.arrivals.since(since)
 
     async def close(self) -> None:
         await self._runner.cleanup()

@@ -1,13 +1,16 @@
 """Streaming answers of the reference server: the chunk due at each deadline, written by a callback.
 
-Token i of a request admitted at t_adm is due at t_adm + ttft + i*itl; a chunk of K tokens is written
-when its last token is due. Each chunk's bytes are built right after the previous write, so at the
-deadline only `transport.write` runs.
+Token 0 of a request is due at `t_first` (admission + ttft without the load model); each later chunk is
+due `steps x step` after the one before it, where `step` is the decode step now (the fixed ITL, or the
+load model's ITL for the running batch). A chunk of K tokens is written when its last token is due.
+Each chunk's bytes are built right after the previous write, so at the deadline only the write runs.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from time import perf_counter_ns
 
 from tokenbench.testing import faults as F
@@ -16,11 +19,66 @@ from tokenbench.testing.config import ReferenceConfig
 from tokenbench.testing.jobs import Job, Sampler
 
 STREAM_FAULTS = ("reset_mid_stream", "stall", "malformed_sse", "invalid_json", "early_done")
+DONE = b"data: [DONE]\n\n"
 
 
-def due_ns(cfg: ReferenceConfig, t_adm: int, last_token: int) -> int:
-    """When token `last_token` (0-based) of a request admitted at `t_adm` is due."""
-    return t_adm + int(cfg.ttft_ms * 1e6) + last_token * int(cfg.itl_ms * 1e6)
+@dataclass(slots=True)
+class Answer:
+    """One generation request being answered: its plan, its fault, its send-log record."""
+
+    job: Job
+    fault: str | None
+    rec: dict
+
+
+@dataclass(slots=True)
+class Pacing:
+    """When the chunks of one answer are due: token 0 at t_first, chunk c `steps[c]` decode steps after
+    chunk c-1; `step_ns()` is the decode step now (it reads the running batch under the load model)."""
+
+    t_first: int
+    sizes: list[int]           # tokens per chunk
+    steps: list[int]           # decode steps between the previous chunk's last token and this one's
+    step_ns: Callable[[], int]
+
+    def due_after(self, prev_due: int, c: int) -> int:
+        return prev_due + self.steps[c] * self.step_ns() if self.steps[c] else prev_due
+
+
+def chunks_for(sizes: list[int], n: int) -> int:
+    """How many leading chunks hold the first n tokens."""
+    made = 0
+    for c, size in enumerate(sizes):
+        made += size
+        if made >= n:
+            return c + 1
+    return len(sizes)
+
+
+async def last_due(clock: Deadlines, pace: Pacing, n: int, varying: bool) -> int:
+    """When token n-1 of a whole (non-streaming) answer is due. A step that depends on the running
+    batch (`varying`) is read chunk by chunk, at the times a stream would read it."""
+    due = pace.due_after(pace.t_first, 0)
+    if not varying:
+        return due + sum(pace.steps[1:chunks_for(pace.sizes, n)]) * pace.step_ns()
+    c, made = 0, pace.sizes[0]
+    while made < n:
+        await clock.until(due)
+        c += 1
+        due, made = pace.due_after(due, c), made + pace.sizes[c]
+    return due
+
+
+def chunk_sizes(n_out: int, per_chunk: int) -> list[int]:
+    return [min(per_chunk, n_out - lo) for lo in range(0, n_out, per_chunk)]
+
+
+def steps_of(sizes: list[int], one_step_per_chunk: bool) -> list[int]:
+    """Decode steps before each chunk: its tokens (the first chunk's first token is the prefill's), or
+    one per chunk after the first when a step emits a chunk (speculative decoding)."""
+    if one_step_per_chunk:
+        return [0] + [1] * (len(sizes) - 1)
+    return [sizes[0] - 1, *sizes[1:]] if sizes else []
 
 
 def frame(data: bytes) -> bytes:
@@ -36,68 +94,109 @@ def role_event(job: Job) -> bytes:
 
 
 def chunk(job: Job, samplers: list[Sampler], lo: int, hi: int, last: bool) -> bytes:
-    """All events written at one deadline: one per choice (+ usage chunk and [DONE] at the end)."""
+    """The token events written at one deadline: one per choice (usage on the last one if it rides there)."""
     width, out = len(samplers), []
     for i, sampler in enumerate(samplers):
         usage = None
         if job.continuous or (last and job.usage and not job.usage_alone and i == width - 1):
             usage = job.usage_json(hi * (i + 1) + lo * (width - i - 1))
         out.append(job.event(i, sampler.take(hi - lo), job.finish if last else None, usage, lo))
-    if last and job.usage_alone:
-        out.append(f'{job.head}[],"usage":{job.usage_json(hi)}}}\n\n'.encode())
-    if last:
-        out.append(b"data: [DONE]\n\n")
     return b"".join(out)
 
 
-async def stream_answer(cfg: ReferenceConfig, clock: Deadlines, request, resp, job: Job,
-                        fault, rec: dict, t_adm: int) -> None:
-    """Write a prepared streaming response until its last chunk (or its fault); fills `rec`."""
+def tail(job: Job, n_out: int, done: bool = True) -> bytes:
+    """What follows the last token: the usage chunk when it stands alone, then `[DONE]`."""
+    usage = f'{job.head}[],"usage":{job.usage_json(n_out)}}}\n\n'.encode() if job.usage_alone else b""
+    return usage + (DONE if done else b"")
+
+
+class Pipe:
+    """The body's way to the client: straight to the transport, or (the `proxy_buffer` fault) held and
+    written in whole pieces of `piece` bytes, the rest at `flush`, as a buffering proxy delivers it."""
+
+    def __init__(self, transport: asyncio.Transport, piece: int | None, stamps: list[int] | None) -> None:
+        self.transport, self.piece, self.stamps, self.held = transport, piece or 0, stamps, b""
+        if piece is None:
+            self.write = transport.write   # type: ignore[method-assign]  # no proxy: no cost
+
+    def write(self, data: bytes) -> None:
+        self.held += data
+        while len(self.held) >= self.piece:
+            self._out(self.held[: self.piece])
+            self.held = self.held[self.piece:]
+
+    def flush(self) -> None:
+        if self.held:
+            self._out(self.held)
+            self.held = b""
+
+    def _out(self, data: bytes) -> None:
+        self.transport.write(data)
+        if self.stamps is not None:
+            self.stamps.append(perf_counter_ns())
+
+
+def pipe_for(cfg: ReferenceConfig, transport: asyncio.Transport, ans: Answer) -> Pipe:
+    if ans.fault != "proxy_buffer":
+        return Pipe(transport, None, None)
+    ans.rec["pieces_ns"] = []
+    return Pipe(transport, cfg.proxy_buffer_bytes, ans.rec["pieces_ns"])
+
+
+async def stream_answer(cfg: ReferenceConfig, clock: Deadlines, request, resp, ans: Answer,
+                        pacing: Callable[[], Awaitable[Pacing]]) -> None:
+    """Write a prepared streaming response until its last chunk (or its fault); fills `ans.rec`.
+    The chat role chunk goes out at once; the tokens once `pacing()` (the prefill) has answered."""
     transport = request.transport
     if transport is None or transport.is_closing():
         raise ConnectionResetError
-    if job.api == "chat":
-        rec["role_ns"] = perf_counter_ns()
-        transport.write(frame(role_event(job)))
+    pipe = pipe_for(cfg, transport, ans)
+    if ans.job.api == "chat":
+        ans.rec["role_ns"] = perf_counter_ns()
+        pipe.write(frame(role_event(ans.job)))
+    pace = await pacing()
     done = asyncio.get_running_loop().create_future()
-    Stream(cfg, clock, job, fault, rec, transport, t_adm, done)
+    Stream(cfg, clock, ans, pipe, pace, done)
     await done
-    if rec["outcome"] == "client_disconnected":
+    if ans.rec["outcome"] == "client_disconnected":
         raise ConnectionResetError
-    if fault != "reset_mid_stream":
+    if ans.fault != "reset_mid_stream":
+        pipe.flush()
         await resp.write_eof()
 
 
 class Stream:
     """One streaming answer driven by the deadlines: each fire() writes one pre-built chunk."""
 
-    def __init__(self, cfg: ReferenceConfig, clock: Deadlines, job: Job, fault, rec: dict,
-                 transport, t_adm: int, done: asyncio.Future) -> None:
-        self.cfg, self.clock, self.job, self.fault, self.rec = cfg, clock, job, fault, rec
-        self.transport, self.done = transport, done
-        self.k, self.c, self.t_adm, self.shift = cfg.tokens_per_chunk, 0, t_adm, 0
-        self.n_chunks = -(-job.n_out // self.k)
-        self.strike = F.fault_point(self.n_chunks) if fault in STREAM_FAULTS else -1
-        self.samplers = [Sampler(s, cfg.vocab_size) for s in job.seeds]
+    def __init__(self, cfg: ReferenceConfig, clock: Deadlines, ans: Answer, pipe: Pipe, pace: Pacing,
+                 done: asyncio.Future) -> None:
+        self.cfg, self.clock, self.job, self.fault, self.rec = cfg, clock, ans.job, ans.fault, ans.rec
+        self.pipe, self.pace, self.done = pipe, pace, done
+        self.c, self.lo, self.shift = 0, 0, 0
+        self.n_chunks = len(pace.sizes)
+        self.strike = F.fault_point(self.n_chunks) if self.fault in STREAM_FAULTS else -1
+        self.samplers = [Sampler(s, cfg.vocab_size) for s in self.job.seeds]
+        self.due = pace.due_after(pace.t_first, 0)
         self.pending = self._build()
         clock.call_at(self._due(), self.fire)
 
-    def _span(self) -> tuple[int, int]:
-        """Token indices [lo, hi) carried by the current chunk."""
-        lo = self.c * self.k
-        return lo, min(self.job.n_out, lo + self.k)
+    def _hi(self) -> int:
+        return self.lo + self.pace.sizes[self.c]
 
     def _due(self) -> int:
         if self.c == self.strike and self.fault == "stall":
             self.shift = int(self.cfg.stall_s * 1e9)
-        return due_ns(self.cfg, self.t_adm, self._span()[1] - 1) + self.shift
+        return self.due + self.shift
 
     def _build(self) -> bytes:
         c, fault = self.c, self.fault
         if c == self.strike and fault in ("reset_mid_stream", "early_done"):
-            return frame(b"data: [DONE]\n\n")
-        lo, hi = self._span()
-        data = chunk(self.job, self.samplers, lo, hi, hi == self.job.n_out)
+            return frame(DONE)
+        hi = self._hi()
+        last = hi == self.job.n_out
+        data = chunk(self.job, self.samplers, self.lo, hi, last)
+        if last and fault != "slow_end":
+            data += tail(self.job, hi, done=fault != "no_done")
         if c == self.strike and fault == "invalid_json":
             data = F.corrupt(data)
         elif c == self.strike and fault == "malformed_sse":
@@ -112,31 +211,51 @@ class Stream:
                 self.done.set_exception(exc)
 
     def _fire(self) -> None:
-        t = self.transport
         if self.done.done():  # the handler is gone (server shutting down)
             return None
-        if t.is_closing():
+        if self.pipe.transport.is_closing():
             return self._end("client_disconnected")
-        if self.c == self.strike and self.fault == "early_done":
-            t.write(self.pending)
-            return self._end("fault")
-        if self.c == self.strike and self.fault == "reset_mid_stream":
-            F.reset(t)
-            return self._end("fault")
-        lo, hi = self._span()
-        self.rec["write_ns"].append(perf_counter_ns())
-        t.write(self.pending)
-        self.rec["tokens"].append((hi - lo) * len(self.samplers))
-        return self._next()
+        if self.c == self.strike and self.fault in ("early_done", "reset_mid_stream"):
+            return self._strike()
+        hi = self._hi()
+        now = perf_counter_ns()
+        self.rec["write_ns"].append(now)
+        self.pipe.write(self.pending)
+        if self.rec["due_ns"] is not None:
+            self.rec["due_ns"].append(self.due + self.shift)
+        self.rec["tokens"].append((hi - self.lo) * len(self.samplers))
+        if hi == self.job.n_out and self.fault not in ("slow_end", "no_done"):
+            self.rec["done_ns"] = now
+        return self._next(hi)
 
-    def _next(self) -> None:
-        """After a write: end the stream, or build the next chunk and set its deadline."""
-        self.c += 1
+    def _strike(self) -> None:
+        if self.fault == "early_done":
+            self.rec["done_ns"] = perf_counter_ns()
+            self.pipe.write(self.pending)
+        else:
+            F.reset(self.pipe.transport)
+        return self._end("fault")
+
+    def _next(self, hi: int) -> None:
+        """After a write: end the stream (its tail later under `slow_end`), or build the next chunk."""
+        self.c, self.lo = self.c + 1, hi
         if self.c == self.n_chunks:
             self.rec["finish_reason"] = self.job.finish
+            if self.fault == "slow_end":
+                return self.clock.call_at(self._due() + int(self.cfg.slow_end_s * 1e9), self._slow_tail)
             return self._end("fault" if self.fault in STREAM_FAULTS else "ok")
+        self.due = self.pace.due_after(self.due, self.c)
         self.pending = self._build()
         self.clock.call_at(self._due(), self.fire)
+
+    def _slow_tail(self) -> None:
+        if self.done.done():
+            return None
+        if self.pipe.transport.is_closing():
+            return self._end("client_disconnected")
+        self.rec["done_ns"] = perf_counter_ns()
+        self.pipe.write(frame(tail(self.job, self.job.n_out)))
+        return self._end("ok")
 
     def _end(self, outcome: str) -> None:
         self.rec["outcome"] = outcome
