@@ -1,5 +1,5 @@
 """Admission for the reference server: one FIFO queue in front of max_running and KV capacity, then
-(under the load model) the shared prefill stage.
+(under the load model) the FIFO prefill stage.
 
 Strict arrival order: a request that does not fit blocks the ones behind it, as an engine out of
 KV does. The admission time is when the TTFT clock starts.
@@ -13,7 +13,7 @@ from collections import deque
 from time import perf_counter_ns
 
 from tokenbench.testing.clock import Deadlines
-from tokenbench.testing.load_model import SharedPrefill
+from tokenbench.testing.load_model import PrefillQueue
 
 
 class Gate:
@@ -61,45 +61,14 @@ class Gate:
 
 
 class PrefillStage:
-    """The load model's shared prefill on the server's deadlines: `await run(t_adm, work_ns)` returns
-    when that request's prefill started and ended (ns; the exact processor-sharing times, not the
-    wake-up time). It starts at t_adm, or later if the stage already moved past t_adm (a request
-    processed after the stage's last event, though stamped before it)."""
+    """The load model's prefill queue on the server's deadlines: `await run(t_adm, work_ns)` returns
+    (start, end) of that request's prefill (ns, from the queue, not the wake-up time). Requests take
+    their turn in the order they reach the stage; one that leaves while waiting keeps its turn."""
 
     def __init__(self, clock: Deadlines) -> None:
-        self.clock, self.shared = clock, SharedPrefill()
-        self.waiters: dict[object, asyncio.Future] = {}
-        self.armed: int | None = None
+        self.clock, self.queue = clock, PrefillQueue()
 
     async def run(self, at_ns: int, work_ns: float) -> tuple[int, int]:
-        key, fut = object(), asyncio.get_running_loop().create_future()
-        self._finish(self.shared.add(key, at_ns, work_ns))
-        start = self.shared.t
-        self.waiters[key] = fut
-        self._arm()
-        try:
-            return start, await fut
-        except asyncio.CancelledError:
-            self.waiters.pop(key, None)
-            self._finish(self.shared.remove(key, perf_counter_ns()))
-            self._arm()
-            raise
-
-    def _arm(self) -> None:
-        end = self.shared.next_end()
-        if end is not None and end != self.armed:
-            self.armed = end
-            self.clock.call_at(end, lambda: self._tick(end))
-
-    def _tick(self, end: int) -> None:
-        if self.armed != end:
-            return  # superseded: later work moved the next end
-        self.armed = None
-        self._finish(self.shared.advance(end))
-        self._arm()
-
-    def _finish(self, done: list[tuple[object, int]]) -> None:
-        for key, t_ns in done:
-            fut = self.waiters.pop(key, None)
-            if fut is not None and not fut.done():
-                fut.set_result(t_ns)
+        start, end = self.queue.add(at_ns, work_ns)
+        await self.clock.until(end)
+        return start, end

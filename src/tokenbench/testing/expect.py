@@ -6,14 +6,17 @@ n = output tokens (exact: ignore_eos), itl(r) = the decode step with r running (
 m = tokens per step (1; under speculative decoding 1 + p + ... + p^k), S = the slots admission allows
 (max_running and kv_capacity_tokens // (L + n); unlimited when neither is set).
 
-- Closed loop, C users (each sends again as soon as its answer ends): k = min(C, S) run together.
-  A wave of k admitted together prefills in w(k) = c*k*(L-h): TTFT = t0 + w(k), TPOT = itl(k)/m,
-  wave length E(k) = TTFT + (n-1)*TPOT. Past S, a request also waits a whole number of waves:
-  mean (C-S)/S * E(S); a share ((C-S) mod S)/S waits one wave more than the rest.
-- Constant rate R: gaps of 1/R, prefill w = c*(L-h) alone (w <= 1/R, else unstable); N running solves
-  N = R*(t0 + w + (n-1)*itl(N)/m) (itl linear between whole N); every request alike (p99 = mean).
-- Poisson rate R: TTFT mean = t0 + w/(1-rho), rho = R*w < 1 (M/G/1 processor sharing); a request runs
-  with 1 + Poisson(N) others, N = R*E2EL (mean field, M/G/inf): TPOT = E[itl(1+X)]/m. No p99.
+One prefill takes w = c*(L-h), one at a time (FIFO).
+
+- Closed loop, C users (each sends again as soon as its answer ends), steady state: k = min(C, S)
+  hold a slot, TPOT = itl(k)/m, decode D = (n-1)*TPOT. A slot's cycle is H = max(t0 + w + D, k*w)
+  (the prefill queue binds past the max); throughput k/H; each request spends R = C*H/k from arrival
+  to its last token (Little's law): TTFT = R - D. With C <= S every request is alike (p99 = mean).
+- Constant rate R: gaps of 1/R, each prefill alone (w <= 1/R, else unstable): TTFT = t0 + w; N running
+  solves N = R*(t0 + w + (n-1)*itl(N)/m) (itl linear between whole N); every request alike.
+- Poisson rate R: the prefill queue is M/D/1 (rho = R*w < 1): TTFT = t0 + w + the M/D/1 wait, mean
+  rho*w/(2(1-rho)) and p99 from its exact distribution (Erlang); a request runs with 1 + Poisson(N)
+  others, N = R*E2EL (mean field, M/G/inf): TPOT = E[itl(1+X)]/m (means only).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from decimal import Decimal, localcontext
 from typing import Literal
 
 from tokenbench.errors import UsageError
@@ -53,8 +57,9 @@ class Slo:
 
 @dataclass(frozen=True, slots=True)
 class Expected:
-    """What the load model predicts (ms; rates per second). A p99 is None where it has no closed form;
-    `stable` False: the load is more than the server serves (its queue grows): every time is inf."""
+    """What the load model predicts (ms; rates per second). A p99 is None where it has no closed form.
+    `stable` False: the closed form does not cover the load (more than the server serves, so a queue
+    grows; or Poisson arrivals would find the slots full more than 1 % of the time): times are inf."""
 
     ttft_mean_ms: float
     ttft_p99_ms: float | None
@@ -102,21 +107,20 @@ def _unstable(rate: float, running: float) -> Expected:
 
 
 def closed_loop(cfg: ReferenceConfig, concurrency: int, shape: Shape) -> Expected:
-    """C users in a closed loop, in steady state (the first round of a queued load differs)."""
+    """C users in a closed loop, in steady state (the first round differs: the k-th of a burst waits
+    for the k-1 prefills before its own). Past the slots only the means have a closed form."""
     cap = slots(cfg, shape)
     if cap == 0:
         return _unstable(0.0, 0.0)
     k = concurrency if cap is None else min(concurrency, cap)
-    n = shape.output_tokens
-    ttft = cfg.ttft_ms + _prefill_ms(cfg, shape, k)
+    w, n = _prefill_ms(cfg, shape), shape.output_tokens
     tpot = itl_ms(cfg, k) / tokens_per_step(cfg, shape)
-    wave = ttft + (n - 1) * tpot
-    queued = concurrency - k
-    wait_mean = queued / k * wave
-    wait_p99 = (queued // k + (1 if queued % k / k > 0.01 else 0)) * wave
-    return Expected(ttft + wait_mean, ttft + wait_p99, tpot, tpot, ttft + wait_mean + (n - 1) * tpot,
-                    ttft + wait_p99 + (n - 1) * tpot, float(k), 1000.0 * k / wave, 1000.0 * k * n / wave,
-                    eager(cfg, k))
+    decode = (n - 1) * tpot
+    hold = max(cfg.ttft_ms + w + decode, k * w)
+    stay = concurrency * hold / k
+    alike = concurrency == k
+    return Expected(stay - decode, stay - decode if alike else None, tpot, tpot, stay, stay if alike else None,
+                    float(k), 1000.0 * k / hold, 1000.0 * k * n / hold, eager(cfg, k))
 
 
 def _mean_itl(cfg: ReferenceConfig, running: float) -> float:
@@ -191,14 +195,43 @@ def _poisson_tail(mean: float, at_least: int) -> float:
     return sum(_pmf(mean, x) for x in _window(mean) if x >= at_least)
 
 
+def md1_wait_cdf(t_ms: float, rate: float, service_ms: float) -> float:
+    """P(W <= t) of the M/D/1 queue (Erlang): (1-rho) * sum_{k=0}^{t/D} e^{a_k} (-a_k)^k / k!, with
+    a_k = lambda*(t - k*D). Summed in decimal arithmetic: the terms are large and alternate."""
+    lam, rho = rate / 1000.0, rate * service_ms / 1000.0
+    if t_ms < 0:
+        return 0.0
+    with localcontext() as ctx:
+        ctx.prec = int(lam * t_ms / 2.3) + 40
+        total = Decimal(0)
+        for k in range(int(t_ms // service_ms) + 1):
+            a = Decimal(lam) * (Decimal(t_ms) - k * Decimal(service_ms))
+            total += a.exp() * ((-a) ** k if k else 1) / math.factorial(k)
+        return min(1.0, max(0.0, float(Decimal(1 - rho) * total)))
+
+
+def md1_wait_quantile(q: float, rate: float, service_ms: float) -> float:
+    """The q-quantile (ms) of the M/D/1 wait: 0 when 1 - rho >= q (that share never waits)."""
+    if md1_wait_cdf(0.0, rate, service_ms) >= q:
+        return 0.0
+    lo, hi = 0.0, service_ms
+    while md1_wait_cdf(hi, rate, service_ms) < q:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1e-6 * hi:
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if md1_wait_cdf(mid, rate, service_ms) >= q else (mid, hi)
+    return hi
+
+
 def poisson_rate(cfg: ReferenceConfig, rate: float, shape: Shape) -> Expected:
-    """Poisson arrivals at `rate`/s: means only (TPOT and E2EL in the mean-field approximation).
-    Not stable past rho = 1, nor where the slots bind (P(running > slots) > 1 %)."""
+    """Poisson arrivals at `rate`/s: TTFT mean and p99 (M/D/1, exact), TPOT and E2EL means (mean
+    field). Not stable past rho = 1, nor where the slots bind (P(running > slots) > 1 %)."""
     w, n, m = _prefill_ms(cfg, shape), shape.output_tokens, tokens_per_step(cfg, shape)
     rho = rate * w / 1000.0
     if rate <= 0 or rho >= 1.0:
         return _unstable(rate, math.inf)
-    ttft = cfg.ttft_ms + w / (1.0 - rho)
+    ttft = cfg.ttft_ms + w + rho * w / (2 * (1 - rho))
+    ttft_p99 = cfg.ttft_ms + w + (md1_wait_quantile(0.99, rate, w) if w else 0.0)
 
     def excess(others: float) -> float:
         return rate / 1000.0 * (ttft + (n - 1) * _poisson_itl(cfg, others) / m) - others
@@ -215,7 +248,7 @@ def poisson_rate(cfg: ReferenceConfig, rate: float, shape: Shape) -> Expected:
     if cap is not None and _poisson_tail(hi, cap) > 0.01:    # 1 + X > cap  <=>  X >= cap
         return _unstable(rate, hi)
     tpot = _poisson_itl(cfg, hi) / m
-    return Expected(ttft, None, tpot, None, ttft + (n - 1) * tpot, None, hi, rate, rate * n,
+    return Expected(ttft, ttft_p99, tpot, None, ttft + (n - 1) * tpot, None, hi, rate, rate * n,
                     eager(cfg, math.ceil(hi) + 1))
 
 
@@ -234,9 +267,9 @@ def max_rate(cfg: ReferenceConfig, slos: Sequence[Slo], shape: Shape,
              arrival: Literal["constant", "poisson"] = "constant", rel_tol: float = 1e-6) -> float:
     """The highest rate (req/s) whose expectation meets every SLO (0.0 when none does), by bisection:
     every figure is nondecreasing in the rate."""
-    if arrival == "poisson" and any(s.stat == "p99" for s in slos):
-        raise UsageError("Poisson arrivals have closed-form means only, no p99",
-                         hint="state the SLO on the mean, or use arrival='constant'")
+    if arrival == "poisson" and any(s.stat == "p99" and s.metric != "ttft" for s in slos):
+        raise UsageError("Poisson arrivals have a closed-form p99 of TTFT only",
+                         hint="state the TPOT or E2EL SLO on the mean, or use arrival='constant'")
     at = constant_rate if arrival == "constant" else poisson_rate
     lo, hi = 0.0, 1.0
     while at(cfg, hi, shape).meets(slos):

@@ -198,7 +198,7 @@ class Server:
     # ---- load model, prefix cache, speculative decoding ----
 
     async def _pacing(self, ans: Answer, t_adm: int, per_token: bool = False) -> Pacing:
-        """After the prefill (shared, under the load model): when token 0 is due and how the rest follow."""
+        """After the prefill (queued, under the load model): when token 0 is due and how the rest follow."""
         cfg, job = self.cfg, ans.job
         uncached = job.prompt_tokens - (job.cached or 0)
         t_pre = t_adm

@@ -4,10 +4,9 @@
   running (admitted, not yet ended). With captured batch sizes, r is padded up to the next captured
   size; above the largest the batch runs eager: `(itl_ms + itl_per_running_ms * r) * eager_itl_factor
   + eager_itl_ms`.
-- Prefill: one stage that processes `1 / prefill_ms_per_token` tokens per ms, shared equally by the
-  requests prefilling at the time (processor sharing). k requests of L uncached tokens admitted together
-  all end their prefill `k * L * prefill_ms_per_token` after admission; the first token is due `ttft_ms`
-  later.
+- Prefill: one stage, one prompt at a time in arrival order (FIFO), `prefill_ms_per_token` per
+  uncached prompt token. The k-th of k requests of L uncached tokens admitted together ends its
+  prefill `k * L * prefill_ms_per_token` after admission; the first token is due `ttft_ms` later.
 
 docs/reference-server.md ("Load model") states the same rules and the closed forms built on them
 (tokenbench.testing.expect).
@@ -50,49 +49,15 @@ def step_ns(cfg: ReferenceConfig, running: int) -> int:
     return int(itl_ms(cfg, running) * 1e6)
 
 
-class SharedPrefill:
-    """Processor sharing on a virtual clock (ns): `add` work, `advance` time, read what finished.
-
-    The clock never goes back: work added at a time before the last update starts at that update.
-    Completion times are exact (theoretical), whatever the moment `advance` is called.
-    """
+class PrefillQueue:
+    """The prefill stage on a virtual clock (ns): one prompt at a time, in the order added. A prompt
+    starts when it is added at `at_ns` or when the one before it ends, whichever is later."""
 
     def __init__(self) -> None:
-        self.t = 0
-        self.left: dict[object, float] = {}    # job -> exclusive work left (ns)
+        self.free_at = 0
 
-    def add(self, key: object, at_ns: int, work_ns: float) -> list[tuple[object, int]]:
-        """Start `key` at `at_ns` with `work_ns` of work; returns the jobs that finished before it."""
-        done = self.advance(at_ns)
-        self.left[key] = float(work_ns)
-        return done
-
-    def remove(self, key: object, at_ns: int) -> list[tuple[object, int]]:
-        """Drop `key` (its request went away) at `at_ns`; returns the jobs that finished before it."""
-        done = self.advance(at_ns)
-        self.left.pop(key, None)
-        return done
-
-    def next_end(self) -> int | None:
-        """When the next job ends if nothing else is added, or None when idle."""
-        if not self.left:
-            return None
-        return self.t + int(-(-min(self.left.values()) * len(self.left) // 1))
-
-    def advance(self, to_ns: int) -> list[tuple[object, int]]:
-        """Move the clock to `to_ns`; returns (job, end time) of every job that ended on the way."""
-        done: list[tuple[object, int]] = []
-        while (end := self.next_end()) is not None and end <= to_ns:
-            self._spend(end)
-            finished = [k for k, v in self.left.items() if v <= 0.5]
-            for k in finished:
-                del self.left[k]
-            done += [(k, end) for k in finished]
-        self._spend(max(to_ns, self.t))
-        return done
-
-    def _spend(self, to_ns: int) -> None:
-        if self.left and to_ns > self.t:
-            share = (to_ns - self.t) / len(self.left)
-            self.left = {k: v - share for k, v in self.left.items()}
-        self.t = max(self.t, to_ns)
+    def add(self, at_ns: int, work_ns: float) -> tuple[int, int]:
+        """(start, end) of a prefill of `work_ns` added at `at_ns`."""
+        start = max(at_ns, self.free_at)
+        self.free_at = start + round(work_ns)
+        return start, self.free_at
