@@ -1,4 +1,4 @@
-"""The load model: ITL by running batch (captured sizes, eager), the shared prefill, and the closed forms
+"""The load model: ITL by running batch (captured sizes, eager), the prefill queue, and the closed forms
 (tokenbench.testing.expect). Over HTTP, the server's own send log (its deadlines, its prefill span) is
 compared with the closed form: a busy host can make writes late, never change the schedule."""
 

@@ -61,8 +61,8 @@ class ReferenceConfig:
         default=0.0, metadata={"help": "load model: ITL grows by this per running request "
                                        "(itl = itl_ms + this x running)"})
     prefill_ms_per_token: float = field(
-        default=0.0, metadata={"help": "load model: prefill ms per uncached prompt token, shared by the requests "
-                                       "prefilling at once; the first token is due ttft_ms after prefill ends"})
+        default=0.0, metadata={"help": "load model: prefill ms per uncached prompt token, one prompt at a time "
+                                       "(FIFO); the first token is due ttft_ms after its prefill ends"})
     captured_batch_sizes: tuple[int, ...] | None = field(
         default=None, metadata={"help": "load model: captured (CUDA-graph) batch sizes; a running batch is padded "
                                         "to the next one, above the largest it runs eager"})

@@ -1,4 +1,4 @@
-"""The reference server's load model, pure: decode step time by batch size, and the shared prefill stage.
+"""The reference server's load model, pure: decode step time by batch size, and the prefill queue.
 
 - Decode: one step of a request takes `itl(r) = itl_ms + itl_per_running_ms * r` with r the requests
   running (admitted, not yet ended). With captured batch sizes, r is padded up to the next captured

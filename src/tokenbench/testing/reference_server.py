@@ -10,7 +10,7 @@ child) and re-exports the public names of the modules beside it:
     config.py     ReferenceConfig
     tokenizer.py  tokenize, detokenize, chat_text (word tokenizer and chat template)
     handlers.py   the aiohttp handlers, over jobs.py (request -> Job), streams.py (chunks at
-                  deadlines), clock.py (timerfd deadlines), admission.py (FIFO gate, shared prefill),
+                  deadlines), clock.py (timerfd deadlines), admission.py (FIFO gate, prefill queue),
                   send_log.py (send log, arrival log), surface.py (/metrics, server info)
     load_model.py, prefix_cache.py, speculative.py   the pure models the handlers run
     expect.py     closed forms of the load model (what a load should measure, the highest load
