@@ -11,6 +11,7 @@ from tokenbench.cli import console
 from tokenbench.load.cell import CellProgress, CellResult
 from tokenbench.load.target import ResolvedTarget
 from tokenbench.metrics.cell_summary import typed
+from tokenbench.store import commands
 from tokenbench.study import run as study
 from tokenbench.study.run import Outcome
 from tokenbench.sweep.plan import PlannedCell
@@ -31,7 +32,7 @@ class Display:
         self.results: list[CellResult] = []
 
     def events(self) -> SweepEvents:
-        return SweepEvents(log=lambda m: self.bar.console.print(m), cell_started=self.started,
+        return SweepEvents(log=lambda m: self.bar.console.print(m, markup=False, highlight=False), cell_started=self.started,
                            cell_progress=self.progress, cell_done=self.done, target_ready=self.target,
                            cell_stored=lambda cell, row, result: self.results.append(result))
 
@@ -70,7 +71,8 @@ def run(runner: SweepRunner, sinks: Sequence[study.Sink], kind: str) -> tuple[Ou
         try:
             return study.execute(runner, display.events(), sinks), display
         except KeyboardInterrupt:
-            console.err.print(f"interrupted: resume with `tokenbench {kind} --resume {runner.run_id}`")
+            console.err.print(f"interrupted: {commands.resume_advice(runner.store, kind, runner.run_id)}",
+                              markup=False, highlight=False)
             raise
 
 

@@ -7,15 +7,16 @@ import contextlib
 import math
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import click
 
 from tokenbench.cli import options
+from tokenbench.cli.flags import Flag
 from tokenbench.errors import UsageError
 from tokenbench.spec.sweep import SweepSpec
-from tokenbench.store import outputs
+from tokenbench.store import commands, outputs
 from tokenbench.store.db import Store, default_db_path
 from tokenbench.study.outputs import VllmResults
 from tokenbench.study.run import Outcome
@@ -105,6 +106,17 @@ def translate(data: dict, kw: dict) -> dict:
     return data
 
 
+def refuse_spec_with_resume(kw: dict, flags: tuple[Flag, ...], others: Sequence[str] = ()) -> None:
+    """A resumed run keeps its stored spec: a flag (or --set, or a SPEC.yaml) that would change it is refused,
+    never silently ignored. How the tool runs (--db, --output, vLLM result files) may differ."""
+    spelled = [f.familiar for f in flags if kw.get(f.dest) is not None]
+    spelled += [f"--{n.replace('_', '-')}" for n in ("input_len", "output_len") if kw.get(n) is not None]
+    spelled += list(others)
+    if spelled:
+        raise UsageError(f"{spelled[0]} with --resume: a resumed run keeps the spec it was stored with",
+                         f"drop {spelled[0]} to resume {kw['resume']}, or start a new run with it")
+
+
 def vllm_options(kw: dict) -> VllmOptions:
     metrics = tuple(m.strip() for m in kw["percentile_metrics"].split(",") if m.strip())
     bad = [m for m in metrics if m not in PERCENTILE_METRICS]
@@ -126,7 +138,9 @@ def opened_store(kw: dict) -> Iterator[Store]:
         return
     folder = tempfile.mkdtemp(prefix="tokenbench-")
     try:
-        yield Store(f"{folder}/results.db")
+        store = Store(f"{folder}/results.db")
+        store.kept = False
+        yield store
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -154,5 +168,5 @@ def sinks(kw: dict, spec: SweepSpec, runner: SweepRunner) -> list:
 
 def locations(kw: dict, out: Outcome, sinks: list) -> list[str]:
     stored = [] if kw["no_store"] else [f"stored run {out.run_id} in {out.store.path}; "
-                                        f"report with `tokenbench report {out.run_id}`"]
+                                        f"report with `{commands.tokenbench(out.store.path, 'report', out.run_id)}`"]
     return stored + out.files + [line for s in sinks for line in s.locations()]

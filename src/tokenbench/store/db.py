@@ -16,7 +16,7 @@ from pathlib import Path
 from tokenbench import __version__, userdirs
 from tokenbench.client.records import RequestRecord
 from tokenbench.errors import OutputError, StoreError
-from tokenbench.store import liveness, outputs
+from tokenbench.store import commands, liveness, outputs
 from tokenbench.store.migrate import migrate
 from tokenbench.store.records import REQUEST_COLUMNS, from_row, to_row
 from tokenbench.store.schema import RESERVOIR, SAMPLE_ORDER
@@ -60,6 +60,8 @@ def refused_write(exc: BaseException) -> bool:
 
 
 class Store:
+    kept = True         # False for --no-store's temporary database: nothing to resume or report from later
+
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         if self.path.exists() and not self.path.is_file():
@@ -120,7 +122,8 @@ class Store:
         with self._guard("read runs"):
             row = self.db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
         if row is None:
-            raise StoreError(f"no run '{run_id}' in {self.path}", "list runs with `tokenbench runs`")
+            raise StoreError(f"no run '{run_id}' in {self.path}",
+                             f"list runs with `{commands.tokenbench(self.path, 'runs')}`")
         return liveness.shown_status(_decode(dict(row)))
 
     def runs(self) -> list[dict]:
