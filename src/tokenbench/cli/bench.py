@@ -37,5 +37,5 @@ def command(**kw) -> None:
         runner = study.start(spec, store, "bench", sys.argv, kw["resume"], output=kw["output"])
         sinks = run_options.sinks(kw, spec, runner)
         out, display = progress.run(runner, sinks, "bench")
-        progress.report(out, display, run_options.locations(kw, out, sinks))
+        progress.report(out, display, run_options.locations(kw, out, sinks), run_options.table_console(kw))
     study.check(out, "bench")

@@ -64,4 +64,4 @@ def command(profile: str, overrides: tuple[str, ...], pairs: str, concurrency: s
         console.err.print(f"report: {path}")
     console.err.print(f"all requests are in {store.path} (run {run_id}); list runs with "
                       f"`{commands.tokenbench(store.path, 'runs')}`, and set two side by side with `compare`",
-                      markup=False, highlight=False)
+                      markup=False, highlight=False, soft_wrap=True)

@@ -11,8 +11,9 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import click
+from rich.console import Console
 
-from tokenbench.cli import options
+from tokenbench.cli import console, options
 from tokenbench.cli.flags import Flag
 from tokenbench.errors import UsageError
 from tokenbench.spec.sweep import SweepSpec
@@ -32,7 +33,8 @@ OPTIONS = (
                  "else ~/.local/share/tokenbench/tokenbench.db)"),
     click.option("--no-store", is_flag=True, help="do not keep a results database (a temporary one is used)"),
     click.option("--output", default=None, type=click.Path(dir_okay=False),
-                 help="write tokenbench's JSON result (every cell and request), rewritten after each cell"),
+                 help="write tokenbench's JSON result (every cell and request), rewritten after each cell; - "
+                 "prints it alone on stdout at the end (the table goes to stderr), for `| jq .`"),
     click.option("--save-result", is_flag=True, help="vLLM: write each cell as `vllm bench serve`'s result JSON"),
     click.option("--save-detailed", is_flag=True, help="vLLM: with --save-result, add the per-request lists"),
     click.option("--result-dir", default=None, type=click.Path(file_okay=False), help="vLLM: folder of the "
@@ -164,6 +166,12 @@ def sinks(kw: dict, spec: SweepSpec, runner: SweepRunner) -> list:
         return []
     runner.keep_records = True
     return [VllmResults(spec, vllm_options(kw), len(runner.plan.cells))]
+
+
+def table_console(kw: dict) -> Console:
+    """Where the results table goes: stdout, unless stdout carries the JSON result (`--output -`), so
+    `--output - | jq .` reads JSON only."""
+    return console.err if kw["output"] == outputs.STDOUT else console.out
 
 
 def locations(kw: dict, out: Outcome, sinks: list) -> list[str]:

@@ -106,6 +106,6 @@ def command(spec_file, dry_run, overrides, show_fields, **kw) -> None:
         what = f"{todo} of {len(runner.plan.cells)} cells to run" if todo is not None else "capacity search"
         console.err.print(f"[bold]sweep[/] run {runner.run_id}: {what}; database {store.path}")
         out, display = progress.run(runner, sinks, "sweep")
-        progress.report(out, display, run_options.locations(kw, out, sinks))
+        progress.report(out, display, run_options.locations(kw, out, sinks), run_options.table_console(kw))
     study.check(out, "sweep")
 
