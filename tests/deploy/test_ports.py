@@ -24,8 +24,10 @@ def test_each_engine_documents_its_usual_port():
 
 
 def held(port: int) -> socket.socket | None:
-    """A socket listening on 127.0.0.1:port, or None when something else already holds it."""
+    """A socket listening on 127.0.0.1:port, or None when something else already listens there. It binds
+    as engines do (SO_REUSEADDR), so the TIME_WAIT sockets of an engine stopped there do not stop it."""
     s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         s.bind(("127.0.0.1", port))
     except OSError:
