@@ -7,6 +7,7 @@ import asyncio
 import json
 import sqlite3
 
+import psutil
 import pytest
 
 from tokenbench.cli.main import main
@@ -98,4 +99,22 @@ def test_demo_small_grid(tmp_path, capsys):
     facts = [json.loads(r[0]) for r in con.execute("SELECT facts_json FROM server_configs")]
     assert all(f["engine"] == "llamacpp" and f["kv_capacity_tokens"] == 4096 for f in facts)
     assert con.execute("SELECT COUNT(*) FROM cells WHERE status='ok'").fetchone()[0] == 4
+    assert states(tmp_path / "state") == []
+
+
+def test_a_fixed_port_is_listened_on_again_at_once_after_down(tmp_path, capsys):
+    """The stopped engine leaves TIME_WAIT sockets on its port after serving requests; the next `deploy up`
+    on the same port starts anyway (engines bind with SO_REUSEADDR, and so does the pre-check)."""
+    port = lifecycle.free_port("127.0.0.1")
+    up = ["deploy", "up", "cpu-smollm2-llamacpp", "--set", f"port={port}", "--set", "parallelism.slots=1"]
+    for _ in range(2):
+        assert main(up) == 0, capsys.readouterr().err
+        url = capsys.readouterr().out.strip().splitlines()[-1]
+        try:
+            assert url == f"http://127.0.0.1:{port}"
+            assert main(["smoke", url, "--api", "completions"]) == 0
+        finally:
+            assert main(["deploy", "down", "cpu-smollm2-llamacpp"]) == 0
+        assert any(c.status == psutil.CONN_TIME_WAIT and c.laddr.port == port
+                   for c in psutil.net_connections(kind="tcp")), "the test needs TIME_WAIT sockets on the port"
     assert states(tmp_path / "state") == []

@@ -110,3 +110,23 @@ def test_star_exactly_on_cells_over_kv_capacity(tmp_path):
     # demand = c x (in + out): 20/40/80/160 for 16:4, 50/100/200/400 for 40:10; capacity 100 from the server
     assert got == {"16:4/c=1": False, "16:4/c=2": False, "16:4/c=4": False, "16:4/c=8": True,
                    "40:10/c=1": False, "40:10/c=2": False, "40:10/c=4": True, "40:10/c=8": True}
+
+
+def test_a_vary_sweep_on_a_fixed_port_relaunches_on_it(tmp_path):
+    """Users behind firewalls pin the port: each config's engine starts on it right after the previous one
+    served requests there and stopped (its TIME_WAIT sockets do not block the next)."""
+    from tokenbench.deploy.ports import free_port
+
+    port = free_port("127.0.0.1")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"target: {{profile: cpu-smollm2-llamacpp, set: ['port={port}']}}\n"
+                    "pairs: [[16, 4]]\nconcurrency: [2]\nvary: {slots: [1, 2]}\n"
+                    "requests: {per_concurrency: 1, min: 2}\nallow_client_lag: true\n")
+    db = tmp_path / "db.sqlite"
+    assert main(["sweep", str(spec), "--db", str(db)]) == 0
+    store = Store(db)
+    [run] = store.runs()
+    got = store.cells(run["id"])
+    assert sorted(c["config_name"] for c in got) == ["slots=1", "slots=2"]
+    assert all(c["status"] == "ok" for c in got), [c["message"] for c in got]
+    assert [c["profile"]["port"] for c in store.configs(run["id"])] == [port, port]

@@ -28,6 +28,8 @@ def build_spec(kw: dict) -> SweepSpec:
 def command(**kw) -> None:
     """Benchmark a running OpenAI-compatible server: TTFT, TPOT, ITL, E2EL, throughput, goodput.
     vLLM's `bench serve` spellings are accepted (docs/cli.md)."""
+    if kw["resume"]:
+        run_options.refuse_spec_with_resume(kw, flags.SHARED)
     given = None if kw["resume"] else build_spec(kw)      # bad flags fail before a database is opened
     run_options.precheck(kw)
     with run_options.opened_store(kw) as store:
@@ -35,5 +37,5 @@ def command(**kw) -> None:
         runner = study.start(spec, store, "bench", sys.argv, kw["resume"], output=kw["output"])
         sinks = run_options.sinks(kw, spec, runner)
         out, display = progress.run(runner, sinks, "bench")
-        progress.report(out, display, run_options.locations(kw, out, sinks))
+        progress.report(out, display, run_options.locations(kw, out, sinks), run_options.table_console(kw))
     study.check(out, "bench")

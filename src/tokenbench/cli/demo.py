@@ -14,6 +14,7 @@ from tokenbench.deploy import lifecycle, profiles
 from tokenbench.deploy.smoke import smoke
 from tokenbench.spec.loader import load_model
 from tokenbench.spec.sweep import SweepSpec
+from tokenbench.store import commands
 from tokenbench.store.db import Store, default_db_path
 from tokenbench.study import run as study
 from tokenbench.sweep.servers import Server
@@ -61,5 +62,6 @@ def command(profile: str, overrides: tuple[str, ...], pairs: str, concurrency: s
     _stage(4, f"report of run {run_id}")
     for path in write_report(store, run_id):
         console.err.print(f"report: {path}")
-    console.err.print(f"all requests are in {store.path} (run {run_id}); "
-                      f"compare runs with `tokenbench compare`, list them with `tokenbench runs`")
+    console.err.print(f"all requests are in {store.path} (run {run_id}); list runs with "
+                      f"`{commands.tokenbench(store.path, 'runs')}`, and set two side by side with `compare`",
+                      markup=False, highlight=False, soft_wrap=True)

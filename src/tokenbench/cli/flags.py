@@ -16,6 +16,7 @@ from tokenbench.cli import options
 from tokenbench.errors import UsageError
 from tokenbench.spec.bench import DATASET_KINDS
 from tokenbench.spec.fields import default_of, field_at
+from tokenbench.spec.loader import Lines, validation_error
 from tokenbench.spec.sweep import SweepSpec
 
 
@@ -178,12 +179,16 @@ def study_data(kw: dict, flags: tuple[Flag, ...], base: dict | None = None) -> d
     return data
 
 
-def validate(data: dict, source: str = "command line") -> SweepSpec:
-    """The study spec; an invalid value is named by its flag."""
+def validate(data: dict, source: str = "command line", overridden: Lines | None = None) -> SweepSpec:
+    """The study spec; an invalid value is named by its flag, or by the `--set` item that gave it
+    (`overridden`, from spec.loader.apply_overrides: an unknown key is named as in a YAML file)."""
     try:
         return SweepSpec.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
+        loc = tuple(x for x in err["loc"] if not str(x).startswith("function-"))
+        if any(loc[:len(path)] == path for path in overridden or {}):
+            raise validation_error(exc, source, overridden or {}, SweepSpec) from None
         key = ".".join(str(x) for x in err["loc"] if not str(x).startswith("function-"))
         where = flag_for(key) or key or source
         msg = err["msg"].removeprefix("Value error, ")

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich.console import Console
 from rich.markup import escape
 
 from tokenbench.cli import console
 from tokenbench.load.cell import CellProgress, CellResult
 from tokenbench.load.target import ResolvedTarget
 from tokenbench.metrics.cell_summary import typed
+from tokenbench.store import commands
 from tokenbench.study import run as study
 from tokenbench.study.run import Outcome
 from tokenbench.sweep.plan import PlannedCell
@@ -31,7 +33,7 @@ class Display:
         self.results: list[CellResult] = []
 
     def events(self) -> SweepEvents:
-        return SweepEvents(log=lambda m: self.bar.console.print(m), cell_started=self.started,
+        return SweepEvents(log=lambda m: self.bar.console.print(m, markup=False, highlight=False), cell_started=self.started,
                            cell_progress=self.progress, cell_done=self.done, target_ready=self.target,
                            cell_stored=lambda cell, row, result: self.results.append(result))
 
@@ -70,7 +72,8 @@ def run(runner: SweepRunner, sinks: Sequence[study.Sink], kind: str) -> tuple[Ou
         try:
             return study.execute(runner, display.events(), sinks), display
         except KeyboardInterrupt:
-            console.err.print(f"interrupted: resume with `tokenbench {kind} --resume {runner.run_id}`")
+            console.err.print(f"interrupted: {commands.resume_advice(runner.store, kind, runner.run_id)}",
+                              markup=False, highlight=False, soft_wrap=True)     # one line, to paste
             raise
 
 
@@ -82,23 +85,28 @@ def workload_lines(r: CellResult) -> list[str]:
     return ([f"{r.key}: {facts}"] if facts else []) + [f"{r.key}: {n}" for n in r.notes]
 
 
-def matrix(out: Outcome, title: str = "results (ms, tokens/s; * = concurrency x (input+output) > KV capacity)") -> None:
+TITLE = "results (ms, tokens/s; * = concurrency x (input+output) > KV capacity)"
+
+
+def matrix(out: Outcome, title: str = TITLE, to: Console = console.out) -> None:
     many = len({c["config_name"] for c in out.cells}) > 1
     rows = [(f"{c['config_name'] + ' ' if many else ''}{c['key']}{'*' if c['over_capacity'] else ''}"
              + (f" #{c['repeat'] + 1}" if c.get("repeat") else ""), c["summary"], c["status"], c.get("message") or "")
             for c in out.cells]
-    console.out.print(console.cells_table(rows, title))
+    to.print(console.cells_table(rows, title))
     for note in console.notes(rows):
-        console.out.print(f"  {escape(note)}", highlight=False)
+        to.print(f"  {escape(note)}", highlight=False)
     for name, lines in out.capacity.items():
         for line in lines:
-            console.out.print(f"{name}: {line}")
+            to.print(f"{name}: {line}")
 
 
-def report(out: Outcome, display: Display, locations: list[str]) -> None:
-    matrix(out)
+def report(out: Outcome, display: Display, locations: list[str], to: Console = console.out) -> None:
+    """The results table and workload facts on `to` (stderr when stdout carries the JSON result), then
+    where everything was kept, on stderr."""
+    matrix(out, to=to)
     for r in display.results:
         for line in workload_lines(r):
-            console.out.print(line, highlight=False)
+            to.print(line, highlight=False)
     for where in locations:
-        console.err.print(where)
+        console.err.print(where, markup=False, highlight=False, soft_wrap=True)    # one line, to paste

@@ -17,7 +17,8 @@ lists the keys; flags given with a SPEC.yaml override it). vLLM's `vllm bench se
 accepted as aliases, in the third column.
 
 Both run through the same orchestration (`study/`), so they behave alike: every cell is stored in one
-transaction as it finishes (`--resume RUN` runs the cells not stored), the server's Prometheus metrics
+transaction as it finishes (`--resume RUN` runs the cells not stored, with the spec it was stored with: a
+spec flag given with it is refused; one process measures a run at a time), the server's Prometheus metrics
 are sampled during each cell, and an engine with a prefix-cache reset endpoint (vLLM, SGLang) is reset
 before each cell so no cell is served from the previous one's cache.
 """
@@ -93,7 +94,9 @@ def markdown() -> str:
              "\n## How the tool runs and where results go (both commands; not YAML keys)\n", *TABLE,
              *_option_rows(run_options.OPTIONS),
              "\n## `sweep` only\n",
-             "`sweep [SPEC.yaml]` also takes `--dry-run`, `--set KEY=VALUE` (a YAML override) and `--fields`.\n",
+             "`sweep [SPEC.yaml]` also takes `--dry-run`, `--set KEY=VALUE` and `--fields`. `--set` sets any key "
+             "of the sweep YAML, with or without a SPEC.yaml (the YAML, then `--set`, then the flags on top); an "
+             "unknown key is an error.\n",
              *TABLE, *_flag_rows(flags.SWEEP_ONLY), "", VLLM_NOTES]
     return "\n".join(parts)
 

@@ -7,15 +7,17 @@ import contextlib
 import math
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import click
+from rich.console import Console
 
-from tokenbench.cli import options
+from tokenbench.cli import console, options
+from tokenbench.cli.flags import Flag
 from tokenbench.errors import UsageError
 from tokenbench.spec.sweep import SweepSpec
-from tokenbench.store import outputs
+from tokenbench.store import commands, outputs
 from tokenbench.store.db import Store, default_db_path
 from tokenbench.study.outputs import VllmResults
 from tokenbench.study.run import Outcome
@@ -31,7 +33,8 @@ OPTIONS = (
                  "else ~/.local/share/tokenbench/tokenbench.db)"),
     click.option("--no-store", is_flag=True, help="do not keep a results database (a temporary one is used)"),
     click.option("--output", default=None, type=click.Path(dir_okay=False),
-                 help="write tokenbench's JSON result (every cell and request), rewritten after each cell"),
+                 help="write tokenbench's JSON result (every cell and request), rewritten after each cell; - "
+                 "prints it alone on stdout at the end (the table goes to stderr), for `| jq .`"),
     click.option("--save-result", is_flag=True, help="vLLM: write each cell as `vllm bench serve`'s result JSON"),
     click.option("--save-detailed", is_flag=True, help="vLLM: with --save-result, add the per-request lists"),
     click.option("--result-dir", default=None, type=click.Path(file_okay=False), help="vLLM: folder of the "
@@ -105,6 +108,17 @@ def translate(data: dict, kw: dict) -> dict:
     return data
 
 
+def refuse_spec_with_resume(kw: dict, flags: tuple[Flag, ...], others: Sequence[str] = ()) -> None:
+    """A resumed run keeps its stored spec: a flag (or --set, or a SPEC.yaml) that would change it is refused,
+    never silently ignored. How the tool runs (--db, --output, vLLM result files) may differ."""
+    spelled = [f.familiar for f in flags if kw.get(f.dest) is not None]
+    spelled += [f"--{n.replace('_', '-')}" for n in ("input_len", "output_len") if kw.get(n) is not None]
+    spelled += list(others)
+    if spelled:
+        raise UsageError(f"{spelled[0]} with --resume: a resumed run keeps the spec it was stored with",
+                         f"drop {spelled[0]} to resume {kw['resume']}, or start a new run with it")
+
+
 def vllm_options(kw: dict) -> VllmOptions:
     metrics = tuple(m.strip() for m in kw["percentile_metrics"].split(",") if m.strip())
     bad = [m for m in metrics if m not in PERCENTILE_METRICS]
@@ -126,7 +140,9 @@ def opened_store(kw: dict) -> Iterator[Store]:
         return
     folder = tempfile.mkdtemp(prefix="tokenbench-")
     try:
-        yield Store(f"{folder}/results.db")
+        store = Store(f"{folder}/results.db")
+        store.kept = False
+        yield store
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -152,7 +168,13 @@ def sinks(kw: dict, spec: SweepSpec, runner: SweepRunner) -> list:
     return [VllmResults(spec, vllm_options(kw), len(runner.plan.cells))]
 
 
+def table_console(kw: dict) -> Console:
+    """Where the results table goes: stdout, unless stdout carries the JSON result (`--output -`), so
+    `--output - | jq .` reads JSON only."""
+    return console.err if kw["output"] == outputs.STDOUT else console.out
+
+
 def locations(kw: dict, out: Outcome, sinks: list) -> list[str]:
     stored = [] if kw["no_store"] else [f"stored run {out.run_id} in {out.store.path}; "
-                                        f"report with `tokenbench report {out.run_id}`"]
+                                        f"report with `{commands.tokenbench(out.store.path, 'report', out.run_id)}`"]
     return stored + out.files + [line for s in sinks for line in s.locations()]

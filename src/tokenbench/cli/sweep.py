@@ -12,7 +12,7 @@ from rich.table import Table
 from tokenbench.cli import console, flags, progress, run_options
 from tokenbench.errors import SpecError, UsageError
 from tokenbench.spec.fields import fields as spec_fields
-from tokenbench.spec.loader import apply_overrides, load_model, parse_yaml, read_spec
+from tokenbench.spec.loader import Lines, apply_overrides, load_model, parse_yaml, read_spec
 from tokenbench.spec.sweep import SweepSpec
 from tokenbench.study import run as study
 from tokenbench.sweep.plan import kv_demand, max_fitting_concurrency, plan
@@ -29,11 +29,22 @@ def _from_file(path: str, overrides: list[str], kw: dict) -> SweepSpec:
     return load_model(SweepSpec, data, str(p), lines)
 
 
-def _from_flags(kw: dict) -> SweepSpec:
-    if not kw["target__base_url"]:
+def _from_flags(overrides: list[str], kw: dict) -> SweepSpec:
+    """As _from_file without a file: --set, then the flags on top (the same order, the same errors)."""
+    lines: Lines = {}
+    base = apply_overrides({}, overrides, lines)
+    if not kw["target__base_url"] and "target" not in base:
         raise UsageError("give a SPEC.yaml, or --base-url with --pairs and --concurrency/--request-rate",
                          "e.g. tokenbench sweep --base-url URL --pairs 512:512 --concurrency 1,8")
-    return flags.validate(run_options.translate(flags.study_data(kw, FLAGS), kw))
+    return flags.validate(run_options.translate(flags.study_data(kw, FLAGS, base), kw), overridden=lines)
+
+
+def build_spec(spec_file: str | None, overrides: list[str], kw: dict) -> SweepSpec | None:
+    """The spec of a new run; None for --resume, which keeps its stored spec (so refuses a new one)."""
+    if kw["resume"]:
+        run_options.refuse_spec_with_resume(kw, FLAGS, ["--set"] * bool(overrides) + [spec_file] * bool(spec_file))
+        return None
+    return _from_file(spec_file, overrides, kw) if spec_file else _from_flags(overrides, kw)
 
 
 def _stored(kw: dict) -> SweepSpec:
@@ -74,14 +85,15 @@ def print_fields() -> None:
 @flags.length_options
 @run_options.apply
 @click.option("--dry-run", is_flag=True, help="print the plan and KV demand, run nothing")
-@click.option("--set", "overrides", multiple=True, help="spec override key=value (e.g. repeats=2)")
+@click.option("--set", "overrides", multiple=True,
+              help="set any key of the sweep YAML, with or without SPEC.yaml, e.g. repeats=2 (repeatable)")
 @click.option("--fields", "show_fields", is_flag=True, help="list every sweep YAML key with its flag and meaning")
 def command(spec_file, dry_run, overrides, show_fields, **kw) -> None:
     """Run a sweep from SPEC.yaml (or flags), storing every cell as it finishes."""
     if show_fields:
         print_fields()
         return
-    given = None if kw["resume"] else (_from_file(spec_file, list(overrides), kw) if spec_file else _from_flags(kw))
+    given = build_spec(spec_file, list(overrides), kw)
     if dry_run:
         _dry_run(given or _stored(kw))
         return
@@ -94,6 +106,6 @@ def command(spec_file, dry_run, overrides, show_fields, **kw) -> None:
         what = f"{todo} of {len(runner.plan.cells)} cells to run" if todo is not None else "capacity search"
         console.err.print(f"[bold]sweep[/] run {runner.run_id}: {what}; database {store.path}")
         out, display = progress.run(runner, sinks, "sweep")
-        progress.report(out, display, run_options.locations(kw, out, sinks))
+        progress.report(out, display, run_options.locations(kw, out, sinks), run_options.table_console(kw))
     study.check(out, "sweep")
 

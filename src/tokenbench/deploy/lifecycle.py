@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
@@ -23,6 +22,7 @@ from pathlib import Path
 from tokenbench.deploy import local, readiness, secret_refs, state
 from tokenbench.deploy.engines import engine_module, served_model
 from tokenbench.deploy.facts import ServerFacts
+from tokenbench.deploy.ports import check_port, free_port
 from tokenbench.deploy.state import DeploymentState
 from tokenbench.errors import DeployError
 from tokenbench.local_engines import models
@@ -68,27 +68,6 @@ class Deployment:
             self.stopped = True
 
 
-def free_port(host: str) -> int:
-    with socket.socket(_family(host), socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def check_port(host: str, port: int) -> None:
-    """DeployError before launching when something already listens on host:port."""
-    with socket.socket(_family(host), socket.SOCK_STREAM) as s:
-        try:
-            s.bind((host, port))
-        except OSError as exc:
-            raise DeployError(f"port {port} on {host} is already in use ({exc.strerror})",
-                              "stop what listens there (`tokenbench deploy status`), pick another with "
-                              "--set port=N, or drop `port` to get a free one") from None
-
-
-def _family(host: str) -> int:
-    return socket.AF_INET6 if ":" in host else socket.AF_INET
-
-
 def _url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
@@ -112,7 +91,8 @@ def _container():
 
 
 def choose_port(profile: Profile, stable: bool = False, say: Say = lambda m: None) -> int:
-    """The profile's `port` (refused when taken); else, when `stable` (`deploy up`), the engine's usual port
+    """The profile's `port` (refused when a process listens there, naming it; the TIME_WAIT sockets a
+    stopped server leaves do not count, see deploy/ports.py); else, when `stable` (`deploy up`), the engine's usual port
     (vLLM 8000, SGLang 30000, llama.cpp 8080) unless it is taken, then a free one, saying so; else a free one."""
     if profile.port is not None:
         check_port(profile.host, profile.port)

@@ -10,20 +10,19 @@ import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.deploy.engines import render_args
 from tokenbench.errors import StoreError, UsageError
 from tokenbench.report.status import State, judge
-from tokenbench.store.db import Store, default_db_path
+from tokenbench.store.db import Store, db_path
 
 MONITOR_NAMES = ("running", "waiting", "kv_usage")
 
 
 def open_store(db: str | None) -> Store:
     """The results database for reading: it must exist (opening would otherwise create an empty one)."""
-    path = Path(db) if db else default_db_path()
+    path = db_path(db)
     if not path.is_file():
         raise StoreError(f"no results database at {path}",
                          "pass --db PATH, or set TOKENBENCH_RESULTS to the results directory (default ~/.local/share/tokenbench)")

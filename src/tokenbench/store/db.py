@@ -15,8 +15,8 @@ from pathlib import Path
 
 from tokenbench import __version__, userdirs
 from tokenbench.client.records import RequestRecord
-from tokenbench.errors import OutputError, StoreError
-from tokenbench.store import liveness, outputs
+from tokenbench.errors import OutputError, StoreError, UsageError
+from tokenbench.store import commands, liveness, outputs
 from tokenbench.store.migrate import migrate
 from tokenbench.store.records import REQUEST_COLUMNS, from_row, to_row
 from tokenbench.store.schema import RESERVOIR, SAMPLE_ORDER
@@ -25,6 +25,17 @@ from tokenbench.store.schema import RESERVOIR, SAMPLE_ORDER
 def default_db_path() -> Path:
     """The per-user results database (tokenbench/userdirs.py): the same from any directory."""
     return userdirs.results_dir() / "tokenbench.db"
+
+
+def db_path(db: str | Path | None) -> Path:
+    """The database a `--db` value names (None: the default one). Every --db reaches here, through Store
+    or a reader's check that it exists: `-` is refused, never a file named "-"."""
+    if db is None:
+        return default_db_path()
+    if str(db) == outputs.STDOUT:
+        raise UsageError("--db -: the results database is an SQLite file, not a stream",
+                         "give --db a file path, e.g. --db ./results.db")
+    return Path(db)
 
 
 def _now() -> str:
@@ -60,8 +71,10 @@ def refused_write(exc: BaseException) -> bool:
 
 
 class Store:
+    kept = True         # False for --no-store's temporary database: nothing to resume or report from later
+
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
+        self.path = db_path(path)
         if self.path.exists() and not self.path.is_file():
             raise StoreError(f"results database {self.path} is not a regular file (a directory, device or FIFO)",
                              "pass --db the path of a database file (or a new one)")
@@ -71,6 +84,7 @@ class Store:
             raise OutputError(f"cannot create the directory of results database {self.path}: {describe(exc)}",
                               FIX) from None
         with self._guard("open"):
+            outputs.create(self.path)           # SQLite would make a new one 0644 whatever the umask
             self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
             self.db.row_factory = sqlite3.Row
             self.db.execute("PRAGMA foreign_keys = ON")
@@ -120,7 +134,8 @@ class Store:
         with self._guard("read runs"):
             row = self.db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
         if row is None:
-            raise StoreError(f"no run '{run_id}' in {self.path}", "list runs with `tokenbench runs`")
+            raise StoreError(f"no run '{run_id}' in {self.path}",
+                             f"list runs with `{commands.tokenbench(self.path, 'runs')}`")
         return liveness.shown_status(_decode(dict(row)))
 
     def runs(self) -> list[dict]:

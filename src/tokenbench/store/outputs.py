@@ -92,6 +92,7 @@ def write_text(path: str | Path, text: str | Iterable[str], flag: str = "--outpu
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        os.fchmod(fd, _mode_for(target))           # mkstemp's 0600 would hide results from teammates
     except OSError as exc:
         raise OutputError(f"cannot write {target}: {reason(exc)}", "free space or choose another path") from None
     try:
@@ -108,6 +109,36 @@ def write_text(path: str | Path, text: str | Iterable[str], flag: str = "--outpu
             raise OutputError(f"cannot write {target}: {reason(exc)}", "free space or choose another path") from None
         raise
     return target
+
+
+def create(path: Path) -> None:
+    """Create `path` empty if it does not exist, with the umask's mode (an existing file is left alone)."""
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+
+
+def _mode_for(target: Path) -> int:
+    """The mode a plain `open(target, "w")` would give: the replaced file's own, else 0666 less the umask.
+    tokenbench writes no secret (keys are read from the environment or a file, never stored), so no
+    output is private by itself; a user who wants that sets the umask (or the file's mode)."""
+    try:
+        return stat.S_IMODE(target.stat().st_mode)
+    except OSError:
+        return 0o666 & ~umask()
+
+
+def umask() -> int:
+    """The process's umask, read without changing it (Linux: /proc/self/status; elsewhere set and restored)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
 
 
 def reason(exc: OSError) -> str:

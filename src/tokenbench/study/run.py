@@ -21,6 +21,7 @@ from tokenbench.load.cell import CellResult
 from tokenbench.load.target import ResolvedTarget
 from tokenbench.spec.loader import load_model
 from tokenbench.spec.sweep import SweepSpec
+from tokenbench.store import commands, run_lock
 from tokenbench.store.db import Store
 from tokenbench.sweep.plan import Plan, PlannedCell, check_context, plan
 from tokenbench.sweep.run import SweepEvents, SweepRunner, client_target
@@ -70,7 +71,7 @@ def stored_spec(store: Store, run_id: str, kind: str) -> SweepSpec:
     """The spec of a stored run, for --resume; a run of another kind says how to resume it."""
     row = store.run(run_id)
     if row["kind"] != kind:
-        hint = (f"resume it with `tokenbench {row['kind']} --resume {run_id}`" if row["kind"] in ("bench", "sweep")
+        hint = (f"resume it with `{commands.resume(store.path, row['kind'], run_id)}`" if row["kind"] in ("bench", "sweep")
                 else "only bench and sweep runs can be resumed; rerun it as a new run")
         raise UsageError(f"run {run_id} is a {row['kind']} run, not a {kind}: `{kind} --resume` continues "
                          f"{kind} runs", hint)
@@ -89,6 +90,8 @@ def start(spec: SweepSpec, store: Store, kind: str, argv: Sequence[str], resume:
     `output`: tokenbench's JSON result, rewritten after every cell."""
     if spec.target.base_url is not None and server is None and not resume:
         spec.target.base_url = address.base_url(spec.target.base_url)     # a deployment name, no scheme
+    if resume:                          # another process measuring it: refused before anything is done
+        run_lock.refuse_if_held(store, resume, commands.resume_advice(store, kind, resume))
     p = plan(spec)
     preflight(p)
     if spec.target.base_url and server is None:
@@ -134,6 +137,12 @@ def _finish(sinks: Sequence[Sink], status: str) -> None:
 def execute(runner: SweepRunner, events: SweepEvents, sinks: Sequence[Sink] = ()) -> Outcome:
     """Run the missing cells; keep the run's status (interrupted, failed, done) and the sinks current."""
     store, run_id = runner.store, runner.run_id
+    with run_lock.held(store, run_id, commands.resume_advice(store, runner.kind, run_id)):
+        return _measure(runner, events, sinks)
+
+
+def _measure(runner: SweepRunner, events: SweepEvents, sinks: Sequence[Sink]) -> Outcome:
+    store, run_id = runner.store, runner.run_id
     store.set_run_status(run_id, "running")
     runner.ev = _fan_out(runner, events, sinks)
     try:
@@ -160,7 +169,7 @@ def check(out: Outcome, kind: str) -> None:
     """Raise the one-line error of an incomplete or failed study (everything measured is kept)."""
     if out.problems and not out.failed:
         raise DeployError(f"{kind} incomplete: {out.problems[0]}",
-                          f"fix the cause, then `tokenbench {kind} --resume {out.run_id}`")
+                          f"fix the cause, then {commands.resume_advice(out.store, kind, out.run_id)}")
     if out.failed:
         first = out.failed[0]
         raise MeasurementError(f"{len(out.failed)} cell(s) failed, first {first['key']}: {first['message']}",

@@ -20,6 +20,7 @@ from tokenbench.load.cell import CellProgress, CellResult, run_cell
 from tokenbench.load.clock import run as run_loop
 from tokenbench.load.target import ResolvedTarget, resolve
 from tokenbench.spec.bench import Target
+from tokenbench.store import commands
 from tokenbench.store.db import Store
 from tokenbench.store.journal import Journal
 from tokenbench.sweep import capacity
@@ -122,7 +123,7 @@ class SweepRunner:
         `output`: a JSON result file rewritten after every cell (with the cells already stored).
         `kind`: the stored run's kind (bench or sweep), for the resume advice."""
         self.plan, self.store, self.run_id = plan, store, run_id
-        hint = f"; then `tokenbench {kind} --resume {run_id} --db {store.path}`"
+        hint = f"; then {commands.resume_advice(store, kind, run_id)}"
         self.journal = Journal(store, run_id, {"run_id": run_id, "kind": kind,
                                                "spec": plan.spec.model_dump(mode="json")}, output, hint)
         self.journal.seed_from_store()
@@ -169,8 +170,8 @@ class SweepRunner:
                 if not self._relaunchable():
                     self._config_status(config, "failed", "; ".join(events))
                     raise TargetError(f"{self.kind} stopped: {gone}", "check that the server is running, then "
-                                      f"`tokenbench {self.kind} --resume {self.run_id}`; finished cells were kept"
-                                      ) from None
+                                      f"{commands.resume_advice(self.store, self.kind, self.run_id)}; "
+                                      "finished cells were kept") from None
             except ServerDied as died:
                 events.append(f"server died during {died} (launch {launch})")
             except DeployError as exc:

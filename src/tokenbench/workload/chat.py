@@ -1,9 +1,10 @@
 """Chat prompts of exactly N content tokens, by the server's tokenizer, and the template overhead.
 
-Random ids are detokenized to text, the text is re-tokenized by the server, and the token list is cut
-or extended until the text tokenizes to exactly N. The chat-template overhead is what the server adds
-around the content: measured once per cell with a 1-token request and stated in the summary. Image
-tokens are measured the same way (a 1-token request with the text and one image).
+The text is built of words whose token counts by the server's tokenizer were measured once, so it has
+exactly N tokens by construction (workload/word_pool.py); one tokenization verifies it. The chat-template
+overhead is what the server adds around the content: measured once per cell with a 1-token request and
+stated in the summary. Image tokens are measured the same way (a 1-token request with the text and one
+image).
 """
 
 from __future__ import annotations
@@ -15,10 +16,8 @@ from typing import Protocol
 from tokenbench.client import api
 from tokenbench.client.request import user_content
 from tokenbench.errors import TargetError
-from tokenbench.workload.random_ids import random_ids
 from tokenbench.workload.vocab import Vocab
-
-MAX_ROUNDS = 8
+from tokenbench.workload.word_pool import FIX, text_of_length
 
 
 class Tokenizer(Protocol):
@@ -51,17 +50,16 @@ class ServerTokenizer:
 
 
 def exact_text(tok: Tokenizer, rng: random.Random, n: int, vocab: Vocab, head: str = "", head_len: int = 0) -> str:
-    """Text of exactly n tokens by the server's tokenizer; with `head` (head_len tokens), the text that
-    follows it so that `head + " " + text` is exactly head_len + n tokens (shared-prefix prompts)."""
-    ids = list(random_ids(rng, n, vocab))
-    for _ in range(MAX_ROUNDS):
-        text = tok.decode(ids).strip()
-        got = tok.encode(f"{head} {text}" if head else text)[head_len:]
-        if len(got) == n:
-            return text
-        ids = got[:n] if len(got) > n else got + list(random_ids(rng, n - len(got), vocab))
-    raise TargetError(f"could not build a chat prompt of exactly {n} tokens in {MAX_ROUNDS} rounds",
-                      "use --api completions (token-id prompts are exact by construction)")
+    """Text of exactly n tokens by the tokenizer, built from words of measured token counts
+    (workload/word_pool.py); with `head` (head_len tokens), the text to append to it, starting with its
+    separator, so that `head + text` is exactly head_len + n tokens (shared-prefix prompts). One encode
+    verifies it."""
+    text = text_of_length(tok, rng, n, vocab, after=bool(head))
+    got = len(tok.encode(head + text)) - head_len
+    if got != n:
+        raise TargetError(f"a chat prompt built of words for exactly {n} tokens has {got} by the tokenizer "
+                          f"({getattr(tok, 'source', type(tok).__name__)})", FIX)
+    return text
 
 
 def _probe(base_url: str, model: str, content, api_key: str | None) -> dict:

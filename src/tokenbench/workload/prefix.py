@@ -2,8 +2,8 @@
 
 Request i of a phase belongs to group i mod G, so consecutive requests rotate over the groups. Every
 prompt is exactly input_len = P + S tokens: token ids for completions (exact by construction), and
-for chat a prefix text of exactly P tokens followed by a suffix chosen so that the whole text is
-exactly P + S tokens by the server's tokenizer. The prefixes are drawn once per cell and shared by
+for chat a prefix text of exactly P tokens followed by a suffix of words chosen so that the whole text
+is exactly P + S tokens by the server's tokenizer (workload/word_pool.py). The prefixes are drawn once per cell and shared by
 its warmup and measured phases, so the warmup leaves them in the engine's prefix cache; the suffixes
 are fresh in each phase. The best possible cache-hit rate is P / input_len.
 """
@@ -43,10 +43,10 @@ def prefix_texts(tok: Tokenizer, rng: random.Random, groups: int, prefix_len: in
 
 def text_drafts(tok: Tokenizer, prefixes: list[str], prefix_len: int, rng: random.Random, count: int,
                 input_len: int, output_len: int, vocab: Vocab) -> list[Draft]:
-    """Chat: `prefix + " " + suffix`, exactly input_len tokens as a whole."""
+    """Chat: `prefix + suffix` (the suffix starts with its separator), exactly input_len tokens as a whole."""
     out = []
     for i in range(count):
         head = prefixes[group_of(i, len(prefixes))]
         tail = exact_text(tok, rng, input_len - prefix_len, vocab, head=head, head_len=prefix_len)
-        out.append(Draft(f"{head} {tail}", None, input_len, output_len))
+        out.append(Draft(head + tail, None, input_len, output_len))
     return out
