@@ -8,6 +8,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -63,8 +64,9 @@ def test_a_stopped_phase_returns_what_finished():
         task.cancel()                                   # what Ctrl-C does to the running cell
         return await task
 
+    started = time.perf_counter()
     run = asyncio.run(main())
-    assert run.stopped and 0 < run.client_health["stopped_after_s"] < 5
+    assert run.stopped and 0 < run.client_health["stopped_after_s"] <= time.perf_counter() - started
     kinds = [r.error_kind for r in run.records]
     assert kinds.count("cancelled") <= 4 and len(kinds) > 20
 

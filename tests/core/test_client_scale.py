@@ -5,6 +5,7 @@ import sys
 import threading
 
 import pytest
+from tests.contention import Waited, mean_allowance_ms
 
 from tokenbench.load.bench import run_bench
 from tokenbench.load.target import resolve
@@ -61,16 +62,23 @@ def test_starved_client_marks_cell_invalid(reference):
 def test_workers_merge_exactly(reference):
     s = spec(reference.url)
     target = resolve(s.target)
-    [one] = asyncio.run(run_bench(s, target, lambda r: None))
-    [two] = asyncio.run(run_bench(s, target, lambda r: None, workers=2))
+    with Waited(descendants=True) as waited_one:            # this process, the server, the workers
+        [one] = asyncio.run(run_bench(s, target, lambda r: None))
+    with Waited(descendants=True) as waited_two:
+        [two] = asyncio.run(run_bench(s, target, lambda r: None, workers=2))
+    waited = waited_one.ms + waited_two.ms
     assert one.status == "ok" and two.status in ("ok", "invalid")
     assert len(two.records) == 32 and sorted(r.index for r in two.records) == list(range(32))
     assert {r.worker for r in two.records} == {0, 1}
     assert two.summary["completed"] == one.summary["completed"] == 32
     assert two.summary["total_output_tokens"] == one.summary["total_output_tokens"] == 32 * 20
-    assert two.summary["mean_tpot_ms"] == pytest.approx(one.summary["mean_tpot_ms"], rel=0.15)
+    one_tpot = one.summary["mean_tpot_ms"]
+    assert two.summary["mean_tpot_ms"] == pytest.approx(one_tpot, abs=0.15 * one_tpot + mean_allowance_ms(
+        waited, 8, 32, gaps=19))
     assert two.summary["client_workers"] == 2
     # while sending, both keep the 8 slots full (a finished request is replaced within a few ms of a
-    # 220 ms request)
-    for cell in (one, two):
-        assert 0.98 * 8 <= cell.summary["sustained_concurrency"] <= 8
+    # 220 ms request, or as late as the waits for a CPU made it)
+    for cell, w in ((one, waited_one), (two, waited_two)):
+        sends = sorted(r.sent_ns for r in cell.records)
+        window_ms = (sends[-1] - sends[7]) / 1e6              # the 8th send to the last: what it averages
+        assert 8 * (0.98 - w.ms / window_ms) <= cell.summary["sustained_concurrency"] <= 8

@@ -1,6 +1,7 @@
 """Issue 15, Build 5: arrivals across workers, goodput as vLLM defines it, and the other small fixes."""
 
 import random
+import time
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.client.request import PreparedRequest
@@ -83,9 +84,10 @@ def test_a_duration_cell_that_runs_out_of_requests_says_so():
         return raw
 
     load = Load(concurrency=1, duration_s=1.0)
+    started = time.perf_counter()
     run = asyncio.run(run_phase(fake_send, prepared(5), load, "measure"))
     at = run.client_health["prepared_exhausted_s"]
-    assert 0.04 < at < 0.5 and len(run.records) == 5
+    assert 0.04 < at <= time.perf_counter() - started and len(run.records) == 5      # after 5 x 10 ms, in the run
     [note] = exhausted_note(run.client_health, load, 5)
     assert "all 5 prepared requests were sent" in note and "1 s duration" in note
     assert exhausted_note({}, load, 5) == []

@@ -9,10 +9,13 @@ calibrate, agree, setup, flaggems) are left out: their failures are covered wher
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 import os
+import shutil
 import sqlite3
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -65,7 +68,8 @@ def make_files(root: Path) -> dict[str, str]:
     return {k: str(v) for k, v in files.items()} | {"dev_full": "/dev/full", "dash": "-", "dev_null": "/dev/null"}
 
 
-ROOT = Path(os.environ.get("TMPDIR", "/tmp")) / f"tokenbench-cli-property-{os.getpid()}"
+ROOT = Path(tempfile.mkdtemp(prefix="tokenbench-cli-property-"))   # the strategies need the files at import
+atexit.register(shutil.rmtree, ROOT, True)
 FILES = make_files(ROOT)
 TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
 URLS = st.sampled_from(["", " ", "nonsense", "127.0.0.1:1", "http://127.0.0.1:1", "http://127.0.0.1:1/v1",

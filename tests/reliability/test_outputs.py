@@ -156,3 +156,16 @@ def test_a_device_given_as_input_is_refused_before_it_is_read(argv, capsys):
     memory): refused in one line, exit 2."""
     assert main(argv) == 2
     assert "is a character device, not a file to read" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["runs"], ["report", "x"], ["export", "x"], ["compare", "a", "b"],
+                                  ["import", __file__], ["bench", "--base-url", "http://127.0.0.1:1"],
+                                  ["sweep", "--base-url", "http://127.0.0.1:1"], ["demo"]])
+def test_db_dash_is_refused_not_written(argv, capsys, tmp_path, monkeypatch):
+    """A database is not a stream: `--db -` on every command that takes one is refused in one line (exit 2)
+    before anything runs, and no file named `-` appears in the current directory."""
+    monkeypatch.chdir(tmp_path)
+    assert main([*argv, "--db", "-"]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: --db -:") and "not a stream" in line and "give --db a file path" in line
+    assert list(tmp_path.iterdir()) == []

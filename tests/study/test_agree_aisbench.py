@@ -8,14 +8,16 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.contention import Waited, mean_allowance_ms
 
 from tokenbench.cli.main import main
 from tokenbench.errors import UsageError
+from tokenbench.local_engines import vllm_cpu
 from tokenbench.study import agree_aisbench, agree_peers
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 CELL = agree_peers.Cell("http://127.0.0.1:9", "gemma3-270m", "/models/g", 128, 32, 4, 16, 7, 1)
-TOKENIZER = Path.home() / ".cache" / "tokenbench" / "models" / "gemma3-270m-hf"
+TOKENIZER = vllm_cpu.model_dir()              # $TOKENBENCH_CACHE (else $XDG_CACHE_HOME/tokenbench)/models/...
 
 
 def _flag(argv: list[str], name: str) -> str:
@@ -72,7 +74,8 @@ def test_without_aisbench_one_line_says_how_to_install_it(tmp_path, monkeypatch)
                     reason=f"AISBench is not installed ({agree_aisbench.SETUP_HINT})")
 @pytest.mark.skipif(not TOKENIZER.is_dir(), reason=f"no local tokenizer at {TOKENIZER}")
 def test_agree_runs_aisbench_on_the_same_workload(tmp_path):
-    with ReferenceProcess(ReferenceConfig(ttft_ms=50, itl_ms=10, usage_chunk=True, vocab_size=262144)) as ref:
+    with ReferenceProcess(ReferenceConfig(ttft_ms=50, itl_ms=10, usage_chunk=True, vocab_size=262144)) as ref, \
+            Waited(descendants=True) as waited:          # both clients and the server
         code = main(["agree", "--peer", "aisbench", "--base-url", ref.url, "--tokenizer", str(TOKENIZER),
                      "--input-len", "32", "--output-len", "8", "--concurrency", "2", "--num-prompts", "6",
                      "--repeat", "1", "--out-dir", str(tmp_path)])
@@ -81,7 +84,8 @@ def test_agree_runs_aisbench_on_the_same_workload(tmp_path):
     assert doc["peer"] == "aisbench"
     rows = {r["metric"]: r for r in doc["rows"]}
     assert rows["mean TTFT ms"]["peer"] >= 50 and rows["mean TTFT ms"]["tokenbench"] >= 50
-    assert 9 <= rows["mean TPOT ms"]["peer"] <= 12 and 9 <= rows["mean TPOT ms"]["tokenbench"] <= 12
+    most = 12 + mean_allowance_ms(waited.ms, 2, 6, gaps=7)       # 10 ms, or what other work made it
+    assert 9 <= rows["mean TPOT ms"]["peer"] <= most and 9 <= rows["mean TPOT ms"]["tokenbench"] <= most
     counts = doc["counts"]["2"]
     assert counts["aisbench"]["completed"] == counts["tokenbench"]["completed"] == 6
     assert counts["aisbench"]["total_output_tokens"] == counts["tokenbench"]["total_output_tokens"] == 48

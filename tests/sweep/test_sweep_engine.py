@@ -89,7 +89,9 @@ def test_sigkill_mid_sweep_then_resume(tmp_path):
     proc.wait()
     before = {(name, key, rep): (cid, fin) for cid, name, key, rep, fin, _ in cells(db)}
     assert 4 <= len(before) < 12
-    time.sleep(2)
+    deadline = time.monotonic() + 30                      # a deadline for a broken test, not a timing bound
+    while not engines() <= already and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert engines() <= already, "the engine must die with the killed sweep (PR_SET_PDEATHSIG)"
     [run] = Store(db).runs()
     assert main(["sweep", "--resume", run["id"], "--db", str(db)]) == 0

@@ -38,7 +38,7 @@ def say(message: str) -> None:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--peer-python", "--vllm-python", "peer_python_", default=None,
               help="a Python with the peer installed (default: the venv of `tokenbench setup vllm-cpu` / "
-                   "`setup sglang-cpu`; AISBench: ~/.cache/tokenbench/aisbench-venv)")
+                   "`setup sglang-cpu`; AISBench: aisbench-venv in $TOKENBENCH_CACHE)")
 @click.option("--out-dir", default=None, type=click.Path(file_okay=False),
               help="where both tools' results and the table go (default results/agree-<time>)")
 @click.option("--tolerance", type=click.FloatRange(min=0), default=0.02, show_default=True,

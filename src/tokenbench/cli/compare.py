@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 
 from tokenbench import __version__
-from tokenbench.cli import console
+from tokenbench.cli import console, options
 from tokenbench.cli.report_options import default_dir
 from tokenbench.metrics.uncertainty import MIN_EFFECT
 from tokenbench.report import render
@@ -36,7 +36,7 @@ def print_verdicts(doc: Document) -> None:
 
 @click.command("compare")
 @click.argument("selectors", nargs=-1, required=True)
-@click.option("--db", default=None, type=click.Path(dir_okay=False), help="results database (default: $TOKENBENCH_RESULTS/tokenbench.db, else ~/.local/share/tokenbench/tokenbench.db)")
+@options.DB
 @click.option("--format", "formats", default="md,html", show_default=True, help="md, html or md,html")
 @click.option("--lang", type=click.Choice(LANGS), default="en", show_default=True)
 @click.option("-o", "--output", "out_dir", default=None, type=click.Path(file_okay=False),

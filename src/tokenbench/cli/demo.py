@@ -38,7 +38,7 @@ def demo_spec(base_url: str, pairs: list[tuple[int, int]], concurrency: list[int
 @click.option("--pairs", default="128:64,256:32", show_default=True, help="INPUT:OUTPUT token pairs")
 @click.option("--concurrency", default="1,2,4", show_default=True, help="closed-loop concurrency levels")
 @click.option("--num-prompts", type=click.IntRange(min=1), default=None, help="requests per cell (default max(4, 2xC))")
-@click.option("--db", default=None, type=click.Path(dir_okay=False), help="results database (default: $TOKENBENCH_RESULTS/tokenbench.db, else ~/.local/share/tokenbench/tokenbench.db)")
+@options.DB
 def command(profile: str, overrides: tuple[str, ...], pairs: str, concurrency: str, num_prompts: int | None,
             db: str | None) -> None:
     """Deploy a real engine (llama.cpp + SmolLM2-135M on the CPU by default), smoke-test it,

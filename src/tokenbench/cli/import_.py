@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from tokenbench.cli import console
+from tokenbench.cli import console, options
 from tokenbench.cli.report_options import overrides, warn_flagged
 from tokenbench.report import plausibility
 from tokenbench.report.i18n import t
@@ -19,7 +19,7 @@ from tokenbench.store.db import Store, default_db_path
 @click.argument("file", type=click.Path(exists=True))
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="vllm (bench serve JSON), sglang (bench_serving JSONL), csv or aisbench (the performances/<model>/ folder or a file of it); default: from the name")
-@click.option("--db", default=None, type=click.Path(dir_okay=False), help="results database (default: $TOKENBENCH_RESULTS/tokenbench.db, else ~/.local/share/tokenbench/tokenbench.db)")
+@options.DB
 @click.option("--engine", default=None, help="engine that served the results (vllm, sglang, ...)")
 @click.option("--engine-version", default=None)
 @click.option("--model", default=None, help="model name")

@@ -1,9 +1,31 @@
-"""Parsing helpers shared by commands: comma lists and SLO strings with one-line errors."""
+"""Parsing helpers shared by commands: comma lists and SLO strings with one-line errors, and the
+results-database option every command that reads or writes one declares."""
 
 from __future__ import annotations
 
+import click
+
 from tokenbench.errors import UsageError
 from tokenbench.spec.bench import SLO
+
+
+class DatabasePath(click.Path):
+    """A results database file. `-` is refused: SQLite opens a database in place (it reads back, locks
+    and rewrites pages), so it cannot be standard input or output, and `-` would be a file of that name."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False)
+
+    def convert(self, value, param, ctx):
+        if str(value) == "-":
+            raise UsageError("--db -: a results database is a file SQLite reads and rewrites in place, not a "
+                             "stream", "give --db a file path, e.g. --db results.db (or leave it out for the "
+                             "default database)")
+        return super().convert(value, param, ctx)
+
+
+DB = click.option("--db", default=None, type=DatabasePath(), help="results database (default: "
+                  "$TOKENBENCH_RESULTS/tokenbench.db, else ~/.local/share/tokenbench/tokenbench.db)")
 
 
 def int_list(flag: str, text: str | None) -> list[int]:

@@ -29,8 +29,7 @@ PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
 OPTIONS = (
     click.option("--resume", default=None, metavar="RUN", help="continue this stored run: run only the cells "
                  "not stored yet (its spec comes from the database)"),
-    click.option("--db", default=None, type=click.Path(dir_okay=False), help="results database (default: $TOKENBENCH_RESULTS/tokenbench.db, "
-                 "else ~/.local/share/tokenbench/tokenbench.db)"),
+    options.DB,
     click.option("--no-store", is_flag=True, help="do not keep a results database (a temporary one is used)"),
     click.option("--output", default=None, type=click.Path(dir_okay=False),
                  help="write tokenbench's JSON result (every cell and request), rewritten after each cell; - "

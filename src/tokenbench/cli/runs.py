@@ -7,13 +7,13 @@ import json
 import click
 from rich.table import Table
 
-from tokenbench.cli import console
+from tokenbench.cli import console, options
 from tokenbench.report.export import run_rows
 from tokenbench.report.model import open_store
 
 
 @click.command("runs")
-@click.option("--db", default=None, type=click.Path(dir_okay=False), help="results database (default: $TOKENBENCH_RESULTS/tokenbench.db, else ~/.local/share/tokenbench/tokenbench.db)")
+@options.DB
 @click.option("--json", "as_json", is_flag=True, help="print JSON instead of a table")
 def command(db: str | None, as_json: bool) -> None:
     """List stored runs: id, date, kind, target, cells done/total, status."""

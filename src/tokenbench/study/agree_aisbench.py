@@ -19,9 +19,9 @@ from tokenbench.userdirs import cache_root
 NAME = "aisbench"
 ABBR = "tb-agree"                 # AISBench's model abbr: the performances/<abbr>/ folder
 DATASET = "synthetic"             # the dataset abbr: <dataset>.csv
-INSTALL = ("python3.11 -m venv ~/.cache/tokenbench/aisbench-venv && ~/.cache/tokenbench/aisbench-venv/bin/pip "
-           "install ais-bench-benchmark==3.1.20260630 && ~/.cache/tokenbench/aisbench-venv/bin/pip install "
-           "pyarrow==21.0.0")
+# where venv_python() looks: the tokenbench cache ($TOKENBENCH_CACHE, else $XDG_CACHE_HOME/tokenbench)
+INSTALL = ('V="${TOKENBENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tokenbench}/aisbench-venv"; python3.11 -m venv '
+           '"$V" && $V/bin/pip install ais-bench-benchmark==3.1.20260630 && $V/bin/pip install pyarrow==21.0.0')
 SETUP_HINT = f"install AISBench: {INSTALL}"
 
 MODEL_CFG = """from ais_bench.benchmark.models import VLLMCustomAPI
