@@ -7,20 +7,18 @@ import click
 
 from tokenbench.errors import UsageError
 from tokenbench.spec.bench import SLO
+from tokenbench.store.db import db_path
 
 
 class DatabasePath(click.Path):
-    """A results database file. `-` is refused: SQLite opens a database in place (it reads back, locks
-    and rewrites pages), so it cannot be standard input or output, and `-` would be a file of that name."""
+    """A results database file, checked when the flag is parsed by the store's own rule (`store.db.db_path`:
+    `-` is refused, as SQLite opens a database in place and cannot read or write a stream)."""
 
     def __init__(self) -> None:
         super().__init__(dir_okay=False)
 
     def convert(self, value, param, ctx):
-        if str(value) == "-":
-            raise UsageError("--db -: a results database is a file SQLite reads and rewrites in place, not a "
-                             "stream", "give --db a file path, e.g. --db results.db (or leave it out for the "
-                             "default database)")
+        db_path(str(value))
         return super().convert(value, param, ctx)
 
 
