@@ -4,21 +4,18 @@
 The truth is what the server's send log says for the measured requests (first write - receipt, and
 (last write - first write)/(n - 1)), both stamped on the same CLOCK_MONOTONIC as the client."""
 
-import asyncio
-
 import pytest
 
-from tokenbench.load.bench import run_bench
-from tokenbench.load.calibrate import measure_reference, split_delay, truth
-from tokenbench.load.target import resolve
-from tokenbench.spec.bench import BenchSpec
+from tokenbench.spec.study import StudySpec
+from tokenbench.study.calibrate import measure_reference, split_delay, truth
+from tokenbench.study.run import measure as run_study
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 pytestmark = pytest.mark.engine
 
 
 def measure(concurrency: int, prompts: int):
-    cell, log = measure_reference(concurrency, prompts, input_len=16, output_len=40)
+    cell, log = measure_reference(concurrency, prompts, (16, 40))
     assert cell.status == "ok", cell.message
     ttft_truth, tpot_truth = truth(log)
     assert ttft_truth == pytest.approx(100, rel=0.05) and tpot_truth == pytest.approx(20, rel=0.01)
@@ -56,17 +53,16 @@ def test_concurrency_64():
 
 def test_server_ignoring_ignore_eos_fails_the_cell_with_cause():
     with ReferenceProcess(ReferenceConfig(ttft_ms=5, itl_ms=1, honor_ignore_eos=False)) as ref:
-        spec = BenchSpec(target={"base_url": ref.url}, workload={"input_len": 8, "output_len": 20},
-                         cells=[{"concurrency": 2, "num_prompts": 4}])
-        [cell] = asyncio.run(run_bench(spec, resolve(spec.target), lambda r: None))
+        spec = StudySpec(target={"base_url": ref.url}, pairs=[(8, 20)], concurrency=[2], requests={"num_prompts": 4})
+        [cell] = run_study(spec).results
     assert cell.status == "failed"
     assert "ignores ignore_eos" in cell.message
     assert all(r.length_error for r in cell.records)
 
 
 def test_calibrate_judges_the_client_against_the_send_log():
-    from tokenbench.load.calibrate import calibrate
-    r = calibrate(8, output_len=20, ttft_ms=30, itl_ms=10)
+    from tokenbench.study.calibrate import calibrate
+    r = calibrate(8, ReferenceConfig(ttft_ms=30, itl_ms=10), output_len=20)
     assert r.status == "ok" and r.failed == 0
     assert abs(r.tpot_error()) <= 0.02 and abs(r.throughput_error()) <= 0.02
     assert r.throughput_truth < r.ideal_throughput * 1.01          # the server cannot beat its schedule

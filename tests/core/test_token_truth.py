@@ -5,17 +5,15 @@ reasoning models, tool calls and vLLM's empty-text tokens do, with no /tokenize 
 Truth (send log, one CLOCK_MONOTONIC): TTFT = first write - receipt; TPOT = (last write - first
 write) / (n - 1); every token the server wrote must be counted by the client."""
 
-import asyncio
 import json
 import os
 
 import pytest
 from tests.workload.hf_tokenizer import make_reference_tokenizer
 
-from tokenbench.load.bench import run_bench
-from tokenbench.load.calibrate import split_delay, truth
-from tokenbench.load.target import resolve
-from tokenbench.spec.bench import BenchSpec
+from tokenbench.spec.study import StudySpec
+from tokenbench.study.calibrate import split_delay, truth
+from tokenbench.study.run import measure
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 pytestmark = pytest.mark.slow
@@ -23,10 +21,13 @@ pytestmark = pytest.mark.slow
 OUT = 24
 
 
-def one_cell(ref, tok, workload: dict, **target):
-    spec = BenchSpec(target={"base_url": ref.url, **target}, workload={"api": "chat", "tokenizer_path": str(tok), **workload},
-                     cells=[{"concurrency": 4, "num_prompts": 8, "warmup_requests": 4}])
-    [cell] = asyncio.run(run_bench(spec, resolve(spec.target, str(tok)), lambda r: None))
+def one_cell(ref, tok, study: dict, **target):
+    """One chat cell of the study keys in `study` (pairs, or a dataset workload), prompts built with `tok`."""
+    spec = StudySpec.model_validate({
+        "target": {"base_url": ref.url, **target}, "api": "chat", **study,
+        "workload": {"tokenizer_path": str(tok), **study.get("workload", {})},
+        "concurrency": [4], "requests": {"num_prompts": 8}, "warmup_requests": 4})
+    [cell] = measure(spec).results
     log = sorted(ref.send_log(), key=lambda r: r["recv_ns"])[-len(cell.records):]
     assert cell.status == "ok", cell.message
     return cell, log
@@ -72,7 +73,7 @@ def check_against_log(cell, log):
 
 @pytest.mark.parametrize("field", ["reasoning", "reasoning_content"])
 def test_reasoning_stream_without_tokenize(tmp_path, field):
-    cell, log = bench(tmp_path, {"input_len": 16, "output_len": OUT}, reasoning_tokens=10, reasoning_field=field)
+    cell, log = bench(tmp_path, {"pairs": [(16, OUT)]}, reasoning_tokens=10, reasoning_field=field)
     s = check_against_log(cell, log)
     assert s["total_reasoning_tokens"] == 10 * len(cell.records) and s["reasoning_requests"] == len(cell.records)
     # the first answer token is the 11th the server wrote
@@ -83,7 +84,7 @@ def test_reasoning_stream_without_tokenize(tmp_path, field):
 @pytest.mark.parametrize("continuous", [True, False])
 def test_empty_text_tokens_first_included(tmp_path, continuous):
     """With per-chunk usage the counts are exact; without it each empty-text chunk is one token."""
-    cell, log = bench(tmp_path, {"input_len": 16, "output_len": OUT}, empty_every=5, continuous_usage=continuous)
+    cell, log = bench(tmp_path, {"pairs": [(16, OUT)]}, empty_every=5, continuous_usage=continuous)
     s = check_against_log(cell, log)
     assert s["count_source"] == {("continuous_usage" if continuous else "chunks"): len(cell.records)}
     # the first token has no text: the first answer text is the second write
@@ -93,14 +94,14 @@ def test_empty_text_tokens_first_included(tmp_path, continuous):
 def test_final_usage_only_sends_what_vllms_client_sends_and_still_counts_exactly(tmp_path):
     """--final-usage-only: no continuous_usage_stats asked of a server that would honour it, so counts come
     from the chunks reconciled with the final usage, and still equal what the server wrote."""
-    cell, log = bench(tmp_path, {"input_len": 16, "output_len": OUT}, target={"final_usage_only": True},
+    cell, log = bench(tmp_path, {"pairs": [(16, OUT)]}, target={"final_usage_only": True},
                       empty_every=5)
     s = check_against_log(cell, log)
     assert s["count_source"] == {"chunks": len(cell.records)}
 
 
 def test_tool_call_stream(tmp_path):
-    cell, log = bench(tmp_path, {"input_len": 16, "output_len": OUT}, tool_calls=True)
+    cell, log = bench(tmp_path, {"pairs": [(16, OUT)]}, tool_calls=True)
     s = check_against_log(cell, log)
     assert s["zero_token_requests"] == 0
 
@@ -111,6 +112,6 @@ def test_sharegpt_chat_without_tokenize(tmp_path):
     rows = [{"conversations": [{"from": "human", "value": " ".join(words[: 4 + i % 8])},
                                {"from": "gpt", "value": " ".join(["ok"] * 12)}]} for i in range(20)]
     path.write_text(json.dumps(rows))
-    cell, log = bench(tmp_path, {"kind": "sharegpt", "dataset_path": str(path), "output_len": OUT})
+    cell, log = bench(tmp_path, {"workload": {"kind": "sharegpt", "dataset_path": str(path), "output_len": OUT}})
     check_against_log(cell, log)
     assert all(r.prompt_tokens == r.expected_prompt_tokens for r in cell.records)

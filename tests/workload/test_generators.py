@@ -15,7 +15,7 @@ import pytest
 from tokenbench.client.records import RawExchange
 from tokenbench.client.request import Prompt, prepare
 from tokenbench.errors import UsageError
-from tokenbench.load.runner import run_phase
+from tokenbench.load.runner import PhasePlan, run_phase
 from tokenbench.spec.bench import Load
 from tokenbench.workload import images, jsonl, prefix, sharegpt, trace_replay
 from tokenbench.workload.chat import exact_text
@@ -291,10 +291,10 @@ def test_open_loop_follows_explicit_offsets_on_absolute_times():
         return RawExchange(intended_ns=intended, sent_ns=clock.now_ns(), end_ns=clock.now_ns() + 5, status=500)
 
     offsets = [0, 0, 250, 1_000]
-    run = asyncio.run(run_phase(send, reqs, Load(arrival="trace"), "measure", clock=clock, offsets=offsets))
+    run = asyncio.run(run_phase(send, reqs, PhasePlan("measure", Load(arrival="trace"), offsets=offsets), clock=clock))
     assert [r.intended_ns - 1_000 for r in run.records] == offsets
     with pytest.raises(ValueError, match="explicit arrival offsets"):
-        asyncio.run(run_phase(send, reqs, Load(arrival="trace"), "measure", clock=clock))
+        asyncio.run(run_phase(send, reqs, PhasePlan("measure", Load(arrival="trace")), clock=clock))
 
 
 def test_random_ids_are_randranges_draws():

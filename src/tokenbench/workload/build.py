@@ -31,7 +31,7 @@ from tokenbench.workload.vocab import Vocab
 
 
 class Target(Protocol):
-    """What a workload needs to know about the server (load.target.ResolvedTarget has it)."""
+    """What a workload needs to know about the server (load.target.Endpoint has it)."""
 
     @property
     def base_url(self) -> str: ...
