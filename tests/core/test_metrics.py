@@ -15,8 +15,8 @@ from tokenbench.spec.bench import SLO, Load
 MS = 1_000_000
 
 
-def rec(i, sent_ms, token_ms, counts=None, prompt=4, intended_ms=None, error=None):
-    counts = counts or [1] * len(token_ms)
+def rec(i, sent_ms, token_ms, counts=None, intended_ms=None, error=None):
+    counts, prompt = counts or [1] * len(token_ms), 4
     return RequestRecord(index=i, phase="measure", input_len=prompt, output_len=sum(counts),
                          intended_ns=(intended_ms if intended_ms is not None else sent_ms) * MS,
                          sent_ns=sent_ms * MS, end_ns=(token_ms[-1] + 1) * MS if token_ms else sent_ms * MS,

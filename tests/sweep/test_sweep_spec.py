@@ -83,7 +83,7 @@ def test_repeats_draw_fresh_prompts_from_the_next_seeds(tmp_path):
     assert [(c.repeat, c.workload.seed) for c in first] == [(0, 7), (1, 8), (2, 9)]
     target = SimpleNamespace(base_url="http://127.0.0.1:9", model="m", api_key=None, max_model_len=None,
                              vocab=Vocab.with_margins(32000, "test"))
-    prompts = [build_cell(target, c.workload, c.key, 0, 4, tok=object()).measure for c in first]
+    prompts = [build_cell(target, c.workload, c.key, 0, 4).measure for c in first]
     ids = [{pr.token_ids for pr in ps} for ps in prompts]
     assert all(len(pr.token_ids) == 16 for ps in prompts for pr in ps)
     assert not (ids[0] & ids[1]) and not (ids[1] & ids[2])      # no repeat reuses a prompt

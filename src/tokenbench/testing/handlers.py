@@ -19,7 +19,7 @@ from tokenbench.testing.clock import Deadlines, TimerFd
 from tokenbench.testing.config import ReferenceConfig
 from tokenbench.testing.jobs import Job, Sampler, parse_job, whole_body
 from tokenbench.testing.send_log import SendLog
-from tokenbench.testing.streams import due_ns, stream_answer
+from tokenbench.testing.streams import Answer, due_ns, stream_answer
 from tokenbench.testing.tokenizer import InvalidRequest, chat_text, detokenize, token_lists, tokenize
 
 
@@ -140,7 +140,7 @@ class Server:
         rec["admitted_ns"] = t_adm = await self.gate.acquire(need, arrival)
         try:
             if job.stream:
-                await stream_answer(self.cfg, self.clock, request, resp, job, fault, rec, t_adm)
+                await stream_answer(self.cfg, self.clock, request, resp, Answer(job, fault, rec, t_adm))
                 return resp
             return await self._whole(request, job, fault, rec, t_adm)
         finally:

@@ -8,6 +8,7 @@ deadline only `transport.write` runs.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from time import perf_counter_ns
 
 from tokenbench.testing import faults as F
@@ -16,6 +17,17 @@ from tokenbench.testing.config import ReferenceConfig
 from tokenbench.testing.jobs import Job, Sampler
 
 STREAM_FAULTS = ("reset_mid_stream", "stall", "malformed_sse", "invalid_json", "early_done")
+
+
+@dataclass
+class Answer:
+    """One request being answered: its job, the fault picked for it, its send-log record (filled as the
+    answer is written) and when it was admitted."""
+
+    job: Job
+    fault: str | None
+    rec: dict
+    t_adm: int
 
 
 def due_ns(cfg: ReferenceConfig, t_adm: int, last_token: int) -> int:
@@ -50,9 +62,9 @@ def chunk(job: Job, samplers: list[Sampler], lo: int, hi: int, last: bool) -> by
     return b"".join(out)
 
 
-async def stream_answer(cfg: ReferenceConfig, clock: Deadlines, request, resp, job: Job,
-                        fault, rec: dict, t_adm: int) -> None:
-    """Write a prepared streaming response until its last chunk (or its fault); fills `rec`."""
+async def stream_answer(cfg: ReferenceConfig, clock: Deadlines, request, resp, answer: Answer) -> None:
+    """Write a prepared streaming response until its last chunk (or its fault); fills `answer.rec`."""
+    job, fault, rec = answer.job, answer.fault, answer.rec
     transport = request.transport
     if transport is None or transport.is_closing():
         raise ConnectionResetError
@@ -60,7 +72,7 @@ async def stream_answer(cfg: ReferenceConfig, clock: Deadlines, request, resp, j
         rec["role_ns"] = perf_counter_ns()
         transport.write(frame(role_event(job)))
     done = asyncio.get_running_loop().create_future()
-    Stream(cfg, clock, job, fault, rec, transport, t_adm, done)
+    Stream(cfg, clock, answer, transport, done)
     await done
     if rec["outcome"] == "client_disconnected":
         raise ConnectionResetError
@@ -71,11 +83,12 @@ async def stream_answer(cfg: ReferenceConfig, clock: Deadlines, request, resp, j
 class Stream:
     """One streaming answer driven by the deadlines: each fire() writes one pre-built chunk."""
 
-    def __init__(self, cfg: ReferenceConfig, clock: Deadlines, job: Job, fault, rec: dict,
-                 transport, t_adm: int, done: asyncio.Future) -> None:
-        self.cfg, self.clock, self.job, self.fault, self.rec = cfg, clock, job, fault, rec
+    def __init__(self, cfg: ReferenceConfig, clock: Deadlines, answer: Answer, transport,
+                 done: asyncio.Future) -> None:
+        job, fault = answer.job, answer.fault
+        self.cfg, self.clock, self.job, self.fault, self.rec = cfg, clock, job, fault, answer.rec
         self.transport, self.done = transport, done
-        self.k, self.c, self.t_adm, self.shift = cfg.tokens_per_chunk, 0, t_adm, 0
+        self.k, self.c, self.t_adm, self.shift = cfg.tokens_per_chunk, 0, answer.t_adm, 0
         self.n_chunks = -(-job.n_out // self.k)
         self.strike = F.fault_point(self.n_chunks) if fault in STREAM_FAULTS else -1
         self.samplers = [Sampler(s, cfg.vocab_size) for s in job.seeds]
