@@ -102,6 +102,7 @@ class CellJob:
     def key(self) -> str:
         return cell_key(self.workload, self.load)
 
+
 PREPARED_BYTES = 512 * 2**20   # a duration cell prepares at most this much request data (memory bound)
 BYTES_PER_TOKEN = 8            # a token id in JSON ("12345,") or a word of text, with room to spare
 
