@@ -6,16 +6,13 @@ The truth is what the server's send log says for the measured requests (first wr
 is issue 2's tolerance plus what the client and the server waited for a CPU during the cell
 (tests/contention.py): other work on the machine moves the figures by no more than that."""
 
-import asyncio
-
 import pytest
 from tests.contention import WatchedReference, mean_allowance_ms
 
-from tokenbench.load import calibrate as calibration
-from tokenbench.load.bench import run_bench
-from tokenbench.load.calibrate import measure_reference, split_delay, truth
-from tokenbench.load.target import resolve
-from tokenbench.spec.bench import BenchSpec
+from tokenbench.spec.study import StudySpec
+from tokenbench.study import calibrate as calibration
+from tokenbench.study.calibrate import measure_reference, split_delay, truth
+from tokenbench.study.run import measure as run_study
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 pytestmark = pytest.mark.engine
@@ -38,7 +35,7 @@ def servers(monkeypatch) -> list[WatchedReference]:
 
 def measure(servers, concurrency: int, prompts: int):
     """One cell; returns it, the truth and the allowance on a mean over its requests (and on each one)."""
-    cell, log = measure_reference(concurrency, prompts, input_len=16, output_len=OUT)
+    cell, log = measure_reference(concurrency, prompts, (16, OUT))
     waited = servers[-1].waited.ms
     allow = mean_allowance_ms(waited, concurrency, prompts)
     assert cell.status == "ok", cell.message
@@ -83,16 +80,15 @@ def test_concurrency_64(servers):
 
 def test_server_ignoring_ignore_eos_fails_the_cell_with_cause():
     with ReferenceProcess(ReferenceConfig(ttft_ms=5, itl_ms=1, honor_ignore_eos=False)) as ref:
-        spec = BenchSpec(target={"base_url": ref.url}, workload={"input_len": 8, "output_len": 20},
-                         cells=[{"concurrency": 2, "num_prompts": 4}])
-        [cell] = asyncio.run(run_bench(spec, resolve(spec.target), lambda r: None))
+        spec = StudySpec(target={"base_url": ref.url}, pairs=[(8, 20)], concurrency=[2], requests={"num_prompts": 4})
+        [cell] = run_study(spec).results
     assert cell.status == "failed"
     assert "ignores ignore_eos" in cell.message
     assert all(r.length_error for r in cell.records)
 
 
 def test_calibrate_judges_the_client_against_the_send_log(servers):
-    r = calibration.calibrate(8, output_len=20, ttft_ms=30, itl_ms=10)
+    r = calibration.calibrate(8, ReferenceConfig(ttft_ms=30, itl_ms=10), output_len=20)
     waited = servers[-1].waited.ms
     allow = mean_allowance_ms(waited, 8, 16)
     span_ms = 16 * 20 / r.throughput_truth * 1e3                    # first receipt -> last write

@@ -9,13 +9,14 @@ import time
 
 import pytest
 
-from tokenbench.load.bench import run_bench
-from tokenbench.load.target import resolve
 from tokenbench.load.workers import merge_health
 from tokenbench.metrics.stats import percentile
 from tokenbench.metrics.verify import CLAIM_ABS_MS, CLAIM_REL, PROBE_RESOLUTION_MS, claim_ms, client_health_verdict
 from tokenbench.report.status import judge
-from tokenbench.spec.bench import BenchSpec, Load
+from tokenbench.spec.bench import Load
+from tokenbench.spec.study import StudySpec
+from tokenbench.study.run import measure
+from tokenbench.sweep.run import StudyEvents
 
 CLOSED = Load(concurrency=4, num_prompts=8)
 
@@ -95,18 +96,19 @@ async def _stalls(every_s: float, block_s: float) -> None:
 
 
 def _cell(url: str, every_s: float | None, block_s: float, allow_lag: bool = False):
-    spec = BenchSpec(target={"base_url": url}, workload={"input_len": 16, "output_len": 40},
-                     cells=[{"concurrency": 4, "num_prompts": 8, "warmup_requests": 2}], allow_client_lag=allow_lag)
-    target = resolve(spec.target)
+    spec = StudySpec(target={"base_url": url}, pairs=[(16, 40)], concurrency=[4], requests={"num_prompts": 8},
+                     warmup_requests=2, allow_client_lag=allow_lag)
+    stalls: list[asyncio.Future] = []
 
-    async def main():
-        task = asyncio.ensure_future(_stalls(every_s, block_s)) if every_s else None
-        try:
-            return await run_bench(spec, target, lambda r: None)
-        finally:
-            if task:
-                task.cancel()
-    return asyncio.run(main())[0]
+    def stall(cell) -> None:        # on the loop that runs the cell, from its start to its end
+        if every_s:
+            stalls.append(asyncio.ensure_future(_stalls(every_s, block_s)))
+
+    def calm(cell, row) -> None:
+        for task in stalls:
+            task.cancel()
+    [result] = measure(spec, events=StudyEvents(log=lambda m: None, cell_started=stall, cell_done=calm)).results
+    return result
 
 
 def _p99_itl_truth(log: list[dict]) -> float:

@@ -15,8 +15,8 @@ from tokenbench.spec.bench import SLO, Load
 MS = 1_000_000
 
 
-def rec(i, sent_ms, token_ms, counts=None, prompt=4, intended_ms=None, error=None):
-    counts = counts or [1] * len(token_ms)
+def rec(i, sent_ms, token_ms, counts=None, intended_ms=None, error=None):
+    counts, prompt = counts or [1] * len(token_ms), 4
     return RequestRecord(index=i, phase="measure", input_len=prompt, output_len=sum(counts),
                          intended_ns=(intended_ms if intended_ms is not None else sent_ms) * MS,
                          sent_ns=sent_ms * MS, end_ns=(token_ms[-1] + 1) * MS if token_ms else sent_ms * MS,
@@ -115,7 +115,7 @@ def test_sustained_concurrency_counts_the_replacement_gaps_only():
 
 
 def test_throughput_truth_is_what_the_server_wrote_over_its_own_span():
-    from tokenbench.load.calibrate import throughput_truth
+    from tokenbench.study.calibrate import throughput_truth
     log = [{"recv_ns": 1 * MS, "write_ns": [100 * MS, 300 * MS], "completion_tokens": 10},
            {"recv_ns": 2 * MS, "write_ns": [101 * MS, 501 * MS], "completion_tokens": 30},
            {"recv_ns": 3 * MS, "write_ns": [], "completion_tokens": 0}]          # failed before a token

@@ -1,13 +1,10 @@
 """Issue 8: the same workload through a local Ray cluster gives the same counts as one process."""
 
-import asyncio
-
 import pytest
 from tests.contention import Waited, mean_allowance_ms
 
-from tokenbench.load.bench import run_bench
-from tokenbench.load.target import resolve
-from tokenbench.spec.bench import BenchSpec
+from tokenbench.spec.study import StudySpec
+from tokenbench.study.run import measure
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'tokenbench[ray]'")
@@ -24,12 +21,11 @@ def ray_head(tmp_path, monkeypatch):
 
 def test_ray_workers_match_one_process(ray_head):
     with ReferenceProcess(ReferenceConfig(ttft_ms=30, itl_ms=10)) as ref:
-        spec = BenchSpec(target={"base_url": ref.url}, workload={"input_len": 16, "output_len": 20},
-                         cells=[{"concurrency": 4, "num_prompts": 16}])
-        target = resolve(spec.target)
+        spec = StudySpec(target={"base_url": ref.url}, pairs=[(16, 20)], concurrency=[4], requests={"num_prompts": 16})
         with Waited(descendants=True, every_s=0.25) as waited:   # this process, the server, the cluster
-            [one] = asyncio.run(run_bench(spec, target, lambda r: None))
-            [viaray] = asyncio.run(run_bench(spec, target, lambda r: None, workers=2, ray_address=ray_head))
+            [one] = measure(spec).results
+            spec.client.workers, spec.client.ray_address = 2, ray_head
+            [viaray] = measure(spec).results
     assert viaray.summary["completed"] == one.summary["completed"] == 16
     assert sorted(r.index for r in viaray.records) == list(range(16))
     assert {r.worker for r in viaray.records} == {0, 1}

@@ -6,6 +6,7 @@ import time
 from tokenbench.client.records import RequestRecord
 from tokenbench.client.request import PreparedRequest
 from tokenbench.load.arrivals import offsets_ns, schedule
+from tokenbench.load.runner import Phases
 from tokenbench.load.workers import make_jobs
 from tokenbench.metrics.request import meets_slo
 from tokenbench.metrics.summary import summarize
@@ -19,21 +20,26 @@ def prepared(n: int) -> list[PreparedRequest]:
                             expected_prompt_tokens=4) for _ in range(n)]
 
 
+def measured(n: int, load: Load, seed: int) -> Phases:
+    """A cell of n requests and no warmup."""
+    return Phases("4:2/cell", [], None, prepared(n), load, seed, n, n)
+
+
 def test_constant_arrivals_interleave_across_workers():
     load = Load(request_rate=10.0, arrival="constant", num_prompts=6)
-    jobs = make_jobs(2, [], None, prepared(6), load, seed=0, timeout_s=10)
+    jobs = make_jobs(2, measured(6, load, seed=0), timeout_s=10)
     assert [j.offsets for j in jobs] == [[0, 200 * MS, 400 * MS], [100 * MS, 300 * MS, 500 * MS]]
 
 
 def test_worker_schedules_together_are_the_one_process_schedule():
     load = Load(request_rate=7.0, num_prompts=9)
-    jobs = make_jobs(3, [], None, prepared(9), load, seed=5, timeout_s=10)
+    jobs = make_jobs(3, measured(9, load, seed=5), timeout_s=10)
     merged = sorted(o for j in jobs for o in j.offsets)
     assert merged == list(offsets_ns(7.0, "poisson", random.Random(5), 9))
 
 
 def test_closed_loop_jobs_have_no_schedule():
-    jobs = make_jobs(2, [], None, prepared(4), Load(concurrency=2, num_prompts=4), seed=0, timeout_s=10)
+    jobs = make_jobs(2, measured(4, Load(concurrency=2, num_prompts=4), seed=0), timeout_s=10)
     assert all(j.offsets is None for j in jobs)
 
 
@@ -76,7 +82,7 @@ def test_a_duration_cell_that_runs_out_of_requests_says_so():
 
     from tokenbench.client.records import RawExchange
     from tokenbench.load.cell import exhausted_note
-    from tokenbench.load.runner import run_phase
+    from tokenbench.load.runner import PhasePlan, run_phase
 
     async def fake_send(req, intended):          # a server answering in 10 ms (no socket: timing only)
         raw = RawExchange(intended_ns=intended, sent_ns=intended)
@@ -85,13 +91,13 @@ def test_a_duration_cell_that_runs_out_of_requests_says_so():
 
     load = Load(concurrency=1, duration_s=1.0)
     started = time.perf_counter()
-    run = asyncio.run(run_phase(fake_send, prepared(5), load, "measure"))
+    run = asyncio.run(run_phase(fake_send, prepared(5), PhasePlan("measure", load)))
     at = run.client_health["prepared_exhausted_s"]
     assert 0.04 < at <= time.perf_counter() - started and len(run.records) == 5      # after 5 x 10 ms, in the run
     [note] = exhausted_note(run.client_health, load, 5)
     assert "all 5 prepared requests were sent" in note and "1 s duration" in note
     assert exhausted_note({}, load, 5) == []
-    full = asyncio.run(run_phase(fake_send, prepared(500), Load(concurrency=1, duration_s=0.1), "measure"))
+    full = asyncio.run(run_phase(fake_send, prepared(500), PhasePlan("measure", Load(concurrency=1, duration_s=0.1))))
     assert "prepared_exhausted_s" not in full.client_health
 
 

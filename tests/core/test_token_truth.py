@@ -6,7 +6,6 @@ Truth (send log, one CLOCK_MONOTONIC): TTFT = first write - receipt; TPOT = (las
 write) / (n - 1); every token the server wrote must be counted by the client. Timing bounds are the
 quiet tolerance plus what client and server waited for a CPU during the cell (tests/contention.py)."""
 
-import asyncio
 import json
 import os
 
@@ -14,10 +13,9 @@ import pytest
 from tests.contention import Waited, mean_allowance_ms
 from tests.workload.hf_tokenizer import make_reference_tokenizer
 
-from tokenbench.load.bench import run_bench
-from tokenbench.load.calibrate import split_delay, truth
-from tokenbench.load.target import resolve
-from tokenbench.spec.bench import BenchSpec
+from tokenbench.spec.study import StudySpec
+from tokenbench.study.calibrate import split_delay, truth
+from tokenbench.study.run import measure
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 pytestmark = pytest.mark.slow
@@ -26,12 +24,15 @@ OUT = 24
 CONCURRENCY, PROMPTS = 4, 8
 
 
-def one_cell(ref, tok, workload: dict, **target):
-    """The cell, its requests' send log, and the allowance on a mean over them (tests/contention.py)."""
-    spec = BenchSpec(target={"base_url": ref.url, **target}, workload={"api": "chat", "tokenizer_path": str(tok), **workload},
-                     cells=[{"concurrency": CONCURRENCY, "num_prompts": PROMPTS, "warmup_requests": 4}])
+def one_cell(ref, tok, study: dict, **target):
+    """One chat cell of the study keys in `study` (pairs, or a dataset workload), prompts built with `tok`;
+    returns it, its requests' send log, and the allowance on a mean over them (tests/contention.py)."""
+    spec = StudySpec.model_validate({
+        "target": {"base_url": ref.url, **target}, "api": "chat", **study,
+        "workload": {"tokenizer_path": str(tok), **study.get("workload", {})},
+        "concurrency": [CONCURRENCY], "requests": {"num_prompts": PROMPTS}, "warmup_requests": 4})
     with Waited(os.getpid(), ref.proc.pid) as waited:
-        [cell] = asyncio.run(run_bench(spec, resolve(spec.target, str(tok)), lambda r: None))
+        [cell] = measure(spec).results
     log = sorted(ref.send_log(), key=lambda r: r["recv_ns"])[-len(cell.records):]
     assert cell.status == "ok", cell.message
     return cell, log, mean_allowance_ms(waited.ms, CONCURRENCY, PROMPTS)
@@ -41,7 +42,7 @@ def ttft_excess(cell, log, allow: float) -> float:
     return abs(cell.summary["mean_ttft_ms"] - truth(log)[0]) - 0.03 * truth(log)[0] - allow
 
 
-def bench(tmp_path, workload: dict, target: dict | None = None, **style):
+def bench(tmp_path, study: dict, target: dict | None = None, **style):
     """Best of 3 cells by TTFT error, like tests/core/test_accuracy.py: beyond the client's own delivery
     (server write -> client stamp, < 2 ms), a TTFT excess is the server's request intake,
     which grows when other work shares the machine's two cores."""
@@ -51,7 +52,7 @@ def bench(tmp_path, workload: dict, target: dict | None = None, **style):
     tries = []
     with ReferenceProcess(cfg, cpu=cpus[-1] if len(cpus) > 1 else None) as ref:
         for _ in range(3):
-            cell, log, allow = one_cell(ref, tok, workload, **(target or {}))
+            cell, log, allow = one_cell(ref, tok, study, **(target or {}))
             tries.append((cell, log, allow))
             if ttft_excess(cell, log, allow) <= 0:
                 break
@@ -81,7 +82,7 @@ def check_against_log(cell, log, allow: float):
 
 @pytest.mark.parametrize("field", ["reasoning", "reasoning_content"])
 def test_reasoning_stream_without_tokenize(tmp_path, field):
-    cell, log, allow = bench(tmp_path, {"input_len": 16, "output_len": OUT}, reasoning_tokens=10, reasoning_field=field)
+    cell, log, allow = bench(tmp_path, {"pairs": [(16, OUT)]}, reasoning_tokens=10, reasoning_field=field)
     s = check_against_log(cell, log, allow)
     assert s["total_reasoning_tokens"] == 10 * len(cell.records) and s["reasoning_requests"] == len(cell.records)
     # the first answer token is the 11th the server wrote
@@ -92,7 +93,7 @@ def test_reasoning_stream_without_tokenize(tmp_path, field):
 @pytest.mark.parametrize("continuous", [True, False])
 def test_empty_text_tokens_first_included(tmp_path, continuous):
     """With per-chunk usage the counts are exact; without it each empty-text chunk is one token."""
-    cell, log, allow = bench(tmp_path, {"input_len": 16, "output_len": OUT}, empty_every=5, continuous_usage=continuous)
+    cell, log, allow = bench(tmp_path, {"pairs": [(16, OUT)]}, empty_every=5, continuous_usage=continuous)
     s = check_against_log(cell, log, allow)
     assert s["count_source"] == {("continuous_usage" if continuous else "chunks"): len(cell.records)}
     # the first token has no text: the first answer text is the second write
@@ -102,14 +103,14 @@ def test_empty_text_tokens_first_included(tmp_path, continuous):
 def test_final_usage_only_sends_what_vllms_client_sends_and_still_counts_exactly(tmp_path):
     """--final-usage-only: no continuous_usage_stats asked of a server that would honour it, so counts come
     from the chunks reconciled with the final usage, and still equal what the server wrote."""
-    cell, log, allow = bench(tmp_path, {"input_len": 16, "output_len": OUT}, target={"final_usage_only": True},
+    cell, log, allow = bench(tmp_path, {"pairs": [(16, OUT)]}, target={"final_usage_only": True},
                       empty_every=5)
     s = check_against_log(cell, log, allow)
     assert s["count_source"] == {"chunks": len(cell.records)}
 
 
 def test_tool_call_stream(tmp_path):
-    cell, log, allow = bench(tmp_path, {"input_len": 16, "output_len": OUT}, tool_calls=True)
+    cell, log, allow = bench(tmp_path, {"pairs": [(16, OUT)]}, tool_calls=True)
     s = check_against_log(cell, log, allow)
     assert s["zero_token_requests"] == 0
 
@@ -120,6 +121,6 @@ def test_sharegpt_chat_without_tokenize(tmp_path):
     rows = [{"conversations": [{"from": "human", "value": " ".join(words[: 4 + i % 8])},
                                {"from": "gpt", "value": " ".join(["ok"] * 12)}]} for i in range(20)]
     path.write_text(json.dumps(rows))
-    cell, log, allow = bench(tmp_path, {"kind": "sharegpt", "dataset_path": str(path), "output_len": OUT})
+    cell, log, allow = bench(tmp_path, {"workload": {"kind": "sharegpt", "dataset_path": str(path), "output_len": OUT}})
     check_against_log(cell, log, allow)
     assert all(r.prompt_tokens == r.expected_prompt_tokens for r in cell.records)

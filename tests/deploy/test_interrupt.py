@@ -72,19 +72,18 @@ def test_interrupt_during_readiness_wait(tmp_path, sig, mode):
 
 
 BENCH_SCRIPT = script("""
-    import asyncio, sys
+    import sys
     from tokenbench.deploy.lifecycle import deployed
     from tokenbench.deploy.profiles import load_profile
-    from tokenbench.load.bench import run_bench
-    from tokenbench.load.target import resolve
-    from tokenbench.spec.bench import BenchSpec
+    from tokenbench.spec.study import StudySpec
+    from tokenbench.study.run import measure
+    from tokenbench.sweep.run import StudyEvents
 
     with deployed(load_profile("cpu-smollm2-llamacpp")) as dep:
-        spec = BenchSpec(target={"base_url": dep.base_url}, workload={"input_len": 16, "output_len": 600},
-                         cells=[{"concurrency": 2, "num_prompts": 8, "warmup_requests": 1}])
-        target = resolve(spec.target)
-        print("BENCH STARTED", flush=True)
-        asyncio.run(run_bench(spec, target, lambda cell: None))
+        spec = StudySpec(target={"base_url": dep.base_url}, pairs=[(16, 600)], concurrency=[2],
+                         requests={"num_prompts": 8}, warmup_requests=1)
+        started = lambda cell: print("BENCH STARTED", flush=True)
+        measure(spec, events=StudyEvents(log=lambda m: None, cell_started=started))
     print("finished without interruption", flush=True)
 """)
 

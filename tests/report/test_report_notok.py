@@ -14,6 +14,7 @@ from tokenbench.metrics.summary import summarize
 from tokenbench.report import html_page, markdown
 from tokenbench.report.build import build_report
 from tokenbench.report.compare import compare
+from tokenbench.report.compare_tables import Judging
 from tokenbench.report.document import Cell, Table
 from tokenbench.report.export import to_csv
 from tokenbench.report.i18n import t
@@ -119,7 +120,7 @@ def test_compare_refuses_ratios_on_not_ok_cells_unless_asked(store):
         assert unmarked_figures(doc) == []
         md = markdown.render(doc)
         assert "n/a" in md and not re.search(r"\d\.\d\dx", md)
-    doc, _ = compare(store, [f"{RUN}:a", f"{RUN}:b"], "en", "T", allow_not_ok=True)
+    doc, _ = compare(store, [f"{RUN}:a", f"{RUN}:b"], "en", "T", judging=Judging(allow_not_ok=True))
     md = markdown.render(doc)
     assert re.search(r"\d\.\d\dx✗", md) and unmarked_figures(doc) == []
 

@@ -8,9 +8,8 @@ from tokenbench.cli import bench, flags, sweep
 from tokenbench.cli.main import main
 from tokenbench.errors import UsageError
 from tokenbench.load.target import read_api_key
-from tokenbench.spec.bench import Target
 from tokenbench.spec.fields import field_at
-from tokenbench.spec.sweep import SweepSpec
+from tokenbench.spec.study import StudySpec, Target
 from tokenbench.sweep.plan import plan
 
 URL = ["--base-url", "http://127.0.0.1:1"]
@@ -20,7 +19,7 @@ def spellings(command) -> set[str]:
     return {opt for p in command.params for opt in (*p.opts, *p.secondary_opts) if opt.startswith("-")}
 
 
-def bench_spec(*args: str) -> SweepSpec:
+def bench_spec(*args: str) -> StudySpec:
     return bench.build_spec(bench.command.make_context("bench", [*URL, *args]).params)
 
 
@@ -31,7 +30,7 @@ def test_every_bench_option_is_a_sweep_option():
 
 def test_every_shared_flag_is_a_yaml_key_with_its_help():
     for flag in flags.SHARED + flags.SWEEP_ONLY:
-        info = field_at(SweepSpec, flag.key)                  # KeyError: a flag without a YAML key
+        info = field_at(StudySpec, flag.key)                  # KeyError: a flag without a YAML key
         assert flags.describe(flag)[0] == (flag.help or info.description), flag.key
         assert flags.describe(flag)[0], f"{flag.key} has no description"
 

@@ -9,9 +9,9 @@ from pydantic import ValidationError
 
 from tokenbench.cli.main import main
 from tokenbench.errors import SpecError
-from tokenbench.spec.bench import BenchSpec, Load, Workload
+from tokenbench.spec.bench import Load, Workload
 from tokenbench.spec.loader import load_model
-from tokenbench.spec.sweep import SweepSpec
+from tokenbench.spec.study import StudySpec
 from tokenbench.sweep.plan import kv_demand, plan
 
 TARGET = {"base_url": "http://127.0.0.1:1"}
@@ -58,11 +58,13 @@ def test_trace_loads_and_trace_workloads_go_together():
     assert Load(arrival="trace").num_prompts is None
     with pytest.raises(ValidationError, match="takes its arrivals from the trace"):
         Load(arrival="trace", request_rate=2)
-    with pytest.raises(ValidationError, match="cells take no concurrency"):
-        BenchSpec(target=TARGET, workload={"kind": "trace", "dataset_path": "t"}, cells=[{"concurrency": 1,
-                                                                                          "num_prompts": 2}])
-    with pytest.raises(ValidationError, match="needs a trace workload"):
-        BenchSpec(target=TARGET, workload={"input_len": 2, "output_len": 2}, cells=[{"arrival": "trace"}])
+    with pytest.raises(ValidationError, match="a trace replays its own arrival times: drop 'concurrency'"):
+        StudySpec(target=TARGET, workload={"kind": "trace", "dataset_path": "t"}, concurrency=[1],
+                  requests={"num_prompts": 2})
+    with pytest.raises(ValidationError, match="'poisson' or 'constant'"):      # a study's own arrivals: never trace
+        StudySpec(target=TARGET, pairs=[(2, 2)], rates=[1.0], arrival="trace")
+    traced = plan(StudySpec(target=TARGET, workload={"kind": "trace", "dataset_path": "t"}))
+    assert [c.load.arrival for c in traced.cells] == ["trace"]
 
 
 @pytest.mark.parametrize("args,msg", [
@@ -87,8 +89,8 @@ def test_bench_flags_fail_before_contacting_the_server(capsys, args, msg):
 
 # ---- sweep specs ----
 
-def sweep(**kw) -> SweepSpec:
-    return load_model(SweepSpec, {"target": TARGET, **kw}, "sweep.yaml")
+def sweep(**kw) -> StudySpec:
+    return load_model(StudySpec, {"target": TARGET, **kw}, "sweep.yaml")
 
 
 def test_sweep_random_pairs_are_unchanged():

@@ -46,7 +46,7 @@ def say(message: str) -> None:
 @click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True,
               help="rounds per tool and cell, alternating which tool goes first; values are means over rounds")
 @click.option("--check", is_flag=True, help="exit non-zero when any difference exceeds the tolerance")
-def command(base_url: str, peer: str, model: str | None, tokenizer: str | None, input_len: int, output_len: int,
+def command(base_url: str, peer: str, model: str | None, tokenizer: str | None, input_len: int, output_len: int,  # noqa: PLR0913 (a click command)
             concurrency: str, num_prompts: int | None, seed: int, peer_python_: str | None, out_dir: str | None,
             tolerance: float, repeat: int, check: bool) -> None:
     """Agreement with an engine's own benchmark client on the same server, workload and concurrency."""

@@ -9,11 +9,12 @@ import click
 
 from tokenbench.cli import flags, progress, run_options
 from tokenbench.errors import UsageError
-from tokenbench.spec.sweep import SweepSpec
+from tokenbench.spec.study import StudySpec
 from tokenbench.study import run as study
+from tokenbench.sweep.run import RunSettings
 
 
-def build_spec(kw: dict) -> SweepSpec:
+def build_spec(kw: dict) -> StudySpec:
     if not kw["target__base_url"]:
         raise UsageError("--base-url is required", "e.g. tokenbench bench --base-url http://127.0.0.1:8000 ...")
     data = run_options.translate(flags.study_data(kw, flags.SHARED), kw)
@@ -34,8 +35,8 @@ def command(**kw) -> None:
     run_options.precheck(kw)
     with run_options.opened_store(kw) as store:
         spec = given or study.stored_spec(store, kw["resume"], "bench")
-        runner = study.start(spec, store, "bench", sys.argv, kw["resume"], output=kw["output"])
-        sinks = run_options.sinks(kw, spec, runner)
-        out, display = progress.run(runner, sinks, "bench")
-        progress.report(out, display, run_options.locations(kw, out, sinks), run_options.table_console(kw))
+        planned = study.start(spec, store, RunSettings("bench", output=kw["output"]), sys.argv, kw["resume"])
+        files = run_options.result_files(kw, planned)
+        out, display = progress.run(planned, files)
+        progress.report(out, display, run_options.locations(kw, out, files), run_options.table_console(kw))
     study.check(out, "bench")

@@ -13,6 +13,7 @@ from tokenbench.cli.report_options import default_dir
 from tokenbench.metrics.uncertainty import MIN_EFFECT
 from tokenbench.report import render
 from tokenbench.report.compare import compare
+from tokenbench.report.compare_tables import Judging
 from tokenbench.report.document import Cell, Document, Table
 from tokenbench.report.i18n import LANGS
 from tokenbench.report.model import open_store
@@ -48,12 +49,12 @@ def print_verdicts(doc: Document) -> None:
 @click.option("--min-effect", type=click.FloatRange(min=0, max=1), default=MIN_EFFECT, show_default=True,
               help="smallest relative difference a verdict may call real (run-to-run drift of one machine)")
 @click.option("--quiet", is_flag=True, help="write the files only; print no terminal table")
-def command(selectors: tuple[str, ...], db: str | None, formats: str, lang: str, out_dir: str | None,
+def command(selectors: tuple[str, ...], db: str | None, formats: str, lang: str, out_dir: str | None,  # noqa: PLR0913 (a click command)
             strict: bool, allow_not_ok: bool, min_effect: float, quiet: bool) -> None:
     """Compare runs side by side (RUN, or RUN:CONFIG for one server config of a run)."""
     fmts = render.parse_formats(formats)
     store = open_store(db)
-    doc, issues = compare(store, list(selectors), lang, __version__, strict, allow_not_ok, min_effect)
+    doc, issues = compare(store, list(selectors), lang, __version__, strict, Judging(allow_not_ok, min_effect))
     if not quiet:
         print_verdicts(doc)
     name = "compare-" + "-vs-".join(s.replace(":", "_") for s in selectors)

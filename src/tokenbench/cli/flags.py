@@ -1,5 +1,5 @@
 """The options of `bench` and `sweep`, declared once. Each flag is a key of the study spec
-(`spec/sweep.py:SweepSpec`, the sweep YAML): its type, default and help come from that pydantic field,
+(`spec/study.py:StudySpec`, the sweep YAML): its type, default and help come from that pydantic field,
 so a flag and its YAML key cannot drift apart. vLLM's `bench serve` spellings are aliases (docs/cli.md)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tokenbench.errors import UsageError
 from tokenbench.spec.bench import DATASET_KINDS
 from tokenbench.spec.fields import default_of, field_at
 from tokenbench.spec.loader import Lines, validation_error
-from tokenbench.spec.sweep import SweepSpec
+from tokenbench.spec.study import StudySpec
 
 
 @dataclass(frozen=True)
@@ -81,12 +81,12 @@ def click_type(annotation: Any) -> click.ParamType:
 
 def describe(flag: Flag) -> tuple[str, Any]:
     """(help, default) of a flag, from its spec field."""
-    info = field_at(SweepSpec, flag.key)
+    info = field_at(StudySpec, flag.key)
     return flag.help or info.description or "", default_of(info)
 
 
 def _option(flag: Flag) -> Callable:
-    info = field_at(SweepSpec, flag.key)
+    info = field_at(StudySpec, flag.key)
     text, default = describe(flag)
     decls = [flag.flag, *dict.fromkeys(n for n in (*flag.names, *flag.vllm) if n != flag.flag), flag.dest]
     if _plain(info.annotation) is bool:
@@ -179,16 +179,16 @@ def study_data(kw: dict, flags: tuple[Flag, ...], base: dict | None = None) -> d
     return data
 
 
-def validate(data: dict, source: str = "command line", overridden: Lines | None = None) -> SweepSpec:
+def validate(data: dict, source: str = "command line", overridden: Lines | None = None) -> StudySpec:
     """The study spec; an invalid value is named by its flag, or by the `--set` item that gave it
     (`overridden`, from spec.loader.apply_overrides: an unknown key is named as in a YAML file)."""
     try:
-        return SweepSpec.model_validate(data)
+        return StudySpec.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = tuple(x for x in err["loc"] if not str(x).startswith("function-"))
         if any(loc[:len(path)] == path for path in overridden or {}):
-            raise validation_error(exc, source, overridden or {}, SweepSpec) from None
+            raise validation_error(exc, source, overridden or {}, StudySpec) from None
         key = ".".join(str(x) for x in err["loc"] if not str(x).startswith("function-"))
         where = flag_for(key) or key or source
         msg = err["msg"].removeprefix("Value error, ")

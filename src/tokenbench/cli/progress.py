@@ -10,13 +10,13 @@ from rich.markup import escape
 
 from tokenbench.cli import console
 from tokenbench.load.cell import CellProgress, CellResult
-from tokenbench.load.target import ResolvedTarget
+from tokenbench.load.target import Endpoint
 from tokenbench.metrics.cell_summary import typed
 from tokenbench.store import commands
 from tokenbench.study import run as study
-from tokenbench.study.run import Outcome
+from tokenbench.study.run import Outcome, ResultFile, Study
 from tokenbench.sweep.plan import PlannedCell
-from tokenbench.sweep.run import SweepEvents, SweepRunner
+from tokenbench.sweep.run import StudyEvents
 
 WORKLOAD_FACTS = (("chat_template_overhead_tokens", "chat template overhead {} tokens"),
                   ("image_tokens_per_image", "{:.1f} prompt tokens per image"),
@@ -32,12 +32,12 @@ class Display:
         self.cell_task = None
         self.results: list[CellResult] = []
 
-    def events(self) -> SweepEvents:
-        return SweepEvents(log=lambda m: self.bar.console.print(m, markup=False, highlight=False), cell_started=self.started,
+    def events(self) -> StudyEvents:
+        return StudyEvents(log=lambda m: self.bar.console.print(m, markup=False, highlight=False), cell_started=self.started,
                            cell_progress=self.progress, cell_done=self.done, target_ready=self.target,
                            cell_stored=lambda cell, row, result: self.results.append(result))
 
-    def target(self, t: ResolvedTarget, facts: dict) -> None:
+    def target(self, t: Endpoint, facts: dict) -> None:
         self.bar.console.print(f"[bold]tokenbench[/] {t.base_url} model={escape(t.model)} "
                                f"vocab={t.vocab.size} ({escape(t.vocab.source)}) run={self.run_id}")
 
@@ -65,15 +65,15 @@ class Display:
                                + (f" ({escape(row['message'])})" if row["message"] else ""))
 
 
-def run(runner: SweepRunner, sinks: Sequence[study.Sink], kind: str) -> tuple[Outcome, Display]:
+def run(planned: Study, files: Sequence[ResultFile]) -> tuple[Outcome, Display]:
     """Execute the study with progress bars; an interruption says how to resume."""
     with console.progress() as bar:
-        display = Display(bar, study.pending_count(runner), runner.run_id)
+        display = Display(bar, study.pending_count(planned), planned.run_id)
         try:
-            return study.execute(runner, display.events(), sinks), display
+            return study.execute(planned, display.events(), files), display
         except KeyboardInterrupt:
-            console.err.print(f"interrupted: {commands.resume_advice(runner.store, kind, runner.run_id)}",
-                              markup=False, highlight=False, soft_wrap=True)     # one line, to paste
+            advice = commands.resume_advice(planned.store, planned.settings.kind, planned.run_id)
+            console.err.print(f"interrupted: {advice}", markup=False, highlight=False, soft_wrap=True)  # one line, to paste
             raise
 
 

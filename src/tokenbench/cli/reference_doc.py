@@ -10,7 +10,7 @@ from tokenbench.cli import flags, run_options
 
 HEAD = """# CLI reference: `bench` and `sweep`
 
-Generated from the study spec (`src/tokenbench/spec/sweep.py`) by `python -m tokenbench.cli.reference_doc`;
+Generated from the study spec (`src/tokenbench/spec/study.py`) by `python -m tokenbench.cli.reference_doc`;
 do not edit by hand. A benchmark is a study with one server configuration and no relaunch, so `bench` and
 `sweep` take the same options, each the flag of one key of the sweep YAML (`tokenbench sweep --fields`
 lists the keys; flags given with a SPEC.yaml override it). vLLM's `vllm bench serve` spellings are
@@ -54,7 +54,7 @@ def _flag_rows(group: tuple[flags.Flag, ...]) -> list[str]:
     rows = []
     for flag in group:
         text, default = flags.describe(flag)
-        info = flags.field_at(flags.SweepSpec, flag.key)
+        info = flags.field_at(flags.StudySpec, flag.key)
         kind = "flag" if info.annotation is bool else "list" if flag.parse else flags.click_type(info.annotation).name
         names = [flag.flag, *(n for n in flag.names if n != flag.flag)]
         vllm = ", ".join(f"`{n}`" for n in flag.vllm)

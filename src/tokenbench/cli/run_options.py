@@ -16,13 +16,11 @@ from rich.console import Console
 from tokenbench.cli import console, options
 from tokenbench.cli.flags import Flag
 from tokenbench.errors import UsageError
-from tokenbench.spec.sweep import SweepSpec
 from tokenbench.store import commands, outputs
 from tokenbench.store.db import Store, default_db_path
 from tokenbench.study.outputs import VllmResults
-from tokenbench.study.run import Outcome
+from tokenbench.study.run import Outcome, ResultFile, Study
 from tokenbench.study.vllm_result import VllmOptions
-from tokenbench.sweep.run import SweepRunner
 
 PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
 
@@ -158,13 +156,11 @@ def precheck(kw: dict) -> None:
         outputs.check(target, "--save-result", probe=True)
 
 
-def sinks(kw: dict, spec: SweepSpec, runner: SweepRunner) -> list:
-    """The result files asked for besides tokenbench's JSON (--output, the runner's journal). vLLM's
-    result file lists every request's figures, so the cells then keep their records in memory."""
+def result_files(kw: dict, planned: Study) -> list[ResultFile]:
+    """The result files asked for besides tokenbench's JSON (--output, the runner's journal)."""
     if not kw["save_result"]:
         return []
-    runner.keep_records = True
-    return [VllmResults(spec, vllm_options(kw), len(runner.plan.cells))]
+    return [VllmResults(planned.plan.spec, vllm_options(kw), len(planned.plan.cells))]
 
 
 def table_console(kw: dict) -> Console:
@@ -173,7 +169,7 @@ def table_console(kw: dict) -> Console:
     return console.err if kw["output"] == outputs.STDOUT else console.out
 
 
-def locations(kw: dict, out: Outcome, sinks: list) -> list[str]:
+def locations(kw: dict, out: Outcome, files: list[ResultFile]) -> list[str]:
     stored = [] if kw["no_store"] else [f"stored run {out.run_id} in {out.store.path}; "
                                         f"report with `{commands.tokenbench(out.store.path, 'report', out.run_id)}`"]
-    return stored + out.files + [line for s in sinks for line in s.locations()]
+    return stored + out.files + [line for f in files for line in f.locations()]

@@ -20,16 +20,14 @@ import asyncio
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
 from concurrent.futures import Future
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.client.transport import new_session, send
 from tokenbench.errors import UsageError
 from tokenbench.load.clock import new_loop
-from tokenbench.load.runner import CellRun, run_phase
-from tokenbench.load.workers import WorkerJob, make_jobs, merge_health, reindex
-from tokenbench.spec.bench import Load
+from tokenbench.load.runner import CellRun, Outlets, run_phase
+from tokenbench.load.workers import WorkerJob, merge_health, reindex
 
 PROBES = 7
 START_MARGIN_NS = 500_000_000   # Ray call latency margin before the shared start instant
@@ -42,16 +40,16 @@ PLACE_S = 120                   # the placement group must be ready within this
 class ClientActor:
     """Runs one worker's share on a persistent event loop (so warmup connections stay open)."""
 
-    def __init__(self, timeout_s: float) -> None:
+    def __init__(self, timeout_s: float, connect_in_ttft: bool = False) -> None:
         self.loop = new_loop()                    # the loop a single process measures on
         threading.Thread(target=self.loop.run_forever, daemon=True).start()
-        self.session = asyncio.run_coroutine_threadsafe(self._session(timeout_s), self.loop).result()
+        self.session = asyncio.run_coroutine_threadsafe(self._session(timeout_s, connect_in_ttft), self.loop).result()
         self.finished: deque[RequestRecord] = deque()
         self.job: WorkerJob | None = None
         self.running: Future | None = None
 
-    async def _session(self, timeout_s: float):
-        return new_session(timeout_s)
+    async def _session(self, timeout_s: float, connect_in_ttft: bool):
+        return new_session(timeout_s, connect_in_ttft)
 
     def clock(self) -> int:
         return time.perf_counter_ns()
@@ -63,9 +61,10 @@ class ClientActor:
         return await send(self.session, req, intended)
 
     def warmup(self, job: WorkerJob) -> list[RequestRecord]:
-        if not job.warmup or job.warmup_load is None:
+        plan = job.warmup_plan()
+        if plan is None:
             return []
-        return reindex(self._run(run_phase(self._send, job.warmup, job.warmup_load, "warmup")).records, job)
+        return reindex(self._run(run_phase(self._send, job.warmup, plan)).records, job)
 
     def node(self) -> str:
         import ray
@@ -75,8 +74,8 @@ class ClientActor:
         """Begin the measured phase on the actor's loop; the driver collects it with `take`."""
         self.job, self.finished = job, deque()
         self.running = asyncio.run_coroutine_threadsafe(
-            run_phase(self._send, job.measure, job.load, "measure", seed=job.seed + job.worker,
-                      start_ns=start_local_ns, offsets=job.offsets, sink=self.finished.append), self.loop)
+            run_phase(self._send, job.measure, job.measure_plan(start_local_ns), Outlets(record=self.finished.append)),
+            self.loop)
 
     def take(self, limit: int) -> tuple[list[RequestRecord], dict | None]:
         """Up to `limit` records finished so far (the loop thread appends, this thread pops: a deque is
@@ -129,11 +128,12 @@ def _spread_group(ray, n: int):
     return group
 
 
-def _actors(ray, group, n: int, timeout_s: float) -> list:
+def _actors(ray, group, jobs: list[WorkerJob]) -> list:
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
     actor_cls = ray.remote(ClientActor)
     return [actor_cls.options(num_cpus=BUNDLE_CPU, scheduling_strategy=PlacementGroupSchedulingStrategy(
-        group, placement_group_bundle_index=i)).remote(timeout_s) for i in range(n)]
+        group, placement_group_bundle_index=i)).remote(job.timeout_s, job.connect_in_ttft)
+        for i, job in enumerate(jobs)]
 
 
 def _collect(ray, actors: list, offsets: list[int]) -> tuple[list[RequestRecord], list[dict]]:
@@ -153,15 +153,14 @@ def _collect(ray, actors: list, offsets: list[int]) -> tuple[list[RequestRecord]
     return records, [health[i] for i in range(len(actors))]
 
 
-def run_ray(address: str, n: int, warmup: Sequence, warmup_load: Load | None, measure: Sequence, load: Load,
-            seed: int, timeout_s: float) -> tuple[list, CellRun]:
-    """Blocking: the whole cell on n Ray actors spread over the nodes; records on the driver's clock."""
+def run_ray(address: str, jobs: list[WorkerJob]) -> tuple[list, CellRun]:
+    """Blocking: the whole cell on one Ray actor per job (load/workers.make_jobs), spread over the nodes;
+    records on the driver's clock."""
     ray = _ray()
     if not ray.is_initialized():
         ray.init(address=address, log_to_driver=False, logging_level="ERROR")
-    group = _spread_group(ray, n)
-    actors = _actors(ray, group, n, timeout_s)
-    jobs = make_jobs(n, warmup, warmup_load, measure, load, seed, timeout_s)
+    group = _spread_group(ray, len(jobs))
+    actors = _actors(ray, group, jobs)
     try:
         nodes = ray.get([a.node.remote() for a in actors])
         warm = [r for part in ray.get([a.warmup.remote(j) for a, j in zip(actors, jobs, strict=False)]) for r in part]

@@ -21,7 +21,7 @@ from tokenbench.client.transport import new_session, send
 from tokenbench.errors import UsageError
 from tokenbench.load import clock
 from tokenbench.load.arrivals import schedule
-from tokenbench.load.runner import CellRun, run_phase
+from tokenbench.load.runner import CellRun, Outlets, PhasePlan, Phases, run_phase
 from tokenbench.spec.bench import Load
 
 START_DELAY_NS = 50_000_000   # workers start the measured phase 50 ms after the barrier opens
@@ -60,17 +60,22 @@ class WorkerJob:
     offsets: list[int] | None = None      # open loop: this worker's share of the cell's schedule
     connect_in_ttft: bool = False
 
+    def warmup_plan(self) -> PhasePlan | None:
+        return PhasePlan("warmup", self.warmup_load) if self.warmup and self.warmup_load is not None else None
+
+    def measure_plan(self, start_ns: int) -> PhasePlan:
+        return PhasePlan("measure", self.load, self.seed + self.worker, self.offsets, start_ns)
+
 
 async def _worker_async(job: WorkerJob, sync, progress) -> tuple[list, list, dict]:
     async with new_session(job.timeout_s, job.connect_in_ttft) as session:
         async def do_send(req, intended):
             return await send(session, req, intended)
         warm = []
-        if job.warmup and job.warmup_load is not None:
-            warm = (await run_phase(do_send, job.warmup, job.warmup_load, "warmup")).records
+        if (warm_plan := job.warmup_plan()) is not None:
+            warm = (await run_phase(do_send, job.warmup, warm_plan)).records
         start_ns = await asyncio.get_running_loop().run_in_executor(None, sync.arrive_and_wait)
-        run = await run_phase(do_send, job.measure, job.load, "measure", seed=job.seed + job.worker,
-                              start_ns=start_ns, offsets=job.offsets, on_done=lambda: _bump(progress))
+        run = await run_phase(do_send, job.measure, job.measure_plan(start_ns), Outlets(done=lambda: _bump(progress)))
     return reindex(warm, job), reindex(run.records, job), run.client_health
 
 
@@ -128,26 +133,24 @@ def _deal(requests: Sequence[PreparedRequest], n: int, i: int) -> list[PreparedR
     return list(requests[i::n])
 
 
-def make_jobs(n: int, warmup: Sequence[PreparedRequest], warmup_load: Load | None,
-              measure: Sequence[PreparedRequest], load: Load, seed: int, timeout_s: float,
-              connect_in_ttft: bool = False) -> list[WorkerJob]:
+def make_jobs(n: int, phases: Phases, timeout_s: float, connect_in_ttft: bool = False) -> list[WorkerJob]:
     """Each worker's share: its slice of the load and the requests dealt to it (warmup only when every
-    worker gets at least one warmup request); open loop: its requests' instants of the one schedule."""
-    warm_loads = split_load(warmup_load, n) if warmup_load and len(warmup) >= n else [None] * n
+    worker gets at least one warmup request); open loop: its requests' instants of the one schedule.
+    `phases.measure` is a sequence here (dealt out before the cell)."""
+    warmup, measure, load, seed = phases.warmup, list(phases.measure), phases.load, phases.seed
+    warm_loads = split_load(phases.warmup_load, n) if phases.warmup_load and len(warmup) >= n else [None] * n
     whole = schedule(load, seed, len(measure)) if load.concurrency is None else None
     return [WorkerJob(i, n, _deal(warmup, n, i) if warm_loads[i] else [], warm_loads[i], _deal(measure, n, i),
                       part, seed, timeout_s, whole[i::n] if whole is not None else None, connect_in_ttft)
             for i, part in enumerate(split_load(load, n))]
 
 
-async def run_workers(n: int, warmup: Sequence[PreparedRequest], warmup_load: Load | None,
-                      measure: Sequence[PreparedRequest], load: Load, seed: int, timeout_s: float,
-                      on_done: Callable[[int], None] = lambda done: None,
-                      connect_in_ttft: bool = False) -> tuple[list, CellRun]:
+async def run_workers(jobs: list[WorkerJob], on_done: Callable[[int], None] = lambda done: None
+                      ) -> tuple[list, CellRun]:
+    """The jobs (make_jobs) in one spawned process each; their records once every process has finished."""
     ctx = mp.get_context("spawn")
     sync = StartLine(ctx)
     progress, results = ctx.Value("i", 0), ctx.Queue()
-    jobs = make_jobs(n, warmup, warmup_load, measure, load, seed, timeout_s, connect_in_ttft)
     procs = [ctx.Process(target=_worker_main, args=(j, sync, progress, results), daemon=True) for j in jobs]
     for p in procs:
         p.start()

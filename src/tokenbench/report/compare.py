@@ -5,7 +5,6 @@ against the first column, and plots of every column on the same axes (report/com
 from __future__ import annotations
 
 from tokenbench.errors import MeasurementError, UsageError
-from tokenbench.metrics import uncertainty as u
 from tokenbench.report import compare_tables as tables
 from tokenbench.report import hardware, plausibility
 from tokenbench.report.build import plausibility_blocks
@@ -110,14 +109,14 @@ def fairness_blocks(issues: list[Issue], lang: str) -> list[Block]:
 
 
 def build_compare(cols: list[Column], lang: str, issues: list[Issue], version: str,
-                  allow_not_ok: bool = False, min_effect: float = u.MIN_EFFECT) -> Document:
+                  judging: tables.Judging = tables.Judging()) -> Document:
     doc = Document(t(lang, "title.compare", runs=" vs ".join(c.label for c in cols)), lang)
     num_ = Numberer()
     doc.add(num_.sec(t(lang, "h.differs")), *differences(cols, lang))
     doc.add(num_.sec(t(lang, "h.fairness")), *fairness_blocks(issues, lang))
     if not common_cells(cols):
         doc.add(Para(t(lang, "note.no_common")))
-    doc.add(*tables.all_tables(cols, lang, num_, allow_not_ok, min_effect))
+    doc.add(*tables.all_tables(cols, lang, num_, judging))
     checks = [chk for col in cols for chk in plausibility.check_run(col.run)
               if chk.config.name == col.config.name]
     doc.add(num_.sec(t(lang, "h.plausibility")), *plausibility_blocks(checks, lang))
@@ -150,10 +149,10 @@ def enforce_comparable(cols: list[Column]) -> None:
 
 
 def compare(store: Store, selectors: list[str], lang: str, version: str, strict: bool = False,
-            allow_not_ok: bool = False, min_effect: float = u.MIN_EFFECT) -> tuple[Document, list[Issue]]:
+            judging: tables.Judging = tables.Judging()) -> tuple[Document, list[Issue]]:
     cols = select(store, selectors)
     issues = check(cols, lang)
     if strict:
         enforce(issues)
         enforce_comparable(cols)
-    return build_compare(cols, lang, issues, version, allow_not_ok, min_effect), issues
+    return build_compare(cols, lang, issues, version, judging), issues

@@ -4,6 +4,8 @@ and plots of every column on the same axes."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from tokenbench.metrics import uncertainty as u
 from tokenbench.report import plausibility
 from tokenbench.report.document import Block, Cell, Figure, Para, Table, num
@@ -14,6 +16,25 @@ from tokenbench.report.marks import footnotes, ratio_cell
 from tokenbench.report.sections import Numberer
 from tokenbench.report.svg import Series, line_chart
 from tokenbench.report.verdicts import Side, figure, verdict_cell, verdict_table
+
+
+@dataclass(frozen=True)
+class Judging:
+    """How `compare` judges its columns: with --allow-not-ok a cell that is not ok still shows its (marked)
+    figures; --min-effect is the smallest difference a verdict calls one."""
+
+    allow_not_ok: bool = False
+    min_effect: float = u.MIN_EFFECT
+
+
+@dataclass(frozen=True)
+class _Compared:
+    """The columns being compared, their sides (book, roofline), the language and the judging."""
+
+    cols: list[Column]
+    ss: list[Side]
+    lang: str
+    judging: Judging
 
 
 def sides(cols: list[Column]) -> list[Side]:
@@ -30,8 +51,9 @@ def _pairs(cols: list[Column]) -> list[tuple[int, int]]:
     return sorted({c.pair for col in cols for c in col.cells()})
 
 
-def side_by_side(cols: list[Column], ss: list[Side], metric: Metric, digits: int, lang: str, pair: tuple[int, int],
-                 allow: bool = False, min_effect: float = u.MIN_EFFECT) -> Table | None:
+def side_by_side(view: _Compared, metric: Metric, digits: int, pair: tuple[int, int]) -> Table | None:
+    cols, ss, lang = view.cols, view.ss, view.lang
+    allow, min_effect = view.judging.allow_not_ok, view.judging.min_effect
     base = cols[0]
     head = [t(lang, "col.load"), *[c.label for c in cols]]
     for c in cols[1:]:
@@ -50,7 +72,7 @@ def side_by_side(cols: list[Column], ss: list[Side], metric: Metric, digits: int
         row += [_shown(s, c, metric, digits) for s, c in zip(ss, cells, strict=True)]
         for side, c, v in zip(ss[1:], cells[1:], vals[1:], strict=True):
             row.append(ratio_cell(cells[0], c, vals[0], v, allow))
-            row.append(verdict_cell(ss[0], cells[0], side, c, metric, lang, min_effect)
+            row.append(verdict_cell((ss[0], cells[0]), (side, c), metric, lang, min_effect)
                        if cells[0] and c else "-")
         rows.append(row)
     return Table(head, rows, role="compare", footnotes=footnotes(used, lang, names)) if rows else None
@@ -101,8 +123,9 @@ def figures(cols: list[Column], lang: str) -> list[Figure]:
     return out
 
 
-def all_tables(cols: list[Column], lang: str, num_: Numberer, allow: bool, min_effect: float) -> list[Block]:
+def all_tables(cols: list[Column], lang: str, num_: Numberer, judging: Judging) -> list[Block]:
     ss = sides(cols)
+    view, min_effect = _Compared(cols, ss, lang, judging), judging.min_effect
     common = common_cells(cols)
 
     def verdicts(pair):
@@ -111,9 +134,9 @@ def all_tables(cols: list[Column], lang: str, num_: Numberer, allow: bool, min_e
     out: list[Block] = _section(cols, lang, num_, "h.cmp_verdicts", verdicts)
     out.append(Para(t(lang, "note.verdicts", floor=f"{100 * min_effect:g}%")))
     out += _section(cols, lang, num_, "h.cmp_requests", lambda p: side_by_side(
-        cols, ss, Metric("request_throughput", "mean"), 2, lang, p, allow, min_effect))
+        view, Metric("request_throughput", "mean"), 2, p))
     out += _section(cols, lang, num_, "h.cmp_output", lambda p: side_by_side(
-        cols, ss, Metric("output_throughput", "mean"), 1, lang, p, allow, min_effect))
+        view, Metric("output_throughput", "mean"), 1, p))
     figs = figures(cols, lang)
     if figs:
         out += [num_.sec(t(lang, "h.plots")), *figs]

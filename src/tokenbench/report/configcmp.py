@@ -31,5 +31,5 @@ def config_pair_table(run: RunData, base: str, other: str, lang: str, book: Book
             va, vb = a.get(m.key), b.get(m.key)
             rows.append([f"{a.input_len}/{a.output_len}", a.load_label, t(lang, col), fig(a, num(va, digits)),
                          fig(b, num(vb, digits)), ratio_cell(a, b, va, vb, allow=False),
-                         verdict_cell(a_side, a, b_side, b, m, lang, min_effect)])
+                         verdict_cell((a_side, a), (b_side, b), m, lang, min_effect)])
     return Table(head, rows, role="configcmp", left=3, footnotes=footnotes(used, lang)) if rows else None

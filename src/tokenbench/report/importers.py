@@ -106,8 +106,9 @@ def cell_key(il: int, ol: int, conc: int | None, rate: float | None) -> str:
     return own_cell_key(Workload.model_construct(input_len=il, output_len=ol), load)   # other tools' values as given
 
 
-def _cell(il: int, ol: int, conc: int | None, rate: float | None, summary: dict, kv: int | None = None,
+def _cell(lengths: tuple[int, int], conc: int | None, rate: float | None, summary: dict, kv: int | None = None,
           over: bool | None = None) -> dict:
+    il, ol = lengths
     demand = conc * (il + ol) if conc else None
     if over is None:
         over = bool(kv and demand and demand > kv)
@@ -183,7 +184,7 @@ def parse_vllm(doc: dict, opts: ImportOptions) -> Parsed:
     facts = {"engine": engine, "model": doc.get("model_id"), "tokenizer": doc.get("tokenizer_id"),
              "workload": {"temperature": _num(doc.get("temperature")), "ignore_eos": _bool(doc.get("ignore_eos"))},
              **opts.facts()}
-    return Parsed({name: facts}, [(name, _cell(il, ol, conc, rate, summary), _vllm_records(doc))])
+    return Parsed({name: facts}, [(name, _cell((il, ol), conc, rate, summary), _vllm_records(doc))])
 
 
 # SGLang bench_serving ------------------------------------------------------------------------------
@@ -214,7 +215,7 @@ def parse_sglang(lines: list[tuple[int, dict]], opts: ImportOptions, path: Path)
         name = opts.config or engine
         parsed.configs.setdefault(name, {"engine": engine, "workload": {"temperature": None, "ignore_eos": None},
                                          **opts.facts()})
-        parsed.cells.append((name, _cell(il, ol, conc, rate, summary), []))
+        parsed.cells.append((name, _cell((il, ol), conc, rate, summary), []))
     return parsed
 
 
@@ -306,7 +307,7 @@ def parse_csv(path: Path, text: str, opts: ImportOptions) -> Parsed:
             raise UsageError(f"{where}: config '{name}' has different {', '.join(diff)} than its earlier rows",
                              "give each server setup its own 'config' value")
         conc = v.get("concurrency")
-        cell = _cell(v["input_len"], v["output_len"], conc, v.get("request_rate"), _csv_summary(v),
+        cell = _cell((v["input_len"], v["output_len"]), conc, v.get("request_rate"), _csv_summary(v),
                      facts.get("kv_capacity_tokens"), v.get("over_capacity"))
         parsed.cells.append((name, cell, []))
     if not parsed.cells:
@@ -352,7 +353,7 @@ def parse_aisbench(path: Path, opts: ImportOptions) -> Parsed:
     summary["source"] = f"AISBench {res.model}/{res.dataset}"
     recs = import_aisbench.records(res, il, ol)
     summary = import_aisbench.filled(summary, recs)
-    parsed.cells.append((name, _cell(il, ol, conc, None if conc else _num(summary.get("request_throughput")),
+    parsed.cells.append((name, _cell((il, ol), conc, None if conc else _num(summary.get("request_throughput")),
                                      summary), recs))
     return parsed
 

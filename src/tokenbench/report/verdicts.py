@@ -98,7 +98,7 @@ def verdict_table(sides: list[Side], pair, xs: list, lang: str, min_effect: floa
                 continue
             shown = [figure(s.book, c, m) for s, c in zip(sides, cells, strict=True)]
             unreliable = unreliable or unreliable_in(shown)
-            verdicts = [verdict_cell(base, cells[0], s, c, m, lang, min_effect)
+            verdicts = [verdict_cell((base, cells[0]), (s, c), m, lang, min_effect)
                         for s, c in zip(sides[1:], cells[1:], strict=True)]
             rows.append([cells[0].load_label, metric_name(m, lang), *shown, *verdicts])
         if any(c.get("goodput_fraction") is not None for c in cells):
@@ -112,8 +112,10 @@ def verdict_table(sides: list[Side], pair, xs: list, lang: str, min_effect: floa
     return Table(head, rows, role="verdicts", left=2, footnotes=notes) if rows else None
 
 
-def verdict_cell(a_side: Side, a: CellInfo, b_side: Side, b: CellInfo, m: Metric, lang: str,
-                  min_effect: float) -> Cell | str:
+def verdict_cell(base: tuple[Side, CellInfo], other: tuple[Side, CellInfo], m: Metric, lang: str,
+                 min_effect: float) -> Cell | str:
+    """The verdict of `other` against `base` (each a column's side and its cell) on metric `m`."""
+    (a_side, a), (b_side, b) = base, other
     worst = next((c.state for c in (a, b) if not c.state.ok), None)
     if worst is not None:
         return Cell(t(lang, "verdict.not_ok"), mark=worst.mark, why=worst.kind)

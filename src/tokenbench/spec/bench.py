@@ -1,4 +1,5 @@
-"""What to measure: target, workload, load cells and SLOs. Pure data, no I/O."""
+"""What one cell measures: its workload, its load and the SLOs its goodput counts. Pure data, no I/O.
+The study that runs cells (target, axes, client, verdict policy) is spec/study.py."""
 
 from __future__ import annotations
 
@@ -8,22 +9,6 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from tokenbench.spec.base import StrictModel
-
-FINAL_USAGE_ONLY = ("ask for the usage only at the end of the stream, as vllm bench serve does (default: on every "
-                    "chunk too, vLLM/SGLang continuous_usage_stats, the exact count per chunk; it costs the server "
-                    "a little); counts then come from token ids, else chunks reconciled with the final usage")
-
-
-class Target(StrictModel):
-    base_url: str = Field(description="server root, e.g. http://127.0.0.1:8000")
-    model: str | None = Field(None, description="model name; default: the first one /v1/models lists")
-    api_key_env: str | None = Field(None, description="environment variable that holds the API key")
-    api_key_file: str | None = Field(None, description="file whose first line is the API key")
-    timeout_s: float = Field(600.0, gt=0, description="per-request timeout (whole request)")
-    connect_in_ttft: bool = Field(False, description="count a new connection's set-up (TCP, TLS) in TTFT, as "
-                                  "vLLM's client does; default: it is its own figure, connect_ms")
-    final_usage_only: bool = Field(False, description=FINAL_USAGE_ONLY)
-
 
 WorkloadKind = Literal["random", "sharegpt", "jsonl", "prefix", "image", "trace"]
 FIXED_LENGTH_KINDS = ("random", "prefix", "image")     # input_len / output_len given; sweeps take them from pairs
@@ -55,6 +40,12 @@ class WorkloadSource(StrictModel):
     vocab_size: int | None = Field(None, ge=2, description="vocabulary size, for a server that does not report it")
 
     def _check_kind(self, input_len: int | None) -> None:
+        self._check_lengths(input_len)
+        self._check_knobs()
+
+    def _check_lengths(self, input_len: int | None) -> None:
+        """What the kind needs: asked lengths (fixed-length kinds), a file (datasets), a prefix shorter than
+        the prompt."""
         kind = self.kind
         if kind in FIXED_LENGTH_KINDS and (input_len is None or self.output_len is None):
             raise ValueError(f"a {kind} workload needs input_len and output_len (--input-len, --output-len)")
@@ -66,9 +57,12 @@ class WorkloadSource(StrictModel):
         if kind == "prefix" and (self.prefix_len is None or input_len is None or self.prefix_len >= input_len):
             raise ValueError(f"a prefix workload needs 0 < prefix_len < input_len (got prefix_len="
                              f"{self.prefix_len}, input_len={input_len}): input_len counts prefix + unique suffix")
-        for name in ("prefix_len",) if kind != "prefix" else ():
-            if getattr(self, name) is not None:
-                raise ValueError(f"{name} applies to prefix workloads only")
+
+    def _check_knobs(self) -> None:
+        """Knobs that belong to another kind, and filters that no entry could pass."""
+        kind = self.kind
+        if kind != "prefix" and self.prefix_len is not None:
+            raise ValueError("prefix_len applies to prefix workloads only")
         if kind != "trace" and self.time_scale != 1.0:
             raise ValueError("time_scale applies to trace workloads only")
         if self.dataset_path is not None and kind in ("random", "prefix"):
@@ -81,8 +75,6 @@ class WorkloadSource(StrictModel):
             raise ValueError(f"length filters apply to dataset workloads (sharegpt, jsonl, trace), not {kind}")
 
 
-ALLOW_CLIENT_LAG = ("keep a cell whose client lagged (event-loop lag, CPU) as ok, its figures marked '~' with "
-                    "the reason, instead of invalid")
 LENGTH_FILTERS = ("min_input_len", "max_input_len", "min_output_len", "max_output_len")
 
 
@@ -181,23 +173,3 @@ class Load(StrictModel):
         if self.warmup_requests is not None:
             return self.warmup_requests
         return self.in_flight_cap or 1
-
-
-class BenchSpec(StrictModel):
-    target: Target
-    workload: Workload
-    cells: list[Load] = Field(min_length=1)
-    slo: SLO = Field(default_factory=SLO)
-    allow_length_mismatch: bool = False
-    allow_client_lag: bool = Field(False, description=ALLOW_CLIENT_LAG)
-    max_error_rate: float = Field(0.0, ge=0, le=1, description="fail a cell above this failed fraction")
-
-    @model_validator(mode="after")
-    def _trace_arrivals(self) -> "BenchSpec":
-        traced = [c.arrival == "trace" for c in self.cells]
-        if self.workload.kind == "trace" and not all(traced):
-            raise ValueError("a trace workload replays the trace's arrivals: its cells take no concurrency "
-                             "or request_rate (arrival: trace)")
-        if self.workload.kind != "trace" and any(traced):
-            raise ValueError("arrival 'trace' needs a trace workload (kind: trace, dataset_path: FILE)")
-        return self

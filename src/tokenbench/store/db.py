@@ -147,7 +147,8 @@ class Store:
 
     # server configs -----------------------------------------------------------------------------
     def upsert_config(self, run_id: str, name: str, overrides: dict | None = None, profile: dict | None = None,
-                      facts: dict | None = None, status: str = "pending", message: str = "") -> int:
+                      facts: dict | None = None, status: str = "pending") -> int:
+        """Store a server config (its message is set by set_config_status)."""
         with self._guard("store a server config"):
             self.db.execute(
                 "INSERT INTO server_configs (run_id, name, overrides_json, profile_json, facts_json, status, message)"
@@ -155,7 +156,7 @@ class Store:
                 " profile_json=excluded.profile_json, facts_json=excluded.facts_json,"
                 " status=excluded.status, message=excluded.message, overrides_json=excluded.overrides_json",
                 (run_id, name, json.dumps(overrides or {}), json.dumps(profile or {}), json.dumps(facts or {}),
-                 status, message))
+                 status, ""))
             return self.db.execute("SELECT id FROM server_configs WHERE run_id=? AND name=?",
                                    (run_id, name)).fetchone()[0]
 

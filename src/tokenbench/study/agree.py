@@ -14,7 +14,7 @@ from pathlib import Path
 from tokenbench.client import api
 from tokenbench.errors import MeasurementError, TargetError, UsageError
 from tokenbench.report.document import plain
-from tokenbench.spec.sweep import SweepSpec
+from tokenbench.spec.study import StudySpec
 from tokenbench.store import outputs
 from tokenbench.study import run as study
 from tokenbench.study.agree_peers import PEERS, Cell, Peer, peer_python, run_peer
@@ -132,9 +132,9 @@ def run_both(peer: Peer, python: str, cells: list[Cell], out: Path, say: Say = q
     return ours, theirs
 
 
-def study_spec(cell: Cell) -> SweepSpec:
+def study_spec(cell: Cell) -> StudySpec:
     """The study `tokenbench_args` asks for, as the library takes it."""
-    return SweepSpec.model_validate({
+    return StudySpec.model_validate({
         "name": "bench", "target": {"base_url": cell.base_url, "model": cell.model, "final_usage_only": True},
         "workload": {"tokenizer_path": cell.tokenizer}, "pairs": [(cell.input_len, cell.output_len)],
         "concurrency": [cell.concurrency], "requests": {"num_prompts": cell.num_prompts},
@@ -142,7 +142,8 @@ def study_spec(cell: Cell) -> SweepSpec:
 
 
 def run_tokenbench(cell: Cell, out: Path) -> dict:
-    outcome = study.measure(study_spec(cell), str(out / f"tokenbench-{cell.tag}.json"))
+    outcome = study.measure(study_spec(cell), str(out / f"tokenbench-{cell.tag}.json"), records=False)
+    study.check(outcome, "bench")
     return outcome.cells[0]["summary"]
 
 

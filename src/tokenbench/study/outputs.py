@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 from tokenbench.load.cell import CellResult
-from tokenbench.load.target import ResolvedTarget
-from tokenbench.spec.sweep import SweepSpec
+from tokenbench.load.target import Endpoint
+from tokenbench.spec.study import StudySpec
 from tokenbench.store import outputs
 from tokenbench.store.records import json_safe
 from tokenbench.study.vllm_result import CellMeta, VllmOptions, result_path, vllm_result
@@ -17,16 +17,19 @@ from tokenbench.sweep.plan import PlannedCell
 
 
 class VllmResults:
-    """`--save-result`: each cell as the JSON file `vllm bench serve` would have written for it."""
+    """`--save-result`: each cell as the JSON file `vllm bench serve` would have written for it (it lists
+    every request's figures, so the cells keep their records in memory)."""
 
-    def __init__(self, spec: SweepSpec, opts: VllmOptions, cells: int) -> None:
+    needs_records = True
+
+    def __init__(self, spec: StudySpec, opts: VllmOptions, cells: int) -> None:
         self.spec, self.opts, self.cells = spec, opts, cells
         self.meta: CellMeta | None = None
         self.written: list[Path] = []
 
-    def target_ready(self, target: ResolvedTarget, facts: dict) -> None:
-        self.meta = CellMeta(label=self.spec.name, model=target.model,
-                             tokenizer=self.spec.workload.tokenizer_path or target.model, api=self.spec.api)
+    def target_ready(self, endpoint: Endpoint, facts: dict) -> None:
+        self.meta = CellMeta(label=self.spec.name, model=endpoint.model,
+                             tokenizer=self.spec.workload.tokenizer_path or endpoint.model, api=self.spec.api)
 
     def cell_stored(self, cell: PlannedCell, row: dict, result: CellResult) -> None:
         assert self.meta is not None, "target_ready comes before the first cell"

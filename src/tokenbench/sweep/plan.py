@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from tokenbench.errors import SpecError
 from tokenbench.load.cell import cell_key
 from tokenbench.spec.bench import Load, Workload
-from tokenbench.spec.sweep import SweepSpec
+from tokenbench.spec.study import StudySpec
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class PlannedCell:
 
 @dataclass
 class Plan:
-    spec: SweepSpec
+    spec: StudySpec
     configs: list[ServerConfig]
     cells: list[PlannedCell] = field(default_factory=list)
 
@@ -48,7 +48,7 @@ class Plan:
         return [c for c in self.cells if c.config == config]
 
 
-def server_configs(spec: SweepSpec) -> list[ServerConfig]:
+def server_configs(spec: StudySpec) -> list[ServerConfig]:
     if not spec.vary:
         return [ServerConfig("default", ())]
     keys = list(spec.vary)
@@ -59,7 +59,7 @@ def server_configs(spec: SweepSpec) -> list[ServerConfig]:
     return out
 
 
-def _count(spec: SweepSpec, width: float) -> int | None:
+def _count(spec: StudySpec, width: float) -> int | None:
     """Requests in a cell: num_prompts, else none counted when a duration bounds it, else
     max(min, per_concurrency x width)."""
     req = spec.requests
@@ -68,7 +68,7 @@ def _count(spec: SweepSpec, width: float) -> int | None:
     return max(req.min, int(req.per_concurrency * width))
 
 
-def _loads(spec: SweepSpec) -> list[Load]:
+def _loads(spec: StudySpec) -> list[Load]:
     common = dict(duration_s=spec.requests.duration_s, warmup_requests=spec.warmup_requests)
     if spec.workload.kind == "trace":
         return [Load(arrival="trace", max_concurrency=spec.max_concurrency, num_prompts=spec.requests.num_prompts,
@@ -80,12 +80,12 @@ def _loads(spec: SweepSpec) -> list[Load]:
     return loads
 
 
-def capacity_load(spec: SweepSpec, concurrency: int) -> Load:
+def capacity_load(spec: StudySpec, concurrency: int) -> Load:
     return Load(concurrency=concurrency, num_prompts=_count(spec, concurrency), duration_s=spec.requests.duration_s,
                 warmup_requests=spec.warmup_requests)
 
 
-def plan(spec: SweepSpec) -> Plan:
+def plan(spec: StudySpec) -> Plan:
     p = Plan(spec, server_configs(spec))
     if spec.find_capacity:
         return p                     # the capacity search decides its cells as results come in

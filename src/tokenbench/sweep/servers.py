@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from tokenbench.deploy.facts import ServerFacts
 from tokenbench.spec.deploy_profile import Profile
-from tokenbench.spec.sweep import SweepTarget
+from tokenbench.spec.study import Target
 from tokenbench.sweep.plan import ServerConfig
 
 
@@ -35,7 +35,7 @@ class Server:
         return f"{self.base_url} stopped answering (/v1/models: {status or 'no connection'})"
 
 
-def load_profile(target: SweepTarget, config: ServerConfig) -> Profile:
+def load_profile(target: Target, config: ServerConfig) -> Profile:
     from tokenbench.deploy.profiles import load_profile as _load
     return _load(target.profile, [*target.set, *config.overrides], f"sweep override for {target.profile}:")
 
@@ -47,7 +47,7 @@ def expected_ctx(profile: Profile) -> int | None:
 
 
 @contextlib.contextmanager
-def server_for(target: SweepTarget, config: ServerConfig, log=print) -> Iterator[Server]:
+def server_for(target: Target, config: ServerConfig, log=print) -> Iterator[Server]:
     from tokenbench.deploy import facts_for
     if target.base_url:
         yield Server(target.base_url.rstrip("/"), facts_for(target.base_url))

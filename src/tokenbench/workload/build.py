@@ -31,7 +31,7 @@ from tokenbench.workload.vocab import Vocab
 
 
 class Target(Protocol):
-    """What a workload needs to know about the server (load.target.ResolvedTarget has it)."""
+    """What a workload needs to know about the server (load.target.Endpoint has it)."""
 
     @property
     def base_url(self) -> str: ...
@@ -111,8 +111,8 @@ def _dataset(reader: Callable[[str], list[TextEntry]]):
     def build(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
         wl = c.wl
         entries = reader(wl.dataset_path)
-        sel = select(entries, c.tok, c.rng("dataset"), n_warm + n_meas, wl.output_len,
-                     Filters.of(wl, c.t.max_model_len), wl.dataset_path)
+        sel = select(entries, c.tok, c.rng("dataset"), n_warm + n_meas, Filters.of(wl, c.t.max_model_len),
+                     wl.dataset_path)
         facts = {"dataset_path": wl.dataset_path, "dataset_entries": len(entries), "dataset_examined": sel.examined,
                  "dataset_rejected": sel.rejected, "dataset_reused": sel.reused}
         return _Drafts(sel.drafts[:n_warm], sel.drafts[n_warm:], facts=facts, notes=sel.notes)
@@ -126,7 +126,7 @@ def _prefix(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None)
         texts = prefix.prefix_texts(c.tok, shared, wl.num_groups, wl.prefix_len, vocab)
 
         def phase(name: str, n: int) -> list[Draft]:
-            return prefix.text_drafts(c.tok, texts, wl.prefix_len, c.rng(name), n, wl.input_len, wl.output_len, vocab)
+            return prefix.text_drafts(c.tok, texts, wl, c.rng(name), n, vocab)
     else:
         ids = prefix.prefix_ids(shared, wl.num_groups, wl.prefix_len, vocab)
 
@@ -191,12 +191,12 @@ def _image_tokens(c: _Cell, drafts: list[Draft], overhead: int) -> dict[str, int
     first = drafts[0]
     if not c.wl.dataset_path:
         probe = img.synthetic(c.rng("probe"), c.wl.image_width, c.wl.image_height, c.wl.image_format).uri()
-        per = image_tokens(c.t.base_url, c.t.model, first.text, first.input_len, overhead, (probe,), c.t.api_key)
+        per = image_tokens(c.t.base_url, c.t.model, first.text, (probe,), c.t.api_key, first.input_len + overhead)
         return {u: per for d in drafts for u in d.images}
     out: dict[str, int] = {}
     for u in (u for d in drafts for u in d.images):
         if u not in out:
-            out[u] = image_tokens(c.t.base_url, c.t.model, first.text, first.input_len, overhead, (u,), c.t.api_key)
+            out[u] = image_tokens(c.t.base_url, c.t.model, first.text, (u,), c.t.api_key, first.input_len + overhead)
     return out
 
 
@@ -253,12 +253,12 @@ def tokenizer_for(t: Target, wl: Workload) -> Tokenizer:
     return ServerTokenizer(t.base_url, t.model, t.api_key, hint)
 
 
-def build_cell(t: Target, wl: Workload, key: str, n_warm: int, n_meas: int | None, *,
-               duration_s: float | None = None, tok: Tokenizer | None = None) -> CellPrompts:
+def build_cell(t: Target, wl: Workload, key: str, n_warm: int, n_meas: int | None,
+               duration_s: float | None = None) -> CellPrompts:
     """The cell's prompts. `n_meas` None: as many as the source holds (a trace: every row kept; random
     prompts: without end, the load's duration decides); `duration_s` cuts a trace to the rows due before
     it. Random and trace prompts are made one by one as the measured phase takes them."""
-    c = _Cell(t, wl, key, tok or tokenizer_for(t, wl))
+    c = _Cell(t, wl, key, tokenizer_for(t, wl))
     d = KINDS[wl.kind](c, n_warm, n_meas, duration_s)
     if isinstance(d.measure, list) and not d.warmup and not d.measure:
         warm, meas, facts = [], [], {}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 
+from tokenbench.spec.bench import Workload
 from tokenbench.workload.chat import Tokenizer, exact_text
 from tokenbench.workload.dataset import Draft
 from tokenbench.workload.random_ids import random_ids
@@ -41,9 +42,11 @@ def prefix_texts(tok: Tokenizer, rng: random.Random, groups: int, prefix_len: in
     return [exact_text(tok, rng, prefix_len, vocab) for _ in range(groups)]
 
 
-def text_drafts(tok: Tokenizer, prefixes: list[str], prefix_len: int, rng: random.Random, count: int,
-                input_len: int, output_len: int, vocab: Vocab) -> list[Draft]:
-    """Chat: `prefix + suffix` (the suffix starts with its separator), exactly input_len tokens as a whole."""
+def text_drafts(tok: Tokenizer, prefixes: list[str], wl: Workload, rng: random.Random, count: int,
+                vocab: Vocab) -> list[Draft]:
+    """Chat: `prefix + suffix` (the suffix starts with its separator), exactly the workload's input_len
+    tokens as a whole (its prefix_len of them the prefix)."""
+    prefix_len, input_len, output_len = wl.prefix_len or 0, wl.input_len or 0, wl.output_len or 0
     out = []
     for i in range(count):
         head = prefixes[group_of(i, len(prefixes))]

@@ -1,6 +1,7 @@
 """Calibration: run the client against the shipped reference server at a planned load and compare
-what it measures with the server's own send log (the truth). Used by `tokenbench calibrate`, the sweep
-pre-flight and the benchmarks in bench/."""
+what it measures with the server's own send log (the truth). The cell runs as a study, on the path every
+`bench` takes (study/run.measure), so what is calibrated is what bench measures with. Used by
+`tokenbench calibrate` and the benchmarks in bench/."""
 
 from __future__ import annotations
 
@@ -8,10 +9,9 @@ import os
 import statistics
 from dataclasses import dataclass
 
-from tokenbench.load.bench import run_bench
-from tokenbench.load.clock import run
-from tokenbench.load.target import resolve
-from tokenbench.spec.bench import BenchSpec
+from tokenbench.load.cell import CellResult
+from tokenbench.spec.study import StudySpec
+from tokenbench.study import run as study
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 # Where the client breaks down: its own share of the TTFT error (delivery: server write -> client stamp)
@@ -87,8 +87,16 @@ def _split_cpus() -> tuple[int | None, set[int]]:
     return (cpus[-1], set(cpus[:-1])) if len(cpus) > 1 else (None, set(cpus))
 
 
-def measure_reference(concurrency: int, num_prompts: int, input_len: int = 32, output_len: int = 50,
-                      cfg: ReferenceConfig | None = None, workers: int = 1):
+def reference_spec(base_url: str, concurrency: int, num_prompts: int, lengths: tuple[int, int] = (32, 50),
+                   workers: int = 1) -> StudySpec:
+    """One closed-loop cell of random prompts, warmed up with `concurrency` requests."""
+    return StudySpec.model_validate({
+        "name": "calibrate", "target": {"base_url": base_url}, "pairs": [lengths], "concurrency": [concurrency],
+        "requests": {"num_prompts": num_prompts}, "warmup_requests": concurrency, "client": {"workers": workers}})
+
+
+def measure_reference(concurrency: int, num_prompts: int, lengths: tuple[int, int] = (32, 50),
+                      cfg: ReferenceConfig | None = None, workers: int = 1) -> tuple[CellResult, list[dict]]:
     """One cell against a fresh reference server, the server pinned to one CPU and the client to the
     others (so neither steals the other's core); returns the cell and the send log of its requests."""
     server_cpu, client_cpus = _split_cpus()
@@ -96,27 +104,22 @@ def measure_reference(concurrency: int, num_prompts: int, input_len: int = 32, o
     with ReferenceProcess(cfg or ReferenceConfig(ttft_ms=100.0, itl_ms=20.0), cpu=server_cpu) as ref:
         os.sched_setaffinity(0, client_cpus)
         try:
-            spec = BenchSpec(target={"base_url": ref.url},
-                             workload={"input_len": input_len, "output_len": output_len},
-                             cells=[{"concurrency": concurrency, "num_prompts": num_prompts,
-                                     "warmup_requests": concurrency}])
-            [cell] = run(run_bench(spec, resolve(spec.target), lambda r: None, workers=workers))
+            [cell] = study.measure(reference_spec(ref.url, concurrency, num_prompts, lengths, workers)).results
         finally:
             os.sched_setaffinity(0, all_cpus)
         log = sorted(ref.send_log(), key=lambda r: r["recv_ns"])[-len(cell.records):]
     return cell, log
 
 
-def calibrate(concurrency: int, output_len: int = 50, ttft_ms: float = 100.0, itl_ms: float = 20.0,
-              tokens_per_chunk: int = 1, workers: int = 1, prompts_per_slot: int = 2) -> Calibration:
+def calibrate(concurrency: int, cfg: ReferenceConfig, output_len: int = 50, workers: int = 1,
+              prompts_per_slot: int = 2) -> Calibration:
+    """The client against the reference server answering as `cfg` says (TTFT, ITL, tokens per chunk)."""
     workers = min(workers, concurrency)
-    cfg = ReferenceConfig(ttft_ms=ttft_ms, itl_ms=itl_ms, tokens_per_chunk=tokens_per_chunk)
-    cell, log = measure_reference(concurrency, concurrency * prompts_per_slot, output_len=output_len,
-                                  cfg=cfg, workers=workers)
+    cell, log = measure_reference(concurrency, concurrency * prompts_per_slot, (32, output_len), cfg, workers)
     t_ttft, t_tpot = truth(log)
     ingest, delivery = split_delay(cell.records, log)
     s = cell.summary
-    ideal = concurrency * output_len / ((ttft_ms + (output_len - 1) * itl_ms) / 1e3)
+    ideal = concurrency * output_len / ((cfg.ttft_ms + (output_len - 1) * cfg.itl_ms) / 1e3)
     return Calibration(concurrency, workers, s["mean_ttft_ms"], t_ttft, s["p99_ttft_ms"], s["mean_tpot_ms"], t_tpot,
                        s["output_throughput"], throughput_truth(log), ideal,
                        s["sustained_concurrency"] or s["achieved_concurrency"],

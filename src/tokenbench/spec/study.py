@@ -1,5 +1,6 @@
-"""Sweep specs: target, workload (pairs of lengths, or a dataset) x concurrency/rates x server-config
-variants x repeats."""
+"""The study spec, the one spec shape of `bench` and `sweep`: target, workload (pairs of lengths, or a
+dataset) x concurrency/rates x server-config variants x repeats, how the client runs and what a cell must
+meet. A benchmark is a study with one server configuration; each option is declared here once."""
 
 from __future__ import annotations
 
@@ -8,15 +9,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
 from tokenbench.spec.base import StrictModel
-from tokenbench.spec.bench import (
-    ALLOW_CLIENT_LAG,
-    DATASET_KINDS,
-    FINAL_USAGE_ONLY,
-    FIXED_LENGTH_KINDS,
-    SLO,
-    Workload,
-    WorkloadSource,
-)
+from tokenbench.spec.bench import DATASET_KINDS, FIXED_LENGTH_KINDS, SLO, Workload, WorkloadSource
 
 SHORT_KEYS = {"tp": "parallelism.tp", "dp": "parallelism.dp", "slots": "parallelism.slots",
               "threads": "parallelism.threads", "ctx": "parallelism.ctx"}
@@ -28,7 +21,10 @@ def _non_empty_axis(values: list[Any]) -> list[Any]:
     return values
 
 
-class SweepTarget(StrictModel):
+class Target(StrictModel):
+    """The server under test (a running one, or a profile deployed per server config) and how the client
+    talks to it."""
+
     base_url: str | None = Field(None, description="server root of an already running server, "
                                  "e.g. http://127.0.0.1:8000")
     profile: str | None = Field(None, description="a profile name or path, deployed per server config")
@@ -40,10 +36,14 @@ class SweepTarget(StrictModel):
     timeout_s: float = Field(600.0, gt=0, description="per-request timeout (whole request), seconds")
     connect_in_ttft: bool = Field(False, description="count a new connection's set-up (TCP, TLS) in TTFT, as "
                                   "vLLM's client does; default: it is its own figure, connect_ms")
-    final_usage_only: bool = Field(False, description=FINAL_USAGE_ONLY)
+    final_usage_only: bool = Field(False, description="ask for the usage only at the end of the stream, as vllm "
+                                   "bench serve does (default: on every chunk too, vLLM/SGLang "
+                                   "continuous_usage_stats, the exact count per chunk; it costs the server a "
+                                   "little); counts then come from token ids, else chunks reconciled with the "
+                                   "final usage")
 
     @model_validator(mode="after")
-    def _one(self) -> "SweepTarget":
+    def _one_server(self) -> "Target":
         if (self.base_url is None) == (self.profile is None):
             raise ValueError("give exactly one of base_url or profile")
         return self
@@ -70,13 +70,13 @@ class Client(StrictModel):
                                  "dropped as soon as a request is parsed)")
 
 
-class SweepSpec(StrictModel):
+class StudySpec(StrictModel):
     """A study: target x workload x load cells x server configs x repeats. A benchmark is a study with one
     server configuration and no relaunch; `tokenbench sweep --fields` lists every key."""
 
     fields_command: ClassVar[str] = "tokenbench sweep --fields"
     name: str = Field("sweep", description="study name (vLLM's --label): in the stored run and the result files")
-    target: SweepTarget
+    target: Target
     workload: WorkloadSource = Field(default_factory=WorkloadSource,
                                      description="kind and knobs (docs/workloads.md); random, prefix and image "
                                                  "take their lengths from pairs, datasets and traces from the file")
@@ -102,7 +102,8 @@ class SweepSpec(StrictModel):
     kv_capacity: int | None = Field(None, gt=0, description="override the KV capacity read from the server")
     slo: SLO = Field(default_factory=SLO)
     allow_length_mismatch: bool = Field(False, description="keep cells whose token counts differ from the ask")
-    allow_client_lag: bool = Field(False, description=ALLOW_CLIENT_LAG)
+    allow_client_lag: bool = Field(False, description="keep a cell whose client lagged (event-loop lag, CPU) as "
+                                   "ok, its figures marked '~' with the reason, instead of invalid")
     max_error_rate: float = Field(0.0, ge=0, le=1, description="fail a cell above this failed fraction")
     stop_on_saturation: bool = Field(False, description="skip higher concurrencies once throughput stops rising")
     find_capacity: bool = Field(False, description="search the highest concurrency meeting the SLOs per pair")
@@ -140,7 +141,7 @@ class SweepSpec(StrictModel):
         return {SHORT_KEYS.get(k, k): vals for k, vals in v.items()}
 
     @model_validator(mode="after")
-    def _load_axis(self) -> "SweepSpec":
+    def _load_axis(self) -> "StudySpec":
         if self.workload.kind == "trace":
             if self.concurrency or self.rates:
                 raise ValueError("a trace replays its own arrival times: drop 'concurrency' and 'rates' "
@@ -154,6 +155,9 @@ class SweepSpec(StrictModel):
         if self.workload.kind == "trace" and (self.client.workers > 1 or self.client.ray_address):
             raise ValueError("a trace replay runs in one client process (its arrivals are one schedule): "
                              "drop client.workers / client.ray_address (--workers / --ray)")
+        if self.client.keep_raw and (self.client.workers > 1 or self.client.ray_address):
+            raise ValueError("--keep-raw records the raw bytes of one client process: drop client.workers / "
+                             "client.ray_address (--workers / --ray), or client.keep_raw (--keep-raw)")
         if self.burstiness != 1.0 and (not self.rates or self.arrival != "poisson"):
             raise ValueError("burstiness shapes Poisson arrivals: it needs a request rate (rates) and arrival poisson")
         if self.vary and self.target.base_url:
@@ -161,7 +165,7 @@ class SweepSpec(StrictModel):
         return self
 
     @model_validator(mode="after")
-    def _lengths(self) -> "SweepSpec":
+    def _lengths(self) -> "StudySpec":
         kind = self.workload.kind
         if kind in FIXED_LENGTH_KINDS and not self.pairs:
             raise ValueError(f"'pairs' is empty: a {kind} sweep needs [input, output] pairs, e.g. pairs: [[512, 128]]")
