@@ -116,7 +116,8 @@ class Journal:
             return
         for c in self.store.cells(self.run_id):
             row = {k: c[k] for k in ("key", "repeat", "input_len", "output_len", "concurrency", "request_rate",
-                                     "status", "message", "kv_demand", "kv_capacity", "over_capacity", "summary")}
+                                     "status", "message", "kv_demand", "kv_capacity", "over_capacity", "summary",
+                                     "started_ns")}
             self.doc["cells"].append({**row, "config": c["config_name"],
                                       "requests": _Measured(_Stored(self.store, c["id"]))})
 
