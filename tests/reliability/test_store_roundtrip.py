@@ -45,6 +45,7 @@ def test_export_requests_equal_the_json_result_of_a_chat_bench_with_images(tmp_p
         assert mine["summary"] == {k: stored[k] for k in mine["summary"]}
         requests = [{k: v for k, v in r.items() if k not in PER_REQUEST} for r in stored["requests"]]
         assert requests == mine["requests"]
+        assert [r["index"] for r in requests] == sorted(r["index"] for r in requests)   # as a resumed run lists them
         assert all(r["images"] == 2 and r["image_count"] == 2 and r["image_bytes"] > 0 for r in requests)
         assert all(r["first_content_offset_ns"] and r["count_source"] != "none" for r in requests)
         assert all(r["expected_prompt_tokens"] == r["prompt_tokens"] for r in requests)

@@ -43,23 +43,26 @@ class Journal:
         """Store one finished cell everywhere; OutputError (after keeping it elsewhere) when a sink fails.
         `records` is read once per sink (a cell's spool reads them back from disk each time), and the JSON
         result keeps a reference to it, not the records, until it is written."""
-        db_error = self._to_db(config_id, row, records, samples)
+        cell_id, db_error = self._to_db(config_id, row, records, samples)
+        stored = _Stored(self.store, cell_id) if self.store is not None and cell_id is not None else None
         entry = {**row, **({"config": config} if config else {}),
-                 "requests": _Measured(records) if self.wants_json or db_error else []}
+                 "requests": _Measured(stored or records) if self.wants_json or db_error else []}
         self.doc["cells"].append(entry)
         json_error = self._write_json()
         if db_error or json_error:
             self._fail(row["key"], db_error, json_error)
 
-    def _to_db(self, config_id, row, records, samples) -> StoreError | None:
+    def _to_db(self, config_id, row, records, samples) -> tuple[int | None, StoreError | None]:
+        """The stored cell's id (its requests are then written to the JSON result as the store holds them,
+        in index order, as a resumed run writes them), or why the database refused it."""
         if self.store is None or config_id is None:
-            return None
+            return None, None
         try:
-            self.store.save_cell(self.run_id, config_id, row, records, samples)
+            cell_id = self.store.save_cell(self.run_id, config_id, row, records, samples)
         except StoreError as exc:
-            return exc
+            return None, exc
         self.stored_keys.append(row["key"])
-        return None
+        return cell_id, None
 
     def _write_json(self) -> OutputError | None:
         if self.json_path is None:
