@@ -18,9 +18,11 @@ from tokenbench.client.transport import new_session
 from tokenbench.load.cell import run_cell
 from tokenbench.load.runner import run_phase
 from tokenbench.load.target import resolve
+from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.summary import summarize
 from tokenbench.spec.bench import SLO, BenchSpec, Load, Workload
 from tokenbench.store.journal import Journal
+from tokenbench.store.rows import CellRow
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 MS = 1_000_000
@@ -64,7 +66,7 @@ def test_a_stopped_phase_returns_what_finished():
         return await task
 
     run = asyncio.run(main())
-    assert run.stopped and 0 < run.client_health["stopped_after_s"] < 5
+    assert run.stopped and 0 < run.client_health.stopped_after_s < 5
     kinds = [r.error_kind for r in run.records]
     assert kinds.count("cancelled") <= 4 and len(kinds) > 20
 
@@ -94,7 +96,7 @@ def test_the_json_result_is_written_from_the_spools(tmp_path):
         spool = Spool()
         for i in range(20):
             spool.add(_record(i))
-        journal.add(None, {"key": key, "summary": {"mean_ttft_ms": float("nan")}}, spool)
+        journal.add(None, CellRow(key, 4, 3, "ok", CellSummary(mean_ttft_ms=float("nan"))), spool)
     doc = json.loads(out.read_text())
     assert doc["spec"] == {"a": [1, 2]} and [c["key"] for c in doc["cells"]] == ["4:3/c=1", "4:3/c=2"]
     assert [len(c["requests"]) for c in doc["cells"]] == [20, 20]
@@ -119,8 +121,8 @@ def test_a_cell_keeps_no_record_and_summarizes_them_all():
     spooled = list(result.all_records())
     measured = [r for r in spooled if r.phase == "measure"]
     assert len(spooled) == 303 and sorted(r.index for r in measured) == list(range(300))
-    again = summarize(measured, result.load, 8, 4)
-    assert {k: result.summary[k] for k in again} == again
+    again = summarize(measured, result.load, 8, 4).to_dict()
+    assert {k: result.summary.to_dict()[k] for k in again} == again
 
 
 def test_the_load_waits_for_the_parser_when_finished_exchanges_pile_up(monkeypatch):
@@ -153,7 +155,7 @@ def test_the_json_result_rewritten_gives_the_same_requests(tmp_path):
     spool = Spool()
     for i in range(30):
         spool.add(_record(i))
-    journal.add(None, {"key": "4:3/c=1", "summary": {}}, spool)
+    journal.add(None, CellRow("4:3/c=1", 4, 3, "ok"), spool)
     first = json.loads(out.read_text())
     spool.close()                                   # the rewrite no longer needs the records
     journal.doc["status"] = "done"

@@ -66,11 +66,11 @@ def test_workers_merge_exactly(reference):
     assert one.status == "ok" and two.status in ("ok", "invalid")
     assert len(two.records) == 32 and sorted(r.index for r in two.records) == list(range(32))
     assert {r.worker for r in two.records} == {0, 1}
-    assert two.summary["completed"] == one.summary["completed"] == 32
-    assert two.summary["total_output_tokens"] == one.summary["total_output_tokens"] == 32 * 20
-    assert two.summary["mean_tpot_ms"] == pytest.approx(one.summary["mean_tpot_ms"], rel=0.15)
-    assert two.summary["client_workers"] == 2
+    assert two.summary.to_dict()["completed"] == one.summary.to_dict()["completed"] == 32
+    assert two.summary.to_dict()["total_output_tokens"] == one.summary.to_dict()["total_output_tokens"] == 32 * 20
+    assert two.summary.to_dict()["mean_tpot_ms"] == pytest.approx(one.summary.to_dict()["mean_tpot_ms"], rel=0.15)
+    assert two.summary.to_dict()["client_workers"] == 2
     # while sending, both keep the 8 slots full (a finished request is replaced within a few ms of a
     # 220 ms request)
     for cell in (one, two):
-        assert 0.98 * 8 <= cell.summary["sustained_concurrency"] <= 8
+        assert 0.98 * 8 <= cell.summary.to_dict()["sustained_concurrency"] <= 8

@@ -28,12 +28,12 @@ def test_ray_workers_match_one_process(ray_head):
         target = resolve(spec.target)
         [one] = asyncio.run(run_bench(spec, target, lambda r: None))
         [viaray] = asyncio.run(run_bench(spec, target, lambda r: None, workers=2, ray_address=ray_head))
-    assert viaray.summary["completed"] == one.summary["completed"] == 16
+    assert viaray.summary.to_dict()["completed"] == one.summary.to_dict()["completed"] == 16
     assert sorted(r.index for r in viaray.records) == list(range(16))
     assert {r.worker for r in viaray.records} == {0, 1}
-    assert viaray.summary["total_output_tokens"] == 16 * 20
-    assert viaray.summary["mean_tpot_ms"] == pytest.approx(one.summary["mean_tpot_ms"], rel=0.15)
-    assert viaray.summary["mean_ttft_ms"] == pytest.approx(one.summary["mean_ttft_ms"], rel=0.5)
+    assert viaray.summary.to_dict()["total_output_tokens"] == 16 * 20
+    assert viaray.summary.to_dict()["mean_tpot_ms"] == pytest.approx(one.summary.to_dict()["mean_tpot_ms"], rel=0.15)
+    assert viaray.summary.to_dict()["mean_ttft_ms"] == pytest.approx(one.summary.to_dict()["mean_ttft_ms"], rel=0.5)
     # converted to the driver's clock: every request lies within the cell's window
     assert all(r.intended_ns <= r.sent_ns < r.end_ns for r in viaray.records)
-    assert len(viaray.summary["clock_offsets_ns"]) == 2
+    assert len(viaray.summary.to_dict()["clock_offsets_ns"]) == 2

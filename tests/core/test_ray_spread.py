@@ -35,9 +35,9 @@ def test_workers_run_on_both_nodes(two_nodes, monkeypatch):
                          cells=[{"concurrency": 4, "num_prompts": 24}])
         [cell] = asyncio.run(run_bench(spec, resolve(spec.target), lambda r: None, workers=4,
                                        ray_address=two_nodes))
-    nodes = cell.summary["ray_nodes"]
+    nodes = cell.summary.to_dict()["ray_nodes"]
     # SPREAD deals the four workers evenly (Ray places resource-less actors at random without it)
     assert sorted(nodes) == sorted([*by_resource.values()] * 2)
     assert sorted(r.index for r in cell.records) == list(range(24))     # every batch arrived, none twice
     assert {r.worker for r in cell.records} == {0, 1, 2, 3}
-    assert cell.summary["completed"] == 24
+    assert cell.summary.to_dict()["completed"] == 24

@@ -44,9 +44,9 @@ def bench(tmp_path, workload: dict, target: dict | None = None, **style):
         for _ in range(3):
             cell, log = one_cell(ref, tok, workload, **(target or {}))
             tries.append((cell, log))
-            if abs(cell.summary["mean_ttft_ms"] / truth(log)[0] - 1) <= 0.03:
+            if abs(cell.summary.to_dict()["mean_ttft_ms"] / truth(log)[0] - 1) <= 0.03:
                 break
-    cell, log = min(tries, key=lambda t: abs(t[0].summary["mean_ttft_ms"] / truth(t[1])[0] - 1))
+    cell, log = min(tries, key=lambda t: abs(t[0].summary.to_dict()["mean_ttft_ms"] / truth(t[1])[0] - 1))
     assert split_delay(cell.records, log)[1] < 2.0          # the client's delivery
     return cell, log
 
@@ -58,7 +58,7 @@ def ttfc_truth(log, k: int) -> float:
 
 def check_against_log(cell, log):
     ttft, tpot = truth(log)
-    s = cell.summary
+    s = cell.summary.to_dict()
     print(f"mean TTFT {s['mean_ttft_ms']:.2f} ms (truth {ttft:.2f}), TPOT {s['mean_tpot_ms']:.3f} ms "
           f"(truth {tpot:.3f}), TTFC {s.get('mean_ttfc_ms', 0):.2f} ms, tokens {s['total_output_tokens']} "
           f"(written {sum(sum(r['tokens']) for r in log)}), counted by {s['count_source']}")

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from tokenbench.client.records import ERROR_KINDS, RequestRecord
 from tokenbench.store.db import Store
 from tokenbench.store.records import FIELDS, NOT_IN_JSON, REQUEST_COLUMNS, from_dict, to_dict
+from tokenbench.store.rows import CellRow
 from tokenbench.store.schema import MIGRATIONS, V1_DDL
 
 NS = st.integers(0, 2**53)
@@ -47,8 +48,7 @@ def records(draw, index: int = 0) -> RequestRecord:
 def _store_one(store: Store, rec: RequestRecord) -> RequestRecord:
     run = store.create_run("bench", "http://x", {}, [], {})
     config = store.upsert_config(run, "default")
-    cell = {"key": "k", "input_len": 1, "output_len": 1, "status": "ok", "summary": {}}
-    cell_id = store.save_cell(run, config, cell, [rec])
+    cell_id = store.save_cell(run, config, CellRow("k", 1, 1, "ok"), [rec])
     return store.requests(cell_id, rec.phase)[0]
 
 

@@ -9,6 +9,7 @@ from tokenbench.client.records import RequestRecord
 from tokenbench.metrics.summary import summarize
 from tokenbench.spec.bench import Load
 from tokenbench.store.db import Store
+from tokenbench.store.rows import CellRow
 
 MS = 1_000_000
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -85,9 +86,8 @@ def build_run(store: Store, run_id: str = "20260102-030405-fixed", with_samples:
                 recs = records(c, il, ol, slots, fail=fail, text=text)
                 summary = summarize(recs, Load(concurrency=c, num_prompts=len(recs)), il, ol)
                 demand = c * (il + ol)
-                cell = {"key": f"{il}:{ol}/c={c}", "input_len": il, "output_len": ol, "concurrency": c,
-                        "status": "ok", "summary": summary, "kv_demand": demand, "kv_capacity": kv,
-                        "over_capacity": demand > kv}
+                cell = CellRow(f"{il}:{ol}/c={c}", il, ol, "ok", summary, concurrency=c, kv_demand=demand,
+                               kv_capacity=kv, over_capacity=demand > kv)
                 samples = monitor_samples(recs, slots) if with_samples and c == 4 else ()
                 store.save_cell(run_id, cid, cell, recs, samples)
     store.set_run_status(run_id, "done")

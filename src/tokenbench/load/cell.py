@@ -25,8 +25,11 @@ from tokenbench.load.ray_workers import run_ray
 from tokenbench.load.runner import CellRun, run_phase
 from tokenbench.load.target import ResolvedTarget
 from tokenbench.load.workers import run_workers
+from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.summary_groups import ClientHealth, WorkloadFacts
 from tokenbench.metrics.tally import CellTally
-from tokenbench.metrics.verify import UNREACHABLE_AFTER, Outcomes, client_health_verdict, unreachable, verdict
+from tokenbench.metrics.verdict import Verdict, VerdictPolicy, cell_verdict
+from tokenbench.metrics.verify import Outcomes
 from tokenbench.spec.bench import SLO, Load, Workload
 from tokenbench.workload.build import build_cell
 
@@ -36,16 +39,27 @@ class CellResult:
     key: str
     load: Load
     workload: Workload
-    summary: dict
+    summary: CellSummary
     records: list[RequestRecord]     # measured, in index order; empty unless run_cell kept them
     warmup: list[RequestRecord]
-    status: str                      # "ok" | "failed" | "invalid" (the client could not keep up)
-    message: str = ""
+    verdict: Verdict                 # "ok" | "failed" | "invalid" (the client could not keep up), and why
     notes: list[str] = field(default_factory=list)
-    unreachable: str = ""            # why the server is considered gone (the cell stopped sending)
     spool: Spool | None = None       # every record (warmup, then measured as they finished), on disk
     started_ns: int | None = None    # the first measured send
     stopped: bool = False            # stopped by the user (Ctrl-C): what finished before is the cell
+
+    @property
+    def status(self) -> str:
+        return self.verdict.status
+
+    @property
+    def message(self) -> str:
+        return self.verdict.message
+
+    @property
+    def unreachable(self) -> str:
+        """Why the server is considered gone (the cell stopped sending); "" while it answered."""
+        return self.verdict.unreachable or ""
 
     def all_records(self) -> Iterable[RequestRecord]:
         """Warmup and measured records: from the spool (read back from disk) or the kept lists."""
@@ -54,11 +68,11 @@ class CellResult:
     @property
     def input_len(self) -> int:
         """The cell's prompt length: exact for fixed-length workloads, the mean asked for datasets."""
-        return self.summary["input_len"]
+        return int(self.summary.input_len or 0)
 
     @property
     def output_len(self) -> int:
-        return self.summary["output_len"]
+        return int(self.summary.output_len or 0)
 
 
 @dataclass
@@ -105,9 +119,9 @@ def planned_count(load: Load, input_len: int | None = None, kind: str = "random"
     return max(16, min(math.ceil(duration * per_s), most))
 
 
-def exhausted_note(summary: dict, load: Load, n_meas: int) -> list[str]:
+def exhausted_note(health: ClientHealth, load: Load, n_meas: int) -> list[str]:
     """A duration cell that used every prepared request before its end ran shorter than asked."""
-    at = summary.get("prepared_exhausted_s")
+    at = health.prepared_exhausted_s
     if at is None:
         return []
     return [f"all {n_meas} prepared requests were sent after {at:.1f} s of the {load.duration_s:g} s duration: "
@@ -232,28 +246,15 @@ async def _out_of_process(session: Session, ray_address: str | None, workers: in
 
 
 def _result(key: str, t: ResolvedTarget, wl: Workload, load: Load, slo: SLO, sink: _Sink, run: CellRun,
-            lengths: tuple[int, int], n_meas: int | None, notes: list[str], facts: dict, allow_mismatch: bool,
+            lengths: tuple[int, int], n_meas: int | None, notes: list[str], facts: WorkloadFacts, allow_mismatch: bool,
             allow_client_lag: bool, max_error_rate: float) -> CellResult:
-    summary = sink.tally.summary(load, *lengths)
-    summary.update(run.client_health)
-    summary.update(facts)
-    status, message = verdict(sink.seen, allow_mismatch, max_error_rate, t.api_key is not None)
-    if status == "ok":
-        status, message = client_health_verdict(summary, load)
-        if status == "invalid" and allow_client_lag:
-            summary["client_lag_tolerated"] = message       # stays ok; report/status.py marks it '~'
-            status = "ok"
-    lost = unreachable(sink.seen)
-    if lost:
-        left = f"{n_meas - sink.seen.n} of {n_meas} requests not sent" if n_meas else "the rest not sent"
-        lost = (f"server unreachable at {t.base_url}: {UNREACHABLE_AFTER} consecutive connection failures "
-                f"({lost}); {left}")
-        status, message = "failed", lost
-        summary["server_unreachable"] = True        # `--resume` runs this cell again
-    notes = notes + exhausted_note(summary, load, sink.seen.n)
+    summary = sink.tally.summary(load, *lengths).with_(health=run.client_health, facts=facts)
+    policy = VerdictPolicy(allow_mismatch, allow_client_lag, max_error_rate, t.api_key is not None, t.base_url)
+    verdict = cell_verdict(sink.seen, summary, load, policy, n_meas)
+    notes = notes + exhausted_note(run.client_health, load, sink.seen.n)
     if run.stopped:
-        notes.append(f"stopped by the user after {summary['stopped_after_s']:.1f} s: the cell is the "
+        notes.append(f"stopped by the user after {run.client_health.stopped_after_s or 0:.1f} s: the cell is the "
                      f"{sink.seen.n} requests that finished before (requests cut off are stored as cancelled)")
     records = sorted(sink.records, key=lambda r: r.index)
-    return CellResult(key, load, wl, summary, records, sink.warmup, status, message, notes, lost or "",
-                      sink.spool, sink.started_ns, run.stopped)
+    return CellResult(key, load, wl, verdict.marked(summary), records, sink.warmup, verdict, notes, sink.spool,
+                      sink.started_ns, run.stopped)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tokenbench.metrics.cell_summary import known
+from tokenbench.metrics.summary_groups import ClientHealth, MonitorFigures
 from tokenbench.report.i18n import t
 from tokenbench.report.model import CellInfo, RunData
 from tokenbench.report.plausibility import ConfigCheck, Roofline
@@ -38,9 +40,14 @@ class Label:
 Found = tuple[str, dict] | None
 
 
+def _monitor(c: CellInfo) -> MonitorFigures:
+    return c.summary.monitor or MonitorFigures()
+
+
 def _peak(run: RunData, c: CellInfo, name: str) -> float | None:
-    vals = [s["value"] for r in (c.repeats or (c,)) for s in run.samples.get(r.id, []) if s["name"] == name]
-    stored = c.get({"waiting": "monitor_server_waiting_max", "kv_usage": "monitor_server_kv_usage_peak"}[name])
+    vals = [s.value for r in (c.repeats or (c,)) for s in run.samples.get(r.id, []) if s.name == name]
+    m = _monitor(c)
+    stored = known(m.server_waiting_max if name == "waiting" else m.server_kv_usage_peak)
     both = vals + ([stored] if stored is not None else [])
     return max(both) if both else None
 
@@ -48,7 +55,8 @@ def _peak(run: RunData, c: CellInfo, name: str) -> float | None:
 def _client(c: CellInfo) -> Found:
     if c.state.kind == "invalid":
         return "ev.client", {"reason": c.state.reason or "-"}
-    cpu, workers = c.get("client_cpu_percent"), c.get("client_workers") or 1
+    health = c.summary.health or ClientHealth()
+    cpu, workers = known(health.client_cpu_percent), health.client_workers or 1
     if cpu is not None and cpu / workers >= CLIENT_CPU_NEAR:
         return "ev.client_cpu", {"cpu": f"{cpu / workers:.0f}"}
     return None
@@ -60,7 +68,7 @@ def _kv(run: RunData, c: CellInfo) -> Found:
     kv = _peak(run, c, "kv_usage")
     if kv is not None and kv >= KV_FULL:
         return "ev.kv_usage", {"pct": f"{100 * kv:.0f}"}
-    pre = c.get("monitor_server_preemptions")
+    pre = known(_monitor(c).server_preemptions)
     return ("ev.preempt", {"n": f"{pre:g}"}) if pre else None
 
 
@@ -76,14 +84,14 @@ def _queueing(run: RunData, c: CellInfo) -> Found:
     if waiting:
         return "ev.waiting", {"n": f"{waiting:g}"}
     low = _lowest(run, c)
-    a, b = (low.get("mean_ttft_ms") if low else None), c.get("mean_ttft_ms")
+    a, b = (known(low.summary.mean_ttft_ms) if low else None), known(c.summary.mean_ttft_ms)
     if low is not None and a and b and b >= TTFT_GROWTH * a:
         return "ev.ttft_growth", {"times": f"{b / a:.1f}", "load": low.load_label}
     return None
 
 
 def _roof(c: CellInfo, roof: Roofline | None) -> Label | None:
-    out = c.get("output_throughput")
+    out = known(c.summary.output_throughput)
     if roof is None or not out:
         return None
     bound = roof.aggregate(c.concurrency)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from tokenbench.metrics import uncertainty as u
+from tokenbench.metrics.cell_summary import Metric
 from tokenbench.report import configcmp, interval_tables, marks, plots, sections
 from tokenbench.report.bottleneck import rooflines
 from tokenbench.report.document import Block, Bullets, Document, Para, Table, num, pct
@@ -12,6 +13,7 @@ from tokenbench.report.i18n import DEFINITIONS, t
 from tokenbench.report.intervals import Book
 from tokenbench.report.model import RunData
 from tokenbench.report.plausibility import ConfigCheck, Finding
+from tokenbench.store.rows import SampleRow
 
 TEXT_HEAD = 120      # characters of model output shown per sample request
 
@@ -119,6 +121,7 @@ def plausibility_blocks(checks: list[ConfigCheck], lang: str) -> list[Block]:
 
 # repeats -----------------------------------------------------------------------------------------
 NOISY_CV = 0.05     # a repeat CV above this is marked
+OUTPUT = Metric("output_throughput")
 
 
 def _cv(spread) -> str:
@@ -136,11 +139,11 @@ def repeatability(run: RunData, lang: str) -> list[Block]:
             if not c.repeats:
                 continue
             used.append(c)
-            out = c.spread("output_throughput")
+            out = c.spread(OUTPUT)
             rows.append([cfg, c.label, f"{len(c.measured())}/{len(c.repeats)}",
-                         marks.fig(c, num(c.get("output_throughput")), over=False),
+                         marks.fig(c, num(c.value(OUTPUT)), over=False),
                          f"{num(out.lo)} – {num(out.hi)}" if out else "-", _cv(out),
-                         _cv(c.spread("mean_ttft_ms")), _cv(c.spread("mean_tpot_ms"))])
+                         _cv(c.spread(Metric("ttft"))), _cv(c.spread(Metric("tpot")))])
     table = Table(head, rows, role="repeats", left=3, footnotes=marks.footnotes(used, lang))
     return [table, Para(t(lang, "note.repeats_cv", limit=pct(NOISY_CV, 0)))]
 
@@ -150,7 +153,7 @@ def failures(run: RunData, lang: str) -> list[Block]:
     rows = []
     for cfg in run.config_names():
         for c in run.cells_of(cfg):
-            for kind, n in sorted((c.summary.get("failed_by_kind") or {}).items()):
+            for kind, n in sorted(c.summary.failed_by_kind.items()):
                 rows.append([cfg, c.label, kind, num(n)])
     out: list[Block] = []
     if rows:
@@ -187,8 +190,8 @@ def timeline(run: RunData, lang: str) -> list[Block]:
     return out
 
 
-def _peak(samples: list[dict], name: str, scale: float = 1.0) -> float | None:
-    vals = [s["value"] * scale for s in samples if s["name"] == name]
+def _peak(samples: list[SampleRow], name: str, scale: float = 1.0) -> float | None:
+    vals = [s.value * scale for s in samples if s.name == name]
     return max(vals) if vals else None
 
 
@@ -221,7 +224,7 @@ def _notes(run: RunData, lang: str) -> list[Block]:
     out: list[Block] = []
     if run.has_repeats():
         out.append(Para(t(lang, "note.repeats")))
-    derived = Counter(d for c in run.cells for d in c.summary.get("derived") or [])
+    derived = Counter(d for c in run.cells for d in c.summary.derived or [])
     if derived:
         out.append(Para(t(lang, "note.derived", what="; ".join(sorted(derived)))))
     return out

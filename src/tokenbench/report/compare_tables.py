@@ -5,11 +5,12 @@ and plots of every column on the same axes."""
 from __future__ import annotations
 
 from tokenbench.metrics import uncertainty as u
+from tokenbench.metrics.cell_summary import Metric
 from tokenbench.report import plausibility
 from tokenbench.report.document import Block, Cell, Figure, Para, Table, num
 from tokenbench.report.fairness import Column, common_cells
 from tokenbench.report.i18n import t
-from tokenbench.report.intervals import Book, Metric
+from tokenbench.report.intervals import Book
 from tokenbench.report.marks import footnotes, ratio_cell
 from tokenbench.report.sections import Numberer
 from tokenbench.report.svg import Series, line_chart
@@ -41,7 +42,7 @@ def side_by_side(cols: list[Column], ss: list[Side], metric: Metric, digits: int
     rows, used, names = [], [], {}
     for x in xs:
         cells = [col.cell(pair, x) for col in cols]
-        vals = [c.get(metric.key) if c else None for c in cells]
+        vals = [c.value(metric) if c else None for c in cells]
         if all(v is None for v in vals) and not any(c and not c.state.ok for c in cells):
             continue
         used += cells
@@ -79,9 +80,9 @@ def figures(cols: list[Column], lang: str) -> list[Figure]:
     """Every column on the same axes: output tok/s, p50 TTFT and p50 TPOT against the load."""
     closed = any(c.concurrency is not None for col in cols for c in col.cells())
     xl = t(lang, "axis.concurrency" if closed else "axis.rate")
-    specs = [("cmp-throughput", "plot.throughput", "axis.out_tps", "output_throughput"),
-             ("cmp-ttft", "plot.ttft_p50", "axis.ttft_median_ms", "median_ttft_ms"),
-             ("cmp-tpot", "plot.tpot_p50", "axis.tpot_median_ms", "median_tpot_ms")]
+    specs = [("cmp-throughput", "plot.throughput", "axis.out_tps", Metric("output_throughput")),
+             ("cmp-ttft", "plot.ttft_p50", "axis.ttft_median_ms", Metric("ttft", "p50")),
+             ("cmp-tpot", "plot.tpot_p50", "axis.tpot_median_ms", Metric("tpot", "p50"))]
     out = []
     for name, title, ylabel, key in specs:
         series = []
@@ -89,7 +90,7 @@ def figures(cols: list[Column], lang: str) -> list[Figure]:
             for pair in col.run.pairs(col.config.name):
                 s = Series(f"{col.label} {pair[0]}/{pair[1]}")
                 for c in col.cells():
-                    y = c.get(key)
+                    y = c.value(key)
                     if c.pair == pair and y is not None:
                         tip = f"{col.label} {c.label}{'' if c.state.ok else ' ' + c.state.mark}: {num(y)}"
                         (s.points if c.state.ok else s.hollow).append((c.x, y, tip))

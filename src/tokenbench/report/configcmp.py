@@ -4,9 +4,10 @@ verdict and its 95 % interval beside each ratio (report/verdicts.py)."""
 from __future__ import annotations
 
 from tokenbench.metrics import uncertainty as u
+from tokenbench.metrics.cell_summary import Metric
 from tokenbench.report.document import Table, num
 from tokenbench.report.i18n import t
-from tokenbench.report.intervals import Book, Metric
+from tokenbench.report.intervals import Book
 from tokenbench.report.marks import fig, footnotes, ratio_cell
 from tokenbench.report.model import RunData
 from tokenbench.report.verdicts import Side, verdict_cell
@@ -28,7 +29,7 @@ def config_pair_table(run: RunData, base: str, other: str, lang: str, book: Book
             continue
         used += [a, b]
         for col, m, digits in CMP_METRICS:
-            va, vb = a.get(m.key), b.get(m.key)
+            va, vb = a.value(m), b.value(m)
             rows.append([f"{a.input_len}/{a.output_len}", a.load_label, t(lang, col), fig(a, num(va, digits)),
                          fig(b, num(vb, digits)), ratio_cell(a, b, va, vb, allow=False),
                          verdict_cell(a_side, a, b_side, b, m, lang, min_effect)])

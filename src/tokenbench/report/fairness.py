@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tokenbench.metrics.cell_summary import known
 from tokenbench.report.document import pct
 from tokenbench.report.i18n import t
 from tokenbench.report.model import CellInfo, ConfigInfo, RunData
@@ -48,10 +49,10 @@ def common_cells(cols: list[Column]) -> list[tuple[tuple[int, int], float]]:
 
 def _tokens(c: CellInfo, which: str) -> float | None:
     """Server-reported tokens per completed request, or None when the server did not report them."""
-    sources = c.summary.get("usage_source")
-    if isinstance(sources, dict) and set(sources) - {"server"}:
+    if set(c.summary.usage_source) - {"server"}:
         return None
-    done, total = c.get("completed"), c.get(f"total_{which}_tokens")
+    s = c.summary
+    done, total = known(s.completed), known(s.total_input_tokens if which == "input" else s.total_output_tokens)
     return total / done if done and total is not None else None
 
 

@@ -15,16 +15,18 @@ import hashlib
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.errors import UsageError
 from tokenbench.inputs import check_readable
 from tokenbench.load.cell import cell_key as own_cell_key
+from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.report import import_aisbench
 from tokenbench.spec.bench import Load, Workload
 from tokenbench.store.db import Store
+from tokenbench.store.rows import CellRow
 
 FORMATS = ("vllm", "sglang", "csv", "aisbench")
 METRIC_RE = re.compile(r"^(mean|median|std|min|max|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms$")
@@ -74,7 +76,7 @@ class ImportOptions:
 @dataclass
 class Parsed:
     configs: dict[str, dict] = field(default_factory=dict)                 # name -> facts
-    cells: list[tuple[str, dict, list[RequestRecord]]] = field(default_factory=list)
+    cells: list[tuple[str, CellRow, list[RequestRecord]]] = field(default_factory=list)
 
 
 def detect(path: Path) -> str:
@@ -107,15 +109,15 @@ def cell_key(il: int, ol: int, conc: int | None, rate: float | None) -> str:
 
 
 def _cell(il: int, ol: int, conc: int | None, rate: float | None, summary: dict, kv: int | None = None,
-          over: bool | None = None) -> dict:
+          over: bool | None = None) -> CellRow:
+    """An imported cell: its figures as the other tool gave them, under tokenbench's (vLLM's) names."""
     demand = conc * (il + ol) if conc else None
     if over is None:
         over = bool(kv and demand and demand > kv)
-    summary = {**summary, "input_len": il, "output_len": ol, "concurrency": conc, "request_rate": rate}
-    ok = summary.get("completed") != 0
-    return {"key": cell_key(il, ol, conc, rate), "input_len": il, "output_len": ol, "concurrency": conc,
-            "request_rate": rate, "status": "ok" if ok else "failed", "summary": summary, "kv_demand": demand,
-            "kv_capacity": kv, "over_capacity": over}
+    typed = CellSummary.from_dict({**summary, "input_len": il, "output_len": ol, "concurrency": conc,
+                                   "request_rate": rate})
+    return CellRow(cell_key(il, ol, conc, rate), il, ol, "ok" if typed.completed != 0 else "failed", typed,
+                   concurrency=conc, request_rate=rate, kv_demand=demand, kv_capacity=kv, over_capacity=over)
 
 
 def _lengths(doc: dict, asked_in: int | None = None, asked_out: int | None = None) -> tuple[int, int]:
@@ -390,22 +392,22 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None, opts: Im
         raise UsageError(f"unknown import format '{fmt}'", f"use one of: {', '.join(FORMATS)}")
     parsed = parse(path, fmt, opts or ImportOptions())
     digest = _digest(path)
-    sources = sorted({c[1]["summary"]["source"] for c in parsed.cells if c[1]["summary"].get("source")})
+    sources = sorted({s for _, cell, _ in parsed.cells if (s := cell.summary.source)})
     spec = {"import": {"format": fmt, "file": path.name, "sha256": digest, "cells": len(parsed.cells),
                        "source": "; ".join(sources) or path.name}}
     run_id = store.create_run("import", f"{fmt}:{path.name}", spec, argv or ["tokenbench", "import", str(path)], {})
     ids = {name: store.upsert_config(run_id, name, facts=facts, status="done")
            for name, facts in parsed.configs.items()}
     for repeat_of, (name, cell, recs) in _repeats(parsed.cells):
-        store.save_cell(run_id, ids[name], {**cell, "repeat": repeat_of}, recs)
+        store.save_cell(run_id, ids[name], replace(cell, repeat=repeat_of), recs)
     store.set_run_status(run_id, "done")
     return run_id
 
 
-def _repeats(cells: list[tuple[str, dict, list]]):
+def _repeats(cells: list[tuple[str, CellRow, list]]):
     """The same cell twice in a file (e.g. a JSONL appended to by two runs) becomes repeat 0, 1, ..."""
     seen: dict[tuple[str, str], int] = {}
     for name, cell, recs in cells:
-        k = (name, cell["key"])
+        k = (name, cell.key)
         seen[k] = seen.get(k, -1) + 1
         yield seen[k], (name, cell, recs)

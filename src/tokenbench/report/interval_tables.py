@@ -4,9 +4,10 @@ p50/p90/p99 each with its interval (throughputs: the rate with its interval)."""
 from __future__ import annotations
 
 from tokenbench.metrics import uncertainty as u
+from tokenbench.metrics.cell_summary import LATENCIES, RATES, Metric
 from tokenbench.report.document import Block, Para, Table
 from tokenbench.report.i18n import t
-from tokenbench.report.intervals import LATENCIES, RATES, STATS, Book, Metric
+from tokenbench.report.intervals import STATS, Book
 from tokenbench.report.marks import footnotes
 from tokenbench.report.sections import Numberer
 from tokenbench.report.verdicts import UNRELIABLE, figure, unreliable_in
@@ -22,7 +23,7 @@ def _rows(book: Book, cfg: str, pair: tuple[int, int], lang: str) -> tuple[list[
             rows.append([c.load_label, t(lang, f"vm.{name}"), *shown])
         for name in RATES:
             m = Metric(name, "mean")
-            if c.get(m.key) is not None:
+            if c.value(m) is not None:
                 rows.append([c.load_label, t(lang, f"vm.{name}"), figure(book, c, m), "", "", ""])
     return rows, unreliable
 

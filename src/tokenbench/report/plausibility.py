@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tokenbench.metrics.cell_summary import known
 from tokenbench.report import hardware
 from tokenbench.report import model_facts as mf
 from tokenbench.report.document import num
@@ -152,10 +153,10 @@ def roofline_for(run: RunData, cfg: ConfigInfo, ov: Overrides) -> Roofline | tup
 
 def _output_tps(c: CellInfo) -> tuple[float | None, dict]:
     """Reported output tokens/s, or request rate x output length (also when an importer derived it)."""
-    rps = c.get("request_throughput")
-    derived = any(str(d).startswith("output_throughput") for d in c.summary.get("derived") or [])
-    if c.get("output_throughput") is not None and not (derived and rps is not None):
-        return c.get("output_throughput"), {"key": "plaus.how.measured"}
+    rps, out = known(c.summary.request_throughput), known(c.summary.output_throughput)
+    derived = any(str(d).startswith("output_throughput") for d in c.summary.derived or [])
+    if out is not None and not (derived and rps is not None):
+        return out, {"key": "plaus.how.measured"}
     if rps is None:
         return None, {}
     return rps * c.output_len, {"key": "plaus.how.derived", "rps": num(rps, 2), "olen": c.output_len}
@@ -164,23 +165,23 @@ def _output_tps(c: CellInfo) -> tuple[float | None, dict]:
 def _per_stream(c: CellInfo) -> tuple[float | None, dict]:
     """One stream's decode rate from TPOT (without TPOT, output/concurrency adds nothing to the
     aggregate check)."""
-    tpot = c.get("mean_tpot_ms")
+    tpot = known(c.summary.mean_tpot_ms)
     if tpot:
         return 1000 / tpot, {"key": "plaus.how.tpot", "tpot": num(tpot, 2)}
     return None, {}
 
 
 def _total_tps(c: CellInfo, out: float | None) -> tuple[float | None, dict]:
-    if c.get("total_token_throughput") is not None:
-        return c.get("total_token_throughput"), {"key": "plaus.how.total"}
-    rps = c.get("request_throughput")
+    total, rps = known(c.summary.total_token_throughput), known(c.summary.request_throughput)
+    if total is not None:
+        return total, {"key": "plaus.how.total"}
     if out is None or rps is None:
         return None, {}
     return out + rps * c.input_len, {"key": "plaus.how.total_derived", "rps": num(rps, 2), "ilen": c.input_len}
 
 
 def _latency_note(c: CellInfo, r: Roofline) -> dict | None:
-    rps = c.get("request_throughput")
+    rps = known(c.summary.request_throughput)
     if not rps or not c.concurrency:
         return None
     ms = 1000 * c.concurrency / rps

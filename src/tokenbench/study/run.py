@@ -22,6 +22,7 @@ from tokenbench.load.target import ResolvedTarget
 from tokenbench.spec.loader import load_model
 from tokenbench.spec.sweep import SweepSpec
 from tokenbench.store.db import Store
+from tokenbench.store.rows import CellRow
 from tokenbench.sweep.plan import Plan, PlannedCell, check_context, plan
 from tokenbench.sweep.run import SweepEvents, SweepRunner, client_target
 from tokenbench.sweep.servers import Server, expected_ctx, load_profile
@@ -31,7 +32,7 @@ class Sink(Protocol):
     """A result file fed as the study runs (outputs.JsonResult, outputs.VllmResults)."""
 
     def target_ready(self, target: ResolvedTarget, facts: dict) -> None: ...
-    def cell_stored(self, cell: PlannedCell, row: dict, result: CellResult) -> None: ...
+    def cell_stored(self, cell: PlannedCell, row: CellRow, result: CellResult) -> None: ...
     def finish(self, status: str) -> None: ...
     def locations(self) -> list[str]: ...
 
@@ -40,14 +41,14 @@ class Sink(Protocol):
 class Outcome:
     run_id: str
     store: Store
-    cells: list[dict]                              # the run's stored cells, this and earlier sessions
+    cells: list[CellRow]                           # the run's stored cells, this and earlier sessions
     problems: list[str]                            # server configs that could not finish
     capacity: dict[str, list[str]] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)        # "wrote PATH" of tokenbench's JSON result
 
     @property
-    def failed(self) -> list[dict]:
-        return [c for c in self.cells if c["status"] == "failed"]
+    def failed(self) -> list[CellRow]:
+        return [c for c in self.cells if c.status == "failed"]
 
 
 def preflight(p: Plan) -> None:
@@ -69,12 +70,12 @@ def create_run(store: Store, p: Plan, kind: str, argv: Sequence[str], target: st
 def stored_spec(store: Store, run_id: str, kind: str) -> SweepSpec:
     """The spec of a stored run, for --resume; a run of another kind says how to resume it."""
     row = store.run(run_id)
-    if row["kind"] != kind:
-        hint = (f"resume it with `tokenbench {row['kind']} --resume {run_id}`" if row["kind"] in ("bench", "sweep")
+    if row.kind != kind:
+        hint = (f"resume it with `tokenbench {row.kind} --resume {run_id}`" if row.kind in ("bench", "sweep")
                 else "only bench and sweep runs can be resumed; rerun it as a new run")
-        raise UsageError(f"run {run_id} is a {row['kind']} run, not a {kind}: `{kind} --resume` continues "
+        raise UsageError(f"run {run_id} is a {row.kind} run, not a {kind}: `{kind} --resume` continues "
                          f"{kind} runs", hint)
-    spec = dict(row["spec"])
+    spec = dict(row.spec)
     spec.pop("planned_cells", None)
     try:
         return load_model(SweepSpec, spec, f"run {run_id}")
@@ -97,7 +98,7 @@ def start(spec: SweepSpec, store: Store, kind: str, argv: Sequence[str], resume:
     run_id = resume or create_run(store, p, kind, argv, profile.name if server and profile else None, profile)
     runner = SweepRunner(p, store, run_id, server=server, output=output, kind=kind)
     runner.journal.doc.update(tool={"name": "tokenbench", "version": __version__}, command=list(argv),
-                              environment=store.run(run_id).get("environment") or {})
+                              environment=store.run(run_id).environment or {})
     return runner
 
 
@@ -163,7 +164,7 @@ def check(out: Outcome, kind: str) -> None:
                           f"fix the cause, then `tokenbench {kind} --resume {out.run_id}`")
     if out.failed:
         first = out.failed[0]
-        raise MeasurementError(f"{len(out.failed)} cell(s) failed, first {first['key']}: {first['message']}",
+        raise MeasurementError(f"{len(out.failed)} cell(s) failed, first {first.key}: {first.message}",
                                "results were kept; see `tokenbench report` and the JSON/database for each "
                                "request's error")
 

@@ -19,9 +19,11 @@ from tokenbench.errors import DeployError, TargetError
 from tokenbench.load.cell import CellProgress, CellResult, run_cell
 from tokenbench.load.clock import run as run_loop
 from tokenbench.load.target import ResolvedTarget, resolve
+from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.spec.bench import Target
 from tokenbench.store.db import Store
 from tokenbench.store.journal import Journal
+from tokenbench.store.rows import CellRow, KvUse
 from tokenbench.sweep import capacity
 from tokenbench.sweep.monitoring import cell_monitor
 from tokenbench.sweep.plan import (
@@ -54,9 +56,9 @@ class SweepEvents:
     log: Callable[[str], None] = print
     cell_started: Callable[[PlannedCell], None] = lambda c: None
     cell_progress: Callable[[PlannedCell, CellProgress], None] = lambda c, p: None
-    cell_done: Callable[[PlannedCell, dict], None] = lambda c, row: None
+    cell_done: Callable[[PlannedCell, CellRow], None] = lambda c, row: None
     target_ready: Callable[[ResolvedTarget, dict], None] = lambda target, facts: None   # per server launch
-    cell_stored: Callable[[PlannedCell, dict, CellResult], None] = lambda c, row, result: None   # with records
+    cell_stored: Callable[[PlannedCell, CellRow, CellResult], None] = lambda c, row, result: None   # with records
 
 
 def reset_prefix_cache(server: Server) -> None:
@@ -69,12 +71,8 @@ def _kv_capacity(plan: Plan, facts: ServerFacts) -> int | None:
     return plan.spec.kv_capacity or facts.kv_capacity_tokens
 
 
-def _cell_row(cell: PlannedCell, result: CellResult, kv_cap: int | None, extra: dict) -> dict:
-    return {"key": cell.key, "repeat": cell.repeat, "input_len": result.input_len,
-            "output_len": result.output_len, "concurrency": cell.load.concurrency,
-            "request_rate": cell.load.request_rate, "status": result.status, "message": result.message,
-            "kv_demand": kv_demand(cell), "kv_capacity": kv_cap, "over_capacity": over_capacity(cell, kv_cap),
-            "summary": {**result.summary, **extra}, "started_ns": result.started_ns}
+def _kv(cell: PlannedCell, kv_cap: int | None) -> KvUse:
+    return KvUse(kv_demand(cell), kv_cap, over_capacity(cell, kv_cap))
 
 
 def _gone(server: Server, result: CellResult) -> type[ServerDied] | None:
@@ -82,22 +80,22 @@ def _gone(server: Server, result: CellResult) -> type[ServerDied] | None:
     relaunch when it is ours)? The cell's message says which, naming the server."""
     death = server.death() if result.status != "ok" else None
     if death and server.deployment is not None:
-        result.status, result.message = "failed", f"server died during the cell: {death}; {result.message}"
+        result.verdict = result.verdict.failed(f"server died during the cell: {death}")
         return ServerDied
     if result.unreachable:
         return ServerUnreachable
     if death:
-        result.status, result.message = "failed", f"server unreachable: {death}; {result.message}"
+        result.verdict = result.verdict.failed(f"server unreachable: {death}")
         return ServerUnreachable
     return None
 
 
-def _saturated(prev: dict | None, cur: dict) -> bool:
+def _saturated(prev: CellSummary | None, cur: CellSummary) -> bool:
     """Throughput rose less than 3 % while median TTFT rose more than 50 %."""
-    if not prev or not prev.get("output_throughput") or not cur.get("output_throughput"):
+    if prev is None or not prev.output_throughput or not cur.output_throughput:
         return False
-    gain = cur["output_throughput"] / prev["output_throughput"] - 1
-    ttft_prev, ttft_cur = prev.get("median_ttft_ms") or 0, cur.get("median_ttft_ms") or 0
+    gain = cur.output_throughput / prev.output_throughput - 1
+    ttft_prev, ttft_cur = prev.median_ttft_ms or 0, cur.median_ttft_ms or 0
     return gain < 0.03 and ttft_prev > 0 and ttft_cur > 1.5 * ttft_prev
 
 
@@ -208,7 +206,7 @@ class SweepRunner:
         target = _target(spec, server)
         self.ev.target_ready(target, server.facts.to_dict())
         kv_cap = _kv_capacity(self.plan, server.facts)
-        prev: dict[tuple, dict] = {}
+        prev: dict[tuple, CellSummary] = {}
         stopped: dict[tuple, str] = {}
         async with new_session(spec.target.timeout_s, spec.target.connect_in_ttft) as session:
             for cell in todo:
@@ -217,9 +215,9 @@ class SweepRunner:
                     self._skip(config_id, cell, kv_cap, stopped[pair])
                     continue
                 row = await self._one(session, server, target, config_id, cell, kv_cap)
-                if spec.stop_on_saturation and cell.load.concurrency and _saturated(prev.get(pair), row["summary"]):
+                if spec.stop_on_saturation and cell.load.concurrency and _saturated(prev.get(pair), row.summary):
                     stopped[pair] = f"skipped: throughput saturated at concurrency {cell.load.concurrency}"
-                prev[pair] = row["summary"]
+                prev[pair] = row.summary
 
     async def _capacity(self, server: Server, config: ServerConfig, config_id: int) -> None:
         """Doubling then bisection per workload; cells already stored (resume) are reused, not rerun."""
@@ -227,7 +225,7 @@ class SweepRunner:
         target = _target(spec, server)
         self.ev.target_ready(target, server.facts.to_dict())
         kv_cap = _kv_capacity(self.plan, server.facts)
-        stored = {(c["config_name"], c["key"]): c for c in self.store.cells(self.run_id)}
+        stored = {(c.config, c.key): c for c in self.store.cells(self.run_id)}
         lines = []
         async with new_session(spec.target.timeout_s, spec.target.connect_in_ttft) as session:
             for wl in spec.workloads():
@@ -246,7 +244,7 @@ class SweepRunner:
         self.capacity[config.name] = lines
         self.capacity_done.add(config.name)
 
-    async def _one(self, session, server: Server, target, config_id: int, cell: PlannedCell, kv_cap) -> dict:
+    async def _one(self, session, server: Server, target, config_id: int, cell: PlannedCell, kv_cap) -> CellRow:
         spec = self.plan.spec
         reset_prefix_cache(server)
         self.ev.cell_started(cell)
@@ -257,9 +255,10 @@ class SweepRunner:
                                     workers=spec.client.workers, ray_address=spec.client.ray_address,
                                     keep_raw=spec.client.keep_raw,
                                     keep_records=self.keep_records, on_progress=lambda p: self.ev.cell_progress(cell, p))
-        star = over_capacity(cell, kv_cap)
+        kv = _kv(cell, kv_cap)
         gone = _gone(server, result)
-        row = _cell_row(cell, result, kv_cap, mon.summary(result.summary.get("total_output_tokens"), star))
+        row = CellRow.measured(cell, result, kv).with_summary(
+            result.summary.with_(monitor=mon.summary(int(result.summary.total_output_tokens), kv.over)))
         self.journal.add(config_id, row, result.all_records(), mon.rows(), cell.config.name)
         self.attempted.add((cell.config.name, cell.key, cell.repeat))
         self.ev.cell_stored(cell, row, result)
@@ -271,10 +270,7 @@ class SweepRunner:
         return row
 
     def _skip(self, config_id: int, cell: PlannedCell, kv_cap, reason: str) -> None:
-        row = {"key": cell.key, "repeat": cell.repeat, "input_len": cell.workload.input_len or 0,
-               "output_len": cell.workload.output_len or 0, "concurrency": cell.load.concurrency,
-               "request_rate": cell.load.request_rate, "status": "skipped", "message": reason,
-               "kv_demand": kv_demand(cell), "kv_capacity": kv_cap, "over_capacity": over_capacity(cell, kv_cap),
-               "summary": {}}
+        row = CellRow.skipped(cell, (cell.workload.input_len or 0, cell.workload.output_len or 0), reason,
+                              _kv(cell, kv_cap))
         self.journal.add(config_id, row, [], config=cell.config.name)
         self.ev.cell_done(cell, row)

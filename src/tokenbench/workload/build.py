@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from tokenbench.client.request import Prompt
+from tokenbench.metrics.summary_groups import WorkloadFacts
 from tokenbench.spec.bench import Workload
 from tokenbench.workload import images as img
 from tokenbench.workload import prefix, trace_replay
@@ -50,7 +51,7 @@ class CellPrompts:
     warmup: list[Prompt]
     measure: Iterable[Prompt]               # a list, or (random and trace kinds) made one by one when taken
     offsets_ns: list[int] | None = None     # trace: arrival of measured request i at t0 + offsets_ns[i]
-    facts: dict = field(default_factory=dict)
+    facts: WorkloadFacts = field(default_factory=WorkloadFacts)
     notes: list[str] = field(default_factory=list)
     measure_count: int | None = None        # None: as many as the duration takes
     length_means: tuple[int, int] | None = None   # rounded mean (input, output) lengths asked
@@ -270,17 +271,18 @@ def build_cell(t: Target, wl: Workload, key: str, n_warm: int, n_meas: int | Non
     facts = {**d.facts, **facts}
     if isinstance(c.tok, LocalTokenizer):
         facts["tokenizer"] = f"local {c.tok.source}"
-    means = None
     if isinstance(meas, list):
         lengths = [(p.input_len, p.output_len) for p in meas]
         if lengths and not wl.fixed_lengths:
             facts.update(_length_facts(lengths))
-    if "input_len_mean" in facts:
-        means = (round(facts["input_len_mean"]), round(facts["output_len_mean"]))
-    if wl.kind != "random":
-        facts = {"workload": wl.kind, **facts}
-    if wl.fixed_lengths:
-        for k in [k for k in facts if k.startswith(("input_len_", "output_len_"))]:
-            facts.pop(k)
+    told = WorkloadFacts.model_validate({"workload": wl.kind, **facts} if wl.kind != "random" else facts)
     count = len(meas) if isinstance(meas, list) else (len(d.offsets_ns) if d.offsets_ns is not None else n_meas)
-    return CellPrompts(warm, meas, d.offsets_ns, facts, d.notes, count, means)
+    return CellPrompts(warm, meas, d.offsets_ns, told.without_lengths() if wl.fixed_lengths else told, d.notes,
+                       count, _means(told))
+
+
+def _means(facts: WorkloadFacts) -> tuple[int, int] | None:
+    """The rounded mean lengths asked, when they varied."""
+    if facts.input_len_mean is None or facts.output_len_mean is None:
+        return None
+    return round(facts.input_len_mean), round(facts.output_len_mean)
