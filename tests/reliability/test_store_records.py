@@ -106,3 +106,20 @@ def test_a_version_3_database_gets_the_new_columns_and_keeps_its_requests(tmp_pa
     back = Store(path).requests(1)[0]
     assert back.token_times_ns == [50, 60] and back.images == 0 and back.connect_ns == 0
     assert back.first_content_ns is None and back.count_source == "none" and back.connect_in_ttft is False
+
+
+def test_profiles_and_server_facts_come_back_as_the_types_they_were_written_as(tmp_path):
+    from tokenbench.deploy.profiles import load_profile
+    from tokenbench.spec.server_facts import ServerFacts
+    store = Store(tmp_path / "t.db")
+    run = store.create_run("sweep", "http://x", {}, [], {})
+    profile = load_profile("cpu-smollm2-llamacpp")
+    facts = ServerFacts("llamacpp", "b1", "m", 2048, 4096, 2, "enabled", {"running": "x"}, {"slots": "/props"}, {"a": 1})
+    imported = {"engine": "vllm", "model": "m", "workload": {"temperature": None, "ignore_eos": True},
+                "hardware": "h100", "speculative_num_draft_tokens": 4}
+    store.upsert_config(run, "mine", profile=profile, facts=facts)
+    store.upsert_config(run, "theirs", facts=ServerFacts.from_dict(imported))
+    mine, theirs = store.configs(run)
+    assert mine.profile == profile and mine.facts == facts and mine.facts.to_dict() == facts.to_dict()
+    assert theirs.profile is None and theirs.facts.to_dict() == imported          # stored as stated, no more
+    assert theirs.facts.workload.ignore_eos is True and theirs.facts.other == {"speculative_num_draft_tokens": 4}

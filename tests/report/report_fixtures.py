@@ -8,6 +8,8 @@ from pathlib import Path
 from tokenbench.client.records import RequestRecord
 from tokenbench.metrics.summary import summarize
 from tokenbench.spec.bench import Load
+from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.server_facts import ServerFacts
 from tokenbench.store.db import Store
 from tokenbench.store.rows import CellRow
 
@@ -21,16 +23,17 @@ CONCURRENCY = (1, 2, 4)
 EVIL = "<script>alert('x')</script> & | *bold*"
 
 
-def profile(slots: int) -> dict:
-    return {"name": "cpu-smollm2", "engine": "llamacpp", "accelerator": "cpu",
+def profile(slots: int) -> Profile:
+    return Profile.model_validate({"name": "cpu-smollm2", "engine": "llamacpp", "accelerator": "cpu",
             "model": {"bundled": "smollm2-135m-instruct", "params_b": 0.135, "bytes_per_param": 0.56},
             "parallelism": {"tp": 1, "dp": 1, "slots": slots, "threads": 1}, "args": {"ctx-size": 4096},
-            "env": {}, "extra_args": []}
+            "env": {}, "extra_args": []})
 
 
-def facts(kv: int) -> dict:
-    return {"engine": "llamacpp", "version": "b6500", "model": "SmolLM2-135M-Instruct", "ctx_per_seq": 2048,
-            "kv_capacity_tokens": kv, "slots": None, "source": {}, "raw": {}}
+def facts(kv: int) -> ServerFacts:
+    return ServerFacts.from_dict({"engine": "llamacpp", "version": "b6500", "model": "SmolLM2-135M-Instruct",
+                                  "ctx_per_seq": 2048, "kv_capacity_tokens": kv, "slots": None, "source": {},
+                                  "raw": {}})
 
 
 def records(c: int, input_len: int, output_len: int, slots: int, *, fail: bool = False,

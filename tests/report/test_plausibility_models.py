@@ -6,12 +6,20 @@ import pytest
 from tokenbench.report import hardware
 from tokenbench.report.model_facts import speculative_tokens, weight_bytes
 from tokenbench.report.plausibility import ModelSize, Overrides, Roofline, size_or_reason
+from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.server_facts import ServerFacts
 
 H100 = hardware.lookup("h100")
 
 
+def prof(partial: dict) -> Profile:
+    """A profile stating only what a test gives (a name, an engine and a model path filled in)."""
+    model = {"path": "model", **partial.get("model", {})}
+    return Profile.model_validate({"name": "t", "engine": "vllm", **partial, "model": model})
+
+
 def size(profile, facts=None, ov=Overrides()):
-    return size_or_reason(profile, facts or {}, ov)
+    return size_or_reason(prof(profile), ServerFacts.from_dict(facts or {}), ov)
 
 
 def test_moe_bounds_use_the_active_parameters():
@@ -41,7 +49,7 @@ def test_moe_without_active_parameters_is_not_checked():
     ({"args": {}}, None),
 ])
 def test_weight_byte_widths(profile, width):
-    assert weight_bytes(profile) == width
+    assert weight_bytes(prof(profile)) == width
 
 
 def test_fp8_weights_double_the_per_stream_bound():
@@ -60,7 +68,9 @@ def test_fp8_weights_double_the_per_stream_bound():
     ({"dtype": "bfloat16"}, (False, 0)),
 ])
 def test_speculative_decoding_is_read_from_the_engine_args(args, expected):
-    assert speculative_tokens({"args": args}, {}) == expected
+    flags = {k: v for k, v in args.items() if not isinstance(v, dict)}       # a profile's flags are scalars;
+    told = {k: v for k, v in args.items() if isinstance(v, dict)}            # a config object: the server's facts
+    assert speculative_tokens(prof({"args": flags}), ServerFacts.from_dict(told)) == expected
 
 
 def test_speculative_decoding_raises_decode_bounds_not_compute():

@@ -46,7 +46,7 @@ def test_csv_imports_one_config_per_setup(store):
     run = load_run(store, import_file(store, FIXTURES / "study-a-headline.csv"), requests=False)
     assert run.config_names() == ["tp1", "tp2"]
     tp1 = run.config("tp1")
-    assert tp1.facts["hardware"] == "ascend-910b4" and tp1.kv_capacity == 1066112
+    assert tp1.facts.hardware == "ascend-910b4" and tp1.kv_capacity == 1066112
     over = {(c.config, c.pair, c.concurrency) for c in run.cells if c.over_capacity}
     assert over == {("tp1", (16384, 2048), 96)}          # 96 x 18,432 > 1,066,112; TP=2 holds 2,243,968
     head = run.cell_at("tp1", (512, 512), 128)

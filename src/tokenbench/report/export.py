@@ -76,7 +76,8 @@ def to_json(store: Store, run_id: str, requests: bool) -> str:
     run = store.run(run_id)
     shown = ("id", "created_at", "kind", "status", "target", "tool_version", "spec", "command", "environment")
     doc = {"run": {k: v for k, v in asdict(run).items() if k in shown},
-           "configs": [{"name": c.name, "overrides": c.overrides, "profile": c.profile, "facts": c.facts,
+           "configs": [{"name": c.name, "overrides": c.overrides,
+                        "profile": c.profile.model_dump(mode="json") if c.profile else {}, "facts": c.facts.to_dict(),
                         "status": c.status} for c in store.configs(run_id)],
            "cells": [{**_cell_row(c), **({"requests": [_request(r) for r in store.requests(c.id or 0)]}
                                          if requests else {})} for c in store.cells(run_id)]}

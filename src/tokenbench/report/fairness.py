@@ -14,6 +14,7 @@ from tokenbench.metrics.cell_summary import known
 from tokenbench.report.document import pct
 from tokenbench.report.i18n import t
 from tokenbench.report.model import CellInfo, ConfigInfo, RunData
+from tokenbench.spec.server_facts import Sampling
 
 TOLERANCE = 0.01           # relative difference in tokens per request that counts as different
 OWN_KINDS = ("bench", "sweep")   # runs tokenbench measured: it always sends temperature=0, ignore_eos
@@ -56,21 +57,21 @@ def _tokens(c: CellInfo, which: str) -> float | None:
     return total / done if done and total is not None else None
 
 
-def _workload(col: Column) -> dict:
-    return col.config.facts.get("workload") or {}
+def _workload(col: Column) -> Sampling:
+    return col.config.facts.workload or Sampling()
 
 
 def sampling(col: Column) -> str | None:
     if col.run.kind in OWN_KINDS:
         return "temperature=0"
-    temp = _workload(col).get("temperature")
+    temp = _workload(col).temperature
     return None if temp is None else f"temperature={temp:g}"
 
 
 def ignore_eos(col: Column) -> str | None:
     if col.run.kind in OWN_KINDS:
         return "true"
-    v = _workload(col).get("ignore_eos")
+    v = _workload(col).ignore_eos
     return None if v is None else str(bool(v)).lower()
 
 
@@ -86,7 +87,7 @@ def cache_state(col: Column, cells: list[CellInfo]) -> str | None:
         return f"{pct(cached / prompt, 0)} of prompt tokens cached"
     if (reported and prompt) or col.run.kind in OWN_KINDS:
         return NO_REUSE                 # reported as 0 cached, or fresh random prompts: the same state
-    v = _workload(col).get("prefix_cache")
+    v = _workload(col).prefix_cache
     return str(v) if v else None
 
 

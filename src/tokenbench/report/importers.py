@@ -25,6 +25,7 @@ from tokenbench.load.cell import cell_key as own_cell_key
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.report import import_aisbench
 from tokenbench.spec.bench import Load, Workload
+from tokenbench.spec.server_facts import ServerFacts
 from tokenbench.store.db import Store
 from tokenbench.store.rows import CellRow
 
@@ -396,7 +397,7 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None, opts: Im
     spec = {"import": {"format": fmt, "file": path.name, "sha256": digest, "cells": len(parsed.cells),
                        "source": "; ".join(sources) or path.name}}
     run_id = store.create_run("import", f"{fmt}:{path.name}", spec, argv or ["tokenbench", "import", str(path)], {})
-    ids = {name: store.upsert_config(run_id, name, facts=facts, status="done")
+    ids = {name: store.upsert_config(run_id, name, facts=ServerFacts.from_dict(facts), status="done")
            for name, facts in parsed.configs.items()}
     for repeat_of, (name, cell, recs) in _repeats(parsed.cells):
         store.save_cell(run_id, ids[name], replace(cell, repeat=repeat_of), recs)

@@ -16,6 +16,8 @@ from tokenbench.deploy.engines import render_args
 from tokenbench.errors import StoreError, UsageError
 from tokenbench.metrics.cell_summary import CellSummary, Metric
 from tokenbench.report.status import State, judge
+from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.server_facts import ServerFacts
 from tokenbench.store.db import Store, default_db_path
 from tokenbench.store.rows import CellRow, ConfigRow, RunRow, SampleRow
 
@@ -36,45 +38,48 @@ class ConfigInfo:
     id: int
     name: str
     overrides: dict
-    profile: dict
-    facts: dict
+    profile: Profile | None
+    facts: ServerFacts
     status: str
     message: str
 
     @property
     def engine(self) -> str:
-        return self.facts.get("engine") or self.profile.get("engine") or "unknown"
+        known = self.facts.engine if self.facts.engine != "unknown" else None
+        return known or (self.profile.engine if self.profile else None) or "unknown"
 
     @property
     def version(self) -> str | None:
-        return self.facts.get("version")
+        return self.facts.version
 
     @property
     def model(self) -> str | None:
-        m = self.profile.get("model") or {}
-        return self.facts.get("model") or m.get("served_name") or m.get("path") or m.get("bundled")
+        m = self.profile.model if self.profile else None
+        return self.facts.model or (m and (m.served_name or m.path or m.bundled)) or None
 
     @property
     def image(self) -> str | None:
-        return (self.profile.get("container") or {}).get("image") or self.facts.get("image")
+        container = self.profile.container if self.profile else None
+        return (container.image if container else None) or self.facts.image
 
     @property
     def kv_capacity(self) -> int | None:
-        return self.facts.get("kv_capacity_tokens")
+        return self.facts.kv_capacity_tokens
 
     @property
     def ctx_per_seq(self) -> int | None:
-        return self.facts.get("ctx_per_seq")
+        return self.facts.ctx_per_seq
 
     def flags(self) -> str:
         """Profile name, parallelism, engine flags and environment, one line."""
         p = self.profile
-        parts = [f"profile={p['name']}"] if p.get("name") else []
-        par = {k: v for k, v in (p.get("parallelism") or {}).items() if v not in (None, 1)}
-        parts += [f"{k}={v}" for k, v in sorted({**par, **self.overrides}.items())]
-        parts += render_args(p.get("args") or {}, p.get("secret_args") or {}, p.get("extra_args") or [])
-        parts += [f"{k}={v}" for k, v in sorted((p.get("env") or {}).items())]
-        parts += [f"{k}=${{{v}}}" for k, v in sorted((p.get("secret_env") or {}).items())]
+        if p is None:
+            return " ".join(f"{k}={v}" for k, v in sorted(self.overrides.items()))
+        par = {k: v for k, v in p.parallelism.model_dump().items() if v not in (None, 1)}
+        parts = [f"profile={p.name}", *[f"{k}={v}" for k, v in sorted({**par, **self.overrides}.items())]]
+        parts += render_args(p.args, p.secret_args, p.extra_args)
+        parts += [f"{k}={v}" for k, v in sorted(p.env.items())]
+        parts += [f"{k}=${{{v}}}" for k, v in sorted(p.secret_env.items())]
         return " ".join(parts)
 
 
@@ -266,8 +271,7 @@ def _order(c: CellInfo) -> tuple:
 
 
 def _config(row: ConfigRow) -> ConfigInfo:
-    return ConfigInfo(row.id, row.name, row.overrides or {}, row.profile or {}, row.facts or {}, row.status,
-                      row.message or "")
+    return ConfigInfo(row.id, row.name, row.overrides or {}, row.profile, row.facts, row.status, row.message or "")
 
 
 def _cell(row: CellRow) -> CellInfo:

@@ -26,6 +26,8 @@ from tokenbench.report import hardware
 from tokenbench.report import model_facts as mf
 from tokenbench.report.document import num
 from tokenbench.report.model import CellInfo, ConfigInfo, RunData
+from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.server_facts import ServerFacts
 
 DTYPE_BYTES = mf.DTYPE_BYTES
 
@@ -114,18 +116,19 @@ class Overrides:
     spec_tokens: int | None = None
 
 
-def model_size(profile: dict, facts: dict, ov: Overrides = Overrides()) -> ModelSize | None:
+def model_size(profile: Profile | None, facts: ServerFacts, ov: Overrides = Overrides()) -> ModelSize | None:
     size = size_or_reason(profile, facts, ov)
     return size if isinstance(size, ModelSize) else None
 
 
-def size_or_reason(profile: dict, facts: dict, ov: Overrides = Overrides()) -> ModelSize | tuple[str, dict]:
+def size_or_reason(profile: Profile | None, facts: ServerFacts,
+                   ov: Overrides = Overrides()) -> ModelSize | tuple[str, dict]:
     """The model as the bounds need it, or (i18n key, fields) saying what is unknown."""
-    m = profile.get("model") or {}
-    params = ov.params_b or facts.get("params_b") or m.get("params_b")
-    if params is None and facts.get("n_params"):
-        params = facts["n_params"] / 1e9
-    bpp = ov.bytes_per_param or facts.get("bytes_per_param") or m.get("bytes_per_param") or mf.weight_bytes(profile)
+    m = profile.model if profile else None
+    params = ov.params_b or facts.params_b or (m.params_b if m else None)
+    if params is None and facts.n_params:
+        params = facts.n_params / 1e9
+    bpp = ov.bytes_per_param or facts.bytes_per_param or (m.bytes_per_param if m else None) or mf.weight_bytes(profile)
     if not (params and bpp):
         return ("plaus.no_size", {})
     active, moe = mf.active_params(profile, facts)

@@ -16,6 +16,8 @@ from pathlib import Path
 from tokenbench import __version__, userdirs
 from tokenbench.client.records import RequestRecord
 from tokenbench.errors import OutputError, StoreError
+from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.server_facts import ServerFacts
 from tokenbench.store import liveness, outputs
 from tokenbench.store.migrate import migrate
 from tokenbench.store.records import REQUEST_COLUMNS, from_row, to_row
@@ -132,16 +134,17 @@ class Store:
             return [liveness.shown_status(run_from_db(_decode(dict(r)))) for r in rows]
 
     # server configs -----------------------------------------------------------------------------
-    def upsert_config(self, run_id: str, name: str, overrides: dict | None = None, profile: dict | None = None,
-                      facts: dict | None = None, status: str = "pending", message: str = "") -> int:
+    def upsert_config(self, run_id: str, name: str, overrides: dict | None = None, profile: Profile | None = None,
+                      facts: ServerFacts | None = None, status: str = "pending", message: str = "") -> int:
+        stored = (json.dumps(overrides or {}), json.dumps(profile.model_dump(mode="json") if profile else {}),
+                  json.dumps(facts.to_dict() if facts else {}))
         with self._guard("store a server config"):
             self.db.execute(
                 "INSERT INTO server_configs (run_id, name, overrides_json, profile_json, facts_json, status, message)"
                 " VALUES (?,?,?,?,?,?,?) ON CONFLICT(run_id, name) DO UPDATE SET"
                 " profile_json=excluded.profile_json, facts_json=excluded.facts_json,"
                 " status=excluded.status, message=excluded.message, overrides_json=excluded.overrides_json",
-                (run_id, name, json.dumps(overrides or {}), json.dumps(profile or {}), json.dumps(facts or {}),
-                 status, message))
+                (run_id, name, *stored, status, message))
             return self.db.execute("SELECT id FROM server_configs WHERE run_id=? AND name=?",
                                    (run_id, name)).fetchone()[0]
 

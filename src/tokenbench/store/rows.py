@@ -9,9 +9,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Protocol, TypeVar
 
+from pydantic import ValidationError
+
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.verdict import Verdict
 from tokenbench.spec.bench import Load
+from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.server_facts import ServerFacts
 
 T = TypeVar("T")
 
@@ -135,8 +139,8 @@ class ConfigRow:
     run_id: str
     name: str
     overrides: dict[str, Any]
-    profile: dict[str, Any]
-    facts: dict[str, Any]
+    profile: Profile | None             # the deployment profile it was launched with (None: not ours, or unreadable)
+    facts: ServerFacts                  # read from the server, or stated by an imported result
     status: str
     message: str = ""
 
@@ -162,7 +166,17 @@ def run_from_db(row: Mapping[str, Any]) -> RunRow:
 
 
 def config_from_db(row: Mapping[str, Any]) -> ConfigRow:
-    return _from_db(ConfigRow, row)
+    """The config with its profile and facts as the types they were written as."""
+    return replace(_from_db(ConfigRow, row), profile=_profile(row.get("profile") or {}),
+                   facts=ServerFacts.from_dict(row.get("facts") or {}))
+
+
+def _profile(stored: dict[str, Any]) -> Profile | None:
+    """A stored profile; None when there is none, or one this version cannot read (stored by another)."""
+    try:
+        return Profile.model_validate(stored) if stored else None
+    except ValidationError:
+        return None
 
 
 def sample_from_db(row: Mapping[str, Any]) -> SampleRow:

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from tokenbench.client import api
 from tokenbench.client.transport import new_session
 from tokenbench.deploy.engines import reset_cache_path
-from tokenbench.deploy.facts import ServerFacts
 from tokenbench.deploy.secret_refs import api_key_var
 from tokenbench.errors import DeployError, TargetError
 from tokenbench.load.cell import CellProgress, CellResult, run_cell
@@ -21,6 +20,7 @@ from tokenbench.load.clock import run as run_loop
 from tokenbench.load.target import ResolvedTarget, resolve
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.spec.bench import Target
+from tokenbench.spec.server_facts import ServerFacts
 from tokenbench.store.db import Store
 from tokenbench.store.journal import Journal
 from tokenbench.store.rows import CellRow, KvUse
@@ -193,8 +193,7 @@ class SweepRunner:
         given = contextlib.nullcontext(self.server) if self.server else None
         with given or server_for(self.plan.spec.target, config, self.ev.log) as server:
             check_context(self.plan, server.facts.ctx_per_seq, f"server config {config.name}")
-            profile = server.profile.model_dump(mode="json") if server.profile else {}
-            self.store.upsert_config(self.run_id, config.name, config.as_dict(), profile, server.facts.to_dict(),
+            self.store.upsert_config(self.run_id, config.name, config.as_dict(), server.profile, server.facts,
                                      status="running")
             if self.plan.spec.find_capacity:
                 run_loop(self._capacity(server, config, config_id))

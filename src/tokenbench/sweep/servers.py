@@ -6,8 +6,8 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from tokenbench.deploy.facts import ServerFacts
 from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.server_facts import ServerFacts
 from tokenbench.spec.sweep import SweepTarget
 from tokenbench.sweep.plan import ServerConfig
 

@@ -26,10 +26,10 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from tokenbench.client import api
-from tokenbench.deploy.facts import ServerFacts
 from tokenbench.deploy.secret_refs import flag_name, secret_flag_list
 from tokenbench.errors import DeployError
 from tokenbench.spec.deploy_profile import ArgValue, Engine, Profile
+from tokenbench.spec.server_facts import ServerFacts
 
 
 class EngineAdapter(Protocol):

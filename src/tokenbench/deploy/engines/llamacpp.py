@@ -12,9 +12,9 @@ from pathlib import Path
 
 from tokenbench.client import api
 from tokenbench.deploy.engines import profile_args
-from tokenbench.deploy.facts import ServerFacts
 from tokenbench.local_engines import models
 from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.server_facts import ServerFacts
 
 LAUNCHER = "tokenbench.local_engines.llamacpp_server"
 DEFAULT_PORT = 8080      # the engine's own default: `deploy up` uses it unless it is taken
