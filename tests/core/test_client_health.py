@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from tokenbench.judge.status import judge
 from tokenbench.load.bench import run_bench
 from tokenbench.load.target import resolve
 from tokenbench.load.workers import merge_health
@@ -16,7 +17,6 @@ from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.stats import percentile
 from tokenbench.metrics.summary_groups import ClientHealth
 from tokenbench.metrics.verdict import CLAIM_ABS_MS, CLAIM_REL, PROBE_RESOLUTION_MS, claim_ms, client_health_verdict
-from tokenbench.report.status import judge
 from tokenbench.spec.bench import BenchSpec, Load
 
 CLOSED = Load(concurrency=4, num_prompts=8)

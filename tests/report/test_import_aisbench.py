@@ -13,9 +13,9 @@ from report_fixtures import FIXTURES as REPORT_FIXTURES
 
 from tokenbench.cli.main import main
 from tokenbench.errors import UsageError
-from tokenbench.report import import_aisbench
-from tokenbench.report.importers import detect, import_file
-from tokenbench.report.model import load_run
+from tokenbench.formats import aisbench as import_aisbench
+from tokenbench.formats.importers import detect, import_file
+from tokenbench.judge.views import load_run
 
 CAPTURE = Path(__file__).parents[1] / "fixtures" / "aisbench" / "performances" / "tb-reference"
 

@@ -3,9 +3,10 @@ speculative decoding, and says "not checked" where the run does not tell it what
 
 import pytest
 
-from tokenbench.report import hardware
-from tokenbench.report.model_facts import speculative_tokens, weight_bytes
-from tokenbench.report.plausibility import ModelSize, Overrides, Roofline, size_or_reason
+from tokenbench.judge import hardware
+from tokenbench.judge.model_facts import speculative_tokens, weight_bytes
+from tokenbench.judge.plausibility import ModelSize, Overrides, Roofline, Unknown, size_or_reason
+from tokenbench.report.explain import shaped_by
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import ServerFacts
 
@@ -30,13 +31,13 @@ def test_moe_bounds_use_the_active_parameters():
     assert moe.per_stream == pytest.approx(dense.per_stream * 30.5 / 3)
     # a 3B-active MoE decoding at 400 tok/s per stream is fast, not impossible
     assert dense.per_stream < 400 < moe.per_stream
-    assert ("plaus.moe", {"active": "3", "total": "30.5"}) in moe.extra()
+    assert ("plaus.moe", {"active": "3", "total": "30.5"}) in shaped_by(moe)
 
 
 def test_moe_without_active_parameters_is_not_checked():
     mixtral = {"model": {"path": "/models/Mixtral-8x7B-Instruct", "params_b": 46.7, "bytes_per_param": 2}}
-    assert size(mixtral) == ("plaus.no_active", {"total": "46.7"})
-    assert size({"model": {"params_b": 20, "bytes_per_param": 2, "moe": True}})[0] == "plaus.no_active"
+    assert size(mixtral) == Unknown("no_active", 46.7)
+    assert size({"model": {"params_b": 20, "bytes_per_param": 2, "moe": True}}).reason == "no_active"
     assert size(mixtral, ov=Overrides(active_params_b=12.9)).params_b == 12.9
     explicit = {"model": {"params_b": 46.7, "bytes_per_param": 2, "active_params_b": 12.9}}
     assert size(explicit).params_b == 12.9
@@ -79,5 +80,5 @@ def test_speculative_decoding_raises_decode_bounds_not_compute():
     spec, plain = Roofline(H100, 1, size(prof)), Roofline(H100, 1, ModelSize(8, 2))
     assert spec.per_stream == pytest.approx(4 * plain.per_stream) and spec.compute == plain.compute
     unknown = {**prof, "args": {"speculative-config": '{"method": "ngram"}'}}
-    assert size(unknown) == ("plaus.spec_unknown", {})
+    assert size(unknown) == Unknown("spec_unknown")
     assert size(unknown, ov=Overrides(spec_tokens=2)).spec_tokens == 2

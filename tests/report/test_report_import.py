@@ -9,11 +9,11 @@ from report_fixtures import FIXTURES
 
 from tokenbench.cli.main import main
 from tokenbench.errors import UsageError
+from tokenbench.formats.importers import ImportOptions, import_file
+from tokenbench.judge.plausibility import check_run
+from tokenbench.judge.views import load_run
 from tokenbench.report import render
 from tokenbench.report.build import build_report
-from tokenbench.report.importers import ImportOptions, import_file
-from tokenbench.report.model import load_run
-from tokenbench.report.plausibility import check_run
 
 
 def test_vllm_bench_serve_json(store):

@@ -10,17 +10,17 @@ import re
 
 from report_fixtures import ENV, facts, profile, records
 
+from tokenbench.formats.export import to_csv
+from tokenbench.judge.plausibility import check_run
+from tokenbench.judge.status import judge
+from tokenbench.judge.views import load_run
 from tokenbench.metrics.cell_summary import CellSummary, Metric
 from tokenbench.metrics.summary import summarize
 from tokenbench.report import html_page, markdown
 from tokenbench.report.build import build_report
 from tokenbench.report.compare import compare
 from tokenbench.report.document import Cell, Table
-from tokenbench.report.export import to_csv
 from tokenbench.report.i18n import t
-from tokenbench.report.model import load_run
-from tokenbench.report.plausibility import check_run
-from tokenbench.report.status import judge
 from tokenbench.spec.bench import Load
 from tokenbench.store.rows import CellRow
 

@@ -11,10 +11,10 @@ from report_fixtures import EVIL, build_run
 
 from tokenbench.cli.main import main
 from tokenbench.errors import UsageError
+from tokenbench.judge.plausibility import check_run
+from tokenbench.judge.views import load_run
 from tokenbench.report import render
 from tokenbench.report.build import build_report
-from tokenbench.report.model import load_run
-from tokenbench.report.plausibility import check_run
 
 GOLDEN = Path(__file__).parent / "golden"
 

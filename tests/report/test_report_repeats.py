@@ -7,12 +7,12 @@ import statistics
 
 from report_fixtures import ENV, facts, profile, records
 
+from tokenbench.judge.plausibility import check_run
+from tokenbench.judge.views import load_run
 from tokenbench.metrics.cell_summary import Metric
 from tokenbench.metrics.summary import summarize
 from tokenbench.report import render
 from tokenbench.report.build import build_report
-from tokenbench.report.model import load_run
-from tokenbench.report.plausibility import check_run
 from tokenbench.spec.bench import Load
 from tokenbench.store.rows import CellRow
 

@@ -127,10 +127,10 @@ def _bounds(cell: Cell) -> tuple[float, float, float]:
 
 
 def test_headline_tables_show_each_figure_with_its_interval_and_none_for_a_cell_not_ok(store):
+    from tokenbench.judge.plausibility import check_run
+    from tokenbench.judge.views import load_run
     from tokenbench.report import html_page
     from tokenbench.report.build import build_report
-    from tokenbench.report.model import load_run
-    from tokenbench.report.plausibility import check_run
     run = load_run(store, stored(store, "R-A", 10.0, 1))
     doc = build_report(run, "en", check_run(run), "T")
     (scaling,) = _role(doc, "scaling")

@@ -97,8 +97,8 @@ def test_one_cell_key_and_one_flag_rendering():
     """The plan, the importers and the store spell a cell's key one way; a report renders a profile's
     flags as the engine argv does (a `--api-key` secret key is not doubled into `----api-key`)."""
     from tokenbench.deploy.engines import render_args
-    from tokenbench.report.importers import cell_key as imported_key
-    from tokenbench.report.model import ConfigInfo
+    from tokenbench.formats.importers import cell_key as imported_key
+    from tokenbench.judge.views import ConfigInfo
     from tokenbench.spec.deploy_profile import Profile
     from tokenbench.spec.server_facts import ServerFacts
     p = plan(bench_spec("--input-len", "512", "--output-len", "128", "--concurrency", "8", "--request-rate", "2"))

@@ -10,10 +10,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from tokenbench.judge.status import State, judge
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.report.document import plain
 from tokenbench.report.i18n import t
-from tokenbench.report.status import State, judge
 
 out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
@@ -43,7 +43,7 @@ def progress() -> Progress:
 
 
 def state(status: str, message: str | None, summary: CellSummary) -> State:
-    """The report's verdict on a stored cell (report/status.py): the same mark in the terminal as in reports."""
+    """The report's verdict on a stored cell (judge/status.py): the same mark in the terminal as in reports."""
     return judge(status, message or "", summary)
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from tokenbench.report.export import to_csv, to_json
-from tokenbench.report.model import open_store
+from tokenbench.formats.export import to_csv, to_json
+from tokenbench.judge.views import open_store
 from tokenbench.store import outputs
 
 

@@ -9,8 +9,8 @@ import click
 from rich.table import Table
 
 from tokenbench.cli import console
-from tokenbench.report.export import run_rows
-from tokenbench.report.model import open_store
+from tokenbench.formats.export import run_rows
+from tokenbench.judge.views import open_store
 
 
 @click.command("runs")

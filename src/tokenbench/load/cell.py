@@ -31,6 +31,7 @@ from tokenbench.metrics.tally import CellTally
 from tokenbench.metrics.verdict import Verdict, VerdictPolicy, cell_verdict
 from tokenbench.metrics.verify import Outcomes
 from tokenbench.spec.bench import SLO, Load, Workload
+from tokenbench.spec.keys import cell_key
 from tokenbench.workload.build import build_cell
 
 
@@ -97,10 +98,6 @@ class CellProgress:
 Progress = Callable[[CellProgress], None]
 PREPARED_BYTES = 512 * 2**20   # a duration cell prepares at most this much request data (memory bound)
 BYTES_PER_TOKEN = 8            # a token id in JSON ("12345,") or a word of text, with room to spare
-
-
-def cell_key(workload: Workload, load: Load) -> str:
-    return f"{workload.label}/{load.label}"
 
 
 LAZY_KINDS = ("random", "trace")   # workloads whose prompts are made one by one as they are sent

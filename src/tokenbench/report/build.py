@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from collections import Counter
 
+from tokenbench.judge.bottleneck import rooflines
+from tokenbench.judge.intervals import Book
+from tokenbench.judge.plausibility import ConfigCheck
+from tokenbench.judge.views import RunData
 from tokenbench.metrics import uncertainty as u
 from tokenbench.metrics.cell_summary import Metric
 from tokenbench.report import configcmp, interval_tables, marks, plots, sections
-from tokenbench.report.bottleneck import rooflines
-from tokenbench.report.document import Block, Bullets, Document, Para, Table, num, pct
+from tokenbench.report.document import Block, Document, Para, Table, num, pct
+from tokenbench.report.explain import plausibility_blocks
 from tokenbench.report.i18n import DEFINITIONS, t
-from tokenbench.report.intervals import Book
-from tokenbench.report.model import RunData
-from tokenbench.report.plausibility import ConfigCheck, Finding
 from tokenbench.store.rows import SampleRow
 
 TEXT_HEAD = 120      # characters of model output shown per sample request
@@ -85,38 +86,6 @@ def _configcmp(run: RunData, lang: str, num_: sections.Numberer, book: Book, min
     if out:
         out.append(Para(t(lang, "note.verdicts", floor=f"{100 * min_effect:g}%")))
     return out or [Para(t(lang, "note.no_common"))]
-
-
-# plausibility -------------------------------------------------------------------------------------
-def _why(f: Finding, lang: str) -> list[str]:
-    how = dict(f.why["how"])
-    fields = {**f.why, "how": t(lang, how.pop("key"), **how), "measured": num(f.measured),
-              "bound": num(f.bound), "times": f"{f.times:,.1f}"}
-    out = [t(lang, f"plaus.why.{f.check}", **fields)]
-    if f.note:
-        out.append(t(lang, "plaus.latency_note", **f.note))
-    return out
-
-
-def plausibility_blocks(checks: list[ConfigCheck], lang: str) -> list[Block]:
-    out: list[Block] = []
-    for chk in checks:
-        name = chk.config.name
-        if chk.roofline is None:
-            key, fields = chk.skipped
-            out.append(Para(t(lang, "plaus.skipped", config=name, reason=t(lang, key, **fields))))
-            continue
-        out.append(Para(t(lang, "plaus.bounds", **chk.roofline.fields(name))))
-        out += [Para(t(lang, key, **fields)) for key, fields in chk.roofline.extra()]
-        if not chk.findings:
-            out.append(Para(t(lang, "plaus.ok", config=name, n=chk.cells)))
-            continue
-        out.append(Para(t(lang, "plaus.flagged", config=name, n=len(chk.findings))))
-        head = [t(lang, k) for k in ("col.cell", "col.check", "col.measured", "col.bound", "col.times")]
-        out.append(Table(head, [[f.cell.label, t(lang, f"plaus.check.{f.check}"), num(f.measured), num(f.bound),
-                                 f"{f.times:,.1f}"] for f in chk.findings], role="plausibility", left=2))
-        out.append(Bullets([line for f in chk.findings for line in _why(f, lang)]))
-    return out
 
 
 # repeats -----------------------------------------------------------------------------------------

@@ -5,14 +5,14 @@ against the first column, and plots of every column on the same axes (report/com
 from __future__ import annotations
 
 from tokenbench.errors import MeasurementError, UsageError
+from tokenbench.judge import hardware, plausibility
+from tokenbench.judge.fairness import Column, Issue, check, common_cells
+from tokenbench.judge.views import RunData, load_run
 from tokenbench.metrics import uncertainty as u
 from tokenbench.report import compare_tables as tables
-from tokenbench.report import hardware, plausibility
-from tokenbench.report.build import plausibility_blocks
 from tokenbench.report.document import Block, Bullets, Document, Para, Table, num
-from tokenbench.report.fairness import Column, Issue, check, common_cells
+from tokenbench.report.explain import issue_text, plausibility_blocks
 from tokenbench.report.i18n import t
-from tokenbench.report.model import RunData, load_run
 from tokenbench.report.sections import Numberer
 from tokenbench.store.db import Store
 
@@ -97,8 +97,8 @@ def differences(cols: list[Column], lang: str) -> list[Block]:
 
 
 def fairness_blocks(issues: list[Issue], lang: str) -> list[Block]:
-    differs = [i.text for i in issues if i.kind == "differs"]
-    unknown = [i.text for i in issues if i.kind == "unknown"]
+    differs = [issue_text(i, lang) for i in issues if i.kind == "differs"]
+    unknown = [issue_text(i, lang) for i in issues if i.kind == "unknown"]
     out: list[Block] = []
     if not differs and not unknown:
         out.append(Para(t(lang, "note.fair")))
@@ -133,7 +133,7 @@ def comparable(cols: list[Column]) -> list[tuple[tuple[int, int], float]]:
 def enforce(issues: list[Issue]) -> None:
     """--strict: refuse a comparison whose effective workloads differ or cannot be verified."""
     if issues:
-        first = issues[0].text
+        first = issue_text(issues[0])
         more = f" (and {len(issues) - 1} more)" if len(issues) > 1 else ""
         raise MeasurementError(f"compare --strict refused: {first}{more}",
                                "compare runs of the same effective workload, or drop --strict to see the "
@@ -152,7 +152,7 @@ def enforce_comparable(cols: list[Column]) -> None:
 def compare(store: Store, selectors: list[str], lang: str, version: str, strict: bool = False,
             allow_not_ok: bool = False, min_effect: float = u.MIN_EFFECT) -> tuple[Document, list[Issue]]:
     cols = select(store, selectors)
-    issues = check(cols, lang)
+    issues = check(cols)
     if strict:
         enforce(issues)
         enforce_comparable(cols)

@@ -4,13 +4,13 @@ and plots of every column on the same axes."""
 
 from __future__ import annotations
 
+from tokenbench.judge import plausibility
+from tokenbench.judge.fairness import Column, common_cells
+from tokenbench.judge.intervals import Book
 from tokenbench.metrics import uncertainty as u
 from tokenbench.metrics.cell_summary import Metric
-from tokenbench.report import plausibility
 from tokenbench.report.document import Block, Cell, Figure, Para, Table, num
-from tokenbench.report.fairness import Column, common_cells
 from tokenbench.report.i18n import t
-from tokenbench.report.intervals import Book
 from tokenbench.report.marks import footnotes, ratio_cell
 from tokenbench.report.sections import Numberer
 from tokenbench.report.svg import Series, line_chart

@@ -3,13 +3,13 @@ verdict and its 95 % interval beside each ratio (report/verdicts.py)."""
 
 from __future__ import annotations
 
+from tokenbench.judge.intervals import Book
+from tokenbench.judge.views import RunData
 from tokenbench.metrics import uncertainty as u
 from tokenbench.metrics.cell_summary import Metric
 from tokenbench.report.document import Table, num
 from tokenbench.report.i18n import t
-from tokenbench.report.intervals import Book
 from tokenbench.report.marks import fig, footnotes, ratio_cell
-from tokenbench.report.model import RunData
 from tokenbench.report.verdicts import Side, verdict_cell
 
 CMP_METRICS = (("col.out_tps", Metric("output_throughput", "mean"), 1), ("col.tpot_mean", Metric("tpot", "mean"), 2),

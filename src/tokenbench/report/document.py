@@ -31,7 +31,7 @@ class Bullets:
 @dataclass
 class Cell:
     """A table cell with its marks kept apart from the text, so every renderer can show them its own way
-    and tests can find them: `over` is the over-capacity `*`, `mark` the not-ok mark of report/status.py
+    and tests can find them: `over` is the over-capacity `*`, `mark` the not-ok mark of judge/status.py
     (`why` its kind, shown as a hover title in HTML). `interval` is the figure's 95 % interval, e.g.
     '[21.9, 22.5]' (with '◊' when unreliable): after the text in markdown and the terminal, on a line of its
     own under it in HTML (so a table of figures with intervals stays narrow)."""

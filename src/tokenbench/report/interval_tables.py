@@ -3,11 +3,11 @@ p50/p90/p99 each with its interval (throughputs: the rate with its interval)."""
 
 from __future__ import annotations
 
+from tokenbench.judge.intervals import STATS, Book
 from tokenbench.metrics import uncertainty as u
 from tokenbench.metrics.cell_summary import LATENCIES, RATES, Metric
 from tokenbench.report.document import Block, Para, Table
 from tokenbench.report.i18n import t
-from tokenbench.report.intervals import STATS, Book
 from tokenbench.report.marks import footnotes
 from tokenbench.report.sections import Numberer
 from tokenbench.report.verdicts import UNRELIABLE, figure, unreliable_in

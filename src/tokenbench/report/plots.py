@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from tokenbench.judge.views import CellInfo, RunData, Timeline
 from tokenbench.metrics import request as rm
 from tokenbench.metrics.cell_summary import Metric
 from tokenbench.report.document import Figure, num
 from tokenbench.report.i18n import t
-from tokenbench.report.model import CellInfo, RunData, Timeline
 from tokenbench.report.svg import Bar, Series, line_chart, timeline_chart
 from tokenbench.store.rows import SampleRow
 

@@ -5,16 +5,17 @@ Each function returns blocks; build.py puts them in order and numbers the headin
 
 from __future__ import annotations
 
+from tokenbench.judge import hardware, plausibility
+from tokenbench.judge.bottleneck import label
+from tokenbench.judge.intervals import Book
+from tokenbench.judge.plausibility import Roofline
+from tokenbench.judge.views import CellInfo, ConfigInfo, RunData
 from tokenbench.metrics import uncertainty as u
 from tokenbench.metrics.cell_summary import Metric, known
-from tokenbench.report import hardware, plausibility
-from tokenbench.report.bottleneck import label
+from tokenbench.report import explain
 from tokenbench.report.document import Block, Heading, Para, Table, num, pct
 from tokenbench.report.i18n import t
-from tokenbench.report.intervals import Book
 from tokenbench.report.marks import fig, footnotes
-from tokenbench.report.model import CellInfo, ConfigInfo, RunData
-from tokenbench.report.plausibility import Roofline
 from tokenbench.report.verdicts import UNRELIABLE, figure, unreliable_in
 
 BASELINE = (Metric("ttft", "mean"), Metric("tpot", "mean"), Metric("e2el", "mean"), Metric("output_throughput", "mean"))
@@ -114,8 +115,7 @@ def _kv_use(c: CellInfo) -> str:
 
 
 def bottleneck_text(run: RunData, c: CellInfo, roof: Roofline | None, lang: str) -> str:
-    lab = label(run, c, roof)
-    return f"{t(lang, f'bn.{lab.kind}')}: {lab.text(lang)}"
+    return explain.bottleneck_text(label(run, c, roof), lang)
 
 
 def _scaling_row(run: RunData, book: Book, c: CellInfo, goodput: bool, roof: Roofline | None, lang: str) -> list:

@@ -6,16 +6,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tokenbench.judge import bottleneck
+from tokenbench.judge.intervals import Book, verdict
+from tokenbench.judge.plausibility import Roofline
+from tokenbench.judge.views import CellInfo
 from tokenbench.metrics import uncertainty as u
 from tokenbench.metrics.cell_summary import Metric, known
-from tokenbench.report import bottleneck
 from tokenbench.report.document import Cell, Table, missing, num
 from tokenbench.report.document import pct as pct_plain
+from tokenbench.report.explain import bottleneck_text
 from tokenbench.report.i18n import t
-from tokenbench.report.intervals import Book, verdict
 from tokenbench.report.marks import fig, footnotes
-from tokenbench.report.model import CellInfo
-from tokenbench.report.plausibility import Roofline
 
 UNRELIABLE = "◊"           # a p99 from fewer than 100 requests
 DIGITS = {"request_throughput": 2, "tpot": 2, "itl": 2}
@@ -123,5 +124,4 @@ def verdict_cell(a_side: Side, a: CellInfo, b_side: Side, b: CellInfo, m: Metric
 
 
 def _bottleneck(side: Side, c: CellInfo, lang: str) -> Cell:
-    lab = bottleneck.label(side.book.run, c, side.roof)
-    return fig(c, f"{t(lang, f'bn.{lab.kind}')}: {lab.text(lang)}", over=False)
+    return fig(c, bottleneck_text(bottleneck.label(side.book.run, c, side.roof), lang), over=False)

@@ -8,8 +8,8 @@ import random
 from dataclasses import dataclass, field
 
 from tokenbench.errors import SpecError
-from tokenbench.load.cell import cell_key
 from tokenbench.spec.bench import Load, Workload
+from tokenbench.spec.keys import cell_key
 from tokenbench.spec.sweep import SweepSpec
 
 

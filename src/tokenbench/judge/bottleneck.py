@@ -8,13 +8,13 @@ missing. Pure: reads the cell's summary, the monitor samples and the roofline, n
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
+from tokenbench.judge.plausibility import ConfigCheck, Roofline
+from tokenbench.judge.views import CellInfo, RunData
 from tokenbench.metrics.cell_summary import known
 from tokenbench.metrics.summary_groups import ClientHealth, MonitorFigures
-from tokenbench.report.i18n import t
-from tokenbench.report.model import CellInfo, RunData
-from tokenbench.report.plausibility import ConfigCheck, Roofline
 
 KV_FULL = 0.95              # KV usage peak at or above this share is "full"
 TTFT_GROWTH = 2.0           # mean TTFT this many times the lowest load's is queueing
@@ -22,22 +22,22 @@ ROOF_NEAR = 0.5             # output tok/s at or above this share of the rooflin
 CLIENT_CPU_NEAR = 80.0      # % of a core per client process
 
 
+Kind = Literal["client", "kv", "queueing", "compute", "bandwidth", "unknown"]
+Evidence = Literal["client", "client_cpu", "kv_demand", "kv_usage", "preempt", "waiting", "ttft_growth",
+                   "roof_compute", "roof_bandwidth", "roof_far", "not_ok", "no_roofline", "no_monitor", "nothing"]
+
+
 @dataclass(frozen=True)
 class Label:
-    kind: str               # client | kv | queueing | compute | bandwidth | unknown
-    key: str                # i18n key of the evidence (ev.*), formatted with `fields`
-    fields: dict
+    """A cell's bottleneck: its kind, the evidence that gave it (a code) and that evidence's figures (numbers,
+    or the cell's own words: a verdict's reason, a load label, a mark). report/ says it in words."""
 
-    @property
-    def evidence(self) -> str:
-        """The evidence in English (reports use `text` in their own language)."""
-        return self.text("en")
-
-    def text(self, lang: str) -> str:
-        return t(lang, self.key, **self.fields)
+    kind: Kind
+    evidence: Evidence
+    values: dict[str, float | str] = field(default_factory=dict)
 
 
-Found = tuple[str, dict] | None
+Found = tuple[Evidence, dict[str, float | str]] | None
 
 
 def _monitor(c: CellInfo) -> MonitorFigures:
@@ -54,22 +54,22 @@ def _peak(run: RunData, c: CellInfo, name: str) -> float | None:
 
 def _client(c: CellInfo) -> Found:
     if c.state.kind == "invalid":
-        return "ev.client", {"reason": c.state.reason or "-"}
+        return "client", {"reason": c.state.reason or "-"}
     health = c.summary.health or ClientHealth()
     cpu, workers = known(health.client_cpu_percent), health.client_workers or 1
     if cpu is not None and cpu / workers >= CLIENT_CPU_NEAR:
-        return "ev.client_cpu", {"cpu": f"{cpu / workers:.0f}"}
+        return "client_cpu", {"cpu": cpu / workers}
     return None
 
 
 def _kv(run: RunData, c: CellInfo) -> Found:
     if c.over_capacity:
-        return "ev.kv_demand", {"demand": f"{c.kv_demand or 0:,}", "capacity": f"{c.kv_capacity or 0:,}"}
+        return "kv_demand", {"demand": c.kv_demand or 0, "capacity": c.kv_capacity or 0}
     kv = _peak(run, c, "kv_usage")
     if kv is not None and kv >= KV_FULL:
-        return "ev.kv_usage", {"pct": f"{100 * kv:.0f}"}
+        return "kv_usage", {"pct": 100 * kv}
     pre = known(_monitor(c).server_preemptions)
-    return ("ev.preempt", {"n": f"{pre:g}"}) if pre else None
+    return ("preempt", {"n": pre}) if pre else None
 
 
 def _lowest(run: RunData, c: CellInfo) -> CellInfo | None:
@@ -82,11 +82,11 @@ def _lowest(run: RunData, c: CellInfo) -> CellInfo | None:
 def _queueing(run: RunData, c: CellInfo) -> Found:
     waiting = _peak(run, c, "waiting")
     if waiting:
-        return "ev.waiting", {"n": f"{waiting:g}"}
+        return "waiting", {"n": waiting}
     low = _lowest(run, c)
     a, b = (known(low.summary.mean_ttft_ms) if low else None), known(c.summary.mean_ttft_ms)
     if low is not None and a and b and b >= TTFT_GROWTH * a:
-        return "ev.ttft_growth", {"times": f"{b / a:.1f}", "load": low.load_label}
+        return "ttft_growth", {"times": b / a, "load": low.load_label}
     return None
 
 
@@ -96,25 +96,27 @@ def _roof(c: CellInfo, roof: Roofline | None) -> Label | None:
         return None
     bound = roof.aggregate(c.concurrency)
     share = out / bound if bound else 0.0
-    kind = "compute" if c.concurrency and c.concurrency * roof.per_stream > roof.compute else "bandwidth"
-    fields = {"pct": f"{100 * share:.0f}", "out": f"{out:,.0f}", "bound": f"{bound:,.0f}"}
+    kind: Kind = "compute" if c.concurrency and c.concurrency * roof.per_stream > roof.compute else "bandwidth"
+    figures: dict[str, float | str] = {"pct": 100 * share, "out": out, "bound": bound}
     if share >= ROOF_NEAR:
-        return Label(kind, f"ev.roof_{kind}", fields)
-    return Label("unknown", "ev.roof_far", fields)
+        return Label(kind, "roof_compute" if kind == "compute" else "roof_bandwidth", figures)
+    return Label("unknown", "roof_far", figures)
 
 
 def label(run: RunData, c: CellInfo, roof: Roofline | None) -> Label:
     if not c.state.ok and c.state.kind != "invalid":
-        return Label("unknown", "ev.not_ok", {"mark": c.state.mark})
-    for kind, found in (("client", _client(c)), ("kv", _kv(run, c)), ("queueing", _queueing(run, c))):
+        return Label("unknown", "not_ok", {"mark": c.state.mark})
+    checks: tuple[tuple[Kind, Found], ...] = (("client", _client(c)), ("kv", _kv(run, c)),
+                                              ("queueing", _queueing(run, c)))
+    for kind, found in checks:
         if found:
             return Label(kind, *found)
     near = _roof(c, roof)
     if near is not None:
         return near
     if run.samples:
-        return Label("unknown", "ev.no_roofline", {})
-    return Label("unknown", "ev.nothing" if roof is None else "ev.no_monitor", {})
+        return Label("unknown", "no_roofline")
+    return Label("unknown", "nothing" if roof is None else "no_monitor")
 
 
 def rooflines(checks: list[ConfigCheck]) -> dict[str, Roofline | None]:

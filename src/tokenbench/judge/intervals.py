@@ -2,7 +2,7 @@
 reservoir; metrics/uncertainty.py does the arithmetic, in closed form; docs/metrics.md, "Intervals and verdicts").
 
 A cell's samples are grouped by its ok repeats; a cell that is not ok gets no interval (its figures are
-marked instead, report/status.py).
+marked instead, judge/status.py).
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from collections.abc import Callable
 from typing import Literal
 
 from tokenbench.client.records import RequestRecord
+from tokenbench.judge.views import CellInfo, RunData
 from tokenbench.metrics import request as rm
 from tokenbench.metrics import uncertainty as u
 from tokenbench.metrics.cell_summary import LATENCIES, RATES, Metric
-from tokenbench.report.model import CellInfo, RunData
 from tokenbench.spec.bench import SLO
 
 STATS: tuple[Literal["mean", "p50", "p90", "p99"], ...] = ("mean", "p50", "p90", "p99")

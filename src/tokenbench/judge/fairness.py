@@ -9,11 +9,10 @@ both.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
+from tokenbench.judge.views import CellInfo, ConfigInfo, RunData
 from tokenbench.metrics.cell_summary import known
-from tokenbench.report.document import pct
-from tokenbench.report.i18n import t
-from tokenbench.report.model import CellInfo, ConfigInfo, RunData
 from tokenbench.spec.server_facts import Sampling
 
 TOLERANCE = 0.01           # relative difference in tokens per request that counts as different
@@ -37,10 +36,30 @@ class Column:
         return self.run.cell_at(self.config.name, pair, x)
 
 
-@dataclass
+Check = Literal["input_tokens", "output_tokens", "sampling", "ignore_eos", "cache"]
+
+
+@dataclass(frozen=True)
+class CacheUse:
+    """How much of the prompts a column served from a prefix cache."""
+
+    percent: int | None = None      # some were (reported by the server), rounded to a whole percent
+    stated: str | None = None       # an imported result's own word for it (its prefix-cache setting)
+
+
+Value = float | bool | str | CacheUse
+
+
+@dataclass(frozen=True)
 class Issue:
-    kind: str           # differs | unknown
-    text: str
+    """A difference between the columns (`differs`: every column's value) or what some cannot tell
+    (`unknown`: those columns). report/ says it in words."""
+
+    kind: Literal["differs", "unknown"]
+    check: Check
+    columns: tuple[str, ...]
+    values: tuple[Value | None, ...] = ()
+    cell: str = ""                  # a difference found in one common cell: its label
 
 
 def common_cells(cols: list[Column]) -> list[tuple[tuple[int, int], float]]:
@@ -61,79 +80,58 @@ def _workload(col: Column) -> Sampling:
     return col.config.facts.workload or Sampling()
 
 
-def sampling(col: Column) -> str | None:
-    if col.run.kind in OWN_KINDS:
-        return "temperature=0"
-    temp = _workload(col).temperature
-    return None if temp is None else f"temperature={temp:g}"
+def sampling(col: Column) -> float | None:
+    """The temperature the column sampled with."""
+    return 0.0 if col.run.kind in OWN_KINDS else _workload(col).temperature
 
 
-def ignore_eos(col: Column) -> str | None:
+def ignore_eos(col: Column) -> bool | None:
     if col.run.kind in OWN_KINDS:
-        return "true"
+        return True
     v = _workload(col).ignore_eos
-    return None if v is None else str(bool(v)).lower()
+    return None if v is None else bool(v)
 
 
-NO_REUSE = "no prompt tokens from a prefix cache"
-
-
-def cache_state(col: Column, cells: list[CellInfo]) -> str | None:
+def cache_state(col: Column, cells: list[CellInfo]) -> CacheUse | None:
     cached = prompt = reported = 0
     for c in cells:
         a, b, n = col.run.cache.get(c.id, (0, 0, 0))
         cached, prompt, reported = cached + a, prompt + b, reported + n
     if reported and prompt and cached:
-        return f"{pct(cached / prompt, 0)} of prompt tokens cached"
+        return CacheUse(percent=int(f"{100 * cached / prompt:.0f}"))
     if (reported and prompt) or col.run.kind in OWN_KINDS:
-        return NO_REUSE                 # reported as 0 cached, or fresh random prompts: the same state
+        return CacheUse()               # reported as 0 cached, or fresh random prompts: the same state
     v = _workload(col).prefix_cache
-    return str(v) if v else None
+    return CacheUse(stated=str(v)) if v else None
 
 
-def _values(cols: list[Column], vals: list) -> str:
-    return ", ".join(f"{c.label}={'-' if v is None else v}" for c, v in zip(cols, vals, strict=False))
-
-
-def _compare(lang: str, what: str, cols: list[Column], vals: list, where: str, numeric: bool) -> list[Issue]:
-    known = [v for v in vals if v is not None]
-    missing = [c.label for c, v in zip(cols, vals, strict=False) if v is None]
-    out = []
-    if missing:
-        out.append(Issue("unknown", t(lang, "fair.unknown", what=t(lang, what), columns=", ".join(missing))))
+def _compare(check: Check, cols: list[Column], vals: list, where: str, numeric: bool) -> list[Issue]:
+    known_vals = [v for v in vals if v is not None]
+    missing = tuple(c.label for c, v in zip(cols, vals, strict=False) if v is None)
+    out = [Issue("unknown", check, missing)] if missing else []
     if numeric:
-        differs = bool(known) and max(known) - min(known) > TOLERANCE * max(abs(max(known)), 1e-9)
-        shown = [None if v is None else f"{v:.1f}" for v in vals]
+        differs = bool(known_vals) and max(known_vals) - min(known_vals) > TOLERANCE * max(abs(max(known_vals)), 1e-9)
     else:
-        differs, shown = len(set(known)) > 1, vals
+        differs = len(set(known_vals)) > 1
     if differs:
-        key = "fair.differs" if where else "fair.differs_all"
-        out.append(Issue("differs", t(lang, key, what=t(lang, what), cell=where, values=_values(cols, shown))))
+        out.append(Issue("differs", check, tuple(c.label for c in cols), tuple(vals), where))
     return out
 
 
-def check(cols: list[Column], lang: str) -> list[Issue]:
+def check(cols: list[Column]) -> list[Issue]:
     issues: list[Issue] = []
     common = common_cells(cols)
     for which in ("input", "output"):
         for pair, x in common:
             cells = [col.cell(pair, x) for col in cols]
-            vals = [_tokens(c, which) for c in cells]
-            found = _compare(lang, f"fair.{which}_tokens", cols, vals, cells[0].label, True)
-            issues += [i for i in found if i.text not in {j.text for j in issues}]
+            vals = [_tokens(c, which) if c else None for c in cells]
+            what: Check = "input_tokens" if which == "input" else "output_tokens"
+            found = _compare(what, cols, vals, cells[0].label if cells[0] else "", True)
+            issues += [i for i in found if i not in issues]
             if any(i.kind == "differs" for i in found):
                 break          # one cell is enough to show it
-    issues += _compare(lang, "fair.sampling", cols, [sampling(c) for c in cols], "", False)
-    issues += _compare(lang, "fair.ignore_eos", cols, [ignore_eos(c) for c in cols], "", False)
-    cells = [[col.cell(p, x) for p, x in common] for col in cols]
-    issues += _compare(lang, "fair.cache", cols, [cache_state(c, cs) for c, cs in zip(cols, cells, strict=False)], "", False)
-    return _dedupe(issues)
-
-
-def _dedupe(issues: list[Issue]) -> list[Issue]:
-    seen, out = set(), []
-    for i in issues:
-        if i.text not in seen:
-            seen.add(i.text)
-            out.append(i)
-    return out
+    issues += _compare("sampling", cols, [sampling(c) for c in cols], "", False)
+    issues += _compare("ignore_eos", cols, [ignore_eos(c) for c in cols], "", False)
+    cells = [[c for p, x in common if (c := col.cell(p, x)) is not None] for col in cols]
+    issues += _compare("cache", cols, [cache_state(c, cs) for c, cs in zip(cols, cells, strict=False)], "", False)
+    return list(dict.fromkeys(issues))

@@ -33,7 +33,7 @@ def _read(path: Path) -> dict:
                          "give a YAML file with a 'devices:' map") from None
     devices = doc.get("devices")
     if not isinstance(devices, dict):
-        raise UsageError(f"{path} has no 'devices:' map", "see tokenbench/report/hardware.yaml for the format")
+        raise UsageError(f"{path} has no 'devices:' map", "see tokenbench/judge/hardware.yaml for the format")
     return devices
 
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tokenbench.client.records import RequestRecord
-from tokenbench.deploy.engines import render_args
 from tokenbench.errors import StoreError, UsageError
+from tokenbench.judge.status import State, judge
 from tokenbench.metrics.cell_summary import CellSummary, Metric
-from tokenbench.report.status import State, judge
 from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.profile_args import render_args
 from tokenbench.spec.server_facts import ServerFacts
 from tokenbench.store.db import Store, default_db_path
 from tokenbench.store.rows import CellRow, ConfigRow, RunRow, SampleRow
@@ -126,7 +126,7 @@ class CellInfo:
 
     @property
     def state(self) -> State:
-        """Whether this cell's figures can be shown plain (report/status.py)."""
+        """Whether this cell's figures can be shown plain (judge/status.py)."""
         return judge(self.status, self.message, self.summary)
 
     def measured(self) -> list[CellInfo]:

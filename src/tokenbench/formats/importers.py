@@ -5,7 +5,7 @@ Formats (details and the CSV columns in docs/reports.md):
   sglang  the JSONL file `python -m sglang.bench_serving --output-file` appends to (one cell per line)
   csv     published figures, one row per cell (columns in CSV_COLUMNS)
   aisbench  AISBench perf outputs: the performances/<model>/ folder or its CSV/JSON/details file
-            (report/import_aisbench.py)
+            (report/aisbench.py)
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from pathlib import Path
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.errors import UsageError
+from tokenbench.formats import aisbench
 from tokenbench.inputs import check_readable
-from tokenbench.load.cell import cell_key as own_cell_key
 from tokenbench.metrics.cell_summary import CellSummary
-from tokenbench.report import import_aisbench
 from tokenbench.spec.bench import Load, Workload
+from tokenbench.spec.keys import cell_key as own_cell_key
 from tokenbench.spec.server_facts import ServerFacts
 from tokenbench.store.db import Store
 from tokenbench.store.rows import CellRow
@@ -81,7 +81,7 @@ class Parsed:
 
 
 def detect(path: Path) -> str:
-    if import_aisbench.is_aisbench(path):
+    if aisbench.is_aisbench(path):
         return "aisbench"
     suffix = path.suffix.lower()
     if suffix == ".csv":
@@ -104,7 +104,7 @@ def _num(v) -> float | None:
 
 
 def cell_key(il: int, ol: int, conc: int | None, rate: float | None) -> str:
-    """An imported cell keyed exactly as tokenbench keys its own (load.cell.cell_key)."""
+    """An imported cell keyed exactly as tokenbench keys its own (spec/keys.py)."""
     load = Load.model_construct(concurrency=conc, request_rate=None if conc is not None else rate)
     return own_cell_key(Workload.model_construct(input_len=il, output_len=ol), load)   # other tools' values as given
 
@@ -340,7 +340,7 @@ def _json_lines(path: Path, text: str) -> list[tuple[int, dict]]:
 
 # AISBench ------------------------------------------------------------------------------------------
 def parse_aisbench(path: Path, opts: ImportOptions) -> Parsed:
-    res = import_aisbench.read(path)
+    res = aisbench.read(path)
     summary = {k: v for k, v in res.summary.items() if k != "max_concurrency"}
     if res.details and "completed" not in summary:
         summary["completed"] = sum(1 for d in res.details if d.get("success"))
@@ -353,18 +353,18 @@ def parse_aisbench(path: Path, opts: ImportOptions) -> Parsed:
                             "workload": {"temperature": None, "ignore_eos": None},
                             "client": {"tool": "aisbench", "dataset": res.dataset}, **opts.facts()}
     summary["source"] = f"AISBench {res.model}/{res.dataset}"
-    recs = import_aisbench.records(res, il, ol)
-    summary = import_aisbench.filled(summary, recs)
+    recs = aisbench.records(res, il, ol)
+    summary = aisbench.filled(summary, recs)
     parsed.cells.append((name, _cell(il, ol, conc, None if conc else _num(summary.get("request_throughput")),
                                      summary), recs))
     return parsed
 
 
 def _digest(path: Path) -> str:
-    if not path.is_dir() and not import_aisbench.is_aisbench(path):
+    if not path.is_dir() and not aisbench.is_aisbench(path):
         return hashlib.sha256(path.read_bytes()).hexdigest()
     h = hashlib.sha256()
-    for f in import_aisbench.read(path).files:
+    for f in aisbench.read(path).files:
         h.update(f.name.encode() + b"\0" + f.read_bytes())
     return h.hexdigest()
 

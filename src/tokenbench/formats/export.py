@@ -13,8 +13,8 @@ import math
 from dataclasses import asdict, dataclass
 
 from tokenbench.client.records import RequestRecord
+from tokenbench.judge.status import judge
 from tokenbench.metrics import request as rm
-from tokenbench.report.status import judge
 from tokenbench.store.db import Store
 from tokenbench.store.records import json_safe, to_dict
 from tokenbench.store.rows import CellRow
@@ -50,7 +50,7 @@ def run_rows(store: Store) -> list[RunListing]:
 
 
 def _cell_row(c: CellRow) -> dict:
-    """A cell as export writes it: its columns, its verdict (report/status.py), then its summary."""
+    """A cell as export writes it: its columns, its verdict (judge/status.py), then its summary."""
     state = judge(c.status, c.message, c.summary)
     return {"config": c.config, **c.columns(), "verdict": state.kind, "verdict_mark": state.mark,
             "verdict_reason": state.reason, **c.summary.to_dict()}
