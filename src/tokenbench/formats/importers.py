@@ -242,10 +242,10 @@ def _csv_value(col: str, raw: str, where: str):
     if col in ("engine", "engine_version", "model", "hardware", "config", "source", "notes", "prefix_cache"):
         return raw
     if col in ("ignore_eos", "over_capacity"):
-        v = _bool(raw)
-        if v is None:
+        flag = _bool(raw)
+        if flag is None:
             raise UsageError(f"{where}: column {col} is '{raw}', not a yes/no value", "write 1/0, true/false or *")
-        return v
+        return flag
     try:
         v = float(raw.replace(",", "").replace("_", ""))
     except ValueError:

@@ -132,6 +132,6 @@ def check(cols: list[Column]) -> list[Issue]:
                 break          # one cell is enough to show it
     issues += _compare("sampling", cols, [sampling(c) for c in cols], "", False)
     issues += _compare("ignore_eos", cols, [ignore_eos(c) for c in cols], "", False)
-    cells = [[c for p, x in common if (c := col.cell(p, x)) is not None] for col in cols]
-    issues += _compare("cache", cols, [cache_state(c, cs) for c, cs in zip(cols, cells, strict=False)], "", False)
+    measured = [[c for p, x in common if (c := col.cell(p, x)) is not None] for col in cols]
+    issues += _compare("cache", cols, [cache_state(c, cs) for c, cs in zip(cols, measured, strict=False)], "", False)
     return list(dict.fromkeys(issues))

@@ -75,7 +75,7 @@ class Book:
         them, not as chunks carried them)."""
         k = (_ids(cell), metric.name, metric.stat)
         if k not in self._ivs:
-            requests = sum(c.summary.completed or 0 for c in cell.measured())
+            requests = int(sum(c.summary.completed or 0 for c in cell.measured()))
             iv = u.interval(self.groups(cell, metric), metric.stat, requests)
             self._ivs[k] = None if iv is None else iv.scaled(self.scale(cell, metric))
         return self._ivs[k]

@@ -86,7 +86,7 @@ def speculative_tokens(profile: Profile | None, facts: ServerFacts) -> tuple[boo
         return True, int(k) if isinstance(k, int) else None
     if args.get("speculative_algorithm") or args.get("speculative_num_draft_tokens"):
         k = args.get("speculative_num_draft_tokens")
-        return True, int(k) if str(k or "").isdigit() else None
+        return True, int(str(k)) if str(k or "").isdigit() else None
     if args.get("model_draft") or args.get("md"):
         k = args.get("draft_max", args.get("draft", 16))
         return True, int(k) if str(k).isdigit() else None

@@ -179,11 +179,11 @@ def _mean_value(vals: list):
 
 def _counts_only(group: list[CellInfo]) -> CellSummary:
     """The summary of a cell none of whose repeats was ok: counts, and no figure (nothing to average)."""
-    told = set().union(*(c.summary.model_fields_set for c in group))
-    counts = {"num_prompts": [c.summary.num_prompts for c in group], "completed": [c.summary.completed for c in group],
-              "failed": [c.summary.failed for c in group],
-              "length_mismatches": [c.summary.length_mismatches for c in group]}
-    return CellSummary(**{k: sum(v or 0 for v in vals) for k, vals in counts.items() if k in told})
+    told: set[str] = set().union(*(c.summary.model_fields_set for c in group))
+    counts: dict[str, list[int | float | None]] = {
+        "num_prompts": [c.summary.num_prompts for c in group], "completed": [c.summary.completed for c in group],
+        "failed": [c.summary.failed for c in group], "length_mismatches": [c.summary.length_mismatches for c in group]}
+    return CellSummary.model_validate({k: sum(v or 0 for v in vals) for k, vals in counts.items() if k in told})
 
 
 def _means(used: list[CellInfo]) -> CellSummary:

@@ -7,11 +7,11 @@ from collections import Counter
 from tokenbench.judge.bottleneck import rooflines
 from tokenbench.judge.intervals import Book
 from tokenbench.judge.plausibility import ConfigCheck
-from tokenbench.judge.views import RunData
+from tokenbench.judge.views import CellInfo, RunData
 from tokenbench.metrics import uncertainty as u
 from tokenbench.metrics.cell_summary import Metric
 from tokenbench.report import configcmp, interval_tables, marks, plots, sections
-from tokenbench.report.document import Block, Document, Para, Table, num, pct
+from tokenbench.report.document import Block, Cell, Document, Para, Table, num, pct
 from tokenbench.report.explain import plausibility_blocks
 from tokenbench.report.i18n import DEFINITIONS, t
 from tokenbench.store.rows import SampleRow
@@ -102,7 +102,8 @@ def _cv(spread) -> str:
 def repeatability(run: RunData, lang: str) -> list[Block]:
     head = [t(lang, k) for k in ("col.config", "col.cell", "col.repeats", "col.out_tps", "col.range_out_tps",
                                   "col.cv_out_tps", "col.cv_ttft", "col.cv_tpot")]
-    rows, used = [], []
+    rows: list[list[str | Cell]] = []
+    used: list[CellInfo] = []
     for cfg in run.config_names():
         for c in run.cells_of(cfg):
             if not c.repeats:
@@ -147,7 +148,7 @@ def _one_line(text: str) -> str:
 def timeline(run: RunData, lang: str) -> list[Block]:
     tl = run.timeline
     fig = plots.timeline_figure(tl, lang) if tl else None
-    if fig is None:
+    if tl is None or fig is None:
         return [Para(t(lang, "note.no_timeline"))]
     out: list[Block] = [Para(t(lang, "note.timeline_cell", cell=tl.cell.label, config=tl.cell.config)), fig]
     samples = [r for r in tl.requests if r.text][:3]

@@ -127,7 +127,8 @@ def build_compare(cols: list[Column], lang: str, issues: list[Issue], version: s
 
 def comparable(cols: list[Column]) -> list[tuple[tuple[int, int], float]]:
     """Common cells where every column's cell is ok."""
-    return [(p, x) for p, x in common_cells(cols) if all(col.cell(p, x).state.ok for col in cols)]
+    return [(p, x) for p, x in common_cells(cols) if all((c := col.cell(p, x)) is not None and c.state.ok
+                                                         for col in cols)]
 
 
 def enforce(issues: list[Issue]) -> None:

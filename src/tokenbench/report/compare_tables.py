@@ -49,10 +49,11 @@ def side_by_side(cols: list[Column], ss: list[Side], metric: Metric, digits: int
         names.update({c.id: col.label for col, c in zip(cols, cells, strict=True) if c is not None})
         row: list = [next(c.load_label for c in cells if c)]
         row += [_shown(s, c, metric, digits) for s, c in zip(ss, cells, strict=True)]
-        for side, c, v in zip(ss[1:], cells[1:], vals[1:], strict=True):
-            row.append(ratio_cell(cells[0], c, vals[0], v, allow))
-            row.append(verdict_cell(ss[0], cells[0], side, c, metric, lang, min_effect)
-                       if cells[0] and c else "-")
+        for side, other, v in zip(ss[1:], cells[1:], vals[1:], strict=True):
+            row.append(ratio_cell(cells[0], other, vals[0], v, allow))
+            first = cells[0]
+            row.append(verdict_cell(ss[0], first, side, other, metric, lang, min_effect)
+                       if first and other else "-")
         rows.append(row)
     return Table(head, rows, role="compare", footnotes=footnotes(used, lang, names)) if rows else None
 

@@ -4,10 +4,10 @@ verdict and its 95 % interval beside each ratio (report/verdicts.py)."""
 from __future__ import annotations
 
 from tokenbench.judge.intervals import Book
-from tokenbench.judge.views import RunData
+from tokenbench.judge.views import CellInfo, RunData
 from tokenbench.metrics import uncertainty as u
 from tokenbench.metrics.cell_summary import Metric
-from tokenbench.report.document import Table, num
+from tokenbench.report.document import Cell, Table, num
 from tokenbench.report.i18n import t
 from tokenbench.report.marks import fig, footnotes, ratio_cell
 from tokenbench.report.verdicts import Side, verdict_cell
@@ -22,7 +22,8 @@ def config_pair_table(run: RunData, base: str, other: str, lang: str, book: Book
     head = [t(lang, "col.pair"), t(lang, "col.load"), t(lang, "col.metric"), base, other,
             t(lang, "col.ratio", other=other, base=base), t(lang, "col.verdict", other=other, base=base)]
     a_side, b_side = Side(base, book, base), Side(other, book, other)
-    rows, used = [], []
+    rows: list[list[str | Cell]] = []
+    used: list[CellInfo] = []
     for a in run.cells_of(base):
         b = run.cell_at(other, a.pair, a.x)
         if b is None:

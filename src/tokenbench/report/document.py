@@ -7,6 +7,7 @@ SVG string built by svg.py; markdown writes it to a file next to the report, HTM
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 OVER_MARK = "*"     # the Study-A marker for cells whose KV demand exceeds the server's capacity
@@ -55,7 +56,7 @@ class Cell:
 @dataclass
 class Table:
     headers: list[str]
-    rows: list[list[str | Cell]]
+    rows: Sequence[Sequence[str | Cell]]
     role: str = ""          # e.g. "matrix": lets tests and styles find a table
     left: int = 1           # leading columns aligned left (text); the rest are numbers
     footnotes: list[str] = field(default_factory=list)    # shown right under the table (why a mark)

@@ -86,8 +86,10 @@ def unknown_text(u: Unknown, lang: str) -> str:
 
 def _how(rate: Rate, f: Finding, lang: str) -> str:
     c = f.cell
-    fields = {"derived": {"rps": num(rate.rps, 2), "olen": c.output_len}, "tpot": {"tpot": num(rate.tpot_ms, 2)},
-              "total_derived": {"rps": num(rate.rps, 2), "ilen": c.input_len}}.get(rate.how, {})
+    by_how: dict[str, dict[str, object]] = {"derived": {"rps": num(rate.rps, 2), "olen": c.output_len},
+                                            "tpot": {"tpot": num(rate.tpot_ms, 2)},
+                                            "total_derived": {"rps": num(rate.rps, 2), "ilen": c.input_len}}
+    fields = by_how.get(rate.how, {})
     return t(lang, f"plaus.how.{rate.how}", **fields)
 
 

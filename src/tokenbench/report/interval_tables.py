@@ -21,10 +21,10 @@ def _rows(book: Book, cfg: str, pair: tuple[int, int], lang: str) -> tuple[list[
             shown = [figure(book, c, Metric(name, s)) for s in STATS]
             unreliable = unreliable or unreliable_in(shown)
             rows.append([c.load_label, t(lang, f"vm.{name}"), *shown])
-        for name in RATES:
-            m = Metric(name, "mean")
+        for rate in RATES:
+            m = Metric(rate, "mean")
             if c.value(m) is not None:
-                rows.append([c.load_label, t(lang, f"vm.{name}"), figure(book, c, m), "", "", ""])
+                rows.append([c.load_label, t(lang, f"vm.{rate}"), figure(book, c, m), "", "", ""])
     return rows, unreliable
 
 

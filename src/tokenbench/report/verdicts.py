@@ -90,8 +90,9 @@ def verdict_table(sides: list[Side], pair, xs: list, lang: str, min_effect: floa
     head += [t(lang, "col.verdict", other=s.label, base=base.label) for s in sides[1:]]
     rows, used, unreliable, names = [], [], False, {}
     for x in xs:
-        cells = [s.cell(pair, x) for s in sides]
-        if any(c is None for c in cells):
+        found = [s.cell(pair, x) for s in sides]
+        cells = [c for c in found if c is not None]
+        if len(cells) < len(found):
             continue
         used += cells
         names.update({c.id: s.label for s, c in zip(sides, cells, strict=True) if c is not None})

@@ -57,7 +57,7 @@ class Journal:
                samples: Iterable[tuple]) -> tuple[int | None, StoreError | None]:
         """The stored cell's id (its requests are then written to the JSON result as the store holds them,
         in index order, as a resumed run writes them), or why the database refused it."""
-        if self.store is None or config_id is None:
+        if self.store is None or config_id is None or self.run_id is None:
             return None, None
         try:
             cell_id = self.store.save_cell(self.run_id, config_id, row, records, samples)
@@ -79,15 +79,16 @@ class Journal:
         kept = []
         if db_error is None and self.store is not None:
             kept.append(f"cell {key} and earlier in {self.store.path} (run {self.run_id})")
-        elif self.stored_keys:
+        elif self.stored_keys and self.store is not None:
             kept.append(f"{len(self.stored_keys)} earlier cell(s) in {self.store.path} (run {self.run_id})")
         if json_error is None and self.json_path is not None:
             kept.append(f"cell {key} and earlier in {self.json_path}")
         elif db_error is not None:
             kept.append(self._recover(key))
         cause = db_error or json_error
-        self._mark_interrupted(cause.message)
-        raise OutputError(f"{cause.message}; kept: {'; '.join(kept)}",
+        why = cause.message if cause is not None else "an output failed"
+        self._mark_interrupted(why)
+        raise OutputError(f"{why}; kept: {'; '.join(kept)}",
                           f"free space or fix the path{self.resume_hint}") from None
 
     def _recover(self, key: str) -> str:
