@@ -119,7 +119,7 @@ def _fan_out(runner: SweepRunner, events: SweepEvents, sinks: Sequence[Sink]) ->
         for s in sinks:
             s.target_ready(target, facts)
 
-    def stored(cell: PlannedCell, row: dict, result: CellResult) -> None:
+    def stored(cell: PlannedCell, row: CellRow, result: CellResult) -> None:
         events.cell_stored(cell, row, result)
         for s in sinks:
             s.cell_stored(cell, row, result)

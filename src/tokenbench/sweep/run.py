@@ -133,7 +133,7 @@ class SweepRunner:
         self.round: int | None = None                       # the repeat being run (interleaved repeats)
         self.keep_records = False     # a result file that needs every record in memory (--save-result) sets it
 
-    def pending(self, config: ServerConfig) -> list[PlannedCell]:
+    def pending(self, config: ServerConfig) -> list[PlannedCell | None]:
         if self.plan.spec.find_capacity:
             return [] if config.name in self.capacity_done else [None]   # cells are decided as it goes
         done = self.store.done_keys(self.run_id) | self.attempted
@@ -156,7 +156,7 @@ class SweepRunner:
     def _run_config(self, config: ServerConfig) -> str | None:
         """Deploy and run the config's pending cells; relaunch after a server death (bounded)."""
         config_id = self.store.upsert_config(self.run_id, config.name, config.as_dict(), status="deploying")
-        events = []
+        events: list[str] = []
         for launch in range(1, MAX_LAUNCHES + 1):
             try:
                 self._launch_and_run(config, config_id)
@@ -198,7 +198,7 @@ class SweepRunner:
             if self.plan.spec.find_capacity:
                 run_loop(self._capacity(server, config, config_id))
             else:
-                run_loop(self._cells(server, config_id, self.pending(config)))
+                run_loop(self._cells(server, config_id, [c for c in self.pending(config) if c is not None]))
 
     async def _cells(self, server: Server, config_id: int, todo: list[PlannedCell]) -> None:
         spec = self.plan.spec
@@ -237,7 +237,8 @@ class SweepRunner:
                     try:
                         c = gen.send(capacity.meets(row, spec.slo, spec.slo_attainment))
                     except StopIteration as end:
-                        lines.append(capacity.describe(wl.label, *end.value, spec.capacity_max))
+                        best, worst = end.value
+                        lines.append(capacity.describe(wl.label, best, worst, spec.capacity_max))
                         self.ev.log(f"{config.name}: {lines[-1]}")
                         break
         self.capacity[config.name] = lines
@@ -257,7 +258,7 @@ class SweepRunner:
         kv = _kv(cell, kv_cap)
         gone = _gone(server, result)
         row = CellRow.measured(cell, result, kv).with_summary(
-            result.summary.with_(monitor=mon.summary(int(result.summary.total_output_tokens), kv.over)))
+            result.summary.with_(monitor=mon.summary(int(result.summary.total_output_tokens or 0), kv.over)))
         self.journal.add(config_id, row, result.all_records(), mon.rows(), cell.config.name)
         self.attempted.add((cell.config.name, cell.key, cell.repeat))
         self.ev.cell_stored(cell, row, result)

@@ -107,7 +107,8 @@ class Server:
     async def _logged(self, request, job: Job, fault, rec: dict, need: int) -> web.StreamResponse:
         """Answer, then complete `rec` and hand it to the send log, however the answer ended."""
         task = asyncio.current_task()
-        self.answering.add(task)
+        if task is not None:
+            self.answering.add(task)
         try:
             return await self._answer(request, job, fault, rec, need)
         except ConnectionError:
@@ -121,7 +122,8 @@ class Server:
             self.totals["generation_tokens"] += rec["completion_tokens"]
             rec["end_ns"] = rec["end_ns"] or perf_counter_ns()
             self.log.add(rec)
-            self.answering.discard(task)
+            if task is not None:
+                self.answering.discard(task)
 
     async def _answer(self, request, job: Job, fault, rec, need) -> web.StreamResponse:
         if fault == "slow_headers":
@@ -139,7 +141,7 @@ class Server:
         arrival = None if fault == "slow_headers" else rec["recv_ns"]  # slow headers: clock after them
         rec["admitted_ns"] = t_adm = await self.gate.acquire(need, arrival)
         try:
-            if job.stream:
+            if resp is not None:                   # a streamed answer
                 await stream_answer(self.cfg, self.clock, request, resp, job, fault, rec, t_adm)
                 return resp
             return await self._whole(request, job, fault, rec, t_adm)
@@ -235,5 +237,6 @@ async def _reset_after(request: web.Request, data: bytes) -> web.StreamResponse:
     resp.content_length = len(data) * 2
     await resp.prepare(request)
     await resp.write(data)
-    F.reset(request.transport)
+    if request.transport is not None:
+        F.reset(request.transport)
     return resp

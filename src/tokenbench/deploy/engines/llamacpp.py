@@ -29,7 +29,7 @@ def ctx_per_seq(profile: Profile) -> int | None:
 def served_model(profile: Profile) -> str:
     """The id /v1/models lists: served_name, else the bundled name, else the file name without .gguf."""
     ref = profile.model
-    return ref.served_name or ref.bundled or Path(ref.path).name.removesuffix(".gguf")
+    return ref.served_name or ref.bundled or Path(ref.path or "").name.removesuffix(".gguf")
 
 
 def command_prefix(profile: Profile) -> list[str]:

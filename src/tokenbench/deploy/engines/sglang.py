@@ -10,6 +10,7 @@ gauges named in METRIC_NAMES (running and queued requests, KV pool use as a frac
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from tokenbench.client import api
 from tokenbench.deploy.engines import profile_args
@@ -128,7 +129,7 @@ def _int(value: object) -> int | None:
 
 # ---- /metrics names -> tokenbench's common server signals (format: monitor/prometheus.py) ----
 
-METRIC_NAMES = {
+METRIC_NAMES: dict[str, Any] = {
     "prefix": "sglang:",
     "signals": {
         "running": {"metrics": ["sglang:num_running_reqs"], "reduce": "sum"},
