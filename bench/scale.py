@@ -82,8 +82,8 @@ def real_row(n: int, db: Path, env: dict, a: argparse.Namespace, target: list[st
                              "--warmup-requests", "0", "--db", str(db), "--allow-length-mismatch",
                              "--max-error-rate", "1", "--allow-client-lag"], env)
     store = Store(db)
-    run_id = store.runs()[0]["id"]
-    s = store.cells(run_id)[0]["summary"]
+    run_id = store.runs()[0].id
+    s = store.cells(run_id)[0].summary.to_dict()
     chunks = s.get("total_output_tokens") or 1
     cpu_s = (s.get("client_cpu_percent") or 0) / 100 * (s.get("duration") or 0)
     return {"kind": "real", "n": n, "run": run_id, "rss": rss, "bench_s": wall,
@@ -100,7 +100,7 @@ def soak_row(seconds: float, rate: float, db: Path, env: dict, output_len: int, 
                              "--warmup-requests", "0", "--db", str(db), "--allow-length-mismatch",
                              "--max-error-rate", "1"], env)
     store = Store(db)
-    s = store.cells(store.runs()[0]["id"])[0]["summary"]
+    s = store.cells(store.runs()[0].id)[0].summary.to_dict()
     return (f"soak {seconds:g} s at {rate:g}/s: {s['num_prompts']:,} requests sent ({s['failed']} failed), "
             f"duration {s['duration']:.1f} s, last send lateness p99 {s.get('p99_queue_ms', 0):.1f} ms, "
             f"prepared_exhausted_s={s.get('prepared_exhausted_s')}, peak RSS {rss / 2**20:.0f} MB, wall {wall:.0f} s")

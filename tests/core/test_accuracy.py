@@ -53,9 +53,9 @@ def measure(servers, concurrency: int, prompts: int):
 def test_concurrency_1(servers):
     cell, ttft, tpot, allow, _ = measure(servers, 1, 8)
     s = cell.summary
-    assert s["mean_tpot_ms"] == pytest.approx(tpot, abs=0.01 * tpot + allow / (OUT - 1))
-    assert s["mean_ttft_ms"] == pytest.approx(ttft, abs=0.03 * ttft + allow)
-    assert s["completed"] == 8 and s["total_output_tokens"] == 8 * OUT
+    assert s.mean_tpot_ms == pytest.approx(tpot, abs=0.01 * tpot + allow / (OUT - 1))
+    assert s.mean_ttft_ms == pytest.approx(ttft, abs=0.03 * ttft + allow)
+    assert s.completed == 8 and s.total_output_tokens == 8 * OUT
 
 
 def test_concurrency_64(servers):
@@ -66,15 +66,15 @@ def test_concurrency_64(servers):
     tries = []
     for _ in range(3):
         cell, ttft, tpot, allow, waited = measure(servers, 64, 128)
-        excess = cell.summary["mean_ttft_ms"] - ttft * 1.08 - allow
+        excess = cell.summary.mean_ttft_ms - ttft * 1.08 - allow
         tries.append((excess, cell, ttft, tpot, allow, waited))
-        if excess <= 0 and cell.summary["p99_ttft_ms"] <= ttft * 1.15 + waited:
+        if excess <= 0 and cell.summary.p99_ttft_ms <= ttft * 1.15 + waited:
             break
     _, cell, ttft, tpot, allow, waited = min(tries, key=lambda t: t[0])
     s = cell.summary
-    assert s["mean_tpot_ms"] == pytest.approx(tpot, abs=0.01 * tpot + allow / (OUT - 1))
-    assert s["mean_ttft_ms"] == pytest.approx(ttft, abs=0.08 * ttft + allow)
-    assert s["p99_ttft_ms"] == pytest.approx(ttft, abs=0.15 * ttft + waited)
+    assert s.mean_tpot_ms == pytest.approx(tpot, abs=0.01 * tpot + allow / (OUT - 1))
+    assert s.mean_ttft_ms == pytest.approx(ttft, abs=0.08 * ttft + allow)
+    assert s.p99_ttft_ms == pytest.approx(ttft, abs=0.15 * ttft + waited)
     assert all(r.prompt_tokens == 16 and r.output_tokens == OUT for r in cell.records)
 
 

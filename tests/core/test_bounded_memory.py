@@ -16,10 +16,12 @@ from tokenbench.client.records import RawExchange, RequestRecord
 from tokenbench.client.request import PreparedRequest
 from tokenbench.client.spool import Spool
 from tokenbench.load.runner import Outlets, PhasePlan, run_phase
+from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.summary import summarize
 from tokenbench.spec.bench import Load
 from tokenbench.spec.study import StudySpec
 from tokenbench.store.journal import Journal
+from tokenbench.store.rows import CellRow
 from tokenbench.study.run import measure
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
@@ -66,7 +68,7 @@ def test_a_stopped_phase_returns_what_finished():
 
     started = time.perf_counter()
     run = asyncio.run(main())
-    assert run.stopped and 0 < run.client_health["stopped_after_s"] <= time.perf_counter() - started
+    assert run.stopped and 0 < run.client_health.stopped_after_s <= time.perf_counter() - started
     kinds = [r.error_kind for r in run.records]
     assert kinds.count("cancelled") <= 4 and len(kinds) > 20
 
@@ -96,7 +98,7 @@ def test_the_json_result_is_written_from_the_spools(tmp_path):
         spool = Spool()
         for i in range(20):
             spool.add(_record(i))
-        journal.add(None, {"key": key, "summary": {"mean_ttft_ms": float("nan")}}, spool)
+        journal.add(None, CellRow(key, 4, 3, "ok", CellSummary(mean_ttft_ms=float("nan"))), spool)
     doc = json.loads(out.read_text())
     assert doc["spec"] == {"a": [1, 2]} and [c["key"] for c in doc["cells"]] == ["4:3/c=1", "4:3/c=2"]
     assert [len(c["requests"]) for c in doc["cells"]] == [20, 20]
@@ -114,8 +116,8 @@ def test_a_cell_keeps_no_record_and_summarizes_them_all():
     spooled = list(result.all_records())
     measured = [r for r in spooled if r.phase == "measure"]
     assert len(spooled) == 303 and sorted(r.index for r in measured) == list(range(300))
-    again = summarize(measured, result.load, 8, 4)
-    assert {k: result.summary[k] for k in again} == again
+    again = summarize(measured, result.load, 8, 4).to_dict()
+    assert {k: result.summary.to_dict()[k] for k in again} == again
 
 
 def test_the_load_waits_for_the_parser_when_finished_exchanges_pile_up(monkeypatch):
@@ -148,7 +150,7 @@ def test_the_json_result_rewritten_gives_the_same_requests(tmp_path):
     spool = Spool()
     for i in range(30):
         spool.add(_record(i))
-    journal.add(None, {"key": "4:3/c=1", "summary": {}}, spool)
+    journal.add(None, CellRow("4:3/c=1", 4, 3, "ok"), spool)
     first = json.loads(out.read_text())
     spool.close()                                   # the rewrite no longer needs the records
     journal.doc["status"] = "done"

@@ -9,10 +9,12 @@ import time
 
 import pytest
 
+from tokenbench.judge.status import judge
 from tokenbench.load.workers import merge_health
+from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.stats import percentile
-from tokenbench.metrics.verify import CLAIM_ABS_MS, CLAIM_REL, PROBE_RESOLUTION_MS, claim_ms, client_health_verdict
-from tokenbench.report.status import judge
+from tokenbench.metrics.summary_groups import ClientHealth
+from tokenbench.metrics.verdict import CLAIM_ABS_MS, CLAIM_REL, PROBE_RESOLUTION_MS, claim_ms, client_health_verdict
 from tokenbench.spec.bench import Load
 from tokenbench.spec.study import StudySpec
 from tokenbench.study.run import measure
@@ -25,7 +27,7 @@ def summary(**over):
     base = {"completed": 8, "total_output_tokens": 8 * 40, "median_itl_ms": 20.0, "p99_itl_ms": 20.0,
             "median_ttft_ms": 100.0, "p99_ttft_ms": 100.0, "loop_lag_p50_ms": 0.5, "loop_lag_p99_ms": 1.2,
             "loop_lag_max_ms": 2.0, "client_cpu_percent": 10.0}
-    return {**base, **over}
+    return CellSummary.from_dict({**base, **over})
 
 
 def status(**over) -> str:
@@ -64,9 +66,10 @@ def test_the_audit_cases_are_invalid():
     # a median ITL of 0 (chunks stamped together) switched the ITL check off
     assert "median ITL is 0" in client_health_verdict(summary(median_itl_ms=0.0), CLOSED)[1]
     # worker CPU 99 % and 60 % averaged to a pass
-    merged = merge_health([{"client_cpu_percent": 99.0}, {"client_cpu_percent": 60.0}])
+    merged = merge_health([ClientHealth(client_cpu_percent=99.0), ClientHealth(client_cpu_percent=60.0)]).flat()
     assert "busiest client process at 99%" in client_health_verdict(summary(**merged), CLOSED)[1]
-    assert status(**merge_health([{"client_cpu_percent": 60.0}, {"client_cpu_percent": 60.0}])) == "ok"
+    both = merge_health([ClientHealth(client_cpu_percent=60.0), ClientHealth(client_cpu_percent=60.0)])
+    assert status(**both.flat()) == "ok"
 
 
 def test_stall_flips_at_the_claim_on_the_p99_ttft():
@@ -126,8 +129,8 @@ def test_injected_stalls_flip_the_verdict_where_p99_itl_leaves_the_claim():
         for every, block in ((None, 0.0), (0.1, 0.004), (0.05, 0.015)):
             cell = _cell(ref.url, every, block)
             log = sorted(ref.send_log(), key=lambda r: r["recv_ns"])[-len(cell.records):]
-            error = abs(cell.summary["p99_itl_ms"] - _p99_itl_truth(log))
-            results.append((block, cell.status, error, claim_ms(cell.summary["p99_itl_ms"]), cell.message))
+            error = abs(cell.summary.p99_itl_ms - _p99_itl_truth(log))
+            results.append((block, cell.status, error, claim_ms(cell.summary.p99_itl_ms), cell.message))
         tolerated = _cell(ref.url, 0.05, 0.015, allow_lag=True)
     for block, verdict, error, bound, message in results:
         print(f"stall {block * 1e3:.0f} ms: {verdict}, p99 ITL error {error:.2f} ms (claim {bound:.2f} ms)")
@@ -138,7 +141,7 @@ def test_injected_stalls_flip_the_verdict_where_p99_itl_leaves_the_claim():
     # --allow-client-lag keeps the same cell ok, but every report marks it '~' with the reason
     state = judge(tolerated.status, tolerated.message, tolerated.summary)
     assert tolerated.status == "ok" and state.kind == "lagged" and state.mark == "~"
-    assert "event-loop" in state.reason and "event-loop" in tolerated.summary["client_lag_tolerated"]
+    assert "event-loop" in state.reason and "event-loop" in tolerated.summary.client_lag_tolerated
 
 
 def test_a_tolerated_lag_is_marked_and_an_untouched_cell_is_not():

@@ -68,15 +68,15 @@ def test_workers_merge_exactly(reference):
     assert one.status == "ok" and two.status in ("ok", "invalid")
     assert len(two.records) == 32 and sorted(r.index for r in two.records) == list(range(32))
     assert {r.worker for r in two.records} == {0, 1}
-    assert two.summary["completed"] == one.summary["completed"] == 32
-    assert two.summary["total_output_tokens"] == one.summary["total_output_tokens"] == 32 * 20
-    one_tpot = one.summary["mean_tpot_ms"]
-    assert two.summary["mean_tpot_ms"] == pytest.approx(one_tpot, abs=0.15 * one_tpot + mean_allowance_ms(
+    assert two.summary.completed == one.summary.completed == 32
+    assert two.summary.total_output_tokens == one.summary.total_output_tokens == 32 * 20
+    one_tpot = one.summary.mean_tpot_ms
+    assert two.summary.mean_tpot_ms == pytest.approx(one_tpot, abs=0.15 * one_tpot + mean_allowance_ms(
         waited, 8, 32, gaps=19))
-    assert two.summary["client_workers"] == 2
+    assert two.summary.to_dict()["client_workers"] == 2
     # while sending, both keep the 8 slots full (a finished request is replaced within a few ms of a
     # 220 ms request, or as late as the waits for a CPU made it)
     for cell, w in ((one, waited_one), (two, waited_two)):
         sends = sorted(r.sent_ns for r in cell.records)
         window_ms = (sends[-1] - sends[7]) / 1e6              # the 8th send to the last: what it averages
-        assert 8 * (0.98 - w.ms / window_ms) <= cell.summary["sustained_concurrency"] <= 8
+        assert 8 * (0.98 - w.ms / window_ms) <= cell.summary.sustained_concurrency <= 8

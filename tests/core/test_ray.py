@@ -26,14 +26,14 @@ def test_ray_workers_match_one_process(ray_head):
             [one] = measure(spec).results
             spec.client.workers, spec.client.ray_address = 2, ray_head
             [viaray] = measure(spec).results
-    assert viaray.summary["completed"] == one.summary["completed"] == 16
+    assert viaray.summary.completed == one.summary.completed == 16
     assert sorted(r.index for r in viaray.records) == list(range(16))
     assert {r.worker for r in viaray.records} == {0, 1}
-    assert viaray.summary["total_output_tokens"] == 16 * 20
+    assert viaray.summary.total_output_tokens == 16 * 20
     allow = mean_allowance_ms(waited.ms, 4, 16)         # what other work on the machine can have moved
-    tpot, ttft = one.summary["mean_tpot_ms"], one.summary["mean_ttft_ms"]
-    assert viaray.summary["mean_tpot_ms"] == pytest.approx(tpot, abs=0.15 * tpot + allow / 19)
-    assert viaray.summary["mean_ttft_ms"] == pytest.approx(ttft, abs=0.5 * ttft + allow)
+    tpot, ttft = one.summary.mean_tpot_ms, one.summary.mean_ttft_ms
+    assert viaray.summary.mean_tpot_ms == pytest.approx(tpot, abs=0.15 * tpot + allow / 19)
+    assert viaray.summary.mean_ttft_ms == pytest.approx(ttft, abs=0.5 * ttft + allow)
     # converted to the driver's clock: every request lies within the cell's window
     assert all(r.intended_ns <= r.sent_ns < r.end_ns for r in viaray.records)
-    assert len(viaray.summary["clock_offsets_ns"]) == 2
+    assert len(viaray.summary.to_dict()["clock_offsets_ns"]) == 2

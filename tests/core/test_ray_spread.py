@@ -31,9 +31,9 @@ def test_workers_run_on_both_nodes(two_nodes, monkeypatch):
         spec = StudySpec(target={"base_url": ref.url}, pairs=[(16, 8)], concurrency=[4], requests={"num_prompts": 24},
                          client={"workers": 4, "ray_address": two_nodes})
         [cell] = measure(spec).results
-    nodes = cell.summary["ray_nodes"]
+    nodes = cell.summary.to_dict()["ray_nodes"]
     # SPREAD deals the four workers evenly (Ray places resource-less actors at random without it)
     assert sorted(nodes) == sorted([*by_resource.values()] * 2)
     assert sorted(r.index for r in cell.records) == list(range(24))     # every batch arrived, none twice
     assert {r.worker for r in cell.records} == {0, 1, 2, 3}
-    assert cell.summary["completed"] == 24
+    assert cell.summary.to_dict()["completed"] == 24

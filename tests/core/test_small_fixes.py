@@ -10,6 +10,7 @@ from tokenbench.load.runner import Phases
 from tokenbench.load.workers import make_jobs
 from tokenbench.metrics.request import meets_slo
 from tokenbench.metrics.summary import summarize
+from tokenbench.metrics.summary_groups import ClientHealth
 from tokenbench.spec.bench import SLO, Load
 
 MS = 1_000_000
@@ -62,7 +63,7 @@ def test_goodput_treats_one_token_tpot_as_zero_like_vllm():
     slo = SLO(tpot_ms=5.0)
     assert meets_slo(record(1), slo)
     assert not meets_slo(record(0), SLO(ttft_ms=100.0))          # no token: no TTFT, not good
-    s = summarize([record(1), record(1)], Load(concurrency=1, num_prompts=2), 4, 1, slo)
+    s = summarize([record(1), record(1)], Load(concurrency=1, num_prompts=2), 4, 1, slo).to_dict()
     assert s["goodput_fraction"] == 1.0
 
 
@@ -71,7 +72,7 @@ def test_connect_time_is_its_own_figure_not_queue_time():
     r.intended_ns, r.sent_ns, r.connect_ns = 0, 30 * MS, 25 * MS     # 5 ms late, then 25 ms of set-up
     r.token_times_ns = [40 * MS, 50 * MS]
     assert r.queue_ns == 5 * MS and r.ttft_ns == 10 * MS
-    s = summarize([r], Load(concurrency=1, num_prompts=1), 4, 2)
+    s = summarize([r], Load(concurrency=1, num_prompts=1), 4, 2).to_dict()
     assert s["mean_connect_ms"] == 25 and s["mean_queue_ms"] == 5 and s["new_connections"] == 1
     r.connect_in_ttft, r.sent_ns = True, 5 * MS                          # vLLM's clock: before connecting
     assert r.queue_ns == 5 * MS and r.ttft_ns == 35 * MS
@@ -92,13 +93,13 @@ def test_a_duration_cell_that_runs_out_of_requests_says_so():
     load = Load(concurrency=1, duration_s=1.0)
     started = time.perf_counter()
     run = asyncio.run(run_phase(fake_send, prepared(5), PhasePlan("measure", load)))
-    at = run.client_health["prepared_exhausted_s"]
+    at = run.client_health.prepared_exhausted_s
     assert 0.04 < at <= time.perf_counter() - started and len(run.records) == 5      # after 5 x 10 ms, in the run
     [note] = exhausted_note(run.client_health, load, 5)
     assert "all 5 prepared requests were sent" in note and "1 s duration" in note
-    assert exhausted_note({}, load, 5) == []
+    assert exhausted_note(ClientHealth(), load, 5) == []
     full = asyncio.run(run_phase(fake_send, prepared(500), PhasePlan("measure", Load(concurrency=1, duration_s=0.1))))
-    assert "prepared_exhausted_s" not in full.client_health
+    assert full.client_health.prepared_exhausted_s is None
 
 
 def test_duration_cells_are_bounded_by_memory_not_a_fixed_count():

@@ -39,7 +39,7 @@ def one_cell(ref, tok, study: dict, **target):
 
 
 def ttft_excess(cell, log, allow: float) -> float:
-    return abs(cell.summary["mean_ttft_ms"] - truth(log)[0]) - 0.03 * truth(log)[0] - allow
+    return abs(cell.summary.mean_ttft_ms - truth(log)[0]) - 0.03 * truth(log)[0] - allow
 
 
 def bench(tmp_path, study: dict, target: dict | None = None, **style):
@@ -68,7 +68,7 @@ def ttfc_truth(log, k: int) -> float:
 
 def check_against_log(cell, log, allow: float):
     ttft, tpot = truth(log)
-    s = cell.summary
+    s = cell.summary.to_dict()
     print(f"mean TTFT {s['mean_ttft_ms']:.2f} ms (truth {ttft:.2f}), TPOT {s['mean_tpot_ms']:.3f} ms "
           f"(truth {tpot:.3f}), TTFC {s.get('mean_ttfc_ms', 0):.2f} ms, tokens {s['total_output_tokens']} "
           f"(written {sum(sum(r['tokens']) for r in log)}), counted by {s['count_source']}")

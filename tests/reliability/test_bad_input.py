@@ -199,8 +199,8 @@ def check_record(rec: RequestRecord) -> None:
     assert all(isinstance(c, int) and c > 0 for c in rec.token_counts)
     json.dumps(to_dict(rec), allow_nan=False)
     summary = summarize([rec], Load(concurrency=1, num_prompts=1), REQ.input_len, REQ.output_len)
-    assert summary["completed"] + summary["failed"] == 1
-    assert all(not isinstance(v, float) or not math.isinf(v) for v in summary.values())
+    assert summary.completed + summary.failed == 1
+    assert all(not isinstance(v, float) or not math.isinf(v) for v in summary.to_dict().values())
 
 
 @PROPERTY

@@ -9,9 +9,10 @@ from report_fixtures import FIXTURES, build_run
 
 from tokenbench.cli.main import main
 from tokenbench.errors import MeasurementError, UsageError
+from tokenbench.formats.importers import import_file
 from tokenbench.report import render
 from tokenbench.report.compare import compare
-from tokenbench.report.importers import import_file
+from tokenbench.report.explain import issue_text
 
 
 def _md(store, selectors, strict=False):
@@ -47,7 +48,7 @@ def test_different_output_tokens_are_flagged_and_strict_refuses(store, stored_ru
                      "WHERE run_id = ? AND key = '128:32/c=1'", (other,))
     text, issues = _md(store, [f"{stored_run}:slots2", f"{other}:slots2"])
     assert [i.kind for i in issues] == ["differs"]
-    assert "server-reported output tokens per request differ at 128/32 c=1" in issues[0].text
+    assert "server-reported output tokens per request differ at 128/32 c=1" in issue_text(issues[0])
     assert "WARNING: the effective workloads differ" in text
     with pytest.raises(MeasurementError, match="compare --strict refused"):
         compare(store, [f"{stored_run}:slots2", f"{other}:slots2"], "en", "T", strict=True)
@@ -58,7 +59,7 @@ def test_cached_prompts_are_a_difference(store, stored_run):
     store.db.execute("UPDATE requests SET cached_tokens = prompt_tokens WHERE cell_id IN "
                      "(SELECT id FROM cells WHERE run_id = ?)", (other,))
     _, issues = _md(store, [f"{stored_run}:slots2", f"{other}:slots2"])
-    assert any("prefix cache state differ" in i.text for i in issues)
+    assert any("prefix cache state differ" in issue_text(i) for i in issues)
 
 
 def test_zero_cached_equals_fresh_prompts_unreported(store, stored_run):

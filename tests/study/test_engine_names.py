@@ -15,7 +15,7 @@ from tokenbench.spec.deploy_profile import Engine
 PKG = Path(tokenbench.__file__).parent
 NAMES = set(typing.get_args(Engine))
 # names that are not the engine under test: other tools' result formats, vLLM's own benchmark client
-NOT_ENGINES = {"report/importers.py", "host/image_tag.py"}
+NOT_ENGINES = {"formats/importers.py", "host/image_tag.py"}
 
 
 def _strings(node: ast.AST) -> set[str]:

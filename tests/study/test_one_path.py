@@ -76,7 +76,7 @@ def cells_run(monkeypatch) -> list[tuple[str, str, str]]:
 
     async def watched(self, launch, cell):
         row = await real(self, launch, cell)
-        seen.append((self.plan.spec.name, row["key"], row["status"]))
+        seen.append((self.plan.spec.name, row.key, row.status))
         return row
     monkeypatch.setattr(StudyRunner, "_run_cell", watched)
     return seen

@@ -96,13 +96,16 @@ def test_one_cell_key_and_one_flag_rendering():
     """The plan, the importers and the store spell a cell's key one way; a report renders a profile's
     flags as the engine argv does (a `--api-key` secret key is not doubled into `----api-key`)."""
     from tokenbench.deploy.engines import render_args
-    from tokenbench.report.importers import cell_key as imported_key
-    from tokenbench.report.model import ConfigInfo
+    from tokenbench.formats.importers import cell_key as imported_key
+    from tokenbench.judge.views import ConfigInfo
+    from tokenbench.spec.deploy_profile import Profile
+    from tokenbench.spec.server_facts import ServerFacts
     p = plan(bench_spec("--input-len", "512", "--output-len", "128", "--concurrency", "8", "--request-rate", "2"))
     assert [c.key for c in p.cells] == [imported_key(512, 128, 8, None), imported_key(512, 128, None, 2.0)]
     profile = {"name": "p", "args": {"ctx-size": 4096, "--flash-attn": True, "mlock": False},
                "secret_args": {"--api-key": "KEY"}, "extra_args": ["--x"]}
-    info = ConfigInfo(1, "default", {}, profile, {}, "done", "")
+    typed = Profile.model_validate({**profile, "engine": "llamacpp", "model": {"path": "m.gguf"}})
+    info = ConfigInfo(1, "default", {}, typed, ServerFacts("llamacpp"), "done", "")
     rendered = " ".join(render_args(profile["args"], profile["secret_args"], profile["extra_args"]))
     assert rendered == "--ctx-size 4096 --flash-attn --api-key ${KEY} --x"
     assert info.flags() == f"profile=p {rendered}"

@@ -44,5 +44,5 @@ def test_capacity_on_reference_server_with_six_slots(tmp_path, capsys):
     assert code == 0
     assert "capacity 16:8: concurrency 6 (meets the SLOs; 7 does not)" in capsys.readouterr().out
     [run] = Store(db).runs()
-    keys = [c["key"] for c in Store(db).cells(run["id"])]
+    keys = [c.key for c in Store(db).cells(run.id)]
     assert keys == ["16:8/c=1", "16:8/c=2", "16:8/c=4", "16:8/c=6", "16:8/c=7", "16:8/c=8"]

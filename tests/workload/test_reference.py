@@ -56,7 +56,7 @@ def test_sharegpt_completions_take_output_lengths_from_the_replies(ref):
     for r in cell.records:
         assert r.prompt_tokens == r.input_len and r.completion_tokens == r.output_len
         assert (r.input_len, r.output_len) in pairs
-    s = cell.summary
+    s = cell.summary.to_dict()
     assert s["workload"] == "sharegpt" and s["dataset_entries"] == 12 and s["dataset_reused"] == 0
     assert s["input_len"] == round(s["input_len_mean"]) and cell.input_len == s["input_len"]
 
@@ -64,7 +64,7 @@ def test_sharegpt_completions_take_output_lengths_from_the_replies(ref):
 def test_sharegpt_chat_with_forced_output_states_the_template_overhead(ref):
     cell = run_cell(ref.url, {"workload": {"kind": "sharegpt", "dataset_path": str(EXAMPLES / "sharegpt-mini.json"),
                                            "output_len": 5, "max_input_len": 12}, "api": "chat"})
-    assert cell.summary["chat_template_overhead_tokens"] == 2          # `<|user|>` and `<|assistant|>`
+    assert cell.summary.to_dict()["chat_template_overhead_tokens"] == 2          # `<|user|>` and `<|assistant|>`
     for r in cell.records:
         assert r.prompt_tokens == r.input_len + 2 and r.input_len <= 12 and r.completion_tokens == 5
 
@@ -82,14 +82,14 @@ def test_prefix_prompts_are_exact(ref, api):
                               "pairs": [[24, 3]]})
     overhead = 2 if api == "chat" else 0
     assert all(r.prompt_tokens == 24 + overhead for r in cell.records)
-    assert cell.summary["prefix_share"] == pytest.approx(16 / 24)
-    assert "cache_hit_rate" not in cell.summary                       # the reference server reports none
+    assert cell.summary.to_dict()["prefix_share"] == pytest.approx(16 / 24)
+    assert "cache_hit_rate" not in cell.summary.to_dict()                       # the reference server reports none
 
 
 def test_synthetic_images_are_counted_by_the_server(ref):
     cell = run_cell(ref.url, {"workload": {"kind": "image", "image_count": 2, "image_width": 64, "image_height": 48},
                               "api": "chat", "pairs": [[8, 3]]})
-    s = cell.summary
+    s = cell.summary.to_dict()
     assert s["image_tokens_per_image"] == 1 and s["chat_template_overhead_tokens"] == 2
     assert s["total_images"] == s["server_counted_images"] == 12
     for r in cell.records:
@@ -126,7 +126,7 @@ def test_trace_replay_keeps_the_scaled_schedule(ref):
     t0 = min(r.intended_ns for r in cell.records)
     assert [r.intended_ns - t0 for r in cell.records] == expected      # absolute times, exactly the trace
     assert all(r.sent_ns >= r.intended_ns for r in cell.records)       # never early
-    assert cell.summary["arrival"] == "trace" and cell.summary["trace_rows"] == 40
+    assert cell.summary.to_dict()["arrival"] == "trace" and cell.summary.to_dict()["trace_rows"] == 40
     assert [r.input_len for r in cell.records] == [r.input_len for r in trace_replay.read_trace(path)]
 
 
@@ -151,5 +151,5 @@ def test_trace_send_lateness_p99_is_within_20_ms(tmp_path):
                             {"warmup_requests": 2})
     assert cell.status == "ok", cell.message
     assert len(cell.records) == 400
-    assert cell.summary["p99_queue_ms"] <= 20 + waited.ms, (cell.summary["p99_queue_ms"], waited.ms)
-    assert cell.summary["trace_span_s"] == pytest.approx(4.0, rel=1e-6)
+    assert cell.summary.p99_queue_ms <= 20 + waited.ms, (cell.summary.p99_queue_ms, waited.ms)
+    assert cell.summary.to_dict()["trace_span_s"] == pytest.approx(4.0, rel=1e-6)

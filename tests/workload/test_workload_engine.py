@@ -41,7 +41,7 @@ def test_sharegpt_completions(llamacpp_server):
 def test_sharegpt_chat_measures_the_template_overhead(llamacpp_server):
     cell = measured(llamacpp_server, {"workload": {"kind": "sharegpt", "dataset_path": SHAREGPT, "output_len": 4,
                                                    "max_input_len": 40}, "api": "chat"})
-    overhead = cell.summary["chat_template_overhead_tokens"]
+    overhead = cell.summary.to_dict()["chat_template_overhead_tokens"]
     assert overhead > 5                                                 # SmolLM2's template adds a system turn
     assert all(r.prompt_tokens == r.input_len + overhead for r in cell.records)
 
@@ -54,7 +54,7 @@ def test_jsonl_output_lengths_from_the_file(llamacpp_server):
 
 def test_random_chat(llamacpp_server):
     cell = measured(llamacpp_server, {"api": "chat", "pairs": [(24, 4)]})
-    assert all(r.prompt_tokens == 24 + cell.summary["chat_template_overhead_tokens"] for r in cell.records)
+    assert all(r.prompt_tokens == 24 + cell.summary.to_dict()["chat_template_overhead_tokens"] for r in cell.records)
 
 
 @pytest.mark.parametrize("api", ["completions", "chat"])
@@ -62,10 +62,10 @@ def test_shared_prefix_hits_the_prefix_cache(llamacpp_server, api):
     cell = measured(llamacpp_server, {"workload": {"kind": "prefix", "prefix_len": 48, "num_groups": 2}, "api": api,
                                       "pairs": [(64, 2)]},
                     {"concurrency": [2], "requests": {"num_prompts": 6}, "warmup_requests": 2})
-    overhead = cell.summary.get("chat_template_overhead_tokens", 0)
+    overhead = cell.summary.to_dict().get("chat_template_overhead_tokens", 0)
     assert all(r.prompt_tokens == 64 + overhead for r in cell.records)
     assert all(r.cached_tokens is not None for r in cell.records)      # llama.cpp reports cached_tokens
-    assert cell.summary["cache_hit_rate"] > 0.3, cell.summary["cache_hit_rate"]
+    assert cell.summary.to_dict()["cache_hit_rate"] > 0.3, cell.summary.to_dict()["cache_hit_rate"]
 
 
 def test_trace_replay(llamacpp_server):

@@ -10,13 +10,14 @@ from rich.table import Table as RichTable
 from tokenbench import __version__
 from tokenbench.cli import console, options
 from tokenbench.cli.report_options import default_dir
+from tokenbench.judge.intervals import Judging
+from tokenbench.judge.views import open_store
 from tokenbench.metrics.uncertainty import MIN_EFFECT
 from tokenbench.report import render
 from tokenbench.report.compare import compare
-from tokenbench.report.compare_tables import Judging
 from tokenbench.report.document import Cell, Document, Table
+from tokenbench.report.explain import issue_text
 from tokenbench.report.i18n import LANGS
-from tokenbench.report.model import open_store
 
 
 def _text(c: str | Cell) -> str:
@@ -61,4 +62,4 @@ def command(selectors: tuple[str, ...], db: str | None, formats: str, lang: str,
     for path in render.write(doc, out_dir or default_dir(db, name), fmts, stem="compare"):
         console.out.print(str(path))
     for issue in issues:
-        console.err.print(f"[bold yellow]fairness ({issue.kind}):[/] {issue.text}")
+        console.err.print(f"[bold yellow]fairness ({issue.kind}):[/] {escape(issue_text(issue, lang))}")

@@ -13,6 +13,7 @@ from tokenbench.cli.servers import SET_HELP, check, print_facts, say
 from tokenbench.deploy import lifecycle, profiles
 from tokenbench.deploy.smoke import smoke
 from tokenbench.spec.loader import load_model
+from tokenbench.spec.server_facts import ServerFacts
 from tokenbench.spec.study import StudySpec
 from tokenbench.store import commands
 from tokenbench.store.db import Store, default_db_path
@@ -53,7 +54,8 @@ def command(profile: str, overrides: tuple[str, ...], pairs: str, concurrency: s
         _stage(2, "smoke test: one chat and one completions request")
         check(smoke(dep.base_url), dep.base_url)
         planned = study.start(demo_spec(dep.base_url, grid, concs, num_prompts), store,
-                              RunSettings("sweep", server=Server(dep.base_url, dep.facts, prof)), sys.argv)
+                              RunSettings("sweep", server=Server(dep.base_url, dep.facts or ServerFacts(prof.engine), prof)),
+                              sys.argv)
         _stage(3, f"benchmark {len(planned.plan.cells)} cells (exact token counts, ignore_eos, warmup per cell)")
         out, display = progress.run(planned, [])
         progress.report(out, display, [f"stored run {out.run_id} in {store.path}"])

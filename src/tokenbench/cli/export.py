@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from tokenbench.cli import options
-from tokenbench.report.export import to_csv, to_json
-from tokenbench.report.model import open_store
+from tokenbench.formats.export import to_csv, to_json
+from tokenbench.judge.views import open_store
 from tokenbench.store import outputs
 
 

@@ -76,7 +76,8 @@ def click_type(annotation: Any) -> click.ParamType:
     ann = _plain(annotation)
     if get_origin(ann) is Literal:
         return click.Choice([str(a) for a in get_args(ann)])
-    return {int: click.INT, float: click.FLOAT}.get(ann, click.STRING)
+    known: dict[Any, click.ParamType] = {int: click.INT, float: click.FLOAT}
+    return known.get(ann, click.STRING)
 
 
 def describe(flag: Flag) -> tuple[str, Any]:

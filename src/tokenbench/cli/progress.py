@@ -3,7 +3,7 @@ line, then the matrix and the workload facts. Shared by bench, sweep, demo and a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rich.console import Console
 from rich.markup import escape
@@ -11,18 +11,27 @@ from rich.markup import escape
 from tokenbench.cli import console
 from tokenbench.load.cell import CellProgress, CellResult
 from tokenbench.load.target import Endpoint
-from tokenbench.metrics.cell_summary import typed
+from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.summary_groups import WorkloadFacts
 from tokenbench.store import commands
+from tokenbench.store.rows import CellRow
 from tokenbench.study import run as study
 from tokenbench.study.run import Outcome, ResultFile, Study
 from tokenbench.sweep.plan import PlannedCell
 from tokenbench.sweep.run import StudyEvents
 
-WORKLOAD_FACTS = (("chat_template_overhead_tokens", "chat template overhead {} tokens"),
-                  ("image_tokens_per_image", "{:.1f} prompt tokens per image"),
-                  ("total_images", "{} images sent"), ("server_counted_images", "{} counted by the server"),
-                  ("cache_hit_rate", "prefix-cache hit rate {:.1%}"), ("input_len_mean", "mean input {:.1f} tokens"),
-                  ("output_len_mean", "mean output {:.1f} tokens"), ("p99_queue_ms", "send lateness p99 {:.2f} ms"))
+
+def _facts(s: CellSummary) -> WorkloadFacts:
+    return s.facts or WorkloadFacts()
+
+
+WORKLOAD_FACTS: tuple[tuple[Callable[[CellSummary], object], str], ...] = (
+    (lambda s: _facts(s).chat_template_overhead_tokens, "chat template overhead {} tokens"),
+    (lambda s: _facts(s).image_tokens_per_image, "{:.1f} prompt tokens per image"),
+    (lambda s: s.total_images, "{} images sent"), (lambda s: s.server_counted_images, "{} counted by the server"),
+    (lambda s: s.cache_hit_rate, "prefix-cache hit rate {:.1%}"),
+    (lambda s: _facts(s).input_len_mean, "mean input {:.1f} tokens"),
+    (lambda s: _facts(s).output_len_mean, "mean output {:.1f} tokens"))
 
 
 class Display:
@@ -51,18 +60,18 @@ class Display:
         self.bar.update(self.cell_task, description=f"  {cell.config.name} {cell.key} {p.phase}"
                         + (f" [{p.done:,} done, {live}]" if live else ""), completed=p.done, total=p.total)
 
-    def done(self, cell: PlannedCell, row: dict) -> None:
+    def done(self, cell: PlannedCell, row: CellRow) -> None:
         self.bar.advance(self.overall)
-        s = typed(row["summary"])
-        star = "*" if row["over_capacity"] else ""
-        if row["summary"].get("monitor_queue_check"):
-            self.bar.console.print(f"  note: {row['summary']['monitor_queue_check']}")
-        v = console.state(row["status"], row["message"], row["summary"])
-        status = f"{v.mark} {row['status']}" if v.mark else row["status"]
+        s = row.summary
+        star = "*" if row.over_capacity else ""
+        if s.monitor is not None and s.monitor.queue_check:
+            self.bar.console.print(f"  note: {s.monitor.queue_check}")
+        v = console.state(row.status, row.message, s)
+        status = f"{v.mark} {row.status}" if v.mark else row.status
         self.bar.console.print(f"{cell.config.name} {cell.key}{star} {status}: "
                                f"{console.marked(s.output_throughput, v)} out tok/s, "
                                f"TTFT {console.marked(s.mean_ttft_ms, v)} ms, TPOT {console.marked(s.mean_tpot_ms, v)} ms"
-                               + (f" ({escape(row['message'])})" if row["message"] else ""))
+                               + (f" ({escape(row.message)})" if row.message else ""))
 
 
 def run(planned: Study, files: Sequence[ResultFile]) -> tuple[Outcome, Display]:
@@ -79,9 +88,10 @@ def run(planned: Study, files: Sequence[ResultFile]) -> tuple[Outcome, Display]:
 
 def workload_lines(r: CellResult) -> list[str]:
     """What the table does not show: template/image overheads, cache hits, dataset means, notes."""
-    keys = [(k, f) for k, f in WORKLOAD_FACTS if r.summary.get(k) is not None]
-    keys = [(k, f) for k, f in keys if k != "p99_queue_ms" or r.load.arrival == "trace"]
-    facts = ", ".join(f.format(r.summary[k]) for k, f in keys)
+    shown = [(v, f) for get, f in WORKLOAD_FACTS if (v := get(r.summary)) is not None]
+    if r.load.arrival == "trace" and r.summary.p99_queue_ms is not None:
+        shown.append((r.summary.p99_queue_ms, "send lateness p99 {:.2f} ms"))
+    facts = ", ".join(f.format(v) for v, f in shown)
     return ([f"{r.key}: {facts}"] if facts else []) + [f"{r.key}: {n}" for n in r.notes]
 
 
@@ -89,10 +99,9 @@ TITLE = "results (ms, tokens/s; * = concurrency x (input+output) > KV capacity)"
 
 
 def matrix(out: Outcome, title: str = TITLE, to: Console = console.out) -> None:
-    many = len({c["config_name"] for c in out.cells}) > 1
-    rows = [(f"{c['config_name'] + ' ' if many else ''}{c['key']}{'*' if c['over_capacity'] else ''}"
-             + (f" #{c['repeat'] + 1}" if c.get("repeat") else ""), c["summary"], c["status"], c.get("message") or "")
-            for c in out.cells]
+    many = len({c.config for c in out.cells}) > 1
+    rows = [(f"{(c.config or '') + ' ' if many else ''}{c.key}{'*' if c.over_capacity else ''}"
+             + (f" #{c.repeat + 1}" if c.repeat else ""), c.summary, c.status, c.message) for c in out.cells]
     to.print(console.cells_table(rows, title))
     for note in console.notes(rows):
         to.print(f"  {escape(note)}", highlight=False)

@@ -7,10 +7,11 @@ import click
 from tokenbench import __version__
 from tokenbench.cli import console, options
 from tokenbench.cli.report_options import default_dir, overrides, plausibility_options, warn_flagged
-from tokenbench.report import plausibility, render
+from tokenbench.judge import plausibility
+from tokenbench.judge.views import load_run, open_store
+from tokenbench.report import render
 from tokenbench.report.build import build_report
 from tokenbench.report.i18n import LANGS
-from tokenbench.report.model import load_run, open_store
 
 
 @click.command("report")

@@ -43,7 +43,7 @@ def _from_flags(overrides: list[str], kw: dict) -> StudySpec:
 def build_spec(spec_file: str | None, overrides: list[str], kw: dict) -> StudySpec | None:
     """The spec of a new run; None for --resume, which keeps its stored spec (so refuses a new one)."""
     if kw["resume"]:
-        run_options.refuse_spec_with_resume(kw, FLAGS, ["--set"] * bool(overrides) + [spec_file] * bool(spec_file))
+        run_options.refuse_spec_with_resume(kw, FLAGS, ["--set"] * bool(overrides) + ([spec_file] if spec_file else []))
         return None
     return _from_file(spec_file, overrides, kw) if spec_file else _from_flags(overrides, kw)
 

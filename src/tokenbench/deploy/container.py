@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 
 from tokenbench.errors import DeployError, UsageError
-from tokenbench.spec.deploy_profile import HostTuning, Profile
+from tokenbench.spec.deploy_profile import Container, HostTuning, Profile
 
 ASCEND_CONTROL_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
 VISIBLE_ENV = {"ascend": "ASCEND_RT_VISIBLE_DEVICES", "nvidia": "CUDA_VISIBLE_DEVICES"}
@@ -127,8 +127,15 @@ def _flags(c) -> list[str]:
     return out
 
 
+def _container(profile: Profile) -> Container:
+    """The profile's container section (a profile that runs in a container has one: the spec requires it)."""
+    if profile.container is None:
+        raise UsageError(f"profile '{profile.name}' does not run in a container", "use a profile with runs_in: container")
+    return profile.container
+
+
 def _devices(profile: Profile) -> tuple[list[str], list[int] | None]:
-    c = profile.container
+    c = _container(profile)
     if profile.accelerator == "ascend":
         control = ASCEND_CONTROL_DEVICES if c.control_devices is None else c.control_devices
         return [f"/dev/davinci{i}" for i in profile.device_ids()] + list(control) + list(c.devices), None
@@ -251,7 +258,7 @@ _Dumper.add_representer(str, _str)
 
 
 def _compose_flags(profile: Profile) -> dict:
-    c = profile.container
+    c = _container(profile)
     out: dict = {}
     if c.privileged:
         out["privileged"] = True

@@ -21,12 +21,12 @@ from pathlib import Path
 
 from tokenbench.deploy import local, readiness, secret_refs, state
 from tokenbench.deploy.engines import engine_module, served_model
-from tokenbench.deploy.facts import ServerFacts
 from tokenbench.deploy.ports import check_port, free_port
 from tokenbench.deploy.state import DeploymentState
 from tokenbench.errors import DeployError
 from tokenbench.local_engines import models
 from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.server_facts import ServerFacts
 
 Say = Callable[[str], None]
 GRACE_S = 10.0

@@ -22,9 +22,13 @@ from tokenbench.client.transport import Session
 from tokenbench.load.executors import Executor, InProcess
 from tokenbench.load.runner import CellRun, Phases
 from tokenbench.load.target import Endpoint
+from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.summary_groups import ClientHealth
 from tokenbench.metrics.tally import CellTally
-from tokenbench.metrics.verify import UNREACHABLE_AFTER, Outcomes, client_health_verdict, unreachable, verdict
+from tokenbench.metrics.verdict import Verdict, VerdictPolicy, cell_verdict
+from tokenbench.metrics.verify import Outcomes
 from tokenbench.spec.bench import SLO, Load, Workload
+from tokenbench.spec.keys import cell_key
 from tokenbench.spec.study import StudySpec
 from tokenbench.workload.build import CellPrompts, build_cell
 
@@ -34,16 +38,27 @@ class CellResult:
     key: str
     load: Load
     workload: Workload
-    summary: dict
+    summary: CellSummary
     records: list[RequestRecord]     # measured, in index order; empty unless run_cell kept them
     warmup: list[RequestRecord]
-    status: str                      # "ok" | "failed" | "invalid" (the client could not keep up)
-    message: str = ""
+    verdict: Verdict                 # "ok" | "failed" | "invalid" (the client could not keep up), and why
     notes: list[str] = field(default_factory=list)
-    unreachable: str = ""            # why the server is considered gone (the cell stopped sending)
     spool: Spool | None = None       # every record (warmup, then measured as they finished), on disk
     started_ns: int | None = None    # the first measured send
     stopped: bool = False            # stopped by the user (Ctrl-C): what finished before is the cell
+
+    @property
+    def status(self) -> str:
+        return self.verdict.status
+
+    @property
+    def message(self) -> str:
+        return self.verdict.message
+
+    @property
+    def unreachable(self) -> str:
+        """Why the server is considered gone (the cell stopped sending); "" while it answered."""
+        return self.verdict.unreachable or ""
 
     def all_records(self) -> Iterable[RequestRecord]:
         """Warmup and measured records: from the spool (read back from disk) or the kept lists."""
@@ -52,11 +67,11 @@ class CellResult:
     @property
     def input_len(self) -> int:
         """The cell's prompt length: exact for fixed-length workloads, the mean asked for datasets."""
-        return self.summary["input_len"]
+        return int(self.summary.input_len or 0)
 
     @property
     def output_len(self) -> int:
-        return self.summary["output_len"]
+        return int(self.summary.output_len or 0)
 
 
 @dataclass
@@ -102,13 +117,16 @@ class CellJob:
     def key(self) -> str:
         return cell_key(self.workload, self.load)
 
+    @property
+    def verdict_policy(self) -> VerdictPolicy:
+        """What the cell's verdict tolerates (the study's options) and names (the server's address)."""
+        s, e = self.study, self.endpoint
+        return VerdictPolicy(s.allow_length_mismatch, s.allow_client_lag, s.max_error_rate, e.api_key is not None,
+                             e.base_url)
+
 
 PREPARED_BYTES = 512 * 2**20   # a duration cell prepares at most this much request data (memory bound)
 BYTES_PER_TOKEN = 8            # a token id in JSON ("12345,") or a word of text, with room to spare
-
-
-def cell_key(workload: Workload, load: Load) -> str:
-    return f"{workload.label}/{load.label}"
 
 
 LAZY_KINDS = ("random", "trace")   # workloads whose prompts are made one by one as they are sent
@@ -127,9 +145,9 @@ def planned_count(load: Load, input_len: int | None = None, kind: str = "random"
     return max(16, min(math.ceil(duration * per_s), most))
 
 
-def exhausted_note(summary: dict, load: Load, n_meas: int) -> list[str]:
+def exhausted_note(health: ClientHealth, load: Load, n_meas: int) -> list[str]:
     """A duration cell that used every prepared request before its end ran shorter than asked."""
-    at = summary.get("prepared_exhausted_s")
+    at = health.prepared_exhausted_s
     if at is None:
         return []
     return [f"all {n_meas} prepared requests were sent after {at:.1f} s of the {load.duration_s:g} s duration: "
@@ -202,28 +220,14 @@ async def run_cell(session: Session, job: CellJob) -> CellResult:
 
 
 def _result(job: CellJob, prompts: CellPrompts, n_meas: int | None, sink: _Intake, run: CellRun) -> CellResult:
-    spec, t, wl, load = job.study, job.endpoint, job.workload, job.load
-    key, lengths, notes, facts = job.key, prompts.nominal_lengths(wl), prompts.notes, prompts.facts
-    summary = sink.tally.summary(load, *lengths)
-    summary.update(run.client_health)
-    summary.update(facts)
-    status, message = verdict(sink.seen, spec.allow_length_mismatch, spec.max_error_rate, t.api_key is not None)
-    if status == "ok":
-        status, message = client_health_verdict(summary, load)
-        if status == "invalid" and spec.allow_client_lag:
-            summary["client_lag_tolerated"] = message       # stays ok; report/status.py marks it '~'
-            status = "ok"
-    lost = unreachable(sink.seen)
-    if lost:
-        left = f"{n_meas - sink.seen.n} of {n_meas} requests not sent" if n_meas else "the rest not sent"
-        lost = (f"server unreachable at {t.base_url}: {UNREACHABLE_AFTER} consecutive connection failures "
-                f"({lost}); {left}")
-        status, message = "failed", lost
-        summary["server_unreachable"] = True        # `--resume` runs this cell again
-    notes = notes + exhausted_note(summary, load, sink.seen.n)
+    wl, load = job.workload, job.load
+    summary = sink.tally.summary(load, *prompts.nominal_lengths(wl)).with_(health=run.client_health,
+                                                                           facts=prompts.facts)
+    verdict = cell_verdict(sink.seen, summary, load, job.verdict_policy, n_meas)
+    notes = prompts.notes + exhausted_note(run.client_health, load, sink.seen.n)
     if run.stopped:
-        notes.append(f"stopped by the user after {summary['stopped_after_s']:.1f} s: the cell is the "
+        notes.append(f"stopped by the user after {run.client_health.stopped_after_s or 0:.1f} s: the cell is the "
                      f"{sink.seen.n} requests that finished before (requests cut off are stored as cancelled)")
     records = sorted(sink.records, key=lambda r: r.index)
-    return CellResult(key, load, wl, summary, records, sink.warmup, status, message, notes, lost or "",
-                      sink.spool, sink.started_ns, run.stopped)
+    return CellResult(job.key, load, wl, verdict.marked(summary), records, sink.warmup, verdict, notes, sink.spool,
+                      sink.started_ns, run.stopped)

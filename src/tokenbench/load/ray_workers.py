@@ -28,6 +28,7 @@ from tokenbench.errors import UsageError
 from tokenbench.load.clock import new_loop
 from tokenbench.load.runner import CellRun, Outlets, run_phase
 from tokenbench.load.workers import WorkerJob, merge_health, reindex
+from tokenbench.metrics.summary_groups import ClientHealth
 
 PROBES = 7
 START_MARGIN_NS = 500_000_000   # Ray call latency margin before the shared start instant
@@ -136,10 +137,10 @@ def _actors(ray, group, jobs: list[WorkerJob]) -> list:
         for i, job in enumerate(jobs)]
 
 
-def _collect(ray, actors: list, offsets: list[int]) -> tuple[list[RequestRecord], list[dict]]:
+def _collect(ray, actors: list, offsets: list[int]) -> tuple[list[RequestRecord], list[ClientHealth]]:
     """Batches from every actor until each has sent its last one with its health."""
     records: list[RequestRecord] = []
-    health: dict[int, dict] = {}
+    health: dict[int, ClientHealth] = {}
     while len(health) < len(actors):
         pending = [i for i in range(len(actors)) if i not in health]
         got = 0
@@ -173,7 +174,5 @@ def run_ray(address: str, jobs: list[WorkerJob]) -> tuple[list, CellRun]:
             ray.kill(a)
         ray.util.remove_placement_group(group)
     warm = to_driver_clock(warm, 0)
-    health = merge_health(parts)
-    health["clock_offsets_ns"] = offsets
-    health["ray_nodes"] = nodes
+    health = merge_health(parts).model_copy(update={"clock_offsets_ns": offsets, "ray_nodes": nodes})
     return sorted(warm, key=lambda r: r.index), CellRun(sorted(recs, key=lambda r: r.index), health)

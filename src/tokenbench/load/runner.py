@@ -31,6 +31,7 @@ from tokenbench.client.request import PreparedRequest
 from tokenbench.load.arrivals import offsets_ns
 from tokenbench.load.clock import Clock, MonotonicClock
 from tokenbench.load.lag import LoopLagProbe
+from tokenbench.metrics.summary_groups import ClientHealth
 from tokenbench.metrics.verify import UNREACHABLE_AFTER
 from tokenbench.spec.bench import Load
 
@@ -48,7 +49,7 @@ SLICE_BUDGET_NS = 500_000     # parse time per event-loop iteration while finish
 @dataclass
 class CellRun:
     records: list[RequestRecord]
-    client_health: dict
+    client_health: ClientHealth
     stopped: bool = False         # the user stopped the phase (Ctrl-C); what finished before is kept
 
 
@@ -293,9 +294,9 @@ async def run_phase(send: Send, requests: Iterable[PreparedRequest], plan: Phase
         finally:
             health = probe.stop()
             records = await reducer.close(reducing)
-    health.update(_exhausted(pool, load, t0))
+    health = health.model_copy(update=_exhausted(pool, load, t0))
     if stopped:
-        health["stopped_after_s"] = (clock.now_ns() - t0) / 1e9
+        health = health.model_copy(update={"stopped_after_s": (clock.now_ns() - t0) / 1e9})
     return CellRun(records=records, client_health=health, stopped=stopped)
 
 

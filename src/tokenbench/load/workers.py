@@ -22,6 +22,7 @@ from tokenbench.errors import UsageError
 from tokenbench.load import clock
 from tokenbench.load.arrivals import schedule
 from tokenbench.load.runner import CellRun, Outlets, PhasePlan, Phases, run_phase
+from tokenbench.metrics.summary_groups import ClientHealth
 from tokenbench.spec.bench import Load
 
 START_DELAY_NS = 50_000_000   # workers start the measured phase 50 ms after the barrier opens
@@ -67,7 +68,7 @@ class WorkerJob:
         return PhasePlan("measure", self.load, self.seed + self.worker, self.offsets, start_ns)
 
 
-async def _worker_async(job: WorkerJob, sync, progress) -> tuple[list, list, dict]:
+async def _worker_async(job: WorkerJob, sync, progress) -> tuple[list, list, ClientHealth]:
     async with new_session(job.timeout_s, job.connect_in_ttft) as session:
         async def do_send(req, intended):
             return await send(session, req, intended)
@@ -113,20 +114,10 @@ def _worker_main(job: WorkerJob, sync: StartLine, progress, results) -> None:
     results.put((job.worker, clock.run(_worker_async(job, sync, progress))))
 
 
-def merge_health(parts: Sequence[dict]) -> dict:
+def merge_health(parts: Sequence[ClientHealth]) -> ClientHealth:
     """Worst loop lag of any worker; client CPU summed over workers (percent of one core) and the
-    busiest worker's."""
-    out = {}
-    for key in ("loop_lag_p50_ms", "loop_lag_p99_ms", "loop_lag_max_ms"):
-        vals = [p[key] for p in parts if p.get(key) is not None]
-        out[key] = max(vals) if vals else None
-    out["client_cpu_percent"] = sum(p.get("client_cpu_percent") or 0 for p in parts)
-    out["client_cpu_max_percent"] = max((p.get("client_cpu_percent") or 0 for p in parts), default=0)
-    out["client_workers"] = len(parts)
-    ran_out = [p["prepared_exhausted_s"] for p in parts if p.get("prepared_exhausted_s") is not None]
-    if ran_out:
-        out["prepared_exhausted_s"] = min(ran_out)
-    return out
+    busiest worker's; the earliest a worker ran out of prepared requests."""
+    return parts[0].merged(list(parts[1:]))
 
 
 def _deal(requests: Sequence[PreparedRequest], n: int, i: int) -> list[PreparedRequest]:

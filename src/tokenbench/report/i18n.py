@@ -212,6 +212,8 @@ EN: dict[str, str] = {
     "fair.differs": "{what} differ at {cell}: {values}",
     "fair.differs_all": "{what} differ: {values}",
     "fair.unknown": "{what} unknown for {columns}",
+    "fair.cached": "{pct} of prompt tokens cached",
+    "fair.no_reuse": "no prompt tokens from a prefix cache",
     # attributes compared
     "attr.engine": "engine",
     "attr.version": "engine version",
@@ -434,6 +436,8 @@ ZH: dict[str, str] = {
     "fair.differs": "{what} 在 {cell} 不一致：{values}",
     "fair.differs_all": "{what} 不一致：{values}",
     "fair.unknown": "{what} 未知：{columns}",
+    "fair.cached": "{pct} 的提示 token 命中前缀缓存",
+    "fair.no_reuse": "没有提示 token 来自前缀缓存",
     "attr.engine": "推理引擎",
     "attr.version": "引擎版本",
     "attr.model": "模型",

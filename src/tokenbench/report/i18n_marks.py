@@ -1,4 +1,4 @@
-"""Report text about cells that are not ok (report/status.py), both languages; merged into i18n."""
+"""Report text about cells that are not ok (judge/status.py), both languages; merged into i18n."""
 
 from __future__ import annotations
 

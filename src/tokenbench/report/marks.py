@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from tokenbench.judge.status import MARKS
+from tokenbench.judge.views import CellInfo
 from tokenbench.report.document import Cell, missing
 from tokenbench.report.i18n import t
-from tokenbench.report.model import CellInfo
-from tokenbench.report.status import MARKS
 
 
 def fig(c: CellInfo, text: str, over: bool = True) -> Cell:

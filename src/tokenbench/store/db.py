@@ -16,9 +16,12 @@ from pathlib import Path
 from tokenbench import __version__, userdirs
 from tokenbench.client.records import RequestRecord
 from tokenbench.errors import OutputError, StoreError, UsageError
+from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.server_facts import ServerFacts
 from tokenbench.store import commands, liveness, outputs
 from tokenbench.store.migrate import migrate
 from tokenbench.store.records import REQUEST_COLUMNS, from_row, to_row
+from tokenbench.store.rows import CellRow, ConfigRow, RunRow, SampleRow, config_from_db, run_from_db, sample_from_db
 from tokenbench.store.schema import RESERVOIR, SAMPLE_ORDER
 
 
@@ -130,33 +133,34 @@ class Store:
             if status == "running":
                 self.db.execute("UPDATE runs SET owner_pid=?, owner_started=? WHERE id=?", (*liveness.me(), run_id))
 
-    def run(self, run_id: str) -> dict:
+    def run(self, run_id: str) -> RunRow:
         with self._guard("read runs"):
             row = self.db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
         if row is None:
             raise StoreError(f"no run '{run_id}' in {self.path}",
                              f"list runs with `{commands.tokenbench(self.path, 'runs')}`")
-        return liveness.shown_status(_decode(dict(row)))
+        return liveness.shown_status(run_from_db(_decode(dict(row))))
 
-    def runs(self) -> list[dict]:
+    def runs(self) -> list[RunRow]:
         with self._guard("read runs"):
             rows = self.db.execute(
                 "SELECT r.*, (SELECT COUNT(*) FROM cells c WHERE c.run_id=r.id) AS cells_done"
                 " FROM runs r ORDER BY created_at, id").fetchall()
-            return [liveness.shown_status(_decode(dict(r))) for r in rows]
+            return [liveness.shown_status(run_from_db(_decode(dict(r)))) for r in rows]
 
     # server configs -----------------------------------------------------------------------------
-    def upsert_config(self, run_id: str, name: str, overrides: dict | None = None, profile: dict | None = None,
-                      facts: dict | None = None, status: str = "pending") -> int:
+    def upsert_config(self, run_id: str, name: str, overrides: dict | None = None, profile: Profile | None = None,
+                      facts: ServerFacts | None = None, status: str = "pending") -> int:
         """Store a server config (its message is set by set_config_status)."""
+        stored = (json.dumps(overrides or {}), json.dumps(profile.model_dump(mode="json") if profile else {}),
+                  json.dumps(facts.to_dict() if facts else {}))
         with self._guard("store a server config"):
             self.db.execute(
                 "INSERT INTO server_configs (run_id, name, overrides_json, profile_json, facts_json, status, message)"
                 " VALUES (?,?,?,?,?,?,?) ON CONFLICT(run_id, name) DO UPDATE SET"
                 " profile_json=excluded.profile_json, facts_json=excluded.facts_json,"
                 " status=excluded.status, message=excluded.message, overrides_json=excluded.overrides_json",
-                (run_id, name, json.dumps(overrides or {}), json.dumps(profile or {}), json.dumps(facts or {}),
-                 status, ""))
+                (run_id, name, *stored, status, ""))
             return self.db.execute("SELECT id FROM server_configs WHERE run_id=? AND name=?",
                                    (run_id, name)).fetchone()[0]
 
@@ -165,26 +169,25 @@ class Store:
             self.db.execute("UPDATE server_configs SET status=?, message=? WHERE run_id=? AND name=?",
                             (status, message, run_id, name))
 
-    def configs(self, run_id: str) -> list[dict]:
-        return self._rows("read server configs", "SELECT * FROM server_configs WHERE run_id=? ORDER BY id", (run_id,))
+    def configs(self, run_id: str) -> list[ConfigRow]:
+        return [config_from_db(r) for r in self._rows("read server configs",
+                                                      "SELECT * FROM server_configs WHERE run_id=? ORDER BY id",
+                                                      (run_id,))]
 
     # cells --------------------------------------------------------------------------------------
-    def save_cell(self, run_id: str, config_id: int, cell: dict, records: Iterable[RequestRecord],
+    def save_cell(self, run_id: str, config_id: int, cell: CellRow, records: Iterable[RequestRecord],
                   samples: Iterable[tuple] = ()) -> int:
         """Commit a finished cell with its requests and samples in ONE transaction (replacing any
         earlier row of the same key, e.g. a cell rerun after a crash)."""
-        cols = ("run_id", "config_id", "key", "repeat", "input_len", "output_len", "concurrency", "request_rate",
-                "status", "message", "kv_demand", "kv_capacity", "over_capacity", "summary_json", "started_ns",
-                "finished_at")
-        values = (run_id, config_id, cell["key"], cell.get("repeat", 0), cell["input_len"], cell["output_len"],
-                  cell.get("concurrency"), cell.get("request_rate"), cell["status"], cell.get("message", ""),
-                  cell.get("kv_demand"), cell.get("kv_capacity"), int(bool(cell.get("over_capacity"))),
-                  json.dumps(cell["summary"]), cell.get("started_ns"), _now())
-        with self._guard(f"store cell {cell['key']}"), self._tx():
+        columns = {**cell.columns(), "over_capacity": int(cell.over_capacity),
+                   "summary_json": json.dumps(cell.summary.to_dict()), "started_ns": cell.started_ns,
+                   "run_id": run_id, "config_id": config_id, "finished_at": _now()}
+        with self._guard(f"store cell {cell.key}"), self._tx():
             self.db.execute("DELETE FROM cells WHERE run_id=? AND config_id=? AND key=? AND repeat=?",
-                            (run_id, config_id, cell["key"], cell.get("repeat", 0)))
-            cur = self.db.execute(f"INSERT INTO cells ({','.join(cols)}) VALUES ({','.join('?' * len(cols))})", values)
-            cell_id = cur.lastrowid
+                            (run_id, config_id, cell.key, cell.repeat))
+            cur = self.db.execute(f"INSERT INTO cells ({','.join(columns)}) VALUES ({','.join('?' * len(columns))})",
+                                  tuple(columns.values()))
+            cell_id = cur.lastrowid or 0
             self.db.executemany(
                 f"INSERT INTO requests ({','.join(REQUEST_COLUMNS)}) VALUES ({','.join('?' * len(REQUEST_COLUMNS))})",
                 (to_row(cell_id, r) for r in records))
@@ -194,12 +197,12 @@ class Store:
                 ((cell_id, *s) for s in samples))
         return cell_id
 
-    def cells(self, run_id: str) -> list[dict]:
-        return self._rows(
+    def cells(self, run_id: str) -> list[CellRow]:
+        return [CellRow.from_db(r) for r in self._rows(
             "read cells",
             "SELECT c.*, s.name AS config_name FROM cells c JOIN server_configs s ON s.id=c.config_id"
             " WHERE c.run_id=? ORDER BY c.config_id, c.input_len, c.output_len, c.concurrency, c.request_rate,"
-            " c.repeat", (run_id,))
+            " c.repeat", (run_id,))]
 
     def done_keys(self, run_id: str) -> set[tuple[str, str, int]]:
         """(config, key, repeat) of the cells a resume skips: all stored ones except cells cut short
@@ -237,8 +240,9 @@ class Store:
             return self.db.execute("SELECT COUNT(*) FROM requests WHERE cell_id=? AND phase=?",
                                    (cell_id, phase)).fetchone()[0]
 
-    def samples(self, cell_id: int) -> list[dict]:
-        return self._rows("read samples", "SELECT * FROM samples WHERE cell_id=? ORDER BY t_ns", (cell_id,))
+    def samples(self, cell_id: int) -> list[SampleRow]:
+        return [sample_from_db(r) for r in self._rows("read samples",
+                                                      "SELECT * FROM samples WHERE cell_id=? ORDER BY t_ns", (cell_id,))]
 
     def cache_totals(self, run_id: str) -> dict[int, tuple[int, int, int]]:
         """Per cell: cached prompt tokens, prompt tokens, and how many requests reported cached_tokens, over

@@ -149,7 +149,7 @@ def reason(exc: OSError) -> str:
 
 def first_writable(text: str, candidates: list[Path]) -> tuple[Path | None, list[str]]:
     """Write `text` to the first candidate that takes it; (path or None, why each earlier one failed)."""
-    failures = []
+    failures: list[str] = []
     for path in candidates:
         try:
             write_text(path, text, "recovery file")

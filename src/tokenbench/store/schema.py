@@ -100,6 +100,17 @@ MIGRATIONS: list[tuple[int, str]] = [
     (3, "ALTER TABLE requests ADD COLUMN sampled INTEGER NOT NULL DEFAULT 0;\n"
         f"UPDATE requests SET sampled = 1 WHERE rowid IN (SELECT id FROM ({_RANKED}) WHERE rn <= {RESERVOIR});\n"
         "CREATE INDEX IF NOT EXISTS requests_sampled ON requests(cell_id, phase, sampled);"),
+    # 4: every RequestRecord field has its column (store/records.py derives them from the record); requests
+    # stored before read these back as the record's defaults (what they were not stored with is unknown)
+    (4, "ALTER TABLE requests ADD COLUMN images INTEGER NOT NULL DEFAULT 0;\n"
+        "ALTER TABLE requests ADD COLUMN image_bytes INTEGER NOT NULL DEFAULT 0;\n"
+        "ALTER TABLE requests ADD COLUMN image_count INTEGER;\n"
+        "ALTER TABLE requests ADD COLUMN first_content_offset_ns INTEGER;\n"
+        "ALTER TABLE requests ADD COLUMN reasoning_tokens INTEGER NOT NULL DEFAULT 0;\n"
+        "ALTER TABLE requests ADD COLUMN count_source TEXT NOT NULL DEFAULT 'none';\n"
+        "ALTER TABLE requests ADD COLUMN expected_prompt_tokens INTEGER;\n"
+        "ALTER TABLE requests ADD COLUMN connect_ns INTEGER NOT NULL DEFAULT 0;\n"
+        "ALTER TABLE requests ADD COLUMN connect_in_ttft INTEGER NOT NULL DEFAULT 0;"),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]
@@ -112,6 +123,8 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     "cells": ("id", "run_id", "config_id", "key", "repeat", "input_len", "output_len", "concurrency",
               "request_rate", "status", "message", "kv_demand", "kv_capacity", "over_capacity", "summary_json",
               "started_ns", "finished_at"),
-    "requests": ("cell_id", "phase", "idx", "token_offsets_json", "token_counts_json", "text", "worker", "sampled"),
+    "requests": ("cell_id", "phase", "idx", "token_offsets_json", "token_counts_json", "text", "worker", "sampled",
+                 "images", "image_bytes", "image_count", "first_content_offset_ns", "reasoning_tokens", "count_source",
+                 "expected_prompt_tokens", "connect_ns", "connect_in_ttft"),
     "samples": ("cell_id", "t_ns", "source", "name", "value", "labels_json"),
 }

@@ -144,7 +144,7 @@ def study_spec(cell: Cell) -> StudySpec:
 def run_tokenbench(cell: Cell, out: Path) -> dict:
     outcome = study.measure(study_spec(cell), str(out / f"tokenbench-{cell.tag}.json"), records=False)
     study.check(outcome, "bench")
-    return outcome.cells[0]["summary"]
+    return outcome.cells[0].summary.to_dict()       # vLLM's names, as the peers' results use them
 
 
 def compare(conc: int, ours: list[dict], theirs: list[dict]) -> list[Row]:

@@ -1,6 +1,6 @@
 """AISBench (`ais-bench-benchmark` on PyPI, Huawei's benchmark for MindIE and vLLM-Ascend services) as a
 peer of `tokenbench agree`: one perf-mode run per cell, configured by two files it is pointed at
-(`--config-dir`), its outputs read back with report/import_aisbench.py.
+(`--config-dir`), its outputs read back with formats/aisbench.py.
 
 The workload tokenbench sends, as far as AISBench can ask for it: the synthetic `tokenid` dataset
 (`input_len` random token ids per prompt, decoded to text: the server re-tokenizes them), `max_out_len`
@@ -13,7 +13,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tokenbench.report import import_aisbench
+from tokenbench.formats import aisbench as import_aisbench
 from tokenbench.userdirs import cache_root
 
 NAME = "aisbench"

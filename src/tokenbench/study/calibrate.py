@@ -5,6 +5,7 @@ what it measures with the server's own send log (the truth). The cell runs as a 
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 from dataclasses import dataclass
@@ -120,8 +121,12 @@ def calibrate(concurrency: int, cfg: ReferenceConfig, output_len: int = 50, work
     ingest, delivery = split_delay(cell.records, log)
     s = cell.summary
     ideal = concurrency * output_len / ((cfg.ttft_ms + (output_len - 1) * cfg.itl_ms) / 1e3)
-    return Calibration(concurrency, workers, s["mean_ttft_ms"], t_ttft, s["p99_ttft_ms"], s["mean_tpot_ms"], t_tpot,
-                       s["output_throughput"], throughput_truth(log), ideal,
-                       s["sustained_concurrency"] or s["achieved_concurrency"],
-                       s.get("loop_lag_p99_ms"),
-                       s.get("client_cpu_percent") or 0.0, ingest, delivery, s["failed"], cell.status)
+    h = s.health
+    return Calibration(concurrency, workers, _f(s.mean_ttft_ms), t_ttft, _f(s.p99_ttft_ms), _f(s.mean_tpot_ms), t_tpot,
+                       _f(s.output_throughput), throughput_truth(log), ideal,
+                       _f(s.sustained_concurrency or s.achieved_concurrency), h.loop_lag_p99_ms if h else None,
+                       (h.client_cpu_percent if h else None) or 0.0, ingest, delivery, int(s.failed or 0), cell.status)
+
+
+def _f(value: float | None) -> float:
+    return math.nan if value is None else float(value)

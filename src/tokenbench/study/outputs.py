@@ -12,6 +12,7 @@ from tokenbench.load.target import Endpoint
 from tokenbench.spec.study import StudySpec
 from tokenbench.store import outputs
 from tokenbench.store.records import json_safe
+from tokenbench.store.rows import CellRow
 from tokenbench.study.vllm_result import CellMeta, VllmOptions, result_path, vllm_result
 from tokenbench.sweep.plan import PlannedCell
 
@@ -31,7 +32,7 @@ class VllmResults:
         self.meta = CellMeta(label=self.spec.name, model=endpoint.model,
                              tokenizer=self.spec.workload.tokenizer_path or endpoint.model, api=self.spec.api)
 
-    def cell_stored(self, cell: PlannedCell, row: dict, result: CellResult) -> None:
+    def cell_stored(self, cell: PlannedCell, row: CellRow, result: CellResult) -> None:
         assert self.meta is not None, "target_ready comes before the first cell"
         doc = vllm_result(result, self.meta, self.opts)
         path = result_path(doc, self.opts, len(self.written), self.cells)

@@ -25,6 +25,7 @@ from tokenbench.spec.loader import load_model
 from tokenbench.spec.study import StudySpec
 from tokenbench.store import commands, run_lock
 from tokenbench.store.db import Store
+from tokenbench.store.rows import CellRow
 from tokenbench.sweep.plan import Plan, PlannedCell, check_context, plan
 from tokenbench.sweep.run import RunSettings, StudyEvents, StudyRunner, endpoint_for, pending
 from tokenbench.sweep.servers import expected_ctx, load_profile
@@ -36,7 +37,7 @@ class ResultFile(Protocol):
     needs_records: bool        # it reads every record of a cell (the cells then keep them in memory)
 
     def target_ready(self, endpoint: Endpoint, facts: dict) -> None: ...
-    def cell_stored(self, cell: PlannedCell, row: dict, result: CellResult) -> None: ...
+    def cell_stored(self, cell: PlannedCell, row: CellRow, result: CellResult) -> None: ...
     def finish(self, status: str) -> None: ...
     def locations(self) -> list[str]: ...
 
@@ -55,15 +56,15 @@ class Study:
 class Outcome:
     run_id: str
     store: Store
-    cells: list[dict]                              # the run's stored cells, this and earlier sessions
+    cells: list[CellRow]                           # the run's stored cells, this and earlier sessions
     problems: list[str]                            # server configs that could not finish
     capacity: dict[str, list[str]] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)        # "wrote PATH" of tokenbench's JSON result
     results: list[CellResult] = field(default_factory=list)   # this session's cells, when kept (`measure`)
 
     @property
-    def failed(self) -> list[dict]:
-        return [c for c in self.cells if c["status"] == "failed"]
+    def failed(self) -> list[CellRow]:
+        return [c for c in self.cells if c.status == "failed"]
 
 
 def preflight(p: Plan) -> None:
@@ -87,12 +88,12 @@ def create_run(store: Store, p: Plan, settings: RunSettings, argv: Sequence[str]
 def stored_spec(store: Store, run_id: str, kind: str) -> StudySpec:
     """The spec of a stored run, for --resume; a run of another kind says how to resume it."""
     row = store.run(run_id)
-    if row["kind"] != kind:
-        hint = (f"resume it with `{commands.resume(store.path, row['kind'], run_id)}`" if row["kind"] in ("bench", "sweep")
+    if row.kind != kind:
+        hint = (f"resume it with `{commands.resume(store.path, row.kind, run_id)}`" if row.kind in ("bench", "sweep")
                 else "only bench and sweep runs can be resumed; rerun it as a new run")
-        raise UsageError(f"run {run_id} is a {row['kind']} run, not a {kind}: `{kind} --resume` continues "
+        raise UsageError(f"run {run_id} is a {row.kind} run, not a {kind}: `{kind} --resume` continues "
                          f"{kind} runs", hint)
-    spec = dict(row["spec"])
+    spec = dict(row.spec)
     spec.pop("planned_cells", None)
     try:
         return load_model(StudySpec, spec, f"run {run_id}")
@@ -117,7 +118,7 @@ def start(spec: StudySpec, store: Store, settings: RunSettings, argv: Sequence[s
     profile = server.profile if server else (load_profile(spec.target, p.configs[0]) if spec.target.profile else None)
     run_id = resume or create_run(store, p, settings, argv, profile)
     header = {"tool": {"name": "tokenbench", "version": __version__}, "command": list(argv),
-              "environment": store.run(run_id).get("environment") or {}}
+              "environment": store.run(run_id).environment or {}}
     return Study(p, store, run_id, dataclasses.replace(settings, header=header))
 
 
@@ -136,7 +137,7 @@ def _fan_out(events: StudyEvents, files: Sequence[ResultFile]) -> StudyEvents:
         for f in files:
             f.target_ready(endpoint, facts)
 
-    def stored(cell: PlannedCell, row: dict, result: CellResult) -> None:
+    def stored(cell: PlannedCell, row: CellRow, result: CellResult) -> None:
         events.cell_stored(cell, row, result)
         for f in files:
             f.cell_stored(cell, row, result)
@@ -189,7 +190,7 @@ def check(out: Outcome, kind: str) -> None:
                           f"fix the cause, then {commands.resume_advice(out.store, kind, out.run_id)}")
     if out.failed:
         first = out.failed[0]
-        raise MeasurementError(f"{len(out.failed)} cell(s) failed, first {first['key']}: {first['message']}",
+        raise MeasurementError(f"{len(out.failed)} cell(s) failed, first {first.key}: {first.message}",
                                "results were kept; see `tokenbench report` and the JSON/database for each "
                                "request's error")
 
@@ -205,7 +206,7 @@ class Kept:
     def target_ready(self, endpoint: Endpoint, facts: dict) -> None:
         return None
 
-    def cell_stored(self, cell: PlannedCell, row: dict, result: CellResult) -> None:
+    def cell_stored(self, cell: PlannedCell, row: CellRow, result: CellResult) -> None:
         self.results.append(result)
 
     def finish(self, status: str) -> None:

@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterator
 
 from tokenbench.deploy.engines import has_adapter, metric_names
+from tokenbench.metrics.summary_groups import MonitorFigures
 from tokenbench.monitor.runner import Monitor
 from tokenbench.monitor.samplers import HostSampler, NpuSmiSampler, NvidiaSmiSampler, PrometheusSampler
 from tokenbench.monitor.summary import queue_cross_check, summarize
@@ -17,12 +18,10 @@ class CellMonitor:
         self.monitor = monitor
         self.samples: list = []
 
-    def summary(self, output_tokens: int | None = None, star: bool = False) -> dict:
-        """Monitor figures for the cell, prefixed `monitor_`, plus the `*`-versus-queue cross-check."""
+    def summary(self, output_tokens: int | None = None, star: bool = False) -> MonitorFigures:
+        """Monitor figures for the cell (stored prefixed `monitor_`), plus the `*`-versus-queue cross-check."""
         raw = summarize(self.samples, output_tokens=output_tokens)
-        out = {f"monitor_{k}": v for k, v in raw.items()}
-        out["monitor_queue_check"] = queue_cross_check(star, raw)
-        return out
+        return MonitorFigures(**raw, queue_check=queue_cross_check(star, raw))
 
     def rows(self) -> list[tuple]:
         return [(s.t_ns, s.source, s.name, s.value, json.dumps(s.labels)) for s in self.samples]

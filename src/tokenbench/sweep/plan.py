@@ -8,8 +8,8 @@ import random
 from dataclasses import dataclass, field
 
 from tokenbench.errors import SpecError
-from tokenbench.load.cell import cell_key
 from tokenbench.spec.bench import Load, Workload
+from tokenbench.spec.keys import cell_key
 from tokenbench.spec.study import StudySpec
 
 
@@ -123,7 +123,9 @@ def kv_demand(cell: PlannedCell) -> int | None:
     """Tokens the cell's in-flight requests need at once: width x (input + output); unknown (None) for
     datasets and traces, whose lengths vary."""
     width, wl = cell.width, cell.workload
-    return width * (wl.input_len + wl.output_len) if width and wl.fixed_lengths else None
+    if not width or not wl.fixed_lengths or wl.input_len is None or wl.output_len is None:
+        return None
+    return width * (wl.input_len + wl.output_len)
 
 
 def over_capacity(cell: PlannedCell, kv_capacity: int | None) -> bool:

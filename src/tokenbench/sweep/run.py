@@ -8,7 +8,7 @@ cell of every command (bench, sweep, demo, calibrate, agree) is run here, by `St
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from tokenbench.client import api
@@ -20,10 +20,12 @@ from tokenbench.load.cell import CellJob, CellProgress, CellResult, run_cell
 from tokenbench.load.clock import run as run_loop
 from tokenbench.load.executors import Executor, executor_for
 from tokenbench.load.target import Endpoint, resolve
+from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.spec.study import StudySpec
 from tokenbench.store import commands
 from tokenbench.store.db import Store
 from tokenbench.store.journal import Journal
+from tokenbench.store.rows import CellRow, KvUse
 from tokenbench.sweep import capacity
 from tokenbench.sweep.monitoring import cell_monitor
 from tokenbench.sweep.plan import (
@@ -56,9 +58,9 @@ class StudyEvents:
     log: Callable[[str], None] = print
     cell_started: Callable[[PlannedCell], None] = lambda c: None
     cell_progress: Callable[[PlannedCell, CellProgress], None] = lambda c, p: None
-    cell_done: Callable[[PlannedCell, dict], None] = lambda c, row: None
+    cell_done: Callable[[PlannedCell, CellRow], None] = lambda c, row: None
     target_ready: Callable[[Endpoint, dict], None] = lambda endpoint, facts: None   # per server launch
-    cell_stored: Callable[[PlannedCell, dict, CellResult], None] = lambda c, row, result: None   # with records
+    cell_stored: Callable[[PlannedCell, CellRow, CellResult], None] = lambda c, row, result: None   # with records
 
 
 @dataclass(frozen=True)
@@ -89,12 +91,8 @@ def reset_prefix_cache(server: Server) -> None:
         api.call(server.base_url, path, {}, quiet=True)
 
 
-def _cell_row(cell: PlannedCell, result: CellResult, kv_cap: int | None, extra: dict) -> dict:
-    return {"key": cell.key, "repeat": cell.repeat, "input_len": result.input_len,
-            "output_len": result.output_len, "concurrency": cell.load.concurrency,
-            "request_rate": cell.load.request_rate, "status": result.status, "message": result.message,
-            "kv_demand": kv_demand(cell), "kv_capacity": kv_cap, "over_capacity": over_capacity(cell, kv_cap),
-            "summary": {**result.summary, **extra}, "started_ns": result.started_ns}
+def _kv(cell: PlannedCell, kv_cap: int | None) -> KvUse:
+    return KvUse(kv_demand(cell), kv_cap, over_capacity(cell, kv_cap))
 
 
 def _gone(server: Server, result: CellResult) -> type[ServerDied] | None:
@@ -102,22 +100,22 @@ def _gone(server: Server, result: CellResult) -> type[ServerDied] | None:
     relaunch when it is ours)? The cell's message says which, naming the server."""
     death = server.death() if result.status != "ok" else None
     if death and server.deployment is not None:
-        result.status, result.message = "failed", f"server died during the cell: {death}; {result.message}"
+        result.verdict = result.verdict.failed(f"server died during the cell: {death}")
         return ServerDied
     if result.unreachable:
         return ServerUnreachable
     if death:
-        result.status, result.message = "failed", f"server unreachable: {death}; {result.message}"
+        result.verdict = result.verdict.failed(f"server unreachable: {death}")
         return ServerUnreachable
     return None
 
 
-def _saturated(prev: dict | None, cur: dict) -> bool:
+def _saturated(prev: CellSummary | None, cur: CellSummary) -> bool:
     """Throughput rose less than 3 % while median TTFT rose more than 50 %."""
-    if not prev or not prev.get("output_throughput") or not cur.get("output_throughput"):
+    if prev is None or not prev.output_throughput or not cur.output_throughput:
         return False
-    gain = cur["output_throughput"] / prev["output_throughput"] - 1
-    ttft_prev, ttft_cur = prev.get("median_ttft_ms") or 0, cur.get("median_ttft_ms") or 0
+    gain = cur.output_throughput / prev.output_throughput - 1
+    ttft_prev, ttft_cur = prev.median_ttft_ms or 0, cur.median_ttft_ms or 0
     return gain < 0.03 and ttft_prev > 0 and ttft_cur > 1.5 * ttft_prev
 
 
@@ -154,7 +152,7 @@ class StudyRunner:
         self.attempted: set[tuple[str, str, int]] = set()   # cells run by this process (a cut-short one too)
         self.round: int | None = None                       # the repeat being run (interleaved repeats)
 
-    def pending(self, config: ServerConfig) -> list[PlannedCell]:
+    def pending(self, config: ServerConfig) -> Sequence[PlannedCell | None]:
         if self.plan.spec.find_capacity:
             return [] if config.name in self.capacity_done else [None]   # cells are decided as it goes
         return pending(self.plan, self.store.done_keys(self.run_id) | self.attempted, config, self.round)
@@ -175,7 +173,7 @@ class StudyRunner:
     def _run_config(self, config: ServerConfig) -> str | None:
         """Deploy and run the config's pending cells; relaunch after a server death (bounded)."""
         config_id = self.store.upsert_config(self.run_id, config.name, config.as_dict(), status="deploying")
-        events = []
+        events: list[str] = []
         for launch in range(1, MAX_LAUNCHES + 1):
             try:
                 self._launch_and_run(config, config_id)
@@ -212,13 +210,12 @@ class StudyRunner:
         given = contextlib.nullcontext(self.server) if self.server else None
         with given or server_for(self.plan.spec.target, config, self.ev.log) as server:
             check_context(self.plan, server.facts.ctx_per_seq, f"server config {config.name}")
-            profile = server.profile.model_dump(mode="json") if server.profile else {}
-            self.store.upsert_config(self.run_id, config.name, config.as_dict(), profile, server.facts.to_dict(),
+            self.store.upsert_config(self.run_id, config.name, config.as_dict(), server.profile, server.facts,
                                      status="running")
             if self.plan.spec.find_capacity:
                 run_loop(self._capacity(server, config, config_id))
             else:
-                run_loop(self._cells(server, config_id, self.pending(config)))
+                run_loop(self._cells(server, config_id, [c for c in self.pending(config) if c is not None]))
 
     @contextlib.asynccontextmanager
     async def _launched(self, server: Server, config_id: int):
@@ -238,7 +235,7 @@ class StudyRunner:
 
     async def _cells(self, server: Server, config_id: int, todo: list[PlannedCell]) -> None:
         spec = self.plan.spec
-        prev: dict[tuple, dict] = {}
+        prev: dict[tuple, CellSummary] = {}
         stopped: dict[tuple, str] = {}
         async with self._launched(server, config_id) as launch:
             for cell in todo:
@@ -247,14 +244,14 @@ class StudyRunner:
                     self._skip(launch, cell, stopped[pair])
                     continue
                 row = await self._run_cell(launch, cell)
-                if spec.stop_on_saturation and cell.load.concurrency and _saturated(prev.get(pair), row["summary"]):
+                if spec.stop_on_saturation and cell.load.concurrency and _saturated(prev.get(pair), row.summary):
                     stopped[pair] = f"skipped: throughput saturated at concurrency {cell.load.concurrency}"
-                prev[pair] = row["summary"]
+                prev[pair] = row.summary
 
     async def _capacity(self, server: Server, config: ServerConfig, config_id: int) -> None:
         """Doubling then bisection per workload; cells already stored (resume) are reused, not rerun."""
         spec = self.plan.spec
-        stored = {(c["config_name"], c["key"]): c for c in self.store.cells(self.run_id)}
+        stored = {(c.config, c.key): c for c in self.store.cells(self.run_id)}
         lines = []
         async with self._launched(server, config_id) as launch:
             for wl in spec.workloads():
@@ -266,7 +263,8 @@ class StudyRunner:
                     try:
                         c = gen.send(capacity.meets(row, spec.slo, spec.slo_attainment))
                     except StopIteration as end:
-                        lines.append(capacity.describe(wl.label, *end.value, spec.capacity_max))
+                        best, worst = end.value
+                        lines.append(capacity.describe(wl.label, best, worst, spec.capacity_max))
                         self.ev.log(f"{config.name}: {lines[-1]}")
                         break
         self.capacity[config.name] = lines
@@ -277,16 +275,17 @@ class StudyRunner:
         return CellJob(launch.endpoint, self.plan.spec, cell.workload, cell.load, self.executor,
                        self.settings.keep_records, lambda p: self.ev.cell_progress(cell, p))
 
-    async def _run_cell(self, launch: _Launch, cell: PlannedCell) -> dict:
+    async def _run_cell(self, launch: _Launch, cell: PlannedCell) -> CellRow:
         """Run one cell on the launched server, store it, tell the listeners; the stored row."""
-        server, kv_cap = launch.server, launch.kv_cap
+        server = launch.server
         reset_prefix_cache(server)
         self.ev.cell_started(cell)
         with cell_monitor(server, self.plan.spec.monitor_interval_s, self.ev.log) as mon:
             result = await run_cell(launch.session, self.job(launch, cell))
-        star = over_capacity(cell, kv_cap)
+        kv = _kv(cell, launch.kv_cap)
         gone = _gone(server, result)
-        row = _cell_row(cell, result, kv_cap, mon.summary(result.summary.get("total_output_tokens"), star))
+        row = CellRow.measured(cell, result, kv).with_summary(
+            result.summary.with_(monitor=mon.summary(int(result.summary.total_output_tokens or 0), kv.over)))
         self.journal.add(launch.config_id, row, result.all_records(), mon.rows(), cell.config.name)
         self.attempted.add((cell.config.name, cell.key, cell.repeat))
         self.ev.cell_stored(cell, row, result)
@@ -298,11 +297,7 @@ class StudyRunner:
         return row
 
     def _skip(self, launch: _Launch, cell: PlannedCell, reason: str) -> None:
-        kv_cap = launch.kv_cap
-        row = {"key": cell.key, "repeat": cell.repeat, "input_len": cell.workload.input_len or 0,
-               "output_len": cell.workload.output_len or 0, "concurrency": cell.load.concurrency,
-               "request_rate": cell.load.request_rate, "status": "skipped", "message": reason,
-               "kv_demand": kv_demand(cell), "kv_capacity": kv_cap, "over_capacity": over_capacity(cell, kv_cap),
-               "summary": {}}
+        row = CellRow.skipped(cell, (cell.workload.input_len or 0, cell.workload.output_len or 0), reason,
+                              _kv(cell, launch.kv_cap))
         self.journal.add(launch.config_id, row, [], config=cell.config.name)
         self.ev.cell_done(cell, row)

@@ -15,9 +15,11 @@ import random
 import statistics
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from tokenbench.client.request import Prompt
+from tokenbench.errors import UsageError
+from tokenbench.metrics.summary_groups import WorkloadFacts
 from tokenbench.spec.bench import Workload
 from tokenbench.workload import images as img
 from tokenbench.workload import prefix, trace_replay
@@ -28,6 +30,8 @@ from tokenbench.workload.local_tokenizer import LocalTokenizer, tokenizer_file
 from tokenbench.workload.random_ids import cell_rng, random_ids
 from tokenbench.workload.sharegpt import read_sharegpt
 from tokenbench.workload.vocab import Vocab
+
+T = TypeVar("T")
 
 
 class Target(Protocol):
@@ -50,7 +54,7 @@ class CellPrompts:
     warmup: list[Prompt]
     measure: Iterable[Prompt]               # a list, or (random and trace kinds) made one by one when taken
     offsets_ns: list[int] | None = None     # trace: arrival of measured request i at t0 + offsets_ns[i]
-    facts: dict = field(default_factory=dict)
+    facts: WorkloadFacts = field(default_factory=WorkloadFacts)
     notes: list[str] = field(default_factory=list)
     measure_count: int | None = None        # None: as many as the duration takes
     length_means: tuple[int, int] | None = None   # rounded mean (input, output) lengths asked
@@ -101,18 +105,25 @@ def _lazy_phase(c: _Cell, phase: str, lengths: Iterable[tuple[int, int]]) -> Ite
     return (_exact(c, rng, n, out) for n, out in lengths)
 
 
+def _given(value: T | None, what: str) -> T:
+    """A workload field its kind requires (the spec refuses a workload of that kind without it)."""
+    if value is None:
+        raise UsageError(f"this workload needs {what}", f"give {what} in the workload")
+    return value
+
+
 def _random(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
-    shape = (c.wl.input_len, c.wl.output_len)
+    shape = (_given(c.wl.input_len, "input_len"), _given(c.wl.output_len, "output_len"))
     return _Drafts(_exact_phase(c, "warmup", [shape] * n_warm),
                    _lazy_phase(c, "measure", itertools.repeat(shape, *([] if n_meas is None else [n_meas]))))
 
 
 def _dataset(reader: Callable[[str], list[TextEntry]]):
     def build(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
-        wl = c.wl
-        entries = reader(wl.dataset_path)
-        sel = select(entries, c.tok, c.rng("dataset"), n_warm + n_meas, Filters.of(wl, c.t.max_model_len),
-                     wl.dataset_path)
+        wl, path = c.wl, _given(c.wl.dataset_path, "dataset_path")
+        entries = reader(path)
+        sel = select(entries, c.tok, c.rng("dataset"), n_warm + _given(n_meas, "a request count"),
+                     Filters.of(wl, c.t.max_model_len), path)
         facts = {"dataset_path": wl.dataset_path, "dataset_entries": len(entries), "dataset_examined": sel.examined,
                  "dataset_rejected": sel.rejected, "dataset_reused": sel.reused}
         return _Drafts(sel.drafts[:n_warm], sel.drafts[n_warm:], facts=facts, notes=sel.notes)
@@ -122,18 +133,20 @@ def _dataset(reader: Callable[[str], list[TextEntry]]):
 def _prefix(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
     wl, vocab = c.wl, c.t.vocab
     shared = c.rng("prefix")
+    groups, plen = _given(wl.num_groups, "num_groups"), _given(wl.prefix_len, "prefix_len")
+    ilen, olen = _given(wl.input_len, "input_len"), _given(wl.output_len, "output_len")
     if wl.api == "chat":
-        texts = prefix.prefix_texts(c.tok, shared, wl.num_groups, wl.prefix_len, vocab)
+        texts = prefix.prefix_texts(c.tok, shared, groups, plen, vocab)
 
         def phase(name: str, n: int) -> list[Draft]:
             return prefix.text_drafts(c.tok, texts, wl, c.rng(name), n, vocab)
     else:
-        ids = prefix.prefix_ids(shared, wl.num_groups, wl.prefix_len, vocab)
+        ids = prefix.prefix_ids(shared, groups, plen, vocab)
 
         def phase(name: str, n: int) -> list[Draft]:
-            return prefix.id_drafts(ids, c.rng(name), n, wl.input_len, wl.output_len, vocab)
-    facts = {"prefix_len": wl.prefix_len, "num_groups": wl.num_groups, "prefix_share": wl.prefix_len / wl.input_len}
-    return _Drafts(phase("warmup", n_warm), phase("measure", n_meas), facts=facts)
+            return prefix.id_drafts(ids, c.rng(name), n, ilen, olen, vocab)
+    facts = {"prefix_len": plen, "num_groups": groups, "prefix_share": plen / ilen}
+    return _Drafts(phase("warmup", n_warm), phase("measure", _given(n_meas, "a request count")), facts=facts)
 
 
 def _image_source(c: _Cell) -> Callable[[random.Random, int], list[img.Image]]:
@@ -150,24 +163,25 @@ def _image_source(c: _Cell) -> Callable[[random.Random, int], list[img.Image]]:
 
 def _image(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
     wl, source = c.wl, _image_source(c)
+    ilen, olen = _given(wl.input_len, "input_len"), _given(wl.output_len, "output_len")
 
     def phase(name: str, n: int, first: int) -> list[Draft]:
         rng, out = c.rng(name), []
         for i in range(n):
-            text = exact_text(c.tok, rng, wl.input_len, c.t.vocab)
+            text = exact_text(c.tok, rng, ilen, c.t.vocab)
             pics = source(rng, first + i)
-            out.append(Draft(text, None, wl.input_len, wl.output_len, tuple(p.uri() for p in pics),
-                             sum(len(p.data) for p in pics)))
+            out.append(Draft(text, None, ilen, olen, tuple(p.uri() for p in pics), sum(len(p.data) for p in pics)))
         return out
 
     facts = {"images_per_request": wl.image_count,
              "image_source": wl.dataset_path or f"synthetic {wl.image_width}x{wl.image_height} {wl.image_format}"}
-    return _Drafts(phase("warmup", n_warm, 0), phase("measure", n_meas, n_warm), facts=facts)
+    return _Drafts(phase("warmup", n_warm, 0), phase("measure", _given(n_meas, "a request count"), n_warm),
+                   facts=facts)
 
 
 def _trace(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
     wl = c.wl
-    rows = trace_replay.read_trace(wl.dataset_path)
+    rows = trace_replay.read_trace(_given(wl.dataset_path, "dataset_path"))
     replay = trace_replay.select(rows, wl.time_scale, Filters.of(wl, c.t.max_model_len), wl.output_len, n_meas, duration_s)
     lengths = [(r.input_len, r.output_len) for r in replay.rows]
     warm = [lengths[i % len(lengths)] for i in range(n_warm)]
@@ -188,15 +202,15 @@ KINDS = {"random": _random, "sharegpt": _dataset(read_sharegpt), "jsonl": _datas
 def _image_tokens(c: _Cell, drafts: list[Draft], overhead: int) -> dict[str, int]:
     """Prompt tokens per distinct image (by data URI), each measured once with a 1-token probe.
     Synthetic images of one size and format all cost the same: one probe with a fresh image stands for them."""
-    first = drafts[0]
+    first, text = drafts[0], _given(drafts[0].text, "a chat prompt's text")
     if not c.wl.dataset_path:
         probe = img.synthetic(c.rng("probe"), c.wl.image_width, c.wl.image_height, c.wl.image_format).uri()
-        per = image_tokens(c.t.base_url, c.t.model, first.text, (probe,), c.t.api_key, first.input_len + overhead)
+        per = image_tokens(c.t.base_url, c.t.model, text, (probe,), c.t.api_key, first.input_len + overhead)
         return {u: per for d in drafts for u in d.images}
     out: dict[str, int] = {}
     for u in (u for d in drafts for u in d.images):
         if u not in out:
-            out[u] = image_tokens(c.t.base_url, c.t.model, first.text, (u,), c.t.api_key, first.input_len + overhead)
+            out[u] = image_tokens(c.t.base_url, c.t.model, text, (u,), c.t.api_key, first.input_len + overhead)
     return out
 
 
@@ -210,8 +224,9 @@ def _chat_prompts(c: _Cell, d: _Drafts) -> tuple[list[Prompt], Iterable[Prompt],
         first = (d.warmup or list(measure))[0]
     if first is None:
         return [], [], {}
-    overhead = chat_template_overhead(c.t.base_url, c.t.model, first.text, first.input_len, c.t.api_key)
-    facts = {"chat_template_overhead_tokens": overhead}
+    overhead = chat_template_overhead(c.t.base_url, c.t.model, _given(first.text, "a chat prompt's text"),
+                                      first.input_len, c.t.api_key)
+    facts: dict[str, float] = {"chat_template_overhead_tokens": overhead}
     per_image = _image_tokens(c, d.warmup + list(measure), overhead) if first.images else {}
     if per_image:
         facts["image_tokens_per_image"] = statistics.fmean(per_image.values())
@@ -225,7 +240,7 @@ def _chat_prompts(c: _Cell, d: _Drafts) -> tuple[list[Prompt], Iterable[Prompt],
 
 
 def _completion_prompt(x: Draft) -> Prompt:
-    return Prompt(tuple(x.ids), None, x.input_len, x.output_len, x.input_len)
+    return Prompt(tuple(_given(x.ids, "token ids")), None, x.input_len, x.output_len, x.input_len)
 
 
 def _length_facts(lengths: list[tuple[int, int]]) -> dict:
@@ -260,6 +275,9 @@ def build_cell(t: Target, wl: Workload, key: str, n_warm: int, n_meas: int | Non
     it. Random and trace prompts are made one by one as the measured phase takes them."""
     c = _Cell(t, wl, key, tokenizer_for(t, wl))
     d = KINDS[wl.kind](c, n_warm, n_meas, duration_s)
+    warm: list[Prompt]
+    meas: Iterable[Prompt]
+    facts: dict
     if isinstance(d.measure, list) and not d.warmup and not d.measure:
         warm, meas, facts = [], [], {}
     elif wl.api == "chat":
@@ -270,17 +288,18 @@ def build_cell(t: Target, wl: Workload, key: str, n_warm: int, n_meas: int | Non
     facts = {**d.facts, **facts}
     if isinstance(c.tok, LocalTokenizer):
         facts["tokenizer"] = f"local {c.tok.source}"
-    means = None
     if isinstance(meas, list):
         lengths = [(p.input_len, p.output_len) for p in meas]
         if lengths and not wl.fixed_lengths:
             facts.update(_length_facts(lengths))
-    if "input_len_mean" in facts:
-        means = (round(facts["input_len_mean"]), round(facts["output_len_mean"]))
-    if wl.kind != "random":
-        facts = {"workload": wl.kind, **facts}
-    if wl.fixed_lengths:
-        for k in [k for k in facts if k.startswith(("input_len_", "output_len_"))]:
-            facts.pop(k)
+    told = WorkloadFacts.model_validate({"workload": wl.kind, **facts} if wl.kind != "random" else facts)
     count = len(meas) if isinstance(meas, list) else (len(d.offsets_ns) if d.offsets_ns is not None else n_meas)
-    return CellPrompts(warm, meas, d.offsets_ns, facts, d.notes, count, means)
+    return CellPrompts(warm, meas, d.offsets_ns, told.without_lengths() if wl.fixed_lengths else told, d.notes,
+                       count, _means(told))
+
+
+def _means(facts: WorkloadFacts) -> tuple[int, int] | None:
+    """The rounded mean lengths asked, when they varied."""
+    if facts.input_len_mean is None or facts.output_len_mean is None:
+        return None
+    return round(facts.input_len_mean), round(facts.output_len_mean)

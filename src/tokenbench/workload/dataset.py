@@ -94,7 +94,7 @@ def read_json_or_jsonl(path: str | Path, what: str) -> Iterator[tuple[int, objec
         if line.strip():
             try:
                 yield n, json.loads(line)
-            except ValueError as exc:
+            except json.JSONDecodeError as exc:
                 raise UsageError(f"{p}:{n}: not valid JSON ({exc.msg})", f"a {what} file has one JSON object per line") from None
 
 

@@ -38,7 +38,7 @@ def row(record: object, where: str) -> TraceRow:
     if not isinstance(record, dict):
         raise UsageError(f"{where}: not a JSON object", 'each line is {"timestamp": MS, "input_length": N, ...}')
     ts = record.get("timestamp")
-    if type(ts) not in (int, float) or ts < 0:
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or ts < 0:
         raise UsageError(f"{where}: 'timestamp' is {ts!r}, not milliseconds >= 0", "fix the trace file")
     return TraceRow(float(ts), _int_field(record, ("input_length", "input_len"), where),
                     _int_field(record, ("output_length", "output_len"), where))

@@ -26,10 +26,10 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from tokenbench.client import api
-from tokenbench.deploy.facts import ServerFacts
-from tokenbench.deploy.secret_refs import flag_name, secret_flag_list
 from tokenbench.errors import DeployError
-from tokenbench.spec.deploy_profile import ArgValue, Engine, Profile
+from tokenbench.spec.deploy_profile import Engine, Profile
+from tokenbench.spec.profile_args import flag_args, render_args  # noqa: F401  (argv rendering, one definition)
+from tokenbench.spec.server_facts import ServerFacts
 
 
 class EngineAdapter(Protocol):
@@ -104,23 +104,6 @@ def profile_args(profile: Profile) -> list[str]:
     """Every engine's tail of argv: the profile's args (with `when` rules), its secret args as
     `${VAR}` placeholders (deploy/secret_refs.py), then extra_args verbatim."""
     return render_args(profile.effective_args(), profile.secret_args, profile.extra_args)
-
-
-def render_args(args: dict[str, ArgValue], secret_args: dict[str, str], extra_args: list) -> list[str]:
-    """The one rendering of a profile's flags (argv, dry runs, reports): args, secret args as `${VAR}`,
-    extra args verbatim."""
-    return flag_args(args) + secret_flag_list(secret_args) + [str(a) for a in extra_args]
-
-
-def flag_args(args: dict[str, ArgValue]) -> list[str]:
-    """Profile `args` -> argv: `{k: v}` -> `--k v`, `true` -> bare `--k`, `null`/`false` -> nothing."""
-    out: list[str] = []
-    for key, value in args.items():
-        flag = flag_name(key)
-        if value is None or value is False:
-            continue
-        out += [flag] if value is True else [flag, str(value)]
-    return out
 
 
 # ---- which engine answers at a URL ----

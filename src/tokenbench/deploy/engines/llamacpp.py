@@ -12,9 +12,9 @@ from pathlib import Path
 
 from tokenbench.client import api
 from tokenbench.deploy.engines import profile_args
-from tokenbench.deploy.facts import ServerFacts
 from tokenbench.local_engines import models
 from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.server_facts import ServerFacts
 
 LAUNCHER = "tokenbench.local_engines.llamacpp_server"
 DEFAULT_PORT = 8080      # the engine's own default: `deploy up` uses it unless it is taken
@@ -29,7 +29,7 @@ def ctx_per_seq(profile: Profile) -> int | None:
 def served_model(profile: Profile) -> str:
     """The id /v1/models lists: served_name, else the bundled name, else the file name without .gguf."""
     ref = profile.model
-    return ref.served_name or ref.bundled or Path(ref.path).name.removesuffix(".gguf")
+    return ref.served_name or ref.bundled or Path(ref.path or "").name.removesuffix(".gguf")
 
 
 def command_prefix(profile: Profile) -> list[str]:

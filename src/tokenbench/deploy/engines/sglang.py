@@ -10,13 +10,14 @@ gauges named in METRIC_NAMES (running and queued requests, KV pool use as a frac
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from tokenbench.client import api
 from tokenbench.deploy.engines import profile_args
-from tokenbench.deploy.facts import ServerFacts
 from tokenbench.errors import UsageError
 from tokenbench.local_engines import models
 from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.server_facts import ServerFacts
 
 PREFIX = ["python", "-m", "sglang.launch_server"]
 DEFAULT_PORT = 30000      # the engine's own default: `deploy up` uses it unless it is taken
@@ -128,7 +129,7 @@ def _int(value: object) -> int | None:
 
 # ---- /metrics names -> tokenbench's common server signals (format: monitor/prometheus.py) ----
 
-METRIC_NAMES = {
+METRIC_NAMES: dict[str, Any] = {
     "prefix": "sglang:",
     "signals": {
         "running": {"metrics": ["sglang:num_running_reqs"], "reduce": "sum"},

@@ -12,10 +12,10 @@ import sys
 
 from tokenbench.client import api
 from tokenbench.deploy.engines import profile_args
-from tokenbench.deploy.facts import ServerFacts
 from tokenbench.errors import UsageError
 from tokenbench.local_engines import models
 from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.server_facts import ServerFacts
 
 PREFIX = ["vllm", "serve"]
 DEFAULT_PORT = 8000      # the engine's own default: `deploy up` uses it unless it is taken

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
+
+from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.server_facts import ServerFacts
 
 DTYPE_BYTES = {"bfloat16": 2.0, "bf16": 2.0, "float16": 2.0, "fp16": 2.0, "half": 2.0, "float32": 4.0,
                "fp32": 4.0, "int8": 1.0, "fp8": 1.0}
@@ -19,44 +23,44 @@ ACTIVE_IN_NAME = re.compile(r"(?:^|[-_/])A(\d+(?:\.\d+)?)B(?:[-_/.]|$)")
 EXPERTS_IN_NAME = re.compile(r"\d+x\d+(?:\.\d+)?B|(?:^|[-_/])MoE(?:[-_/]|$)", re.I)
 
 
-def args_of(profile: dict) -> dict:
-    """The profile's engine arguments with `-` and `_` spelled alike."""
-    return {str(k).replace("-", "_").lower(): v for k, v in (profile.get("args") or {}).items()}
+def args_of(profile: Profile | None) -> dict[str, Any]:
+    """The profile's engine arguments (free-form: the engine's own flags) with `-` and `_` spelled alike."""
+    return {str(k).replace("-", "_").lower(): v for k, v in (profile.args if profile else {}).items()}
 
 
-def model_name(profile: dict, facts: dict) -> str:
-    m = profile.get("model") or {}
-    return " ".join(str(x) for x in (m.get("path"), m.get("name"), m.get("file"), facts.get("model")) if x)
+def model_name(profile: Profile | None, facts: ServerFacts | None) -> str:
+    path = profile.model.path if profile else None
+    return " ".join(str(x) for x in (path, facts.model if facts else None) if x)
 
 
-def weight_bytes(profile: dict) -> float | None:
+def weight_bytes(profile: Profile | None) -> float | None:
     """Bytes per weight from a quantization argument, a GGUF file's quantization tag, or the dtype."""
     args = args_of(profile)
     quant = str(args.get("quantization") or "").lower()
     for tag, width in QUANT_BYTES:
         if tag in quant:
             return width
-    name = model_name(profile, {})
+    name = model_name(profile, None)
     if ".gguf" in name.lower() and (m := GGUF_BITS.search(name.rsplit("/", 1)[-1])):
         return int(m.group(1)) / 8
     return DTYPE_BYTES.get(str(args.get("dtype", "")).lower())
 
 
-def kv_bytes(profile: dict) -> float | None:
+def kv_bytes(profile: Profile | None) -> float | None:
     """Bytes per KV-cache element: kv_cache_dtype (fp8: 1), else None (the weights' dtype)."""
     kv = str(args_of(profile).get("kv_cache_dtype") or "").lower()
     return 1.0 if kv.startswith("fp8") else DTYPE_BYTES.get(kv)
 
 
-def active_params(profile: dict, facts: dict) -> tuple[float | None, bool]:
+def active_params(profile: Profile | None, facts: ServerFacts) -> tuple[float | None, bool]:
     """(parameters active per token in billions, or None; whether the model is known to be MoE)."""
-    m = profile.get("model") or {}
-    active = facts.get("active_params_b") or m.get("active_params_b")
+    m = profile.model if profile else None
+    active = facts.active_params_b or (m.active_params_b if m else None)
     name = model_name(profile, facts)
     if active is None and (hit := ACTIVE_IN_NAME.search(name)):
         active = float(hit.group(1))
-    experts = facts.get("num_experts") or facts.get("n_routed_experts")
-    moe = bool(m.get("moe") or facts.get("moe") or (isinstance(experts, int) and experts > 1)
+    experts = facts.num_experts or facts.other.get("n_routed_experts")
+    moe = bool((m and m.moe) or facts.moe or (isinstance(experts, int) and experts > 1)
                or active is not None or EXPERTS_IN_NAME.search(name))
     return (float(active) if active else None), moe
 
@@ -71,18 +75,18 @@ def _spec_config(args: dict) -> dict | None:
     return cfg if isinstance(cfg, dict) else None
 
 
-def speculative_tokens(profile: dict, facts: dict) -> tuple[bool, int | None]:
+def speculative_tokens(profile: Profile | None, facts: ServerFacts) -> tuple[bool, int | None]:
     """(speculative decoding on, draft tokens per step when known). vLLM: speculative_config with
     num_speculative_tokens; SGLang: speculative_algorithm / speculative_num_draft_tokens; llama.cpp:
     model_draft with draft_max (its default 16)."""
-    args = {**args_of(profile), **{k: v for k, v in facts.items() if k.startswith("speculative")}}
+    args = {**args_of(profile), **{k: v for k, v in facts.other.items() if k.startswith("speculative")}}
     cfg = _spec_config(args)
     if cfg is not None:
         k = cfg.get("num_speculative_tokens")
         return True, int(k) if isinstance(k, int) else None
     if args.get("speculative_algorithm") or args.get("speculative_num_draft_tokens"):
         k = args.get("speculative_num_draft_tokens")
-        return True, int(k) if str(k or "").isdigit() else None
+        return True, int(str(k)) if str(k or "").isdigit() else None
     if args.get("model_draft") or args.get("md"):
         k = args.get("draft_max", args.get("draft", 16))
         return True, int(k) if str(k).isdigit() else None

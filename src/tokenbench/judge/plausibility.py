@@ -20,11 +20,14 @@ active parameters, the draft length) the configuration is "not checked", never "
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
-from tokenbench.report import hardware
-from tokenbench.report import model_facts as mf
-from tokenbench.report.document import num
-from tokenbench.report.model import CellInfo, ConfigInfo, RunData
+from tokenbench.judge import hardware
+from tokenbench.judge import model_facts as mf
+from tokenbench.judge.views import CellInfo, ConfigInfo, RunData
+from tokenbench.metrics.cell_summary import known
+from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.server_facts import ServerFacts
 
 DTYPE_BYTES = mf.DTYPE_BYTES
 
@@ -59,45 +62,47 @@ class Roofline:
     def aggregate(self, concurrency: int | None) -> float:
         return min(concurrency * self.per_stream, self.compute) if concurrency else self.compute
 
-    def fields(self, config: str) -> dict:
-        return {"config": config, "devices": self.devices, "hardware": self.device.name,
-                "params": f"{self.size.params_b:g}", "bpp": f"{self.size.bytes_per_param:g}",
-                "gb": num(self.size.weights_gb, 2), "bw": f"{self.device.bandwidth_gbs:g}",
-                "stream": num(self.per_stream), "tflops": f"{self.device.bf16_tflops:g}",
-                "compute": num(self.compute, 0)}
 
-    def extra(self) -> list[tuple[str, dict]]:
-        """i18n sentences for what shaped the bounds beyond a dense model's weights."""
-        z = self.size
-        out = []
-        if z.total_params_b and z.total_params_b != z.params_b:
-            out.append(("plaus.moe", {"active": f"{z.params_b:g}", "total": f"{z.total_params_b:g}"}))
-        if z.spec_tokens:
-            out.append(("plaus.spec", {"k": z.spec_tokens, "k1": z.spec_tokens + 1}))
-        if z.kv_bytes is not None:
-            out.append(("plaus.kv", {"kv": f"{z.kv_bytes:g}"}))
-        return out
+@dataclass(frozen=True)
+class Unknown:
+    """Why a config's results are not checked: what the run does not say."""
+
+    reason: Literal["no_size", "no_active", "spec_unknown", "no_hw"]
+    total_params_b: float | None = None     # no_active: the MoE model's size
+    known_hardware: tuple[str, ...] = ()    # no_hw: the devices the table holds
+
+
+How = Literal["measured", "derived", "tpot", "total", "total_derived"]
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A measured rate and how it was had: reported, or derived from the request rate and lengths."""
+
+    value: float
+    how: How
+    rps: float | None = None          # derived: the request rate it was derived from
+    tpot_ms: float | None = None      # per stream: the TPOT it was derived from
 
 
 @dataclass
 class Finding:
     cell: CellInfo
-    check: str                 # per_stream | aggregate | compute
-    measured: float
+    check: Literal["per_stream", "aggregate", "compute"]
+    measured: Rate
     bound: float
-    why: dict                  # fields of the i18n sentence plaus.why.<check>
-    note: dict | None = None   # fields of plaus.latency_note, when the rate itself is telling
+    telling_latency: bool = False     # derived from the request rate: the latency it implies says more
 
     @property
     def times(self) -> float:
-        return self.measured / self.bound
+        return self.measured.value / self.bound
 
 
 @dataclass
 class ConfigCheck:
     config: ConfigInfo
     roofline: Roofline | None
-    skipped: tuple[str, dict] | None = None      # (i18n key of the reason, its fields)
+    skipped: Unknown | None = None
     findings: list[Finding] = field(default_factory=list)
     cells: int = 0
 
@@ -113,104 +118,85 @@ class Overrides:
     spec_tokens: int | None = None
 
 
-def model_size(profile: dict, facts: dict, ov: Overrides = Overrides()) -> ModelSize | None:
+def model_size(profile: Profile | None, facts: ServerFacts, ov: Overrides = Overrides()) -> ModelSize | None:
     size = size_or_reason(profile, facts, ov)
     return size if isinstance(size, ModelSize) else None
 
 
-def size_or_reason(profile: dict, facts: dict, ov: Overrides = Overrides()) -> ModelSize | tuple[str, dict]:
-    """The model as the bounds need it, or (i18n key, fields) saying what is unknown."""
-    m = profile.get("model") or {}
-    params = ov.params_b or facts.get("params_b") or m.get("params_b")
-    if params is None and facts.get("n_params"):
-        params = facts["n_params"] / 1e9
-    bpp = ov.bytes_per_param or facts.get("bytes_per_param") or m.get("bytes_per_param") or mf.weight_bytes(profile)
+def size_or_reason(profile: Profile | None, facts: ServerFacts, ov: Overrides = Overrides()) -> ModelSize | Unknown:
+    """The model as the bounds need it, or what is unknown."""
+    m = profile.model if profile else None
+    params = ov.params_b or facts.params_b or (m.params_b if m else None)
+    if params is None and facts.n_params:
+        params = facts.n_params / 1e9
+    bpp = ov.bytes_per_param or facts.bytes_per_param or (m.bytes_per_param if m else None) or mf.weight_bytes(profile)
     if not (params and bpp):
-        return ("plaus.no_size", {})
+        return Unknown("no_size")
     active, moe = mf.active_params(profile, facts)
     active = ov.active_params_b or active
     if moe and active is None:
-        return ("plaus.no_active", {"total": f"{float(params):g}"})
+        return Unknown("no_active", float(params))
     spec, k = mf.speculative_tokens(profile, facts)
     k = ov.spec_tokens if ov.spec_tokens is not None else k
     if spec and k is None:
-        return ("plaus.spec_unknown", {})
+        return Unknown("spec_unknown")
     return ModelSize(float(active or params), float(bpp), float(params) if active else None, mf.kv_bytes(profile),
                      k or 0)
 
 
-def roofline_for(run: RunData, cfg: ConfigInfo, ov: Overrides) -> Roofline | tuple[str, dict]:
+def roofline_for(run: RunData, cfg: ConfigInfo, ov: Overrides) -> Roofline | Unknown:
     size = size_or_reason(cfg.profile, cfg.facts, ov)
     if not isinstance(size, ModelSize):
         return size
     name = ov.hardware or hardware.hardware_name(cfg.profile, cfg.facts, run.environment)
     dev = hardware.lookup(name, ov.hardware_file, run.environment.get("cpu_count"))
     if dev is None:
-        return ("plaus.no_hw", {"known": ", ".join(hardware.known(ov.hardware_file))})
+        return Unknown("no_hw", known_hardware=tuple(hardware.known(ov.hardware_file)))
     return Roofline(dev, ov.devices or hardware.device_count(cfg.profile, cfg.facts), size)
 
 
-def _output_tps(c: CellInfo) -> tuple[float | None, dict]:
+def _output_tps(c: CellInfo) -> Rate | None:
     """Reported output tokens/s, or request rate x output length (also when an importer derived it)."""
-    rps = c.get("request_throughput")
-    derived = any(str(d).startswith("output_throughput") for d in c.summary.get("derived") or [])
-    if c.get("output_throughput") is not None and not (derived and rps is not None):
-        return c.get("output_throughput"), {"key": "plaus.how.measured"}
-    if rps is None:
-        return None, {}
-    return rps * c.output_len, {"key": "plaus.how.derived", "rps": num(rps, 2), "olen": c.output_len}
+    rps, out = known(c.summary.request_throughput), known(c.summary.output_throughput)
+    derived = any(str(d).startswith("output_throughput") for d in c.summary.derived or [])
+    if out is not None and not (derived and rps is not None):
+        return Rate(out, "measured")
+    return None if rps is None else Rate(rps * c.output_len, "derived", rps)
 
 
-def _per_stream(c: CellInfo) -> tuple[float | None, dict]:
+def _per_stream(c: CellInfo) -> Rate | None:
     """One stream's decode rate from TPOT (without TPOT, output/concurrency adds nothing to the
     aggregate check)."""
-    tpot = c.get("mean_tpot_ms")
-    if tpot:
-        return 1000 / tpot, {"key": "plaus.how.tpot", "tpot": num(tpot, 2)}
-    return None, {}
+    tpot = known(c.summary.mean_tpot_ms)
+    return Rate(1000 / tpot, "tpot", tpot_ms=tpot) if tpot else None
 
 
-def _total_tps(c: CellInfo, out: float | None) -> tuple[float | None, dict]:
-    if c.get("total_token_throughput") is not None:
-        return c.get("total_token_throughput"), {"key": "plaus.how.total"}
-    rps = c.get("request_throughput")
+def _total_tps(c: CellInfo, out: Rate | None) -> Rate | None:
+    total, rps = known(c.summary.total_token_throughput), known(c.summary.request_throughput)
+    if total is not None:
+        return Rate(total, "total")
     if out is None or rps is None:
-        return None, {}
-    return out + rps * c.input_len, {"key": "plaus.how.total_derived", "rps": num(rps, 2), "ilen": c.input_len}
-
-
-def _latency_note(c: CellInfo, r: Roofline) -> dict | None:
-    rps = c.get("request_throughput")
-    if not rps or not c.concurrency:
         return None
-    ms = 1000 * c.concurrency / rps
-    return {"cell": c.label, "c": c.concurrency, "rps": num(rps, 2), "ms": num(ms), "olen": c.output_len,
-            "tokens": num(int(ms / 1000 * r.per_stream))}
+    return Rate(out.value + rps * c.input_len, "total_derived", rps)
 
 
 def check_cell(c: CellInfo, r: Roofline) -> Finding | None:
     """The worst violation of one cell, or None when every bound holds."""
-    out, out_how = _output_tps(c)
-    stream, stream_how = _per_stream(c)
-    total, total_how = _total_tps(c, out)
+    out, stream = _output_tps(c), _per_stream(c)
+    total = _total_tps(c, out)
     found: list[Finding] = []
-    base = {"cell": c.label, "stream": num(r.per_stream), "compute": num(r.compute, 0), "c": c.concurrency}
-    if stream is not None and stream > r.per_stream:
-        found.append(Finding(c, "per_stream", stream, r.per_stream, {**base, "how": stream_how}))
+    if stream is not None and stream.value > r.per_stream:
+        found.append(Finding(c, "per_stream", stream, r.per_stream))
     agg = r.aggregate(c.concurrency)
-    if out is not None and out > agg:
-        found.append(Finding(c, "aggregate", out, agg, {**base, "how": out_how}))
-    if total is not None and total > r.compute:
-        tflop = num(total * 2 * r.size.params_b * 1e9 / 1e12)
-        found.append(Finding(c, "compute", total, r.compute, {**base, "how": total_how, "tflop": tflop,
-                                                              "params": f"{r.size.params_b:g}",
-                                                              "devices": r.devices,
-                                                              "tflops": f"{r.device.bf16_tflops:g}"}))
+    if out is not None and out.value > agg:
+        found.append(Finding(c, "aggregate", out, agg))
+    if total is not None and total.value > r.compute:
+        found.append(Finding(c, "compute", total, r.compute))
     if not found:
         return None
     worst = max(found, key=lambda f: f.times)
-    if out_how.get("key") == "plaus.how.derived":
-        worst.note = _latency_note(c, r)
+    worst.telling_latency = out is not None and out.how == "derived" and bool(known(c.summary.request_throughput)) \
+        and bool(c.concurrency)
     return worst
 
 

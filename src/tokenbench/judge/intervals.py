@@ -2,41 +2,32 @@
 reservoir; metrics/uncertainty.py does the arithmetic, in closed form; docs/metrics.md, "Intervals and verdicts").
 
 A cell's samples are grouped by its ok repeats; a cell that is not ok gets no interval (its figures are
-marked instead, report/status.py).
+marked instead, judge/status.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from tokenbench.client.records import RequestRecord
+from tokenbench.judge.views import CellInfo, RunData
 from tokenbench.metrics import request as rm
 from tokenbench.metrics import uncertainty as u
-from tokenbench.report.model import CellInfo, RunData
+from tokenbench.metrics.cell_summary import LATENCIES, RATES, Metric
 from tokenbench.spec.bench import SLO
 
-LATENCIES = ("ttft", "tpot", "itl", "e2el")
-STATS = ("mean", "p50", "p90", "p99")
-RATES = ("output_throughput", "request_throughput", "request_goodput")
+STATS: tuple[Literal["mean", "p50", "p90", "p99"], ...] = ("mean", "p50", "p90", "p99")
 
 
 @dataclass(frozen=True)
-class Metric:
-    name: str             # ttft | tpot | itl | e2el | one of RATES
-    stat: str             # mean | p50 | p90 | p99 ("mean" for rates)
+class Judging:
+    """How `compare` judges its columns: with --allow-not-ok a cell that is not ok still shows its (marked)
+    figures; --min-effect is the smallest difference a verdict calls one."""
 
-    @property
-    def higher_is_better(self) -> bool:
-        return self.name in RATES
-
-    @property
-    def key(self) -> str:
-        """The summary key of the same figure (vLLM names)."""
-        if self.name in RATES:
-            return self.name
-        prefix = {"mean": "mean", "p50": "median", "p90": "p90", "p99": "p99"}[self.stat]
-        return f"{prefix}_{self.name}_ms"
+    allow_not_ok: bool = False
+    min_effect: float = u.MIN_EFFECT
 
 
 HEADLINE = [Metric(n, s) for n in LATENCIES for s in STATS] + [Metric(r, "mean") for r in RATES]
@@ -94,13 +85,13 @@ class Book:
         them, not as chunks carried them)."""
         k = (_ids(cell), metric.name, metric.stat)
         if k not in self._ivs:
-            requests = sum(c.get("completed") or 0 for c in cell.measured())
+            requests = int(sum(c.summary.completed or 0 for c in cell.measured()))
             iv = u.interval(self.groups(cell, metric), metric.stat, requests)
             self._ivs[k] = None if iv is None else iv.scaled(self.scale(cell, metric))
         return self._ivs[k]
 
     def scale(self, cell: CellInfo, metric: Metric) -> float:
-        stored = cell.get(metric.key) if metric.name in RATES else None
+        stored = cell.value(metric) if metric.name in RATES else None
         value = u.point(self.groups(cell, metric), metric.stat) if stored else None
         return stored / value if stored and value else 1.0
 

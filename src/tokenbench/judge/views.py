@@ -6,16 +6,19 @@ stored (see docs/reports.md, "What a run must store").
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from tokenbench.client.records import RequestRecord
-from tokenbench.deploy.engines import render_args
 from tokenbench.errors import StoreError, UsageError
-from tokenbench.report.status import State, judge
+from tokenbench.judge.status import State, judge
+from tokenbench.metrics.cell_summary import CellSummary, Metric
+from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.profile_args import render_args
+from tokenbench.spec.server_facts import ServerFacts
 from tokenbench.store.db import Store, db_path
+from tokenbench.store.rows import CellRow, ConfigRow, RunRow, SampleRow
 
 MONITOR_NAMES = ("running", "waiting", "kv_usage")
 
@@ -34,45 +37,48 @@ class ConfigInfo:
     id: int
     name: str
     overrides: dict
-    profile: dict
-    facts: dict
+    profile: Profile | None
+    facts: ServerFacts
     status: str
     message: str
 
     @property
     def engine(self) -> str:
-        return self.facts.get("engine") or self.profile.get("engine") or "unknown"
+        known = self.facts.engine if self.facts.engine != "unknown" else None
+        return known or (self.profile.engine if self.profile else None) or "unknown"
 
     @property
     def version(self) -> str | None:
-        return self.facts.get("version")
+        return self.facts.version
 
     @property
     def model(self) -> str | None:
-        m = self.profile.get("model") or {}
-        return self.facts.get("model") or m.get("served_name") or m.get("path") or m.get("bundled")
+        m = self.profile.model if self.profile else None
+        return self.facts.model or (m and (m.served_name or m.path or m.bundled)) or None
 
     @property
     def image(self) -> str | None:
-        return (self.profile.get("container") or {}).get("image") or self.facts.get("image")
+        container = self.profile.container if self.profile else None
+        return (container.image if container else None) or self.facts.image
 
     @property
     def kv_capacity(self) -> int | None:
-        return self.facts.get("kv_capacity_tokens")
+        return self.facts.kv_capacity_tokens
 
     @property
     def ctx_per_seq(self) -> int | None:
-        return self.facts.get("ctx_per_seq")
+        return self.facts.ctx_per_seq
 
     def flags(self) -> str:
         """Profile name, parallelism, engine flags and environment, one line."""
         p = self.profile
-        parts = [f"profile={p['name']}"] if p.get("name") else []
-        par = {k: v for k, v in (p.get("parallelism") or {}).items() if v not in (None, 1)}
-        parts += [f"{k}={v}" for k, v in sorted({**par, **self.overrides}.items())]
-        parts += render_args(p.get("args") or {}, p.get("secret_args") or {}, p.get("extra_args") or [])
-        parts += [f"{k}={v}" for k, v in sorted((p.get("env") or {}).items())]
-        parts += [f"{k}=${{{v}}}" for k, v in sorted((p.get("secret_env") or {}).items())]
+        if p is None:
+            return " ".join(f"{k}={v}" for k, v in sorted(self.overrides.items()))
+        par = {k: v for k, v in p.parallelism.model_dump().items() if v not in (None, 1)}
+        parts = [f"profile={p.name}", *[f"{k}={v}" for k, v in sorted({**par, **self.overrides}.items())]]
+        parts += render_args(p.args, p.secret_args, p.extra_args)
+        parts += [f"{k}={v}" for k, v in sorted(p.env.items())]
+        parts += [f"{k}=${{{v}}}" for k, v in sorted(p.secret_env.items())]
         return " ".join(parts)
 
 
@@ -91,7 +97,7 @@ class CellInfo:
     kv_demand: int | None
     kv_capacity: int | None
     over_capacity: bool
-    summary: dict
+    summary: CellSummary
     repeats: tuple[CellInfo, ...] = ()    # set on a merged cell: every stored repeat, in order
 
     @property
@@ -119,7 +125,7 @@ class CellInfo:
 
     @property
     def state(self) -> State:
-        """Whether this cell's figures can be shown plain (report/status.py)."""
+        """Whether this cell's figures can be shown plain (judge/status.py)."""
         return judge(self.status, self.message, self.summary)
 
     def measured(self) -> list[CellInfo]:
@@ -127,16 +133,14 @@ class CellInfo:
         group = list(self.repeats) or [self]
         return [c for c in group if c.state.ok]
 
-    def spread(self, key: str) -> Spread | None:
-        """How `key` varies over the measured repeats; None with fewer than two values."""
-        vals = [v for c in self.measured() if (v := c.get(key)) is not None]
+    def spread(self, metric: Metric) -> Spread | None:
+        """How a figure varies over the measured repeats; None with fewer than two values."""
+        vals = [v for c in self.measured() if (v := metric.of(c.summary)) is not None]
         return Spread.of(vals) if len(vals) > 1 else None
 
-    def get(self, key: str) -> float | None:
-        v = self.summary.get(key)
-        if v is None or isinstance(v, (dict, list, str)) or (isinstance(v, float) and math.isnan(v)):
-            return None
-        return v
+    def value(self, metric: Metric) -> float | None:
+        """A headline figure (None: missing or NaN)."""
+        return metric.of(self.summary)
 
 
 @dataclass(frozen=True)
@@ -172,13 +176,20 @@ def _mean_value(vals: list):
     return vals[0]
 
 
-COUNT_KEYS = ("num_prompts", "completed", "failed", "length_mismatches")   # summed when no repeat was ok
-
-
-def _counts_only(group: list[CellInfo]) -> dict:
+def _counts_only(group: list[CellInfo]) -> CellSummary:
     """The summary of a cell none of whose repeats was ok: counts, and no figure (nothing to average)."""
-    return {k: sum(c.summary.get(k) or 0 for c in group) for k in COUNT_KEYS
-            if any(k in c.summary for c in group)}
+    told: set[str] = set().union(*(c.summary.model_fields_set for c in group))
+    counts: dict[str, list[int | float | None]] = {
+        "num_prompts": [c.summary.num_prompts for c in group], "completed": [c.summary.completed for c in group],
+        "failed": [c.summary.failed for c in group], "length_mismatches": [c.summary.length_mismatches for c in group]}
+    return CellSummary.model_validate({k: sum(v or 0 for v in vals) for k, vals in counts.items() if k in told})
+
+
+def _means(used: list[CellInfo]) -> CellSummary:
+    """Each figure given by every repeat: its mean over them (the stored form, key by key)."""
+    stored = [c.summary.to_dict() for c in used]
+    keys = [k for k in stored[0] if all(k in s for s in stored)]
+    return CellSummary.from_dict({k: _mean_value([s[k] for s in stored]) for k in keys})
 
 
 def merge_repeats(group: list[CellInfo]) -> CellInfo:
@@ -189,14 +200,10 @@ def merge_repeats(group: list[CellInfo]) -> CellInfo:
         return group[0]
     merged = replace(group[0], repeats=tuple(group))
     used = merged.measured()
-    if used:
-        keys = [k for k in used[0].summary if all(k in c.summary for c in used)]
-        summary = {k: _mean_value([c.summary[k] for c in used]) for k in keys}
-        status = used[0].status
-    else:
-        summary, status = _counts_only(group), group[0].status
-    failed = [c.summary.get("failed_by_kind") or {} for c in group]
-    summary["failed_by_kind"] = _mean_value(failed) if any(failed) else {}
+    summary = _means(used) if used else _counts_only(group)
+    status = used[0].status if used else group[0].status
+    failed = [c.summary.failed_by_kind for c in group]
+    summary = summary.with_(failed_by_kind=_mean_value(failed) if any(failed) else {})
     message = group[0].message if not used else "; ".join(dict.fromkeys(c.message for c in group if c.message))
     return replace(merged, summary=summary, status=status, message=message)
 
@@ -221,7 +228,7 @@ class RunData:
     message: str
     configs: list[ConfigInfo]
     cells: list[CellInfo]
-    samples: dict[int, list[dict]] = field(default_factory=dict)       # cell id -> monitor samples
+    samples: dict[int, list[SampleRow]] = field(default_factory=dict)  # cell id -> monitor samples
     cache: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # cell id -> cached, prompt, n
     timeline: Timeline | None = None
     reader: Callable[[int], list[RequestRecord]] | None = field(default=None, repr=False)  # cell id -> records
@@ -262,21 +269,20 @@ def _order(c: CellInfo) -> tuple:
     return (c.input_len, c.output_len, c.concurrency is None, c.x, c.repeat)
 
 
-def _config(row: dict) -> ConfigInfo:
-    return ConfigInfo(row["id"], row["name"], row.get("overrides") or {}, row.get("profile") or {},
-                      row.get("facts") or {}, row["status"], row.get("message") or "")
+def _config(row: ConfigRow) -> ConfigInfo:
+    return ConfigInfo(row.id, row.name, row.overrides or {}, row.profile, row.facts, row.status, row.message or "")
 
 
-def _cell(row: dict) -> CellInfo:
-    return CellInfo(row["id"], row["config_name"], row["key"], row["repeat"], row["input_len"], row["output_len"],
-                    row["concurrency"], row["request_rate"], row["status"], row.get("message") or "",
-                    row["kv_demand"], row["kv_capacity"], bool(row["over_capacity"]), row.get("summary") or {})
+def _cell(row: CellRow) -> CellInfo:
+    return CellInfo(row.id or 0, row.config or "", row.key, row.repeat, row.input_len, row.output_len,
+                    row.concurrency, row.request_rate, row.status, row.message, row.kv_demand, row.kv_capacity,
+                    row.over_capacity, row.summary)
 
 
-def _monitor(store: Store, cells: list[CellInfo]) -> dict[int, list[dict]]:
+def _monitor(store: Store, cells: list[CellInfo]) -> dict[int, list[SampleRow]]:
     out = {}
     for c in cells:
-        rows = [s for s in store.samples(c.id) if s["name"] in MONITOR_NAMES]
+        rows = [s for s in store.samples(c.id) if s.name in MONITOR_NAMES]
         if rows:
             out[c.id] = rows
     return out
@@ -299,12 +305,11 @@ def pick_timeline_cell(run: RunData, key: str | None) -> CellInfo | None:
 
 
 def load_run(store: Store, run_id: str, timeline_cell: str | None = None, requests: bool = True) -> RunData:
-    row = store.run(run_id)
+    row: RunRow = store.run(run_id)
     configs = [_config(r) for r in store.configs(run_id)]
     cells = [_cell(r) for r in store.cells(run_id)]
-    run = RunData(row["id"], row["created_at"], row["kind"], row["status"], row["target"], row["tool_version"],
-                  row.get("spec") or {}, row.get("command") or [], row.get("environment") or {},
-                  row.get("message") or "", configs, cells)
+    run = RunData(row.id, row.created_at, row.kind, row.status, row.target, row.tool_version, row.spec or {},
+                  row.command or [], row.environment or {}, row.message or "", configs, cells)
     run.cache = store.cache_totals(run_id)
     run.reader = store.sampled_requests          # a bounded reservoir per cell (store.schema.RESERVOIR)
     run.samples = _monitor(store, cells)

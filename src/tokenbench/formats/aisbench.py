@@ -215,7 +215,8 @@ def _record(n: int, d: dict, points: list[float] | None, t0: float, input_len: i
             output_len: int) -> RequestRecord:
     ns = [round((t - t0) * 1e9) for t in points or []]
     ok = bool(d.get("success")) and len(ns) >= 2
-    index = d.get("id") if isinstance(d.get("id"), int) else n
+    given = d.get("id")
+    index = given if isinstance(given, int) else n
     sent = ns[0] if ns else 0
     return RequestRecord(
         index=index, phase="measure", input_len=input_len, output_len=output_len, intended_ns=sent, sent_ns=sent,

@@ -9,6 +9,8 @@ from pathlib import Path
 import yaml
 
 from tokenbench.errors import UsageError
+from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.server_facts import ServerFacts
 
 TABLE = Path(__file__).with_name("hardware.yaml")
 
@@ -31,7 +33,7 @@ def _read(path: Path) -> dict:
                          "give a YAML file with a 'devices:' map") from None
     devices = doc.get("devices")
     if not isinstance(devices, dict):
-        raise UsageError(f"{path} has no 'devices:' map", "see tokenbench/report/hardware.yaml for the format")
+        raise UsageError(f"{path} has no 'devices:' map", "see tokenbench/judge/hardware.yaml for the format")
     return devices
 
 
@@ -73,25 +75,25 @@ def known(extra: str | Path | None = None) -> list[str]:
     return sorted(table(extra))
 
 
-def hardware_name(profile: dict, facts: dict, environment: dict) -> str | None:
-    """What the run says it ran on: facts/profile 'hardware', an accelerator name in the environment,
-    or the CPU when the profile's accelerator is 'cpu'."""
-    for src in (facts, profile):
-        if src.get("hardware"):
-            return str(src["hardware"])
+def hardware_name(profile: Profile | None, facts: ServerFacts, environment: dict) -> str | None:
+    """What the run says it ran on: the facts' hardware, an accelerator name in the environment, or the
+    CPU when the profile's accelerator is 'cpu'."""
+    if facts.hardware:
+        return str(facts.hardware)
     for acc in environment.get("accelerators") or []:
         name = acc.get("name") if isinstance(acc, dict) else acc
         if name:
             return str(name)
-    if profile.get("accelerator") == "cpu":
+    if profile is not None and profile.accelerator == "cpu":
         return "cpu"
     return None
 
 
-def device_count(profile: dict, facts: dict) -> int:
-    if facts.get("devices"):
-        return int(facts["devices"])
-    if profile.get("devices"):
-        return len(profile["devices"])
-    par = profile.get("parallelism") or {}
-    return int(par.get("tp") or 1) * int(par.get("dp") or 1)
+def device_count(profile: Profile | None, facts: ServerFacts) -> int:
+    if facts.devices:
+        return int(facts.devices)
+    if profile is None:
+        return 1
+    if profile.devices:
+        return len(profile.devices)
+    return profile.parallelism.tp * profile.parallelism.dp

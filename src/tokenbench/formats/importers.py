@@ -5,7 +5,7 @@ Formats (details and the CSV columns in docs/reports.md):
   sglang  the JSONL file `python -m sglang.bench_serving --output-file` appends to (one cell per line)
   csv     published figures, one row per cell (columns in CSV_COLUMNS)
   aisbench  AISBench perf outputs: the performances/<model>/ folder or its CSV/JSON/details file
-            (report/import_aisbench.py)
+            (report/aisbench.py)
 """
 
 from __future__ import annotations
@@ -15,16 +15,19 @@ import hashlib
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.errors import UsageError
+from tokenbench.formats import aisbench
 from tokenbench.inputs import check_readable
-from tokenbench.load.cell import cell_key as own_cell_key
-from tokenbench.report import import_aisbench
+from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.spec.bench import Load, Workload
+from tokenbench.spec.keys import cell_key as own_cell_key
+from tokenbench.spec.server_facts import ServerFacts
 from tokenbench.store.db import Store
+from tokenbench.store.rows import CellRow
 
 FORMATS = ("vllm", "sglang", "csv", "aisbench")
 METRIC_RE = re.compile(r"^(mean|median|std|min|max|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms$")
@@ -74,11 +77,11 @@ class ImportOptions:
 @dataclass
 class Parsed:
     configs: dict[str, dict] = field(default_factory=dict)                 # name -> facts
-    cells: list[tuple[str, dict, list[RequestRecord]]] = field(default_factory=list)
+    cells: list[tuple[str, CellRow, list[RequestRecord]]] = field(default_factory=list)
 
 
 def detect(path: Path) -> str:
-    if import_aisbench.is_aisbench(path):
+    if aisbench.is_aisbench(path):
         return "aisbench"
     suffix = path.suffix.lower()
     if suffix == ".csv":
@@ -101,22 +104,22 @@ def _num(v) -> float | None:
 
 
 def cell_key(il: int, ol: int, conc: int | None, rate: float | None) -> str:
-    """An imported cell keyed exactly as tokenbench keys its own (load.cell.cell_key)."""
+    """An imported cell keyed exactly as tokenbench keys its own (spec/keys.py)."""
     load = Load.model_construct(concurrency=conc, request_rate=None if conc is not None else rate)
     return own_cell_key(Workload.model_construct(input_len=il, output_len=ol), load)   # other tools' values as given
 
 
 def _cell(lengths: tuple[int, int], conc: int | None, rate: float | None, summary: dict, kv: int | None = None,
-          over: bool | None = None) -> dict:
+          over: bool | None = None) -> CellRow:
+    """An imported cell: its figures as the other tool gave them, under tokenbench's (vLLM's) names."""
     il, ol = lengths
     demand = conc * (il + ol) if conc else None
     if over is None:
         over = bool(kv and demand and demand > kv)
-    summary = {**summary, "input_len": il, "output_len": ol, "concurrency": conc, "request_rate": rate}
-    ok = summary.get("completed") != 0
-    return {"key": cell_key(il, ol, conc, rate), "input_len": il, "output_len": ol, "concurrency": conc,
-            "request_rate": rate, "status": "ok" if ok else "failed", "summary": summary, "kv_demand": demand,
-            "kv_capacity": kv, "over_capacity": over}
+    typed = CellSummary.from_dict({**summary, "input_len": il, "output_len": ol, "concurrency": conc,
+                                   "request_rate": rate})
+    return CellRow(cell_key(il, ol, conc, rate), il, ol, "ok" if typed.completed != 0 else "failed", typed,
+                   concurrency=conc, request_rate=rate, kv_demand=demand, kv_capacity=kv, over_capacity=over)
 
 
 def _lengths(doc: dict, asked_in: int | None = None, asked_out: int | None = None) -> tuple[int, int]:
@@ -240,10 +243,10 @@ def _csv_value(col: str, raw: str, where: str):
     if col in ("engine", "engine_version", "model", "hardware", "config", "source", "notes", "prefix_cache"):
         return raw
     if col in ("ignore_eos", "over_capacity"):
-        v = _bool(raw)
-        if v is None:
+        flag = _bool(raw)
+        if flag is None:
             raise UsageError(f"{where}: column {col} is '{raw}', not a yes/no value", "write 1/0, true/false or *")
-        return v
+        return flag
     try:
         v = float(raw.replace(",", "").replace("_", ""))
     except ValueError:
@@ -338,7 +341,7 @@ def _json_lines(path: Path, text: str) -> list[tuple[int, dict]]:
 
 # AISBench ------------------------------------------------------------------------------------------
 def parse_aisbench(path: Path, opts: ImportOptions) -> Parsed:
-    res = import_aisbench.read(path)
+    res = aisbench.read(path)
     summary = {k: v for k, v in res.summary.items() if k != "max_concurrency"}
     if res.details and "completed" not in summary:
         summary["completed"] = sum(1 for d in res.details if d.get("success"))
@@ -351,18 +354,18 @@ def parse_aisbench(path: Path, opts: ImportOptions) -> Parsed:
                             "workload": {"temperature": None, "ignore_eos": None},
                             "client": {"tool": "aisbench", "dataset": res.dataset}, **opts.facts()}
     summary["source"] = f"AISBench {res.model}/{res.dataset}"
-    recs = import_aisbench.records(res, il, ol)
-    summary = import_aisbench.filled(summary, recs)
+    recs = aisbench.records(res, il, ol)
+    summary = aisbench.filled(summary, recs)
     parsed.cells.append((name, _cell((il, ol), conc, None if conc else _num(summary.get("request_throughput")),
                                      summary), recs))
     return parsed
 
 
 def _digest(path: Path) -> str:
-    if not path.is_dir() and not import_aisbench.is_aisbench(path):
+    if not path.is_dir() and not aisbench.is_aisbench(path):
         return hashlib.sha256(path.read_bytes()).hexdigest()
     h = hashlib.sha256()
-    for f in import_aisbench.read(path).files:
+    for f in aisbench.read(path).files:
         h.update(f.name.encode() + b"\0" + f.read_bytes())
     return h.hexdigest()
 
@@ -391,22 +394,22 @@ def import_file(store: Store, path: str | Path, fmt: str | None = None, opts: Im
         raise UsageError(f"unknown import format '{fmt}'", f"use one of: {', '.join(FORMATS)}")
     parsed = parse(path, fmt, opts or ImportOptions())
     digest = _digest(path)
-    sources = sorted({c[1]["summary"]["source"] for c in parsed.cells if c[1]["summary"].get("source")})
+    sources = sorted({s for _, cell, _ in parsed.cells if (s := cell.summary.source)})
     spec = {"import": {"format": fmt, "file": path.name, "sha256": digest, "cells": len(parsed.cells),
                        "source": "; ".join(sources) or path.name}}
     run_id = store.create_run("import", f"{fmt}:{path.name}", spec, argv or ["tokenbench", "import", str(path)], {})
-    ids = {name: store.upsert_config(run_id, name, facts=facts, status="done")
+    ids = {name: store.upsert_config(run_id, name, facts=ServerFacts.from_dict(facts), status="done")
            for name, facts in parsed.configs.items()}
     for repeat_of, (name, cell, recs) in _repeats(parsed.cells):
-        store.save_cell(run_id, ids[name], {**cell, "repeat": repeat_of}, recs)
+        store.save_cell(run_id, ids[name], replace(cell, repeat=repeat_of), recs)
     store.set_run_status(run_id, "done")
     return run_id
 
 
-def _repeats(cells: list[tuple[str, dict, list]]):
+def _repeats(cells: list[tuple[str, CellRow, list]]):
     """The same cell twice in a file (e.g. a JSONL appended to by two runs) becomes repeat 0, 1, ..."""
     seen: dict[tuple[str, str], int] = {}
     for name, cell, recs in cells:
-        k = (name, cell["key"])
+        k = (name, cell.key)
         seen[k] = seen.get(k, -1) + 1
         yield seen[k], (name, cell, recs)

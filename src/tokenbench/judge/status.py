@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tokenbench.metrics.cell_summary import CellSummary
+
 # kind -> mark shown next to the figure. "*" (over capacity) is a different thing: a cell can be both.
 MARKS = {
     "failed": "✗",         # the cell's verdict was "failed" (server died, no request, other)
@@ -52,7 +54,7 @@ def _one_line(text: str) -> str:
     return flat if len(flat) <= REASON_CHARS else flat[: REASON_CHARS - 1] + "…"
 
 
-def judge(status: str, message: str, summary: dict) -> State:
+def judge(status: str, message: str, summary: CellSummary) -> State:
     """The verdict of one stored cell (one repeat, or a merged cell with its merged status)."""
     if status == "failed":
         return State(_failed_kind(message), _one_line(message))
@@ -60,11 +62,11 @@ def judge(status: str, message: str, summary: dict) -> State:
         return State(status, _one_line(message))
     if status != OK:
         return State("unknown", _one_line(f"status '{status}': {message}"))
-    bad = summary.get("length_mismatches") or 0
+    bad = summary.length_mismatches or 0
     if bad:
-        sent = summary.get("num_prompts") or summary.get("completed") or "?"
+        sent = summary.num_prompts or summary.completed or "?"
         return State("mismatch", f"{bad}/{sent}")
-    lag = summary.get("client_lag_tolerated")
+    lag = summary.client_lag_tolerated
     if lag:
         return State("lagged", _one_line(lag))
     return State(OK)

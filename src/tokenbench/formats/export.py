@@ -10,11 +10,14 @@ import csv
 import io
 import json
 import math
+from dataclasses import asdict, dataclass
 
+from tokenbench.client.records import RequestRecord
+from tokenbench.judge.status import judge
 from tokenbench.metrics import request as rm
-from tokenbench.report.status import judge
 from tokenbench.store.db import Store
 from tokenbench.store.records import json_safe, to_dict
+from tokenbench.store.rows import CellRow
 
 CELL_FIELDS = ("config", "key", "repeat", "input_len", "output_len", "concurrency", "request_rate", "status",
                "verdict", "verdict_mark", "verdict_reason", "message", "kv_demand", "kv_capacity", "over_capacity")
@@ -27,66 +30,57 @@ REQUEST_FIELDS = ("config", "cell", "phase", "index", "input_len", "output_len",
                   "cached_tokens", "usage_source", "finish_reason", "error_kind", "error_detail", "length_error")
 
 
-def planned(run: dict, configs: int) -> int | None:
-    """Cells the run meant to measure, when its spec says: `planned_cells`, or the product of its axes."""
-    spec = run.get("spec") or {}
-    if isinstance(spec.get("planned_cells"), int):
-        return spec["planned_cells"]
-    if isinstance(spec.get("import"), dict):
-        return spec["import"].get("cells")
-    if isinstance(spec.get("cells"), list):
-        return len(spec["cells"]) * max(configs, 1)
-    return None
+@dataclass(frozen=True)
+class RunListing:
+    """A run as `tokenbench runs` lists it (`--json`: these keys)."""
+
+    id: str
+    date: str
+    kind: str
+    target: str
+    cells_done: int | None
+    cells_total: int | None
+    status: str
+    message: str
 
 
-def run_rows(store: Store) -> list[dict]:
-    out = []
-    for r in store.runs():
-        total = planned(r, len(store.configs(r["id"])))
-        out.append({"id": r["id"], "date": r["created_at"], "kind": r["kind"], "target": r["target"],
-                    "cells_done": r["cells_done"], "cells_total": total, "status": r["status"],
-                    "message": r.get("message") or ""})
-    return out
+def run_rows(store: Store) -> list[RunListing]:
+    return [RunListing(r.id, r.created_at, r.kind, r.target, r.cells_done, r.planned_cells(len(store.configs(r.id))),
+                       r.status, r.message or "") for r in store.runs()]
+
+
+def _cell_row(c: CellRow) -> dict:
+    """A cell as export writes it: its columns, its verdict (judge/status.py), then its summary."""
+    state = judge(c.status, c.message, c.summary)
+    return {"config": c.config, **c.columns(), "verdict": state.kind, "verdict_mark": state.mark,
+            "verdict_reason": state.reason, **c.summary.to_dict()}
 
 
 def cell_rows(store: Store, run_id: str) -> list[dict]:
-    rows = []
-    for c in store.cells(run_id):
-        row = {"config": c["config_name"], **{k: c.get(k) for k in CELL_FIELDS[1:]}}
-        row["over_capacity"] = bool(c["over_capacity"])
-        state = judge(c["status"], c.get("message") or "", c.get("summary") or {})
-        row.update(verdict=state.kind, verdict_mark=state.mark, verdict_reason=state.reason)
-        rows.append({**row, **(c.get("summary") or {}), "_cell_id": c["id"]})
-    return rows
+    return [_cell_row(c) for c in store.cells(run_id)]
+
+
+def _request(r: RequestRecord) -> dict:
+    """A request as export writes it: the stored record (store/records.to_dict) and its TTFT, TPOT, E2EL."""
+    return {**to_dict(r), "ttft_ms": rm.ttft_ms(r), "tpot_ms": rm.tpot_ms(r), "e2el_ms": rm.e2el_ms(r)}
 
 
 def request_rows(store: Store, run_id: str, phases: tuple[str, ...] = ("measure",)) -> list[dict]:
-    out = []
-    for c in store.cells(run_id):
-        for phase in phases:
-            for r in store.requests(c["id"], phase):
-                d = to_dict(r)
-                d.pop("token_offsets_ns")
-                d.pop("token_counts")
-                out.append({"config": c["config_name"], "cell": c["key"], **d, "ttft_ms": rm.ttft_ms(r),
-                            "tpot_ms": rm.tpot_ms(r), "e2el_ms": rm.e2el_ms(r)})
-    return out
+    """Flat rows for CSV: the chunk lists left out."""
+    lists = ("token_offsets_ns", "token_counts")
+    return [{"config": c.config, "cell": c.key, **{k: v for k, v in _request(r).items() if k not in lists}}
+            for c in store.cells(run_id) for phase in phases for r in store.requests(c.id or 0, phase)]
 
 
 def to_json(store: Store, run_id: str, requests: bool) -> str:
     run = store.run(run_id)
-    cells = cell_rows(store, run_id)
-    doc = {"run": {k: run[k] for k in ("id", "created_at", "kind", "status", "target", "tool_version", "spec",
-                                       "command", "environment")},
-           "configs": [{k: c[k] for k in ("name", "overrides", "profile", "facts", "status")}
-                       for c in store.configs(run_id)],
-           "cells": []}
-    for row in cells:
-        cell_id = row.pop("_cell_id")
-        if requests:
-            row["requests"] = [{**to_dict(r), "ttft_ms": rm.ttft_ms(r), "tpot_ms": rm.tpot_ms(r),
-                                "e2el_ms": rm.e2el_ms(r)} for r in store.requests(cell_id)]
-        doc["cells"].append(row)
+    shown = ("id", "created_at", "kind", "status", "target", "tool_version", "spec", "command", "environment")
+    doc = {"run": {k: v for k, v in asdict(run).items() if k in shown},
+           "configs": [{"name": c.name, "overrides": c.overrides,
+                        "profile": c.profile.model_dump(mode="json") if c.profile else {}, "facts": c.facts.to_dict(),
+                        "status": c.status} for c in store.configs(run_id)],
+           "cells": [{**_cell_row(c), **({"requests": [_request(r) for r in store.requests(c.id or 0)]}
+                                         if requests else {})} for c in store.cells(run_id)]}
     return json.dumps(json_safe(doc), indent=1, ensure_ascii=False) + "\n"
 
 
@@ -99,7 +93,7 @@ def _flat(v):
 
 
 def _csv(rows: list[dict], first: tuple[str, ...]) -> str:
-    keys = list(first) + sorted({k for r in rows for k in r} - set(first) - {"_cell_id"})
+    keys = list(first) + sorted({k for r in rows for k in r} - set(first))
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=keys, extrasaction="ignore", lineterminator="\n")
     w.writeheader()

@@ -1,0 +1,133 @@
+"""The groups other stages add to a cell's summary (metrics/cell_summary.py), each typed where it is made:
+the client's health while the cell ran (the load runner), the facts of its workload (the workload
+builder) and the server's monitor figures (the sweep's monitor). In the stored and JSON form their keys
+sit flat beside the tally's figures, under the names they have always had (the monitor's prefixed
+`monitor_`). Formulas: docs/metrics.md ("Client health"), docs/monitoring.md."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Self
+
+from pydantic import BaseModel, ConfigDict
+
+Number = int | float
+
+
+class Group(BaseModel):
+    """Keys given are kept (and only those): `flat()` is the stored form, `take()` reads it back."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    PREFIX: ClassVar[str] = ""
+
+    def flat(self) -> dict[str, Any]:
+        return {self.PREFIX + k: v for k, v in self.model_dump(exclude_unset=True).items()}
+
+    @classmethod
+    def key_names(cls) -> tuple[str, ...]:
+        return tuple(cls.PREFIX + k for k in cls.model_fields)
+
+    @classmethod
+    def take(cls, flat: dict[str, Any]) -> Self | None:
+        """This group from a stored summary (its keys are removed from `flat`), or None without any."""
+        mine = {k[len(cls.PREFIX):]: flat.pop(k) for k in cls.key_names() if k in flat}
+        return cls.model_validate(mine) if mine else None
+
+
+class ClientHealth(Group):
+    """How the client itself fared while the cell ran (the load runner; per-worker figures merged)."""
+
+    loop_lag_p50_ms: float | None = None       # event-loop wake-up lateness (load/lag.py)
+    loop_lag_p99_ms: float | None = None
+    loop_lag_max_ms: float | None = None
+    client_cpu_percent: float | None = None    # CPU of the client, % of one core (summed over workers)
+    client_cpu_max_percent: float | None = None  # several workers: the busiest one's
+    client_workers: Number | None = None          # several workers: how many
+    prepared_exhausted_s: float | None = None  # a duration cell that ran out of prepared requests: when
+    stopped_after_s: float | None = None       # stopped by the user (Ctrl-C): when
+    clock_offsets_ns: list[int] | None = None  # --ray: each actor's clock minus the driver's
+    ray_nodes: list[str] | None = None         # --ray: the node each actor ran on
+
+    def busiest_cpu_percent(self) -> float:
+        """CPU of the busiest client process (per-worker maximum when the cell ran several)."""
+        if self.client_cpu_max_percent is not None:
+            return float(self.client_cpu_max_percent)
+        return float(self.client_cpu_percent or 0) / (self.client_workers or 1)
+
+    def merged(self, others: list[ClientHealth]) -> ClientHealth:
+        """Several workers as one: the worst loop lag, CPU summed and the busiest's, the earliest exhaustion."""
+        parts = [self, *others]
+        lags = {k: max((v for p in parts if (v := getattr(p, k)) is not None), default=None)
+                for k in ("loop_lag_p50_ms", "loop_lag_p99_ms", "loop_lag_max_ms")}
+        out = ClientHealth(**lags, client_cpu_percent=sum(p.client_cpu_percent or 0 for p in parts),
+                           client_cpu_max_percent=max(p.client_cpu_percent or 0 for p in parts),
+                           client_workers=len(parts))
+        ran_out = [p.prepared_exhausted_s for p in parts if p.prepared_exhausted_s is not None]
+        return out.model_copy(update={"prepared_exhausted_s": min(ran_out)}) if ran_out else out
+
+
+class WorkloadFacts(Group):
+    """What the cell's workload turned out to be (the workload builder: workload/build.py)."""
+
+    workload: str | None = None                # the kind, when not random
+    dataset_path: str | None = None
+    dataset_entries: Number | None = None
+    dataset_examined: Number | None = None
+    dataset_rejected: Number | None = None
+    dataset_reused: Number | None = None
+    prefix_len: Number | None = None
+    num_groups: Number | None = None
+    prefix_share: float | None = None
+    images_per_request: Number | None = None
+    image_source: str | None = None
+    time_scale: float | None = None
+    trace_rows: Number | None = None
+    trace_rows_dropped: Number | None = None
+    trace_span_s: float | None = None
+    input_len_mean: float | None = None        # variable lengths (datasets, traces): as asked
+    input_len_min: Number | None = None
+    input_len_max: Number | None = None
+    output_len_mean: float | None = None
+    output_len_min: Number | None = None
+    output_len_max: Number | None = None
+    chat_template_overhead_tokens: Number | None = None
+    image_tokens_per_image: float | None = None
+    tokenizer: str | None = None               # "local DIR" when the prompts were counted locally
+
+    def without_lengths(self) -> WorkloadFacts:
+        """Fixed-length workloads state no length statistics (every request asked the same)."""
+        kept = self.model_dump(exclude_unset=True)
+        return WorkloadFacts.model_validate({k: v for k, v in kept.items()
+                                             if not k.startswith(("input_len_", "output_len_"))})
+
+
+class MonitorFigures(Group):
+    """The server's and host's figures over the cell (monitor/summary.py), and the check of the `*` mark
+    against the queue the server showed (the sweep's monitor)."""
+
+    PREFIX: ClassVar[str] = "monitor_"
+    samples: Number | None = None
+    span_s: float | None = None
+    accel_chips: Number | None = None
+    accel_util_mean_pct: Number | None = None
+    accel_util_max_pct: Number | None = None
+    accel_mem_peak_mb: Number | None = None
+    accel_mem_peak_chip_mb: Number | None = None
+    accel_mem_capacity_mb: Number | None = None
+    accel_power_mean_w: Number | None = None
+    accel_power_max_w: Number | None = None
+    accel_energy_j: Number | None = None
+    accel_energy_per_output_token_j: Number | None = None
+    accel_temp_max_c: Number | None = None
+    server_running_mean: Number | None = None
+    server_running_max: Number | None = None
+    server_waiting_mean: Number | None = None
+    server_waiting_max: Number | None = None
+    server_kv_usage_peak: Number | None = None
+    server_preemptions: Number | None = None
+    host_cpu_mean_pct: Number | None = None
+    host_cpu_max_pct: Number | None = None
+    host_mem_peak_mb: Number | None = None
+    proc_cpu_mean_pct: Number | None = None
+    proc_cpu_max_pct: Number | None = None
+    proc_rss_peak_mb: Number | None = None
+    queue_check: str | None = None             # the `*` mark and the server's queue disagree: why
