@@ -75,9 +75,9 @@ def cells_run(monkeypatch) -> list[tuple[str, str, str]]:
     real = StudyRunner._run_cell
 
     async def watched(self, launch, cell):
-        row = await real(self, launch, cell)
+        row, result = await real(self, launch, cell)
         seen.append((self.plan.spec.name, row.key, row.status))
-        return row
+        return row, result
     monkeypatch.setattr(StudyRunner, "_run_cell", watched)
     return seen
 

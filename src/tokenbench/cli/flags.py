@@ -27,6 +27,7 @@ class Flag:
     vllm: tuple[str, ...] = ()                   # `vllm bench serve` spellings
     parse: Callable[[str, str], Any] | None = None   # (flag, text) -> value: comma lists, SLO strings
     help: str | None = None                      # only where the field's own description does not fit a flag
+    bare: str | None = None                      # the value the flag means when given without one
 
     @property
     def flag(self) -> str:
@@ -57,13 +58,18 @@ LOAD = (Flag("concurrency", parse=options.int_list),
         Flag("arrival"), Flag("burstiness", vllm=("--burstiness",)), Flag("max_concurrency", vllm=("--max-concurrency",)),
         Flag("requests.num_prompts", vllm=("--num-prompts",)), Flag("requests.duration_s", names=("--duration",)),
         Flag("warmup_requests", vllm=("--num-warmups",)), Flag("repeats"))
-CHECKS = (Flag("slo", parse=options.slo_dict, help="goodput SLOs in ms, e.g. ttft=500,tpot=50,e2el=10000"),
+CHECKS = (Flag("slo", parse=options.slo_dict, help="SLOs: per-request thresholds in ms for goodput (ttft=500,"
+               "tpot=50,e2el=10000) and/or limits on a statistic for --find-capacity (ttft:p99<=2000,tpot:p99<=200; "
+               "metrics ttft, tpot, itl, e2el; stats mean, p50, p90, p95, p99)"),
           Flag("allow_length_mismatch"), Flag("allow_client_lag"), Flag("max_error_rate"), Flag("name", vllm=("--label",)),
           Flag("client.workers"), Flag("client.ray_address", names=("--ray",)),
-          Flag("client.keep_raw"))
+          Flag("client.keep_raw"), Flag("timeslice_s"))
 SHARED = TARGET + WORKLOAD + LOAD + CHECKS
 SWEEP_ONLY = (Flag("pairs", parse=options.pairs), Flag("kv_capacity"), Flag("stop_on_saturation"),
-              Flag("find_capacity"), Flag("capacity_max"), Flag("slo_attainment"), Flag("monitor_interval_s"))
+              Flag("find_capacity", bare="concurrency"), Flag("capacity_max"), Flag("capacity_start"),
+              Flag("capacity_precision"), Flag("capacity_budget"),
+              Flag("slo_tiers", names=("--slo-tier",), parse=options.slo_tiers), Flag("sustain_s"),
+              Flag("slo_attainment"), Flag("monitor_interval_s"))
 
 
 def _plain(annotation: Any) -> Any:
@@ -92,6 +98,9 @@ def _option(flag: Flag) -> Callable:
     decls = [flag.flag, *dict.fromkeys(n for n in (*flag.names, *flag.vllm) if n != flag.flag), flag.dest]
     if _plain(info.annotation) is bool:
         return click.option(*decls, is_flag=True, default=None, help=text)
+    if flag.bare is not None:
+        return click.option(*decls, type=click_type(info.annotation), is_flag=False, flag_value=flag.bare,
+                            default=None, help=f"{text}  [alone: {flag.bare}]")
     shown = default is not None and not isinstance(default, bool | list | dict)
     kind = click.STRING if flag.parse else click_type(info.annotation)
     return click.option(*decls, type=kind, default=None, help=f"{text}  [default: {default}]" if shown else text)

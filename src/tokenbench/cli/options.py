@@ -7,6 +7,7 @@ import click
 
 from tokenbench.errors import UsageError
 from tokenbench.spec.bench import SLO
+from tokenbench.spec.slo import FORM, parse_limit, parse_tiers
 from tokenbench.store.db import db_path
 
 
@@ -67,20 +68,53 @@ def pairs(flag: str, text: str) -> list[tuple[int, int]]:
 
 
 def slo(text: str | None) -> SLO:
+    """`--slo`: per-request thresholds NAME=MS (goodput) and limits on a statistic METRIC:STAT<=MS (what a
+    capacity search answers against), comma-separated, in any mix."""
     if not text:
         return SLO()
     values: dict[str, float] = {}
+    limits: list[dict] = []
     for part in text.split(","):
+        if ":" in part:
+            limits.append(_limit(text, part))
+            continue
         name, sep, ms = part.partition("=")
         name = name.strip().lower()
         if not sep or name not in ("ttft", "tpot", "e2el"):
-            raise UsageError(f"--slo '{text}': '{part}' is not NAME=MS with NAME in ttft, tpot, e2el",
-                             "write e.g. --slo ttft=500,tpot=50")
+            raise UsageError(f"--slo '{text}': '{part}' is neither NAME=MS (NAME in ttft, tpot, e2el) nor a limit "
+                             f"{FORM}", "write e.g. --slo ttft=500,tpot=50 or --slo ttft:p99<=2000,tpot:p99<=200")
         try:
             values[f"{name}_ms"] = float(ms)
         except ValueError:
             raise UsageError(f"--slo '{text}': '{ms}' is not a number of milliseconds", "write e.g. ttft=500") from None
-    return SLO(**values)
+    try:
+        return SLO(**values, limits=limits)
+    except ValueError as exc:
+        raise UsageError(f"--slo '{text}': {_first_error(exc)}", f"write limits as {FORM}") from None
+
+
+def _limit(text: str, part: str) -> dict:
+    try:
+        return parse_limit(part.strip())
+    except ValueError as exc:
+        raise UsageError(f"--slo '{text}': {exc}", "write e.g. --slo ttft:p99<=2000,tpot:p99<=200") from None
+
+
+def _first_error(exc: ValueError) -> str:
+    errors = getattr(exc, "errors", None)
+    return str(errors()[0]["msg"]).removeprefix("Value error, ") if callable(errors) else str(exc)
+
+
+def slo_tiers(flag: str, text: str | None) -> list[dict]:
+    """`--slo-tier mlperf-llama2-70b-server;chat=ttft:p99<=500,tpot:p99<=50` -> tiers (presets by name)."""
+    if not text:
+        return []
+    try:
+        return [tier.model_dump(mode="json") for tier in parse_tiers(text)]
+    except ValueError as exc:
+        raise UsageError(f"{flag} '{text}': {_first_error(exc)}",
+                         "write a preset name (mlperf-llama2-70b-server, ...) or NAME=LIMIT,LIMIT; several "
+                         "separated by ';'") from None
 
 
 def rate_list(flag: str, text: str | None) -> list[float]:
@@ -94,7 +128,10 @@ def rate_list(flag: str, text: str | None) -> list[float]:
 
 
 def slo_dict(flag: str, text: str | None) -> dict:
-    return slo(text).model_dump(exclude_none=True)
+    out = slo(text).model_dump(mode="json", exclude_none=True)
+    if not out.get("limits"):
+        out.pop("limits", None)
+    return out
 
 
 def goodput(values: tuple[str, ...]) -> dict:

@@ -107,7 +107,7 @@ def matrix(out: Outcome, title: str = TITLE, to: Console = console.out) -> None:
         to.print(f"  {escape(note)}", highlight=False)
     for name, lines in out.capacity.items():
         for line in lines:
-            to.print(f"{name}: {line}")
+            to.print(f"{escape(name)}: {escape(line)}", highlight=False)
 
 
 def report(out: Outcome, display: Display, locations: list[str], to: Console = console.out) -> None:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from tokenbench.cli import console, flags, progress, run_options
@@ -17,6 +18,7 @@ from tokenbench.spec.study import StudySpec
 from tokenbench.study import run as study
 from tokenbench.sweep.plan import kv_demand, max_fitting_concurrency, plan
 from tokenbench.sweep.run import RunSettings
+from tokenbench.sweep.servers import planned_graphs
 
 FLAGS = flags.SHARED + flags.SWEEP_ONLY
 
@@ -53,21 +55,39 @@ def _stored(kw: dict) -> StudySpec:
         return study.stored_spec(store, kw["resume"], "sweep")
 
 
+GRAPH_MARK = "^"
+
+
 def _dry_run(spec: StudySpec) -> None:
-    """The plan and its KV demand; profiles and contexts are checked, nothing is deployed or stored."""
+    """The plan, its KV demand and its cells above the captured graph sizes; profiles and contexts are
+    checked, nothing is deployed or stored."""
     study.preflight(p := plan(spec))
     kv = p.spec.kv_capacity
+    graphs = {c.name: planned_graphs(spec.target, c) for c in p.configs}
     table = Table(title=f"plan: {len(p.cells)} cells over {len(p.configs)} server config(s)")
-    for name in ("config", "cell", "repeat", "KV demand (tokens)", "over KV"):
+    for name in ("config", "cell", "repeat", "KV demand (tokens)", "over KV", "above graphs"):
         table.add_column(name)
     for c in p.cells:
+        g = graphs[c.config.name]
         table.add_row(c.config.name, c.key, str(c.repeat), str(kv_demand(c) or "-"),
-                      "*" if kv and (kv_demand(c) or 0) > kv else "")
+                      "*" if kv and (kv_demand(c) or 0) > kv else "", GRAPH_MARK if g and g.eager(c.width) else "")
     console.out.print(table)
     for inp, out in p.spec.pairs:
         fit = max_fitting_concurrency(inp, out, kv)
         if fit is not None:
             console.out.print(f"{inp}:{out}: largest concurrency that fits KV {kv}: {fit}")
+    for name, g in graphs.items():
+        if g is not None:
+            console.out.print(escape(_graph_line(name, g)), highlight=False)
+
+
+def _graph_line(config: str, g) -> str:
+    if not g.known:
+        return f"{config}: captured decode batch sizes unknown before launch ({g.source})"
+    if g.max_size == 0:
+        return f"{config}: no captured graphs ({g.source}): every batch runs eager"
+    return (f"{config}: decode batches up to {g.max_size} run as captured graphs ({g.source}); "
+            f"{GRAPH_MARK} = more streams than that: those cells run eager" + (f". Note: {g.note}" if g.note else ""))
 
 
 def print_fields() -> None:

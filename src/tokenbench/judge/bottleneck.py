@@ -1,16 +1,20 @@
 """Why is a cell slow? One label per cell with the evidence that gave it (docs/metrics.md, "Bottleneck").
 
 Checked in order, the first that holds wins: client-bound (the client's own health), KV-bound (`*`, KV
-usage near 100 %, preemptions), queueing (requests waiting at the server, or TTFT growing with load),
-compute- or bandwidth-bound (output tok/s near the decode roofline), else unknown, saying what was
-missing. Pure: reads the cell's summary, the monitor samples and the roofline, nothing else.
+usage near 100 %, preemptions), graph capture (the decode batch above the captured graph sizes: `^`, with
+the TPOT cliff it caused when the batch crossed them), a TPOT cliff nothing above explains, queueing
+(requests waiting at the server, or TTFT growing with load), compute- or bandwidth-bound (output tok/s
+near the decode roofline), else unknown, saying what was missing. Pure: reads the cell's summary, the
+monitor samples, the config's facts and the roofline, nothing else.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from tokenbench.judge import capture
 from tokenbench.judge.plausibility import ConfigCheck, Roofline
 from tokenbench.judge.views import CellInfo, RunData
 from tokenbench.metrics.cell_summary import known
@@ -22,9 +26,11 @@ ROOF_NEAR = 0.5             # output tok/s at or above this share of the rooflin
 CLIENT_CPU_NEAR = 80.0      # % of a core per client process
 
 
-Kind = Literal["client", "kv", "queueing", "compute", "bandwidth", "unknown"]
-Evidence = Literal["client", "client_cpu", "kv_demand", "kv_usage", "preempt", "waiting", "ttft_growth",
-                   "roof_compute", "roof_bandwidth", "roof_far", "not_ok", "no_roofline", "no_monitor", "nothing"]
+Kind = Literal["client", "kv", "graph", "cliff", "queueing", "compute", "bandwidth", "unknown"]
+Evidence = Literal["client", "client_cpu", "kv_demand", "kv_usage", "preempt", "graph_cliff", "graph_eager",
+                   "graph_padding",
+                   "tpot_cliff", "waiting", "ttft_growth", "roof_compute", "roof_bandwidth", "roof_far", "not_ok",
+                   "no_roofline", "no_monitor", "nothing"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,33 @@ def _kv(run: RunData, c: CellInfo) -> Found:
     return ("preempt", {"n": pre}) if pre else None
 
 
+def _graph(run: RunData, c: CellInfo) -> Found:
+    """Above the captured sizes (the TPOT cliff it caused when the batch crossed them into this cell), or a
+    TPOT cliff from the batch being padded up to a captured size that rose more than the load did."""
+    g = capture.graphs(run, c)
+    size = capture.batch(run, c)
+    if g is None:
+        return None
+    jump = capture.cliff(run, c)
+    if not g.eager(size):
+        if jump is None or jump.padded is None:
+            return None
+        return "graph_padding", {"times": jump.tpot_ratio, "load": jump.below.load_label, "batch": size or 0,
+                                 "size": jump.padded[1]}
+    if jump is not None and jump.crossed:
+        return "graph_cliff", {"times": jump.tpot_ratio, "load": jump.below.load_label, "max": g.max_size or 0,
+                               "batch": size or 0}
+    return "graph_eager", {"batch": size or 0, "max": g.max_size or 0}
+
+
+def _cliff(run: RunData, c: CellInfo) -> Found:
+    """A TPOT cliff that neither KV nor graph capture explains."""
+    jump = capture.cliff(run, c)
+    if jump is None:
+        return None
+    return "tpot_cliff", {"times": jump.tpot_ratio, "load": jump.below.load_label, "rise": jump.load_ratio}
+
+
 def _lowest(run: RunData, c: CellInfo) -> CellInfo | None:
     same = [o for o in run.cells_of(c.config) if o.pair == c.pair and (o.concurrency is None) == (c.concurrency is None)
             and o.state.ok]
@@ -106,9 +139,11 @@ def _roof(c: CellInfo, roof: Roofline | None) -> Label | None:
 def label(run: RunData, c: CellInfo, roof: Roofline | None) -> Label:
     if not c.state.ok and c.state.kind != "invalid":
         return Label("unknown", "not_ok", {"mark": c.state.mark})
-    checks: tuple[tuple[Kind, Found], ...] = (("client", _client(c)), ("kv", _kv(run, c)),
-                                              ("queueing", _queueing(run, c)))
-    for kind, found in checks:
+    checks: tuple[tuple[Kind, Callable[[], Found]], ...] = (
+        ("client", lambda: _client(c)), ("kv", lambda: _kv(run, c)), ("graph", lambda: _graph(run, c)),
+        ("cliff", lambda: _cliff(run, c)), ("queueing", lambda: _queueing(run, c)))
+    for kind, check in checks:
+        found = check()
         if found:
             return Label(kind, *found)
     near = _roof(c, roof)

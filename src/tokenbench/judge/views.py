@@ -14,11 +14,12 @@ from tokenbench.client.records import RequestRecord
 from tokenbench.errors import StoreError, UsageError
 from tokenbench.judge.status import State, judge
 from tokenbench.metrics.cell_summary import CellSummary, Metric
+from tokenbench.metrics.timeslices import Timeslices
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.profile_args import render_args
 from tokenbench.spec.server_facts import ServerFacts
 from tokenbench.store.db import Store, db_path
-from tokenbench.store.rows import CellRow, ConfigRow, RunRow, SampleRow
+from tokenbench.store.rows import CellRow, ConfigRow, RunRow, SampleRow, SearchRow
 
 MONITOR_NAMES = ("running", "waiting", "kv_usage")
 
@@ -99,6 +100,7 @@ class CellInfo:
     over_capacity: bool
     summary: CellSummary
     repeats: tuple[CellInfo, ...] = ()    # set on a merged cell: every stored repeat, in order
+    eager: bool = False                   # its decode batch is above the captured graph sizes (the `^` mark)
 
     @property
     def pair(self) -> tuple[int, int]:
@@ -141,6 +143,18 @@ class CellInfo:
     def value(self, metric: Metric) -> float | None:
         """A headline figure (None: missing or NaN)."""
         return metric.of(self.summary)
+
+    def decode_batch(self, slots: int | None = None) -> tuple[float | None, str]:
+        """(requests decoding together, how it is known): the server's mean running requests (/metrics),
+        else the closed loop's concurrency (capped by the server's slots), else the open loop's achieved
+        concurrency (requests in flight at the client, time-averaged)."""
+        running = self.summary.monitor.server_running_mean if self.summary.monitor else None
+        if running is not None:
+            return float(running), "running"
+        if self.concurrency is not None:
+            return float(min(self.concurrency, slots) if slots else self.concurrency), "concurrency"
+        achieved = self.summary.achieved_concurrency
+        return (None, "") if achieved is None else (float(achieved), "achieved")
 
 
 @dataclass(frozen=True)
@@ -186,10 +200,13 @@ def _counts_only(group: list[CellInfo]) -> CellSummary:
 
 
 def _means(used: list[CellInfo]) -> CellSummary:
-    """Each figure given by every repeat: its mean over them (the stored form, key by key)."""
+    """Each figure given by every repeat: its mean over them (the stored form, key by key); the timeslices
+    are the first repeat's (slices of different cells do not average)."""
     stored = [c.summary.to_dict() for c in used]
-    keys = [k for k in stored[0] if all(k in s for s in stored)]
-    return CellSummary.from_dict({k: _mean_value([s[k] for s in stored]) for k in keys})
+    own = set(Timeslices.key_names())
+    keys = [k for k in stored[0] if all(k in s for s in stored) and k not in own]
+    means = CellSummary.from_dict({k: _mean_value([s[k] for s in stored]) for k in keys})
+    return means.with_(slices=used[0].summary.slices)
 
 
 def merge_repeats(group: list[CellInfo]) -> CellInfo:
@@ -231,6 +248,7 @@ class RunData:
     samples: dict[int, list[SampleRow]] = field(default_factory=dict)  # cell id -> monitor samples
     cache: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # cell id -> cached, prompt, n
     timeline: Timeline | None = None
+    searches: list[SearchRow] = field(default_factory=list)             # capacity searches, as stored
     reader: Callable[[int], list[RequestRecord]] | None = field(default=None, repr=False)  # cell id -> records
     _merged: dict[str, list[CellInfo]] = field(default_factory=dict, repr=False)   # cells_of, per config
 
@@ -304,12 +322,22 @@ def pick_timeline_cell(run: RunData, key: str | None) -> CellInfo | None:
     return max(ok, key=lambda c: (c.over_capacity, c.x or 0, c.input_len + c.output_len, -names.index(c.config)))
 
 
+def _eager(cell: CellInfo, configs: dict[str, ConfigInfo]) -> CellInfo:
+    """The cell, marked when its decode batch is above its config's captured graph sizes."""
+    cfg = configs.get(cell.config)
+    graphs = cfg.facts.graphs if cfg else None
+    batch = cell.decode_batch(cfg.facts.slots if cfg else None)[0]
+    return replace(cell, eager=True) if graphs is not None and graphs.eager(batch) else cell
+
+
 def load_run(store: Store, run_id: str, timeline_cell: str | None = None, requests: bool = True) -> RunData:
     row: RunRow = store.run(run_id)
     configs = [_config(r) for r in store.configs(run_id)]
-    cells = [_cell(r) for r in store.cells(run_id)]
+    by_name = {c.name: c for c in configs}
+    cells = [_eager(_cell(r), by_name) for r in store.cells(run_id)]
     run = RunData(row.id, row.created_at, row.kind, row.status, row.target, row.tool_version, row.spec or {},
                   row.command or [], row.environment or {}, row.message or "", configs, cells)
+    run.searches = store.searches(run_id)
     run.cache = store.cache_totals(run_id)
     run.reader = store.sampled_requests          # a bounded reservoir per cell (store.schema.RESERVOIR)
     run.samples = _monitor(store, cells)

@@ -164,8 +164,8 @@ class _Intake:
     """Where each finished record goes while the cell runs: the spool, the summary tally and the
     verdict counts (measured ones), and the kept lists when asked; and the cell's progress."""
 
-    def __init__(self, slo: SLO, keep: bool, on_progress: Progress) -> None:
-        self.spool, self.tally, self.seen = Spool(), CellTally(slo), Outcomes()
+    def __init__(self, slo: SLO, keep: bool, on_progress: Progress, slice_s: float = 10.0) -> None:
+        self.spool, self.tally, self.seen = Spool(), CellTally(slo, slice_s), Outcomes()
         self.keep, self.on_progress = keep, on_progress
         self.warmup: list[RequestRecord] = []
         self.records: list[RequestRecord] = []
@@ -214,7 +214,7 @@ async def run_cell(session: Session, job: CellJob) -> CellResult:
                     _prepare(job, prompts.measure), load, wl.seed, prompts.measure_count,
                     planned_count(load, wl.input_len, "prepared") or 0, prompts.offsets_ns)
     prompts.warmup, prompts.measure = [], []        # the requests being made hold them now (images are large)
-    intake = _Intake(job.study.slo, job.keep_records, job.on_progress)
+    intake = _Intake(job.study.slo, job.keep_records, job.on_progress, job.study.timeslice_s)
     run = await job.executor.run(session, phases, intake)
     return _result(job, prompts, phases.count, intake, run)
 

@@ -13,13 +13,15 @@ from typing import Any, Literal, cast
 from pydantic import BaseModel, ConfigDict
 
 from tokenbench.metrics.summary_groups import ClientHealth, Group, MonitorFigures, Number, WorkloadFacts
+from tokenbench.metrics.timeslices import Timeslices
 
 Latency = Literal["ttft", "tpot", "itl", "e2el", "ntpot", "queue", "ttfc", "connect"]
 Statistic = Literal["mean", "median", "std", "min", "max", "p50", "p90", "p95", "p99"]
 Rate = Literal["request_throughput", "output_throughput", "total_token_throughput", "request_goodput"]
 LATENCIES: tuple[Latency, ...] = ("ttft", "tpot", "itl", "e2el")           # vLLM's four
 STATISTICS: tuple[Statistic, ...] = ("mean", "median", "std", "min", "max", "p50", "p90", "p95", "p99")
-GROUPS: dict[str, type[Group]] = {"health": ClientHealth, "facts": WorkloadFacts, "monitor": MonitorFigures}
+GROUPS: dict[str, type[Group]] = {"health": ClientHealth, "facts": WorkloadFacts, "monitor": MonitorFigures,
+                                  "slices": Timeslices}
 RATES: tuple[Rate, ...] = ("output_throughput", "request_throughput", "request_goodput")
 KEY_OF_STAT: dict[str, Statistic] = {"mean": "mean", "p50": "median", "p90": "p90", "p99": "p99"}
 
@@ -160,6 +162,7 @@ class CellSummary(BaseModel):
     client_lag_tolerated: str | None = None  # the verdict: --allow-client-lag kept the cell ok despite this
     server_unreachable: bool | None = None   # the verdict: the server went away (`--resume` runs it again)
     monitor: MonitorFigures | None = None
+    slices: Timeslices | None = None         # per-timeslice figures and the steady-state verdict
     # other tools' results (`tokenbench import`)
     source: str | None = None
     notes: str | None = None

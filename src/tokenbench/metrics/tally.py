@@ -16,6 +16,8 @@ from tokenbench.client.records import RequestRecord
 from tokenbench.metrics import request as rm
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.stats import describe
+from tokenbench.metrics.timeslices import Columns
+from tokenbench.metrics.timeslices import compute as timeslices
 from tokenbench.metrics.token_log import TokenLog
 from tokenbench.spec.bench import SLO, Load
 
@@ -43,8 +45,9 @@ class _Columns:
 class CellTally:
     """Feed every measured record once (`add`, in any order), then read `summary(...)`."""
 
-    def __init__(self, slo: SLO | None = None) -> None:
+    def __init__(self, slo: SLO | None = None, slice_s: float = 10.0) -> None:
         self.slo = slo if slo is not None and not slo.is_empty() else None
+        self.slice_s = slice_s                         # width of the cell's timeslices (metrics/timeslices.py)
         self.all = _Columns("sent", "end", "intended")
         self.ok = _Columns("sent", "end", "first", "ttfc", "out", "prompt", "queue", "connect")
         self.tokens = TokenLog()                       # chunk times and counts (bounded: metrics/token_log.py)
@@ -119,7 +122,13 @@ class CellTally:
             out.update(request_goodput=self.good / dur, goodput_fraction=self.good / len(self))
         out.update(self._latencies())
         out.update(self.steady(steady_window(sent, end, load)))
+        out["slices"] = timeslices(self.columns(), self.tokens.tokens_between, self.slice_s)
         return out
+
+    def columns(self) -> Columns:
+        ok = self.ok
+        return Columns(self.all.np("sent"), self.all.np("end"), self.all.np("intended"), ok.np("sent"),
+                       ok.np("end"), ok.np("first"), ok.np("out"))
 
     def _counts(self) -> dict:
         n_ok = len(self.ok)

@@ -23,7 +23,7 @@ LEVEL = 0.95              # nominal coverage
 Z = 1.959963984540054     # the normal quantile of 0.975
 UNRELIABLE_N = 100        # a p99 from fewer requests than this is marked unreliable
 MIN_EFFECT = 0.02         # differences below this share are "not detectable" (run-to-run drift)
-STATS = {"mean": None, "p50": 50.0, "p90": 90.0, "p99": 99.0}
+STATS = {"mean": None, "p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0}
 # Student's t quantile of 0.975 for 1..30 degrees of freedom (beyond: Cornish-Fisher expansion)
 T975 = (12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281, 2.2010, 2.1788,
         2.1604, 2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860, 2.0796, 2.0739, 2.0687, 2.0639,

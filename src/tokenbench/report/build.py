@@ -10,7 +10,7 @@ from tokenbench.judge.plausibility import ConfigCheck
 from tokenbench.judge.views import CellInfo, RunData
 from tokenbench.metrics import uncertainty as u
 from tokenbench.metrics.cell_summary import Metric
-from tokenbench.report import configcmp, interval_tables, marks, plots, sections
+from tokenbench.report import capacity, configcmp, interval_tables, marks, plots, sections, slices
 from tokenbench.report.document import Block, Cell, Document, Para, Table, num, pct
 from tokenbench.report.explain import plausibility_blocks
 from tokenbench.report.i18n import DEFINITIONS, t
@@ -29,6 +29,8 @@ def build_report(run: RunData, lang: str, checks: list[ConfigCheck], version: st
     if run.kind == "import":
         doc.add(Para(t(lang, "note.import", source=(run.spec.get("import") or {}).get("source") or run.target)))
     doc.add(num_.sec(t(lang, "h.plausibility")), *plausibility_blocks(checks, lang))
+    if run.searches:
+        doc.add(num_.sec(t(lang, "h.capacity")), *capacity.section(run, lang, num_, roofs))
     if not run.cells:
         doc.add(Para(t(lang, "note.no_cells")))
         return doc
@@ -43,6 +45,7 @@ def build_report(run: RunData, lang: str, checks: list[ConfigCheck], version: st
     doc.add(num_.sec(t(lang, "h.timeline")), *timeline(run, lang))
     if run.samples:
         doc.add(num_.sec(t(lang, "h.monitor")), *monitor(run, lang))
+    doc.add(num_.sec(t(lang, "h.slices")), *slices.section(run, lang))
     doc.add(num_.sec(t(lang, "h.definitions")), *definitions(lang))
     doc.add(*_notes(run, lang), Para(t(lang, "note.rendered", version=version)))
     return doc
@@ -56,6 +59,7 @@ def _scaling(run: RunData, lang: str, num_: sections.Numberer, roofs: dict, book
                     sections.scaling_table(run, cfg, pair, lang, roofs.get(cfg), book)]
     if sections.any_over(run):
         out.append(Para(t(lang, "note.over_capacity")))
+    out += _eager_notes(run, lang)
     figs = plots.load_figures(run, lang)
     out += figs
     if figs:
@@ -63,6 +67,13 @@ def _scaling(run: RunData, lang: str, num_: sections.Numberer, roofs: dict, book
     if plots.any_hollow(run):
         out.append(Para(t(lang, "mark.hollow")))
     return out
+
+
+def _eager_notes(run: RunData, lang: str) -> list[Block]:
+    """What `^` means, with where each marked config's captured sizes came from."""
+    marked = {c.config for c in run.cells if c.eager}
+    return [Para(t(lang, "note.eager", source=f"{cfg.name}: {cfg.facts.graphs.source}"))
+            for cfg in run.configs if cfg.name in marked and cfg.facts.graphs is not None]
 
 
 def _matrix(run: RunData, lang: str, num_: sections.Numberer) -> list[Block]:

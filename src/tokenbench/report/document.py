@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 OVER_MARK = "*"     # the Study-A marker for cells whose KV demand exceeds the server's capacity
+GRAPH_MARK = "^"    # cells whose decode batch is above the captured graph sizes (they run eager)
 
 
 @dataclass
@@ -32,7 +33,8 @@ class Bullets:
 @dataclass
 class Cell:
     """A table cell with its marks kept apart from the text, so every renderer can show them its own way
-    and tests can find them: `over` is the over-capacity `*`, `mark` the not-ok mark of judge/status.py
+    and tests can find them: `over` is the over-capacity `*`, `eager` the above-the-captured-graphs `^`,
+    `mark` the not-ok mark of judge/status.py
     (`why` its kind, shown as a hover title in HTML). `interval` is the figure's 95 % interval, e.g.
     '[21.9, 22.5]' (with '◊' when unreliable): after the text in markdown and the terminal, on a line of its
     own under it in HTML (so a table of figures with intervals stays narrow)."""
@@ -42,10 +44,11 @@ class Cell:
     mark: str = ""
     why: str = ""
     interval: str = ""
+    eager: bool = False
 
     @property
     def marks(self) -> str:
-        return self.mark + (OVER_MARK if self.over else "")
+        return self.mark + (OVER_MARK if self.over else "") + (GRAPH_MARK if self.eager else "")
 
     @property
     def full(self) -> str:

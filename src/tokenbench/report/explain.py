@@ -12,7 +12,8 @@ from tokenbench.report.i18n import t
 
 # how each figure of a bottleneck's evidence is written (the rest: as it is)
 EVIDENCE_FORMAT = {"cpu": "{:.0f}", "demand": "{:,}", "capacity": "{:,}", "pct": "{:.0f}", "n": "{:g}",
-                   "times": "{:.1f}", "out": "{:,.0f}", "bound": "{:,.0f}"}
+                   "times": "{:.1f}", "out": "{:,.0f}", "bound": "{:,.0f}", "max": "{:g}", "batch": "{:.3g}", "size": "{:g}",
+                   "rise": "{:.2g}"}
 
 
 # bottleneck ----------------------------------------------------------------------------------------

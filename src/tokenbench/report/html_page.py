@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from html import escape
 
-from tokenbench.report.document import OVER_MARK, Bullets, Cell, Document, Figure, Heading, Para, Table
+from tokenbench.report.document import GRAPH_MARK, OVER_MARK, Bullets, Cell, Document, Figure, Heading, Para, Table
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI","Noto Sans CJK SC","Noto Sans SC","Microsoft YaHei",
@@ -63,7 +63,8 @@ JS = """
 
 def _marks(c: Cell) -> str:
     out = f'<span class="bad" title="{escape(c.why)}">{escape(c.mark)}</span>' if c.mark else ""
-    return out + (f'<span class="over">{OVER_MARK}</span>' if c.over else "")
+    out += f'<span class="over">{OVER_MARK}</span>' if c.over else ""
+    return out + (f'<span class="over" title="above the captured graph sizes">{GRAPH_MARK}</span>' if c.eager else "")
 
 
 WRAP_CHARS = 32      # a cell of longer text (a verdict, a bottleneck's evidence) wraps instead of widening

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tokenbench.report.document import OVER_MARK, Bullets, Cell, Document, Figure, Heading, Para, Table
+from tokenbench.report.document import GRAPH_MARK, OVER_MARK, Bullets, Cell, Document, Figure, Heading, Para, Table
 
 _ESCAPES = (("\\", "\\\\"), ("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("`", "\\`"), ("*", "\\*"),
             ("|", "\\|"), ("[", "\\["), ("]", "\\]"))
@@ -18,7 +18,7 @@ def esc(text) -> str:
 
 def _cell(c: str | Cell) -> str:
     if isinstance(c, Cell):
-        return esc(c.full) + esc(c.mark) + (OVER_MARK if c.over else "")
+        return esc(c.full) + esc(c.mark) + (OVER_MARK if c.over else "") + (GRAPH_MARK if c.eager else "")
     return esc(c)
 
 

@@ -15,9 +15,10 @@ from tokenbench.report.i18n import t
 
 
 def fig(c: CellInfo, text: str, over: bool = True) -> Cell:
-    """`text` (a figure of cell `c`) with its not-ok mark, and the `*` of an over-capacity cell if `over`."""
+    """`text` (a figure of cell `c`) with its not-ok mark, and if `over` the `*` of an over-capacity cell and
+    the `^` of a cell above the captured graph sizes."""
     s = c.state
-    return Cell(text, over=over and c.over_capacity, mark=s.mark, why="" if s.ok else s.kind)
+    return Cell(text, over=over and c.over_capacity, mark=s.mark, why="" if s.ok else s.kind, eager=over and c.eager)
 
 
 def bad(cells: Iterable[CellInfo | None]) -> list[CellInfo]:

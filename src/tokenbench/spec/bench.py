@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from tokenbench.spec.base import StrictModel
+from tokenbench.spec.slo import Limit
 
 WorkloadKind = Literal["random", "sharegpt", "jsonl", "prefix", "image", "trace"]
 FIXED_LENGTH_KINDS = ("random", "prefix", "image")     # input_len / output_len given; sweeps take them from pairs
@@ -116,11 +117,17 @@ class Workload(WorkloadSource):
 
 
 class SLO(StrictModel):
+    """Per-request thresholds (a request meets them or not: goodput) and limits on a cell's statistics
+    (`ttft:p99<=2000`: what a capacity search answers against; spec/slo.py)."""
+
     ttft_ms: float | None = Field(None, gt=0, description="goodput SLO: time to first token, ms")
     tpot_ms: float | None = Field(None, gt=0, description="goodput SLO: time per output token, ms")
     e2el_ms: float | None = Field(None, gt=0, description="goodput SLO: end-to-end latency, ms")
+    limits: list[Limit] = Field(default_factory=list, description="limits on a cell's statistics, e.g. "
+                                "[ttft:p99<=2000, tpot:p99<=200]: the capacity search's SLOs (tier 'slo')")
 
     def is_empty(self) -> bool:
+        """No per-request threshold (goodput is then not counted; `limits` are another thing)."""
         return self.ttft_ms is None and self.tpot_ms is None and self.e2el_ms is None
 
 

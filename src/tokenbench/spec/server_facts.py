@@ -29,6 +29,41 @@ class Sampling:
         return cls(**known, given=tuple(known))
 
 
+@dataclass(frozen=True)
+class GraphCapture:
+    """The decode batch sizes an engine runs as captured graphs (CUDA graphs; Ascend ACL/NPU graphs): a
+    batch is padded up to the next captured size, and one above the largest runs eager (slower per
+    step). Read from the server where it tells, else derived from the profile's flags and the engine's
+    default rule (deploy/engines; docs/deploy.md "Graph capture")."""
+
+    sizes: tuple[int, ...] = ()          # every captured size, when known
+    max_size: int | None = None          # the largest; 0: graphs off (every batch eager); None: unknown
+    source: str = ""                     # where it was read, or the rule it was derived by
+    note: str = ""                       # a caveat (e.g. a flag a newer engine refuses)
+
+    @property
+    def known(self) -> bool:
+        return self.max_size is not None
+
+    def eager(self, batch: float | None) -> bool:
+        """A decode batch above the largest captured size (graphs on): it runs eager."""
+        return bool(self.max_size) and batch is not None and batch > (self.max_size or 0)
+
+    def padded(self, batch: float | None) -> int | None:
+        """The captured size a batch is padded up to (None: sizes unknown, or it runs eager)."""
+        if batch is None or self.eager(batch):
+            return None
+        return next((s for s in self.sizes if s >= batch), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sizes": list(self.sizes), "max_size": self.max_size, "source": self.source, "note": self.note}
+
+    @classmethod
+    def from_dict(cls, stored: dict[str, Any]) -> GraphCapture:
+        return cls(tuple(int(x) for x in stored.get("sizes") or ()), stored.get("max_size"),
+                   str(stored.get("source") or ""), str(stored.get("note") or ""))
+
+
 @dataclass(slots=True)
 class ServerFacts:
     engine: str                       # llamacpp | vllm | sglang | reference | unknown
@@ -54,6 +89,7 @@ class ServerFacts:
     tokenizer: str | None = None
     workload: Sampling | None = None
     client: dict[str, Any] | None = None
+    graphs: GraphCapture | None = None    # captured decode batch sizes (stored when known)
     other: dict[str, Any] = field(default_factory=dict)   # any other fact given (e.g. speculative_*), as given
     given: tuple[str, ...] = field(default=ALWAYS, compare=False, repr=False)   # the keys stored, in their order
 
@@ -67,12 +103,21 @@ class ServerFacts:
         known = {k: v for k, v in stored.items() if k in NAMES}
         if isinstance(known.get("workload"), dict):
             known["workload"] = Sampling.from_dict(known["workload"])
+        if isinstance(known.get("graphs"), dict):
+            known["graphs"] = GraphCapture.from_dict(known["graphs"])
         other = {k: v for k, v in stored.items() if k not in NAMES}
         return cls(**{"engine": "unknown", **known, "other": other, "given": tuple(known)})
 
 
+    def with_graphs(self, graphs: GraphCapture | None) -> None:
+        """Record the captured batch sizes (stored with the facts from now on)."""
+        if graphs is not None:
+            self.graphs = graphs
+            self.given = tuple(dict.fromkeys((*self.given, "graphs")))
+
+
 def _plain(value: Any) -> Any:
-    return value.to_dict() if isinstance(value, Sampling) else value
+    return value.to_dict() if isinstance(value, Sampling | GraphCapture) else value
 
 
 NAMES = frozenset(f.name for f in fields(ServerFacts)) - {"other", "given"}

@@ -10,6 +10,7 @@ from pydantic import AfterValidator, Field, ValidationError, field_validator, mo
 
 from tokenbench.spec.base import StrictModel
 from tokenbench.spec.bench import DATASET_KINDS, FIXED_LENGTH_KINDS, SLO, Workload, WorkloadSource
+from tokenbench.spec.slo import Limit, Tier
 
 SHORT_KEYS = {"tp": "parallelism.tp", "dp": "parallelism.dp", "slots": "parallelism.slots",
               "threads": "parallelism.threads", "ctx": "parallelism.ctx"}
@@ -106,10 +107,38 @@ class StudySpec(StrictModel):
                                    "ok, its figures marked '~' with the reason, instead of invalid")
     max_error_rate: float = Field(0.0, ge=0, le=1, description="fail a cell above this failed fraction")
     stop_on_saturation: bool = Field(False, description="skip higher concurrencies once throughput stops rising")
-    find_capacity: bool = Field(False, description="search the highest concurrency meeting the SLOs per pair")
-    capacity_max: int = Field(256, ge=1, description="upper limit of the capacity search")
-    slo_attainment: float = Field(0.9, gt=0, le=1, description="share of requests that must meet every SLO")
+    find_capacity: Literal["concurrency", "rate", "users"] | None = Field(
+        None, description="search the highest load meeting the SLOs per pair and server config: concurrency "
+        "(closed loop, whole streams), rate (open loop, requests/s) or users (closed-loop sessions); "
+        "the flag alone means concurrency")
+    capacity_max: float = Field(256, gt=0, description="upper limit of the capacity search (streams or requests/s)")
+    capacity_start: float | None = Field(None, gt=0, description="the first load the capacity search tries "
+                                         "(default: concurrency 1, rate 1 request/s)")
+    capacity_precision: float = Field(0.1, gt=0, lt=1, description="the capacity search stops once the "
+                                      "boundary's 95 % interval is narrower than this share of its upper end "
+                                      "(concurrency: or one stream wide)")
+    capacity_budget: int = Field(24, ge=2, description="most cells one capacity search runs per pair and "
+                                 "server config, its sustain cell included")
+    slo_tiers: list[Tier] = Field(default_factory=list, description="named SLO tiers the capacity search "
+                                  "answers from the same cells: a preset (mlperf-llama2-70b-server, "
+                                  "mlperf-llama2-70b-interactive, ...) or NAME=LIMIT,LIMIT; several "
+                                  "separated by ';'")
+    sustain_s: float | None = Field(None, ge=0, description="seconds of the sustain cell run at the capacity "
+                                    "found (default: long enough for 1,000 requests at the measured rate, "
+                                    "60 s to 30 min; 0: none)")
+    slo_attainment: float = Field(0.9, gt=0, le=1, description="share of requests that must meet every "
+                                  "per-request SLO (--slo ttft=MS,...) when that is what a capacity search judges")
     monitor_interval_s: float = Field(1.0, gt=0, description="seconds between monitor samples during a cell")
+    timeslice_s: float = Field(10.0, gt=0, description="width of the timeslices every cell keeps, seconds "
+                               "(figures per slice, steady state, a sustain cell's drift)")
+
+    @field_validator("find_capacity", mode="before")
+    @classmethod
+    def _capacity_flag(cls, v: Any) -> Any:
+        """A stored spec's `find_capacity: true` (before the load dimension could be chosen) is concurrency."""
+        if v is True:
+            return "concurrency"
+        return None if v is False else v
 
     @model_validator(mode="before")
     @classmethod
@@ -147,9 +176,11 @@ class StudySpec(StrictModel):
                 raise ValueError("a trace replays its own arrival times: drop 'concurrency' and 'rates' "
                                  "(--concurrency and --request-rate do not apply); speed it up or down with "
                                  "workload.time_scale (--time-scale)")
+            if self.find_capacity:
+                raise ValueError("a trace replays its own arrival times: a capacity search (find_capacity) sets "
+                                 "the load itself; use a random or dataset workload")
         elif self.find_capacity:
-            if self.slo.is_empty():
-                raise ValueError("find_capacity needs SLOs: e.g. slo: {ttft_ms: 500, tpot_ms: 50}")
+            self._check_capacity()
         elif not self.concurrency and not self.rates and not self.max_concurrency:
             raise ValueError("the concurrency axis is empty: give 'concurrency: [1, 8, ...]' or 'rates: [...]'")
         if self.workload.kind == "trace" and (self.client.workers > 1 or self.client.ray_address):
@@ -163,6 +194,28 @@ class StudySpec(StrictModel):
         if self.vary and self.target.base_url:
             raise ValueError("'vary' needs a profile target (tokenbench must relaunch the server per config)")
         return self
+
+    def _check_capacity(self) -> None:
+        if self.find_capacity == "users" and self.workload.kind != "sessions":
+            raise ValueError("find_capacity users searches closed-loop sessions: it needs the sessions workload "
+                             "(--dataset-name sessions), which this tokenbench does not have; search concurrency "
+                             "or rate instead")
+        tiers = self.capacity_tiers()
+        if not tiers:
+            raise ValueError("find_capacity needs SLOs: e.g. --slo ttft:p99<=2000,tpot:p99<=200, or "
+                             "--slo-tier mlperf-llama2-70b-server")
+        names = [t.name for t in tiers]
+        if len(set(names)) < len(names):
+            raise ValueError(f"SLO tier names must differ (got {', '.join(names)}; 'slo' is --slo's limits)")
+
+    def capacity_tiers(self) -> list[Tier]:
+        """The tiers a capacity search answers: --slo's limits (tier 'slo'), then slo_tiers; with neither,
+        the per-request SLOs (--slo ttft=MS) met by slo_attainment of the requests."""
+        tiers = ([Tier(name="slo", limits=self.slo.limits)] if self.slo.limits else []) + list(self.slo_tiers)
+        if not tiers and not self.slo.is_empty():
+            goodput = Limit(metric="goodput", stat="fraction", op=">=", value=self.slo_attainment)
+            tiers = [Tier(name="slo", limits=[goodput])]
+        return tiers
 
     @model_validator(mode="after")
     def _lengths(self) -> "StudySpec":

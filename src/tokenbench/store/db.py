@@ -16,12 +16,23 @@ from pathlib import Path
 from tokenbench import __version__, userdirs
 from tokenbench.client.records import RequestRecord
 from tokenbench.errors import OutputError, StoreError, UsageError
+from tokenbench.metrics.capacity import SearchRecord
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import ServerFacts
 from tokenbench.store import commands, liveness, outputs
 from tokenbench.store.migrate import migrate
 from tokenbench.store.records import REQUEST_COLUMNS, from_row, to_row
-from tokenbench.store.rows import CellRow, ConfigRow, RunRow, SampleRow, config_from_db, run_from_db, sample_from_db
+from tokenbench.store.rows import (
+    CellRow,
+    ConfigRow,
+    RunRow,
+    SampleRow,
+    SearchRow,
+    config_from_db,
+    run_from_db,
+    sample_from_db,
+    search_from_db,
+)
 from tokenbench.store.schema import RESERVOIR, SAMPLE_ORDER
 
 
@@ -173,6 +184,22 @@ class Store:
         return [config_from_db(r) for r in self._rows("read server configs",
                                                       "SELECT * FROM server_configs WHERE run_id=? ORDER BY id",
                                                       (run_id,))]
+
+    # capacity searches --------------------------------------------------------------------------
+    def save_search(self, run_id: str, config_id: int, record: SearchRecord) -> None:
+        """Store (or replace: a resumed search replays its cells and ends the same or further) a search."""
+        with self._guard(f"store the capacity search of {record.workload}"):
+            self.db.execute(
+                "INSERT INTO searches (run_id, config_id, workload, record_json, finished_at) VALUES (?,?,?,?,?)"
+                " ON CONFLICT(run_id, config_id, workload) DO UPDATE SET record_json=excluded.record_json,"
+                " finished_at=excluded.finished_at",
+                (run_id, config_id, record.workload, record.model_dump_json(), _now()))
+
+    def searches(self, run_id: str) -> list[SearchRow]:
+        rows = self._rows("read capacity searches",
+                          "SELECT x.*, s.name AS config_name FROM searches x JOIN server_configs s"
+                          " ON s.id=x.config_id WHERE x.run_id=? ORDER BY x.config_id, x.rowid", (run_id,))
+        return [r for row in rows if (r := search_from_db(row)) is not None]
 
     # cells --------------------------------------------------------------------------------------
     def save_cell(self, run_id: str, config_id: int, cell: CellRow, records: Iterable[RequestRecord],

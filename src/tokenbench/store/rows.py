@@ -11,6 +11,7 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import ValidationError
 
+from tokenbench.metrics.capacity import SearchRecord
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.verdict import Verdict
 from tokenbench.spec.bench import Load
@@ -154,6 +155,24 @@ class SampleRow:
     name: str
     value: float
     labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SearchRow:
+    """One stored capacity search: its server config's name, the workload and the search's record."""
+
+    config: str
+    workload: str
+    record: SearchRecord
+
+
+def search_from_db(row: Mapping[str, Any]) -> SearchRow | None:
+    """A stored search; None for one this version cannot read (stored by another)."""
+    try:
+        record = SearchRecord.model_validate(row.get("record") or {})
+    except ValidationError:
+        return None
+    return SearchRow(str(row.get("config_name") or ""), str(row.get("workload") or ""), record)
 
 
 def _from_db(cls: type[T], row: Mapping[str, Any]) -> T:

@@ -111,6 +111,15 @@ MIGRATIONS: list[tuple[int, str]] = [
         "ALTER TABLE requests ADD COLUMN expected_prompt_tokens INTEGER;\n"
         "ALTER TABLE requests ADD COLUMN connect_ns INTEGER NOT NULL DEFAULT 0;\n"
         "ALTER TABLE requests ADD COLUMN connect_in_ttft INTEGER NOT NULL DEFAULT 0;"),
+    # 5: capacity searches: per server config and workload, the search's record (every cell tried with its
+    # role, the pooled verdicts per load, the answer per SLO tier, the sustain cell: metrics/capacity.py)
+    (5, "CREATE TABLE IF NOT EXISTS searches (\n"
+        "    run_id TEXT NOT NULL REFERENCES runs(id),\n"
+        "    config_id INTEGER NOT NULL REFERENCES server_configs(id),\n"
+        "    workload TEXT NOT NULL,\n"
+        "    record_json TEXT NOT NULL,\n"
+        "    finished_at TEXT NOT NULL,\n"
+        "    UNIQUE (run_id, config_id, workload))"),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]
@@ -127,4 +136,5 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
                  "images", "image_bytes", "image_count", "first_content_offset_ns", "reasoning_tokens", "count_source",
                  "expected_prompt_tokens", "connect_ns", "connect_in_ttft"),
     "samples": ("cell_id", "t_ns", "source", "name", "value", "labels_json"),
+    "searches": ("run_id", "config_id", "workload", "record_json", "finished_at"),
 }

@@ -80,9 +80,16 @@ def _loads(spec: StudySpec) -> list[Load]:
     return loads
 
 
-def capacity_load(spec: StudySpec, concurrency: int) -> Load:
-    return Load(concurrency=concurrency, num_prompts=_count(spec, concurrency), duration_s=spec.requests.duration_s,
-                warmup_requests=spec.warmup_requests)
+def capacity_load(spec: StudySpec, x: float, duration_s: float | None = None) -> Load:
+    """A capacity search's cell at load x: x streams (closed loop; users: sessions), or x requests/s with the
+    study's arrivals; sized like a sweep's cell, or `duration_s` long (the sustain cell)."""
+    common = dict(warmup_requests=spec.warmup_requests, duration_s=duration_s or spec.requests.duration_s)
+    if spec.find_capacity == "rate":
+        count = None if duration_s else _count(spec, spec.max_concurrency or x * 10)
+        return Load(request_rate=x, arrival=spec.arrival, burstiness=spec.burstiness,
+                    max_concurrency=spec.max_concurrency, num_prompts=count, **common)
+    streams = int(x)
+    return Load(concurrency=streams, num_prompts=None if duration_s else _count(spec, streams), **common)
 
 
 def plan(spec: StudySpec) -> Plan:

@@ -8,26 +8,29 @@ cell of every command (bench, sweep, demo, calibrate, agree) is run here, by `St
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from tokenbench.client import api
+from tokenbench.client.records import RequestRecord
 from tokenbench.client.transport import Session, new_session
-from tokenbench.deploy.engines import reset_cache_path
+from tokenbench.deploy.engines import reset_cache_path, with_graphs
 from tokenbench.deploy.secret_refs import api_key_var
 from tokenbench.errors import DeployError, TargetError
 from tokenbench.load.cell import CellJob, CellProgress, CellResult, run_cell
 from tokenbench.load.clock import run as run_loop
 from tokenbench.load.executors import Executor, executor_for
 from tokenbench.load.target import Endpoint, resolve
+from tokenbench.metrics.capacity import CellSamples, SearchRecord, metrics_of, samples_of
 from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.spec.bench import Workload
 from tokenbench.spec.study import StudySpec
 from tokenbench.store import commands
 from tokenbench.store.db import Store
 from tokenbench.store.journal import Journal
 from tokenbench.store.rows import CellRow, KvUse
 from tokenbench.sweep import capacity
-from tokenbench.sweep.monitoring import cell_monitor
+from tokenbench.sweep.monitoring import CellMonitor, cell_monitor
 from tokenbench.sweep.plan import (
     Plan,
     PlannedCell,
@@ -36,6 +39,7 @@ from tokenbench.sweep.plan import (
     check_context,
     kv_demand,
     over_capacity,
+    repeat_workload,
     visits,
 )
 from tokenbench.sweep.servers import Server, server_for
@@ -117,6 +121,13 @@ def _saturated(prev: CellSummary | None, cur: CellSummary) -> bool:
     gain = cur.output_throughput / prev.output_throughput - 1
     ttft_prev, ttft_cur = prev.median_ttft_ms or 0, cur.median_ttft_ms or 0
     return gain < 0.03 and ttft_prev > 0 and ttft_cur > 1.5 * ttft_prev
+
+
+def _with_monitor(summary: CellSummary, mon: CellMonitor, star: bool) -> CellSummary:
+    """The summary with the monitor's figures, and its timeslices with the monitor's samples per slice."""
+    figures = mon.summary(int(summary.total_output_tokens or 0), star)
+    slices = summary.slices.with_monitor((x.t_ns, x.name, x.value) for x in mon.samples) if summary.slices else None
+    return summary.with_(monitor=figures, slices=slices)
 
 
 def endpoint_for(spec: StudySpec, base_url: str, profile=None) -> Endpoint:
@@ -210,6 +221,7 @@ class StudyRunner:
         given = contextlib.nullcontext(self.server) if self.server else None
         with given or server_for(self.plan.spec.target, config, self.ev.log) as server:
             check_context(self.plan, server.facts.ctx_per_seq, f"server config {config.name}")
+            with_graphs(server.facts, server.profile)
             self.store.upsert_config(self.run_id, config.name, config.as_dict(), server.profile, server.facts,
                                      status="running")
             if self.plan.spec.find_capacity:
@@ -243,40 +255,62 @@ class StudyRunner:
                 if pair in stopped:
                     self._skip(launch, cell, stopped[pair])
                     continue
-                row = await self._run_cell(launch, cell)
+                row, _ = await self._run_cell(launch, cell)
                 if spec.stop_on_saturation and cell.load.concurrency and _saturated(prev.get(pair), row.summary):
                     stopped[pair] = f"skipped: throughput saturated at concurrency {cell.load.concurrency}"
                 prev[pair] = row.summary
 
     async def _capacity(self, server: Server, config: ServerConfig, config_id: int) -> None:
-        """Doubling then bisection per workload; cells already stored (resume) are reused, not rerun."""
+        """One capacity search per workload (sweep/capacity.py); cells already stored (resume) are replayed
+        through it, not rerun. Each search is stored with its record (store.save_search)."""
         spec = self.plan.spec
-        stored = {(c.config, c.key): c for c in self.store.cells(self.run_id)}
+        stored = {(c.config or "", c.key, c.repeat): c for c in self.store.cells(self.run_id)
+                  if not c.summary.server_unreachable}
         lines = []
         async with self._launched(server, config_id) as launch:
             for wl in spec.workloads():
-                gen = capacity.search(spec.capacity_max)
-                c = next(gen)
-                while True:
-                    cell = PlannedCell(config, wl, capacity_load(spec, c), 0)
-                    row = stored.get((config.name, cell.key)) or await self._run_cell(launch, cell)
-                    try:
-                        c = gen.send(capacity.meets(row, spec.slo, spec.slo_attainment))
-                    except StopIteration as end:
-                        best, worst = end.value
-                        lines.append(capacity.describe(wl.label, best, worst, spec.capacity_max))
-                        self.ev.log(f"{config.name}: {lines[-1]}")
-                        break
+                record = await self._search(launch, config, wl, stored)
+                self.store.save_search(self.run_id, config_id, record)
+                for line in capacity.describe(record):
+                    lines.append(line)
+                    self.ev.log(f"{config.name}: {line}")
         self.capacity[config.name] = lines
         self.capacity_done.add(config.name)
+
+    async def _search(self, launch: _Launch, config: ServerConfig, wl: Workload,
+                      stored: dict[tuple[str, str, int], CellRow]) -> SearchRecord:
+        spec = self.plan.spec
+        gen = capacity.search(capacity.settings(spec, wl.label))
+        probe = next(gen)
+        while True:
+            cell = PlannedCell(config, repeat_workload(wl, probe.repeat),
+                               capacity_load(spec, probe.load, probe.duration_s), probe.repeat)
+            got = await self._search_cell(launch, cell, stored.get((config.name, cell.key, cell.repeat)))
+            try:
+                probe = gen.send(got)
+            except StopIteration as end:
+                return end.value
+
+    async def _search_cell(self, launch: _Launch, cell: PlannedCell, row: CellRow | None) -> CellSamples:
+        """The cell's samples for the search: measured now, or read back from the store (a resume)."""
+        if row is not None and row.id is not None:
+            records: Iterable[RequestRecord] = self.store.requests(row.id)
+        else:
+            row, result = await self._run_cell(launch, cell)
+            records = result.all_records()
+        spec = self.plan.spec
+        values = samples_of(records, metrics_of(spec.capacity_tiers()), spec.slo)
+        return CellSamples(key=row.key, repeat=row.repeat, status=row.status, values=values,
+                           request_rate=row.summary.request_throughput, slices=row.summary.slices)
 
     def job(self, launch: _Launch, cell: PlannedCell) -> CellJob:
         """The cell as it is handed down: built here, once, for every command."""
         return CellJob(launch.endpoint, self.plan.spec, cell.workload, cell.load, self.executor,
                        self.settings.keep_records, lambda p: self.ev.cell_progress(cell, p))
 
-    async def _run_cell(self, launch: _Launch, cell: PlannedCell) -> CellRow:
-        """Run one cell on the launched server, store it, tell the listeners; the stored row."""
+    async def _run_cell(self, launch: _Launch, cell: PlannedCell) -> tuple[CellRow, CellResult]:
+        """Run one cell on the launched server, store it, tell the listeners; the stored row, and the cell's
+        result (its records on the spool: a capacity search reads them)."""
         server = launch.server
         reset_prefix_cache(server)
         self.ev.cell_started(cell)
@@ -284,8 +318,7 @@ class StudyRunner:
             result = await run_cell(launch.session, self.job(launch, cell))
         kv = _kv(cell, launch.kv_cap)
         gone = _gone(server, result)
-        row = CellRow.measured(cell, result, kv).with_summary(
-            result.summary.with_(monitor=mon.summary(int(result.summary.total_output_tokens or 0), kv.over)))
+        row = CellRow.measured(cell, result, kv).with_summary(_with_monitor(result.summary, mon, kv.over))
         self.journal.add(launch.config_id, row, result.all_records(), mon.rows(), cell.config.name)
         self.attempted.add((cell.config.name, cell.key, cell.repeat))
         self.ev.cell_stored(cell, row, result)
@@ -294,7 +327,7 @@ class StudyRunner:
             raise KeyboardInterrupt          # stored: the run stops here, `--resume` runs the cells left
         if gone:
             raise gone(f"cell {cell.key}: {result.message}")
-        return row
+        return row, result
 
     def _skip(self, launch: _Launch, cell: PlannedCell, reason: str) -> None:
         row = CellRow.skipped(cell, (cell.workload.input_len or 0, cell.workload.output_len or 0), reason,

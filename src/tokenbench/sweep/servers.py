@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tokenbench.spec.deploy_profile import Profile
-from tokenbench.spec.server_facts import ServerFacts
+from tokenbench.spec.server_facts import GraphCapture, ServerFacts
 from tokenbench.spec.study import Target
 from tokenbench.sweep.plan import ServerConfig
 
@@ -49,6 +49,15 @@ def expected_ctx(profile: Profile) -> int | None:
     """Per-sequence context a profile will give, when it can be known before launch (the engine's adapter)."""
     from tokenbench.deploy.engines import expected_ctx as adapter_ctx
     return adapter_ctx(profile)
+
+
+def planned_graphs(target: Target, config: ServerConfig) -> GraphCapture | None:
+    """The decode graphs a config's profile will capture, as its flags give them (None: no profile, or an
+    engine without such a rule); before anything is deployed."""
+    if not target.profile:
+        return None
+    from tokenbench.deploy.engines import graph_capture
+    return graph_capture(load_profile(target, config))
 
 
 @contextlib.contextmanager

@@ -8,7 +8,8 @@ Each module `tokenbench.deploy.engines.<engine>` provides
 and may provide `served_model(profile) -> str | None`: the model id the server will list, which
 readiness waits for (None: any model); `ctx_per_seq(profile) -> int | None`: the per-sequence context
 the profile will give, when it can be known before launch; `RESET_CACHE_PATH`: the POST endpoint that
-empties the prefix cache between cells. Every module also holds `METRIC_NAMES`, its Prometheus /metrics
+empties the prefix cache between cells; `graph_capture(profile) -> GraphCapture`: the decode batch
+sizes the profile's flags capture as graphs (the engine's default rule where they say nothing). Every module also holds `METRIC_NAMES`, its Prometheus /metrics
 names of tokenbench's common server signals (format in monitor/prometheus.py; `metric_names()` gathers
 them for the monitor, which knows no engine). Code outside this package asks these functions, never an
 engine's name (tests/study/test_engine_names.py).
@@ -26,10 +27,11 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from tokenbench.client import api
+from tokenbench.deploy.engines import graphs
 from tokenbench.errors import DeployError
 from tokenbench.spec.deploy_profile import Engine, Profile
 from tokenbench.spec.profile_args import flag_args, render_args  # noqa: F401  (argv rendering, one definition)
-from tokenbench.spec.server_facts import ServerFacts
+from tokenbench.spec.server_facts import GraphCapture, ServerFacts
 
 
 class EngineAdapter(Protocol):
@@ -44,7 +46,7 @@ class EngineAdapter(Protocol):
 
 REQUIRED = ("launch_argv", "read_facts")
 REQUIRED_DATA = ("METRIC_NAMES",)
-OPTIONAL = ("served_model", "ctx_per_seq", "RESET_CACHE_PATH")
+OPTIONAL = ("served_model", "ctx_per_seq", "RESET_CACHE_PATH", "graph_capture")
 
 
 def engine_module(name: str) -> ModuleType:
@@ -91,6 +93,22 @@ def expected_ctx(profile: Profile) -> int | None:
         if isinstance(value, int):
             return value
     return None
+
+
+def graph_capture(profile: Profile) -> GraphCapture | None:
+    """The decode graphs a profile captures, by its engine's rule (None: the engine has no such rule)."""
+    rule = getattr(engine_module(profile.engine), "graph_capture", None)
+    return rule(profile) if rule else None
+
+
+def with_graphs(facts: ServerFacts, profile: Profile | None) -> ServerFacts:
+    """The facts with the captured graph sizes: as the server told them, else as the profile's flags give
+    them (by the engine's rule)."""
+    if (facts.graphs is None or not facts.graphs.known) and profile is not None:
+        derived = graph_capture(profile)
+        if derived is not None and (facts.graphs is None or derived.known):
+            facts.with_graphs(derived)
+    return facts
 
 
 def served_model(profile: Profile) -> str | None:
@@ -170,3 +188,4 @@ def _server_info_facts(facts: ServerFacts, info: dict) -> None:
             facts.source[attr] = f"/get_server_info {key}"
     if info:
         facts.raw["server_info"] = {k: info[k] for k in sorted(info) if k in keys.values() or k == "engine"}
+        facts.with_graphs(graphs.from_server_info(info, "/get_server_info"))

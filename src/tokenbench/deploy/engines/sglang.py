@@ -13,11 +13,11 @@ import sys
 from typing import Any
 
 from tokenbench.client import api
-from tokenbench.deploy.engines import profile_args
+from tokenbench.deploy.engines import graphs, profile_args
 from tokenbench.errors import UsageError
 from tokenbench.local_engines import models
 from tokenbench.spec.deploy_profile import Profile
-from tokenbench.spec.server_facts import ServerFacts
+from tokenbench.spec.server_facts import GraphCapture, ServerFacts
 
 PREFIX = ["python", "-m", "sglang.launch_server"]
 DEFAULT_PORT = 30000      # the engine's own default: `deploy up` uses it unless it is taken
@@ -114,6 +114,7 @@ def _from_server_info(facts: ServerFacts, info: dict, path: str) -> None:
             "tp_size", "dp_size", "chunked_prefill_size", "cuda_graph_max_bs", "disable_radix_cache", "device",
             "dtype", "mem_fraction_static", "served_model_name", "model_path")
     facts.raw["server_info"] = {k: info[k] for k in keep if k in info}
+    facts.with_graphs(graphs.from_server_info(info, path))
 
 
 def _first_model(models: object) -> dict | None:
@@ -141,3 +142,46 @@ METRIC_NAMES: dict[str, Any] = {
         "kv_capacity_tokens": {"metrics": ["sglang:max_total_num_tokens"], "reduce": "max"},
     },
 }
+
+
+# ---- captured decode graphs (docs/deploy.md "Graph capture") ----
+
+NEW_FLAGS_FROM = "0.5.20"      # SGLang from this release refuses --cuda-graph-max-bs / --cuda-graph-bs
+
+
+def default_sizes(max_bs: int, padding: bool = True) -> list[int]:
+    """SGLang's decode capture list for a max batch (server_args `_generate_cuda_graph_batch_sizes`):
+    1, 2, 4, 8, 12, then 16..256 by 8, 272..496 by 16, 512.. by 32, cut at max_bs, plus max_bs; every size
+    1..max_bs with --disable-cuda-graph-padding."""
+    if not padding:
+        return list(range(1, max_bs + 1))
+    base = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16), *range(512, max_bs + 1, 32)]
+    return sorted({b for b in base if b <= max_bs} | {max_bs})
+
+
+def graph_capture(profile: Profile) -> GraphCapture:
+    """The decode graphs a profile's flags give: --disable-cuda-graph or a disabled decode backend (none),
+    --cuda-graph-bs(-decode) (that list), --cuda-graph-max-bs(-decode) (the default list up to it); else
+    SGLang picks the max at launch from the accelerator's memory, and only the server can tell."""
+    f = graphs.flags(profile)
+    if "disable-cuda-graph" in f or "disable-decode-cuda-graph" in f or f.get("cuda-graph-backend-decode") == "disabled":
+        return GraphCapture((), 0, "profile: graphs disabled (--disable-cuda-graph)")
+    for name in ("cuda-graph-bs-decode", "cuda-graph-bs"):
+        listed = graphs.sizes(f.get(name))
+        if listed:
+            return graphs.capture(listed, f"profile --{name} {' '.join(map(str, listed))}", _old(name))
+    for name in ("cuda-graph-max-bs-decode", "cuda-graph-max-bs"):
+        top = graphs.as_int(f.get(name))
+        if top:
+            padding = "disable-cuda-graph-padding" not in f
+            return graphs.capture(default_sizes(top, padding), f"profile --{name} {top} (SGLang's list up to it)",
+                                  _old(name))
+    return GraphCapture((), None, "SGLang's default: the max batch is chosen at launch from the accelerator's "
+                        "memory (8 to 512); the server's /server_info tells it")
+
+
+def _old(name: str) -> str:
+    if name.endswith("-decode"):
+        return ""
+    return (f"--{name} is refused by SGLang {NEW_FLAGS_FROM} and later (ambiguous option): they spell it "
+            f"--{name}-decode")

@@ -11,11 +11,11 @@ import re
 import sys
 
 from tokenbench.client import api
-from tokenbench.deploy.engines import profile_args
+from tokenbench.deploy.engines import graphs, profile_args
 from tokenbench.errors import UsageError
 from tokenbench.local_engines import models
 from tokenbench.spec.deploy_profile import Profile
-from tokenbench.spec.server_facts import ServerFacts
+from tokenbench.spec.server_facts import GraphCapture, ServerFacts
 
 PREFIX = ["vllm", "serve"]
 DEFAULT_PORT = 8000      # the engine's own default: `deploy up` uses it unless it is taken
@@ -103,6 +103,7 @@ def read_facts(base_url: str, api_key: str | None = None) -> ServerFacts:
     version = api.get_json(base_url, "/version", api_key)
     if isinstance(version, dict) and version.get("version"):
         facts.version, facts.source["version"] = str(version["version"]), "/version"
+    facts.with_graphs(_server_graphs(base_url, api_key))
     return facts
 
 
@@ -123,3 +124,70 @@ METRIC_NAMES = {
                                "reduce": "max"},
     },
 }
+
+
+# ---- captured decode graphs (docs/deploy.md "Graph capture") ----
+
+MAX_CAPTURE = 512            # vLLM's ceiling on the default largest capture size
+
+
+def default_sizes(top: int) -> list[int]:
+    """vLLM's default capture list up to `top` (config/vllm.py `_set_cudagraph_sizes`): 1, 2, 4, then 8..248
+    by 8, then 256.. by 16."""
+    return [s for s in (1, 2, 4, *range(8, min(top + 1, 256), 8), *range(256, top + 1, 16)) if s <= top]
+
+
+def graph_capture(profile: Profile) -> GraphCapture:
+    """The CUDA (Ascend: ACL) graphs a profile's flags give: --enforce-eager or cudagraph_mode NONE (none);
+    cudagraph_capture_sizes (that list) or max_cudagraph_capture_size (the default list up to it), as flags
+    or in --compilation-config/-cc; else the default: the largest is min(max_num_seqs x 2, 512) (vLLM-Ascend:
+    min(max_num_seqs, 512)), capped by --max-num-batched-tokens, when --max-num-seqs is given; otherwise
+    vLLM picks max_num_seqs from the accelerator's memory at launch."""
+    f = graphs.flags(profile)
+    cc = {**graphs.json_arg(f.get("compilation-config")), **graphs.json_arg(f.get("cc")),
+          **graphs.json_arg(f.get("O"))}
+    if "enforce-eager" in f or str(cc.get("cudagraph_mode", "")).upper() in ("NONE", "0"):
+        return GraphCapture((), 0, "profile: --enforce-eager (no graphs)")
+    listed = graphs.sizes(f.get("cudagraph-capture-sizes") or f.get("cuda-graph-sizes")) or \
+        tuple(x for x in cc.get("cudagraph_capture_sizes") or [] if isinstance(x, int))
+    if listed:
+        return graphs.capture(listed, "profile: cudagraph_capture_sizes " + " ".join(map(str, listed)))
+    top = graphs.as_int(f.get("max-cudagraph-capture-size")) or \
+        (cc.get("max_cudagraph_capture_size") if isinstance(cc.get("max_cudagraph_capture_size"), int) else None)
+    if top:
+        return graphs.capture(default_sizes(top), f"profile: max_cudagraph_capture_size {top} (vLLM's list up to it)")
+    return _default(profile, f)
+
+
+def _default(profile: Profile, f: dict[str, str | None]) -> GraphCapture:
+    seqs = graphs.as_int(f.get("max-num-seqs"))
+    if seqs is None:
+        return GraphCapture((), None, "vLLM's default: max_num_seqs is chosen at launch from the accelerator's "
+                            "memory (256 or 1024); the largest capture size is min(2 x max_num_seqs, 512)")
+    ascend = profile.accelerator == "ascend"
+    top = min(seqs if ascend else 2 * seqs, MAX_CAPTURE)
+    tokens = graphs.as_int(f.get("max-num-batched-tokens"))
+    top = min(top, tokens) if tokens else top
+    extra = {x for x in (seqs, tokens) if x is not None and x <= top}
+    rule = "min(max_num_seqs, 512) (vLLM-Ascend)" if ascend else "min(2 x max_num_seqs, 512)"
+    return graphs.capture(sorted(set(default_sizes(top)) | extra), f"vLLM's default from --max-num-seqs {seqs}: {rule}",
+                          "with speculative decoding the sizes count tokens (1 + draft tokens per request)")
+
+
+def _server_graphs(base_url: str, api_key: str | None) -> GraphCapture | None:
+    """The compilation config /server_info shows when the server runs with VLLM_SERVER_DEV_MODE=1."""
+    status, body = api.call(base_url, "/server_info?config_format=json", api_key=api_key, timeout=10, quiet=True)
+    return server_info_graphs(graphs.json_arg(body.decode("utf-8", "replace")) if status == 200 else {})
+
+
+def server_info_graphs(info: dict) -> GraphCapture | None:
+    """`vllm_config.compilation_config` of /server_info?config_format=json: the captured sizes, or none
+    when the mode is NONE; None when the answer has no compilation config (not in dev mode)."""
+    config = info.get("vllm_config")
+    cc = config.get("compilation_config") if isinstance(config, dict) else None
+    if not isinstance(cc, dict) or "cudagraph_capture_sizes" not in cc:
+        return None
+    source = "/server_info compilation_config"
+    if cc.get("cudagraph_mode") in (0, "NONE"):
+        return GraphCapture((), 0, f"{source} cudagraph_mode NONE")
+    return graphs.capture([x for x in cc["cudagraph_capture_sizes"] if isinstance(x, int)], source)

@@ -1,0 +1,234 @@
+"""Capacity search, the pure part: a cell's requests judged against SLO tiers (each limit's statistic with
+its 95 % interval, pooled over the cells run at one load), and the typed record of a search as it is
+stored (store/db.py) and reported (report/capacity.py). The control flow that picks the loads is
+sweep/capacity.py. Formulas: docs/metrics.md ("Capacity search").
+
+A limit's check at a load: the statistic of every ok request of the cells run there, pooled (replicate
+cells draw fresh prompts and arrivals from the same load), with its 95 % interval (uncertainty.within: t
+for a mean, Woodruff for a percentile, clustered by request for ITL). It *passes* when the statistic is
+within the limit, and *surely* passes when the whole interval is; it *surely* fails when the whole
+interval is outside. A load where a cell failed fails, surely; an invalid cell (the client lagged) is
+judged on its figures and flagged."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from tokenbench.client.records import RequestRecord
+from tokenbench.metrics import request as rm
+from tokenbench.metrics import uncertainty as u
+from tokenbench.metrics.timeslices import Drift, Timeslices
+from tokenbench.spec.bench import SLO
+from tokenbench.spec.slo import Limit, Tier
+
+Role = Literal["bracket", "refine", "replicate", "sustain"]
+Sure = Literal["pass", "fail"]
+Samples = list[float] | u.Clusters
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+
+class CellSamples(BaseModel):
+    """What the search reads of one cell: its key and verdict, each limit metric's per-request samples, its
+    request rate (requests/s completed) and timeslices (a sustain cell's drift)."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    key: str
+    repeat: int
+    status: str
+    values: dict[str, Samples] = {}
+    request_rate: float | None = None
+    slices: Timeslices | None = None
+
+
+def samples_of(records: Iterable[RequestRecord], metrics: set[str], slo: SLO) -> dict[str, Samples]:
+    """Per-request samples of each metric a limit reads: TTFT, TPOT, E2EL (ms) of ok requests; ITL's gaps
+    grouped by request; goodput: 1 for a request meeting every per-request SLO, else 0 (failed ones too)."""
+    recs = [r for r in records if r.phase == "measure" and r.error_kind != "cancelled"]
+    ok = [r for r in recs if r.ok]
+    out: dict[str, Samples] = {}
+    per = {"ttft": rm.ttft_ms, "tpot": rm.tpot_ms, "e2el": rm.e2el_ms}
+    for name in metrics:
+        if name == "itl":
+            out[name] = u.Clusters.of([rm.itl_ms(r) for r in ok])
+        elif name == "goodput":
+            out[name] = [1.0 if rm.meets_slo(r, slo) else 0.0 for r in recs]
+        else:
+            out[name] = [v for r in ok if (v := per[name](r)) is not None]
+    return out
+
+
+def pooled(parts: Sequence[Samples]) -> Samples:
+    """Several cells' samples of one metric as one sample."""
+    if parts and isinstance(parts[0], u.Clusters):
+        clusters = [p for p in parts if isinstance(p, u.Clusters)]
+        return u.Clusters(np.concatenate([c.values for c in clusters]), np.concatenate([c.sizes for c in clusters]))
+    return [v for p in parts if not isinstance(p, u.Clusters) for v in p]
+
+
+class Check(Frozen):
+    """One limit at one load: the statistic, its 95 % interval and the samples it rests on."""
+
+    limit: Limit
+    value: float | None = None
+    lo: float | None = None
+    hi: float | None = None
+    n: int = 0
+
+    @property
+    def passes(self) -> bool:
+        return self.value is not None and self.limit.holds(self.value)
+
+    @property
+    def sure(self) -> Sure | None:
+        if self.value is None or self.lo is None or self.hi is None:
+            return "fail"
+        inside, outside = (self.hi, self.lo) if self.limit.upper else (self.lo, self.hi)
+        if self.limit.holds(inside):
+            return "pass"
+        return "fail" if not self.limit.holds(outside) else None
+
+    @property
+    def margin(self) -> float:
+        """How far inside the limit (share of the bound; negative: outside; -inf without a value)."""
+        return float("-inf") if self.value is None else self.limit.margin(self.value)
+
+
+def check(limit: Limit, values: Samples | None) -> Check:
+    if values is None or not len(values):
+        return Check(limit=limit)
+    stat = "mean" if limit.stat == "fraction" else limit.stat
+    iv = u.within(values if isinstance(values, u.Clusters) else np.asarray(values, dtype=float), stat)
+    return Check(limit=limit, value=iv.value, lo=iv.lo, hi=iv.hi, n=len(values))
+
+
+class TierVerdict(Frozen):
+    """One tier at one load (one cell, or every cell run there pooled). A failed cell fails the tier; an
+    invalid one (the client could not keep up) is judged on its figures, which the client's lag can only
+    make slower, and says so (`client`)."""
+
+    tier: str
+    ok: bool                       # no cell failed
+    checks: list[Check]
+    client: bool = False           # a cell was invalid: a fail here may be the client's
+
+    @property
+    def passes(self) -> bool:
+        return self.ok and all(c.passes for c in self.checks)
+
+    @property
+    def sure(self) -> Sure | None:
+        if not self.ok or any(c.sure == "fail" for c in self.checks):
+            return "fail"
+        return "pass" if all(c.sure == "pass" for c in self.checks) else None
+
+    @property
+    def binding(self) -> Check | None:
+        """The limit closest to failing (or failing most): the smallest margin."""
+        return min(self.checks, key=lambda c: c.margin, default=None)
+
+
+def judge(tier: Tier, cells: Sequence[CellSamples]) -> TierVerdict:
+    """The tier's verdict over the cells run at one load, their samples pooled."""
+    ok = bool(cells) and all(c.status in ("ok", "invalid") for c in cells)
+    checks = [check(limit, pooled([c.values[limit.metric] for c in cells if limit.metric in c.values]) or None)
+              for limit in tier.limits]
+    return TierVerdict(tier=tier.name, ok=ok, checks=checks, client=any(c.status == "invalid" for c in cells))
+
+
+def metrics_of(tiers: Sequence[Tier]) -> set[str]:
+    return {limit.metric for tier in tiers for limit in tier.limits}
+
+
+# ---- the stored record of a search ----
+
+class Tried(Frozen):
+    """One cell the search ran (or found stored, on a resume), its role and its own verdict per tier."""
+
+    key: str
+    repeat: int
+    role: Role
+    load: float
+    status: str
+    verdicts: list[TierVerdict]
+
+
+class LoadVerdict(Frozen):
+    """Every cell run at one load (the sustain cell apart), pooled, per tier."""
+
+    load: float
+    cells: int
+    verdicts: list[TierVerdict]
+
+    def of(self, tier: str) -> TierVerdict:
+        return next(v for v in self.verdicts if v.tier == tier)
+
+
+Reason = Literal["converged", "budget", "above_max", "below_min", "undecided", "resolution"]
+
+
+class Answer(Frozen):
+    """One tier's answer: the highest load that met it, the boundary's 95 % interval [lo, hi] (lo: the
+    highest load that surely passed, hi: the lowest that surely failed; None where none did), why the
+    search stopped, and the binding SLO: at the lowest failing load the limit that failed most, and at the
+    capacity the limit closest to failing (its headroom)."""
+
+    tier: str
+    limits: list[Limit]
+    capacity: float | None = None
+    fail_load: float | None = None
+    lo: float | None = None
+    hi: float | None = None
+    reason: Reason = "converged"
+    binding: Check | None = None
+    headroom: Check | None = None
+    nonmonotone: list[float] = []          # loads that passed above a load that failed
+
+
+class Sustain(Frozen):
+    """The sustain cell at the first tier's answer: every tier judged on it, and its drift."""
+
+    key: str
+    repeat: int
+    load: float
+    duration_s: float
+    status: str
+    verdicts: list[TierVerdict]
+    drift: list[Drift] = []
+    steady: bool | None = None
+
+    @property
+    def drifted(self) -> bool:
+        return any(d.drifted for d in self.drift)
+
+    @property
+    def holds(self) -> bool:
+        """The first tier still met at the answer over the sustain cell, and nothing drifted."""
+        return bool(self.verdicts) and self.verdicts[0].passes and not self.drifted
+
+
+Dimension = Literal["concurrency", "rate", "users"]
+
+
+class SearchRecord(Frozen):
+    """A capacity search of one workload on one server config: what it asked, every cell it tried, the
+    pooled verdict at each load, the answers per tier and the sustain cell."""
+
+    workload: str
+    dimension: Dimension
+    tiers: list[Tier]
+    budget: int
+    precision: float
+    tried: list[Tried] = []
+    loads: list[LoadVerdict] = []
+    answers: list[Answer] = []
+    sustain: Sustain | None = None
+
+    def load(self, x: float) -> LoadVerdict | None:
+        return next((v for v in self.loads if v.load == x), None)

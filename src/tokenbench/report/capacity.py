@@ -1,0 +1,135 @@
+"""The report's capacity section: per stored search (server config x workload), the answer of each SLO
+tier (capacity, the boundary's 95 % interval, why the search ended, the binding SLO with its evidence and
+the bottleneck of the first failing cell), the sustain cell's verdict and drift, and the cells tried.
+Rendering only: the search's record is stored (metrics/capacity.SearchRecord), the bottleneck judged by
+judge/bottleneck.py."""
+
+from __future__ import annotations
+
+from tokenbench.judge.bottleneck import label
+from tokenbench.judge.plausibility import Roofline
+from tokenbench.judge.views import CellInfo, RunData
+from tokenbench.metrics.capacity import Answer, Check, SearchRecord, Sustain, TierVerdict
+from tokenbench.metrics.timeslices import Drift
+from tokenbench.report import explain
+from tokenbench.report.document import Block, Heading, Para, Table, num, pct
+from tokenbench.report.i18n import t
+from tokenbench.report.sections import Numberer
+from tokenbench.store.rows import SearchRow
+
+
+def load_text(x: float | None) -> str:
+    return "-" if x is None else f"{x:g}"
+
+
+def _value(x: float | None) -> str:
+    return "-" if x is None else f"{x:.4g}"
+
+
+def _margin(m: float) -> str:
+    return "-" if m == float("-inf") else f"{m:+.1%}"
+
+
+def _cell_at(run: RunData, config: str, record: SearchRecord, x: float | None) -> CellInfo | None:
+    keys = {c.key for c in record.tried if c.load == x and c.role != "sustain"}
+    return next((c for c in run.cells_of(config) if c.key in keys), None)
+
+
+def _check(c: Check | None, x: float | None, lang: str) -> str:
+    if c is None:
+        return "-"
+    if c.value is None:
+        return t(lang, "cap.no_value", limit=c.limit.text, load=load_text(x))
+    return t(lang, "cap.binding", limit=c.limit.text, load=load_text(x), value=_value(c.value), lo=_value(c.lo),
+             hi=_value(c.hi), margin=_margin(c.margin))
+
+
+def _capacity(a: Answer, lang: str) -> str:
+    if a.capacity is None:
+        return t(lang, "cap.none")
+    return t(lang, "cap.at_least", load=load_text(a.capacity)) if a.reason == "above_max" else load_text(a.capacity)
+
+
+def _why(run: RunData, row: SearchRow, a: Answer, roof: Roofline | None, lang: str) -> str:
+    cell = _cell_at(run, row.config, row.record, a.fail_load)
+    return explain.bottleneck_text(label(run, cell, roof), lang) if cell is not None else "-"
+
+
+def _binding(row: SearchRow, a: Answer, lang: str) -> str:
+    text = _check(a.binding, a.fail_load, lang)
+    at = row.record.load(a.fail_load) if a.fail_load is not None else None
+    if at is not None and at.of(a.tier).client:
+        text += t(lang, "cap.client")
+    return text
+
+
+def answers(run: RunData, row: SearchRow, roof: Roofline | None, lang: str) -> Table:
+    r = row.record
+    head = [t(lang, k) for k in ("col.tier", "col.limits", "col.capacity", "col.interval", "col.stopped",
+                                  "col.binding", "col.headroom", "col.why")]
+    rows = [[a.tier, ", ".join(x.text for x in a.limits), _capacity(a, lang),
+             f"[{load_text(a.lo)}, {load_text(a.hi)}]", t(lang, f"cap.reason.{a.reason}", budget=r.budget),
+             _binding(row, a, lang), _check(a.headroom, a.capacity, lang), _why(run, row, a, roof, lang)]
+            for a in r.answers]
+    return Table(head, rows, role="capacity", left=2)
+
+
+def _verdict(v: TierVerdict, lang: str) -> str:
+    word = t(lang, "cap.pass" if v.passes else "cap.fail")
+    sure = v.sure
+    word = t(lang, "cap.sure", verdict=word) if sure is not None and (sure == "pass") == v.passes else word
+    b = v.binding
+    return t(lang, "cap.verdict", verdict=word, margin=_margin(b.margin) if b is not None else "")
+
+
+def tried(row: SearchRow, lang: str) -> Table:
+    """Every cell in the order run: its role, load, replicate and its own verdict per tier; then the
+    verdict pooled over every cell at each load."""
+    r = row.record
+    tiers = [x.name for x in r.tiers]
+    head = [t(lang, k) for k in ("col.role", "col.load", "col.cell", "col.status")] + tiers
+    rows = [[t(lang, f"role.{c.role}"), load_text(c.load), f"{c.key} #{c.repeat + 1}", c.status,
+             *[_verdict(v, lang) for v in c.verdicts]] for c in r.tried]
+    return Table(head, rows, role="capacity-cells", left=4)
+
+
+def pooled(row: SearchRow, lang: str) -> Table:
+    r = row.record
+    head = [t(lang, "col.load"), t(lang, "col.cells")] + [x.name for x in r.tiers]
+    rows = [[load_text(v.load), str(v.cells), *[_verdict(x, lang) for x in v.verdicts]] for v in r.loads]
+    return Table(head, rows, role="capacity-loads", left=1)
+
+
+def _drift(d: list[Drift], lang: str) -> str:
+    moved = [t(lang, "cap.drift_item", figure=t(lang, f"fig.{x.figure}"), first=num(x.first), last=num(x.last),
+               change=pct(x.change)) for x in d if x.drifted]
+    return t(lang, "cap.drifted", what="; ".join(moved)) if moved else t(lang, "cap.no_drift")
+
+
+def sustain_text(r: SearchRecord, s: Sustain, lang: str) -> str:
+    steady = t(lang, "steady.short" if s.steady is None else "steady.yes" if s.steady else "steady.no")
+    return t(lang, "cap.sustain", cell=s.key, repeat=s.repeat + 1, duration=f"{s.duration_s:.0f}",
+             load=load_text(s.load), verdict=t(lang, "cap.holds" if s.holds else "cap.fails"),
+             tier=r.tiers[0].name, drift=_drift(s.drift, lang), steady=steady)
+
+
+def _dimension(run: RunData, r: SearchRecord, lang: str) -> str:
+    return t(lang, f"dim.{r.dimension}", arrival=run.spec.get("arrival", "poisson"))
+
+
+def section(run: RunData, lang: str, num_: Numberer, roofs: dict[str, Roofline | None]) -> list[Block]:
+    out: list[Block] = []
+    for row in run.searches:
+        r = row.record
+        out += [num_.sub(t(lang, "h.capacity_search", config=row.config, workload=r.workload,
+                           dimension=_dimension(run, r, lang))), answers(run, row, roofs.get(row.config), lang)]
+        if r.sustain is not None:
+            out.append(Para(sustain_text(r, r.sustain, lang)))
+        out += [Para(t(lang, "cap.nonmonotone", loads=", ".join(map(load_text, a.nonmonotone)), tier=a.tier))
+                for a in r.answers if a.nonmonotone]
+        out += [Heading(t(lang, "h.capacity_tried"), 4), pooled(row, lang), tried(row, lang)]
+    if out:
+        first = run.searches[0].record
+        out.insert(0, Para(t(lang, "note.capacity", precision=pct(first.precision, 0), budget=first.budget)))
+    return out
+
