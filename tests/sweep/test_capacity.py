@@ -7,6 +7,8 @@ are absolute, and a late read moves one chunk of ~20)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tokenbench.cli.main import main
@@ -102,3 +104,6 @@ def test_the_flag_alone_searches_concurrency_as_before_and_a_resume_replays_the_
     assert [c.key for c in cells if c.repeat == 0][:4] == ["16:8/c=1", "16:8/c=2", "16:8/c=4", "16:8/c=6"]
     again = _search(db, run.id)
     assert again[1] == record and len(again[2]) == len(cells)                  # replayed: no new cell
+    assert main(["export", run.id, "--db", str(db), "-o", str(tmp_path / "run.json")]) == 0
+    exported = json.loads((tmp_path / "run.json").read_text())["searches"]
+    assert exported[0]["answers"][0]["capacity"] == 6 and len(exported[0]["tried"]) == len(cells)

@@ -81,6 +81,8 @@ def to_json(store: Store, run_id: str, requests: bool) -> str:
                         "status": c.status} for c in store.configs(run_id)],
            "cells": [{**_cell_row(c), **({"requests": [_request(r) for r in store.requests(c.id or 0)]}
                                          if requests else {})} for c in store.cells(run_id)]}
+    searches = [{"config": x.config, **x.record.model_dump(mode="json")} for x in store.searches(run_id)]
+    doc.update({"searches": searches} if searches else {})
     return json.dumps(json_safe(doc), indent=1, ensure_ascii=False) + "\n"
 
 

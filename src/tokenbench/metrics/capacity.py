@@ -170,7 +170,7 @@ class LoadVerdict(Frozen):
         return next(v for v in self.verdicts if v.tier == tier)
 
 
-Reason = Literal["converged", "budget", "above_max", "below_min", "undecided", "resolution"]
+Reason = Literal["converged", "budget", "above_max", "below_min", "undecided"]
 
 
 class Answer(Frozen):

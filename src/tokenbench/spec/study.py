@@ -124,7 +124,7 @@ class StudySpec(StrictModel):
                                   "mlperf-llama2-70b-interactive, ...) or NAME=LIMIT,LIMIT; several "
                                   "separated by ';'")
     sustain_s: float | None = Field(None, ge=0, description="seconds of the sustain cell run at the capacity "
-                                    "found (default: long enough for 1,000 requests at the measured rate, "
+                                    "found (default: long enough for 200 requests at the rate measured there, "
                                     "60 s to 30 min; 0: none)")
     slo_attainment: float = Field(0.9, gt=0, le=1, description="share of requests that must meet every "
                                   "per-request SLO (--slo ttft=MS,...) when that is what a capacity search judges")

@@ -43,8 +43,9 @@ from tokenbench.spec.study import StudySpec
 
 MAX_CELLS_AT_LOAD = 4         # replicates at one load before the search steps a gap further out
 RATE_FLOOR_SHARE = 1 / 64     # a rate search goes down to start / 64 requests/s
-SUSTAIN_REQUESTS = 1000       # the default sustain cell: this many requests at the measured rate ...
-SUSTAIN_MIN_S, SUSTAIN_MAX_S = 60.0, 1800.0     # ... within these bounds
+SUSTAIN_REQUESTS = 200        # the default sustain cell: this many requests at the rate measured at the answer
+                              # (each half's p99 rests on 100, the floor below which a p99 is marked unreliable),
+SUSTAIN_MIN_S, SUSTAIN_MAX_S = 60.0, 1800.0     # ... within these bounds (at least 6 timeslices of 10 s)
 
 
 @dataclass(frozen=True)
@@ -182,7 +183,7 @@ def _settle(st: _State, tier: Tier, low: float, high: float) -> _Step:
             step = max(high - low, 1.0 if s.integer else 0.0) * 2
             x = max(s.floor, _grid(s, end + out * step)) if out < 0 else min(s.maximum, _grid(s, end + step))
             if x not in st.cells and x != end:
-                return _Step(2, _probe(st, x, "refine"))
+                return _Step(2, _probe(st, x, "bracket"))
     return _Step(2, None, "undecided")
 
 
@@ -262,7 +263,7 @@ def settings(spec: StudySpec, workload: str) -> Settings:
 UNITS = {"concurrency": "streams", "rate": "requests/s", "users": "users"}
 REASONS = {"converged": "converged", "budget": "cell budget spent", "above_max": "every load up to the limit met it",
            "below_min": "the lowest load tried missed it", "undecided": "the loads next to the boundary stayed "
-           "undecided", "resolution": "no load left between the two"}
+           "undecided"}
 
 
 def load_text(x: float | None) -> str:

@@ -271,6 +271,8 @@ class StudyRunner:
             for wl in spec.workloads():
                 record = await self._search(launch, config, wl, stored)
                 self.store.save_search(self.run_id, config_id, record)
+                self.journal.doc.setdefault("capacity", []).append({"config": config.name,
+                                                                    **record.model_dump(mode="json")})
                 for line in capacity.describe(record):
                     lines.append(line)
                     self.ev.log(f"{config.name}: {line}")
