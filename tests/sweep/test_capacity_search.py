@@ -160,6 +160,29 @@ def test_a_check_is_sure_only_when_its_interval_is_on_one_side():
     assert invalid.passes and invalid.client
 
 
+def test_an_invalid_cell_fails_surely_only_beyond_what_the_clients_stall_could_add():
+    ttft, tpot = Limit.model_validate("ttft:mean<=100"), Limit.model_validate("tpot:mean<=10")
+    def lagged(stall: float, ms: float, metric: str) -> CellSamples:
+        return CellSamples(key="k", repeat=0, status="invalid", values={metric: [ms, ms + 0.2, ms - 0.2] * 20},
+                           stall_ms=stall, output_tokens=11.0)
+    assert judge(Tier(name="x", limits=[ttft]), [lagged(0.0, 130.0, "ttft")]).sure == "fail"
+    near = judge(Tier(name="x", limits=[ttft]), [lagged(50.0, 130.0, "ttft")])
+    assert near.sure is None and not near.passes and near.client          # 130 - 50 < 100: it may be the client's
+    assert judge(Tier(name="x", limits=[ttft]), [lagged(20.0, 130.0, "ttft")]).sure == "fail"
+    # a stall of 50 ms spreads over the 10 gaps of an 11-token request: TPOT by 5 ms at most
+    assert judge(Tier(name="x", limits=[tpot]), [lagged(50.0, 14.0, "tpot")]).sure is None
+    assert judge(Tier(name="x", limits=[tpot]), [lagged(50.0, 16.0, "tpot")]).sure == "fail"
+
+
+def test_a_p99_from_few_requests_is_marked_as_no_95_percent_bound():
+    limit = Limit.model_validate("tpot:p99<=10")
+    def cell(n: int) -> CellSamples:
+        return CellSamples(key="k", repeat=0, status="ok", values={"tpot": [5.0 + i / n for i in range(n)]})
+    assert judge(Tier(name="x", limits=[limit]), [cell(40)]).unreliable
+    assert not judge(Tier(name="x", limits=[limit]), [cell(4000)]).unreliable
+    assert not judge(Tier(name="x", limits=[Limit.model_validate("tpot:mean<=10")]), [cell(40)]).unreliable
+
+
 def _spec(**kw) -> StudySpec:
     return StudySpec.model_validate({"target": {"base_url": "http://x"}, "pairs": [[16, 8]], **kw})
 

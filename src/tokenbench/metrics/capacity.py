@@ -8,7 +8,9 @@ cells draw fresh prompts and arrivals from the same load), with its 95 % interva
 for a mean, Woodruff for a percentile, clustered by request for ITL). It *passes* when the statistic is
 within the limit, and *surely* passes when the whole interval is; it *surely* fails when the whole
 interval is outside. A load where a cell failed fails, surely; an invalid cell (the client lagged) is
-judged on its figures and flagged."""
+judged on its figures, which the client's lag can only make slower: it passes as they say, and it surely
+fails only when the interval's near end, less the longest stall of the client (what a stall can add to
+the statistic), is still outside the limit."""
 
 from __future__ import annotations
 
@@ -45,6 +47,17 @@ class CellSamples(BaseModel):
     values: dict[str, Samples] = {}
     request_rate: float | None = None
     slices: Timeslices | None = None
+    stall_ms: float = 0.0            # an invalid cell: the client's longest event-loop stall (it can delay
+                                     # any stamp by that much, at most)
+    output_tokens: float = 0.0       # mean output tokens of its ok requests
+
+    def allowance(self, metric: str) -> float:
+        """How much the client's stalls could have raised this metric's statistic (ms): a stall delays a
+        stamp by at most its length, so TTFT, E2EL and an ITL gap by that, a request's TPOT by that over
+        its n - 1 gaps; nothing for goodput's share (a count)."""
+        if metric == "goodput" or not self.stall_ms:
+            return 0.0
+        return self.stall_ms / max(self.output_tokens - 1, 1.0) if metric == "tpot" else self.stall_ms
 
 
 def samples_of(records: Iterable[RequestRecord], metrics: set[str], slo: SLO) -> dict[str, Samples]:
@@ -73,13 +86,18 @@ def pooled(parts: Sequence[Samples]) -> Samples:
 
 
 class Check(Frozen):
-    """One limit at one load: the statistic, its 95 % interval and the samples it rests on."""
+    """One limit at one load: the statistic, its 95 % interval and the samples it rests on. `unreliable`:
+    a percentile whose interval reaches the largest or smallest value measured, or a p99 from fewer than
+    100 requests (the `◊` of every report): that end is not a 95 % bound (a p99 needs 299 requests for
+    the largest of them to be one)."""
 
     limit: Limit
     value: float | None = None
     lo: float | None = None
     hi: float | None = None
     n: int = 0
+    unreliable: bool = False
+    allowance: float = 0.0         # ms the client's stalls could have added (CellSamples.allowance)
 
     @property
     def passes(self) -> bool:
@@ -89,7 +107,7 @@ class Check(Frozen):
     def sure(self) -> Sure | None:
         if self.value is None or self.lo is None or self.hi is None:
             return "fail"
-        inside, outside = (self.hi, self.lo) if self.limit.upper else (self.lo, self.hi)
+        inside, outside = (self.hi, self.lo - self.allowance) if self.limit.upper else (self.lo, self.hi)
         if self.limit.holds(inside):
             return "pass"
         return "fail" if not self.limit.holds(outside) else None
@@ -100,18 +118,22 @@ class Check(Frozen):
         return float("-inf") if self.value is None else self.limit.margin(self.value)
 
 
-def check(limit: Limit, values: Samples | None) -> Check:
+def check(limit: Limit, values: Samples | None, allowance: float = 0.0) -> Check:
+    """The limit's statistic over the samples with its interval; a fail is sure only when even the interval's
+    near end less `allowance` (the client's possible stall) is outside the limit."""
     if values is None or not len(values):
         return Check(limit=limit)
     stat = "mean" if limit.stat == "fraction" else limit.stat
     iv = u.within(values if isinstance(values, u.Clusters) else np.asarray(values, dtype=float), stat)
-    return Check(limit=limit, value=iv.value, lo=iv.lo, hi=iv.hi, n=len(values))
+    few = stat == "p99" and len(values) < u.UNRELIABLE_N
+    return Check(limit=limit, value=iv.value, lo=iv.lo, hi=iv.hi, n=len(values), unreliable=iv.unreliable or few,
+                 allowance=allowance)
 
 
 class TierVerdict(Frozen):
     """One tier at one load (one cell, or every cell run there pooled). A failed cell fails the tier; an
     invalid one (the client could not keep up) is judged on its figures, which the client's lag can only
-    make slower, and says so (`client`)."""
+    make slower (Check.allowance), and says so (`client`)."""
 
     tier: str
     ok: bool                       # no cell failed
@@ -133,11 +155,16 @@ class TierVerdict(Frozen):
         """The limit closest to failing (or failing most): the smallest margin."""
         return min(self.checks, key=lambda c: c.margin, default=None)
 
+    @property
+    def unreliable(self) -> bool:
+        return any(c.unreliable for c in self.checks)
+
 
 def judge(tier: Tier, cells: Sequence[CellSamples]) -> TierVerdict:
     """The tier's verdict over the cells run at one load, their samples pooled."""
     ok = bool(cells) and all(c.status in ("ok", "invalid") for c in cells)
-    checks = [check(limit, pooled([c.values[limit.metric] for c in cells if limit.metric in c.values]) or None)
+    checks = [check(limit, pooled([c.values[limit.metric] for c in cells if limit.metric in c.values]) or None,
+                    max((c.allowance(limit.metric) for c in cells), default=0.0))
               for limit in tier.limits]
     return TierVerdict(tier=tier.name, ok=ok, checks=checks, client=any(c.status == "invalid" for c in cells))
 
@@ -189,6 +216,8 @@ class Answer(Frozen):
     binding: Check | None = None
     headroom: Check | None = None
     nonmonotone: list[float] = []          # loads that passed above a load that failed
+    lo_unreliable: bool = False            # the decision at lo (hi) rests on an unreliable percentile: that
+    hi_unreliable: bool = False            # end is not a 95 % bound (Check.unreliable)
 
 
 class Sustain(Frozen):

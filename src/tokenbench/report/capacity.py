@@ -15,6 +15,7 @@ from tokenbench.report import explain
 from tokenbench.report.document import Block, Heading, Para, Table, num, pct
 from tokenbench.report.i18n import t
 from tokenbench.report.sections import Numberer
+from tokenbench.report.verdicts import UNRELIABLE
 from tokenbench.store.rows import SearchRow
 
 
@@ -68,10 +69,12 @@ def answers(run: RunData, row: SearchRow, roof: Roofline | None, lang: str) -> T
     head = [t(lang, k) for k in ("col.tier", "col.limits", "col.capacity", "col.interval", "col.stopped",
                                   "col.binding", "col.headroom", "col.why")]
     rows = [[a.tier, ", ".join(x.text for x in a.limits), _capacity(a, lang),
-             f"[{load_text(a.lo)}, {load_text(a.hi)}]", t(lang, f"cap.reason.{a.reason}", budget=r.budget),
+             f"[{load_text(a.lo)}{UNRELIABLE * a.lo_unreliable}, {load_text(a.hi)}{UNRELIABLE * a.hi_unreliable}]",
+             t(lang, f"cap.reason.{a.reason}", budget=r.budget),
              _binding(row, a, lang), _check(a.headroom, a.capacity, lang), _why(run, row, a, roof, lang)]
             for a in r.answers]
-    return Table(head, rows, role="capacity", left=2)
+    shaky = any(a.lo_unreliable or a.hi_unreliable for a in r.answers)
+    return Table(head, rows, role="capacity", left=2, footnotes=[t(lang, "cap.unreliable")] if shaky else [])
 
 
 def _verdict(v: TierVerdict, lang: str) -> str:

@@ -232,8 +232,10 @@ def answer(st: _State, tier: Tier, reason: Reason) -> Answer:
     bind = st.verdict(high, tier).verdicts[0].binding if high is not None else None
     room = st.verdict(low, tier).verdicts[0].binding if low is not None else None
     odd = [x for x, ok in passes.items() if ok and high is not None and x > high]
+    shaky = [lo is not None and st.verdict(lo, tier).verdicts[0].unreliable,
+             hi is not None and st.verdict(hi, tier).verdicts[0].unreliable]
     return Answer(tier=tier.name, limits=tier.limits, capacity=low, fail_load=high, lo=lo, hi=hi, reason=reason,
-                  binding=bind, headroom=room, nonmonotone=odd)
+                  binding=bind, headroom=room, nonmonotone=odd, lo_unreliable=shaky[0], hi_unreliable=shaky[1])
 
 
 def sustain_s(s: Settings, cells: list[CellSamples]) -> float:
@@ -260,6 +262,7 @@ def settings(spec: StudySpec, workload: str) -> Settings:
                     spec.capacity_max, spec.capacity_precision, spec.capacity_budget, spec.sustain_s, workload)
 
 
+UNRELIABLE = "◊"       # an end of the interval that is not a 95 % bound (metrics/capacity.Check.unreliable)
 UNITS = {"concurrency": "streams", "rate": "requests/s", "users": "users"}
 REASONS = {"converged": "converged", "budget": "cell budget spent", "above_max": "every load up to the limit met it",
            "below_min": "the lowest load tried missed it", "undecided": "the loads next to the boundary stayed "
@@ -275,7 +278,8 @@ def _answer_line(r: SearchRecord, a: Answer) -> str:
     unit = UNITS[r.dimension]
     if a.capacity is None:
         return head + f"none ({REASONS[a.reason]}: {load_text(a.fail_load)} {unit})"
-    interval = f"boundary in [{load_text(a.lo)}, {load_text(a.hi)}] (95 %)"
+    interval = (f"boundary in [{load_text(a.lo)}{UNRELIABLE * a.lo_unreliable}, "
+                f"{load_text(a.hi)}{UNRELIABLE * a.hi_unreliable}] (95 %)")
     text = head + f"{load_text(a.capacity)} {unit}, {interval}, {REASONS[a.reason]}"
     b = a.binding
     if b is not None and b.value is not None:
@@ -292,6 +296,9 @@ def _sustain_line(r: SearchRecord, x: Sustain) -> str:
 
 
 def describe(r: SearchRecord) -> list[str]:
-    """The console's lines: one per tier, then the sustain cell's."""
+    """The console's lines: one per tier, then the sustain cell's, and what ◊ means when it is shown."""
     out = [_answer_line(r, a) for a in r.answers]
+    if any(a.lo_unreliable or a.hi_unreliable for a in r.answers):
+        out.append(f"{UNRELIABLE} that end rests on a percentile from too few requests to be a 95 % bound (a p99 "
+                   "needs 299 at that load: --num-prompts, --duration)")
     return out + ([_sustain_line(r, r.sustain)] if r.sustain is not None else [])

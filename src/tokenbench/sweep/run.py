@@ -300,10 +300,13 @@ class StudyRunner:
         else:
             row, result = await self._run_cell(launch, cell)
             records = result.all_records()
-        spec = self.plan.spec
+        spec, s = self.plan.spec, row.summary
         values = samples_of(records, metrics_of(spec.capacity_tiers()), spec.slo)
+        lagged = row.status == "invalid" or s.client_lag_tolerated is not None
+        stall = (s.health.loop_lag_max_ms or 0.0) if s.health is not None and lagged else 0.0
+        out = (s.total_output_tokens or 0) / s.completed if s.completed else 0.0
         return CellSamples(key=row.key, repeat=row.repeat, status=row.status, values=values,
-                           request_rate=row.summary.request_throughput, slices=row.summary.slices)
+                           request_rate=s.request_throughput, slices=s.slices, stall_ms=stall, output_tokens=out)
 
     def job(self, launch: _Launch, cell: PlannedCell) -> CellJob:
         """The cell as it is handed down: built here, once, for every command."""
