@@ -21,8 +21,19 @@ from tokenbench.sweep.run import SweepEvents, SweepRunner
 WORKLOAD_FACTS = (("chat_template_overhead_tokens", "chat template overhead {} tokens"),
                   ("image_tokens_per_image", "{:.1f} prompt tokens per image"),
                   ("total_images", "{} images sent"), ("server_counted_images", "{} counted by the server"),
-                  ("cache_hit_rate", "prefix-cache hit rate {:.1%}"), ("input_len_mean", "mean input {:.1f} tokens"),
+                  ("cache_hit_rate", "prefix-cache hit rate {:.1%}"), ("trace_reuse_rate", "the trace's own reuse {:.1%}"),
+                  ("server_prefix_cache_hit_rate", "engine prefix-cache counters {:.1%}"),
+                  ("speculative", "speculative decoding: {}"), ("input_len_mean", "mean input {:.1f} tokens"),
                   ("output_len_mean", "mean output {:.1f} tokens"), ("p99_queue_ms", "send lateness p99 {:.2f} ms"))
+
+
+def acceptance(summary: dict) -> str:
+    """' (spec acceptance 62.0%, 2.91 tokens/step)' after TPOT, when the server's counters gave it."""
+    rate, length = summary.get("spec_acceptance_rate"), summary.get("spec_mean_acceptance_length")
+    if rate is None and length is None:
+        return ""
+    parts = [f"{rate:.1%}" if rate is not None else None, f"{length:.2f} tokens/step" if length is not None else None]
+    return f" (spec acceptance {', '.join(p for p in parts if p)})"
 
 
 class Display:
@@ -62,6 +73,7 @@ class Display:
         self.bar.console.print(f"{cell.config.name} {cell.key}{star} {status}: "
                                f"{console.marked(s.output_throughput, v)} out tok/s, "
                                f"TTFT {console.marked(s.mean_ttft_ms, v)} ms, TPOT {console.marked(s.mean_tpot_ms, v)} ms"
+                               + acceptance(row["summary"])
                                + (f" ({escape(row['message'])})" if row["message"] else ""))
 
 

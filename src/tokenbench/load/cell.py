@@ -89,7 +89,7 @@ def cell_key(workload: Workload, load: Load) -> str:
     return f"{workload.label}/{load.label}"
 
 
-LAZY_KINDS = ("random", "trace")   # workloads whose prompts are made one by one as they are sent
+LAZY_KINDS = ("random", "text", "trace")   # workloads whose prompts are made one by one as they are sent
 
 
 def planned_count(load: Load, input_len: int | None = None, kind: str = "random") -> int | None:

@@ -24,7 +24,7 @@ from tokenbench.store import commands
 from tokenbench.store.db import Store
 from tokenbench.store.journal import Journal
 from tokenbench.sweep import capacity
-from tokenbench.sweep.monitoring import cell_monitor
+from tokenbench.sweep.monitoring import cell_monitor, server_figures
 from tokenbench.sweep.plan import (
     Plan,
     PlannedCell,
@@ -76,6 +76,16 @@ def _cell_row(cell: PlannedCell, result: CellResult, kv_cap: int | None, extra: 
             "request_rate": cell.load.request_rate, "status": result.status, "message": result.message,
             "kv_demand": kv_demand(cell), "kv_capacity": kv_cap, "over_capacity": over_capacity(cell, kv_cap),
             "summary": {**result.summary, **extra}, "started_ns": result.started_ns}
+
+
+def _marking(mon, cell: PlannedCell, ev: SweepEvents) -> Callable[[CellProgress], None]:
+    """Progress to the display; when the last warmup request is done, a /metrics scrape (the measured
+    phase's counters count from it)."""
+    def on_progress(p: CellProgress) -> None:
+        if p.phase == "warmup" and p.done == p.total:
+            mon.mark()
+        ev.cell_progress(cell, p)
+    return on_progress
 
 
 def _gone(server: Server, result: CellResult) -> type[ServerDied] | None:
@@ -257,10 +267,12 @@ class SweepRunner:
                                     allow_client_lag=spec.allow_client_lag,
                                     workers=spec.client.workers, ray_address=spec.client.ray_address,
                                     keep_raw=spec.client.keep_raw,
-                                    keep_records=self.keep_records, on_progress=lambda p: self.ev.cell_progress(cell, p))
+                                    keep_records=self.keep_records, on_progress=_marking(mon, cell, self.ev))
         star = over_capacity(cell, kv_cap)
         gone = _gone(server, result)
-        row = _cell_row(cell, result, kv_cap, mon.summary(result.summary.get("total_output_tokens"), star))
+        extra = {**mon.summary(result.summary.get("total_output_tokens"), star),
+                 **server_figures(mon, result.summary, result.started_ns, cell.workload, server)}
+        row = _cell_row(cell, result, kv_cap, extra)
         self.journal.add(config_id, row, result.all_records(), mon.rows(), cell.config.name)
         self.attempted.add((cell.config.name, cell.key, cell.repeat))
         self.ev.cell_stored(cell, row, result)
