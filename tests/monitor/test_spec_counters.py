@@ -6,11 +6,13 @@ and in the report next to TPOT, and marks a cell of random token ids."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
 from tokenbench.cli.progress import acceptance
-from tokenbench.deploy.engines import metric_names, speculative, vllm
+from tokenbench.deploy.engines import metric_names, profile_args, speculative, vllm
+from tokenbench.deploy.profiles import load_profile
 from tokenbench.metrics import cache_hits, spec_decode
 from tokenbench.monitor.counters import increase, window
 from tokenbench.monitor.prometheus import parse_prometheus, server_samples
@@ -77,8 +79,8 @@ def test_the_recorded_capture_parses_to_vllms_own_figures():
 
 
 def spec_profile() -> Profile:
-    return Profile.model_validate({"name": "cpu-gemma3-vllm-ngram", "engine": "vllm", "model": {"path": "/m/gemma3"},
-                                   "args": {"speculative-config": NGRAM, "max-model-len": 2048}})
+    """The shipped example: cpu-gemma3-vllm with vLLM's n-gram drafter (the server the capture came from)."""
+    return load_profile(str(Path(__file__).resolve().parents[2] / "examples" / "cpu-gemma3-vllm-ngram.yaml"))
 
 
 @pytest.mark.parametrize("args, extra, expected", [
@@ -135,7 +137,8 @@ def store_cell(tmp_path, summary: dict, profile: Profile, facts: dict) -> tuple[
 
 def test_a_speculative_vllm_profile_shows_acceptance_and_marks_random_ids(metrics_server, tmp_path):
     profile = spec_profile()
-    assert "--speculative-config" in vllm.launch_argv(profile, 8000)            # the rendered command line
+    rendered = profile_args(profile)                                              # the engine's command line
+    assert rendered[rendered.index("--speculative-config") + 1] == NGRAM
     cm, started = scrape_cell(metrics_server)
     facts = vllm.read_facts(metrics_server.url)
     assert facts.speculative == "on"                                             # the counters exist
