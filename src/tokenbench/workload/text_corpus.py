@@ -8,8 +8,8 @@ chunks of whole paragraphs that fit any context, without special tokens, and kep
 each later use re-tokenizes the first chunk and starts again when it differs (another model behind
 the same name). A prompt is the N ids from a seeded random place, wrapping at the end: exact by
 construction over the completions API. Over chat the window is decoded and re-tokenized, its end moved
-until the text has exactly N tokens. Why text at all: speculative decoding accepts drafts on text far
-more often than on random ids (docs/workloads.md).
+until the text has exactly N tokens. Why text at all: a speculative server accepts drafts on random ids
+at a rate unlike text's, usually far lower, sometimes higher (docs/workloads.md).
 """
 
 from __future__ import annotations
