@@ -59,9 +59,30 @@ def _workload(col: Column) -> dict:
     return col.config.facts.get("workload") or {}
 
 
+def length_distribution(col: Column, common: list[tuple[tuple[int, int], float]]) -> str | None:
+    """How each request's lengths were drawn in the column's common cells: "exact", the distribution
+    (workload/lengths.py), or None when an imported result does not say."""
+    found = set()
+    for pair, x in common:
+        c = col.cell(pair, x)
+        found.add(c.summary.get("length_distribution") if c is not None else None)
+    if found - {None}:
+        return "; ".join(sorted(str(f or "exact") for f in found))
+    return "exact" if col.run.kind in OWN_KINDS else None
+
+
+def _lengths(cols: list[Column], common: list[tuple[tuple[int, int], float]], lang: str) -> list[Issue]:
+    """Cells whose lengths were drawn differently are not the same workload (checked once one column drew)."""
+    vals = [length_distribution(c, common) for c in cols]
+    if all(v in (None, "exact") for v in vals):
+        return []
+    return _compare(lang, "fair.lengths", cols, vals, "", False)
+
+
 def sampling(col: Column) -> str | None:
     if col.run.kind in OWN_KINDS:
-        return "temperature=0"
+        asked = col.run.spec.get("sampling") or {"temperature": 0}
+        return ",".join(f"{k}={v:g}" for k, v in asked.items() if v is not None)
     temp = _workload(col).get("temperature")
     return None if temp is None else f"temperature={temp:g}"
 
@@ -121,6 +142,7 @@ def check(cols: list[Column], lang: str) -> list[Issue]:
             issues += [i for i in found if i.text not in {j.text for j in issues}]
             if any(i.kind == "differs" for i in found):
                 break          # one cell is enough to show it
+    issues += _lengths(cols, common, lang)
     issues += _compare(lang, "fair.sampling", cols, [sampling(c) for c in cols], "", False)
     issues += _compare(lang, "fair.ignore_eos", cols, [ignore_eos(c) for c in cols], "", False)
     cells = [[col.cell(p, x) for p, x in common] for col in cols]

@@ -15,6 +15,20 @@ FIXED_LENGTH_KINDS = ("random", "prefix", "image")     # input_len / output_len 
 DATASET_KINDS = ("sharegpt", "jsonl", "trace")          # lengths come from the file (output_len may force)
 
 
+RATE_CAP = ("how a rate cell's max_concurrency holds arrivals back: queue (vLLM, SGLang: an arrival waits for a slot, "
+            "so held ones go back to back as slots free) or gate (AIPerf's --request-rate with --concurrency: the "
+            "schedule itself waits for a free slot and goes on at the rate from there, no catch-up)")
+RANGE_RATIO = ("draw each request's input and output lengths (independently) as uniform integers around the asked "
+               "ones, vLLM's --random-range-ratio r: [floor(L(1-r)), ceil(L(1+r))], r < 1; with range_ratio_style "
+               "sglang, SGLang's meaning: [max(floor(L r), 1), L], so 1 is exact and 0 is 1..L; prefix: the "
+               "suffix's length is drawn, the prefix stays")
+RANGE_RATIO_STYLE = ("which tool's meaning range_ratio has: vllm (a window around L) or sglang (from L r up to L), "
+                     "as AIPerf's --random-corpus-style")
+LENGTH_HISTOGRAM = ("draw each request's (input, output) lengths from weighted buckets: a CSV file of rows "
+                    "input_len,output_len,weight[,input_stddev,output_stddev], or AIPerf's --sequence-distribution "
+                    "text ISL[|SD],OSL[|SD]:WEIGHT;... (weights in any unit); replaces the pairs")
+
+
 class WorkloadSource(StrictModel):
     """What prompts are made of, apart from the asked lengths. docs/workloads.md describes each kind."""
 
@@ -38,15 +52,45 @@ class WorkloadSource(StrictModel):
                                        "config.json gives the vocab size): builds chat prompts and counts "
                                        "datasets without the server's /tokenize; default: ask the server")
     vocab_size: int | None = Field(None, ge=2, description="vocabulary size, for a server that does not report it")
+    range_ratio: float | None = Field(None, ge=0, le=1, description=RANGE_RATIO)
+    range_ratio_style: Literal["vllm", "sglang"] = Field("vllm", description=RANGE_RATIO_STYLE)
+    input_len_stddev: float | None = Field(None, ge=0, description="draw each request's input length from a normal "
+                                           "distribution of this standard deviation around the asked input length "
+                                           "(AIPerf's --synthetic-input-tokens-stddev), rounded, at least 1")
+    output_len_stddev: float | None = Field(None, ge=0, description="the same for each request's output length "
+                                            "(AIPerf's --output-tokens-stddev)")
+    length_histogram: str | None = Field(None, description=LENGTH_HISTOGRAM)
 
     def _check_kind(self, input_len: int | None) -> None:
         self._check_lengths(input_len)
         self._check_knobs()
+        self._check_draws()
+
+    def _check_draws(self) -> None:
+        """At most one length distribution, on a kind whose lengths are asked (not read from a file)."""
+        given = [name for name in DRAW_FIELDS if getattr(self, name) is not None]
+        if not given:
+            return
+        if self.kind not in FIXED_LENGTH_KINDS:
+            raise ValueError(f"{given[0]} draws lengths around asked ones: it applies to random, prefix and image "
+                             f"workloads, not {self.kind} (whose lengths come from the file)")
+        if self.range_ratio is not None and len(given) > 1:
+            raise ValueError(f"give one length distribution: range_ratio or {given[-1]}, not both")
+        if self.length_histogram is not None and len(given) > 1:
+            raise ValueError(f"give one length distribution: length_histogram or {given[0]}, not both")
+        if self.range_ratio is not None and self.range_ratio_style == "vllm" and self.range_ratio >= 1:
+            raise ValueError(f"range_ratio {self.range_ratio:g} must be below 1 with vLLM's window "
+                             "[L(1-r), L(1+r)] (SGLang's [L r, L] takes 1: range_ratio_style sglang)")
 
     def _check_lengths(self, input_len: int | None) -> None:
         """What the kind needs: asked lengths (fixed-length kinds), a file (datasets), a prefix shorter than
         the prompt."""
         kind = self.kind
+        if self.length_histogram is not None:
+            if kind != "random" or input_len is not None or self.output_len is not None:
+                raise ValueError("length_histogram gives every request's lengths: it applies to random workloads, "
+                                 "without input/output lengths (drop --input-len/--output-len, pairs)")
+            return
         if kind in FIXED_LENGTH_KINDS and (input_len is None or self.output_len is None):
             raise ValueError(f"a {kind} workload needs input_len and output_len (--input-len, --output-len)")
         if kind in DATASET_KINDS and input_len is not None:
@@ -76,6 +120,7 @@ class WorkloadSource(StrictModel):
 
 
 LENGTH_FILTERS = ("min_input_len", "max_input_len", "min_output_len", "max_output_len")
+DRAW_FIELDS = ("range_ratio", "input_len_stddev", "output_len_stddev", "length_histogram")
 
 
 class Workload(WorkloadSource):
@@ -94,14 +139,28 @@ class Workload(WorkloadSource):
     @property
     def fixed_lengths(self) -> bool:
         """Every request asks the same input_len and output_len."""
-        return self.kind in FIXED_LENGTH_KINDS
+        return self.kind in FIXED_LENGTH_KINDS and self.draws is None
+
+    @property
+    def draws(self) -> str | None:
+        """The length distribution as a short tag (part of the cell key), None when every length is exact."""
+        if self.length_histogram is not None:
+            return f"hist={Path(self.length_histogram).name}"
+        exact = 1.0 if self.range_ratio_style == "sglang" else 0.0      # vLLM's 0 and SGLang's 1: exact lengths
+        if self.range_ratio is not None and self.range_ratio != exact:
+            return ("sglang-" if self.range_ratio_style == "sglang" else "") + f"r{self.range_ratio:g}"
+        if self.input_len_stddev is not None or self.output_len_stddev is not None:
+            return f"sd{self.input_len_stddev or 0:g},{self.output_len_stddev or 0:g}"
+        return None
 
     @property
     def label(self) -> str:
         """The workload part of a cell key: `512:128` for random, the kind and its knobs otherwise
         (parentheses, not brackets: consoles read `[...]` as markup)."""
-        lengths = f"{self.input_len}:{self.output_len}"
+        lengths = f"{self.input_len}:{self.output_len}" + (f"({self.draws})" if self.draws else "")
         out = f":{self.output_len}" if self.output_len else ""
+        if self.length_histogram is not None:
+            return f"{self.draws}"
         name = Path(self.dataset_path).name if self.dataset_path else ""
         if self.kind == "random":
             return lengths
@@ -132,6 +191,7 @@ class Load(StrictModel):
     arrival: Literal["poisson", "constant", "trace"] = Field(
         "poisson", description="open-loop arrivals; trace: the trace workload's timestamps (no rate)")
     max_concurrency: int | None = Field(None, gt=0, description="cap on in-flight requests in rate mode")
+    rate_cap: Literal["queue", "gate"] = Field("queue", description=RATE_CAP)
     burstiness: float = Field(1.0, gt=0, description="Poisson arrivals: shape of the gamma-distributed gaps "
                               "(vLLM's --burstiness): 1 = Poisson, < 1 burstier, > 1 more even; same mean rate")
     num_prompts: int | None = Field(None, gt=0, description="requests per cell (trace: at most this many rows)")
@@ -149,6 +209,8 @@ class Load(StrictModel):
             raise ValueError("give exactly one of concurrency or request_rate")
         if self.burstiness != 1.0 and (self.request_rate is None or self.arrival != "poisson"):
             raise ValueError("burstiness shapes Poisson arrivals: it needs a request rate and arrival poisson")
+        if self.rate_cap == "gate" and (self.request_rate is None or self.max_concurrency is None):
+            raise ValueError("rate_cap gate needs a request rate and max_concurrency")
         if self.num_prompts is None and self.duration_s is None:
             raise ValueError("give num_prompts or duration_s")
         return self
@@ -159,7 +221,8 @@ class Load(StrictModel):
             return f"c={self.concurrency}"
         if self.arrival == "trace":
             return "replay" + (f",max={self.max_concurrency}" if self.max_concurrency else "")
-        return f"rate={self.request_rate:g}/s" + (f",b={self.burstiness:g}" if self.burstiness != 1.0 else "")
+        return (f"rate={self.request_rate:g}/s" + (f",b={self.burstiness:g}" if self.burstiness != 1.0 else "")
+                + (f",gate={self.max_concurrency}" if self.rate_cap == "gate" else ""))
 
     @property
     def open_loop(self) -> bool:
