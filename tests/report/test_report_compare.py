@@ -10,8 +10,11 @@ from report_fixtures import FIXTURES, build_run
 from tokenbench.cli.main import main
 from tokenbench.errors import MeasurementError, UsageError
 from tokenbench.report import render
+from tokenbench.report.build import build_report
 from tokenbench.report.compare import compare
 from tokenbench.report.importers import import_file
+from tokenbench.report.model import load_run
+from tokenbench.report.plausibility import check_run
 
 
 def _md(store, selectors, strict=False):
@@ -109,3 +112,21 @@ def test_headers_name_the_study_and_its_run_id():
     odd = SimpleNamespace(id="R2", spec={"name": "gemma (bf16) study"})
     assert column_name(odd, "default") == "gemma (bf16) study"
     assert column_label(odd, "default") == "gemma (bf16) study (R2)"
+
+
+def test_drawn_lengths_are_not_the_same_workload_as_exact_ones(store, stored_run):
+    """A run whose requests drew their lengths (e.g. vLLM's --random-range-ratio 0.5) is not paired as equal
+    with one of exact lengths, even at the same nominal pair and the same mean tokens per request."""
+    other = build_run(store, "20260103-000000-drawn")
+    drawn = "vLLM range ratio 0.5: input uniform 64..192, output uniform 16..48"
+    store.db.execute("UPDATE cells SET summary_json = json_set(summary_json, '$.length_distribution', ?, "
+                     "'$.length_draws', 'r0.5') WHERE run_id = ?", (drawn, other))
+    text, issues = _md(store, [f"{stored_run}:slots2", f"{other}:slots2"])
+    assert [i.kind for i in issues] == ["differs"] and "length distribution differ" in issues[0].text
+    assert "exact" in issues[0].text and drawn in issues[0].text
+    assert "128/32" in text and "r0.5" not in text                    # compare pairs cells by their nominal pair
+    run = load_run(store, other)
+    report = render.markdown.render(build_report(run, "en", check_run(run), "T"))
+    assert f"Each request's lengths were drawn (and asked and verified exactly): {drawn}." in report
+    _, same = _md(store, [f"{other}:slots2", f"{other}:slots4"])
+    assert same == []

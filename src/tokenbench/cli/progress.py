@@ -18,7 +18,8 @@ from tokenbench.study.run import Outcome, ResultFile, Study
 from tokenbench.sweep.plan import PlannedCell
 from tokenbench.sweep.run import StudyEvents
 
-WORKLOAD_FACTS = (("chat_template_overhead_tokens", "chat template overhead {} tokens"),
+WORKLOAD_FACTS = (("length_distribution", "lengths drawn per request: {}"),
+                  ("chat_template_overhead_tokens", "chat template overhead {} tokens"),
                   ("image_tokens_per_image", "{:.1f} prompt tokens per image"),
                   ("total_images", "{} images sent"), ("server_counted_images", "{} counted by the server"),
                   ("cache_hit_rate", "prefix-cache hit rate {:.1%}"), ("input_len_mean", "mean input {:.1f} tokens"),
@@ -65,9 +66,10 @@ class Display:
                                + (f" ({escape(row['message'])})" if row["message"] else ""))
 
 
-def run(planned: Study, files: Sequence[ResultFile]) -> tuple[Outcome, Display]:
-    """Execute the study with progress bars; an interruption says how to resume."""
-    with console.progress() as bar:
+def run(planned: Study, files: Sequence[ResultFile], quiet: bool = False) -> tuple[Outcome, Display]:
+    """Execute the study with progress bars (`quiet`: none, vLLM's --disable-tqdm; each finished cell is
+    still one line); an interruption says how to resume."""
+    with console.progress(disable=quiet) as bar:
         display = Display(bar, study.pending_count(planned), planned.run_id)
         try:
             return study.execute(planned, display.events(), files), display
