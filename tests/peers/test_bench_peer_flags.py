@@ -146,3 +146,32 @@ def test_translate_prints_the_command_and_each_difference(capsys):
     assert main(["translate", "--", "vllm bench serve --dataset-name hf --dataset-path x"]) == 2
     assert "no tokenbench workload" in capsys.readouterr().err
     assert main(["translate", "--", "locust", "-f", "x.py"]) == 2
+
+
+def test_guidellm_spread_and_bounds_become_clipped_or_uniform_draws():
+    from tokenbench.peers.translate import translate
+    line = ('guidellm benchmark --target http://localhost:8000 --profile concurrent --rate 4 --max-requests 40 '
+            '--data "prompt_tokens=512,prompt_tokens_stdev=128,prompt_tokens_min=256,prompt_tokens_max=1024,'
+            'output_tokens=256,output_tokens_min=128,output_tokens_max=512"')
+    s = spec(*translate([line]).argv()[1:])
+    wl = s.workloads()[0]
+    assert (wl.input_len, wl.input_len_stddev, wl.min_input_len, wl.max_input_len) == (512, 128, 256, 1024)
+    assert (wl.output_len, wl.output_len_stddev, wl.min_output_len, wl.max_output_len) == (256, None, 128, 512)
+    assert keys(s) == ["512:256(sd128,0,in256..1024,out128..512)/c=4"]
+
+
+def test_vllm_random_images_of_one_size_and_the_old_sonnet_dataset():
+    from tokenbench.peers.translate import translate
+    mm = ("vllm bench serve --backend openai-chat --model m --endpoint /v1/chat/completions --dataset-name random-mm "
+          "--num-prompts 20 --max-concurrency 4 --random-input-len 64 --random-output-len 16 "
+          "--random-mm-base-items-per-request 2 --random-mm-bucket-config '{(448, 224, 1): 1.0}'")
+    s = spec(*translate([mm]).argv()[1:])
+    wl = s.workloads()[0]
+    assert (wl.kind, wl.image_count, wl.image_width, wl.image_height, wl.api) == ("image", 2, 224, 448, "chat")
+    assert keys(s) == ["image(224x448.png*2):64:16/c=4"]
+    with pytest.raises(UsageError, match="only with one image size"):
+        translate([mm.replace("{(448, 224, 1): 1.0}", "{(448, 224, 1): 0.5, (720, 1280, 1): 0.5}")])
+    sonnet = ("python3 benchmarks/benchmark_serving.py --backend vllm --model m --dataset-name sonnet "
+              "--dataset-path benchmarks/sonnet.txt --sonnet-input-len 550 --sonnet-output-len 150 --num-prompts 10")
+    s = spec(*translate([sonnet]).argv()[1:])
+    assert keys(s) == ["prefix(1x200):550:150/c=10"] and s.warmup_requests == 1

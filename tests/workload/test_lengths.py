@@ -123,3 +123,21 @@ def test_a_histogram_workload_states_the_mean_lengths_it_drew():
 def test_distribution_misuse_is_refused(kw, needle):
     with pytest.raises(ValueError, match=needle):
         wl(**kw)
+
+
+def test_bounds_clip_a_normal_draw_or_alone_draw_uniformly():
+    """GuideLLM's prompt_tokens_stdev with _min/_max (clipped normal), and _min/_max alone (uniform)."""
+    clipped = Draws.of(wl(input_len=512, output_len=256, input_len_stddev=128, output_len_stddev=64,
+                          min_input_len=256, max_input_len=1024, min_output_len=128, max_output_len=512))
+    got = list(clipped.stream(random.Random(5), 3000))
+    assert min(i for i, _ in got) == 256 and max(i for i, _ in got) <= 1024 and min(o for _, o in got) == 128
+    uniform = Draws.of(wl(input_len=100, output_len=20, min_input_len=90, max_input_len=110, min_output_len=5,
+                          max_output_len=6))
+    got = list(uniform.stream(random.Random(6), 2000))
+    assert {i for i, _ in got} == set(range(90, 111)) and {o for _, o in got} == {5, 6}
+    assert uniform.describe() == "input uniform 90..110, output uniform 5..6"
+    assert wl(min_input_len=90, max_input_len=110).draws == "in90..110"
+    with pytest.raises(ValueError, match="give both"):
+        wl(min_input_len=90)
+    with pytest.raises(ValueError, match="does not apply to a length histogram"):
+        Workload(length_histogram="1,1:1", min_input_len=1)

@@ -17,7 +17,10 @@ V3_SAMPLES = 1000           # v0.3's synthetic data had 1000 rows: a benchmark w
 FORMATS = {"/v1/chat/completions": "chat", "chat_completions": "chat", "/v1/completions": "completions",
            "text_completions": "completions"}
 DATA_KEYS = {"prompt_tokens", "output_tokens", "prompt_tokens_stdev", "output_tokens_stdev", "samples",
-             "prefix_tokens", "prefix_count", "turns", "source"}
+             "prefix_tokens", "prefix_count", "turns", "source", "prompt_tokens_min", "prompt_tokens_max",
+             "output_tokens_min", "output_tokens_max"}
+BOUNDS = {"prompt_tokens_min": "--min-input-len", "prompt_tokens_max": "--max-input-len",
+          "output_tokens_min": "--min-output-len", "output_tokens_max": "--max-output-len"}
 DROPPED = {"--output-path": "tokenbench stores every cell in its database (tokenbench export RUN writes CSV or "
            "JSON)", "--outputs": "", "--output-dir": "", "--sample-requests": "tokenbench keeps every request",
            "--output-extras": "", "--disable-console": "", "--disable-console-interactive": "",
@@ -293,13 +296,24 @@ def _lengths(eq: Equivalent, g: Guide) -> None:
         eq.differ(f"GuideLLM without output_tokens lets the server decide each answer's length; tokenbench asks "
                   f"exact lengths: --output-len {DEFAULT_OUTPUT} here (change it to your answers' length)")
     eq.set("--output-len", int(out) if out is not None else DEFAULT_OUTPUT)
+    _spread(eq, data)
+    if "source" in data:
+        eq.differ("GuideLLM's synthetic text comes from its source text; tokenbench's from random tokens")
+
+
+def _spread(eq: Equivalent, data: dict) -> None:
+    """*_stdev: normal draws (GuideLLM clips them at 5 standard deviations unless *_min/*_max say where);
+    *_min/*_max: the bounds, and alone a uniform draw between them (tokenbench's min/max lengths)."""
     for theirs, ours in (("prompt_tokens_stdev", "--input-len-stddev"), ("output_tokens_stdev", "--output-len-stddev")):
         if float(data.get(theirs, 0) or 0):
             eq.set(ours, float(data[theirs]))
-            eq.differ(f"GuideLLM clips its {theirs} normal draws at 5 standard deviations; tokenbench's are rounded "
-                      "and at least 1, unclipped")
-    if "source" in data:
-        eq.differ("GuideLLM's synthetic text comes from its source text; tokenbench's from random tokens")
+            side = theirs.removesuffix("_stdev")
+            if f"{side}_min" not in data and f"{side}_max" not in data:
+                eq.differ(f"GuideLLM clips its {theirs} normal draws at 5 standard deviations; tokenbench's are "
+                          "rounded and at least 1, otherwise unclipped")
+    for theirs, ours in BOUNDS.items():
+        if theirs in data:
+            eq.set(ours, int(data[theirs]))
 
 
 def _profile(eq: Equivalent, g: Guide) -> None:

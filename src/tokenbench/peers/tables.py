@@ -1,4 +1,5 @@
 """The options of each tool's benchmark command, as their parsers declare them (vLLM 0.32 `vllm bench serve`,
+with the older benchmark_serving.py's sonnet options,
 SGLang 0.5.23 `sglang.bench_serving`, AIPerf 0.13 `aiperf profile`, GuideLLM 0.3-0.6.1 `guidellm benchmark`
 and 0.8.1 `guidellm run`): spellings (aliases joined by |) grouped by how many values each takes. With
 them a line is read as its tool reads it, and an option its tool does not have is refused as the tool
@@ -30,6 +31,7 @@ VLLM_ONE = """
 --prefix-repetition-prefix-len --prefix-repetition-suffix-len --prefix-repetition-num-prefixes
 --prefix-repetition-output-len --speed-bench-dataset-subset --speed-bench-output-len --speed-bench-category
 --top-p --top-k --min-p --temperature --frequency-penalty --presence-penalty --repetition-penalty
+--sonnet-input-len --sonnet-output-len --sonnet-prefix-len
 """
 VLLM_MANY = """
 --header --metadata --goodput --lora-modules

@@ -4,6 +4,8 @@ every request at once); what tokenbench cannot measure refuses the line in one l
 
 from __future__ import annotations
 
+import ast
+
 from tokenbench.errors import UsageError
 from tokenbench.peers import argv, common, serve
 from tokenbench.peers.equivalent import Equivalent, no_meaning
@@ -24,7 +26,8 @@ DROPPED = {
     "--timeline-itl-thresholds": "", "--plot-dataset-stats": "", "--header": "tokenbench sends its own headers "
     "(an API key with --api-key-env/--api-key-file)", "--timed-trace-chunk-hash-size": "",
     "--custom-ensure-client-side-data": ""}
-DATASETS = ("random", "sharegpt", "custom", "prefix_repetition", "timed_trace")
+DATASETS = ("random", "sharegpt", "custom", "prefix_repetition", "timed_trace", "random-mm", "sonnet")
+MM_DEFAULT = "{(256, 256, 1): 0.5, (720, 1280, 1): 0.5, (720, 1280, 16): 0.0}"
 
 
 def translate(given: argv.Given, old_script: bool = False) -> Equivalent:
@@ -64,7 +67,11 @@ def _dataset(eq: Equivalent, given: argv.Given, kind: str) -> None:
         return _timed_trace(eq, given)
     if kind in ("sharegpt", "custom"):
         return _file(eq, given, kind)
-    eq.set("--dataset-name", "random")
+    if kind == "sonnet":
+        return _sonnet(eq, given)
+    eq.set("--dataset-name", "random" if kind == "random" else "image")
+    if kind == "random-mm":
+        _images(eq, given)
     eq.set("--input-len", _int(given, "--random-input-len") or _int(given, "--input-len") or 1024)
     eq.set("--output-len", _int(given, "--random-output-len") or _int(given, "--output-len") or 128)
     if _int(given, "--random-prefix-len"):
@@ -81,6 +88,39 @@ def _file(eq: Equivalent, given: argv.Given, kind: str) -> None:
         forced = given.text("--custom-output-len") or given.text("--output-len") or "256"
     if forced:
         eq.set("--output-len", forced)
+
+
+def _images(eq: Equivalent, given: argv.Given) -> None:
+    """random-mm with one image size (a bucket of probability 1, one frame) and a fixed number of images per
+    request: tokenbench's image workload (synthetic images of that size, sent as image_url parts on chat)."""
+    try:
+        buckets = ast.literal_eval(given.text("--random-mm-bucket-config") or MM_DEFAULT)
+    except (ValueError, SyntaxError):
+        buckets = None
+    used = [k for k, p in (buckets or {}).items() if p] if isinstance(buckets, dict) else []
+    if len(used) != 1 or len(used[0]) != 3 or used[0][2] != 1 or (given.number("--random-mm-num-mm-items-range-ratio")
+                                                                    or 0) or _int(given, "--random-prefix-len"):
+        raise no_meaning(eq.tool, "random-mm maps to tokenbench's image workload only with one image size "
+                         "(--random-mm-bucket-config '{(H, W, 1): 1.0}'), a fixed number of images and no prefix",
+                         "tokenbench bench --dataset-name image --image-width W --image-height H --image-count N")
+    height, width, _ = used[0]
+    eq.set("--image-width", width)
+    eq.set("--image-height", height)
+    eq.set("--image-count", _int(given, "--random-mm-base-items-per-request") or 1)
+    eq.differ("vLLM's random-mm images are random JPEGs; tokenbench's are synthetic PNGs of the same size (the "
+              "image tokens the server counts are measured and checked)")
+
+
+def _sonnet(eq: Equivalent, given: argv.Given) -> None:
+    """The older sonnet dataset: a prefix of lines shared by every prompt, then random lines: a prefix
+    workload of one group (lengths in tokens; the lines' text becomes random tokens)."""
+    prefix = _int(given, "--sonnet-prefix-len") or 200
+    eq.set("--dataset-name", "prefix")
+    eq.set("--prefix-len", prefix)
+    eq.set("--input-len", _int(given, "--sonnet-input-len") or 550)
+    eq.set("--output-len", _int(given, "--sonnet-output-len") or 150)
+    eq.differ("vLLM's sonnet prompts are lines of a poem (its shared prefix the first lines); tokenbench's are "
+              "random tokens of the same lengths, the first prefix-len shared by every prompt")
 
 
 def _prefix_repetition(eq: Equivalent, given: argv.Given) -> None:
@@ -129,7 +169,7 @@ def _rest(eq: Equivalent, given: argv.Given) -> None:
                "--random-prefix-len", "--num-prompts", "--request-rate", "--max-concurrency", "--sharegpt-output-len",
                "--custom-output-len", "--self-timed", "--timed-trace-sec-multiplier", "--ignore-eos", "--goodput",
                "--extra-body", "--probe-request-rate", "--random-batch-size"}
-    handled |= {n for n in given.names() if n.startswith("--prefix-repetition-")}
+    handled |= {n for n in given.names() if n.startswith(("--prefix-repetition-", "--sonnet-", "--random-mm-"))}
     common.copy(eq, given, SAME)
     common.goodput(eq, given.all("--goodput"))
     common.extra_body(eq, given.text("--extra-body"), "--extra-body")

@@ -15,6 +15,8 @@ FIXED_LENGTH_KINDS = ("random", "prefix", "image")     # input_len / output_len 
 DATASET_KINDS = ("sharegpt", "jsonl", "trace")          # lengths come from the file (output_len may force)
 
 
+BOUNDS = (" (random, prefix, image: a drawn length is clipped to the bounds; min and max without another "
+          "distribution draw uniformly between them, as GuideLLM's prompt_tokens_min/max)")
 RATE_CAP = ("how a rate cell's max_concurrency holds arrivals back: queue (vLLM, SGLang: an arrival waits for a slot, "
             "so held ones go back to back as slots free) or gate (AIPerf's --request-rate with --concurrency: the "
             "schedule itself waits for a free slot and goes on at the rate from there, no catch-up)")
@@ -37,10 +39,14 @@ class WorkloadSource(StrictModel):
                                    "for sharegpt/jsonl/trace: forces every request's output length")
     dataset_path: str | None = Field(None, description="local file: ShareGPT JSON/JSONL, prompt JSONL, mooncake "
                                      "trace JSONL; for image: an image file or a folder of images")
-    min_input_len: int | None = Field(None, gt=0, description="dataset filter: drop prompts shorter than this")
-    max_input_len: int | None = Field(None, gt=0, description="dataset filter: drop prompts longer than this")
-    min_output_len: int | None = Field(None, gt=0, description="dataset filter: drop entries asking fewer tokens")
-    max_output_len: int | None = Field(None, gt=0, description="dataset filter: drop entries asking more tokens")
+    min_input_len: int | None = Field(None, gt=0, description="datasets: drop prompts shorter than this; drawn "
+                                      "lengths: the shortest input drawn" + BOUNDS)
+    max_input_len: int | None = Field(None, gt=0, description="datasets: drop prompts longer than this; drawn "
+                                      "lengths: the longest input drawn" + BOUNDS)
+    min_output_len: int | None = Field(None, gt=0, description="datasets: drop entries asking fewer tokens; drawn "
+                                       "lengths: the shortest output drawn" + BOUNDS)
+    max_output_len: int | None = Field(None, gt=0, description="datasets: drop entries asking more tokens; drawn "
+                                       "lengths: the longest output drawn" + BOUNDS)
     prefix_len: int | None = Field(None, gt=0, description="prefix: tokens shared by every prompt of a group")
     num_groups: int = Field(1, gt=0, description="prefix: groups, each with its own shared prefix")
     image_count: int = Field(1, gt=0, description="image: images per request")
@@ -69,6 +75,7 @@ class WorkloadSource(StrictModel):
     def _check_draws(self) -> None:
         """At most one length distribution, on a kind whose lengths are asked (not read from a file)."""
         given = [name for name in DRAW_FIELDS if getattr(self, name) is not None]
+        self._check_bounds(given)
         if not given:
             return
         if self.kind not in FIXED_LENGTH_KINDS:
@@ -115,8 +122,22 @@ class WorkloadSource(StrictModel):
             lo, hi = getattr(self, low), getattr(self, high)
             if lo is not None and hi is not None and lo > hi:
                 raise ValueError(f"{low} {lo} is above {high} {hi}: no entry could pass")
-        if kind not in DATASET_KINDS and any(getattr(self, f) is not None for f in LENGTH_FILTERS):
-            raise ValueError(f"length filters apply to dataset workloads (sharegpt, jsonl, trace), not {kind}")
+
+
+    def _check_bounds(self, given: list[str]) -> None:
+        """Bounds of drawn lengths: clip another distribution, or alone draw uniformly (both ends needed)."""
+        bounds = [f for f in LENGTH_FILTERS if getattr(self, f) is not None]
+        if self.kind in DATASET_KINDS or not bounds:
+            return
+        if self.length_histogram is not None:
+            raise ValueError(f"{bounds[0]} does not apply to a length histogram (its buckets give the lengths)")
+        spread = {"input": self.range_ratio is not None or self.input_len_stddev is not None,
+                  "output": self.range_ratio is not None or self.output_len_stddev is not None}
+        for side in ("input", "output"):
+            lo, hi = getattr(self, f"min_{side}_len"), getattr(self, f"max_{side}_len")
+            if not spread[side] and (lo is None) != (hi is None):
+                raise ValueError(f"min_{side}_len and max_{side}_len draw {side} lengths uniformly between them: "
+                                 "give both (or a range ratio or standard deviation to clip)")
 
 
 LENGTH_FILTERS = ("min_input_len", "max_input_len", "min_output_len", "max_output_len")
@@ -146,12 +167,28 @@ class Workload(WorkloadSource):
         """The length distribution as a short tag (part of the cell key), None when every length is exact."""
         if self.length_histogram is not None:
             return f"hist={Path(self.length_histogram).name}"
+        return ",".join(t for t in (self._ratio_tag(), self._sd_tag(), *self._bound_tags()) if t) or None
+
+    def _ratio_tag(self) -> str:
         exact = 1.0 if self.range_ratio_style == "sglang" else 0.0      # vLLM's 0 and SGLang's 1: exact lengths
-        if self.range_ratio is not None and self.range_ratio != exact:
-            return ("sglang-" if self.range_ratio_style == "sglang" else "") + f"r{self.range_ratio:g}"
-        if self.input_len_stddev is not None or self.output_len_stddev is not None:
-            return f"sd{self.input_len_stddev or 0:g},{self.output_len_stddev or 0:g}"
-        return None
+        if self.range_ratio is None or self.range_ratio == exact:
+            return ""
+        return ("sglang-" if self.range_ratio_style == "sglang" else "") + f"r{self.range_ratio:g}"
+
+    def _sd_tag(self) -> str:
+        if self.input_len_stddev is None and self.output_len_stddev is None:
+            return ""
+        return f"sd{self.input_len_stddev or 0:g},{self.output_len_stddev or 0:g}"
+
+    def _bound_tags(self) -> list[str]:
+        if self.kind not in FIXED_LENGTH_KINDS:
+            return []                       # datasets: the bounds filter entries, they draw nothing
+        out = []
+        for side, short in (("input", "in"), ("output", "out")):
+            lo, hi = getattr(self, f"min_{side}_len"), getattr(self, f"max_{side}_len")
+            if lo is not None or hi is not None:
+                out.append(f"{short}{lo or 1}..{hi or ''}")
+        return out
 
     @property
     def label(self) -> str:

@@ -138,16 +138,31 @@ class Draws:
         return (self.wl.prefix_len or 0) if self.wl.kind == "prefix" else 0
 
     def draw(self, rng: random.Random) -> tuple[int, int]:
-        wl = self.wl
         if self.buckets:
             b = rng.choices(self.buckets, weights=[x.weight for x in self.buckets])[0]
             return _normal(rng, b.input_len, b.input_stddev), _normal(rng, b.output_len, b.output_stddev)
-        body, out = (wl.input_len or 0) - self.fixed, wl.output_len or 0
+        wl = self.wl
+        drawn = self._one(rng, "input", (wl.input_len or 0) - self.fixed, wl.input_len_stddev)
+        return self.fixed + drawn, self._one(rng, "output", wl.output_len or 0, wl.output_len_stddev)
+
+    def _one(self, rng: random.Random, side: str, length: int, sd: float | None) -> int:
+        """One side's length: the range-ratio window, a normal draw, or uniform between the bounds, clipped
+        to the bounds (min_{side}_len, max_{side}_len) when they are given."""
+        wl = self.wl
+        lo, hi = self.bounds(side)
         if wl.range_ratio is not None:
             window = sglang_window if wl.range_ratio_style == "sglang" else vllm_window
-            return self.fixed + rng.randint(*window(body, wl.range_ratio)), rng.randint(*window(out, wl.range_ratio))
-        drawn = _normal(rng, body, wl.input_len_stddev or 0.0), _normal(rng, out, wl.output_len_stddev or 0.0)
-        return self.fixed + drawn[0], drawn[1]
+            value = rng.randint(*window(length, wl.range_ratio))
+        elif sd is not None:
+            value = _normal(rng, length, sd)
+        elif hi is not None:                 # bounds alone: uniform between them (GuideLLM's min/max)
+            return rng.randint(lo, hi)
+        else:
+            value = length
+        return min(max(value, lo), hi if hi is not None else value)
+
+    def bounds(self, side: str) -> tuple[int, int | None]:
+        return getattr(self.wl, f"min_{side}_len") or 1, getattr(self.wl, f"max_{side}_len")
 
     def stream(self, rng: random.Random, count: int | None) -> Iterator[tuple[int, int]]:
         """`count` draws (without end for None)."""
@@ -166,9 +181,22 @@ class Draws:
             style, window = ((f"SGLang range ratio {wl.range_ratio:g}", sglang_window) if wl.range_ratio_style == "sglang"
                              else (f"vLLM range ratio {wl.range_ratio:g}", vllm_window))
             (a, b), (c, d) = window(body, wl.range_ratio), window(wl.output_len or 0, wl.range_ratio)
-            return f"{style}: input {head}uniform {a}..{b}, output uniform {c}..{d}"
-        return (f"normal: input {head}{_sd(body, wl.input_len_stddev or 0)}, output "
-                f"{_sd(wl.output_len or 0, wl.output_len_stddev or 0)} (rounded, at least 1)")
+            return (f"{style}: input {head}uniform {a}..{b}{self._clip('input')}, output uniform "
+                    f"{c}..{d}{self._clip('output')}")
+        return (f"input {head}{self._side('input', body, wl.input_len_stddev)}, output "
+                f"{self._side('output', wl.output_len or 0, wl.output_len_stddev)}")
+
+    def _side(self, side: str, length: int, sd: float | None) -> str:
+        lo, hi = self.bounds(side)
+        if sd is not None:
+            return f"normal {_sd(length, sd)} (rounded){self._clip(side)}"
+        return f"uniform {lo}..{hi}" if hi is not None else f"exactly {length}"
+
+    def _clip(self, side: str) -> str:
+        lo, hi = self.bounds(side)
+        if lo == 1 and hi is None:
+            return ""
+        return f" clipped to {lo}..{hi if hi is not None else ''}"
 
 
 def _sd(mean: int, sd: float) -> str:
