@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from tokenbench.client.records import Phase, RequestRecord
-from tokenbench.client.request import PreparedRequest, Prompt, prepare
+from tokenbench.client.request import PreparedRequest, Prompt, RequestOptions, prepare
 from tokenbench.client.spool import Spool
 from tokenbench.client.transport import Session
 from tokenbench.load.executors import Executor, InProcess
@@ -156,8 +156,9 @@ def exhausted_note(health: ClientHealth, load: Load, n_meas: int) -> list[str]:
 
 def _prepare(job: CellJob, prompts: Iterable[Prompt]) -> Iterator[PreparedRequest]:
     """Each request's body, made when the request is taken (nothing prepared waits in memory)."""
-    e, final_usage_only = job.endpoint, job.study.target.final_usage_only
-    return (prepare(e.base_url, job.workload.api, e.model, p, e.api_key, final_usage_only) for p in prompts)
+    e, study = job.endpoint, job.study
+    options = RequestOptions(study.target.final_usage_only, study.sampling.body())
+    return (prepare(e.base_url, job.workload.api, e.model, p, e.api_key, options) for p in prompts)
 
 
 class _Intake:

@@ -160,17 +160,38 @@ class _Sender:
         self.out.append((i, req, raw))
         self.on_done()
 
+    async def _gated(self, slots: asyncio.Semaphore, i: int, req: PreparedRequest, intended: int) -> None:
+        """A request whose slot the schedule already took (rate_cap gate): send it, then free the slot."""
+        try:
+            raw = await self.send(req, intended)
+        finally:
+            slots.release()
+        self.pool.note(raw)
+        self.out.append((i, req, raw))
+        self.on_done()
+
     async def open_loop(self, load: Load, schedule: Iterable[int], t0: int) -> None:
+        """Arrival i is due at t0 + offset_i. With a cap, `queue` (vLLM, SGLang) lets it wait for a slot
+        while later arrivals keep their times; `gate` (AIPerf) makes the schedule itself wait for a slot and
+        shifts every later arrival by that wait (no catch-up). Either way the wait is the request's queue time."""
         slots = asyncio.Semaphore(load.max_concurrency) if load.max_concurrency else None
+        gate = slots if load.rate_cap == "gate" else None
         tasks: set[asyncio.Future] = set()
+        shift = 0
         try:
             for off in schedule:
-                await self.clock.sleep_until(t0 + off)
+                due = t0 + off + shift
+                await self.clock.sleep_until(due)
                 await self.out.room()
                 item = self.pool.take()
                 if item is None:
                     break
-                sending = asyncio.ensure_future(self._send_due(slots, item[0], item[1], t0 + off))
+                if gate is not None:
+                    await gate.acquire()
+                    shift = max(shift, self.clock.now_ns() - t0 - off)
+                    sending = asyncio.ensure_future(self._gated(gate, item[0], item[1], due))
+                else:
+                    sending = asyncio.ensure_future(self._send_due(slots, item[0], item[1], due))
                 tasks.add(sending)
                 sending.add_done_callback(tasks.discard)       # a soak keeps only the requests in flight
             await asyncio.gather(*tasks)
