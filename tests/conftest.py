@@ -36,7 +36,7 @@ def _client_health_only_where_tested(request, monkeypatch):
     shared 2-core test machine rarely grants; a test about something else must not turn on it. Tests
     of the verdict itself are marked `client_health` and keep it (tests/core/test_client_health.py)."""
     if request.node.get_closest_marker("client_health") is None:
-        monkeypatch.setattr("tokenbench.metrics.verdict.client_health_verdict", lambda summary, load: ("ok", ""))
+        monkeypatch.setattr("tokenbench.metrics.verdict.client_health_verdict", lambda summary: {})
 
 
 @pytest.fixture(scope="session")

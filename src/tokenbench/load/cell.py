@@ -23,6 +23,7 @@ from tokenbench.load.executors import Executor, InProcess
 from tokenbench.load.runner import CellRun, Phases
 from tokenbench.load.target import Endpoint
 from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.figure_bounds import figure_health
 from tokenbench.metrics.summary_groups import ClientHealth
 from tokenbench.metrics.tally import CellTally
 from tokenbench.metrics.verdict import Verdict, VerdictPolicy, cell_verdict
@@ -121,8 +122,7 @@ class CellJob:
     def verdict_policy(self) -> VerdictPolicy:
         """What the cell's verdict tolerates (the study's options) and names (the server's address)."""
         s, e = self.study, self.endpoint
-        return VerdictPolicy(s.allow_length_mismatch, s.allow_client_lag, s.max_error_rate, e.api_key is not None,
-                             e.base_url)
+        return VerdictPolicy(s.allow_length_mismatch, s.max_error_rate, e.api_key is not None, e.base_url)
 
 
 PREPARED_BYTES = 512 * 2**20   # a duration cell prepares at most this much request data (memory bound)
@@ -220,11 +220,13 @@ async def run_cell(session: Session, job: CellJob) -> CellResult:
 
 
 def _result(job: CellJob, prompts: CellPrompts, n_meas: int | None, sink: _Intake, run: CellRun) -> CellResult:
-    wl, load = job.workload, job.load
-    summary = sink.tally.summary(load, *prompts.nominal_lengths(wl)).with_(health=run.client_health,
-                                                                           facts=prompts.facts)
-    verdict = cell_verdict(sink.seen, summary, load, job.verdict_policy, n_meas)
-    notes = prompts.notes + exhausted_note(run.client_health, load, sink.seen.n)
+    wl, load, health = job.workload, job.load, run.client_health
+    summary = sink.tally.summary(load, *prompts.nominal_lengths(wl))
+    one_loop = (health.client_workers or 1) <= 1            # every stamp taken by the loop the stalls held
+    summary = summary.with_(health=health, facts=prompts.facts,
+                            figures=figure_health(summary, sink.tally, health.stalls, one_loop))
+    verdict = cell_verdict(sink.seen, summary, job.verdict_policy, n_meas)
+    notes = prompts.notes + exhausted_note(health, load, sink.seen.n)
     if run.stopped:
         notes.append(f"stopped by the user after {run.client_health.stopped_after_s or 0:.1f} s: the cell is the "
                      f"{sink.seen.n} requests that finished before (requests cut off are stored as cancelled)")

@@ -12,6 +12,7 @@ from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict
 
+from tokenbench.metrics.figure_marks import FigureHealth
 from tokenbench.metrics.summary_groups import ClientHealth, Group, MonitorFigures, Number, WorkloadFacts
 
 Latency = Literal["ttft", "tpot", "itl", "e2el", "ntpot", "queue", "ttfc", "connect"]
@@ -19,7 +20,8 @@ Statistic = Literal["mean", "median", "std", "min", "max", "p50", "p90", "p95", 
 Rate = Literal["request_throughput", "output_throughput", "total_token_throughput", "request_goodput"]
 LATENCIES: tuple[Latency, ...] = ("ttft", "tpot", "itl", "e2el")           # vLLM's four
 STATISTICS: tuple[Statistic, ...] = ("mean", "median", "std", "min", "max", "p50", "p90", "p95", "p99")
-GROUPS: dict[str, type[Group]] = {"health": ClientHealth, "facts": WorkloadFacts, "monitor": MonitorFigures}
+GROUPS: dict[str, type[Group]] = {"health": ClientHealth, "facts": WorkloadFacts, "monitor": MonitorFigures,
+                                  "figures": FigureHealth}
 RATES: tuple[Rate, ...] = ("output_throughput", "request_throughput", "request_goodput")
 KEY_OF_STAT: dict[str, Statistic] = {"mean": "mean", "p50": "median", "p90": "p90", "p99": "p99"}
 
@@ -160,6 +162,7 @@ class CellSummary(BaseModel):
     client_lag_tolerated: str | None = None  # the verdict: --allow-client-lag kept the cell ok despite this
     server_unreachable: bool | None = None   # the verdict: the server went away (`--resume` runs it again)
     monitor: MonitorFigures | None = None
+    figures: FigureHealth | None = None       # per-figure client health: bounds, and the verdict's marks
     # other tools' results (`tokenbench import`)
     source: str | None = None
     notes: str | None = None

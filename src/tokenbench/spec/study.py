@@ -102,8 +102,9 @@ class StudySpec(StrictModel):
     kv_capacity: int | None = Field(None, gt=0, description="override the KV capacity read from the server")
     slo: SLO = Field(default_factory=SLO)
     allow_length_mismatch: bool = Field(False, description="keep cells whose token counts differ from the ask")
-    allow_client_lag: bool = Field(False, description="keep a cell whose client lagged (event-loop lag, CPU) as "
-                                   "ok, its figures marked '~' with the reason, instead of invalid")
+    allow_client_lag: bool = Field(False, description="in this run's report, give intervals and verdicts to the "
+                                   "figures the client's delays may have moved beyond their tolerance (still "
+                                   "marked '~' with the cause); without it they are shown marked, unjudged")
     max_error_rate: float = Field(0.0, ge=0, le=1, description="fail a cell above this failed fraction")
     stop_on_saturation: bool = Field(False, description="skip higher concurrencies once throughput stops rising")
     find_capacity: bool = Field(False, description="search the highest concurrency meeting the SLOs per pair")
