@@ -50,10 +50,19 @@ def environment(run: RunData, lang: str) -> list[Block]:
             ("env.python", env.get("python")),
             ("env.packages", ", ".join(f"{k} {v}" for k, v in sorted((env.get("packages") or {}).items()))),
             ("env.accelerators", ", ".join(_acc(a) for a in env.get("accelerators") or [])),
+            ("env.isolation", _isolation(env.get("isolation"), lang)),
             ("env.source", (run.spec.get("import") or {}).get("source", ""))]
     table = Table([t(lang, "col.item"), t(lang, "col.value")],
                   [[t(lang, k), str(v)] for k, v in rows if v not in (None, "", [])], left=2)
     return [table]
+
+
+def _isolation(iso, lang: str) -> str | None:
+    """Where the client and a local engine ran (host/isolation.py), as stored with the run."""
+    if not isinstance(iso, dict):
+        return None
+    return t(lang, "env.isolation_value", client=iso.get("client_cpus", "?"), engine=iso.get("engine_cpus", "?"),
+             client_nice=iso.get("client_nice", "?"), engine_nice=iso.get("engine_nice", "?"), note=iso.get("note", ""))
 
 
 def _cpu(env: dict) -> str | None:

@@ -60,6 +60,23 @@ class Requests(StrictModel):
                                      "(trace: the rows due before this)")
 
 
+def cpu_set(text: str) -> frozenset[int]:
+    """'1', '0,2', '2-3,6': the CPUs a list names (`all` is handled by the caller)."""
+    out: set[int] = set()
+    for part in text.replace(" ", "").split(","):
+        lo, dash, hi = part.partition("-")
+        if not lo.isdigit() or (dash and not hi.isdigit()) or (dash and int(hi) < int(lo)):
+            raise ValueError(f"'{text}' is not a CPU list: give CPU numbers and ranges, e.g. 1 or 0,2 or 2-3 (or all)")
+        out.update(range(int(lo), int(hi if dash else lo) + 1))
+    return frozenset(out)
+
+
+def _cpus(value: str | None) -> str | None:
+    if value is not None and value != "all":
+        cpu_set(value)
+    return value
+
+
 class Client(StrictModel):
     """How the client side runs (not what is measured)."""
 
@@ -68,6 +85,11 @@ class Client(StrictModel):
     keep_raw: str | None = Field(None, description="also append every request's raw response body, each read with "
                                  "its arrival time, to this JSONL file (one process; raw bytes are otherwise "
                                  "dropped as soon as a request is parsed)")
+    cpus: Annotated[str | None, AfterValidator(_cpus)] = Field(
+        None, description="CPUs the client (and its workers) run on, e.g. 1 or 2-3; a local engine tokenbench "
+        "deploys gets the others. Default: when tokenbench deploys a local engine, the last core(s), one per "
+        "worker, for the client and the rest for the engine (one CPU: no isolation); else not pinned. all: never "
+        "pin")
 
 
 class StudySpec(StrictModel):
