@@ -12,8 +12,8 @@ EN: dict[str, str] = {
                      "--allow-length-mismatch): the figures are not those of the asked workload",
     "mark.lagged": "{mark} {cell}: the client lagged (tolerated by --allow-client-lag), the figures may "
                    "measure the client: {reason}",
-    "mark.moved": "{mark} {cell}: {figures} (how far it could have moved) beyond the tolerance; the cell's "
-                  "other figures are clean: {reason}",
+    "mark.moved": "{mark} {cell}: {figures} may be off by more than its tolerance (± the most the delays "
+                  "measured could have moved it); the cell's other figures are clean. Cause: {reason}",
     "mark.skipped": "{mark} {cell}: not measured: {reason}",
     "mark.unknown": "{mark} {cell}: verdict unknown to this version: {reason}",
     "mark.no_reason": "no reason stored",
@@ -51,7 +51,7 @@ ZH: dict[str, str] = {
     "mark.mismatch": "{mark} {cell}：{reason} 个请求的长度与要求不符（--allow-length-mismatch 容忍）："
                      "数字并非所要求负载的结果",
     "mark.lagged": "{mark} {cell}：客户端滞后（--allow-client-lag 容忍），数字可能反映的是客户端：{reason}",
-    "mark.moved": "{mark} {cell}：{figures}（可能偏移的幅度）超出容差；该单元的其他数字可信：{reason}",
+    "mark.moved": "{mark} {cell}：{figures} 可能超出容差（± 为所测延迟可能造成的最大偏移）；该单元的其他数字可信。原因：{reason}",
     "cause.client_cpu": "客户端自身的工作阻塞了事件循环（客户端过载；最忙的客户端进程占用 {cpu} 个核）：请使用 --workers N 或减轻负载",
     "cause.host_contention": "主机争用：客户端就绪时 CPU 被其他进程占用（它在该单元中有 {wait} 的时间在等待 CPU）："
                              "请给客户端分配独占的核（--client-cpus）或让主机空闲",

@@ -125,7 +125,8 @@ def verdict_cell(base: tuple[Side, CellInfo], other: tuple[Side, CellInfo], m: M
     (a_side, a), (b_side, b) = base, other
     worst = next((s for c in (a, b) if not (s := c.figure_state(m.key)).ok), None)
     if worst is not None and not usable(worst, judging.allow_client_lag):
-        return Cell(t(lang, "verdict.not_ok"), mark=worst.mark, why=worst.kind)
+        return Cell(t(lang, "verdict.moved" if worst.kind == "moved" else "verdict.not_ok"), mark=worst.mark,
+                    why=worst.kind)
     text = verdict_text(verdict(a_side.book, a, b_side.book, b, m, judging), a_side.name, b_side.name, lang)
     return text if worst is None else Cell(text, mark=worst.mark, why=worst.kind)
 
