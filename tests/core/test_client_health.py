@@ -14,7 +14,7 @@ from tokenbench.judge.status import figure_state, judge, usable
 from tokenbench.load.workers import merge_health
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.figure_bounds import figure_health, rank_bound
-from tokenbench.metrics.stalls import PROBE_PERIOD_NS, PROBE_RESOLUTION_NS, Stall, attribute
+from tokenbench.metrics.stalls import PROBE_PERIOD_NS, PROBE_RESOLUTION_NS, Stall, Stalls, attribute
 from tokenbench.metrics.summary import tally_of
 from tokenbench.metrics.summary_groups import ClientHealth
 from tokenbench.metrics.token_log import at_rank
@@ -47,7 +47,7 @@ def record(i: int, sent: int, ttft_ms: float = 100.0, itl_ms: float = 20.0, n: i
 def cell(records: list[RequestRecord], stalls: list[Stall], load: Load = CLOSED) -> CellSummary:
     tally = tally_of(records)
     summary = tally.summary(load, 16, 40)
-    summary = summary.with_(figures=figure_health(summary, tally, stalls))
+    summary = summary.with_(figures=figure_health(summary, tally, Stalls.of(stalls)))
     seen = Outcomes()
     for r in records:
         seen.add(r)
@@ -184,13 +184,14 @@ def test_a_stall_burst_is_the_client_not_buffering():
 
 def test_several_workers_keep_every_stall_tagged_with_its_worker():
     a = ClientHealth(stall_count=1, stall_ms={"host_contention": 5.0}, client_wait_percent=3.0,
-                     stalls=[stall_at(10 * MS, 5.0, "host_contention")])
+                     stalls=Stalls.of([stall_at(10 * MS, 5.0, "host_contention")]))
     b = ClientHealth(stall_count=2, stall_ms={"client_cpu": 9.0}, client_wait_percent=7.0,
-                     stalls=[stall_at(20 * MS, 4.0, "client_cpu"), stall_at(40 * MS, 5.0, "client_cpu")])
+                     stalls=Stalls.of([stall_at(20 * MS, 4.0, "client_cpu"), stall_at(40 * MS, 5.0, "client_cpu")]))
     merged = merge_health([a, b])
     assert [s.worker for s in merged.stalls] == [0, 1, 1] and merged.stall_count == 3
     assert merged.stall_ms == {"host_contention": 5.0, "client_cpu": 9.0} and merged.client_wait_percent == 7.0
     assert "stalls" not in merged.flat()                              # evidence, not stored: the bounds are
+    assert [s.due_ns for s in merged.stalls.shifted(MS)] == [9 * MS, 19 * MS, 39 * MS]     # a Ray actor's clock
 
 
 def test_marks_survive_the_store_and_an_old_tolerated_lag_still_reads_as_before():

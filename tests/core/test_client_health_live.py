@@ -171,7 +171,7 @@ def test_the_probe_names_a_blocking_call_and_its_own_work():
             pass
         await asyncio.sleep(0.05)
         health = probe.stop()
-        return health.stalls
+        return list(health.stalls)
     stalls = asyncio.run(scenario())
     long = [s for s in stalls if s.lag_ns > 20_000_000]
     assert len(long) >= 2

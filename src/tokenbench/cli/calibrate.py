@@ -33,7 +33,7 @@ def command(concurrency, output_len, ttft_ms, itl_ms, tokens_per_chunk, workers,
     reference = ReferenceConfig(ttft_ms=ttft_ms, itl_ms=itl_ms, tokens_per_chunk=tokens_per_chunk)
     for c in options.int_list("--concurrency", concurrency):
         r = calibrate(c, reference, output_len, workers, client_cpus=client__cpus)
-        verdict = "ok" if r.ok() else ("client invalid" if r.status != "ok" else "client error > limit")
+        verdict = "ok" if r.ok() else (f"cell {r.status}" if r.status != "ok" else "client error > limit")
         broke = broke or (None if r.ok() else c)
         table.add_row(str(c), str(workers), f"{r.ttft_ms:.2f}", f"{r.ttft_truth_ms:.2f}", f"{r.ttft_error():+.1%}",
                       f"{r.ingest_ms:.2f}", f"{r.delivery_ms:.2f}", f"{r.p99_ttft_ms:.2f}", f"{r.tpot_ms:.3f}", f"{r.tpot_truth_ms:.3f}", f"{r.tpot_error():+.1%}",

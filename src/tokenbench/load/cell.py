@@ -42,7 +42,7 @@ class CellResult:
     summary: CellSummary
     records: list[RequestRecord]     # measured, in index order; empty unless run_cell kept them
     warmup: list[RequestRecord]
-    verdict: Verdict                 # "ok" | "failed" | "invalid" (the client could not keep up), and why
+    verdict: Verdict                 # "ok" | "failed", why, and the figures the client's delays may have moved
     notes: list[str] = field(default_factory=list)
     spool: Spool | None = None       # every record (warmup, then measured as they finished), on disk
     started_ns: int | None = None    # the first measured send

@@ -15,7 +15,7 @@ import resource
 import time
 
 from tokenbench.load.clock import sleep_until
-from tokenbench.metrics.stalls import PROBE_PERIOD_NS, PROBE_RESOLUTION_NS, Stall, attribute
+from tokenbench.metrics.stalls import PROBE_PERIOD_NS, PROBE_RESOLUTION_NS, Stall, Stalls, attribute
 from tokenbench.metrics.stats import percentile
 from tokenbench.metrics.summary_groups import ClientHealth
 
@@ -69,7 +69,7 @@ class LoopLagProbe:
     def __init__(self, period_ns: int = PROBE_PERIOD_NS) -> None:
         self.period_ns = period_ns
         self.lags_ns: list[int] = []
-        self.stalls: list[Stall] = []
+        self.stalls = Stalls()
         self._task: asyncio.Task | None = None
         self._cpu0 = 0.0
         self._wall0 = 0
@@ -90,7 +90,7 @@ class LoopLagProbe:
             if lag > PROBE_RESOLUTION_NS:
                 waited = None if wait is None or wait_now is None else wait_now - wait
                 others = max(0, (proc_now - proc) - (cpu_now - cpu))
-                self.stalls.append(Stall(after_ns=seen, due_ns=due, woke_ns=now,
+                self.stalls.add(Stall(after_ns=seen, due_ns=due, woke_ns=now,
                                          cause=attribute(lag, cpu_now - cpu, waited, others)))
             seen, cpu, wait, proc = now, cpu_now, wait_now, proc_now
             due = max(due + self.period_ns, now)
@@ -118,7 +118,7 @@ class LoopLagProbe:
         by_cause: dict[str, float] = {}
         for s in self.stalls:
             by_cause[s.cause] = by_cause.get(s.cause, 0.0) + s.lag_ns / 1e6
-        out: dict = {"stalls": list(self.stalls), "stall_count": len(self.stalls), "stall_ms": by_cause,
+        out: dict = {"stalls": self.stalls, "stall_count": len(self.stalls), "stall_ms": by_cause,
                      "client_involuntary_switches": _involuntary() - self._switches0}
         if self._clock is not None:
             _, wait = self._clock.read()

@@ -28,7 +28,6 @@ from tokenbench.errors import UsageError
 from tokenbench.load.clock import new_loop
 from tokenbench.load.runner import CellRun, Outlets, run_phase
 from tokenbench.load.workers import WorkerJob, merge_health, reindex
-from tokenbench.metrics.stalls import Stall
 from tokenbench.metrics.summary_groups import ClientHealth
 
 PROBES = 7
@@ -110,11 +109,6 @@ def to_driver_clock(records: list[RequestRecord], offset: int) -> list[RequestRe
     return records
 
 
-def _shifted(stall: Stall, offset: int) -> Stall:
-    """A stall an actor saw, on the driver's clock (as its records are)."""
-    return stall.model_copy(update={k: getattr(stall, k) - offset for k in ("after_ns", "due_ns", "woke_ns")})
-
-
 def _ray():
     try:
         import ray
@@ -154,7 +148,7 @@ def _collect(ray, actors: list, offsets: list[int]) -> tuple[list[RequestRecord]
             records.extend(to_driver_clock(batch, offsets[i]))
             got += len(batch)
             if h is not None:
-                health[i] = h.model_copy(update={"stalls": [_shifted(st, offsets[i]) for st in h.stalls]})
+                health[i] = h.model_copy(update={"stalls": h.stalls.shifted(offsets[i])})   # the driver's clock
         if not got and len(health) < len(actors):
             time.sleep(POLL_S)
     return records, [health[i] for i in range(len(actors))]

@@ -26,7 +26,7 @@ import numpy as np
 
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.figure_marks import FigureBound, FigureHealth
-from tokenbench.metrics.stalls import CAUSES, PROBE_RESOLUTION_NS, Cause, Stall
+from tokenbench.metrics.stalls import CAUSES, PROBE_RESOLUTION_NS, Cause, Stalls
 from tokenbench.metrics.tally import CellTally
 
 MS = 1e6
@@ -47,17 +47,15 @@ class Windows:
     cause: np.ndarray
 
     @classmethod
-    def of(cls, stalls: list[Stall], activity: np.ndarray | None) -> Windows:
+    def of(cls, stalls: Stalls, activity: np.ndarray | None) -> Windows:
         """`activity`: sorted stamps of the loop that was held up (None: not known to be that loop's,
         e.g. with several workers): a stamp taken before a stall's `due` shows the loop still ran then."""
-        ss = sorted(stalls, key=lambda s: s.due_ns)
-        start = np.array([s.after_ns for s in ss], np.int64)
-        due = np.array([s.due_ns for s in ss], np.int64)
-        if activity is not None and len(activity) and len(ss):
+        a = stalls.arrays()
+        start, due = a["after"], a["due"]
+        if activity is not None and len(activity) and len(due):
             i = np.searchsorted(activity, due, side="right") - 1
             start = np.where(i >= 0, np.maximum(start, activity[np.maximum(i, 0)]), start)
-        return cls(start, due, np.array([s.woke_ns + PROBE_RESOLUTION_NS for s in ss], np.int64),
-                   np.array([CAUSES.index(s.cause) for s in ss], np.int64))
+        return cls(start, due, a["woke"] + PROBE_RESOLUTION_NS, a["cause"])
 
     def delays(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per stamp: how late a stall may have made it (ns, 0: none) and that stall's cause (-1: none).
@@ -212,7 +210,7 @@ def rate_bounds(summary: CellSummary, tally: CellTally, win: Windows) -> dict[st
             if (v := getattr(summary, name)) is not None and v == v}
 
 
-def figure_health(summary: CellSummary, tally: CellTally, stalls: list[Stall], one_loop: bool = True) -> FigureHealth:
+def figure_health(summary: CellSummary, tally: CellTally, stalls: Stalls, one_loop: bool = True) -> FigureHealth:
     """Every published figure's bound. `one_loop`: every stamp was taken by the loop the stalls were
     seen on (one client process), so a stamp before a stall shows the loop still ran then."""
     win = Windows.of(stalls, _activity(tally) if one_loop else None)

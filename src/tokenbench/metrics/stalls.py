@@ -15,8 +15,11 @@ A cause is one of:
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Iterable, Iterator
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 Cause = Literal["client_cpu", "host_contention", "client_stopped", "client_delay", "buffering"]
@@ -58,3 +61,58 @@ def attribute(lag_ns: int, cpu_ns: int, wait_ns: int | None, others_ns: int = 0)
     own = cpu_ns + (off if held else 0)
     best = max(wait_ns, own, 0 if held else off)
     return "host_contention" if best == wait_ns else "client_cpu" if best == own else "client_stopped"
+
+
+class Stalls:
+    """Every stall of a phase, compact (27 bytes each: a stall a second for an hour is 100 KB), picklable (it
+    comes back from worker processes and Ray actors with their health)."""
+
+    def __init__(self) -> None:
+        self.after, self.due, self.woke = array("q"), array("q"), array("q")
+        self.cause, self.worker = array("b"), array("h")
+
+    @classmethod
+    def of(cls, stalls: Iterable[Stall]) -> Stalls:
+        out = cls()
+        for s in stalls:
+            out.add(s)
+        return out
+
+    def add(self, s: Stall) -> None:
+        self.after.append(s.after_ns)
+        self.due.append(s.due_ns)
+        self.woke.append(s.woke_ns)
+        self.cause.append(CAUSES.index(s.cause))
+        self.worker.append(s.worker)
+
+    def __len__(self) -> int:
+        return len(self.due)
+
+    def __iter__(self) -> Iterator[Stall]:
+        for a, d, w, c, k in zip(self.after, self.due, self.woke, self.cause, self.worker, strict=True):
+            yield Stall(after_ns=a, due_ns=d, woke_ns=w, cause=CAUSES[c], worker=k)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Stalls) and list(self) == list(other)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """after, due, woke (ns), cause (index into CAUSES), as int64 arrays sorted by due."""
+        cols = {k: np.array(getattr(self, k), np.int64) for k in ("after", "due", "woke", "cause")}
+        order = np.argsort(cols["due"], kind="stable")
+        return {k: v[order] for k, v in cols.items()}
+
+    def merged(self, others: list[Stalls]) -> Stalls:
+        """Several workers' stalls as one, each tagged with its worker (this one is worker 0)."""
+        out = Stalls()
+        for i, part in enumerate([self, *others]):
+            for name in ("after", "due", "woke", "cause"):
+                getattr(out, name).extend(getattr(part, name))
+            out.worker.extend([i] * len(part))
+        return out
+
+    def shifted(self, offset_ns: int) -> Stalls:
+        """The same stalls on a clock `offset_ns` behind (a Ray actor's, on the driver's)."""
+        out = Stalls()
+        out.after, out.due, out.woke = (array("q", [t - offset_ns for t in col]) for col in (self.after, self.due, self.woke))
+        out.cause, out.worker = array("b", self.cause), array("h", self.worker)
+        return out

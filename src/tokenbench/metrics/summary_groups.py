@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tokenbench.metrics.stalls import CAUSES, Stall
+from tokenbench.metrics.stalls import CAUSES, Stalls
 
 Number = int | float
 
@@ -38,6 +38,8 @@ class Group(BaseModel):
 class ClientHealth(Group):
     """How the client itself fared while the cell ran (the load runner; per-worker figures merged)."""
 
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
     loop_lag_p50_ms: float | None = None       # event-loop wake-up lateness (load/lag.py)
     loop_lag_p99_ms: float | None = None
     loop_lag_max_ms: float | None = None
@@ -55,8 +57,8 @@ class ClientHealth(Group):
     client_wait_percent: float | None = None            # run delay / wall time (several workers: the worst)
     client_involuntary_switches: Number | None = None   # the loop's thread preempted (summed over workers)
     host_steal_percent: float | None = None             # a VM's CPUs taken by the hypervisor (all CPUs)
-    stalls: list[Stall] = Field(default_factory=list, exclude=True)   # each stall, while the cell is summed
-                                                                      # (not stored: the bounds are)
+    stalls: Stalls = Field(default_factory=Stalls, exclude=True)   # each stall, while the cell is summed
+                                                                   # (not stored: the bounds are)
 
     def busiest_cpu_percent(self) -> float:
         """CPU of the busiest client process (per-worker maximum when the cell ran several)."""
@@ -83,7 +85,7 @@ def _worst(values: list[float | None]) -> float | None:
 
 def _merged_stalls(parts: list[ClientHealth]) -> dict[str, Any]:
     """Every worker's stalls (each tagged with its worker), their time by cause summed, the worst wait."""
-    stalls = [s.model_copy(update={"worker": i}) for i, p in enumerate(parts) for s in p.stalls]
+    stalls = parts[0].stalls.merged([p.stalls for p in parts[1:]])
     by_cause = {c: sum((p.stall_ms or {}).get(c, 0.0) for p in parts) for c in CAUSES}
     out: dict[str, Any] = {"stalls": stalls, "stall_count": sum(p.stall_count or 0 for p in parts),
                            "stall_ms": {c: v for c, v in by_cause.items() if v}}

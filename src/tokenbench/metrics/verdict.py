@@ -41,7 +41,6 @@ class VerdictPolicy:
 class Verdict:
     status: Status
     message: str = ""                    # why, one line ("" when ok)
-    lag_tolerated: str | None = None     # (results of earlier versions: a whole cell's lag tolerated)
     unreachable: str | None = None       # the server stopped accepting connections (the cell stopped sending)
     marks: dict[str, FigureMark] = field(default_factory=dict)   # figures the client's delays may have moved
 
@@ -51,7 +50,7 @@ class Verdict:
 
     def marked(self, summary: CellSummary) -> CellSummary:
         """The summary with the verdict's marks (kept in the stored summary, read by the report)."""
-        extra: dict = {"client_lag_tolerated": self.lag_tolerated} if self.lag_tolerated else {}
+        extra: dict = {}
         if self.unreachable:
             extra["server_unreachable"] = True
         if self.marks:
@@ -100,4 +99,4 @@ def cell_verdict(seen: Outcomes, summary: CellSummary, policy: VerdictPolicy, pl
     status, message = verdict(seen, policy.allow_mismatch, policy.max_error_rate, policy.api_key_sent)
     marks = client_health_verdict(summary)
     lost = _gone(seen, policy, planned)
-    return Verdict("failed", lost, None, lost, marks) if lost else Verdict(status, message, marks=marks)
+    return Verdict("failed", lost, lost, marks) if lost else Verdict(status, message, marks=marks)
