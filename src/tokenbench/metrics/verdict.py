@@ -16,7 +16,7 @@ from tokenbench.metrics.figure_marks import FigureHealth, FigureMark
 from tokenbench.metrics.stalls import PROBE_RESOLUTION_NS
 from tokenbench.metrics.verify import UNREACHABLE_AFTER, Outcomes, unreachable, verdict
 
-Status = Literal["ok", "failed", "invalid", "skipped"]
+Status = Literal["ok", "failed", "invalid", "skipped", "interrupted"]
 
 # Client health: the accuracy tokenbench claims for a published latency figure is CLAIM_REL of the
 # figure or CLAIM_ABS_MS, whichever is larger (the absolute part is calibrate's delivery limit); for a

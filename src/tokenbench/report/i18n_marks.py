@@ -14,7 +14,10 @@ EN: dict[str, str] = {
                    "measure the client: {reason}",
     "mark.moved": "{mark} {cell}: {figures} may be off by more than its tolerance (± the most the delays "
                   "measured could have moved it); the cell's other figures are clean. Cause: {reason}",
+    "mark.spec_random": "{mark} {cell}: {reason}",
     "mark.skipped": "{mark} {cell}: not measured: {reason}",
+    "mark.interrupted": "{mark} {cell}: not a complete cell, the figures cover only the requests that finished: "
+                        "{reason}",
     "mark.unknown": "{mark} {cell}: verdict unknown to this version: {reason}",
     "mark.no_reason": "no reason stored",
     "cause.client_cpu": "the client's own work held its event loop (client overloaded; busiest client process "
@@ -35,12 +38,15 @@ EN: dict[str, str] = {
     "mark.name.mismatch": "length mismatch tolerated",
     "mark.name.lagged": "client lag tolerated",
     "mark.name.moved": "this figure may be off by more than its tolerance (client delay or a buffered stream)",
+    "mark.name.spec_random": "random prompts to a speculative server",
     "mark.name.skipped": "not measured",
+    "mark.name.interrupted": "interrupted",
     "mark.name.unknown": "unknown verdict",
     "mark.legend": ("Marks: {marks}. A marked figure is not a trustworthy measurement; a ratio built on one "
                     "reads n/a; a repeat that is not ok never enters a mean."),
-    "mark.hollow": ("Hollow points are cells that are not ok (failed, invalid, or a tolerated length mismatch or client lag), "
-                    "or figures the client's delays may have moved; the lines join only the clean points."),
+    "mark.hollow": ("Hollow points are cells that are not ok (failed, invalid, interrupted, a tolerated length "
+                    "mismatch or client lag, or random prompts to a speculative server), or figures the "
+                    "client's delays may have moved; the lines join only the clean points."),
 }
 
 ZH: dict[str, str] = {
@@ -51,6 +57,7 @@ ZH: dict[str, str] = {
     "mark.mismatch": "{mark} {cell}：{reason} 个请求的长度与要求不符（--allow-length-mismatch 容忍）："
                      "数字并非所要求负载的结果",
     "mark.lagged": "{mark} {cell}：客户端滞后（--allow-client-lag 容忍），数字可能反映的是客户端：{reason}",
+    "mark.spec_random": "{mark} {cell}：投机解码服务端收到的是随机提示，接受率（以及 TPOT、吞吐）不代表真实文本：{reason}",
     "mark.moved": "{mark} {cell}：{figures} 可能超出容差（± 为所测延迟可能造成的最大偏移）；该单元的其他数字可信。原因：{reason}",
     "cause.client_cpu": "客户端自身的工作阻塞了事件循环（客户端过载；最忙的客户端进程占用 {cpu} 个核）：请使用 --workers N 或减轻负载",
     "cause.host_contention": "主机争用：客户端就绪时 CPU 被其他进程占用（它在该单元中有 {wait} 的时间在等待 CPU）："
@@ -60,6 +67,7 @@ ZH: dict[str, str] = {
     "cause.buffering": "客户端事件循环空闲时数据流成块到达（{chunks} 个 token 块与许多其他块一起读到）："
                        "服务端或代理在缓冲数据流，无法通过它测量 ITL（请关闭缓冲，如 nginx proxy_buffering off）",
     "mark.skipped": "{mark} {cell}：未测量：{reason}",
+    "mark.interrupted": "{mark} {cell}：不是完整的单元，数字只涵盖中断前完成的请求：{reason}",
     "mark.unknown": "{mark} {cell}：本版本不认识的判定：{reason}",
     "mark.no_reason": "未记录原因",
     "mark.name.failed": "失败",
@@ -69,8 +77,10 @@ ZH: dict[str, str] = {
     "mark.name.mismatch": "容忍了长度不符",
     "mark.name.lagged": "容忍了客户端滞后",
     "mark.name.moved": "该数字可能超出容差（客户端延迟或缓冲的数据流）",
+    "mark.name.spec_random": "投机解码服务端收到随机提示",
     "mark.name.skipped": "未测量",
+    "mark.name.interrupted": "已中断",
     "mark.name.unknown": "未知判定",
     "mark.legend": "标记：{marks}。带标记的数字不是可信的测量；基于它的比值显示 n/a；不合格的重复不计入平均值。",
-    "mark.hollow": "空心点表示不合格的单元（失败、无效、容忍了长度不符或客户端滞后）或可能被客户端延迟偏移的数字；折线只连接可信的点。",
+    "mark.hollow": "空心点表示不合格的单元（失败、无效、已中断、容忍了长度不符或客户端滞后，或投机解码服务端收到随机提示）或可能被客户端延迟偏移的数字；折线只连接可信的点。",
 }
