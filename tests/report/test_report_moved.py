@@ -4,6 +4,7 @@ nowhere else: the cell stays ok, its other figures are plain and get their inter
 
 from __future__ import annotations
 
+import pytest
 from report_fixtures import ENV, facts, profile, records
 
 from tokenbench.cli.main import main
@@ -17,6 +18,7 @@ from tokenbench.report.build import build_report
 from tokenbench.report.compare import compare
 from tokenbench.report.document import Cell, Table
 from tokenbench.report.i18n import t
+from tokenbench.report.verdicts import VERDICT_METRICS
 from tokenbench.spec.bench import Load
 from tokenbench.store.rows import CellRow
 
@@ -96,3 +98,46 @@ def test_the_terminal_table_marks_the_figure_alone(capsys):
     printed = capsys.readouterr().out
     assert "612.00~" in printed and "41.25 " in printed and "401.50 " in printed
     assert "p99_ttft_ms ±40" in printed and "waited 9.0 %" in printed
+
+
+def _bench(ref_url: str, db: str, name: str) -> None:
+    assert main(["bench", "--base-url", ref_url, "--input-len", "16", "--output-len", "48", "--concurrency", "4",
+                 "--num-prompts", "12", "--warmup-requests", "0", "--db", db, "--name", name]) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.client_health
+def test_compare_of_two_measured_runs_judges_the_clean_figures_and_names_a_buffering_proxy(store):
+    """Two runs measured against the reference server, the second behind a proxy that buffers the stream
+    in 4 KiB pieces: its ITL percentiles are marked with buffering (the cause named, no advice to add
+    workers), the cell stays ok, and `compare` refuses a verdict exactly on the figures marked in either
+    run and gives one on every other; mean TPOT, which buffering cannot move, gets its verdict unless the
+    host's own contention marked it (then its mark says so)."""
+    from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
+    buffered = ReferenceConfig(ttft_ms=50, itl_ms=10, faults={"proxy_buffer": 1.0})
+    with ReferenceProcess(ReferenceConfig(ttft_ms=50, itl_ms=10)) as plain, ReferenceProcess(buffered) as proxy:
+        _bench(plain.url, str(store.path), "plain")
+        _bench(proxy.url, str(store.path), "buffered")
+    ids = {r.spec.get("name"): r.id for r in store.runs()}
+    cells = {name: load_run(store, ids[name]).cells_of("default")[0] for name in ("plain", "buffered")}
+    b = cells["buffered"]
+    assert b.state.ok and {"median_itl_ms", "p99_itl_ms"} <= set(b.summary.figures.client_marks)
+    causes = {k: m.cause for c in cells.values() for k, m in (c.summary.figures.client_marks or {}).items()}
+    assert b.figure_state("p99_itl_ms").reason == "buffering"
+    assert all(k.endswith("_itl_ms") and not k.startswith("mean") for k, c in causes.items() if c == "buffering")
+    doc, _ = compare(store, [ids["plain"], ids["buffered"]], "en", "T")
+    rows, verdicts = _rows(doc, "verdicts"), [b for b in doc.blocks if isinstance(b, Table) and b.role == "verdicts"]
+    judged = 0
+    for m in VERDICT_METRICS:
+        row = next((r for r in rows if r[1] == t("en", f"vm.{m.name}") + f" {m.stat}"), None)
+        if row is None:
+            continue
+        moved = any(c.figure_state(m.key).kind == "moved" for c in cells.values())
+        refused = isinstance(row[-1], Cell) and row[-1].text.startswith("refused")
+        assert refused == moved, (m.key, row[-1])
+        judged += not refused
+    assert judged >= 1
+    notes = " ".join(n for tb in verdicts for n in tb.footnotes)
+    assert "buffers it" in notes and "proxy_buffering off" in notes
+    if "client_cpu" not in causes.values():
+        assert "--workers" not in notes
