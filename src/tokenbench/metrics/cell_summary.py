@@ -12,6 +12,8 @@ from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict
 
+from tokenbench.metrics.server_cache import ServerCache
+from tokenbench.metrics.sessions import SessionFigures
 from tokenbench.metrics.summary_groups import ClientHealth, Group, MonitorFigures, Number, WorkloadFacts
 
 Latency = Literal["ttft", "tpot", "itl", "e2el", "ntpot", "queue", "ttfc", "connect"]
@@ -19,7 +21,8 @@ Statistic = Literal["mean", "median", "std", "min", "max", "p50", "p90", "p95", 
 Rate = Literal["request_throughput", "output_throughput", "total_token_throughput", "request_goodput"]
 LATENCIES: tuple[Latency, ...] = ("ttft", "tpot", "itl", "e2el")           # vLLM's four
 STATISTICS: tuple[Statistic, ...] = ("mean", "median", "std", "min", "max", "p50", "p90", "p95", "p99")
-GROUPS: dict[str, type[Group]] = {"health": ClientHealth, "facts": WorkloadFacts, "monitor": MonitorFigures}
+GROUPS: dict[str, type[Group]] = {"health": ClientHealth, "facts": WorkloadFacts, "monitor": MonitorFigures,
+                                   "sessions": SessionFigures, "server_cache": ServerCache}
 RATES: tuple[Rate, ...] = ("output_throughput", "request_throughput", "request_goodput")
 KEY_OF_STAT: dict[str, Statistic] = {"mean": "mean", "p50": "median", "p90": "p90", "p99": "p99"}
 
@@ -160,6 +163,8 @@ class CellSummary(BaseModel):
     client_lag_tolerated: str | None = None  # the verdict: --allow-client-lag kept the cell ok despite this
     server_unreachable: bool | None = None   # the verdict: the server went away (`--resume` runs it again)
     monitor: MonitorFigures | None = None
+    sessions: SessionFigures | None = None     # a sessions cell: its shape and figures by turn (metrics/sessions.py)
+    server_cache: ServerCache | None = None    # the server's prefix-cache counters over the cell (metrics/server_cache.py)
     # other tools' results (`tokenbench import`)
     source: str | None = None
     notes: str | None = None

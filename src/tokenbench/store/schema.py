@@ -111,6 +111,9 @@ MIGRATIONS: list[tuple[int, str]] = [
         "ALTER TABLE requests ADD COLUMN expected_prompt_tokens INTEGER;\n"
         "ALTER TABLE requests ADD COLUMN connect_ns INTEGER NOT NULL DEFAULT 0;\n"
         "ALTER TABLE requests ADD COLUMN connect_in_ttft INTEGER NOT NULL DEFAULT 0;"),
+    # 5: a request that is a turn of a session (sessions workload): its session and turn
+    (5, "ALTER TABLE requests ADD COLUMN session_id TEXT;\n"
+        "ALTER TABLE requests ADD COLUMN turn INTEGER;"),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -7,7 +7,10 @@ import json
 from collections.abc import Iterator
 
 from tokenbench.deploy.engines import has_adapter, metric_names
+from tokenbench.errors import TargetError
+from tokenbench.metrics.server_cache import ServerCache
 from tokenbench.metrics.summary_groups import MonitorFigures
+from tokenbench.monitor.counters import window
 from tokenbench.monitor.runner import Monitor
 from tokenbench.monitor.samplers import HostSampler, NpuSmiSampler, NvidiaSmiSampler, PrometheusSampler
 from tokenbench.monitor.summary import queue_cross_check, summarize
@@ -25,6 +28,39 @@ class CellMonitor:
 
     def rows(self) -> list[tuple]:
         return [(s.t_ns, s.source, s.name, s.value, json.dumps(s.labels)) for s in self.samples]
+
+
+class PhaseCounters:
+    """The server's cumulative counters (the adapters' `counters`: monitor/counters.py) read twice, when the
+    measured phase starts (`mark`: the warmup's last answer is in, or before a cell without warmup) and when
+    the cell has ended (`figures`), so their increase is the measured phase's to the token: the monitor's
+    own scrapes are throttled and may miss either end. A server without /metrics, or without the counters,
+    gives no figures."""
+
+    def __init__(self, server) -> None:
+        engine = server.facts.engine if has_adapter(server.facts.engine) else "auto"
+        self.sampler = PrometheusSampler(server.base_url, metric_names(), engine)
+        self.start: list = []
+
+    def mark(self) -> None:
+        self.start = self._read()
+
+    def _read(self) -> list:
+        try:
+            return self.sampler.sample()
+        except TargetError:
+            return []
+
+    def figures(self) -> ServerCache | None:
+        if not self.start:
+            return None
+        samples = self.start + self._read()
+        for names in metric_names().values():
+            found = window(samples, names.get("counters", {}))
+            if found.increases and found.from_ns is not None and found.to_ns is not None and found.to_ns > found.from_ns:
+                return ServerCache.of(found.get("prefix_queries"), found.get("prefix_hits"),
+                                      (found.to_ns - found.from_ns) / 1e9)
+        return None
 
 
 _warned: set[str] = set()

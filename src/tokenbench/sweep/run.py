@@ -27,7 +27,7 @@ from tokenbench.store.db import Store
 from tokenbench.store.journal import Journal
 from tokenbench.store.rows import CellRow, KvUse
 from tokenbench.sweep import capacity
-from tokenbench.sweep.monitoring import cell_monitor
+from tokenbench.sweep.monitoring import PhaseCounters, cell_monitor
 from tokenbench.sweep.plan import (
     Plan,
     PlannedCell,
@@ -270,22 +270,32 @@ class StudyRunner:
         self.capacity[config.name] = lines
         self.capacity_done.add(config.name)
 
-    def job(self, launch: _Launch, cell: PlannedCell) -> CellJob:
-        """The cell as it is handed down: built here, once, for every command."""
+    def job(self, launch: _Launch, cell: PlannedCell, counters: PhaseCounters | None = None) -> CellJob:
+        """The cell as it is handed down: built here, once, for every command. `counters` are read when the
+        warmup's last answer is in (the measured phase starts)."""
+        def on_progress(p: CellProgress) -> None:
+            if counters is not None and p.phase == "warmup" and p.done == p.total:
+                counters.mark()
+            self.ev.cell_progress(cell, p)
         return CellJob(launch.endpoint, self.plan.spec, cell.workload, cell.load, self.executor,
-                       self.settings.keep_records, lambda p: self.ev.cell_progress(cell, p))
+                       self.settings.keep_records, on_progress)
 
     async def _run_cell(self, launch: _Launch, cell: PlannedCell) -> CellRow:
         """Run one cell on the launched server, store it, tell the listeners; the stored row."""
         server = launch.server
         reset_prefix_cache(server)
         self.ev.cell_started(cell)
+        counters = PhaseCounters(server)
+        if cell.load.warmup_count() == 0:
+            counters.mark()
         with cell_monitor(server, self.plan.spec.monitor_interval_s, self.ev.log) as mon:
-            result = await run_cell(launch.session, self.job(launch, cell))
+            result = await run_cell(launch.session, self.job(launch, cell, counters))
         kv = _kv(cell, launch.kv_cap)
         gone = _gone(server, result)
+        cache = counters.figures()
         row = CellRow.measured(cell, result, kv).with_summary(
-            result.summary.with_(monitor=mon.summary(int(result.summary.total_output_tokens or 0), kv.over)))
+            result.summary.with_(monitor=mon.summary(int(result.summary.total_output_tokens or 0), kv.over),
+                                 **({"server_cache": cache} if cache else {})))
         self.journal.add(launch.config_id, row, result.all_records(), mon.rows(), cell.config.name)
         self.attempted.add((cell.config.name, cell.key, cell.repeat))
         self.ev.cell_stored(cell, row, result)

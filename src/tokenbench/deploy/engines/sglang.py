@@ -140,4 +140,10 @@ METRIC_NAMES: dict[str, Any] = {
         "generation_tokens": {"metrics": ["sglang:generation_tokens_total"], "reduce": "sum"},
         "kv_capacity_tokens": {"metrics": ["sglang:max_total_num_tokens"], "reduce": "max"},
     },
+    # read over a cell (monitor/counters.py): prefix-cache hits in tokens (counters); cached tokens are
+    # counted per source (device, host, storage) or, without details, as source "total": all are summed
+    "counters": {
+        "prefix_queries": "sglang:prompt_tokens_total",
+        "prefix_hits": "sglang:cached_tokens_total",
+    },
 }

@@ -122,4 +122,9 @@ METRIC_NAMES = {
                                "products": [["kv_cache_size_tokens"], ["num_gpu_blocks", "block_size"]],
                                "reduce": "max"},
     },
+    # read over a cell (monitor/counters.py): prefix-cache hits, in tokens
+    "counters": {
+        "prefix_queries": "vllm:prefix_cache_queries_total",
+        "prefix_hits": "vllm:prefix_cache_hits_total",
+    },
 }
