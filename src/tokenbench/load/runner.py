@@ -205,9 +205,11 @@ class _Sender:
         n, ramp = load.users or 1, int((load.ramp_up_s or 0) * 1e9)
 
         async def user(u: int) -> None:
-            await self.clock.sleep_until(t0 + ramp * u // n)
-            while self._before(deadline_ns, self.clock.now_ns()) and await self.out.room() and (item := self.pool.take()):
-                await self._converse(item[1], self.clock.now_ns(), deadline_ns)
+            due = t0 + ramp * u // n                   # the user's start; then each time a session ends
+            await self.clock.sleep_until(due)
+            while self._before(deadline_ns, due) and await self.out.room() and (item := self.pool.take()):
+                await self._converse(item[1], due, deadline_ns)
+                due = self.clock.now_ns()
 
         await asyncio.gather(*(user(u) for u in range(n)))
 
