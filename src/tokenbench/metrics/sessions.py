@@ -58,18 +58,17 @@ class SessionFigures(Group):
     turn_ttft_p50_ms: list[float | None] | None = None
     turn_tpot_mean_ms: list[float | None] | None = None
 
-    def shape(self) -> tuple:
-        """What two sessions cells must share to be compared (users or rate, turns, lengths, think time,
-        system prompt, what the assistant turns are)."""
-        return (self.users, self.rate, self.ramp_up_s, self.turns, self.user_len, self.output_len, self.system_len,
-                self.system_shared, self.think_time_s, self.think_time_dist, self.assistant_turns, self.api)
-
     def shape_text(self) -> str:
-        load = f"{self.users} users" if self.users is not None else f"{self.rate:g} sessions/s"
+        """What two sessions cells must share to be compared, the load's size apart (the cells' x): turns,
+        lengths, system prompt, think time, what the assistant turns are, the API, the ramp."""
         system = f", system {self.system_len}{' shared' if self.system_shared else ''}" if self.system_len else ""
         think = f", think {self.think_time_s:g} s {self.think_time_dist}" if self.think_time_s else ""
-        return (f"{load} x {self.turns} turns of {self.user_len}+{self.output_len} tokens{system}{think}, "
-                f"{self.assistant_turns} replies, {self.api}")
+        ramp = f", ramp {self.ramp_up_s:g} s" if self.ramp_up_s else ""
+        return (f"{self.turns} turns of {self.user_len}+{self.output_len} tokens{system}{think}, "
+                f"{self.assistant_turns} replies, {self.api}{ramp}")
+
+    def load_text(self) -> str:
+        return f"{self.users} users" if self.users is not None else f"{self.rate:g} sessions/s"
 
 
 def shape_of(wl: Workload, load: Load) -> SessionFigures:
