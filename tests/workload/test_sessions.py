@@ -73,6 +73,7 @@ def study(**kw) -> dict:
     ({"client": {"workers": 2}}, "one client process"),
     ({"requests": {"num_prompts": 8}}, "counts sessions"),
     ({"users": [], "session_rates": [1.0], "ramp_up_s": 2}, "needs users"),
+    ({"find_capacity": True, "slo": {"ttft_ms": 500}}, "load is in users"),
 ])
 def test_a_sessions_study_takes_users_or_session_rates(kw, msg):
     with pytest.raises(ValidationError, match=msg):

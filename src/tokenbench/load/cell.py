@@ -19,6 +19,7 @@ from tokenbench.client.records import Phase, RequestRecord
 from tokenbench.client.request import PreparedRequest, Prompt, prepare
 from tokenbench.client.spool import Spool
 from tokenbench.client.transport import Session
+from tokenbench.errors import UsageError
 from tokenbench.load.executors import Executor, InProcess
 from tokenbench.load.runner import CellRun, Phases, Sessions, Work
 from tokenbench.load.target import Endpoint
@@ -258,6 +259,10 @@ def _warmup_load(load: Load, count: int) -> Load | None:
 async def run_cell(session: Session, job: CellJob) -> CellResult:
     """Prompts, warmup, the measured phase (on the job's executor), then the summary and the verdict."""
     wl, load = job.workload, job.load
+    if (wl.kind == "sessions") != load.sessions:
+        raise UsageError(f"cell {job.key}: a sessions workload runs under a load of users or session starts, "
+                         "and only it does", "give users (--users) or session_rate (--session-rate) with "
+                         "--dataset-name sessions")
     n_warm = load.warmup_count()
     work = _sessions(job, n_warm) if load.sessions else _requests(job, n_warm)
     prompts = work.prompts

@@ -155,16 +155,18 @@ class StudySpec(StrictModel):
     def _axes(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
         return {SHORT_KEYS.get(k, k): vals for k, vals in v.items()}
 
+    def _no_session_load(self) -> None:
+        for name in ("users", "session_rates", "ramp_up_s"):
+            if getattr(self, name):
+                raise ValueError(f"{name} applies to a sessions workload (--dataset-name sessions)")
+        if self.requests.num_sessions is not None:
+            raise ValueError("requests.num_sessions applies to a sessions workload (--dataset-name sessions)")
+
     @model_validator(mode="after")
     def _session_axis(self) -> "StudySpec":
         """A sessions study's load is in users or session starts; other workloads take neither."""
-        sessions = self.workload.kind == "sessions"
-        if not sessions:
-            for name in ("users", "session_rates", "ramp_up_s"):
-                if getattr(self, name):
-                    raise ValueError(f"{name} applies to a sessions workload (--dataset-name sessions)")
-            if self.requests.num_sessions is not None:
-                raise ValueError("requests.num_sessions applies to a sessions workload (--dataset-name sessions)")
+        if self.workload.kind != "sessions":
+            self._no_session_load()
             return self
         if self.concurrency or self.rates or self.max_concurrency:
             raise ValueError("a sessions workload's load is in users (--users 1,4,16) or session starts per second "
@@ -177,7 +179,10 @@ class StudySpec(StrictModel):
                              "(--num-sessions) instead of num_prompts")
         if self.ramp_up_s is not None and not self.users:
             raise ValueError("ramp_up_s spreads the starts of users: it needs users (--users)")
-        if not self.find_capacity and not self.users and not self.session_rates:
+        if self.find_capacity:
+            raise ValueError("find_capacity searches a concurrency; a sessions workload's load is in users: "
+                             "give the users to measure (--users 1,4,16)")
+        if not self.users and not self.session_rates:
             raise ValueError("the users axis is empty: give 'users: [1, 4, ...]' (--users) or 'session_rates' "
                              "(--session-rate)")
         return self
