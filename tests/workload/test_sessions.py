@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 import pytest
 from pydantic import ValidationError
 
+from tokenbench.cli import bench, flags
 from tokenbench.client.records import RawExchange
 from tokenbench.client.request import PreparedRequest, prepare
 from tokenbench.client.returned import returned
-from tokenbench.errors import SpecError
+from tokenbench.errors import SpecError, TargetError
 from tokenbench.load import runner
 from tokenbench.spec.bench import Load, Workload
 from tokenbench.spec.study import StudySpec
@@ -303,3 +304,32 @@ def test_a_sessions_load_takes_conversations_only():
 def test_a_planned_cell_knows_its_width_in_users():
     cell = PlannedCell(ServerConfig("d", ()), sessions(), Load(users=3, num_sessions=3), 0)
     assert cell.width == 3 and Load(users=3, num_sessions=3).warmup_count() == 3
+
+
+def test_a_tokenizer_that_fails_ends_the_session_and_says_why():
+    class Broken(_Words):
+        def encode(self, text: str) -> list[int]:
+            raise TargetError("http://h:1/tokenize is not available (HTTP 404)", "pass --tokenizer DIR")
+
+    clock = FakeClock()
+    server = Server(clock, give_ids=False)
+    wl = sessions()
+    ctx = Context(wl, lambda p: prepare("http://h:1", "completions", "m", p, None), Broken())
+    run = asyncio.run(runner.run_phase(server.send, runner.Sessions(conversations(None, maker(wl), ctx, 2), 2),
+                                       runner.PhasePlan("measure", Load(users=2, num_sessions=2)), clock=clock))
+    assert len(run.records) == 2 and all(r.ok for r in run.records)          # what was measured is kept
+    assert ctx.feedback.cut_short == 2 and "could not be re-tokenized" in ctx.feedback.problem
+
+
+def test_the_bench_flags_make_a_sessions_study():
+    args = ["--base-url", "http://127.0.0.1:1", "--dataset-name", "sessions", "--turns", "5", "--input-len", "64",
+            "--output-len", "16", "--users", "1,8", "--system-prompt-len", "128", "--shared-system-prompt",
+            "--think-time", "2", "--think-time-dist", "uniform", "--assistant-turns", "fixed", "--ramp-up-s", "4",
+            "--num-sessions", "16", "--session-header", "X-User"]
+    ctx = bench.command.make_context("bench", list(args))
+    spec = flags.validate(flags.study_data(ctx.params, flags.SHARED))
+    wl, [a, b] = spec.workloads()[0], plan(spec).cells
+    assert (wl.turns, wl.system_prompt_len, wl.shared_system_prompt, wl.think_time_s, wl.think_time_dist,
+            wl.assistant_turns, wl.session_header, wl.input_len, wl.output_len) == (
+        5, 128, True, 2.0, "uniform", "fixed", "X-User", 64, 16)
+    assert (a.load.users, b.load.users, b.load.num_sessions, b.load.ramp_up_s) == (1, 8, 16, 4.0)

@@ -290,6 +290,7 @@ def _result(job: CellJob, work: _Work, n_meas: int | None, sink: _Intake, run: C
         summary = summary.with_(sessions=_session_figures(job, work.feedback, sink.turns))
     verdict = cell_verdict(sink.seen, summary, load, job.verdict_policy, n_meas)
     notes = prompts.notes + exhausted_note(run.client_health, load, sink.seen.n)
+    notes += [work.feedback.problem] if work.feedback is not None and work.feedback.problem else []
     if run.stopped:
         notes.append(f"stopped by the user after {run.client_health.stopped_after_s or 0:.1f} s: the cell is the "
                      f"{sink.seen.n} requests that finished before (requests cut off are stored as cancelled)")

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from tokenbench.client.records import RawExchange
 from tokenbench.client.request import Message, PreparedRequest, Prompt, SessionTurn
 from tokenbench.client.returned import Returned, returned
+from tokenbench.errors import TokenbenchError
 from tokenbench.spec.bench import Workload
 from tokenbench.workload.chat import Tokenizer, exact_text, probe_messages
 from tokenbench.workload.random_ids import cell_rng, random_ids
@@ -63,6 +64,7 @@ class Feedback:
     returned_ids: int = 0             # assistant turns fed back as the ids the server returned
     retokenized: int = 0              # ... as the returned text, re-tokenized (no ids sent, or chat)
     fixed: int = 0                    # ... as fixed seeded content
+    problem: str = ""                 # why a session could not go on (the first time): its answer's tokens
 
 
 def think_ns(rng: random.Random, wl: Workload) -> int:
@@ -159,7 +161,13 @@ class Conversation:
             fb.completed += answer.ok
             fb.cut_short += not answer.ok
             return None
-        reply, count = await self._reply(answer, k)
+        try:
+            reply, count = await self._reply(answer, k)
+        except TokenbenchError as exc:          # the tokenizer failed: the session cannot go on
+            fb.cut_short += 1
+            fb.problem = fb.problem or (f"a session ended: its answer could not be re-tokenized ({exc.one_line()}); "
+                                        "use --assistant-turns fixed, or --tokenizer DIR")
+            return None
         self._remember(self.plan.users[k], reply, count)
         self.turn = k + 1
         return NextTurn(self._request(k + 1), self.plan.think_ns[k])
