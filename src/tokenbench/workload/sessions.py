@@ -26,8 +26,9 @@ from dataclasses import dataclass, field, replace
 from tokenbench.client.records import RawExchange
 from tokenbench.client.request import Message, PreparedRequest, Prompt, SessionTurn
 from tokenbench.client.returned import Returned, returned
-from tokenbench.errors import TokenbenchError
+from tokenbench.errors import TokenbenchError, UsageError
 from tokenbench.spec.bench import Workload
+from tokenbench.workload.build import Target
 from tokenbench.workload.chat import Tokenizer, exact_text, probe_messages
 from tokenbench.workload.random_ids import cell_rng, random_ids
 from tokenbench.workload.vocab import Vocab
@@ -137,8 +138,12 @@ class Conversation:
         self.ids: list[int] = list(plan.system) if isinstance(plan.system, tuple) else []
         self.messages: list[Message] = [("system", plan.system)] if isinstance(plan.system, str) else []
         self.content = wl.system_prompt_len or 0           # content tokens of the history (chat)
-        self.session = lambda k: SessionTurn(plan.session_id, k, wl.session_header,
-                                             not ctx.chat and wl.assistant_turns == "returned")
+
+    def session(self, k: int) -> SessionTurn:
+        """Turn k's session facts: the id and its header; completions with returned answers ask for their ids."""
+        wl = self.ctx.wl
+        return SessionTurn(self.plan.session_id, k, wl.session_header,
+                           not self.ctx.chat and wl.assistant_turns == "returned")
 
     def first(self) -> PreparedRequest:
         self.ctx.feedback.started += 1
@@ -205,7 +210,7 @@ def _messages(plan: SessionPlan, k: int, filler: list[Content]) -> list[dict]:
     return [*msgs, {"role": "user", "content": plan.users[k]}]
 
 
-def template_overheads(t, plan: SessionPlan, maker: Maker) -> list[int]:
+def template_overheads(t: Target, plan: SessionPlan, maker: Maker) -> list[int]:
     """Chat: the tokens the server's template adds to turn k's prompt, for every k (1-token requests with
     the plan's texts and exact fillers of output_len for the answers): prompt tokens minus content tokens."""
     wl = maker.wl
@@ -219,7 +224,7 @@ def template_overheads(t, plan: SessionPlan, maker: Maker) -> list[int]:
     return out
 
 
-def conversations(t, maker: Maker, ctx: Context, count: int | None) -> Iterator[Conversation]:
+def conversations(t: Target | None, maker: Maker, ctx: Context, count: int | None) -> Iterator[Conversation]:
     """The cell's sessions in order (`count` None: as many as the duration takes). Completions make each
     when a user takes it; chat sessions (their texts tokenized through `t`'s tokenizer) are made first, at
     most CHAT_SESSIONS_MAX without a count, and the template's tokens per turn measured on a session of
@@ -228,6 +233,8 @@ def conversations(t, maker: Maker, ctx: Context, count: int | None) -> Iterator[
     if not ctx.chat:
         numbers = range(count) if count is not None else itertools.count()
         return (Conversation(maker.plan(n), ctx) for n in numbers)
+    if t is None:
+        raise UsageError("chat sessions measure the chat template on the server", "give the server (its target)")
     plans = [maker.plan(n) for n in range(count if count is not None else CHAT_SESSIONS_MAX)]
     probe = replace(maker, key=f"{maker.key}/probe").plan(0)      # content no measured session shares
     ctx.overheads = template_overheads(t, probe, maker)
