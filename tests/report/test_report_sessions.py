@@ -11,9 +11,9 @@ import pytest
 from tokenbench.client.records import RequestRecord
 from tokenbench.errors import MeasurementError
 from tokenbench.judge.views import load_run
-from tokenbench.metrics.server_cache import ServerCache
 from tokenbench.metrics.sessions import SessionFigures, TurnTally, shape_of
 from tokenbench.metrics.summary import summarize
+from tokenbench.metrics.summary_groups import ServerCounters
 from tokenbench.metrics.uncertainty import within
 from tokenbench.report import render
 from tokenbench.report.build import build_report
@@ -63,7 +63,8 @@ def sessions_cell(store: Store, run_id: str, think: float = 0.0, ttft=TTFT) -> s
                                              "replies_retokenized": 0, "replies_fixed": 0, **tally.figures()})
     cached, prompt = sum(r.cached_tokens or 0 for r in recs), sum(r.prompt_tokens or 0 for r in recs)
     summary = summarize(recs, load, USER, OUT).with_(
-        sessions=figures, server_cache=ServerCache.of(prompt, cached, 1.0))
+        sessions=figures, counters=ServerCounters(server_prefix_cache_queries=prompt, server_prefix_cache_hits=cached,
+                                                  server_prefix_cache_hit_rate=cached / prompt))
     store.create_run("bench", "http://127.0.0.1:8000", {}, ["tokenbench", "bench"], {}, run_id=run_id)
     cid = store.upsert_config(run_id, "default", status="done")
     key = f"{wl.label}/{load.label}"

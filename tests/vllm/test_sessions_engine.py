@@ -40,14 +40,17 @@ def test_session_hit_rate_matches_vllms_counters_and_later_turns_beat_a_single_t
         assert r.prompt_tokens == SYSTEM + (r.turn or 0) * (USER + OUT) + USER
         assert r.cached_tokens is not None and r.cached_tokens % VLLM_CPU_BLOCK == 0
     s, figures = cell.summary, cell.summary.sessions
-    assert s.server_cache is not None and s.server_cache.hit_rate and s.cache_hit_rate
-    assert abs(s.cache_hit_rate - s.server_cache.hit_rate) <= 0.01 * s.server_cache.hit_rate
+    counters = s.counters
+    assert counters is not None and counters.cache_hit_source == "usage"
+    assert counters.server_prefix_cache_hit_rate and s.cache_hit_rate
+    assert abs(s.cache_hit_rate - counters.server_prefix_cache_hit_rate) <= 0.01 * counters.server_prefix_cache_hit_rate
     assert figures is not None and figures.turn_ttft_hi_ms is not None and figures.turn_ttft_mean_ms is not None
     reference = within(np.asarray([ttft_ms(r) for r in single.results[0].records]), "mean")
     assert figures.turn_ttft_hi_ms[-1] < reference.lo, (figures.turn_ttft_mean_ms, reference)
     history = max(cacheable_tokens(SYSTEM + 2 * (USER + OUT) + USER, OUT, VLLM_CPU_BLOCK), 0)
     print(f"\nsessions {USERS}x{TURNS}: hit rate {s.cache_hit_rate:.4f} (responses) vs "
-          f"{s.server_cache.hit_rate:.4f} (vllm counters: {s.server_cache.hits:.0f}/{s.server_cache.queries:.0f}); "
+          f"{counters.server_prefix_cache_hit_rate:.4f} (vllm counters: {counters.server_prefix_cache_hits:.0f}/"
+          f"{counters.server_prefix_cache_queries:.0f}); "
           f"cached by turn {figures.turn_cached_tokens_mean} (last turn's history: {history} in full blocks); "
           f"TTFT by turn {[round(v or 0, 1) for v in figures.turn_ttft_mean_ms]} ms, last turn "
           f"[{figures.turn_ttft_lo_ms[-1] if figures.turn_ttft_lo_ms else None}, {figures.turn_ttft_hi_ms[-1]:.1f}]; "

@@ -118,9 +118,20 @@ def test_an_image_count_the_server_disagrees_with_is_a_length_error():
     assert rec.image_count == 1 and rec.images == 2 and "server counted 1 images, 2 sent" in rec.length_error
 
 
+@pytest.mark.parametrize("api", ["completions", "chat"])
+def test_text_prompts_are_corpus_text_of_exact_length(ref, api):
+    cell = run_cell(ref.url, {"workload": {"kind": "text"}, "api": api, "pairs": [[97, 3]]})
+    facts = cell.summary.facts
+    overhead = facts.chat_template_overhead_tokens or 0
+    assert all(r.prompt_tokens == 97 + overhead for r in cell.records)          # verified by the server
+    assert facts.workload == "text" and facts.text_corpus_tokens > 60_000
+    assert cell.key == "text:97:3/c=2"
+
+
 def test_trace_replay_keeps_the_scaled_schedule(ref):
     path = str(EXAMPLES / "trace-mini.jsonl")
-    cell = run_cell(ref.url, {"workload": {"kind": "trace", "dataset_path": path, "time_scale": 0.25, "output_len": 4}},
+    cell = run_cell(ref.url, {"workload": {"kind": "trace", "dataset_path": path, "time_scale": 0.25, "output_len": 4,
+                                           "trace_block_size": 16}},
                     {"warmup_requests": 1})
     expected = trace_replay.offsets_ns(trace_replay.read_trace(path), 0.25)
     t0 = min(r.intended_ns for r in cell.records)

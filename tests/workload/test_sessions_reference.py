@@ -62,7 +62,8 @@ def test_8_users_x_5_turns_exact_lengths_cached_history_and_the_hit_rate_by_hand
     cached, prompt = sum(r.cached_tokens or 0 for r in records), sum(r.prompt_tokens or 0 for r in records)
     s, figures = row.summary, row.summary.sessions
     assert s.cache_hit_rate == pytest.approx(cached / prompt) and s.total_cached_tokens == cached
-    assert s.server_cache is not None and (s.server_cache.hits, s.server_cache.queries) == (cached, prompt)
+    assert s.counters is not None and s.counters.cache_hit_source == "usage"
+    assert (s.counters.server_prefix_cache_hits, s.counters.server_prefix_cache_queries) == (cached, prompt)
     assert figures is not None and figures.turn_requests == [8] * 5 and figures.completed == 8
     for k in range(5):
         turn = [r for r in records if r.turn == k]

@@ -20,6 +20,7 @@ MARKS = {
     "invalid": "‡",        # the client could not keep up: the numbers measure the client
     "mismatch": "≠",       # lengths differed and --allow-length-mismatch tolerated it
     "lagged": "~",         # the client lagged and --allow-client-lag tolerated it
+    "spec_random": "§",    # random prompts to a speculative server: acceptance (so TPOT) is not what text gets
     "skipped": "–",        # never measured
     "unknown": "?",        # a status this version does not know
 }
@@ -69,4 +70,7 @@ def judge(status: str, message: str, summary: CellSummary) -> State:
     lag = summary.client_lag_tolerated
     if lag:
         return State("lagged", _one_line(lag))
+    spec = summary.counters.spec_random_prompts if summary.counters else None
+    if spec:
+        return State("spec_random", _one_line(spec))
     return State(OK)

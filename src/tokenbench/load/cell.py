@@ -132,7 +132,7 @@ PREPARED_BYTES = 512 * 2**20   # a duration cell prepares at most this much requ
 BYTES_PER_TOKEN = 8            # a token id in JSON ("12345,") or a word of text, with room to spare
 
 
-LAZY_KINDS = ("random", "trace")   # workloads whose prompts are made one by one as they are sent
+LAZY_KINDS = ("random", "text", "trace")   # workloads whose prompts are made one by one as they are sent
 
 
 def planned_count(load: Load, input_len: int | None = None, kind: str = "random") -> int | None:

@@ -45,7 +45,7 @@ def build_report(run: RunData, lang: str, checks: list[ConfigCheck], version: st
     doc.add(num_.sec(t(lang, "h.timeline")), *timeline(run, lang))
     if run.samples:
         doc.add(num_.sec(t(lang, "h.monitor")), *monitor(run, lang))
-    doc.add(num_.sec(t(lang, "h.definitions")), *definitions(lang))
+    doc.add(num_.sec(t(lang, "h.definitions")), *definitions(lang, sections.server_columns(run.cells)))
     doc.add(*_notes(run, lang), Para(t(lang, "note.rendered", version=version)))
     return doc
 
@@ -186,8 +186,9 @@ def monitor(run: RunData, lang: str) -> list[Block]:
     return out
 
 
-def definitions(lang: str) -> list[Block]:
-    rows = [[t(lang, f"def.{k}"), t(lang, f"def.{k}.f")] for k in DEFINITIONS]
+def definitions(lang: str, extra: list[str] | None = None) -> list[Block]:
+    """Every metric's formula; `extra`: those of the server-counter columns the run shows."""
+    rows = [[t(lang, f"def.{k}"), t(lang, f"def.{k}.f")] for k in (*DEFINITIONS, *(extra or []))]
     table = Table([t(lang, "col.metric"), t(lang, "col.formula")], rows, left=2)
     return [table, Para(marks.legend(lang)), Para(t(lang, "note.definitions_source"))]
 

@@ -52,10 +52,10 @@ def facts(c: CellInfo, lang: str) -> list[Block]:
     told = s.cache_reported_requests
     out.append(Para(t(lang, "sess.hits", usage=pct(s.cache_hit_rate), told=num(told, 0)) if told
                     else t(lang, "sess.hits_none")))
-    cache = s.server_cache
-    if cache is not None and cache.hit_rate is not None:
-        out.append(Para(t(lang, "sess.counters", rate=pct(cache.hit_rate), hits=num(cache.hits, 0),
-                          queries=num(cache.queries, 0))))
+    cache = s.counters
+    if cache is not None and cache.server_prefix_cache_hit_rate is not None:
+        out.append(Para(t(lang, "sess.counters", rate=pct(cache.server_prefix_cache_hit_rate),
+                          hits=num(cache.server_prefix_cache_hits, 0), queries=num(cache.server_prefix_cache_queries, 0))))
     return out
 
 

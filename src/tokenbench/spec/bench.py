@@ -10,18 +10,21 @@ from pydantic import Field, model_validator
 
 from tokenbench.spec.base import StrictModel
 
-WorkloadKind = Literal["random", "sharegpt", "jsonl", "prefix", "image", "trace", "sessions"]
-FIXED_LENGTH_KINDS = ("random", "prefix", "image")     # input_len / output_len given; sweeps take them from pairs
+WorkloadKind = Literal["random", "text", "sharegpt", "jsonl", "prefix", "image", "trace", "sessions"]
+FIXED_LENGTH_KINDS = ("random", "text", "prefix", "image")   # input_len / output_len given; sweeps take them from pairs
 DATASET_KINDS = ("sharegpt", "jsonl", "trace")          # lengths come from the file (output_len may force)
 PAIR_KINDS = (*FIXED_LENGTH_KINDS, "sessions")          # take [input, output] pairs (sessions: per turn)
+SYNTHETIC_KINDS = ("random", "prefix", "image", "trace", "sessions")  # prompts of random ids (or random words): not text
+TRACE_BLOCK_SIZE = 512                                  # Mooncake's hash_ids block, in tokens
 SESSION_HEADER = "X-Session-ID"
 
 
 class WorkloadSource(StrictModel):
     """What prompts are made of, apart from the asked lengths. docs/workloads.md describes each kind."""
 
-    kind: WorkloadKind = Field("random", description="random | sharegpt | jsonl | prefix | image | trace | sessions "
-                               "(multi-turn: docs/workloads.md)")
+    kind: WorkloadKind = Field("random", description="random | text | sharegpt | jsonl | prefix | image | trace | "
+                               "sessions (text: natural-text token ids cut to the exact length; sessions: multi-turn, "
+                               "docs/workloads.md)")
     output_len: int | None = Field(None, gt=0, description="exact output tokens (max_tokens=min_tokens, ignore_eos); "
                                    "for sharegpt/jsonl/trace: forces every request's output length")
     dataset_path: str | None = Field(None, description="local file: ShareGPT JSON/JSONL, prompt JSONL, mooncake "
@@ -37,6 +40,9 @@ class WorkloadSource(StrictModel):
     image_height: int = Field(512, gt=0, le=8192, description="image: synthetic image height, pixels")
     image_format: Literal["png", "bmp"] = Field("png", description="image: synthetic image format")
     time_scale: float = Field(1.0, gt=0, description="trace: multiply the trace's gaps (0.5 replays twice as fast)")
+    trace_block_size: int = Field(TRACE_BLOCK_SIZE, gt=0, description="trace: tokens per hash_ids block (Mooncake: "
+                                  "512); a row's hash_ids number ceil(input_length / this), equal ids are equal "
+                                  "token blocks")
     turns: int | None = Field(None, gt=0, le=1000, description="sessions: turns per session; turn k re-sends the "
                               "history (system prompt, earlier user and assistant turns) + input_len new tokens")
     system_prompt_len: int | None = Field(None, gt=0, description="sessions: tokens of the system prompt that opens "
@@ -57,6 +63,11 @@ class WorkloadSource(StrictModel):
                                        "config.json gives the vocab size): builds chat prompts and counts "
                                        "datasets without the server's /tokenize; default: ask the server")
     vocab_size: int | None = Field(None, ge=2, description="vocabulary size, for a server that does not report it")
+
+    def _trace_only(self) -> None:
+        for name, default in (("time_scale", 1.0), ("trace_block_size", TRACE_BLOCK_SIZE)):
+            if self.kind != "trace" and getattr(self, name) != default:
+                raise ValueError(f"{name} applies to trace workloads only")
 
     def _check_kind(self, input_len: int | None) -> None:
         self._check_lengths(input_len)
@@ -97,9 +108,8 @@ class WorkloadSource(StrictModel):
         kind = self.kind
         if kind != "prefix" and self.prefix_len is not None:
             raise ValueError("prefix_len applies to prefix workloads only")
-        if kind != "trace" and self.time_scale != 1.0:
-            raise ValueError("time_scale applies to trace workloads only")
-        if self.dataset_path is not None and kind in ("random", "prefix", "sessions"):
+        self._trace_only()
+        if self.dataset_path is not None and kind in ("random", "text", "prefix", "sessions"):
             raise ValueError(f"dataset_path does not apply to {kind} workloads")
         for low, high in (("min_input_len", "max_input_len"), ("min_output_len", "max_output_len")):
             lo, hi = getattr(self, low), getattr(self, high)
@@ -147,7 +157,10 @@ class Workload(WorkloadSource):
             src = name or f"{self.image_width}x{self.image_height}.{self.image_format}"
             return f"image({src}*{self.image_count}):{lengths}"
         if self.kind == "trace":
-            return f"trace({name},x{self.time_scale:g}){out}"
+            blocks = f",b{self.trace_block_size}" if self.trace_block_size != TRACE_BLOCK_SIZE else ""
+            return f"trace({name},x{self.time_scale:g}{blocks}){out}"
+        if self.kind == "text":
+            return f"text:{lengths}"
         if self.kind == "sessions":
             return f"sessions({self.session_shape}):{lengths}"
         return f"{self.kind}({name}){out}"

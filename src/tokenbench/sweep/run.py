@@ -16,7 +16,7 @@ from tokenbench.client.transport import Session, new_session
 from tokenbench.deploy.engines import reset_cache_path
 from tokenbench.deploy.secret_refs import api_key_var
 from tokenbench.errors import DeployError, TargetError
-from tokenbench.load.cell import CellJob, CellProgress, CellResult, run_cell
+from tokenbench.load.cell import CellJob, CellProgress, CellResult, Progress, run_cell
 from tokenbench.load.clock import run as run_loop
 from tokenbench.load.executors import Executor, executor_for
 from tokenbench.load.target import Endpoint, resolve
@@ -27,7 +27,7 @@ from tokenbench.store.db import Store
 from tokenbench.store.journal import Journal
 from tokenbench.store.rows import CellRow, KvUse
 from tokenbench.sweep import capacity
-from tokenbench.sweep.monitoring import PhaseCounters, cell_monitor
+from tokenbench.sweep.monitoring import CellMonitor, cell_monitor, server_figures
 from tokenbench.sweep.plan import (
     Plan,
     PlannedCell,
@@ -93,6 +93,16 @@ def reset_prefix_cache(server: Server) -> None:
 
 def _kv(cell: PlannedCell, kv_cap: int | None) -> KvUse:
     return KvUse(kv_demand(cell), kv_cap, over_capacity(cell, kv_cap))
+
+
+def _marking(mon: CellMonitor, cell: PlannedCell, ev: StudyEvents) -> Progress:
+    """Progress to the display; when the last warmup request is done, a /metrics scrape (the measured
+    phase's counters count from it)."""
+    def on_progress(p: CellProgress) -> None:
+        if p.phase == "warmup" and p.done == p.total:
+            mon.mark()
+        ev.cell_progress(cell, p)
+    return on_progress
 
 
 def _gone(server: Server, result: CellResult) -> type[ServerDied] | None:
@@ -270,32 +280,24 @@ class StudyRunner:
         self.capacity[config.name] = lines
         self.capacity_done.add(config.name)
 
-    def job(self, launch: _Launch, cell: PlannedCell, counters: PhaseCounters | None = None) -> CellJob:
-        """The cell as it is handed down: built here, once, for every command. `counters` are read when the
-        warmup's last answer is in (the measured phase starts)."""
-        def on_progress(p: CellProgress) -> None:
-            if counters is not None and p.phase == "warmup" and p.done == p.total:
-                counters.mark()
-            self.ev.cell_progress(cell, p)
+    def job(self, launch: _Launch, cell: PlannedCell, on_progress: Progress | None = None) -> CellJob:
+        """The cell as it is handed down: built here, once, for every command (`on_progress`: the cell's
+        progress, by default to the listeners)."""
         return CellJob(launch.endpoint, self.plan.spec, cell.workload, cell.load, self.executor,
-                       self.settings.keep_records, on_progress)
+                       self.settings.keep_records, on_progress or (lambda p: self.ev.cell_progress(cell, p)))
 
     async def _run_cell(self, launch: _Launch, cell: PlannedCell) -> CellRow:
         """Run one cell on the launched server, store it, tell the listeners; the stored row."""
         server = launch.server
         reset_prefix_cache(server)
         self.ev.cell_started(cell)
-        counters = PhaseCounters(server)
-        if cell.load.warmup_count() == 0:
-            counters.mark()
         with cell_monitor(server, self.plan.spec.monitor_interval_s, self.ev.log) as mon:
-            result = await run_cell(launch.session, self.job(launch, cell, counters))
+            result = await run_cell(launch.session, self.job(launch, cell, _marking(mon, cell, self.ev)))
         kv = _kv(cell, launch.kv_cap)
         gone = _gone(server, result)
-        cache = counters.figures()
+        summary = server_figures(mon, result.summary, result.started_ns, cell.workload, server)
         row = CellRow.measured(cell, result, kv).with_summary(
-            result.summary.with_(monitor=mon.summary(int(result.summary.total_output_tokens or 0), kv.over),
-                                 **({"server_cache": cache} if cache else {})))
+            summary.with_(monitor=mon.summary(int(result.summary.total_output_tokens or 0), kv.over)))
         self.journal.add(launch.config_id, row, result.all_records(), mon.rows(), cell.config.name)
         self.attempted.add((cell.config.name, cell.key, cell.repeat))
         self.ev.cell_stored(cell, row, result)

@@ -22,7 +22,7 @@ from tokenbench.errors import UsageError
 from tokenbench.metrics.summary_groups import WorkloadFacts
 from tokenbench.spec.bench import Workload
 from tokenbench.workload import images as img
-from tokenbench.workload import prefix, trace_replay
+from tokenbench.workload import prefix, text_corpus, trace_replay
 from tokenbench.workload.chat import ServerTokenizer, Tokenizer, chat_template_overhead, exact_text, image_tokens
 from tokenbench.workload.dataset import Draft, Filters, TextEntry, select
 from tokenbench.workload.jsonl import read_prompts
@@ -118,6 +118,22 @@ def _random(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None)
                    _lazy_phase(c, "measure", itertools.repeat(shape, *([] if n_meas is None else [n_meas]))))
 
 
+def _text(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
+    """Natural text: windows of exactly input_len tokens of the corpus (workload/text_corpus.py)."""
+    corpus, (n, out) = text_corpus.corpus_ids(c.tok), (c.wl.input_len or 0, c.wl.output_len or 0)
+
+    def phase(name: str, count: int | None) -> Iterator[Draft]:
+        rng = c.rng(name)
+        for _ in itertools.repeat(None, *([] if count is None else [count])):
+            if c.wl.api == "chat":
+                yield Draft(text_corpus.text_of(c.tok, corpus, rng, n), None, n, out)
+            else:
+                yield Draft(None, text_corpus.text_ids(corpus, rng, n), n, out)
+
+    facts = {"text_corpus": text_corpus.SOURCE, "text_corpus_tokens": len(corpus)}
+    return _Drafts(list(phase("warmup", n_warm)), phase("measure", n_meas), facts=facts)
+
+
 def _dataset(reader: Callable[[str], list[TextEntry]]):
     def build(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
         wl, path = c.wl, _given(c.wl.dataset_path, "dataset_path")
@@ -179,9 +195,36 @@ def _image(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) 
                    facts=facts)
 
 
+def _trace_blocks(c: _Cell, rows: list[trace_replay.TraceRow], facts: dict,
+                  notes: list[str]) -> trace_replay.BlockIds | None:
+    """The hash blocks of a trace with hash_ids (completions: token ids); the trace's own reuse in facts."""
+    if not any(r.hash_ids for r in rows):
+        return None
+    if c.wl.api == "chat":
+        notes.append("hash_ids are not reproduced over the chat API (its template shifts the blocks): "
+                     "use --api completions to send the trace's shared blocks")
+        return None
+    reuse = trace_replay.trace_reuse(rows, c.wl.trace_block_size)
+    facts.update(trace_block_size=reuse.block_size, trace_prompt_tokens=reuse.prompt_tokens,
+                 trace_reusable_tokens=reuse.reusable_tokens, trace_reuse_rate=reuse.rate)
+    return trace_replay.BlockIds(f"{c.wl.seed}/{c.key}", c.wl.trace_block_size, c.t.vocab)
+
+
+def _trace_phase(c: _Cell, rows: list[trace_replay.TraceRow], blocks: trace_replay.BlockIds | None) -> Iterator[Draft]:
+    """The measured drafts, one by one: a row's hash blocks, or fresh content for a row without them."""
+    rng = c.rng("measure")
+    for r in rows:
+        if blocks is not None and r.hash_ids:
+            yield Draft(None, blocks.prompt(r), r.input_len, r.output_len)
+        else:
+            yield _exact(c, rng, r.input_len, r.output_len)
+
+
 def _trace(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
+    """Warmup: fresh content of the first rows' lengths (never the trace's blocks, so the measured phase
+    starts with none of them cached); measured: the rows, at their times."""
     wl = c.wl
-    rows = trace_replay.read_trace(_given(wl.dataset_path, "dataset_path"))
+    rows = trace_replay.read_trace(_given(wl.dataset_path, "dataset_path"), wl.trace_block_size)
     replay = trace_replay.select(rows, wl.time_scale, Filters.of(wl, c.t.max_model_len), wl.output_len, n_meas, duration_s)
     lengths = [(r.input_len, r.output_len) for r in replay.rows]
     warm = [lengths[i % len(lengths)] for i in range(n_warm)]
@@ -189,11 +232,12 @@ def _trace(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) 
              "trace_rows_dropped": replay.dropped, "trace_span_s": replay.offsets_ns[-1] / 1e9}
     notes = [f"{replay.dropped} trace rows dropped by the length filters"] if replay.dropped else []
     facts.update(_length_facts(lengths))
-    return _Drafts(_exact_phase(c, "warmup", warm), _lazy_phase(c, "measure", lengths), replay.offsets_ns, facts,
+    blocks = _trace_blocks(c, replay.rows, facts, notes)
+    return _Drafts(_exact_phase(c, "warmup", warm), _trace_phase(c, replay.rows, blocks), replay.offsets_ns, facts,
                    notes)
 
 
-KINDS = {"random": _random, "sharegpt": _dataset(read_sharegpt), "jsonl": _dataset(read_prompts),
+KINDS = {"random": _random, "text": _text, "sharegpt": _dataset(read_sharegpt), "jsonl": _dataset(read_prompts),
          "prefix": _prefix, "image": _image, "trace": _trace}
 
 
@@ -258,7 +302,7 @@ def tokenizer_for(t: Target, wl: Workload) -> Tokenizer:
     """The local tokenizer when --tokenizer names a directory with tokenizer.json, else the server's
     /tokenize (with a fix that fits this workload when the server has none)."""
     path = wl.tokenizer_path
-    if path and tokenizer_file(path) and (wl.api == "chat" or wl.kind in ("sharegpt", "jsonl", "sessions")):
+    if path and tokenizer_file(path) and (wl.api == "chat" or wl.kind in ("sharegpt", "jsonl", "text", "sessions")):
         return _local(path)
     hint = "pass --tokenizer DIR (the model's Hugging Face directory, with tokenizer.json)"
     if path and not tokenizer_file(path):
