@@ -38,7 +38,7 @@ def error(**kw) -> str:
     ({"kind": "text", "input_len": 8}, "text workload needs input_len and output_len"),
     ({"kind": "text", "input_len": 8, "output_len": 2, "dataset_path": "x"}, "dataset_path does not apply to text"),
     ({"input_len": 8, "output_len": 2, "dataset_path": "x"}, "dataset_path does not apply to random"),
-    ({"input_len": 8, "output_len": 2, "max_input_len": 9}, "length filters apply to dataset workloads"),
+    ({"input_len": 8, "output_len": 2, "max_input_len": 9}, "draw input lengths uniformly between them: give both"),
     ({"kind": "trace", "dataset_path": "t", "min_output_len": 9, "max_output_len": 3}, "no entry could pass"),
     ({"input_len": 8, "output_len": 2, "image_format": "gif"}, "Input should be 'png' or 'bmp'"),
 ])

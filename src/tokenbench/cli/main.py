@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "smoke",
     "bench",
     "sweep",
+    "translate",
     "calibrate",
     "setup",
     "agree",

@@ -31,6 +31,7 @@ def _counters(s: CellSummary) -> ServerCounters:
 
 
 WORKLOAD_FACTS: tuple[tuple[Callable[[CellSummary], object], str], ...] = (
+    (lambda s: _facts(s).length_distribution, "lengths drawn per request: {}"),
     (lambda s: _facts(s).chat_template_overhead_tokens, "chat template overhead {} tokens"),
     (lambda s: _facts(s).image_tokens_per_image, "{:.1f} prompt tokens per image"),
     (lambda s: s.total_images, "{} images sent"), (lambda s: s.server_counted_images, "{} counted by the server"),
@@ -97,9 +98,10 @@ class Display:
                                + (f" ({escape(row.message)})" if row.message else ""))
 
 
-def run(planned: Study, files: Sequence[ResultFile]) -> tuple[Outcome, Display]:
-    """Execute the study with progress bars; an interruption says how to resume."""
-    with console.progress() as bar:
+def run(planned: Study, files: Sequence[ResultFile], quiet: bool = False) -> tuple[Outcome, Display]:
+    """Execute the study with progress bars (`quiet`: none, vLLM's --disable-tqdm; each finished cell is
+    still one line); an interruption says how to resume."""
+    with console.progress(disable=quiet) as bar:
         display = Display(bar, study.pending_count(planned), planned.run_id)
         try:
             return study.execute(planned, display.events(), files), display

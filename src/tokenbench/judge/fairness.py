@@ -1,11 +1,13 @@
 """Do compared columns run the same effective workload? Numbers are only comparable when they do.
 
 Checked per column (a server config of a stored run): server-reported input and output tokens per
-request in every common cell, sampling (temperature), ignore_eos, and the prefix-cache state; where
-sessions cells are compared, the session shape (users or session rate, turns, lengths, think time, system
-prompt, what the assistant turns are, the API) instead of the prefix-cache state: a session's reuse of its
-history is what it measures, its hit rate a result, not a difference of workload. A value that differs is a
-difference; a value nothing stored can tell is "unknown". `compare --strict` refuses both.
+request in every common cell, how each request's lengths were drawn (exact, or a length distribution:
+workload/lengths.py), sampling (temperature and the other sampling fields asked), ignore_eos, and the
+prefix-cache state; where sessions cells are compared, the session shape (turns, lengths, think time,
+system prompt, what the assistant turns are, the API, the ramp; the users or session rate are the cells'
+load) instead of the prefix-cache state: a session's reuse of its history is what it measures, its hit rate
+a result, not a difference of workload. A value that differs is a difference; a value nothing stored can
+tell is "unknown". `compare --strict` refuses both.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from typing import Literal
 from tokenbench.judge.views import CellInfo, ConfigInfo, RunData
 from tokenbench.metrics.cell_summary import known
 from tokenbench.spec.server_facts import Sampling
+from tokenbench.spec.study import Sampling as SamplingAsked
 
 TOLERANCE = 0.01           # relative difference in tokens per request that counts as different
-OWN_KINDS = ("bench", "sweep")   # runs tokenbench measured: it always sends temperature=0, ignore_eos
+OWN_KINDS = ("bench", "sweep")   # runs tokenbench measured: ignore_eos, the sampling its spec asked (temperature=0)
 
 
 @dataclass
@@ -38,7 +41,7 @@ class Column:
         return self.run.cell_at(self.config.name, pair, x)
 
 
-Check = Literal["input_tokens", "output_tokens", "sampling", "ignore_eos", "cache", "session_shape"]
+Check = Literal["input_tokens", "output_tokens", "lengths", "sampling", "ignore_eos", "cache", "session_shape"]
 SINGLE_TURN = "single-turn"        # the session shape of a column's cells that are not sessions
 
 
@@ -83,9 +86,34 @@ def _workload(col: Column) -> Sampling:
     return col.config.facts.workload or Sampling()
 
 
-def sampling(col: Column) -> float | None:
-    """The temperature the column sampled with."""
-    return 0.0 if col.run.kind in OWN_KINDS else _workload(col).temperature
+def length_distribution(col: Column, common: list[tuple[tuple[int, int], float]]) -> str | None:
+    """How each request's lengths were drawn in the column's common cells: "exact", the distribution
+    (workload/lengths.py), or None when an imported result does not say."""
+    found: set[str | None] = set()
+    for pair, x in common:
+        c = col.cell(pair, x)
+        found.add(c.summary.facts.length_distribution if c is not None and c.summary.facts is not None else None)
+    if found - {None}:
+        return "; ".join(sorted(f or "exact" for f in found))
+    return "exact" if col.run.kind in OWN_KINDS else None
+
+
+def _lengths(cols: list[Column], common: list[tuple[tuple[int, int], float]]) -> list[Issue]:
+    """Cells whose lengths were drawn differently are not the same workload (checked once one column drew)."""
+    vals = [length_distribution(c, common) for c in cols]
+    if all(v in (None, "exact") for v in vals):
+        return []
+    return _compare("lengths", cols, vals, "", False)
+
+
+def sampling(col: Column) -> str | None:
+    """The sampling the column asked: tokenbench's runs their spec's sampling fields (temperature 0 unless
+    asked otherwise), an imported result its stated temperature."""
+    if col.run.kind in OWN_KINDS:
+        asked = SamplingAsked.model_validate(col.run.spec.get("sampling") or {}).body()
+        return ",".join(f"{k}={v:g}" for k, v in asked.items())
+    temp = _workload(col).temperature
+    return None if temp is None else f"temperature={temp:g}"
 
 
 def ignore_eos(col: Column) -> bool | None:
@@ -139,6 +167,7 @@ def check(cols: list[Column]) -> list[Issue]:
             issues += [i for i in found if i not in issues]
             if any(i.kind == "differs" for i in found):
                 break          # one cell is enough to show it
+    issues += _lengths(cols, common)
     issues += _compare("sampling", cols, [sampling(c) for c in cols], "", False)
     issues += _compare("ignore_eos", cols, [ignore_eos(c) for c in cols], "", False)
     measured = [[c for p, x in common if (c := col.cell(p, x)) is not None] for col in cols]

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from tokenbench.client.records import Phase, RequestRecord
-from tokenbench.client.request import PreparedRequest, Prompt, prepare
+from tokenbench.client.request import PreparedRequest, Prompt, RequestOptions, prepare
 from tokenbench.client.spool import Spool
 from tokenbench.client.transport import Session
 from tokenbench.errors import UsageError
@@ -163,8 +163,9 @@ def _prepare(job: CellJob, prompts: Iterable[Prompt]) -> Iterator[PreparedReques
 
 
 def _prepare_one(job: CellJob, p: Prompt) -> PreparedRequest:
-    e = job.endpoint
-    return prepare(e.base_url, job.workload.api, e.model, p, e.api_key, job.study.target.final_usage_only)
+    e, study = job.endpoint, job.study
+    options = RequestOptions(study.target.final_usage_only, study.sampling.body())
+    return prepare(e.base_url, job.workload.api, e.model, p, e.api_key, options)
 
 
 @dataclass

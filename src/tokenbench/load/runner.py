@@ -195,9 +195,26 @@ class _Sender:
         self.out.append((i, req, raw))
         self.on_done()
 
+    async def _gated(self, slots: asyncio.Semaphore, i: int, req: PreparedRequest, intended: int) -> None:
+        """A request whose slot the schedule already took (rate_cap gate): send it, then free the slot."""
+        try:
+            raw = await self.send(req, intended)
+        finally:
+            slots.release()
+        self.pool.note(raw)
+        self.out.append((i, req, raw))
+        self.on_done()
+
     async def open_loop(self, load: Load, schedule: Iterable[int], t0: int) -> None:
+        """Arrival i is due at t0 + offset_i. With a cap, `queue` (vLLM, SGLang) lets it wait for a slot
+        while later arrivals keep their times; `gate` (AIPerf) makes the schedule itself wait for a slot and
+        shifts every later arrival by that wait (no catch-up). Either way the wait is the request's queue time."""
         slots = asyncio.Semaphore(load.max_concurrency) if load.max_concurrency else None
-        await self._arrivals(schedule, t0, lambda item, due: self._send_due(slots, item[0], item[1], due))
+        gate = slots if load.rate_cap == "gate" else None
+        if gate is not None:
+            await self._arrivals(schedule, t0, lambda item, due: self._gated(gate, item[0], item[1], due), gate)
+        else:
+            await self._arrivals(schedule, t0, lambda item, due: self._send_due(slots, item[0], item[1], due))
 
     async def users(self, load: Load, deadline_ns: int | None, t0: int) -> None:
         """Closed loop of sessions: each user takes a conversation, sends its turns one after the other, then
@@ -244,18 +261,24 @@ class _Sender:
             await self.out.room()
             req = turn.request
 
-    async def _arrivals(self, schedule: Iterable[int], t0: int,
-                        start: Callable[[tuple[int, Any], int], Awaitable[None]]) -> None:
-        """Take the next item at each arrival t0 + offset and start it there (a task per item)."""
+    async def _arrivals(self, schedule: Iterable[int], t0: int, start: Callable[[tuple[int, Any], int], Awaitable[None]],
+                        gate: asyncio.Semaphore | None = None) -> None:
+        """Take the next item at each arrival t0 + offset and start it there (a task per item); with a
+        `gate`, the schedule waits for a slot and every later arrival shifts by that wait."""
         tasks: set[asyncio.Future] = set()
+        shift = 0
         try:
             for off in schedule:
-                await self.clock.sleep_until(t0 + off)
+                due = t0 + off + shift
+                await self.clock.sleep_until(due)
                 await self.out.room()
                 item = self.pool.take()
                 if item is None:
                     break
-                sending = asyncio.ensure_future(start(item, t0 + off))
+                if gate is not None:
+                    await gate.acquire()
+                    shift = max(shift, self.clock.now_ns() - t0 - off)
+                sending = asyncio.ensure_future(start(item, due))
                 tasks.add(sending)
                 sending.add_done_callback(tasks.discard)       # a soak keeps only the requests in flight
             await asyncio.gather(*tasks)

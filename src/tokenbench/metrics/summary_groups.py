@@ -90,7 +90,9 @@ class WorkloadFacts(Group):
     trace_reuse_rate: float | None = None
     text_corpus: str | None = None              # text: the corpus its windows are cut from, and its length
     text_corpus_tokens: Number | None = None
-    input_len_mean: float | None = None        # variable lengths (datasets, traces): as asked
+    length_distribution: str | None = None     # lengths drawn per request (workload/lengths.py): in words
+    length_draws: str | None = None            # ... and as the short tag of the cell key
+    input_len_mean: float | None = None        # variable lengths (datasets, traces, drawn lengths): as asked
     input_len_min: Number | None = None
     input_len_max: Number | None = None
     output_len_mean: float | None = None

@@ -50,12 +50,19 @@ def build_report(run: RunData, lang: str, checks: list[ConfigCheck], version: st
     return doc
 
 
+def _drawn(run: RunData, cfg: str, pair: tuple[int, int], lang: str) -> list[Block]:
+    """The length distribution the pair's cells drew each request's lengths from (docs/workloads.md)."""
+    found = sorted({c.summary.facts.length_distribution for c in run.cells_of(cfg)
+                    if c.pair == pair and c.summary.facts and c.summary.facts.length_distribution})
+    return [Para(t(lang, "note.lengths_drawn", distribution="; ".join(found)))] if found else []
+
+
 def _scaling(run: RunData, lang: str, num_: sections.Numberer, roofs: dict, book: Book) -> list[Block]:
     out: list[Block] = []
     for cfg in run.config_names():
         for pair in run.pairs(cfg):
             out += [num_.sub(t(lang, "h.scaling_pair", config=cfg, input=pair[0], output=pair[1])),
-                    sections.scaling_table(run, cfg, pair, lang, roofs.get(cfg), book)]
+                    *_drawn(run, cfg, pair, lang), sections.scaling_table(run, cfg, pair, lang, roofs.get(cfg), book)]
     if sections.any_over(run):
         out.append(Para(t(lang, "note.over_capacity")))
     figs = plots.load_figures(run, lang)

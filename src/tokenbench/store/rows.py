@@ -90,16 +90,22 @@ class CellRow:
     def with_summary(self, summary: CellSummary) -> CellRow:
         return replace(self, summary=summary)
 
+    JSON_COLUMNS = ("key", "repeat", "input_len", "output_len", "concurrency", "request_rate", "status", "message",
+                    "kv_demand", "kv_capacity", "over_capacity")
+
     def columns(self) -> dict[str, Any]:
         """The cell's own columns (its summary apart), by name: what `export` and the JSON result show."""
-        return {"key": self.key, "repeat": self.repeat, "input_len": self.input_len, "output_len": self.output_len,
-                "concurrency": self.concurrency, "request_rate": self.request_rate, "status": self.status,
-                "message": self.message, "kv_demand": self.kv_demand, "kv_capacity": self.kv_capacity,
-                "over_capacity": self.over_capacity}
+        return {name: getattr(self, name) for name in self.JSON_COLUMNS}
 
     def to_json(self) -> dict[str, Any]:
         """The cell in the JSON result (its requests apart)."""
         return {**self.columns(), "summary": self.summary.to_dict(), "started_ns": self.started_ns}
+
+    @classmethod
+    def from_json(cls, cell: Mapping[str, Any]) -> CellRow:
+        """A cell of the JSON result (`to_json()`'s form, its requests and config apart) read back."""
+        out = _from_db(cls, {k: v for k, v in cell.items() if k in (*cls.JSON_COLUMNS, "started_ns")})
+        return replace(out, summary=CellSummary.from_dict(cell.get("summary") or {}))
 
     @classmethod
     def from_db(cls, row: Mapping[str, Any]) -> CellRow:

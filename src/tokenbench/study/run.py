@@ -29,6 +29,7 @@ from tokenbench.store.rows import CellRow
 from tokenbench.sweep.plan import Plan, PlannedCell, check_context, plan
 from tokenbench.sweep.run import RunSettings, StudyEvents, StudyRunner, endpoint_for, pending
 from tokenbench.sweep.servers import expected_ctx, load_profile
+from tokenbench.workload.lengths import Draws
 
 
 class ResultFile(Protocol):
@@ -68,7 +69,9 @@ class Outcome:
 
 
 def preflight(p: Plan) -> None:
-    """Everything that can be checked before a deploy: profiles load, contexts fit."""
+    """Everything that can be checked before a deploy: length histograms read, profiles load, contexts fit."""
+    for wl in p.spec.workloads():
+        Draws.of(wl)
     if not p.spec.target.profile:
         return
     for config in p.configs:
