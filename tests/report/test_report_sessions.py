@@ -108,10 +108,13 @@ def test_compare_matches_sessions_cells_and_checks_their_shape(store):
     text = render.markdown.render(doc)
     assert issues == [] and "users=4" in text and "The effective workloads match" in text
     c = sessions_cell(store, "20260301-000000-c", think=1.5)
-    _, issues = compare(store, [a, c], "en", "T")
+    doc, issues = compare(store, [a, c], "en", "T")
     [issue] = issues
     assert issue.check == "session_shape" and issue.kind == "differs"
-    assert "think 1.5 s fixed" in issue_text(issue) and "session shape differ" in issue_text(issue)
+    assert "think 1.5 s fixed" in issue_text(issue) and "session shapes differ" in issue_text(issue)
+    differs = render.markdown.render(doc).split("## 2.")[0]           # "What differs" names the two shapes
+    [row] = [line for line in differs.splitlines() if line.startswith("| workload")]
+    assert "sessions: 3 turns of 20+4 tokens, system 10, returned" in row and "think 1.5 s fixed" in row
     with pytest.raises(MeasurementError, match="compare --strict refused"):
         compare(store, [a, c], "en", "T", strict=True)
 

@@ -28,7 +28,7 @@ EN: dict[str, str] = {
     "plot.ttft_by_turn": "TTFT (mean, 95 % interval) by turn",
     "axis.turn": "turn (0 = a session's first)",
     "axis.ttft_mean_ms": "TTFT mean (ms)",
-    "fair.session_shape": "session shape",
+    "fair.session_shape": "session shapes",
     "fair.single_turn": "single-turn",
 }
 
