@@ -51,6 +51,14 @@ def test_a_sessions_workload_says_what_it_lacks(kw, msg):
         Workload(**kw)
 
 
+@pytest.mark.parametrize("kw", [{"range_ratio": 0.5}, {"input_len_stddev": 3.0}, {"output_len_stddev": 1.0},
+                                {"min_input_len": 2, "max_input_len": 8}, {"max_output_len": 4}])
+def test_a_sessions_turn_has_exact_lengths_nothing_draws_or_bounds_them(kw):
+    msg = f"{next(iter(kw))} draws or bounds request lengths, but a sessions workload's turns have exact lengths"
+    with pytest.raises(ValidationError, match=msg):
+        sessions(**kw)
+
+
 @pytest.mark.parametrize("kw,msg", [
     ({"users": 2}, "give num_sessions or duration_s"),
     ({"users": 2, "session_rate": 1.0, "num_sessions": 2}, "give exactly one"),

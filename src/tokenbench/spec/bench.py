@@ -121,6 +121,7 @@ class WorkloadSource(StrictModel):
     def _check_draws(self) -> None:
         """At most one length distribution, on a kind whose lengths are asked (not read from a file)."""
         given = [name for name in DRAW_FIELDS if getattr(self, name) is not None]
+        self._exact_turns(given)
         self._check_bounds(given)
         if not given:
             return
@@ -134,6 +135,13 @@ class WorkloadSource(StrictModel):
         if self.range_ratio is not None and self.range_ratio_style == "vllm" and self.range_ratio >= 1:
             raise ValueError(f"range_ratio {self.range_ratio:g} must be below 1 with vLLM's window "
                              "[L(1-r), L(1+r)] (SGLang's [L r, L] takes 1: range_ratio_style sglang)")
+
+    def _exact_turns(self, given: list[str]) -> None:
+        """Sessions: every turn's lengths are asked exactly (the history grows by them); nothing draws them."""
+        drawn = given + [f for f in LENGTH_FILTERS if getattr(self, f) is not None]
+        if self.kind == "sessions" and drawn:
+            raise ValueError(f"{drawn[0]} draws or bounds request lengths, but a sessions workload's turns have exact "
+                             "lengths (each adds input_len user tokens and output_len answered ones): drop it")
 
     def _check_lengths(self, input_len: int | None) -> None:
         """What the kind needs: asked lengths (fixed-length kinds), a file (datasets), a prefix shorter than
