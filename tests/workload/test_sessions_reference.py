@@ -2,18 +2,23 @@
 every turn's prompt length exact and verified by the server's count, the cached tokens of every turn the
 closed form of what the server had seen (testing/prefix_cache.cacheable_tokens), the hit rate computed by
 hand equal to the cell's (from the responses and from the server's counters), the session header at the
-server, the think time kept."""
+server, the think time kept; a sessions cell stopped by Ctrl-C is interrupted and measured again in full."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 import pytest
 
 from tokenbench.client import api
 from tokenbench.client.records import RequestRecord
+from tokenbench.errors import Interrupted
 from tokenbench.spec.study import StudySpec
+from tokenbench.store.db import Store
+from tokenbench.study import run as study
 from tokenbench.study.run import measure
+from tokenbench.sweep.run import RunSettings, StudyEvents
 from tokenbench.testing.prefix_cache import cacheable_tokens
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
@@ -107,3 +112,38 @@ def test_fixed_replies_hit_the_prompts_only_and_users_think_between_turns(ref):
             assert r.intended_ns >= prev.end_ns + int(think * 1e9) and r.sent_ns >= r.intended_ns
     firsts = sorted(r.intended_ns for r in records if r.turn == 0)
     assert firsts[2] - firsts[0] == 200_000_000                          # users start 0.1 s apart
+
+
+def test_a_stopped_sessions_cell_is_interrupted_with_its_turns_and_resume_measures_it_in_full(tmp_path, ref):
+    """Ctrl-C (the study's task cancelled as asyncio's Runner does) in the measured phase of a sessions cell:
+    stored as interrupted with the turns planned (sessions x turns) and what the sessions did; --resume
+    measures every turn of every session again."""
+    task: list[asyncio.Task | None] = [None]
+
+    def progress(cell, p) -> None:
+        if p.phase == "measure" and p.done >= 1 and task[0] is not None:
+            task[0].cancel()
+            task[0] = None
+
+    events = StudyEvents(log=lambda m: None, cell_started=lambda c: task.__setitem__(0, asyncio.current_task()),
+                         cell_progress=progress)
+    spec = StudySpec.model_validate({"target": {"base_url": ref.url}, "pairs": [[16, 8]], "users": [2],
+                                     "workload": {"kind": "sessions", "turns": 3, "think_time_s": 0.2},
+                                     "warmup_requests": 0})
+    store = Store(tmp_path / "r.db")
+    planned = study.start(spec, store, RunSettings(kind="bench"))
+    with pytest.raises(Interrupted):
+        study.execute(planned, events)
+    [cell] = store.cells(planned.run_id)
+    s = cell.summary
+    assert cell.status == "interrupted" and s.interruption is not None and s.interruption.planned == 6
+    assert 1 <= (s.completed or 0) < 6 and s.sessions is not None and s.sessions.started >= 1
+    resumed = study.start(study.stored_spec(store, planned.run_id, "bench"), store, RunSettings(kind="bench"),
+                          resume=planned.run_id)
+    study.execute(resumed, StudyEvents(log=lambda m: None))
+    [cell] = store.cells(planned.run_id)
+    s = cell.summary
+    assert (cell.status in ("ok", "invalid"), s.completed, s.interruption) == (True, 6, None)
+    assert s.sessions is not None and (s.sessions.completed, s.sessions.turn_requests) == (2, [2, 2, 2])
+    turns = sorted((r.session_id, r.turn) for r in store.requests(cell.id or 0, "measure"))
+    assert len({sid for sid, _ in turns}) == 2 and [k for _, k in turns] == [0, 1, 2] * 2

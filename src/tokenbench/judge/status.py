@@ -22,6 +22,7 @@ MARKS = {
     "lagged": "~",         # the client lagged and --allow-client-lag tolerated it
     "spec_random": "§",    # random prompts to a speculative server: acceptance (so TPOT) is not what text gets
     "skipped": "–",        # never measured
+    "interrupted": "‖",    # stopped by the user (Ctrl-C): its figures cover only the requests that finished
     "unknown": "?",        # a status this version does not know
 }
 OK = "ok"
@@ -59,7 +60,7 @@ def judge(status: str, message: str, summary: CellSummary) -> State:
     """The verdict of one stored cell (one repeat, or a merged cell with its merged status)."""
     if status == "failed":
         return State(_failed_kind(message), _one_line(message))
-    if status in ("invalid", "skipped"):
+    if status in ("invalid", "skipped", "interrupted"):
         return State(status, _one_line(message))
     if status != OK:
         return State("unknown", _one_line(f"status '{status}': {message}"))

@@ -24,6 +24,7 @@ from tokenbench.load.executors import Executor, InProcess
 from tokenbench.load.runner import CellRun, Phases, Sessions, Work
 from tokenbench.load.target import Endpoint
 from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.interruption import Interruption
 from tokenbench.metrics.sessions import SessionFigures, TurnTally, shape_of
 from tokenbench.metrics.summary_groups import ClientHealth, WorkloadFacts
 from tokenbench.metrics.tally import CellTally
@@ -44,11 +45,11 @@ class CellResult:
     summary: CellSummary
     records: list[RequestRecord]     # measured, in index order; empty unless run_cell kept them
     warmup: list[RequestRecord]
-    verdict: Verdict                 # "ok" | "failed" | "invalid" (the client could not keep up), and why
+    verdict: Verdict                 # "ok" | "failed" | "invalid" (the client could not keep up) | "interrupted", and why
     notes: list[str] = field(default_factory=list)
     spool: Spool | None = None       # every record (warmup, then measured as they finished), on disk
     started_ns: int | None = None    # the first measured send
-    stopped: bool = False            # stopped by the user (Ctrl-C): what finished before is the cell
+    stopped: bool = False            # stopped by the user (Ctrl-C): stored as interrupted, measured again
 
     @property
     def status(self) -> str:
@@ -223,6 +224,7 @@ class _Intake:
         self.records: list[RequestRecord] = []
         self.started_ns: int | None = None
         self.tokens = 0
+        self.cut = 0                    # measured requests cut off by a stop (Ctrl-C)
 
     def progress(self, phase: str, done: int, total: int | None) -> CellProgress:
         if phase != "measure" or self.started_ns is None:
@@ -240,6 +242,7 @@ class _Intake:
                 self.warmup.append(r)
             return
         if r.error_kind == "cancelled":       # cut off by a stop: stored, not measured
+            self.cut += 1
             return
         self.tally.add(r)
         self.seen.add(r)
@@ -293,8 +296,23 @@ def _result(job: CellJob, work: _Work, n_meas: int | None, sink: _Intake, run: C
     notes = prompts.notes + exhausted_note(run.client_health, load, sink.seen.n)
     notes += [work.feedback.problem] if work.feedback is not None and work.feedback.problem else []
     if run.stopped:
-        notes.append(f"stopped by the user after {run.client_health.stopped_after_s or 0:.1f} s: the cell is the "
-                     f"{sink.seen.n} requests that finished before (requests cut off are stored as cancelled)")
+        summary = summary.with_(interruption=Interruption(planned=n_meas, cut=sink.cut))
+        verdict = interrupted(summary, sink.seen.n)
     records = sorted(sink.records, key=lambda r: r.index)
     return CellResult(job.key, load, wl, verdict.marked(summary), records, sink.warmup, verdict, notes, sink.spool,
                       sink.started_ns, run.stopped)
+
+
+def interrupted(summary: CellSummary, finished: int) -> Verdict:
+    """The verdict of a cell the user stopped: never ok, whatever finished before (docs/reliability.md,
+    "Interruptions"); `--resume` measures it again in full."""
+    after = (summary.health or ClientHealth()).stopped_after_s or 0.0
+    return Verdict("interrupted", f"interrupted by the user after {after:.1f} s: {how_far(summary, finished)}; "
+                                  "--resume measures the cell again in full")
+
+
+def how_far(summary: CellSummary, finished: int) -> str:
+    """'1 of 10 requests finished, 1 cut off (stored as cancelled)' for an interrupted cell."""
+    cut = summary.interruption or Interruption()
+    planned = f" of {cut.planned}" if cut.planned is not None else ""
+    return f"{finished}{planned} requests finished, {cut.cut or 0} cut off (stored as cancelled)"

@@ -62,6 +62,12 @@ class CellRun:
     stopped: bool = False         # the user stopped the phase (Ctrl-C); what finished before is kept
 
 
+def stopped_before(warmup: CellRun) -> CellRun:
+    """The cell's run when the user stopped it during its warmup: nothing measured (the warmup's
+    records went to their outlet)."""
+    return CellRun([], warmup.client_health, stopped=True)
+
+
 def _nothing() -> None:
     return None
 
@@ -124,7 +130,9 @@ class Phases:
     offsets: list[int] | None = None          # a trace's arrivals, ns after the phase's start
 
     def warmup_plan(self) -> PhasePlan | None:
-        return PhasePlan("warmup", self.warmup_load) if self.warmup and self.warmup_load is not None else None
+        if not self.warmup or self.warmup_load is None:
+            return None
+        return PhasePlan("warmup", self.warmup_load, stoppable=True)
 
     def measure_plan(self) -> PhasePlan:
         return PhasePlan("measure", self.load, self.seed, self.offsets, stoppable=True)
@@ -391,24 +399,18 @@ async def run_phase(send: Send, requests: Work, plan: PhasePlan, out: Outlets = 
     if load.arrival == "trace" and plan.offsets is None:
         raise ValueError("a trace load needs explicit arrival offsets")
     clock = clock or MonotonicClock()
-    if plan.start_ns is not None:
-        await clock.sleep_until(plan.start_ns)
     pool, probe = _pool(requests, load, clock), LoopLagProbe()
     reducer = _Reducer(plan.name, out, max(PENDING_HARD, load.in_flight_cap or 0))
     sender = _Sender(send, pool, clock, reducer, out.done)
     stopped = False
     with _young_gc_only():
         reducing = asyncio.ensure_future(reducer.run())
-        probe.start()
         t0 = clock.now_ns()
         try:
+            t0 = await _begin(clock, plan, probe)
             await _loop(sender, plan, t0)
         except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if not plan.stoppable or task is None:
-                raise
-            task.uncancel()
-            stopped = True
+            stopped = _stoppable(plan)
         finally:
             health = probe.stop()
             records = await reducer.close(reducing)
@@ -416,6 +418,24 @@ async def run_phase(send: Send, requests: Work, plan: PhasePlan, out: Outlets = 
     if stopped:
         health = health.model_copy(update={"stopped_after_s": (clock.now_ns() - t0) / 1e9})
     return CellRun(records=records, client_health=health, stopped=stopped)
+
+
+async def _begin(clock: Clock, plan: PhasePlan, probe: LoopLagProbe) -> int:
+    """Wait for the phase's start instant (several workers start at once), start the lag probe; t0."""
+    if plan.start_ns is not None:
+        await clock.sleep_until(plan.start_ns)
+    probe.start()
+    return clock.now_ns()
+
+
+def _stoppable(plan: PhasePlan) -> bool:
+    """A cancellation of a stoppable phase (Ctrl-C) is taken as "stop here, keep what finished": the
+    task's cancellation is withdrawn and the phase returns. Any other cancellation goes on up."""
+    task = asyncio.current_task()
+    if not plan.stoppable or task is None:
+        raise asyncio.CancelledError
+    task.uncancel()
+    return True
 
 
 async def _loop(sender: _Sender, plan: PhasePlan, t0: int) -> None:

@@ -55,7 +55,8 @@ class ClientHealth(Group):
         return float(self.client_cpu_percent or 0) / (self.client_workers or 1)
 
     def merged(self, others: list[ClientHealth]) -> ClientHealth:
-        """Several workers as one: the worst loop lag, CPU summed and the busiest's, the earliest exhaustion."""
+        """Several workers as one: the worst loop lag, CPU summed and the busiest's, the earliest exhaustion, the
+        latest stop."""
         parts = [self, *others]
         lags = {k: max((v for p in parts if (v := getattr(p, k)) is not None), default=None)
                 for k in ("loop_lag_p50_ms", "loop_lag_p99_ms", "loop_lag_max_ms")}
@@ -63,7 +64,9 @@ class ClientHealth(Group):
                            client_cpu_max_percent=max(p.client_cpu_percent or 0 for p in parts),
                            client_workers=len(parts))
         ran_out = [p.prepared_exhausted_s for p in parts if p.prepared_exhausted_s is not None]
-        return out.model_copy(update={"prepared_exhausted_s": min(ran_out)}) if ran_out else out
+        stops = [p.stopped_after_s for p in parts if p.stopped_after_s is not None]
+        update = {"prepared_exhausted_s": min(ran_out)} if ran_out else {}
+        return out.model_copy(update={**update, **({"stopped_after_s": max(stops)} if stops else {})})
 
 
 class WorkloadFacts(Group):

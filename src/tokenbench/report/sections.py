@@ -123,7 +123,7 @@ def bottleneck_text(run: RunData, c: CellInfo, roof: Roofline | None, lang: str)
 
 def _scaling_row(run: RunData, book: Book, c: CellInfo, goodput: bool, roof: Roofline | None, lang: str) -> list:
     s = c.summary
-    sent = s.num_prompts
+    sent = s.interruption.planned if s.interruption is not None else s.num_prompts    # interrupted: of the planned
     done = f"{num(s.completed)}/{num(sent)}" if sent is not None else num(s.completed)
     f = lambda name, stat="mean", digits=None: figure(book, c, Metric(name, stat), digits)   # noqa: E731
     row = [fig(c, c.load_label), fig(c, done, over=False), f("request_throughput", digits=2), f("output_throughput"),

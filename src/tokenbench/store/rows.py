@@ -62,7 +62,7 @@ class CellRow:
     key: str
     input_len: int
     output_len: int
-    status: str                         # ok | failed | invalid | skipped
+    status: str                         # ok | failed | invalid | skipped | interrupted
     summary: CellSummary = field(default_factory=CellSummary)
     repeat: int = 0
     concurrency: int | None = None
@@ -131,6 +131,12 @@ class RunRow:
     owner_pid: int | None = None
     owner_started: float | None = None
     cells_done: int | None = None       # listed runs only
+
+    @property
+    def name(self) -> str:
+        """The study's name (`name` of its spec, vLLM's --label); "" when it has none (an imported run)."""
+        name = self.spec.get("name")
+        return name if isinstance(name, str) else ""
 
     def planned_cells(self, configs: int) -> int | None:
         """Cells the run meant to measure, when its spec says: `planned_cells`, or the product of its axes."""
