@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from tokenbench.metrics.figure_marks import FigureHealth
 from tokenbench.metrics.interruption import Interruption
+from tokenbench.metrics.sessions import SessionFigures
 from tokenbench.metrics.summary_groups import (
     ClientHealth,
     Group,
@@ -30,7 +31,7 @@ LATENCIES: tuple[Latency, ...] = ("ttft", "tpot", "itl", "e2el")           # vLL
 STATISTICS: tuple[Statistic, ...] = ("mean", "median", "std", "min", "max", "p50", "p90", "p95", "p99")
 GROUPS: dict[str, type[Group]] = {"health": ClientHealth, "facts": WorkloadFacts, "monitor": MonitorFigures,
                                   "counters": ServerCounters, "interruption": Interruption,
-                                  "figures": FigureHealth}
+                                  "sessions": SessionFigures, "figures": FigureHealth}
 RATES: tuple[Rate, ...] = ("output_throughput", "request_throughput", "request_goodput")
 KEY_OF_STAT: dict[str, Statistic] = {"mean": "mean", "p50": "median", "p90": "p90", "p99": "p99"}
 
@@ -173,6 +174,7 @@ class CellSummary(BaseModel):
     monitor: MonitorFigures | None = None
     figures: FigureHealth | None = None       # per-figure client health: bounds, and the verdict's marks
     counters: ServerCounters | None = None   # the server's counters over the measured phase (sweep/monitoring.py)
+    sessions: SessionFigures | None = None   # a sessions cell: its shape and figures by turn (metrics/sessions.py)
     interruption: Interruption | None = None   # the user stopped the cell (Ctrl-C): how far it got
     # other tools' results (`tokenbench import`)
     source: str | None = None
