@@ -241,6 +241,7 @@ class StudyRunner:
             check_context(self.plan, server.facts.ctx_per_seq, f"server config {config.name}")
             self.store.upsert_config(self.run_id, config.name, config.as_dict(), server.profile, server.facts,
                                      status="running")
+            self.journal.doc.setdefault("config_facts", {})[config.name] = server.facts.to_dict()
             with ctrl_c_to_loop():
                 if self.plan.spec.find_capacity:
                     run_loop(self._capacity(server, config, config_id))
