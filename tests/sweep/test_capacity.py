@@ -87,6 +87,25 @@ def test_rate_two_tiers_hold_their_closed_form_boundaries_and_are_reported(tmp_p
     assert 'class="capacity"' in html and 'class="capacity-cells"' in html
 
 
+def test_users_search_closed_loop_sessions_to_the_closed_form_of_their_streams(tmp_path, capsys):
+    """Users with no think time each keep one turn in flight (but for the client's step between turns), so
+    the boundary in users is the closed loop's in streams: TPOT = 10 + 2 x running, mean <= 21 up to 5."""
+    cfg = ReferenceConfig(ttft_ms=20, itl_ms=10, itl_per_running_ms=2.0)
+    boundary = X.max_concurrency(cfg, [X.Slo("tpot", "mean", 21)], SHAPE)
+    assert boundary == 5
+    db = tmp_path / "db.sqlite"
+    with ReferenceProcess(cfg) as ref:
+        assert main(["sweep", "--base-url", ref.url, "--dataset-name", "sessions", "--turns", "3", "--pairs",
+                     "64:20", "--assistant-turns", "fixed", "--find-capacity", "users", "--slo", "tpot:mean<=21",
+                     "--capacity-max", "16", "--capacity-budget", "12", "--sustain-s", "3", "--db", str(db)]) == 0
+    run, record, cells = _search(db)
+    [a] = record.answers
+    assert record.dimension == "users" and len(record.tried) <= 12 and all("/users=" in c.key for c in cells)
+    assert a.lo is not None and a.hi is not None and a.lo <= boundary < a.hi and a.capacity == boundary, a
+    assert a.binding is not None and a.binding.limit.text == "tpot:mean<=21"
+    assert f"(tier slo: tpot:mean<=21): {boundary} users" in capsys.readouterr().out
+
+
 def test_the_flag_alone_searches_concurrency_as_before_and_a_resume_replays_the_search(tmp_path, capsys):
     """A server that runs 6 requests at once and queues the rest: TTFT stays ~10 ms up to 6, a queued
     request waits for a running one to end (about 10 + 7 x 20 ms more); `--slo ttft=80` alone judges the

@@ -160,18 +160,20 @@ def test_a_check_is_sure_only_when_its_interval_is_on_one_side():
     assert invalid.passes and invalid.client
 
 
-def test_an_invalid_cell_fails_surely_only_beyond_what_the_clients_stall_could_add():
-    ttft, tpot = Limit.model_validate("ttft:mean<=100"), Limit.model_validate("tpot:mean<=10")
-    def lagged(stall: float, ms: float, metric: str) -> CellSamples:
-        return CellSamples(key="k", repeat=0, status="invalid", values={metric: [ms, ms + 0.2, ms - 0.2] * 20},
-                           stall_ms=stall, output_tokens=11.0)
-    assert judge(Tier(name="x", limits=[ttft]), [lagged(0.0, 130.0, "ttft")]).sure == "fail"
-    near = judge(Tier(name="x", limits=[ttft]), [lagged(50.0, 130.0, "ttft")])
+def test_a_fail_is_sure_only_beyond_what_the_clients_delays_could_add_to_that_figure():
+    ttft, tpot = Limit.model_validate("ttft:mean<=100"), Limit.model_validate("tpot:p99<=10")
+    def moved(bound: float, ms: float, metric: str, key: str) -> CellSamples:
+        return CellSamples(key="k", repeat=0, status="ok", values={metric: [ms, ms + 0.2, ms - 0.2] * 40},
+                           bounds={key: bound, "p99_e2el_ms": 500.0}, marked=[key] if bound > 5 else [])
+    assert judge(Tier(name="x", limits=[ttft]), [moved(0.0, 130.0, "ttft", "mean_ttft_ms")]).sure == "fail"
+    near = judge(Tier(name="x", limits=[ttft]), [moved(50.0, 130.0, "ttft", "mean_ttft_ms")])
     assert near.sure is None and not near.passes and near.client          # 130 - 50 < 100: it may be the client's
-    assert judge(Tier(name="x", limits=[ttft]), [lagged(20.0, 130.0, "ttft")]).sure == "fail"
-    # a stall of 50 ms spreads over the 10 gaps of an 11-token request: TPOT by 5 ms at most
-    assert judge(Tier(name="x", limits=[tpot]), [lagged(50.0, 14.0, "tpot")]).sure is None
-    assert judge(Tier(name="x", limits=[tpot]), [lagged(50.0, 16.0, "tpot")]).sure == "fail"
+    far = judge(Tier(name="x", limits=[ttft]), [moved(20.0, 130.0, "ttft", "mean_ttft_ms")])
+    assert far.sure == "fail" and far.client
+    assert judge(Tier(name="x", limits=[ttft]), [moved(50.0, 130.0, "ttft", "p99_ttft_ms")]).sure == "fail"
+    assert judge(Tier(name="x", limits=[tpot]), [moved(5.0, 14.0, "tpot", "p99_tpot_ms")]).sure is None
+    small = judge(Tier(name="x", limits=[tpot]), [moved(3.0, 14.0, "tpot", "p99_tpot_ms")])
+    assert small.sure == "fail" and not small.client                     # within tolerance: not marked
 
 
 def test_a_p99_from_few_requests_is_marked_as_no_95_percent_bound():
@@ -195,6 +197,10 @@ def test_the_spec_states_the_dimension_and_refuses_what_cannot_be_searched():
     assert [t.name for t in both.capacity_tiers()] == ["slo", "mlperf-llama2-70b-interactive"]
     with pytest.raises(ValueError, match="needs the sessions workload"):
         _spec(find_capacity="users", slo={"limits": ["ttft:p99<=2000"]})
+    users = _spec(find_capacity="users", slo={"limits": ["ttft:p99<=2000"]}, workload={"kind": "sessions", "turns": 3})
+    assert users.find_capacity == "users"
+    with pytest.raises(ValueError, match="search users"):
+        _spec(find_capacity="rate", slo={"limits": ["ttft:p99<=2000"]}, workload={"kind": "sessions", "turns": 3})
     with pytest.raises(ValueError, match="find_capacity needs SLOs"):
         _spec(find_capacity="rate")
     with pytest.raises(ValueError, match="names must differ"):

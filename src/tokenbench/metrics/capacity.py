@@ -7,10 +7,10 @@ A limit's check at a load: the statistic of every ok request of the cells run th
 cells draw fresh prompts and arrivals from the same load), with its 95 % interval (uncertainty.within: t
 for a mean, Woodruff for a percentile, clustered by request for ITL). It *passes* when the statistic is
 within the limit, and *surely* passes when the whole interval is; it *surely* fails when the whole
-interval is outside. A load where a cell failed fails, surely; an invalid cell (the client lagged) is
-judged on its figures, which the client's lag can only make slower: it passes as they say, and it surely
-fails only when the interval's near end, less the longest stall of the client (what a stall can add to
-the statistic), is still outside the limit."""
+interval is outside. A load where a cell failed fails, surely. The client's own delays can only make a
+latency slower: a figure they may have moved passes as it reads, and it surely fails only when the
+interval's near end, less the most those delays could have moved that figure (the cell's client bound,
+metrics/figure_bounds.py), is still outside the limit."""
 
 from __future__ import annotations
 
@@ -47,17 +47,22 @@ class CellSamples(BaseModel):
     values: dict[str, Samples] = {}
     request_rate: float | None = None
     slices: Timeslices | None = None
-    stall_ms: float = 0.0            # an invalid cell: the client's longest event-loop stall (it can delay
-                                     # any stamp by that much, at most)
-    output_tokens: float = 0.0       # mean output tokens of its ok requests
+    bounds: dict[str, float] = {}    # figure (summary key, e.g. p99_ttft_ms) -> the most the client's delays
+                                     # could have moved it (FigureHealth.client_bounds)
+    marked: list[str] = []           # figures the verdict marked: moved beyond the tolerance (client_marks)
 
-    def allowance(self, metric: str) -> float:
-        """How much the client's stalls could have raised this metric's statistic (ms): a stall delays a
-        stamp by at most its length, so TTFT, E2EL and an ITL gap by that, a request's TPOT by that over
-        its n - 1 gaps; nothing for goodput's share (a count)."""
-        if metric == "goodput" or not self.stall_ms:
-            return 0.0
-        return self.stall_ms / max(self.output_tokens - 1, 1.0) if metric == "tpot" else self.stall_ms
+    def allowance(self, limit: Limit) -> float:
+        """How much the client's delays could have raised the limit's statistic (ms); nothing for goodput's
+        share (a count)."""
+        return self.bounds.get(figure_key(limit), 0.0)
+
+    def moved(self, limit: Limit) -> bool:
+        return self.status == "invalid" or figure_key(limit) in self.marked
+
+
+def figure_key(limit: Limit) -> str:
+    """The summary's name of the limit's figure: `ttft:p99` -> p99_ttft_ms."""
+    return f"{limit.stat}_{limit.metric}_ms"
 
 
 def samples_of(records: Iterable[RequestRecord], metrics: set[str], slo: SLO) -> dict[str, Samples]:
@@ -131,14 +136,14 @@ def check(limit: Limit, values: Samples | None, allowance: float = 0.0) -> Check
 
 
 class TierVerdict(Frozen):
-    """One tier at one load (one cell, or every cell run there pooled). A failed cell fails the tier; an
-    invalid one (the client could not keep up) is judged on its figures, which the client's lag can only
-    make slower (Check.allowance), and says so (`client`)."""
+    """One tier at one load (one cell, or every cell run there pooled). A failed cell fails the tier; a
+    figure the client's delays may have moved is judged as it reads, a fail sure only beyond what they
+    could add (Check.allowance), and says so (`client`)."""
 
     tier: str
     ok: bool                       # no cell failed
     checks: list[Check]
-    client: bool = False           # a cell was invalid: a fail here may be the client's
+    client: bool = False           # a figure judged was marked moved by the client: a fail may be the client's
 
     @property
     def passes(self) -> bool:
@@ -164,9 +169,10 @@ def judge(tier: Tier, cells: Sequence[CellSamples]) -> TierVerdict:
     """The tier's verdict over the cells run at one load, their samples pooled."""
     ok = bool(cells) and all(c.status in ("ok", "invalid") for c in cells)
     checks = [check(limit, pooled([c.values[limit.metric] for c in cells if limit.metric in c.values]) or None,
-                    max((c.allowance(limit.metric) for c in cells), default=0.0))
+                    max((c.allowance(limit) for c in cells), default=0.0))
               for limit in tier.limits]
-    return TierVerdict(tier=tier.name, ok=ok, checks=checks, client=any(c.status == "invalid" for c in cells))
+    moved = any(c.moved(limit) for c in cells for limit in tier.limits)
+    return TierVerdict(tier=tier.name, ok=ok, checks=checks, client=moved)
 
 
 def metrics_of(tiers: Sequence[Tier]) -> set[str]:

@@ -46,7 +46,7 @@ EN: dict[str, str] = {
     "cap.at_least": "at least {load}",
     "cap.binding": "{limit} at {load}: {value} [{lo}, {hi}] ({margin})",
     "cap.no_value": "{limit} at {load}: no value (the cell failed)",
-    "cap.client": "; a cell there was invalid (the client lagged): the fail may be the client's",
+    "cap.client": "; the client's delays may have moved a figure judged there (~): the fail may be the client's",
     "cap.unreliable": ("◊ that end of the interval rests on a percentile from too few requests to be a 95 % "
                        "bound (its interval reaches the largest or smallest value measured, or a p99 from fewer "
                        "than 100 requests); a p99 needs 299 requests at that load: give the cells more "
@@ -144,7 +144,7 @@ ZH: dict[str, str] = {
     "cap.at_least": "至少 {load}",
     "cap.binding": "{limit}，负载 {load}：{value} [{lo}, {hi}]（{margin}）",
     "cap.no_value": "{limit}，负载 {load}：无数值（单元失败）",
-    "cap.client": "；该负载有单元无效（客户端滞后）：失败可能源于客户端",
+    "cap.client": "；客户端延迟可能影响了该负载所判定的指标（~）：失败可能源于客户端",
     "cap.unreliable": "◊ 区间该端所依据的分位数请求数太少，不是 95% 界（其区间触及测得的最大或最小值，或 p99 少于 100 个请求）；"
                       "p99 在该负载下需要 299 个请求：增大单元（--num-prompts、--duration）",
     "cap.pass": "通过",

@@ -141,9 +141,12 @@ MIGRATIONS: list[tuple[int, str]] = [
         f"INSERT INTO cells_v5 ({_CELL_NAMES}) SELECT {_CELL_NAMES} FROM cells;\n"
         "DROP TABLE cells;\n"
         "ALTER TABLE cells_v5 RENAME TO cells;"),
-    # 6: capacity searches: per server config and workload, the search's record (every cell tried with its
+    # 6: a request that is a turn of a session (sessions workload): its session and turn
+    (6, "ALTER TABLE requests ADD COLUMN session_id TEXT;\n"
+        "ALTER TABLE requests ADD COLUMN turn INTEGER;"),
+    # 7: capacity searches: per server config and workload, the search's record (every cell tried with its
     # role, the pooled verdicts per load, the answer per SLO tier, the sustain cell: metrics/capacity.py)
-    (6, "CREATE TABLE IF NOT EXISTS searches (\n"
+    (7, "CREATE TABLE IF NOT EXISTS searches (\n"
         "    run_id TEXT NOT NULL REFERENCES runs(id),\n"
         "    config_id INTEGER NOT NULL REFERENCES server_configs(id),\n"
         "    workload TEXT NOT NULL,\n"

@@ -18,6 +18,7 @@ from tokenbench.client.transport import Session, new_session
 from tokenbench.deploy.engines import reset_cache_path, with_graphs
 from tokenbench.deploy.secret_refs import api_key_var
 from tokenbench.errors import DeployError, TargetError
+from tokenbench.host.isolation import Isolation
 from tokenbench.load.cell import CellJob, CellProgress, CellResult, Progress, run_cell
 from tokenbench.load.clock import ctrl_c_to_loop
 from tokenbench.load.clock import run as run_loop
@@ -93,6 +94,7 @@ class RunSettings:
     output: str | None = None            # tokenbench's JSON result, rewritten after every cell
     keep_records: bool = False           # every record in memory too (a result file that lists them asks it)
     header: dict = field(default_factory=dict)    # the JSON result's facts: tool, command, environment
+    isolation: Isolation = Isolation()   # the client's and a local engine's CPUs and priorities (host/isolation.py)
 
 
 @dataclass
@@ -246,11 +248,12 @@ class StudyRunner:
 
     def _launch_and_run(self, config: ServerConfig, config_id: int) -> None:
         given = contextlib.nullcontext(self.server) if self.server else None
-        with given or server_for(self.plan.spec.target, config, self.ev.log) as server:
+        with given or server_for(self.plan.spec.target, config, self.ev.log, self.settings.isolation.engine) as server:
             check_context(self.plan, server.facts.ctx_per_seq, f"server config {config.name}")
             with_graphs(server.facts, server.profile)
             self.store.upsert_config(self.run_id, config.name, config.as_dict(), server.profile, server.facts,
                                      status="running")
+            self.journal.doc.setdefault("config_facts", {})[config.name] = server.facts.to_dict()
             with ctrl_c_to_loop():
                 if self.plan.spec.find_capacity:
                     run_loop(self._capacity(server, config, config_id))
@@ -330,11 +333,10 @@ class StudyRunner:
             records = result.all_records()
         spec, s = self.plan.spec, row.summary
         values = samples_of(records, metrics_of(spec.capacity_tiers()), spec.slo)
-        lagged = row.status == "invalid" or s.client_lag_tolerated is not None
-        stall = (s.health.loop_lag_max_ms or 0.0) if s.health is not None and lagged else 0.0
-        out = (s.total_output_tokens or 0) / s.completed if s.completed else 0.0
+        bounds = {k: b.bound for k, b in ((s.figures.client_bounds if s.figures else None) or {}).items()}
+        marked = list((s.figures.client_marks if s.figures else None) or {})
         return CellSamples(key=row.key, repeat=row.repeat, status=row.status, values=values,
-                           request_rate=s.request_throughput, slices=s.slices, stall_ms=stall, output_tokens=out)
+                           request_rate=s.request_throughput, slices=s.slices, bounds=bounds, marked=marked)
 
     def job(self, launch: _Launch, cell: PlannedCell, on_progress: Progress | None = None) -> CellJob:
         """The cell as it is handed down: built here, once, for every command (`on_progress`: the cell's
