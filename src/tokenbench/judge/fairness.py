@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from tokenbench.judge.load_axes import LoadKey
 from tokenbench.judge.views import CellInfo, ConfigInfo, RunData
 from tokenbench.metrics.cell_summary import known
 from tokenbench.spec.server_facts import Sampling
@@ -32,8 +33,8 @@ class Column:
     def cells(self) -> list[CellInfo]:
         return self.run.cells_of(self.config.name)
 
-    def cell(self, pair: tuple[int, int], x) -> CellInfo | None:
-        return self.run.cell_at(self.config.name, pair, x)
+    def cell(self, pair: tuple[int, int], load: LoadKey | float) -> CellInfo | None:
+        return self.run.cell_at(self.config.name, pair, load)
 
 
 Check = Literal["input_tokens", "output_tokens", "sampling", "ignore_eos", "cache"]
@@ -62,9 +63,10 @@ class Issue:
     cell: str = ""                  # a difference found in one common cell: its label
 
 
-def common_cells(cols: list[Column]) -> list[tuple[tuple[int, int], float]]:
-    keys = [{(c.pair, c.x) for c in col.cells()} for col in cols]
-    return sorted(set.intersection(*keys), key=lambda k: (k[0], k[1] is None, k[1] or 0)) if keys else []
+def common_cells(cols: list[Column]) -> list[tuple[tuple[int, int], LoadKey]]:
+    """The (pair, load) every column measured; a load is matched within its own dimension (load_axes)."""
+    keys = [{(c.pair, c.load) for c in col.cells()} for col in cols]
+    return sorted(set.intersection(*keys)) if keys else []
 
 
 def _tokens(c: CellInfo, which: str) -> float | None:
