@@ -60,9 +60,10 @@ def closed_loop(c: int, itl_ms: float, seed: int, n: int = 48) -> list[RequestRe
 
 
 def stored(store, run_id: str, configs: dict[str, tuple[Profile, dict[int, float]]], power_w: float | None = None,
-           bad: tuple[str, int] | None = None) -> str:
+           bad: tuple[str, int] | None = None, name: str | None = None) -> str:
     """A run with one config per entry: its profile and, per concurrency, the token interval (ms)."""
-    store.create_run("sweep", "http://127.0.0.1:8000", {}, ["tokenbench", "sweep"], ENV, run_id=run_id)
+    spec = {"name": name} if name else {}
+    store.create_run("sweep", "http://127.0.0.1:8000", spec, ["tokenbench", "sweep"], ENV, run_id=run_id)
     for k, (name, (profile, itls)) in enumerate(configs.items()):
         cid = store.upsert_config(run_id, name, overrides={}, profile=profile, facts=facts(1 << 20), status="done")
         for c, itl in itls.items():
@@ -230,3 +231,13 @@ def test_compare_puts_every_column_on_one_frontier(store):
     assert {row[0] for row in table.rows} == {"F-A:ref", "F-B:ref"} and len(table.rows) == 4
     svg = _figure(doc, f"frontier-{PAIR[0]}-{PAIR[1]}").svg
     assert "F-A:ref" in svg and "F-B:ref" in svg and len(re.findall(r'class="pt ', svg)) == 4
+
+
+def test_long_column_names_letter_their_points_and_the_legend_says_which(store):
+    a = stored(store, "F-C", {"default": (prof(), {1: 10.0, 4: 14.0})}, name="llamacpp-one-slot")
+    b = stored(store, "F-D", {"default": (prof(), {1: 9.0, 4: 12.0})}, name="llamacpp-two-slots")
+    doc, _ = compare(store, [a, b], "en", "T")
+    svg = _figure(doc, f"frontier-{PAIR[0]}-{PAIR[1]}").svg
+    assert ">A: llamacpp-one-slot (F-C)<" in svg and ">B: llamacpp-two-slots (F-D)<" in svg
+    labels = re.findall(r'class="ptlabel"[^>]*>([^<]+)<', svg)
+    assert sorted(labels) == ["A c=1", "A c=4", "B c=1", "B c=4"]

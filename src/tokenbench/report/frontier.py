@@ -56,7 +56,7 @@ def _tip(p: Point, lang: str) -> str:
 
 
 def _dot(p: Point, y: Estimate, series: int, tag: str, lang: str) -> Dot:
-    star = "*" if p.cell.over_capacity else ""
+    star = ("*" if p.cell.over_capacity else "") + ("" if p.ok else f" {p.cell.state.mark}")
     return Dot(_range(p.per_user), _range(y), series, f"{tag} {p.cell.load_label}{star}".strip(), _tip(p, lang),
                dominated=p.ok and p.dominated_by is not None, hollow=not p.ok,
                derived=p.per_user.derived or y.derived, order=(p.cell.load,),

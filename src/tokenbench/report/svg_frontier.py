@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tokenbench.report.svg import (
+    LEFT,
     PALETTE,
     RIGHT,
     TOP,
@@ -84,32 +85,52 @@ CHAR_W, LINE_H = 6.0, 12.0       # label font: average character width and line 
 
 @dataclass
 class _Label:
+    """A point's label: its left edge, baseline and text (text-anchor start)."""
+
     x: float
     y: float
     text: str
     grey: bool
     series: int
 
+    @property
+    def right(self) -> float:
+        return self.x + CHAR_W * len(self.text)
+
     def clashes(self, other: _Label) -> bool:
-        return (abs(self.y - other.y) < LINE_H and self.x < other.x + CHAR_W * len(other.text)
-                and other.x < self.x + CHAR_W * len(self.text))
+        return abs(self.y - other.y) < LINE_H and self.x < other.right and other.x < self.right
+
+    def inside(self, fr: Frame) -> bool:
+        return LEFT + 2 <= self.x and self.right <= W - RIGHT + 4 and TOP + LINE_H <= self.y <= TOP + fr.ph - 2
+
+
+# where a label may go, tried in order: right of the point above or below it, left of it, then further out
+SPOTS = [(7, -8), (7, 15), (-7, -8), (-7, 15), (7, -20), (7, 27), (-7, -20), (-7, 27), (7, -32), (7, 39)]
+
+
+def _place(fr: Frame, cx: float, cy: float, text: str, placed: list[_Label]) -> tuple[float, float]:
+    """The first spot around (cx, cy) inside the plot where the label overprints no label already placed."""
+    width = CHAR_W * len(text)
+    for dx, dy in SPOTS:
+        x = cx + dx if dx > 0 else cx + dx - width
+        trial = _Label(x, cy + dy, text, False, 0)
+        if trial.inside(fr) and not any(trial.clashes(o) for o in placed):
+            return x, cy + dy
+    return min(cx + 7, W - RIGHT + 4 - width), min(max(cy - 8, TOP + LINE_H), TOP + fr.ph - 2)
 
 
 def _labels(fr: Frame, dots: list[Dot]) -> list[str]:
-    """One label per drawn spot: points of one owner at the same spot share it ('slots2 c=2, 1/s'); a label
-    that would overprint one already placed moves down a line until it does not."""
+    """One label per drawn spot: points of one owner at the same spot share it ('slots2 c=2, 1/s'); each is
+    put where it overprints no other label and stays inside the plot (`_place`)."""
     spots: dict[tuple[int, int, int], list[Dot]] = {}
-    for d in dots:
+    for d in sorted(dots, key=lambda d: (d.dominated or d.hollow, d.series)):     # the frontier's first
         spots.setdefault((d.series, round(fr.px(d.x.value) / 3), round(fr.py(d.y.value) / 3)), []).append(d)
     placed: list[_Label] = []
     for group in spots.values():
         d = group[0]
         text = ", ".join([d.label] + [g.load or g.label for g in group[1:]])
-        lab = _Label(fr.px(d.x.value) + 7, fr.py(d.y.value) + (-8 if d.series % 2 == 0 else 15), text,
-                     all(g.dominated for g in group), d.series)
-        while any(lab.clashes(o) for o in placed):
-            lab.y += LINE_H
-        placed.append(lab)
+        x, y = _place(fr, fr.px(d.x.value), fr.py(d.y.value), text, placed)
+        placed.append(_Label(x, y, text, all(g.dominated or g.hollow for g in group), d.series))
     return [f'<text class="ptlabel" data-s="{lab.series}" x="{f(lab.x)}" y="{f(lab.y)}" font-size="10.5" '
             f'fill="{GREY_LINE if lab.grey else "#222222"}">{esc(lab.text)}</text>' for lab in placed]
 
