@@ -241,3 +241,14 @@ def test_long_column_names_letter_their_points_and_the_legend_says_which(store):
     assert ">A: llamacpp-one-slot (F-C)<" in svg and ">B: llamacpp-two-slots (F-D)<" in svg
     labels = re.findall(r'class="ptlabel"[^>]*>([^<]+)<', svg)
     assert sorted(labels) == ["A c=1", "A c=4", "B c=1", "B c=4"]
+
+
+def test_a_failed_cell_without_figures_is_listed_not_dropped(store):
+    run_id = stored(store, "F-6", {"tp1": (prof(), {1: 10.0})})
+    cid = store.upsert_config(run_id, "tp1", profile=prof(), facts=facts(1 << 20), status="done")
+    store.save_cell(run_id, cid, CellRow(f"{PAIR[0]}:{PAIR[1]}/c=8", *PAIR, "failed", CellSummary(num_prompts=8,
+                                         completed=0, failed=8), concurrency=8, message="no request was answered"), [])
+    front = _front(store, run_id)
+    assert [(owner, c.concurrency, why) for owner, c, why in front.missing] == [("tp1", 8, "not_ok")]
+    md = markdown.render(build_report(load_run(store, run_id), "en", [], "T"))
+    assert "tp1 64/24 c=8: no point (the cell is not ok and stored no figure to place it by)." in md

@@ -21,9 +21,10 @@ from tokenbench.metrics.cell_summary import Metric, known
 
 OUTPUT = Metric("output_throughput")
 TPOT = Metric("tpot")
-Missing = Literal["no_speed", "no_throughput"]
+Missing = Literal["no_speed", "no_throughput", "not_ok"]
 Basis = Literal["tpot", "per_stream"]
 BASES: tuple[Basis, ...] = ("tpot", "per_stream")
+TINY = 1e-12          # a figure of 0 divides as this in the dominance margin
 
 
 @dataclass(frozen=True)
@@ -202,8 +203,8 @@ def judge_points(points: list[Point]) -> list[Point]:
         if not beaters:
             out.append(p)
             continue
-        best = max(beaters, key=lambda q: min(q.per_user.value / p.per_user.value,
-                                              q.per_device.value / p.per_device.value))
+        best = max(beaters, key=lambda q: min(q.per_user.value / max(p.per_user.value, TINY),
+                                              q.per_device.value / max(p.per_device.value, TINY)))
         out.append(replace(p, dominated_by=best, clearly=_clearly(best, p)))
     return out
 
@@ -221,7 +222,7 @@ def frontier(members: list[Member], pair: tuple[int, int]) -> Frontier | None:
         if isinstance(got, Point):
             points.append(got)
         else:
-            missing.append((m.label, c, got))
+            missing.append((m.label, c, got if c.state.ok else "not_ok"))
     return Frontier(pair, judge_points(points), missing, basis)
 
 
