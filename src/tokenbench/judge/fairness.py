@@ -84,19 +84,19 @@ def _workload(col: Column) -> Sampling:
     return col.config.facts.workload or Sampling()
 
 
-def length_distribution(col: Column, common: list[tuple[tuple[int, int], float]]) -> str | None:
+def length_distribution(col: Column, common: list[tuple[tuple[int, int], LoadKey]]) -> str | None:
     """How each request's lengths were drawn in the column's common cells: "exact", the distribution
     (workload/lengths.py), or None when an imported result does not say."""
     found: set[str | None] = set()
-    for pair, x in common:
-        c = col.cell(pair, x)
+    for pair, load in common:
+        c = col.cell(pair, load)
         found.add(c.summary.facts.length_distribution if c is not None and c.summary.facts is not None else None)
     if found - {None}:
         return "; ".join(sorted(f or "exact" for f in found))
     return "exact" if col.run.kind in OWN_KINDS else None
 
 
-def _lengths(cols: list[Column], common: list[tuple[tuple[int, int], float]]) -> list[Issue]:
+def _lengths(cols: list[Column], common: list[tuple[tuple[int, int], LoadKey]]) -> list[Issue]:
     """Cells whose lengths were drawn differently are not the same workload (checked once one column drew)."""
     vals = [length_distribution(c, common) for c in cols]
     if all(v in (None, "exact") for v in vals):
