@@ -109,7 +109,7 @@ def test_tables_and_comparisons_never_pair_a_rate_with_a_concurrency(store):
 def test_load_keys_sort_by_dimension_then_value_and_say_their_unit():
     keys = [load_key(None, 0.5, cap=8), load_key(4, None), load_key(None, 3.0), load_key(2, None),
             load_key(None, None, users=16), load_key(None, None)]
-    assert [k.label for k in sorted(keys)] == ["c=2", "c=4", "16 users", "0.5/s cap 8", "3/s", "replay"]
+    assert [k.label for k in sorted(keys)] == ["c=2", "c=4", "users=16", "0.5/s cap 8", "3/s", "replay"]
     assert load_key(3, None) != load_key(None, 3.0) and isinstance(load_key(1, None), LoadKey)
     with pytest.raises(AttributeError):
         load_key(1, None).rank = 2           # frozen: a key never changes under a dict

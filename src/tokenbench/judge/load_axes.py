@@ -28,11 +28,11 @@ class LoadKey:
 
     @property
     def label(self) -> str:
-        """'c=8', '4 users', '3/s', '3/s cap 8', 'replay'."""
+        """'c=8', 'users=4', '3/s', '3/s cap 8', 'replay'."""
         if self.dimension == "concurrency":
             return f"c={self.value:g}"
         if self.dimension == "users":
-            return f"{self.value:g} users"
+            return f"users={self.value:g}"
         if self.dimension == "rate":
             return f"{self.value:g}/s" + (f" cap {self.cap}" if self.cap else "")
         return "replay" + (f" cap {self.cap}" if self.cap else "")

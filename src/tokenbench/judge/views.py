@@ -111,7 +111,10 @@ class CellInfo:
         """The cell's load dimension and its value there (judge/load_axes.py): concurrency, users, or a
         request rate with the in-flight cap it ran under."""
         cap = self.summary.max_concurrency if self.concurrency is None else None
-        return load_key(self.concurrency, self.request_rate, self.users, cap)
+        users = self.users
+        if users is None and self.summary.sessions is not None:
+            users = self.concurrency                      # a sessions cell stores its users as its concurrency
+        return load_key(self.concurrency, self.request_rate, users, cap)
 
     @property
     def x(self) -> float:
@@ -121,6 +124,8 @@ class CellInfo:
 
     @property
     def load_label(self) -> str:
+        if self.summary.sessions is not None and self.concurrency is None and self.request_rate is not None:
+            return f"{self.request_rate:g} sessions/s"      # session starts per second
         return self.load.label
 
     @property
