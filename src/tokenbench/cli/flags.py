@@ -44,19 +44,21 @@ class Flag:
 
 TARGET = (Flag("target.base_url"), Flag("target.model"), Flag("target.api_key_env"), Flag("target.api_key_file"),
           Flag("target.timeout_s", names=("--timeout",)),
-          Flag("target.connect_in_ttft", names=("--count-connect-in-ttft",)), Flag("target.final_usage_only"))
+          Flag("target.connect_in_ttft", names=("--count-connect-in-ttft",)), Flag("target.final_usage_only"),
+          Flag("target.no_min_tokens"), Flag("target.extra_body", vllm=("--extra-body",), parse=options.json_object),
+          Flag("target.new_connection_per_request"))
 WORKLOAD = (Flag("workload.kind", vllm=("--dataset-name",)),
             Flag("workload.dataset_path", vllm=("--dataset-path",)),
             *(Flag(f"workload.{n}") for n in ("min_input_len", "max_input_len", "min_output_len", "max_output_len",
                                               "prefix_len", "num_groups", "image_count", "image_width",
                                               "image_height", "image_format", "time_scale")),
             Flag("workload.tokenizer_path", vllm=("--tokenizer",)),
-            Flag("workload.vocab_size"), Flag("api"), Flag("seed", vllm=("--seed",)))
+            Flag("workload.vocab_size"), Flag("workload.prompt_as_text"), Flag("api"), Flag("seed", vllm=("--seed",)))
 LOAD = (Flag("concurrency", parse=options.int_list),
         Flag("rates", vllm=("--request-rate",), parse=options.rate_list),
         Flag("arrival"), Flag("burstiness", vllm=("--burstiness",)), Flag("max_concurrency", vllm=("--max-concurrency",)),
         Flag("requests.num_prompts", vllm=("--num-prompts",)), Flag("requests.duration_s", names=("--duration",)),
-        Flag("warmup_requests", vllm=("--num-warmups",)), Flag("repeats"))
+        Flag("warmup_requests", vllm=("--num-warmups",)), Flag("warmup_first_prompt"), Flag("repeats"))
 CHECKS = (Flag("slo", parse=options.slo_dict, help="goodput SLOs in ms, e.g. ttft=500,tpot=50,e2el=10000"),
           Flag("allow_length_mismatch"), Flag("allow_client_lag"), Flag("max_error_rate"), Flag("name", vllm=("--label",)),
           Flag("client.workers"), Flag("client.ray_address", names=("--ray",)),

@@ -4,6 +4,8 @@ cli/run_options.py), so the reference cannot drift from the code. Regenerate:
 
 from __future__ import annotations
 
+from typing import get_origin
+
 import click
 
 from tokenbench.cli import flags, run_options
@@ -50,12 +52,18 @@ def _row(names: list[str], key: str, vllm: str, kind: str, default: str, text: s
     return "| " + " | ".join(cells) + " |"
 
 
+def _parsed_kind(annotation) -> str:
+    """What a parsed flag takes: a JSON object for a dict field, else a comma list."""
+    return "JSON object" if get_origin(annotation) is dict else "list"
+
+
 def _flag_rows(group: tuple[flags.Flag, ...]) -> list[str]:
     rows = []
     for flag in group:
         text, default = flags.describe(flag)
         info = flags.field_at(flags.SweepSpec, flag.key)
-        kind = "flag" if info.annotation is bool else "list" if flag.parse else flags.click_type(info.annotation).name
+        kind = "flag" if info.annotation is bool else _parsed_kind(info.annotation) if flag.parse \
+            else flags.click_type(info.annotation).name
         names = [flag.flag, *(n for n in flag.names if n != flag.flag)]
         vllm = ", ".join(f"`{n}`" for n in flag.vllm)
         shown = default is not None and not isinstance(default, bool)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 import msgspec
@@ -36,6 +38,20 @@ class PreparedRequest:
     wire: bytes = b""                                  # the whole HTTP/1.1 request, encoded ahead of time
     images: int = 0                                    # images sent (checked against usage's image_count)
     image_bytes: int = 0
+    new_connection: bool = False                       # sent on a connection of its own, closed after it
+
+
+@dataclass(slots=True, frozen=True)
+class RequestOptions:
+    """How every request is shaped beyond its prompt and lengths (the study target's options; docs/cli.md):
+    `final_usage_only` leaves `continuous_usage_stats` out, `min_tokens` False leaves `min_tokens` out (only
+    max_tokens with ignore_eos, as vllm bench serve and sglang.bench_serving send), `extra_body` is merged
+    over the body last (vLLM's --extra-body), `new_connection` sends each request on a fresh connection."""
+
+    final_usage_only: bool = False
+    min_tokens: bool = True
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+    new_connection: bool = False
 
 
 def encode_request(url: str, body: bytes, headers: dict[str, str]) -> tuple[tuple[str, int, bool], bytes]:
@@ -49,24 +65,21 @@ def encode_request(url: str, body: bytes, headers: dict[str, str]) -> tuple[tupl
     return (u.hostname or "", port, tls), ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
-def _sampling(output_len: int, final_usage_only: bool = False) -> dict:
+def _sampling(output_len: int, options: RequestOptions) -> dict:
     """Exact length (ignore_eos, min = max tokens), greedy, streamed with usage. `continuous_usage_stats`
     asks vLLM and SGLang for the running token count on every chunk, the exact count per chunk
     (servers without it ignore the field); `final_usage_only` leaves it out, as vLLM's client does."""
-    usage = {"include_usage": True} if final_usage_only else {"include_usage": True, "continuous_usage_stats": True}
-    return {
-        "max_tokens": output_len,
-        "min_tokens": output_len,
-        "ignore_eos": True,
-        "temperature": 0.0,
-        "stream": True,
-        "stream_options": usage,
-    }
+    usage = {"include_usage": True}
+    if not options.final_usage_only:
+        usage["continuous_usage_stats"] = True
+    minimum = {"min_tokens": output_len} if options.min_tokens else {}
+    return {"max_tokens": output_len, **minimum, "ignore_eos": True, "temperature": 0.0, "stream": True,
+            "stream_options": usage}
 
 
-def completions_body(model: str, prompt: Prompt, final_usage_only: bool = False) -> dict:
+def completions_body(model: str, prompt: Prompt, options: RequestOptions = RequestOptions()) -> dict:
     content = list(prompt.token_ids) if prompt.token_ids is not None else prompt.text
-    return {"model": model, "prompt": content, **_sampling(prompt.output_len, final_usage_only)}
+    return {"model": model, "prompt": content, **_sampling(prompt.output_len, options), **options.extra_body}
 
 
 def user_content(text: str, images: tuple[str, ...] = ()) -> str | list[dict]:
@@ -76,15 +89,15 @@ def user_content(text: str, images: tuple[str, ...] = ()) -> str | list[dict]:
     return [{"type": "text", "text": text}, *({"type": "image_url", "image_url": {"url": u}} for u in images)]
 
 
-def chat_body(model: str, prompt: Prompt, final_usage_only: bool = False) -> dict:
+def chat_body(model: str, prompt: Prompt, options: RequestOptions = RequestOptions()) -> dict:
     messages = [{"role": "user", "content": user_content(prompt.text or "", prompt.images)}]
-    return {"model": model, "messages": messages, **_sampling(prompt.output_len, final_usage_only)}
+    return {"model": model, "messages": messages, **_sampling(prompt.output_len, options), **options.extra_body}
 
 
 def prepare(base_url: str, api: str, model: str, prompt: Prompt, api_key: str | None,
-            final_usage_only: bool = False) -> PreparedRequest:
-    path, body = (("/v1/chat/completions", chat_body(model, prompt, final_usage_only)) if api == "chat"
-                  else ("/v1/completions", completions_body(model, prompt, final_usage_only)))
+            options: RequestOptions = RequestOptions()) -> PreparedRequest:
+    path, body = (("/v1/chat/completions", chat_body(model, prompt, options)) if api == "chat"
+                  else ("/v1/completions", completions_body(model, prompt, options)))
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
@@ -102,4 +115,5 @@ def prepare(base_url: str, api: str, model: str, prompt: Prompt, api_key: str | 
         expected_prompt_tokens=prompt.expected_prompt_tokens,
         images=len(prompt.images),
         image_bytes=prompt.image_bytes,
+        new_connection=options.new_connection,
     )

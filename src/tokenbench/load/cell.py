@@ -114,9 +114,20 @@ def exhausted_note(summary: dict, load: Load, n_meas: int) -> list[str]:
             f"the cell measured {at:.1f} s (use --num-prompts, or a shorter --duration)"]
 
 
+def repeat_first(n_warm: int, measure: Iterable[Prompt]) -> tuple[list[Prompt], Iterable[Prompt]]:
+    """The warmup as vllm bench serve and sglang.bench_serving make it: the first measured prompt, once per
+    warmup request (`warmup_first_prompt`); the measured prompts are unchanged (a list stays a list)."""
+    rest = iter(measure)
+    first = next(rest, None)
+    if first is None:
+        return [], []
+    both = itertools.chain([first], rest)
+    return [first] * n_warm, list(both) if isinstance(measure, list) else both
+
+
 def _prepare(t: ResolvedTarget, wl: Workload, prompts: Iterable[Prompt]) -> Iterator[PreparedRequest]:
     """Each request's body, made when the request is taken (nothing prepared waits in memory)."""
-    return (prepare(t.base_url, wl.api, t.model, p, t.api_key, t.final_usage_only) for p in prompts)
+    return (prepare(t.base_url, wl.api, t.model, p, t.api_key, t.request) for p in prompts)
 
 
 class _Sink:
@@ -191,6 +202,8 @@ async def run_cell(session: Session, t: ResolvedTarget, wl: Workload, load: Load
                          "drop --workers / --ray, or --keep-raw")
     n_warm = load.warmup_count()
     prompts = build_cell(t, wl, key, n_warm, planned_count(load, wl.input_len, wl.kind), duration_s=load.duration_s)
+    if load.warmup_first_prompt:
+        prompts.warmup, prompts.measure = repeat_first(len(prompts.warmup), prompts.measure)
     warm_r, meas_r = list(_prepare(t, wl, prompts.warmup)), _prepare(t, wl, prompts.measure)
     lengths = prompts.nominal_lengths(wl)
     n_meas = prompts.measure_count

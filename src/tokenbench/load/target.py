@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tokenbench.client import api
+from tokenbench.client.request import RequestOptions
 from tokenbench.errors import TargetError, UsageError
 from tokenbench.spec.bench import Target
 from tokenbench.workload.vocab import Vocab, discover
@@ -19,7 +20,7 @@ class ResolvedTarget:
     api_key: str | None
     vocab: Vocab
     max_model_len: int | None
-    final_usage_only: bool = False      # no continuous_usage_stats in the request body
+    request: RequestOptions = RequestOptions()     # how every request body is shaped (the target's options)
 
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"      # read when no key is named, as OpenAI clients and vLLM's do
@@ -61,7 +62,13 @@ def resolve(target: Target, tokenizer_path: str | None = None, vocab_size: int |
     entry = models[ids.index(target.model)] if target.model else models[0]
     vocab = discover(target.base_url, models, tokenizer_path, vocab_size, key)
     return ResolvedTarget(target.base_url.rstrip("/"), entry["id"], key, vocab, _max_len(entry),
-                          target.final_usage_only)
+                          request_options(target))
+
+
+def request_options(target: Target) -> RequestOptions:
+    """The request shape the target's options ask for."""
+    return RequestOptions(target.final_usage_only, not target.no_min_tokens, dict(target.extra_body),
+                          target.new_connection_per_request)
 
 
 def check_context(workload, max_model_len: int | None) -> None:

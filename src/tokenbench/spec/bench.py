@@ -3,15 +3,39 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from tokenbench.spec.base import StrictModel
 
 FINAL_USAGE_ONLY = ("ask for the usage only at the end of the stream, as vllm bench serve does (default: on every "
                     "chunk too, vLLM/SGLang continuous_usage_stats, the exact count per chunk; it costs the server "
                     "a little); counts then come from token ids, else chunks reconciled with the final usage")
+
+NO_MIN_TOKENS = ("leave min_tokens out of the request body: only max_tokens with ignore_eos, as vllm bench serve and "
+                 "sglang.bench_serving send (default: min_tokens = max_tokens too, so a server that ignores "
+                 "ignore_eos still gives exactly output_len tokens)")
+EXTRA_BODY = ("JSON object merged over every request body, last (vLLM's --extra-body), e.g. "
+              "'{\"top_p\": 1, \"repetition_penalty\": 1.0}'; it may not set model, prompt, messages or stream")
+NEW_CONNECTION = ("send every request on a new connection, closed after it (as sglang.bench_serving, which opens "
+                  "an HTTP session per request); default: keep-alive connections reused")
+WARMUP_FIRST_PROMPT = ("every warmup request sends the cell's first measured prompt, as vllm bench serve "
+                       "(--num-warmups) and sglang.bench_serving (--warmup-requests) do: with prefix caching the "
+                       "first measured request then finds its prompt cached; default: fresh prompts of the "
+                       "measured shape, none of them measured again")
+PROMPT_AS_TEXT = ("random completions prompts travel as text the server tokenizes (words of measured token "
+                  "counts, input_len tokens by the server's count with the special tokens it adds, e.g. BOS), "
+                  "as vllm bench serve and sglang.bench_serving send them; default: input_len token ids")
+FIXED_BODY_KEYS = ("model", "prompt", "messages", "stream")
+
+
+def check_extra_body(body: dict[str, Any]) -> dict[str, Any]:
+    """extra_body may add or change sampling fields, not what tokenbench must send to measure."""
+    fixed = [k for k in FIXED_BODY_KEYS if k in body]
+    if fixed:
+        raise ValueError(f"extra_body may not set {', '.join(fixed)}: tokenbench sets them to measure")
+    return body
 
 
 class Target(StrictModel):
@@ -23,6 +47,11 @@ class Target(StrictModel):
     connect_in_ttft: bool = Field(False, description="count a new connection's set-up (TCP, TLS) in TTFT, as "
                                   "vLLM's client does; default: it is its own figure, connect_ms")
     final_usage_only: bool = Field(False, description=FINAL_USAGE_ONLY)
+    no_min_tokens: bool = Field(False, description=NO_MIN_TOKENS)
+    extra_body: dict[str, Any] = Field(default_factory=dict, description=EXTRA_BODY)
+    new_connection_per_request: bool = Field(False, description=NEW_CONNECTION)
+
+    _extra = field_validator("extra_body")(check_extra_body)
 
 
 WorkloadKind = Literal["random", "sharegpt", "jsonl", "prefix", "image", "trace"]
@@ -53,6 +82,7 @@ class WorkloadSource(StrictModel):
                                        "config.json gives the vocab size): builds chat prompts and counts "
                                        "datasets without the server's /tokenize; default: ask the server")
     vocab_size: int | None = Field(None, ge=2, description="vocabulary size, for a server that does not report it")
+    prompt_as_text: bool = Field(False, description=PROMPT_AS_TEXT)
 
     def _check_kind(self, input_len: int | None) -> None:
         kind = self.kind
@@ -97,6 +127,9 @@ class Workload(WorkloadSource):
         self._check_kind(self.input_len)
         if self.kind == "image" and self.api != "chat":
             raise ValueError("image workloads use the chat API (--api chat): images travel as image_url parts")
+        if self.prompt_as_text and (self.kind != "random" or self.api != "completions"):
+            raise ValueError(f"prompt_as_text applies to random completions prompts (chat prompts are text "
+                             f"already), not to {self.kind} on the {self.api} API")
         return self
 
     @property
@@ -145,6 +178,7 @@ class Load(StrictModel):
     num_prompts: int | None = Field(None, gt=0, description="requests per cell (trace: at most this many rows)")
     duration_s: float | None = Field(None, gt=0, description="seconds per cell (trace: the rows due before this)")
     warmup_requests: int | None = Field(None, ge=0, description="default: the cell's concurrency")
+    warmup_first_prompt: bool = Field(False, description=WARMUP_FIRST_PROMPT)
 
     @model_validator(mode="after")
     def _one_mode(self) -> "Load":

@@ -11,11 +11,16 @@ from tokenbench.spec.base import StrictModel
 from tokenbench.spec.bench import (
     ALLOW_CLIENT_LAG,
     DATASET_KINDS,
+    EXTRA_BODY,
     FINAL_USAGE_ONLY,
     FIXED_LENGTH_KINDS,
+    NEW_CONNECTION,
+    NO_MIN_TOKENS,
     SLO,
+    WARMUP_FIRST_PROMPT,
     Workload,
     WorkloadSource,
+    check_extra_body,
 )
 
 SHORT_KEYS = {"tp": "parallelism.tp", "dp": "parallelism.dp", "slots": "parallelism.slots",
@@ -41,6 +46,11 @@ class SweepTarget(StrictModel):
     connect_in_ttft: bool = Field(False, description="count a new connection's set-up (TCP, TLS) in TTFT, as "
                                   "vLLM's client does; default: it is its own figure, connect_ms")
     final_usage_only: bool = Field(False, description=FINAL_USAGE_ONLY)
+    no_min_tokens: bool = Field(False, description=NO_MIN_TOKENS)
+    extra_body: dict[str, Any] = Field(default_factory=dict, description=EXTRA_BODY)
+    new_connection_per_request: bool = Field(False, description=NEW_CONNECTION)
+
+    _extra = field_validator("extra_body")(check_extra_body)
 
     @model_validator(mode="after")
     def _one(self) -> "SweepTarget":
@@ -95,6 +105,7 @@ class SweepSpec(StrictModel):
     requests: Requests = Field(default_factory=Requests)
     warmup_requests: int | None = Field(None, ge=0, description="warmup requests per cell; "
                                         "default: the cell's concurrency")
+    warmup_first_prompt: bool = Field(False, description=WARMUP_FIRST_PROMPT)
     api: Literal["completions", "chat"] = Field("completions", description="OpenAI API: /v1/completions or "
                                                 "/v1/chat/completions (image workloads: chat)")
     seed: int = Field(0, description="seed of the prompts (repeat r uses seed + r)")

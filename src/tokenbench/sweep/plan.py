@@ -69,7 +69,8 @@ def _count(spec: SweepSpec, width: float) -> int | None:
 
 
 def _loads(spec: SweepSpec) -> list[Load]:
-    common = dict(duration_s=spec.requests.duration_s, warmup_requests=spec.warmup_requests)
+    common = dict(duration_s=spec.requests.duration_s, warmup_requests=spec.warmup_requests,
+                  warmup_first_prompt=spec.warmup_first_prompt)
     if spec.workload.kind == "trace":
         return [Load(arrival="trace", max_concurrency=spec.max_concurrency, num_prompts=spec.requests.num_prompts,
                      **common)]
@@ -82,7 +83,7 @@ def _loads(spec: SweepSpec) -> list[Load]:
 
 def capacity_load(spec: SweepSpec, concurrency: int) -> Load:
     return Load(concurrency=concurrency, num_prompts=_count(spec, concurrency), duration_s=spec.requests.duration_s,
-                warmup_requests=spec.warmup_requests)
+                warmup_requests=spec.warmup_requests, warmup_first_prompt=spec.warmup_first_prompt)
 
 
 def plan(spec: SweepSpec) -> Plan:

@@ -106,9 +106,10 @@ def client_target(spec, base_url: str, profile=None) -> ResolvedTarget:
     """The benchmark's view of the server. The API key: the spec's, else the deployed profile's own
     secret `--api-key` variable (the server requires it, so the client must send it)."""
     key_env = spec.target.api_key_env or (api_key_var(profile) if profile else None)
+    shape = spec.target.model_dump(include={"final_usage_only", "no_min_tokens", "extra_body",
+                                            "new_connection_per_request"})
     return resolve(Target(base_url=base_url, model=spec.target.model, api_key_env=key_env,
-                          api_key_file=spec.target.api_key_file, timeout_s=spec.target.timeout_s,
-                          final_usage_only=spec.target.final_usage_only),
+                          api_key_file=spec.target.api_key_file, timeout_s=spec.target.timeout_s, **shape),
                    spec.workload.tokenizer_path, spec.workload.vocab_size)
 
 

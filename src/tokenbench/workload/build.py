@@ -18,10 +18,18 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from tokenbench.client.request import Prompt
+from tokenbench.errors import TargetError
 from tokenbench.spec.bench import Workload
 from tokenbench.workload import images as img
 from tokenbench.workload import prefix, trace_replay
-from tokenbench.workload.chat import ServerTokenizer, Tokenizer, chat_template_overhead, exact_text, image_tokens
+from tokenbench.workload.chat import (
+    ServerTokenizer,
+    Tokenizer,
+    chat_template_overhead,
+    completion_special_tokens,
+    exact_text,
+    image_tokens,
+)
 from tokenbench.workload.dataset import Draft, Filters, TextEntry, select
 from tokenbench.workload.jsonl import read_prompts
 from tokenbench.workload.local_tokenizer import LocalTokenizer, tokenizer_file
@@ -68,6 +76,7 @@ class _Cell:
     wl: Workload
     key: str
     tok: Tokenizer
+    special: int = 0          # prompt_as_text: tokens the server adds to a text prompt (BOS)
 
     def rng(self, phase: str) -> random.Random:
         return cell_rng(self.wl.seed, self.key, phase)
@@ -87,7 +96,23 @@ class _Drafts:
 def _exact(c: _Cell, rng: random.Random, n: int, out: int) -> Draft:
     if c.wl.api == "chat":
         return Draft(exact_text(c.tok, rng, n, c.t.vocab), None, n, out)
+    if c.wl.prompt_as_text:                 # n tokens by the server's count, its special tokens included
+        return Draft(exact_text(c.tok, rng, n - c.special, c.t.vocab), None, n, out)
     return Draft(None, random_ids(rng, n, c.t.vocab), n, out)
+
+
+PROBE_TOKENS = 8     # the text of the special-token probe
+
+
+def _special_tokens(c: _Cell) -> int:
+    """prompt_as_text: the special tokens the server adds to a text prompt, measured once per cell with a
+    1-token completion; the prompts' text is that many tokens shorter than input_len."""
+    text = exact_text(c.tok, c.rng("probe"), PROBE_TOKENS, c.t.vocab)
+    special = completion_special_tokens(c.t.base_url, c.t.model, text, PROBE_TOKENS, c.t.api_key)
+    if not 0 <= special < (c.wl.input_len or 0):
+        raise TargetError(f"the server adds {special} tokens to a text prompt: no room for {c.wl.input_len}-token "
+                          "prompts as text", "use a longer --input-len, or drop --prompt-as-text")
+    return special
 
 
 def _exact_phase(c: _Cell, phase: str, lengths: list[tuple[int, int]]) -> list[Draft]:
@@ -225,6 +250,9 @@ def _chat_prompts(c: _Cell, d: _Drafts) -> tuple[list[Prompt], Iterable[Prompt],
 
 
 def _completion_prompt(x: Draft) -> Prompt:
+    """Token ids, or (prompt_as_text) text whose server count, special tokens included, is input_len."""
+    if x.ids is None:
+        return Prompt(None, x.text, x.input_len, x.output_len, x.input_len)
     return Prompt(tuple(x.ids), None, x.input_len, x.output_len, x.input_len)
 
 
@@ -243,7 +271,7 @@ def tokenizer_for(t: Target, wl: Workload) -> Tokenizer:
     """The local tokenizer when --tokenizer names a directory with tokenizer.json, else the server's
     /tokenize (with a fix that fits this workload when the server has none)."""
     path = wl.tokenizer_path
-    if path and tokenizer_file(path) and (wl.api == "chat" or wl.kind in ("sharegpt", "jsonl")):
+    if path and tokenizer_file(path) and (wl.api == "chat" or wl.prompt_as_text or wl.kind in ("sharegpt", "jsonl")):
         return _local(path)
     hint = "pass --tokenizer DIR (the model's Hugging Face directory, with tokenizer.json)"
     if path and not tokenizer_file(path):
@@ -259,6 +287,8 @@ def build_cell(t: Target, wl: Workload, key: str, n_warm: int, n_meas: int | Non
     prompts: without end, the load's duration decides); `duration_s` cuts a trace to the rows due before
     it. Random and trace prompts are made one by one as the measured phase takes them."""
     c = _Cell(t, wl, key, tok or tokenizer_for(t, wl))
+    if wl.prompt_as_text:
+        c.special = _special_tokens(c)
     d = KINDS[wl.kind](c, n_warm, n_meas, duration_s)
     if isinstance(d.measure, list) and not d.warmup and not d.measure:
         warm, meas, facts = [], [], {}
@@ -270,6 +300,8 @@ def build_cell(t: Target, wl: Workload, key: str, n_warm: int, n_meas: int | Non
     facts = {**d.facts, **facts}
     if isinstance(c.tok, LocalTokenizer):
         facts["tokenizer"] = f"local {c.tok.source}"
+    if wl.prompt_as_text:
+        facts["prompt_as_text_special_tokens"] = c.special
     means = None
     if isinstance(meas, list):
         lengths = [(p.input_len, p.output_len) for p in meas]
