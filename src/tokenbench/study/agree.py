@@ -24,7 +24,7 @@ from tokenbench.report.document import plain
 from tokenbench.store import outputs
 from tokenbench.study import agree_capture as capture
 from tokenbench.study import run as study
-from tokenbench.study.agree_explain import FIGURES, PEER, Explained, Rounds, explain, figure
+from tokenbench.study.agree_explain import FIGURES, PEER, Explained, Rounds, Setting, explain, figure
 from tokenbench.study.agree_explain import markdown as explain_markdown
 from tokenbench.study.agree_peers import PEERS, Cell, Peer, peer_python, run_peer
 from tokenbench.study.agree_variants import DEFAULT, Variant, combined, study_spec
@@ -62,6 +62,7 @@ class Bodies:
     after: list[capture.Difference]        # all peer-like changes vs the peer: what is left
     variants: list[Variant]                # the single changes the differences name
     peer_like: Variant                     # all of them together (the one, or the default when none)
+    clock: capture.Clock | None = None     # the two clients' own clocks at the capture's concurrency
 
 
 @dataclass(frozen=True)
@@ -112,30 +113,54 @@ def quiet(message: str) -> None:
     """The default progress callback: says nothing."""
 
 
+@dataclass(frozen=True)
+class Session:
+    """One agree run's peer client, where its files go and how it reports progress."""
+
+    peer: Peer
+    python: str
+    out: Path
+    say: Say = quiet
+
+
 def run(spec: AgreeSpec, out: Path, say: Say = quiet) -> Agreement:
     """Capture both clients' requests, then `spec.repeat` rounds per concurrency of the peer and tokenbench's
     arms; writes agreement.json and agreement.md into `out`."""
+    check_variants(spec)
     other = PEERS[spec.peer]
-    python = peer_python(other, spec.peer_python)
+    session = Session(other, peer_python(other, spec.peer_python), out, say)
     model, tokenizer = model_and_tokenizer(spec.base_url, spec.model, spec.tokenizer)
     out.mkdir(parents=True, exist_ok=True)
     base = Cell(spec.base_url, model, tokenizer, spec.input_len, spec.output_len, min(spec.concurrency),
                 capture.CAPTURE_PROMPTS, spec.seed, kind="capture")
-    bodies = capture_bodies(other, python, base, out, say)
+    bodies = capture_bodies(session, base)
     arms, explained_arms = arms_of(spec, bodies)
     rows: list[Row] = []
     counts: dict[int, dict[str, dict]] = {}
     explained: list[Explained] = []
     for conc in spec.concurrency:
-        rounds = run_rounds(other, python, cells(spec, base, conc), arms, out, say)
+        clock = clock_at(session, base, conc, bodies) if spec.explain else None
+        rounds = run_rounds(session, cells(spec, base, conc), arms)
         ours = rounds[bodies.peer_like.name]
         counts[conc] = {"tokenbench": _sum_counts(ours), other.name: _sum_counts(rounds[PEER])}
         rows += compare(conc, ours, rounds[PEER])
         if spec.explain:
-            explained += explain(rounds, explained_arms, conc, spec.tolerance)
+            explained += explain(rounds, explained_arms, Setting(conc, spec.tolerance, spec.output_len, clock))
     agreement = Agreement(other, rows, counts, spec.tolerance, out, bodies, explained, spec.repeat)
     write(agreement)
     return agreement
+
+
+def check_variants(spec: AgreeSpec) -> None:
+    """Before anything runs: --variants names known changes, and only with --explain."""
+    if spec.variants is None:
+        return
+    if not spec.explain:
+        raise UsageError("--variants chooses the single changes of --explain", "add --explain, or drop --variants")
+    unknown = sorted(set(spec.variants) - set(capture.VARIANT_NAMES))
+    if unknown:
+        raise UsageError(f"--variants: unknown change {', '.join(unknown)}",
+                         f"choose among {', '.join(capture.VARIANT_NAMES)}")
 
 
 def cells(spec: AgreeSpec, base: Cell, conc: int) -> list[Cell]:
@@ -145,20 +170,31 @@ def cells(spec: AgreeSpec, base: Cell, conc: int) -> list[Cell]:
             for i in range(spec.repeat)]
 
 
-def capture_bodies(peer: Peer, python: str, cell: Cell, out: Path, say: Say = quiet) -> Bodies:
+def capture_bodies(session: Session, cell: Cell) -> Bodies:
     """The peer's and tokenbench's requests through the recording proxy, compared; then the peer-like arm's,
-    compared again (what its changes leave)."""
-    say(f"capture: {peer.label} and tokenbench through a recording proxy ({cell.num_prompts} requests each)")
-    theirs = capture.capture_peer(peer, python, cell, out)
-    ours = capture.capture_tokenbench(cell, DEFAULT, out)
+    compared again (what its changes leave), and the two clients' clocks at this concurrency."""
+    session.say(f"capture: {session.peer.label} and tokenbench through a recording proxy "
+                f"({cell.num_prompts} requests each)")
+    theirs = capture.capture_peer(session.peer, session.python, cell, session.out)
+    ours = capture.capture_tokenbench(cell, DEFAULT, session.out)
     rows = capture.compare(ours, theirs, cell)
     found = capture.variants(rows)
     peer_like = combined(found) if len(found) > 1 else found[0] if found else DEFAULT
-    after = rows
+    after, mine = rows, ours
     if found:
-        mine = capture.capture_tokenbench(cell, peer_like, out)
+        mine = capture.capture_tokenbench(cell, peer_like, session.out)
         after = capture.compare(mine, theirs, cell)
-    return Bodies(rows, after, found, peer_like)
+    return Bodies(rows, after, found, peer_like, capture.clock(mine, theirs, cell.concurrency))
+
+
+def clock_at(session: Session, base: Cell, conc: int, bodies: Bodies) -> capture.Clock:
+    """Both clients' own clocks at `conc` (the first capture's, or a capture of the peer-like arm)."""
+    if bodies.clock is not None and bodies.clock.concurrency == conc:
+        return bodies.clock
+    cell = replace(base, concurrency=conc, num_prompts=max(capture.CAPTURE_PROMPTS, conc))
+    session.say(f"capture at concurrency {conc}: the clients' own clocks")
+    theirs = capture.capture_peer(session.peer, session.python, cell, session.out)
+    return capture.clock(capture.capture_tokenbench(cell, bodies.peer_like, session.out), theirs, conc)
 
 
 def arms_of(spec: AgreeSpec, bodies: Bodies) -> tuple[list[Variant], list[Variant]]:
@@ -176,21 +212,26 @@ def arms_of(spec: AgreeSpec, bodies: Bodies) -> tuple[list[Variant], list[Varian
     return [DEFAULT, *singles, *last], [*singles, *last]
 
 
-def run_rounds(peer: Peer, python: str, rounds: list[Cell], arms: list[Variant], out: Path,
-               say: Say = quiet) -> Rounds:
+def run_rounds(session: Session, rounds: list[Cell], arms: list[Variant]) -> Rounds:
     """Every arm once per round (one cell per round), the order rotated each round so no arm always runs
     first or after the same one. Returns each arm's summaries in round order (the peer's under PEER)."""
     names = [PEER, *(a.name for a in arms)]
     by_name = {a.name: a for a in arms}
     results: dict[str, list[dict]] = {n: [] for n in names}
     for cell in rounds:
-        k = cell.run % len(names)
-        for name in names[k:] + names[:k]:
-            say(f"concurrency {cell.concurrency}, round {cell.run + 1}/{len(rounds)}: "
-                f"{peer.label if name == PEER else by_name[name].label} ({cell.num_prompts} requests)")
-            results[name].append(run_peer(peer, python, cell, out) if name == PEER
-                                 else run_tokenbench(cell, out, by_name[name]))
+        for name in round_order(names, cell.run):
+            session.say(f"concurrency {cell.concurrency}, round {cell.run + 1}/{len(rounds)}: "
+                        f"{session.peer.label if name == PEER else by_name[name].label} ({cell.num_prompts} requests)")
+            results[name].append(run_peer(session.peer, session.python, cell, session.out) if name == PEER
+                                 else run_tokenbench(cell, session.out, by_name[name]))
     return results
+
+
+def round_order(names: Sequence[str], run: int) -> list[str]:
+    """The arms of round `run`, rotated by one each round: over len(names) rounds every arm runs once in
+    every position (two arms: the peer first, then tokenbench first, and so on)."""
+    k = run % len(names)
+    return [*names[k:], *names[:k]]
 
 
 def run_tokenbench(cell: Cell, out: Path, variant: Variant = DEFAULT) -> dict:
@@ -276,7 +317,8 @@ def _bodies_doc(bodies: Bodies | None) -> dict | None:
     if bodies is None:
         return None
     return {"rows": [asdict(d) for d in bodies.rows], "after": [asdict(d) for d in bodies.after],
-            "variants": [asdict(v) for v in bodies.variants], "peer_like": asdict(bodies.peer_like)}
+            "variants": [asdict(v) for v in bodies.variants], "peer_like": asdict(bodies.peer_like),
+            "clock": asdict(bodies.clock) if bodies.clock else None}
 
 
 def write(agreement: Agreement) -> None:

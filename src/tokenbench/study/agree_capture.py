@@ -24,6 +24,7 @@ CAPTURE_PROMPTS = 3        # measured requests per captured client: enough to se
 WORKLOAD_KEYS = ("max_tokens", "ignore_eos", "stream")   # the workload itself: must be equal, never varied
 PROMPT_KEYS = ("model", "prompt", "messages")            # compared as the prompt row, not as fields
 IGNORED_HEADERS = HOP | {"content-type", "accept-encoding"}
+VARIANT_NAMES = ("text", "no-min-tokens", "final-usage", "sampling", "warmup", "connection")   # all compare() names
 
 
 @dataclass(frozen=True)
@@ -269,6 +270,24 @@ def client_overhead(cap: ClientCapture, key: str, attr: str) -> float | None:
     if not isinstance(mine, (int, float)) or not seen:
         return None
     return float(mine) - sum(seen) / len(seen)
+
+
+@dataclass(frozen=True)
+class Clock:
+    """What each client's own clock and parsing add to the proxy's view of the same requests, at one
+    concurrency (ms; the client's mean minus the proxy's mean over the captured measured requests)."""
+
+    concurrency: int
+    ours_ttft: float | None
+    theirs_ttft: float | None
+    ours_e2el: float | None
+    theirs_e2el: float | None
+
+
+def clock(ours: ClientCapture, theirs: ClientCapture, concurrency: int) -> Clock:
+    (ttft_key, ttft_attr), (e2el_key, e2el_attr) = ((k, a) for _, k, a in OVERHEADS)
+    return Clock(concurrency, client_overhead(ours, ttft_key, ttft_attr), client_overhead(theirs, ttft_key, ttft_attr),
+                 client_overhead(ours, e2el_key, e2el_attr), client_overhead(theirs, e2el_key, e2el_attr))
 
 
 def _ms(x: float | None) -> str:

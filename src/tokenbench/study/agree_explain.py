@@ -4,10 +4,12 @@ all of them together), per concurrency and figure (docs/metrics.md, "Agreement, 
 
 - difference  = mean over rounds of (default_r - peer_r) / peer, peer = the peer's mean over rounds;
 - closes(v)   = mean over rounds of (default_r - v_r) / peer: how far variant v moves tokenbench toward the
-                peer; share(v) = closes(v) / difference;
+                peer; share(v) = closes(v) / difference (where |difference| >= the tolerance);
 - remainder   = mean over rounds of (closest_r - peer_r) / peer, closest = all peer-like changes together
                 (the one variant when there is one, the default when there is none);
-- spread      = the larger round-to-round spread ((max - min) / mean) of the peer and of that arm.
+- spread      = the larger round-to-round spread ((max - min) / mean) of the peer and of that arm;
+- clocks      = the remainder the two clients' own clocks give by themselves, measured through the
+                recording proxy at this concurrency (clock_effect): not a request difference, a measuring one.
 
 Each mean over rounds has its 95 % t interval (k - 1 degrees of freedom, metrics/uncertainty.py); the
 remainder is accounted for when |remainder| <= max(tolerance, spread)."""
@@ -18,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tokenbench.metrics.uncertainty import Interval, mean_interval
+from tokenbench.study.agree_capture import Clock
 from tokenbench.study.agree_variants import DEFAULT, Variant
 
 PEER = "peer"
@@ -57,6 +60,30 @@ def paired(a: Sequence[float | None], b: Sequence[float | None], scale: float | 
 
 
 @dataclass(frozen=True)
+class Setting:
+    """What an explanation needs besides the rounds."""
+
+    concurrency: int
+    tolerance: float
+    output_len: int = 0
+    clock: Clock | None = None       # the clients' own clocks at this concurrency, from a capture
+
+
+def clock_effect(clock: Clock | None, key: str, output_len: int, peer: float | None) -> float | None:
+    """The remainder the two clients' own clocks alone would give, (tokenbench's - the peer's) / peer: on
+    TTFT and E2EL their overheads; on TPOT and ITL the overheads' growth from first to last token spread
+    over the output_len - 1 gaps. None where a clock or the peer's figure is missing (and for throughput)."""
+    c = clock
+    if c is None or not peer or None in (c.ours_ttft, c.theirs_ttft, c.ours_e2el, c.theirs_e2el):
+        return None
+    ttft = c.ours_ttft - c.theirs_ttft          # type: ignore[operator]
+    e2el = c.ours_e2el - c.theirs_e2el          # type: ignore[operator]
+    per_token = (e2el - ttft) / (output_len - 1) if output_len > 1 else None
+    ms = {"mean_ttft_ms": ttft, "mean_e2el_ms": e2el, "mean_tpot_ms": per_token, "mean_itl_ms": per_token}.get(key)
+    return None if ms is None else ms / peer
+
+
+@dataclass(frozen=True)
 class Closed:
     """What one variant closes of the difference."""
 
@@ -79,6 +106,7 @@ class Explained:
     remainder: Interval | None
     spread: float | None
     tolerance: float
+    clock: float | None = None       # the remainder the clients' own clocks would give (clock_effect)
 
     @property
     def accounted(self) -> bool:
@@ -109,8 +137,8 @@ def _share(closes: Interval | None, difference: Interval | None, tolerance: floa
     return closes.value / difference.value
 
 
-def explain_figure(rounds: Rounds, variants: Sequence[Variant], conc: int, label_key: tuple[str, str],
-                   tolerance: float) -> Explained:
+def explain_figure(rounds: Rounds, variants: Sequence[Variant], label_key: tuple[str, str],
+                   setting: Setting) -> Explained:
     label, key = label_key
     peer, default = values(rounds, PEER, key), values(rounds, DEFAULT.name, key)
     scale = mean(peer)
@@ -119,16 +147,17 @@ def explain_figure(rounds: Rounds, variants: Sequence[Variant], conc: int, label
     for v in variants:
         arm = values(rounds, v.name, key)
         closes = paired(default, arm, scale)
-        closed.append(Closed(v, mean(arm), closes, _share(closes, difference, tolerance)))
+        closed.append(Closed(v, mean(arm), closes, _share(closes, difference, setting.tolerance)))
     last = values(rounds, closest(variants), key)
     worst = [s for s in (spread(peer), spread(last)) if s is not None]
-    return Explained(conc, label, scale, mean(default), difference, tuple(closed), paired(last, peer, scale),
-                     max(worst) if worst else None, tolerance)
+    return Explained(setting.concurrency, label, scale, mean(default), difference, tuple(closed),
+                     paired(last, peer, scale), max(worst) if worst else None, setting.tolerance,
+                     clock_effect(setting.clock, key, setting.output_len, scale))
 
 
-def explain(rounds: Rounds, variants: Sequence[Variant], conc: int, tolerance: float) -> list[Explained]:
+def explain(rounds: Rounds, variants: Sequence[Variant], setting: Setting) -> list[Explained]:
     """Every figure at one concurrency. `variants`: the single changes, then (if several) their combination."""
-    return [explain_figure(rounds, variants, conc, f, tolerance) for f in FIGURES]
+    return [explain_figure(rounds, variants, f, setting) for f in FIGURES]
 
 
 # ---- text (agreement.md here; the CLI's terminal tables use the same cells) ----
@@ -159,6 +188,8 @@ def table_rows(explained: Sequence[Explained], peer_label: str) -> list[list[str
     for i, c in enumerate(first.closed):
         rows.append([f"closed by: {c.variant.label}", *(closed_text(e.closed[i]) for e in explained)])
     rows.append(["remainder (peer-like - peer) / peer", *(pct_interval(e.remainder) for e in explained)])
+    rows.append(["of it, the clients' clocks (capture)", *("-" if e.clock is None else f"{e.clock:+.1%}"
+                                                           for e in explained)])
     rows.append(["run-to-run spread", *("-" if e.spread is None else f"{e.spread:.1%}" for e in explained)])
     rows.append(["", *(e.verdict for e in explained)])
     return rows
