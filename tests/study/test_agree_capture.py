@@ -67,6 +67,7 @@ def test_the_differences_name_the_variants_and_together_they_send_what_the_peer_
     assert isinstance(body["prompt"], str) and "min_tokens" not in body and body["top_p"] == 1
     assert body["stream_options"] == {"include_usage": True}
     assert all(r.usage["prompt_tokens"] == 24 for r in peer.measured_requests)     # text of 24 tokens, exactly
+    assert peer.summary["prompt_as_text_special_tokens"] == 0      # the reference server adds no BOS
     assert peer.connections() == len(peer.requests) and ours.connections() == 1
     first = peer.measured_requests[0].json()["prompt"]
     assert [r.json()["prompt"] for r in peer.pre if r.json()["max_tokens"] > 1] == [first, first]

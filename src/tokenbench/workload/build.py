@@ -128,8 +128,10 @@ def _lazy_phase(c: _Cell, phase: str, lengths: Iterable[tuple[int, int]]) -> Ite
 
 def _random(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
     shape = (c.wl.input_len, c.wl.output_len)
+    facts = {"prompt_as_text_special_tokens": c.special} if c.wl.prompt_as_text else {}
     return _Drafts(_exact_phase(c, "warmup", [shape] * n_warm),
-                   _lazy_phase(c, "measure", itertools.repeat(shape, *([] if n_meas is None else [n_meas]))))
+                   _lazy_phase(c, "measure", itertools.repeat(shape, *([] if n_meas is None else [n_meas]))),
+                   facts=facts)
 
 
 def _dataset(reader: Callable[[str], list[TextEntry]]):
@@ -281,14 +283,20 @@ def tokenizer_for(t: Target, wl: Workload) -> Tokenizer:
     return ServerTokenizer(t.base_url, t.model, t.api_key, hint)
 
 
+def _new_cell(t: Target, wl: Workload, key: str, tok: Tokenizer | None) -> _Cell:
+    """The cell's context; for text prompts over completions, with the server's special tokens measured."""
+    c = _Cell(t, wl, key, tok or tokenizer_for(t, wl))
+    if wl.prompt_as_text:
+        c.special = _special_tokens(c)
+    return c
+
+
 def build_cell(t: Target, wl: Workload, key: str, n_warm: int, n_meas: int | None, *,
                duration_s: float | None = None, tok: Tokenizer | None = None) -> CellPrompts:
     """The cell's prompts. `n_meas` None: as many as the source holds (a trace: every row kept; random
     prompts: without end, the load's duration decides); `duration_s` cuts a trace to the rows due before
     it. Random and trace prompts are made one by one as the measured phase takes them."""
-    c = _Cell(t, wl, key, tok or tokenizer_for(t, wl))
-    if wl.prompt_as_text:
-        c.special = _special_tokens(c)
+    c = _new_cell(t, wl, key, tok)
     d = KINDS[wl.kind](c, n_warm, n_meas, duration_s)
     if isinstance(d.measure, list) and not d.warmup and not d.measure:
         warm, meas, facts = [], [], {}
@@ -300,8 +308,6 @@ def build_cell(t: Target, wl: Workload, key: str, n_warm: int, n_meas: int | Non
     facts = {**d.facts, **facts}
     if isinstance(c.tok, LocalTokenizer):
         facts["tokenizer"] = f"local {c.tok.source}"
-    if wl.prompt_as_text:
-        facts["prompt_as_text_special_tokens"] = c.special
     means = None
     if isinstance(meas, list):
         lengths = [(p.input_len, p.output_len) for p in meas]
