@@ -154,3 +154,16 @@ def test_agree_explain_end_to_end(tmp_path, monkeypatch):
     assert len(doc["explained"]) == 5 and doc["bodies"]["peer_like"]["name"] == "peer-workload"
     md = (tmp_path / "out" / "agreement.md").read_text()
     assert "### What each client sent (captured)" in md and "#### concurrency 1" in md
+
+
+def test_equal_values_written_differently_are_the_same_field():
+    """AISBench writes `temperature: 0`, tokenbench `0.0`: shown as sent, not a difference."""
+    from tokenbench.study.agree_capture import field_rows
+    from tokenbench.testing.recording_proxy import Captured
+
+    def cap(body: dict) -> ClientCapture:
+        import json
+        return ClientCapture("x", (Captured(1, 0, 1, "POST", "/v1/completions", (), json.dumps(body).encode()),), 1)
+    [temp, top] = field_rows(cap({"temperature": 0.0, "top_p": 1}), cap({"temperature": 0, "top_p": 0.9}))
+    assert (temp.ours, temp.theirs, temp.differs, temp.variant) == ("0.0", "0", False, None)
+    assert top.differs and top.variant.changes == {"target.extra_body": {"top_p": 0.9}}

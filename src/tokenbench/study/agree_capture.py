@@ -182,7 +182,8 @@ def field_rows(ours: ClientCapture, theirs: ClientCapture) -> list[Difference]:
     rows = []
     for key in keys:
         variant = sampling if key in extra else _field_variant(key, mine, peer)
-        rows.append(Difference(key, _field(mine, key), _field(peer, key), variant))
+        same = (key in mine) == (key in peer) and mine.get(key) == peer.get(key)     # 0 and 0.0 are the same
+        rows.append(Difference(key, _field(mine, key), _field(peer, key), variant, same))
     return rows
 
 

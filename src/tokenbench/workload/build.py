@@ -109,7 +109,11 @@ def _special_tokens(c: _Cell) -> int:
     1-token completion; the prompts' text is that many tokens shorter than input_len."""
     text = exact_text(c.tok, c.rng("probe"), PROBE_TOKENS, c.t.vocab)
     special = completion_special_tokens(c.t.base_url, c.t.model, text, PROBE_TOKENS, c.t.api_key)
-    if not 0 <= special < (c.wl.input_len or 0):
+    if special < 0:
+        raise TargetError(f"the server counts {PROBE_TOKENS + special} tokens in a text of {PROBE_TOKENS} by the "
+                          f"tokenizer ({getattr(c.tok, 'source', 'server')}): it is not the server's tokenizer",
+                          "pass the served model's directory with --tokenizer, or drop --prompt-as-text")
+    if special >= (c.wl.input_len or 0):
         raise TargetError(f"the server adds {special} tokens to a text prompt: no room for {c.wl.input_len}-token "
                           "prompts as text", "use a longer --input-len, or drop --prompt-as-text")
     return special
