@@ -48,7 +48,10 @@ def test_a_remainder_beyond_the_tolerance_is_accounted_only_within_the_spread():
     assert e.verdict == "NOT accounted" and e.closed == ()
     noisy = rounds(peer=[80, 100, 120], default=[90, 90, 90])
     e = explain_figure(noisy, [], TPOT, Setting(1, 0.02))
-    assert e.spread == pytest.approx(0.4) and e.accounted and e.verdict == "accounted (within spread)"
+    assert e.spread == pytest.approx(0.4) and e.accounted
+    assert e.verdict == "within a spread of 40%: too noisy to attribute"
+    e = explain_figure(rounds(peer=[96, 100, 104], default=[93, 93, 93]), [], TPOT, Setting(1, 0.02))
+    assert e.spread == pytest.approx(0.08) and e.verdict == "accounted (within spread)"
 
 
 def test_intervals_are_t_intervals_over_the_paired_rounds():

@@ -12,7 +12,8 @@ all of them together), per concurrency and figure (docs/metrics.md, "Agreement, 
                 recording proxy at this concurrency (clock_effect): not a request difference, a measuring one.
 
 Each mean over rounds has its 95 % t interval (k - 1 degrees of freedom, metrics/uncertainty.py); the
-remainder is accounted for when |remainder| <= max(tolerance, spread)."""
+remainder is accounted for when |remainder| <= max(tolerance, spread); one accounted for only by a spread
+above NOISY x the tolerance is marked too noisy to attribute (rerun on a quiet machine)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from tokenbench.study.agree_capture import Clock
 from tokenbench.study.agree_variants import DEFAULT, Variant
 
 PEER = "peer"
+NOISY = 5      # a spread above NOISY x the tolerance: the rounds cannot attribute a difference of that size
 # (label, summary key): tokenbench's summary and the peers' results (SGLang's renamed) use the same names
 FIGURES = (("mean TTFT ms", "mean_ttft_ms"), ("mean TPOT ms", "mean_tpot_ms"), ("mean ITL ms", "mean_itl_ms"),
            ("output tok/s", "output_throughput"), ("mean E2EL ms", "mean_e2el_ms"))
@@ -117,11 +119,17 @@ class Explained:
 
     @property
     def verdict(self) -> str:
+        """accounted or not; a remainder accounted for only by a spread of more than NOISY x the tolerance is
+        said to be too noisy to attribute (the machine, not the explanation, decided it)."""
         if self.remainder is None:
             return "no figure"
         if abs(self.remainder.value) <= self.tolerance:
             return f"accounted (within {self.tolerance:.0%})"
-        return "accounted (within spread)" if self.accounted else "NOT accounted"
+        if not self.accounted:
+            return "NOT accounted"
+        if (self.spread or 0.0) > NOISY * self.tolerance:
+            return f"within a spread of {self.spread:.0%}: too noisy to attribute"
+        return "accounted (within spread)"
 
 
 def closest(variants: Sequence[Variant]) -> str:
