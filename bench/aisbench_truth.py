@@ -14,7 +14,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from tokenbench.report import import_aisbench
+from tokenbench.formats import aisbench as import_aisbench
 from tokenbench.study import agree, agree_aisbench
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 

@@ -23,6 +23,7 @@ from tokenbench.client.records import RequestRecord
 from tokenbench.metrics.summary import summarize
 from tokenbench.spec.bench import Load
 from tokenbench.store.db import Store
+from tokenbench.store.rows import CellRow
 
 TB = [sys.executable, "-m", "tokenbench.cli.main"]
 MS = 1_000_000
@@ -59,9 +60,7 @@ def build(db: Path, configs: int, pairs: list[tuple[int, int]], loads: list[int]
                 for rep in range(repeats):
                     recs = _records(n, i, o, c, rng)
                     summary = summarize(recs, Load(concurrency=c, num_prompts=n), i, o)
-                    store.save_cell(run_id, config, {"key": f"{i}:{o}/c={c}", "repeat": rep, "input_len": i,
-                                                     "output_len": o, "concurrency": c, "status": "ok",
-                                                     "summary": summary}, recs)
+                    store.save_cell(run_id, config, CellRow(f"{i}:{o}/c={c}", i, o, "ok", summary, rep, c), recs)
     store.set_run_status(run_id, "done")
     return run_id
 
@@ -95,7 +94,7 @@ def main() -> int:
     try:
         t0 = time.perf_counter()
         runs = Store(db).runs() if db.exists() else []
-        run_id = runs[0]["id"] if runs else build(db, a.configs, pairs, loads, a.repeats, a.requests)
+        run_id = runs[0].id if runs else build(db, a.configs, pairs, loads, a.repeats, a.requests)
         cells = a.configs * len(pairs) * len(loads) * a.repeats
         print(f"run {run_id}: {cells} cells of {a.requests} requests, written in {time.perf_counter() - t0:.1f} s",
               flush=True)

@@ -73,17 +73,17 @@ def _server(itl_ms: float, base_url: str | None):
     return ReferenceProcess(ReferenceConfig(ttft_ms=0, itl_ms=itl_ms))
 
 
-def real_row(n: int, db: Path, env: dict, streams: int, output_len: int, itl_ms: float,
-             target: list[str], base_url: str | None) -> dict:
-    with _server(itl_ms, base_url) as ref:
+def real_row(n: int, db: Path, env: dict, a: argparse.Namespace, target: list[str]) -> dict:
+    """n requests through `tokenbench bench` at --streams concurrency (the options `a` of this script)."""
+    with _server(a.itl_ms, a.base_url) as ref:
         before = _db_bytes(db)
         wall, rss, _ = _run([*TB, "bench", "--base-url", ref.url, *target, "--input-len", "32", "--output-len",
-                             str(output_len), "--concurrency", str(streams), "--num-prompts", str(n),
+                             str(a.output_len), "--concurrency", str(a.streams), "--num-prompts", str(n),
                              "--warmup-requests", "0", "--db", str(db), "--allow-length-mismatch",
                              "--max-error-rate", "1", "--allow-client-lag"], env)
     store = Store(db)
-    run_id = store.runs()[0]["id"]
-    s = store.cells(run_id)[0]["summary"]
+    run_id = store.runs()[0].id
+    s = store.cells(run_id)[0].summary.to_dict()
     chunks = s.get("total_output_tokens") or 1
     cpu_s = (s.get("client_cpu_percent") or 0) / 100 * (s.get("duration") or 0)
     return {"kind": "real", "n": n, "run": run_id, "rss": rss, "bench_s": wall,
@@ -100,7 +100,7 @@ def soak_row(seconds: float, rate: float, db: Path, env: dict, output_len: int, 
                              "--warmup-requests", "0", "--db", str(db), "--allow-length-mismatch",
                              "--max-error-rate", "1"], env)
     store = Store(db)
-    s = store.cells(store.runs()[0]["id"])[0]["summary"]
+    s = store.cells(store.runs()[0].id)[0].summary.to_dict()
     return (f"soak {seconds:g} s at {rate:g}/s: {s['num_prompts']:,} requests sent ({s['failed']} failed), "
             f"duration {s['duration']:.1f} s, last send lateness p99 {s.get('p99_queue_ms', 0):.1f} ms, "
             f"prepared_exhausted_s={s.get('prepared_exhausted_s')}, peak RSS {rss / 2**20:.0f} MB, wall {wall:.0f} s")
@@ -195,8 +195,7 @@ def main() -> int:
         for n in (int(x) for x in a.real.split(",") if x):
             target = [*(["--model", a.model] if a.model else []),
                       *(["--vocab-size", str(a.vocab_size)] if a.vocab_size else [])]
-            rows.append(real_row(n, work / f"real-{n}.db", env, a.streams, a.output_len, a.itl_ms, target,
-                                 a.base_url))
+            rows.append(real_row(n, work / f"real-{n}.db", env, a, target))
         for n in (int(x) for x in a.synthetic.split(",") if x):
             rows.append(synthetic_row(n, work / "synthetic.db", a.output_len, a.streams))
         if not a.no_views:

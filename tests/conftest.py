@@ -7,6 +7,21 @@ from collections.abc import Iterator
 import pytest
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _session_cwd_in_tmp(tmp_path_factory) -> Iterator[None]:
+    """Session fixtures (engines, servers) start in an empty directory, never in the checkout."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(tmp_path_factory.mktemp("session-cwd"))
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _cwd_in_tmp(tmp_path_factory, monkeypatch) -> None:
+    """No test writes into the current directory: each runs in a fresh empty one (not its tmp_path, which
+    a test may list), and reads its own files by paths relative to its test file."""
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+
+
 @pytest.fixture(autouse=True)
 def _results_and_state_in_tmp(tmp_path, monkeypatch):
     """No test writes to the user's results database or deployment state (tokenbench/userdirs.py):
@@ -21,7 +36,7 @@ def _client_health_only_where_tested(request, monkeypatch):
     shared 2-core test machine rarely grants; a test about something else must not turn on it. Tests
     of the verdict itself are marked `client_health` and keep it (tests/core/test_client_health.py)."""
     if request.node.get_closest_marker("client_health") is None:
-        monkeypatch.setattr("tokenbench.load.cell.client_health_verdict", lambda summary, load: ("ok", ""))
+        monkeypatch.setattr("tokenbench.metrics.verdict.client_health_verdict", lambda summary, load: ("ok", ""))
 
 
 @pytest.fixture(scope="session")

@@ -2,17 +2,18 @@
 
 Never applies anything to this machine's real /proc or /sys: every --apply here targets a temp root.
 Lack of permission is real, not mocked: the tree is made read-only and, when the tests run as root
-(who ignores file modes), the apply runs in a forked child that has dropped to uid 65534 (nobody).
+(who ignores file modes), the apply runs in a forked child that has given up CAP_DAC_OVERRIDE: it still
+reads the checkout and its venv wherever they are (even under a directory only root can traverse), but
+the read-only tree refuses its writes as it would any user's.
 """
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import io
 import json
 import os
-import shutil
-import tempfile
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from tokenbench.cli.main import main
 from tokenbench.host import doctor
 from tokenbench.spec.deploy_profile import HostTuning
 
+CAP_DAC_OVERRIDE = 1                                     # linux/capability.h
 TUNING = HostTuning(cpu_governor="performance", swappiness=0, numa_balancing=0, sched_migration_cost_ns=50000,
                     shm_min_gb=0.001, hugepages=0)
 
@@ -48,33 +50,52 @@ def read_only(root: Path) -> None:
 
 
 @pytest.fixture
-def open_tmp():
-    """A temp dir an unprivileged child can reach (pytest's tmp_path sits under a 0700 directory)."""
-    path = Path(tempfile.mkdtemp(prefix="tokenbench-doctor-"))
-    path.chmod(0o755)
-    yield path
-    for p in path.rglob("*"):
+def read_only_root(tmp_path):
+    """A fake tree made read-only; writable again afterwards, so the temp dir can be removed."""
+    root = fake_root(tmp_path)
+    read_only(root)
+    yield root
+    for p in [root, *root.rglob("*")]:
         if p.is_dir():
             p.chmod(0o755)
-    shutil.rmtree(path)
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def drop_dac_override() -> None:
+    """Take CAP_DAC_OVERRIDE from this (root) process for good (capset(2)): file modes then bind it when it
+    writes, as they bind any user, while CAP_DAC_READ_SEARCH still lets it read every file and module,
+    wherever the checkout is and whoever may traverse it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    header, data = _CapHeader(0x20080522, 0), (_CapData * 2)()        # _LINUX_CAPABILITY_VERSION_3
+    if libc.capget(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capget")
+    data[0].effective &= ~(1 << CAP_DAC_OVERRIDE)
+    data[0].permitted &= ~(1 << CAP_DAC_OVERRIDE)
+    if libc.capset(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
 
 
 def unprivileged(fn) -> tuple[object, str]:
-    """Run fn() without write permission on the tree: directly when not root, else in a child as nobody.
-    Returns (fn's JSON-able result, what it printed)."""
+    """Run fn() without write permission on the tree: directly when not root, else in a forked child that
+    has given up CAP_DAC_OVERRIDE. Returns (fn's JSON-able result, what it printed)."""
     if os.geteuid() != 0:
         out = io.StringIO()
         with redirect_stdout(out), redirect_stderr(out):
             return fn(), out.getvalue()
     r, w = os.pipe()
     pid = os.fork()
-    if pid == 0:                                          # child: drop to nobody, run, report, exit
+    if pid == 0:                                          # child: drop the override, run, report, exit
         code = 1
         try:
             os.close(r)
-            os.setgroups([])
-            os.setgid(65534)
-            os.setuid(65534)
+            drop_dac_override()
             out = io.StringIO()
             with redirect_stdout(out), redirect_stderr(out):
                 result = fn()
@@ -150,9 +171,8 @@ def test_apply_where_permitted(tmp_path):
     assert (root / "proc/sys/vm/swappiness").read_text().strip() == "0"
 
 
-def test_apply_without_permission_explains(open_tmp):
-    root = fake_root(open_tmp)
-    read_only(root)
+def test_apply_without_permission_explains(read_only_root):
+    root = read_only_root
     outcomes, _ = unprivileged(lambda: [[o.key, o.changed, o.message] for o in doctor.apply(TUNING, root)])
     by_key = {k: (changed, msg) for k, changed, msg in outcomes}
     for key in ("cpu_governor", "swappiness", "numa_balancing"):
@@ -162,9 +182,8 @@ def test_apply_without_permission_explains(open_tmp):
     assert (root / "proc/sys/vm/swappiness").read_text().strip() == "60"     # nothing changed
 
 
-def test_cli_apply_without_permission(open_tmp):
-    root = fake_root(open_tmp)
-    read_only(root)
+def test_cli_apply_without_permission(read_only_root):
+    root = read_only_root
     code, printed = unprivileged(lambda: main(["doctor", STUDY_A, "--apply", "--root", str(root)]))
     assert code == 1
     assert "permission denied" in printed and "not applied" in printed

@@ -9,13 +9,16 @@ import time
 
 import pytest
 
-from tokenbench.load.bench import run_bench
-from tokenbench.load.target import resolve
+from tokenbench.judge.status import judge
 from tokenbench.load.workers import merge_health
+from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.stats import percentile
-from tokenbench.metrics.verify import CLAIM_ABS_MS, CLAIM_REL, PROBE_RESOLUTION_MS, claim_ms, client_health_verdict
-from tokenbench.report.status import judge
-from tokenbench.spec.bench import BenchSpec, Load
+from tokenbench.metrics.summary_groups import ClientHealth
+from tokenbench.metrics.verdict import CLAIM_ABS_MS, CLAIM_REL, PROBE_RESOLUTION_MS, claim_ms, client_health_verdict
+from tokenbench.spec.bench import Load
+from tokenbench.spec.study import StudySpec
+from tokenbench.study.run import measure
+from tokenbench.sweep.run import StudyEvents
 
 CLOSED = Load(concurrency=4, num_prompts=8)
 
@@ -24,7 +27,7 @@ def summary(**over):
     base = {"completed": 8, "total_output_tokens": 8 * 40, "median_itl_ms": 20.0, "p99_itl_ms": 20.0,
             "median_ttft_ms": 100.0, "p99_ttft_ms": 100.0, "loop_lag_p50_ms": 0.5, "loop_lag_p99_ms": 1.2,
             "loop_lag_max_ms": 2.0, "client_cpu_percent": 10.0}
-    return {**base, **over}
+    return CellSummary.from_dict({**base, **over})
 
 
 def status(**over) -> str:
@@ -63,9 +66,10 @@ def test_the_audit_cases_are_invalid():
     # a median ITL of 0 (chunks stamped together) switched the ITL check off
     assert "median ITL is 0" in client_health_verdict(summary(median_itl_ms=0.0), CLOSED)[1]
     # worker CPU 99 % and 60 % averaged to a pass
-    merged = merge_health([{"client_cpu_percent": 99.0}, {"client_cpu_percent": 60.0}])
+    merged = merge_health([ClientHealth(client_cpu_percent=99.0), ClientHealth(client_cpu_percent=60.0)]).flat()
     assert "busiest client process at 99%" in client_health_verdict(summary(**merged), CLOSED)[1]
-    assert status(**merge_health([{"client_cpu_percent": 60.0}, {"client_cpu_percent": 60.0}])) == "ok"
+    both = merge_health([ClientHealth(client_cpu_percent=60.0), ClientHealth(client_cpu_percent=60.0)])
+    assert status(**both.flat()) == "ok"
 
 
 def test_stall_flips_at_the_claim_on_the_p99_ttft():
@@ -95,18 +99,19 @@ async def _stalls(every_s: float, block_s: float) -> None:
 
 
 def _cell(url: str, every_s: float | None, block_s: float, allow_lag: bool = False):
-    spec = BenchSpec(target={"base_url": url}, workload={"input_len": 16, "output_len": 40},
-                     cells=[{"concurrency": 4, "num_prompts": 8, "warmup_requests": 2}], allow_client_lag=allow_lag)
-    target = resolve(spec.target)
+    spec = StudySpec(target={"base_url": url}, pairs=[(16, 40)], concurrency=[4], requests={"num_prompts": 8},
+                     warmup_requests=2, allow_client_lag=allow_lag)
+    stalls: list[asyncio.Future] = []
 
-    async def main():
-        task = asyncio.ensure_future(_stalls(every_s, block_s)) if every_s else None
-        try:
-            return await run_bench(spec, target, lambda r: None)
-        finally:
-            if task:
-                task.cancel()
-    return asyncio.run(main())[0]
+    def stall(cell) -> None:        # on the loop that runs the cell, from its start to its end
+        if every_s:
+            stalls.append(asyncio.ensure_future(_stalls(every_s, block_s)))
+
+    def calm(cell, row) -> None:
+        for task in stalls:
+            task.cancel()
+    [result] = measure(spec, events=StudyEvents(log=lambda m: None, cell_started=stall, cell_done=calm)).results
+    return result
 
 
 def _p99_itl_truth(log: list[dict]) -> float:
@@ -124,8 +129,8 @@ def test_injected_stalls_flip_the_verdict_where_p99_itl_leaves_the_claim():
         for every, block in ((None, 0.0), (0.1, 0.004), (0.05, 0.015)):
             cell = _cell(ref.url, every, block)
             log = sorted(ref.send_log(), key=lambda r: r["recv_ns"])[-len(cell.records):]
-            error = abs(cell.summary["p99_itl_ms"] - _p99_itl_truth(log))
-            results.append((block, cell.status, error, claim_ms(cell.summary["p99_itl_ms"]), cell.message))
+            error = abs(cell.summary.p99_itl_ms - _p99_itl_truth(log))
+            results.append((block, cell.status, error, claim_ms(cell.summary.p99_itl_ms), cell.message))
         tolerated = _cell(ref.url, 0.05, 0.015, allow_lag=True)
     for block, verdict, error, bound, message in results:
         print(f"stall {block * 1e3:.0f} ms: {verdict}, p99 ITL error {error:.2f} ms (claim {bound:.2f} ms)")
@@ -136,7 +141,7 @@ def test_injected_stalls_flip_the_verdict_where_p99_itl_leaves_the_claim():
     # --allow-client-lag keeps the same cell ok, but every report marks it '~' with the reason
     state = judge(tolerated.status, tolerated.message, tolerated.summary)
     assert tolerated.status == "ok" and state.kind == "lagged" and state.mark == "~"
-    assert "event-loop" in state.reason and "event-loop" in tolerated.summary["client_lag_tolerated"]
+    assert "event-loop" in state.reason and "event-loop" in tolerated.summary.client_lag_tolerated
 
 
 def test_a_tolerated_lag_is_marked_and_an_untouched_cell_is_not():

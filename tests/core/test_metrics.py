@@ -15,8 +15,8 @@ from tokenbench.spec.bench import SLO, Load
 MS = 1_000_000
 
 
-def rec(i, sent_ms, token_ms, counts=None, prompt=4, intended_ms=None, error=None):
-    counts = counts or [1] * len(token_ms)
+def rec(i, sent_ms, token_ms, counts=None, intended_ms=None, error=None):
+    counts, prompt = counts or [1] * len(token_ms), 4
     return RequestRecord(index=i, phase="measure", input_len=prompt, output_len=sum(counts),
                          intended_ns=(intended_ms if intended_ms is not None else sent_ms) * MS,
                          sent_ns=sent_ms * MS, end_ns=(token_ms[-1] + 1) * MS if token_ms else sent_ms * MS,
@@ -61,7 +61,7 @@ def test_percentiles_one_value_and_ties():
 def test_summary_throughputs_and_counts():
     recs = [rec(0, 0, [100, 200]), rec(1, 0, [100, 300]), rec(2, 0, [50], error="http_status")]
     load = Load(concurrency=3, num_prompts=3)
-    s = summarize(recs, load, 4, 2, SLO(ttft_ms=150, e2el_ms=250))
+    s = summarize(recs, load, 4, 2, SLO(ttft_ms=150, e2el_ms=250)).to_dict()
     assert s["completed"] == 2 and s["failed"] == 1 and s["failed_by_kind"] == {"http_status": 1}
     dur = 0.301   # first intended 0 -> last end 301 ms
     assert s["duration"] == pytest.approx(dur)
@@ -75,7 +75,7 @@ def test_summary_throughputs_and_counts():
 def test_throughput_times_duration_equals_tokens():
     rng = random.Random(1)
     recs = [rec(i, rng.randrange(0, 50), sorted(rng.sample(range(60, 400), 5))) for i in range(20)]
-    s = summarize(recs, Load(concurrency=4, num_prompts=20), 4, 5)
+    s = summarize(recs, Load(concurrency=4, num_prompts=20), 4, 5).to_dict()
     assert s["output_throughput"] * s["duration"] == pytest.approx(s["total_output_tokens"])
 
 
@@ -109,13 +109,13 @@ def test_sustained_concurrency_counts_the_replacement_gaps_only():
     # replaced the moment each ended: exactly C, although the ramp and the drain hold fewer
     tight = [rec(0, 0, [5, 9]), rec(1, 1, [6, 10]), rec(2, 10, [15, 19]), rec(3, 11, [16, 20])]
     assert sustained_concurrency(tight, load) == pytest.approx(2.0)
-    assert summarize(tight, load, 4, 2)["achieved_concurrency"] < 2.0
+    assert summarize(tight, load, 4, 2).achieved_concurrency < 2.0
     assert sustained_concurrency(recs[:2], Load(concurrency=2, num_prompts=2)) is None    # nothing replaced
     assert sustained_concurrency(recs, Load(request_rate=5.0, num_prompts=4)) is None    # open loop
 
 
 def test_throughput_truth_is_what_the_server_wrote_over_its_own_span():
-    from tokenbench.load.calibrate import throughput_truth
+    from tokenbench.study.calibrate import throughput_truth
     log = [{"recv_ns": 1 * MS, "write_ns": [100 * MS, 300 * MS], "completion_tokens": 10},
            {"recv_ns": 2 * MS, "write_ns": [101 * MS, 501 * MS], "completion_tokens": 30},
            {"recv_ns": 3 * MS, "write_ns": [], "completion_tokens": 0}]          # failed before a token

@@ -65,8 +65,8 @@ def test_records_reach_the_sink_while_the_phase_runs(monkeypatch):
             async def do_send(req, intended):
                 thresholds.append(gc.get_threshold())
                 return await send(session, req, intended)
-            return await runner.run_phase(do_send, reqs, Load(concurrency=2, num_prompts=40), "measure",
-                                          sink=lambda r: seen.append((runner.MonotonicClock().now_ns(), r)))
+            return await runner.run_phase(do_send, reqs, runner.PhasePlan("measure", Load(concurrency=2, num_prompts=40)),
+                                          runner.Outlets(lambda r: seen.append((runner.MonotonicClock().now_ns(), r))))
 
     with ReferenceProcess(ReferenceConfig(ttft_ms=5, itl_ms=2)) as ref:
         run = asyncio.run(go(ref.url))

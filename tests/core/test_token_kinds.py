@@ -96,7 +96,7 @@ def test_several_tokens_per_chunk_without_ids_follow_usage():
               (110, delta(content=" h i j", finish="length")), (111, usage(10)), (112, DONE)]
     r = parse(chunks, output_len=10)
     assert r.token_counts == [1, 3, 3, 3] and r.count_source == "chunks+usage"
-    s = summarize([r], Load(concurrency=1, num_prompts=1), 3, 10)
+    s = summarize([r], Load(concurrency=1, num_prompts=1), 3, 10).to_dict()
     assert s["total_output_tokens"] == 10
 
 
@@ -104,7 +104,7 @@ def test_tokens_never_seen_in_the_stream_are_flagged():
     chunks = [(10, ROLE), (61, usage(3)), (62, DONE)]
     r = parse(chunks, output_len=3)
     assert r.ok and r.ttft_ns is None and "no chunk carried one" in r.length_error
-    s = summarize([r], Load(concurrency=1, num_prompts=1), 3, 3)
+    s = summarize([r], Load(concurrency=1, num_prompts=1), 3, 3).to_dict()
     assert s["zero_token_requests"] == 1 and s["length_mismatches"] == 1
 
 
@@ -116,7 +116,7 @@ def test_e2el_ends_at_done():
 
 def test_cell_summary_has_ttfc_and_reasoning_counts():
     r = parse(reasoning_stream("reasoning"))
-    s = summarize([r, r], Load(concurrency=1, num_prompts=2), 3, 4)
+    s = summarize([r, r], Load(concurrency=1, num_prompts=2), 3, 4).to_dict()
     assert s["mean_ttfc_ms"] == 90 and s["mean_ttft_ms"] == 50
     assert s["total_reasoning_tokens"] == 4 and s["reasoning_requests"] == 2
 

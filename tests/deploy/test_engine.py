@@ -3,7 +3,6 @@ built-in profile, facts read, smoke-tested, measured with lengths checked agains
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 
@@ -13,9 +12,8 @@ import pytest
 from tokenbench.cli.main import main
 from tokenbench.deploy import facts_for, lifecycle, profiles, state
 from tokenbench.deploy.smoke import smoke
-from tokenbench.load.bench import run_bench
-from tokenbench.load.target import resolve
-from tokenbench.spec.bench import BenchSpec
+from tokenbench.spec.study import StudySpec
+from tokenbench.study.run import measure
 
 from .helpers import gone, states
 
@@ -40,9 +38,9 @@ def test_smoke(llamacpp_server):
 
 
 def test_measured_lengths_match_the_engine_usage(llamacpp_server):
-    spec = BenchSpec(target={"base_url": llamacpp_server.base_url}, workload={"input_len": 48, "output_len": 12},
-                     cells=[{"concurrency": 2, "num_prompts": 4}])
-    [cell] = asyncio.run(run_bench(spec, resolve(spec.target), lambda c: None))
+    spec = StudySpec(target={"base_url": llamacpp_server.base_url}, pairs=[(48, 12)], concurrency=[2],
+                     requests={"num_prompts": 4})
+    [cell] = measure(spec).results
     assert cell.status == "ok", cell.message
     assert len(cell.records) == 4
     for rec in cell.records:

@@ -58,7 +58,7 @@ def test_readiness_timeout_stops_the_engine(tmp_path):
     t0 = time.monotonic()
     with pytest.raises(DeployError) as exc:
         lifecycle.start(p)
-    assert time.monotonic() - t0 < 10
+    assert 0.5 <= time.monotonic() - t0 < 30              # the timeout, not the engine's 60 s
     assert "not ready" in exc.value.message and "still loading" in exc.value.message
     assert "readiness.timeout_s" in exc.value.hint
     assert _children() <= before
@@ -75,7 +75,7 @@ def test_teardown_escalates_to_sigkill_and_reaches_escaped_descendants(tmp_path)
     _wait_log(dep.log_path, "ignoring SIGTERM")
     t0 = time.monotonic()
     dep.stop(grace_s=0.5)
-    assert 0.4 < time.monotonic() - t0 < 8 and gone(dep.state.pid)
+    assert 0.5 <= time.monotonic() - t0 < 60 and gone(dep.state.pid)    # the grace, not the engine's 120 s
 
     dep = lifecycle.launch(load(tmp_path, FORKER))
     grandchild = int(_wait_log(dep.log_path, "grandchild").split()[1])

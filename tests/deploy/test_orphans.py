@@ -77,7 +77,7 @@ def test_the_next_launch_reaps_and_owned_deployments_record_their_owner(tmp_path
     directory = tmp_path / "state"
     state.save(directory, _state("orphan", 31005, _dead_process()))
     prof = profiles.load_profile(str(write_profile(tmp_path, "sleeper", code=SLEEPER)))
-    dep = lifecycle.launch(prof, directory, owned=True)
+    dep = lifecycle.launch(prof, directory, how=lifecycle.LaunchOptions(owned=True))
     try:
         [st] = state.load_all(directory)
         assert st.id == dep.state.id and st.owner_pid == os.getpid()

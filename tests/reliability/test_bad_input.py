@@ -25,7 +25,7 @@ from tokenbench.metrics.summary import summarize
 from tokenbench.spec.bench import Load
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.loader import load_file, load_model, parse_yaml
-from tokenbench.spec.sweep import SweepSpec
+from tokenbench.spec.study import StudySpec
 from tokenbench.store.records import to_dict
 
 pytestmark = pytest.mark.slow   # subprocesses, real servers or hypothesis: seconds per test
@@ -199,8 +199,8 @@ def check_record(rec: RequestRecord) -> None:
     assert all(isinstance(c, int) and c > 0 for c in rec.token_counts)
     json.dumps(to_dict(rec), allow_nan=False)
     summary = summarize([rec], Load(concurrency=1, num_prompts=1), REQ.input_len, REQ.output_len)
-    assert summary["completed"] + summary["failed"] == 1
-    assert all(not isinstance(v, float) or not math.isinf(v) for v in summary.values())
+    assert summary.completed + summary.failed == 1
+    assert all(not isinstance(v, float) or not math.isinf(v) for v in summary.to_dict().values())
 
 
 @PROPERTY
@@ -278,13 +278,13 @@ def load_or_spec_error(model, text: str):
 
 
 @PROPERTY
-@given(st.one_of(YAML_TEXT, SPEC_LIKE), st.sampled_from([SweepSpec, Profile]))
-@example("a: [", SweepSpec)
-@example("? [a, b]\n: c\n", SweepSpec)
-@example("target: {base_url: x}\npairs: [[1, 2]]\nconcurrency: [0]\n", SweepSpec)
+@given(st.one_of(YAML_TEXT, SPEC_LIKE), st.sampled_from([StudySpec, Profile]))
+@example("a: [", StudySpec)
+@example("? [a, b]\n: c\n", StudySpec)
+@example("target: {base_url: x}\npairs: [[1, 2]]\nconcurrency: [0]\n", StudySpec)
 @example("name: x\nengine: llamacpp\nmodel: {path: m}\nenv: {'A=B': 1}\n", Profile)
-@example("a: " + "[" * 3000, SweepSpec)                       # used to raise RecursionError
-@example("target: &t {base_url: x, profile: *t}\n", SweepSpec)  # an alias inside its own anchor: same
+@example("a: " + "[" * 3000, StudySpec)                       # used to raise RecursionError
+@example("target: &t {base_url: x, profile: *t}\n", StudySpec)  # an alias inside its own anchor: same
 @example("\x00", Profile)                                       # used to give a two-line message
 def test_spec_loader_any_yaml_gives_a_model_or_a_spec_error(text, model):
     """Any text as a sweep spec or a profile: a validated model or a SpecError naming the file (and the
@@ -296,7 +296,7 @@ def test_spec_error_names_file_line_and_fix(tmp_path):
     path = tmp_path / "sweep.yaml"
     path.write_text("target:\n  base_url: http://x\npairs: [[8, 8]]\nconcurrency: [1]\nbogus: 1\n")
     with pytest.raises(SpecError) as exc:
-        load_file(SweepSpec, path)
+        load_file(StudySpec, path)
     assert exc.value.message == f"{path}:5: unknown key 'bogus'" and "spelling" in exc.value.hint
     assert isinstance(exc.value, TokenbenchError) and exc.value.exit_code == 2
 
@@ -317,7 +317,7 @@ def test_spec_overrides_any_text_gives_a_model_or_a_spec_error(tmp_path_factory,
     path = tmp_path_factory.mktemp("spec") / "sweep.yaml"
     path.write_text(text)
     try:
-        load_file(SweepSpec, path, overrides)
+        load_file(StudySpec, path, overrides)
     except SpecError as exc:
         line = exc.one_line()
         for item in overrides:      # the message may quote the user's own text, newlines and all

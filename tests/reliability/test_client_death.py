@@ -1,5 +1,6 @@
 """Client death: `tokenbench sweep` SIGKILLed at seeded random moments, then `--resume RUN_ID`, again and
-again, against a fast reference server. After every kill the database is consistent (integrity check,
+again, against a fast reference server. The moments are counted in requests the server has answered
+(then a random few ms), not in seconds, so a busy machine moves them no closer to the start or the end. After every kill the database is consistent (integrity check,
 foreign keys, every cell's stored requests match its summary, no orphan rows, no duplicate cell), no
 committed cell is lost or redone, and the final resume completes exactly the planned cells. With a
 profile target, the engine dies with the killed sweep."""
@@ -60,6 +61,19 @@ def wait_for_run(db: Path, proc: subprocess.Popen, timeout_s: float = 60) -> str
     raise AssertionError("the sweep never created its run")
 
 
+def answered(ref: ReferenceProcess) -> int:
+    """Requests the server has logged so far (complete lines of its send log)."""
+    return Path(ref.config.send_log).read_bytes().count(b"\n")
+
+
+def wait_answered(ref: ReferenceProcess, count: int, proc: subprocess.Popen, timeout_s: float = 120) -> None:
+    """Until the server has answered `count` requests in all, or the sweep has ended."""
+    deadline = time.monotonic() + timeout_s
+    while answered(ref) < count and proc.poll() is None:
+        assert time.monotonic() < deadline, f"the server answered {answered(ref)} of {count} requests"
+        time.sleep(0.01)
+
+
 @pytest.mark.timeout(300)
 def test_sigkill_then_resume_never_loses_or_duplicates_a_cell(tmp_path):
     rng = random.Random(20240509)
@@ -70,9 +84,13 @@ def test_sigkill_then_resume_never_loses_or_duplicates_a_cell(tmp_path):
         (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(spec))
         run_id, before, kills, progress = None, {}, 0, []
         for _ in range(KILLS):
+            # 8 requests a cell: the 9th answered means this life committed a cell; 5 lives of at most 16
+            # cannot commit all 12
+            start = answered(ref)
             proc = sweep(db, *(["--resume", run_id] if run_id else [str(tmp_path / "sweep.yaml")]))
             run_id = run_id or wait_for_run(db, proc)
-            time.sleep(rng.uniform(0.2, 2.5))
+            wait_answered(ref, start + rng.randint(9, 16), proc)
+            time.sleep(rng.uniform(0, 0.05))
             kills += proc.poll() is None
             proc.kill()
             proc.communicate()
@@ -82,7 +100,7 @@ def test_sigkill_then_resume_never_loses_or_duplicates_a_cell(tmp_path):
             assert {k: after.get(k) for k in before} == before      # nothing lost, nothing redone
             before = after
             progress.append(len(after))
-        assert kills >= 3 and any(0 < n < len(PLANNED) for n in progress), progress   # kills landed mid-sweep
+        assert kills == KILLS and 0 < progress[0] and progress[-1] < len(PLANNED), progress   # all mid-sweep
         final = sweep(db, "--resume", run_id)
         _, err = final.communicate(timeout=120)
         assert final.returncode == 0, err

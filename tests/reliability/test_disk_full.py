@@ -48,18 +48,18 @@ def test_database_disk_fills_in_the_second_cell(tmp_path, small_disk, capsys):
         store = Store(db)
         [run] = store.runs()
         assert code == 6 and "disk full" in line and f"1 earlier cell(s) in {db}" in line
-        assert f"cell 8:300/c=8 and earlier in {result}" in line and f"--resume {run['id']}" in line
-        assert [c["key"] for c in store.cells(run["id"])] == ["8:300/c=4"]
-        assert run["status"] == "interrupted"
+        assert f"cell 8:300/c=8 and earlier in {result}" in line and f"--resume {run.id}" in line
+        assert [c.key for c in store.cells(run.id)] == ["8:300/c=4"]
+        assert run.status == "interrupted"
         assert [(c["key"], len(c["requests"])) for c in json.loads(result.read_text())["cells"]] == \
             [("8:300/c=4", 40), ("8:300/c=8", 80)]
         store.close()
         subprocess.run(["mount", "-o", "remount,size=8m", str(small_disk)], check=True)
-        code = main(["sweep", "--resume", run["id"], "--db", str(db), "--output", str(result)])
+        code = main(["sweep", "--resume", run.id, "--db", str(db), "--output", str(result)])
     assert code == 0 and db_problems(db) == []
     store = Store(db)
-    assert [c["key"] for c in store.cells(run["id"])] == ["8:300/c=4", "8:300/c=8"]
-    assert store.run(run["id"])["status"] == "done"
+    assert [c.key for c in store.cells(run.id)] == ["8:300/c=4", "8:300/c=8"]
+    assert store.run(run.id).status == "done"
     assert [c["key"] for c in json.loads(result.read_text())["cells"]] == ["8:300/c=4", "8:300/c=8"]
 
 

@@ -8,7 +8,7 @@ import pytest
 from tokenbench.deploy.profiles import load_profile
 from tokenbench.errors import SpecError
 from tokenbench.spec.loader import load_file
-from tokenbench.spec.sweep import SweepSpec
+from tokenbench.spec.study import StudySpec
 
 SPEC = "target: {base_url: 'http://127.0.0.1:1'}\npairs: [[8, 8]]\nconcurrency: [1]\n"
 
@@ -20,7 +20,7 @@ def test_a_sweep_override_error_names_the_flag(tmp_path, item, says):
     path = tmp_path / "sweep.yaml"
     path.write_text(SPEC)
     with pytest.raises(SpecError) as exc:
-        load_file(SweepSpec, path, [item])
+        load_file(StudySpec, path, [item])
     assert exc.value.message.startswith(f"--set {item}: ") and says in exc.value.message
     assert "sweep.yaml:" not in exc.value.message
 
@@ -29,7 +29,7 @@ def test_a_file_error_still_names_its_line(tmp_path):
     path = tmp_path / "sweep.yaml"
     path.write_text(SPEC + "repeats: abc\n")
     with pytest.raises(SpecError) as exc:
-        load_file(SweepSpec, path, ["name=x"])
+        load_file(StudySpec, path, ["name=x"])
     assert exc.value.message.startswith(f"{path}:4: 'repeats'")
 
 
@@ -44,4 +44,4 @@ def test_a_binary_file_as_spec_is_one_spec_error(tmp_path):
     path = tmp_path / "x.yaml"
     path.write_bytes(bytes(range(256)))
     with pytest.raises(SpecError, match="not a UTF-8 text file"):
-        load_file(SweepSpec, path)
+        load_file(StudySpec, path)

@@ -14,9 +14,11 @@ import pytest
 from tokenbench.cli.main import main
 from tokenbench.client.records import RequestRecord
 from tokenbench.errors import OutputError, UsageError
+from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.store import outputs
 from tokenbench.store.db import Store
 from tokenbench.store.journal import Journal
+from tokenbench.store.rows import CellRow
 
 
 def test_a_regular_file_is_replaced_atomically(tmp_path):
@@ -89,9 +91,8 @@ def record(i: int) -> RequestRecord:
                          completion_tokens=2, usage_source="server", finish_reason="length")
 
 
-def row(key: str) -> dict:
-    return {"key": key, "input_len": 4, "output_len": 2, "concurrency": 1, "request_rate": None, "status": "ok",
-            "message": "", "summary": {"num_prompts": 2, "failed": 0}}
+def row(key: str) -> CellRow:
+    return CellRow(key, 4, 2, "ok", CellSummary(num_prompts=2, failed=0), concurrency=1)
 
 
 class RefusingStore(Store):
@@ -124,8 +125,8 @@ def test_disk_full_database_keeps_the_cell_in_the_json_result(tmp_path):
     assert f"1 earlier cell(s) in {store.path}" in msg and "resume" in msg
     doc = json.loads((tmp_path / "out" / "result.json").read_text())
     assert [c["key"] for c in doc["cells"]] == ["a", "b"] and len(doc["cells"][1]["requests"]) == 2
-    assert [c["key"] for c in store.cells(j.run_id)] == ["a"]
-    assert store.run(j.run_id)["status"] == "interrupted"
+    assert [c.key for c in store.cells(j.run_id)] == ["a"]
+    assert store.run(j.run_id).status == "interrupted"
 
 
 def test_without_a_json_result_a_recovery_file_takes_the_cell(tmp_path):
@@ -147,7 +148,7 @@ def test_a_json_result_that_cannot_be_written_leaves_the_cell_in_the_database(tm
     with pytest.raises(OutputError) as exc:
         j.add(config_id, row("a"), [record(0)])
     assert "ENOSPC" in exc.value.message and f"cell a and earlier in {store.path}" in exc.value.message
-    assert [c["key"] for c in store.cells(run_id)] == ["a"] and store.run(run_id)["status"] == "interrupted"
+    assert [c.key for c in store.cells(run_id)] == ["a"] and store.run(run_id).status == "interrupted"
 
 
 @pytest.mark.parametrize("argv", [["parse", "npu-smi", "/dev/zero"], ["import", "/dev/zero"]])
@@ -156,3 +157,16 @@ def test_a_device_given_as_input_is_refused_before_it_is_read(argv, capsys):
     memory): refused in one line, exit 2."""
     assert main(argv) == 2
     assert "is a character device, not a file to read" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["runs"], ["report", "x"], ["export", "x"], ["compare", "a", "b"],
+                                  ["import", __file__], ["bench", "--base-url", "http://127.0.0.1:1"],
+                                  ["sweep", "--base-url", "http://127.0.0.1:1"], ["demo"]])
+def test_db_dash_is_refused_not_written(argv, capsys, tmp_path, monkeypatch):
+    """A database is not a stream: `--db -` on every command that takes one is refused in one line (exit 2)
+    before anything runs, and no file named `-` appears in the current directory."""
+    monkeypatch.chdir(tmp_path)
+    assert main([*argv, "--db", "-"]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: --db -:") and "not a stream" in line and "give --db a file path" in line
+    assert list(tmp_path.iterdir()) == []

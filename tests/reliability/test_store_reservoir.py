@@ -8,6 +8,7 @@ import sqlite3
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.store.db import Store
+from tokenbench.store.rows import CellRow
 from tokenbench.store.schema import MIGRATIONS, RESERVOIR, V1_DDL
 
 
@@ -19,8 +20,7 @@ def rec(i: int, phase: str = "measure") -> RequestRecord:
 def cell(store: Store, n: int, key: str = "4:2/c=1") -> int:
     run = store.create_run("bench", "http://x", {}, [], {})
     config = store.upsert_config(run, "target")
-    row = {"key": key, "input_len": 4, "output_len": 2, "status": "ok", "summary": {}}
-    return store.save_cell(run, config, row, [*(rec(i) for i in range(n)), *(rec(i, "warmup") for i in range(3))])
+    return store.save_cell(run, config, CellRow(key, 4, 2, "ok"), [*(rec(i) for i in range(n)), *(rec(i, "warmup") for i in range(3))])
 
 
 def test_a_large_cell_keeps_a_spread_reservoir(tmp_path):

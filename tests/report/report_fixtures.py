@@ -8,7 +8,10 @@ from pathlib import Path
 from tokenbench.client.records import RequestRecord
 from tokenbench.metrics.summary import summarize
 from tokenbench.spec.bench import Load
+from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.server_facts import ServerFacts
 from tokenbench.store.db import Store
+from tokenbench.store.rows import CellRow
 
 MS = 1_000_000
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -20,16 +23,17 @@ CONCURRENCY = (1, 2, 4)
 EVIL = "<script>alert('x')</script> & | *bold*"
 
 
-def profile(slots: int) -> dict:
-    return {"name": "cpu-smollm2", "engine": "llamacpp", "accelerator": "cpu",
+def profile(slots: int) -> Profile:
+    return Profile.model_validate({"name": "cpu-smollm2", "engine": "llamacpp", "accelerator": "cpu",
             "model": {"bundled": "smollm2-135m-instruct", "params_b": 0.135, "bytes_per_param": 0.56},
             "parallelism": {"tp": 1, "dp": 1, "slots": slots, "threads": 1}, "args": {"ctx-size": 4096},
-            "env": {}, "extra_args": []}
+            "env": {}, "extra_args": []})
 
 
-def facts(kv: int) -> dict:
-    return {"engine": "llamacpp", "version": "b6500", "model": "SmolLM2-135M-Instruct", "ctx_per_seq": 2048,
-            "kv_capacity_tokens": kv, "slots": None, "source": {}, "raw": {}}
+def facts(kv: int) -> ServerFacts:
+    return ServerFacts.from_dict({"engine": "llamacpp", "version": "b6500", "model": "SmolLM2-135M-Instruct",
+                                  "ctx_per_seq": 2048, "kv_capacity_tokens": kv, "slots": None, "source": {},
+                                  "raw": {}})
 
 
 def records(c: int, input_len: int, output_len: int, slots: int, *, fail: bool = False,
@@ -85,9 +89,8 @@ def build_run(store: Store, run_id: str = "20260102-030405-fixed", with_samples:
                 recs = records(c, il, ol, slots, fail=fail, text=text)
                 summary = summarize(recs, Load(concurrency=c, num_prompts=len(recs)), il, ol)
                 demand = c * (il + ol)
-                cell = {"key": f"{il}:{ol}/c={c}", "input_len": il, "output_len": ol, "concurrency": c,
-                        "status": "ok", "summary": summary, "kv_demand": demand, "kv_capacity": kv,
-                        "over_capacity": demand > kv}
+                cell = CellRow(f"{il}:{ol}/c={c}", il, ol, "ok", summary, concurrency=c, kv_demand=demand,
+                               kv_capacity=kv, over_capacity=demand > kv)
                 samples = monitor_samples(recs, slots) if with_samples and c == 4 else ()
                 store.save_cell(run_id, cid, cell, recs, samples)
     store.set_run_status(run_id, "done")

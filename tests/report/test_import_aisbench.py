@@ -13,9 +13,9 @@ from report_fixtures import FIXTURES as REPORT_FIXTURES
 
 from tokenbench.cli.main import main
 from tokenbench.errors import UsageError
-from tokenbench.report import import_aisbench
-from tokenbench.report.importers import detect, import_file
-from tokenbench.report.model import load_run
+from tokenbench.formats import aisbench as import_aisbench
+from tokenbench.formats.importers import detect, import_file
+from tokenbench.judge.views import load_run
 
 CAPTURE = Path(__file__).parents[1] / "fixtures" / "aisbench" / "performances" / "tb-reference"
 
@@ -33,7 +33,7 @@ def test_the_folder_or_any_of_its_files_names_the_result(name):
 def test_fields_map_onto_tokenbench_names_with_units_converted(store):
     run = load_run(store, import_file(store, CAPTURE), requests=False)
     [cell] = run.cells
-    s = cell.summary
+    s = cell.summary.to_dict()
     assert (run.kind, run.configs[0].name, cell.concurrency, cell.pair) == ("import", "tb-reference", 2, (16, 16))
     assert (s["completed"], s["failed"], s["num_prompts"]) == (8, 0, 8)
     assert (s["total_input_tokens"], s["total_output_tokens"]) == (130, 128)
@@ -54,7 +54,7 @@ def test_per_request_records_come_from_the_time_points(store):
     assert len(recs) == 8 and all(r.ok and len(r.token_times_ns) == 16 for r in recs)
     assert sorted(r.completion_tokens for r in recs) == [16] * 8 and sum(r.prompt_tokens for r in recs) == 130
     assert min(r.sent_ns for r in recs) == 0
-    s = cell.summary
+    s = cell.summary.to_dict()
     ttfts = sorted(r.ttft_ns / 1e6 for r in recs)
     assert sum(ttfts) / 8 == pytest.approx(s["mean_ttft_ms"], abs=0.05)                # 109.6
     assert (ttfts[0], ttfts[-1]) == (pytest.approx(s["min_ttft_ms"], abs=0.05), pytest.approx(s["max_ttft_ms"],
@@ -69,7 +69,7 @@ def test_details_without_the_database_import_the_summary_only(store, tmp_path):
     for f in CAPTURE.glob("synthetic*"):
         (tmp_path / f.name).write_bytes(f.read_bytes())
     [cell] = load_run(store, import_file(store, tmp_path), requests=False).cells
-    assert store.sampled_requests(cell.id) == [] and "p95_ttft_ms" not in cell.summary
+    assert store.sampled_requests(cell.id) == [] and "p95_ttft_ms" not in cell.summary.to_dict()
 
 
 def test_a_failed_request_is_kept_as_a_failure():

@@ -3,15 +3,24 @@ speculative decoding, and says "not checked" where the run does not tell it what
 
 import pytest
 
-from tokenbench.report import hardware
-from tokenbench.report.model_facts import speculative_tokens, weight_bytes
-from tokenbench.report.plausibility import ModelSize, Overrides, Roofline, size_or_reason
+from tokenbench.judge import hardware
+from tokenbench.judge.model_facts import speculative_tokens, weight_bytes
+from tokenbench.judge.plausibility import ModelSize, Overrides, Roofline, Unknown, size_or_reason
+from tokenbench.report.explain import shaped_by
+from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.server_facts import ServerFacts
 
 H100 = hardware.lookup("h100")
 
 
+def prof(partial: dict) -> Profile:
+    """A profile stating only what a test gives (a name, an engine and a model path filled in)."""
+    model = {"path": "model", **partial.get("model", {})}
+    return Profile.model_validate({"name": "t", "engine": "vllm", **partial, "model": model})
+
+
 def size(profile, facts=None, ov=Overrides()):
-    return size_or_reason(profile, facts or {}, ov)
+    return size_or_reason(prof(profile), ServerFacts.from_dict(facts or {}), ov)
 
 
 def test_moe_bounds_use_the_active_parameters():
@@ -22,13 +31,13 @@ def test_moe_bounds_use_the_active_parameters():
     assert moe.per_stream == pytest.approx(dense.per_stream * 30.5 / 3)
     # a 3B-active MoE decoding at 400 tok/s per stream is fast, not impossible
     assert dense.per_stream < 400 < moe.per_stream
-    assert ("plaus.moe", {"active": "3", "total": "30.5"}) in moe.extra()
+    assert ("plaus.moe", {"active": "3", "total": "30.5"}) in shaped_by(moe)
 
 
 def test_moe_without_active_parameters_is_not_checked():
     mixtral = {"model": {"path": "/models/Mixtral-8x7B-Instruct", "params_b": 46.7, "bytes_per_param": 2}}
-    assert size(mixtral) == ("plaus.no_active", {"total": "46.7"})
-    assert size({"model": {"params_b": 20, "bytes_per_param": 2, "moe": True}})[0] == "plaus.no_active"
+    assert size(mixtral) == Unknown("no_active", 46.7)
+    assert size({"model": {"params_b": 20, "bytes_per_param": 2, "moe": True}}).reason == "no_active"
     assert size(mixtral, ov=Overrides(active_params_b=12.9)).params_b == 12.9
     explicit = {"model": {"params_b": 46.7, "bytes_per_param": 2, "active_params_b": 12.9}}
     assert size(explicit).params_b == 12.9
@@ -41,7 +50,7 @@ def test_moe_without_active_parameters_is_not_checked():
     ({"args": {}}, None),
 ])
 def test_weight_byte_widths(profile, width):
-    assert weight_bytes(profile) == width
+    assert weight_bytes(prof(profile)) == width
 
 
 def test_fp8_weights_double_the_per_stream_bound():
@@ -60,7 +69,9 @@ def test_fp8_weights_double_the_per_stream_bound():
     ({"dtype": "bfloat16"}, (False, 0)),
 ])
 def test_speculative_decoding_is_read_from_the_engine_args(args, expected):
-    assert speculative_tokens({"args": args}, {}) == expected
+    flags = {k: v for k, v in args.items() if not isinstance(v, dict)}       # a profile's flags are scalars;
+    told = {k: v for k, v in args.items() if isinstance(v, dict)}            # a config object: the server's facts
+    assert speculative_tokens(prof({"args": flags}), ServerFacts.from_dict(told)) == expected
 
 
 def test_speculative_decoding_raises_decode_bounds_not_compute():
@@ -69,5 +80,5 @@ def test_speculative_decoding_raises_decode_bounds_not_compute():
     spec, plain = Roofline(H100, 1, size(prof)), Roofline(H100, 1, ModelSize(8, 2))
     assert spec.per_stream == pytest.approx(4 * plain.per_stream) and spec.compute == plain.compute
     unknown = {**prof, "args": {"speculative-config": '{"method": "ngram"}'}}
-    assert size(unknown) == ("plaus.spec_unknown", {})
+    assert size(unknown) == Unknown("spec_unknown")
     assert size(unknown, ov=Overrides(spec_tokens=2)).spec_tokens == 2

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tokenbench.report.bottleneck import label
-from tokenbench.report.hardware import Device
-from tokenbench.report.model import load_run
-from tokenbench.report.plausibility import ModelSize, Roofline
+from tokenbench.judge.bottleneck import label
+from tokenbench.judge.hardware import Device
+from tokenbench.judge.plausibility import ModelSize, Roofline
+from tokenbench.judge.views import load_run
+from tokenbench.report.explain import evidence
 
 # 0.08 GB of weights: 1 GB/s gives 12.5 tok/s per stream, 1e-3 TFLOP/s gives 3.7 tok/s of compute
 SLOW = Roofline(Device("slow", "slow", 1.0, 1e-3, "test"), 1, ModelSize(0.135, 0.56))
@@ -21,17 +22,17 @@ def _cell(run, cfg, pair, c):
 def test_labels_from_kv_queueing_client_and_roofline(store, stored_run):
     run = load_run(store, stored_run)
     kv = label(run, _cell(run, "slots2", (512, 64), 2), None)
-    assert kv.kind == "kv" and "KV demand 1,152 > capacity 1,024" in kv.evidence
+    assert kv.kind == "kv" and "KV demand 1,152 > capacity 1,024" in evidence(kv)
     queued = label(run, _cell(run, "slots4", (128, 32), 4), None)
-    assert queued.kind == "queueing" and "waiting peak 4" in queued.evidence
+    assert queued.kind == "queueing" and "waiting peak 4" in evidence(queued)
     grown = label(run, _cell(run, "slots2", (128, 32), 4), None)       # TTFT x11.6 and waiting at the server
     assert grown.kind == "queueing"
     one = _cell(run, "slots4", (128, 32), 1)
     assert label(run, one, None).kind == "unknown"                     # nothing near any bound
-    assert "roofline" in label(run, one, None).evidence
+    assert "roofline" in evidence(label(run, one, None))
     assert label(run, one, SLOW).kind == "compute"                     # 80 tok/s against a 3.7 tok/s bound
-    assert label(run, one, FAST).kind == "unknown" and "0% of the roofline" in label(run, one, FAST).evidence
-    assert "屋顶线" in label(run, one, FAST).text("zh")
+    assert label(run, one, FAST).kind == "unknown" and "0% of the roofline" in evidence(label(run, one, FAST))
+    assert "屋顶线" in evidence(label(run, one, FAST), "zh")
     invalid = replace(one, status="invalid", message="client overloaded: event-loop lag p99 80 ms > 50 ms")
     assert label(run, invalid, SLOW).kind == "client"
     failed = replace(one, status="failed", message="8/8 requests failed")
@@ -42,6 +43,6 @@ def test_ttft_growth_without_monitor_samples_is_queueing(store):
     from report_fixtures import build_run
     run = load_run(store, build_run(store, with_samples=False))
     lab = label(run, _cell(run, "slots2", (128, 32), 4), None)
-    assert lab.kind == "queueing" and lab.evidence.startswith("mean TTFT x11.6 vs c=1")
+    assert lab.kind == "queueing" and evidence(lab).startswith("mean TTFT x11.6 vs c=1")
     bw = Roofline(Device("bw", "bw", 0.5, 1e6, "test"), 1, ModelSize(0.135, 0.56))    # 6.6 tok/s per stream
     assert label(run, _cell(run, "slots4", (128, 32), 1), bw).kind == "bandwidth"

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from tokenbench.judge.plausibility import check_run
+from tokenbench.judge.views import load_run
 from tokenbench.report import render
 from tokenbench.report.build import build_report
-from tokenbench.report.model import load_run
-from tokenbench.report.plausibility import check_run
 
 
 def _load(name: str, path: Path):

@@ -9,9 +9,13 @@ from report_fixtures import FIXTURES, build_run
 
 from tokenbench.cli.main import main
 from tokenbench.errors import MeasurementError, UsageError
+from tokenbench.formats.importers import import_file
+from tokenbench.judge.plausibility import check_run
+from tokenbench.judge.views import load_run
 from tokenbench.report import render
+from tokenbench.report.build import build_report
 from tokenbench.report.compare import compare
-from tokenbench.report.importers import import_file
+from tokenbench.report.explain import issue_text
 
 
 def _md(store, selectors, strict=False):
@@ -47,7 +51,7 @@ def test_different_output_tokens_are_flagged_and_strict_refuses(store, stored_ru
                      "WHERE run_id = ? AND key = '128:32/c=1'", (other,))
     text, issues = _md(store, [f"{stored_run}:slots2", f"{other}:slots2"])
     assert [i.kind for i in issues] == ["differs"]
-    assert "server-reported output tokens per request differ at 128/32 c=1" in issues[0].text
+    assert "server-reported output tokens per request differ at 128/32 c=1" in issue_text(issues[0])
     assert "WARNING: the effective workloads differ" in text
     with pytest.raises(MeasurementError, match="compare --strict refused"):
         compare(store, [f"{stored_run}:slots2", f"{other}:slots2"], "en", "T", strict=True)
@@ -58,7 +62,7 @@ def test_cached_prompts_are_a_difference(store, stored_run):
     store.db.execute("UPDATE requests SET cached_tokens = prompt_tokens WHERE cell_id IN "
                      "(SELECT id FROM cells WHERE run_id = ?)", (other,))
     _, issues = _md(store, [f"{stored_run}:slots2", f"{other}:slots2"])
-    assert any("prefix cache state differ" in i.text for i in issues)
+    assert any("prefix cache state differ" in issue_text(i) for i in issues)
 
 
 def test_zero_cached_equals_fresh_prompts_unreported(store, stored_run):
@@ -109,3 +113,33 @@ def test_headers_name_the_study_and_its_run_id():
     odd = SimpleNamespace(id="R2", spec={"name": "gemma (bf16) study"})
     assert column_name(odd, "default") == "gemma (bf16) study"
     assert column_label(odd, "default") == "gemma (bf16) study (R2)"
+
+
+def test_drawn_lengths_are_not_the_same_workload_as_exact_ones(store, stored_run):
+    """A run whose requests drew their lengths (e.g. vLLM's --random-range-ratio 0.5) is not paired as equal
+    with one of exact lengths, even at the same nominal pair and the same mean tokens per request."""
+    other = build_run(store, "20260103-000000-drawn")
+    drawn = "vLLM range ratio 0.5: input uniform 64..192, output uniform 16..48"
+    store.db.execute("UPDATE cells SET summary_json = json_set(summary_json, '$.length_distribution', ?, "
+                     "'$.length_draws', 'r0.5') WHERE run_id = ?", (drawn, other))
+    text, issues = _md(store, [f"{stored_run}:slots2", f"{other}:slots2"])
+    assert [i.kind for i in issues] == ["differs"] and "length distribution differ" in issue_text(issues[0])
+    assert "exact" in issue_text(issues[0]) and drawn in issue_text(issues[0])
+    assert "128/32" in text and "r0.5" not in text                    # compare pairs cells by their nominal pair
+    run = load_run(store, other)
+    report = render.markdown.render(build_report(run, "en", check_run(run), "T"))
+    assert f"Each request's lengths were drawn (and asked and verified exactly): {drawn}." in report
+    _, same = _md(store, [f"{other}:slots2", f"{other}:slots4"])
+    assert same == []
+
+
+def test_sampling_each_run_asked_is_compared(store, stored_run):
+    """tokenbench runs send the sampling their spec asked (greedy by default): two runs that asked different
+    sampling fields are not the same workload, and the issue names each run's fields."""
+    other = build_run(store, "20260103-000000-sampled")
+    store.db.execute("UPDATE runs SET spec_json = json_set(spec_json, '$.sampling', json(?)) WHERE id = ?",
+                     ('{"temperature": 0.7, "top_k": 5}', other))
+    _, issues = _md(store, [f"{stored_run}:slots2", f"{other}:slots2"])
+    (issue,) = [i for i in issues if i.check == "sampling"]
+    assert issue.kind == "differs" and issue.values == ("temperature=0", "temperature=0.7,top_k=5")
+    assert "sampling differ" in issue_text(issue) and "=temperature=0.7,top_k=5" in issue_text(issue)

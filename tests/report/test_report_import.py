@@ -9,11 +9,11 @@ from report_fixtures import FIXTURES
 
 from tokenbench.cli.main import main
 from tokenbench.errors import UsageError
+from tokenbench.formats.importers import ImportOptions, import_file
+from tokenbench.judge.plausibility import check_run
+from tokenbench.judge.views import load_run
 from tokenbench.report import render
 from tokenbench.report.build import build_report
-from tokenbench.report.importers import ImportOptions, import_file
-from tokenbench.report.model import load_run
-from tokenbench.report.plausibility import check_run
 
 
 def test_vllm_bench_serve_json(store):
@@ -24,7 +24,7 @@ def test_vllm_bench_serve_json(store):
     [cell] = run.cells
     assert (cell.input_len, cell.output_len, cell.concurrency, cell.request_rate) == (128, 4, 4, None)
     for key in ("request_throughput", "output_throughput", "mean_ttft_ms", "p99_tpot_ms", "median_e2el_ms"):
-        assert cell.summary[key] == pytest.approx(src[key])
+        assert cell.summary.to_dict()[key] == pytest.approx(src[key])
     recs = run.timeline.requests
     assert len(recs) == 8 and recs[0].output_tokens == 4 and len(recs[0].token_times_ns) == 4
     assert recs[0].ttft_ns == pytest.approx(src["ttfts"][0] * 1e9, abs=1)
@@ -37,20 +37,20 @@ def test_sglang_bench_serving_jsonl(store):
     assert [c.config for c in run.cells] == ["sglang", "sglang"]
     c1, c8 = run.cells
     assert (c1.pair, c1.concurrency, c8.concurrency) == ((512, 128), 1, 8)
-    assert c8.summary["mean_e2el_ms"] == pytest.approx(480.0 * 8 ** 0.3)
-    assert c8.summary["total_token_throughput"] == pytest.approx(9.5 * 640)
-    assert c8.summary["achieved_concurrency"] == pytest.approx(8 * 0.97)
+    assert c8.summary.to_dict()["mean_e2el_ms"] == pytest.approx(480.0 * 8 ** 0.3)
+    assert c8.summary.to_dict()["total_token_throughput"] == pytest.approx(9.5 * 640)
+    assert c8.summary.to_dict()["achieved_concurrency"] == pytest.approx(8 * 0.97)
 
 
 def test_csv_imports_one_config_per_setup(store):
     run = load_run(store, import_file(store, FIXTURES / "study-a-headline.csv"), requests=False)
     assert run.config_names() == ["tp1", "tp2"]
     tp1 = run.config("tp1")
-    assert tp1.facts["hardware"] == "ascend-910b4" and tp1.kv_capacity == 1066112
+    assert tp1.facts.hardware == "ascend-910b4" and tp1.kv_capacity == 1066112
     over = {(c.config, c.pair, c.concurrency) for c in run.cells if c.over_capacity}
     assert over == {("tp1", (16384, 2048), 96)}          # 96 x 18,432 > 1,066,112; TP=2 holds 2,243,968
     head = run.cell_at("tp1", (512, 512), 128)
-    assert head.summary["output_throughput"] == 6452.2 and head.summary["total_token_throughput"] == 12904.4
+    assert head.summary.to_dict()["output_throughput"] == 6452.2 and head.summary.to_dict()["total_token_throughput"] == 12904.4
 
 
 @pytest.mark.parametrize("text, message", [

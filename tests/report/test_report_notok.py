@@ -10,17 +10,20 @@ import re
 
 from report_fixtures import ENV, facts, profile, records
 
+from tokenbench.formats.export import to_csv
+from tokenbench.judge.intervals import Judging
+from tokenbench.judge.plausibility import check_run
+from tokenbench.judge.status import judge
+from tokenbench.judge.views import load_run
+from tokenbench.metrics.cell_summary import CellSummary, Metric
 from tokenbench.metrics.summary import summarize
 from tokenbench.report import html_page, markdown
 from tokenbench.report.build import build_report
 from tokenbench.report.compare import compare
 from tokenbench.report.document import Cell, Table
-from tokenbench.report.export import to_csv
 from tokenbench.report.i18n import t
-from tokenbench.report.model import load_run
-from tokenbench.report.plausibility import check_run
-from tokenbench.report.status import judge
 from tokenbench.spec.bench import Load
+from tokenbench.store.rows import CellRow
 
 RUN = "20260104-000000-allbad"
 FIGURE_TABLES = ("baseline", "scaling", "matrix", "configcmp", "compare", "latency", "repeats", "intervals",
@@ -30,10 +33,10 @@ VERDICTS = ((1, "failed", "8/8 requests failed (reset=8); first: connection rese
             (4, "ok", ""))            # c=4 is "ok" but with a tolerated length mismatch
 
 
-def _summary(c: int, slots: int, mismatch: bool) -> dict:
+def _summary(c: int, slots: int, mismatch: bool) -> CellSummary:
     recs = records(c, 128, 32, slots)
     s = summarize(recs, Load(concurrency=c, num_prompts=len(recs)), 128, 32)
-    return {**s, "length_mismatches": 2} if mismatch else s
+    return s.with_(length_mismatches=2) if mismatch else s
 
 
 def stored_bad_run(store, repeats: int = 1) -> str:
@@ -44,10 +47,8 @@ def stored_bad_run(store, repeats: int = 1) -> str:
                                   status="done")
         for c, status, message in VERDICTS:
             for rep in range(repeats):
-                cell = {"key": f"128:32/c={c}", "repeat": rep, "input_len": 128, "output_len": 32,
-                        "concurrency": c, "status": "failed" if status == "failed" else status,
-                        "message": message, "summary": _summary(c, slots, status == "ok"),
-                        "kv_demand": c * 160, "kv_capacity": 4096, "over_capacity": False}
+                cell = CellRow(f"128:32/c={c}", 128, 32, status, _summary(c, slots, status == "ok"), rep, c,
+                               message=message, kv_demand=c * 160, kv_capacity=4096)
                 store.save_cell(RUN, cid, cell, records(c, 128, 32, slots))
     store.set_run_status(RUN, "done")
     return RUN
@@ -75,14 +76,14 @@ def unmarked_figures(doc) -> list[str]:
 
 
 def test_judge_names_each_kind():
-    assert judge("ok", "", {}).ok and judge("ok", "", {}).mark == ""
-    assert judge("failed", "3/16 requests failed (timeout=3); first ...", {}).kind == "errors"
-    assert judge("failed", "2/16 requests had the wrong length: ...", {}).kind == "length"
-    assert judge("failed", "server died during the cell: exit 1", {}).kind == "failed"
-    assert judge("invalid", "client overloaded", {}).mark == "‡"
-    tolerated = judge("ok", "", {"length_mismatches": 3, "num_prompts": 16})
+    assert judge("ok", "", CellSummary()).ok and judge("ok", "", CellSummary()).mark == ""
+    assert judge("failed", "3/16 requests failed (timeout=3); first ...", CellSummary()).kind == "errors"
+    assert judge("failed", "2/16 requests had the wrong length: ...", CellSummary()).kind == "length"
+    assert judge("failed", "server died during the cell: exit 1", CellSummary()).kind == "failed"
+    assert judge("invalid", "client overloaded", CellSummary()).mark == "‡"
+    tolerated = judge("ok", "", CellSummary(length_mismatches=3, num_prompts=16))
     assert (tolerated.kind, tolerated.mark, tolerated.reason) == ("mismatch", "≠", "3/16")
-    assert judge("weird", "x", {}).kind == "unknown"
+    assert judge("weird", "x", CellSummary()).kind == "unknown"
 
 
 def test_report_of_an_all_bad_sweep_has_no_unmarked_figure(store):
@@ -119,7 +120,7 @@ def test_compare_refuses_ratios_on_not_ok_cells_unless_asked(store):
         assert unmarked_figures(doc) == []
         md = markdown.render(doc)
         assert "n/a" in md and not re.search(r"\d\.\d\dx", md)
-    doc, _ = compare(store, [f"{RUN}:a", f"{RUN}:b"], "en", "T", allow_not_ok=True)
+    doc, _ = compare(store, [f"{RUN}:a", f"{RUN}:b"], "en", "T", judging=Judging(allow_not_ok=True))
     md = markdown.render(doc)
     assert re.search(r"\d\.\d\dx✗", md) and unmarked_figures(doc) == []
 
@@ -129,8 +130,8 @@ def test_not_ok_repeats_never_enter_a_mean(store):
     run = load_run(store, RUN)
     cell = run.cell_at("a", (128, 32), 1)
     assert len(cell.repeats) == 2 and cell.measured() == []
-    assert cell.get("output_throughput") is None and cell.get("mean_ttft_ms") is None
-    assert cell.get("num_prompts") == 4 and not cell.state.ok      # counts summed, verdict kept
+    assert cell.value(Metric("output_throughput")) is None and cell.value(Metric("ttft")) is None
+    assert cell.summary.num_prompts == 4 and not cell.state.ok      # counts summed, verdict kept
     doc = build_report(run, "en", check_run(run), "T")
     assert unmarked_figures(doc) == []
 
@@ -140,13 +141,11 @@ def test_one_ok_repeat_is_the_mean_and_an_invalid_one_is_left_out(store):
     cid = store.upsert_config(RUN, "a", overrides={}, profile=profile(2), facts=facts(4096), status="done")
     sums = [_summary(2, slots, False) for slots in (1, 2)]
     for rep, (status, s) in enumerate(zip(("ok", "invalid"), sums, strict=True)):
-        store.save_cell(RUN, cid, {"key": "128:32/c=2", "repeat": rep, "input_len": 128, "output_len": 32,
-                                   "concurrency": 2, "status": status, "message": "", "summary": s,
-                                   "kv_demand": 320, "kv_capacity": 4096, "over_capacity": False},
+        store.save_cell(RUN, cid, CellRow("128:32/c=2", 128, 32, status, s, rep, 2, kv_demand=320, kv_capacity=4096),
                         records(2, 128, 32, 1))
     cell = load_run(store, RUN).cell_at("a", (128, 32), 2)
-    assert cell.state.ok and cell.get("output_throughput") == sums[0]["output_throughput"]
-    assert sums[1]["output_throughput"] != sums[0]["output_throughput"]
+    assert cell.state.ok and cell.summary.output_throughput == sums[0].output_throughput
+    assert sums[1].output_throughput != sums[0].output_throughput
 
 
 def test_export_rows_carry_the_verdict(store):
@@ -166,12 +165,11 @@ def test_the_terminal_table_of_bench_and_sweep_marks_cells_that_are_not_ok(capsy
     ok = {"completed": 16, "failed": 0, "output_throughput": 41.25, "mean_ttft_ms": 401.5}
     invalid = {"completed": 16, "failed": 0, "output_throughput": 5.51, "mean_ttft_ms": 2219.0}
     failed = {"completed": 8, "failed": 8, "output_throughput": 7.75, "mean_ttft_ms": 733.5}
-    cells = [{"config_name": "a", "key": "128:32/c=4", "over_capacity": False, "status": "ok", "message": "",
-              "summary": ok},
-             {"config_name": "a", "key": "128:32/c=1", "over_capacity": False, "status": "invalid",
-              "message": "client overloaded: event-loop lag p99 8.5 ms", "summary": invalid},
-             {"config_name": "a", "key": "128:32/c=8", "over_capacity": False, "status": "failed",
-              "message": "8/16 requests failed (timeout=8)", "summary": failed}]
+    cells = [CellRow("128:32/c=4", 128, 32, "ok", CellSummary(**ok), config="a"),
+             CellRow("128:32/c=1", 128, 32, "invalid", CellSummary(**invalid), config="a",
+                     message="client overloaded: event-loop lag p99 8.5 ms"),
+             CellRow("128:32/c=8", 128, 32, "failed", CellSummary(**failed), config="a",
+                     message="8/16 requests failed (timeout=8)")]
     progress.matrix(Outcome("R", None, cells, []))
     printed = capsys.readouterr().out
     assert "41.25 " in printed and "41.25‡" not in printed                         # ok: plain

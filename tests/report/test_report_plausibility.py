@@ -6,10 +6,11 @@ import pytest
 import yaml
 from report_fixtures import FIXTURES
 
-from tokenbench.report import hardware
-from tokenbench.report.importers import import_file
-from tokenbench.report.model import load_run
-from tokenbench.report.plausibility import ModelSize, Overrides, Roofline, check_run, flagged
+from tokenbench.formats.importers import import_file
+from tokenbench.judge import hardware
+from tokenbench.judge.plausibility import ModelSize, Overrides, Roofline, check_run, flagged
+from tokenbench.judge.views import load_run
+from tokenbench.report.explain import latency_note
 
 
 def test_roofline_arithmetic():
@@ -49,9 +50,12 @@ def test_study_b_is_flagged_impossible(store):
     checks = check_run(run)
     assert flagged(checks) == 8                                       # every published cell
     c1 = next(f for chk in checks for f in chk.findings if chk.config.name == "sglang" and f.cell.concurrency == 1)
-    assert c1.measured == pytest.approx(12.5 * 1024)                  # 12,800 tok/s from one stream
+    assert c1.measured.value == pytest.approx(12.5 * 1024)            # 12,800 tok/s from one stream
+    assert c1.measured.how == "derived" and c1.measured.rps == 12.5   # from the request rate
     assert c1.bound == pytest.approx(4 * 1600 / 14) and c1.times > 25
-    assert c1.note["tokens"] == "36" and c1.note["ms"] == "80.0"
+    roof = next(chk.roofline for chk in checks if chk.config.name == "sglang")
+    assert c1.telling_latency and "80.0 ms per request" in latency_note(c1, roof, "en") and " 36 " in \
+        latency_note(c1, roof, "en")
 
 
 def test_study_a_is_not_flagged(store):
@@ -67,9 +71,9 @@ def test_missing_size_or_hardware_is_said(store, stored_run):
     assert flagged(check_run(run)) == 0
     store.db.execute("UPDATE server_configs SET profile_json='{}'")
     run = load_run(store, stored_run, requests=False)
-    assert [c.skipped[0] for c in check_run(run)] == ["plaus.no_size", "plaus.no_size"]
+    assert [c.skipped.reason for c in check_run(run)] == ["no_size", "no_size"]
     over = check_run(run, Overrides(params_b=0.135, bytes_per_param=0.56))
-    assert [c.skipped[0] for c in over] == ["plaus.no_hw", "plaus.no_hw"]
+    assert [c.skipped.reason for c in over] == ["no_hw", "no_hw"]
     assert all(c.roofline for c in check_run(run, Overrides("cpu", None, 0.135, 0.56)))
 
 

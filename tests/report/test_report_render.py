@@ -11,10 +11,10 @@ from report_fixtures import EVIL, build_run
 
 from tokenbench.cli.main import main
 from tokenbench.errors import UsageError
+from tokenbench.judge.plausibility import check_run
+from tokenbench.judge.views import load_run
 from tokenbench.report import render
 from tokenbench.report.build import build_report
-from tokenbench.report.model import load_run
-from tokenbench.report.plausibility import check_run
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -72,8 +72,8 @@ def _tables(text: str, after: str) -> list[tuple[list[str], list[list[str]]]]:
 
 def test_star_exactly_on_over_capacity_cells(store, stored_run):
     text = render.markdown.render(_doc(store, stored_run))
-    over = {(c["config_name"], f"{c['input_len']}/{c['output_len']}", f"c={c['concurrency']}")
-            for c in store.cells(stored_run) if c["over_capacity"]}
+    over = {(c.config, f"{c.input_len}/{c.output_len}", f"c={c.concurrency}")
+            for c in store.cells(stored_run) if c.over_capacity}
     assert over == {("slots2", "512/64", "c=2"), ("slots2", "512/64", "c=4"), ("slots4", "512/64", "c=4")}
     seen = set()
     for (head, rows), cfg in zip(_tables(text, "### 6."), ("slots2", "slots4"), strict=False):

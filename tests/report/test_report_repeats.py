@@ -7,13 +7,16 @@ import statistics
 
 from report_fixtures import ENV, facts, profile, records
 
+from tokenbench.judge.plausibility import check_run
+from tokenbench.judge.views import load_run
+from tokenbench.metrics.cell_summary import Metric
 from tokenbench.metrics.summary import summarize
 from tokenbench.report import render
 from tokenbench.report.build import build_report
-from tokenbench.report.model import load_run
-from tokenbench.report.plausibility import check_run
 from tokenbench.spec.bench import Load
+from tokenbench.store.rows import CellRow
 
+OUTPUT = Metric("output_throughput")
 RUN = "20260103-000000-repeat"
 
 
@@ -28,10 +31,9 @@ def stored_repeats(store, slots_per_repeat=(1, 2, 4), failed=(2,)) -> list[dict]
         recs = records(4, 128, 32, slots, fail=rep in failed)
         summary = summarize(recs, Load(concurrency=4, num_prompts=len(recs)), 128, 32)
         summaries.append(summary)
-        store.save_cell(RUN, cid, {"key": "128:32/c=4", "repeat": rep, "input_len": 128, "output_len": 32,
-                                   "concurrency": 4, "status": "failed" if rep in failed else "ok",
-                                   "message": "too many errors" if rep in failed else "", "summary": summary,
-                                   "kv_demand": 640, "kv_capacity": 4096, "over_capacity": False}, recs)
+        store.save_cell(RUN, cid, CellRow("128:32/c=4", 128, 32, "failed" if rep in failed else "ok", summary, rep, 4,
+                                          message="too many errors" if rep in failed else "", kv_demand=640,
+                                          kv_capacity=4096), recs)
     store.set_run_status(RUN, "done")
     return summaries
 
@@ -43,15 +45,15 @@ def test_tables_show_the_mean_of_the_ok_repeats(store):
     ok = [summaries[0], summaries[1]]
     assert len(cell.repeats) == 3 and [c.repeat for c in cell.measured()] == [0, 1]
     assert cell.status == "ok"
-    for key in ("output_throughput", "mean_ttft_ms", "p99_tpot_ms"):
-        assert cell.get(key) == statistics.fmean(s[key] for s in ok)
-    assert cell.get("output_throughput") != summaries[0]["output_throughput"]     # not the first repeat
-    spread = cell.spread("output_throughput")
-    vals = [s["output_throughput"] for s in ok]
+    for m in (OUTPUT, Metric("ttft"), Metric("tpot", "p99")):
+        assert cell.value(m) == statistics.fmean(m.of(s) for s in ok)
+    assert cell.value(OUTPUT) != summaries[0].output_throughput     # not the first repeat
+    spread = cell.spread(OUTPUT)
+    vals = [s.output_throughput for s in ok]
     assert (spread.n, spread.lo, spread.hi) == (2, min(vals), max(vals))
     assert spread.cv == statistics.stdev(vals) / statistics.fmean(vals)
     # failures are counted over every repeat, the failed one included
-    assert cell.summary["failed_by_kind"] == {"timeout": 1}
+    assert cell.summary.to_dict()["failed_by_kind"] == {"timeout": 1}
 
 
 def test_report_has_a_repeatability_section_and_marks_noisy_cells(store, tmp_path):
@@ -60,7 +62,7 @@ def test_report_has_a_repeatability_section_and_marks_noisy_cells(store, tmp_pat
     md = render.write(build_report(run, "en", check_run(run), "TEST"), tmp_path, ["md"])[0].read_text()
     assert "Repeatability" in md and "mean over the repeats that measured ok" in md
     row = next(line for line in md.splitlines() if line.startswith("| base | 128/32 c=4 | 2/3"))
-    cv = run.cells_of("base")[0].spread("output_throughput").cv
+    cv = run.cells_of("base")[0].spread(OUTPUT).cv
     assert (cv > 0.05) == ("†" in row.split("|")[6])
     # the failed repeat is listed on its own, named by its number
     assert "128/32 c=4 #3" in md and "too many errors" in md
@@ -72,7 +74,7 @@ def test_identical_repeats_have_zero_spread_and_no_mark(store, tmp_path):
     stored_repeats(store, slots_per_repeat=(2, 2), failed=())
     run = load_run(store, RUN)
     [cell] = run.cells_of("base")
-    assert cell.spread("output_throughput").cv == 0
+    assert cell.spread(OUTPUT).cv == 0
     md = render.write(build_report(run, "en", check_run(run), "TEST"), tmp_path, ["md"])[0].read_text()
     row = next(line for line in md.splitlines() if line.startswith("| base | 128/32 c=4 | 2/2"))
     assert "†" not in row and "0.0%" in row

@@ -18,6 +18,7 @@ from tokenbench.report import markdown
 from tokenbench.report.compare import compare
 from tokenbench.report.document import Cell, Table
 from tokenbench.spec.bench import SLO, Load
+from tokenbench.store.rows import CellRow
 
 MS = 1_000_000
 N, OUT, C = 160, 24, 4
@@ -48,10 +49,9 @@ def stored(store, run_id: str, itl_ms: float, seed: int, status: str = "ok", slo
     cid = store.upsert_config(run_id, "ref", overrides={}, profile=profile(4), facts=facts(1 << 20), status="done")
     recs = jittered(itl_ms, seed)
     summary = summarize(recs, Load(concurrency=C, num_prompts=N), 64, OUT, slo)
-    store.save_cell(run_id, cid, {"key": f"64:{OUT}/c={C}", "input_len": 64, "output_len": OUT, "concurrency": C,
-                                  "status": status, "message": "" if status == "ok" else "8/160 requests failed",
-                                  "summary": summary, "kv_demand": C * 88, "kv_capacity": 1 << 20,
-                                  "over_capacity": False}, recs)
+    store.save_cell(run_id, cid, CellRow(f"64:{OUT}/c={C}", 64, OUT, status, summary, concurrency=C,
+                                         message="" if status == "ok" else "8/160 requests failed", kv_demand=C * 88,
+                                         kv_capacity=1 << 20), recs)
     store.set_run_status(run_id, "done")
     return run_id
 
@@ -127,10 +127,10 @@ def _bounds(cell: Cell) -> tuple[float, float, float]:
 
 
 def test_headline_tables_show_each_figure_with_its_interval_and_none_for_a_cell_not_ok(store):
+    from tokenbench.judge.plausibility import check_run
+    from tokenbench.judge.views import load_run
     from tokenbench.report import html_page
     from tokenbench.report.build import build_report
-    from tokenbench.report.model import load_run
-    from tokenbench.report.plausibility import check_run
     run = load_run(store, stored(store, "R-A", 10.0, 1))
     doc = build_report(run, "en", check_run(run), "T")
     (scaling,) = _role(doc, "scaling")

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.contention import Waited, mean_allowance_ms
 from tests.workload.hf_tokenizer import make_reference_tokenizer
 
 from tokenbench.cli.main import main
@@ -82,7 +83,8 @@ def reference_tokenizer(folder: Path) -> Path:
                     reason=f"AISBench is not installed ({agree_aisbench.SETUP_HINT})")
 def test_agree_runs_aisbench_on_the_same_workload(tmp_path):
     tokenizer = reference_tokenizer(tmp_path / "tokenizer")
-    with ReferenceProcess(ReferenceConfig(ttft_ms=50, itl_ms=10, usage_chunk=True)) as ref:
+    with ReferenceProcess(ReferenceConfig(ttft_ms=50, itl_ms=10, usage_chunk=True)) as ref, \
+            Waited(descendants=True) as waited:          # both clients and the server
         code = main(["agree", "--peer", "aisbench", "--base-url", ref.url, "--tokenizer", str(tokenizer),
                      "--input-len", "32", "--output-len", "8", "--concurrency", "2", "--num-prompts", "6",
                      "--repeat", "1", "--out-dir", str(tmp_path / "out")])
@@ -97,7 +99,8 @@ def test_agree_runs_aisbench_on_the_same_workload(tmp_path):
     assert [d["ours"] for d in bodies["after"] if d["what"] == "prompt"] == ["text, 32 tokens by the server"]
     rows = {r["metric"]: r for r in doc["rows"]}
     assert rows["mean TTFT ms"]["peer"] >= 50 and rows["mean TTFT ms"]["tokenbench"] >= 50
-    assert 9 <= rows["mean TPOT ms"]["peer"] <= 12 and 9 <= rows["mean TPOT ms"]["tokenbench"] <= 12
+    most = 12 + mean_allowance_ms(waited.ms, 2, 6, gaps=7)       # 10 ms, or what other work made it
+    assert 9 <= rows["mean TPOT ms"]["peer"] <= most and 9 <= rows["mean TPOT ms"]["tokenbench"] <= most
     counts = doc["counts"]["2"]
     assert counts["aisbench"]["completed"] == counts["tokenbench"]["completed"] == 6
     assert counts["aisbench"]["total_output_tokens"] == counts["tokenbench"]["total_output_tokens"] == 48

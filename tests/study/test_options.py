@@ -8,9 +8,8 @@ from tokenbench.cli import bench, flags, sweep
 from tokenbench.cli.main import main
 from tokenbench.errors import UsageError
 from tokenbench.load.target import read_api_key
-from tokenbench.spec.bench import Target
 from tokenbench.spec.fields import field_at
-from tokenbench.spec.sweep import SweepSpec
+from tokenbench.spec.study import StudySpec, Target
 from tokenbench.sweep.plan import plan
 
 URL = ["--base-url", "http://127.0.0.1:1"]
@@ -20,7 +19,7 @@ def spellings(command) -> set[str]:
     return {opt for p in command.params for opt in (*p.opts, *p.secondary_opts) if opt.startswith("-")}
 
 
-def bench_spec(*args: str) -> SweepSpec:
+def bench_spec(*args: str) -> StudySpec:
     return bench.build_spec(bench.command.make_context("bench", [*URL, *args]).params)
 
 
@@ -31,7 +30,7 @@ def test_every_bench_option_is_a_sweep_option():
 
 def test_every_shared_flag_is_a_yaml_key_with_its_help():
     for flag in flags.SHARED + flags.SWEEP_ONLY:
-        info = field_at(SweepSpec, flag.key)                  # KeyError: a flag without a YAML key
+        info = field_at(StudySpec, flag.key)                  # KeyError: a flag without a YAML key
         assert flags.describe(flag)[0] == (flag.help or info.description), flag.key
         assert flags.describe(flag)[0], f"{flag.key} has no description"
 
@@ -58,7 +57,9 @@ def test_vllm_spellings():
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["--random-range-ratio", "0.5"], "exactly --input-len tokens"),
+    (["--random-range-ratio", "1", "--concurrency", "1"], "must be below 1 with vLLM's window"),
+    (["--concurrency", "4", "--request-rate", "2"], "two kinds of cells here"),
+    (["--random", "8"], "is ambiguous"),
     (["--burstiness", "0.5", "--concurrency", "1"], "burstiness shapes Poisson arrivals: it needs a request rate"),
     (["--goodput", "latency:5"], "KEY:MS"),
     (["--request-rate", "inf"], "needs --max-concurrency or --num-prompts"),
@@ -97,13 +98,17 @@ def test_one_cell_key_and_one_flag_rendering():
     """The plan, the importers and the store spell a cell's key one way; a report renders a profile's
     flags as the engine argv does (a `--api-key` secret key is not doubled into `----api-key`)."""
     from tokenbench.deploy.engines import render_args
-    from tokenbench.report.importers import cell_key as imported_key
-    from tokenbench.report.model import ConfigInfo
-    p = plan(bench_spec("--input-len", "512", "--output-len", "128", "--concurrency", "8", "--request-rate", "2"))
-    assert [c.key for c in p.cells] == [imported_key(512, 128, 8, None), imported_key(512, 128, None, 2.0)]
+    from tokenbench.formats.importers import cell_key as imported_key
+    from tokenbench.judge.views import ConfigInfo
+    from tokenbench.spec.deploy_profile import Profile
+    from tokenbench.spec.server_facts import ServerFacts
+    closed = plan(bench_spec("--input-len", "512", "--output-len", "128", "--concurrency", "8"))
+    rate = plan(bench_spec("--input-len", "512", "--output-len", "128", "--request-rate", "2"))
+    assert [c.key for c in closed.cells + rate.cells] == [imported_key(512, 128, 8, None), imported_key(512, 128, None, 2.0)]
     profile = {"name": "p", "args": {"ctx-size": 4096, "--flash-attn": True, "mlock": False},
                "secret_args": {"--api-key": "KEY"}, "extra_args": ["--x"]}
-    info = ConfigInfo(1, "default", {}, profile, {}, "done", "")
+    typed = Profile.model_validate({**profile, "engine": "llamacpp", "model": {"path": "m.gguf"}})
+    info = ConfigInfo(1, "default", {}, typed, ServerFacts("llamacpp"), "done", "")
     rendered = " ".join(render_args(profile["args"], profile["secret_args"], profile["extra_args"]))
     assert rendered == "--ctx-size 4096 --flash-attn --api-key ${KEY} --x"
     assert info.flags() == f"profile=p {rendered}"

@@ -34,13 +34,15 @@ def test_search_edges():
 
 
 def test_capacity_on_reference_server_with_six_slots(tmp_path, capsys):
-    """A server that runs 6 requests at once and queues the rest: TTFT stays ~20 ms up to 6."""
-    with ReferenceProcess(ReferenceConfig(ttft_ms=20, itl_ms=5, max_running=6)) as ref:
+    """A server that runs 6 requests at once and queues the rest: TTFT stays ~10 ms up to 6, and a queued
+    request waits for a running one to end (about 10 + 7 x 20 ms more). The SLO (80 ms) lies 70 ms from
+    either, so waits for a CPU that other work causes do not move the answer."""
+    with ReferenceProcess(ReferenceConfig(ttft_ms=10, itl_ms=20, max_running=6)) as ref:
         db = tmp_path / "db.sqlite"
-        code = main(["sweep", "--base-url", ref.url, "--pairs", "16:8", "--find-capacity", "--slo", "ttft=60",
+        code = main(["sweep", "--base-url", ref.url, "--pairs", "16:8", "--find-capacity", "--slo", "ttft=80",
                      "--db", str(db)])
     assert code == 0
     assert "capacity 16:8: concurrency 6 (meets the SLOs; 7 does not)" in capsys.readouterr().out
     [run] = Store(db).runs()
-    keys = [c["key"] for c in Store(db).cells(run["id"])]
+    keys = [c.key for c in Store(db).cells(run.id)]
     assert keys == ["16:8/c=1", "16:8/c=2", "16:8/c=4", "16:8/c=6", "16:8/c=7", "16:8/c=8"]

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from tokenbench.spec.sweep import SweepSpec
+from tokenbench.spec.study import StudySpec
 from tokenbench.store.db import Store
 from tokenbench.sweep.plan import plan, visits
-from tokenbench.sweep.run import SweepRunner
+from tokenbench.sweep.run import StudyRunner
 
 
-def _spec(repeats: int, seed: int = 0, configs: int = 2) -> SweepSpec:
-    return SweepSpec(target={"profile": "cpu-smollm2-llamacpp"}, pairs=[[64, 16]], concurrency=[1, 4],
+def _spec(repeats: int, seed: int = 0, configs: int = 2) -> StudySpec:
+    return StudySpec(target={"profile": "cpu-smollm2-llamacpp"}, pairs=[[64, 16]], concurrency=[1, 4],
                      vary={"slots": list(range(1, configs + 1))}, repeats=repeats, seed=seed)
 
 
@@ -31,7 +31,7 @@ def test_the_runner_deploys_per_round_with_that_repeats_cells(tmp_path):
     store = Store(tmp_path / "r.db")
     p = plan(_spec(3))
     run_id = store.create_run("sweep", "profile", p.spec.model_dump(mode="json"), ["tokenbench"], {})
-    runner = SweepRunner(p, store, run_id)
+    runner = StudyRunner(p, store, run_id)
     seen = []
 
     def fake_run_config(config):

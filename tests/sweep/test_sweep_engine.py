@@ -48,14 +48,14 @@ def cells(db):
 def check_complete(db, run_id):
     store = Store(db)
     got = store.cells(run_id)
-    keys = [(c["config_name"], c["key"], c["repeat"]) for c in got]
+    keys = [(c.config, c.key, c.repeat) for c in got]
     assert len(got) == 12 and len(set(keys)) == 12
-    assert {c["config_name"] for c in got} == {"slots=2", "slots=4"}
+    assert {c.config for c in got} == {"slots=2", "slots=4"}
     for c in got:
-        assert c["status"] == "ok", c["message"]
-        reqs = store.requests(c["id"])
-        assert len(reqs) == c["summary"]["num_prompts"]
-        assert all(r.prompt_tokens == c["input_len"] and r.output_tokens == c["output_len"] for r in reqs)
+        assert c.status == "ok", c.message
+        reqs = store.requests(c.id)
+        assert len(reqs) == c.summary.num_prompts
+        assert all(r.prompt_tokens == c.input_len and r.output_tokens == c.output_len for r in reqs)
     assert store.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     return store
 
@@ -67,11 +67,11 @@ def test_sweep_runs_twelve_cells_relaunching_per_config(tmp_path):
     db = tmp_path / "db.sqlite"
     assert main(["sweep", str(spec), "--db", str(db)]) == 0
     [run] = Store(db).runs()
-    store = check_complete(db, run["id"])
-    configs = {c["name"]: c for c in store.configs(run["id"])}
-    assert configs["slots=2"]["facts"]["slots"] == 2 and configs["slots=4"]["facts"]["slots"] == 4
-    samples = store.samples(store.cells(run["id"])[0]["id"])
-    assert {s["source"] for s in samples} >= {"server", "host"}
+    store = check_complete(db, run.id)
+    configs = {c.name: c for c in store.configs(run.id)}
+    assert configs["slots=2"].facts.slots == 2 and configs["slots=4"].facts.slots == 4
+    samples = store.samples(store.cells(run.id)[0].id)
+    assert {s.source for s in samples} >= {"server", "host"}
     assert engines() <= before
 
 
@@ -89,11 +89,13 @@ def test_sigkill_mid_sweep_then_resume(tmp_path):
     proc.wait()
     before = {(name, key, rep): (cid, fin) for cid, name, key, rep, fin, _ in cells(db)}
     assert 4 <= len(before) < 12
-    time.sleep(2)
+    deadline = time.monotonic() + 30                      # a deadline for a broken test, not a timing bound
+    while not engines() <= already and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert engines() <= already, "the engine must die with the killed sweep (PR_SET_PDEATHSIG)"
     [run] = Store(db).runs()
-    assert main(["sweep", "--resume", run["id"], "--db", str(db)]) == 0
-    check_complete(db, run["id"])
+    assert main(["sweep", "--resume", run.id, "--db", str(db)]) == 0
+    check_complete(db, run.id)
     after = {(name, key, rep): (cid, fin) for cid, name, key, rep, fin, _ in cells(db)}
     assert all(after[k] == v for k, v in before.items()), "finished cells must be untouched"
 
@@ -106,7 +108,7 @@ def test_star_exactly_on_cells_over_kv_capacity(tmp_path):
         db = tmp_path / "db.sqlite"
         assert main(["sweep", str(spec), "--db", str(db)]) == 0
     [run] = Store(db).runs()
-    got = {c["key"]: bool(c["over_capacity"]) for c in Store(db).cells(run["id"])}
+    got = {c.key: c.over_capacity for c in Store(db).cells(run.id)}
     # demand = c x (in + out): 20/40/80/160 for 16:4, 50/100/200/400 for 40:10; capacity 100 from the server
     assert got == {"16:4/c=1": False, "16:4/c=2": False, "16:4/c=4": False, "16:4/c=8": True,
                    "40:10/c=1": False, "40:10/c=2": False, "40:10/c=4": True, "40:10/c=8": True}
@@ -126,7 +128,7 @@ def test_a_vary_sweep_on_a_fixed_port_relaunches_on_it(tmp_path):
     assert main(["sweep", str(spec), "--db", str(db)]) == 0
     store = Store(db)
     [run] = store.runs()
-    got = store.cells(run["id"])
-    assert sorted(c["config_name"] for c in got) == ["slots=1", "slots=2"]
-    assert all(c["status"] == "ok" for c in got), [c["message"] for c in got]
-    assert [c["profile"]["port"] for c in store.configs(run["id"])] == [port, port]
+    got = store.cells(run.id)
+    assert sorted(c.config or "" for c in got) == ["slots=1", "slots=2"]
+    assert all(c.status == "ok" for c in got), [c.message for c in got]
+    assert [c.profile.port if c.profile else None for c in store.configs(run.id)] == [port, port]

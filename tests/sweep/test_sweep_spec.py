@@ -4,7 +4,7 @@ import pytest
 
 from tokenbench.cli.main import main
 from tokenbench.spec.loader import load_file
-from tokenbench.spec.sweep import SweepSpec
+from tokenbench.spec.study import StudySpec
 from tokenbench.sweep.plan import kv_demand, max_fitting_concurrency, over_capacity, plan
 
 from .helpers import engines
@@ -27,7 +27,7 @@ def write(tmp_path, text):
 
 
 def test_plan_has_configs_times_cells(tmp_path):
-    p = plan(load_file(SweepSpec, write(tmp_path, GOOD)))
+    p = plan(load_file(StudySpec, write(tmp_path, GOOD)))
     assert [c.name for c in p.configs] == ["slots=2", "slots=4"]
     assert len(p.cells) == 12
     assert p.configs[0].overrides == ("parallelism.slots=2",)
@@ -57,7 +57,7 @@ def test_pair_beyond_context_fails_before_deploy(tmp_path, capsys):
 
 
 def test_kv_demand_and_star_marks():
-    p = plan(SweepSpec.model_validate({"target": {"base_url": "http://x"}, "pairs": [[16, 4]],
+    p = plan(StudySpec.model_validate({"target": {"base_url": "http://x"}, "pairs": [[16, 4]],
                                        "concurrency": [1, 2, 4, 8], "kv_capacity": 100}))
     assert [kv_demand(c) for c in p.cells] == [20, 40, 80, 160]
     assert [over_capacity(c, 100) for c in p.cells] == [False, False, False, True]
@@ -78,12 +78,12 @@ def test_repeats_draw_fresh_prompts_from_the_next_seeds(tmp_path):
     from tokenbench.workload.build import build_cell
     from tokenbench.workload.vocab import Vocab
 
-    p = plan(load_file(SweepSpec, write(tmp_path, GOOD + "repeats: 3\nseed: 7\n")))
+    p = plan(load_file(StudySpec, write(tmp_path, GOOD + "repeats: 3\nseed: 7\n")))
     first = [c for c in p.cells if c.config.name == "slots=2" and c.key == "16:4/c=1"]
     assert [(c.repeat, c.workload.seed) for c in first] == [(0, 7), (1, 8), (2, 9)]
     target = SimpleNamespace(base_url="http://127.0.0.1:9", model="m", api_key=None, max_model_len=None,
                              vocab=Vocab.with_margins(32000, "test"))
-    prompts = [build_cell(target, c.workload, c.key, 0, 4, tok=object()).measure for c in first]
+    prompts = [build_cell(target, c.workload, c.key, 0, 4).measure for c in first]
     ids = [{pr.token_ids for pr in ps} for ps in prompts]
     assert all(len(pr.token_ids) == 16 for ps in prompts for pr in ps)
     assert not (ids[0] & ids[1]) and not (ids[1] & ids[2])      # no repeat reuses a prompt

@@ -106,7 +106,7 @@ def test_requests_stalled_at_shutdown_are_in_the_send_log(client_leaves):
             sock.close()
             time.sleep(0.1)
         t0 = time.monotonic()
-    assert time.monotonic() - t0 < 10                    # not the 60 s stall
+    assert time.monotonic() - t0 < 30                    # not the 60 s stall
     if not client_leaves:
         sock.close()
     (rec,) = ref.send_log()

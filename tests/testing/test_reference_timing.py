@@ -1,5 +1,9 @@
 
-"""Timing is the ground truth: every chunk is written at its absolute deadline, queueing delays admission."""
+"""Timing is the ground truth: every chunk is written at its absolute deadline, queueing delays admission.
+
+A chunk is never early on any machine; how late it may be is the server's precision on a quiet one plus
+what the server waited for a CPU meanwhile (tests/contention.py), since other work on the machine can
+delay any process."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import time
 
 import aiohttp
 import pytest
+from tests.contention import Waited
 
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
@@ -40,9 +45,9 @@ def quantiles(late: list[float]) -> dict[float, float]:
     return {p: late[int(len(late) * p)] for p in (0.5, 0.75, 0.95)} | {1.0: late[-1]}
 
 
-def precise(late: list[float]) -> bool:
+def precise(late: list[float], waited_ms: float) -> bool:
     q = quantiles(late)
-    return q[0.5] < 0.5 and q[0.75] < 2.0 and q[1.0] < 50.0
+    return q[0.5] < 0.5 + waited_ms and q[0.75] < 2.0 + waited_ms and q[1.0] < 50.0 + waited_ms
 
 
 def measured(ref: ReferenceProcess, concurrency: int, rounds: int) -> list[dict]:
@@ -63,25 +68,28 @@ def test_chunks_leave_at_their_deadlines_at_concurrency_1_and_32():
     cfg = ReferenceConfig(ttft_ms=TTFT_MS, itl_ms=ITL_MS)
     with ReferenceProcess(cfg, cpu=cpus[-1] if len(cpus) > 1 else None) as ref:
         for concurrency, rounds in ((1, 3), (32, 1)):
-            # Other load on the machine can only make writes later; the best of three attempts
-            # shows the server's own precision. Never early and no drift must hold in every attempt.
+            # Other load on the machine can only make writes later, by no more than the server waited
+            # for a CPU; the best of three attempts shows its own precision. Never early and no drift
+            # must hold in every attempt.
             attempts = []
             for _ in range(3):
-                records = measured(ref, concurrency, rounds)
+                with Waited(ref.proc.pid) as waited:
+                    records = measured(ref, concurrency, rounds)
                 assert all(r["completion_tokens"] == TOKENS for r in records)
                 late = lateness_ms(records)
                 assert late[0] >= 0.0, "a chunk left before its deadline"
                 firsts = sorted(lateness_ms([{**r, "write_ns": r["write_ns"][:1]} for r in records]))
                 lasts = sorted(lateness_ms([{**r, "write_ns": r["write_ns"][-1:], "tokens": [TOKENS]}
                                             for r in records]))
-                assert lasts[len(lasts) // 2] < firsts[len(firsts) // 2] + 5.0, "deadlines drift"
-                attempts.append(late)
-                if precise(late):
+                assert lasts[len(lasts) // 2] < firsts[len(firsts) // 2] + 5.0 + waited.ms, "deadlines drift"
+                attempts.append((late, waited.ms))
+                if precise(late, waited.ms):
                     break
-            best = min(attempts, key=lambda late: quantiles(late)[0.75])
+            best, waited_ms = min(attempts, key=lambda a: quantiles(a[0])[0.75] - a[1])
             shown = ", ".join(f"p{int(p * 100)} {v:.3f}" for p, v in quantiles(best).items())
-            print(f"concurrency {concurrency}, lateness ms: {shown} ({len(attempts)} attempts)")
-            assert precise(best), shown
+            print(f"concurrency {concurrency}, lateness ms: {shown}; the server waited {waited_ms:.1f} ms for a "
+                  f"CPU ({len(attempts)} attempts)")
+            assert precise(best, waited_ms), shown
 
 
 def test_chunks_of_k_tokens_leave_when_their_last_token_is_due(tmp_path):
@@ -91,12 +99,13 @@ def test_chunks_of_k_tokens_leave_when_their_last_token_is_due(tmp_path):
         async with served(cfg) as (ref, s):
             await post(s, f"{ref.url}/v1/completions", stream_body([3, 4], 10))
 
-    run(main())
+    with Waited() as waited:                             # the server runs in this process
+        run(main())
     (rec,) = read_log(tmp_path / "l")
     assert rec["tokens"] == [4, 4, 2]
     offsets = [(w - rec["admitted_ns"]) / 1e6 for w in rec["write_ns"]]
     for got, due in zip(offsets, [TTFT_MS + 3 * ITL_MS, TTFT_MS + 7 * ITL_MS, TTFT_MS + 9 * ITL_MS], strict=False):
-        assert due <= got < due + 5.0
+        assert due <= got < due + 5.0 + waited.ms
 
 
 def test_max_running_queues_in_fifo_and_the_ttft_clock_starts_at_admission(tmp_path):
@@ -154,9 +163,10 @@ def test_without_timerfd_asyncio_timers_still_keep_deadlines(tmp_path, monkeypat
             body = stream_body([3], 6)
             await asyncio.gather(*[post(s, f"{ref.url}/v1/completions", body) for _ in range(4)])
 
-    run(main())
+    with Waited() as waited:                             # the server runs in this process
+        run(main())
     late = lateness_ms(read_log(tmp_path / "l"))
-    assert len(late) == 24 and late[0] >= 0.0 and late[len(late) // 2] < 3.0  # asyncio: ~1 ms late
+    assert len(late) == 24 and late[0] >= 0.0 and late[len(late) // 2] < 3.0 + waited.ms  # asyncio: ~1 ms late
 
 
 def test_a_client_that_leaves_frees_its_slot(tmp_path):

@@ -15,7 +15,7 @@ import pytest
 from tokenbench.client.records import RawExchange
 from tokenbench.client.request import Prompt, prepare
 from tokenbench.errors import UsageError
-from tokenbench.load.runner import run_phase
+from tokenbench.load.runner import PhasePlan, run_phase
 from tokenbench.spec.bench import Load
 from tokenbench.workload import images, jsonl, prefix, sharegpt, trace_replay
 from tokenbench.workload.chat import exact_text
@@ -115,8 +115,8 @@ ENTRIES = [TextEntry(" ".join(f"w{100 + j}" for j in range(n)), completion=" ".j
 
 
 def test_select_is_seeded_and_measures_lengths_with_the_tokenizer():
-    a = select(ENTRIES, TOK, random.Random(1), 4, None, Filters(), "src")
-    b = select(ENTRIES, TOK, random.Random(1), 4, None, Filters(), "src")
+    a = select(ENTRIES, TOK, random.Random(1), 4, Filters(), "src")
+    b = select(ENTRIES, TOK, random.Random(1), 4, Filters(), "src")
     assert a.drafts == b.drafts and a.examined == 4 and a.reused == 0
     for d in a.drafts:
         assert d.input_len == len(d.ids) == len(d.text.split())
@@ -126,16 +126,16 @@ def test_select_is_seeded_and_measures_lengths_with_the_tokenizer():
 
 
 def test_select_filters_forces_output_and_reuses_when_short():
-    sel = select(ENTRIES, TOK, random.Random(0), 5, 7, Filters(min_input_len=3, max_input_len=8), "src")
+    sel = select(ENTRIES, TOK, random.Random(0), 5, Filters(min_input_len=3, max_input_len=8, forced_output=7), "src")
     assert {d.input_len for d in sel.drafts} <= {3, 4, 5, 8} and all(d.output_len == 7 for d in sel.drafts)
     assert sel.examined == 6 and sel.rejected == 2 and sel.reused == 1
     assert sel.drafts[4] == sel.drafts[0] and "repeat" in sel.notes[0]
     with pytest.raises(UsageError, match="none of 6 entries passes"):
-        select(ENTRIES, TOK, random.Random(0), 2, None, Filters(min_input_len=50), "src")
+        select(ENTRIES, TOK, random.Random(0), 2, Filters(min_input_len=50), "src")
 
 
 def test_select_without_any_output_length_rejects_the_entry():
-    sel = select([TextEntry("a b"), TextEntry("c", output_len=2)], TOK, random.Random(0), 2, None, Filters(), "s")
+    sel = select([TextEntry("a b"), TextEntry("c", output_len=2)], TOK, random.Random(0), 2, Filters(), "s")
     assert sel.rejected == 1 and sel.reused == 1
     assert [(d.text, d.output_len) for d in sel.drafts] == [("c", 2), ("c", 2)]
 
@@ -144,18 +144,18 @@ def test_select_without_any_output_length_rejects_the_entry():
 
 def test_prefix_ids_share_the_group_prefix_and_have_exact_length():
     heads = prefix.prefix_ids(random.Random(3), 3, 10, VOCAB)
-    drafts = prefix.id_drafts(heads, random.Random(4), 7, 16, 5, VOCAB)
+    drafts = prefix.id_drafts(heads, random.Random(4), [(16, 5)] * 7, VOCAB)
     assert len(set(heads)) == 3
     for i, d in enumerate(drafts):
         assert len(d.ids) == d.input_len == 16 and d.output_len == 5
         assert d.ids[:10] == heads[i % 3]
     assert len({d.ids[10:] for d in drafts}) == 7                      # every suffix is unique
-    assert prefix.id_drafts(heads, random.Random(4), 7, 16, 5, VOCAB) == drafts
+    assert prefix.id_drafts(heads, random.Random(4), [(16, 5)] * 7, VOCAB) == drafts
 
 
 def test_prefix_texts_are_exact_as_a_whole():
     heads = prefix.prefix_texts(TOK, random.Random(5), 2, 6, VOCAB)
-    drafts = prefix.text_drafts(TOK, heads, 6, random.Random(6), 4, 9, 2, VOCAB)
+    drafts = prefix.text_drafts(TOK, heads, random.Random(6), [(9, 2)] * 4, VOCAB, 6)
     for i, d in enumerate(drafts):
         assert len(TOK.encode(d.text)) == 9 and d.text.startswith(heads[i % 2] + " ")
 
@@ -291,10 +291,10 @@ def test_open_loop_follows_explicit_offsets_on_absolute_times():
         return RawExchange(intended_ns=intended, sent_ns=clock.now_ns(), end_ns=clock.now_ns() + 5, status=500)
 
     offsets = [0, 0, 250, 1_000]
-    run = asyncio.run(run_phase(send, reqs, Load(arrival="trace"), "measure", clock=clock, offsets=offsets))
+    run = asyncio.run(run_phase(send, reqs, PhasePlan("measure", Load(arrival="trace"), offsets=offsets), clock=clock))
     assert [r.intended_ns - 1_000 for r in run.records] == offsets
     with pytest.raises(ValueError, match="explicit arrival offsets"):
-        asyncio.run(run_phase(send, reqs, Load(arrival="trace"), "measure", clock=clock))
+        asyncio.run(run_phase(send, reqs, PhasePlan("measure", Load(arrival="trace")), clock=clock))
 
 
 def test_random_ids_are_randranges_draws():

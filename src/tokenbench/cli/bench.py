@@ -9,13 +9,15 @@ import click
 
 from tokenbench.cli import flags, progress, run_options
 from tokenbench.errors import UsageError
-from tokenbench.spec.sweep import SweepSpec
+from tokenbench.spec.study import StudySpec
 from tokenbench.study import run as study
+from tokenbench.sweep.run import RunSettings
 
 
-def build_spec(kw: dict) -> SweepSpec:
-    if not kw["target__base_url"]:
-        raise UsageError("--base-url is required", "e.g. tokenbench bench --base-url http://127.0.0.1:8000 ...")
+def build_spec(kw: dict) -> StudySpec:
+    if not kw["target__base_url"] and kw.get("peer__host") is None and kw.get("peer__port") is None:
+        raise UsageError("--base-url is required (or vLLM's --host/--port)",
+                         "e.g. tokenbench bench --base-url http://127.0.0.1:8000 ...")
     data = run_options.translate(flags.study_data(kw, flags.SHARED), kw)
     data.setdefault("name", "bench")
     return flags.validate(data)
@@ -24,6 +26,7 @@ def build_spec(kw: dict) -> SweepSpec:
 @click.command("bench", cls=run_options.StudyCommand)
 @flags.apply(flags.SHARED)
 @flags.length_options
+@flags.peer_options
 @run_options.apply
 def command(**kw) -> None:
     """Benchmark a running OpenAI-compatible server: TTFT, TPOT, ITL, E2EL, throughput, goodput.
@@ -34,8 +37,8 @@ def command(**kw) -> None:
     run_options.precheck(kw)
     with run_options.opened_store(kw) as store:
         spec = given or study.stored_spec(store, kw["resume"], "bench")
-        runner = study.start(spec, store, "bench", sys.argv, kw["resume"], output=kw["output"])
-        sinks = run_options.sinks(kw, spec, runner)
-        out, display = progress.run(runner, sinks, "bench")
-        progress.report(out, display, run_options.locations(kw, out, sinks), run_options.table_console(kw))
+        planned = study.start(spec, store, RunSettings("bench", output=kw["output"]), sys.argv, kw["resume"])
+        files = run_options.result_files(kw, planned)
+        out, display = progress.run(planned, files, quiet=kw["disable_tqdm"])
+        progress.report(out, display, run_options.locations(kw, out, files), run_options.table_console(kw))
     study.check(out, "bench")

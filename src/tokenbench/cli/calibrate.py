@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from tokenbench.cli import console, options
-from tokenbench.load.calibrate import DELIVERY_LIMIT_MS, TPOT_LIMIT, TTFT_LIMIT, calibrate
+from tokenbench.study.calibrate import DELIVERY_LIMIT_MS, TPOT_LIMIT, TTFT_LIMIT, calibrate
+from tokenbench.testing.reference_server import ReferenceConfig
 
 HEAD = ("conc", "workers", "TTFT ms", "truth", "err", "intake", "delivery", "p99 TTFT", "TPOT ms", "truth", "err",
         "out tok/s", "truth", "err", "in flight / C", "loop lag p99", "client CPU %", "verdict")
@@ -26,8 +27,9 @@ def command(concurrency, output_len, ttft_ms, itl_ms, tokens_per_chunk, workers)
     for name in HEAD:
         table.add_column(name, justify="right")
     broke = None
+    reference = ReferenceConfig(ttft_ms=ttft_ms, itl_ms=itl_ms, tokens_per_chunk=tokens_per_chunk)
     for c in options.int_list("--concurrency", concurrency):
-        r = calibrate(c, output_len, ttft_ms, itl_ms, tokens_per_chunk, workers)
+        r = calibrate(c, reference, output_len, workers)
         verdict = "ok" if r.ok() else ("client invalid" if r.status != "ok" else "client error > limit")
         broke = broke or (None if r.ok() else c)
         table.add_row(str(c), str(workers), f"{r.ttft_ms:.2f}", f"{r.ttft_truth_ms:.2f}", f"{r.ttft_error():+.1%}",

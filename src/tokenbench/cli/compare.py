@@ -8,14 +8,16 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 
 from tokenbench import __version__
-from tokenbench.cli import console
+from tokenbench.cli import console, options
 from tokenbench.cli.report_options import default_dir
+from tokenbench.judge.intervals import Judging
+from tokenbench.judge.views import open_store
 from tokenbench.metrics.uncertainty import MIN_EFFECT
 from tokenbench.report import render
 from tokenbench.report.compare import compare
 from tokenbench.report.document import Cell, Document, Table
+from tokenbench.report.explain import issue_text
 from tokenbench.report.i18n import LANGS
-from tokenbench.report.model import open_store
 
 
 def _text(c: str | Cell) -> str:
@@ -36,7 +38,7 @@ def print_verdicts(doc: Document) -> None:
 
 @click.command("compare")
 @click.argument("selectors", nargs=-1, required=True)
-@click.option("--db", default=None, type=click.Path(dir_okay=False), help="results database (default: $TOKENBENCH_RESULTS/tokenbench.db, else ~/.local/share/tokenbench/tokenbench.db)")
+@options.DB
 @click.option("--format", "formats", default="md,html", show_default=True, help="md, html or md,html")
 @click.option("--lang", type=click.Choice(LANGS), default="en", show_default=True)
 @click.option("-o", "--output", "out_dir", default=None, type=click.Path(file_okay=False),
@@ -48,16 +50,16 @@ def print_verdicts(doc: Document) -> None:
 @click.option("--min-effect", type=click.FloatRange(min=0, max=1), default=MIN_EFFECT, show_default=True,
               help="smallest relative difference a verdict may call real (run-to-run drift of one machine)")
 @click.option("--quiet", is_flag=True, help="write the files only; print no terminal table")
-def command(selectors: tuple[str, ...], db: str | None, formats: str, lang: str, out_dir: str | None,
+def command(selectors: tuple[str, ...], db: str | None, formats: str, lang: str, out_dir: str | None,  # noqa: PLR0913 (a click command)
             strict: bool, allow_not_ok: bool, min_effect: float, quiet: bool) -> None:
     """Compare runs side by side (RUN, or RUN:CONFIG for one server config of a run)."""
     fmts = render.parse_formats(formats)
     store = open_store(db)
-    doc, issues = compare(store, list(selectors), lang, __version__, strict, allow_not_ok, min_effect)
+    doc, issues = compare(store, list(selectors), lang, __version__, strict, Judging(allow_not_ok, min_effect))
     if not quiet:
         print_verdicts(doc)
     name = "compare-" + "-vs-".join(s.replace(":", "_") for s in selectors)
     for path in render.write(doc, out_dir or default_dir(db, name), fmts, stem="compare"):
         console.out.print(str(path))
     for issue in issues:
-        console.err.print(f"[bold yellow]fairness ({issue.kind}):[/] {issue.text}")
+        console.err.print(f"[bold yellow]fairness ({issue.kind}):[/] {escape(issue_text(issue, lang))}")

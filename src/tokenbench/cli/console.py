@@ -3,26 +3,31 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from tokenbench.judge.status import State, judge
+from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.report.document import plain
 from tokenbench.report.i18n import t
-from tokenbench.report.status import State, judge
 
 out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
-TABLE_COLUMNS = (
-    ("cell", None), ("ok", "completed"), ("fail", "failed"), ("req/s", "request_throughput"),
-    ("out tok/s", "output_throughput"), ("total tok/s", "total_token_throughput"),
-    ("TTFT mean", "mean_ttft_ms"), ("TTFT p99", "p99_ttft_ms"), ("TPOT mean", "mean_tpot_ms"),
-    ("TPOT p99", "p99_tpot_ms"), ("ITL mean", "mean_itl_ms"), ("E2EL mean", "mean_e2el_ms"),
+Figure = Callable[[CellSummary], object]
+COUNTS: tuple[tuple[str, Figure], ...] = (("ok", lambda s: s.completed), ("fail", lambda s: s.failed))
+FIGURES: tuple[tuple[str, Figure], ...] = (
+    ("req/s", lambda s: s.request_throughput), ("out tok/s", lambda s: s.output_throughput),
+    ("total tok/s", lambda s: s.total_token_throughput), ("TTFT mean", lambda s: s.mean_ttft_ms),
+    ("TTFT p99", lambda s: s.p99_ttft_ms), ("TPOT mean", lambda s: s.mean_tpot_ms),
+    ("TPOT p99", lambda s: s.p99_tpot_ms), ("ITL mean", lambda s: s.mean_itl_ms),
+    ("E2EL mean", lambda s: s.mean_e2el_ms),
 )
-COUNTS = ("completed", "failed")
+Row = tuple[str, CellSummary, str, str]          # (label, summary, status, message)
 
 
 fmt = plain     # numbers as the terminal shows them (report/document.py, shared with study/)
@@ -31,15 +36,15 @@ fmt = plain     # numbers as the terminal shows them (report/document.py, shared
 PROGRESS_HZ = 2      # rich's default is 10; every redraw holds the GIL the stamping loop needs
 
 
-def progress() -> Progress:
+def progress(disable: bool = False) -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     TextColumn("eta"), TimeRemainingColumn(),
-                    console=err, transient=False, refresh_per_second=PROGRESS_HZ)
+                    console=err, transient=False, refresh_per_second=PROGRESS_HZ, disable=disable)
 
 
-def state(status: str, message: str | None, summary: dict | None) -> State:
-    """The report's verdict on a stored cell (report/status.py): the same mark in the terminal as in reports."""
-    return judge(status, message or "", summary or {})
+def state(status: str, message: str | None, summary: CellSummary) -> State:
+    """The report's verdict on a stored cell (judge/status.py): the same mark in the terminal as in reports."""
+    return judge(status, message or "", summary)
 
 
 def marked(value, s: State) -> str:
@@ -48,23 +53,24 @@ def marked(value, s: State) -> str:
     return text if text == "-" else text + s.mark
 
 
-def cells_table(rows: list[tuple[str, dict, str, str]], title: str = "results (ms, tokens/s)") -> Table:
+def cells_table(rows: list[Row], title: str = "results (ms, tokens/s)") -> Table:
     """rows: (label, summary, status, message). A cell that is not ok shows every figure with its mark
     (✗ failed, ‡ invalid, ≠ length mismatch tolerated), dimmed; `notes(rows)` says why under the table.
     The request counts (ok, fail) are facts of any cell and stay plain."""
     table = Table(title=title)
-    for name, _ in TABLE_COLUMNS:
-        table.add_column(name, justify="right" if name != "cell" else "left")
+    table.add_column("cell", justify="left")
+    for name, _ in COUNTS + FIGURES:
+        table.add_column(name, justify="right")
     table.add_column("status")
     for label, summary, status, message in rows:
         s = state(status, message, summary)
-        figures = [fmt(summary.get(k)) if k in COUNTS else marked(summary.get(k), s) for _, k in TABLE_COLUMNS[1:]]
+        figures = [fmt(get(summary)) for _, get in COUNTS] + [marked(get(summary), s) for _, get in FIGURES]
         table.add_row(escape(label), *figures, f"{s.mark} {status}" if s.mark else status,
                       style=None if s.ok else "dim")
     return table
 
 
-def notes(rows: list[tuple[str, dict, str, str]]) -> list[str]:
+def notes(rows: list[Row]) -> list[str]:
     """One line per marked cell: its mark, the cell and why (the report's footnote, in English)."""
     out = []
     for label, summary, status, message in rows:

@@ -13,10 +13,12 @@ from tokenbench.cli.servers import SET_HELP, check, print_facts, say
 from tokenbench.deploy import lifecycle, profiles
 from tokenbench.deploy.smoke import smoke
 from tokenbench.spec.loader import load_model
-from tokenbench.spec.sweep import SweepSpec
+from tokenbench.spec.server_facts import ServerFacts
+from tokenbench.spec.study import StudySpec
 from tokenbench.store import commands
 from tokenbench.store.db import Store, default_db_path
 from tokenbench.study import run as study
+from tokenbench.sweep.run import RunSettings
 from tokenbench.sweep.servers import Server
 
 DEFAULT_PROFILE = "cpu-smollm2-llamacpp"
@@ -26,9 +28,9 @@ def _stage(n: int, text: str) -> None:
     console.err.rule(f"[bold]{n}/4[/] {text}")
 
 
-def demo_spec(base_url: str, pairs: list[tuple[int, int]], concurrency: list[int], num_prompts: int | None) -> SweepSpec:
+def demo_spec(base_url: str, pairs: list[tuple[int, int]], concurrency: list[int], num_prompts: int | None) -> StudySpec:
     requests = {"per_concurrency": 2, "min": 4} if num_prompts is None else {"per_concurrency": 1, "min": num_prompts}
-    return load_model(SweepSpec, {"name": "demo", "target": {"base_url": base_url}, "pairs": pairs,
+    return load_model(StudySpec, {"name": "demo", "target": {"base_url": base_url}, "pairs": pairs,
                                   "concurrency": concurrency, "requests": requests}, "demo")
 
 
@@ -38,7 +40,7 @@ def demo_spec(base_url: str, pairs: list[tuple[int, int]], concurrency: list[int
 @click.option("--pairs", default="128:64,256:32", show_default=True, help="INPUT:OUTPUT token pairs")
 @click.option("--concurrency", default="1,2,4", show_default=True, help="closed-loop concurrency levels")
 @click.option("--num-prompts", type=click.IntRange(min=1), default=None, help="requests per cell (default max(4, 2xC))")
-@click.option("--db", default=None, type=click.Path(dir_okay=False), help="results database (default: $TOKENBENCH_RESULTS/tokenbench.db, else ~/.local/share/tokenbench/tokenbench.db)")
+@options.DB
 def command(profile: str, overrides: tuple[str, ...], pairs: str, concurrency: str, num_prompts: int | None,
             db: str | None) -> None:
     """Deploy a real engine (llama.cpp + SmolLM2-135M on the CPU by default), smoke-test it,
@@ -51,10 +53,11 @@ def command(profile: str, overrides: tuple[str, ...], pairs: str, concurrency: s
         print_facts(dep.facts)
         _stage(2, "smoke test: one chat and one completions request")
         check(smoke(dep.base_url), dep.base_url)
-        runner = study.start(demo_spec(dep.base_url, grid, concs, num_prompts), store, "sweep", sys.argv,
-                             server=Server(dep.base_url, dep.facts, prof))
-        _stage(3, f"benchmark {len(runner.plan.cells)} cells (exact token counts, ignore_eos, warmup per cell)")
-        out, display = progress.run(runner, [], "sweep")
+        planned = study.start(demo_spec(dep.base_url, grid, concs, num_prompts), store,
+                              RunSettings("sweep", server=Server(dep.base_url, dep.facts or ServerFacts(prof.engine), prof)),
+                              sys.argv)
+        _stage(3, f"benchmark {len(planned.plan.cells)} cells (exact token counts, ignore_eos, warmup per cell)")
+        out, display = progress.run(planned, [])
         progress.report(out, display, [f"stored run {out.run_id} in {store.path}"])
         study.check(out, "sweep")
         run_id = out.run_id

@@ -39,7 +39,7 @@ def up(profile: str, overrides: tuple[str, ...], foreground: bool, dry_run: bool
         _foreground(prof)
         return
     with lifecycle.stop_on_signal() as live:
-        dep = lifecycle.start(prof, say=say, on_launch=live.append, stable_port=True)
+        dep = lifecycle.start(prof, say=say, on_launch=live.append, how=lifecycle.LaunchOptions(stable_port=True))
     print_facts(dep.facts)
     console.err.print(f"running in the background (pid {dep.state.pid}); stop it with "
                       f"`tokenbench deploy down {prof.name}`")

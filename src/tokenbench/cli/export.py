@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
-from tokenbench.report.export import to_csv, to_json
-from tokenbench.report.model import open_store
+from tokenbench.cli import options
+from tokenbench.formats.export import to_csv, to_json
+from tokenbench.judge.views import open_store
 from tokenbench.store import outputs
 
 
@@ -14,7 +15,7 @@ from tokenbench.store import outputs
 @click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True)
 @click.option("--requests", is_flag=True, help="per-request rows (CSV) or requests inside each cell (JSON)")
 @click.option("-o", "--output", default=None, help="file (default: stdout; - too)")
-@click.option("--db", default=None, type=click.Path(dir_okay=False), help="results database (default: $TOKENBENCH_RESULTS/tokenbench.db, else ~/.local/share/tokenbench/tokenbench.db)")
+@options.DB
 def command(run_id: str, fmt: str, requests: bool, output: str | None, db: str | None) -> None:
     """Export a stored run's cells (and requests) for other tools."""
     store = open_store(db)

@@ -6,12 +6,13 @@ import sys
 
 import click
 
-from tokenbench.cli import console
+from tokenbench.cli import console, options
 from tokenbench.cli.report_options import overrides, warn_flagged
-from tokenbench.report import plausibility
+from tokenbench.formats.importers import FORMATS, ImportOptions, import_file
+from tokenbench.judge import plausibility
+from tokenbench.judge.views import load_run
+from tokenbench.report.explain import unknown_text
 from tokenbench.report.i18n import t
-from tokenbench.report.importers import FORMATS, ImportOptions, import_file
-from tokenbench.report.model import load_run
 from tokenbench.store.db import Store, default_db_path
 
 
@@ -19,7 +20,7 @@ from tokenbench.store.db import Store, default_db_path
 @click.argument("file", type=click.Path(exists=True))
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="vllm (bench serve JSON), sglang (bench_serving JSONL), csv or aisbench (the performances/<model>/ folder or a file of it); default: from the name")
-@click.option("--db", default=None, type=click.Path(dir_okay=False), help="results database (default: $TOKENBENCH_RESULTS/tokenbench.db, else ~/.local/share/tokenbench/tokenbench.db)")
+@options.DB
 @click.option("--engine", default=None, help="engine that served the results (vllm, sglang, ...)")
 @click.option("--engine-version", default=None)
 @click.option("--model", default=None, help="model name")
@@ -41,7 +42,6 @@ def command(file: str, fmt: str | None, db: str | None, **kw) -> None:
     checks = plausibility.check_run(run, overrides({**kw, "hardware_file": None}))
     for chk in checks:
         if chk.roofline is None:
-            key, fields = chk.skipped
-            console.err.print(t("en", "plaus.skipped", config=chk.config.name, reason=t("en", key, **fields)),
-                              markup=False)
+            reason = unknown_text(chk.skipped, "en") if chk.skipped else "-"
+            console.err.print(t("en", "plaus.skipped", config=chk.config.name, reason=reason), markup=False)
     warn_flagged(checks, run_id)

@@ -1,11 +1,33 @@
-"""Parsing helpers shared by commands: comma lists and SLO strings with one-line errors."""
+"""Parsing helpers shared by commands: comma lists and SLO strings with one-line errors, and the
+results-database option every command that reads or writes one declares."""
 
 from __future__ import annotations
 
 import json
+import re
+from datetime import datetime, timedelta, timezone
+
+import click
 
 from tokenbench.errors import UsageError
 from tokenbench.spec.bench import SLO
+from tokenbench.store.db import db_path
+
+
+class DatabasePath(click.Path):
+    """A results database file, checked when the flag is parsed by the store's own rule (`store.db.db_path`:
+    `-` is refused, as SQLite opens a database in place and cannot read or write a stream)."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False)
+
+    def convert(self, value, param, ctx):
+        db_path(str(value))
+        return super().convert(value, param, ctx)
+
+
+DB = click.option("--db", default=None, type=DatabasePath(), help="results database (default: "
+                  "$TOKENBENCH_RESULTS/tokenbench.db, else ~/.local/share/tokenbench/tokenbench.db)")
 
 
 def int_list(flag: str, text: str | None) -> list[int]:
@@ -106,3 +128,28 @@ def json_object(flag: str, text: str) -> dict:
     if not isinstance(value, dict):
         raise UsageError(f"{flag} '{text}' is not a JSON object", f"write e.g. {flag} '{{\"top_p\": 1}}'")
     return value
+
+
+SPAN_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+SPAN = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+
+
+def moment(flag: str, text: str, end_of_day: bool = False) -> datetime:
+    """A point in time (UTC) from `--since`/`--until`: a date (its start, or its end with `end_of_day`), a date
+    and time (UTC unless it names its offset) or a span back from now (30m, 12h, 7d, 2w)."""
+    try:
+        return _moment(text.strip(), end_of_day)
+    except (ValueError, OverflowError):
+        raise UsageError(f"{flag} '{text}': not a date, a time or a span back from now (within the calendar)",
+                         f"write e.g. {flag} 2025-06-01, {flag} 2025-06-01T14:30 (UTC unless it names its offset) "
+                         f"or {flag} 7d (also 12h, 30m, 2w)") from None
+
+
+def _moment(text: str, end_of_day: bool) -> datetime:
+    span = SPAN.fullmatch(text)
+    if span:
+        return datetime.now(timezone.utc) - timedelta(seconds=float(span[1]) * SPAN_UNITS[span[2]])
+    when = datetime.fromisoformat(text)
+    if end_of_day and re.fullmatch(r"\d{4}-?\d{2}-?\d{2}", text):       # a date alone: up to its end
+        when += timedelta(days=1, seconds=-1)
+    return when.replace(tzinfo=when.tzinfo or timezone.utc).astimezone(timezone.utc)

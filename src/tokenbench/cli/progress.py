@@ -3,26 +3,54 @@ line, then the matrix and the workload facts. Shared by bench, sweep, demo and a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 
 from rich.console import Console
 from rich.markup import escape
 
 from tokenbench.cli import console
 from tokenbench.load.cell import CellProgress, CellResult
-from tokenbench.load.target import ResolvedTarget
-from tokenbench.metrics.cell_summary import typed
+from tokenbench.load.target import Endpoint
+from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.summary_groups import ServerCounters, WorkloadFacts
 from tokenbench.store import commands
+from tokenbench.store.rows import CellRow
 from tokenbench.study import run as study
-from tokenbench.study.run import Outcome
+from tokenbench.study.run import Outcome, ResultFile, Study
 from tokenbench.sweep.plan import PlannedCell
-from tokenbench.sweep.run import SweepEvents, SweepRunner
+from tokenbench.sweep.run import StudyEvents
 
-WORKLOAD_FACTS = (("chat_template_overhead_tokens", "chat template overhead {} tokens"),
-                  ("image_tokens_per_image", "{:.1f} prompt tokens per image"),
-                  ("total_images", "{} images sent"), ("server_counted_images", "{} counted by the server"),
-                  ("cache_hit_rate", "prefix-cache hit rate {:.1%}"), ("input_len_mean", "mean input {:.1f} tokens"),
-                  ("output_len_mean", "mean output {:.1f} tokens"), ("p99_queue_ms", "send lateness p99 {:.2f} ms"))
+
+def _facts(s: CellSummary) -> WorkloadFacts:
+    return s.facts or WorkloadFacts()
+
+
+def _counters(s: CellSummary) -> ServerCounters:
+    return s.counters or ServerCounters()
+
+
+WORKLOAD_FACTS: tuple[tuple[Callable[[CellSummary], object], str], ...] = (
+    (lambda s: _facts(s).length_distribution, "lengths drawn per request: {}"),
+    (lambda s: _facts(s).chat_template_overhead_tokens, "chat template overhead {} tokens"),
+    (lambda s: _facts(s).image_tokens_per_image, "{:.1f} prompt tokens per image"),
+    (lambda s: s.total_images, "{} images sent"), (lambda s: s.server_counted_images, "{} counted by the server"),
+    (lambda s: s.cache_hit_rate, "prefix-cache hit rate {:.1%}"),
+    (lambda s: _facts(s).trace_reuse_rate, "the trace's own reuse {:.1%}"),
+    (lambda s: _counters(s).server_prefix_cache_hit_rate, "engine prefix-cache counters {:.1%}"),
+    (lambda s: _counters(s).speculative, "speculative decoding: {}"),
+    (lambda s: _facts(s).input_len_mean, "mean input {:.1f} tokens"),
+    (lambda s: _facts(s).output_len_mean, "mean output {:.1f} tokens"))
+
+
+def acceptance(summary: CellSummary) -> str:
+    """' (spec acceptance 62.0%, 2.91 tokens/step)' after TPOT, when the server's counters gave it."""
+    c = _counters(summary)
+    rate, length = c.spec_acceptance_rate, c.spec_mean_acceptance_length
+    if rate is None and length is None:
+        return ""
+    parts = [f"{rate:.1%}" if rate is not None else None, f"{length:.2f} tokens/step" if length is not None else None]
+    return f" (spec acceptance {', '.join(p for p in parts if p)})"
 
 
 class Display:
@@ -32,12 +60,16 @@ class Display:
         self.cell_task = None
         self.results: list[CellResult] = []
 
-    def events(self) -> SweepEvents:
-        return SweepEvents(log=lambda m: self.bar.console.print(m, markup=False, highlight=False), cell_started=self.started,
+    def events(self) -> StudyEvents:
+        return StudyEvents(log=lambda m: self.bar.console.print(m, markup=False, highlight=False), cell_started=self.started,
                            cell_progress=self.progress, cell_done=self.done, target_ready=self.target,
-                           cell_stored=lambda cell, row, result: self.results.append(result))
+                           cell_stored=self.stored)
 
-    def target(self, t: ResolvedTarget, facts: dict) -> None:
+    def stored(self, cell: PlannedCell, row: CellRow, result: CellResult) -> None:
+        """Kept for the workload lines, with the summary as stored (the server's counters included)."""
+        self.results.append(dataclasses.replace(result, summary=row.summary))
+
+    def target(self, t: Endpoint, facts: dict) -> None:
         self.bar.console.print(f"[bold]tokenbench[/] {t.base_url} model={escape(t.model)} "
                                f"vocab={t.vocab.size} ({escape(t.vocab.source)}) run={self.run_id}")
 
@@ -51,37 +83,40 @@ class Display:
         self.bar.update(self.cell_task, description=f"  {cell.config.name} {cell.key} {p.phase}"
                         + (f" [{p.done:,} done, {live}]" if live else ""), completed=p.done, total=p.total)
 
-    def done(self, cell: PlannedCell, row: dict) -> None:
+    def done(self, cell: PlannedCell, row: CellRow) -> None:
         self.bar.advance(self.overall)
-        s = typed(row["summary"])
-        star = "*" if row["over_capacity"] else ""
-        if row["summary"].get("monitor_queue_check"):
-            self.bar.console.print(f"  note: {row['summary']['monitor_queue_check']}")
-        v = console.state(row["status"], row["message"], row["summary"])
-        status = f"{v.mark} {row['status']}" if v.mark else row["status"]
+        s = row.summary
+        star = "*" if row.over_capacity else ""
+        if s.monitor is not None and s.monitor.queue_check:
+            self.bar.console.print(f"  note: {s.monitor.queue_check}")
+        v = console.state(row.status, row.message, s)
+        status = f"{v.mark} {row.status}" if v.mark else row.status
         self.bar.console.print(f"{cell.config.name} {cell.key}{star} {status}: "
                                f"{console.marked(s.output_throughput, v)} out tok/s, "
                                f"TTFT {console.marked(s.mean_ttft_ms, v)} ms, TPOT {console.marked(s.mean_tpot_ms, v)} ms"
-                               + (f" ({escape(row['message'])})" if row["message"] else ""))
+                               + acceptance(s)
+                               + (f" ({escape(row.message)})" if row.message else ""))
 
 
-def run(runner: SweepRunner, sinks: Sequence[study.Sink], kind: str) -> tuple[Outcome, Display]:
-    """Execute the study with progress bars; an interruption says how to resume."""
-    with console.progress() as bar:
-        display = Display(bar, study.pending_count(runner), runner.run_id)
+def run(planned: Study, files: Sequence[ResultFile], quiet: bool = False) -> tuple[Outcome, Display]:
+    """Execute the study with progress bars (`quiet`: none, vLLM's --disable-tqdm; each finished cell is
+    still one line); an interruption says how to resume."""
+    with console.progress(disable=quiet) as bar:
+        display = Display(bar, study.pending_count(planned), planned.run_id)
         try:
-            return study.execute(runner, display.events(), sinks), display
+            return study.execute(planned, display.events(), files), display
         except KeyboardInterrupt:
-            console.err.print(f"interrupted: {commands.resume_advice(runner.store, kind, runner.run_id)}",
-                              markup=False, highlight=False, soft_wrap=True)     # one line, to paste
+            advice = commands.resume_advice(planned.store, planned.settings.kind, planned.run_id)
+            console.err.print(f"interrupted: {advice}", markup=False, highlight=False, soft_wrap=True)  # one line, to paste
             raise
 
 
 def workload_lines(r: CellResult) -> list[str]:
     """What the table does not show: template/image overheads, cache hits, dataset means, notes."""
-    keys = [(k, f) for k, f in WORKLOAD_FACTS if r.summary.get(k) is not None]
-    keys = [(k, f) for k, f in keys if k != "p99_queue_ms" or r.load.arrival == "trace"]
-    facts = ", ".join(f.format(r.summary[k]) for k, f in keys)
+    shown = [(v, f) for get, f in WORKLOAD_FACTS if (v := get(r.summary)) is not None]
+    if r.load.arrival == "trace" and r.summary.p99_queue_ms is not None:
+        shown.append((r.summary.p99_queue_ms, "send lateness p99 {:.2f} ms"))
+    facts = ", ".join(f.format(v) for v, f in shown)
     return ([f"{r.key}: {facts}"] if facts else []) + [f"{r.key}: {n}" for n in r.notes]
 
 
@@ -89,10 +124,9 @@ TITLE = "results (ms, tokens/s; * = concurrency x (input+output) > KV capacity)"
 
 
 def matrix(out: Outcome, title: str = TITLE, to: Console = console.out) -> None:
-    many = len({c["config_name"] for c in out.cells}) > 1
-    rows = [(f"{c['config_name'] + ' ' if many else ''}{c['key']}{'*' if c['over_capacity'] else ''}"
-             + (f" #{c['repeat'] + 1}" if c.get("repeat") else ""), c["summary"], c["status"], c.get("message") or "")
-            for c in out.cells]
+    many = len({c.config for c in out.cells}) > 1
+    rows = [(f"{(c.config or '') + ' ' if many else ''}{c.key}{'*' if c.over_capacity else ''}"
+             + (f" #{c.repeat + 1}" if c.repeat else ""), c.summary, c.status, c.message) for c in out.cells]
     to.print(console.cells_table(rows, title))
     for note in console.notes(rows):
         to.print(f"  {escape(note)}", highlight=False)

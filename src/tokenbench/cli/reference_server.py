@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from typing import Any
 
 import click
 
@@ -15,7 +16,7 @@ from tokenbench.testing.reference_server import ReferenceConfig, RunningReferenc
 _FIELDS = {f.name: f for f in dataclasses.fields(ReferenceConfig)}
 
 
-def _opt(flag: str, name: str, type_: object = None, **extra: object):
+def _opt(flag: str, name: str, type_: Any = None, **extra: Any):
     """A click option whose default and help come from the ReferenceConfig field (declared once)."""
     f = _FIELDS[name]
     if f.default is dataclasses.MISSING:
@@ -89,7 +90,7 @@ def _sizes(ctx: click.Context, param: click.Parameter, value: str | None) -> tup
 @_opt("--spec-accept-text", "spec_accept_text", click.FloatRange(0, 1))
 @_opt("--spec-accept-random", "spec_accept_random", click.FloatRange(0, 1))
 def command(host: str, port: int, api_key_env: str | None, fault_specs: tuple[str, ...],
-            **fields: object) -> None:
+            **fields: Any) -> None:
     """Serve /v1/completions and /v1/chat/completions with tokens at exact deadlines.
 
     Token i of a request is written at admission + TTFT + i*ITL; --send-log records every write.

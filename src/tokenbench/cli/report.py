@@ -5,17 +5,18 @@ from __future__ import annotations
 import click
 
 from tokenbench import __version__
-from tokenbench.cli import console
+from tokenbench.cli import console, options
 from tokenbench.cli.report_options import default_dir, overrides, plausibility_options, warn_flagged
-from tokenbench.report import plausibility, render
+from tokenbench.judge import plausibility
+from tokenbench.judge.views import load_run, open_store
+from tokenbench.report import render
 from tokenbench.report.build import build_report
 from tokenbench.report.i18n import LANGS
-from tokenbench.report.model import load_run, open_store
 
 
 @click.command("report")
 @click.argument("run_id")
-@click.option("--db", default=None, type=click.Path(dir_okay=False), help="results database (default: $TOKENBENCH_RESULTS/tokenbench.db, else ~/.local/share/tokenbench/tokenbench.db)")
+@options.DB
 @click.option("--format", "formats", default="md,html", show_default=True, help="md, html or md,html")
 @click.option("--lang", type=click.Choice(LANGS), default="en", show_default=True)
 @click.option("-o", "--output", "out_dir", default=None, type=click.Path(file_okay=False),

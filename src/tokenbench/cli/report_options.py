@@ -8,9 +8,10 @@ import click
 
 from tokenbench import __version__
 from tokenbench.cli import console
-from tokenbench.report import plausibility, render
+from tokenbench.judge import plausibility
+from tokenbench.judge.views import load_run
+from tokenbench.report import render
 from tokenbench.report.build import build_report
-from tokenbench.report.model import load_run
 from tokenbench.store.db import Store
 
 
@@ -30,7 +31,7 @@ def plausibility_options(fn):
     for opt in reversed((
         click.option("--hardware", default=None, help="device for the roofline, e.g. ascend-910b4, h100, cpu"),
         click.option("--hardware-file", default=None, type=click.Path(dir_okay=False, exists=True),
-                     help="YAML with extra/overriding devices (format of report/hardware.yaml)"),
+                     help="YAML with extra/overriding devices (format of judge/hardware.yaml)"),
         click.option("--params-b", type=click.FloatRange(min=0, min_open=True), default=None,
                      help="model parameters, billions (when the run did not store them)"),
         click.option("--bytes-per-param", type=click.FloatRange(min=0, min_open=True), default=None,

@@ -6,9 +6,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from tokenbench.cli import console
-from tokenbench.deploy.facts import ServerFacts
 from tokenbench.deploy.smoke import SmokeResult
 from tokenbench.errors import TargetError
+from tokenbench.spec.server_facts import ServerFacts
 
 SET_HELP = "override a profile field, e.g. --set parallelism.slots=8 (repeatable)"
 

@@ -9,7 +9,7 @@ from tokenbench.deploy import address, lifecycle, profiles
 from tokenbench.deploy.smoke import smoke
 from tokenbench.errors import UsageError
 from tokenbench.load.target import read_api_key
-from tokenbench.spec.bench import Target
+from tokenbench.spec.study import Target
 
 
 def _running(target: str) -> str | None:

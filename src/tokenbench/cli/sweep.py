@@ -13,46 +13,47 @@ from tokenbench.cli import console, flags, progress, run_options
 from tokenbench.errors import SpecError, UsageError
 from tokenbench.spec.fields import fields as spec_fields
 from tokenbench.spec.loader import Lines, apply_overrides, load_model, parse_yaml, read_spec
-from tokenbench.spec.sweep import SweepSpec
+from tokenbench.spec.study import StudySpec
 from tokenbench.study import run as study
 from tokenbench.sweep.plan import kv_demand, max_fitting_concurrency, plan
+from tokenbench.sweep.run import RunSettings
 
 FLAGS = flags.SHARED + flags.SWEEP_ONLY
 
 
-def _from_file(path: str, overrides: list[str], kw: dict) -> SweepSpec:
+def _from_file(path: str, overrides: list[str], kw: dict) -> StudySpec:
     p = Path(path)
     data, lines = parse_yaml(read_spec(p), str(p))
     if not isinstance(data, dict):
         raise SpecError(f"{p}: expected a mapping of keys at the top level", "see docs/ for an example")
     data = run_options.translate(flags.study_data(kw, FLAGS, apply_overrides(data, overrides, lines)), kw)
-    return load_model(SweepSpec, data, str(p), lines)
+    return load_model(StudySpec, data, str(p), lines)
 
 
-def _from_flags(overrides: list[str], kw: dict) -> SweepSpec:
+def _from_flags(overrides: list[str], kw: dict) -> StudySpec:
     """As _from_file without a file: --set, then the flags on top (the same order, the same errors)."""
     lines: Lines = {}
     base = apply_overrides({}, overrides, lines)
-    if not kw["target__base_url"] and "target" not in base:
+    if not kw["target__base_url"] and "target" not in base and not flags.peers_given(kw).keys() & {"--host", "--port"}:
         raise UsageError("give a SPEC.yaml, or --base-url with --pairs and --concurrency/--request-rate",
                          "e.g. tokenbench sweep --base-url URL --pairs 512:512 --concurrency 1,8")
     return flags.validate(run_options.translate(flags.study_data(kw, FLAGS, base), kw), overridden=lines)
 
 
-def build_spec(spec_file: str | None, overrides: list[str], kw: dict) -> SweepSpec | None:
+def build_spec(spec_file: str | None, overrides: list[str], kw: dict) -> StudySpec | None:
     """The spec of a new run; None for --resume, which keeps its stored spec (so refuses a new one)."""
     if kw["resume"]:
-        run_options.refuse_spec_with_resume(kw, FLAGS, ["--set"] * bool(overrides) + [spec_file] * bool(spec_file))
+        run_options.refuse_spec_with_resume(kw, FLAGS, ["--set"] * bool(overrides) + ([spec_file] if spec_file else []))
         return None
     return _from_file(spec_file, overrides, kw) if spec_file else _from_flags(overrides, kw)
 
 
-def _stored(kw: dict) -> SweepSpec:
+def _stored(kw: dict) -> StudySpec:
     with run_options.opened_store(kw) as store:
         return study.stored_spec(store, kw["resume"], "sweep")
 
 
-def _dry_run(spec: SweepSpec) -> None:
+def _dry_run(spec: StudySpec) -> None:
     """The plan and its KV demand; profiles and contexts are checked, nothing is deployed or stored."""
     study.preflight(p := plan(spec))
     kv = p.spec.kv_capacity
@@ -74,7 +75,7 @@ def print_fields() -> None:
     table = Table(title="sweep spec keys (YAML key = --flag; --set KEY=VALUE)")
     for col in ("key", "flag", "type", "meaning"):
         table.add_column(col)
-    for key, kind, text in spec_fields(SweepSpec):
+    for key, kind, text in spec_fields(StudySpec):
         table.add_row(key, flags.spellings(key), kind, text)
     console.out.print(table)
 
@@ -83,6 +84,7 @@ def print_fields() -> None:
 @click.argument("spec_file", required=False, type=click.Path(dir_okay=False))
 @flags.apply(FLAGS)
 @flags.length_options
+@flags.peer_options
 @run_options.apply
 @click.option("--dry-run", is_flag=True, help="print the plan and KV demand, run nothing")
 @click.option("--set", "overrides", multiple=True,
@@ -100,12 +102,12 @@ def command(spec_file, dry_run, overrides, show_fields, **kw) -> None:
     run_options.precheck(kw)
     with run_options.opened_store(kw) as store:
         spec = given or study.stored_spec(store, kw["resume"], "sweep")
-        runner = study.start(spec, store, "sweep", sys.argv, kw["resume"], output=kw["output"])
-        sinks = run_options.sinks(kw, spec, runner)
-        todo = study.pending_count(runner)
-        what = f"{todo} of {len(runner.plan.cells)} cells to run" if todo is not None else "capacity search"
-        console.err.print(f"[bold]sweep[/] run {runner.run_id}: {what}; database {store.path}")
-        out, display = progress.run(runner, sinks, "sweep")
-        progress.report(out, display, run_options.locations(kw, out, sinks), run_options.table_console(kw))
+        planned = study.start(spec, store, RunSettings("sweep", output=kw["output"]), sys.argv, kw["resume"])
+        files = run_options.result_files(kw, planned)
+        todo = study.pending_count(planned)
+        what = f"{todo} of {len(planned.plan.cells)} cells to run" if todo is not None else "capacity search"
+        console.err.print(f"[bold]sweep[/] run {planned.run_id}: {what}; database {store.path}")
+        out, display = progress.run(planned, files, quiet=kw["disable_tqdm"])
+        progress.report(out, display, run_options.locations(kw, out, files), run_options.table_console(kw))
     study.check(out, "sweep")
 

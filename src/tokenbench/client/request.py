@@ -44,11 +44,14 @@ class PreparedRequest:
 @dataclass(slots=True, frozen=True)
 class RequestOptions:
     """How every request is shaped beyond its prompt and lengths (the study target's options; docs/cli.md):
-    `final_usage_only` leaves `continuous_usage_stats` out, `min_tokens` False leaves `min_tokens` out (only
-    max_tokens with ignore_eos, as vllm bench serve and sglang.bench_serving send), `extra_body` is merged
-    over the body last (vLLM's --extra-body), `new_connection` sends each request on a fresh connection."""
+    `final_usage_only` leaves `continuous_usage_stats` out; `sampling` replaces the greedy default
+    (temperature 0) with the study's sampling fields (temperature, top_p, ...); `min_tokens` False leaves
+    `min_tokens` out (only max_tokens with ignore_eos, as vllm bench serve and sglang.bench_serving send);
+    `extra_body` is merged over the body last (vLLM's --extra-body); `new_connection` sends each request
+    on a fresh connection."""
 
     final_usage_only: bool = False
+    sampling: Mapping[str, float] = field(default_factory=lambda: {"temperature": 0.0})
     min_tokens: bool = True
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     new_connection: bool = False
@@ -66,14 +69,15 @@ def encode_request(url: str, body: bytes, headers: dict[str, str]) -> tuple[tupl
 
 
 def _sampling(output_len: int, options: RequestOptions) -> dict:
-    """Exact length (ignore_eos, min = max tokens), greedy, streamed with usage. `continuous_usage_stats`
-    asks vLLM and SGLang for the running token count on every chunk, the exact count per chunk
-    (servers without it ignore the field); `final_usage_only` leaves it out, as vLLM's client does."""
+    """Exact length (ignore_eos, min = max tokens), the sampling asked (greedy by default), streamed with
+    usage. `continuous_usage_stats` asks vLLM and SGLang for the running token count on every chunk, the
+    exact count per chunk (servers without it ignore the field); `final_usage_only` leaves it out, as
+    vLLM's client does; `min_tokens` False sends max_tokens with ignore_eos alone."""
     usage = {"include_usage": True}
     if not options.final_usage_only:
         usage["continuous_usage_stats"] = True
     minimum = {"min_tokens": output_len} if options.min_tokens else {}
-    return {"max_tokens": output_len, **minimum, "ignore_eos": True, "temperature": 0.0, "stream": True,
+    return {"max_tokens": output_len, **minimum, "ignore_eos": True, **options.sampling, "stream": True,
             "stream_options": usage}
 
 

@@ -21,12 +21,12 @@ from pathlib import Path
 
 from tokenbench.deploy import local, readiness, secret_refs, state
 from tokenbench.deploy.engines import engine_module, served_model
-from tokenbench.deploy.facts import ServerFacts
 from tokenbench.deploy.ports import check_port, free_port
 from tokenbench.deploy.state import DeploymentState
 from tokenbench.errors import DeployError
 from tokenbench.local_engines import models
 from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.server_facts import ServerFacts
 
 Say = Callable[[str], None]
 GRACE_S = 10.0
@@ -109,14 +109,24 @@ def choose_port(profile: Profile, stable: bool = False, say: Say = lambda m: Non
         return port
 
 
+@dataclass(frozen=True)
+class LaunchOptions:
+    """How tokenbench holds an engine it launches (not what the engine runs)."""
+
+    tied: bool = False          # the engine dies with this process (see local.spawn)
+    owned: bool = False         # this process tears it down on exit; a later tokenbench reaps it if this one
+                                # dies first (reap_orphans)
+    stable_port: bool = False   # the engine's usual port when it is free (see choose_port)
+
+
 def launch(profile: Profile, state_dir: str | Path | None = None, say: Say = lambda m: None,
-           tied: bool = False, owned: bool = False, stable_port: bool = False) -> Deployment:
-    """Check, then start the engine process and record it; does not wait for readiness. `owned`: this
-    process tears it down on exit, so a later tokenbench reaps it if this one dies first (reap_orphans)."""
+           how: LaunchOptions = LaunchOptions()) -> Deployment:
+    """Check, then start the engine process and record it; does not wait for readiness."""
+    tied, owned = how.tied, how.owned
     if profile.runs_in == "local":
         say(f"model: {profile.model.bundled or profile.model.path}")
         models.resolve(profile.model)                  # a missing model fails here, before launch
-    port = choose_port(profile, stable_port, say)
+    port = choose_port(profile, how.stable_port, say)
     argv = command_for(profile, port)
     if profile.runs_in == "container":
         _container().preflight(profile, port)          # no docker engine: fails here, nothing created
@@ -145,12 +155,11 @@ def launch(profile: Profile, state_dir: str | Path | None = None, say: Say = lam
 
 
 def start(profile: Profile, state_dir: str | Path | None = None, say: Say = lambda m: None,
-          on_launch: Callable[[Deployment], None] = lambda dep: None, tied: bool = False,
-          owned: bool = False, stable_port: bool = False) -> Deployment:
+          on_launch: Callable[[Deployment], None] = lambda dep: None, how: LaunchOptions = LaunchOptions()
+          ) -> Deployment:
     """Launch, wait until ready, read the facts. Any failure or interruption stops the process.
-    `on_launch` sees the deployment as soon as its process exists (see `stop_on_signal`);
-    `tied` makes the engine die with this process (see local.spawn); `stable_port`: see choose_port."""
-    dep = launch(profile, state_dir, say, tied, owned, stable_port)
+    `on_launch` sees the deployment as soon as its process exists (see `stop_on_signal`)."""
+    dep = launch(profile, state_dir, say, how)
     try:
         on_launch(dep)
         say(f"waiting for {dep.base_url}{profile.readiness.path} (up to {profile.readiness.timeout_s:g} s)")
@@ -169,8 +178,8 @@ def deployed(profile: Profile, state_dir: str | Path | None = None, say: Say = l
              grace_s: float = GRACE_S, stable_port: bool = False) -> Iterator[Deployment]:
     """The server for the duration of the block; torn down on any exit, Ctrl-C or SIGTERM."""
     with stop_on_signal() as live:
-        dep = start(profile, state_dir, say, on_launch=live.append, tied=profile.runs_in == "local", owned=True,
-                    stable_port=stable_port)
+        dep = start(profile, state_dir, say, live.append,
+                    LaunchOptions(tied=profile.runs_in == "local", owned=True, stable_port=stable_port))
         try:
             yield dep
         finally:

@@ -36,7 +36,7 @@ def listed_models(base_url: str, path: str, api_key: str | None = None) -> list[
         data = json.loads(body).get("data")
     except (ValueError, AttributeError):
         return None
-    return [m.get("id") for m in data if isinstance(m, dict)] if isinstance(data, list) else None
+    return [str(m.get("id")) for m in data if isinstance(m, dict)] if isinstance(data, list) else None
 
 
 def _ready_once(base_url: str, spec: Readiness, model: str | None, api_key: str | None) -> bool:
@@ -44,7 +44,7 @@ def _ready_once(base_url: str, spec: Readiness, model: str | None, api_key: str 
     if status != 200:
         return False
     ids = listed_models(base_url, spec.models_path, api_key)
-    return bool(ids) and (model is None or model in ids)
+    return bool(ids) and (model is None or model in (ids or []))
 
 
 def wait_ready(base_url: str, spec: Readiness, model: str | None, exit_code: Callable[[], int | None],

@@ -14,27 +14,15 @@ from dataclasses import dataclass, field
 
 from tokenbench.errors import DeployError
 from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.profile_args import flag_name, placeholder
 
 API_KEY_FLAG = "api-key"      # llama.cpp, vLLM and SGLang all take the server's key as --api-key
-
-
-def placeholder(var: str) -> str:
-    return "${" + var + "}"
-
-
-def flag_name(key: str) -> str:
-    return key if key.startswith("-") else f"--{key}"
 
 
 def api_key_var(profile: Profile) -> str | None:
     """The host variable behind the server's `--api-key` (written `api-key` or `--api-key`), if any."""
     return next((var for key, var in profile.secret_args.items() if flag_name(key) == flag_name(API_KEY_FLAG)),
                 None)
-
-
-def secret_flag_list(secret_args: dict[str, str]) -> list[str]:
-    """`--flag ${VAR}` for each secret arg: what every rendering shows."""
-    return [x for key, var in secret_args.items() for x in (flag_name(key), placeholder(var))]
 
 
 @dataclass(frozen=True)

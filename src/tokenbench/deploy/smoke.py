@@ -33,8 +33,8 @@ def _answer(api_name: str, body: dict) -> str:
 
 def one(base_url: str, api_name: str, model: str, api_key: str | None = None,
         max_tokens: int = MAX_TOKENS, timeout: float = 120.0) -> SmokeResult:
-    path, body = (("/v1/chat/completions", {"messages": CHAT}) if api_name == "chat"
-                  else ("/v1/completions", {"prompt": PROMPT}))
+    path, what = (("/v1/chat/completions", "messages") if api_name == "chat" else ("/v1/completions", "prompt"))
+    body: dict[str, object] = {what: CHAT if api_name == "chat" else PROMPT}
     body.update(model=model, max_tokens=max_tokens, temperature=0, stream=False)
     t0 = time.perf_counter_ns()
     status, answer = api.post_json(base_url, path, body, api_key=api_key, timeout=timeout)
@@ -43,7 +43,8 @@ def one(base_url: str, api_name: str, model: str, api_key: str | None = None,
         detail = (answer or {}).get("error") if isinstance(answer, dict) else None
         return SmokeResult(api_name, False, elapsed_ms=elapsed, error=f"HTTP {status}: {detail or 'no JSON body'}")
     usage = answer.get("usage") or {}
-    timings = answer.get("timings") if isinstance(answer.get("timings"), dict) else {}
+    told = answer.get("timings")
+    timings = told if isinstance(told, dict) else {}
     return SmokeResult(api_name, True, _answer(api_name, answer), usage.get("prompt_tokens"),
                        usage.get("completion_tokens"), elapsed, timings)
 

@@ -1,5 +1,7 @@
 """One cell end to end: fresh exact-length prompts, warmup with the real shape, the measured phase,
-then the summary and the length verification. Failures are data; the verdict is in `status`.
+then the summary and the length verification. Failures are data; the verdict is in `status`. A cell is
+one `CellJob`, built by the study's runner (sweep/run.py) for `bench`, `sweep`, `demo`, `calibrate`,
+`agree` and the tests alike, and handed down whole: `run_cell(session, job)`.
 
 Bounded memory: requests are prepared as they are due (a duration cell takes as many as it needs) and
 each finished record goes at once to the cell's spool file (client/spool.py), its summary figures
@@ -8,27 +10,29 @@ stays in memory, so the client's memory follows the requests in flight, not thos
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from tokenbench.client.raw_log import RawLog
-from tokenbench.client.records import RequestRecord
-from tokenbench.client.request import PreparedRequest, Prompt, prepare
+from tokenbench.client.records import Phase, RequestRecord
+from tokenbench.client.request import PreparedRequest, Prompt, RequestOptions, prepare
 from tokenbench.client.spool import Spool
-from tokenbench.client.transport import Session, send
-from tokenbench.errors import UsageError
-from tokenbench.load.ray_workers import run_ray
-from tokenbench.load.runner import CellRun, run_phase
-from tokenbench.load.target import ResolvedTarget
-from tokenbench.load.workers import run_workers
+from tokenbench.client.transport import Session
+from tokenbench.load.executors import Executor, InProcess
+from tokenbench.load.runner import CellRun, Phases
+from tokenbench.load.target import Endpoint
+from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.interruption import Interruption
+from tokenbench.metrics.summary_groups import ClientHealth
 from tokenbench.metrics.tally import CellTally
-from tokenbench.metrics.verify import UNREACHABLE_AFTER, Outcomes, client_health_verdict, unreachable, verdict
+from tokenbench.metrics.verdict import Verdict, VerdictPolicy, cell_verdict
+from tokenbench.metrics.verify import Outcomes
 from tokenbench.spec.bench import SLO, Load, Workload
-from tokenbench.workload.build import build_cell
+from tokenbench.spec.keys import cell_key
+from tokenbench.spec.study import StudySpec
+from tokenbench.workload.build import CellPrompts, build_cell
 
 
 @dataclass
@@ -36,16 +40,27 @@ class CellResult:
     key: str
     load: Load
     workload: Workload
-    summary: dict
+    summary: CellSummary
     records: list[RequestRecord]     # measured, in index order; empty unless run_cell kept them
     warmup: list[RequestRecord]
-    status: str                      # "ok" | "failed" | "invalid" (the client could not keep up)
-    message: str = ""
+    verdict: Verdict                 # "ok" | "failed" | "invalid" (the client could not keep up) | "interrupted", and why
     notes: list[str] = field(default_factory=list)
-    unreachable: str = ""            # why the server is considered gone (the cell stopped sending)
     spool: Spool | None = None       # every record (warmup, then measured as they finished), on disk
     started_ns: int | None = None    # the first measured send
-    stopped: bool = False            # stopped by the user (Ctrl-C): what finished before is the cell
+    stopped: bool = False            # stopped by the user (Ctrl-C): stored as interrupted, measured again
+
+    @property
+    def status(self) -> str:
+        return self.verdict.status
+
+    @property
+    def message(self) -> str:
+        return self.verdict.message
+
+    @property
+    def unreachable(self) -> str:
+        """Why the server is considered gone (the cell stopped sending); "" while it answered."""
+        return self.verdict.unreachable or ""
 
     def all_records(self) -> Iterable[RequestRecord]:
         """Warmup and measured records: from the spool (read back from disk) or the kept lists."""
@@ -54,11 +69,11 @@ class CellResult:
     @property
     def input_len(self) -> int:
         """The cell's prompt length: exact for fixed-length workloads, the mean asked for datasets."""
-        return self.summary["input_len"]
+        return int(self.summary.input_len or 0)
 
     @property
     def output_len(self) -> int:
-        return self.summary["output_len"]
+        return int(self.summary.output_len or 0)
 
 
 @dataclass
@@ -81,15 +96,42 @@ class CellProgress:
 
 
 Progress = Callable[[CellProgress], None]
+
+
+def _quiet(progress: CellProgress) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class CellJob:
+    """One cell, handed down whole: the server, the study's options (how requests are made, the SLOs and
+    the verdict policy: each declared once, on the spec), what to send under which load, and how."""
+
+    endpoint: Endpoint
+    study: StudySpec
+    workload: Workload
+    load: Load
+    executor: Executor = InProcess()     # chosen once per study (load/executors.executor_for)
+    keep_records: bool = False           # also return every record in memory (else read back from the spool)
+    on_progress: Progress = _quiet
+
+    @property
+    def key(self) -> str:
+        return cell_key(self.workload, self.load)
+
+    @property
+    def verdict_policy(self) -> VerdictPolicy:
+        """What the cell's verdict tolerates (the study's options) and names (the server's address)."""
+        s, e = self.study, self.endpoint
+        return VerdictPolicy(s.allow_length_mismatch, s.allow_client_lag, s.max_error_rate, e.api_key is not None,
+                             e.base_url)
+
+
 PREPARED_BYTES = 512 * 2**20   # a duration cell prepares at most this much request data (memory bound)
 BYTES_PER_TOKEN = 8            # a token id in JSON ("12345,") or a word of text, with room to spare
 
 
-def cell_key(workload: Workload, load: Load) -> str:
-    return f"{workload.label}/{load.label}"
-
-
-LAZY_KINDS = ("random", "trace")   # workloads whose prompts are made one by one as they are sent
+LAZY_KINDS = ("random", "text", "trace")   # workloads whose prompts are made one by one as they are sent
 
 
 def planned_count(load: Load, input_len: int | None = None, kind: str = "random") -> int | None:
@@ -105,9 +147,9 @@ def planned_count(load: Load, input_len: int | None = None, kind: str = "random"
     return max(16, min(math.ceil(duration * per_s), most))
 
 
-def exhausted_note(summary: dict, load: Load, n_meas: int) -> list[str]:
+def exhausted_note(health: ClientHealth, load: Load, n_meas: int) -> list[str]:
     """A duration cell that used every prepared request before its end ran shorter than asked."""
-    at = summary.get("prepared_exhausted_s")
+    at = health.prepared_exhausted_s
     if at is None:
         return []
     return [f"all {n_meas} prepared requests were sent after {at:.1f} s of the {load.duration_s:g} s duration: "
@@ -125,28 +167,40 @@ def repeat_first(n_warm: int, measure: Iterable[Prompt]) -> tuple[list[Prompt], 
     return [first] * n_warm, list(both) if isinstance(measure, list) else both
 
 
-def _prepare(t: ResolvedTarget, wl: Workload, prompts: Iterable[Prompt]) -> Iterator[PreparedRequest]:
+def request_options(study: StudySpec) -> RequestOptions:
+    """The request shape the study asks for: its target's options and its sampling fields."""
+    t = study.target
+    return RequestOptions(t.final_usage_only, study.sampling.body(), not t.no_min_tokens, dict(t.extra_body),
+                          t.new_connection_per_request)
+
+
+def _prepare(job: CellJob, prompts: Iterable[Prompt]) -> Iterator[PreparedRequest]:
     """Each request's body, made when the request is taken (nothing prepared waits in memory)."""
-    return (prepare(t.base_url, wl.api, t.model, p, t.api_key, t.request) for p in prompts)
+    e, options = job.endpoint, request_options(job.study)
+    return (prepare(e.base_url, job.workload.api, e.model, p, e.api_key, options) for p in prompts)
 
 
-class _Sink:
+class _Intake:
     """Where each finished record goes while the cell runs: the spool, the summary tally and the
-    verdict counts (measured ones), and the kept lists when asked."""
+    verdict counts (measured ones), and the kept lists when asked; and the cell's progress."""
 
-    def __init__(self, slo: SLO, keep: bool) -> None:
+    def __init__(self, slo: SLO, keep: bool, on_progress: Progress) -> None:
         self.spool, self.tally, self.seen = Spool(), CellTally(slo), Outcomes()
-        self.keep = keep
+        self.keep, self.on_progress = keep, on_progress
         self.warmup: list[RequestRecord] = []
         self.records: list[RequestRecord] = []
         self.started_ns: int | None = None
         self.tokens = 0
+        self.cut = 0                    # measured requests cut off by a stop (Ctrl-C)
 
     def progress(self, phase: str, done: int, total: int | None) -> CellProgress:
         if phase != "measure" or self.started_ns is None:
             return CellProgress(phase, done, total)
         return CellProgress(phase, done, total, self.tokens, self.seen.failed,
                             (time.perf_counter_ns() - self.started_ns) / 1e9)
+
+    def done(self, phase: Phase, n: int, total: int | None) -> None:
+        self.on_progress(self.progress(phase, n, total))
 
     def __call__(self, r: RequestRecord) -> None:
         self.spool.add(r)
@@ -155,6 +209,7 @@ class _Sink:
                 self.warmup.append(r)
             return
         if r.error_kind == "cancelled":       # cut off by a stop: stored, not measured
+            self.cut += 1
             return
         self.tally.add(r)
         self.seen.add(r)
@@ -171,102 +226,47 @@ def _warmup_load(load: Load, count: int) -> Load | None:
     return Load(concurrency=width, num_prompts=count)
 
 
-async def _in_process(session: Session, warm_r: list, warm_load: Load | None, meas_r: Iterable[PreparedRequest],
-                      n_meas: int | None, load: Load, seed: int, on_progress: Progress,
-                      sink: _Sink, offsets: list[int] | None = None, raw: RawLog | None = None) -> CellRun:
-    async def do_send(req: PreparedRequest, intended: int):
-        return await send(session, req, intended)
-
-    if warm_r and warm_load is not None:
-        done = iter(range(1, len(warm_r) + 1))
-        await run_phase(do_send, warm_r, warm_load, "warmup", sink=sink, raw_sink=raw,
-                        on_done=lambda: on_progress(sink.progress("warmup", next(done), len(warm_r))))
-    done_m = iter(range(1, 1 << 62))
-    return await run_phase(do_send, meas_r, load, "measure", seed=seed, offsets=offsets, sink=sink, stoppable=True,
-                           raw_sink=raw, on_done=lambda: on_progress(sink.progress("measure", next(done_m), n_meas)))
-
-
-async def run_cell(session: Session, t: ResolvedTarget, wl: Workload, load: Load, slo: SLO,
-                   *, allow_mismatch: bool = False, allow_client_lag: bool = False, max_error_rate: float = 0.0,
-                   workers: int = 1, ray_address: str | None = None, keep_records: bool = True,
-                   keep_raw: str | None = None, on_progress: Progress = lambda progress: None) -> CellResult:
-    """`keep_records`: also return every record in memory (`records`, `warmup`); without it a cell of
-    any length holds only the requests in flight, and its records are read back from `spool`.
-    `keep_raw`: a JSONL file each request's raw response is appended to (client/raw_log.py)."""
-    key = cell_key(wl, load)
-    if load.arrival == "trace" and (workers > 1 or ray_address):
-        raise UsageError("a trace replay runs in one client process (its arrivals are one schedule)",
-                         "drop --workers / --ray for trace workloads")
-    if keep_raw and (workers > 1 or ray_address):
-        raise UsageError("--keep-raw records the raw bytes of one client process",
-                         "drop --workers / --ray, or --keep-raw")
+async def run_cell(session: Session, job: CellJob) -> CellResult:
+    """Prompts, warmup, the measured phase (on the job's executor), then the summary and the verdict."""
+    wl, load = job.workload, job.load
     n_warm = load.warmup_count()
-    prompts = build_cell(t, wl, key, n_warm, planned_count(load, wl.input_len, wl.kind), duration_s=load.duration_s)
+    prompts = build_cell(job.endpoint, wl, job.key, n_warm, planned_count(load, wl.input_len, wl.kind),
+                         duration_s=load.duration_s)
     if load.warmup_first_prompt:
         prompts.warmup, prompts.measure = repeat_first(len(prompts.warmup), prompts.measure)
-    warm_r, meas_r = list(_prepare(t, wl, prompts.warmup)), _prepare(t, wl, prompts.measure)
-    lengths = prompts.nominal_lengths(wl)
-    n_meas = prompts.measure_count
+    phases = Phases(job.key, list(_prepare(job, prompts.warmup)), _warmup_load(load, n_warm),
+                    _prepare(job, prompts.measure), load, wl.seed, prompts.measure_count,
+                    planned_count(load, wl.input_len, "prepared") or 0, prompts.offsets_ns)
     prompts.warmup, prompts.measure = [], []        # the requests being made hold them now (images are large)
-    warm_load = _warmup_load(load, n_warm)
-    sink = _Sink(slo, keep_records)
-    if ray_address or workers > 1:            # dealt out before the cell: prepared, within PREPARED_BYTES
-        n_meas = n_meas if n_meas is not None else planned_count(load, wl.input_len, "prepared")
-        run = await _out_of_process(session, ray_address, workers, warm_r, warm_load,
-                                    list(itertools.islice(meas_r, n_meas)), load, wl.seed, on_progress, sink)
-    else:
-        raw = RawLog(keep_raw, key) if keep_raw else None
-        try:
-            run = await _in_process(session, warm_r, warm_load, meas_r, n_meas, load, wl.seed, on_progress, sink,
-                                    prompts.offsets_ns, raw)
-        finally:
-            if raw is not None:
-                raw.close()
-    return _result(key, t, wl, load, slo, sink, run, lengths, n_meas, prompts.notes, prompts.facts,
-                   allow_mismatch, allow_client_lag, max_error_rate)
+    intake = _Intake(job.study.slo, job.keep_records, job.on_progress)
+    run = await job.executor.run(session, phases, intake)
+    return _result(job, prompts, phases.count, intake, run)
 
 
-async def _out_of_process(session: Session, ray_address: str | None, workers: int, warm_r: list,
-                          warm_load: Load | None, meas_r: list, load: Load, seed: int,
-                          on_progress: Progress, sink: _Sink) -> CellRun:
-    """Several client processes (--workers) or Ray actors: their records come back when the cell ends."""
-    if ray_address:
-        warm, run = await asyncio.get_running_loop().run_in_executor(
-            None, run_ray, ray_address, workers, warm_r, warm_load, meas_r, load, seed, session.timeout_s)
-    else:
-        n = len(meas_r)
-        warm, run = await run_workers(workers, warm_r, warm_load, meas_r, load, seed, session.timeout_s,
-                                      on_done=lambda d: on_progress(CellProgress("measure", d, n)),
-                                      connect_in_ttft=session.connect_in_ttft)
-    for r in [*warm, *run.records]:
-        sink(r)
-    run.records = []
-    return run
-
-
-def _result(key: str, t: ResolvedTarget, wl: Workload, load: Load, slo: SLO, sink: _Sink, run: CellRun,
-            lengths: tuple[int, int], n_meas: int | None, notes: list[str], facts: dict, allow_mismatch: bool,
-            allow_client_lag: bool, max_error_rate: float) -> CellResult:
-    summary = sink.tally.summary(load, *lengths)
-    summary.update(run.client_health)
-    summary.update(facts)
-    status, message = verdict(sink.seen, allow_mismatch, max_error_rate, t.api_key is not None)
-    if status == "ok":
-        status, message = client_health_verdict(summary, load)
-        if status == "invalid" and allow_client_lag:
-            summary["client_lag_tolerated"] = message       # stays ok; report/status.py marks it '~'
-            status = "ok"
-    lost = unreachable(sink.seen)
-    if lost:
-        left = f"{n_meas - sink.seen.n} of {n_meas} requests not sent" if n_meas else "the rest not sent"
-        lost = (f"server unreachable at {t.base_url}: {UNREACHABLE_AFTER} consecutive connection failures "
-                f"({lost}); {left}")
-        status, message = "failed", lost
-        summary["server_unreachable"] = True        # `--resume` runs this cell again
-    notes = notes + exhausted_note(summary, load, sink.seen.n)
+def _result(job: CellJob, prompts: CellPrompts, n_meas: int | None, sink: _Intake, run: CellRun) -> CellResult:
+    wl, load = job.workload, job.load
+    summary = sink.tally.summary(load, *prompts.nominal_lengths(wl)).with_(health=run.client_health,
+                                                                           facts=prompts.facts)
+    verdict = cell_verdict(sink.seen, summary, load, job.verdict_policy, n_meas)
+    notes = prompts.notes + exhausted_note(run.client_health, load, sink.seen.n)
     if run.stopped:
-        notes.append(f"stopped by the user after {summary['stopped_after_s']:.1f} s: the cell is the "
-                     f"{sink.seen.n} requests that finished before (requests cut off are stored as cancelled)")
+        summary = summary.with_(interruption=Interruption(planned=n_meas, cut=sink.cut))
+        verdict = interrupted(summary, sink.seen.n)
     records = sorted(sink.records, key=lambda r: r.index)
-    return CellResult(key, load, wl, summary, records, sink.warmup, status, message, notes, lost or "",
-                      sink.spool, sink.started_ns, run.stopped)
+    return CellResult(job.key, load, wl, verdict.marked(summary), records, sink.warmup, verdict, notes, sink.spool,
+                      sink.started_ns, run.stopped)
+
+
+def interrupted(summary: CellSummary, finished: int) -> Verdict:
+    """The verdict of a cell the user stopped: never ok, whatever finished before (docs/reliability.md,
+    "Interruptions"); `--resume` measures it again in full."""
+    after = (summary.health or ClientHealth()).stopped_after_s or 0.0
+    return Verdict("interrupted", f"interrupted by the user after {after:.1f} s: {how_far(summary, finished)}; "
+                                  "--resume measures the cell again in full")
+
+
+def how_far(summary: CellSummary, finished: int) -> str:
+    """'1 of 10 requests finished, 1 cut off (stored as cancelled)' for an interrupted cell."""
+    cut = summary.interruption or Interruption()
+    planned = f" of {cut.planned}" if cut.planned is not None else ""
+    return f"{finished}{planned} requests finished, {cut.cut or 0} cut off (stored as cancelled)"

@@ -7,6 +7,7 @@ import time
 
 from tokenbench.load.clock import sleep_until
 from tokenbench.metrics.stats import percentile
+from tokenbench.metrics.summary_groups import ClientHealth
 
 
 class LoopLagProbe:
@@ -31,14 +32,12 @@ class LoopLagProbe:
         self._cpu0, self._wall0 = time.process_time(), time.perf_counter_ns()
         self._task = asyncio.get_running_loop().create_task(self._run())
 
-    def stop(self) -> dict:
+    def stop(self) -> ClientHealth:
         if self._task:
             self._task.cancel()
         wall = (time.perf_counter_ns() - self._wall0) / 1e9 or 1e-9
         lags = sorted(x / 1e6 for x in self.lags_ns)
-        return {
-            "loop_lag_p50_ms": percentile(lags, 50) if lags else None,
-            "loop_lag_p99_ms": percentile(lags, 99) if lags else None,
-            "loop_lag_max_ms": lags[-1] if lags else None,
-            "client_cpu_percent": 100.0 * (time.process_time() - self._cpu0) / wall,
-        }
+        return ClientHealth(loop_lag_p50_ms=percentile(lags, 50) if lags else None,
+                            loop_lag_p99_ms=percentile(lags, 99) if lags else None,
+                            loop_lag_max_ms=lags[-1] if lags else None,
+                            client_cpu_percent=100.0 * (time.process_time() - self._cpu0) / wall)

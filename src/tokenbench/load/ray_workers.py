@@ -20,16 +20,17 @@ import asyncio
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Coroutine
 from concurrent.futures import Future
+from typing import Any
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.client.transport import new_session, send
 from tokenbench.errors import UsageError
 from tokenbench.load.clock import new_loop
-from tokenbench.load.runner import CellRun, run_phase
-from tokenbench.load.workers import WorkerJob, make_jobs, merge_health, reindex
-from tokenbench.spec.bench import Load
+from tokenbench.load.runner import CellRun, Outlets, run_phase
+from tokenbench.load.workers import WorkerJob, merge_health, reindex
+from tokenbench.metrics.summary_groups import ClientHealth
 
 PROBES = 7
 START_MARGIN_NS = 500_000_000   # Ray call latency margin before the shared start instant
@@ -37,21 +38,25 @@ BATCH = 2_000                   # records per call when the driver collects an a
 POLL_S = 0.2                    # the driver asks each running actor for its next batch this often
 BUNDLE_CPU = 0.01               # what each actor reserves: enough for Ray to place it, nothing to speak of
 PLACE_S = 120                   # the placement group must be ready within this
+ACTOR_CALLS = 2                 # calls an actor takes at once: a phase (warmup blocks its call) and `stop`
 
 
 class ClientActor:
-    """Runs one worker's share on a persistent event loop (so warmup connections stay open)."""
+    """Runs one worker's share on a persistent event loop (so warmup connections stay open). The driver
+    calls `stop` (Ctrl-C) while a phase runs: the actor takes two calls at once (ACTOR_CALLS)."""
 
-    def __init__(self, timeout_s: float) -> None:
+    def __init__(self, timeout_s: float, connect_in_ttft: bool = False) -> None:
         self.loop = new_loop()                    # the loop a single process measures on
         threading.Thread(target=self.loop.run_forever, daemon=True).start()
-        self.session = asyncio.run_coroutine_threadsafe(self._session(timeout_s), self.loop).result()
+        self.session = asyncio.run_coroutine_threadsafe(self._session(timeout_s, connect_in_ttft), self.loop).result()
         self.finished: deque[RequestRecord] = deque()
         self.job: WorkerJob | None = None
         self.running: Future | None = None
+        self.phase: asyncio.Task | None = None    # the phase running on the loop
+        self.stopped = False
 
-    async def _session(self, timeout_s: float):
-        return new_session(timeout_s)
+    async def _session(self, timeout_s: float, connect_in_ttft: bool):
+        return new_session(timeout_s, connect_in_ttft)
 
     def clock(self) -> int:
         return time.perf_counter_ns()
@@ -62,10 +67,32 @@ class ClientActor:
     async def _send(self, req, intended):
         return await send(self.session, req, intended)
 
+    async def _watched(self, phase: Coroutine[Any, Any, CellRun]) -> CellRun | None:
+        """The phase, cancellable by `stop`; None when the actor was stopped before it began."""
+        if self.stopped:
+            phase.close()
+            return None
+        self.phase = asyncio.current_task()
+        try:
+            return await phase
+        finally:
+            self.phase = None
+
+    def _cancel(self) -> None:
+        if self.phase is not None:
+            self.phase.cancel()
+
+    def stop(self) -> None:
+        """Ctrl-C at the driver: the running phase stops with what finished, no other starts."""
+        self.stopped = True
+        self.loop.call_soon_threadsafe(self._cancel)
+
     def warmup(self, job: WorkerJob) -> list[RequestRecord]:
-        if not job.warmup or job.warmup_load is None:
+        plan = job.warmup_plan()
+        if plan is None:
             return []
-        return reindex(self._run(run_phase(self._send, job.warmup, job.warmup_load, "warmup")).records, job)
+        run = self._run(self._watched(run_phase(self._send, job.warmup, plan)))
+        return reindex(run.records, job) if run is not None else []
 
     def node(self) -> str:
         import ray
@@ -74,18 +101,44 @@ class ClientActor:
     def start(self, job: WorkerJob, start_local_ns: int) -> None:
         """Begin the measured phase on the actor's loop; the driver collects it with `take`."""
         self.job, self.finished = job, deque()
-        self.running = asyncio.run_coroutine_threadsafe(
-            run_phase(self._send, job.measure, job.load, "measure", seed=job.seed + job.worker,
-                      start_ns=start_local_ns, offsets=job.offsets, sink=self.finished.append), self.loop)
+        self.running = asyncio.run_coroutine_threadsafe(self._watched(
+            run_phase(self._send, job.measure, job.measure_plan(start_local_ns), Outlets(record=self.finished.append))),
+            self.loop)
 
-    def take(self, limit: int) -> tuple[list[RequestRecord], dict | None]:
+    def take(self, limit: int) -> tuple[list[RequestRecord], ClientHealth | None]:
         """Up to `limit` records finished so far (the loop thread appends, this thread pops: a deque is
-        safe for that), and the client health once the phase ended and every record was taken."""
+        safe for that), and the client health once the phase ended and every record was taken (a
+        stopped phase's has `stopped_after_s`)."""
         assert self.running is not None and self.job is not None
         ended = self.running.done()
         batch = [self.finished.popleft() for _ in range(min(limit, len(self.finished)))]
-        health = self.running.result().client_health if ended and not self.finished else None
+        health = _health(self.running.result()) if ended and not self.finished else None
         return reindex(batch, self.job), health
+
+
+def _health(run: CellRun | None) -> ClientHealth:
+    """A phase's health; one stopped before it began has only its stop."""
+    return run.client_health if run is not None else ClientHealth(stopped_after_s=0.0)
+
+
+class _Halt:
+    """The driver's side of a Ctrl-C: once `event` is set, every actor is told to stop, once."""
+
+    def __init__(self, event: threading.Event | None, actors: list) -> None:
+        self.event, self.actors, self.told = event, actors, False
+
+    def check(self) -> bool:
+        if self.event is not None and self.event.is_set() and not self.told:
+            for a in self.actors:
+                a.stop.remote()
+            self.told = True
+        return self.told
+
+    def get(self, ray, refs: list) -> list:
+        """ray.get(refs), telling the actors to stop as soon as the event is set meanwhile."""
+        while len(ray.wait(refs, num_returns=len(refs), timeout=POLL_S)[0]) < len(refs):
+            self.check()
+        return ray.get(refs)
 
 
 def clock_offset(ray, actor) -> int:
@@ -129,18 +182,21 @@ def _spread_group(ray, n: int):
     return group
 
 
-def _actors(ray, group, n: int, timeout_s: float) -> list:
+def _actors(ray, group, jobs: list[WorkerJob]) -> list:
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
     actor_cls = ray.remote(ClientActor)
-    return [actor_cls.options(num_cpus=BUNDLE_CPU, scheduling_strategy=PlacementGroupSchedulingStrategy(
-        group, placement_group_bundle_index=i)).remote(timeout_s) for i in range(n)]
+    return [actor_cls.options(num_cpus=BUNDLE_CPU, max_concurrency=ACTOR_CALLS,
+                              scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i)
+                              ).remote(job.timeout_s, job.connect_in_ttft)
+            for i, job in enumerate(jobs)]
 
 
-def _collect(ray, actors: list, offsets: list[int]) -> tuple[list[RequestRecord], list[dict]]:
+def _collect(ray, actors: list, offsets: list[int], halt: _Halt) -> tuple[list[RequestRecord], list[ClientHealth]]:
     """Batches from every actor until each has sent its last one with its health."""
     records: list[RequestRecord] = []
-    health: dict[int, dict] = {}
+    health: dict[int, ClientHealth] = {}
     while len(health) < len(actors):
+        halt.check()
         pending = [i for i in range(len(actors)) if i not in health]
         got = 0
         for i, (batch, h) in zip(pending, ray.get([actors[i].take.remote(BATCH) for i in pending]), strict=True):
@@ -153,28 +209,32 @@ def _collect(ray, actors: list, offsets: list[int]) -> tuple[list[RequestRecord]
     return records, [health[i] for i in range(len(actors))]
 
 
-def run_ray(address: str, n: int, warmup: Sequence, warmup_load: Load | None, measure: Sequence, load: Load,
-            seed: int, timeout_s: float) -> tuple[list, CellRun]:
-    """Blocking: the whole cell on n Ray actors spread over the nodes; records on the driver's clock."""
+def run_ray(address: str, jobs: list[WorkerJob], stop: threading.Event | None = None) -> tuple[list, CellRun]:
+    """Blocking: the whole cell on one Ray actor per job (load/workers.make_jobs), spread over the nodes;
+    records on the driver's clock. Once `stop` is set (Ctrl-C) the actors stop with what finished."""
     ray = _ray()
     if not ray.is_initialized():
         ray.init(address=address, log_to_driver=False, logging_level="ERROR")
-    group = _spread_group(ray, n)
-    actors = _actors(ray, group, n, timeout_s)
-    jobs = make_jobs(n, warmup, warmup_load, measure, load, seed, timeout_s)
+    group = _spread_group(ray, len(jobs))
+    actors = _actors(ray, group, jobs)
+    halt = _Halt(stop, actors)
     try:
         nodes = ray.get([a.node.remote() for a in actors])
-        warm = [r for part in ray.get([a.warmup.remote(j) for a, j in zip(actors, jobs, strict=False)]) for r in part]
+        warm = [r for part in halt.get(ray, [a.warmup.remote(j) for a, j in zip(actors, jobs, strict=False)])
+                for r in part]
         offsets = [clock_offset(ray, a) for a in actors]
-        start = time.perf_counter_ns() + START_MARGIN_NS
-        ray.get([a.start.remote(j, start + off) for a, j, off in zip(actors, jobs, offsets, strict=False)])
-        recs, parts = _collect(ray, actors, offsets)
+        recs: list[RequestRecord] = []
+        if halt.check():
+            parts = [ClientHealth(stopped_after_s=0.0)]
+        else:
+            start = time.perf_counter_ns() + START_MARGIN_NS
+            ray.get([a.start.remote(j, start + off) for a, j, off in zip(actors, jobs, offsets, strict=False)])
+            recs, parts = _collect(ray, actors, offsets, halt)
     finally:
         for a in actors:
             ray.kill(a)
         ray.util.remove_placement_group(group)
     warm = to_driver_clock(warm, 0)
-    health = merge_health(parts)
-    health["clock_offsets_ns"] = offsets
-    health["ray_nodes"] = nodes
-    return sorted(warm, key=lambda r: r.index), CellRun(sorted(recs, key=lambda r: r.index), health)
+    health = merge_health(parts).model_copy(update={"clock_offsets_ns": offsets, "ray_nodes": nodes})
+    stopped = any(p.stopped_after_s is not None for p in parts)
+    return sorted(warm, key=lambda r: r.index), CellRun(sorted(recs, key=lambda r: r.index), health, stopped)

@@ -31,12 +31,13 @@ from tokenbench.client.request import PreparedRequest
 from tokenbench.load.arrivals import offsets_ns
 from tokenbench.load.clock import Clock, MonotonicClock
 from tokenbench.load.lag import LoopLagProbe
+from tokenbench.metrics.summary_groups import ClientHealth
 from tokenbench.metrics.verify import UNREACHABLE_AFTER
 from tokenbench.spec.bench import Load
 
 Send = Callable[[PreparedRequest, int], Awaitable[RawExchange]]
-Sink = Callable[[RequestRecord], None]
-RawSink = Callable[[int, Phase, RawExchange], None]     # --keep-raw: each exchange before it is parsed
+OnRecord = Callable[[RequestRecord], None]
+OnRaw = Callable[[int, Phase, RawExchange], None]     # --keep-raw: each exchange before it is parsed
 NO_FULL_GC = 1 << 30          # oldest-generation threshold while a phase runs (never reached)
 READS_PER_SLICE = 8           # body reads parsed per event-loop iteration (a few tens of microseconds)
 PENDING_MAX = 256             # finished exchanges left unparsed before the reducer starts on them
@@ -48,10 +49,63 @@ SLICE_BUDGET_NS = 500_000     # parse time per event-loop iteration while finish
 @dataclass
 class CellRun:
     records: list[RequestRecord]
-    client_health: dict
+    client_health: ClientHealth
     stopped: bool = False         # the user stopped the phase (Ctrl-C); what finished before is kept
 
 
+def stopped_before(warmup: CellRun) -> CellRun:
+    """The cell's run when the user stopped it during its warmup: nothing measured (the warmup's
+    records went to their outlet)."""
+    return CellRun([], warmup.client_health, stopped=True)
+
+
+def _nothing() -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class PhasePlan:
+    """One phase of a cell (warmup or measure): its load and how it starts."""
+
+    name: Phase
+    load: Load
+    seed: int = 0                             # of the open loop's generated arrivals
+    offsets: Sequence[int] | None = None      # open loop, ns: request i due at t0 + offsets[i] (a trace's arrivals)
+    start_ns: int | None = None               # begin at this instant (same clock): several workers start at once
+    stoppable: bool = False                   # a cancellation (Ctrl-C) ends the phase with what finished
+
+
+@dataclass(frozen=True)
+class Outlets:
+    """Where a phase's results go as they come (all optional)."""
+
+    record: OnRecord | None = None            # each record as soon as it is parsed (the CellRun then holds none)
+    raw: OnRaw | None = None                  # each exchange (index, phase, raw bytes) before it is parsed
+    done: Callable[[], None] = _nothing       # after each request
+
+
+@dataclass
+class Phases:
+    """A cell's requests as an executor takes them (load/executors.py): the warmup, with its own closed-loop
+    load (None: no warmup phase), then the measured phase under the cell's load."""
+
+    key: str                                  # the cell's key (names it in a --keep-raw file)
+    warmup: list[PreparedRequest]
+    warmup_load: Load | None
+    measure: Iterable[PreparedRequest]        # lazily made for random and trace prompts
+    load: Load
+    seed: int
+    count: int | None                         # measured requests prepared; None: as many as the duration takes
+    limit: int                                # ... at most, when they are dealt out before the cell (workers)
+    offsets: list[int] | None = None          # a trace's arrivals, ns after the phase's start
+
+    def warmup_plan(self) -> PhasePlan | None:
+        if not self.warmup or self.warmup_load is None:
+            return None
+        return PhasePlan("warmup", self.warmup_load, stoppable=True)
+
+    def measure_plan(self) -> PhasePlan:
+        return PhasePlan("measure", self.load, self.seed, self.offsets, stoppable=True)
 
 
 class _Pool:
@@ -80,67 +134,93 @@ class _Pool:
         return i, req
 
 
-async def _closed_loop(send: Send, pool: _Pool, concurrency: int, deadline_ns: int | None,
-                       clock: Clock, out: _Reducer, on_done: Callable[[], None]) -> None:
-    async def worker() -> None:
-        while (deadline_ns is None or clock.now_ns() < deadline_ns) and await out.room() and (item := pool.take()):
-            i, req = item
-            raw = await send(req, clock.now_ns())
-            pool.note(raw)
-            out.append((i, req, raw))
-            if raw.error_kind == "cancelled":
-                raise asyncio.CancelledError
-            on_done()
+@dataclass
+class _Sender:
+    """What both loops share: the send, the requests, the clock, where exchanges go, the progress call."""
 
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    send: Send
+    pool: _Pool
+    clock: Clock
+    out: _Reducer
+    on_done: Callable[[], None]
 
+    async def closed_loop(self, concurrency: int, deadline_ns: int | None) -> None:
+        async def worker() -> None:
+            clock, pool, out = self.clock, self.pool, self.out
+            while (deadline_ns is None or clock.now_ns() < deadline_ns) and await out.room() and (item := pool.take()):
+                i, req = item
+                raw = await self.send(req, clock.now_ns())
+                pool.note(raw)
+                out.append((i, req, raw))
+                if raw.error_kind == "cancelled":
+                    raise asyncio.CancelledError
+                self.on_done()
 
-async def _open_loop(send: Send, pool: _Pool, load: Load, rng: random.Random, clock: Clock,
-                     out: _Reducer, on_done: Callable[[], None], t0: int, offsets: Sequence[int] | None = None) -> None:
-    slots = asyncio.Semaphore(load.max_concurrency) if load.max_concurrency else None
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
 
-    async def one(i: int, req: PreparedRequest, intended: int) -> None:
+    async def _send_due(self, slots: asyncio.Semaphore | None, i: int, req: PreparedRequest, intended: int) -> None:
         if slots is None:
-            raw = await send(req, intended)
+            raw = await self.send(req, intended)
         else:
             async with slots:
-                raw = await send(req, intended)
-        pool.note(raw)
-        out.append((i, req, raw))
-        on_done()
+                raw = await self.send(req, intended)
+        self.pool.note(raw)
+        self.out.append((i, req, raw))
+        self.on_done()
 
-    schedule: Iterable[int] = offsets if offsets is not None else offsets_ns(
-        load.request_rate or 0.0, load.arrival, rng, pool.count, load.duration_s, load.burstiness)
-    tasks: set[asyncio.Future] = set()
-    try:
-        for off in schedule:
-            await clock.sleep_until(t0 + off)
-            await out.room()
-            item = pool.take()
-            if item is None:
-                break
-            sending = asyncio.ensure_future(one(item[0], item[1], t0 + off))
-            tasks.add(sending)
-            sending.add_done_callback(tasks.discard)       # a soak keeps only the requests in flight
-        await asyncio.gather(*tasks)
-    except asyncio.CancelledError:
-        for left in tasks:
-            left.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
+    async def _gated(self, slots: asyncio.Semaphore, i: int, req: PreparedRequest, intended: int) -> None:
+        """A request whose slot the schedule already took (rate_cap gate): send it, then free the slot."""
+        try:
+            raw = await self.send(req, intended)
+        finally:
+            slots.release()
+        self.pool.note(raw)
+        self.out.append((i, req, raw))
+        self.on_done()
+
+    async def open_loop(self, load: Load, schedule: Iterable[int], t0: int) -> None:
+        """Arrival i is due at t0 + offset_i. With a cap, `queue` (vLLM, SGLang) lets it wait for a slot
+        while later arrivals keep their times; `gate` (AIPerf) makes the schedule itself wait for a slot and
+        shifts every later arrival by that wait (no catch-up). Either way the wait is the request's queue time."""
+        slots = asyncio.Semaphore(load.max_concurrency) if load.max_concurrency else None
+        gate = slots if load.rate_cap == "gate" else None
+        tasks: set[asyncio.Future] = set()
+        shift = 0
+        try:
+            for off in schedule:
+                due = t0 + off + shift
+                await self.clock.sleep_until(due)
+                await self.out.room()
+                item = self.pool.take()
+                if item is None:
+                    break
+                if gate is not None:
+                    await gate.acquire()
+                    shift = max(shift, self.clock.now_ns() - t0 - off)
+                    sending = asyncio.ensure_future(self._gated(gate, item[0], item[1], due))
+                else:
+                    sending = asyncio.ensure_future(self._send_due(slots, item[0], item[1], due))
+                tasks.add(sending)
+                sending.add_done_callback(tasks.discard)       # a soak keeps only the requests in flight
+            await asyncio.gather(*tasks)
+        except asyncio.CancelledError:
+            for left in tasks:
+                left.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
 
 
 class _Reducer:
-    """Finished exchanges -> records, one per loop iteration, handed to `sink` (default: kept)."""
+    """Finished exchanges -> records, one per loop iteration, handed to the record outlet (default: kept)."""
 
-    def __init__(self, phase: Phase, sink: Sink | None, hard: int = PENDING_HARD, raw_sink: RawSink | None = None) -> None:
+    def __init__(self, phase: Phase, outlets: Outlets, hard: int = PENDING_HARD) -> None:
         self.phase, self.queue, self.wake = phase, deque[tuple[int, PreparedRequest, RawExchange]](), asyncio.Event()
         self.records: list[RequestRecord] = []
-        self.sink: Sink = sink or self.records.append
+        self.sink: OnRecord = outlets.record or self.records.append
         self.closed = False
         self.current: Iterator[RequestRecord | None] | None = None
         self.hard, self.roomy = hard, asyncio.Event()
-        self.raw_sink = raw_sink
+        self.raw_sink = outlets.raw
 
     @property
     def pending(self) -> bool:
@@ -212,50 +292,66 @@ def _young_gc_only() -> Iterator[None]:
         gc.unfreeze()
 
 
-async def run_phase(send: Send, requests: Iterable[PreparedRequest], load: Load, phase: Phase, *,
-                    seed: int = 0, clock: Clock | None = None, start_ns: int | None = None,
-                    offsets: Sequence[int] | None = None,
-                    on_done: Callable[[], None] = lambda: None, sink: Sink | None = None,
-                    stoppable: bool = False, raw_sink: RawSink | None = None) -> CellRun:
+async def run_phase(send: Send, requests: Iterable[PreparedRequest], plan: PhasePlan, out: Outlets = Outlets(),
+                    clock: Clock | None = None) -> CellRun:
     """Run one phase (warmup or measure) of a cell and return parsed records and client health.
-    `start_ns` (same clock) lets several worker processes begin the phase at one shared instant.
-    `offsets` (open loop, ns): request i is due at t0 + offsets[i] (a trace's arrivals) instead of the
-    load's generated arrivals; required for `arrival: trace`. `sink`: each record as soon as it is
-    parsed (then the returned CellRun holds none). `requests` may be a lazy iterator (a duration cell
-    takes as many as its duration needs). `stoppable`: a cancellation (Ctrl-C) ends the phase early and
-    returns what finished (requests cut off are recorded as `cancelled`), with `stopped` set.
-    `raw_sink`: each exchange (index, phase, raw bytes) just before it is parsed (--keep-raw)."""
-    if load.arrival == "trace" and offsets is None:
+    `requests` may be a lazy iterator (a duration cell takes as many as its duration needs). A trace's
+    load needs `plan.offsets`. A stoppable phase ends early on a cancellation (Ctrl-C) and returns what
+    finished (requests cut off are recorded as `cancelled`), with `stopped` set."""
+    load = plan.load
+    if load.arrival == "trace" and plan.offsets is None:
         raise ValueError("a trace load needs explicit arrival offsets")
     clock = clock or MonotonicClock()
-    if start_ns is not None:
-        await clock.sleep_until(start_ns)
     pool, probe = _Pool(requests, clock), LoopLagProbe()
-    out = _Reducer(phase, sink, max(PENDING_HARD, load.concurrency or load.max_concurrency or 0), raw_sink)
+    reducer = _Reducer(plan.name, out, max(PENDING_HARD, load.concurrency or load.max_concurrency or 0))
+    sender = _Sender(send, pool, clock, reducer, out.done)
     stopped = False
     with _young_gc_only():
-        reducing = asyncio.ensure_future(out.run())
-        probe.start()
+        reducing = asyncio.ensure_future(reducer.run())
         t0 = clock.now_ns()
         try:
-            if load.concurrency is not None:
-                deadline = t0 + int(load.duration_s * 1e9) if load.duration_s else None
-                await _closed_loop(send, pool, load.concurrency, deadline, clock, out, on_done)
-            else:
-                await _open_loop(send, pool, load, random.Random(seed), clock, out, on_done, t0, offsets)
+            t0 = await _begin(clock, plan, probe)
+            await _loop(sender, plan, t0)
         except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if not stoppable or task is None:
-                raise
-            task.uncancel()
-            stopped = True
+            stopped = _stoppable(plan)
         finally:
             health = probe.stop()
-            records = await out.close(reducing)
-    health.update(_exhausted(pool, load, t0))
+            records = await reducer.close(reducing)
+    health = health.model_copy(update=_exhausted(pool, load, t0))
     if stopped:
-        health["stopped_after_s"] = (clock.now_ns() - t0) / 1e9
+        health = health.model_copy(update={"stopped_after_s": (clock.now_ns() - t0) / 1e9})
     return CellRun(records=records, client_health=health, stopped=stopped)
+
+
+async def _begin(clock: Clock, plan: PhasePlan, probe: LoopLagProbe) -> int:
+    """Wait for the phase's start instant (several workers start at once), start the lag probe; t0."""
+    if plan.start_ns is not None:
+        await clock.sleep_until(plan.start_ns)
+    probe.start()
+    return clock.now_ns()
+
+
+def _stoppable(plan: PhasePlan) -> bool:
+    """A cancellation of a stoppable phase (Ctrl-C) is taken as "stop here, keep what finished": the
+    task's cancellation is withdrawn and the phase returns. Any other cancellation goes on up."""
+    task = asyncio.current_task()
+    if not plan.stoppable or task is None:
+        raise asyncio.CancelledError
+    task.uncancel()
+    return True
+
+
+async def _loop(sender: _Sender, plan: PhasePlan, t0: int) -> None:
+    """Closed loop until the requests (or the duration) run out; open loop on the arrival schedule."""
+    load = plan.load
+    if load.concurrency is not None:
+        deadline = t0 + int(load.duration_s * 1e9) if load.duration_s else None
+        await sender.closed_loop(load.concurrency, deadline)
+        return
+    schedule: Iterable[int] = plan.offsets if plan.offsets is not None else offsets_ns(
+        load.request_rate or 0.0, load.arrival, random.Random(plan.seed), sender.pool.count, load.duration_s,
+        load.burstiness)
+    await sender.open_loop(load, schedule, t0)
 
 
 def _exhausted(pool: _Pool, load: Load, t0: int) -> dict:

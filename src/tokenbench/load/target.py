@@ -1,4 +1,5 @@
-"""What the client needs to know about a target before sending: URL, model, key, vocabulary."""
+"""The server as the client sees it before sending: URL, model, key, vocabulary, context (an `Endpoint`),
+resolved from the study's target."""
 
 from __future__ import annotations
 
@@ -7,32 +8,33 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tokenbench.client import api
-from tokenbench.client.request import RequestOptions
 from tokenbench.errors import TargetError, UsageError
-from tokenbench.spec.bench import Target
+from tokenbench.spec.bench import WorkloadSource
+from tokenbench.spec.study import Target
 from tokenbench.workload.vocab import Vocab, discover
 
 
 @dataclass(slots=True, frozen=True)
-class ResolvedTarget:
+class Endpoint:
     base_url: str
     model: str
     api_key: str | None
     vocab: Vocab
     max_model_len: int | None
-    request: RequestOptions = RequestOptions()     # how every request body is shaped (the target's options)
 
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"      # read when no key is named, as OpenAI clients and vLLM's do
 
 
-def read_api_key(target: Target) -> str | None:
-    """API keys come only from the environment or a file, never from a flag value."""
-    if target.api_key_env:
-        key = os.environ.get(target.api_key_env)
+def read_api_key(target: Target, key_env: str | None = None) -> str | None:
+    """API keys come only from the environment or a file, never from a flag value. `key_env`: the variable
+    to read when the target names none (a deployed profile's own secret `--api-key`)."""
+    key_env = target.api_key_env or key_env
+    if key_env:
+        key = os.environ.get(key_env)
         if not key:
-            raise UsageError(f"environment variable {target.api_key_env} is not set",
-                             f"export {target.api_key_env}=<your key> before running")
+            raise UsageError(f"environment variable {key_env} is not set",
+                             f"export {key_env}=<your key> before running")
         return key.strip()
     if target.api_key_file:
         p = Path(target.api_key_file)
@@ -50,25 +52,21 @@ def _max_len(entry: dict) -> int | None:
     return None
 
 
-def resolve(target: Target, tokenizer_path: str | None = None, vocab_size: int | None = None) -> ResolvedTarget:
-    key = read_api_key(target)
-    models = api.list_models(target.base_url, key)
+def resolve(base_url: str, target: Target, workload: WorkloadSource, key_env: str | None = None) -> Endpoint:
+    """The endpoint at `base_url` (the target's, or the server deployed for it): the model served, the key
+    to send and the vocabulary prompts are drawn from (the workload's tokenizer or vocab size, else the
+    server's)."""
+    key = read_api_key(target, key_env)
+    models = api.list_models(base_url, key)
     if not models:
-        raise TargetError(f"{target.base_url}/v1/models lists no model", "wait until the server has loaded it")
+        raise TargetError(f"{base_url}/v1/models lists no model", "wait until the server has loaded it")
     ids = [m.get("id") for m in models]
     if target.model is not None and target.model not in ids:
-        raise UsageError(f"model '{target.model}' is not served at {target.base_url}",
+        raise UsageError(f"model '{target.model}' is not served at {base_url}",
                          f"use one of: {', '.join(map(str, ids))}")
     entry = models[ids.index(target.model)] if target.model else models[0]
-    vocab = discover(target.base_url, models, tokenizer_path, vocab_size, key)
-    return ResolvedTarget(target.base_url.rstrip("/"), entry["id"], key, vocab, _max_len(entry),
-                          request_options(target))
-
-
-def request_options(target: Target) -> RequestOptions:
-    """The request shape the target's options ask for."""
-    return RequestOptions(target.final_usage_only, not target.no_min_tokens, dict(target.extra_body),
-                          target.new_connection_per_request)
+    vocab = discover(base_url, models, workload.tokenizer_path, workload.vocab_size, key)
+    return Endpoint(base_url.rstrip("/"), entry["id"], key, vocab, _max_len(entry))
 
 
 def check_context(workload, max_model_len: int | None) -> None:

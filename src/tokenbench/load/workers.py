@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing as mp
+import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.client.request import PreparedRequest
@@ -21,10 +23,13 @@ from tokenbench.client.transport import new_session, send
 from tokenbench.errors import UsageError
 from tokenbench.load import clock
 from tokenbench.load.arrivals import schedule
-from tokenbench.load.runner import CellRun, run_phase
+from tokenbench.load.runner import CellRun, Outlets, PhasePlan, Phases, run_phase
+from tokenbench.metrics.summary_groups import ClientHealth
 from tokenbench.spec.bench import Load
 
 START_DELAY_NS = 50_000_000   # workers start the measured phase 50 ms after the barrier opens
+POLL_S = 0.1                  # the parent collects results and progress this often
+STOP_POLL_S = 0.05            # a worker checks this often whether the parent called it off (Ctrl-C)
 
 
 def split_width(total: int | None, n: int, i: int) -> int | None:
@@ -60,18 +65,77 @@ class WorkerJob:
     offsets: list[int] | None = None      # open loop: this worker's share of the cell's schedule
     connect_in_ttft: bool = False
 
+    def warmup_plan(self) -> PhasePlan | None:
+        if not self.warmup or self.warmup_load is None:
+            return None
+        return PhasePlan("warmup", self.warmup_load, stoppable=True)
 
-async def _worker_async(job: WorkerJob, sync, progress) -> tuple[list, list, dict]:
-    async with new_session(job.timeout_s, job.connect_in_ttft) as session:
-        async def do_send(req, intended):
-            return await send(session, req, intended)
-        warm = []
-        if job.warmup and job.warmup_load is not None:
-            warm = (await run_phase(do_send, job.warmup, job.warmup_load, "warmup")).records
-        start_ns = await asyncio.get_running_loop().run_in_executor(None, sync.arrive_and_wait)
-        run = await run_phase(do_send, job.measure, job.load, "measure", seed=job.seed + job.worker,
-                              start_ns=start_ns, offsets=job.offsets, on_done=lambda: _bump(progress))
-    return reindex(warm, job), reindex(run.records, job), run.client_health
+    def measure_plan(self, start_ns: int) -> PhasePlan:
+        return PhasePlan("measure", self.load, self.seed + self.worker, self.offsets, start_ns, stoppable=True)
+
+
+@dataclass
+class WorkerPart:
+    """What one worker sends back when the cell ends: its records (indexed as in the cell), its health,
+    and whether it was called off (Ctrl-C) before its share was done."""
+
+    warmup: list[RequestRecord]
+    measured: list[RequestRecord]
+    health: ClientHealth
+    stopped: bool = False
+
+
+class _Watched:
+    """A worker's phases, each run as a task of its own so that the parent's call-off (Ctrl-C: the
+    workers ignore SIGINT, the parent tells them) stops the phase that runs, and no phase starts after."""
+
+    def __init__(self, stop) -> None:
+        self.stop = stop
+        self.task: asyncio.Future | None = None
+
+    async def run(self, phase: Coroutine[Any, Any, CellRun]) -> CellRun | None:
+        """The phase's run; None when the worker was called off before it began."""
+        if self.stop.is_set():
+            phase.close()
+            return None
+        self.task = asyncio.ensure_future(phase)
+        try:
+            return await self.task
+        finally:
+            self.task = None
+
+    async def watch(self) -> None:
+        while not self.stop.is_set():
+            await asyncio.sleep(STOP_POLL_S)
+        if self.task is not None:
+            self.task.cancel()
+
+
+async def _worker_async(job: WorkerJob, sync: StartLine, progress) -> WorkerPart:
+    watched = _Watched(sync.stop)
+    watching = asyncio.ensure_future(watched.watch())
+    try:
+        async with new_session(job.timeout_s, job.connect_in_ttft) as session:
+            return await _phases(job, sync, progress, watched, session)
+    finally:
+        watching.cancel()
+
+
+async def _phases(job: WorkerJob, sync: StartLine, progress, watched: _Watched, session) -> WorkerPart:
+    async def do_send(req, intended):
+        return await send(session, req, intended)
+    warm: CellRun | None = CellRun([], ClientHealth())
+    if (warm_plan := job.warmup_plan()) is not None:
+        warm = await watched.run(run_phase(do_send, job.warmup, warm_plan))
+    if warm is None or warm.stopped:
+        return WorkerPart(reindex(warm.records if warm else [], job), [], warm.client_health if warm else ClientHealth(),
+                          stopped=True)
+    start_ns = await asyncio.get_running_loop().run_in_executor(None, sync.arrive_and_wait)
+    run = await watched.run(run_phase(do_send, job.measure, job.measure_plan(start_ns),
+                                      Outlets(done=lambda: _bump(progress))))
+    if run is None:
+        return WorkerPart(reindex(warm.records, job), [], warm.client_health, stopped=True)
+    return WorkerPart(reindex(warm.records, job), reindex(run.records, job), run.client_health, run.stopped)
 
 
 def _bump(progress) -> None:
@@ -86,10 +150,12 @@ def reindex(records: list[RequestRecord], job: WorkerJob) -> list[RequestRecord]
 
 
 class StartLine:
-    """Workers arrive after warmup; the parent then sets one start instant and releases them all."""
+    """Workers arrive after warmup; the parent then sets one start instant and releases them all. A
+    call-off (Ctrl-C) stops every worker's running phase and releases those still waiting."""
 
     def __init__(self, ctx) -> None:
         self.ready, self.start, self.go = ctx.Value("i", 0), ctx.Value("q", 0), ctx.Event()
+        self.stop = ctx.Event()
 
     def arrive_and_wait(self) -> int:
         with self.ready.get_lock():
@@ -103,54 +169,62 @@ class StartLine:
             self.go.set()
         return self.go.is_set()
 
+    def call_off(self) -> None:
+        self.stop.set()
+        self.go.set()
+
 
 def _worker_main(job: WorkerJob, sync: StartLine, progress, results) -> None:
+    """A worker process. Ctrl-C at a terminal reaches the whole process group: a worker ignores it and
+    stops when the parent calls it off (so it returns what finished, and prints no traceback). SIGINT
+    arrives blocked (see `_start`), so none can land before it is ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     results.put((job.worker, clock.run(_worker_async(job, sync, progress))))
 
 
-def merge_health(parts: Sequence[dict]) -> dict:
+def _start(procs: list) -> None:
+    """Start the worker processes with SIGINT blocked, so they inherit it blocked (a Ctrl-C during their
+    start-up stays pending in this process and is handled here once the starts are done)."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        for p in procs:
+            p.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def merge_health(parts: Sequence[ClientHealth]) -> ClientHealth:
     """Worst loop lag of any worker; client CPU summed over workers (percent of one core) and the
-    busiest worker's."""
-    out = {}
-    for key in ("loop_lag_p50_ms", "loop_lag_p99_ms", "loop_lag_max_ms"):
-        vals = [p[key] for p in parts if p.get(key) is not None]
-        out[key] = max(vals) if vals else None
-    out["client_cpu_percent"] = sum(p.get("client_cpu_percent") or 0 for p in parts)
-    out["client_cpu_max_percent"] = max((p.get("client_cpu_percent") or 0 for p in parts), default=0)
-    out["client_workers"] = len(parts)
-    ran_out = [p["prepared_exhausted_s"] for p in parts if p.get("prepared_exhausted_s") is not None]
-    if ran_out:
-        out["prepared_exhausted_s"] = min(ran_out)
-    return out
+    busiest worker's; the earliest a worker ran out of prepared requests."""
+    return parts[0].merged(list(parts[1:]))
 
 
 def _deal(requests: Sequence[PreparedRequest], n: int, i: int) -> list[PreparedRequest]:
     return list(requests[i::n])
 
 
-def make_jobs(n: int, warmup: Sequence[PreparedRequest], warmup_load: Load | None,
-              measure: Sequence[PreparedRequest], load: Load, seed: int, timeout_s: float,
-              connect_in_ttft: bool = False) -> list[WorkerJob]:
+def make_jobs(n: int, phases: Phases, timeout_s: float, connect_in_ttft: bool = False) -> list[WorkerJob]:
     """Each worker's share: its slice of the load and the requests dealt to it (warmup only when every
-    worker gets at least one warmup request); open loop: its requests' instants of the one schedule."""
-    warm_loads = split_load(warmup_load, n) if warmup_load and len(warmup) >= n else [None] * n
+    worker gets at least one warmup request); open loop: its requests' instants of the one schedule.
+    `phases.measure` is a sequence here (dealt out before the cell)."""
+    warmup, measure, load, seed = phases.warmup, list(phases.measure), phases.load, phases.seed
+    warm_loads = split_load(phases.warmup_load, n) if phases.warmup_load and len(warmup) >= n else [None] * n
     whole = schedule(load, seed, len(measure)) if load.concurrency is None else None
     return [WorkerJob(i, n, _deal(warmup, n, i) if warm_loads[i] else [], warm_loads[i], _deal(measure, n, i),
                       part, seed, timeout_s, whole[i::n] if whole is not None else None, connect_in_ttft)
             for i, part in enumerate(split_load(load, n))]
 
 
-async def run_workers(n: int, warmup: Sequence[PreparedRequest], warmup_load: Load | None,
-                      measure: Sequence[PreparedRequest], load: Load, seed: int, timeout_s: float,
-                      on_done: Callable[[int], None] = lambda done: None,
-                      connect_in_ttft: bool = False) -> tuple[list, CellRun]:
+async def run_workers(jobs: list[WorkerJob], on_done: Callable[[int], None] = lambda done: None
+                      ) -> tuple[list, CellRun]:
+    """The jobs (make_jobs) in one spawned process each; their records once every process has finished.
+    A cancellation (Ctrl-C) calls the workers off: the run then holds what finished, `stopped` set."""
     ctx = mp.get_context("spawn")
     sync = StartLine(ctx)
     progress, results = ctx.Value("i", 0), ctx.Queue()
-    jobs = make_jobs(n, warmup, warmup_load, measure, load, seed, timeout_s, connect_in_ttft)
     procs = [ctx.Process(target=_worker_main, args=(j, sync, progress, results), daemon=True) for j in jobs]
-    for p in procs:
-        p.start()
+    _start(procs)
     try:
         parts = await _collect(procs, sync, results, progress, on_done)
     finally:
@@ -158,13 +232,14 @@ async def run_workers(n: int, warmup: Sequence[PreparedRequest], warmup_load: Lo
             if p.is_alive():
                 p.terminate()
             p.join(timeout=5)
-    warm = sorted((r for w, _, _ in parts for r in w), key=lambda r: r.index)
-    recs = sorted((r for _, m, _ in parts for r in m), key=lambda r: r.index)
-    return warm, CellRun(records=recs, client_health=merge_health([h for _, _, h in parts]))
+    warm = sorted((r for p in parts for r in p.warmup), key=lambda r: r.index)
+    recs = sorted((r for p in parts for r in p.measured), key=lambda r: r.index)
+    return warm, CellRun(records=recs, client_health=merge_health([p.health for p in parts]),
+                         stopped=any(p.stopped for p in parts))
 
 
-async def _collect(procs, sync: StartLine, results, progress, on_done) -> list:
-    got: dict[int, tuple] = {}
+async def _collect(procs, sync: StartLine, results, progress, on_done) -> list[WorkerPart]:
+    got: dict[int, WorkerPart] = {}
     last = -1
     while len(got) < len(procs):
         sync.release_when_all(len(procs))
@@ -178,5 +253,18 @@ async def _collect(procs, sync: StartLine, results, progress, on_done) -> list:
         if dead and len(got) < len(procs) and results.empty():
             raise UsageError(f"a client worker process died (exit code {dead[0].exitcode})",
                              "rerun with --debug, or with fewer --workers")
-        await asyncio.sleep(0.1)
+        await _pause(sync)
     return [got[i] for i in sorted(got)]
+
+
+async def _pause(sync: StartLine) -> None:
+    """The collection's poll interval. The first cancellation (Ctrl-C) calls the workers off and the
+    collection goes on: each sends back what finished."""
+    try:
+        await asyncio.sleep(POLL_S)
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if sync.stop.is_set() or task is None:
+            raise
+        task.uncancel()
+        sync.call_off()

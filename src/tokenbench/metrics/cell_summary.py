@@ -1,47 +1,241 @@
-"""A cell's summary as a typed model. The figures `vllm bench serve` reports carry vLLM's names and are
-typed fields; every other key of `summarize` (cache, images, steady state, client health, monitor
-annotations) is kept as an extra, so `to_dict()` gives back exactly the keys and values stored in the
-results database and the JSON results. Formulas: docs/metrics.md."""
+"""A cell's summary, typed: ONE class from the tally to the report. The figures `vllm bench serve`
+reports carry vLLM's names; the groups other stages add (client health, workload facts, monitor figures,
+server counters: metrics/summary_groups.py) and the verdict's marks are typed parts of it. `to_dict()` is the stored and
+JSON form (the keys given, flat, the names they have always had); `from_dict()` reads it back, keys of
+other tools' results (an imported p99.9, say) kept as they came. Formulas: docs/metrics.md."""
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from dataclasses import dataclass
+from typing import Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, create_model
+from pydantic import BaseModel, ConfigDict
 
-Number = int | float
-LATENCIES = ("ttft", "tpot", "itl", "e2el")
-STATISTICS = ("mean", "median", "std", "min", "max", "p50", "p90", "p95", "p99")
+from tokenbench.metrics.interruption import Interruption
+from tokenbench.metrics.summary_groups import (
+    ClientHealth,
+    Group,
+    MonitorFigures,
+    Number,
+    ServerCounters,
+    WorkloadFacts,
+)
+
+Latency = Literal["ttft", "tpot", "itl", "e2el", "ntpot", "queue", "ttfc", "connect"]
+Statistic = Literal["mean", "median", "std", "min", "max", "p50", "p90", "p95", "p99"]
+Rate = Literal["request_throughput", "output_throughput", "total_token_throughput", "request_goodput"]
+LATENCIES: tuple[Latency, ...] = ("ttft", "tpot", "itl", "e2el")           # vLLM's four
+STATISTICS: tuple[Statistic, ...] = ("mean", "median", "std", "min", "max", "p50", "p90", "p95", "p99")
+GROUPS: dict[str, type[Group]] = {"health": ClientHealth, "facts": WorkloadFacts, "monitor": MonitorFigures,
+                                  "counters": ServerCounters, "interruption": Interruption}
+RATES: tuple[Rate, ...] = ("output_throughput", "request_throughput", "request_goodput")
+KEY_OF_STAT: dict[str, Statistic] = {"mean": "mean", "p50": "median", "p90": "p90", "p99": "p99"}
 
 
-class _Figures(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True)
+class CellSummary(BaseModel):
+    """One cell's figures. Counts are numbers (a mean over repeats need not be whole)."""
 
-    concurrency: int | None = None           # the cell: closed loop
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    # the cell, as asked
+    concurrency: int | None = None           # closed loop
     request_rate: float | None = None        # open loop, requests/s
     max_concurrency: int | None = None
+    arrival: str | None = None               # open loop: poisson | gamma | constant | trace
     input_len: Number | None = None          # asked (datasets: the mean asked)
     output_len: Number | None = None
-    num_prompts: int = 0                     # measured requests
-    completed: int = 0
-    failed: int = 0
-    total_input_tokens: int = 0
-    total_output_tokens: int = 0
+    # counts of the measured requests (None: not told, as in some imported results)
+    num_prompts: Number | None = None
+    completed: Number | None = None
+    failed: Number | None = None
+    failed_by_kind: dict[str, Number] = {}
+    total_input_tokens: Number | None = None
+    total_output_tokens: Number | None = None
+    usage_source: dict[str, Number] = {}
+    count_source: dict[str, Number] = {}
+    length_mismatches: Number = 0
+    total_reasoning_tokens: Number = 0
+    reasoning_requests: Number = 0
+    zero_token_requests: Number = 0
+    # what the server told about caching, prompt lengths and images (when it told)
+    total_cached_tokens: Number | None = None
+    cache_hit_rate: float | None = None
+    cache_reported_requests: Number | None = None
+    prompt_tokens_disagreeing: Number | None = None
+    prompt_tokens_diff_mean: float | None = None
+    prompt_tokens_diff_max: Number | None = None
+    total_images: Number | None = None
+    total_image_bytes: Number | None = None
+    server_counted_images: Number | None = None
+    # rates over the measured window
     duration: float | None = None            # seconds
     request_throughput: float | None = None  # completed / duration
-    request_goodput: float | None = None     # requests meeting every SLO / duration
     output_throughput: float | None = None   # tokens/s
     total_token_throughput: float | None = None
+    achieved_concurrency: float | None = None
+    sustained_concurrency: float | None = None
+    request_goodput: float | None = None     # requests meeting every SLO / duration
+    goodput_fraction: float | None = None
+    # ttfc: time to the first answer (non-reasoning) token, ms
+    mean_ttfc_ms: float | None = None
+    median_ttfc_ms: float | None = None
+    std_ttfc_ms: float | None = None
+    min_ttfc_ms: float | None = None
+    max_ttfc_ms: float | None = None
+    p50_ttfc_ms: float | None = None
+    p90_ttfc_ms: float | None = None
+    p95_ttfc_ms: float | None = None
+    p99_ttfc_ms: float | None = None
+    new_connections: Number | None = None
+    # connect: set-up of new connections, ms
+    mean_connect_ms: float | None = None
+    median_connect_ms: float | None = None
+    std_connect_ms: float | None = None
+    min_connect_ms: float | None = None
+    max_connect_ms: float | None = None
+    p50_connect_ms: float | None = None
+    p90_connect_ms: float | None = None
+    p95_connect_ms: float | None = None
+    p99_connect_ms: float | None = None
+    # ttft: time to first token, ms
+    mean_ttft_ms: float | None = None
+    median_ttft_ms: float | None = None
+    std_ttft_ms: float | None = None
+    min_ttft_ms: float | None = None
+    max_ttft_ms: float | None = None
+    p50_ttft_ms: float | None = None
+    p90_ttft_ms: float | None = None
+    p95_ttft_ms: float | None = None
+    p99_ttft_ms: float | None = None
+    # tpot: time per output token after the first, ms
+    mean_tpot_ms: float | None = None
+    median_tpot_ms: float | None = None
+    std_tpot_ms: float | None = None
+    min_tpot_ms: float | None = None
+    max_tpot_ms: float | None = None
+    p50_tpot_ms: float | None = None
+    p90_tpot_ms: float | None = None
+    p95_tpot_ms: float | None = None
+    p99_tpot_ms: float | None = None
+    # itl: gaps between token-bearing chunks, ms
+    mean_itl_ms: float | None = None
+    median_itl_ms: float | None = None
+    std_itl_ms: float | None = None
+    min_itl_ms: float | None = None
+    max_itl_ms: float | None = None
+    p50_itl_ms: float | None = None
+    p90_itl_ms: float | None = None
+    p95_itl_ms: float | None = None
+    p99_itl_ms: float | None = None
+    # e2el: end-to-end latency, ms
+    mean_e2el_ms: float | None = None
+    median_e2el_ms: float | None = None
+    std_e2el_ms: float | None = None
+    min_e2el_ms: float | None = None
+    max_e2el_ms: float | None = None
+    p50_e2el_ms: float | None = None
+    p90_e2el_ms: float | None = None
+    p95_e2el_ms: float | None = None
+    p99_e2el_ms: float | None = None
+    # ntpot: E2EL / output tokens, ms
+    mean_ntpot_ms: float | None = None
+    median_ntpot_ms: float | None = None
+    std_ntpot_ms: float | None = None
+    min_ntpot_ms: float | None = None
+    max_ntpot_ms: float | None = None
+    p50_ntpot_ms: float | None = None
+    p90_ntpot_ms: float | None = None
+    p95_ntpot_ms: float | None = None
+    p99_ntpot_ms: float | None = None
+    # queue: sent late versus the schedule (client-side queueing), ms
+    mean_queue_ms: float | None = None
+    median_queue_ms: float | None = None
+    std_queue_ms: float | None = None
+    min_queue_ms: float | None = None
+    max_queue_ms: float | None = None
+    p50_queue_ms: float | None = None
+    p90_queue_ms: float | None = None
+    p95_queue_ms: float | None = None
+    p99_queue_ms: float | None = None
+    # steady state (closed loop: while the full concurrency was held)
+    steady_duration: float | None = None
+    steady_request_throughput: float | None = None
+    steady_output_throughput: float | None = None
+    steady_total_token_throughput: float | None = None
+    # added by other stages
+    health: ClientHealth | None = None
+    facts: WorkloadFacts | None = None
+    client_lag_tolerated: str | None = None  # the verdict: --allow-client-lag kept the cell ok despite this
+    server_unreachable: bool | None = None   # the verdict: the server went away (`--resume` runs it again)
+    monitor: MonitorFigures | None = None
+    counters: ServerCounters | None = None   # the server's counters over the measured phase (sweep/monitoring.py)
+    interruption: Interruption | None = None   # the user stopped the cell (Ctrl-C): how far it got
+    # other tools' results (`tokenbench import`)
+    source: str | None = None
+    notes: str | None = None
+    derived: list[str] | None = None          # figures tokenbench derived, with how
+    input_throughput: float | None = None
+    max_output_tokens_per_s: float | None = None
+    max_concurrent_requests: Number | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The stored form: the keys given, vLLM's names, same values."""
-        return self.model_dump(exclude_unset=True)
+        """The stored form: the keys given, flat, vLLM's names, the same values."""
+        out: dict[str, Any] = {}
+        given = self.model_fields_set
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if isinstance(value, Group):
+                out.update(value.flat())
+            elif name in given:
+                out[name] = value
+        return {**out, **(self.model_extra or {})}
+
+    @classmethod
+    def from_dict(cls, stored: dict[str, Any]) -> CellSummary:
+        """A stored (or fresh, or imported) summary; unknown keys are kept as they came."""
+        flat = dict(stored)
+        groups = {name: group.take(flat) for name, group in GROUPS.items()}
+        return cls.model_validate({**flat, **{k: v for k, v in groups.items() if v is not None}})
+
+    def stat(self, latency: Latency, statistic: Statistic) -> float | None:
+        """One latency statistic (`stat("ttft", "p99")` is `p99_ttft_ms`)."""
+        value = getattr(self, f"{statistic}_{latency}_ms")
+        return None if value is None else float(value)
+
+    def rate(self, name: Rate) -> float | None:
+        return getattr(self, name)
+
+    def with_(self, **groups: Any) -> CellSummary:
+        """A copy with groups or fields added (health=..., facts=..., monitor=..., counters=...)."""
+        return self.model_copy(update=groups)
 
 
-_STATS: dict[str, Any] = {f"{s}_{m}_ms": (float | None, None) for m in LATENCIES for s in STATISTICS}
-CellSummary = create_model("CellSummary", __base__=_Figures, __doc__=__doc__, **_STATS)
+@dataclass(frozen=True)
+class Metric:
+    """One headline figure of a cell: a latency statistic or a rate (docs/metrics.md)."""
+
+    name: Latency | Rate
+    stat: Literal["mean", "p50", "p90", "p99"] = "mean"     # "mean" for rates
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.name in RATES
+
+    @property
+    def key(self) -> str:
+        """The summary key of the same figure (vLLM names)."""
+        if self.name in RATES:
+            return self.name
+        return f"{KEY_OF_STAT[self.stat]}_{self.name}_ms"
+
+    def of(self, summary: CellSummary) -> float | None:
+        """The figure in a summary; None where it is missing or not a number (NaN)."""
+        if self.name in RATES:
+            return known(summary.rate(cast(Rate, self.name)))
+        return known(summary.stat(cast(Latency, self.name), KEY_OF_STAT[self.stat]))
 
 
-def typed(summary: dict[str, Any]) -> _Figures:
-    """The typed view of a stored or fresh summary dict (unknown keys kept as extras)."""
-    return CellSummary.model_validate(summary)
+def known(value: float | None) -> float | None:
+    """A figure as the report shows it: None for a missing one or NaN (nothing to show)."""
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value

@@ -12,6 +12,7 @@ import numpy as np
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.metrics import tally
+from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.spec.bench import SLO, Load
 
 
@@ -43,6 +44,6 @@ def _steady(ok: Sequence[RequestRecord], window: tuple[int, int] | None) -> dict
 
 
 def summarize(recs: Sequence[RequestRecord], load: Load, input_len: int, output_len: int,
-              slo: SLO | None = None) -> dict:
+              slo: SLO | None = None) -> CellSummary:
     """Summary of one cell's measured requests (warmup records must be filtered out by the caller)."""
     return tally_of(recs, slo).summary(load, input_len, output_len)

@@ -14,6 +14,7 @@ import numpy as np
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.metrics import request as rm
+from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.stats import describe
 from tokenbench.metrics.token_log import TokenLog
 from tokenbench.spec.bench import SLO, Load
@@ -98,7 +99,10 @@ class CellTally:
 
     # ---- the summary ----
 
-    def summary(self, load: Load, input_len: int, output_len: int) -> dict:
+    def summary(self, load: Load, input_len: int, output_len: int) -> CellSummary:
+        return CellSummary.model_validate(self._figures(load, input_len, output_len))
+
+    def _figures(self, load: Load, input_len: int, output_len: int) -> dict:
         out = _load_keys(load, input_len, output_len)
         out.update(self._counts())
         if not len(self):
@@ -106,16 +110,13 @@ class CellTally:
         out.update(self._extras())
         sent, end = self.all.np("sent"), self.all.np("end")
         dur = (int(end.max()) - int(self.all.np("intended").min())) / NS
-        n_ok = len(self.ok)
-        out["duration"] = dur
-        out["request_throughput"] = n_ok / dur
-        out["output_throughput"] = out["total_output_tokens"] / dur
-        out["total_token_throughput"] = (out["total_input_tokens"] + out["total_output_tokens"]) / dur
-        out["achieved_concurrency"] = int((end - sent).sum()) / NS / dur
-        out["sustained_concurrency"] = sustained_concurrency(sent, end, load)
+        tokens_in, tokens_out = int(self.ok.np("prompt").sum()), int(self.ok.np("out").sum())
+        out.update(duration=dur, request_throughput=len(self.ok) / dur, output_throughput=tokens_out / dur,
+                   total_token_throughput=(tokens_in + tokens_out) / dur,
+                   achieved_concurrency=int((end - sent).sum()) / NS / dur,
+                   sustained_concurrency=sustained_concurrency(sent, end, load))
         if self.slo is not None:
-            out["request_goodput"] = self.good / dur
-            out["goodput_fraction"] = self.good / len(self)
+            out.update(request_goodput=self.good / dur, goodput_fraction=self.good / len(self))
         out.update(self._latencies())
         out.update(self.steady(steady_window(sent, end, load)))
         return out
@@ -157,8 +158,8 @@ class CellTally:
         if (ttfc >= 0).any():
             out.update(describe((ttfc - sent)[ttfc >= 0] / MS, "ttfc"))
         connect = ok.np("connect")
-        out["new_connections"] = int((connect != 0).sum())
-        if out["new_connections"]:
+        out["new_connections"] = new = int((connect != 0).sum())
+        if new:
             out.update(describe(connect[connect != 0] / MS, "connect"))
         tpot = (e2el[multi] - ttft[multi]) / (outs[multi] - 1) / MS
         has_out = outs > 0

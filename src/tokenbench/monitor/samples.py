@@ -19,6 +19,7 @@ Raw engine metric names always contain a `:`; common names never do.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,7 +56,7 @@ def sample_from_dict(data: dict[str, Any]) -> Sample:
     )
 
 
-def make_samples(t_ns: int, source: str, values: dict[str, float | None],
+def make_samples(t_ns: int, source: str, values: Mapping[str, float | None],
                  labels: dict[str, str]) -> list[Sample]:
     """Samples for the known values of one reading; `None` (unknown) is left out, never made 0."""
     return [Sample(t_ns, source, name, float(value), dict(labels))

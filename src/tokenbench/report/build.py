@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from collections import Counter
 
+from tokenbench.judge.bottleneck import rooflines
+from tokenbench.judge.intervals import Book
+from tokenbench.judge.plausibility import ConfigCheck
+from tokenbench.judge.views import CellInfo, RunData
 from tokenbench.metrics import uncertainty as u
+from tokenbench.metrics.cell_summary import Metric
 from tokenbench.report import configcmp, interval_tables, marks, plots, sections
-from tokenbench.report.bottleneck import rooflines
-from tokenbench.report.document import Block, Bullets, Document, Para, Table, num, pct
+from tokenbench.report.document import Block, Cell, Document, Para, Table, num, pct
+from tokenbench.report.explain import plausibility_blocks
 from tokenbench.report.i18n import DEFINITIONS, t
-from tokenbench.report.intervals import Book
-from tokenbench.report.model import RunData
-from tokenbench.report.plausibility import ConfigCheck, Finding
+from tokenbench.store.rows import SampleRow
 
 TEXT_HEAD = 120      # characters of model output shown per sample request
 
@@ -40,9 +43,16 @@ def build_report(run: RunData, lang: str, checks: list[ConfigCheck], version: st
     doc.add(num_.sec(t(lang, "h.timeline")), *timeline(run, lang))
     if run.samples:
         doc.add(num_.sec(t(lang, "h.monitor")), *monitor(run, lang))
-    doc.add(num_.sec(t(lang, "h.definitions")), *definitions(lang))
+    doc.add(num_.sec(t(lang, "h.definitions")), *definitions(lang, sections.server_columns(run.cells)))
     doc.add(*_notes(run, lang), Para(t(lang, "note.rendered", version=version)))
     return doc
+
+
+def _drawn(run: RunData, cfg: str, pair: tuple[int, int], lang: str) -> list[Block]:
+    """The length distribution the pair's cells drew each request's lengths from (docs/workloads.md)."""
+    found = sorted({c.summary.facts.length_distribution for c in run.cells_of(cfg)
+                    if c.pair == pair and c.summary.facts and c.summary.facts.length_distribution})
+    return [Para(t(lang, "note.lengths_drawn", distribution="; ".join(found)))] if found else []
 
 
 def _scaling(run: RunData, lang: str, num_: sections.Numberer, roofs: dict, book: Book) -> list[Block]:
@@ -50,7 +60,7 @@ def _scaling(run: RunData, lang: str, num_: sections.Numberer, roofs: dict, book
     for cfg in run.config_names():
         for pair in run.pairs(cfg):
             out += [num_.sub(t(lang, "h.scaling_pair", config=cfg, input=pair[0], output=pair[1])),
-                    sections.scaling_table(run, cfg, pair, lang, roofs.get(cfg), book)]
+                    *_drawn(run, cfg, pair, lang), sections.scaling_table(run, cfg, pair, lang, roofs.get(cfg), book)]
     if sections.any_over(run):
         out.append(Para(t(lang, "note.over_capacity")))
     figs = plots.load_figures(run, lang)
@@ -85,40 +95,9 @@ def _configcmp(run: RunData, lang: str, num_: sections.Numberer, book: Book, min
     return out or [Para(t(lang, "note.no_common"))]
 
 
-# plausibility -------------------------------------------------------------------------------------
-def _why(f: Finding, lang: str) -> list[str]:
-    how = dict(f.why["how"])
-    fields = {**f.why, "how": t(lang, how.pop("key"), **how), "measured": num(f.measured),
-              "bound": num(f.bound), "times": f"{f.times:,.1f}"}
-    out = [t(lang, f"plaus.why.{f.check}", **fields)]
-    if f.note:
-        out.append(t(lang, "plaus.latency_note", **f.note))
-    return out
-
-
-def plausibility_blocks(checks: list[ConfigCheck], lang: str) -> list[Block]:
-    out: list[Block] = []
-    for chk in checks:
-        name = chk.config.name
-        if chk.roofline is None:
-            key, fields = chk.skipped
-            out.append(Para(t(lang, "plaus.skipped", config=name, reason=t(lang, key, **fields))))
-            continue
-        out.append(Para(t(lang, "plaus.bounds", **chk.roofline.fields(name))))
-        out += [Para(t(lang, key, **fields)) for key, fields in chk.roofline.extra()]
-        if not chk.findings:
-            out.append(Para(t(lang, "plaus.ok", config=name, n=chk.cells)))
-            continue
-        out.append(Para(t(lang, "plaus.flagged", config=name, n=len(chk.findings))))
-        head = [t(lang, k) for k in ("col.cell", "col.check", "col.measured", "col.bound", "col.times")]
-        out.append(Table(head, [[f.cell.label, t(lang, f"plaus.check.{f.check}"), num(f.measured), num(f.bound),
-                                 f"{f.times:,.1f}"] for f in chk.findings], role="plausibility", left=2))
-        out.append(Bullets([line for f in chk.findings for line in _why(f, lang)]))
-    return out
-
-
 # repeats -----------------------------------------------------------------------------------------
 NOISY_CV = 0.05     # a repeat CV above this is marked
+OUTPUT = Metric("output_throughput")
 
 
 def _cv(spread) -> str:
@@ -130,17 +109,18 @@ def _cv(spread) -> str:
 def repeatability(run: RunData, lang: str) -> list[Block]:
     head = [t(lang, k) for k in ("col.config", "col.cell", "col.repeats", "col.out_tps", "col.range_out_tps",
                                   "col.cv_out_tps", "col.cv_ttft", "col.cv_tpot")]
-    rows, used = [], []
+    rows: list[list[str | Cell]] = []
+    used: list[CellInfo] = []
     for cfg in run.config_names():
         for c in run.cells_of(cfg):
             if not c.repeats:
                 continue
             used.append(c)
-            out = c.spread("output_throughput")
+            out = c.spread(OUTPUT)
             rows.append([cfg, c.label, f"{len(c.measured())}/{len(c.repeats)}",
-                         marks.fig(c, num(c.get("output_throughput")), over=False),
+                         marks.fig(c, num(c.value(OUTPUT)), over=False),
                          f"{num(out.lo)} – {num(out.hi)}" if out else "-", _cv(out),
-                         _cv(c.spread("mean_ttft_ms")), _cv(c.spread("mean_tpot_ms"))])
+                         _cv(c.spread(Metric("ttft"))), _cv(c.spread(Metric("tpot")))])
     table = Table(head, rows, role="repeats", left=3, footnotes=marks.footnotes(used, lang))
     return [table, Para(t(lang, "note.repeats_cv", limit=pct(NOISY_CV, 0)))]
 
@@ -150,7 +130,7 @@ def failures(run: RunData, lang: str) -> list[Block]:
     rows = []
     for cfg in run.config_names():
         for c in run.cells_of(cfg):
-            for kind, n in sorted((c.summary.get("failed_by_kind") or {}).items()):
+            for kind, n in sorted(c.summary.failed_by_kind.items()):
                 rows.append([cfg, c.label, kind, num(n)])
     out: list[Block] = []
     if rows:
@@ -175,7 +155,7 @@ def _one_line(text: str) -> str:
 def timeline(run: RunData, lang: str) -> list[Block]:
     tl = run.timeline
     fig = plots.timeline_figure(tl, lang) if tl else None
-    if fig is None:
+    if tl is None or fig is None:
         return [Para(t(lang, "note.no_timeline"))]
     out: list[Block] = [Para(t(lang, "note.timeline_cell", cell=tl.cell.label, config=tl.cell.config)), fig]
     samples = [r for r in tl.requests if r.text][:3]
@@ -187,8 +167,8 @@ def timeline(run: RunData, lang: str) -> list[Block]:
     return out
 
 
-def _peak(samples: list[dict], name: str, scale: float = 1.0) -> float | None:
-    vals = [s["value"] * scale for s in samples if s["name"] == name]
+def _peak(samples: list[SampleRow], name: str, scale: float = 1.0) -> float | None:
+    vals = [s.value * scale for s in samples if s.name == name]
     return max(vals) if vals else None
 
 
@@ -211,8 +191,9 @@ def monitor(run: RunData, lang: str) -> list[Block]:
     return out
 
 
-def definitions(lang: str) -> list[Block]:
-    rows = [[t(lang, f"def.{k}"), t(lang, f"def.{k}.f")] for k in DEFINITIONS]
+def definitions(lang: str, extra: list[str] | None = None) -> list[Block]:
+    """Every metric's formula; `extra`: those of the server-counter columns the run shows."""
+    rows = [[t(lang, f"def.{k}"), t(lang, f"def.{k}.f")] for k in (*DEFINITIONS, *(extra or []))]
     table = Table([t(lang, "col.metric"), t(lang, "col.formula")], rows, left=2)
     return [table, Para(marks.legend(lang)), Para(t(lang, "note.definitions_source"))]
 
@@ -221,7 +202,7 @@ def _notes(run: RunData, lang: str) -> list[Block]:
     out: list[Block] = []
     if run.has_repeats():
         out.append(Para(t(lang, "note.repeats")))
-    derived = Counter(d for c in run.cells for d in c.summary.get("derived") or [])
+    derived = Counter(d for c in run.cells for d in c.summary.derived or [])
     if derived:
         out.append(Para(t(lang, "note.derived", what="; ".join(sorted(derived)))))
     return out

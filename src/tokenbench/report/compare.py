@@ -5,14 +5,14 @@ against the first column, and plots of every column on the same axes (report/com
 from __future__ import annotations
 
 from tokenbench.errors import MeasurementError, UsageError
-from tokenbench.metrics import uncertainty as u
+from tokenbench.judge import hardware, plausibility
+from tokenbench.judge.fairness import Column, Issue, check, common_cells
+from tokenbench.judge.intervals import Judging
+from tokenbench.judge.views import RunData, load_run
 from tokenbench.report import compare_tables as tables
-from tokenbench.report import hardware, plausibility
-from tokenbench.report.build import plausibility_blocks
 from tokenbench.report.document import Block, Bullets, Document, Para, Table, num
-from tokenbench.report.fairness import Column, Issue, check, common_cells
+from tokenbench.report.explain import issue_text, plausibility_blocks
 from tokenbench.report.i18n import t
-from tokenbench.report.model import RunData, load_run
 from tokenbench.report.sections import Numberer
 from tokenbench.store.db import Store
 
@@ -97,8 +97,8 @@ def differences(cols: list[Column], lang: str) -> list[Block]:
 
 
 def fairness_blocks(issues: list[Issue], lang: str) -> list[Block]:
-    differs = [i.text for i in issues if i.kind == "differs"]
-    unknown = [i.text for i in issues if i.kind == "unknown"]
+    differs = [issue_text(i, lang) for i in issues if i.kind == "differs"]
+    unknown = [issue_text(i, lang) for i in issues if i.kind == "unknown"]
     out: list[Block] = []
     if not differs and not unknown:
         out.append(Para(t(lang, "note.fair")))
@@ -110,14 +110,14 @@ def fairness_blocks(issues: list[Issue], lang: str) -> list[Block]:
 
 
 def build_compare(cols: list[Column], lang: str, issues: list[Issue], version: str,
-                  allow_not_ok: bool = False, min_effect: float = u.MIN_EFFECT) -> Document:
+                  judging: Judging = Judging()) -> Document:
     doc = Document(t(lang, "title.compare", runs=" vs ".join(c.label for c in cols)), lang)
     num_ = Numberer()
     doc.add(num_.sec(t(lang, "h.differs")), *differences(cols, lang))
     doc.add(num_.sec(t(lang, "h.fairness")), *fairness_blocks(issues, lang))
     if not common_cells(cols):
         doc.add(Para(t(lang, "note.no_common")))
-    doc.add(*tables.all_tables(cols, lang, num_, allow_not_ok, min_effect))
+    doc.add(*tables.all_tables(cols, lang, num_, judging))
     checks = [chk for col in cols for chk in plausibility.check_run(col.run)
               if chk.config.name == col.config.name]
     doc.add(num_.sec(t(lang, "h.plausibility")), *plausibility_blocks(checks, lang))
@@ -127,13 +127,14 @@ def build_compare(cols: list[Column], lang: str, issues: list[Issue], version: s
 
 def comparable(cols: list[Column]) -> list[tuple[tuple[int, int], float]]:
     """Common cells where every column's cell is ok."""
-    return [(p, x) for p, x in common_cells(cols) if all(col.cell(p, x).state.ok for col in cols)]
+    return [(p, x) for p, x in common_cells(cols) if all((c := col.cell(p, x)) is not None and c.state.ok
+                                                         for col in cols)]
 
 
 def enforce(issues: list[Issue]) -> None:
     """--strict: refuse a comparison whose effective workloads differ or cannot be verified."""
     if issues:
-        first = issues[0].text
+        first = issue_text(issues[0])
         more = f" (and {len(issues) - 1} more)" if len(issues) > 1 else ""
         raise MeasurementError(f"compare --strict refused: {first}{more}",
                                "compare runs of the same effective workload, or drop --strict to see the "
@@ -150,10 +151,10 @@ def enforce_comparable(cols: list[Column]) -> None:
 
 
 def compare(store: Store, selectors: list[str], lang: str, version: str, strict: bool = False,
-            allow_not_ok: bool = False, min_effect: float = u.MIN_EFFECT) -> tuple[Document, list[Issue]]:
+            judging: Judging = Judging()) -> tuple[Document, list[Issue]]:
     cols = select(store, selectors)
-    issues = check(cols, lang)
+    issues = check(cols)
     if strict:
         enforce(issues)
         enforce_comparable(cols)
-    return build_compare(cols, lang, issues, version, allow_not_ok, min_effect), issues
+    return build_compare(cols, lang, issues, version, judging), issues

@@ -4,16 +4,28 @@ and plots of every column on the same axes."""
 
 from __future__ import annotations
 
-from tokenbench.metrics import uncertainty as u
-from tokenbench.report import plausibility
+from dataclasses import dataclass
+
+from tokenbench.judge import plausibility
+from tokenbench.judge.fairness import Column, common_cells
+from tokenbench.judge.intervals import Book, Judging
+from tokenbench.metrics.cell_summary import Metric
 from tokenbench.report.document import Block, Cell, Figure, Para, Table, num
-from tokenbench.report.fairness import Column, common_cells
 from tokenbench.report.i18n import t
-from tokenbench.report.intervals import Book, Metric
 from tokenbench.report.marks import footnotes, ratio_cell
 from tokenbench.report.sections import Numberer
 from tokenbench.report.svg import Series, line_chart
 from tokenbench.report.verdicts import Side, figure, verdict_cell, verdict_table
+
+
+@dataclass(frozen=True)
+class _Compared:
+    """The columns being compared, their sides (book, roofline), the language and the judging."""
+
+    cols: list[Column]
+    ss: list[Side]
+    lang: str
+    judging: Judging
 
 
 def sides(cols: list[Column]) -> list[Side]:
@@ -30,8 +42,9 @@ def _pairs(cols: list[Column]) -> list[tuple[int, int]]:
     return sorted({c.pair for col in cols for c in col.cells()})
 
 
-def side_by_side(cols: list[Column], ss: list[Side], metric: Metric, digits: int, lang: str, pair: tuple[int, int],
-                 allow: bool = False, min_effect: float = u.MIN_EFFECT) -> Table | None:
+def side_by_side(view: _Compared, metric: Metric, digits: int, pair: tuple[int, int]) -> Table | None:
+    cols, ss, lang = view.cols, view.ss, view.lang
+    allow, min_effect = view.judging.allow_not_ok, view.judging.min_effect
     base = cols[0]
     head = [t(lang, "col.load"), *[c.label for c in cols]]
     for c in cols[1:]:
@@ -41,17 +54,18 @@ def side_by_side(cols: list[Column], ss: list[Side], metric: Metric, digits: int
     rows, used, names = [], [], {}
     for x in xs:
         cells = [col.cell(pair, x) for col in cols]
-        vals = [c.get(metric.key) if c else None for c in cells]
+        vals = [c.value(metric) if c else None for c in cells]
         if all(v is None for v in vals) and not any(c and not c.state.ok for c in cells):
             continue
         used += cells
         names.update({c.id: col.label for col, c in zip(cols, cells, strict=True) if c is not None})
         row: list = [next(c.load_label for c in cells if c)]
         row += [_shown(s, c, metric, digits) for s, c in zip(ss, cells, strict=True)]
-        for side, c, v in zip(ss[1:], cells[1:], vals[1:], strict=True):
-            row.append(ratio_cell(cells[0], c, vals[0], v, allow))
-            row.append(verdict_cell(ss[0], cells[0], side, c, metric, lang, min_effect)
-                       if cells[0] and c else "-")
+        for side, other, v in zip(ss[1:], cells[1:], vals[1:], strict=True):
+            row.append(ratio_cell(cells[0], other, vals[0], v, allow))
+            first = cells[0]
+            row.append(verdict_cell((ss[0], first), (side, other), metric, lang, min_effect)
+                       if first and other else "-")
         rows.append(row)
     return Table(head, rows, role="compare", footnotes=footnotes(used, lang, names)) if rows else None
 
@@ -79,9 +93,9 @@ def figures(cols: list[Column], lang: str) -> list[Figure]:
     """Every column on the same axes: output tok/s, p50 TTFT and p50 TPOT against the load."""
     closed = any(c.concurrency is not None for col in cols for c in col.cells())
     xl = t(lang, "axis.concurrency" if closed else "axis.rate")
-    specs = [("cmp-throughput", "plot.throughput", "axis.out_tps", "output_throughput"),
-             ("cmp-ttft", "plot.ttft_p50", "axis.ttft_median_ms", "median_ttft_ms"),
-             ("cmp-tpot", "plot.tpot_p50", "axis.tpot_median_ms", "median_tpot_ms")]
+    specs = [("cmp-throughput", "plot.throughput", "axis.out_tps", Metric("output_throughput")),
+             ("cmp-ttft", "plot.ttft_p50", "axis.ttft_median_ms", Metric("ttft", "p50")),
+             ("cmp-tpot", "plot.tpot_p50", "axis.tpot_median_ms", Metric("tpot", "p50"))]
     out = []
     for name, title, ylabel, key in specs:
         series = []
@@ -89,7 +103,7 @@ def figures(cols: list[Column], lang: str) -> list[Figure]:
             for pair in col.run.pairs(col.config.name):
                 s = Series(f"{col.label} {pair[0]}/{pair[1]}")
                 for c in col.cells():
-                    y = c.get(key)
+                    y = c.value(key)
                     if c.pair == pair and y is not None:
                         tip = f"{col.label} {c.label}{'' if c.state.ok else ' ' + c.state.mark}: {num(y)}"
                         (s.points if c.state.ok else s.hollow).append((c.x, y, tip))
@@ -101,8 +115,9 @@ def figures(cols: list[Column], lang: str) -> list[Figure]:
     return out
 
 
-def all_tables(cols: list[Column], lang: str, num_: Numberer, allow: bool, min_effect: float) -> list[Block]:
+def all_tables(cols: list[Column], lang: str, num_: Numberer, judging: Judging) -> list[Block]:
     ss = sides(cols)
+    view, min_effect = _Compared(cols, ss, lang, judging), judging.min_effect
     common = common_cells(cols)
 
     def verdicts(pair):
@@ -111,9 +126,9 @@ def all_tables(cols: list[Column], lang: str, num_: Numberer, allow: bool, min_e
     out: list[Block] = _section(cols, lang, num_, "h.cmp_verdicts", verdicts)
     out.append(Para(t(lang, "note.verdicts", floor=f"{100 * min_effect:g}%")))
     out += _section(cols, lang, num_, "h.cmp_requests", lambda p: side_by_side(
-        cols, ss, Metric("request_throughput", "mean"), 2, lang, p, allow, min_effect))
+        view, Metric("request_throughput", "mean"), 2, p))
     out += _section(cols, lang, num_, "h.cmp_output", lambda p: side_by_side(
-        cols, ss, Metric("output_throughput", "mean"), 1, lang, p, allow, min_effect))
+        view, Metric("output_throughput", "mean"), 1, p))
     figs = figures(cols, lang)
     if figs:
         out += [num_.sec(t(lang, "h.plots")), *figs]

@@ -3,12 +3,13 @@ verdict and its 95 % interval beside each ratio (report/verdicts.py)."""
 
 from __future__ import annotations
 
+from tokenbench.judge.intervals import Book
+from tokenbench.judge.views import CellInfo, RunData
 from tokenbench.metrics import uncertainty as u
-from tokenbench.report.document import Table, num
+from tokenbench.metrics.cell_summary import Metric
+from tokenbench.report.document import Cell, Table, num
 from tokenbench.report.i18n import t
-from tokenbench.report.intervals import Book, Metric
 from tokenbench.report.marks import fig, footnotes, ratio_cell
-from tokenbench.report.model import RunData
 from tokenbench.report.verdicts import Side, verdict_cell
 
 CMP_METRICS = (("col.out_tps", Metric("output_throughput", "mean"), 1), ("col.tpot_mean", Metric("tpot", "mean"), 2),
@@ -21,15 +22,16 @@ def config_pair_table(run: RunData, base: str, other: str, lang: str, book: Book
     head = [t(lang, "col.pair"), t(lang, "col.load"), t(lang, "col.metric"), base, other,
             t(lang, "col.ratio", other=other, base=base), t(lang, "col.verdict", other=other, base=base)]
     a_side, b_side = Side(base, book, base), Side(other, book, other)
-    rows, used = [], []
+    rows: list[list[str | Cell]] = []
+    used: list[CellInfo] = []
     for a in run.cells_of(base):
         b = run.cell_at(other, a.pair, a.x)
         if b is None:
             continue
         used += [a, b]
         for col, m, digits in CMP_METRICS:
-            va, vb = a.get(m.key), b.get(m.key)
+            va, vb = a.value(m), b.value(m)
             rows.append([f"{a.input_len}/{a.output_len}", a.load_label, t(lang, col), fig(a, num(va, digits)),
                          fig(b, num(vb, digits)), ratio_cell(a, b, va, vb, allow=False),
-                         verdict_cell(a_side, a, b_side, b, m, lang, min_effect)])
+                         verdict_cell((a_side, a), (b_side, b), m, lang, min_effect)])
     return Table(head, rows, role="configcmp", left=3, footnotes=footnotes(used, lang)) if rows else None

@@ -7,6 +7,7 @@ SVG string built by svg.py; markdown writes it to a file next to the report, HTM
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 OVER_MARK = "*"     # the Study-A marker for cells whose KV demand exceeds the server's capacity
@@ -31,7 +32,7 @@ class Bullets:
 @dataclass
 class Cell:
     """A table cell with its marks kept apart from the text, so every renderer can show them its own way
-    and tests can find them: `over` is the over-capacity `*`, `mark` the not-ok mark of report/status.py
+    and tests can find them: `over` is the over-capacity `*`, `mark` the not-ok mark of judge/status.py
     (`why` its kind, shown as a hover title in HTML). `interval` is the figure's 95 % interval, e.g.
     '[21.9, 22.5]' (with '◊' when unreliable): after the text in markdown and the terminal, on a line of its
     own under it in HTML (so a table of figures with intervals stays narrow)."""
@@ -55,7 +56,7 @@ class Cell:
 @dataclass
 class Table:
     headers: list[str]
-    rows: list[list[str | Cell]]
+    rows: Sequence[Sequence[str | Cell]]
     role: str = ""          # e.g. "matrix": lets tests and styles find a table
     left: int = 1           # leading columns aligned left (text); the rest are numbers
     footnotes: list[str] = field(default_factory=list)    # shown right under the table (why a mark)

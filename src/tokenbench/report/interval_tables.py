@@ -3,10 +3,11 @@ p50/p90/p99 each with its interval (throughputs: the rate with its interval)."""
 
 from __future__ import annotations
 
+from tokenbench.judge.intervals import STATS, Book
 from tokenbench.metrics import uncertainty as u
+from tokenbench.metrics.cell_summary import LATENCIES, RATES, Metric
 from tokenbench.report.document import Block, Para, Table
 from tokenbench.report.i18n import t
-from tokenbench.report.intervals import LATENCIES, RATES, STATS, Book, Metric
 from tokenbench.report.marks import footnotes
 from tokenbench.report.sections import Numberer
 from tokenbench.report.verdicts import UNRELIABLE, figure, unreliable_in
@@ -20,10 +21,10 @@ def _rows(book: Book, cfg: str, pair: tuple[int, int], lang: str) -> tuple[list[
             shown = [figure(book, c, Metric(name, s)) for s in STATS]
             unreliable = unreliable or unreliable_in(shown)
             rows.append([c.load_label, t(lang, f"vm.{name}"), *shown])
-        for name in RATES:
-            m = Metric(name, "mean")
-            if c.get(m.key) is not None:
-                rows.append([c.load_label, t(lang, f"vm.{name}"), figure(book, c, m), "", "", ""])
+        for rate in RATES:
+            m = Metric(rate, "mean")
+            if c.value(m) is not None:
+                rows.append([c.load_label, t(lang, f"vm.{rate}"), figure(book, c, m), "", "", ""])
     return rows, unreliable
 
 

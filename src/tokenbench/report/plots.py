@@ -2,27 +2,32 @@
 
 from __future__ import annotations
 
+from tokenbench.judge.views import CellInfo, RunData, Timeline
 from tokenbench.metrics import request as rm
+from tokenbench.metrics.cell_summary import Metric
 from tokenbench.report.document import Figure, num
 from tokenbench.report.i18n import t
-from tokenbench.report.model import CellInfo, RunData, Timeline
 from tokenbench.report.svg import Bar, Series, line_chart, timeline_chart
+from tokenbench.store.rows import SampleRow
+
+OUTPUT = Metric("output_throughput")
 
 
-def _series(run: RunData, ykey: str, xkey: str | None = None, band: tuple[str, str] | None = None) -> list[Series]:
-    """One series per (config, pair); x = the cell's load, or another summary key; `band`: the summary
-    keys of a shaded range drawn under the line (p90, p99) for ok cells."""
+def _series(run: RunData, ykey: Metric, xkey: Metric | None = None,
+            band: tuple[Metric, Metric] | None = None) -> list[Series]:
+    """One series per (config, pair); x = the cell's load, or another figure; `band`: the figures of a
+    shaded range drawn under the line (p90, p99) for ok cells."""
     many = len(run.config_names()) > 1
     out = []
     for cfg in run.config_names():
         for pair in run.pairs(cfg):
             s = Series(f"{cfg} {pair[0]}/{pair[1]}" if many else f"{pair[0]}/{pair[1]}")
             for c in run.cells_of(cfg):
-                x = c.x if xkey is None else c.get(xkey)
-                y = c.get(ykey)
+                x = c.x if xkey is None else c.value(xkey)
+                y = c.value(ykey)
                 if c.pair == pair and x is not None and y is not None:
                     (s.points if c.state.ok else s.hollow).append((x, y, _tip(c, ykey, y, xkey, x)))
-                    lo, hi = (c.get(band[0]), c.get(band[1])) if band else (None, None)
+                    lo, hi = (c.value(band[0]), c.value(band[1])) if band else (None, None)
                     if c.pair == pair and c.state.ok and lo is not None and hi is not None:
                         s.band.append((x, lo, hi))
             if s.points or s.hollow:
@@ -30,11 +35,11 @@ def _series(run: RunData, ykey: str, xkey: str | None = None, band: tuple[str, s
     return out
 
 
-def _tip(c: CellInfo, ykey: str, y: float, xkey: str | None, x: float) -> str:
+def _tip(c: CellInfo, ykey: Metric, y: float, xkey: Metric | None, x: float) -> str:
     state = c.state
     star = (" *" if c.over_capacity else "") + ("" if state.ok else f" {state.mark} {state.kind}")
-    xs = f", {xkey}={num(x)}" if xkey else ""
-    return f"{c.config} {c.label}{star}: {ykey}={num(y)}{xs}"
+    xs = f", {xkey.key}={num(x)}" if xkey else ""
+    return f"{c.config} {c.label}{star}: {ykey.key}={num(y)}{xs}"
 
 
 def _xlabel(run: RunData, lang: str) -> str:
@@ -49,16 +54,18 @@ def any_hollow(run: RunData) -> bool:
 
 def load_figures(run: RunData, lang: str) -> list[Figure]:
     xl = _xlabel(run, lang)
-    specs = [("throughput", "plot.throughput", "axis.out_tps", "output_throughput", None),
-             ("ttft", "plot.ttft_p50", "axis.ttft_p50_ms", "median_ttft_ms", ("p90_ttft_ms", "p99_ttft_ms")),
-             ("tpot", "plot.tpot_p50", "axis.tpot_p50_ms", "median_tpot_ms", ("p90_tpot_ms", "p99_tpot_ms"))]
+    specs = [("throughput", "plot.throughput", "axis.out_tps", OUTPUT, None),
+             ("ttft", "plot.ttft_p50", "axis.ttft_p50_ms", Metric("ttft", "p50"),
+              (Metric("ttft", "p90"), Metric("ttft", "p99"))),
+             ("tpot", "plot.tpot_p50", "axis.tpot_p50_ms", Metric("tpot", "p50"),
+              (Metric("tpot", "p90"), Metric("tpot", "p99")))]
     figs = []
     for name, title, ylabel, key, band in specs:
         svg = line_chart(t(lang, title), xl, t(lang, ylabel), _series(run, key, band=band), logx=True)
         if svg:
             figs.append(Figure(name, t(lang, title), svg))
     svg = line_chart(t(lang, "plot.latency_throughput"), t(lang, "axis.out_tps"), t(lang, "axis.tpot_ms"),
-                     _series(run, "mean_tpot_ms", "output_throughput"))
+                     _series(run, Metric("tpot"), OUTPUT))
     if svg:
         figs.append(Figure("latency-throughput", t(lang, "plot.latency_throughput"), svg))
     return figs
@@ -85,13 +92,13 @@ def timeline_figure(tl: Timeline, lang: str) -> Figure | None:
     return Figure("timeline", t(lang, "plot.timeline", cell=label), svg) if svg else None
 
 
-def monitor_figure(cell: CellInfo, samples: list[dict], lang: str) -> Figure | None:
-    t0 = min(s["t_ns"] for s in samples)
+def monitor_figure(cell: CellInfo, samples: list[SampleRow], lang: str) -> Figure | None:
+    t0 = min(s.t_ns for s in samples)
     series = []
     for name in ("running", "waiting", "kv_usage"):
         scale = 100.0 if name == "kv_usage" else 1.0
-        pts = [((s["t_ns"] - t0) / 1e9, s["value"] * scale, f"{name}={num(s['value'] * scale)}")
-               for s in samples if s["name"] == name]
+        pts = [((s.t_ns - t0) / 1e9, s.value * scale, f"{name}={num(s.value * scale)}")
+               for s in samples if s.name == name]
         if pts:
             series.append(Series(t(lang, f"series.{name}"), pts))
     label = f"{cell.config} {cell.label}"

@@ -5,15 +5,20 @@ Each function returns blocks; build.py puts them in order and numbers the headin
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from tokenbench.judge import hardware, plausibility
+from tokenbench.judge.bottleneck import label
+from tokenbench.judge.intervals import Book
+from tokenbench.judge.plausibility import Roofline
+from tokenbench.judge.views import CellInfo, ConfigInfo, RunData
 from tokenbench.metrics import uncertainty as u
-from tokenbench.report import hardware, plausibility
-from tokenbench.report.bottleneck import label
+from tokenbench.metrics.cell_summary import Metric, known
+from tokenbench.metrics.summary_groups import ServerCounters
+from tokenbench.report import explain
 from tokenbench.report.document import Block, Heading, Para, Table, num, pct
 from tokenbench.report.i18n import t
-from tokenbench.report.intervals import Book, Metric
 from tokenbench.report.marks import fig, footnotes
-from tokenbench.report.model import CellInfo, ConfigInfo, RunData
-from tokenbench.report.plausibility import Roofline
 from tokenbench.report.verdicts import UNRELIABLE, figure, unreliable_in
 
 BASELINE = (Metric("ttft", "mean"), Metric("tpot", "mean"), Metric("e2el", "mean"), Metric("output_throughput", "mean"))
@@ -113,20 +118,58 @@ def _kv_use(c: CellInfo) -> str:
 
 
 def bottleneck_text(run: RunData, c: CellInfo, roof: Roofline | None, lang: str) -> str:
-    lab = label(run, c, roof)
-    return f"{t(lang, f'bn.{lab.kind}')}: {lab.text(lang)}"
+    return explain.bottleneck_text(label(run, c, roof), lang)
 
 
 def _scaling_row(run: RunData, book: Book, c: CellInfo, goodput: bool, roof: Roofline | None, lang: str) -> list:
-    sent = c.get("num_prompts")
-    done = f"{num(c.get('completed'))}/{num(sent)}" if sent is not None else num(c.get("completed"))
+    s = c.summary
+    sent = s.interruption.planned if s.interruption is not None else s.num_prompts    # interrupted: of the planned
+    done = f"{num(s.completed)}/{num(sent)}" if sent is not None else num(s.completed)
     f = lambda name, stat="mean", digits=None: figure(book, c, Metric(name, stat), digits)   # noqa: E731
     row = [fig(c, c.load_label), fig(c, done, over=False), f("request_throughput", digits=2), f("output_throughput"),
-           fig(c, num(c.get("total_token_throughput")), over=False), f("ttft"), f("ttft", "p99"), f("tpot"),
+           fig(c, num(known(s.total_token_throughput)), over=False), f("ttft"), f("ttft", "p99"), f("tpot"),
            f("tpot", "p99"), f("e2el"), fig(c, _kv_use(c), over=False)]
     if goodput:
-        row += [f("request_goodput", digits=2), fig(c, pct(c.get("goodput_fraction")), over=False)]
+        row += [f("request_goodput", digits=2), fig(c, pct(known(s.goodput_fraction)), over=False)]
     return row + [fig(c, bottleneck_text(run, c, roof, lang), over=False)]
+
+
+def _counters(c: CellInfo) -> ServerCounters:
+    return c.summary.counters or ServerCounters()
+
+
+def _trace_reuse(c: CellInfo) -> float | None:
+    return c.summary.facts.trace_reuse_rate if c.summary.facts else None
+
+
+def _acceptance(c: CellInfo) -> str:
+    rate, length = _counters(c).spec_acceptance_rate, _counters(c).spec_mean_acceptance_length
+    return f"{pct(rate)}, {num(length, 2)}" if rate is not None or length is not None else "-"
+
+
+def _hits(c: CellInfo) -> str:
+    rate = c.summary.cache_hit_rate
+    return pct(rate) if rate or _trace_reuse(c) is not None else "-"
+
+
+# (i18n key, the cell's text): shown after TPOT where a cell has the figure (a hit rate: where one is above 0)
+SERVER_COLUMNS: tuple[tuple[str, Callable[[CellInfo], str]], ...] = (
+    ("spec_accept", _acceptance), ("cache_hit", _hits), ("trace_reuse", lambda c: pct(_trace_reuse(c))))
+
+
+def server_columns(cells: list[CellInfo]) -> list[str]:
+    """The server-counter columns (i18n keys after `col.`/`def.`) some of these cells have."""
+    return [key for key, text in SERVER_COLUMNS if any(text(c) != "-" for c in cells)]
+
+
+def _server_columns(head: list[str], rows: list[list], used: list[CellInfo], lang: str) -> None:
+    """After TPOT: speculative acceptance, prefix-cache hits, a trace's own reuse, where a cell has them."""
+    keys = server_columns(used)
+    shown = [(f"col.{key}", text) for key, text in SERVER_COLUMNS if key in keys]
+    at = head.index(t(lang, "col.tpot_p99")) + 1
+    head[at:at] = [t(lang, key) for key, _ in shown]
+    for row, c in zip(rows, used, strict=True):
+        row[at:at] = [fig(c, text(c), over=False) for _, text in shown]
 
 
 def scaling_table(run: RunData, cfg: str, pair: tuple[int, int], lang: str, roof: Roofline | None = None,
@@ -134,11 +177,12 @@ def scaling_table(run: RunData, cfg: str, pair: tuple[int, int], lang: str, roof
     """One row per load: the headline figures with their 95 % intervals, KV use, goodput, bottleneck."""
     book = book or Book(run)
     used = [c for c in run.cells_of(cfg) if c.pair == pair]
-    goodput = any(c.get("request_goodput") is not None for c in used)
+    goodput = any(known(c.summary.request_goodput) is not None for c in used)
     keys = ("col.load", "col.requests", "col.req_s", "col.out_tps", "col.total_tps", "col.ttft_mean", "col.ttft_p99",
             "col.tpot_mean", "col.tpot_p99", "col.e2e_mean", "col.kv_use")
     head = [t(lang, k) for k in keys] + ([t(lang, "col.goodput"), t(lang, "col.slo_attain")] if goodput else [])
     rows = [_scaling_row(run, book, c, goodput, roof, lang) for c in used]
+    _server_columns(head, rows, used, lang)
     head.append(t(lang, "col.bottleneck"))
     return Table(head, rows, role="scaling", footnotes=_notes(used, [x for r in rows for x in r], lang))
 
@@ -162,7 +206,7 @@ def matrix(run: RunData, cfg: str, lang: str) -> Table:
         row: list = [f"{pair[0]}/{pair[1]}"]
         for x in xs:
             c = run.cell_at(cfg, pair, x)
-            row.append(fig(c, num(c.get("output_throughput"))) if c else "-")
+            row.append(fig(c, num(known(c.summary.output_throughput))) if c else "-")
         if cap:
             row.append(num(cap // (pair[0] + pair[1])))
         rows.append(row)

@@ -84,7 +84,8 @@ class Frame:
         self.x0, self.x1 = self._t(self.xticks[0]), self._t(self.xticks[-1])
         self.yticks = linear_ticks(0, ymax if ymax > 0 else 1)
         self.y1 = self.yticks[-1]
-        self.pw, self.ph = W - LEFT - RIGHT, H - TOP - BOTTOM
+        self.pw: float = W - LEFT - RIGHT
+        self.ph: float = H - TOP - BOTTOM
 
     def _t(self, x: float) -> float:
         return math.log2(x) if self.logx else x
@@ -181,7 +182,7 @@ def timeline_chart(title: str, xlabel: str, ylabel: str, bars: list[Bar], legend
     bars = sorted(bars, key=lambda b: (b.sent, b.intended))
     row = max(1.0, min(18.0, 420 / len(bars)))
     height = int(TOP + BOTTOM + row * len(bars) + 10)
-    fr = Frame([0.0, max(b.end for b in bars)], 1.0, False, xmin=0)
+    fr = Frame([0.0, max(b.end for b in bars)], 1.0, False, xmin=0.0)
     fr.ph = row * len(bars)
     out = _open(title, height)
     base = f(TOP + fr.ph)

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tokenbench.judge import bottleneck
+from tokenbench.judge.intervals import Book, verdict
+from tokenbench.judge.plausibility import Roofline
+from tokenbench.judge.views import CellInfo
 from tokenbench.metrics import uncertainty as u
-from tokenbench.report import bottleneck
+from tokenbench.metrics.cell_summary import Metric, known
 from tokenbench.report.document import Cell, Table, missing, num
 from tokenbench.report.document import pct as pct_plain
+from tokenbench.report.explain import bottleneck_text
 from tokenbench.report.i18n import t
-from tokenbench.report.intervals import Book, Metric, verdict
 from tokenbench.report.marks import fig, footnotes
-from tokenbench.report.model import CellInfo
-from tokenbench.report.plausibility import Roofline
 
 UNRELIABLE = "◊"           # a p99 from fewer than 100 requests
 DIGITS = {"request_throughput": 2, "tpot": 2, "itl": 2}
@@ -64,7 +66,7 @@ def figure(book: Book, c: CellInfo | None, m: Metric, digits: int | None = None)
     digits = DIGITS.get(m.name, 1) if digits is None else digits
     iv = book.interval(c, m) if c.state.ok else None
     if iv is None:
-        return fig(c, num(c.get(m.key), digits), over=False)
+        return fig(c, num(c.value(m), digits), over=False)
     cell = fig(c, num(iv.value, digits), over=False)
     cell.interval = f"[{num(iv.lo, digits)}, {num(iv.hi, digits)}]" + (UNRELIABLE if iv.unreliable else "")
     return cell
@@ -76,7 +78,7 @@ def unreliable_in(cells) -> bool:
 
 
 def _has(book: Book, c: CellInfo, m: Metric) -> bool:
-    return not missing(c.get(m.key)) or (m.name == "request_goodput" and book.slo is not None)
+    return not missing(c.value(m)) or (m.name == "request_goodput" and book.slo is not None)
 
 
 def verdict_table(sides: list[Side], pair, xs: list, lang: str, min_effect: float = u.MIN_EFFECT,
@@ -88,8 +90,9 @@ def verdict_table(sides: list[Side], pair, xs: list, lang: str, min_effect: floa
     head += [t(lang, "col.verdict", other=s.label, base=base.label) for s in sides[1:]]
     rows, used, unreliable, names = [], [], False, {}
     for x in xs:
-        cells = [s.cell(pair, x) for s in sides]
-        if any(c is None for c in cells):
+        found = [s.cell(pair, x) for s in sides]
+        cells = [c for c in found if c is not None]
+        if len(cells) < len(found):
             continue
         used += cells
         names.update({c.id: s.label for s, c in zip(sides, cells, strict=True) if c is not None})
@@ -98,12 +101,12 @@ def verdict_table(sides: list[Side], pair, xs: list, lang: str, min_effect: floa
                 continue
             shown = [figure(s.book, c, m) for s, c in zip(sides, cells, strict=True)]
             unreliable = unreliable or unreliable_in(shown)
-            verdicts = [verdict_cell(base, cells[0], s, c, m, lang, min_effect)
+            verdicts = [verdict_cell((base, cells[0]), (s, c), m, lang, min_effect)
                         for s, c in zip(sides[1:], cells[1:], strict=True)]
             rows.append([cells[0].load_label, metric_name(m, lang), *shown, *verdicts])
-        if any(c.get("goodput_fraction") is not None for c in cells):
+        if any(known(c.summary.goodput_fraction) is not None for c in cells):
             rows.append([cells[0].load_label, t(lang, "col.slo_attain"),
-                         *[fig(c, pct_plain(c.get("goodput_fraction")), over=False) for c in cells],
+                         *[fig(c, pct_plain(known(c.summary.goodput_fraction)), over=False) for c in cells],
                          *[""] * (len(sides) - 1)])
         rows.append([cells[0].load_label, t(lang, "col.bottleneck"),
                      *[_bottleneck(s, c, lang) for s, c in zip(sides, cells, strict=True)], *[""] * (len(sides) - 1)])
@@ -112,8 +115,10 @@ def verdict_table(sides: list[Side], pair, xs: list, lang: str, min_effect: floa
     return Table(head, rows, role="verdicts", left=2, footnotes=notes) if rows else None
 
 
-def verdict_cell(a_side: Side, a: CellInfo, b_side: Side, b: CellInfo, m: Metric, lang: str,
-                  min_effect: float) -> Cell | str:
+def verdict_cell(base: tuple[Side, CellInfo], other: tuple[Side, CellInfo], m: Metric, lang: str,
+                 min_effect: float) -> Cell | str:
+    """The verdict of `other` against `base` (each a column's side and its cell) on metric `m`."""
+    (a_side, a), (b_side, b) = base, other
     worst = next((c.state for c in (a, b) if not c.state.ok), None)
     if worst is not None:
         return Cell(t(lang, "verdict.not_ok"), mark=worst.mark, why=worst.kind)
@@ -122,5 +127,4 @@ def verdict_cell(a_side: Side, a: CellInfo, b_side: Side, b: CellInfo, m: Metric
 
 
 def _bottleneck(side: Side, c: CellInfo, lang: str) -> Cell:
-    lab = bottleneck.label(side.book.run, c, side.roof)
-    return fig(c, f"{t(lang, f'bn.{lab.kind}')}: {lab.text(lang)}", over=False)
+    return fig(c, bottleneck_text(bottleneck.label(side.book.run, c, side.roof), lang), over=False)

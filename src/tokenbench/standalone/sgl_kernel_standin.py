@@ -62,7 +62,7 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def create_module(self, spec):
         module = types.ModuleType(spec.name, f"tokenbench stand-in for {spec.name}; every attribute raises")
-        module.__getattr__ = _module_getattr(spec.name)
+        module.__getattr__ = _module_getattr(spec.name)  # type: ignore[method-assign]  # PEP 562: a module's __getattr__
         _log("import", spec.name)
         return module
 

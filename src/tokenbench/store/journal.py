@@ -10,6 +10,7 @@ import json
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -20,6 +21,7 @@ from tokenbench.errors import OutputError, StoreError
 from tokenbench.store import outputs
 from tokenbench.store.db import Store
 from tokenbench.store.records import json_safe, to_dict
+from tokenbench.store.rows import CellRow
 
 
 class Journal:
@@ -32,40 +34,45 @@ class Journal:
         self.to_stdout = str(json_path) == outputs.STDOUT      # printed once, by write()
         self.resume_hint = resume_hint
         self.stored_keys: list[str] = []          # cells committed to the database by this process
-        self.doc.setdefault("cells", [])
+        self.cells: list[JsonCell] = []           # the JSON result's cells, in the order they were measured
 
     @property
     def wants_json(self) -> bool:
         return self.json_path is not None or self.to_stdout
 
-    def add(self, config_id: int | None, row: dict, records: Iterable[RequestRecord],
+    def add(self, config_id: int | None, row: CellRow, records: Iterable[RequestRecord],
             samples: Iterable[tuple] = (), config: str | None = None) -> None:
         """Store one finished cell everywhere; OutputError (after keeping it elsewhere) when a sink fails.
         `records` is read once per sink (a cell's spool reads them back from disk each time), and the JSON
         result keeps a reference to it, not the records, until it is written."""
-        db_error = self._to_db(config_id, row, records, samples)
-        entry = {**row, **({"config": config} if config else {}),
-                 "requests": _Measured(records) if self.wants_json or db_error else []}
-        self.doc["cells"].append(entry)
+        cell_id, db_error = self._to_db(config_id, row, records, samples)
+        stored = _Stored(self.store, cell_id) if self.store is not None and cell_id is not None else None
+        which = (config, row.key, row.repeat)
+        self.cells = [c for c in self.cells if c.cell != which]     # an interrupted cell, measured again
+        self.cells.append(JsonCell({**row.to_json(), **({"config": config} if config else {})},
+                                   _Measured(stored or records) if self.wants_json or db_error else None, which))
         json_error = self._write_json()
         if db_error or json_error:
-            self._fail(row["key"], db_error, json_error)
+            self._fail(row.key, db_error, json_error)
 
-    def _to_db(self, config_id, row, records, samples) -> StoreError | None:
-        if self.store is None or config_id is None:
-            return None
+    def _to_db(self, config_id: int | None, row: CellRow, records: Iterable[RequestRecord],
+               samples: Iterable[tuple]) -> tuple[int | None, StoreError | None]:
+        """The stored cell's id (its requests are then written to the JSON result as the store holds them,
+        in index order, as a resumed run writes them), or why the database refused it."""
+        if self.store is None or config_id is None or self.run_id is None:
+            return None, None
         try:
-            self.store.save_cell(self.run_id, config_id, row, records, samples)
+            cell_id = self.store.save_cell(self.run_id, config_id, row, records, samples)
         except StoreError as exc:
-            return exc
-        self.stored_keys.append(row["key"])
-        return None
+            return None, exc
+        self.stored_keys.append(row.key)
+        return cell_id, None
 
     def _write_json(self) -> OutputError | None:
         if self.json_path is None:
             return None
         try:
-            outputs.write_text(self.json_path, json_pieces(self.doc))
+            outputs.write_text(self.json_path, json_pieces(self.doc, self.cells))
         except OutputError as exc:
             return exc
         return None
@@ -74,21 +81,22 @@ class Journal:
         kept = []
         if db_error is None and self.store is not None:
             kept.append(f"cell {key} and earlier in {self.store.path} (run {self.run_id})")
-        elif self.stored_keys:
+        elif self.stored_keys and self.store is not None:
             kept.append(f"{len(self.stored_keys)} earlier cell(s) in {self.store.path} (run {self.run_id})")
         if json_error is None and self.json_path is not None:
             kept.append(f"cell {key} and earlier in {self.json_path}")
         elif db_error is not None:
             kept.append(self._recover(key))
         cause = db_error or json_error
-        self._mark_interrupted(cause.message)
-        raise OutputError(f"{cause.message}; kept: {'; '.join(kept)}",
+        why = cause.message if cause is not None else "an output failed"
+        self._mark_interrupted(why)
+        raise OutputError(f"{why}; kept: {'; '.join(kept)}",
                           f"free space or fix the path{self.resume_hint}") from None
 
     def _recover(self, key: str) -> str:
         name = f"tokenbench-recovery-{self.run_id or os.getpid()}.json"
         near = [p.parent / name for p in (self.json_path, self.store.path if self.store else None) if p]
-        where, _ = outputs.first_writable("".join(json_pieces(self.doc)),
+        where, _ = outputs.first_writable("".join(json_pieces(self.doc, self.cells)),
                                           [*near, Path.cwd() / name, Path(tempfile.gettempdir()) / name])
         return f"cell {key} and earlier in recovery file {where}" if where else f"cell {key} LOST (no disk took it)"
 
@@ -103,7 +111,7 @@ class Journal:
     def write(self) -> None:
         """Rewrite the JSON result (e.g. with final facts); OutputError when it cannot be written."""
         if self.to_stdout:
-            outputs.write_text(outputs.STDOUT, [*json_pieces(self.doc), "\n"])
+            outputs.write_text(outputs.STDOUT, [*json_pieces(self.doc, self.cells), "\n"])
         err = self._write_json()
         if err:
             where = (f"the cells are in {self.store.path} (run {self.run_id})" if self.store
@@ -115,10 +123,9 @@ class Journal:
         if self.store is None or self.run_id is None or self.json_path is None:
             return
         for c in self.store.cells(self.run_id):
-            row = {k: c[k] for k in ("key", "repeat", "input_len", "output_len", "concurrency", "request_rate",
-                                     "status", "message", "kv_demand", "kv_capacity", "over_capacity", "summary")}
-            self.doc["cells"].append({**row, "config": c["config_name"],
-                                      "requests": _Measured(_Stored(self.store, c["id"]))})
+            if c.id is not None:
+                self.cells.append(JsonCell({**c.to_json(), "config": c.config},
+                                           _Measured(_Stored(self.store, c.id)), (c.config, c.key, c.repeat)))
 
     def locations(self) -> list[str]:
         out = []
@@ -183,18 +190,24 @@ class _Stored:
 _encode = msgspec.json.Encoder().encode      # a request's JSON (non-finite floats as null, as json_safe)
 
 
-def json_pieces(doc: dict) -> Iterator[str]:
+@dataclass
+class JsonCell:
+    """One cell of the JSON result: its row (CellRow.to_json(), with its config) and its requests."""
+
+    fields: dict
+    requests: _Measured | None = None       # None: written without its requests (no JSON asked)
+
+    cell: tuple[str | None, str, int] | None = None     # (config, key, repeat): a cell measured again replaces it
+
+
+def json_pieces(doc: dict, cells: list[JsonCell]) -> Iterator[str]:
     """The JSON result in pieces: the run's facts, then each cell with its requests one per line."""
-    head = json.dumps(json_safe({k: v for k, v in doc.items() if k != "cells"}), indent=1)
+    head = json.dumps(json_safe(doc), indent=1)
     yield (head[:-2] + ",\n" if head != "{}" else "{\n") + ' "cells": ['
-    for n, cell in enumerate(doc.get("cells", [])):
-        rest = json.dumps(json_safe({k: v for k, v in cell.items() if k != "requests"}))
+    for n, cell in enumerate(cells):
+        rest = json.dumps(json_safe(cell.fields))
         yield ("," if n else "") + "\n  " + rest[:-1] + ', "requests": ['
-        requests = cell.get("requests", [])
-        if isinstance(requests, _Measured):
-            yield from requests.pieces()
-        else:
-            for m, r in enumerate(requests):
-                yield ("," if m else "") + "\n   " + _encode(r).decode()
+        if cell.requests is not None:
+            yield from cell.requests.pieces()
         yield "]}"
     yield "\n ]\n}"

@@ -4,8 +4,11 @@ marked "running" whose owner is gone (or whose pid now belongs to a later proces
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import psutil
+
+from tokenbench.store.rows import RunRow
 
 START_TOLERANCE_S = 1.0     # psutil's create_time is rounded differently across calls on some kernels
 
@@ -29,10 +32,9 @@ def alive(pid: int | None, started: float | None) -> bool:
         return False
 
 
-def shown_status(row: dict) -> dict:
-    """The row with status "interrupted" (and why) when it says running but its owner is gone."""
-    if row.get("status") == "running" and not alive(row.get("owner_pid"), row.get("owner_started")):
-        row["status"] = "interrupted"
-        why = f"its process (pid {row.get('owner_pid')}) ended without finishing"
-        row["message"] = f"{why}; {row['message']}" if row.get("message") else why
-    return row
+def shown_status(run: RunRow) -> RunRow:
+    """The run with status "interrupted" (and why) when it says running but its owner is gone."""
+    if run.status != "running" or alive(run.owner_pid, run.owner_started):
+        return run
+    why = f"its process (pid {run.owner_pid}) ended without finishing"
+    return replace(run, status="interrupted", message=f"{why}; {run.message}" if run.message else why)

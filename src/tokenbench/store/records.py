@@ -1,62 +1,98 @@
-"""RequestRecord <-> database row, without pickles."""
+"""RequestRecord <-> database row and <-> JSON result, without pickles, from ONE table derived from the
+record's own fields: a field added to RequestRecord is stored and read back without touching this file
+(its column comes with a schema migration, store/schema.py; a test fails until it does).
+
+Each field is stored under its own name and value, except:
+- times of the request's chunks are kept relative to its send (`token_times_ns` -> `token_offsets`,
+  `first_content_ns` -> `first_content_offset_ns`), so they stay small and read the same on any clock;
+- lists are JSON text in the database (`..._json` columns);
+- `index` is the column `idx`.
+The JSON result (and `export`) writes every field but the generated text and the worker number."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 
 from tokenbench.client.records import RequestRecord
 
-REQUEST_COLUMNS = ("cell_id", "phase", "idx", "input_len", "output_len", "intended_ns", "sent_ns", "end_ns",
-                   "status", "prompt_tokens", "completion_tokens", "cached_tokens", "usage_source",
-                   "finish_reason", "error_kind", "error_detail", "length_error", "token_offsets_json",
-                   "token_counts_json", "text", "worker")
-
-
 _encode = msgspec.json.Encoder().encode
 _ints = msgspec.json.decode          # what json.loads gives for these lists of ints, faster
 
+OFFSETS = {"token_times_ns": "token_offsets_ns", "first_content_ns": "first_content_offset_ns"}
+COLUMN_NAMES = {"index": "idx", "token_times_ns": "token_offsets_json", "token_counts": "token_counts_json"}
+NOT_IN_JSON = ("text", "worker")
 
-def _json(values: list[int]) -> str:
-    return _encode(values).decode()
+
+@dataclass(frozen=True)
+class Field:
+    """One RequestRecord field: its column, its JSON key (None: not written there), and how its value
+    is written (`put`) and read back (`take`, given the value and the record's send time)."""
+
+    name: str
+    column: str
+    key: str | None
+    put: Callable[[Any, int], Any]
+    take: Callable[[Any, int], Any]
+
+
+def _same(v: Any, sent: int) -> Any:
+    return v
+
+
+def _offset(v: int | None, sent: int) -> int | None:
+    return None if v is None else v - sent
+
+
+def _absolute(v: int | None, sent: int) -> int | None:
+    return None if v is None else v + sent
+
+
+def _flag(v: Any, sent: int) -> bool:
+    return bool(v)
+
+
+def _field(f: dataclasses.Field) -> Field:
+    relative = OFFSETS.get(f.name)
+    column = COLUMN_NAMES.get(f.name, relative or f.name)
+    key = None if f.name in NOT_IN_JSON else relative or f.name
+    if f.name == "token_times_ns":
+        return Field(f.name, column, key, lambda v, s: [t - s for t in v], lambda v, s: [s + o for o in v])
+    if relative:
+        return Field(f.name, column, key, _offset, _absolute)
+    return Field(f.name, column, key, _same, _flag if f.type in ("bool", bool) else _same)
+
+
+FIELDS = tuple(_field(f) for f in dataclasses.fields(RequestRecord))
+REQUEST_COLUMNS = ("cell_id", *(f.column for f in FIELDS))
+_LISTS = {f.column for f in FIELDS if f.column.endswith("_json")}
 
 
 def to_row(cell_id: int, r: RequestRecord) -> tuple:
-    offsets = [t - r.sent_ns for t in r.token_times_ns]
-    return (cell_id, r.phase, r.index, r.input_len, r.output_len, r.intended_ns, r.sent_ns, r.end_ns,
-            r.status, r.prompt_tokens, r.completion_tokens, r.cached_tokens, r.usage_source, r.finish_reason,
-            r.error_kind, r.error_detail, r.length_error, _json(offsets), _json(r.token_counts),
-            r.text, r.worker)
+    values = (f.put(getattr(r, f.name), r.sent_ns) for f in FIELDS)
+    return (cell_id, *(_encode(v).decode() if f.column in _LISTS else v for f, v in zip(FIELDS, values, strict=True)))
 
 
 def from_row(row: dict) -> RequestRecord:
     sent = row["sent_ns"]
-    return RequestRecord(
-        index=row["idx"], phase=row["phase"], input_len=row["input_len"], output_len=row["output_len"],
-        intended_ns=row["intended_ns"], sent_ns=sent, end_ns=row["end_ns"], status=row["status"],
-        token_times_ns=[sent + o for o in _ints(row["token_offsets_json"])],
-        token_counts=_ints(row["token_counts_json"]), prompt_tokens=row["prompt_tokens"],
-        completion_tokens=row["completion_tokens"], cached_tokens=row["cached_tokens"],
-        usage_source=row["usage_source"], finish_reason=row["finish_reason"], error_kind=row["error_kind"],
-        error_detail=row["error_detail"], length_error=row["length_error"], text=row["text"], worker=row["worker"],
-    )
+    return RequestRecord(**{f.name: f.take(_ints(row[f.column]) if f.column in _LISTS else row[f.column], sent)
+                            for f in FIELDS})
 
 
 def to_dict(r: RequestRecord) -> dict:
-    """JSON form for result files: times relative to the request's send, in ns."""
-    return {
-        "index": r.index, "phase": r.phase, "input_len": r.input_len, "output_len": r.output_len,
-        "intended_ns": r.intended_ns, "sent_ns": r.sent_ns, "end_ns": r.end_ns, "status": r.status,
-        "token_offsets_ns": [t - r.sent_ns for t in r.token_times_ns], "token_counts": r.token_counts,
-        "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
-        "cached_tokens": r.cached_tokens, "usage_source": r.usage_source, "finish_reason": r.finish_reason,
-        "error_kind": r.error_kind, "error_detail": r.error_detail, "length_error": r.length_error,
-        "images": r.images, "image_bytes": r.image_bytes, "image_count": r.image_count,
-        "first_content_offset_ns": r.ttfc_ns, "reasoning_tokens": r.reasoning_tokens,
-        "count_source": r.count_source, "connect_ns": r.connect_ns, "connect_in_ttft": r.connect_in_ttft,
-        "expected_prompt_tokens": r.expected_prompt_tokens,
-    }
+    """JSON form for result files: times of chunks relative to the request's send, in ns."""
+    return {f.key: f.put(getattr(r, f.name), r.sent_ns) for f in FIELDS if f.key is not None}
+
+
+def from_dict(d: dict) -> RequestRecord:
+    """The inverse of `to_dict` (the text and worker number are not in the JSON result)."""
+    sent = d["sent_ns"]
+    return RequestRecord(**{f.name: f.take(d[f.key], sent) for f in FIELDS if f.key is not None})
 
 
 def json_safe(obj):

@@ -235,8 +235,10 @@ def round_order(names: Sequence[str], run: int) -> list[str]:
 
 
 def run_tokenbench(cell: Cell, out: Path, variant: Variant = DEFAULT) -> dict:
-    outcome = study.measure(study_spec(cell, variant), str(out / f"tokenbench-{variant.name}-{cell.tag}.json"))
-    return outcome.cells[0]["summary"]
+    outcome = study.measure(study_spec(cell, variant), str(out / f"tokenbench-{variant.name}-{cell.tag}.json"),
+                            records=False)
+    study.check(outcome, "bench")
+    return outcome.cells[0].summary.to_dict()       # vLLM's names, as the peers' results use them
 
 
 def compare(conc: int, ours: Sequence[Mapping], theirs: Sequence[Mapping]) -> list[Row]:

@@ -1,6 +1,6 @@
 """AISBench (`ais-bench-benchmark` on PyPI, Huawei's benchmark for MindIE and vLLM-Ascend services) as a
 peer of `tokenbench agree`: one perf-mode run per cell, configured by two files it is pointed at
-(`--config-dir`), its outputs read back with report/import_aisbench.py.
+(`--config-dir`), its outputs read back with formats/aisbench.py.
 
 The workload tokenbench sends, as far as AISBench can ask for it: the synthetic `tokenid` dataset
 (`input_len` random token ids per prompt, decoded to text: the server re-tokenizes them), `max_out_len`
@@ -13,15 +13,15 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tokenbench.report import import_aisbench
+from tokenbench.formats import aisbench as import_aisbench
 from tokenbench.userdirs import cache_root
 
 NAME = "aisbench"
 ABBR = "tb-agree"                 # AISBench's model abbr: the performances/<abbr>/ folder
 DATASET = "synthetic"             # the dataset abbr: <dataset>.csv
-INSTALL = ("python3.11 -m venv ~/.cache/tokenbench/aisbench-venv && ~/.cache/tokenbench/aisbench-venv/bin/pip "
-           "install ais-bench-benchmark==3.1.20260630 && ~/.cache/tokenbench/aisbench-venv/bin/pip install "
-           "pyarrow==21.0.0")
+# where venv_python() looks: the tokenbench cache ($TOKENBENCH_CACHE, else $XDG_CACHE_HOME/tokenbench)
+INSTALL = ('V="${TOKENBENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tokenbench}/aisbench-venv"; python3.11 -m venv '
+           '"$V" && $V/bin/pip install ais-bench-benchmark==3.1.20260630 && $V/bin/pip install pyarrow==21.0.0')
 SETUP_HINT = f"install AISBench: {INSTALL}"
 
 MODEL_CFG = """from ais_bench.benchmark.models import VLLMCustomAPI

@@ -44,7 +44,7 @@ def values(rounds: Rounds, arm: str, key: str) -> list[float | None]:
 
 def mean(xs: Sequence[float | None]) -> float | None:
     """None when any round lacks the figure: a missing value is never averaged away."""
-    return None if not xs or any(x is None for x in xs) else sum(xs) / len(xs)  # type: ignore[arg-type,misc]
+    return None if not xs or any(x is None for x in xs) else sum(xs) / len(xs)  # type: ignore[arg-type]
 
 
 def spread(xs: Sequence[float | None]) -> float | None:

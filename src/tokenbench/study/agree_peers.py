@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tokenbench.errors import MeasurementError, UsageError
+from tokenbench.formats.importers import SGLANG_RENAME
 from tokenbench.local_engines import sglang_cpu, vllm_cpu
-from tokenbench.report.importers import SGLANG_RENAME
 from tokenbench.study import agree_aisbench
 
 

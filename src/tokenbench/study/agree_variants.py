@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tokenbench.spec.sweep import SweepSpec
+from tokenbench.spec.study import StudySpec
 from tokenbench.study.agree_peers import Cell
 
 
@@ -68,8 +68,8 @@ def study_data(cell: Cell, variant: Variant = DEFAULT) -> dict:
     return data
 
 
-def study_spec(cell: Cell, variant: Variant = DEFAULT) -> SweepSpec:
-    return SweepSpec.model_validate(study_data(cell, variant))
+def study_spec(cell: Cell, variant: Variant = DEFAULT) -> StudySpec:
+    return StudySpec.model_validate(study_data(cell, variant))
 
 
 def _flag(key: str, value: Any) -> list[str]:

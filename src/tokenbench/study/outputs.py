@@ -1,6 +1,6 @@
 """Result files a study writes besides the database and tokenbench's own JSON result (that one is the
 runner's journal, store/journal.py): vLLM-compatible result files (`--save-result`), one per cell,
-each written atomically (store/outputs.py)."""
+each written atomically (store/outputs.py), and SGLang's JSONL (`--output-file`), a line appended per cell."""
 
 from __future__ import annotations
 
@@ -8,27 +8,32 @@ import json
 from pathlib import Path
 
 from tokenbench.load.cell import CellResult
-from tokenbench.load.target import ResolvedTarget
-from tokenbench.spec.sweep import SweepSpec
+from tokenbench.load.target import Endpoint
+from tokenbench.spec.study import StudySpec
 from tokenbench.store import outputs
 from tokenbench.store.records import json_safe
+from tokenbench.store.rows import CellRow
+from tokenbench.study.sglang_result import SglangMeta, sglang_result
 from tokenbench.study.vllm_result import CellMeta, VllmOptions, result_path, vllm_result
 from tokenbench.sweep.plan import PlannedCell
 
 
 class VllmResults:
-    """`--save-result`: each cell as the JSON file `vllm bench serve` would have written for it."""
+    """`--save-result`: each cell as the JSON file `vllm bench serve` would have written for it (it lists
+    every request's figures, so the cells keep their records in memory)."""
 
-    def __init__(self, spec: SweepSpec, opts: VllmOptions, cells: int) -> None:
+    needs_records = True
+
+    def __init__(self, spec: StudySpec, opts: VllmOptions, cells: int) -> None:
         self.spec, self.opts, self.cells = spec, opts, cells
         self.meta: CellMeta | None = None
         self.written: list[Path] = []
 
-    def target_ready(self, target: ResolvedTarget, facts: dict) -> None:
-        self.meta = CellMeta(label=self.spec.name, model=target.model,
-                             tokenizer=self.spec.workload.tokenizer_path or target.model, api=self.spec.api)
+    def target_ready(self, endpoint: Endpoint, facts: dict) -> None:
+        self.meta = CellMeta(label=self.spec.name, model=endpoint.model,
+                             tokenizer=self.spec.workload.tokenizer_path or endpoint.model, api=self.spec.api)
 
-    def cell_stored(self, cell: PlannedCell, row: dict, result: CellResult) -> None:
+    def cell_stored(self, cell: PlannedCell, row: CellRow, result: CellResult) -> None:
         assert self.meta is not None, "target_ready comes before the first cell"
         doc = vllm_result(result, self.meta, self.opts)
         path = result_path(doc, self.opts, len(self.written), self.cells)
@@ -40,3 +45,28 @@ class VllmResults:
 
     def locations(self) -> list[str]:
         return [f"wrote {p} (vllm bench serve format)" for p in self.written]
+
+
+class SglangResults:
+    """`--output-file`: each cell appended as one line of SGLang's bench_serving JSONL, as SGLang appends
+    one line per run (it lists per-request figures with --output-details, so cells keep their records)."""
+
+    needs_records = True
+
+    def __init__(self, spec: StudySpec, path: str, details: bool, backend: str | None) -> None:
+        self.path, self.lines = Path(path), 0
+        api_backend = "sglang-oai-chat" if spec.api == "chat" else "sglang-oai"
+        self.meta = SglangMeta(spec.name, backend or api_backend, spec.slo, details)
+
+    def target_ready(self, endpoint: Endpoint, facts: dict) -> None:
+        return None
+
+    def cell_stored(self, cell: PlannedCell, row: CellRow, result: CellResult) -> None:
+        outputs.append_line(self.path, json.dumps(sglang_result(result, self.meta)), "--output-file")
+        self.lines += 1
+
+    def finish(self, status: str) -> None:
+        return None
+
+    def locations(self) -> list[str]:
+        return [f"appended {self.lines} line(s) to {self.path} (sglang.bench_serving JSONL)"] if self.lines else []

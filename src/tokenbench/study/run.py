@@ -2,11 +2,13 @@
 yet stored on each server config (relaunching a server tokenbench owns), keep the run's status.
 
 A benchmark is a study with one server configuration and no relaunch; a sweep is a study over
-several. `bench`, `sweep`, `demo` and `agree` all run through `start` + `execute`, so resume,
-storage and the result files behave the same everywhere."""
+several. `bench`, `sweep`, `demo`, `calibrate` and `agree` all run through `start` + `execute` (or
+`measure`, which is both over a temporary database), so resume, storage and the result files behave the
+same everywhere, and every cell is run by the one runner (sweep/run.StudyRunner)."""
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -15,44 +17,61 @@ from typing import Protocol
 
 from tokenbench import __version__
 from tokenbench.deploy import address
-from tokenbench.errors import DeployError, MeasurementError, SpecError, TargetError, UsageError
+from tokenbench.errors import DeployError, Interrupted, MeasurementError, SpecError, TargetError, UsageError
 from tokenbench.host import environment
-from tokenbench.load.cell import CellResult
-from tokenbench.load.target import ResolvedTarget
+from tokenbench.load.cell import CellResult, how_far
+from tokenbench.load.target import Endpoint
 from tokenbench.spec.loader import load_model
-from tokenbench.spec.sweep import SweepSpec
+from tokenbench.spec.study import StudySpec
 from tokenbench.store import commands, run_lock
 from tokenbench.store.db import Store
+from tokenbench.store.rows import CellRow
 from tokenbench.sweep.plan import Plan, PlannedCell, check_context, plan
-from tokenbench.sweep.run import SweepEvents, SweepRunner, client_target
-from tokenbench.sweep.servers import Server, expected_ctx, load_profile
+from tokenbench.sweep.run import CellInterrupted, RunSettings, StudyEvents, StudyRunner, endpoint_for, pending
+from tokenbench.sweep.servers import expected_ctx, load_profile
+from tokenbench.workload.lengths import Draws
 
 
-class Sink(Protocol):
-    """A result file fed as the study runs (outputs.JsonResult, outputs.VllmResults)."""
+class ResultFile(Protocol):
+    """A result file fed as the study runs (outputs.VllmResults; `Kept` keeps the results in memory)."""
 
-    def target_ready(self, target: ResolvedTarget, facts: dict) -> None: ...
-    def cell_stored(self, cell: PlannedCell, row: dict, result: CellResult) -> None: ...
+    needs_records: bool        # it reads every record of a cell (the cells then keep them in memory)
+
+    def target_ready(self, endpoint: Endpoint, facts: dict) -> None: ...
+    def cell_stored(self, cell: PlannedCell, row: CellRow, result: CellResult) -> None: ...
     def finish(self, status: str) -> None: ...
     def locations(self) -> list[str]: ...
+
+
+@dataclass
+class Study:
+    """A planned study, stored as one run (new or resumed), ready to execute."""
+
+    plan: Plan
+    store: Store
+    run_id: str
+    settings: RunSettings
 
 
 @dataclass
 class Outcome:
     run_id: str
     store: Store
-    cells: list[dict]                              # the run's stored cells, this and earlier sessions
+    cells: list[CellRow]                           # the run's stored cells, this and earlier sessions
     problems: list[str]                            # server configs that could not finish
     capacity: dict[str, list[str]] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)        # "wrote PATH" of tokenbench's JSON result
+    results: list[CellResult] = field(default_factory=list)   # this session's cells, when kept (`measure`)
 
     @property
-    def failed(self) -> list[dict]:
-        return [c for c in self.cells if c["status"] == "failed"]
+    def failed(self) -> list[CellRow]:
+        return [c for c in self.cells if c.status == "failed"]
 
 
 def preflight(p: Plan) -> None:
-    """Everything that can be checked before a deploy: profiles load, contexts fit."""
+    """Everything that can be checked before a deploy: length histograms read, profiles load, contexts fit."""
+    for wl in p.spec.workloads():
+        Draws.of(wl)
     if not p.spec.target.profile:
         return
     for config in p.configs:
@@ -60,109 +79,131 @@ def preflight(p: Plan) -> None:
         check_context(p, expected_ctx(profile), f"profile {profile.name} [{config.name}]")
 
 
-def create_run(store: Store, p: Plan, kind: str, argv: Sequence[str], target: str | None = None,
-               profile=None) -> str:
+def create_run(store: Store, p: Plan, settings: RunSettings, argv: Sequence[str], profile=None) -> str:
+    """Store the new run: its spec, command and environment; its target is the server given (demo: the
+    profile deployed), else the spec's URL or profile."""
     stored_spec = {**p.spec.model_dump(mode="json"), "planned_cells": len(p.cells)}
-    where = target or p.spec.target.base_url or p.spec.target.profile or ""
-    return store.create_run(kind, where, stored_spec, list(argv), environment.capture(profile))
+    given = profile.name if settings.server and profile else None
+    where = given or p.spec.target.base_url or p.spec.target.profile or ""
+    return store.create_run(settings.kind, where, stored_spec, list(argv), environment.capture(profile))
 
 
-def stored_spec(store: Store, run_id: str, kind: str) -> SweepSpec:
+def stored_spec(store: Store, run_id: str, kind: str) -> StudySpec:
     """The spec of a stored run, for --resume; a run of another kind says how to resume it."""
     row = store.run(run_id)
-    if row["kind"] != kind:
-        hint = (f"resume it with `{commands.resume(store.path, row['kind'], run_id)}`" if row["kind"] in ("bench", "sweep")
+    if row.kind != kind:
+        hint = (f"resume it with `{commands.resume(store.path, row.kind, run_id)}`" if row.kind in ("bench", "sweep")
                 else "only bench and sweep runs can be resumed; rerun it as a new run")
-        raise UsageError(f"run {run_id} is a {row['kind']} run, not a {kind}: `{kind} --resume` continues "
+        raise UsageError(f"run {run_id} is a {row.kind} run, not a {kind}: `{kind} --resume` continues "
                          f"{kind} runs", hint)
-    spec = dict(row["spec"])
+    spec = dict(row.spec)
     spec.pop("planned_cells", None)
     try:
-        return load_model(SweepSpec, spec, f"run {run_id}")
+        return load_model(StudySpec, spec, f"run {run_id}")
     except SpecError:
         raise UsageError(f"run {run_id} was stored by an older tokenbench whose {kind} spec cannot be resumed",
                          f"rerun it: `tokenbench {kind}` with the same options") from None
 
 
-def start(spec: SweepSpec, store: Store, kind: str, argv: Sequence[str], resume: str | None = None,
-          server: Server | None = None, output: str | None = None) -> SweepRunner:
-    """Plan, check and (unless resuming) store a new run; `server`: one already running (demo);
-    `output`: tokenbench's JSON result, rewritten after every cell."""
+def start(spec: StudySpec, store: Store, settings: RunSettings, argv: Sequence[str] = (),
+          resume: str | None = None) -> Study:
+    """Plan, check and (unless resuming) store a new run. `settings.server`: one already running (demo),
+    named as the run's target; `settings.output`: tokenbench's JSON result, rewritten after every cell."""
+    server = settings.server
     if spec.target.base_url is not None and server is None and not resume:
         spec.target.base_url = address.base_url(spec.target.base_url)     # a deployment name, no scheme
     if resume:                          # another process measuring it: refused before anything is done
-        run_lock.refuse_if_held(store, resume, commands.resume_advice(store, kind, resume))
+        run_lock.refuse_if_held(store, resume, commands.resume_advice(store, settings.kind, resume))
     p = plan(spec)
     preflight(p)
     if spec.target.base_url and server is None:
-        client_target(spec, spec.target.base_url)       # reachable, model served, vocabulary known: else stop here
+        endpoint_for(spec, spec.target.base_url)        # reachable, model served, vocabulary known: else stop here
     profile = server.profile if server else (load_profile(spec.target, p.configs[0]) if spec.target.profile else None)
-    run_id = resume or create_run(store, p, kind, argv, profile.name if server and profile else None, profile)
-    runner = SweepRunner(p, store, run_id, server=server, output=output, kind=kind)
-    runner.journal.doc.update(tool={"name": "tokenbench", "version": __version__}, command=list(argv),
-                              environment=store.run(run_id).get("environment") or {})
-    return runner
+    run_id = resume or create_run(store, p, settings, argv, profile)
+    header = {"tool": {"name": "tokenbench", "version": __version__}, "command": list(argv),
+              "environment": store.run(run_id).environment or {}}
+    return Study(p, store, run_id, dataclasses.replace(settings, header=header))
 
 
-def pending_count(runner: SweepRunner) -> int | None:
+def pending_count(study: Study) -> int | None:
     """Cells left to run; None for a capacity search (it decides its cells as results come in)."""
-    if runner.plan.spec.find_capacity:
+    p = study.plan
+    if p.spec.find_capacity:
         return None
-    return sum(len(runner.pending(c)) for c in runner.plan.configs)
+    done = study.store.done_keys(study.run_id)
+    return sum(len(pending(p, done, c)) for c in p.configs)
 
 
-def _fan_out(runner: SweepRunner, events: SweepEvents, sinks: Sequence[Sink]) -> SweepEvents:
-    def ready(target: ResolvedTarget, facts: dict) -> None:
-        v = target.vocab
-        runner.journal.doc.update(server_facts=facts, target={
-            "base_url": target.base_url, "model": target.model, "max_model_len": target.max_model_len,
-            "vocab": {"size": v.size, "low": v.low, "high": v.high, "source": v.source}})
-        events.target_ready(target, facts)
-        for s in sinks:
-            s.target_ready(target, facts)
+def _fan_out(events: StudyEvents, files: Sequence[ResultFile]) -> StudyEvents:
+    def ready(endpoint: Endpoint, facts: dict) -> None:
+        events.target_ready(endpoint, facts)
+        for f in files:
+            f.target_ready(endpoint, facts)
 
-    def stored(cell: PlannedCell, row: dict, result: CellResult) -> None:
+    def stored(cell: PlannedCell, row: CellRow, result: CellResult) -> None:
         events.cell_stored(cell, row, result)
-        for s in sinks:
-            s.cell_stored(cell, row, result)
-    return SweepEvents(log=events.log, cell_started=events.cell_started, cell_progress=events.cell_progress,
-                       cell_done=events.cell_done, target_ready=ready, cell_stored=stored)
+        for f in files:
+            f.cell_stored(cell, row, result)
+    return dataclasses.replace(events, target_ready=ready, cell_stored=stored)
 
 
-def _finish(sinks: Sequence[Sink], status: str) -> None:
-    for s in sinks:
-        s.finish(status)
+def _finish(files: Sequence[ResultFile], status: str) -> None:
+    for f in files:
+        f.finish(status)
 
 
-def execute(runner: SweepRunner, events: SweepEvents, sinks: Sequence[Sink] = ()) -> Outcome:
-    """Run the missing cells; keep the run's status (interrupted, failed, done) and the sinks current."""
-    store, run_id = runner.store, runner.run_id
-    with run_lock.held(store, run_id, commands.resume_advice(store, runner.kind, run_id)):
-        return _measure(runner, events, sinks)
+def execute(study: Study, events: StudyEvents, files: Sequence[ResultFile] = ()) -> Outcome:
+    """Run the missing cells under the run's lock; keep the run's status (interrupted, failed, done) and the
+    result files current."""
+    store, run_id = study.store, study.run_id
+    with run_lock.held(store, run_id, commands.resume_advice(store, study.settings.kind, run_id)):
+        return _measure(study, events, files)
 
 
-def _measure(runner: SweepRunner, events: SweepEvents, sinks: Sequence[Sink]) -> Outcome:
-    store, run_id = runner.store, runner.run_id
+def _measure(study: Study, events: StudyEvents, files: Sequence[ResultFile]) -> Outcome:
+    store, run_id = study.store, study.run_id
+    keep = study.settings.keep_records or any(f.needs_records for f in files)
+    runner = StudyRunner(study.plan, store, run_id, dataclasses.replace(study.settings, keep_records=keep),
+                         _fan_out(events, files))
     store.set_run_status(run_id, "running")
-    runner.ev = _fan_out(runner, events, sinks)
     try:
         problems = runner.run()
-    except KeyboardInterrupt:
-        store.set_run_status(run_id, "interrupted", "interrupted; resume with --resume")
-        _finish(sinks, "interrupted")
+    except CellInterrupted as stop:
+        raise _interrupted(study, runner, files, stop) from None
+    except KeyboardInterrupt:            # a second Ctrl-C, or one outside any cell: nothing may wait now
+        with store.no_wait():
+            store.set_run_status(run_id, "interrupted", "interrupted by the user")
+        _finish(files, "interrupted")
         raise
     except (DeployError, MeasurementError, SpecError, TargetError, UsageError) as exc:
         store.set_run_status(run_id, "failed", exc.one_line())
-        _finish(sinks, "failed")
+        _finish(files, "failed")
         raise
     out = Outcome(run_id, store, store.cells(run_id), problems, runner.capacity)
     status = "failed" if out.failed or problems else "done"
     store.set_run_status(run_id, status, "; ".join(problems))
     runner.journal.doc["status"] = status
     runner.journal.write()
-    _finish(sinks, status)
+    _finish(files, status)
     out.files = [f"wrote {runner.journal.json_path}"] if runner.journal.json_path else []
     return out
+
+
+def _interrupted(study: Study, runner: StudyRunner, files: Sequence[ResultFile], stop: CellInterrupted
+                 ) -> Interrupted:
+    """The first Ctrl-C in a cell: the cell is stored as interrupted; the run is marked interrupted, the
+    result files finished; the one error line says where it is kept and how to resume it."""
+    store, run_id, row = study.store, study.run_id, stop.row
+    why = f"interrupted by the user in cell {stop.config} {row.key}"
+    store.set_run_status(run_id, "interrupted", why)
+    runner.journal.doc["status"] = "interrupted"
+    runner.journal.write()
+    _finish(files, "interrupted")
+    where = f"; run {run_id} kept in {store.path}" if store.kept else ""
+    finished = how_far(row.summary, int(row.summary.num_prompts or 0))
+    return Interrupted(f"{why}: {finished}; the cell is stored as interrupted{where}",
+                       f"{commands.resume_advice(store, study.settings.kind, run_id)} (it measures that cell "
+                       "again in full)")
 
 
 def check(out: Outcome, kind: str) -> None:
@@ -172,18 +213,46 @@ def check(out: Outcome, kind: str) -> None:
                           f"fix the cause, then {commands.resume_advice(out.store, kind, out.run_id)}")
     if out.failed:
         first = out.failed[0]
-        raise MeasurementError(f"{len(out.failed)} cell(s) failed, first {first['key']}: {first['message']}",
+        raise MeasurementError(f"{len(out.failed)} cell(s) failed, first {first.key}: {first.message}",
                                "results were kept; see `tokenbench report` and the JSON/database for each "
                                "request's error")
 
 
-def measure(spec: SweepSpec, json_path: str | None = None, events: SweepEvents | None = None) -> Outcome:
-    """A study kept only in a temporary database (agree, scripts): the outcome's cells carry the summaries;
-    `json_path` also writes tokenbench's JSON result."""
+class Kept:
+    """A result file that is no file: every cell's result kept in memory (with its records when asked), in
+    the order the cells ran (calibrate, agree and the tests read them)."""
+
+    def __init__(self, records: bool = True) -> None:
+        self.needs_records = records
+        self.results: list[CellResult] = []
+
+    def target_ready(self, endpoint: Endpoint, facts: dict) -> None:
+        return None
+
+    def cell_stored(self, cell: PlannedCell, row: CellRow, result: CellResult) -> None:
+        self.results.append(result)
+
+    def finish(self, status: str) -> None:
+        return None
+
+    def locations(self) -> list[str]:
+        return []
+
+
+def measure(spec: StudySpec, json_path: str | None = None, events: StudyEvents | None = None,
+            records: bool = True) -> Outcome:
+    """A study kept only in a temporary database (calibrate, agree, scripts, the tests): the outcome's cells
+    carry the stored rows and its `results` every cell's result (with its records unless `records` is
+    False), in the order run; `json_path` also writes tokenbench's JSON result. A failed cell is returned
+    like any other (`check` raises for it)."""
+    kept = Kept(records)
     with tempfile.TemporaryDirectory(prefix="tokenbench-") as folder:
         store = Store(Path(folder) / "results.db")
-        runner = start(spec, store, "bench", [], output=json_path)
-        out = execute(runner, events or SweepEvents(log=lambda m: None))
-        store.close()
-    check(out, "bench")
+        store.kept = False              # removed on return: nothing to resume from
+        try:
+            study = start(spec, store, RunSettings(kind="bench", output=json_path))
+            out = execute(study, events or StudyEvents(log=lambda m: None), [kept])
+        finally:
+            store.close()
+    out.results = kept.results
     return out

@@ -14,7 +14,6 @@ from pathlib import Path
 from tokenbench.client.records import RequestRecord
 from tokenbench.load.cell import CellResult
 from tokenbench.metrics import request as rm
-from tokenbench.metrics.cell_summary import typed
 from tokenbench.metrics.stats import percentile
 
 NS = 1e9
@@ -87,7 +86,7 @@ def _header(result: CellResult, meta: CellMeta) -> dict:
 
 
 def _totals(result: CellResult) -> dict:
-    s, recs = typed(result.summary), result.records
+    s, recs = result.summary, result.records
     peak, most = peak_output_rate(recs)
     return {"duration": s.duration or 0.0, "completed": s.completed, "failed": s.failed,
             "total_input_tokens": s.total_input_tokens, "total_output_tokens": s.total_output_tokens,

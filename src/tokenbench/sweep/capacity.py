@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Generator
 
 from tokenbench.spec.bench import SLO
+from tokenbench.store.rows import CellRow
 
 
 def search(max_c: int) -> Generator[int, bool, tuple[int | None, int | None]]:
@@ -32,10 +33,10 @@ def search(max_c: int) -> Generator[int, bool, tuple[int | None, int | None]]:
     return lo, hi
 
 
-def meets(row: dict, slo: SLO, attainment: float) -> bool:
+def meets(row: CellRow, slo: SLO, attainment: float) -> bool:
     """A cell meets the SLOs when it is ok and at least `attainment` of its requests meet every SLO."""
-    fraction = row["summary"].get("goodput_fraction")
-    return row["status"] == "ok" and fraction is not None and fraction >= attainment
+    fraction = row.summary.goodput_fraction
+    return row.status == "ok" and fraction is not None and fraction >= attainment
 
 
 def describe(label: str, best: int | None, worst: int | None, max_c: int) -> str:

@@ -8,9 +8,9 @@ import random
 from dataclasses import dataclass, field
 
 from tokenbench.errors import SpecError
-from tokenbench.load.cell import cell_key
 from tokenbench.spec.bench import Load, Workload
-from tokenbench.spec.sweep import SweepSpec
+from tokenbench.spec.keys import cell_key
+from tokenbench.spec.study import StudySpec
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class PlannedCell:
 
 @dataclass
 class Plan:
-    spec: SweepSpec
+    spec: StudySpec
     configs: list[ServerConfig]
     cells: list[PlannedCell] = field(default_factory=list)
 
@@ -48,7 +48,7 @@ class Plan:
         return [c for c in self.cells if c.config == config]
 
 
-def server_configs(spec: SweepSpec) -> list[ServerConfig]:
+def server_configs(spec: StudySpec) -> list[ServerConfig]:
     if not spec.vary:
         return [ServerConfig("default", ())]
     keys = list(spec.vary)
@@ -59,7 +59,7 @@ def server_configs(spec: SweepSpec) -> list[ServerConfig]:
     return out
 
 
-def _count(spec: SweepSpec, width: float) -> int | None:
+def _count(spec: StudySpec, width: float) -> int | None:
     """Requests in a cell: num_prompts, else none counted when a duration bounds it, else
     max(min, per_concurrency x width)."""
     req = spec.requests
@@ -68,7 +68,7 @@ def _count(spec: SweepSpec, width: float) -> int | None:
     return max(req.min, int(req.per_concurrency * width))
 
 
-def _loads(spec: SweepSpec) -> list[Load]:
+def _loads(spec: StudySpec) -> list[Load]:
     common = dict(duration_s=spec.requests.duration_s, warmup_requests=spec.warmup_requests,
                   warmup_first_prompt=spec.warmup_first_prompt)
     if spec.workload.kind == "trace":
@@ -77,16 +77,17 @@ def _loads(spec: SweepSpec) -> list[Load]:
     closed = spec.concurrency or ([spec.max_concurrency] if not spec.rates and spec.max_concurrency else [])
     loads = [Load(concurrency=c, num_prompts=_count(spec, c), **common) for c in closed]
     loads += [Load(request_rate=r, arrival=spec.arrival, burstiness=spec.burstiness, max_concurrency=spec.max_concurrency,
-                   num_prompts=_count(spec, spec.max_concurrency or r * 10), **common) for r in spec.rates]
+                   rate_cap=spec.rate_cap, num_prompts=_count(spec, spec.max_concurrency or r * 10), **common)
+              for r in spec.rates]
     return loads
 
 
-def capacity_load(spec: SweepSpec, concurrency: int) -> Load:
+def capacity_load(spec: StudySpec, concurrency: int) -> Load:
     return Load(concurrency=concurrency, num_prompts=_count(spec, concurrency), duration_s=spec.requests.duration_s,
                 warmup_requests=spec.warmup_requests, warmup_first_prompt=spec.warmup_first_prompt)
 
 
-def plan(spec: SweepSpec) -> Plan:
+def plan(spec: StudySpec) -> Plan:
     p = Plan(spec, server_configs(spec))
     if spec.find_capacity:
         return p                     # the capacity search decides its cells as results come in
@@ -124,7 +125,9 @@ def kv_demand(cell: PlannedCell) -> int | None:
     """Tokens the cell's in-flight requests need at once: width x (input + output); unknown (None) for
     datasets and traces, whose lengths vary."""
     width, wl = cell.width, cell.workload
-    return width * (wl.input_len + wl.output_len) if width and wl.fixed_lengths else None
+    if not width or not wl.fixed_lengths or wl.input_len is None or wl.output_len is None:
+        return None
+    return width * (wl.input_len + wl.output_len)
 
 
 def over_capacity(cell: PlannedCell, kv_capacity: int | None) -> bool:

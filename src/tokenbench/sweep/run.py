@@ -1,30 +1,35 @@
-"""Run a planned sweep: per server config deploy, read facts, run each missing cell, tear down.
+"""Run a planned study: per server config deploy, read facts, run each missing cell, tear down.
 
 Every finished cell is committed in one transaction; `--resume` runs exactly the cells not committed.
-A server that dies mid-cell fails that cell with the cause and the next config relaunches it.
+A server that dies mid-cell fails that cell with the cause and the next config relaunches it. Every
+cell of every command (bench, sweep, demo, calibrate, agree) is run here, by `StudyRunner._run_cell`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from tokenbench.client import api
-from tokenbench.client.transport import new_session
+from tokenbench.client.transport import Session, new_session
 from tokenbench.deploy.engines import reset_cache_path
-from tokenbench.deploy.facts import ServerFacts
 from tokenbench.deploy.secret_refs import api_key_var
 from tokenbench.errors import DeployError, TargetError
-from tokenbench.load.cell import CellProgress, CellResult, run_cell
+from tokenbench.load.cell import CellJob, CellProgress, CellResult, Progress, run_cell
+from tokenbench.load.clock import ctrl_c_to_loop
 from tokenbench.load.clock import run as run_loop
-from tokenbench.load.target import ResolvedTarget, resolve
-from tokenbench.spec.bench import Target
+from tokenbench.load.executors import Executor, executor_for
+from tokenbench.load.target import Endpoint, resolve
+from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.spec.study import StudySpec
 from tokenbench.store import commands
 from tokenbench.store.db import Store
 from tokenbench.store.journal import Journal
+from tokenbench.store.rows import CellRow, KvUse
 from tokenbench.sweep import capacity
-from tokenbench.sweep.monitoring import cell_monitor
+from tokenbench.sweep.monitoring import CellMonitor, cell_monitor, server_figures
 from tokenbench.sweep.plan import (
     Plan,
     PlannedCell,
@@ -48,16 +53,53 @@ class ServerUnreachable(ServerDied):
     """The server stopped accepting connections during a cell (its process, if ours, still runs)."""
 
 
+class CellInterrupted(Exception):
+    """The user stopped a cell (Ctrl-C); it is stored as interrupted, and the run stops here."""
+
+    def __init__(self, config: str, row: CellRow) -> None:
+        super().__init__(f"{config} {row.key}: {row.message}")
+        self.config, self.row = config, row
+
+
+def _not_stopped() -> None:
+    """A Ctrl-C that came between cells (the task's cancellation is pending): no cell starts after it."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 @dataclass
-class SweepEvents:
-    """Callbacks for progress display; all optional."""
+class StudyEvents:
+    """Callbacks for progress display and result files; all optional."""
 
     log: Callable[[str], None] = print
     cell_started: Callable[[PlannedCell], None] = lambda c: None
     cell_progress: Callable[[PlannedCell, CellProgress], None] = lambda c, p: None
-    cell_done: Callable[[PlannedCell, dict], None] = lambda c, row: None
-    target_ready: Callable[[ResolvedTarget, dict], None] = lambda target, facts: None   # per server launch
-    cell_stored: Callable[[PlannedCell, dict, CellResult], None] = lambda c, row, result: None   # with records
+    cell_done: Callable[[PlannedCell, CellRow], None] = lambda c, row: None
+    target_ready: Callable[[Endpoint, dict], None] = lambda endpoint, facts: None   # per server launch
+    cell_stored: Callable[[PlannedCell, CellRow, CellResult], None] = lambda c, row, result: None   # with records
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How a study's runner runs, fixed when it is made (not what it measures)."""
+
+    kind: str = "sweep"                  # the stored run's kind (bench or sweep), for the resume advice
+    server: Server | None = None         # an already running server (e.g. deployed by `demo`), not the target's
+    output: str | None = None            # tokenbench's JSON result, rewritten after every cell
+    keep_records: bool = False           # every record in memory too (a result file that lists them asks it)
+    header: dict = field(default_factory=dict)    # the JSON result's facts: tool, command, environment
+
+
+@dataclass
+class _Launch:
+    """One launch of a server config: what every cell run on it shares."""
+
+    server: Server
+    endpoint: Endpoint
+    config_id: int
+    kv_cap: int | None
+    session: Session
 
 
 def reset_prefix_cache(server: Server) -> None:
@@ -66,16 +108,18 @@ def reset_prefix_cache(server: Server) -> None:
         api.call(server.base_url, path, {}, quiet=True)
 
 
-def _kv_capacity(plan: Plan, facts: ServerFacts) -> int | None:
-    return plan.spec.kv_capacity or facts.kv_capacity_tokens
+def _kv(cell: PlannedCell, kv_cap: int | None) -> KvUse:
+    return KvUse(kv_demand(cell), kv_cap, over_capacity(cell, kv_cap))
 
 
-def _cell_row(cell: PlannedCell, result: CellResult, kv_cap: int | None, extra: dict) -> dict:
-    return {"key": cell.key, "repeat": cell.repeat, "input_len": result.input_len,
-            "output_len": result.output_len, "concurrency": cell.load.concurrency,
-            "request_rate": cell.load.request_rate, "status": result.status, "message": result.message,
-            "kv_demand": kv_demand(cell), "kv_capacity": kv_cap, "over_capacity": over_capacity(cell, kv_cap),
-            "summary": {**result.summary, **extra}, "started_ns": result.started_ns}
+def _marking(mon: CellMonitor, cell: PlannedCell, ev: StudyEvents) -> Progress:
+    """Progress to the display; when the last warmup request is done, a /metrics scrape (the measured
+    phase's counters count from it)."""
+    def on_progress(p: CellProgress) -> None:
+        if p.phase == "warmup" and p.done == p.total:
+            mon.mark()
+        ev.cell_progress(cell, p)
+    return on_progress
 
 
 def _gone(server: Server, result: CellResult) -> type[ServerDied] | None:
@@ -83,66 +127,62 @@ def _gone(server: Server, result: CellResult) -> type[ServerDied] | None:
     relaunch when it is ours)? The cell's message says which, naming the server."""
     death = server.death() if result.status != "ok" else None
     if death and server.deployment is not None:
-        result.status, result.message = "failed", f"server died during the cell: {death}; {result.message}"
+        result.verdict = result.verdict.failed(f"server died during the cell: {death}")
         return ServerDied
     if result.unreachable:
         return ServerUnreachable
     if death:
-        result.status, result.message = "failed", f"server unreachable: {death}; {result.message}"
+        result.verdict = result.verdict.failed(f"server unreachable: {death}")
         return ServerUnreachable
     return None
 
 
-def _saturated(prev: dict | None, cur: dict) -> bool:
+def _saturated(prev: CellSummary | None, cur: CellSummary) -> bool:
     """Throughput rose less than 3 % while median TTFT rose more than 50 %."""
-    if not prev or not prev.get("output_throughput") or not cur.get("output_throughput"):
+    if prev is None or not prev.output_throughput or not cur.output_throughput:
         return False
-    gain = cur["output_throughput"] / prev["output_throughput"] - 1
-    ttft_prev, ttft_cur = prev.get("median_ttft_ms") or 0, cur.get("median_ttft_ms") or 0
+    gain = cur.output_throughput / prev.output_throughput - 1
+    ttft_prev, ttft_cur = prev.median_ttft_ms or 0, cur.median_ttft_ms or 0
     return gain < 0.03 and ttft_prev > 0 and ttft_cur > 1.5 * ttft_prev
 
 
-def client_target(spec, base_url: str, profile=None) -> ResolvedTarget:
+def endpoint_for(spec: StudySpec, base_url: str, profile=None) -> Endpoint:
     """The benchmark's view of the server. The API key: the spec's, else the deployed profile's own
     secret `--api-key` variable (the server requires it, so the client must send it)."""
-    key_env = spec.target.api_key_env or (api_key_var(profile) if profile else None)
-    shape = spec.target.model_dump(include={"final_usage_only", "no_min_tokens", "extra_body",
-                                            "new_connection_per_request"})
-    return resolve(Target(base_url=base_url, model=spec.target.model, api_key_env=key_env,
-                          api_key_file=spec.target.api_key_file, timeout_s=spec.target.timeout_s, **shape),
-                   spec.workload.tokenizer_path, spec.workload.vocab_size)
+    return resolve(base_url, spec.target, spec.workload, api_key_var(profile) if profile else None)
 
 
-def _target(spec, server: Server) -> ResolvedTarget:
-    return client_target(spec, server.base_url, server.profile)
+def pending(plan: Plan, done: set[tuple[str, str, int]], config: ServerConfig, round_: int | None = None
+            ) -> list[PlannedCell]:
+    """The config's cells not in `done` ((config, key, repeat) triples), of one repeat or of all (None)."""
+    return [c for c in plan.cells_for(config) if (config.name, c.key, c.repeat) not in done
+            and round_ in (None, c.repeat)]
 
 
-class SweepRunner:
-    def __init__(self, plan: Plan, store: Store, run_id: str, events: SweepEvents | None = None,
-                 server: Server | None = None, output: str | None = None, kind: str = "sweep") -> None:
-        """`server`: an already running server (e.g. deployed by `demo`) used instead of the target.
-        `output`: a JSON result file rewritten after every cell (with the cells already stored).
-        `kind`: the stored run's kind (bench or sweep), for the resume advice."""
-        self.plan, self.store, self.run_id = plan, store, run_id
+class StudyRunner:
+    """Runs a stored study's missing cells, config by config; configured once, when it is made."""
+
+    def __init__(self, plan: Plan, store: Store, run_id: str, settings: RunSettings = RunSettings(),
+                 events: StudyEvents | None = None) -> None:
+        self.plan, self.store, self.run_id, self.settings = plan, store, run_id, settings
+        kind = settings.kind
         hint = f"; then {commands.resume_advice(store, kind, run_id)}"
-        self.journal = Journal(store, run_id, {"run_id": run_id, "kind": kind,
-                                               "spec": plan.spec.model_dump(mode="json")}, output, hint)
+        doc = {"run_id": run_id, "kind": kind, "spec": plan.spec.model_dump(mode="json"), **settings.header}
+        self.journal = Journal(store, run_id, doc, settings.output, hint)
         self.journal.seed_from_store()
         self.kind = kind
-        self.ev = events or SweepEvents()
-        self.server = server
+        self.ev = events or StudyEvents()
+        self.server = settings.server
+        self.executor: Executor = executor_for(plan.spec.client)       # chosen once for every cell
         self.capacity: dict[str, list[str]] = {}      # config name -> capacity result lines
         self.capacity_done: set[str] = set()
         self.attempted: set[tuple[str, str, int]] = set()   # cells run by this process (a cut-short one too)
         self.round: int | None = None                       # the repeat being run (interleaved repeats)
-        self.keep_records = False     # a result file that needs every record in memory (--save-result) sets it
 
-    def pending(self, config: ServerConfig) -> list[PlannedCell]:
+    def pending(self, config: ServerConfig) -> Sequence[PlannedCell | None]:
         if self.plan.spec.find_capacity:
             return [] if config.name in self.capacity_done else [None]   # cells are decided as it goes
-        done = self.store.done_keys(self.run_id) | self.attempted
-        return [c for c in self.plan.cells_for(config) if (config.name, c.key, c.repeat) not in done
-                and self.round in (None, c.repeat)]
+        return pending(self.plan, self.store.done_keys(self.run_id) | self.attempted, config, self.round)
 
     def run(self) -> list[str]:
         """Run every config's missing cells, repeats of several configs interleaved (plan.visits); returns
@@ -160,7 +200,7 @@ class SweepRunner:
     def _run_config(self, config: ServerConfig) -> str | None:
         """Deploy and run the config's pending cells; relaunch after a server death (bounded)."""
         config_id = self.store.upsert_config(self.run_id, config.name, config.as_dict(), status="deploying")
-        events = []
+        events: list[str] = []
         for launch in range(1, MAX_LAUNCHES + 1):
             try:
                 self._launch_and_run(config, config_id)
@@ -197,86 +237,102 @@ class SweepRunner:
         given = contextlib.nullcontext(self.server) if self.server else None
         with given or server_for(self.plan.spec.target, config, self.ev.log) as server:
             check_context(self.plan, server.facts.ctx_per_seq, f"server config {config.name}")
-            profile = server.profile.model_dump(mode="json") if server.profile else {}
-            self.store.upsert_config(self.run_id, config.name, config.as_dict(), profile, server.facts.to_dict(),
+            self.store.upsert_config(self.run_id, config.name, config.as_dict(), server.profile, server.facts,
                                      status="running")
-            if self.plan.spec.find_capacity:
-                run_loop(self._capacity(server, config, config_id))
-            else:
-                run_loop(self._cells(server, config_id, self.pending(config)))
+            with ctrl_c_to_loop():
+                if self.plan.spec.find_capacity:
+                    run_loop(self._capacity(server, config, config_id))
+                else:
+                    run_loop(self._cells(server, config_id, [c for c in self.pending(config) if c is not None]))
+
+    @contextlib.asynccontextmanager
+    async def _launched(self, server: Server, config_id: int):
+        """The endpoint, the facts, one HTTP session for the launch's cells; the JSON result and the
+        listeners learn the target."""
+        spec = self.plan.spec
+        endpoint = endpoint_for(spec, server.base_url, server.profile)
+        facts = server.facts.to_dict()
+        v = endpoint.vocab
+        self.journal.doc.update(server_facts=facts, target={
+            "base_url": endpoint.base_url, "model": endpoint.model, "max_model_len": endpoint.max_model_len,
+            "vocab": {"size": v.size, "low": v.low, "high": v.high, "source": v.source}})
+        self.ev.target_ready(endpoint, facts)
+        kv_cap = spec.kv_capacity or server.facts.kv_capacity_tokens
+        async with new_session(spec.target.timeout_s, spec.target.connect_in_ttft) as session:
+            yield _Launch(server, endpoint, config_id, kv_cap, session)
 
     async def _cells(self, server: Server, config_id: int, todo: list[PlannedCell]) -> None:
         spec = self.plan.spec
-        target = _target(spec, server)
-        self.ev.target_ready(target, server.facts.to_dict())
-        kv_cap = _kv_capacity(self.plan, server.facts)
-        prev: dict[tuple, dict] = {}
+        prev: dict[tuple, CellSummary] = {}
         stopped: dict[tuple, str] = {}
-        async with new_session(spec.target.timeout_s, spec.target.connect_in_ttft) as session:
+        async with self._launched(server, config_id) as launch:
             for cell in todo:
                 pair = (cell.workload.input_len, cell.workload.output_len, cell.repeat, cell.load.request_rate is None)
                 if pair in stopped:
-                    self._skip(config_id, cell, kv_cap, stopped[pair])
+                    self._skip(launch, cell, stopped[pair])
                     continue
-                row = await self._one(session, server, target, config_id, cell, kv_cap)
-                if spec.stop_on_saturation and cell.load.concurrency and _saturated(prev.get(pair), row["summary"]):
+                row = await self._run_cell(launch, cell)
+                if spec.stop_on_saturation and cell.load.concurrency and _saturated(prev.get(pair), row.summary):
                     stopped[pair] = f"skipped: throughput saturated at concurrency {cell.load.concurrency}"
-                prev[pair] = row["summary"]
+                prev[pair] = row.summary
 
     async def _capacity(self, server: Server, config: ServerConfig, config_id: int) -> None:
         """Doubling then bisection per workload; cells already stored (resume) are reused, not rerun."""
         spec = self.plan.spec
-        target = _target(spec, server)
-        self.ev.target_ready(target, server.facts.to_dict())
-        kv_cap = _kv_capacity(self.plan, server.facts)
-        stored = {(c["config_name"], c["key"]): c for c in self.store.cells(self.run_id)}
+        stored = {(c.config, c.key): c for c in self.store.cells(self.run_id) if c.status != "interrupted"}
         lines = []
-        async with new_session(spec.target.timeout_s, spec.target.connect_in_ttft) as session:
+        async with self._launched(server, config_id) as launch:
             for wl in spec.workloads():
                 gen = capacity.search(spec.capacity_max)
                 c = next(gen)
                 while True:
                     cell = PlannedCell(config, wl, capacity_load(spec, c), 0)
-                    row = stored.get((config.name, cell.key)) or await self._one(session, server, target, config_id,
-                                                                                 cell, kv_cap)
+                    row = stored.get((config.name, cell.key)) or await self._run_cell(launch, cell)
                     try:
                         c = gen.send(capacity.meets(row, spec.slo, spec.slo_attainment))
                     except StopIteration as end:
-                        lines.append(capacity.describe(wl.label, *end.value, spec.capacity_max))
+                        best, worst = end.value
+                        lines.append(capacity.describe(wl.label, best, worst, spec.capacity_max))
                         self.ev.log(f"{config.name}: {lines[-1]}")
                         break
         self.capacity[config.name] = lines
         self.capacity_done.add(config.name)
 
-    async def _one(self, session, server: Server, target, config_id: int, cell: PlannedCell, kv_cap) -> dict:
-        spec = self.plan.spec
+    def job(self, launch: _Launch, cell: PlannedCell, on_progress: Progress | None = None) -> CellJob:
+        """The cell as it is handed down: built here, once, for every command (`on_progress`: the cell's
+        progress, by default to the listeners)."""
+        return CellJob(launch.endpoint, self.plan.spec, cell.workload, cell.load, self.executor,
+                       self.settings.keep_records, on_progress or (lambda p: self.ev.cell_progress(cell, p)))
+
+    async def _run_cell(self, launch: _Launch, cell: PlannedCell) -> CellRow:
+        """Run one cell on the launched server, store it, tell the listeners; the stored row. A cell the
+        user stopped (Ctrl-C) is stored as interrupted, then the run stops (CellInterrupted)."""
+        server = launch.server
+        _not_stopped()
         reset_prefix_cache(server)
         self.ev.cell_started(cell)
-        with cell_monitor(server, spec.monitor_interval_s, self.ev.log) as mon:
-            result = await run_cell(session, target, cell.workload, cell.load, spec.slo,
-                                    allow_mismatch=spec.allow_length_mismatch, max_error_rate=spec.max_error_rate,
-                                    allow_client_lag=spec.allow_client_lag,
-                                    workers=spec.client.workers, ray_address=spec.client.ray_address,
-                                    keep_raw=spec.client.keep_raw,
-                                    keep_records=self.keep_records, on_progress=lambda p: self.ev.cell_progress(cell, p))
-        star = over_capacity(cell, kv_cap)
-        gone = _gone(server, result)
-        row = _cell_row(cell, result, kv_cap, mon.summary(result.summary.get("total_output_tokens"), star))
-        self.journal.add(config_id, row, result.all_records(), mon.rows(), cell.config.name)
+        with cell_monitor(server, self.plan.spec.monitor_interval_s, self.ev.log) as mon:
+            result = await run_cell(launch.session, self.job(launch, cell, _marking(mon, cell, self.ev)))
+        if result.stopped:
+            self.ev.log(f"interrupted: storing {cell.config.name} {cell.key} as interrupted "
+                        f"(Ctrl-C again stops at once, without storing it)")
+        kv = _kv(cell, launch.kv_cap)
+        gone = None if result.stopped else _gone(server, result)
+        summary = server_figures(mon, result.summary, result.started_ns, cell.workload, server)
+        row = CellRow.measured(cell, result, kv).with_summary(
+            summary.with_(monitor=mon.summary(int(result.summary.total_output_tokens or 0), kv.over)))
+        self.journal.add(launch.config_id, row, result.all_records(), mon.rows(), cell.config.name)
         self.attempted.add((cell.config.name, cell.key, cell.repeat))
         self.ev.cell_stored(cell, row, result)
         self.ev.cell_done(cell, row)
         if result.stopped:
-            raise KeyboardInterrupt          # stored: the run stops here, `--resume` runs the cells left
+            raise CellInterrupted(cell.config.name, row)
         if gone:
             raise gone(f"cell {cell.key}: {result.message}")
         return row
 
-    def _skip(self, config_id: int, cell: PlannedCell, kv_cap, reason: str) -> None:
-        row = {"key": cell.key, "repeat": cell.repeat, "input_len": cell.workload.input_len or 0,
-               "output_len": cell.workload.output_len or 0, "concurrency": cell.load.concurrency,
-               "request_rate": cell.load.request_rate, "status": "skipped", "message": reason,
-               "kv_demand": kv_demand(cell), "kv_capacity": kv_cap, "over_capacity": over_capacity(cell, kv_cap),
-               "summary": {}}
-        self.journal.add(config_id, row, [], config=cell.config.name)
+    def _skip(self, launch: _Launch, cell: PlannedCell, reason: str) -> None:
+        row = CellRow.skipped(cell, (cell.workload.input_len or 0, cell.workload.output_len or 0), reason,
+                              _kv(cell, launch.kv_cap))
+        self.journal.add(launch.config_id, row, [], config=cell.config.name)
         self.ev.cell_done(cell, row)

@@ -5,11 +5,15 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from tokenbench.deploy.facts import ServerFacts
 from tokenbench.spec.deploy_profile import Profile
-from tokenbench.spec.sweep import SweepTarget
+from tokenbench.spec.server_facts import ServerFacts
+from tokenbench.spec.study import Target
 from tokenbench.sweep.plan import ServerConfig
+
+if TYPE_CHECKING:
+    from tokenbench.deploy.lifecycle import Deployment
 
 
 @dataclass
@@ -17,7 +21,7 @@ class Server:
     base_url: str
     facts: ServerFacts
     profile: Profile | None = None
-    deployment: object | None = None     # deploy.lifecycle.Deployment when tokenbench started it
+    deployment: Deployment | None = None     # when tokenbench started it
 
     def death(self) -> str | None:
         """None while the server lives; else what happened (exit code and log tail, or no answer)."""
@@ -35,9 +39,10 @@ class Server:
         return f"{self.base_url} stopped answering (/v1/models: {status or 'no connection'})"
 
 
-def load_profile(target: SweepTarget, config: ServerConfig) -> Profile:
+def load_profile(target: Target, config: ServerConfig) -> Profile:
     from tokenbench.deploy.profiles import load_profile as _load
-    return _load(target.profile, [*target.set, *config.overrides], f"sweep override for {target.profile}:")
+    name = target.profile or ""
+    return _load(name, [*target.set, *config.overrides], f"sweep override for {name}:")
 
 
 def expected_ctx(profile: Profile) -> int | None:
@@ -47,7 +52,7 @@ def expected_ctx(profile: Profile) -> int | None:
 
 
 @contextlib.contextmanager
-def server_for(target: SweepTarget, config: ServerConfig, log=print) -> Iterator[Server]:
+def server_for(target: Target, config: ServerConfig, log=print) -> Iterator[Server]:
     from tokenbench.deploy import facts_for
     if target.base_url:
         yield Server(target.base_url.rstrip("/"), facts_for(target.base_url))
@@ -56,4 +61,4 @@ def server_for(target: SweepTarget, config: ServerConfig, log=print) -> Iterator
     profile = load_profile(target, config)
     log(f"deploying {profile.name} [{config.name}]")
     with deployed(profile) as dep:
-        yield Server(dep.base_url, dep.facts, profile, dep)
+        yield Server(dep.base_url, dep.facts or ServerFacts(profile.engine), profile, dep)

@@ -50,7 +50,7 @@ class Deadlines:
     BATCH = 256
 
     def __init__(self, make_timer: Callable[[], TimerFd] = TimerFd) -> None:
-        self._heap: list[tuple[int, int, object]] = []
+        self._heap: list[tuple[int, int, Callable[[], object]]] = []
         self._seq = 0
         self._armed: int | None = None
         self._handle: asyncio.TimerHandle | None = None
@@ -70,7 +70,10 @@ class Deadlines:
     async def until(self, due_ns: int) -> None:
         if due_ns > perf_counter_ns():
             fut = self._loop.create_future()
-            self.call_at(due_ns, lambda: fut.done() or fut.set_result(None))
+            def wake() -> None:
+                if not fut.done():
+                    fut.set_result(None)
+            self.call_at(due_ns, wake)
             await fut
 
     def _arm(self, due_ns: int) -> None:

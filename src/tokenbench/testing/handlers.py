@@ -131,7 +131,8 @@ class Server:
     async def _logged(self, request, ans: Answer, need: int) -> web.StreamResponse:
         """Answer, then complete the record and hand it to the send log, however the answer ended."""
         task, rec = asyncio.current_task(), ans.rec
-        self.answering.add(task)
+        if task is not None:
+            self.answering.add(task)
         try:
             return await self._answer(request, ans, need)
         except ConnectionError:
@@ -146,7 +147,8 @@ class Server:
             rec["end_ns"] = rec["end_ns"] or perf_counter_ns()
             self._remember(ans)
             self.log.add(rec)
-            self.answering.discard(task)
+            if task is not None:
+                self.answering.discard(task)
 
     async def _answer(self, request, ans: Answer, need: int) -> web.StreamResponse:
         job, fault, rec = ans.job, ans.fault, ans.rec
@@ -166,7 +168,7 @@ class Server:
         rec["admitted_ns"] = t_adm = await self.gate.acquire(need, arrival)
         self._look_up(ans)
         try:
-            if job.stream:
+            if resp is not None:                   # a streamed answer
                 await stream_answer(self.cfg, self.clock, request, resp, ans, lambda: self._pacing(ans, t_adm))
                 return resp
             return await self._whole(request, ans, await self._pacing(ans, t_adm, per_token=True))
@@ -298,5 +300,6 @@ async def _reset_after(request: web.Request, data: bytes) -> web.StreamResponse:
     resp.content_length = len(data) * 2
     await resp.prepare(request)
     await resp.write(data)
-    F.reset(request.transport)
+    if request.transport is not None:
+        F.reset(request.transport)
     return resp

@@ -65,14 +65,17 @@ class ReferenceProcess:
         return DeployError(f"reference server {what}: {tail[0]}")
 
     def _wait_ready(self, deadline: float) -> None:
+        proc = self.proc
+        if proc is None or proc.stdout is None:
+            raise self._fail("was not started")
         with selectors.DefaultSelector() as sel:  # the child prints the ready line, or exits (EOF)
-            sel.register(self.proc.stdout, selectors.EVENT_READ)
+            sel.register(proc.stdout, selectors.EVENT_READ)
             if not sel.select(max(deadline - time.monotonic(), 0)):
                 raise self._fail("printed no ready line in time")
-        line = self.proc.stdout.readline()
+        line = proc.stdout.readline()
         if not line.startswith(READY_PREFIX):
-            self.proc.wait(5)
-            raise self._fail(f"did not start (exit {self.proc.returncode})")
+            proc.wait(5)
+            raise self._fail(f"did not start (exit {proc.returncode})")
         self.port = int(line[len(READY_PREFIX):])
         self.url = f"http://{f'[{self.host}]' if ':' in self.host else self.host}:{self.port}"
         self._wait_healthy(deadline)

@@ -38,19 +38,21 @@ class SendLog:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            while self._pending:
+            while self._pending and self._file is not None:
                 self._file.write(_line(self._pending.popleft()))
                 await asyncio.sleep(0)
-            self._file.flush()
+            if self._file is not None:
+                self._file.flush()
 
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-            while self._pending:
+            while self._pending and self._file is not None:
                 self._file.write(_line(self._pending.popleft()))
-            self._file.close()
+            if self._file is not None:
+                self._file.close()
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,6 +47,11 @@ def chat_text(messages: list, add_generation_prompt: bool = True) -> tuple[str, 
     return " ".join(parts), images
 
 
+def _image_url(part: dict) -> str:
+    image = part.get("image_url")
+    return str(image.get("url", "")) if isinstance(image, dict) else ""
+
+
 def _content_parts(content: object, parts: list[str]) -> int:
     """Append one message's content to `parts`; returns how many images it holds."""
     if not isinstance(content, (str, list, type(None))):
@@ -57,8 +62,7 @@ def _content_parts(content: object, parts: list[str]) -> int:
             raise InvalidRequest("each content part is an object")
         if part.get("type") == "text" and isinstance(part.get("text"), str):
             parts.append(part["text"])
-        elif part.get("type") == "image_url" and str(
-                (part.get("image_url") or {}).get("url", "")).startswith("data:"):
+        elif part.get("type") == "image_url" and _image_url(part).startswith("data:"):
             parts.append("<|image|>")
             images += 1
         else:

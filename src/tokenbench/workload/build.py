@@ -15,13 +15,14 @@ import random
 import statistics
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from tokenbench.client.request import Prompt
-from tokenbench.errors import TargetError
+from tokenbench.errors import TargetError, UsageError
+from tokenbench.metrics.summary_groups import WorkloadFacts
 from tokenbench.spec.bench import Workload
 from tokenbench.workload import images as img
-from tokenbench.workload import prefix, trace_replay
+from tokenbench.workload import prefix, text_corpus, trace_replay
 from tokenbench.workload.chat import (
     ServerTokenizer,
     Tokenizer,
@@ -32,14 +33,17 @@ from tokenbench.workload.chat import (
 )
 from tokenbench.workload.dataset import Draft, Filters, TextEntry, select
 from tokenbench.workload.jsonl import read_prompts
+from tokenbench.workload.lengths import Draws, length_stats
 from tokenbench.workload.local_tokenizer import LocalTokenizer, tokenizer_file
 from tokenbench.workload.random_ids import cell_rng, random_ids
 from tokenbench.workload.sharegpt import read_sharegpt
 from tokenbench.workload.vocab import Vocab
 
+T = TypeVar("T")
+
 
 class Target(Protocol):
-    """What a workload needs to know about the server (load.target.ResolvedTarget has it)."""
+    """What a workload needs to know about the server (load.target.Endpoint has it)."""
 
     @property
     def base_url(self) -> str: ...
@@ -58,14 +62,15 @@ class CellPrompts:
     warmup: list[Prompt]
     measure: Iterable[Prompt]               # a list, or (random and trace kinds) made one by one when taken
     offsets_ns: list[int] | None = None     # trace: arrival of measured request i at t0 + offsets_ns[i]
-    facts: dict = field(default_factory=dict)
+    facts: WorkloadFacts = field(default_factory=WorkloadFacts)
     notes: list[str] = field(default_factory=list)
     measure_count: int | None = None        # None: as many as the duration takes
     length_means: tuple[int, int] | None = None   # rounded mean (input, output) lengths asked
 
     def nominal_lengths(self, wl: Workload) -> tuple[int, int]:
-        """The cell's (input, output) lengths: exact for fixed-length kinds, else the rounded means asked."""
-        if wl.fixed_lengths or self.length_means is None:
+        """The cell's (input, output) lengths: the asked pair (exact, or the centre of drawn lengths), else
+        the rounded means asked (datasets, traces, a length histogram)."""
+        if (wl.input_len is not None and wl.output_len is not None) or self.length_means is None:
             return wl.input_len or 0, wl.output_len or 0
         return self.length_means
 
@@ -130,20 +135,59 @@ def _lazy_phase(c: _Cell, phase: str, lengths: Iterable[tuple[int, int]]) -> Ite
     return (_exact(c, rng, n, out) for n, out in lengths)
 
 
+def _given(value: T | None, what: str) -> T:
+    """A workload field its kind requires (the spec refuses a workload of that kind without it)."""
+    if value is None:
+        raise UsageError(f"this workload needs {what}", f"give {what} in the workload")
+    return value
+
+
+def _shapes(c: _Cell, phase: str, n: int | None) -> Iterator[tuple[int, int]]:
+    """Each request's (input, output) lengths in a phase: the asked pair, or drawn from the workload's
+    length distribution (its own seeded stream, apart from the prompts' content)."""
+    if c.wl.draws is None:
+        shape = (_given(c.wl.input_len, "input_len"), _given(c.wl.output_len, "output_len"))
+        return itertools.repeat(shape, *([] if n is None else [n]))
+    return Draws.of(c.wl).stream(c.rng(f"lengths-{phase}"), n)
+
+
+def _draw_facts(c: _Cell, n_meas: int | None) -> dict:
+    """The distribution in words and, for a counted cell, the drawn lengths' mean, min and max."""
+    if c.wl.draws is None:
+        return {}
+    stats = length_stats(_shapes(c, "measure", n_meas)) if n_meas is not None else {}
+    return {"length_distribution": Draws.of(c.wl).describe(), "length_draws": c.wl.draws, **stats}
+
+
 def _random(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
-    shape = (c.wl.input_len, c.wl.output_len)
-    facts = {"prompt_as_text_special_tokens": c.special} if c.wl.prompt_as_text else {}
-    return _Drafts(_exact_phase(c, "warmup", [shape] * n_warm),
-                   _lazy_phase(c, "measure", itertools.repeat(shape, *([] if n_meas is None else [n_meas]))),
-                   facts=facts)
+    told = {"prompt_as_text_special_tokens": c.special} if c.wl.prompt_as_text else {}
+    return _Drafts(_exact_phase(c, "warmup", list(_shapes(c, "warmup", n_warm))),
+                   _lazy_phase(c, "measure", _shapes(c, "measure", n_meas)), facts={**told, **_draw_facts(c, n_meas)})
+
+
+def _text(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
+    """Natural text: windows of exactly input_len tokens of the corpus (workload/text_corpus.py), or of
+    each request's drawn length (a length distribution, as random's)."""
+    corpus = text_corpus.corpus_ids(c.tok)
+
+    def phase(name: str, count: int | None) -> Iterator[Draft]:
+        rng = c.rng(name)
+        for n, out in _shapes(c, name, count):
+            if c.wl.api == "chat":
+                yield Draft(text_corpus.text_of(c.tok, corpus, rng, n), None, n, out)
+            else:
+                yield Draft(None, text_corpus.text_ids(corpus, rng, n), n, out)
+
+    facts = {"text_corpus": text_corpus.SOURCE, "text_corpus_tokens": len(corpus), **_draw_facts(c, n_meas)}
+    return _Drafts(list(phase("warmup", n_warm)), phase("measure", n_meas), facts=facts)
 
 
 def _dataset(reader: Callable[[str], list[TextEntry]]):
     def build(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
-        wl = c.wl
-        entries = reader(wl.dataset_path)
-        sel = select(entries, c.tok, c.rng("dataset"), n_warm + n_meas, wl.output_len,
-                     Filters.of(wl, c.t.max_model_len), wl.dataset_path)
+        wl, path = c.wl, _given(c.wl.dataset_path, "dataset_path")
+        entries = reader(path)
+        sel = select(entries, c.tok, c.rng("dataset"), n_warm + _given(n_meas, "a request count"),
+                     Filters.of(wl, c.t.max_model_len), path)
         facts = {"dataset_path": wl.dataset_path, "dataset_entries": len(entries), "dataset_examined": sel.examined,
                  "dataset_rejected": sel.rejected, "dataset_reused": sel.reused}
         return _Drafts(sel.drafts[:n_warm], sel.drafts[n_warm:], facts=facts, notes=sel.notes)
@@ -153,18 +197,20 @@ def _dataset(reader: Callable[[str], list[TextEntry]]):
 def _prefix(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
     wl, vocab = c.wl, c.t.vocab
     shared = c.rng("prefix")
+    groups, plen = _given(wl.num_groups, "num_groups"), _given(wl.prefix_len, "prefix_len")
+    ilen = _given(wl.input_len, "input_len")
     if wl.api == "chat":
-        texts = prefix.prefix_texts(c.tok, shared, wl.num_groups, wl.prefix_len, vocab)
+        texts = prefix.prefix_texts(c.tok, shared, groups, plen, vocab)
 
         def phase(name: str, n: int) -> list[Draft]:
-            return prefix.text_drafts(c.tok, texts, wl.prefix_len, c.rng(name), n, wl.input_len, wl.output_len, vocab)
+            return prefix.text_drafts(c.tok, texts, c.rng(name), list(_shapes(c, name, n)), vocab, plen)
     else:
-        ids = prefix.prefix_ids(shared, wl.num_groups, wl.prefix_len, vocab)
+        ids = prefix.prefix_ids(shared, groups, plen, vocab)
 
         def phase(name: str, n: int) -> list[Draft]:
-            return prefix.id_drafts(ids, c.rng(name), n, wl.input_len, wl.output_len, vocab)
-    facts = {"prefix_len": wl.prefix_len, "num_groups": wl.num_groups, "prefix_share": wl.prefix_len / wl.input_len}
-    return _Drafts(phase("warmup", n_warm), phase("measure", n_meas), facts=facts)
+            return prefix.id_drafts(ids, c.rng(name), list(_shapes(c, name, n)), vocab)
+    facts = {"prefix_len": plen, "num_groups": groups, "prefix_share": plen / ilen, **_draw_facts(c, n_meas)}
+    return _Drafts(phase("warmup", n_warm), phase("measure", _given(n_meas, "a request count")), facts=facts)
 
 
 def _image_source(c: _Cell) -> Callable[[random.Random, int], list[img.Image]]:
@@ -184,21 +230,48 @@ def _image(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) 
 
     def phase(name: str, n: int, first: int) -> list[Draft]:
         rng, out = c.rng(name), []
-        for i in range(n):
-            text = exact_text(c.tok, rng, wl.input_len, c.t.vocab)
+        for i, (n_in, n_out) in enumerate(_shapes(c, name, n)):
+            text = exact_text(c.tok, rng, n_in, c.t.vocab)
             pics = source(rng, first + i)
-            out.append(Draft(text, None, wl.input_len, wl.output_len, tuple(p.uri() for p in pics),
-                             sum(len(p.data) for p in pics)))
+            out.append(Draft(text, None, n_in, n_out, tuple(p.uri() for p in pics), sum(len(p.data) for p in pics)))
         return out
 
-    facts = {"images_per_request": wl.image_count,
+    facts = {"images_per_request": wl.image_count, **_draw_facts(c, n_meas),
              "image_source": wl.dataset_path or f"synthetic {wl.image_width}x{wl.image_height} {wl.image_format}"}
-    return _Drafts(phase("warmup", n_warm, 0), phase("measure", n_meas, n_warm), facts=facts)
+    return _Drafts(phase("warmup", n_warm, 0), phase("measure", _given(n_meas, "a request count"), n_warm),
+                   facts=facts)
+
+
+def _trace_blocks(c: _Cell, rows: list[trace_replay.TraceRow], facts: dict,
+                  notes: list[str]) -> trace_replay.BlockIds | None:
+    """The hash blocks of a trace with hash_ids (completions: token ids); the trace's own reuse in facts."""
+    if not any(r.hash_ids for r in rows):
+        return None
+    if c.wl.api == "chat":
+        notes.append("hash_ids are not reproduced over the chat API (its template shifts the blocks): "
+                     "use --api completions to send the trace's shared blocks")
+        return None
+    reuse = trace_replay.trace_reuse(rows, c.wl.trace_block_size)
+    facts.update(trace_block_size=reuse.block_size, trace_prompt_tokens=reuse.prompt_tokens,
+                 trace_reusable_tokens=reuse.reusable_tokens, trace_reuse_rate=reuse.rate)
+    return trace_replay.BlockIds(f"{c.wl.seed}/{c.key}", c.wl.trace_block_size, c.t.vocab)
+
+
+def _trace_phase(c: _Cell, rows: list[trace_replay.TraceRow], blocks: trace_replay.BlockIds | None) -> Iterator[Draft]:
+    """The measured drafts, one by one: a row's hash blocks, or fresh content for a row without them."""
+    rng = c.rng("measure")
+    for r in rows:
+        if blocks is not None and r.hash_ids:
+            yield Draft(None, blocks.prompt(r), r.input_len, r.output_len)
+        else:
+            yield _exact(c, rng, r.input_len, r.output_len)
 
 
 def _trace(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
+    """Warmup: fresh content of the first rows' lengths (never the trace's blocks, so the measured phase
+    starts with none of them cached); measured: the rows, at their times."""
     wl = c.wl
-    rows = trace_replay.read_trace(wl.dataset_path)
+    rows = trace_replay.read_trace(_given(wl.dataset_path, "dataset_path"), wl.trace_block_size)
     replay = trace_replay.select(rows, wl.time_scale, Filters.of(wl, c.t.max_model_len), wl.output_len, n_meas, duration_s)
     lengths = [(r.input_len, r.output_len) for r in replay.rows]
     warm = [lengths[i % len(lengths)] for i in range(n_warm)]
@@ -206,11 +279,12 @@ def _trace(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) 
              "trace_rows_dropped": replay.dropped, "trace_span_s": replay.offsets_ns[-1] / 1e9}
     notes = [f"{replay.dropped} trace rows dropped by the length filters"] if replay.dropped else []
     facts.update(_length_facts(lengths))
-    return _Drafts(_exact_phase(c, "warmup", warm), _lazy_phase(c, "measure", lengths), replay.offsets_ns, facts,
+    blocks = _trace_blocks(c, replay.rows, facts, notes)
+    return _Drafts(_exact_phase(c, "warmup", warm), _trace_phase(c, replay.rows, blocks), replay.offsets_ns, facts,
                    notes)
 
 
-KINDS = {"random": _random, "sharegpt": _dataset(read_sharegpt), "jsonl": _dataset(read_prompts),
+KINDS = {"random": _random, "text": _text, "sharegpt": _dataset(read_sharegpt), "jsonl": _dataset(read_prompts),
          "prefix": _prefix, "image": _image, "trace": _trace}
 
 
@@ -219,15 +293,15 @@ KINDS = {"random": _random, "sharegpt": _dataset(read_sharegpt), "jsonl": _datas
 def _image_tokens(c: _Cell, drafts: list[Draft], overhead: int) -> dict[str, int]:
     """Prompt tokens per distinct image (by data URI), each measured once with a 1-token probe.
     Synthetic images of one size and format all cost the same: one probe with a fresh image stands for them."""
-    first = drafts[0]
+    first, text = drafts[0], _given(drafts[0].text, "a chat prompt's text")
     if not c.wl.dataset_path:
         probe = img.synthetic(c.rng("probe"), c.wl.image_width, c.wl.image_height, c.wl.image_format).uri()
-        per = image_tokens(c.t.base_url, c.t.model, first.text, first.input_len, overhead, (probe,), c.t.api_key)
+        per = image_tokens(c.t.base_url, c.t.model, text, (probe,), c.t.api_key, first.input_len + overhead)
         return {u: per for d in drafts for u in d.images}
     out: dict[str, int] = {}
     for u in (u for d in drafts for u in d.images):
         if u not in out:
-            out[u] = image_tokens(c.t.base_url, c.t.model, first.text, first.input_len, overhead, (u,), c.t.api_key)
+            out[u] = image_tokens(c.t.base_url, c.t.model, text, (u,), c.t.api_key, first.input_len + overhead)
     return out
 
 
@@ -241,8 +315,9 @@ def _chat_prompts(c: _Cell, d: _Drafts) -> tuple[list[Prompt], Iterable[Prompt],
         first = (d.warmup or list(measure))[0]
     if first is None:
         return [], [], {}
-    overhead = chat_template_overhead(c.t.base_url, c.t.model, first.text, first.input_len, c.t.api_key)
-    facts = {"chat_template_overhead_tokens": overhead}
+    overhead = chat_template_overhead(c.t.base_url, c.t.model, _given(first.text, "a chat prompt's text"),
+                                      first.input_len, c.t.api_key)
+    facts: dict[str, float] = {"chat_template_overhead_tokens": overhead}
     per_image = _image_tokens(c, d.warmup + list(measure), overhead) if first.images else {}
     if per_image:
         facts["image_tokens_per_image"] = statistics.fmean(per_image.values())
@@ -277,7 +352,8 @@ def tokenizer_for(t: Target, wl: Workload) -> Tokenizer:
     """The local tokenizer when --tokenizer names a directory with tokenizer.json, else the server's
     /tokenize (with a fix that fits this workload when the server has none)."""
     path = wl.tokenizer_path
-    if path and tokenizer_file(path) and (wl.api == "chat" or wl.prompt_as_text or wl.kind in ("sharegpt", "jsonl")):
+    if path and tokenizer_file(path) and (wl.api == "chat" or wl.prompt_as_text
+                                          or wl.kind in ("sharegpt", "jsonl", "text")):
         return _local(path)
     hint = "pass --tokenizer DIR (the model's Hugging Face directory, with tokenizer.json)"
     if path and not tokenizer_file(path):
@@ -287,21 +363,24 @@ def tokenizer_for(t: Target, wl: Workload) -> Tokenizer:
     return ServerTokenizer(t.base_url, t.model, t.api_key, hint)
 
 
-def _new_cell(t: Target, wl: Workload, key: str, tok: Tokenizer | None) -> _Cell:
+def _new_cell(t: Target, wl: Workload, key: str) -> _Cell:
     """The cell's context; for text prompts over completions, with the server's special tokens measured."""
-    c = _Cell(t, wl, key, tok or tokenizer_for(t, wl))
+    c = _Cell(t, wl, key, tokenizer_for(t, wl))
     if wl.prompt_as_text:
         c.special = _special_tokens(c)
     return c
 
 
-def build_cell(t: Target, wl: Workload, key: str, n_warm: int, n_meas: int | None, *,
-               duration_s: float | None = None, tok: Tokenizer | None = None) -> CellPrompts:
+def build_cell(t: Target, wl: Workload, key: str, n_warm: int, n_meas: int | None,
+               duration_s: float | None = None) -> CellPrompts:
     """The cell's prompts. `n_meas` None: as many as the source holds (a trace: every row kept; random
     prompts: without end, the load's duration decides); `duration_s` cuts a trace to the rows due before
     it. Random and trace prompts are made one by one as the measured phase takes them."""
-    c = _new_cell(t, wl, key, tok)
+    c = _new_cell(t, wl, key)
     d = KINDS[wl.kind](c, n_warm, n_meas, duration_s)
+    warm: list[Prompt]
+    meas: Iterable[Prompt]
+    facts: dict
     if isinstance(d.measure, list) and not d.warmup and not d.measure:
         warm, meas, facts = [], [], {}
     elif wl.api == "chat":
@@ -312,17 +391,18 @@ def build_cell(t: Target, wl: Workload, key: str, n_warm: int, n_meas: int | Non
     facts = {**d.facts, **facts}
     if isinstance(c.tok, LocalTokenizer):
         facts["tokenizer"] = f"local {c.tok.source}"
-    means = None
     if isinstance(meas, list):
         lengths = [(p.input_len, p.output_len) for p in meas]
         if lengths and not wl.fixed_lengths:
             facts.update(_length_facts(lengths))
-    if "input_len_mean" in facts:
-        means = (round(facts["input_len_mean"]), round(facts["output_len_mean"]))
-    if wl.kind != "random":
-        facts = {"workload": wl.kind, **facts}
-    if wl.fixed_lengths:
-        for k in [k for k in facts if k.startswith(("input_len_", "output_len_"))]:
-            facts.pop(k)
+    told = WorkloadFacts.model_validate({"workload": wl.kind, **facts} if wl.kind != "random" else facts)
     count = len(meas) if isinstance(meas, list) else (len(d.offsets_ns) if d.offsets_ns is not None else n_meas)
-    return CellPrompts(warm, meas, d.offsets_ns, facts, d.notes, count, means)
+    return CellPrompts(warm, meas, d.offsets_ns, told.without_lengths() if wl.fixed_lengths else told, d.notes,
+                       count, _means(told))
+
+
+def _means(facts: WorkloadFacts) -> tuple[int, int] | None:
+    """The rounded mean lengths asked, when they varied."""
+    if facts.input_len_mean is None or facts.output_len_mean is None:
+        return None
+    return round(facts.input_len_mean), round(facts.output_len_mean)

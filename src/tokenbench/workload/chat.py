@@ -92,8 +92,9 @@ def chat_template_overhead(base_url: str, model: str, text: str, n: int, api_key
     return _probe(base_url, model, text, api_key)["prompt_tokens"] - n
 
 
-def image_tokens(base_url: str, model: str, text: str, n: int, overhead: int, images: tuple[str, ...],
-                 api_key: str | None) -> int:
-    """Prompt tokens these images add to a chat request whose text has n tokens (template: overhead)."""
+def image_tokens(base_url: str, model: str, text: str, images: tuple[str, ...], api_key: str | None,
+                 without: int) -> int:
+    """Prompt tokens these images add to a chat request whose text alone takes `without` prompt tokens
+    (its own tokens and the template's)."""
     usage = _probe(base_url, model, user_content(text, images), api_key)
-    return usage["prompt_tokens"] - n - overhead
+    return usage["prompt_tokens"] - without

@@ -48,10 +48,12 @@ class Filters:
     min_output_len: int | None = None
     max_output_len: int | None = None
     max_total: int | None = None      # the server's context per sequence: input + output must fit
+    forced_output: int | None = None  # every draft's output length (--output-len), whatever its entry asks
 
     @classmethod
     def of(cls, wl: Workload, max_model_len: int | None) -> Filters:
-        return cls(wl.min_input_len, wl.max_input_len, wl.min_output_len, wl.max_output_len, max_model_len)
+        return cls(wl.min_input_len, wl.max_input_len, wl.min_output_len, wl.max_output_len, max_model_len,
+                   wl.output_len)
 
     def accepts(self, input_len: int, output_len: int) -> bool:
         checks = ((self.min_input_len, input_len, 1), (self.max_input_len, input_len, -1),
@@ -92,7 +94,7 @@ def read_json_or_jsonl(path: str | Path, what: str) -> Iterator[tuple[int, objec
         if line.strip():
             try:
                 yield n, json.loads(line)
-            except ValueError as exc:
+            except json.JSONDecodeError as exc:
                 raise UsageError(f"{p}:{n}: not valid JSON ({exc.msg})", f"a {what} file has one JSON object per line") from None
 
 
@@ -106,17 +108,17 @@ def _output_len(tok: Tokenizer, entry: TextEntry, forced: int | None) -> int:
     return 0
 
 
-def _draft(tok: Tokenizer, entry: TextEntry, forced: int | None, filters: Filters) -> Draft | None:
+def _draft(tok: Tokenizer, entry: TextEntry, filters: Filters) -> Draft | None:
     text = entry.prompt.strip()
     if not text:
         return None
     ids = tuple(tok.encode(text))
-    out = _output_len(tok, entry, forced)
+    out = _output_len(tok, entry, filters.forced_output)
     return Draft(text, ids, len(ids), out) if filters.accepts(len(ids), out) else None
 
 
-def select(entries: Sequence[TextEntry], tok: Tokenizer, rng: random.Random, count: int, forced_output: int | None,
-           filters: Filters, source: str) -> Selection:
+def select(entries: Sequence[TextEntry], tok: Tokenizer, rng: random.Random, count: int, filters: Filters,
+           source: str) -> Selection:
     """`count` drafts from the entries in a seeded order, tokenizing only as many as needed. When fewer
     pass the filters, the accepted ones are reused in order (and the selection says how many)."""
     order = list(range(len(entries)))
@@ -126,7 +128,7 @@ def select(entries: Sequence[TextEntry], tok: Tokenizer, rng: random.Random, cou
         if len(sel.drafts) >= count:
             break
         sel.examined += 1
-        draft = _draft(tok, entries[i], forced_output, filters)
+        draft = _draft(tok, entries[i], filters)
         if draft is None:
             sel.rejected += 1
         else:

@@ -1,0 +1,114 @@
+"""Stored runs as data: the run list (`tokenbench runs`) and cell / request rows (`tokenbench export`).
+
+Cell rows carry the summary under the same vLLM-style keys `bench` prints and stores; request rows carry
+the per-request metrics (TTFT, TPOT, E2EL in ms) next to the raw integer-ns timings.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import asdict, dataclass
+
+from tokenbench.client.records import RequestRecord
+from tokenbench.judge.run_verdict import run_verdict
+from tokenbench.judge.status import judge
+from tokenbench.metrics import request as rm
+from tokenbench.store.db import RunFilter, Store
+from tokenbench.store.records import json_safe, to_dict
+from tokenbench.store.rows import CellRow
+
+CELL_FIELDS = ("config", "key", "repeat", "input_len", "output_len", "concurrency", "request_rate", "status",
+               "verdict", "verdict_mark", "verdict_reason", "message", "kv_demand", "kv_capacity", "over_capacity")
+FIRST_SUMMARY = ("num_prompts", "completed", "failed", "duration", "request_throughput", "output_throughput",
+                 "total_token_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
+                 "median_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "median_itl_ms", "p99_itl_ms", "mean_e2el_ms",
+                 "median_e2el_ms", "p90_e2el_ms", "p99_e2el_ms")
+REQUEST_FIELDS = ("config", "cell", "phase", "index", "input_len", "output_len", "intended_ns", "sent_ns",
+                  "end_ns", "status", "ttft_ms", "tpot_ms", "e2el_ms", "prompt_tokens", "completion_tokens",
+                  "cached_tokens", "usage_source", "finish_reason", "error_kind", "error_detail", "length_error")
+
+
+@dataclass(frozen=True)
+class RunListing:
+    """A run as `tokenbench runs` lists it (`--json`: these keys)."""
+
+    id: str
+    date: str
+    name: str
+    kind: str
+    target: str
+    cells_done: int | None
+    cells_total: int | None
+    status: str
+    verdict: str                        # one word (judge/run_verdict.py)
+    message: str
+
+
+def run_rows(store: Store, which: RunFilter = RunFilter()) -> list[RunListing]:
+    """The runs `which` selects, oldest first, each with its study name and its verdict."""
+    return [RunListing(r.id, r.created_at, r.name, r.kind, r.target, r.cells_done,
+                       r.planned_cells(len(store.configs(r.id))), r.status, run_verdict(r.status, store.cells(r.id)),
+                       r.message or "") for r in store.runs(which)]
+
+
+def _cell_row(c: CellRow) -> dict:
+    """A cell as export writes it: its columns, its verdict (judge/status.py), then its summary."""
+    state = judge(c.status, c.message, c.summary)
+    return {"config": c.config, **c.columns(), "verdict": state.kind, "verdict_mark": state.mark,
+            "verdict_reason": state.reason, **c.summary.to_dict()}
+
+
+def cell_rows(store: Store, run_id: str) -> list[dict]:
+    return [_cell_row(c) for c in store.cells(run_id)]
+
+
+def _request(r: RequestRecord) -> dict:
+    """A request as export writes it: the stored record (store/records.to_dict) and its TTFT, TPOT, E2EL."""
+    return {**to_dict(r), "ttft_ms": rm.ttft_ms(r), "tpot_ms": rm.tpot_ms(r), "e2el_ms": rm.e2el_ms(r)}
+
+
+def request_rows(store: Store, run_id: str, phases: tuple[str, ...] = ("measure",)) -> list[dict]:
+    """Flat rows for CSV: the chunk lists left out."""
+    lists = ("token_offsets_ns", "token_counts")
+    return [{"config": c.config, "cell": c.key, **{k: v for k, v in _request(r).items() if k not in lists}}
+            for c in store.cells(run_id) for phase in phases for r in store.requests(c.id or 0, phase)]
+
+
+def to_json(store: Store, run_id: str, requests: bool) -> str:
+    run = store.run(run_id)
+    shown = ("id", "created_at", "kind", "status", "target", "tool_version", "spec", "command", "environment")
+    doc = {"run": {k: v for k, v in asdict(run).items() if k in shown},
+           "configs": [{"name": c.name, "overrides": c.overrides,
+                        "profile": c.profile.model_dump(mode="json") if c.profile else {}, "facts": c.facts.to_dict(),
+                        "status": c.status} for c in store.configs(run_id)],
+           "cells": [{**_cell_row(c), **({"requests": [_request(r) for r in store.requests(c.id or 0)]}
+                                         if requests else {})} for c in store.cells(run_id)]}
+    return json.dumps(json_safe(doc), indent=1, ensure_ascii=False) + "\n"
+
+
+def _flat(v):
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, sort_keys=True, ensure_ascii=False)
+    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
+        return ""
+    return "" if v is None else v
+
+
+def _csv(rows: list[dict], first: tuple[str, ...]) -> str:
+    keys = list(first) + sorted({k for r in rows for k in r} - set(first))
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=keys, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: _flat(r.get(k)) for k in keys})
+    return buf.getvalue()
+
+
+def to_csv(store: Store, run_id: str, requests: bool) -> str:
+    store.run(run_id)            # a clear error for an unknown run
+    if requests:
+        return _csv(request_rows(store, run_id), REQUEST_FIELDS)
+    return _csv(cell_rows(store, run_id), CELL_FIELDS + FIRST_SUMMARY)

@@ -1,0 +1,123 @@
+"""Why is a cell slow? One label per cell with the evidence that gave it (docs/metrics.md, "Bottleneck").
+
+Checked in order, the first that holds wins: client-bound (the client's own health), KV-bound (`*`, KV
+usage near 100 %, preemptions), queueing (requests waiting at the server, or TTFT growing with load),
+compute- or bandwidth-bound (output tok/s near the decode roofline), else unknown, saying what was
+missing. Pure: reads the cell's summary, the monitor samples and the roofline, nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from tokenbench.judge.plausibility import ConfigCheck, Roofline
+from tokenbench.judge.views import CellInfo, RunData
+from tokenbench.metrics.cell_summary import known
+from tokenbench.metrics.summary_groups import ClientHealth, MonitorFigures
+
+KV_FULL = 0.95              # KV usage peak at or above this share is "full"
+TTFT_GROWTH = 2.0           # mean TTFT this many times the lowest load's is queueing
+ROOF_NEAR = 0.5             # output tok/s at or above this share of the roofline is bound by it
+CLIENT_CPU_NEAR = 80.0      # % of a core per client process
+
+
+Kind = Literal["client", "kv", "queueing", "compute", "bandwidth", "unknown"]
+Evidence = Literal["client", "client_cpu", "kv_demand", "kv_usage", "preempt", "waiting", "ttft_growth",
+                   "roof_compute", "roof_bandwidth", "roof_far", "not_ok", "no_roofline", "no_monitor", "nothing"]
+
+
+@dataclass(frozen=True)
+class Label:
+    """A cell's bottleneck: its kind, the evidence that gave it (a code) and that evidence's figures (numbers,
+    or the cell's own words: a verdict's reason, a load label, a mark). report/ says it in words."""
+
+    kind: Kind
+    evidence: Evidence
+    values: dict[str, float | str] = field(default_factory=dict)
+
+
+Found = tuple[Evidence, dict[str, float | str]] | None
+
+
+def _monitor(c: CellInfo) -> MonitorFigures:
+    return c.summary.monitor or MonitorFigures()
+
+
+def _peak(run: RunData, c: CellInfo, name: str) -> float | None:
+    vals = [s.value for r in (c.repeats or (c,)) for s in run.samples.get(r.id, []) if s.name == name]
+    m = _monitor(c)
+    stored = known(m.server_waiting_max if name == "waiting" else m.server_kv_usage_peak)
+    both = vals + ([stored] if stored is not None else [])
+    return max(both) if both else None
+
+
+def _client(c: CellInfo) -> Found:
+    if c.state.kind == "invalid":
+        return "client", {"reason": c.state.reason or "-"}
+    health = c.summary.health or ClientHealth()
+    cpu, workers = known(health.client_cpu_percent), health.client_workers or 1
+    if cpu is not None and cpu / workers >= CLIENT_CPU_NEAR:
+        return "client_cpu", {"cpu": cpu / workers}
+    return None
+
+
+def _kv(run: RunData, c: CellInfo) -> Found:
+    if c.over_capacity:
+        return "kv_demand", {"demand": c.kv_demand or 0, "capacity": c.kv_capacity or 0}
+    kv = _peak(run, c, "kv_usage")
+    if kv is not None and kv >= KV_FULL:
+        return "kv_usage", {"pct": 100 * kv}
+    pre = known(_monitor(c).server_preemptions)
+    return ("preempt", {"n": pre}) if pre else None
+
+
+def _lowest(run: RunData, c: CellInfo) -> CellInfo | None:
+    same = [o for o in run.cells_of(c.config) if o.pair == c.pair and (o.concurrency is None) == (c.concurrency is None)
+            and o.state.ok]
+    low = min(same, key=lambda o: o.x, default=None)
+    return low if low is not None and low.x < c.x else None
+
+
+def _queueing(run: RunData, c: CellInfo) -> Found:
+    waiting = _peak(run, c, "waiting")
+    if waiting:
+        return "waiting", {"n": waiting}
+    low = _lowest(run, c)
+    a, b = (known(low.summary.mean_ttft_ms) if low else None), known(c.summary.mean_ttft_ms)
+    if low is not None and a and b and b >= TTFT_GROWTH * a:
+        return "ttft_growth", {"times": b / a, "load": low.load_label}
+    return None
+
+
+def _roof(c: CellInfo, roof: Roofline | None) -> Label | None:
+    out = known(c.summary.output_throughput)
+    if roof is None or not out:
+        return None
+    bound = roof.aggregate(c.concurrency)
+    share = out / bound if bound else 0.0
+    kind: Kind = "compute" if c.concurrency and c.concurrency * roof.per_stream > roof.compute else "bandwidth"
+    figures: dict[str, float | str] = {"pct": 100 * share, "out": out, "bound": bound}
+    if share >= ROOF_NEAR:
+        return Label(kind, "roof_compute" if kind == "compute" else "roof_bandwidth", figures)
+    return Label("unknown", "roof_far", figures)
+
+
+def label(run: RunData, c: CellInfo, roof: Roofline | None) -> Label:
+    if not c.state.ok and c.state.kind != "invalid":
+        return Label("unknown", "not_ok", {"mark": c.state.mark})
+    checks: tuple[tuple[Kind, Found], ...] = (("client", _client(c)), ("kv", _kv(run, c)),
+                                              ("queueing", _queueing(run, c)))
+    for kind, found in checks:
+        if found:
+            return Label(kind, *found)
+    near = _roof(c, roof)
+    if near is not None:
+        return near
+    if run.samples:
+        return Label("unknown", "no_roofline")
+    return Label("unknown", "nothing" if roof is None else "no_monitor")
+
+
+def rooflines(checks: list[ConfigCheck]) -> dict[str, Roofline | None]:
+    return {chk.config.name: chk.roofline for chk in checks}

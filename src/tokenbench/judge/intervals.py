@@ -1,0 +1,127 @@
+"""95 % intervals and verdicts of a report's cells, from the stored per-request records (each cell's
+reservoir; metrics/uncertainty.py does the arithmetic, in closed form; docs/metrics.md, "Intervals and verdicts").
+
+A cell's samples are grouped by its ok repeats; a cell that is not ok gets no interval (its figures are
+marked instead, judge/status.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from tokenbench.client.records import RequestRecord
+from tokenbench.judge.views import CellInfo, RunData
+from tokenbench.metrics import request as rm
+from tokenbench.metrics import uncertainty as u
+from tokenbench.metrics.cell_summary import LATENCIES, RATES, Metric
+from tokenbench.spec.bench import SLO
+
+STATS: tuple[Literal["mean", "p50", "p90", "p99"], ...] = ("mean", "p50", "p90", "p99")
+
+
+@dataclass(frozen=True)
+class Judging:
+    """How `compare` judges its columns: with --allow-not-ok a cell that is not ok still shows its (marked)
+    figures; --min-effect is the smallest difference a verdict calls one."""
+
+    allow_not_ok: bool = False
+    min_effect: float = u.MIN_EFFECT
+
+
+HEADLINE = [Metric(n, s) for n in LATENCIES for s in STATS] + [Metric(r, "mean") for r in RATES]
+
+
+def _latencies(recs: list[RequestRecord], name: str) -> list[float] | u.Clusters:
+    """Per-request values; ITL's gaps stay grouped by request (resampled together: a request's gaps are
+    correlated, and resampling single gaps would make the interval too narrow)."""
+    ok = [r for r in recs if r.ok]
+    if name == "itl":
+        return u.Clusters.of([rm.itl_ms(r) for r in ok])
+    fn: Callable = {"ttft": rm.ttft_ms, "tpot": rm.tpot_ms, "e2el": rm.e2el_ms}[name]
+    return [v for r in ok if (v := fn(r)) is not None]
+
+
+def _events(recs: list[RequestRecord], name: str, slo: SLO | None) -> list[tuple[int, float]] | None:
+    ok = [r for r in recs if r.ok]
+    if name == "output_throughput":
+        return [(t, float(n)) for r in ok for t, n in zip(r.token_times_ns, r.token_counts, strict=False)]
+    if name == "request_throughput":
+        return [(r.end_ns, 1.0) for r in ok]
+    if slo is None or slo.is_empty():
+        return None
+    return [(r.end_ns, 1.0) for r in ok if rm.meets_slo(r, slo)]
+
+
+def samples(recs: list[RequestRecord], name: str, slo: SLO | None) -> list[float] | u.Clusters:
+    """One repeat's samples of a metric: per-request values, or per-bin rates of its measured window."""
+    if name not in RATES:
+        return _latencies(recs, name)
+    events = _events(recs, name, slo)
+    if events is None or not recs:
+        return []
+    start, end = min(r.intended_ns for r in recs), max(r.end_ns for r in recs)
+    return u.bins(events, start, end, u.bin_count(len(recs)))
+
+
+class Book:
+    """Intervals of one run's cells, computed once each (records are read from the store on demand)."""
+
+    def __init__(self, run: RunData, read: Callable[[int], list[RequestRecord]] | None = None) -> None:
+        self.run, self._read = run, read or run.reader or (lambda _cell_id: [])
+        self._recs: dict[int, list[RequestRecord]] = {}
+        self._ivs: dict[tuple[tuple[int, ...], str, str], u.Interval | None] = {}
+        self._groups: dict[tuple[tuple[int, ...], str], list[list[float] | u.Clusters]] = {}
+        self.slo = _slo(run)
+
+    def records(self, cell: CellInfo) -> list[RequestRecord]:
+        if cell.id not in self._recs:
+            self._recs[cell.id] = self._read(cell.id)
+        return self._recs[cell.id]
+
+    def interval(self, cell: CellInfo, metric: Metric) -> u.Interval | None:
+        """The figure's interval; a rate's is scaled onto the stored figure (tokens as the server counted
+        them, not as chunks carried them)."""
+        k = (_ids(cell), metric.name, metric.stat)
+        if k not in self._ivs:
+            requests = int(sum(c.summary.completed or 0 for c in cell.measured()))
+            iv = u.interval(self.groups(cell, metric), metric.stat, requests)
+            self._ivs[k] = None if iv is None else iv.scaled(self.scale(cell, metric))
+        return self._ivs[k]
+
+    def scale(self, cell: CellInfo, metric: Metric) -> float:
+        stored = cell.value(metric) if metric.name in RATES else None
+        value = u.point(self.groups(cell, metric), metric.stat) if stored else None
+        return stored / value if stored and value else 1.0
+
+    def groups(self, cell: CellInfo, metric: Metric) -> list[list[float] | u.Clusters]:
+        k = (_ids(cell), metric.name)
+        if k not in self._groups:
+            self._groups[k] = [g for c in cell.measured() if (g := samples(self.records(c), metric.name, self.slo))]
+        return self._groups[k]
+
+
+def _ids(cell: CellInfo) -> tuple[int, ...]:
+    """A merged cell shares its first repeat's id: key caches by the repeats it stands for."""
+    return tuple(c.id for c in cell.repeats) or (cell.id,)
+
+
+def _slo(run: RunData) -> SLO | None:
+    raw = run.spec.get("slo") or (run.spec.get("bench") or {}).get("slo")
+    try:
+        return SLO(**raw) if isinstance(raw, dict) and raw else None
+    except ValueError:
+        return None
+
+
+def verdict(a_book: Book, a: CellInfo, b_book: Book, b: CellInfo, metric: Metric,
+            min_effect: float = u.MIN_EFFECT) -> u.Verdict | None:
+    """Is B faster than A on `metric`? None when either cell is not ok or has no samples."""
+    if not (a.state.ok and b.state.ok):
+        return None
+    ia, ib = a_book.interval(a, metric), b_book.interval(b, metric)
+    if ia is None or ib is None:
+        return None
+    floor = max(u.drift(a_book.groups(a, metric), metric.stat), u.drift(b_book.groups(b, metric), metric.stat))
+    return u.verdict(ia, ib, metric.higher_is_better, min_effect, floor)

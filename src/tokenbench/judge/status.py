@@ -1,0 +1,77 @@
+"""Is a stored cell's figure trustworthy? One verdict per cell, derived from what the sweep stored.
+
+A cell is *ok* only when its stored status is "ok" and nothing was tolerated that changes its numbers.
+Every other cell is shown with a mark and a footnote that says why (docs/reports.md, "Marks"); plots draw
+it hollow; comparisons refuse a ratio built on it unless asked; a repeat that is not ok never enters a
+mean. This module is pure: it reads the stored status, message and summary, nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tokenbench.metrics.cell_summary import CellSummary
+
+# kind -> mark shown next to the figure. "*" (over capacity) is a different thing: a cell can be both.
+MARKS = {
+    "failed": "✗",         # the cell's verdict was "failed" (server died, no request, other)
+    "errors": "✗",         # more requests failed than --max-error-rate allows
+    "length": "✗",         # lengths differed from what was asked (and were not tolerated)
+    "invalid": "‡",        # the client could not keep up: the numbers measure the client
+    "mismatch": "≠",       # lengths differed and --allow-length-mismatch tolerated it
+    "lagged": "~",         # the client lagged and --allow-client-lag tolerated it
+    "spec_random": "§",    # random prompts to a speculative server: acceptance (so TPOT) is not what text gets
+    "skipped": "–",        # never measured
+    "interrupted": "‖",    # stopped by the user (Ctrl-C): its figures cover only the requests that finished
+    "unknown": "?",        # a status this version does not know
+}
+OK = "ok"
+REASON_CHARS = 200
+
+
+@dataclass(frozen=True)
+class State:
+    kind: str               # "ok" or a key of MARKS
+    reason: str = ""        # the stored message (one line, cut), or a count for "mismatch"
+
+    @property
+    def ok(self) -> bool:
+        return self.kind == OK
+
+    @property
+    def mark(self) -> str:
+        return "" if self.ok else MARKS[self.kind]
+
+
+def _failed_kind(message: str) -> str:
+    if "had the wrong length" in message:
+        return "length"
+    if "requests failed" in message:
+        return "errors"
+    return "failed"
+
+
+def _one_line(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= REASON_CHARS else flat[: REASON_CHARS - 1] + "…"
+
+
+def judge(status: str, message: str, summary: CellSummary) -> State:
+    """The verdict of one stored cell (one repeat, or a merged cell with its merged status)."""
+    if status == "failed":
+        return State(_failed_kind(message), _one_line(message))
+    if status in ("invalid", "skipped", "interrupted"):
+        return State(status, _one_line(message))
+    if status != OK:
+        return State("unknown", _one_line(f"status '{status}': {message}"))
+    bad = summary.length_mismatches or 0
+    if bad:
+        sent = summary.num_prompts or summary.completed or "?"
+        return State("mismatch", f"{bad}/{sent}")
+    lag = summary.client_lag_tolerated
+    if lag:
+        return State("lagged", _one_line(lag))
+    spec = summary.counters.spec_random_prompts if summary.counters else None
+    if spec:
+        return State("spec_random", _one_line(spec))
+    return State(OK)

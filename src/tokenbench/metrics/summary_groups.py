@@ -1,0 +1,168 @@
+"""The groups other stages add to a cell's summary (metrics/cell_summary.py), each typed where it is made:
+the client's health while the cell ran (the load runner), the facts of its workload (the workload
+builder), the server's monitor figures (the sweep's monitor) and what the server's own counters said over
+the measured phase (the sweep's monitor: prefix-cache hits, speculative decoding). In the stored and JSON form their keys
+sit flat beside the tally's figures, under the names they have always had (the monitor's prefixed
+`monitor_`). Formulas: docs/metrics.md ("Client health"), docs/monitoring.md."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Self
+
+from pydantic import BaseModel, ConfigDict
+
+Number = int | float
+
+
+class Group(BaseModel):
+    """Keys given are kept (and only those): `flat()` is the stored form, `take()` reads it back."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    PREFIX: ClassVar[str] = ""
+
+    def flat(self) -> dict[str, Any]:
+        return {self.PREFIX + k: v for k, v in self.model_dump(exclude_unset=True).items()}
+
+    @classmethod
+    def key_names(cls) -> tuple[str, ...]:
+        return tuple(cls.PREFIX + k for k in cls.model_fields)
+
+    @classmethod
+    def take(cls, flat: dict[str, Any]) -> Self | None:
+        """This group from a stored summary (its keys are removed from `flat`), or None without any."""
+        mine = {k[len(cls.PREFIX):]: flat.pop(k) for k in cls.key_names() if k in flat}
+        return cls.model_validate(mine) if mine else None
+
+
+class ClientHealth(Group):
+    """How the client itself fared while the cell ran (the load runner; per-worker figures merged)."""
+
+    loop_lag_p50_ms: float | None = None       # event-loop wake-up lateness (load/lag.py)
+    loop_lag_p99_ms: float | None = None
+    loop_lag_max_ms: float | None = None
+    client_cpu_percent: float | None = None    # CPU of the client, % of one core (summed over workers)
+    client_cpu_max_percent: float | None = None  # several workers: the busiest one's
+    client_workers: Number | None = None          # several workers: how many
+    prepared_exhausted_s: float | None = None  # a duration cell that ran out of prepared requests: when
+    stopped_after_s: float | None = None       # stopped by the user (Ctrl-C): when
+    clock_offsets_ns: list[int] | None = None  # --ray: each actor's clock minus the driver's
+    ray_nodes: list[str] | None = None         # --ray: the node each actor ran on
+
+    def busiest_cpu_percent(self) -> float:
+        """CPU of the busiest client process (per-worker maximum when the cell ran several)."""
+        if self.client_cpu_max_percent is not None:
+            return float(self.client_cpu_max_percent)
+        return float(self.client_cpu_percent or 0) / (self.client_workers or 1)
+
+    def merged(self, others: list[ClientHealth]) -> ClientHealth:
+        """Several workers as one: the worst loop lag, CPU summed and the busiest's, the earliest exhaustion, the
+        latest stop."""
+        parts = [self, *others]
+        lags = {k: max((v for p in parts if (v := getattr(p, k)) is not None), default=None)
+                for k in ("loop_lag_p50_ms", "loop_lag_p99_ms", "loop_lag_max_ms")}
+        out = ClientHealth(**lags, client_cpu_percent=sum(p.client_cpu_percent or 0 for p in parts),
+                           client_cpu_max_percent=max(p.client_cpu_percent or 0 for p in parts),
+                           client_workers=len(parts))
+        ran_out = [p.prepared_exhausted_s for p in parts if p.prepared_exhausted_s is not None]
+        stops = [p.stopped_after_s for p in parts if p.stopped_after_s is not None]
+        update = {"prepared_exhausted_s": min(ran_out)} if ran_out else {}
+        return out.model_copy(update={**update, **({"stopped_after_s": max(stops)} if stops else {})})
+
+
+class WorkloadFacts(Group):
+    """What the cell's workload turned out to be (the workload builder: workload/build.py)."""
+
+    workload: str | None = None                # the kind, when not random
+    dataset_path: str | None = None
+    dataset_entries: Number | None = None
+    dataset_examined: Number | None = None
+    dataset_rejected: Number | None = None
+    dataset_reused: Number | None = None
+    prefix_len: Number | None = None
+    num_groups: Number | None = None
+    prefix_share: float | None = None
+    images_per_request: Number | None = None
+    image_source: str | None = None
+    time_scale: float | None = None
+    trace_rows: Number | None = None
+    trace_rows_dropped: Number | None = None
+    trace_span_s: float | None = None
+    trace_block_size: Number | None = None      # trace with hash_ids: tokens per block, and the trace's own reuse
+    trace_prompt_tokens: Number | None = None
+    trace_reusable_tokens: Number | None = None
+    trace_reuse_rate: float | None = None
+    text_corpus: str | None = None              # text: the corpus its windows are cut from, and its length
+    text_corpus_tokens: Number | None = None
+    length_distribution: str | None = None     # lengths drawn per request (workload/lengths.py): in words
+    length_draws: str | None = None            # ... and as the short tag of the cell key
+    input_len_mean: float | None = None        # variable lengths (datasets, traces, drawn lengths): as asked
+    input_len_min: Number | None = None
+    input_len_max: Number | None = None
+    output_len_mean: float | None = None
+    output_len_min: Number | None = None
+    output_len_max: Number | None = None
+    chat_template_overhead_tokens: Number | None = None
+    image_tokens_per_image: float | None = None
+    tokenizer: str | None = None               # "local DIR" when the prompts were counted locally
+    prompt_as_text_special_tokens: Number | None = None   # prompt_as_text: tokens the server adds (BOS)
+
+    def without_lengths(self) -> WorkloadFacts:
+        """Fixed-length workloads state no length statistics (every request asked the same)."""
+        kept = self.model_dump(exclude_unset=True)
+        return WorkloadFacts.model_validate({k: v for k, v in kept.items()
+                                             if not k.startswith(("input_len_", "output_len_"))})
+
+
+class MonitorFigures(Group):
+    """The server's and host's figures over the cell (monitor/summary.py), and the check of the `*` mark
+    against the queue the server showed (the sweep's monitor)."""
+
+    PREFIX: ClassVar[str] = "monitor_"
+    samples: Number | None = None
+    span_s: float | None = None
+    accel_chips: Number | None = None
+    accel_util_mean_pct: Number | None = None
+    accel_util_max_pct: Number | None = None
+    accel_mem_peak_mb: Number | None = None
+    accel_mem_peak_chip_mb: Number | None = None
+    accel_mem_capacity_mb: Number | None = None
+    accel_power_mean_w: Number | None = None
+    accel_power_max_w: Number | None = None
+    accel_energy_j: Number | None = None
+    accel_energy_per_output_token_j: Number | None = None
+    accel_temp_max_c: Number | None = None
+    server_running_mean: Number | None = None
+    server_running_max: Number | None = None
+    server_waiting_mean: Number | None = None
+    server_waiting_max: Number | None = None
+    server_kv_usage_peak: Number | None = None
+    server_preemptions: Number | None = None
+    host_cpu_mean_pct: Number | None = None
+    host_cpu_max_pct: Number | None = None
+    host_mem_peak_mb: Number | None = None
+    proc_cpu_mean_pct: Number | None = None
+    proc_cpu_max_pct: Number | None = None
+    proc_rss_peak_mb: Number | None = None
+    queue_check: str | None = None             # the `*` mark and the server's queue disagree: why
+
+
+class ServerCounters(Group):
+    """What the server's own counters said over the cell's measured phase (sweep/monitoring.server_figures):
+    prefix-cache hits (metrics/cache_hits.py), speculative decoding and its acceptance (metrics/spec_decode.py),
+    the window the increases span; and the `§` mark of a speculative server fed random prompts. Formulas:
+    docs/metrics.md ("Server counters over a cell", "Speculative decoding", "Prefix-cache hit rate")."""
+
+    server_prefix_cache_queries: float | None = None   # prompt tokens the engine's prefix cache was asked for
+    server_prefix_cache_hits: float | None = None      # of them, found
+    server_prefix_cache_hit_rate: float | None = None
+    cache_hit_source: str | None = None        # which one the summary's cache_hit_rate is: "usage" | "counters"
+    spec_acceptance_rate: float | None = None  # accepted draft tokens / draft tokens
+    spec_mean_acceptance_length: float | None = None   # tokens per verify step, the target's own included
+    spec_source: str | None = None             # "counters" (increase over the cell) | "gauges" (mean of scrapes)
+    spec_drafts: float | None = None
+    spec_draft_tokens: float | None = None
+    spec_accepted_tokens: float | None = None
+    speculative: str | None = None             # the server's speculative decoding ("ngram, 3 draft tokens")
+    spec_random_prompts: str | None = None     # the `§` mark: random prompts to a speculative server, and why
+    server_counters_window_s: float | None = None   # from the base scrape to the last one counted
+    server_counters_lead_s: float | None = None     # the base scrape's lead on the first measured send

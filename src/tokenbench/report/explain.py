@@ -1,0 +1,131 @@
+"""The judgements (judge/) said in words, in the report's language: a cell's bottleneck and its evidence,
+a fairness issue of a comparison, and the plausibility section. The judgements hold codes and numbers;
+every number is formatted here, once."""
+
+from __future__ import annotations
+
+from tokenbench.judge.bottleneck import Label
+from tokenbench.judge.fairness import CacheUse, Issue, Value
+from tokenbench.judge.plausibility import ConfigCheck, Finding, Rate, Roofline, Unknown
+from tokenbench.report.document import Block, Bullets, Para, Table, num
+from tokenbench.report.i18n import t
+
+# how each figure of a bottleneck's evidence is written (the rest: as it is)
+EVIDENCE_FORMAT = {"cpu": "{:.0f}", "demand": "{:,}", "capacity": "{:,}", "pct": "{:.0f}", "n": "{:g}",
+                   "times": "{:.1f}", "out": "{:,.0f}", "bound": "{:,.0f}"}
+
+
+# bottleneck ----------------------------------------------------------------------------------------
+def evidence(label: Label, lang: str = "en") -> str:
+    shown = {k: EVIDENCE_FORMAT[k].format(v) if k in EVIDENCE_FORMAT and not isinstance(v, str) else v
+             for k, v in label.values.items()}
+    return t(lang, f"ev.{label.evidence}", **shown)
+
+
+def bottleneck_text(label: Label, lang: str) -> str:
+    """'queueing: waiting peak 4 (server /metrics)'."""
+    return f"{t(lang, f'bn.{label.kind}')}: {evidence(label, lang)}"
+
+
+# fairness ------------------------------------------------------------------------------------------
+def _value(v: Value | None, lang: str) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, CacheUse):
+        if v.stated is not None:
+            return v.stated
+        return t(lang, "fair.cached", pct=f"{v.percent}%") if v.percent is not None else t(lang, "fair.no_reuse")
+    if isinstance(v, bool):
+        return str(v).lower()
+    return f"{v:.1f}" if isinstance(v, float) else str(v)
+
+
+def issue_text(issue: Issue, lang: str = "en") -> str:
+    what = t(lang, f"fair.{issue.check}")
+    if issue.kind == "unknown":
+        return t(lang, "fair.unknown", what=what, columns=", ".join(issue.columns))
+    values = ", ".join(f"{c}={_value(v, lang)}" for c, v in zip(issue.columns, issue.values, strict=True))
+    if issue.cell:
+        return t(lang, "fair.differs", what=what, cell=issue.cell, values=values)
+    return t(lang, "fair.differs_all", what=what, values=values)
+
+
+# plausibility --------------------------------------------------------------------------------------
+def _bounds(r: Roofline, config: str) -> dict:
+    return {"config": config, "devices": r.devices, "hardware": r.device.name,
+            "params": f"{r.size.params_b:g}", "bpp": f"{r.size.bytes_per_param:g}",
+            "gb": num(r.size.weights_gb, 2), "bw": f"{r.device.bandwidth_gbs:g}",
+            "stream": num(r.per_stream), "tflops": f"{r.device.bf16_tflops:g}", "compute": num(r.compute, 0)}
+
+
+def shaped_by(r: Roofline) -> list[tuple[str, dict]]:
+    """(i18n key, fields) for what shaped the bounds beyond a dense model's weights."""
+    z = r.size
+    out: list[tuple[str, dict]] = []
+    if z.total_params_b and z.total_params_b != z.params_b:
+        out.append(("plaus.moe", {"active": f"{z.params_b:g}", "total": f"{z.total_params_b:g}"}))
+    if z.spec_tokens:
+        out.append(("plaus.spec", {"k": z.spec_tokens, "k1": z.spec_tokens + 1}))
+    if z.kv_bytes is not None:
+        out.append(("plaus.kv", {"kv": f"{z.kv_bytes:g}"}))
+    return out
+
+
+def unknown_text(u: Unknown, lang: str) -> str:
+    fields = {"total": f"{u.total_params_b:g}"} if u.total_params_b is not None else {}
+    if u.reason == "no_hw":
+        fields = {"known": ", ".join(u.known_hardware)}
+    return t(lang, f"plaus.{u.reason}", **fields)
+
+
+def _how(rate: Rate, f: Finding, lang: str) -> str:
+    c = f.cell
+    by_how: dict[str, dict[str, object]] = {"derived": {"rps": num(rate.rps, 2), "olen": c.output_len},
+                                            "tpot": {"tpot": num(rate.tpot_ms, 2)},
+                                            "total_derived": {"rps": num(rate.rps, 2), "ilen": c.input_len}}
+    fields = by_how.get(rate.how, {})
+    return t(lang, f"plaus.how.{rate.how}", **fields)
+
+
+def latency_note(f: Finding, r: Roofline, lang: str) -> str:
+    """At concurrency c the request rate leaves c / rate per request: what a derived rate implies."""
+    c, rps = f.cell, f.cell.summary.request_throughput or 0.0
+    ms = 1000 * (c.concurrency or 0) / rps
+    return t(lang, "plaus.latency_note", cell=c.label, c=c.concurrency, rps=num(rps, 2), ms=num(ms),
+             olen=c.output_len, tokens=num(int(ms / 1000 * r.per_stream)))
+
+
+def why(f: Finding, r: Roofline, lang: str) -> list[str]:
+    c = f.cell
+    fields = {"cell": c.label, "stream": num(r.per_stream), "compute": num(r.compute, 0), "c": c.concurrency,
+              "how": _how(f.measured, f, lang), "measured": num(f.measured.value), "bound": num(f.bound),
+              "times": f"{f.times:,.1f}"}
+    if f.check == "compute":
+        fields.update(tflop=num(f.measured.value * 2 * r.size.params_b * 1e9 / 1e12), params=f"{r.size.params_b:g}",
+                      devices=r.devices, tflops=f"{r.device.bf16_tflops:g}")
+    out = [t(lang, f"plaus.why.{f.check}", **fields)]
+    if f.telling_latency:
+        out.append(latency_note(f, r, lang))
+    return out
+
+
+def plausibility_blocks(checks: list[ConfigCheck], lang: str) -> list[Block]:
+    out: list[Block] = []
+    for chk in checks:
+        name, roof = chk.config.name, chk.roofline
+        if roof is None:
+            reason = unknown_text(chk.skipped, lang) if chk.skipped else "-"
+            out.append(Para(t(lang, "plaus.skipped", config=name, reason=reason)))
+            continue
+        out.append(Para(t(lang, "plaus.bounds", **_bounds(roof, name))))
+        out += [Para(t(lang, key, **fields)) for key, fields in shaped_by(roof)]
+        if not chk.findings:
+            out.append(Para(t(lang, "plaus.ok", config=name, n=chk.cells)))
+            continue
+        out.append(Para(t(lang, "plaus.flagged", config=name, n=len(chk.findings))))
+        head = [t(lang, k) for k in ("col.cell", "col.check", "col.measured", "col.bound", "col.times")]
+        out.append(Table(head, [[f.cell.label, t(lang, f"plaus.check.{f.check}"), num(f.measured.value),
+                                 num(f.bound), f"{f.times:,.1f}"] for f in chk.findings], role="plausibility",
+                         left=2))
+        out.append(Bullets([line for f in chk.findings for line in why(f, roof, lang)]))
+    return out

@@ -1,0 +1,248 @@
+"""The study spec, the one spec shape of `bench` and `sweep`: target, workload (pairs of lengths, or a
+dataset) x concurrency/rates x server-config variants x repeats, how the client runs and what a cell must
+meet. A benchmark is a study with one server configuration; each option is declared here once."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
+
+from tokenbench.spec.base import StrictModel
+from tokenbench.spec.bench import (
+    DATASET_KINDS,
+    FIXED_LENGTH_KINDS,
+    RATE_CAP,
+    SLO,
+    WARMUP_FIRST_PROMPT,
+    Workload,
+    WorkloadSource,
+)
+
+FINAL_USAGE_ONLY = ("ask for the usage only at the end of the stream, as vllm bench serve does (default: on every "
+                    "chunk too, vLLM/SGLang continuous_usage_stats, the exact count per chunk; it costs the server "
+                    "a little); counts then come from token ids, else chunks reconciled with the final usage")
+NO_MIN_TOKENS = ("leave min_tokens out of the request body: only max_tokens with ignore_eos, as vllm bench serve and "
+                 "sglang.bench_serving send (default: min_tokens = max_tokens too, so a server that ignores "
+                 "ignore_eos still gives exactly output_len tokens)")
+EXTRA_BODY = ("JSON object merged over every request body, last (vLLM's --extra-body), e.g. "
+              "'{\"logprobs\": null, \"repetition_penalty\": 1.0}'; it may not set model, prompt, messages or stream")
+NEW_CONNECTION = ("send every request on a new connection, closed after it (as sglang.bench_serving, which opens "
+                  "an HTTP session per request); default: keep-alive connections reused")
+FIXED_BODY_KEYS = ("model", "prompt", "messages", "stream")
+
+SHORT_KEYS = {"tp": "parallelism.tp", "dp": "parallelism.dp", "slots": "parallelism.slots",
+              "threads": "parallelism.threads", "ctx": "parallelism.ctx"}
+
+
+def _non_empty_axis(values: list[Any]) -> list[Any]:
+    if not values:
+        raise ValueError("this axis is empty: give at least one value or remove it")
+    return values
+
+
+def check_extra_body(body: dict[str, Any]) -> dict[str, Any]:
+    """extra_body may add or change sampling fields, not what tokenbench must send to measure."""
+    fixed = [k for k in FIXED_BODY_KEYS if k in body]
+    if fixed:
+        raise ValueError(f"extra_body may not set {', '.join(fixed)}: tokenbench sets them to measure")
+    return body
+
+
+class Target(StrictModel):
+    """The server under test (a running one, or a profile deployed per server config) and how the client
+    talks to it."""
+
+    base_url: str | None = Field(None, description="server root of an already running server, "
+                                 "e.g. http://127.0.0.1:8000")
+    profile: str | None = Field(None, description="a profile name or path, deployed per server config")
+    set: list[str] = Field(default_factory=list, description="profile overrides applied to every config")
+    model: str | None = Field(None, description="model name; default: the first one /v1/models lists")
+    api_key_env: str | None = Field(None, description="environment variable that holds the API key "
+                                    "(OPENAI_API_KEY is read when set and no key is named)")
+    api_key_file: str | None = Field(None, description="file whose first line is the API key")
+    timeout_s: float = Field(600.0, gt=0, description="per-request timeout (whole request), seconds")
+    connect_in_ttft: bool = Field(False, description="count a new connection's set-up (TCP, TLS) in TTFT, as "
+                                  "vLLM's client does; default: it is its own figure, connect_ms")
+    final_usage_only: bool = Field(False, description=FINAL_USAGE_ONLY)
+    no_min_tokens: bool = Field(False, description=NO_MIN_TOKENS)
+    extra_body: dict[str, Any] = Field(default_factory=dict, description=EXTRA_BODY)
+    new_connection_per_request: bool = Field(False, description=NEW_CONNECTION)
+
+    _extra = field_validator("extra_body")(check_extra_body)
+
+    @model_validator(mode="after")
+    def _one_server(self) -> "Target":
+        if (self.base_url is None) == (self.profile is None):
+            raise ValueError("give exactly one of base_url or profile")
+        return self
+
+
+class Requests(StrictModel):
+    """Requests per cell: num_prompts, else max(per_concurrency x concurrency, min), or a duration."""
+
+    num_prompts: int | None = Field(None, ge=1, description="requests per cell (trace: at most this many rows); "
+                                    "default: max(per_concurrency x concurrency, min)")
+    per_concurrency: int = Field(4, ge=1, description="requests per cell per unit of concurrency")
+    min: int = Field(16, ge=1, description="fewest requests per cell")
+    duration_s: float | None = Field(None, gt=0, description="seconds per cell instead of a request count "
+                                     "(trace: the rows due before this)")
+
+
+class Client(StrictModel):
+    """How the client side runs (not what is measured)."""
+
+    workers: int = Field(1, ge=1, description="client processes sharing the load (each with its own event loop)")
+    ray_address: str | None = Field(None, description="run the workers as Ray actors on this cluster (ADDRESS)")
+    keep_raw: str | None = Field(None, description="also append every request's raw response body, each read with "
+                                 "its arrival time, to this JSONL file (one process; raw bytes are otherwise "
+                                 "dropped as soon as a request is parsed)")
+
+
+class Sampling(StrictModel):
+    """Sampling parameters of every request (vLLM's and SGLang's sampling flags). Output lengths stay exact
+    whatever they are: every request also asks ignore_eos and min_tokens = max_tokens."""
+
+    temperature: float = Field(0.0, ge=0, description="sampling temperature; default 0 (greedy)")
+    top_p: float | None = Field(None, gt=0, le=1, description="nucleus sampling: top-p (default: the server's)")
+    top_k: int | None = Field(None, ge=-1, description="top-k sampling, -1 = off (default: the server's)")
+    min_p: float | None = Field(None, ge=0, le=1, description="min-p sampling (default: the server's)")
+    frequency_penalty: float | None = Field(None, description="frequency penalty (default: the server's)")
+    presence_penalty: float | None = Field(None, description="presence penalty (default: the server's)")
+    repetition_penalty: float | None = Field(None, gt=0, description="repetition penalty (default: the server's)")
+
+    def body(self) -> dict[str, float]:
+        """The fields a request body carries: temperature always, the others when given."""
+        return self.model_dump(exclude_none=True)
+
+
+class StudySpec(StrictModel):
+    """A study: target x workload x load cells x server configs x repeats. A benchmark is a study with one
+    server configuration and no relaunch; `tokenbench sweep --fields` lists every key."""
+
+    fields_command: ClassVar[str] = "tokenbench sweep --fields"
+    name: str = Field("sweep", description="study name (vLLM's --label): in the stored run and the result files")
+    target: Target
+    workload: WorkloadSource = Field(default_factory=WorkloadSource,
+                                     description="kind and knobs (docs/workloads.md); random, text, prefix and "
+                                                 "image take their lengths from pairs (or a length_histogram), "
+                                                 "datasets and traces from the file")
+    pairs: list[tuple[int, int]] = Field(default_factory=list, description="[input, output] token pairs "
+                                         "(exact prompt and output tokens)")
+    concurrency: list[int] = Field(default_factory=list, description="closed-loop cells: requests in flight")
+    rates: list[float] = Field(default_factory=list, description="open-loop cells: requests/s")
+    arrival: Literal["poisson", "constant"] = Field("poisson", description="open-loop arrivals between requests")
+    burstiness: float = Field(1.0, gt=0, description="Poisson arrivals: gamma shape of the gaps (1 = Poisson, "
+                              "< 1 burstier, > 1 more even; same mean rate)")
+    max_concurrency: int | None = Field(None, gt=0, description="cap on in-flight requests in rate cells "
+                                        "(alone: one closed-loop cell at this concurrency, as vLLM)")
+    rate_cap: Literal["queue", "gate"] = Field("queue", description=RATE_CAP)
+    vary: dict[str, Annotated[list[Any], AfterValidator(_non_empty_axis)]] = Field(default_factory=dict,
+                                       description="server-config axes: profile key -> values (tp, slots, ...)")
+    repeats: int = Field(1, ge=1, description="runs of every cell, each with fresh prompts (seed + repeat)")
+    requests: Requests = Field(default_factory=Requests)
+    warmup_requests: int | None = Field(None, ge=0, description="warmup requests per cell; "
+                                        "default: the cell's concurrency")
+    warmup_first_prompt: bool = Field(False, description=WARMUP_FIRST_PROMPT)
+    api: Literal["completions", "chat"] = Field("completions", description="OpenAI API: /v1/completions or "
+                                                "/v1/chat/completions (image workloads: chat)")
+    seed: int = Field(0, description="seed of the prompts and drawn lengths (repeat r uses seed + r)")
+    sampling: Sampling = Field(default_factory=Sampling)
+    client: Client = Field(default_factory=Client)
+    kv_capacity: int | None = Field(None, gt=0, description="override the KV capacity read from the server")
+    slo: SLO = Field(default_factory=SLO)
+    allow_length_mismatch: bool = Field(False, description="keep cells whose token counts differ from the ask")
+    allow_client_lag: bool = Field(False, description="keep a cell whose client lagged (event-loop lag, CPU) as "
+                                   "ok, its figures marked '~' with the reason, instead of invalid")
+    max_error_rate: float = Field(0.0, ge=0, le=1, description="fail a cell above this failed fraction")
+    stop_on_saturation: bool = Field(False, description="skip higher concurrencies once throughput stops rising")
+    find_capacity: bool = Field(False, description="search the highest concurrency meeting the SLOs per pair")
+    capacity_max: int = Field(256, ge=1, description="upper limit of the capacity search")
+    slo_attainment: float = Field(0.9, gt=0, le=1, description="share of requests that must meet every SLO")
+    monitor_interval_s: float = Field(1.0, gt=0, description="seconds between monitor samples during a cell")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _image_chat(cls, data: Any) -> Any:
+        """Images travel as chat image_url parts: an image study uses the chat API unless told otherwise."""
+        workload = data.get("workload") if isinstance(data, dict) else None
+        if isinstance(workload, dict) and workload.get("kind") == "image" and "api" not in data:
+            return {**data, "api": "chat"}
+        return data
+
+    @field_validator("pairs")
+    @classmethod
+    def _positive(cls, v: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        for a, b in v:
+            if a <= 0 or b <= 0:
+                raise ValueError(f"pair [{a}, {b}] must have positive input and output lengths")
+        return v
+
+    @field_validator("concurrency")
+    @classmethod
+    def _conc(cls, v: list[int]) -> list[int]:
+        if any(c <= 0 for c in v):
+            raise ValueError("concurrency values must be positive")
+        return v
+
+    @field_validator("vary")
+    @classmethod
+    def _axes(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        return {SHORT_KEYS.get(k, k): vals for k, vals in v.items()}
+
+    @model_validator(mode="after")
+    def _load_axis(self) -> "StudySpec":
+        if self.workload.kind == "trace":
+            if self.concurrency or self.rates:
+                raise ValueError("a trace replays its own arrival times: drop 'concurrency' and 'rates' "
+                                 "(--concurrency and --request-rate do not apply); speed it up or down with "
+                                 "workload.time_scale (--time-scale)")
+        elif self.find_capacity:
+            if self.slo.is_empty():
+                raise ValueError("find_capacity needs SLOs: e.g. slo: {ttft_ms: 500, tpot_ms: 50}")
+        elif not self.concurrency and not self.rates and not self.max_concurrency:
+            raise ValueError("the concurrency axis is empty: give 'concurrency: [1, 8, ...]' or 'rates: [...]'")
+        if self.workload.kind == "trace" and (self.client.workers > 1 or self.client.ray_address):
+            raise ValueError("a trace replay runs in one client process (its arrivals are one schedule): "
+                             "drop client.workers / client.ray_address (--workers / --ray)")
+        if self.client.keep_raw and (self.client.workers > 1 or self.client.ray_address):
+            raise ValueError("--keep-raw records the raw bytes of one client process: drop client.workers / "
+                             "client.ray_address (--workers / --ray), or client.keep_raw (--keep-raw)")
+        if self.vary and self.target.base_url:
+            raise ValueError("'vary' needs a profile target (tokenbench must relaunch the server per config)")
+        return self
+
+    @model_validator(mode="after")
+    def _rate_shape(self) -> "StudySpec":
+        if self.rate_cap == "gate" and not (self.rates and self.max_concurrency):
+            raise ValueError("rate_cap gate shapes a capped rate: it needs a request rate (rates) and max_concurrency")
+        if self.burstiness != 1.0 and (not self.rates or self.arrival != "poisson"):
+            raise ValueError("burstiness shapes Poisson arrivals: it needs a request rate (rates) and arrival poisson")
+        return self
+
+    @model_validator(mode="after")
+    def _lengths(self) -> "StudySpec":
+        kind = self.workload.kind
+        if self.workload.length_histogram is not None:
+            if self.pairs:
+                raise ValueError("length_histogram gives every request's lengths: drop 'pairs' (--input-len, "
+                                 "--output-len)")
+        elif kind in FIXED_LENGTH_KINDS and not self.pairs:
+            raise ValueError(f"'pairs' is empty: a {kind} sweep needs [input, output] pairs, e.g. pairs: [[512, 128]]")
+        if kind in FIXED_LENGTH_KINDS and self.workload.output_len is not None:
+            raise ValueError("give output lengths in 'pairs', not workload.output_len")
+        if kind in DATASET_KINDS and self.pairs:
+            raise ValueError(f"a {kind} sweep takes its lengths from the dataset: drop 'pairs' "
+                             "(force output lengths with workload.output_len)")
+        try:
+            self.workloads()
+        except ValidationError as exc:
+            raise ValueError(exc.errors()[0]["msg"].removeprefix("Value error, ")) from None
+        return self
+
+    def workloads(self) -> list[Workload]:
+        """One workload per pair (random, prefix, image), or the one dataset workload."""
+        common = {**self.workload.model_dump(), "api": self.api, "seed": self.seed}
+        if self.workload.kind in DATASET_KINDS or self.workload.length_histogram is not None:
+            return [Workload(**common)]
+        return [Workload(**{**common, "input_len": a, "output_len": b}) for a, b in self.pairs]

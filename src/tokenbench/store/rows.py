@@ -1,0 +1,195 @@
+"""What the results database holds, typed: a run, a server config, a cell, a monitor sample. The store
+takes and gives these (store/db.py); the JSON result writes a cell as `CellRow.to_json()`, the same
+for a cell just measured and one read back by a resumed run. A cell row is made in one of two ways:
+`CellRow.measured` (its verdict and summary) or `CellRow.skipped` (why it was not measured)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Protocol, TypeVar
+
+from pydantic import ValidationError
+
+from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.verdict import Verdict
+from tokenbench.spec.bench import Load
+from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.server_facts import ServerFacts
+
+T = TypeVar("T")
+
+
+class Planned(Protocol):
+    """A cell of the plan (sweep.plan.PlannedCell): what is run, and which repeat."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def repeat(self) -> int: ...
+    @property
+    def load(self) -> Load: ...
+
+
+class Measured(Protocol):
+    """A cell's outcome (load.cell.CellResult): its figures, verdict and first send."""
+
+    @property
+    def summary(self) -> CellSummary: ...
+    @property
+    def verdict(self) -> Verdict: ...
+    @property
+    def started_ns(self) -> int | None: ...
+
+
+@dataclass(frozen=True)
+class KvUse:
+    """The cell's KV demand (concurrency x (input + output)) against the server's capacity."""
+
+    demand: int | None = None
+    capacity: int | None = None
+    over: bool = False                  # the `*` mark: requests must queue for KV
+
+
+@dataclass(frozen=True)
+class CellRow:
+    key: str
+    input_len: int
+    output_len: int
+    status: str                         # ok | failed | invalid | skipped | interrupted
+    summary: CellSummary = field(default_factory=CellSummary)
+    repeat: int = 0
+    concurrency: int | None = None
+    request_rate: float | None = None
+    message: str = ""
+    kv_demand: int | None = None
+    kv_capacity: int | None = None
+    over_capacity: bool = False
+    started_ns: int | None = None       # the first measured send
+    id: int | None = None               # read back: the stored cell's id, its config's name and when it was stored
+    config: str | None = None
+    finished_at: str | None = None
+
+    @classmethod
+    def measured(cls, cell: Planned, result: Measured, kv: KvUse) -> CellRow:
+        s = result.summary
+        return cls(cell.key, int(s.input_len or 0), int(s.output_len or 0), result.verdict.status, s, cell.repeat,
+                   cell.load.concurrency, cell.load.request_rate, result.verdict.message, kv.demand, kv.capacity,
+                   kv.over, result.started_ns)
+
+    @classmethod
+    def skipped(cls, cell: Planned, lengths: tuple[int, int], reason: str, kv: KvUse) -> CellRow:
+        return cls(cell.key, *lengths, "skipped", CellSummary(), cell.repeat, cell.load.concurrency,
+                   cell.load.request_rate, reason, kv.demand, kv.capacity, kv.over)
+
+    def with_summary(self, summary: CellSummary) -> CellRow:
+        return replace(self, summary=summary)
+
+    JSON_COLUMNS = ("key", "repeat", "input_len", "output_len", "concurrency", "request_rate", "status", "message",
+                    "kv_demand", "kv_capacity", "over_capacity")
+
+    def columns(self) -> dict[str, Any]:
+        """The cell's own columns (its summary apart), by name: what `export` and the JSON result show."""
+        return {name: getattr(self, name) for name in self.JSON_COLUMNS}
+
+    def to_json(self) -> dict[str, Any]:
+        """The cell in the JSON result (its requests apart)."""
+        return {**self.columns(), "summary": self.summary.to_dict(), "started_ns": self.started_ns}
+
+    @classmethod
+    def from_json(cls, cell: Mapping[str, Any]) -> CellRow:
+        """A cell of the JSON result (`to_json()`'s form, its requests and config apart) read back."""
+        out = _from_db(cls, {k: v for k, v in cell.items() if k in (*cls.JSON_COLUMNS, "started_ns")})
+        return replace(out, summary=CellSummary.from_dict(cell.get("summary") or {}))
+
+    @classmethod
+    def from_db(cls, row: Mapping[str, Any]) -> CellRow:
+        """A row of `cells` joined with its config's name, its JSON decoded (store/db.py)."""
+        out = _from_db(cls, {**row, "config": row.get("config_name"), "summary": None})
+        return replace(out, summary=CellSummary.from_dict(row.get("summary") or {}),
+                       over_capacity=bool(out.over_capacity), message=out.message or "")
+
+
+@dataclass(frozen=True)
+class RunRow:
+    id: str
+    created_at: str
+    kind: str                           # bench | sweep | import
+    status: str                         # running | done | failed | interrupted
+    target: str
+    tool_version: str
+    spec: dict[str, Any]
+    command: list[str]
+    environment: dict[str, Any]
+    clock: dict[str, int]               # perf_counter_ns and time_ns taken together
+    message: str = ""
+    owner_pid: int | None = None
+    owner_started: float | None = None
+    cells_done: int | None = None       # listed runs only
+
+    @property
+    def name(self) -> str:
+        """The study's name (`name` of its spec, vLLM's --label); "" when it has none (an imported run)."""
+        name = self.spec.get("name")
+        return name if isinstance(name, str) else ""
+
+    def planned_cells(self, configs: int) -> int | None:
+        """Cells the run meant to measure, when its spec says: `planned_cells`, or the product of its axes."""
+        planned, imported, cells = (self.spec.get(k) for k in ("planned_cells", "import", "cells"))
+        if isinstance(planned, int):
+            return planned
+        if isinstance(imported, dict):
+            return imported.get("cells")
+        if isinstance(cells, list):
+            return len(cells) * max(configs, 1)
+        return None
+
+
+@dataclass(frozen=True)
+class ConfigRow:
+    id: int
+    run_id: str
+    name: str
+    overrides: dict[str, Any]
+    profile: Profile | None             # the deployment profile it was launched with (None: not ours, or unreadable)
+    facts: ServerFacts                  # read from the server, or stated by an imported result
+    status: str
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class SampleRow:
+    """One stored monitor sample (monitor/samples.py names it)."""
+
+    t_ns: int
+    source: str
+    name: str
+    value: float
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def _from_db(cls: type[T], row: Mapping[str, Any]) -> T:
+    """The dataclass from the columns of its fields' names (a column it does not have keeps the default)."""
+    return cls(**{f.name: row[f.name] for f in fields(cls) if f.name in row})   # type: ignore[arg-type]
+
+
+def run_from_db(row: Mapping[str, Any]) -> RunRow:
+    return _from_db(RunRow, row)
+
+
+def config_from_db(row: Mapping[str, Any]) -> ConfigRow:
+    """The config with its profile and facts as the types they were written as."""
+    return replace(_from_db(ConfigRow, row), profile=_profile(row.get("profile") or {}),
+                   facts=ServerFacts.from_dict(row.get("facts") or {}))
+
+
+def _profile(stored: dict[str, Any]) -> Profile | None:
+    """A stored profile; None when there is none, or one this version cannot read (stored by another)."""
+    try:
+        return Profile.model_validate(stored) if stored else None
+    except ValidationError:
+        return None
+
+
+def sample_from_db(row: Mapping[str, Any]) -> SampleRow:
+    return _from_db(SampleRow, row)
