@@ -167,3 +167,38 @@ def test_equal_values_written_differently_are_the_same_field():
     [temp, top] = field_rows(cap({"temperature": 0.0, "top_p": 1}), cap({"temperature": 0, "top_p": 0.9}))
     assert (temp.ours, temp.theirs, temp.differs, temp.variant) == ("0.0", "0", False, None)
     assert top.differs and top.variant.changes == {"target.extra_body": {"top_p": 0.9}}
+
+
+def warmup_peer():
+    """A stand-in peer whose one difference is its warmup: the first measured prompt, as vllm bench serve's."""
+    peer = stand_in_peer()
+    only = Variant("stand-in", "stand-in peer", {"warmup_first_prompt": True})
+
+    def argv(python: str, cell: Cell, out: Path) -> list[str]:
+        from tokenbench.study.agree_variants import tokenbench_args
+        return [python, "-m", "tokenbench.cli.main", "bench",
+                *tokenbench_args(cell, str(out / f"stand-in-{cell.tag}.json"), only)]
+    return replace(peer, argv=argv)
+
+
+@pytest.mark.slow
+def test_a_cached_warmup_prompt_is_the_cause_explain_names(tmp_path, monkeypatch):
+    """A server with a prefix cache and a prefill cost: the peer's warmup sends its first measured prompt, so
+    that request finds its prompt cached and the peer's mean TTFT is lower. `--explain` must give the whole
+    difference to the warmup variant and leave no remainder; it can only if no run finds another run's
+    prompts in the cache (every arm, round and capture has its own seed)."""
+    from tokenbench.study import agree_peers
+    monkeypatch.setitem(agree_peers.PEERS, "stand-in", warmup_peer())
+    with reference(prefill_ms_per_token=4.0, prefix_cache_blocks=4096, block_size=16, itl_ms=1.0) as url:
+        spec = agree.AgreeSpec(url, "stand-in", tokenizer=str(tmp_path), input_len=65, output_len=4,
+                               concurrency=(1,), num_prompts=3, repeat=2, explain=True)
+        result = agree.run(spec, tmp_path / "out", lambda m: None)
+    assert [v.name for v in result.bodies.variants] == ["warmup"]
+    [ttft] = [e for e in result.explained if e.figure == "mean TTFT ms"]
+    # every uncached prompt waits its prefill, 65 x 4 ms (a sleep: never shorter, however busy the machine);
+    # the peer's first measured prompt is cached (64 of its 65 tokens), so its mean is above 2/3 of that
+    assert ttft.default >= 260 and ttft.peer >= 2 * 260 / 3
+    assert ttft.difference.value > 0.2
+    [warmup] = ttft.closed
+    assert warmup.variant.name == "warmup" and 0.7 <= warmup.share <= 1.3
+    assert ttft.accounted

@@ -132,7 +132,7 @@ def run(spec: AgreeSpec, out: Path, say: Say = quiet) -> Agreement:
     model, tokenizer = model_and_tokenizer(spec.base_url, spec.model, spec.tokenizer)
     out.mkdir(parents=True, exist_ok=True)
     base = Cell(spec.base_url, model, tokenizer, spec.input_len, spec.output_len, min(spec.concurrency),
-                capture.CAPTURE_PROMPTS, spec.seed, kind="capture")
+                capture.CAPTURE_PROMPTS, seed_for(spec, len(spec.concurrency), 0, 0), kind="capture")
     bodies = capture_bodies(session, base)
     arms, explained_arms = arms_of(spec, bodies)
     rows: list[Row] = []
@@ -163,10 +163,22 @@ def check_variants(spec: AgreeSpec) -> None:
                          f"choose among {', '.join(capture.VARIANT_NAMES)}")
 
 
+ARM_SLOTS = 16      # seeds per concurrency and round: the peer and tokenbench's arms (at most 9), room to spare
+
+
+def seed_for(spec: AgreeSpec, conc_at: int, position: int, round_: int) -> int:
+    """The prompts' seed of one run: a different one for every concurrency (its index `conc_at`; the
+    captures take the index after the last), arm (its `position`, the peer's 0) and round. No run sends
+    the prompts another sent, so a server's prefix cache serves no run what an earlier one left (with
+    one seed, every arm after the first in a round found its prompts cached)."""
+    return spec.seed + (conc_at * ARM_SLOTS + position) * spec.repeat + round_
+
+
 def cells(spec: AgreeSpec, base: Cell, conc: int) -> list[Cell]:
-    """One cell per round, each with its own seed."""
+    """One cell per round, each with its own seed (the peer's; each tokenbench arm's: `arm_cell`)."""
     n = spec.num_prompts or max(16, 4 * conc)
-    return [replace(base, concurrency=conc, num_prompts=n, seed=spec.seed + i, run=i, kind="")
+    at = spec.concurrency.index(conc)
+    return [replace(base, concurrency=conc, num_prompts=n, seed=seed_for(spec, at, 0, i), run=i, kind="")
             for i in range(spec.repeat)]
 
 
@@ -191,7 +203,7 @@ def clock_at(session: Session, base: Cell, conc: int, bodies: Bodies) -> capture
     """Both clients' own clocks at `conc` (the first capture's, or a capture of the peer-like arm)."""
     if bodies.clock is not None and bodies.clock.concurrency == conc:
         return bodies.clock
-    cell = replace(base, concurrency=conc, num_prompts=max(capture.CAPTURE_PROMPTS, conc))
+    cell = replace(base, concurrency=conc, num_prompts=max(capture.CAPTURE_PROMPTS, conc), seed=base.seed + conc)
     session.say(f"capture at concurrency {conc}: the clients' own clocks")
     theirs = capture.capture_peer(session.peer, session.python, cell, session.out)
     return capture.clock(capture.capture_tokenbench(cell, bodies.peer_like, session.out), theirs, conc)
@@ -223,8 +235,15 @@ def run_rounds(session: Session, rounds: list[Cell], arms: list[Variant]) -> Rou
             session.say(f"concurrency {cell.concurrency}, round {cell.run + 1}/{len(rounds)}: "
                         f"{session.peer.label if name == PEER else by_name[name].label} ({cell.num_prompts} requests)")
             results[name].append(run_peer(session.peer, session.python, cell, session.out) if name == PEER
-                                 else run_tokenbench(cell, session.out, by_name[name]))
+                                 else run_tokenbench(arm_cell(cell, names.index(name), len(rounds)), session.out,
+                                                     by_name[name]))
     return results
+
+
+def arm_cell(cell: Cell, position: int, rounds: int) -> Cell:
+    """The round's cell for the arm at `position` (1 on; the peer's is `cell`): prompts of its own seed
+    (`seed_for`), the same shape."""
+    return replace(cell, seed=cell.seed + position * rounds)
 
 
 def round_order(names: Sequence[str], run: int) -> list[str]:
