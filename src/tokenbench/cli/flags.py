@@ -56,6 +56,9 @@ WORKLOAD = (Flag("workload.kind", vllm=("--dataset-name",), parse=serve.dataset_
                                               "prefix_len", "num_groups", "image_count", "image_width",
                                               "image_height", "image_format", "time_scale",
                                               "trace_block_size")),
+            Flag("workload.turns"), Flag("workload.system_prompt_len"), Flag("workload.shared_system_prompt"),
+            Flag("workload.think_time_s", names=("--think-time",)), Flag("workload.think_time_dist"),
+            Flag("workload.assistant_turns"), Flag("workload.session_header"),
             Flag("workload.tokenizer_path", vllm=("--tokenizer",)),
             Flag("workload.vocab_size"), Flag("workload.prompt_as_text"), Flag("api"), Flag("seed", vllm=("--seed",)))
 LENGTHS = (Flag("workload.range_ratio", vllm=("--random-range-ratio",)), Flag("workload.range_ratio_style"),
@@ -66,6 +69,8 @@ LOAD = (Flag("concurrency", parse=options.int_list),
         Flag("rates", vllm=("--request-rate",), parse=options.rate_list),
         Flag("arrival"), Flag("burstiness", vllm=("--burstiness",)), Flag("max_concurrency", vllm=("--max-concurrency",)),
         Flag("rate_cap"),
+        Flag("users", parse=options.int_list), Flag("session_rates", names=("--session-rate",), parse=options.float_list),
+        Flag("ramp_up_s"), Flag("requests.num_sessions"),
         Flag("requests.num_prompts", vllm=("--num-prompts",)), Flag("requests.duration_s", names=("--duration",)),
         Flag("warmup_requests", vllm=("--num-warmups",)), Flag("warmup_first_prompt"), Flag("repeats"))
 CHECKS = (Flag("slo", parse=options.slo_dict, help="goodput SLOs in ms, e.g. ttft=500,tpot=50,e2el=10000"),

@@ -117,7 +117,20 @@ def workload_lines(r: CellResult) -> list[str]:
     if r.load.arrival == "trace" and r.summary.p99_queue_ms is not None:
         shown.append((r.summary.p99_queue_ms, "send lateness p99 {:.2f} ms"))
     facts = ", ".join(f.format(v) for v, f in shown)
-    return ([f"{r.key}: {facts}"] if facts else []) + [f"{r.key}: {n}" for n in r.notes]
+    turns = _by_turn(r.summary)
+    return ([f"{r.key}: {facts}"] if facts else []) + ([f"{r.key}: {turns}"] if turns else []) + \
+        [f"{r.key}: {n}" for n in r.notes]
+
+
+def _by_turn(s: CellSummary) -> str:
+    """A sessions cell: its sessions and its mean TTFT and hit rate by turn (the report has the intervals)."""
+    f = s.sessions
+    if f is None:
+        return ""
+    ttft = ", ".join("-" if v is None else f"{v:.1f}" for v in f.turn_ttft_mean_ms or [])
+    hits = ", ".join("-" if v is None else f"{v:.0%}" for v in f.turn_hit_rate or [])
+    return (f"sessions {f.completed} of {f.started} completed; by turn: TTFT mean {ttft} ms"
+            + (f"; hit rate {hits}" if hits.strip("-, ") else ""))
 
 
 TITLE = "results (ms, tokens/s; * = concurrency x (input+output) > KV capacity)"

@@ -113,6 +113,8 @@ class CellInfo:
 
     @property
     def load_label(self) -> str:
+        if self.summary.sessions is not None:       # a sessions cell: users, or session starts per second
+            return f"users={self.concurrency}" if self.concurrency is not None else f"{self.request_rate:g} sessions/s"
         if self.concurrency is not None:
             return f"c={self.concurrency}"
         return f"{self.request_rate:g}/s" if self.request_rate is not None else "replay"

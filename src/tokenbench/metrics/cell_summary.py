@@ -13,6 +13,7 @@ from typing import Any, Literal, cast
 from pydantic import BaseModel, ConfigDict
 
 from tokenbench.metrics.interruption import Interruption
+from tokenbench.metrics.sessions import SessionFigures
 from tokenbench.metrics.summary_groups import (
     ClientHealth,
     Group,
@@ -28,7 +29,8 @@ Rate = Literal["request_throughput", "output_throughput", "total_token_throughpu
 LATENCIES: tuple[Latency, ...] = ("ttft", "tpot", "itl", "e2el")           # vLLM's four
 STATISTICS: tuple[Statistic, ...] = ("mean", "median", "std", "min", "max", "p50", "p90", "p95", "p99")
 GROUPS: dict[str, type[Group]] = {"health": ClientHealth, "facts": WorkloadFacts, "monitor": MonitorFigures,
-                                  "counters": ServerCounters, "interruption": Interruption}
+                                   "counters": ServerCounters, "interruption": Interruption,
+                                   "sessions": SessionFigures}
 RATES: tuple[Rate, ...] = ("output_throughput", "request_throughput", "request_goodput")
 KEY_OF_STAT: dict[str, Statistic] = {"mean": "mean", "p50": "median", "p90": "p90", "p99": "p99"}
 
@@ -170,6 +172,7 @@ class CellSummary(BaseModel):
     server_unreachable: bool | None = None   # the verdict: the server went away (`--resume` runs it again)
     monitor: MonitorFigures | None = None
     counters: ServerCounters | None = None   # the server's counters over the measured phase (sweep/monitoring.py)
+    sessions: SessionFigures | None = None   # a sessions cell: its shape and figures by turn (metrics/sessions.py)
     interruption: Interruption | None = None   # the user stopped the cell (Ctrl-C): how far it got
     # other tools' results (`tokenbench import`)
     source: str | None = None

@@ -10,7 +10,7 @@ from tokenbench.judge.plausibility import ConfigCheck
 from tokenbench.judge.views import CellInfo, RunData
 from tokenbench.metrics import uncertainty as u
 from tokenbench.metrics.cell_summary import Metric
-from tokenbench.report import configcmp, interval_tables, marks, plots, sections
+from tokenbench.report import configcmp, interval_tables, marks, plots, sections, sessions
 from tokenbench.report.document import Block, Cell, Document, Para, Table, num, pct
 from tokenbench.report.explain import plausibility_blocks
 from tokenbench.report.i18n import DEFINITIONS, t
@@ -34,6 +34,8 @@ def build_report(run: RunData, lang: str, checks: list[ConfigCheck], version: st
         return doc
     doc.add(num_.sec(t(lang, "h.baseline")), *sections.baseline(run, lang, book))
     doc.add(num_.sec(t(lang, "h.scaling")), *_scaling(run, lang, num_, roofs, book))
+    if sessions.session_cells(run):
+        doc.add(num_.sec(t(lang, "h.sessions")), *sessions.section(run, lang, num_.sub))
     doc.add(num_.sec(t(lang, "h.intervals")), *interval_tables.section(book, lang, num_))
     doc.add(num_.sec(t(lang, "h.matrix")), *_matrix(run, lang, num_))
     doc.add(num_.sec(t(lang, "h.configcmp")), *_configcmp(run, lang, num_, book, min_effect))
