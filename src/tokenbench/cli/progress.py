@@ -92,8 +92,8 @@ class Display:
         v = console.state(row.status, row.message, s)
         status = f"{v.mark} {row.status}" if v.mark else row.status
         self.bar.console.print(f"{cell.config.name} {cell.key}{star} {status}: "
-                               f"{console.marked(s.output_throughput, v)} out tok/s, "
-                               f"TTFT {console.marked(s.mean_ttft_ms, v)} ms, TPOT {console.marked(s.mean_tpot_ms, v)} ms"
+                               f"{console.figure(s, 'output_throughput', v)} out tok/s, "
+                               f"TTFT {console.figure(s, 'mean_ttft_ms', v)} ms, TPOT {console.figure(s, 'mean_tpot_ms', v)} ms"
                                + acceptance(s)
                                + (f" ({escape(row.message)})" if row.message else ""))
 

@@ -25,6 +25,7 @@ from tokenbench.load.executors import Executor, InProcess
 from tokenbench.load.runner import CellRun, Phases, Sessions, Work
 from tokenbench.load.target import Endpoint
 from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.figure_bounds import figure_health
 from tokenbench.metrics.interruption import Interruption
 from tokenbench.metrics.sessions import SessionFigures, TurnTally, shape_of
 from tokenbench.metrics.summary_groups import ClientHealth, WorkloadFacts
@@ -46,7 +47,7 @@ class CellResult:
     summary: CellSummary
     records: list[RequestRecord]     # measured, in index order; empty unless run_cell kept them
     warmup: list[RequestRecord]
-    verdict: Verdict                 # "ok" | "failed" | "invalid" (the client could not keep up) | "interrupted", and why
+    verdict: Verdict                 # "ok" | "failed" | "interrupted", why, and the figures the client's delays may have moved
     notes: list[str] = field(default_factory=list)
     spool: Spool | None = None       # every record (warmup, then measured as they finished), on disk
     started_ns: int | None = None    # the first measured send
@@ -126,8 +127,7 @@ class CellJob:
     def verdict_policy(self) -> VerdictPolicy:
         """What the cell's verdict tolerates (the study's options) and names (the server's address)."""
         s, e = self.study, self.endpoint
-        return VerdictPolicy(s.allow_length_mismatch, s.allow_client_lag, s.max_error_rate, e.api_key is not None,
-                             e.base_url)
+        return VerdictPolicy(s.allow_length_mismatch, s.max_error_rate, e.api_key is not None, e.base_url)
 
 
 PREPARED_BYTES = 512 * 2**20   # a duration cell prepares at most this much request data (memory bound)
@@ -307,13 +307,15 @@ def _session_figures(job: CellJob, fb: Feedback, turns: TurnTally) -> SessionFig
 
 
 def _result(job: CellJob, work: _Work, n_meas: int | None, sink: _Intake, run: CellRun) -> CellResult:
-    wl, load, prompts = job.workload, job.load, work.prompts
-    summary = sink.tally.summary(load, *prompts.nominal_lengths(wl)).with_(health=run.client_health,
-                                                                           facts=prompts.facts)
+    wl, load, prompts, health = job.workload, job.load, work.prompts, run.client_health
+    summary = sink.tally.summary(load, *prompts.nominal_lengths(wl))
+    one_loop = (health.client_workers or 1) <= 1            # every stamp taken by the loop the stalls held
+    summary = summary.with_(health=health, facts=prompts.facts,
+                            figures=figure_health(summary, sink.tally, health.stalls, one_loop))
     if work.feedback is not None:
         summary = summary.with_(sessions=_session_figures(job, work.feedback, sink.turns))
-    verdict = cell_verdict(sink.seen, summary, load, job.verdict_policy, n_meas)
-    notes = prompts.notes + exhausted_note(run.client_health, load, sink.seen.n)
+    verdict = cell_verdict(sink.seen, summary, job.verdict_policy, n_meas)
+    notes = prompts.notes + exhausted_note(health, load, sink.seen.n)
     notes += [work.feedback.problem] if work.feedback is not None and work.feedback.problem else []
     if run.stopped:
         summary = summary.with_(interruption=Interruption(planned=n_meas, cut=sink.cut))

@@ -15,6 +15,7 @@ import numpy as np
 from tokenbench.client.records import RequestRecord
 from tokenbench.metrics import request as rm
 from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.coalesced import Coalesced
 from tokenbench.metrics.stats import describe
 from tokenbench.metrics.token_log import TokenLog
 from tokenbench.spec.bench import SLO, Load
@@ -46,8 +47,9 @@ class CellTally:
     def __init__(self, slo: SLO | None = None) -> None:
         self.slo = slo if slo is not None and not slo.is_empty() else None
         self.all = _Columns("sent", "end", "intended")
-        self.ok = _Columns("sent", "end", "first", "ttfc", "out", "prompt", "queue", "connect")
+        self.ok = _Columns("sent", "end", "first", "ttfc", "out", "prompt", "queue", "connect", "last")
         self.tokens = TokenLog()                       # chunk times and counts (bounded: metrics/token_log.py)
+        self.coalesced = Coalesced()                   # reads of several chunks (metrics/figure_bounds.py)
         self.zero_token = 0                            # ok requests without a token-bearing chunk
         self.kinds, self.usage_source, self.count_source = Counter[str](), Counter[str](), Counter[str]()
         self.length_mismatches = self.reasoning_tokens = self.reasoning_requests = self.good = 0
@@ -70,10 +72,11 @@ class CellTally:
         self._add_ok(r)
 
     def _add_ok(self, r: RequestRecord) -> None:
-        first = r.token_times_ns[0] if r.token_times_ns else -1
+        first, last = (r.token_times_ns[0], r.token_times_ns[-1]) if r.token_times_ns else (-1, -1)
         self.ok.add(r.sent_ns, r.end_ns, first, -1 if r.first_content_ns is None else r.first_content_ns,
-                    r.output_tokens, r.prompt_tokens or r.input_len, r.queue_ns, r.connect_ns)
+                    r.output_tokens, r.prompt_tokens or r.input_len, r.queue_ns, r.connect_ns, last)
         self.tokens.add(r.token_times_ns, r.token_counts)
+        self.coalesced.add(r.token_times_ns, r.sent_ns)
         self.zero_token += not r.token_times_ns
         self.usage_source[r.usage_source] += 1
         self.count_source[r.count_source] += 1

@@ -91,6 +91,23 @@ class Requests(StrictModel):
                                      "cell's users, or `min` for session rates")
 
 
+def cpu_set(text: str) -> frozenset[int]:
+    """'1', '0,2', '2-3,6': the CPUs a list names (`all` is handled by the caller)."""
+    out: set[int] = set()
+    for part in text.replace(" ", "").split(","):
+        lo, dash, hi = part.partition("-")
+        if not lo.isdigit() or (dash and not hi.isdigit()) or (dash and int(hi) < int(lo)):
+            raise ValueError(f"'{text}' is not a CPU list: give CPU numbers and ranges, e.g. 1 or 0,2 or 2-3 (or all)")
+        out.update(range(int(lo), int(hi if dash else lo) + 1))
+    return frozenset(out)
+
+
+def _cpus(value: str | None) -> str | None:
+    if value is not None and value != "all":
+        cpu_set(value)
+    return value
+
+
 class Client(StrictModel):
     """How the client side runs (not what is measured)."""
 
@@ -99,6 +116,11 @@ class Client(StrictModel):
     keep_raw: str | None = Field(None, description="also append every request's raw response body, each read with "
                                  "its arrival time, to this JSONL file (one process; raw bytes are otherwise "
                                  "dropped as soon as a request is parsed)")
+    cpus: Annotated[str | None, AfterValidator(_cpus)] = Field(
+        None, description="CPUs the client (and its workers) run on, e.g. 1 or 2-3; a local engine tokenbench "
+        "deploys gets the others. Default: when tokenbench deploys a local engine, the last core(s), one per "
+        "worker, for the client and the rest for the engine (one CPU: no isolation); else not pinned. all: never "
+        "pin")
 
 
 class Sampling(StrictModel):
@@ -160,8 +182,9 @@ class StudySpec(StrictModel):
     kv_capacity: int | None = Field(None, gt=0, description="override the KV capacity read from the server")
     slo: SLO = Field(default_factory=SLO)
     allow_length_mismatch: bool = Field(False, description="keep cells whose token counts differ from the ask")
-    allow_client_lag: bool = Field(False, description="keep a cell whose client lagged (event-loop lag, CPU) as "
-                                   "ok, its figures marked '~' with the reason, instead of invalid")
+    allow_client_lag: bool = Field(False, description="in this run's report, give intervals and verdicts to the "
+                                   "figures the client's delays may have moved beyond their tolerance (still "
+                                   "marked '~' with the cause); without it they are shown marked, unjudged")
     max_error_rate: float = Field(0.0, ge=0, le=1, description="fail a cell above this failed fraction")
     stop_on_saturation: bool = Field(False, description="skip higher concurrencies once throughput stops rising")
     find_capacity: bool = Field(False, description="search the highest concurrency meeting the SLOs per pair")
