@@ -35,3 +35,16 @@ def test_lookup_and_unknown_language():
     assert t("en", "h.scaling_pair", config="tp1", input=512, output=512) == "tp1: input 512 / output 512"
     with pytest.raises(UsageError, match="unknown report language 'fr'"):
         check_lang("fr")
+
+
+def test_no_key_of_one_language_table_is_overwritten_by_another():
+    """The report's tables are merged into one per language: a key two of them define would silently give
+    one section the other's words (capacity's and the frontier's load dimensions once did)."""
+    import itertools
+
+    from tokenbench.report import i18n_capacity, i18n_frontier, i18n_marks, i18n_server, i18n_sessions, i18n_verdicts
+    tables = [i18n_capacity, i18n_frontier, i18n_marks, i18n_server, i18n_sessions, i18n_verdicts]
+    for lang in ("EN", "ZH"):
+        for a, b in itertools.combinations(tables, 2):
+            shared = set(getattr(a, lang)) & set(getattr(b, lang))
+            assert not shared, (a.__name__, b.__name__, lang, sorted(shared))

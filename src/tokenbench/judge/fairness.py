@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from tokenbench.judge.load_axes import LoadKey
 from tokenbench.judge.views import CellInfo, ConfigInfo, RunData
 from tokenbench.metrics.cell_summary import known
 from tokenbench.spec.server_facts import Sampling
@@ -37,8 +38,8 @@ class Column:
     def cells(self) -> list[CellInfo]:
         return self.run.cells_of(self.config.name)
 
-    def cell(self, pair: tuple[int, int], x) -> CellInfo | None:
-        return self.run.cell_at(self.config.name, pair, x)
+    def cell(self, pair: tuple[int, int], load: LoadKey | float) -> CellInfo | None:
+        return self.run.cell_at(self.config.name, pair, load)
 
 
 Check = Literal["input_tokens", "output_tokens", "lengths", "sampling", "ignore_eos", "cache", "session_shape"]
@@ -68,9 +69,10 @@ class Issue:
     cell: str = ""                  # a difference found in one common cell: its label
 
 
-def common_cells(cols: list[Column]) -> list[tuple[tuple[int, int], float]]:
-    keys = [{(c.pair, c.x) for c in col.cells()} for col in cols]
-    return sorted(set.intersection(*keys), key=lambda k: (k[0], k[1] is None, k[1] or 0)) if keys else []
+def common_cells(cols: list[Column]) -> list[tuple[tuple[int, int], LoadKey]]:
+    """The (pair, load) every column measured; a load is matched within its own dimension (load_axes)."""
+    keys = [{(c.pair, c.load) for c in col.cells()} for col in cols]
+    return sorted(set.intersection(*keys)) if keys else []
 
 
 def _tokens(c: CellInfo, which: str) -> float | None:
@@ -86,19 +88,19 @@ def _workload(col: Column) -> Sampling:
     return col.config.facts.workload or Sampling()
 
 
-def length_distribution(col: Column, common: list[tuple[tuple[int, int], float]]) -> str | None:
+def length_distribution(col: Column, common: list[tuple[tuple[int, int], LoadKey]]) -> str | None:
     """How each request's lengths were drawn in the column's common cells: "exact", the distribution
     (workload/lengths.py), or None when an imported result does not say."""
     found: set[str | None] = set()
-    for pair, x in common:
-        c = col.cell(pair, x)
+    for pair, load in common:
+        c = col.cell(pair, load)
         found.add(c.summary.facts.length_distribution if c is not None and c.summary.facts is not None else None)
     if found - {None}:
         return "; ".join(sorted(f or "exact" for f in found))
     return "exact" if col.run.kind in OWN_KINDS else None
 
 
-def _lengths(cols: list[Column], common: list[tuple[tuple[int, int], float]]) -> list[Issue]:
+def _lengths(cols: list[Column], common: list[tuple[tuple[int, int], LoadKey]]) -> list[Issue]:
     """Cells whose lengths were drawn differently are not the same workload (checked once one column drew)."""
     vals = [length_distribution(c, common) for c in cols]
     if all(v in (None, "exact") for v in vals):
@@ -171,8 +173,9 @@ def check(cols: list[Column]) -> list[Issue]:
     issues += _compare("sampling", cols, [sampling(c) for c in cols], "", False)
     issues += _compare("ignore_eos", cols, [ignore_eos(c) for c in cols], "", False)
     measured = [[c for p, x in common if (c := col.cell(p, x)) is not None] for col in cols]
-    if any(c.summary.sessions is not None for cs in measured for c in cs):
-        issues += _compare("session_shape", cols, [session_shape(cs) for cs in measured], "", False)
+    shaped = [col.cells() for col in cols]     # users and concurrency are different loads (load_axes), so a
+    if any(c.summary.sessions is not None for cs in shaped for c in cs):   # shape is read over every cell
+        issues += _compare("session_shape", cols, [session_shape(cs) for cs in shaped], "", False)
     else:
         issues += _compare("cache", cols, [cache_state(c, cs) for c, cs in zip(cols, measured, strict=False)], "",
                            False)

@@ -117,7 +117,7 @@ def sustain_text(r: SearchRecord, s: Sustain, lang: str) -> str:
 
 
 def _dimension(run: RunData, r: SearchRecord, lang: str) -> str:
-    return t(lang, f"dim.{r.dimension}", arrival=run.spec.get("arrival", "poisson"))
+    return t(lang, f"cap.dim.{r.dimension}", arrival=run.spec.get("arrival", "poisson"))
 
 
 def section(run: RunData, lang: str, num_: Numberer, roofs: dict[str, Roofline | None]) -> list[Block]:

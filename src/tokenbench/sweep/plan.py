@@ -91,7 +91,8 @@ def _session_loads(spec: StudySpec) -> list[Load]:
 
 
 def _loads(spec: StudySpec) -> list[Load]:
-    common = dict(duration_s=spec.requests.duration_s, warmup_requests=spec.warmup_requests)
+    common = dict(duration_s=spec.requests.duration_s, warmup_requests=spec.warmup_requests,
+                  warmup_first_prompt=spec.warmup_first_prompt)
     if spec.workload.kind == "sessions":
         return _session_loads(spec)
     if spec.workload.kind == "trace":
@@ -108,7 +109,8 @@ def _loads(spec: StudySpec) -> list[Load]:
 def capacity_load(spec: StudySpec, x: float, duration_s: float | None = None) -> Load:
     """A capacity search's cell at load x: x streams (closed loop; users: sessions), or x requests/s with the
     study's arrivals; sized like a sweep's cell, or `duration_s` long (the sustain cell)."""
-    common = dict(warmup_requests=spec.warmup_requests, duration_s=duration_s or spec.requests.duration_s)
+    common = dict(warmup_requests=spec.warmup_requests, duration_s=duration_s or spec.requests.duration_s,
+                  warmup_first_prompt=spec.warmup_first_prompt)
     if spec.find_capacity == "users":
         load = users_load(spec, int(x))
         return load.model_copy(update={"duration_s": duration_s, "num_sessions": None}) if duration_s else load
