@@ -110,3 +110,34 @@ def test_headers_name_the_study_and_its_run_id():
     odd = SimpleNamespace(id="R2", spec={"name": "gemma (bf16) study"})
     assert column_name(odd, "default") == "gemma (bf16) study"
     assert column_label(odd, "default") == "gemma (bf16) study (R2)"
+
+
+def test_a_rate_is_never_paired_with_a_closed_loop(store):
+    """vLLM at --request-rate 4 --max-concurrency 4 beside vLLM at --max-concurrency 4 (rate inf, a closed
+    loop c=4): the same figure 4, different loads; the cell is not paired (no ratio, no verdict) and the
+    fairness check says why, in both languages; --strict refuses."""
+    rate = import_file(store, FIXTURES / "vllm-bench-serve-rate.json")
+    closed = import_file(store, FIXTURES / "vllm-bench-serve.json")
+    text, issues = _md(store, [rate, closed])
+    [load] = [i for i in issues if i.check == "load"]
+    assert (load.kind, load.detail, load.values) == ("differs", "mode", ("4/s max 4 in flight", "c=4"))
+    assert "128/4 4/s is not paired" in issue_text(load) and "different loads" in issue_text(load)
+    assert "不配对" in issue_text(load, "zh")
+    assert "not paired: different loads" in text and "faster by" not in text and "x |" not in text
+    with pytest.raises(MeasurementError, match="is not paired"):
+        compare(store, [rate, closed], "en", "T", strict=True)
+
+
+@pytest.mark.parametrize("other, detail", [("vllm-bench-serve-constant.json", "cap")])
+def test_rates_with_another_cap_or_arrival_are_not_paired(store, tmp_path, other, detail):
+    import json
+    rate = import_file(store, FIXTURES / "vllm-bench-serve-rate.json")
+    _, issues = _md(store, [rate, import_file(store, FIXTURES / other)])
+    assert [i.detail for i in issues if i.check == "load"] == [detail]
+    doc = json.loads((FIXTURES / "vllm-bench-serve-rate.json").read_text())
+    (tmp_path / "c.json").write_text(json.dumps({**doc, "burstiness": float("inf")}))      # constant, same cap
+    _, issues = _md(store, [rate, import_file(store, tmp_path / "c.json")])
+    assert [i.detail for i in issues if i.check == "load"] == ["arrival"]
+    (tmp_path / "same.json").write_text(json.dumps({**doc, "date": "other"}))              # the same load
+    _, issues = _md(store, [rate, import_file(store, tmp_path / "same.json")])
+    assert not [i for i in issues if i.check == "load"]

@@ -89,3 +89,27 @@ def test_import_cli(db_path, capsys):
     assert main(["report", run_id, "--db", str(db_path), "--format", "md"]) == 0
     report = (db_path.parent / "reports" / run_id / "report.md").read_text()
     assert "IMPOSSIBLE" in report and "12,800.0" in report and "28.0x the bound" in report
+
+
+def test_a_rate_with_a_cap_is_imported_as_that_rate_with_that_cap(store):
+    """`vllm bench serve --request-rate 4 --max-concurrency 4` (and SGLang's --request-rate 8
+    --max-concurrency 8) stay open-loop rates with their cap, never closed-loop c=C; vLLM's burstiness
+    keeps its arrival process (inf: constant gaps)."""
+    [rate] = load_run(store, import_file(store, FIXTURES / "vllm-bench-serve-rate.json"), requests=False).cells
+    assert (rate.concurrency, rate.request_rate, rate.key) == (None, 4.0, "128:4/rate=4/s")
+    assert (rate.summary.max_concurrency, rate.summary.arrival, rate.summary.burstiness) == (4, "poisson", None)
+    assert rate.kv_demand == 4 * (128 + 4)                       # the cap is what can be in flight
+    [const] = load_run(store, import_file(store, FIXTURES / "vllm-bench-serve-constant.json"), requests=False).cells
+    assert (const.request_rate, const.summary.max_concurrency, const.summary.arrival) == (4.0, None, "constant")
+    [sg] = load_run(store, import_file(store, FIXTURES / "sglang-bench-serving-rate.jsonl"), requests=False).cells
+    assert (sg.concurrency, sg.request_rate, sg.summary.max_concurrency) == (None, 8.0, 8)
+    [closed] = load_run(store, import_file(store, FIXTURES / "vllm-bench-serve.json"), requests=False).cells
+    assert (closed.concurrency, closed.request_rate) == (4, None)     # request_rate inf with a cap: c=4
+
+
+def test_burstiness_is_imported_as_the_gamma_shape(store, tmp_path):
+    doc = json.loads((FIXTURES / "vllm-bench-serve-rate.json").read_text())
+    path = tmp_path / "bursty.json"
+    path.write_text(json.dumps({**doc, "burstiness": 0.5, "max_concurrency": None}))
+    [cell] = load_run(store, import_file(store, path), requests=False).cells
+    assert (cell.key, cell.summary.burstiness, cell.summary.max_concurrency) == ("128:4/rate=4/s,b=0.5", 0.5, None)

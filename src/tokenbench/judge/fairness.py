@@ -4,6 +4,11 @@ Checked per column (a server config of a stored run): server-reported input and 
 request in every common cell, sampling (temperature), ignore_eos, and the prefix-cache state. A value
 that differs is a difference; a value nothing stored can tell is "unknown". `compare --strict` refuses
 both.
+
+Cells pair by (input, output, load). Two cells at the same load figure are not the same load when one is
+a concurrency (closed loop) and the other a request rate (open loop), or two rates differ in their
+`--max-concurrency` cap or their arrival process: such cells are never paired (no ratio, no verdict),
+and the difference is an issue (check "load", its reason code in `detail`).
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ class Column:
         return self.run.cell_at(self.config.name, pair, x)
 
 
-Check = Literal["input_tokens", "output_tokens", "sampling", "ignore_eos", "cache"]
+Check = Literal["input_tokens", "output_tokens", "sampling", "ignore_eos", "cache", "load"]
+LoadDiff = Literal["mode", "cap", "arrival"]     # closed vs open loop; the in-flight cap; the arrival process
 
 
 @dataclass(frozen=True)
@@ -60,11 +66,68 @@ class Issue:
     columns: tuple[str, ...]
     values: tuple[Value | None, ...] = ()
     cell: str = ""                  # a difference found in one common cell: its label
+    detail: LoadDiff | None = None  # check "load": what makes the loads different
+
+
+def load_shape(c: CellInfo) -> tuple[str, float | None, int | None, str | None, float | None]:
+    """What a cell's load is: (mode, its figure, the in-flight cap of a rate, arrival, burstiness);
+    None where the cell does not tell (an imported file that does not say how it sent)."""
+    s = c.summary
+    if c.concurrency is not None:
+        return ("closed", c.concurrency, None, None, None)
+    mode = "open" if c.request_rate is not None else "trace"
+    return (mode, c.request_rate, s.max_concurrency, s.arrival, s.burstiness or (1.0 if s.arrival else None))
+
+
+def load_difference(a: CellInfo, b: CellInfo) -> LoadDiff | None:
+    """Why two cells at the same (pair, load figure) are not the same load, or None when they are."""
+    (mode_a, _, cap_a, arr_a, b_a), (mode_b, _, cap_b, arr_b, b_b) = load_shape(a), load_shape(b)
+    if mode_a != mode_b:
+        return "mode"
+    if cap_a != cap_b:
+        return "cap"
+    told = None not in (arr_a, arr_b)
+    return "arrival" if told and (arr_a, b_a) != (arr_b, b_b) else None
+
+
+def paired(cells: list[CellInfo | None]) -> bool:
+    """Every cell present and all of the same load (so their figures may be set side by side)."""
+    present = [c for c in cells if c is not None]
+    return len(present) == len(cells) and all(load_difference(present[0], c) is None for c in present[1:])
+
+
+def _same_figure(cols: list[Column]) -> list[tuple[tuple[int, int], float]]:
+    keys = [{(c.pair, c.x) for c in col.cells()} for col in cols]
+    return sorted(set.intersection(*keys), key=lambda k: (k[0], k[1] is None, k[1] or 0)) if keys else []
 
 
 def common_cells(cols: list[Column]) -> list[tuple[tuple[int, int], float]]:
-    keys = [{(c.pair, c.x) for c in col.cells()} for col in cols]
-    return sorted(set.intersection(*keys), key=lambda k: (k[0], k[1] is None, k[1] or 0)) if keys else []
+    """The (pair, load figure) keys every column measured, at the same load (`paired`)."""
+    return [(p, x) for p, x in _same_figure(cols) if paired([col.cell(p, x) for col in cols])]
+
+
+def load_issues(cols: list[Column]) -> list[Issue]:
+    """Cells at the same (pair, load figure) whose loads differ: one issue per key, never paired."""
+    out = []
+    for p, x in _same_figure(cols):
+        cells = [col.cell(p, x) for col in cols]
+        present = [c for c in cells if c is not None]
+        why = next((d for c in present[1:] if (d := load_difference(present[0], c)) is not None), None)
+        if why is not None:
+            out.append(Issue("differs", "load", tuple(col.label for col in cols),
+                             tuple(load_text(c) if c else None for c in cells), present[0].label, why))
+    return out
+
+
+def load_text(c: CellInfo) -> str:
+    """The load as the tools spell it: 'c=8', '8/s', '8/s max 4 in flight', '8/s constant', '8/s b=0.5'."""
+    mode, x, cap, arrival, burst = load_shape(c)
+    if mode == "closed":
+        return f"c={x}"
+    head = "replay" if mode == "trace" else f"{x:g}/s"
+    shape = [f"b={burst:g}" if burst not in (None, 1.0) else "", "constant" if arrival == "constant" else "",
+             f"max {cap} in flight" if cap else ""]
+    return " ".join([head, *(w for w in shape if w)])
 
 
 def _tokens(c: CellInfo, which: str) -> float | None:
@@ -119,7 +182,7 @@ def _compare(check: Check, cols: list[Column], vals: list, where: str, numeric: 
 
 
 def check(cols: list[Column]) -> list[Issue]:
-    issues: list[Issue] = []
+    issues: list[Issue] = load_issues(cols)
     common = common_cells(cols)
     for which in ("input", "output"):
         for pair, x in common:

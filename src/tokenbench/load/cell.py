@@ -19,10 +19,12 @@ from tokenbench.client.records import Phase, RequestRecord
 from tokenbench.client.request import PreparedRequest, Prompt, prepare
 from tokenbench.client.spool import Spool
 from tokenbench.client.transport import Session
+from tokenbench.load.arrivals import arrival_seed
 from tokenbench.load.executors import Executor, InProcess
 from tokenbench.load.runner import CellRun, Phases
 from tokenbench.load.target import Endpoint
 from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.send_rates import send_rates
 from tokenbench.metrics.summary_groups import ClientHealth
 from tokenbench.metrics.tally import CellTally
 from tokenbench.metrics.verdict import Verdict, VerdictPolicy, cell_verdict
@@ -211,18 +213,26 @@ async def run_cell(session: Session, job: CellJob) -> CellResult:
     prompts = build_cell(job.endpoint, wl, job.key, n_warm, planned_count(load, wl.input_len, wl.kind),
                          duration_s=load.duration_s)
     phases = Phases(job.key, list(_prepare(job, prompts.warmup)), _warmup_load(load, n_warm),
-                    _prepare(job, prompts.measure), load, wl.seed, prompts.measure_count,
+                    _prepare(job, prompts.measure), load, arrival_seed(wl.seed, job.key), prompts.measure_count,
                     planned_count(load, wl.input_len, "prepared") or 0, prompts.offsets_ns)
     prompts.warmup, prompts.measure = [], []        # the requests being made hold them now (images are large)
     intake = _Intake(job.study.slo, job.keep_records, job.on_progress)
     run = await job.executor.run(session, phases, intake)
-    return _result(job, prompts, phases.count, intake, run)
+    return _result(job, prompts, phases, intake, run)
 
 
-def _result(job: CellJob, prompts: CellPrompts, n_meas: int | None, sink: _Intake, run: CellRun) -> CellResult:
+def _summary(job: CellJob, prompts: CellPrompts, seed: int, sink: _Intake, run: CellRun) -> CellSummary:
+    """The tally's figures with the groups the other stages add: the client's health, the workload's facts
+    and (open loop) the send rates."""
     wl, load = job.workload, job.load
-    summary = sink.tally.summary(load, *prompts.nominal_lengths(wl)).with_(health=run.client_health,
-                                                                           facts=prompts.facts)
+    summary = sink.tally.summary(load, *prompts.nominal_lengths(wl))
+    rates = send_rates(sink.tally.send_times(), load, run.slot_waits, seed)
+    return summary.with_(health=run.client_health, facts=prompts.facts, **({"send": rates} if rates else {}))
+
+
+def _result(job: CellJob, prompts: CellPrompts, phases: Phases, sink: _Intake, run: CellRun) -> CellResult:
+    wl, load, n_meas = job.workload, job.load, phases.count
+    summary = _summary(job, prompts, phases.seed, sink, run)
     verdict = cell_verdict(sink.seen, summary, load, job.verdict_policy, n_meas)
     notes = prompts.notes + exhausted_note(run.client_health, load, sink.seen.n)
     if run.stopped:

@@ -3,8 +3,10 @@
 Clocks: perf_counter_ns is not comparable across machines. Before a cell the driver estimates each
 actor's clock offset with Cristian's method (several round trips; the one with the smallest round
 trip wins; offset = actor_clock - (t_send + t_recv) / 2, error <= half that round trip). The driver
-picks the measured phase's start instant on its own clock, each actor starts at that instant converted
-to its clock, and every timestamp an actor returns is converted back to the driver's clock. Latencies
+picks the measured phase's t0 on its own clock, each actor's phase starts at that t0 converted to its
+clock (t0 + its offset: the same instant), so the actors send the slots of ONE schedule, and every
+timestamp an actor returns is converted back to the driver's clock (intended send times included: they
+are then the one schedule's, t0 + schedule[i]). Latencies
 (TTFT, TPOT, ITL, E2EL) are differences on one node's clock and need no conversion at all.
 
 Placement: the n actors live in a placement group of n tiny bundles (BUNDLE_CPU each) with the SPREAD
@@ -28,6 +30,7 @@ from tokenbench.errors import UsageError
 from tokenbench.load.clock import new_loop
 from tokenbench.load.runner import CellRun, Outlets, run_phase
 from tokenbench.load.workers import WorkerJob, merge_health, reindex
+from tokenbench.metrics.send_rates import SlotWaits
 from tokenbench.metrics.summary_groups import ClientHealth
 
 PROBES = 7
@@ -78,14 +81,15 @@ class ClientActor:
             run_phase(self._send, job.measure, job.measure_plan(start_local_ns), Outlets(record=self.finished.append)),
             self.loop)
 
-    def take(self, limit: int) -> tuple[list[RequestRecord], dict | None]:
+    def take(self, limit: int) -> tuple[list[RequestRecord], tuple[ClientHealth, SlotWaits] | None]:
         """Up to `limit` records finished so far (the loop thread appends, this thread pops: a deque is
-        safe for that), and the client health once the phase ended and every record was taken."""
+        safe for that), and the client health and slot waits once the phase ended and every record was
+        taken."""
         assert self.running is not None and self.job is not None
         ended = self.running.done()
         batch = [self.finished.popleft() for _ in range(min(limit, len(self.finished)))]
-        health = self.running.result().client_health if ended and not self.finished else None
-        return reindex(batch, self.job), health
+        run = self.running.result() if ended and not self.finished else None
+        return reindex(batch, self.job), (run.client_health, run.slot_waits) if run is not None else None
 
 
 def clock_offset(ray, actor) -> int:
@@ -137,10 +141,10 @@ def _actors(ray, group, jobs: list[WorkerJob]) -> list:
         for i, job in enumerate(jobs)]
 
 
-def _collect(ray, actors: list, offsets: list[int]) -> tuple[list[RequestRecord], list[ClientHealth]]:
-    """Batches from every actor until each has sent its last one with its health."""
+def _collect(ray, actors: list, offsets: list[int]) -> tuple[list[RequestRecord], list[tuple[ClientHealth, SlotWaits]]]:
+    """Batches from every actor until each has sent its last one with its health and slot waits."""
     records: list[RequestRecord] = []
-    health: dict[int, ClientHealth] = {}
+    health: dict[int, tuple[ClientHealth, SlotWaits]] = {}
     while len(health) < len(actors):
         pending = [i for i in range(len(actors)) if i not in health]
         got = 0
@@ -174,5 +178,6 @@ def run_ray(address: str, jobs: list[WorkerJob]) -> tuple[list, CellRun]:
             ray.kill(a)
         ray.util.remove_placement_group(group)
     warm = to_driver_clock(warm, 0)
-    health = merge_health(parts).model_copy(update={"clock_offsets_ns": offsets, "ray_nodes": nodes})
-    return sorted(warm, key=lambda r: r.index), CellRun(sorted(recs, key=lambda r: r.index), health)
+    health = merge_health([h for h, _ in parts]).model_copy(update={"clock_offsets_ns": offsets, "ray_nodes": nodes})
+    waits = SlotWaits().merged([w for _, w in parts])
+    return sorted(warm, key=lambda r: r.index), CellRun(sorted(recs, key=lambda r: r.index), health, slot_waits=waits)

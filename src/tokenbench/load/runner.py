@@ -23,14 +23,15 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tokenbench.client.parse import parse_steps
 from tokenbench.client.records import Phase, RawExchange, RequestRecord
 from tokenbench.client.request import PreparedRequest
-from tokenbench.load.arrivals import offsets_ns
+from tokenbench.load.arrivals import arrivals_of, offsets_ns
 from tokenbench.load.clock import Clock, MonotonicClock
 from tokenbench.load.lag import LoopLagProbe
+from tokenbench.metrics.send_rates import SlotWaits
 from tokenbench.metrics.summary_groups import ClientHealth
 from tokenbench.metrics.verify import UNREACHABLE_AFTER
 from tokenbench.spec.bench import Load
@@ -51,6 +52,7 @@ class CellRun:
     records: list[RequestRecord]
     client_health: ClientHealth
     stopped: bool = False         # the user stopped the phase (Ctrl-C); what finished before is kept
+    slot_waits: SlotWaits = field(default_factory=SlotWaits)   # open loop: sends that waited for a free slot
 
 
 def _nothing() -> None:
@@ -65,7 +67,8 @@ class PhasePlan:
     load: Load
     seed: int = 0                             # of the open loop's generated arrivals
     offsets: Sequence[int] | None = None      # open loop, ns: request i due at t0 + offsets[i] (a trace's arrivals)
-    start_ns: int | None = None               # begin at this instant (same clock): several workers start at once
+    start_ns: int | None = None               # t0 of the phase, chosen by the coordinator (same clock): several
+                                              # workers share it, so they send the slots of ONE schedule
     stoppable: bool = False                   # a cancellation (Ctrl-C) ends the phase with what finished
 
 
@@ -135,6 +138,7 @@ class _Sender:
     clock: Clock
     out: _Reducer
     on_done: Callable[[], None]
+    waits: SlotWaits = field(default_factory=SlotWaits)
 
     async def closed_loop(self, concurrency: int, deadline_ns: int | None) -> None:
         async def worker() -> None:
@@ -154,7 +158,10 @@ class _Sender:
         if slots is None:
             raw = await self.send(req, intended)
         else:
+            asked = self.clock.now_ns() if slots.locked() else None
             async with slots:
+                if asked is not None:
+                    self.waits.add(self.clock.now_ns() - asked)
                 raw = await self.send(req, intended)
         self.pool.note(raw)
         self.out.append((i, req, raw))
@@ -268,23 +275,25 @@ async def run_phase(send: Send, requests: Iterable[PreparedRequest], plan: Phase
     """Run one phase (warmup or measure) of a cell and return parsed records and client health.
     `requests` may be a lazy iterator (a duration cell takes as many as its duration needs). A trace's
     load needs `plan.offsets`. A stoppable phase ends early on a cancellation (Ctrl-C) and returns what
-    finished (requests cut off are recorded as `cancelled`), with `stopped` set."""
+    finished (requests cut off are recorded as `cancelled`), with `stopped` set. With `plan.start_ns` the
+    phase's t0 is that instant exactly (every worker's schedule starts at the coordinator's t0, however
+    late this process woke), else the moment it starts."""
     load = plan.load
     if load.arrival == "trace" and plan.offsets is None:
         raise ValueError("a trace load needs explicit arrival offsets")
     clock = clock or MonotonicClock()
-    if plan.start_ns is not None:
-        await clock.sleep_until(plan.start_ns)
     pool, probe = _Pool(requests, clock), LoopLagProbe()
     reducer = _Reducer(plan.name, out, max(PENDING_HARD, load.concurrency or load.max_concurrency or 0))
     sender = _Sender(send, pool, clock, reducer, out.done)
+    schedule = _schedule(plan, pool.count)           # drawn (and scaled) before t0
     stopped = False
     with _young_gc_only():
         reducing = asyncio.ensure_future(reducer.run())
         probe.start()
-        t0 = clock.now_ns()
+        t0 = plan.start_ns if plan.start_ns is not None else clock.now_ns()
         try:
-            await _loop(sender, plan, t0)
+            await clock.sleep_until(t0)
+            await _loop(sender, plan, schedule, t0)
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if not plan.stoppable or task is None:
@@ -297,19 +306,29 @@ async def run_phase(send: Send, requests: Iterable[PreparedRequest], plan: Phase
     health = health.model_copy(update=_exhausted(pool, load, t0))
     if stopped:
         health = health.model_copy(update={"stopped_after_s": (clock.now_ns() - t0) / 1e9})
-    return CellRun(records=records, client_health=health, stopped=stopped)
+    return CellRun(records=records, client_health=health, stopped=stopped, slot_waits=sender.waits)
 
 
-async def _loop(sender: _Sender, plan: PhasePlan, t0: int) -> None:
-    """Closed loop until the requests (or the duration) run out; open loop on the arrival schedule."""
+def _schedule(plan: PhasePlan, prepared: int | None) -> Iterable[int] | None:
+    """The open loop's offsets: the trace's, the workers' share of the one schedule, or the cell's own
+    (N = arrivals_of: --num-prompts, or rate x duration, or the requests prepared when fewer; seeded by the
+    cell); None for a closed loop."""
     load = plan.load
     if load.concurrency is not None:
+        return None
+    if plan.offsets is not None:
+        return plan.offsets
+    return offsets_ns(load.request_rate or 0.0, load.arrival, random.Random(plan.seed), arrivals_of(load, prepared),
+                      load.duration_s, load.burstiness)
+
+
+async def _loop(sender: _Sender, plan: PhasePlan, schedule: Iterable[int] | None, t0: int) -> None:
+    """Closed loop until the requests (or the duration) run out; open loop on the arrival schedule."""
+    load = plan.load
+    if schedule is None:
         deadline = t0 + int(load.duration_s * 1e9) if load.duration_s else None
-        await sender.closed_loop(load.concurrency, deadline)
+        await sender.closed_loop(load.concurrency or 1, deadline)
         return
-    schedule: Iterable[int] = plan.offsets if plan.offsets is not None else offsets_ns(
-        load.request_rate or 0.0, load.arrival, random.Random(plan.seed), sender.pool.count, load.duration_s,
-        load.burstiness)
     await sender.open_loop(load, schedule, t0)
 
 

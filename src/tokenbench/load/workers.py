@@ -1,10 +1,12 @@
 """Split one cell's load over N client processes, each with its own event loop, and merge exactly.
 
 Closed loop: concurrency C becomes C//N (+1 for the first C%N workers); open loop: rate r becomes r/N
-per worker (a sum of independent Poisson processes is Poisson at the summed rate), the in-flight cap is
-split like C. Requests are dealt round-robin (request i goes to worker i % N and keeps its index i).
-All workers finish warmup, meet at a barrier, and start the measured phase at one shared instant on
-CLOCK_MONOTONIC (perf_counter_ns is system-wide on Linux, so records need no conversion).
+per worker, the in-flight cap is split like C. Requests are dealt round-robin (request i goes to worker
+i % N and keeps its index i); an open loop's ONE schedule is dealt the same way (worker k sends slots
+k, k + N, ... of it). All workers finish warmup, meet at a barrier, and the coordinator (this process)
+chooses one t0 on CLOCK_MONOTONIC (perf_counter_ns is system-wide on Linux: the same clock in every
+process, so records need no conversion): each worker's phase starts at that t0 exactly, whenever the
+worker woke, so request i is due at t0 + schedule[i] in whichever process sends it.
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from tokenbench.errors import UsageError
 from tokenbench.load import clock
 from tokenbench.load.arrivals import schedule
 from tokenbench.load.runner import CellRun, Outlets, PhasePlan, Phases, run_phase
+from tokenbench.metrics.send_rates import SlotWaits
 from tokenbench.metrics.summary_groups import ClientHealth
 from tokenbench.spec.bench import Load
 
-START_DELAY_NS = 50_000_000   # workers start the measured phase 50 ms after the barrier opens
+START_DELAY_NS = 500_000_000  # t0 of the measured phase: 500 ms after the barrier opens (time to wake every worker)
 
 
 def split_width(total: int | None, n: int, i: int) -> int | None:
@@ -68,7 +71,7 @@ class WorkerJob:
         return PhasePlan("measure", self.load, self.seed + self.worker, self.offsets, start_ns)
 
 
-async def _worker_async(job: WorkerJob, sync, progress) -> tuple[list, list, ClientHealth]:
+async def _worker_async(job: WorkerJob, sync, progress) -> tuple[list, list, ClientHealth, SlotWaits]:
     async with new_session(job.timeout_s, job.connect_in_ttft) as session:
         async def do_send(req, intended):
             return await send(session, req, intended)
@@ -77,7 +80,7 @@ async def _worker_async(job: WorkerJob, sync, progress) -> tuple[list, list, Cli
             warm = (await run_phase(do_send, job.warmup, warm_plan)).records
         start_ns = await asyncio.get_running_loop().run_in_executor(None, sync.arrive_and_wait)
         run = await run_phase(do_send, job.measure, job.measure_plan(start_ns), Outlets(done=lambda: _bump(progress)))
-    return reindex(warm, job), reindex(run.records, job), run.client_health
+    return reindex(warm, job), reindex(run.records, job), run.client_health, run.slot_waits
 
 
 def _bump(progress) -> None:
@@ -152,9 +155,10 @@ async def run_workers(jobs: list[WorkerJob], on_done: Callable[[int], None] = la
             if p.is_alive():
                 p.terminate()
             p.join(timeout=5)
-    warm = sorted((r for w, _, _ in parts for r in w), key=lambda r: r.index)
-    recs = sorted((r for _, m, _ in parts for r in m), key=lambda r: r.index)
-    return warm, CellRun(records=recs, client_health=merge_health([h for _, _, h in parts]))
+    warm = sorted((r for w, *_ in parts for r in w), key=lambda r: r.index)
+    recs = sorted((r for _, m, *_ in parts for r in m), key=lambda r: r.index)
+    return warm, CellRun(records=recs, client_health=merge_health([p[2] for p in parts]),
+                         slot_waits=SlotWaits().merged([p[3] for p in parts]))
 
 
 async def _collect(procs, sync: StartLine, results, progress, on_done) -> list:

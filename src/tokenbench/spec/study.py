@@ -83,8 +83,10 @@ class StudySpec(StrictModel):
     pairs: list[tuple[int, int]] = Field(default_factory=list, description="[input, output] token pairs "
                                          "(exact prompt and output tokens)")
     concurrency: list[int] = Field(default_factory=list, description="closed-loop cells: requests in flight")
-    rates: list[float] = Field(default_factory=list, description="open-loop cells: requests/s")
-    arrival: Literal["poisson", "constant"] = Field("poisson", description="open-loop arrivals between requests")
+    rates: list[float] = Field(default_factory=list, description="open-loop cells: requests/s (N requests span "
+                               "(N - 1) / rate; the rate sent is stored beside it: docs/metrics.md)")
+    arrival: Literal["poisson", "constant"] = Field("poisson", description="open-loop arrivals between requests "
+                                                    "(poisson: gaps scaled to the rate exactly, as vLLM)")
     burstiness: float = Field(1.0, gt=0, description="Poisson arrivals: gamma shape of the gaps (1 = Poisson, "
                               "< 1 burstier, > 1 more even; same mean rate)")
     max_concurrency: int | None = Field(None, gt=0, description="cap on in-flight requests in rate cells "
@@ -97,7 +99,7 @@ class StudySpec(StrictModel):
                                         "default: the cell's concurrency")
     api: Literal["completions", "chat"] = Field("completions", description="OpenAI API: /v1/completions or "
                                                 "/v1/chat/completions (image workloads: chat)")
-    seed: int = Field(0, description="seed of the prompts (repeat r uses seed + r)")
+    seed: int = Field(0, description="seed of the prompts and of each cell's arrivals (repeat r uses seed + r)")
     client: Client = Field(default_factory=Client)
     kv_capacity: int | None = Field(None, gt=0, description="override the KV capacity read from the server")
     slo: SLO = Field(default_factory=SLO)
