@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow   # a reference server process, and a bench killed
 
 IMAGES = ["--kind", "image", "--api", "chat", "--image-count", "2", "--image-width", "32", "--image-height", "24",
           "--input-len", "8", "--output-len", "6", "--warmup-requests", "1", "--seed", "3", "--allow-client-lag"]
-PER_REQUEST = ("ttft_ms", "tpot_ms", "e2el_ms")        # export adds these beside the record
+PER_REQUEST = ("ttft_ms", "tpot_ms", "e2el_ms", "stream_tail_ms")     # export adds these beside the record
 
 
 def _bench(url: str, db: Path, out: Path, *extra: str) -> list[str]:

@@ -1,9 +1,9 @@
 """Split one cell's load over N client processes, each with its own event loop, and merge exactly.
 
-Closed loop: concurrency C becomes C//N (+1 for the first C%N workers); open loop: rate r becomes r/N
-per worker, the in-flight cap is split like C. Requests are dealt round-robin (request i goes to worker
-i % N and keeps its index i); an open loop's ONE schedule is dealt the same way (worker k sends slots
-k, k + N, ... of it). All workers finish warmup, meet at a barrier, and the coordinator (this process)
+Closed loop: concurrency C becomes C//N (+1 for the first C%N workers); open loop: each worker's share
+is r/N, as the slots k, k + N, ... of the cell's ONE schedule that it sends, and the in-flight cap is
+split like C. Requests are dealt round-robin (request i goes to worker i % N and keeps its index i), with
+their slots. All workers finish warmup, meet at a barrier, and the coordinator (this process)
 chooses one t0 on CLOCK_MONOTONIC (perf_counter_ns is system-wide on Linux: the same clock in every
 process, so records need no conversion): each worker's phase starts at that t0 exactly, whenever the
 worker woke, so request i is due at t0 + schedule[i] in whichever process sends it.

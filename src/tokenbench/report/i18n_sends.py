@@ -9,9 +9,9 @@ EN: dict[str, str] = {
     "send.off.few_requests": ("too few requests for the asked rate to hold: the schedule's own random draws over "
                               "these {n} sends offer {scheduled}/s (more requests, or a longer --duration, bring it "
                               "to the asked rate)"),
-    "send.off.cap": ("the --max-concurrency slots were full: {waits} sends waited {wait} ms on average for one "
-                     "(the server did not finish requests as fast as this rate needs: back-pressure, not the "
-                     "client)"),
+    "send.off.cap": ("the --max-concurrency slots were full: {waits} sends had to wait for one, {wait} ms per "
+                     "send on average (the server did not finish requests as fast as this rate needs: "
+                     "back-pressure, not the client)"),
     "send.off.connect": ("new connections took {connect} ms on average to open before a request could be written "
                          "(the server accepted them late: back-pressure, not the client)"),
     "send.off.client": ("the client sent late, {late} ms on average after the schedule (its event loop, its CPU "
@@ -34,7 +34,7 @@ ZH: dict[str, str] = {
     "send.note": "{cell}：实际发送速率 {achieved}/s，要求 {asked}/s（{off}）：{why}",
     "send.off.few_requests": ("请求太少，要求的速率无法成立：调度本身对这 {n} 次发送的随机抽样只给出 {scheduled}/s"
                               "（更多请求或更长的 --duration 会使其接近要求的速率）"),
-    "send.off.cap": ("--max-concurrency 的并发槽已满：{waits} 次发送平均等待 {wait} ms 才拿到槽位"
+    "send.off.cap": ("--max-concurrency 的并发槽已满：{waits} 次发送需要等待槽位，平均每次发送等待 {wait} ms"
                      "（服务端完成请求的速度跟不上该速率：这是服务端反压，不是客户端的问题）"),
     "send.off.connect": "新连接平均用了 {connect} ms 才建立，之后请求才能写出（服务端接受连接较慢：服务端反压，不是客户端）",
     "send.off.client": "客户端发送滞后，平均比调度晚 {late} ms（事件循环、CPU 或主机所致：见客户端健康状况）",
