@@ -56,3 +56,21 @@ def test_ray_actors_send_one_schedule(ray_head):
     late = [r.sent_ns - r.intended_ns for r in sorted(cell.records, key=lambda r: r.intended_ns)]
     errors = [((b - a) - 50e6 - (late[i + 1] - late[i])) / 1e6 for i, (a, b) in enumerate(zip(recv, recv[1:], strict=False))]
     assert max(map(abs, errors)) <= 5.0 + waited.ms
+
+
+def test_sigint_stops_the_ray_actors_and_keeps_what_finished(ray_head, tmp_path):
+    """Ctrl-C at the driver (a real SIGINT to its process group): the actors stop with what finished, and
+    the cell is stored interrupted (docs/reliability.md, "Interruptions")."""
+    from tests.reliability.helpers import Child, cells, db_problems, wait_arrivals
+    db, n = tmp_path / "r.db", 10
+    with ReferenceProcess(ReferenceConfig(ttft_ms=20, itl_ms=100)) as ref:
+        child = Child("bench", "--base-url", ref.url, "--input-len", "8", "--output-len", "4", "--concurrency", "2",
+                      "--num-prompts", str(n), "--warmup-requests", "0", "--allow-client-lag", "--workers", "2",
+                      "--ray", ray_head, "--db", str(db))
+        wait_arrivals(ref, 3, child)               # one request finished: the next one was sent
+        child.sigint()
+        assert child.exit_code() == 130, child.output
+    assert "Traceback" not in child.output and "stored as interrupted" in child.output
+    [(_, status, _, s)] = cells(db)
+    assert status == "interrupted" and 1 <= s["completed"] < n and s["interrupted_planned"] == n
+    assert db_problems(db) == []

@@ -114,9 +114,10 @@ def test_duration_cells_are_bounded_by_memory_not_a_fixed_count():
 def test_final_usage_only_leaves_continuous_usage_out_of_the_body():
     import json
 
-    from tokenbench.client.request import Prompt, prepare
+    from tokenbench.client.request import Prompt, RequestOptions, prepare
     prompt = Prompt(token_ids=(1, 2, 3), text="a b c", input_len=3, output_len=4, expected_prompt_tokens=3)
     every = json.loads(prepare("http://h:1", "completions", "m", prompt, None).body)["stream_options"]
-    final = json.loads(prepare("http://h:1", "chat", "m", prompt, None, final_usage_only=True).body)["stream_options"]
+    final = json.loads(prepare("http://h:1", "chat", "m", prompt, None, RequestOptions(final_usage_only=True)).body)
+    final = final["stream_options"]
     assert every == {"include_usage": True, "continuous_usage_stats": True}
     assert final == {"include_usage": True}

@@ -122,3 +122,15 @@ def test_facts_for_reference_server():
         f = facts_for(ref.url)
     assert (f.engine, f.model, f.ctx_per_seq, f.kv_capacity_tokens, f.slots) == \
         ("reference", "reference-model", 4096, 20000, 8)
+
+
+def test_sglang_facts_say_when_speculative_decoding_is_on():
+    from tokenbench.deploy.engines import sglang
+    info = {"max_total_num_tokens": 1000, "speculative_algorithm": "EAGLE3", "speculative_num_draft_tokens": 4}
+    with StubServer({"/get_server_info": (200, info)}) as s:
+        on = sglang.read_facts(s.url)
+    with StubServer({"/get_server_info": (200, {**info, "speculative_algorithm": None})}) as s:
+        off = sglang.read_facts(s.url)
+    assert (on.speculative, on.source["speculative"]) == ("EAGLE3, 4 draft tokens",
+                                                          "/get_server_info speculative_algorithm")
+    assert off.speculative is None and on.raw["server_info"]["speculative_num_draft_tokens"] == 4

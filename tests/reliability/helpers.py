@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import sqlite3
+import subprocess
 import sys
 import threading
 import time
@@ -16,10 +17,12 @@ from pathlib import Path
 
 import yaml
 
-from deploy.helpers import gone  # noqa: F401  (one definition, shared with the deploy tests)
+from deploy.helpers import gone, tokenbench_argv  # noqa: F401  (gone: one definition, shared with the deploy tests)
 from tokenbench.cli.main import main
+from tokenbench.testing.reference_server import ReferenceProcess
 
 FAKE_ENGINE = Path(__file__).with_name("fake_engine.py")
+WAIT_S = 120                # a deadline that only stops a broken test
 
 
 def bench(url: str, tmp: Path, *extra: str, n: int = 10, output_len: int = 6, name: str = "run") -> tuple[int, dict]:
@@ -64,12 +67,13 @@ def db_problems(path: Path) -> list[str]:
         problems += [f"orphan samples of cell {r[0]}" for r in con.execute(
             "SELECT DISTINCT cell_id FROM samples WHERE cell_id NOT IN (SELECT id FROM cells)")]
         problems += [f"duplicate cell {tuple(r)}" for r in con.execute(
-            "SELECT run_id, config_id, key, repeat FROM cells GROUP BY 1, 2, 3, 4 HAVING COUNT(*) > 1")]
+            "SELECT run_id, config_id, key, repeat, superseded FROM cells GROUP BY 1, 2, 3, 4, 5 HAVING COUNT(*) > 1")]
         for cell_id, status, summary in con.execute("SELECT id, status, summary_json FROM cells"):
             s = json.loads(summary)
             got = con.execute("SELECT COUNT(*), SUM(error_kind IS NOT NULL) FROM requests "
                               "WHERE cell_id=? AND phase='measure'", (cell_id,)).fetchone()
-            want = (s.get("num_prompts", 0), s.get("failed", 0)) if status != "skipped" else (0, 0)
+            cut = s.get("interrupted_cut", 0)      # an interrupted cell also stores the requests it cut off
+            want = (s.get("num_prompts", 0) + cut, s.get("failed", 0) + cut) if status != "skipped" else (0, 0)
             if (got[0], got[1] or 0) != want:
                 problems.append(f"cell {cell_id}: {got[0]} requests ({got[1]} failed) stored, summary says {want}")
         return problems
@@ -196,3 +200,68 @@ def logged(tmp: Path, port: int) -> int:
     """Requests the fake engine on `port` has finished."""
     path = tmp / "logs" / f"{port}.jsonl"
     return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+# ---- a tokenbench process interrupted as a terminal interrupts it (tests/reliability/test_interrupt.py) ----
+
+class Child:
+    """`tokenbench ARGS` in its own process group (SIGINT reaches it and its workers, as Ctrl-C in a terminal
+    does, and nothing else), its output read as it comes."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(tokenbench_argv(*args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     start_new_session=True,
+                                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # not inherited ignored
+        self.lines: list[str] = []
+        self.changed = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self.changed:
+                self.lines.append(line)
+                self.changed.notify_all()
+
+    def wait_line(self, marker: str) -> None:
+        with self.changed:
+            if not self.changed.wait_for(lambda: any(marker in line for line in self.lines), WAIT_S):
+                raise AssertionError(f"'{marker}' never came:\n{self.output}")
+
+    def sigint(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGINT)
+
+    def exit_code(self, timeout_s: float = WAIT_S) -> int:
+        try:
+            return self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            raise AssertionError(f"tokenbench did not exit within {timeout_s} s:\n{self.output}") from None
+
+    @property
+    def output(self) -> str:
+        time.sleep(0)
+        return "".join(self.lines)
+
+
+def completions(ref: ReferenceProcess) -> int:
+    """Requests the server has taken so far (its arrival log)."""
+    return sum(a["path"].endswith("/completions") for a in ref.arrivals()["arrivals"])
+
+
+def wait_arrivals(ref: ReferenceProcess, n: int, child: Child) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while completions(ref) < n:
+        if child.proc.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"the server never took {n} requests:\n{child.output}")
+        time.sleep(0.02)
+
+
+def cells(db: Path) -> list[tuple]:
+    """(key, status, superseded, summary) of every stored cell row, in the order stored."""
+    con = sqlite3.connect(db)
+    try:
+        return [(k, st, sup, json.loads(s)) for k, st, sup, s in
+                con.execute("SELECT key, status, superseded, summary_json FROM cells ORDER BY id")]
+    finally:
+        con.close()

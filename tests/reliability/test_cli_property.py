@@ -79,6 +79,8 @@ PATH = st.sampled_from(sorted(FILES.values()))        # outputs and databases: a
 IN_PATH = st.sampled_from(sorted(v for k, v in FILES.items() if k != "fifo"))   # inputs: reading a FIFO is legal
 NUMBER = st.one_of(st.sampled_from(["0", "-1", "1", "8", "1e9", "abc", "", "1,2", "nan", "inf", "2:2"]), TEXT)
 RUN = st.one_of(st.sampled_from(["", "nope", "20261201-000000-abcdef", *GOOD_RUN]), TEXT)
+WHEN = st.one_of(st.sampled_from(["2025-06-01", "2025-06-01T14:30", "2025-06-01T14:30+08:00", "7d", "12h", "1.5w",
+                                  "0s", "yesterday", "2025-13-01", "-1d", "1e9d", "99999999999d", ""]), TEXT)
 SET = st.one_of(st.sampled_from(["repeats=abc", "repeats=2", "bogus=1", "pairs=[[1]]", "=", "name", "target.x=1",
                                  "concurrency=[0]", "slo.ttft=-1"]), TEXT)
 
@@ -93,7 +95,8 @@ def command(*parts) -> st.SearchStrategy[list[str]]:
 
 
 INVOCATIONS = st.one_of(
-    command("runs", opt("--db", PATH), opt("--json", st.just("--json")).map(lambda v: v[1:])),
+    command("runs", opt("--db", PATH), opt("--json", st.just("--json")).map(lambda v: v[1:]), opt("--name", TEXT),
+            opt("--target", TEXT), opt("--since", WHEN), opt("--until", WHEN)),
     command("report", RUN, opt("--db", PATH), opt("-o", PATH), opt("--format", st.sampled_from(["md", "html", "x", ""]))),
     command("export", RUN, opt("--db", PATH), opt("-o", PATH), opt("--format", st.sampled_from(["json", "csv", "x"]))),
     command("compare", RUN, RUN, opt("--db", PATH)),

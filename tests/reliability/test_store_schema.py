@@ -33,14 +33,36 @@ def test_a_version_1_database_is_migrated_in_place(tmp_path):
     path = tmp_path / "v1.db"
     v1_database(path)
     store = Store(path)
-    assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
     runs = {r.id: r for r in store.runs()}
     assert runs["old-done"].status == "done"
     assert runs["old-running"].status == "running"     # no owner recorded then: cannot tell, left as is
     new = store.create_run("bench", "http://y", {}, ["tokenbench"], {})
     assert store.run(new).owner_pid is not None
     store.close()
-    assert Store(path).db.execute("PRAGMA user_version").fetchone()[0] == 4       # reopening is a no-op
+    assert Store(path).db.execute("PRAGMA user_version").fetchone()[0] == 5       # reopening is a no-op
+
+
+def test_migration_5_rebuilds_cells_and_keeps_them_with_their_requests(tmp_path):
+    """Cells get `superseded` (an interrupted attempt measured again is kept); SQLite rebuilds the table for
+    its new UNIQUE constraint: every cell and request stays, and deleting a cell still takes its requests."""
+    path = tmp_path / "v1.db"
+    v1_database(path)
+    con = sqlite3.connect(path)
+    con.execute("INSERT INTO server_configs (id, run_id, name) VALUES (1, 'old-done', 'default')")
+    con.execute("INSERT INTO cells (id, run_id, config_id, key, input_len, output_len, status, summary_json,"
+                " finished_at) VALUES (7, 'old-done', 1, '8:4/c=1', 8, 4, 'ok', '{\"completed\": 2}', 'then')")
+    con.executemany("INSERT INTO requests (cell_id, phase, idx, input_len, output_len, intended_ns, sent_ns, end_ns,"
+                    " usage_source, token_offsets_json, token_counts_json) VALUES (7, 'measure', ?, 8, 4, 0, 0, 1,"
+                    " 'server', '[]', '[]')", [(0,), (1,)])
+    con.commit()
+    con.close()
+    store = Store(path)
+    [cell] = store.cells("old-done")
+    assert (cell.id, cell.key, cell.summary.completed, store.request_count(7)) == (7, "8:4/c=1", 2, 2)
+    assert store.db.execute("PRAGMA foreign_key_check").fetchall() == []
+    store.db.execute("DELETE FROM cells WHERE id = 7")
+    assert store.db.execute("SELECT COUNT(*) FROM requests").fetchone()[0] == 0      # ON DELETE CASCADE holds
 
 
 def test_a_new_database_takes_the_same_migration_path(tmp_path):

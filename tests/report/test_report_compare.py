@@ -10,7 +10,10 @@ from report_fixtures import FIXTURES, build_run
 from tokenbench.cli.main import main
 from tokenbench.errors import MeasurementError, UsageError
 from tokenbench.formats.importers import import_file
+from tokenbench.judge.plausibility import check_run
+from tokenbench.judge.views import load_run
 from tokenbench.report import render
+from tokenbench.report.build import build_report
 from tokenbench.report.compare import compare
 from tokenbench.report.explain import issue_text
 
@@ -141,3 +144,33 @@ def test_rates_with_another_cap_or_arrival_are_not_paired(store, tmp_path, other
     (tmp_path / "same.json").write_text(json.dumps({**doc, "date": "other"}))              # the same load
     _, issues = _md(store, [rate, import_file(store, tmp_path / "same.json")])
     assert not [i for i in issues if i.check == "load"]
+
+
+def test_drawn_lengths_are_not_the_same_workload_as_exact_ones(store, stored_run):
+    """A run whose requests drew their lengths (e.g. vLLM's --random-range-ratio 0.5) is not paired as equal
+    with one of exact lengths, even at the same nominal pair and the same mean tokens per request."""
+    other = build_run(store, "20260103-000000-drawn")
+    drawn = "vLLM range ratio 0.5: input uniform 64..192, output uniform 16..48"
+    store.db.execute("UPDATE cells SET summary_json = json_set(summary_json, '$.length_distribution', ?, "
+                     "'$.length_draws', 'r0.5') WHERE run_id = ?", (drawn, other))
+    text, issues = _md(store, [f"{stored_run}:slots2", f"{other}:slots2"])
+    assert [i.kind for i in issues] == ["differs"] and "length distribution differ" in issue_text(issues[0])
+    assert "exact" in issue_text(issues[0]) and drawn in issue_text(issues[0])
+    assert "128/32" in text and "r0.5" not in text                    # compare pairs cells by their nominal pair
+    run = load_run(store, other)
+    report = render.markdown.render(build_report(run, "en", check_run(run), "T"))
+    assert f"Each request's lengths were drawn (and asked and verified exactly): {drawn}." in report
+    _, same = _md(store, [f"{other}:slots2", f"{other}:slots4"])
+    assert same == []
+
+
+def test_sampling_each_run_asked_is_compared(store, stored_run):
+    """tokenbench runs send the sampling their spec asked (greedy by default): two runs that asked different
+    sampling fields are not the same workload, and the issue names each run's fields."""
+    other = build_run(store, "20260103-000000-sampled")
+    store.db.execute("UPDATE runs SET spec_json = json_set(spec_json, '$.sampling', json(?)) WHERE id = ?",
+                     ('{"temperature": 0.7, "top_k": 5}', other))
+    _, issues = _md(store, [f"{stored_run}:slots2", f"{other}:slots2"])
+    (issue,) = [i for i in issues if i.check == "sampling"]
+    assert issue.kind == "differs" and issue.values == ("temperature=0", "temperature=0.7,top_k=5")
+    assert "sampling differ" in issue_text(issue) and "=temperature=0.7,top_k=5" in issue_text(issue)

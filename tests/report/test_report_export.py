@@ -12,9 +12,9 @@ from tokenbench.cli.main import main
 def test_runs_json(stored_run, db_path, capsys):
     assert main(["runs", "--db", str(db_path), "--json"]) == 0
     [row] = json.loads(capsys.readouterr().out)
-    assert row == {"id": stored_run, "date": "2026-01-02T03:04:05+00:00", "kind": "sweep",
+    assert row == {"id": stored_run, "date": "2026-01-02T03:04:05+00:00", "name": "", "kind": "sweep",
                    "target": "http://127.0.0.1:8000", "cells_done": 12, "cells_total": 12, "status": "done",
-                   "message": ""}
+                   "verdict": "ok", "message": ""}
     assert main(["runs", "--db", str(db_path)]) == 0
     assert "12/12" in capsys.readouterr().out
 

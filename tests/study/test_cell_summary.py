@@ -51,3 +51,23 @@ def test_the_typed_names_are_vllms():
               "request_rate"}
     assert totals <= set(REAL)
     assert figures | totals <= set(CellSummary.model_fields)
+
+
+def test_the_server_counter_and_trace_keys_are_typed_and_stored_unchanged():
+    """Issue 27's keys (what the server's counters said, a trace's own reuse, the text corpus) read back as
+    typed groups, none left as an untyped extra, and give the stored dict back unchanged."""
+    stored = {"completed": 4, "cache_hit_rate": 0.25, "total_cached_tokens": 50,
+              "workload": "trace", "trace_block_size": 16, "trace_prompt_tokens": 400, "trace_reusable_tokens": 160,
+              "trace_reuse_rate": 0.4, "text_corpus": "CPython pydoc_data.topics", "text_corpus_tokens": 70000,
+              "server_prefix_cache_queries": 200.0, "server_prefix_cache_hits": 50.0,
+              "server_prefix_cache_hit_rate": 0.25, "cache_hit_source": "counters", "spec_acceptance_rate": 0.5,
+              "spec_mean_acceptance_length": 2.5, "spec_source": "counters", "spec_drafts": 10.0,
+              "spec_draft_tokens": 30.0, "spec_accepted_tokens": 15.0, "speculative": "ngram, 3 draft tokens",
+              "spec_random_prompts": "fed random token ids", "server_counters_window_s": 3.5,
+              "server_counters_lead_s": None}
+    s = CellSummary.from_dict(stored)
+    assert not s.model_extra and s.facts is not None and s.counters is not None
+    assert (s.facts.trace_reuse_rate, s.facts.text_corpus_tokens) == (0.4, 70000)
+    assert (s.counters.spec_acceptance_rate, s.counters.speculative, s.counters.server_counters_lead_s) == \
+        (0.5, "ngram, 3 draft tokens", None)
+    assert s.to_dict() == stored and json.dumps(s.to_dict(), sort_keys=True) == json.dumps(stored, sort_keys=True)

@@ -57,7 +57,9 @@ def test_vllm_spellings():
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["--random-range-ratio", "0.5"], "exactly --input-len tokens"),
+    (["--random-range-ratio", "1", "--concurrency", "1"], "must be below 1 with vLLM's window"),
+    (["--concurrency", "4", "--request-rate", "2"], "two kinds of cells here"),
+    (["--random", "8"], "is ambiguous"),
     (["--burstiness", "0.5", "--concurrency", "1"], "burstiness shapes Poisson arrivals: it needs a request rate"),
     (["--goodput", "latency:5"], "KEY:MS"),
     (["--request-rate", "inf"], "needs --max-concurrency or --num-prompts"),
@@ -101,9 +103,10 @@ def test_one_cell_key_and_one_flag_rendering():
     from tokenbench.judge.views import ConfigInfo
     from tokenbench.spec.deploy_profile import Profile
     from tokenbench.spec.server_facts import ServerFacts
-    p = plan(bench_spec("--input-len", "512", "--output-len", "128", "--concurrency", "8", "--request-rate", "2"))
-    assert [c.key for c in p.cells] == [imported_key(512, 128, plain_load(8, None)),
-                                        imported_key(512, 128, plain_load(None, 2.0))]
+    closed = plan(bench_spec("--input-len", "512", "--output-len", "128", "--concurrency", "8"))
+    rate = plan(bench_spec("--input-len", "512", "--output-len", "128", "--request-rate", "2"))
+    assert [c.key for c in closed.cells + rate.cells] == [imported_key(512, 128, plain_load(8, None)),
+                                                          imported_key(512, 128, plain_load(None, 2.0))]
     profile = {"name": "p", "args": {"ctx-size": 4096, "--flash-attn": True, "mlock": False},
                "secret_args": {"--api-key": "KEY"}, "extra_args": ["--x"]}
     typed = Profile.model_validate({**profile, "engine": "llamacpp", "model": {"path": "m.gguf"}})

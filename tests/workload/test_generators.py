@@ -16,7 +16,7 @@ from tokenbench.client.records import RawExchange
 from tokenbench.client.request import Prompt, prepare
 from tokenbench.errors import UsageError
 from tokenbench.load.runner import PhasePlan, run_phase
-from tokenbench.spec.bench import Load, Workload
+from tokenbench.spec.bench import Load
 from tokenbench.workload import images, jsonl, prefix, sharegpt, trace_replay
 from tokenbench.workload.chat import exact_text
 from tokenbench.workload.dataset import Filters, TextEntry, select
@@ -144,19 +144,18 @@ def test_select_without_any_output_length_rejects_the_entry():
 
 def test_prefix_ids_share_the_group_prefix_and_have_exact_length():
     heads = prefix.prefix_ids(random.Random(3), 3, 10, VOCAB)
-    drafts = prefix.id_drafts(heads, random.Random(4), 7, 16, 5, VOCAB)
+    drafts = prefix.id_drafts(heads, random.Random(4), [(16, 5)] * 7, VOCAB)
     assert len(set(heads)) == 3
     for i, d in enumerate(drafts):
         assert len(d.ids) == d.input_len == 16 and d.output_len == 5
         assert d.ids[:10] == heads[i % 3]
     assert len({d.ids[10:] for d in drafts}) == 7                      # every suffix is unique
-    assert prefix.id_drafts(heads, random.Random(4), 7, 16, 5, VOCAB) == drafts
+    assert prefix.id_drafts(heads, random.Random(4), [(16, 5)] * 7, VOCAB) == drafts
 
 
 def test_prefix_texts_are_exact_as_a_whole():
     heads = prefix.prefix_texts(TOK, random.Random(5), 2, 6, VOCAB)
-    drafts = prefix.text_drafts(TOK, heads, Workload(kind="prefix", prefix_len=6, input_len=9, output_len=2),
-                                random.Random(6), 4, VOCAB)
+    drafts = prefix.text_drafts(TOK, heads, random.Random(6), [(9, 2)] * 4, VOCAB, 6)
     for i, d in enumerate(drafts):
         assert len(TOK.encode(d.text)) == 9 and d.text.startswith(heads[i % 2] + " ")
 

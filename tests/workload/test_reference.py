@@ -118,9 +118,44 @@ def test_an_image_count_the_server_disagrees_with_is_a_length_error():
     assert rec.image_count == 1 and rec.images == 2 and "server counted 1 images, 2 sent" in rec.length_error
 
 
+@pytest.mark.parametrize("api", ["completions", "chat"])
+def test_text_prompts_are_corpus_text_of_exact_length(ref, api):
+    cell = run_cell(ref.url, {"workload": {"kind": "text"}, "api": api, "pairs": [[97, 3]]})
+    facts = cell.summary.facts
+    overhead = facts.chat_template_overhead_tokens or 0
+    assert all(r.prompt_tokens == 97 + overhead for r in cell.records)          # verified by the server
+    assert facts.workload == "text" and facts.text_corpus_tokens > 60_000
+    assert cell.key == "text:97:3/c=2"
+
+
+@pytest.mark.parametrize("api", ["completions", "chat"])
+def test_text_prompts_take_each_requests_drawn_length(ref, api):
+    """text is a fixed-length kind like random: a length distribution cuts each request's corpus window to
+    its own drawn length, which the server then counts exactly."""
+    cell = run_cell(ref.url, {"workload": {"kind": "text", "range_ratio": 0.5}, "api": api, "pairs": [[40, 6]]},
+                    {**ONE_CELL, "requests": {"num_prompts": 12}})
+    facts = cell.summary.facts
+    overhead = facts.chat_template_overhead_tokens or 0
+    assert all(r.prompt_tokens == r.input_len + overhead and 20 <= r.input_len <= 60 for r in cell.records)
+    assert all(r.completion_tokens == r.output_len and 3 <= r.output_len <= 9 for r in cell.records)
+    assert len({r.input_len for r in cell.records}) > 3                    # drawn per request
+    assert facts.workload == "text" and facts.length_draws == "r0.5"
+    assert facts.length_distribution == "vLLM range ratio 0.5: input uniform 20..60, output uniform 3..9"
+    assert facts.input_len_mean == sum(r.input_len for r in cell.records) / 12
+    assert cell.key == "text:40:6(r0.5)/c=2"
+
+
+def test_a_text_histogram_draws_its_buckets(ref):
+    cell = run_cell(ref.url, {"workload": {"kind": "text", "length_histogram": "10,2:1;30,4:1"}},
+                    {**ONE_CELL, "requests": {"num_prompts": 12}})
+    assert {(r.prompt_tokens, r.completion_tokens) for r in cell.records} <= {(10, 2), (30, 4)}
+    assert cell.key.startswith("text:hist=") and cell.summary.facts.length_distribution.startswith("histogram: ")
+
+
 def test_trace_replay_keeps_the_scaled_schedule(ref):
     path = str(EXAMPLES / "trace-mini.jsonl")
-    cell = run_cell(ref.url, {"workload": {"kind": "trace", "dataset_path": path, "time_scale": 0.25, "output_len": 4}},
+    cell = run_cell(ref.url, {"workload": {"kind": "trace", "dataset_path": path, "time_scale": 0.25, "output_len": 4,
+                                           "trace_block_size": 16}},
                     {"warmup_requests": 1})
     expected = trace_replay.offsets_ns(trace_replay.read_trace(path), 0.25)
     t0 = min(r.intended_ns for r in cell.records)

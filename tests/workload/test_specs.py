@@ -33,8 +33,12 @@ def error(**kw) -> str:
     ({"input_len": 8, "output_len": 2, "prefix_len": 4}, "prefix_len applies to prefix workloads only"),
     ({"kind": "image", "input_len": 8, "output_len": 2}, "image workloads use the chat API"),
     ({"input_len": 8, "output_len": 2, "time_scale": 2}, "time_scale applies to trace workloads only"),
+    ({"kind": "text", "input_len": 8, "output_len": 2, "trace_block_size": 16},
+     "trace_block_size applies to trace workloads only"),
+    ({"kind": "text", "input_len": 8}, "text workload needs input_len and output_len"),
+    ({"kind": "text", "input_len": 8, "output_len": 2, "dataset_path": "x"}, "dataset_path does not apply to text"),
     ({"input_len": 8, "output_len": 2, "dataset_path": "x"}, "dataset_path does not apply to random"),
-    ({"input_len": 8, "output_len": 2, "max_input_len": 9}, "length filters apply to dataset workloads"),
+    ({"input_len": 8, "output_len": 2, "max_input_len": 9}, "draw input lengths uniformly between them: give both"),
     ({"kind": "trace", "dataset_path": "t", "min_output_len": 9, "max_output_len": 3}, "no entry could pass"),
     ({"input_len": 8, "output_len": 2, "image_format": "gif"}, "Input should be 'png' or 'bmp'"),
 ])
@@ -51,6 +55,8 @@ def test_labels_name_kind_and_knobs_without_brackets():
     assert Workload(kind="sharegpt", dataset_path="/d/sg.json").label == "sharegpt(sg.json)"
     assert Workload(kind="jsonl", dataset_path="p.jsonl", output_len=8).label == "jsonl(p.jsonl):8"
     assert Workload(kind="trace", dataset_path="t.jsonl", time_scale=0.5).label == "trace(t.jsonl,x0.5)"
+    assert Workload(kind="trace", dataset_path="t.jsonl", trace_block_size=16).label == "trace(t.jsonl,x1,b16)"
+    assert Workload(kind="text", input_len=512, output_len=128).label == "text:512:128"
     assert Load(arrival="trace", max_concurrency=4).label == "replay,max=4"
 
 

@@ -70,7 +70,8 @@ def test_shared_prefix_hits_the_prefix_cache(llamacpp_server, api):
 
 def test_trace_replay(llamacpp_server):
     path = str(EXAMPLES / "trace-mini.jsonl")
-    cell = measured(llamacpp_server, {"workload": {"kind": "trace", "dataset_path": path, "output_len": 3}},
+    cell = measured(llamacpp_server, {"workload": {"kind": "trace", "dataset_path": path, "output_len": 3,
+                                                   "trace_block_size": 16}},
                     {"requests": {"num_prompts": 6}, "max_concurrency": 4, "warmup_requests": 1})
     rows = trace_replay.read_trace(path)[:6]
     assert [r.prompt_tokens for r in cell.records] == [r.input_len for r in rows]

@@ -15,8 +15,9 @@ from tokenbench.sweep.run import RunSettings
 
 
 def build_spec(kw: dict) -> StudySpec:
-    if not kw["target__base_url"]:
-        raise UsageError("--base-url is required", "e.g. tokenbench bench --base-url http://127.0.0.1:8000 ...")
+    if not kw["target__base_url"] and kw.get("peer__host") is None and kw.get("peer__port") is None:
+        raise UsageError("--base-url is required (or vLLM's --host/--port)",
+                         "e.g. tokenbench bench --base-url http://127.0.0.1:8000 ...")
     data = run_options.translate(flags.study_data(kw, flags.SHARED), kw)
     data.setdefault("name", "bench")
     return flags.validate(data)
@@ -25,6 +26,7 @@ def build_spec(kw: dict) -> StudySpec:
 @click.command("bench", cls=run_options.StudyCommand)
 @flags.apply(flags.SHARED)
 @flags.length_options
+@flags.peer_options
 @run_options.apply
 def command(**kw) -> None:
     """Benchmark a running OpenAI-compatible server: TTFT, TPOT, ITL, E2EL, throughput, goodput.
@@ -37,6 +39,6 @@ def command(**kw) -> None:
         spec = given or study.stored_spec(store, kw["resume"], "bench")
         planned = study.start(spec, store, RunSettings("bench", output=kw["output"]), sys.argv, kw["resume"])
         files = run_options.result_files(kw, planned)
-        out, display = progress.run(planned, files)
+        out, display = progress.run(planned, files, quiet=kw["disable_tqdm"])
         progress.report(out, display, run_options.locations(kw, out, files), run_options.table_console(kw))
     study.check(out, "bench")

@@ -36,10 +36,10 @@ fmt = plain     # numbers as the terminal shows them (report/document.py, shared
 PROGRESS_HZ = 2      # rich's default is 10; every redraw holds the GIL the stamping loop needs
 
 
-def progress() -> Progress:
+def progress(disable: bool = False) -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     TextColumn("eta"), TimeRemainingColumn(),
-                    console=err, transient=False, refresh_per_second=PROGRESS_HZ)
+                    console=err, transient=False, refresh_per_second=PROGRESS_HZ, disable=disable)
 
 
 def state(status: str, message: str | None, summary: CellSummary) -> State:

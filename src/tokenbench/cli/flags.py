@@ -12,8 +12,9 @@ from typing import Any, Literal, get_args, get_origin
 import click
 from pydantic import ValidationError
 
-from tokenbench.cli import options
+from tokenbench.cli import console, options
 from tokenbench.errors import UsageError
+from tokenbench.peers import serve
 from tokenbench.spec.bench import DATASET_KINDS
 from tokenbench.spec.fields import default_of, field_at
 from tokenbench.spec.loader import Lines, validation_error
@@ -45,25 +46,71 @@ class Flag:
 TARGET = (Flag("target.base_url"), Flag("target.model"), Flag("target.api_key_env"), Flag("target.api_key_file"),
           Flag("target.timeout_s", names=("--timeout",)),
           Flag("target.connect_in_ttft", names=("--count-connect-in-ttft",)), Flag("target.final_usage_only"))
-WORKLOAD = (Flag("workload.kind", vllm=("--dataset-name",)),
+WORKLOAD = (Flag("workload.kind", vllm=("--dataset-name",), parse=serve.dataset_kind,
+                 help="random | text | sharegpt | jsonl | prefix | image | trace (text: natural-text token ids cut "
+                      "to the exact length; vLLM's custom is jsonl; SGLang's random-ids is random)"),
             Flag("workload.dataset_path", vllm=("--dataset-path",)),
             *(Flag(f"workload.{n}") for n in ("min_input_len", "max_input_len", "min_output_len", "max_output_len",
                                               "prefix_len", "num_groups", "image_count", "image_width",
-                                              "image_height", "image_format", "time_scale")),
+                                              "image_height", "image_format", "time_scale",
+                                              "trace_block_size")),
             Flag("workload.tokenizer_path", vllm=("--tokenizer",)),
             Flag("workload.vocab_size"), Flag("api"), Flag("seed", vllm=("--seed",)))
+LENGTHS = (Flag("workload.range_ratio", vllm=("--random-range-ratio",)), Flag("workload.range_ratio_style"),
+           Flag("workload.input_len_stddev"), Flag("workload.output_len_stddev"), Flag("workload.length_histogram"))
+SAMPLING = tuple(Flag(f"sampling.{n}", vllm=("--" + n.replace("_", "-"),)) for n in (
+    "temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty", "repetition_penalty"))
 LOAD = (Flag("concurrency", parse=options.int_list),
         Flag("rates", vllm=("--request-rate",), parse=options.rate_list),
         Flag("arrival"), Flag("burstiness", vllm=("--burstiness",)), Flag("max_concurrency", vllm=("--max-concurrency",)),
+        Flag("rate_cap"),
         Flag("requests.num_prompts", vllm=("--num-prompts",)), Flag("requests.duration_s", names=("--duration",)),
         Flag("warmup_requests", vllm=("--num-warmups",)), Flag("repeats"))
 CHECKS = (Flag("slo", parse=options.slo_dict, help="goodput SLOs in ms, e.g. ttft=500,tpot=50,e2el=10000"),
           Flag("allow_length_mismatch"), Flag("allow_client_lag"), Flag("max_error_rate"), Flag("name", vllm=("--label",)),
           Flag("client.workers"), Flag("client.ray_address", names=("--ray",)),
           Flag("client.keep_raw"))
-SHARED = TARGET + WORKLOAD + LOAD + CHECKS
+SHARED = TARGET + WORKLOAD + LENGTHS + SAMPLING + LOAD + CHECKS
+LIST_PARSERS = (options.int_list, options.rate_list, options.slo_dict, options.pairs)   # docs: type "list"
 SWEEP_ONLY = (Flag("pairs", parse=options.pairs), Flag("kv_capacity"), Flag("stop_on_saturation"),
               Flag("find_capacity"), Flag("capacity_max"), Flag("slo_attainment"), Flag("monitor_interval_s"))
+
+
+@dataclass(frozen=True)
+class Peer:
+    """A vLLM or SGLang `bench` flag whose values are not tokenbench's: its own option, whose value
+    tokenbench/peers/serve.py converts into the study keys named here (docs/cli.md lists them)."""
+
+    flag: str
+    keys: tuple[str, ...]
+    kind: type
+    help: str
+
+    @property
+    def dest(self) -> str:
+        return "peer__" + self.flag[2:].replace("-", "_")
+
+
+PEERS = (
+    Peer("--host", ("target.base_url",), str, "vLLM/SGLang: the server's host: the base URL is http://HOST:PORT "
+         "(host 127.0.0.1 unless given) when --base-url is not given"),
+    Peer("--port", ("target.base_url",), int, "vLLM/SGLang: the server's port (default 8000; SGLang's own "
+         "backends 30000)"),
+    Peer("--backend", ("api",), str, "vLLM/SGLang: the client backend, which chooses the API: openai, vllm, "
+         "sglang, sglang-oai, lmdeploy -> completions; openai-chat, vllm-chat, sglang-oai-chat -> chat (SGLang's "
+         "native /generate is measured on /v1/completions); an SGLang-only backend gives --random-range-ratio "
+         "SGLang's meaning"),
+    Peer("--endpoint", ("api",), str, "vLLM: the API path, /v1/completions or /v1/chat/completions"),
+    Peer("--random-prefix-len", ("workload.kind", "workload.prefix_len", "pairs"), int, "vLLM: P tokens shared by "
+         "every prompt before its random ones: a prefix workload (one group) of input P + --random-input-len"),
+)
+
+
+def peer_options(f: Callable) -> Callable:
+    """Decorator adding one click option per peer flag."""
+    for peer in reversed(PEERS):
+        f = click.option(peer.flag, peer.dest, type=peer.kind, default=None, help=peer.help)(f)
+    return f
 
 
 def _plain(annotation: Any) -> Any:
@@ -166,6 +213,8 @@ def _lengths(data: dict, input_len: int | None, output_len: int | None) -> None:
         return
     if input_len is not None and output_len is not None:
         data["pairs"] = [*data.get("pairs", []), (input_len, output_len)]
+    elif data.get("workload", {}).get("length_histogram") is not None and input_len is None and output_len is None:
+        return
     elif not data.get("pairs") or input_len is not None or output_len is not None:
         raise UsageError("--input-len and --output-len are required", "e.g. --input-len 512 --output-len 128 "
                          "(sweep: --pairs 512:128,1024:256)")
@@ -177,7 +226,14 @@ def study_data(kw: dict, flags: tuple[Flag, ...], base: dict | None = None) -> d
     for key, value in given(flags, kw).items():
         set_key(data, key, value)
     _lengths(data, kw.get("input_len"), kw.get("output_len"))
+    for note in serve.fold(data, peers_given(kw)):
+        console.err.print(f"note: {note}", markup=False, highlight=False)
     return data
+
+
+def peers_given(kw: dict) -> dict[str, Any]:
+    """{spelling: value} of the peer flags the user gave."""
+    return {p.flag: kw[p.dest] for p in PEERS if kw.get(p.dest) is not None}
 
 
 def validate(data: dict, source: str = "command line", overridden: Lines | None = None) -> StudySpec:

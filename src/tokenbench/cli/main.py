@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "smoke",
     "bench",
     "sweep",
+    "translate",
     "calibrate",
     "setup",
     "agree",
@@ -82,11 +83,12 @@ def main(argv: list[str] | None = None) -> int:
     except click.UsageError as exc:
         click.echo(f"error: {_one_line(exc.format_message())} (see `{_command_path(exc, argv)} --help`)", err=True)
         return 2
-    except click.Abort:
-        click.echo("error: interrupted", err=True)
+    except click.Abort as exc:                # click's form of a KeyboardInterrupt inside a command
+        stored = isinstance(exc.__context__, KeyboardInterrupt)
+        click.echo("error: interrupted" + ("; what was stored before is kept" if stored else ""), err=True)
         return Interrupted.exit_code
     except KeyboardInterrupt:
-        click.echo("error: interrupted; results measured so far were kept", err=True)
+        click.echo("error: interrupted; what was stored before is kept", err=True)
         return Interrupted.exit_code
     except TokenbenchError as exc:
         return _render(exc, debug)

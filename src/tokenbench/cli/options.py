@@ -3,6 +3,9 @@ results-database option every command that reads or writes one declares."""
 
 from __future__ import annotations
 
+import re
+from datetime import datetime, timedelta, timezone
+
 import click
 
 from tokenbench.errors import UsageError
@@ -112,3 +115,28 @@ def goodput(values: tuple[str, ...]) -> dict:
                              "write e.g. --goodput ttft:500 tpot:50")
         out[f"{name}_ms"] = value
     return out
+
+
+SPAN_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+SPAN = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+
+
+def moment(flag: str, text: str, end_of_day: bool = False) -> datetime:
+    """A point in time (UTC) from `--since`/`--until`: a date (its start, or its end with `end_of_day`), a date
+    and time (UTC unless it names its offset) or a span back from now (30m, 12h, 7d, 2w)."""
+    try:
+        return _moment(text.strip(), end_of_day)
+    except (ValueError, OverflowError):
+        raise UsageError(f"{flag} '{text}': not a date, a time or a span back from now (within the calendar)",
+                         f"write e.g. {flag} 2025-06-01, {flag} 2025-06-01T14:30 (UTC unless it names its offset) "
+                         f"or {flag} 7d (also 12h, 30m, 2w)") from None
+
+
+def _moment(text: str, end_of_day: bool) -> datetime:
+    span = SPAN.fullmatch(text)
+    if span:
+        return datetime.now(timezone.utc) - timedelta(seconds=float(span[1]) * SPAN_UNITS[span[2]])
+    when = datetime.fromisoformat(text)
+    if end_of_day and re.fullmatch(r"\d{4}-?\d{2}-?\d{2}", text):       # a date alone: up to its end
+        when += timedelta(days=1, seconds=-1)
+    return when.replace(tzinfo=when.tzinfo or timezone.utc).astimezone(timezone.utc)

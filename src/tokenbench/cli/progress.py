@@ -3,6 +3,7 @@ line, then the matrix and the workload facts. Shared by bench, sweep, demo and a
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 from rich.console import Console
@@ -12,7 +13,7 @@ from tokenbench.cli import console
 from tokenbench.load.cell import CellProgress, CellResult
 from tokenbench.load.target import Endpoint
 from tokenbench.metrics.cell_summary import CellSummary
-from tokenbench.metrics.summary_groups import WorkloadFacts
+from tokenbench.metrics.summary_groups import ServerCounters, WorkloadFacts
 from tokenbench.report import explain
 from tokenbench.store import commands
 from tokenbench.store.rows import CellRow
@@ -26,13 +27,31 @@ def _facts(s: CellSummary) -> WorkloadFacts:
     return s.facts or WorkloadFacts()
 
 
+def _counters(s: CellSummary) -> ServerCounters:
+    return s.counters or ServerCounters()
+
+
 WORKLOAD_FACTS: tuple[tuple[Callable[[CellSummary], object], str], ...] = (
+    (lambda s: _facts(s).length_distribution, "lengths drawn per request: {}"),
     (lambda s: _facts(s).chat_template_overhead_tokens, "chat template overhead {} tokens"),
     (lambda s: _facts(s).image_tokens_per_image, "{:.1f} prompt tokens per image"),
     (lambda s: s.total_images, "{} images sent"), (lambda s: s.server_counted_images, "{} counted by the server"),
     (lambda s: s.cache_hit_rate, "prefix-cache hit rate {:.1%}"),
+    (lambda s: _facts(s).trace_reuse_rate, "the trace's own reuse {:.1%}"),
+    (lambda s: _counters(s).server_prefix_cache_hit_rate, "engine prefix-cache counters {:.1%}"),
+    (lambda s: _counters(s).speculative, "speculative decoding: {}"),
     (lambda s: _facts(s).input_len_mean, "mean input {:.1f} tokens"),
     (lambda s: _facts(s).output_len_mean, "mean output {:.1f} tokens"))
+
+
+def acceptance(summary: CellSummary) -> str:
+    """' (spec acceptance 62.0%, 2.91 tokens/step)' after TPOT, when the server's counters gave it."""
+    c = _counters(summary)
+    rate, length = c.spec_acceptance_rate, c.spec_mean_acceptance_length
+    if rate is None and length is None:
+        return ""
+    parts = [f"{rate:.1%}" if rate is not None else None, f"{length:.2f} tokens/step" if length is not None else None]
+    return f" (spec acceptance {', '.join(p for p in parts if p)})"
 
 
 class Display:
@@ -45,7 +64,11 @@ class Display:
     def events(self) -> StudyEvents:
         return StudyEvents(log=lambda m: self.bar.console.print(m, markup=False, highlight=False), cell_started=self.started,
                            cell_progress=self.progress, cell_done=self.done, target_ready=self.target,
-                           cell_stored=lambda cell, row, result: self.results.append(result))
+                           cell_stored=self.stored)
+
+    def stored(self, cell: PlannedCell, row: CellRow, result: CellResult) -> None:
+        """Kept for the workload lines, with the summary as stored (the server's counters included)."""
+        self.results.append(dataclasses.replace(result, summary=row.summary))
 
     def target(self, t: Endpoint, facts: dict) -> None:
         self.bar.console.print(f"[bold]tokenbench[/] {t.base_url} model={escape(t.model)} "
@@ -72,12 +95,14 @@ class Display:
         self.bar.console.print(f"{cell.config.name} {cell.key}{star} {status}: "
                                f"{console.marked(s.output_throughput, v)} out tok/s, "
                                f"TTFT {console.marked(s.mean_ttft_ms, v)} ms, TPOT {console.marked(s.mean_tpot_ms, v)} ms"
+                               + acceptance(s)
                                + (f" ({escape(row.message)})" if row.message else ""))
 
 
-def run(planned: Study, files: Sequence[ResultFile]) -> tuple[Outcome, Display]:
-    """Execute the study with progress bars; an interruption says how to resume."""
-    with console.progress() as bar:
+def run(planned: Study, files: Sequence[ResultFile], quiet: bool = False) -> tuple[Outcome, Display]:
+    """Execute the study with progress bars (`quiet`: none, vLLM's --disable-tqdm; each finished cell is
+    still one line); an interruption says how to resume."""
+    with console.progress(disable=quiet) as bar:
         display = Display(bar, study.pending_count(planned), planned.run_id)
         try:
             return study.execute(planned, display.events(), files), display

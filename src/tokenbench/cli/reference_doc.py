@@ -23,11 +23,23 @@ are sampled during each cell, and an engine with a prefix-cache reset endpoint (
 before each cell so no cell is served from the previous one's cache.
 """
 
-VLLM_NOTES = """## Coming from `vllm bench serve`
+VLLM_NOTES = """## Coming from `vllm bench serve` or SGLang's `bench_serving`
 
 - `--random-input-len N --random-output-len M` are `--input-len` / `--output-len`: every prompt has exactly
   N tokens and every answer exactly M (`ignore_eos` and `min_tokens` on every request), so `--ignore-eos`
-  is accepted and changes nothing, and `--random-range-ratio` accepts only 0.
+  is accepted and changes nothing.
+- `--random-range-ratio r` draws each request's own lengths, each still asked exactly and verified
+  (docs/workloads.md, "Length distributions"): vLLM's meaning by default (uniform in `[L(1-r), L(1+r)]`, 0 is
+  exact); SGLang's (uniform in `[max(L r, 1), L]`, 1 is exact, 0 is 1..L) with `--range-ratio-style sglang`,
+  which an SGLang-only `--backend` (sglang, sglang-oai, sglang-oai-chat, vllm-chat, lmdeploy) implies.
+  SGLang's own defaults (lengths 1..L when no ratio is given, 1024 output tokens, one warmup request, port
+  30000) come with `tokenbench translate -- python3 -m sglang.bench_serving ...` (docs/peers.md).
+- `--host`/`--port` build the base URL, `--backend`/`--endpoint` choose the API, `--random-prefix-len P` is a
+  shared prefix of P tokens before the random ones; options may be shortened to any unambiguous prefix
+  (`--random-input 1024`, argparse's rule) and written with underscores (`--num_prompts`, as vLLM).
+- `--request-rate R` with `--concurrency C` is refused: tokenbench's `--concurrency` is a closed-loop axis of
+  its own. A rate with at most C in flight is `--request-rate R --max-concurrency C` (`--rate-cap gate` for
+  AIPerf's schedule, which waits for a free slot and goes on at the rate from there, no catch-up).
 - `--max-concurrency C` alone is one closed-loop cell at concurrency C (vLLM's default `--request-rate inf`
   bounded by C); `--request-rate inf --max-concurrency C` is the same; `--request-rate R` with
   `--max-concurrency C` is an open-loop cell at R requests/s with at most C in flight.
@@ -59,7 +71,8 @@ def _flag_rows(group: tuple[flags.Flag, ...]) -> list[str]:
     for flag in group:
         text, default = flags.describe(flag)
         info = flags.field_at(flags.StudySpec, flag.key)
-        kind = "flag" if info.annotation is bool else "list" if flag.parse else flags.click_type(info.annotation).name
+        kind = ("flag" if info.annotation is bool else "list" if flag.parse in flags.LIST_PARSERS
+                else flags.click_type(info.annotation).name)
         names = [flag.flag, *(n for n in flag.names if n != flag.flag)]
         vllm = ", ".join(f"`{n}`" for n in flag.vllm)
         shown = default is not None and not isinstance(default, bool)
@@ -80,10 +93,16 @@ def _option_rows(decorators) -> list[str]:
     for p in click.command()(collect).params:
         names = [*p.opts, *p.secondary_opts]
         ours = [n for n in names if not n.startswith("--random-")] or names
-        theirs = [n for n in names if n.startswith("--random-")] or (names if (p.help or "").startswith("vLLM:") else [])
+        peer = (p.help or "").startswith(("vLLM", "SGLang"))
+        theirs = [n for n in names if n.startswith("--random-")] or (names if peer else [])
         rows.append(_row(ours, "", ", ".join(f"`{n}`" for n in theirs),
                          "flag" if getattr(p, "is_flag", False) else p.type.name, _default(p), p.help or ""))
     return rows
+
+
+def _peer_rows() -> list[str]:
+    return ["| " + " | ".join((f"`{p.flag}`", ", ".join(f"`{k}`" for k in p.keys), p.kind.__name__,
+                              p.help.replace("|", "\\|"))) + " |" for p in flags.PEERS]
 
 
 TABLE = ["| flag | YAML key | vLLM spelling | type | default | meaning |", "|---|---|---|---|---|---|"]
@@ -97,6 +116,9 @@ def markdown() -> str:
              *_option_rows([flags.length_options]),
              "\n## How the tool runs and where results go (both commands; not YAML keys)\n", *TABLE,
              *_option_rows(run_options.OPTIONS),
+             "\n## vLLM's and SGLang's flags with their own values (both commands; not YAML keys)\n",
+             "Each sets the YAML keys named, converted from the peer's meaning (`tokenbench/peers/serve.py`).\n",
+             "| flag | sets | type | meaning |", "|---|---|---|---|", *_peer_rows(),
              "\n## `sweep` only\n",
              "`sweep [SPEC.yaml]` also takes `--dry-run`, `--set KEY=VALUE` and `--fields`. `--set` sets any key "
              "of the sweep YAML, with or without a SPEC.yaml (the YAML, then `--set`, then the flags on top); an "

@@ -14,11 +14,11 @@ import click
 from rich.console import Console
 
 from tokenbench.cli import console, options
-from tokenbench.cli.flags import Flag
+from tokenbench.cli.flags import Flag, peers_given
 from tokenbench.errors import UsageError
 from tokenbench.store import commands, outputs
 from tokenbench.store.db import Store, default_db_path
-from tokenbench.study.outputs import VllmResults
+from tokenbench.study.outputs import SglangResults, VllmResults
 from tokenbench.study.run import Outcome, ResultFile, Study
 from tokenbench.study.vllm_result import VllmOptions
 
@@ -46,8 +46,11 @@ OPTIONS = (
                  "tpot:50 (KEY in ttft, tpot, e2el); the same as --slo ttft=500,tpot=50"),
     click.option("--ignore-eos", is_flag=True, help="vLLM: accepted; tokenbench always asks exact output lengths "
                  "(ignore_eos and min_tokens on every request)"),
-    click.option("--random-range-ratio", type=float, default=None, help="vLLM: only 0 is accepted: prompts have "
-                 "exactly --input-len tokens (use a dataset for lengths that vary)"),
+    click.option("--disable-tqdm", is_flag=True, help="vLLM/SGLang: no progress bars (each finished cell is still "
+                 "one line)"),
+    click.option("--output-file", default=None, type=click.Path(dir_okay=False), help="SGLang: append each cell as "
+                 "one line of bench_serving's JSONL result to this file"),
+    click.option("--output-details", is_flag=True, help="SGLang: with --output-file, add the per-request lists"),
 )
 
 
@@ -58,12 +61,16 @@ def apply(f: Callable) -> Callable:
 
 
 class StudyCommand(click.Command):
-    """vLLM's `--goodput ttft:500 tpot:50` takes several values; click options take one, so each value
-    after --goodput becomes its own `--goodput VALUE` before parsing."""
+    """Command lines as vLLM's and SGLang's parsers read them: an option may be abbreviated to any
+    unambiguous prefix (`--random-input` is `--random-input-len`, argparse's rule) and vLLM's underscores
+    are dashes (`--num_prompts`); vLLM's `--goodput ttft:500 tpot:50` takes several values, and as click
+    options take one, each value after --goodput becomes its own `--goodput VALUE` before parsing."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        spelled = {name: p.name or "" for p in self.params for name in (*p.opts, *p.secondary_opts)
+                   if name.startswith("--")}
         out, taking = [], False
-        for arg in args:
+        for arg in expand_spellings(args, spelled):
             if arg == "--goodput":
                 taking = True
                 continue
@@ -75,11 +82,37 @@ class StudyCommand(click.Command):
         return super().parse_args(ctx, out)
 
 
-def _unsupported(kw: dict) -> None:
-    ratio = kw["random_range_ratio"]
-    if ratio not in (None, 0.0):
-        raise UsageError(f"--random-range-ratio {ratio:g}: tokenbench sends exactly --input-len tokens",
-                         "drop it (or give 0); for lengths that vary use --dataset-name sharegpt/jsonl")
+def expand_spellings(args: list[str], spelled: dict[str, str]) -> list[str]:
+    """Each `--name[=value]` written out as an option of the command (`spelled`: spelling -> option); the
+    rest as given. An ambiguous prefix is an error; an unknown name is left for click to report."""
+    out: list[str] = []
+    for i, arg in enumerate(args):
+        if arg == "--":
+            return out + args[i:]
+        name, eq, value = arg.partition("=")
+        out.append(_spelled(name, spelled) + eq + value if arg.startswith("--") else arg)
+    return out
+
+
+def _spelled(name: str, spelled: dict[str, str]) -> str:
+    dashed = "--" + name[2:].replace("_", "-")
+    for exact in (name, dashed):
+        if exact in spelled:
+            return exact
+    matches = sorted(n for n in spelled if n.startswith(dashed))
+    if len({spelled[n] for n in matches}) > 1:
+        raise UsageError(f"{name} is ambiguous: it could be {', '.join(matches)}", "spell the option out")
+    return matches[0] if matches else name
+
+
+def _rate_and_concurrency(kw: dict) -> None:
+    """AIPerf's `--request-rate R --concurrency C` is ONE cell (rate R, at most C in flight); tokenbench's
+    --concurrency is a closed-loop axis of its own, so the two together would be two kinds of cells."""
+    if kw.get("concurrency") and kw.get("rates"):
+        raise UsageError(f"--request-rate {kw['rates']} with --concurrency {kw['concurrency']}: these are two "
+                         "kinds of cells here (closed loop at C, open loop at R), not a rate with a cap",
+                         "for a rate with at most C in flight give --request-rate R --max-concurrency C "
+                         "(--rate-cap gate: AIPerf's schedule, no catch-up); for both kinds, run them apart")
 
 
 def _infinite_rate(data: dict) -> None:
@@ -98,7 +131,7 @@ def _infinite_rate(data: dict) -> None:
 
 def translate(data: dict, kw: dict) -> dict:
     """Apply the vLLM spellings that are not plain aliases to the study mapping."""
-    _unsupported(kw)
+    _rate_and_concurrency(kw)
     if kw["goodput"]:
         data["slo"] = {**data.get("slo", {}), **options.goodput(kw["goodput"])}
     _infinite_rate(data)
@@ -110,6 +143,7 @@ def refuse_spec_with_resume(kw: dict, flags: tuple[Flag, ...], others: Sequence[
     never silently ignored. How the tool runs (--db, --output, vLLM result files) may differ."""
     spelled = [f.familiar for f in flags if kw.get(f.dest) is not None]
     spelled += [f"--{n.replace('_', '-')}" for n in ("input_len", "output_len") if kw.get(n) is not None]
+    spelled += list(peers_given(kw))
     spelled += list(others)
     if spelled:
         raise UsageError(f"{spelled[0]} with --resume: a resumed run keeps the spec it was stored with",
@@ -150,6 +184,8 @@ def precheck(kw: dict) -> None:
         outputs.check(kw["output"], probe=True)
     if kw.get("client__keep_raw"):
         outputs.check(kw["client__keep_raw"], "--keep-raw", probe=True)
+    if kw["output_file"]:
+        outputs.check(kw["output_file"], "--output-file", probe=True)
     if kw["save_result"]:
         opts = vllm_options(kw)
         target = Path(opts.result_dir or ".") / (opts.result_filename or "result.json")
@@ -158,9 +194,13 @@ def precheck(kw: dict) -> None:
 
 def result_files(kw: dict, planned: Study) -> list[ResultFile]:
     """The result files asked for besides tokenbench's JSON (--output, the runner's journal)."""
-    if not kw["save_result"]:
-        return []
-    return [VllmResults(planned.plan.spec, vllm_options(kw), len(planned.plan.cells))]
+    files: list[ResultFile] = []
+    if kw["save_result"]:
+        files.append(VllmResults(planned.plan.spec, vllm_options(kw), len(planned.plan.cells)))
+    if kw["output_file"]:
+        files.append(SglangResults(planned.plan.spec, kw["output_file"], kw["output_details"],
+                                   kw.get("peer__backend")))
+    return files
 
 
 def table_console(kw: dict) -> Console:

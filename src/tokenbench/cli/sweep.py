@@ -34,7 +34,7 @@ def _from_flags(overrides: list[str], kw: dict) -> StudySpec:
     """As _from_file without a file: --set, then the flags on top (the same order, the same errors)."""
     lines: Lines = {}
     base = apply_overrides({}, overrides, lines)
-    if not kw["target__base_url"] and "target" not in base:
+    if not kw["target__base_url"] and "target" not in base and not flags.peers_given(kw).keys() & {"--host", "--port"}:
         raise UsageError("give a SPEC.yaml, or --base-url with --pairs and --concurrency/--request-rate",
                          "e.g. tokenbench sweep --base-url URL --pairs 512:512 --concurrency 1,8")
     return flags.validate(run_options.translate(flags.study_data(kw, FLAGS, base), kw), overridden=lines)
@@ -84,6 +84,7 @@ def print_fields() -> None:
 @click.argument("spec_file", required=False, type=click.Path(dir_okay=False))
 @flags.apply(FLAGS)
 @flags.length_options
+@flags.peer_options
 @run_options.apply
 @click.option("--dry-run", is_flag=True, help="print the plan and KV demand, run nothing")
 @click.option("--set", "overrides", multiple=True,
@@ -106,7 +107,7 @@ def command(spec_file, dry_run, overrides, show_fields, **kw) -> None:
         todo = study.pending_count(planned)
         what = f"{todo} of {len(planned.plan.cells)} cells to run" if todo is not None else "capacity search"
         console.err.print(f"[bold]sweep[/] run {planned.run_id}: {what}; database {store.path}")
-        out, display = progress.run(planned, files)
+        out, display = progress.run(planned, files, quiet=kw["disable_tqdm"])
         progress.report(out, display, run_options.locations(kw, out, files), run_options.table_console(kw))
     study.check(out, "sweep")
 

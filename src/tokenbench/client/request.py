@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 import msgspec
@@ -49,24 +50,31 @@ def encode_request(url: str, body: bytes, headers: dict[str, str]) -> tuple[tupl
     return (u.hostname or "", port, tls), ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
-def _sampling(output_len: int, final_usage_only: bool = False) -> dict:
-    """Exact length (ignore_eos, min = max tokens), greedy, streamed with usage. `continuous_usage_stats`
-    asks vLLM and SGLang for the running token count on every chunk, the exact count per chunk
-    (servers without it ignore the field); `final_usage_only` leaves it out, as vLLM's client does."""
-    usage = {"include_usage": True} if final_usage_only else {"include_usage": True, "continuous_usage_stats": True}
-    return {
-        "max_tokens": output_len,
-        "min_tokens": output_len,
-        "ignore_eos": True,
-        "temperature": 0.0,
-        "stream": True,
-        "stream_options": usage,
-    }
+@dataclass(slots=True, frozen=True)
+class RequestOptions:
+    """How every request is shaped beyond its prompt and lengths (the study's options; docs/cli.md):
+    `final_usage_only` leaves `continuous_usage_stats` out; `sampling` replaces the greedy default
+    (temperature 0) with the study's sampling fields (temperature, top_p, ...)."""
+
+    final_usage_only: bool = False
+    sampling: Mapping[str, float] = field(default_factory=lambda: {"temperature": 0.0})
 
 
-def completions_body(model: str, prompt: Prompt, final_usage_only: bool = False) -> dict:
+def _sampling(output_len: int, options: RequestOptions) -> dict:
+    """Exact length (ignore_eos, min = max tokens), the sampling asked (greedy by default), streamed with
+    usage. `continuous_usage_stats` asks vLLM and SGLang for the running token count on every chunk, the
+    exact count per chunk (servers without it ignore the field); `final_usage_only` leaves it out, as
+    vLLM's client does."""
+    usage = {"include_usage": True}
+    if not options.final_usage_only:
+        usage["continuous_usage_stats"] = True
+    return {"max_tokens": output_len, "min_tokens": output_len, "ignore_eos": True, **options.sampling,
+            "stream": True, "stream_options": usage}
+
+
+def completions_body(model: str, prompt: Prompt, options: RequestOptions = RequestOptions()) -> dict:
     content = list(prompt.token_ids) if prompt.token_ids is not None else prompt.text
-    return {"model": model, "prompt": content, **_sampling(prompt.output_len, final_usage_only)}
+    return {"model": model, "prompt": content, **_sampling(prompt.output_len, options)}
 
 
 def user_content(text: str, images: tuple[str, ...] = ()) -> str | list[dict]:
@@ -76,15 +84,15 @@ def user_content(text: str, images: tuple[str, ...] = ()) -> str | list[dict]:
     return [{"type": "text", "text": text}, *({"type": "image_url", "image_url": {"url": u}} for u in images)]
 
 
-def chat_body(model: str, prompt: Prompt, final_usage_only: bool = False) -> dict:
+def chat_body(model: str, prompt: Prompt, options: RequestOptions = RequestOptions()) -> dict:
     messages = [{"role": "user", "content": user_content(prompt.text or "", prompt.images)}]
-    return {"model": model, "messages": messages, **_sampling(prompt.output_len, final_usage_only)}
+    return {"model": model, "messages": messages, **_sampling(prompt.output_len, options)}
 
 
 def prepare(base_url: str, api: str, model: str, prompt: Prompt, api_key: str | None,
-            final_usage_only: bool = False) -> PreparedRequest:
-    path, body = (("/v1/chat/completions", chat_body(model, prompt, final_usage_only)) if api == "chat"
-                  else ("/v1/completions", completions_body(model, prompt, final_usage_only)))
+            options: RequestOptions = RequestOptions()) -> PreparedRequest:
+    path, body = (("/v1/chat/completions", chat_body(model, prompt, options)) if api == "chat"
+                  else ("/v1/completions", completions_body(model, prompt, options)))
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"

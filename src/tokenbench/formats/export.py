@@ -13,9 +13,10 @@ import math
 from dataclasses import asdict, dataclass
 
 from tokenbench.client.records import RequestRecord
+from tokenbench.judge.run_verdict import run_verdict
 from tokenbench.judge.status import judge
 from tokenbench.metrics import request as rm
-from tokenbench.store.db import Store
+from tokenbench.store.db import RunFilter, Store
 from tokenbench.store.records import json_safe, to_dict
 from tokenbench.store.rows import CellRow
 
@@ -37,17 +38,21 @@ class RunListing:
 
     id: str
     date: str
+    name: str
     kind: str
     target: str
     cells_done: int | None
     cells_total: int | None
     status: str
+    verdict: str                        # one word (judge/run_verdict.py)
     message: str
 
 
-def run_rows(store: Store) -> list[RunListing]:
-    return [RunListing(r.id, r.created_at, r.kind, r.target, r.cells_done, r.planned_cells(len(store.configs(r.id))),
-                       r.status, r.message or "") for r in store.runs()]
+def run_rows(store: Store, which: RunFilter = RunFilter()) -> list[RunListing]:
+    """The runs `which` selects, oldest first, each with its study name and its verdict."""
+    return [RunListing(r.id, r.created_at, r.name, r.kind, r.target, r.cells_done,
+                       r.planned_cells(len(store.configs(r.id))), r.status, run_verdict(r.status, store.cells(r.id)),
+                       r.message or "") for r in store.runs(which)]
 
 
 def _cell_row(c: CellRow) -> dict:

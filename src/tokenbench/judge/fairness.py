@@ -1,9 +1,10 @@
 """Do compared columns run the same effective workload? Numbers are only comparable when they do.
 
 Checked per column (a server config of a stored run): server-reported input and output tokens per
-request in every common cell, sampling (temperature), ignore_eos, and the prefix-cache state. A value
-that differs is a difference; a value nothing stored can tell is "unknown". `compare --strict` refuses
-both.
+request in every common cell, how each request's lengths were drawn (exact, or a length distribution:
+workload/lengths.py), sampling (temperature and the other sampling fields asked), ignore_eos, and the
+prefix-cache state. A value that differs is a difference; a value nothing stored can tell is "unknown".
+`compare --strict` refuses both.
 
 Cells pair by (input, output, load). Two cells at the same load figure are not the same load when one is
 a concurrency (closed loop) and the other a request rate (open loop), or two rates differ in their
@@ -19,9 +20,10 @@ from typing import Literal
 from tokenbench.judge.views import CellInfo, ConfigInfo, RunData
 from tokenbench.metrics.cell_summary import known
 from tokenbench.spec.server_facts import Sampling
+from tokenbench.spec.study import Sampling as SamplingAsked
 
 TOLERANCE = 0.01           # relative difference in tokens per request that counts as different
-OWN_KINDS = ("bench", "sweep")   # runs tokenbench measured: it always sends temperature=0, ignore_eos
+OWN_KINDS = ("bench", "sweep")   # runs tokenbench measured: ignore_eos, the sampling its spec asked (temperature=0)
 
 
 @dataclass
@@ -41,7 +43,7 @@ class Column:
         return self.run.cell_at(self.config.name, pair, x)
 
 
-Check = Literal["input_tokens", "output_tokens", "sampling", "ignore_eos", "cache", "load"]
+Check = Literal["input_tokens", "output_tokens", "lengths", "sampling", "ignore_eos", "cache", "load"]
 LoadDiff = Literal["mode", "cap", "arrival"]     # closed vs open loop; the in-flight cap; the arrival process
 
 
@@ -143,9 +145,34 @@ def _workload(col: Column) -> Sampling:
     return col.config.facts.workload or Sampling()
 
 
-def sampling(col: Column) -> float | None:
-    """The temperature the column sampled with."""
-    return 0.0 if col.run.kind in OWN_KINDS else _workload(col).temperature
+def length_distribution(col: Column, common: list[tuple[tuple[int, int], float]]) -> str | None:
+    """How each request's lengths were drawn in the column's common cells: "exact", the distribution
+    (workload/lengths.py), or None when an imported result does not say."""
+    found: set[str | None] = set()
+    for pair, x in common:
+        c = col.cell(pair, x)
+        found.add(c.summary.facts.length_distribution if c is not None and c.summary.facts is not None else None)
+    if found - {None}:
+        return "; ".join(sorted(f or "exact" for f in found))
+    return "exact" if col.run.kind in OWN_KINDS else None
+
+
+def _lengths(cols: list[Column], common: list[tuple[tuple[int, int], float]]) -> list[Issue]:
+    """Cells whose lengths were drawn differently are not the same workload (checked once one column drew)."""
+    vals = [length_distribution(c, common) for c in cols]
+    if all(v in (None, "exact") for v in vals):
+        return []
+    return _compare("lengths", cols, vals, "", False)
+
+
+def sampling(col: Column) -> str | None:
+    """The sampling the column asked: tokenbench's runs their spec's sampling fields (temperature 0 unless
+    asked otherwise), an imported result its stated temperature."""
+    if col.run.kind in OWN_KINDS:
+        asked = SamplingAsked.model_validate(col.run.spec.get("sampling") or {}).body()
+        return ",".join(f"{k}={v:g}" for k, v in asked.items())
+    temp = _workload(col).temperature
+    return None if temp is None else f"temperature={temp:g}"
 
 
 def ignore_eos(col: Column) -> bool | None:
@@ -193,6 +220,7 @@ def check(cols: list[Column]) -> list[Issue]:
             issues += [i for i in found if i not in issues]
             if any(i.kind == "differs" for i in found):
                 break          # one cell is enough to show it
+    issues += _lengths(cols, common)
     issues += _compare("sampling", cols, [sampling(c) for c in cols], "", False)
     issues += _compare("ignore_eos", cols, [ignore_eos(c) for c in cols], "", False)
     measured = [[c for p, x in common if (c := col.cell(p, x)) is not None] for col in cols]

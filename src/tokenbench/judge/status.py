@@ -20,7 +20,9 @@ MARKS = {
     "invalid": "‡",        # the client could not keep up: the numbers measure the client
     "mismatch": "≠",       # lengths differed and --allow-length-mismatch tolerated it
     "lagged": "~",         # the client lagged and --allow-client-lag tolerated it
+    "spec_random": "§",    # random prompts to a speculative server: acceptance (so TPOT) is not what text gets
     "skipped": "–",        # never measured
+    "interrupted": "‖",    # stopped by the user (Ctrl-C): its figures cover only the requests that finished
     "unknown": "?",        # a status this version does not know
 }
 OK = "ok"
@@ -58,7 +60,7 @@ def judge(status: str, message: str, summary: CellSummary) -> State:
     """The verdict of one stored cell (one repeat, or a merged cell with its merged status)."""
     if status == "failed":
         return State(_failed_kind(message), _one_line(message))
-    if status in ("invalid", "skipped"):
+    if status in ("invalid", "skipped", "interrupted"):
         return State(status, _one_line(message))
     if status != OK:
         return State("unknown", _one_line(f"status '{status}': {message}"))
@@ -69,4 +71,7 @@ def judge(status: str, message: str, summary: CellSummary) -> State:
     lag = summary.client_lag_tolerated
     if lag:
         return State("lagged", _one_line(lag))
+    spec = summary.counters.spec_random_prompts if summary.counters else None
+    if spec:
+        return State("spec_random", _one_line(spec))
     return State(OK)

@@ -119,8 +119,10 @@ class CellInfo:
 
     @property
     def label(self) -> str:
-        """'512/512 c=8'; a single repeat other than the first says which ('512/512 c=8 #2')."""
-        base = f"{self.input_len}/{self.output_len} {self.load_label}"
+        """'512/512 c=8'; a single repeat other than the first says which ('512/512 c=8 #2'); lengths drawn
+        per request say how ('512/512 r0.5 c=8')."""
+        drawn = self.summary.facts.length_draws if self.summary.facts else None   # the distribution's tag
+        base = f"{self.input_len}/{self.output_len}{' ' + drawn if drawn else ''} {self.load_label}"
         return f"{base} #{self.repeat + 1}" if self.repeat and not self.repeats else base
 
     @property

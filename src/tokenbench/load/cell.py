@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from tokenbench.client.records import Phase, RequestRecord
-from tokenbench.client.request import PreparedRequest, Prompt, prepare
+from tokenbench.client.request import PreparedRequest, Prompt, RequestOptions, prepare
 from tokenbench.client.spool import Spool
 from tokenbench.client.transport import Session
 from tokenbench.load.arrivals import arrival_seed
@@ -24,6 +24,7 @@ from tokenbench.load.executors import Executor, InProcess
 from tokenbench.load.runner import CellRun, Phases
 from tokenbench.load.target import Endpoint
 from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.interruption import Interruption
 from tokenbench.metrics.send_rates import send_rates
 from tokenbench.metrics.summary_groups import ClientHealth
 from tokenbench.metrics.tally import CellTally
@@ -43,11 +44,11 @@ class CellResult:
     summary: CellSummary
     records: list[RequestRecord]     # measured, in index order; empty unless run_cell kept them
     warmup: list[RequestRecord]
-    verdict: Verdict                 # "ok" | "failed" | "invalid" (the client could not keep up), and why
+    verdict: Verdict                 # "ok" | "failed" | "invalid" (the client could not keep up) | "interrupted", and why
     notes: list[str] = field(default_factory=list)
     spool: Spool | None = None       # every record (warmup, then measured as they finished), on disk
     started_ns: int | None = None    # the first measured send
-    stopped: bool = False            # stopped by the user (Ctrl-C): what finished before is the cell
+    stopped: bool = False            # stopped by the user (Ctrl-C): stored as interrupted, measured again
 
     @property
     def status(self) -> str:
@@ -131,7 +132,7 @@ PREPARED_BYTES = 512 * 2**20   # a duration cell prepares at most this much requ
 BYTES_PER_TOKEN = 8            # a token id in JSON ("12345,") or a word of text, with room to spare
 
 
-LAZY_KINDS = ("random", "trace")   # workloads whose prompts are made one by one as they are sent
+LAZY_KINDS = ("random", "text", "trace")   # workloads whose prompts are made one by one as they are sent
 
 
 def planned_count(load: Load, input_len: int | None = None, kind: str = "random") -> int | None:
@@ -158,8 +159,9 @@ def exhausted_note(health: ClientHealth, load: Load, n_meas: int) -> list[str]:
 
 def _prepare(job: CellJob, prompts: Iterable[Prompt]) -> Iterator[PreparedRequest]:
     """Each request's body, made when the request is taken (nothing prepared waits in memory)."""
-    e, final_usage_only = job.endpoint, job.study.target.final_usage_only
-    return (prepare(e.base_url, job.workload.api, e.model, p, e.api_key, final_usage_only) for p in prompts)
+    e, study = job.endpoint, job.study
+    options = RequestOptions(study.target.final_usage_only, study.sampling.body())
+    return (prepare(e.base_url, job.workload.api, e.model, p, e.api_key, options) for p in prompts)
 
 
 class _Intake:
@@ -173,6 +175,7 @@ class _Intake:
         self.records: list[RequestRecord] = []
         self.started_ns: int | None = None
         self.tokens = 0
+        self.cut = 0                    # measured requests cut off by a stop (Ctrl-C)
 
     def progress(self, phase: str, done: int, total: int | None) -> CellProgress:
         if phase != "measure" or self.started_ns is None:
@@ -190,6 +193,7 @@ class _Intake:
                 self.warmup.append(r)
             return
         if r.error_kind == "cancelled":       # cut off by a stop: stored, not measured
+            self.cut += 1
             return
         self.tally.add(r)
         self.seen.add(r)
@@ -236,8 +240,23 @@ def _result(job: CellJob, prompts: CellPrompts, phases: Phases, sink: _Intake, r
     verdict = cell_verdict(sink.seen, summary, load, job.verdict_policy, n_meas)
     notes = prompts.notes + exhausted_note(run.client_health, load, sink.seen.n)
     if run.stopped:
-        notes.append(f"stopped by the user after {run.client_health.stopped_after_s or 0:.1f} s: the cell is the "
-                     f"{sink.seen.n} requests that finished before (requests cut off are stored as cancelled)")
+        summary = summary.with_(interruption=Interruption(planned=n_meas, cut=sink.cut))
+        verdict = interrupted(summary, sink.seen.n)
     records = sorted(sink.records, key=lambda r: r.index)
     return CellResult(job.key, load, wl, verdict.marked(summary), records, sink.warmup, verdict, notes, sink.spool,
                       sink.started_ns, run.stopped)
+
+
+def interrupted(summary: CellSummary, finished: int) -> Verdict:
+    """The verdict of a cell the user stopped: never ok, whatever finished before (docs/reliability.md,
+    "Interruptions"); `--resume` measures it again in full."""
+    after = (summary.health or ClientHealth()).stopped_after_s or 0.0
+    return Verdict("interrupted", f"interrupted by the user after {after:.1f} s: {how_far(summary, finished)}; "
+                                  "--resume measures the cell again in full")
+
+
+def how_far(summary: CellSummary, finished: int) -> str:
+    """'1 of 10 requests finished, 1 cut off (stored as cancelled)' for an interrupted cell."""
+    cut = summary.interruption or Interruption()
+    planned = f" of {cut.planned}" if cut.planned is not None else ""
+    return f"{finished}{planned} requests finished, {cut.cut or 0} cut off (stored as cancelled)"

@@ -11,8 +11,11 @@ so nothing scheduled ever starts before its instant (measured: never early, p50 
 from __future__ import annotations
 
 import asyncio
+import signal
+import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
@@ -52,3 +55,24 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     """asyncio.run on `new_loop()`: how every measurement runs."""
     with asyncio.Runner(loop_factory=new_loop) as runner:
         return runner.run(coro)
+
+
+@contextmanager
+def ctrl_c_to_loop() -> Iterator[None]:
+    """While cells run, Ctrl-C is the event loop's (`run`: asyncio's Runner cancels the running task on the
+    first SIGINT, so the cell stops and is stored as interrupted, and raises KeyboardInterrupt on a second),
+    also where a deployment handles SIGINT itself (deploy/lifecycle.stop_on_signal stops the server first):
+    its handler is back afterwards, and the server is stopped when the study leaves it. A SIGINT this
+    process ignores (started in the background) stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.getsignal(signal.SIGINT)
+    if before in (signal.SIG_IGN, None):
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)

@@ -6,18 +6,23 @@ cell's intake, which sees the same records whichever executor sent them."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from tokenbench.client.raw_log import RawLog
 from tokenbench.client.records import Phase, RequestRecord
 from tokenbench.client.transport import Session, send
 from tokenbench.errors import UsageError
 from tokenbench.load.ray_workers import run_ray
-from tokenbench.load.runner import CellRun, Outlets, Phases, run_phase
+from tokenbench.load.runner import CellRun, Outlets, Phases, run_phase, stopped_before
 from tokenbench.load.workers import WorkerJob, make_jobs, run_workers
 from tokenbench.spec.study import Client
+
+T = TypeVar("T")
 
 
 class Intake(Protocol):
@@ -53,8 +58,10 @@ async def _phases_here(session: Session, phases: Phases, intake: Intake, out: Ou
 
     if (warm := phases.warmup_plan()) is not None:
         done = iter(range(1, len(phases.warmup) + 1))
-        await run_phase(do_send, phases.warmup, warm,
-                        Outlets(out.record, out.raw, lambda: intake.done("warmup", next(done), len(phases.warmup))))
+        warmed = await run_phase(do_send, phases.warmup, warm, Outlets(out.record, out.raw,
+                                 lambda: intake.done("warmup", next(done), len(phases.warmup))))
+        if warmed.stopped:
+            return stopped_before(warmed)
     done_m = iter(range(1, 1 << 62))
     return await run_phase(do_send, phases.measure, phases.measure_plan(),
                            Outlets(out.record, out.raw, lambda: intake.done("measure", next(done_m), phases.count)))
@@ -81,9 +88,49 @@ class RayActors:
     workers: int
 
     async def run(self, session: Session, phases: Phases, intake: Intake) -> CellRun:
-        jobs = _jobs(self.workers, session, phases)
-        warm, run = await asyncio.get_running_loop().run_in_executor(None, run_ray, self.address, jobs)
+        jobs, stop = _jobs(self.workers, session, phases), threading.Event()
+        warm, run = await _in_thread(lambda: run_ray(self.address, jobs, stop), stop)
         return _hand_over(warm, run, intake)
+
+
+async def _in_thread(work: Callable[[], T], stop: threading.Event) -> T:
+    """`work()` in a thread of its own, awaited. The first cancellation (Ctrl-C) sets `stop` and still
+    waits for what `work` returns (it ends soon, with what finished); the thread is a daemon, so a second
+    Ctrl-C does not wait for it."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[T] = loop.create_future()
+
+    def run() -> None:
+        try:
+            result = work()
+        except BaseException as exc:         # handed to the awaiting task, which raises it
+            _settle(loop, done, exc)
+            return
+        _settle(loop, done, result)
+
+    threading.Thread(target=run, daemon=True).start()
+    while True:
+        try:
+            return await asyncio.shield(done)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if stop.is_set() or task is None:
+                raise
+            task.uncancel()
+            stop.set()
+
+
+def _settle(loop: asyncio.AbstractEventLoop, done: asyncio.Future, outcome: object) -> None:
+    """Set `done` from another thread (nothing to do once the loop has closed: the caller is gone)."""
+    def put() -> None:
+        if done.done():
+            return
+        if isinstance(outcome, BaseException):
+            done.set_exception(outcome)
+        else:
+            done.set_result(outcome)
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(put)
 
 
 def _jobs(workers: int, session: Session, phases: Phases) -> list[WorkerJob]:

@@ -22,7 +22,9 @@ import asyncio
 import threading
 import time
 from collections import deque
+from collections.abc import Coroutine
 from concurrent.futures import Future
+from typing import Any
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.client.transport import new_session, send
@@ -39,10 +41,12 @@ BATCH = 2_000                   # records per call when the driver collects an a
 POLL_S = 0.2                    # the driver asks each running actor for its next batch this often
 BUNDLE_CPU = 0.01               # what each actor reserves: enough for Ray to place it, nothing to speak of
 PLACE_S = 120                   # the placement group must be ready within this
+ACTOR_CALLS = 2                 # calls an actor takes at once: a phase (warmup blocks its call) and `stop`
 
 
 class ClientActor:
-    """Runs one worker's share on a persistent event loop (so warmup connections stay open)."""
+    """Runs one worker's share on a persistent event loop (so warmup connections stay open). The driver
+    calls `stop` (Ctrl-C) while a phase runs: the actor takes two calls at once (ACTOR_CALLS)."""
 
     def __init__(self, timeout_s: float, connect_in_ttft: bool = False) -> None:
         self.loop = new_loop()                    # the loop a single process measures on
@@ -51,6 +55,8 @@ class ClientActor:
         self.finished: deque[RequestRecord] = deque()
         self.job: WorkerJob | None = None
         self.running: Future | None = None
+        self.phase: asyncio.Task | None = None    # the phase running on the loop
+        self.stopped = False
 
     async def _session(self, timeout_s: float, connect_in_ttft: bool):
         return new_session(timeout_s, connect_in_ttft)
@@ -64,11 +70,32 @@ class ClientActor:
     async def _send(self, req, intended):
         return await send(self.session, req, intended)
 
+    async def _watched(self, phase: Coroutine[Any, Any, CellRun]) -> CellRun | None:
+        """The phase, cancellable by `stop`; None when the actor was stopped before it began."""
+        if self.stopped:
+            phase.close()
+            return None
+        self.phase = asyncio.current_task()
+        try:
+            return await phase
+        finally:
+            self.phase = None
+
+    def _cancel(self) -> None:
+        if self.phase is not None:
+            self.phase.cancel()
+
+    def stop(self) -> None:
+        """Ctrl-C at the driver: the running phase stops with what finished, no other starts."""
+        self.stopped = True
+        self.loop.call_soon_threadsafe(self._cancel)
+
     def warmup(self, job: WorkerJob) -> list[RequestRecord]:
         plan = job.warmup_plan()
         if plan is None:
             return []
-        return reindex(self._run(run_phase(self._send, job.warmup, plan)).records, job)
+        run = self._run(self._watched(run_phase(self._send, job.warmup, plan)))
+        return reindex(run.records, job) if run is not None else []
 
     def node(self) -> str:
         import ray
@@ -77,19 +104,46 @@ class ClientActor:
     def start(self, job: WorkerJob, start_local_ns: int) -> None:
         """Begin the measured phase on the actor's loop; the driver collects it with `take`."""
         self.job, self.finished = job, deque()
-        self.running = asyncio.run_coroutine_threadsafe(
-            run_phase(self._send, job.measure, job.measure_plan(start_local_ns), Outlets(record=self.finished.append)),
+        self.running = asyncio.run_coroutine_threadsafe(self._watched(
+            run_phase(self._send, job.measure, job.measure_plan(start_local_ns), Outlets(record=self.finished.append))),
             self.loop)
 
     def take(self, limit: int) -> tuple[list[RequestRecord], tuple[ClientHealth, SlotWaits] | None]:
         """Up to `limit` records finished so far (the loop thread appends, this thread pops: a deque is
         safe for that), and the client health and slot waits once the phase ended and every record was
-        taken."""
+        taken (a stopped phase's health has `stopped_after_s`)."""
         assert self.running is not None and self.job is not None
         ended = self.running.done()
         batch = [self.finished.popleft() for _ in range(min(limit, len(self.finished)))]
-        run = self.running.result() if ended and not self.finished else None
-        return reindex(batch, self.job), (run.client_health, run.slot_waits) if run is not None else None
+        end = _end(self.running.result()) if ended and not self.finished else None
+        return reindex(batch, self.job), end
+
+
+def _end(run: CellRun | None) -> tuple[ClientHealth, SlotWaits]:
+    """A phase's health and slot waits; one stopped before it began has only its stop."""
+    if run is None:
+        return ClientHealth(stopped_after_s=0.0), SlotWaits()
+    return run.client_health, run.slot_waits
+
+
+class _Halt:
+    """The driver's side of a Ctrl-C: once `event` is set, every actor is told to stop, once."""
+
+    def __init__(self, event: threading.Event | None, actors: list) -> None:
+        self.event, self.actors, self.told = event, actors, False
+
+    def check(self) -> bool:
+        if self.event is not None and self.event.is_set() and not self.told:
+            for a in self.actors:
+                a.stop.remote()
+            self.told = True
+        return self.told
+
+    def get(self, ray, refs: list) -> list:
+        """ray.get(refs), telling the actors to stop as soon as the event is set meanwhile."""
+        while len(ray.wait(refs, num_returns=len(refs), timeout=POLL_S)[0]) < len(refs):
+            self.check()
+        return ray.get(refs)
 
 
 def clock_offset(ray, actor) -> int:
@@ -136,16 +190,19 @@ def _spread_group(ray, n: int):
 def _actors(ray, group, jobs: list[WorkerJob]) -> list:
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
     actor_cls = ray.remote(ClientActor)
-    return [actor_cls.options(num_cpus=BUNDLE_CPU, scheduling_strategy=PlacementGroupSchedulingStrategy(
-        group, placement_group_bundle_index=i)).remote(job.timeout_s, job.connect_in_ttft)
-        for i, job in enumerate(jobs)]
+    return [actor_cls.options(num_cpus=BUNDLE_CPU, max_concurrency=ACTOR_CALLS,
+                              scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i)
+                              ).remote(job.timeout_s, job.connect_in_ttft)
+            for i, job in enumerate(jobs)]
 
 
-def _collect(ray, actors: list, offsets: list[int]) -> tuple[list[RequestRecord], list[tuple[ClientHealth, SlotWaits]]]:
+def _collect(ray, actors: list, offsets: list[int], halt: _Halt
+             ) -> tuple[list[RequestRecord], list[tuple[ClientHealth, SlotWaits]]]:
     """Batches from every actor until each has sent its last one with its health and slot waits."""
     records: list[RequestRecord] = []
     health: dict[int, tuple[ClientHealth, SlotWaits]] = {}
     while len(health) < len(actors):
+        halt.check()
         pending = [i for i in range(len(actors)) if i not in health]
         got = 0
         for i, (batch, h) in zip(pending, ray.get([actors[i].take.remote(BATCH) for i in pending]), strict=True):
@@ -158,21 +215,27 @@ def _collect(ray, actors: list, offsets: list[int]) -> tuple[list[RequestRecord]
     return records, [health[i] for i in range(len(actors))]
 
 
-def run_ray(address: str, jobs: list[WorkerJob]) -> tuple[list, CellRun]:
+def run_ray(address: str, jobs: list[WorkerJob], stop: threading.Event | None = None) -> tuple[list, CellRun]:
     """Blocking: the whole cell on one Ray actor per job (load/workers.make_jobs), spread over the nodes;
-    records on the driver's clock."""
+    records on the driver's clock. Once `stop` is set (Ctrl-C) the actors stop with what finished."""
     ray = _ray()
     if not ray.is_initialized():
         ray.init(address=address, log_to_driver=False, logging_level="ERROR")
     group = _spread_group(ray, len(jobs))
     actors = _actors(ray, group, jobs)
+    halt = _Halt(stop, actors)
     try:
         nodes = ray.get([a.node.remote() for a in actors])
-        warm = [r for part in ray.get([a.warmup.remote(j) for a, j in zip(actors, jobs, strict=False)]) for r in part]
+        warm = [r for part in halt.get(ray, [a.warmup.remote(j) for a, j in zip(actors, jobs, strict=False)])
+                for r in part]
         offsets = [clock_offset(ray, a) for a in actors]
-        start = time.perf_counter_ns() + START_MARGIN_NS
-        ray.get([a.start.remote(j, start + off) for a, j, off in zip(actors, jobs, offsets, strict=False)])
-        recs, parts = _collect(ray, actors, offsets)
+        recs: list[RequestRecord] = []
+        if halt.check():
+            parts = [(ClientHealth(stopped_after_s=0.0), SlotWaits())]
+        else:
+            start = time.perf_counter_ns() + START_MARGIN_NS
+            ray.get([a.start.remote(j, start + off) for a, j, off in zip(actors, jobs, offsets, strict=False)])
+            recs, parts = _collect(ray, actors, offsets, halt)
     finally:
         for a in actors:
             ray.kill(a)
@@ -180,4 +243,5 @@ def run_ray(address: str, jobs: list[WorkerJob]) -> tuple[list, CellRun]:
     warm = to_driver_clock(warm, 0)
     health = merge_health([h for h, _ in parts]).model_copy(update={"clock_offsets_ns": offsets, "ray_nodes": nodes})
     waits = SlotWaits().merged([w for _, w in parts])
-    return sorted(warm, key=lambda r: r.index), CellRun(sorted(recs, key=lambda r: r.index), health, slot_waits=waits)
+    stopped = any(h.stopped_after_s is not None for h, _ in parts)
+    return sorted(warm, key=lambda r: r.index), CellRun(sorted(recs, key=lambda r: r.index), health, stopped, waits)

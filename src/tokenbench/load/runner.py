@@ -55,6 +55,12 @@ class CellRun:
     slot_waits: SlotWaits = field(default_factory=SlotWaits)   # open loop: sends that waited for a free slot
 
 
+def stopped_before(warmup: CellRun) -> CellRun:
+    """The cell's run when the user stopped it during its warmup: nothing measured (the warmup's
+    records went to their outlet)."""
+    return CellRun([], warmup.client_health, stopped=True)
+
+
 def _nothing() -> None:
     return None
 
@@ -97,7 +103,9 @@ class Phases:
     offsets: list[int] | None = None          # a trace's arrivals, ns after the phase's start
 
     def warmup_plan(self) -> PhasePlan | None:
-        return PhasePlan("warmup", self.warmup_load) if self.warmup and self.warmup_load is not None else None
+        if not self.warmup or self.warmup_load is None:
+            return None
+        return PhasePlan("warmup", self.warmup_load, stoppable=True)
 
     def measure_plan(self) -> PhasePlan:
         return PhasePlan("measure", self.load, self.seed, self.offsets, stoppable=True)
@@ -167,17 +175,38 @@ class _Sender:
         self.out.append((i, req, raw))
         self.on_done()
 
+    async def _gated(self, slots: asyncio.Semaphore, i: int, req: PreparedRequest, intended: int) -> None:
+        """A request whose slot the schedule already took (rate_cap gate): send it, then free the slot."""
+        try:
+            raw = await self.send(req, intended)
+        finally:
+            slots.release()
+        self.pool.note(raw)
+        self.out.append((i, req, raw))
+        self.on_done()
+
     async def open_loop(self, load: Load, schedule: Iterable[int], t0: int) -> None:
+        """Arrival i is due at t0 + offset_i. With a cap, `queue` (vLLM, SGLang) lets it wait for a slot
+        while later arrivals keep their times; `gate` (AIPerf) makes the schedule itself wait for a slot and
+        shifts every later arrival by that wait (no catch-up). Either way the wait is the request's queue time."""
         slots = asyncio.Semaphore(load.max_concurrency) if load.max_concurrency else None
+        gate = slots if load.rate_cap == "gate" else None
         tasks: set[asyncio.Future] = set()
+        shift = 0
         try:
             for off in schedule:
-                await self.clock.sleep_until(t0 + off)
+                due = t0 + off + shift
+                await self.clock.sleep_until(due)
                 await self.out.room()
                 item = self.pool.take()
                 if item is None:
                     break
-                sending = asyncio.ensure_future(self._send_due(slots, item[0], item[1], t0 + off))
+                if gate is not None:
+                    await gate.acquire()
+                    shift = max(shift, self.clock.now_ns() - t0 - off)
+                    sending = asyncio.ensure_future(self._gated(gate, item[0], item[1], due))
+                else:
+                    sending = asyncio.ensure_future(self._send_due(slots, item[0], item[1], due))
                 tasks.add(sending)
                 sending.add_done_callback(tasks.discard)       # a soak keeps only the requests in flight
             await asyncio.gather(*tasks)
@@ -289,17 +318,12 @@ async def run_phase(send: Send, requests: Iterable[PreparedRequest], plan: Phase
     stopped = False
     with _young_gc_only():
         reducing = asyncio.ensure_future(reducer.run())
-        probe.start()
         t0 = plan.start_ns if plan.start_ns is not None else clock.now_ns()
         try:
-            await clock.sleep_until(t0)
+            t0 = await _begin(clock, plan, probe)
             await _loop(sender, plan, schedule, t0)
         except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if not plan.stoppable or task is None:
-                raise
-            task.uncancel()
-            stopped = True
+            stopped = _stoppable(plan)
         finally:
             health = probe.stop()
             records = await reducer.close(reducing)
@@ -307,6 +331,25 @@ async def run_phase(send: Send, requests: Iterable[PreparedRequest], plan: Phase
     if stopped:
         health = health.model_copy(update={"stopped_after_s": (clock.now_ns() - t0) / 1e9})
     return CellRun(records=records, client_health=health, stopped=stopped, slot_waits=sender.waits)
+
+
+async def _begin(clock: Clock, plan: PhasePlan, probe: LoopLagProbe) -> int:
+    """Wait for the phase's start instant, start the lag probe; t0. With `plan.start_ns` t0 is that instant
+    exactly (every worker's schedule starts at the coordinator's t0, however late this process woke)."""
+    if plan.start_ns is not None:
+        await clock.sleep_until(plan.start_ns)
+    probe.start()
+    return plan.start_ns if plan.start_ns is not None else clock.now_ns()
+
+
+def _stoppable(plan: PhasePlan) -> bool:
+    """A cancellation of a stoppable phase (Ctrl-C) is taken as "stop here, keep what finished": the
+    task's cancellation is withdrawn and the phase returns. Any other cancellation goes on up."""
+    task = asyncio.current_task()
+    if not plan.stoppable or task is None:
+        raise asyncio.CancelledError
+    task.uncancel()
+    return True
 
 
 def _schedule(plan: PhasePlan, prepared: int | None) -> Iterable[int] | None:

@@ -1,6 +1,6 @@
 """A cell's summary, typed: ONE class from the tally to the report. The figures `vllm bench serve`
-reports carry vLLM's names; the groups other stages add (client health, workload facts, monitor figures:
-metrics/summary_groups.py) and the verdict's marks are typed parts of it. `to_dict()` is the stored and
+reports carry vLLM's names; the groups other stages add (client health, workload facts, monitor figures,
+server counters: metrics/summary_groups.py) and the verdict's marks are typed parts of it. `to_dict()` is the stored and
 JSON form (the keys given, flat, the names they have always had); `from_dict()` reads it back, keys of
 other tools' results (an imported p99.9, say) kept as they came. Formulas: docs/metrics.md."""
 
@@ -12,9 +12,17 @@ from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict
 
+from tokenbench.metrics.interruption import Interruption
 from tokenbench.metrics.send_rates import SendRates
 from tokenbench.metrics.stream_tail import StreamTail
-from tokenbench.metrics.summary_groups import ClientHealth, Group, MonitorFigures, Number, WorkloadFacts
+from tokenbench.metrics.summary_groups import (
+    ClientHealth,
+    Group,
+    MonitorFigures,
+    Number,
+    ServerCounters,
+    WorkloadFacts,
+)
 
 Latency = Literal["ttft", "tpot", "itl", "e2el", "ntpot", "queue", "ttfc", "connect"]
 Statistic = Literal["mean", "median", "std", "min", "max", "p50", "p90", "p95", "p99"]
@@ -22,7 +30,8 @@ Rate = Literal["request_throughput", "output_throughput", "total_token_throughpu
 LATENCIES: tuple[Latency, ...] = ("ttft", "tpot", "itl", "e2el")           # vLLM's four
 STATISTICS: tuple[Statistic, ...] = ("mean", "median", "std", "min", "max", "p50", "p90", "p95", "p99")
 GROUPS: dict[str, type[Group]] = {"health": ClientHealth, "facts": WorkloadFacts, "monitor": MonitorFigures,
-                                   "send": SendRates, "tail": StreamTail}
+                                  "counters": ServerCounters, "interruption": Interruption,
+                                  "send": SendRates, "tail": StreamTail}
 RATES: tuple[Rate, ...] = ("output_throughput", "request_throughput", "request_goodput")
 KEY_OF_STAT: dict[str, Statistic] = {"mean": "mean", "p50": "median", "p90": "p90", "p99": "p99"}
 
@@ -166,6 +175,8 @@ class CellSummary(BaseModel):
     client_lag_tolerated: str | None = None  # the verdict: --allow-client-lag kept the cell ok despite this
     server_unreachable: bool | None = None   # the verdict: the server went away (`--resume` runs it again)
     monitor: MonitorFigures | None = None
+    counters: ServerCounters | None = None   # the server's counters over the measured phase (sweep/monitoring.py)
+    interruption: Interruption | None = None   # the user stopped the cell (Ctrl-C): how far it got
     # other tools' results (`tokenbench import`)
     source: str | None = None
     notes: str | None = None
@@ -202,7 +213,7 @@ class CellSummary(BaseModel):
         return getattr(self, name)
 
     def with_(self, **groups: Any) -> CellSummary:
-        """A copy with groups or fields added (health=..., facts=..., monitor=...)."""
+        """A copy with groups or fields added (health=..., facts=..., monitor=..., counters=...)."""
         return self.model_copy(update=groups)
 
 

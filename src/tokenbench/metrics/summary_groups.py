@@ -1,6 +1,7 @@
 """The groups other stages add to a cell's summary (metrics/cell_summary.py), each typed where it is made:
 the client's health while the cell ran (the load runner), the facts of its workload (the workload
-builder) and the server's monitor figures (the sweep's monitor). In the stored and JSON form their keys
+builder), the server's monitor figures (the sweep's monitor) and what the server's own counters said over
+the measured phase (the sweep's monitor: prefix-cache hits, speculative decoding). In the stored and JSON form their keys
 sit flat beside the tally's figures, under the names they have always had (the monitor's prefixed
 `monitor_`). Formulas: docs/metrics.md ("Client health"), docs/monitoring.md."""
 
@@ -54,7 +55,8 @@ class ClientHealth(Group):
         return float(self.client_cpu_percent or 0) / (self.client_workers or 1)
 
     def merged(self, others: list[ClientHealth]) -> ClientHealth:
-        """Several workers as one: the worst loop lag, CPU summed and the busiest's, the earliest exhaustion."""
+        """Several workers as one: the worst loop lag, CPU summed and the busiest's, the earliest exhaustion, the
+        latest stop."""
         parts = [self, *others]
         lags = {k: max((v for p in parts if (v := getattr(p, k)) is not None), default=None)
                 for k in ("loop_lag_p50_ms", "loop_lag_p99_ms", "loop_lag_max_ms")}
@@ -62,7 +64,9 @@ class ClientHealth(Group):
                            client_cpu_max_percent=max(p.client_cpu_percent or 0 for p in parts),
                            client_workers=len(parts))
         ran_out = [p.prepared_exhausted_s for p in parts if p.prepared_exhausted_s is not None]
-        return out.model_copy(update={"prepared_exhausted_s": min(ran_out)}) if ran_out else out
+        stops = [p.stopped_after_s for p in parts if p.stopped_after_s is not None]
+        update = {"prepared_exhausted_s": min(ran_out)} if ran_out else {}
+        return out.model_copy(update={**update, **({"stopped_after_s": max(stops)} if stops else {})})
 
 
 class WorkloadFacts(Group):
@@ -83,7 +87,15 @@ class WorkloadFacts(Group):
     trace_rows: Number | None = None
     trace_rows_dropped: Number | None = None
     trace_span_s: float | None = None
-    input_len_mean: float | None = None        # variable lengths (datasets, traces): as asked
+    trace_block_size: Number | None = None      # trace with hash_ids: tokens per block, and the trace's own reuse
+    trace_prompt_tokens: Number | None = None
+    trace_reusable_tokens: Number | None = None
+    trace_reuse_rate: float | None = None
+    text_corpus: str | None = None              # text: the corpus its windows are cut from, and its length
+    text_corpus_tokens: Number | None = None
+    length_distribution: str | None = None     # lengths drawn per request (workload/lengths.py): in words
+    length_draws: str | None = None            # ... and as the short tag of the cell key
+    input_len_mean: float | None = None        # variable lengths (datasets, traces, drawn lengths): as asked
     input_len_min: Number | None = None
     input_len_max: Number | None = None
     output_len_mean: float | None = None
@@ -131,3 +143,25 @@ class MonitorFigures(Group):
     proc_cpu_max_pct: Number | None = None
     proc_rss_peak_mb: Number | None = None
     queue_check: str | None = None             # the `*` mark and the server's queue disagree: why
+
+
+class ServerCounters(Group):
+    """What the server's own counters said over the cell's measured phase (sweep/monitoring.server_figures):
+    prefix-cache hits (metrics/cache_hits.py), speculative decoding and its acceptance (metrics/spec_decode.py),
+    the window the increases span; and the `§` mark of a speculative server fed random prompts. Formulas:
+    docs/metrics.md ("Server counters over a cell", "Speculative decoding", "Prefix-cache hit rate")."""
+
+    server_prefix_cache_queries: float | None = None   # prompt tokens the engine's prefix cache was asked for
+    server_prefix_cache_hits: float | None = None      # of them, found
+    server_prefix_cache_hit_rate: float | None = None
+    cache_hit_source: str | None = None        # which one the summary's cache_hit_rate is: "usage" | "counters"
+    spec_acceptance_rate: float | None = None  # accepted draft tokens / draft tokens
+    spec_mean_acceptance_length: float | None = None   # tokens per verify step, the target's own included
+    spec_source: str | None = None             # "counters" (increase over the cell) | "gauges" (mean of scrapes)
+    spec_drafts: float | None = None
+    spec_draft_tokens: float | None = None
+    spec_accepted_tokens: float | None = None
+    speculative: str | None = None             # the server's speculative decoding ("ngram, 3 draft tokens")
+    spec_random_prompts: str | None = None     # the `§` mark: random prompts to a speculative server, and why
+    server_counters_window_s: float | None = None   # from the base scrape to the last one counted
+    server_counters_lead_s: float | None = None     # the base scrape's lead on the first measured send

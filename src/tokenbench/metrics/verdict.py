@@ -14,7 +14,7 @@ from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.verify import UNREACHABLE_AFTER, Outcomes, unreachable, verdict
 from tokenbench.spec.bench import Load
 
-Status = Literal["ok", "failed", "invalid", "skipped"]
+Status = Literal["ok", "failed", "invalid", "skipped", "interrupted"]
 
 # Client health: the accuracy tokenbench claims for a published latency figure is CLAIM_REL of the
 # figure's scale or CLAIM_ABS_MS, whichever is larger (the absolute part is calibrate's delivery limit).

@@ -80,6 +80,18 @@ class Monitor:
             raise error
         return self.snapshot()
 
+    def sample_now(self) -> None:
+        """One read of the samplers whose work the server does (its /metrics), now, from the caller's
+        thread and outside the throttle: at a phase boundary, so a counter's increase can start there."""
+        for sampler in [s for s in self._active if getattr(s, "on_server", False)]:
+            try:
+                samples = sampler.sample()
+            except TokenbenchError as exc:
+                self._failed(sampler.name, exc)
+                continue
+            with self._lock:
+                self._samples.extend(samples)
+
     def snapshot(self) -> list[Sample]:
         with self._lock:
             return list(self._samples)

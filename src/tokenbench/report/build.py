@@ -43,9 +43,16 @@ def build_report(run: RunData, lang: str, checks: list[ConfigCheck], version: st
     doc.add(num_.sec(t(lang, "h.timeline")), *timeline(run, lang))
     if run.samples:
         doc.add(num_.sec(t(lang, "h.monitor")), *monitor(run, lang))
-    doc.add(num_.sec(t(lang, "h.definitions")), *definitions(lang))
+    doc.add(num_.sec(t(lang, "h.definitions")), *definitions(lang, sections.server_columns(run.cells)))
     doc.add(*_notes(run, lang), Para(t(lang, "note.rendered", version=version)))
     return doc
+
+
+def _drawn(run: RunData, cfg: str, pair: tuple[int, int], lang: str) -> list[Block]:
+    """The length distribution the pair's cells drew each request's lengths from (docs/workloads.md)."""
+    found = sorted({c.summary.facts.length_distribution for c in run.cells_of(cfg)
+                    if c.pair == pair and c.summary.facts and c.summary.facts.length_distribution})
+    return [Para(t(lang, "note.lengths_drawn", distribution="; ".join(found)))] if found else []
 
 
 def _scaling(run: RunData, lang: str, num_: sections.Numberer, roofs: dict, book: Book) -> list[Block]:
@@ -53,7 +60,7 @@ def _scaling(run: RunData, lang: str, num_: sections.Numberer, roofs: dict, book
     for cfg in run.config_names():
         for pair in run.pairs(cfg):
             out += [num_.sub(t(lang, "h.scaling_pair", config=cfg, input=pair[0], output=pair[1])),
-                    sections.scaling_table(run, cfg, pair, lang, roofs.get(cfg), book)]
+                    *_drawn(run, cfg, pair, lang), sections.scaling_table(run, cfg, pair, lang, roofs.get(cfg), book)]
     if sections.any_over(run):
         out.append(Para(t(lang, "note.over_capacity")))
     figs = plots.load_figures(run, lang)
@@ -184,8 +191,9 @@ def monitor(run: RunData, lang: str) -> list[Block]:
     return out
 
 
-def definitions(lang: str) -> list[Block]:
-    rows = [[t(lang, f"def.{k}"), t(lang, f"def.{k}.f")] for k in DEFINITIONS]
+def definitions(lang: str, extra: list[str] | None = None) -> list[Block]:
+    """Every metric's formula; `extra`: those of the server-counter columns the run shows."""
+    rows = [[t(lang, f"def.{k}"), t(lang, f"def.{k}.f")] for k in (*DEFINITIONS, *(extra or []))]
     table = Table([t(lang, "col.metric"), t(lang, "col.formula")], rows, left=2)
     return [table, Para(marks.legend(lang)), Para(t(lang, "note.definitions_source"))]
 

@@ -42,12 +42,6 @@ def _value(v: Value | None, lang: str) -> str:
     return f"{v:.1f}" if isinstance(v, float) else str(v)
 
 
-def _shown(issue: Issue, v: Value | None, lang: str) -> str:
-    if issue.check == "sampling" and isinstance(v, (int, float)) and not isinstance(v, bool):
-        return f"temperature={v:g}"
-    return _value(v, lang)
-
-
 def issue_text(issue: Issue, lang: str = "en") -> str:
     if issue.check == "load":
         values = ", ".join(f"{c}: {v or '-'}" for c, v in zip(issue.columns, issue.values, strict=True))
@@ -55,7 +49,7 @@ def issue_text(issue: Issue, lang: str = "en") -> str:
     what = t(lang, f"fair.{issue.check}")
     if issue.kind == "unknown":
         return t(lang, "fair.unknown", what=what, columns=", ".join(issue.columns))
-    values = ", ".join(f"{c}={_shown(issue, v, lang)}" for c, v in zip(issue.columns, issue.values, strict=True))
+    values = ", ".join(f"{c}={_value(v, lang)}" for c, v in zip(issue.columns, issue.values, strict=True))
     if issue.cell:
         return t(lang, "fair.differs", what=what, cell=issue.cell, values=values)
     return t(lang, "fair.differs_all", what=what, values=values)

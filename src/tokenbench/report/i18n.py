@@ -8,7 +8,7 @@ shared/seeds (首 token 延迟, 输出吞吐, 带 * 的配置 ...).
 from __future__ import annotations
 
 from tokenbench.errors import UsageError
-from tokenbench.report import i18n_marks, i18n_sends, i18n_verdicts
+from tokenbench.report import i18n_marks, i18n_sends, i18n_server, i18n_verdicts
 
 LANGS = ("en", "zh")
 
@@ -207,6 +207,8 @@ EN: dict[str, str] = {
     "fair.input_tokens": "server-reported input tokens per request",
     "fair.output_tokens": "server-reported output tokens per request",
     "fair.sampling": "sampling",
+    "fair.lengths": "length distribution",
+    "note.lengths_drawn": "Each request's lengths were drawn (and asked and verified exactly): {distribution}.",
     "fair.ignore_eos": "ignore_eos",
     "fair.cache": "prefix cache state",
     "fair.differs": "{what} differ at {cell}: {values}",
@@ -431,6 +433,8 @@ ZH: dict[str, str] = {
     "fair.input_tokens": "服务端统计的每请求输入 token 数",
     "fair.output_tokens": "服务端统计的每请求输出 token 数",
     "fair.sampling": "采样参数",
+    "fair.lengths": "长度分布",
+    "note.lengths_drawn": "每个请求的长度按分布抽取（每个请求都按抽到的长度精确请求并校验）：{distribution}。",
     "fair.ignore_eos": "ignore_eos",
     "fair.cache": "前缀缓存状态",
     "fair.differs": "{what} 在 {cell} 不一致：{values}",
@@ -481,6 +485,8 @@ EN.update(i18n_verdicts.EN)
 ZH.update(i18n_verdicts.ZH)
 EN.update(i18n_sends.EN)
 ZH.update(i18n_sends.ZH)
+EN.update(i18n_server.EN)
+ZH.update(i18n_server.ZH)
 TEXT = {"en": EN, "zh": ZH}
 
 DEFINITIONS = ("ttft", "tpot", "itl", "e2e", "duration", "req_s", "out_tps", "total_tps", "percentile", "kv",

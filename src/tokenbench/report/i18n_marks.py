@@ -12,7 +12,10 @@ EN: dict[str, str] = {
                      "--allow-length-mismatch): the figures are not those of the asked workload",
     "mark.lagged": "{mark} {cell}: the client lagged (tolerated by --allow-client-lag), the figures may "
                    "measure the client: {reason}",
+    "mark.spec_random": "{mark} {cell}: {reason}",
     "mark.skipped": "{mark} {cell}: not measured: {reason}",
+    "mark.interrupted": "{mark} {cell}: not a complete cell, the figures cover only the requests that finished: "
+                        "{reason}",
     "mark.unknown": "{mark} {cell}: verdict unknown to this version: {reason}",
     "mark.no_reason": "no reason stored",
     "mark.name.failed": "failed",
@@ -21,12 +24,15 @@ EN: dict[str, str] = {
     "mark.name.invalid": "invalid (client overloaded)",
     "mark.name.mismatch": "length mismatch tolerated",
     "mark.name.lagged": "client lag tolerated",
+    "mark.name.spec_random": "random prompts to a speculative server",
     "mark.name.skipped": "not measured",
+    "mark.name.interrupted": "interrupted",
     "mark.name.unknown": "unknown verdict",
     "mark.legend": ("Marks: {marks}. A marked figure is not a trustworthy measurement; a ratio built on one "
                     "reads n/a; a repeat that is not ok never enters a mean."),
-    "mark.hollow": ("Hollow points are cells that are not ok (failed, invalid, or a tolerated length mismatch or client lag); "
-                    "the lines join only the ok cells."),
+    "mark.hollow": ("Hollow points are cells that are not ok (failed, invalid, interrupted, a tolerated length "
+                    "mismatch or client lag, or random prompts to a speculative server); the lines join only "
+                    "the ok cells."),
 }
 
 ZH: dict[str, str] = {
@@ -37,7 +43,9 @@ ZH: dict[str, str] = {
     "mark.mismatch": "{mark} {cell}：{reason} 个请求的长度与要求不符（--allow-length-mismatch 容忍）："
                      "数字并非所要求负载的结果",
     "mark.lagged": "{mark} {cell}：客户端滞后（--allow-client-lag 容忍），数字可能反映的是客户端：{reason}",
+    "mark.spec_random": "{mark} {cell}：投机解码服务端收到的是随机提示，接受率（以及 TPOT、吞吐）不代表真实文本：{reason}",
     "mark.skipped": "{mark} {cell}：未测量：{reason}",
+    "mark.interrupted": "{mark} {cell}：不是完整的单元，数字只涵盖中断前完成的请求：{reason}",
     "mark.unknown": "{mark} {cell}：本版本不认识的判定：{reason}",
     "mark.no_reason": "未记录原因",
     "mark.name.failed": "失败",
@@ -46,8 +54,10 @@ ZH: dict[str, str] = {
     "mark.name.invalid": "无效（客户端过载）",
     "mark.name.mismatch": "容忍了长度不符",
     "mark.name.lagged": "容忍了客户端滞后",
+    "mark.name.spec_random": "投机解码服务端收到随机提示",
     "mark.name.skipped": "未测量",
+    "mark.name.interrupted": "已中断",
     "mark.name.unknown": "未知判定",
     "mark.legend": "标记：{marks}。带标记的数字不是可信的测量；基于它的比值显示 n/a；不合格的重复不计入平均值。",
-    "mark.hollow": "空心点表示不合格的单元（失败、无效、容忍了长度不符或客户端滞后）；折线只连接合格的单元。",
+    "mark.hollow": "空心点表示不合格的单元（失败、无效、已中断、容忍了长度不符或客户端滞后，或投机解码服务端收到随机提示）；折线只连接合格的单元。",
 }

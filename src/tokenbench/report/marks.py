@@ -55,5 +55,5 @@ def ratio_cell(a: CellInfo | None, b: CellInfo | None, va, vb, allow: bool) -> C
 
 def legend(lang: str) -> str:
     """One line naming every mark (under the definitions)."""
-    kinds = ("failed", "invalid", "mismatch", "lagged", "skipped", "unknown")     # one per symbol
+    kinds = ("failed", "invalid", "mismatch", "lagged", "spec_random", "skipped", "interrupted", "unknown")  # one per symbol
     return t(lang, "mark.legend", marks="; ".join(f"{MARKS[k]} {t(lang, f'mark.name.{k}')}" for k in kinds))

@@ -5,6 +5,8 @@ Each function returns blocks; build.py puts them in order and numbers the headin
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tokenbench.judge import hardware, plausibility
 from tokenbench.judge.bottleneck import label
 from tokenbench.judge.intervals import Book
@@ -12,6 +14,7 @@ from tokenbench.judge.plausibility import Roofline
 from tokenbench.judge.views import CellInfo, ConfigInfo, RunData
 from tokenbench.metrics import uncertainty as u
 from tokenbench.metrics.cell_summary import Metric, known
+from tokenbench.metrics.summary_groups import ServerCounters
 from tokenbench.report import explain
 from tokenbench.report.document import Block, Heading, Para, Table, num, pct
 from tokenbench.report.i18n import t
@@ -137,7 +140,7 @@ def cell_notes(cells: list[CellInfo], lang: str) -> list[str]:
 
 def _scaling_row(run: RunData, book: Book, c: CellInfo, goodput: bool, roof: Roofline | None, lang: str) -> list:
     s = c.summary
-    sent = s.num_prompts
+    sent = s.interruption.planned if s.interruption is not None else s.num_prompts    # interrupted: of the planned
     done = f"{num(s.completed)}/{num(sent)}" if sent is not None else num(s.completed)
     f = lambda name, stat="mean", digits=None: figure(book, c, Metric(name, stat), digits)   # noqa: E731
     row = [fig(c, _load(c)), fig(c, done, over=False), f("request_throughput", digits=2), f("output_throughput"),
@@ -146,6 +149,44 @@ def _scaling_row(run: RunData, book: Book, c: CellInfo, goodput: bool, roof: Roo
     if goodput:
         row += [f("request_goodput", digits=2), fig(c, pct(known(s.goodput_fraction)), over=False)]
     return row + [fig(c, bottleneck_text(run, c, roof, lang), over=False)]
+
+
+def _counters(c: CellInfo) -> ServerCounters:
+    return c.summary.counters or ServerCounters()
+
+
+def _trace_reuse(c: CellInfo) -> float | None:
+    return c.summary.facts.trace_reuse_rate if c.summary.facts else None
+
+
+def _acceptance(c: CellInfo) -> str:
+    rate, length = _counters(c).spec_acceptance_rate, _counters(c).spec_mean_acceptance_length
+    return f"{pct(rate)}, {num(length, 2)}" if rate is not None or length is not None else "-"
+
+
+def _hits(c: CellInfo) -> str:
+    rate = c.summary.cache_hit_rate
+    return pct(rate) if rate or _trace_reuse(c) is not None else "-"
+
+
+# (i18n key, the cell's text): shown after TPOT where a cell has the figure (a hit rate: where one is above 0)
+SERVER_COLUMNS: tuple[tuple[str, Callable[[CellInfo], str]], ...] = (
+    ("spec_accept", _acceptance), ("cache_hit", _hits), ("trace_reuse", lambda c: pct(_trace_reuse(c))))
+
+
+def server_columns(cells: list[CellInfo]) -> list[str]:
+    """The server-counter columns (i18n keys after `col.`/`def.`) some of these cells have."""
+    return [key for key, text in SERVER_COLUMNS if any(text(c) != "-" for c in cells)]
+
+
+def _server_columns(head: list[str], rows: list[list], used: list[CellInfo], lang: str) -> None:
+    """After TPOT: speculative acceptance, prefix-cache hits, a trace's own reuse, where a cell has them."""
+    keys = server_columns(used)
+    shown = [(f"col.{key}", text) for key, text in SERVER_COLUMNS if key in keys]
+    at = head.index(t(lang, "col.tpot_p99")) + 1
+    head[at:at] = [t(lang, key) for key, _ in shown]
+    for row, c in zip(rows, used, strict=True):
+        row[at:at] = [fig(c, text(c), over=False) for _, text in shown]
 
 
 def scaling_table(run: RunData, cfg: str, pair: tuple[int, int], lang: str, roof: Roofline | None = None,
@@ -158,6 +199,7 @@ def scaling_table(run: RunData, cfg: str, pair: tuple[int, int], lang: str, roof
             "col.tpot_mean", "col.tpot_p99", "col.e2e_mean", "col.kv_use")
     head = [t(lang, k) for k in keys] + ([t(lang, "col.goodput"), t(lang, "col.slo_attain")] if goodput else [])
     rows = [_scaling_row(run, book, c, goodput, roof, lang) for c in used]
+    _server_columns(head, rows, used, lang)
     head.append(t(lang, "col.bottleneck"))
     return Table(head, rows, role="scaling",
                  footnotes=_notes(used, [x for r in rows for x in r], lang) + cell_notes(used, lang))

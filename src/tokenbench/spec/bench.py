@@ -10,23 +10,47 @@ from pydantic import Field, model_validator
 
 from tokenbench.spec.base import StrictModel
 
-WorkloadKind = Literal["random", "sharegpt", "jsonl", "prefix", "image", "trace"]
-FIXED_LENGTH_KINDS = ("random", "prefix", "image")     # input_len / output_len given; sweeps take them from pairs
+WorkloadKind = Literal["random", "text", "sharegpt", "jsonl", "prefix", "image", "trace"]
+FIXED_LENGTH_KINDS = ("random", "text", "prefix", "image")   # input_len / output_len given; sweeps take them from pairs
 DATASET_KINDS = ("sharegpt", "jsonl", "trace")          # lengths come from the file (output_len may force)
+HISTOGRAM_KINDS = ("random", "text")                    # a length histogram alone gives every request's lengths
+SYNTHETIC_KINDS = ("random", "prefix", "image", "trace")  # prompts of random ids (or random words): not text
+TRACE_BLOCK_SIZE = 512                                  # Mooncake's hash_ids block, in tokens
+
+
+BOUNDS = (" (random, text, prefix, image: a drawn length is clipped to the bounds; min and max without another "
+          "distribution draw uniformly between them, as GuideLLM's prompt_tokens_min/max)")
+RATE_CAP = ("how a rate cell's max_concurrency holds arrivals back: queue (vLLM, SGLang: an arrival waits for a slot, "
+            "so held ones go back to back as slots free) or gate (AIPerf's --request-rate with --concurrency: the "
+            "schedule itself waits for a free slot and goes on at the rate from there, no catch-up)")
+RANGE_RATIO = ("draw each request's input and output lengths (independently) as uniform integers around the asked "
+               "ones, vLLM's --random-range-ratio r: [floor(L(1-r)), ceil(L(1+r))], r < 1; with range_ratio_style "
+               "sglang, SGLang's meaning: [max(floor(L r), 1), L], so 1 is exact and 0 is 1..L; prefix: the "
+               "suffix's length is drawn, the prefix stays")
+RANGE_RATIO_STYLE = ("which tool's meaning range_ratio has: vllm (a window around L) or sglang (from L r up to L), "
+                     "as AIPerf's --random-corpus-style")
+LENGTH_HISTOGRAM = ("draw each request's (input, output) lengths from weighted buckets: a CSV file of rows "
+                    "input_len,output_len,weight[,input_stddev,output_stddev], or AIPerf's --sequence-distribution "
+                    "text ISL[|SD],OSL[|SD]:WEIGHT;... (weights in any unit); replaces the pairs")
 
 
 class WorkloadSource(StrictModel):
     """What prompts are made of, apart from the asked lengths. docs/workloads.md describes each kind."""
 
-    kind: WorkloadKind = Field("random", description="random | sharegpt | jsonl | prefix | image | trace")
+    kind: WorkloadKind = Field("random", description="random | text | sharegpt | jsonl | prefix | image | trace "
+                               "(text: natural-text token ids cut to the exact length)")
     output_len: int | None = Field(None, gt=0, description="exact output tokens (max_tokens=min_tokens, ignore_eos); "
                                    "for sharegpt/jsonl/trace: forces every request's output length")
     dataset_path: str | None = Field(None, description="local file: ShareGPT JSON/JSONL, prompt JSONL, mooncake "
                                      "trace JSONL; for image: an image file or a folder of images")
-    min_input_len: int | None = Field(None, gt=0, description="dataset filter: drop prompts shorter than this")
-    max_input_len: int | None = Field(None, gt=0, description="dataset filter: drop prompts longer than this")
-    min_output_len: int | None = Field(None, gt=0, description="dataset filter: drop entries asking fewer tokens")
-    max_output_len: int | None = Field(None, gt=0, description="dataset filter: drop entries asking more tokens")
+    min_input_len: int | None = Field(None, gt=0, description="datasets: drop prompts shorter than this; drawn "
+                                      "lengths: the shortest input drawn" + BOUNDS)
+    max_input_len: int | None = Field(None, gt=0, description="datasets: drop prompts longer than this; drawn "
+                                      "lengths: the longest input drawn" + BOUNDS)
+    min_output_len: int | None = Field(None, gt=0, description="datasets: drop entries asking fewer tokens; drawn "
+                                       "lengths: the shortest output drawn" + BOUNDS)
+    max_output_len: int | None = Field(None, gt=0, description="datasets: drop entries asking more tokens; drawn "
+                                       "lengths: the longest output drawn" + BOUNDS)
     prefix_len: int | None = Field(None, gt=0, description="prefix: tokens shared by every prompt of a group")
     num_groups: int = Field(1, gt=0, description="prefix: groups, each with its own shared prefix")
     image_count: int = Field(1, gt=0, description="image: images per request")
@@ -34,19 +58,58 @@ class WorkloadSource(StrictModel):
     image_height: int = Field(512, gt=0, le=8192, description="image: synthetic image height, pixels")
     image_format: Literal["png", "bmp"] = Field("png", description="image: synthetic image format")
     time_scale: float = Field(1.0, gt=0, description="trace: multiply the trace's gaps (0.5 replays twice as fast)")
+    trace_block_size: int = Field(TRACE_BLOCK_SIZE, gt=0, description="trace: tokens per hash_ids block (Mooncake: "
+                                  "512); a row's hash_ids number ceil(input_length / this), equal ids are equal "
+                                  "token blocks")
     tokenizer_path: str | None = Field(None, description="local Hugging Face tokenizer dir (tokenizer.json; "
                                        "config.json gives the vocab size): builds chat prompts and counts "
                                        "datasets without the server's /tokenize; default: ask the server")
     vocab_size: int | None = Field(None, ge=2, description="vocabulary size, for a server that does not report it")
+    range_ratio: float | None = Field(None, ge=0, le=1, description=RANGE_RATIO)
+    range_ratio_style: Literal["vllm", "sglang"] = Field("vllm", description=RANGE_RATIO_STYLE)
+    input_len_stddev: float | None = Field(None, ge=0, description="draw each request's input length from a normal "
+                                           "distribution of this standard deviation around the asked input length "
+                                           "(AIPerf's --synthetic-input-tokens-stddev), rounded, at least 1")
+    output_len_stddev: float | None = Field(None, ge=0, description="the same for each request's output length "
+                                            "(AIPerf's --output-tokens-stddev)")
+    length_histogram: str | None = Field(None, description=LENGTH_HISTOGRAM)
+
+    def _trace_only(self) -> None:
+        for name, default in (("time_scale", 1.0), ("trace_block_size", TRACE_BLOCK_SIZE)):
+            if self.kind != "trace" and getattr(self, name) != default:
+                raise ValueError(f"{name} applies to trace workloads only")
 
     def _check_kind(self, input_len: int | None) -> None:
         self._check_lengths(input_len)
         self._check_knobs()
+        self._check_draws()
+
+    def _check_draws(self) -> None:
+        """At most one length distribution, on a kind whose lengths are asked (not read from a file)."""
+        given = [name for name in DRAW_FIELDS if getattr(self, name) is not None]
+        self._check_bounds(given)
+        if not given:
+            return
+        if self.kind not in FIXED_LENGTH_KINDS:
+            raise ValueError(f"{given[0]} draws lengths around asked ones: it applies to random, text, prefix and "
+                             f"image workloads, not {self.kind} (whose lengths come from the file)")
+        if self.range_ratio is not None and len(given) > 1:
+            raise ValueError(f"give one length distribution: range_ratio or {given[-1]}, not both")
+        if self.length_histogram is not None and len(given) > 1:
+            raise ValueError(f"give one length distribution: length_histogram or {given[0]}, not both")
+        if self.range_ratio is not None and self.range_ratio_style == "vllm" and self.range_ratio >= 1:
+            raise ValueError(f"range_ratio {self.range_ratio:g} must be below 1 with vLLM's window "
+                             "[L(1-r), L(1+r)] (SGLang's [L r, L] takes 1: range_ratio_style sglang)")
 
     def _check_lengths(self, input_len: int | None) -> None:
         """What the kind needs: asked lengths (fixed-length kinds), a file (datasets), a prefix shorter than
         the prompt."""
         kind = self.kind
+        if self.length_histogram is not None:
+            if kind not in HISTOGRAM_KINDS or input_len is not None or self.output_len is not None:
+                raise ValueError("length_histogram gives every request's lengths: it applies to random and text "
+                                 "workloads, without input/output lengths (drop --input-len/--output-len, pairs)")
+            return
         if kind in FIXED_LENGTH_KINDS and (input_len is None or self.output_len is None):
             raise ValueError(f"a {kind} workload needs input_len and output_len (--input-len, --output-len)")
         if kind in DATASET_KINDS and input_len is not None:
@@ -63,19 +126,32 @@ class WorkloadSource(StrictModel):
         kind = self.kind
         if kind != "prefix" and self.prefix_len is not None:
             raise ValueError("prefix_len applies to prefix workloads only")
-        if kind != "trace" and self.time_scale != 1.0:
-            raise ValueError("time_scale applies to trace workloads only")
-        if self.dataset_path is not None and kind in ("random", "prefix"):
+        self._trace_only()
+        if self.dataset_path is not None and kind in ("random", "text", "prefix"):
             raise ValueError(f"dataset_path does not apply to {kind} workloads")
         for low, high in (("min_input_len", "max_input_len"), ("min_output_len", "max_output_len")):
             lo, hi = getattr(self, low), getattr(self, high)
             if lo is not None and hi is not None and lo > hi:
                 raise ValueError(f"{low} {lo} is above {high} {hi}: no entry could pass")
-        if kind not in DATASET_KINDS and any(getattr(self, f) is not None for f in LENGTH_FILTERS):
-            raise ValueError(f"length filters apply to dataset workloads (sharegpt, jsonl, trace), not {kind}")
+
+    def _check_bounds(self, given: list[str]) -> None:
+        """Bounds of drawn lengths: clip another distribution, or alone draw uniformly (both ends needed)."""
+        bounds = [f for f in LENGTH_FILTERS if getattr(self, f) is not None]
+        if self.kind in DATASET_KINDS or not bounds:
+            return
+        if self.length_histogram is not None:
+            raise ValueError(f"{bounds[0]} does not apply to a length histogram (its buckets give the lengths)")
+        spread = {"input": self.range_ratio is not None or self.input_len_stddev is not None,
+                  "output": self.range_ratio is not None or self.output_len_stddev is not None}
+        for side in ("input", "output"):
+            lo, hi = getattr(self, f"min_{side}_len"), getattr(self, f"max_{side}_len")
+            if not spread[side] and (lo is None) != (hi is None):
+                raise ValueError(f"min_{side}_len and max_{side}_len draw {side} lengths uniformly between them: "
+                                 "give both (or a range ratio or standard deviation to clip)")
 
 
 LENGTH_FILTERS = ("min_input_len", "max_input_len", "min_output_len", "max_output_len")
+DRAW_FIELDS = ("range_ratio", "input_len_stddev", "output_len_stddev", "length_histogram")
 
 
 class Workload(WorkloadSource):
@@ -94,13 +170,43 @@ class Workload(WorkloadSource):
     @property
     def fixed_lengths(self) -> bool:
         """Every request asks the same input_len and output_len."""
-        return self.kind in FIXED_LENGTH_KINDS
+        return self.kind in FIXED_LENGTH_KINDS and self.draws is None
+
+    @property
+    def draws(self) -> str | None:
+        """The length distribution as a short tag (part of the cell key), None when every length is exact."""
+        if self.length_histogram is not None:
+            return f"hist={Path(self.length_histogram).name}"
+        return ",".join(t for t in (self._ratio_tag(), self._sd_tag(), *self._bound_tags()) if t) or None
+
+    def _ratio_tag(self) -> str:
+        exact = 1.0 if self.range_ratio_style == "sglang" else 0.0      # vLLM's 0 and SGLang's 1: exact lengths
+        if self.range_ratio is None or self.range_ratio == exact:
+            return ""
+        return ("sglang-" if self.range_ratio_style == "sglang" else "") + f"r{self.range_ratio:g}"
+
+    def _sd_tag(self) -> str:
+        if self.input_len_stddev is None and self.output_len_stddev is None:
+            return ""
+        return f"sd{self.input_len_stddev or 0:g},{self.output_len_stddev or 0:g}"
+
+    def _bound_tags(self) -> list[str]:
+        if self.kind not in FIXED_LENGTH_KINDS:
+            return []                       # datasets: the bounds filter entries, they draw nothing
+        out = []
+        for side, short in (("input", "in"), ("output", "out")):
+            lo, hi = getattr(self, f"min_{side}_len"), getattr(self, f"max_{side}_len")
+            if lo is not None or hi is not None:
+                out.append(f"{short}{lo or 1}..{hi or ''}")
+        return out
 
     @property
     def label(self) -> str:
         """The workload part of a cell key: `512:128` for random, the kind and its knobs otherwise
         (parentheses, not brackets: consoles read `[...]` as markup)."""
-        lengths = f"{self.input_len}:{self.output_len}"
+        lengths = f"{self.input_len}:{self.output_len}" + (f"({self.draws})" if self.draws else "")
+        if self.length_histogram is not None:
+            lengths = f"{self.draws}"       # the buckets give the lengths: random `hist=F`, text `text:hist=F`
         out = f":{self.output_len}" if self.output_len else ""
         name = Path(self.dataset_path).name if self.dataset_path else ""
         if self.kind == "random":
@@ -111,7 +217,10 @@ class Workload(WorkloadSource):
             src = name or f"{self.image_width}x{self.image_height}.{self.image_format}"
             return f"image({src}*{self.image_count}):{lengths}"
         if self.kind == "trace":
-            return f"trace({name},x{self.time_scale:g}){out}"
+            blocks = f",b{self.trace_block_size}" if self.trace_block_size != TRACE_BLOCK_SIZE else ""
+            return f"trace({name},x{self.time_scale:g}{blocks}){out}"
+        if self.kind == "text":
+            return f"text:{lengths}"
         return f"{self.kind}({name}){out}"
 
 
@@ -132,6 +241,7 @@ class Load(StrictModel):
     arrival: Literal["poisson", "constant", "trace"] = Field(
         "poisson", description="open-loop arrivals; trace: the trace workload's timestamps (no rate)")
     max_concurrency: int | None = Field(None, gt=0, description="cap on in-flight requests in rate mode")
+    rate_cap: Literal["queue", "gate"] = Field("queue", description=RATE_CAP)
     burstiness: float = Field(1.0, gt=0, description="Poisson arrivals: shape of the gamma-distributed gaps "
                               "(vLLM's --burstiness): 1 = Poisson, < 1 burstier, > 1 more even; same mean rate")
     num_prompts: int | None = Field(None, gt=0, description="requests per cell (trace: at most this many rows)")
@@ -149,6 +259,8 @@ class Load(StrictModel):
             raise ValueError("give exactly one of concurrency or request_rate")
         if self.burstiness != 1.0 and (self.request_rate is None or self.arrival != "poisson"):
             raise ValueError("burstiness shapes Poisson arrivals: it needs a request rate and arrival poisson")
+        if self.rate_cap == "gate" and (self.request_rate is None or self.max_concurrency is None):
+            raise ValueError("rate_cap gate needs a request rate and max_concurrency")
         if self.num_prompts is None and self.duration_s is None:
             raise ValueError("give num_prompts or duration_s")
         return self
@@ -159,7 +271,8 @@ class Load(StrictModel):
             return f"c={self.concurrency}"
         if self.arrival == "trace":
             return "replay" + (f",max={self.max_concurrency}" if self.max_concurrency else "")
-        return f"rate={self.request_rate:g}/s" + (f",b={self.burstiness:g}" if self.burstiness != 1.0 else "")
+        return (f"rate={self.request_rate:g}/s" + (f",b={self.burstiness:g}" if self.burstiness != 1.0 else "")
+                + (f",gate={self.max_concurrency}" if self.rate_cap == "gate" else ""))
 
     @property
     def open_loop(self) -> bool:

@@ -1,5 +1,5 @@
 """What a server is, as read from it (deploy/engines) or as an imported result states it (formats/), stored
-with every server config and read back as this type (store/rows.ConfigRow). The ten facts read from a
+with every server config and read back as this type (store/rows.ConfigRow). The eleven facts read from a
 running server are always stored; the others only when given."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-ALWAYS = ("engine", "version", "model", "ctx_per_seq", "kv_capacity_tokens", "slots", "prefix_cache", "metrics",
-          "source", "raw")      # the facts read from a running server, stored always
+ALWAYS = ("engine", "version", "model", "ctx_per_seq", "kv_capacity_tokens", "slots", "prefix_cache", "speculative",
+          "metrics", "source", "raw")      # the facts read from a running server, stored always
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,7 @@ class ServerFacts:
     kv_capacity_tokens: int | None = None   # tokens the KV cache holds across all sequences
     slots: int | None = None          # llama.cpp parallel slots / max running requests where known
     prefix_cache: str | None = None   # the server's prefix-cache setting: "enabled" | "disabled" (None: unknown)
+    speculative: str | None = None    # speculative decoding the server reports ("ngram, 3 draft tokens"; None: off/unknown)
     metrics: dict[str, str] = field(default_factory=dict)  # running / waiting / kv_usage -> the /metrics name
     source: dict[str, str] = field(default_factory=dict)   # which endpoint each fact came from
     raw: dict = field(default_factory=dict)                # the engine's own answers, trimmed
@@ -58,7 +59,7 @@ class ServerFacts:
     given: tuple[str, ...] = field(default=ALWAYS, compare=False, repr=False)   # the keys stored, in their order
 
     def to_dict(self) -> dict:
-        """The stored form: the keys given (read from a server: the first ten), then any other fact."""
+        """The stored form: the keys given (read from a server: the first eleven), then any other fact."""
         out = {k: _plain(getattr(self, k)) for k in self.given}
         return {**out, **self.other}
 

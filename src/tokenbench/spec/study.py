@@ -9,7 +9,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
 from tokenbench.spec.base import StrictModel
-from tokenbench.spec.bench import DATASET_KINDS, FIXED_LENGTH_KINDS, SLO, Workload, WorkloadSource
+from tokenbench.spec.bench import DATASET_KINDS, FIXED_LENGTH_KINDS, RATE_CAP, SLO, Workload, WorkloadSource
 
 SHORT_KEYS = {"tp": "parallelism.tp", "dp": "parallelism.dp", "slots": "parallelism.slots",
               "threads": "parallelism.threads", "ctx": "parallelism.ctx"}
@@ -70,6 +70,23 @@ class Client(StrictModel):
                                  "dropped as soon as a request is parsed)")
 
 
+class Sampling(StrictModel):
+    """Sampling parameters of every request (vLLM's and SGLang's sampling flags). Output lengths stay exact
+    whatever they are: every request also asks ignore_eos and min_tokens = max_tokens."""
+
+    temperature: float = Field(0.0, ge=0, description="sampling temperature; default 0 (greedy)")
+    top_p: float | None = Field(None, gt=0, le=1, description="nucleus sampling: top-p (default: the server's)")
+    top_k: int | None = Field(None, ge=-1, description="top-k sampling, -1 = off (default: the server's)")
+    min_p: float | None = Field(None, ge=0, le=1, description="min-p sampling (default: the server's)")
+    frequency_penalty: float | None = Field(None, description="frequency penalty (default: the server's)")
+    presence_penalty: float | None = Field(None, description="presence penalty (default: the server's)")
+    repetition_penalty: float | None = Field(None, gt=0, description="repetition penalty (default: the server's)")
+
+    def body(self) -> dict[str, float]:
+        """The fields a request body carries: temperature always, the others when given."""
+        return self.model_dump(exclude_none=True)
+
+
 class StudySpec(StrictModel):
     """A study: target x workload x load cells x server configs x repeats. A benchmark is a study with one
     server configuration and no relaunch; `tokenbench sweep --fields` lists every key."""
@@ -78,8 +95,9 @@ class StudySpec(StrictModel):
     name: str = Field("sweep", description="study name (vLLM's --label): in the stored run and the result files")
     target: Target
     workload: WorkloadSource = Field(default_factory=WorkloadSource,
-                                     description="kind and knobs (docs/workloads.md); random, prefix and image "
-                                                 "take their lengths from pairs, datasets and traces from the file")
+                                     description="kind and knobs (docs/workloads.md); random, text, prefix and "
+                                                 "image take their lengths from pairs (or a length_histogram), "
+                                                 "datasets and traces from the file")
     pairs: list[tuple[int, int]] = Field(default_factory=list, description="[input, output] token pairs "
                                          "(exact prompt and output tokens)")
     concurrency: list[int] = Field(default_factory=list, description="closed-loop cells: requests in flight")
@@ -91,6 +109,7 @@ class StudySpec(StrictModel):
                               "< 1 burstier, > 1 more even; same mean rate)")
     max_concurrency: int | None = Field(None, gt=0, description="cap on in-flight requests in rate cells "
                                         "(alone: one closed-loop cell at this concurrency, as vLLM)")
+    rate_cap: Literal["queue", "gate"] = Field("queue", description=RATE_CAP)
     vary: dict[str, Annotated[list[Any], AfterValidator(_non_empty_axis)]] = Field(default_factory=dict,
                                        description="server-config axes: profile key -> values (tp, slots, ...)")
     repeats: int = Field(1, ge=1, description="runs of every cell, each with fresh prompts (seed + repeat)")
@@ -99,7 +118,8 @@ class StudySpec(StrictModel):
                                         "default: the cell's concurrency")
     api: Literal["completions", "chat"] = Field("completions", description="OpenAI API: /v1/completions or "
                                                 "/v1/chat/completions (image workloads: chat)")
-    seed: int = Field(0, description="seed of the prompts and of each cell's arrivals (repeat r uses seed + r)")
+    seed: int = Field(0, description="seed of the prompts, drawn lengths and each cell's arrivals (repeat r uses seed + r)")
+    sampling: Sampling = Field(default_factory=Sampling)
     client: Client = Field(default_factory=Client)
     kv_capacity: int | None = Field(None, gt=0, description="override the KV capacity read from the server")
     slo: SLO = Field(default_factory=SLO)
@@ -160,16 +180,26 @@ class StudySpec(StrictModel):
         if self.client.keep_raw and (self.client.workers > 1 or self.client.ray_address):
             raise ValueError("--keep-raw records the raw bytes of one client process: drop client.workers / "
                              "client.ray_address (--workers / --ray), or client.keep_raw (--keep-raw)")
-        if self.burstiness != 1.0 and (not self.rates or self.arrival != "poisson"):
-            raise ValueError("burstiness shapes Poisson arrivals: it needs a request rate (rates) and arrival poisson")
         if self.vary and self.target.base_url:
             raise ValueError("'vary' needs a profile target (tokenbench must relaunch the server per config)")
         return self
 
     @model_validator(mode="after")
+    def _rate_shape(self) -> "StudySpec":
+        if self.rate_cap == "gate" and not (self.rates and self.max_concurrency):
+            raise ValueError("rate_cap gate shapes a capped rate: it needs a request rate (rates) and max_concurrency")
+        if self.burstiness != 1.0 and (not self.rates or self.arrival != "poisson"):
+            raise ValueError("burstiness shapes Poisson arrivals: it needs a request rate (rates) and arrival poisson")
+        return self
+
+    @model_validator(mode="after")
     def _lengths(self) -> "StudySpec":
         kind = self.workload.kind
-        if kind in FIXED_LENGTH_KINDS and not self.pairs:
+        if self.workload.length_histogram is not None:
+            if self.pairs:
+                raise ValueError("length_histogram gives every request's lengths: drop 'pairs' (--input-len, "
+                                 "--output-len)")
+        elif kind in FIXED_LENGTH_KINDS and not self.pairs:
             raise ValueError(f"'pairs' is empty: a {kind} sweep needs [input, output] pairs, e.g. pairs: [[512, 128]]")
         if kind in FIXED_LENGTH_KINDS and self.workload.output_len is not None:
             raise ValueError("give output lengths in 'pairs', not workload.output_len")
@@ -185,6 +215,6 @@ class StudySpec(StrictModel):
     def workloads(self) -> list[Workload]:
         """One workload per pair (random, prefix, image), or the one dataset workload."""
         common = {**self.workload.model_dump(), "api": self.api, "seed": self.seed}
-        if self.workload.kind in DATASET_KINDS:
+        if self.workload.kind in DATASET_KINDS or self.workload.length_histogram is not None:
             return [Workload(**common)]
         return [Workload(**{**common, "input_len": a, "output_len": b}) for a, b in self.pairs]

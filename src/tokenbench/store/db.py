@@ -10,6 +10,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -49,6 +50,44 @@ def new_run_id() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
 
 
+BUSY_S = 30.0           # a write waits this long for another writer (several processes share one database)
+BUSY_STEP_S = 0.1       # ... in steps of this, so a Ctrl-C is handled meanwhile (store.begin)
+# a cell a resume skips: its current row, neither cut short by an unreachable server nor stopped by the user
+DONE = ("c.superseded = 0 AND c.status != 'interrupted'"
+        " AND json_extract(c.summary_json, '$.server_unreachable') IS NULL")
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """Which runs `Store.runs` gives: the study name and the target containing these texts (any case),
+    created from `since` until `until` (ISO timestamps in UTC, as stored; either end open)."""
+
+    name: str | None = None
+    target: str | None = None
+    since: str | None = None
+    until: str | None = None
+
+    def where(self) -> tuple[str, tuple]:
+        """The SQL condition on `runs r` (with its leading WHERE) and its arguments."""
+        parts = [(f"COALESCE(json_extract(r.spec_json, '$.name'), '') LIKE ? ESCAPE '{LIKE_ESCAPE}'", _like(self.name)),
+                 (f"r.target LIKE ? ESCAPE '{LIKE_ESCAPE}'", _like(self.target)),
+                 ("r.created_at >= ?", self.since), ("r.created_at <= ?", self.until)]
+        kept = [(sql, arg) for sql, arg in parts if arg is not None]
+        return (" WHERE " + " AND ".join(sql for sql, _ in kept) if kept else "", tuple(arg for _, arg in kept))
+
+
+LIKE_ESCAPE = "\\"
+
+
+def _like(text: str | None) -> str | None:
+    """A LIKE pattern matching `text` anywhere (its own % and _ taken literally)."""
+    if text is None:
+        return None
+    for c in (LIKE_ESCAPE, "%", "_"):
+        text = text.replace(c, LIKE_ESCAPE + c)
+    return f"%{text}%"
+
+
 # SQLite's words for a write that the disk refused -> what the user is told
 WRITE_REFUSED = {"database or disk is full": "disk full", "readonly database": "read-only",
                  "disk i/o error": "disk I/O error"}
@@ -75,6 +114,7 @@ def refused_write(exc: BaseException) -> bool:
 
 class Store:
     kept = True         # False for --no-store's temporary database: nothing to resume or report from later
+    wait_s = BUSY_S     # how long a write waits for another writer (0 in `no_wait`)
 
     def __init__(self, path: str | Path) -> None:
         self.path = db_path(path)
@@ -88,12 +128,12 @@ class Store:
                               FIX) from None
         with self._guard("open"):
             outputs.create(self.path)           # SQLite would make a new one 0644 whatever the umask
-            self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            self.db = sqlite3.connect(self.path, timeout=BUSY_S, isolation_level=None)
             self.db.row_factory = sqlite3.Row
-            self.db.execute("PRAGMA foreign_keys = ON")
             self.db.execute("PRAGMA journal_mode = WAL")
             self.db.execute("PRAGMA synchronous = FULL")
             migrate(self.db, self.path)
+            self.db.execute("PRAGMA foreign_keys = ON")
 
     @contextlib.contextmanager
     def _guard(self, action: str) -> Iterator[None]:
@@ -141,11 +181,13 @@ class Store:
                              f"list runs with `{commands.tokenbench(self.path, 'runs')}`")
         return liveness.shown_status(run_from_db(_decode(dict(row))))
 
-    def runs(self) -> list[RunRow]:
+    def runs(self, which: RunFilter = RunFilter()) -> list[RunRow]:
+        """The runs `which` selects, oldest first."""
         with self._guard("read runs"):
+            where, args = which.where()
             rows = self.db.execute(
-                "SELECT r.*, (SELECT COUNT(*) FROM cells c WHERE c.run_id=r.id) AS cells_done"
-                " FROM runs r ORDER BY created_at, id").fetchall()
+                f"SELECT r.*, (SELECT COUNT(*) FROM cells c WHERE c.run_id=r.id AND {DONE}) AS cells_done"
+                f" FROM runs r{where} ORDER BY created_at, id", args).fetchall()
             return [liveness.shown_status(run_from_db(_decode(dict(r)))) for r in rows]
 
     # server configs -----------------------------------------------------------------------------
@@ -177,14 +219,13 @@ class Store:
     # cells --------------------------------------------------------------------------------------
     def save_cell(self, run_id: str, config_id: int, cell: CellRow, records: Iterable[RequestRecord],
                   samples: Iterable[tuple] = ()) -> int:
-        """Commit a finished cell with its requests and samples in ONE transaction (replacing any
-        earlier row of the same key, e.g. a cell rerun after a crash)."""
+        """Commit a finished cell with its requests and samples in ONE transaction, as the current row of its
+        key (an earlier row of the same key makes way: `_make_way`)."""
         columns = {**cell.columns(), "over_capacity": int(cell.over_capacity),
                    "summary_json": json.dumps(cell.summary.to_dict()), "started_ns": cell.started_ns,
                    "run_id": run_id, "config_id": config_id, "finished_at": _now()}
         with self._guard(f"store cell {cell.key}"), self._tx():
-            self.db.execute("DELETE FROM cells WHERE run_id=? AND config_id=? AND key=? AND repeat=?",
-                            (run_id, config_id, cell.key, cell.repeat))
+            self._make_way(run_id, config_id, cell)
             cur = self.db.execute(f"INSERT INTO cells ({','.join(columns)}) VALUES ({','.join('?' * len(columns))})",
                                   tuple(columns.values()))
             cell_id = cur.lastrowid or 0
@@ -197,20 +238,30 @@ class Store:
                 ((cell_id, *s) for s in samples))
         return cell_id
 
+    def _make_way(self, run_id: str, config_id: int, cell: CellRow) -> None:
+        """The key's current row makes way for a new one: an interrupted one is kept as data, numbered as the
+        n-th superseded attempt (its requests stay; no figure reads them), any other is replaced (e.g. a cell
+        run again after the server became unreachable)."""
+        same, key = "run_id=? AND config_id=? AND key=? AND repeat=?", (run_id, config_id, cell.key, cell.repeat)
+        self.db.execute(f"UPDATE cells SET superseded = (SELECT MAX(superseded) + 1 FROM cells WHERE {same})"
+                        f" WHERE {same} AND superseded = 0 AND status = 'interrupted'", key + key)
+        self.db.execute(f"DELETE FROM cells WHERE {same} AND superseded = 0", key)
+
     def cells(self, run_id: str) -> list[CellRow]:
+        """The run's current cells (an interrupted attempt measured again since is not among them)."""
         return [CellRow.from_db(r) for r in self._rows(
             "read cells",
             "SELECT c.*, s.name AS config_name FROM cells c JOIN server_configs s ON s.id=c.config_id"
-            " WHERE c.run_id=? ORDER BY c.config_id, c.input_len, c.output_len, c.concurrency, c.request_rate,"
+            " WHERE c.run_id=? AND c.superseded=0 ORDER BY c.config_id, c.input_len, c.output_len, c.concurrency, c.request_rate,"
             " c.repeat", (run_id,))]
 
     def done_keys(self, run_id: str) -> set[tuple[str, str, int]]:
         """(config, key, repeat) of the cells a resume skips: all stored ones except cells cut short
-        because the server was unreachable (those are run again)."""
+        because the server was unreachable or the user stopped them (those are run again, in full)."""
         with self._guard("read cells"):
             rows = self.db.execute(
                 "SELECT s.name, c.key, c.repeat FROM cells c JOIN server_configs s ON s.id=c.config_id"
-                " WHERE c.run_id=? AND json_extract(c.summary_json, '$.server_unreachable') IS NULL",
+                f" WHERE c.run_id=? AND {DONE}",
                 (run_id,)).fetchall()
         return {(r[0], r[1], r[2]) for r in rows}
 
@@ -252,16 +303,46 @@ class Store:
             rows = self.db.execute(
                 "SELECT r.cell_id, COALESCE(SUM(r.cached_tokens), 0), COALESCE(SUM(r.prompt_tokens), 0),"
                 " COUNT(r.cached_tokens) FROM cells c JOIN requests r ON r.cell_id = c.id AND r.phase = 'measure'"
-                " AND r.sampled = 1 WHERE c.run_id = ? GROUP BY r.cell_id", (run_id,)).fetchall()
+                " AND r.sampled = 1 WHERE c.run_id = ? AND c.superseded = 0 GROUP BY r.cell_id", (run_id,)).fetchall()
         return {r[0]: (r[1], r[2], r[3]) for r in rows}
 
     def _rows(self, action: str, sql: str, args: tuple) -> list[dict]:
         with self._guard(action):
             return [_decode(dict(r)) for r in self.db.execute(sql, args).fetchall()]
 
+    def begin(self) -> None:
+        """BEGIN IMMEDIATE: wait for another writer up to `wait_s`, in steps of BUSY_STEP_S, so a Ctrl-C is
+        handled within a step (SQLite's own wait for a lock cannot be interrupted)."""
+        deadline = time.monotonic() + self.wait_s
+        self.db.execute(f"PRAGMA busy_timeout = {int(min(BUSY_STEP_S, self.wait_s) * 1000)}")
+        try:
+            while True:
+                try:
+                    self.db.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc) or time.monotonic() >= deadline:
+                        raise
+        finally:
+            self.db.execute(f"PRAGMA busy_timeout = {int(self.wait_s * 1000)}")
+
+    @contextlib.contextmanager
+    def no_wait(self) -> Iterator[None]:
+        """Writes that do not wait for another writer, and fail quietly when one holds the database: after a
+        second Ctrl-C nothing may keep the process (a run left "running" reads "interrupted" once it ends)."""
+        self.wait_s = 0.0
+        self.db.execute("PRAGMA busy_timeout = 0")
+        try:
+            with contextlib.suppress(StoreError):
+                yield
+        finally:
+            self.wait_s = BUSY_S
+            with contextlib.suppress(sqlite3.Error):
+                self.db.execute(f"PRAGMA busy_timeout = {int(BUSY_S * 1000)}")
+
     @contextlib.contextmanager
     def _tx(self) -> Iterator[None]:
-        self.db.execute("BEGIN IMMEDIATE")
+        self.begin()
         try:
             yield
             self.db.execute("COMMIT")

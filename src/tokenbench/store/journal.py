@@ -47,8 +47,10 @@ class Journal:
         result keeps a reference to it, not the records, until it is written."""
         cell_id, db_error = self._to_db(config_id, row, records, samples)
         stored = _Stored(self.store, cell_id) if self.store is not None and cell_id is not None else None
+        which = (config, row.key, row.repeat)
+        self.cells = [c for c in self.cells if c.cell != which]     # an interrupted cell, measured again
         self.cells.append(JsonCell({**row.to_json(), **({"config": config} if config else {})},
-                                   _Measured(stored or records) if self.wants_json or db_error else None))
+                                   _Measured(stored or records) if self.wants_json or db_error else None, which))
         json_error = self._write_json()
         if db_error or json_error:
             self._fail(row.key, db_error, json_error)
@@ -123,7 +125,7 @@ class Journal:
         for c in self.store.cells(self.run_id):
             if c.id is not None:
                 self.cells.append(JsonCell({**c.to_json(), "config": c.config},
-                                           _Measured(_Stored(self.store, c.id))))
+                                           _Measured(_Stored(self.store, c.id)), (c.config, c.key, c.repeat)))
 
     def locations(self) -> list[str]:
         out = []
@@ -194,6 +196,8 @@ class JsonCell:
 
     fields: dict
     requests: _Measured | None = None       # None: written without its requests (no JSON asked)
+
+    cell: tuple[str | None, str, int] | None = None     # (config, key, repeat): a cell measured again replaces it
 
 
 def json_pieces(doc: dict, cells: list[JsonCell]) -> Iterator[str]:

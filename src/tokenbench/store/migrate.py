@@ -33,7 +33,9 @@ def _step(db: sqlite3.Connection, sql: str, version: int) -> None:
 
 
 def migrate(db: sqlite3.Connection, path: Path) -> int:
-    """Upgrade in place; returns the version found. StoreError for a newer or foreign database."""
+    """Upgrade in place; returns the version found. StoreError for a newer or foreign database. Foreign keys
+    are off while it runs (the caller turns them on after)."""
+    db.execute("PRAGMA foreign_keys = OFF")    # a rebuilt table (migration 5) must not cascade deletes
     version = db.execute("PRAGMA user_version").fetchone()[0]
     if version > SCHEMA_VERSION:
         raise StoreError(f"{path} has schema version {version}, newer than this tokenbench ({SCHEMA_VERSION})",

@@ -111,6 +111,21 @@ def write_text(path: str | Path, text: str | Iterable[str], flag: str = "--outpu
     return target
 
 
+def append_line(path: str | Path, line: str, flag: str) -> None:
+    """Append one line (a JSONL record) and flush it to disk, as other tools append to their result files;
+    the file is created with the umask's mode. OutputError says why it failed."""
+    check(path, flag)
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with target.open("a", encoding="utf-8") as handle:
+            handle.write(line.rstrip("\n") + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as exc:
+        raise OutputError(f"cannot append to {target}: {reason(exc)}", "free space or choose another path") from None
+
+
 def create(path: Path) -> None:
     """Create `path` empty if it does not exist, with the umask's mode (an existing file is left alone)."""
     with contextlib.suppress(FileExistsError):

@@ -56,7 +56,7 @@ class CellRow:
     key: str
     input_len: int
     output_len: int
-    status: str                         # ok | failed | invalid | skipped
+    status: str                         # ok | failed | invalid | skipped | interrupted
     summary: CellSummary = field(default_factory=CellSummary)
     repeat: int = 0
     concurrency: int | None = None
@@ -85,16 +85,22 @@ class CellRow:
     def with_summary(self, summary: CellSummary) -> CellRow:
         return replace(self, summary=summary)
 
+    JSON_COLUMNS = ("key", "repeat", "input_len", "output_len", "concurrency", "request_rate", "status", "message",
+                    "kv_demand", "kv_capacity", "over_capacity")
+
     def columns(self) -> dict[str, Any]:
         """The cell's own columns (its summary apart), by name: what `export` and the JSON result show."""
-        return {"key": self.key, "repeat": self.repeat, "input_len": self.input_len, "output_len": self.output_len,
-                "concurrency": self.concurrency, "request_rate": self.request_rate, "status": self.status,
-                "message": self.message, "kv_demand": self.kv_demand, "kv_capacity": self.kv_capacity,
-                "over_capacity": self.over_capacity}
+        return {name: getattr(self, name) for name in self.JSON_COLUMNS}
 
     def to_json(self) -> dict[str, Any]:
         """The cell in the JSON result (its requests apart)."""
         return {**self.columns(), "summary": self.summary.to_dict(), "started_ns": self.started_ns}
+
+    @classmethod
+    def from_json(cls, cell: Mapping[str, Any]) -> CellRow:
+        """A cell of the JSON result (`to_json()`'s form, its requests and config apart) read back."""
+        out = _from_db(cls, {k: v for k, v in cell.items() if k in (*cls.JSON_COLUMNS, "started_ns")})
+        return replace(out, summary=CellSummary.from_dict(cell.get("summary") or {}))
 
     @classmethod
     def from_db(cls, row: Mapping[str, Any]) -> CellRow:
@@ -120,6 +126,12 @@ class RunRow:
     owner_pid: int | None = None
     owner_started: float | None = None
     cells_done: int | None = None       # listed runs only
+
+    @property
+    def name(self) -> str:
+        """The study's name (`name` of its spec, vLLM's --label); "" when it has none (an imported run)."""
+        name = self.spec.get("name")
+        return name if isinstance(name, str) else ""
 
     def planned_cells(self, configs: int) -> int | None:
         """Cells the run meant to measure, when its spec says: `planned_cells`, or the product of its axes."""

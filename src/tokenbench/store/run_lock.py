@@ -49,8 +49,11 @@ def held(store: Store, run_id: str, resume: str) -> Iterator[None]:
     take(store, run_id, resume)
     try:
         yield
-    finally:
-        release(store, run_id)
+    except BaseException:
+        with store.no_wait():           # an interrupt must not wait for another writer: a lock left behind is
+            release(store, run_id)      # stale once this process ends, and the next one takes it over
+        raise
+    release(store, run_id)
 
 
 def take(store: Store, run_id: str, resume: str) -> None:
@@ -103,7 +106,7 @@ def _busy(run_id: str, holder: Holder, resume: str) -> StoreError:
 @contextlib.contextmanager
 def _transaction(store: Store, action: str) -> Iterator[None]:
     try:
-        store.db.execute("BEGIN IMMEDIATE")
+        store.begin()
     except sqlite3.Error as exc:
         raise StoreError(f"results database {store.path}: cannot {action}: {describe(exc)}", FIX) from None
     try:

@@ -85,6 +85,27 @@ CREATE TABLE IF NOT EXISTS samples (
 CREATE INDEX IF NOT EXISTS samples_cell ON samples(cell_id, source, name);
 """
 
+# the columns of `cells` as V1_DDL made them (migration 5 rebuilds the table with them)
+_CELL_COLUMNS = """
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    config_id INTEGER NOT NULL REFERENCES server_configs(id),
+    key TEXT NOT NULL,
+    repeat INTEGER NOT NULL DEFAULT 0,
+    input_len INTEGER NOT NULL,
+    output_len INTEGER NOT NULL,
+    concurrency INTEGER,
+    request_rate REAL,
+    status TEXT NOT NULL,
+    message TEXT NOT NULL DEFAULT '',
+    kv_demand INTEGER,
+    kv_capacity INTEGER,
+    over_capacity INTEGER NOT NULL DEFAULT 0,
+    summary_json TEXT NOT NULL,
+    started_ns INTEGER,
+    finished_at TEXT NOT NULL"""
+_CELL_NAMES = ", ".join(line.split()[0] for line in _CELL_COLUMNS.strip().splitlines())
+
 RESERVOIR = 1000   # requests per cell and phase kept flagged `sampled` for per-request views
 
 # a fixed pseudo-random order of request indices (Fibonacci hashing): the first RESERVOIR of a cell in
@@ -111,6 +132,15 @@ MIGRATIONS: list[tuple[int, str]] = [
         "ALTER TABLE requests ADD COLUMN expected_prompt_tokens INTEGER;\n"
         "ALTER TABLE requests ADD COLUMN connect_ns INTEGER NOT NULL DEFAULT 0;\n"
         "ALTER TABLE requests ADD COLUMN connect_in_ttft INTEGER NOT NULL DEFAULT 0;"),
+    # 5: a cell interrupted by the user (Ctrl-C) and measured again is kept as data, superseded: `superseded` is
+    # 0 for a cell's current row, n > 0 for the n-th earlier attempt it replaced. SQLite cannot change a table's
+    # UNIQUE constraint in place, so the table is rebuilt (store/migrate.py runs it with foreign keys off).
+    (5, f"CREATE TABLE cells_v5 ({_CELL_COLUMNS},\n"
+        "    superseded INTEGER NOT NULL DEFAULT 0,\n"
+        "    UNIQUE (run_id, config_id, key, repeat, superseded));\n"
+        f"INSERT INTO cells_v5 ({_CELL_NAMES}) SELECT {_CELL_NAMES} FROM cells;\n"
+        "DROP TABLE cells;\n"
+        "ALTER TABLE cells_v5 RENAME TO cells;"),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]
@@ -122,7 +152,7 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     "server_configs": ("id", "run_id", "name", "overrides_json", "profile_json", "facts_json", "status", "message"),
     "cells": ("id", "run_id", "config_id", "key", "repeat", "input_len", "output_len", "concurrency",
               "request_rate", "status", "message", "kv_demand", "kv_capacity", "over_capacity", "summary_json",
-              "started_ns", "finished_at"),
+              "started_ns", "finished_at", "superseded"),
     "requests": ("cell_id", "phase", "idx", "token_offsets_json", "token_counts_json", "text", "worker", "sampled",
                  "images", "image_bytes", "image_count", "first_content_offset_ns", "reasoning_tokens", "count_source",
                  "expected_prompt_tokens", "connect_ns", "connect_in_ttft"),

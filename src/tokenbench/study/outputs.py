@@ -1,6 +1,6 @@
 """Result files a study writes besides the database and tokenbench's own JSON result (that one is the
 runner's journal, store/journal.py): vLLM-compatible result files (`--save-result`), one per cell,
-each written atomically (store/outputs.py)."""
+each written atomically (store/outputs.py), and SGLang's JSONL (`--output-file`), a line appended per cell."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from tokenbench.spec.study import StudySpec
 from tokenbench.store import outputs
 from tokenbench.store.records import json_safe
 from tokenbench.store.rows import CellRow
+from tokenbench.study.sglang_result import SglangMeta, sglang_result
 from tokenbench.study.vllm_result import CellMeta, VllmOptions, result_path, vllm_result
 from tokenbench.sweep.plan import PlannedCell
 
@@ -44,3 +45,28 @@ class VllmResults:
 
     def locations(self) -> list[str]:
         return [f"wrote {p} (vllm bench serve format)" for p in self.written]
+
+
+class SglangResults:
+    """`--output-file`: each cell appended as one line of SGLang's bench_serving JSONL, as SGLang appends
+    one line per run (it lists per-request figures with --output-details, so cells keep their records)."""
+
+    needs_records = True
+
+    def __init__(self, spec: StudySpec, path: str, details: bool, backend: str | None) -> None:
+        self.path, self.lines = Path(path), 0
+        api_backend = "sglang-oai-chat" if spec.api == "chat" else "sglang-oai"
+        self.meta = SglangMeta(spec.name, backend or api_backend, spec.slo, details)
+
+    def target_ready(self, endpoint: Endpoint, facts: dict) -> None:
+        return None
+
+    def cell_stored(self, cell: PlannedCell, row: CellRow, result: CellResult) -> None:
+        outputs.append_line(self.path, json.dumps(sglang_result(result, self.meta)), "--output-file")
+        self.lines += 1
+
+    def finish(self, status: str) -> None:
+        return None
+
+    def locations(self) -> list[str]:
+        return [f"appended {self.lines} line(s) to {self.path} (sglang.bench_serving JSONL)"] if self.lines else []

@@ -17,9 +17,9 @@ from typing import Protocol
 
 from tokenbench import __version__
 from tokenbench.deploy import address
-from tokenbench.errors import DeployError, MeasurementError, SpecError, TargetError, UsageError
+from tokenbench.errors import DeployError, Interrupted, MeasurementError, SpecError, TargetError, UsageError
 from tokenbench.host import environment
-from tokenbench.load.cell import CellResult
+from tokenbench.load.cell import CellResult, how_far
 from tokenbench.load.target import Endpoint
 from tokenbench.spec.loader import load_model
 from tokenbench.spec.study import StudySpec
@@ -27,8 +27,9 @@ from tokenbench.store import commands, run_lock
 from tokenbench.store.db import Store
 from tokenbench.store.rows import CellRow
 from tokenbench.sweep.plan import Plan, PlannedCell, check_context, plan
-from tokenbench.sweep.run import RunSettings, StudyEvents, StudyRunner, endpoint_for, pending
+from tokenbench.sweep.run import CellInterrupted, RunSettings, StudyEvents, StudyRunner, endpoint_for, pending
 from tokenbench.sweep.servers import expected_ctx, load_profile
+from tokenbench.workload.lengths import Draws
 
 
 class ResultFile(Protocol):
@@ -68,7 +69,9 @@ class Outcome:
 
 
 def preflight(p: Plan) -> None:
-    """Everything that can be checked before a deploy: profiles load, contexts fit."""
+    """Everything that can be checked before a deploy: length histograms read, profiles load, contexts fit."""
+    for wl in p.spec.workloads():
+        Draws.of(wl)
     if not p.spec.target.profile:
         return
     for config in p.configs:
@@ -165,8 +168,11 @@ def _measure(study: Study, events: StudyEvents, files: Sequence[ResultFile]) -> 
     store.set_run_status(run_id, "running")
     try:
         problems = runner.run()
-    except KeyboardInterrupt:
-        store.set_run_status(run_id, "interrupted", "interrupted; resume with --resume")
+    except CellInterrupted as stop:
+        raise _interrupted(study, runner, files, stop) from None
+    except KeyboardInterrupt:            # a second Ctrl-C, or one outside any cell: nothing may wait now
+        with store.no_wait():
+            store.set_run_status(run_id, "interrupted", "interrupted by the user")
         _finish(files, "interrupted")
         raise
     except (DeployError, MeasurementError, SpecError, TargetError, UsageError) as exc:
@@ -181,6 +187,23 @@ def _measure(study: Study, events: StudyEvents, files: Sequence[ResultFile]) -> 
     _finish(files, status)
     out.files = [f"wrote {runner.journal.json_path}"] if runner.journal.json_path else []
     return out
+
+
+def _interrupted(study: Study, runner: StudyRunner, files: Sequence[ResultFile], stop: CellInterrupted
+                 ) -> Interrupted:
+    """The first Ctrl-C in a cell: the cell is stored as interrupted; the run is marked interrupted, the
+    result files finished; the one error line says where it is kept and how to resume it."""
+    store, run_id, row = study.store, study.run_id, stop.row
+    why = f"interrupted by the user in cell {stop.config} {row.key}"
+    store.set_run_status(run_id, "interrupted", why)
+    runner.journal.doc["status"] = "interrupted"
+    runner.journal.write()
+    _finish(files, "interrupted")
+    where = f"; run {run_id} kept in {store.path}" if store.kept else ""
+    finished = how_far(row.summary, int(row.summary.num_prompts or 0))
+    return Interrupted(f"{why}: {finished}; the cell is stored as interrupted{where}",
+                       f"{commands.resume_advice(store, study.settings.kind, run_id)} (it measures that cell "
+                       "again in full)")
 
 
 def check(out: Outcome, kind: str) -> None:
@@ -225,6 +248,7 @@ def measure(spec: StudySpec, json_path: str | None = None, events: StudyEvents |
     kept = Kept(records)
     with tempfile.TemporaryDirectory(prefix="tokenbench-") as folder:
         store = Store(Path(folder) / "results.db")
+        store.kept = False              # removed on return: nothing to resume from
         try:
             study = start(spec, store, RunSettings(kind="bench", output=json_path))
             out = execute(study, events or StudyEvents(log=lambda m: None), [kept])

@@ -6,11 +6,16 @@ import contextlib
 import json
 from collections.abc import Iterator
 
-from tokenbench.deploy.engines import has_adapter, metric_names
-from tokenbench.metrics.summary_groups import MonitorFigures
+from tokenbench.deploy.engines import has_adapter, metric_names, speculative
+from tokenbench.metrics import cache_hits, spec_decode
+from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.summary_groups import MonitorFigures, ServerCounters
+from tokenbench.monitor.counters import CounterWindow, window
 from tokenbench.monitor.runner import Monitor
 from tokenbench.monitor.samplers import HostSampler, NpuSmiSampler, NvidiaSmiSampler, PrometheusSampler
 from tokenbench.monitor.summary import queue_cross_check, summarize
+from tokenbench.spec.bench import SYNTHETIC_KINDS, Workload
+from tokenbench.sweep.servers import Server
 
 
 class CellMonitor:
@@ -25,6 +30,62 @@ class CellMonitor:
 
     def rows(self) -> list[tuple]:
         return [(s.t_ns, s.source, s.name, s.value, json.dumps(s.labels)) for s in self.samples]
+
+    def mark(self) -> None:
+        """Scrape the server's /metrics now (when the warmup ends), so the measured phase's counters
+        count from there."""
+        self.monitor.sample_now()
+
+    def counters(self, start_ns: int | None) -> CounterWindow:
+        """The server's counters from the last scrape at or before `start_ns` (the first measured send) to
+        the last one, read with the first engine's names that the scrapes carry."""
+        for spec in metric_names().values():
+            found = window(self.samples, spec.get("counters", {}), spec.get("gauges", {}), start_ns)
+            if found.increases or found.gauges:
+                return found
+        return CounterWindow(None, None)
+
+
+def _acceptance(found: CounterWindow) -> spec_decode.Acceptance | None:
+    return (spec_decode.from_counters(found.get("spec_drafts"), found.get("spec_draft_tokens"),
+                                      found.get("spec_accepted_tokens"))
+            or spec_decode.from_gauges(found.gauges.get("spec_accept_rate"), found.gauges.get("spec_accept_length")))
+
+
+def _window_keys(found: CounterWindow, start_ns: int | None) -> dict:
+    if found.from_ns is None or found.to_ns is None:
+        return {}
+    lead = (start_ns - found.from_ns) / 1e9 if start_ns is not None else None
+    return {"server_counters_window_s": (found.to_ns - found.from_ns) / 1e9, "server_counters_lead_s": lead}
+
+
+def random_prompts_reason(wl: Workload, setting: str) -> str | None:
+    """Why a cell's speculative figures are not what text gets: its prompts are random ids (or words)."""
+    if wl.kind not in SYNTHETIC_KINDS:
+        return None
+    what = "random words" if wl.api == "chat" else "random token ids"
+    return (f"speculative decoding ({setting}) fed {what}: acceptance on them, so TPOT and throughput, is not "
+            "what text gets; use --dataset-name text")
+
+
+def server_figures(mon: CellMonitor, summary: CellSummary, started_ns: int | None, wl: Workload,
+                   server: Server) -> CellSummary:
+    """The summary with what the server's counters say about the measured phase (speculative acceptance,
+    prefix-cache hits) and the random-prompt mark of a speculative server's cell, as its `counters` group
+    (docs/metrics.md); the summary unchanged when they say nothing."""
+    found = mon.counters(started_ns)
+    acceptance = _acceptance(found)
+    summary, out = cache_hits.fill_in(summary, cache_hits.from_counters(found.get("prefix_queries"),
+                                                                        found.get("prefix_hits")))
+    out |= acceptance.summary() if acceptance else {}
+    setting = speculative(server.profile) or server.facts.speculative or ("on" if acceptance else None)
+    if setting:
+        out["speculative"] = setting
+        reason = random_prompts_reason(wl, setting)
+        out |= {"spec_random_prompts": reason} if reason else {}
+    if not out:
+        return summary
+    return summary.with_(counters=ServerCounters.model_validate({**out, **_window_keys(found, started_ns)}))
 
 
 _warned: set[str] = set()

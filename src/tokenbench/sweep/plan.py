@@ -76,7 +76,8 @@ def _loads(spec: StudySpec) -> list[Load]:
     closed = spec.concurrency or ([spec.max_concurrency] if not spec.rates and spec.max_concurrency else [])
     loads = [Load(concurrency=c, num_prompts=_count(spec, c), **common) for c in closed]
     loads += [Load(request_rate=r, arrival=spec.arrival, burstiness=spec.burstiness, max_concurrency=spec.max_concurrency,
-                   num_prompts=_count(spec, spec.max_concurrency or r * 10), **common) for r in spec.rates]
+                   rate_cap=spec.rate_cap, num_prompts=_count(spec, spec.max_concurrency or r * 10), **common)
+              for r in spec.rates]
     return loads
 
 

@@ -7,6 +7,7 @@ cell of every command (bench, sweep, demo, calibrate, agree) is run here, by `St
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -16,7 +17,8 @@ from tokenbench.client.transport import Session, new_session
 from tokenbench.deploy.engines import reset_cache_path
 from tokenbench.deploy.secret_refs import api_key_var
 from tokenbench.errors import DeployError, TargetError
-from tokenbench.load.cell import CellJob, CellProgress, CellResult, run_cell
+from tokenbench.load.cell import CellJob, CellProgress, CellResult, Progress, run_cell
+from tokenbench.load.clock import ctrl_c_to_loop
 from tokenbench.load.clock import run as run_loop
 from tokenbench.load.executors import Executor, executor_for
 from tokenbench.load.target import Endpoint, resolve
@@ -27,7 +29,7 @@ from tokenbench.store.db import Store
 from tokenbench.store.journal import Journal
 from tokenbench.store.rows import CellRow, KvUse
 from tokenbench.sweep import capacity
-from tokenbench.sweep.monitoring import cell_monitor
+from tokenbench.sweep.monitoring import CellMonitor, cell_monitor, server_figures
 from tokenbench.sweep.plan import (
     Plan,
     PlannedCell,
@@ -49,6 +51,21 @@ class ServerDied(Exception):
 
 class ServerUnreachable(ServerDied):
     """The server stopped accepting connections during a cell (its process, if ours, still runs)."""
+
+
+class CellInterrupted(Exception):
+    """The user stopped a cell (Ctrl-C); it is stored as interrupted, and the run stops here."""
+
+    def __init__(self, config: str, row: CellRow) -> None:
+        super().__init__(f"{config} {row.key}: {row.message}")
+        self.config, self.row = config, row
+
+
+def _not_stopped() -> None:
+    """A Ctrl-C that came between cells (the task's cancellation is pending): no cell starts after it."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 @dataclass
@@ -93,6 +110,16 @@ def reset_prefix_cache(server: Server) -> None:
 
 def _kv(cell: PlannedCell, kv_cap: int | None) -> KvUse:
     return KvUse(kv_demand(cell), kv_cap, over_capacity(cell, kv_cap))
+
+
+def _marking(mon: CellMonitor, cell: PlannedCell, ev: StudyEvents) -> Progress:
+    """Progress to the display; when the last warmup request is done, a /metrics scrape (the measured
+    phase's counters count from it)."""
+    def on_progress(p: CellProgress) -> None:
+        if p.phase == "warmup" and p.done == p.total:
+            mon.mark()
+        ev.cell_progress(cell, p)
+    return on_progress
 
 
 def _gone(server: Server, result: CellResult) -> type[ServerDied] | None:
@@ -212,10 +239,11 @@ class StudyRunner:
             check_context(self.plan, server.facts.ctx_per_seq, f"server config {config.name}")
             self.store.upsert_config(self.run_id, config.name, config.as_dict(), server.profile, server.facts,
                                      status="running")
-            if self.plan.spec.find_capacity:
-                run_loop(self._capacity(server, config, config_id))
-            else:
-                run_loop(self._cells(server, config_id, [c for c in self.pending(config) if c is not None]))
+            with ctrl_c_to_loop():
+                if self.plan.spec.find_capacity:
+                    run_loop(self._capacity(server, config, config_id))
+                else:
+                    run_loop(self._cells(server, config_id, [c for c in self.pending(config) if c is not None]))
 
     @contextlib.asynccontextmanager
     async def _launched(self, server: Server, config_id: int):
@@ -251,7 +279,7 @@ class StudyRunner:
     async def _capacity(self, server: Server, config: ServerConfig, config_id: int) -> None:
         """Doubling then bisection per workload; cells already stored (resume) are reused, not rerun."""
         spec = self.plan.spec
-        stored = {(c.config, c.key): c for c in self.store.cells(self.run_id)}
+        stored = {(c.config, c.key): c for c in self.store.cells(self.run_id) if c.status != "interrupted"}
         lines = []
         async with self._launched(server, config_id) as launch:
             for wl in spec.workloads():
@@ -270,28 +298,35 @@ class StudyRunner:
         self.capacity[config.name] = lines
         self.capacity_done.add(config.name)
 
-    def job(self, launch: _Launch, cell: PlannedCell) -> CellJob:
-        """The cell as it is handed down: built here, once, for every command."""
+    def job(self, launch: _Launch, cell: PlannedCell, on_progress: Progress | None = None) -> CellJob:
+        """The cell as it is handed down: built here, once, for every command (`on_progress`: the cell's
+        progress, by default to the listeners)."""
         return CellJob(launch.endpoint, self.plan.spec, cell.workload, cell.load, self.executor,
-                       self.settings.keep_records, lambda p: self.ev.cell_progress(cell, p))
+                       self.settings.keep_records, on_progress or (lambda p: self.ev.cell_progress(cell, p)))
 
     async def _run_cell(self, launch: _Launch, cell: PlannedCell) -> CellRow:
-        """Run one cell on the launched server, store it, tell the listeners; the stored row."""
+        """Run one cell on the launched server, store it, tell the listeners; the stored row. A cell the
+        user stopped (Ctrl-C) is stored as interrupted, then the run stops (CellInterrupted)."""
         server = launch.server
+        _not_stopped()
         reset_prefix_cache(server)
         self.ev.cell_started(cell)
         with cell_monitor(server, self.plan.spec.monitor_interval_s, self.ev.log) as mon:
-            result = await run_cell(launch.session, self.job(launch, cell))
+            result = await run_cell(launch.session, self.job(launch, cell, _marking(mon, cell, self.ev)))
+        if result.stopped:
+            self.ev.log(f"interrupted: storing {cell.config.name} {cell.key} as interrupted "
+                        f"(Ctrl-C again stops at once, without storing it)")
         kv = _kv(cell, launch.kv_cap)
-        gone = _gone(server, result)
+        gone = None if result.stopped else _gone(server, result)
+        summary = server_figures(mon, result.summary, result.started_ns, cell.workload, server)
         row = CellRow.measured(cell, result, kv).with_summary(
-            result.summary.with_(monitor=mon.summary(int(result.summary.total_output_tokens or 0), kv.over)))
+            summary.with_(monitor=mon.summary(int(result.summary.total_output_tokens or 0), kv.over)))
         self.journal.add(launch.config_id, row, result.all_records(), mon.rows(), cell.config.name)
         self.attempted.add((cell.config.name, cell.key, cell.repeat))
         self.ev.cell_stored(cell, row, result)
         self.ev.cell_done(cell, row)
         if result.stopped:
-            raise KeyboardInterrupt          # stored: the run stops here, `--resume` runs the cells left
+            raise CellInterrupted(cell.config.name, row)
         if gone:
             raise gone(f"cell {cell.key}: {result.message}")
         return row

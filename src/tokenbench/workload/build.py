@@ -22,10 +22,11 @@ from tokenbench.errors import UsageError
 from tokenbench.metrics.summary_groups import WorkloadFacts
 from tokenbench.spec.bench import Workload
 from tokenbench.workload import images as img
-from tokenbench.workload import prefix, trace_replay
+from tokenbench.workload import prefix, text_corpus, trace_replay
 from tokenbench.workload.chat import ServerTokenizer, Tokenizer, chat_template_overhead, exact_text, image_tokens
 from tokenbench.workload.dataset import Draft, Filters, TextEntry, select
 from tokenbench.workload.jsonl import read_prompts
+from tokenbench.workload.lengths import Draws, length_stats
 from tokenbench.workload.local_tokenizer import LocalTokenizer, tokenizer_file
 from tokenbench.workload.random_ids import cell_rng, random_ids
 from tokenbench.workload.sharegpt import read_sharegpt
@@ -60,8 +61,9 @@ class CellPrompts:
     length_means: tuple[int, int] | None = None   # rounded mean (input, output) lengths asked
 
     def nominal_lengths(self, wl: Workload) -> tuple[int, int]:
-        """The cell's (input, output) lengths: exact for fixed-length kinds, else the rounded means asked."""
-        if wl.fixed_lengths or self.length_means is None:
+        """The cell's (input, output) lengths: the asked pair (exact, or the centre of drawn lengths), else
+        the rounded means asked (datasets, traces, a length histogram)."""
+        if (wl.input_len is not None and wl.output_len is not None) or self.length_means is None:
             return wl.input_len or 0, wl.output_len or 0
         return self.length_means
 
@@ -112,10 +114,43 @@ def _given(value: T | None, what: str) -> T:
     return value
 
 
+def _shapes(c: _Cell, phase: str, n: int | None) -> Iterator[tuple[int, int]]:
+    """Each request's (input, output) lengths in a phase: the asked pair, or drawn from the workload's
+    length distribution (its own seeded stream, apart from the prompts' content)."""
+    if c.wl.draws is None:
+        shape = (_given(c.wl.input_len, "input_len"), _given(c.wl.output_len, "output_len"))
+        return itertools.repeat(shape, *([] if n is None else [n]))
+    return Draws.of(c.wl).stream(c.rng(f"lengths-{phase}"), n)
+
+
+def _draw_facts(c: _Cell, n_meas: int | None) -> dict:
+    """The distribution in words and, for a counted cell, the drawn lengths' mean, min and max."""
+    if c.wl.draws is None:
+        return {}
+    stats = length_stats(_shapes(c, "measure", n_meas)) if n_meas is not None else {}
+    return {"length_distribution": Draws.of(c.wl).describe(), "length_draws": c.wl.draws, **stats}
+
+
 def _random(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
-    shape = (_given(c.wl.input_len, "input_len"), _given(c.wl.output_len, "output_len"))
-    return _Drafts(_exact_phase(c, "warmup", [shape] * n_warm),
-                   _lazy_phase(c, "measure", itertools.repeat(shape, *([] if n_meas is None else [n_meas]))))
+    return _Drafts(_exact_phase(c, "warmup", list(_shapes(c, "warmup", n_warm))),
+                   _lazy_phase(c, "measure", _shapes(c, "measure", n_meas)), facts=_draw_facts(c, n_meas))
+
+
+def _text(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
+    """Natural text: windows of exactly input_len tokens of the corpus (workload/text_corpus.py), or of
+    each request's drawn length (a length distribution, as random's)."""
+    corpus = text_corpus.corpus_ids(c.tok)
+
+    def phase(name: str, count: int | None) -> Iterator[Draft]:
+        rng = c.rng(name)
+        for n, out in _shapes(c, name, count):
+            if c.wl.api == "chat":
+                yield Draft(text_corpus.text_of(c.tok, corpus, rng, n), None, n, out)
+            else:
+                yield Draft(None, text_corpus.text_ids(corpus, rng, n), n, out)
+
+    facts = {"text_corpus": text_corpus.SOURCE, "text_corpus_tokens": len(corpus), **_draw_facts(c, n_meas)}
+    return _Drafts(list(phase("warmup", n_warm)), phase("measure", n_meas), facts=facts)
 
 
 def _dataset(reader: Callable[[str], list[TextEntry]]):
@@ -134,18 +169,18 @@ def _prefix(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None)
     wl, vocab = c.wl, c.t.vocab
     shared = c.rng("prefix")
     groups, plen = _given(wl.num_groups, "num_groups"), _given(wl.prefix_len, "prefix_len")
-    ilen, olen = _given(wl.input_len, "input_len"), _given(wl.output_len, "output_len")
+    ilen = _given(wl.input_len, "input_len")
     if wl.api == "chat":
         texts = prefix.prefix_texts(c.tok, shared, groups, plen, vocab)
 
         def phase(name: str, n: int) -> list[Draft]:
-            return prefix.text_drafts(c.tok, texts, wl, c.rng(name), n, vocab)
+            return prefix.text_drafts(c.tok, texts, c.rng(name), list(_shapes(c, name, n)), vocab, plen)
     else:
         ids = prefix.prefix_ids(shared, groups, plen, vocab)
 
         def phase(name: str, n: int) -> list[Draft]:
-            return prefix.id_drafts(ids, c.rng(name), n, ilen, olen, vocab)
-    facts = {"prefix_len": plen, "num_groups": groups, "prefix_share": plen / ilen}
+            return prefix.id_drafts(ids, c.rng(name), list(_shapes(c, name, n)), vocab)
+    facts = {"prefix_len": plen, "num_groups": groups, "prefix_share": plen / ilen, **_draw_facts(c, n_meas)}
     return _Drafts(phase("warmup", n_warm), phase("measure", _given(n_meas, "a request count")), facts=facts)
 
 
@@ -163,25 +198,51 @@ def _image_source(c: _Cell) -> Callable[[random.Random, int], list[img.Image]]:
 
 def _image(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
     wl, source = c.wl, _image_source(c)
-    ilen, olen = _given(wl.input_len, "input_len"), _given(wl.output_len, "output_len")
 
     def phase(name: str, n: int, first: int) -> list[Draft]:
         rng, out = c.rng(name), []
-        for i in range(n):
-            text = exact_text(c.tok, rng, ilen, c.t.vocab)
+        for i, (n_in, n_out) in enumerate(_shapes(c, name, n)):
+            text = exact_text(c.tok, rng, n_in, c.t.vocab)
             pics = source(rng, first + i)
-            out.append(Draft(text, None, ilen, olen, tuple(p.uri() for p in pics), sum(len(p.data) for p in pics)))
+            out.append(Draft(text, None, n_in, n_out, tuple(p.uri() for p in pics), sum(len(p.data) for p in pics)))
         return out
 
-    facts = {"images_per_request": wl.image_count,
+    facts = {"images_per_request": wl.image_count, **_draw_facts(c, n_meas),
              "image_source": wl.dataset_path or f"synthetic {wl.image_width}x{wl.image_height} {wl.image_format}"}
     return _Drafts(phase("warmup", n_warm, 0), phase("measure", _given(n_meas, "a request count"), n_warm),
                    facts=facts)
 
 
+def _trace_blocks(c: _Cell, rows: list[trace_replay.TraceRow], facts: dict,
+                  notes: list[str]) -> trace_replay.BlockIds | None:
+    """The hash blocks of a trace with hash_ids (completions: token ids); the trace's own reuse in facts."""
+    if not any(r.hash_ids for r in rows):
+        return None
+    if c.wl.api == "chat":
+        notes.append("hash_ids are not reproduced over the chat API (its template shifts the blocks): "
+                     "use --api completions to send the trace's shared blocks")
+        return None
+    reuse = trace_replay.trace_reuse(rows, c.wl.trace_block_size)
+    facts.update(trace_block_size=reuse.block_size, trace_prompt_tokens=reuse.prompt_tokens,
+                 trace_reusable_tokens=reuse.reusable_tokens, trace_reuse_rate=reuse.rate)
+    return trace_replay.BlockIds(f"{c.wl.seed}/{c.key}", c.wl.trace_block_size, c.t.vocab)
+
+
+def _trace_phase(c: _Cell, rows: list[trace_replay.TraceRow], blocks: trace_replay.BlockIds | None) -> Iterator[Draft]:
+    """The measured drafts, one by one: a row's hash blocks, or fresh content for a row without them."""
+    rng = c.rng("measure")
+    for r in rows:
+        if blocks is not None and r.hash_ids:
+            yield Draft(None, blocks.prompt(r), r.input_len, r.output_len)
+        else:
+            yield _exact(c, rng, r.input_len, r.output_len)
+
+
 def _trace(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
+    """Warmup: fresh content of the first rows' lengths (never the trace's blocks, so the measured phase
+    starts with none of them cached); measured: the rows, at their times."""
     wl = c.wl
-    rows = trace_replay.read_trace(_given(wl.dataset_path, "dataset_path"))
+    rows = trace_replay.read_trace(_given(wl.dataset_path, "dataset_path"), wl.trace_block_size)
     replay = trace_replay.select(rows, wl.time_scale, Filters.of(wl, c.t.max_model_len), wl.output_len, n_meas, duration_s)
     lengths = [(r.input_len, r.output_len) for r in replay.rows]
     warm = [lengths[i % len(lengths)] for i in range(n_warm)]
@@ -189,11 +250,12 @@ def _trace(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) 
              "trace_rows_dropped": replay.dropped, "trace_span_s": replay.offsets_ns[-1] / 1e9}
     notes = [f"{replay.dropped} trace rows dropped by the length filters"] if replay.dropped else []
     facts.update(_length_facts(lengths))
-    return _Drafts(_exact_phase(c, "warmup", warm), _lazy_phase(c, "measure", lengths), replay.offsets_ns, facts,
+    blocks = _trace_blocks(c, replay.rows, facts, notes)
+    return _Drafts(_exact_phase(c, "warmup", warm), _trace_phase(c, replay.rows, blocks), replay.offsets_ns, facts,
                    notes)
 
 
-KINDS = {"random": _random, "sharegpt": _dataset(read_sharegpt), "jsonl": _dataset(read_prompts),
+KINDS = {"random": _random, "text": _text, "sharegpt": _dataset(read_sharegpt), "jsonl": _dataset(read_prompts),
          "prefix": _prefix, "image": _image, "trace": _trace}
 
 
@@ -258,7 +320,7 @@ def tokenizer_for(t: Target, wl: Workload) -> Tokenizer:
     """The local tokenizer when --tokenizer names a directory with tokenizer.json, else the server's
     /tokenize (with a fix that fits this workload when the server has none)."""
     path = wl.tokenizer_path
-    if path and tokenizer_file(path) and (wl.api == "chat" or wl.kind in ("sharegpt", "jsonl")):
+    if path and tokenizer_file(path) and (wl.api == "chat" or wl.kind in ("sharegpt", "jsonl", "text")):
         return _local(path)
     hint = "pass --tokenizer DIR (the model's Hugging Face directory, with tokenizer.json)"
     if path and not tokenizer_file(path):

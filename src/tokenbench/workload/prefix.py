@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import random
 
-from tokenbench.spec.bench import Workload
 from tokenbench.workload.chat import Tokenizer, exact_text
 from tokenbench.workload.dataset import Draft
 from tokenbench.workload.random_ids import random_ids
@@ -27,14 +26,13 @@ def prefix_ids(rng: random.Random, groups: int, prefix_len: int, vocab: Vocab) -
     return [random_ids(rng, prefix_len, vocab) for _ in range(groups)]
 
 
-def id_drafts(prefixes: list[tuple[int, ...]], rng: random.Random, count: int, input_len: int, output_len: int,
+def id_drafts(prefixes: list[tuple[int, ...]], rng: random.Random, lengths: list[tuple[int, int]],
               vocab: Vocab) -> list[Draft]:
-    """Completions: prefix ids of the request's group + random suffix ids."""
-    suffix = input_len - len(prefixes[0])
+    """Completions: prefix ids of the request's group + random suffix ids, one draft per (input, output)."""
     out = []
-    for i in range(count):
-        ids = prefixes[group_of(i, len(prefixes))] + random_ids(rng, suffix, vocab)
-        out.append(Draft(None, ids, input_len, output_len))
+    for i, (input_len, output_len) in enumerate(lengths):
+        head = prefixes[group_of(i, len(prefixes))]
+        out.append(Draft(None, head + random_ids(rng, input_len - len(head), vocab), input_len, output_len))
     return out
 
 
@@ -42,13 +40,12 @@ def prefix_texts(tok: Tokenizer, rng: random.Random, groups: int, prefix_len: in
     return [exact_text(tok, rng, prefix_len, vocab) for _ in range(groups)]
 
 
-def text_drafts(tok: Tokenizer, prefixes: list[str], wl: Workload, rng: random.Random, count: int,
-                vocab: Vocab) -> list[Draft]:
-    """Chat: `prefix + suffix` (the suffix starts with its separator), exactly the workload's input_len
-    tokens as a whole (its prefix_len of them the prefix)."""
-    prefix_len, input_len, output_len = wl.prefix_len or 0, wl.input_len or 0, wl.output_len or 0
+def text_drafts(tok: Tokenizer, prefixes: list[str], rng: random.Random, lengths: list[tuple[int, int]],
+                vocab: Vocab, prefix_len: int) -> list[Draft]:
+    """Chat: `prefix + suffix` (the suffix starts with its separator), exactly each draft's input length in
+    tokens as a whole (prefix_len of them the prefix)."""
     out = []
-    for i in range(count):
+    for i, (input_len, output_len) in enumerate(lengths):
         head = prefixes[group_of(i, len(prefixes))]
         tail = exact_text(tok, rng, input_len - prefix_len, vocab, head=head, head_len=prefix_len)
         out.append(Draft(head + tail, None, input_len, output_len))

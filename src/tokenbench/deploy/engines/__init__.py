@@ -7,10 +7,13 @@ Each module `tokenbench.deploy.engines.<engine>` provides
 
 and may provide `served_model(profile) -> str | None`: the model id the server will list, which
 readiness waits for (None: any model); `ctx_per_seq(profile) -> int | None`: the per-sequence context
-the profile will give, when it can be known before launch; `RESET_CACHE_PATH`: the POST endpoint that
-empties the prefix cache between cells. Every module also holds `METRIC_NAMES`, its Prometheus /metrics
+the profile will give, when it can be known before launch; `speculative(profile) -> str | None`: the
+speculative decoding the profile's flags turn on (method, draft tokens); `RESET_CACHE_PATH`: the POST
+endpoint that empties the prefix cache between cells. Every module also holds `METRIC_NAMES`, its Prometheus /metrics
 names of tokenbench's common server signals (format in monitor/prometheus.py; `metric_names()` gathers
-them for the monitor, which knows no engine). Code outside this package asks these functions, never an
+them for the monitor, which knows no engine), and optionally the counters and gauges read over a cell
+(`counters`, `gauges`: role -> metric, format in monitor/counters.py): speculative decoding and
+prefix-cache hits. Code outside this package asks these functions, never an
 engine's name (tests/study/test_engine_names.py).
 
 `facts_for(base_url)` detects which engine answers at a URL and asks that engine's module for its
@@ -27,7 +30,7 @@ from typing import Any, Protocol
 
 from tokenbench.client import api
 from tokenbench.errors import DeployError
-from tokenbench.spec.deploy_profile import Engine, Profile
+from tokenbench.spec.deploy_profile import ArgValue, Engine, Profile
 from tokenbench.spec.profile_args import flag_args, render_args  # noqa: F401  (argv rendering, one definition)
 from tokenbench.spec.server_facts import ServerFacts
 
@@ -44,7 +47,7 @@ class EngineAdapter(Protocol):
 
 REQUIRED = ("launch_argv", "read_facts")
 REQUIRED_DATA = ("METRIC_NAMES",)
-OPTIONAL = ("served_model", "ctx_per_seq", "RESET_CACHE_PATH")
+OPTIONAL = ("served_model", "ctx_per_seq", "speculative", "RESET_CACHE_PATH")
 
 
 def engine_module(name: str) -> ModuleType:
@@ -90,6 +93,33 @@ def expected_ctx(profile: Profile) -> int | None:
         value = profile.effective_args().get(flag)
         if isinstance(value, int):
             return value
+    return None
+
+
+def speculative(profile: Profile | None) -> str | None:
+    """The speculative decoding a profile's flags turn on (e.g. "ngram, 3 draft tokens"), by its engine's
+    rule; None when off or unknown."""
+    rule = getattr(engine_module(profile.engine), "speculative", None) if profile else None
+    return rule(profile) if rule else None
+
+
+def _flag_key(name: str) -> str:
+    return name.lstrip("-").replace("_", "-")
+
+
+def arg_of(profile: Profile, *names: str) -> ArgValue:
+    """The value the profile gives one of the flags `names` (written with - or _, with or without the
+    dashes): its args (with `when` rules), else its extra_args (`--flag value`, `--flag=value`, bare: True)."""
+    wanted = {_flag_key(n) for n in names}
+    for key, value in profile.effective_args().items():
+        if _flag_key(key) in wanted and value not in (None, False):
+            return value
+    extra = [str(a) for a in profile.extra_args]
+    for i, item in enumerate(extra):
+        key, eq, value = item.partition("=")
+        if item.startswith("-") and _flag_key(key) in wanted:
+            following = extra[i + 1] if i + 1 < len(extra) and not extra[i + 1].startswith("--") else True
+            return value if eq else following
     return None
 
 
@@ -168,5 +198,9 @@ def _server_info_facts(facts: ServerFacts, info: dict) -> None:
         if value is not None and (attr == "version" or isinstance(value, int)):
             setattr(facts, attr, str(value) if attr == "version" else value)
             facts.source[attr] = f"/get_server_info {key}"
+    if info.get("speculative_algorithm"):
+        drafts = info.get("speculative_num_draft_tokens")
+        facts.speculative = str(info["speculative_algorithm"]) + (f", {drafts} draft tokens" if drafts else "")
+        facts.source["speculative"] = "/get_server_info speculative_algorithm"
     if info:
         facts.raw["server_info"] = {k: info[k] for k in sorted(info) if k in keys.values() or k == "engine"}

@@ -2,6 +2,9 @@
 
 Context: llama.cpp splits the total context `n_ctx` evenly over its `n_parallel` slots, so one
 sequence (input + output) gets n_ctx / slots tokens, and the KV cache holds slots x that in all.
+Speculative decoding: the launcher passes `--speculative.<param>` to xllamacpp's CommonParams (e.g.
+`speculative.types`, `speculative.model.path`; llama-server: `--model-draft`); recent builds count drafts
+in `llamacpp:spec_decode_*` counters (/metrics with --metrics).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import sys
 from pathlib import Path
 
 from tokenbench.client import api
-from tokenbench.deploy.engines import profile_args
+from tokenbench.deploy.engines import arg_of, profile_args
 from tokenbench.local_engines import models
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import ServerFacts
@@ -30,6 +33,17 @@ def served_model(profile: Profile) -> str:
     """The id /v1/models lists: served_name, else the bundled name, else the file name without .gguf."""
     ref = profile.model
     return ref.served_name or ref.bundled or Path(ref.path or "").name.removesuffix(".gguf")
+
+
+def speculative(profile: Profile) -> str | None:
+    """Drafting the profile's args turn on: any `speculative.*` CommonParams value (types other than
+    none, a draft model) or llama-server's `--model-draft`."""
+    spec = {k.lstrip("-"): v for k, v in profile.effective_args().items() if k.lstrip("-").startswith("speculative.")}
+    on = {k: v for k, v in spec.items() if v not in (None, False) and str(v).lower() not in ("none", "[]", "")}
+    draft = arg_of(profile, "model-draft", "md")
+    if draft is not None:
+        on["model-draft"] = draft
+    return ", ".join(f"{k.removeprefix('speculative.')}={v}" for k, v in sorted(on.items())) or None
 
 
 def command_prefix(profile: Profile) -> list[str]:
@@ -112,5 +126,11 @@ METRIC_NAMES = {
         "kv_usage": {"metrics": ["llamacpp:kv_cache_usage_ratio"], "reduce": "max"},
         "prompt_tokens": {"metrics": ["llamacpp:prompt_tokens_total"], "reduce": "sum"},
         "generation_tokens": {"metrics": ["llamacpp:tokens_predicted_total"], "reduce": "sum"},
+    },
+    # read over a cell (monitor/counters.py): drafts as vLLM counts them (recent builds)
+    "counters": {
+        "spec_drafts": "llamacpp:spec_decode_num_drafts_total",
+        "spec_draft_tokens": "llamacpp:spec_decode_num_draft_tokens_total",
+        "spec_accepted_tokens": "llamacpp:spec_decode_num_accepted_tokens_total",
     },
 }

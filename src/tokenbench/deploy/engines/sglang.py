@@ -5,6 +5,10 @@ one data-parallel replica, in tokens), `context_length` (null unless set at laun
 `dp_size` and `disable_radix_cache` (the prefix-cache state; Study A ran with the radix cache off);
 `/v1/models` carries `max_model_len` on releases that have it. With `--enable-metrics`, /metrics has the
 gauges named in METRIC_NAMES (running and queued requests, KV pool use as a fraction: FACT_SIGNALS).
+Speculative decoding: `--speculative-algorithm` (EAGLE, EAGLE3, NEXTN, NGRAM, STANDALONE ...) with
+`--speculative-num-draft-tokens`; the server tells it in `/get_server_info` `speculative_algorithm`, and
+its acceptance only as gauges per decode log window (`sglang:spec_accept_rate`, `sglang:spec_accept_length`,
+present and 0 even when it is off).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import sys
 from typing import Any
 
 from tokenbench.client import api
-from tokenbench.deploy.engines import profile_args
+from tokenbench.deploy.engines import arg_of, profile_args
 from tokenbench.errors import UsageError
 from tokenbench.local_engines import models
 from tokenbench.spec.deploy_profile import Profile
@@ -30,6 +34,15 @@ def command_prefix(profile: Profile) -> list[str]:
     first, *rest = profile.command or PREFIX
     return [sys.executable if first in ("python", "python3") and profile.runs_in == "local" and profile.command
             else first, *rest]
+
+
+def speculative(profile: Profile) -> str | None:
+    """What `--speculative-algorithm` turns on: "EAGLE3, 4 draft tokens"."""
+    algorithm = arg_of(profile, "speculative-algorithm")
+    if algorithm is None:
+        return None
+    drafts = arg_of(profile, "speculative-num-draft-tokens")
+    return str(algorithm) + (f", {drafts} draft tokens" if drafts is not None else "")
 
 
 def model_arg(profile: Profile) -> str:
@@ -107,12 +120,17 @@ def _from_server_info(facts: ServerFacts, info: dict, path: str) -> None:
     if isinstance(radix, bool):
         facts.prefix_cache = "disabled" if radix else "enabled"
         facts.source["prefix_cache"] = f"{path} disable_radix_cache={str(radix).lower()} (radix cache)"
+    if info.get("speculative_algorithm"):
+        drafts = _int(info.get("speculative_num_draft_tokens"))
+        facts.speculative = str(info["speculative_algorithm"]) + (f", {drafts} draft tokens" if drafts else "")
+        facts.source["speculative"] = f"{path} speculative_algorithm"
     slots = _int(info.get("max_running_requests"))
     if slots is not None:
         facts.slots, facts.source["slots"] = slots, f"{path} max_running_requests"
     keep = ("version", "max_total_num_tokens", "max_req_input_len", "context_length", "max_running_requests",
             "tp_size", "dp_size", "chunked_prefill_size", "cuda_graph_max_bs", "disable_radix_cache", "device",
-            "dtype", "mem_fraction_static", "served_model_name", "model_path")
+            "dtype", "mem_fraction_static", "served_model_name", "model_path", "speculative_algorithm",
+            "speculative_num_draft_tokens", "speculative_num_steps")
     facts.raw["server_info"] = {k: info[k] for k in keep if k in info}
 
 
@@ -140,4 +158,11 @@ METRIC_NAMES: dict[str, Any] = {
         "generation_tokens": {"metrics": ["sglang:generation_tokens_total"], "reduce": "sum"},
         "kv_capacity_tokens": {"metrics": ["sglang:max_total_num_tokens"], "reduce": "max"},
     },
+    # read over a cell (monitor/counters.py): prefix-cache hits in tokens (counters); speculative
+    # acceptance only as gauges per decode log window (means over the cell's scrapes)
+    "counters": {
+        "prefix_queries": "sglang:prompt_tokens_total",
+        "prefix_hits": {"metric": "sglang:cached_tokens_total", "labels": {"cache_source": "total"}},
+    },
+    "gauges": {"spec_accept_rate": "sglang:spec_accept_rate", "spec_accept_length": "sglang:spec_accept_length"},
 }

@@ -2,16 +2,19 @@
 
 Facts: `/metrics` `vllm:cache_config_info` carries the KV cache as labels (`num_gpu_blocks` x
 `block_size` tokens; one series per engine core when data-parallel, summed); `/v1/models` carries
-`max_model_len`; `/version` the release.
+`max_model_len`; `/version` the release. Speculative decoding: `--speculative-config JSON` (older
+releases: `--speculative-model`, `--num-speculative-tokens`), and on the server the `vllm:spec_decode_*`
+counters, which exist only when it is on.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 
 from tokenbench.client import api
-from tokenbench.deploy.engines import profile_args
+from tokenbench.deploy.engines import arg_of, profile_args
 from tokenbench.errors import UsageError
 from tokenbench.local_engines import models
 from tokenbench.spec.deploy_profile import Profile
@@ -59,6 +62,25 @@ def served_model(profile: Profile) -> str | None:
     return profile.model.served_name or profile.model.path
 
 
+def speculative(profile: Profile) -> str | None:
+    """What `--speculative-config` (or the older `--speculative-model`) turns on: "ngram, 3 draft tokens"."""
+    config = arg_of(profile, "speculative-config")
+    if config is None:
+        model = arg_of(profile, "speculative-model")
+        return None if model is None else _spec_text(str(model), arg_of(profile, "num-speculative-tokens"))
+    try:
+        parsed = json.loads(str(config))
+    except ValueError:
+        return f"on ({config})"
+    if not isinstance(parsed, dict):
+        return f"on ({config})"
+    return _spec_text(str(parsed.get("method") or parsed.get("model") or "on"), parsed.get("num_speculative_tokens"))
+
+
+def _spec_text(method: str, tokens: object) -> str:
+    return method + (f", {tokens} draft tokens" if tokens not in (None, "") else "")
+
+
 def cache_config(metrics_text: str) -> list[dict[str, str]]:
     """The label sets of every `vllm:cache_config_info` series in a Prometheus exposition."""
     return [dict(_LABEL.findall(m.group("labels"))) for m in _SERIES.finditer(metrics_text)]
@@ -83,7 +105,10 @@ def kv_tokens(series: list[dict[str, str]]) -> int | None:
 
 def read_facts(base_url: str, api_key: str | None = None) -> ServerFacts:
     facts = ServerFacts(engine="vllm")
-    series = cache_config(api.get_text(base_url, "/metrics") or "")
+    exposition = api.get_text(base_url, "/metrics") or ""
+    if SPEC_COUNTER in exposition:
+        facts.speculative, facts.source["speculative"] = "on", f"/metrics {SPEC_COUNTER}_total present"
+    series = cache_config(exposition)
     if series:
         facts.raw["cache_config_info"] = series
         tokens = kv_tokens(series)
@@ -108,6 +133,8 @@ def read_facts(base_url: str, api_key: str | None = None) -> ServerFacts:
 
 # ---- /metrics names -> tokenbench's common server signals (format: monitor/prometheus.py) ----
 
+SPEC_COUNTER = "vllm:spec_decode_num_drafts"      # registered only when speculative decoding is on
+
 METRIC_NAMES = {
     "prefix": "vllm:",
     "signals": {
@@ -121,5 +148,13 @@ METRIC_NAMES = {
         "kv_capacity_tokens": {"info": "vllm:cache_config_info",
                                "products": [["kv_cache_size_tokens"], ["num_gpu_blocks", "block_size"]],
                                "reduce": "max"},
+    },
+    # read over a cell (monitor/counters.py): speculative decoding and prefix-cache hits, in tokens
+    "counters": {
+        "spec_drafts": f"{SPEC_COUNTER}_total",
+        "spec_draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
+        "spec_accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",
+        "prefix_queries": "vllm:prefix_cache_queries_total",
+        "prefix_hits": "vllm:prefix_cache_hits_total",
     },
 }

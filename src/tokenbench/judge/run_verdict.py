@@ -1,0 +1,32 @@
+"""A stored run in one word, as `tokenbench runs` lists it (docs/cli.md, "runs"). From the first that applies:
+
+- `running`: a live process measures it now;
+- `interrupted`: it stopped before it finished (Ctrl-C, a process that died, a full disk): `--resume` completes it;
+- `failed`: the run failed (a server that could not start or stopped answering), or a cell failed;
+- `empty`: it holds no cell;
+- `marked`: some cell, or some figure of one, carries a mark (judge/status.py: invalid, a tolerated length
+  mismatch or client lag, not measured): read its report before quoting it;
+- `ok`: every cell measured ok, no figure marked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from tokenbench.judge.status import judge
+from tokenbench.store.rows import CellRow
+
+VERDICTS = ("running", "interrupted", "failed", "empty", "marked", "ok")
+FAILED = ("failed", "errors", "length")          # judge/status.py kinds of a cell that failed
+
+
+def run_verdict(status: str, cells: Iterable[CellRow]) -> str:
+    """One of VERDICTS, from the run's (shown) status and its current cells."""
+    if status in ("running", "interrupted"):
+        return status
+    states = [judge(c.status, c.message, c.summary) for c in cells]
+    if status == "failed" or any(s.kind in FAILED for s in states):
+        return "failed"
+    if not states:
+        return "empty"
+    return "ok" if all(s.ok for s in states) else "marked"
