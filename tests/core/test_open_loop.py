@@ -107,3 +107,22 @@ def test_each_cell_draws_its_own_arrivals_the_same_on_every_run():
     # the same draws would give the same offsets x rate in both cells: they differ
     unit = [[round(o * rate / 1e6) for o in cell] for cell, rate in zip(offsets(first), (40, 50), strict=True)]
     assert unit[0] != unit[1]
+
+
+@pytest.mark.parametrize("rate_cap", ["queue", "gate"])
+def test_a_cap_the_server_cannot_keep_up_with_is_named_as_the_cause(rate_cap):
+    """20/s with at most 1 in flight against requests of ~110 ms: at most ~9/s can be sent. Queue (vLLM) keeps
+    the schedule and the sends wait for the slot; gate (AIPerf) makes the schedule itself wait, so its
+    scheduled rate drops too. Either way the cell says the cap held the rate back, with the sends that
+    waited for the slot counted, never "too few requests" or the client."""
+    from tokenbench.spec.study import StudySpec
+    from tokenbench.study.run import measure
+    with WatchedReference(ReferenceConfig(ttft_ms=50, itl_ms=20)) as ref:
+        spec = StudySpec(target={"base_url": ref.url}, pairs=[(16, 4)], rates=[RATE], max_concurrency=1,
+                         rate_cap=rate_cap, requests={"num_prompts": 20}, warmup_requests=0, allow_client_lag=True)
+        [cell] = measure(spec).results
+    s = cell.summary.send
+    assert s.send_rate_achieved < RATE * 0.6 and s.send_rate_off == "cap", s
+    assert s.send_slot_waits >= 10 and s.send_slot_wait_mean_ms > s.send_late_mean_ms
+    scheduled_held = s.send_rate_scheduled == pytest.approx(RATE, rel=1e-6)
+    assert scheduled_held == (rate_cap == "queue")

@@ -142,8 +142,15 @@ def test_rates_with_another_cap_or_arrival_are_not_paired(store, tmp_path, other
     _, issues = _md(store, [rate, import_file(store, tmp_path / "c.json")])
     assert [i.detail for i in issues if i.check == "load"] == ["arrival"]
     (tmp_path / "same.json").write_text(json.dumps({**doc, "date": "other"}))              # the same load
-    _, issues = _md(store, [rate, import_file(store, tmp_path / "same.json")])
+    same = import_file(store, tmp_path / "same.json")
+    _, issues = _md(store, [rate, same])
     assert not [i for i in issues if i.check == "load"]
+    # the same rate and cap, the cap a gate (AIPerf's --rate-cap gate) against vLLM's queue: not the same load
+    store.db.execute("UPDATE cells SET summary_json = json_set(summary_json, '$.send_cap', 'gate') "
+                     "WHERE run_id = ?", (same,))
+    _, issues = _md(store, [rate, same])
+    [load] = [i for i in issues if i.check == "load"]
+    assert load.detail == "cap" and load.values == ("4/s max 4 in flight", "4/s max 4 in flight (gate)")
 
 
 def test_drawn_lengths_are_not_the_same_workload_as_exact_ones(store, stored_run):

@@ -71,14 +71,19 @@ class Issue:
     detail: LoadDiff | None = None  # check "load": what makes the loads different
 
 
-def load_shape(c: CellInfo) -> tuple[str, float | None, int | None, str | None, float | None]:
+Cap = tuple[int, str] | None      # a rate's in-flight cap and how it held arrivals (queue, gate)
+
+
+def load_shape(c: CellInfo) -> tuple[str, float | None, Cap, str | None, float | None]:
     """What a cell's load is: (mode, its figure, the in-flight cap of a rate, arrival, burstiness);
-    None where the cell does not tell (an imported file that does not say how it sent)."""
+    None where the cell does not tell (an imported file that does not say how it sent). A cap held
+    arrivals as a queue (vLLM's and SGLang's, so any imported cap) unless the cell says gate."""
     s = c.summary
     if c.concurrency is not None:
         return ("closed", c.concurrency, None, None, None)
     mode = "open" if c.request_rate is not None else "trace"
-    return (mode, c.request_rate, s.max_concurrency, s.arrival, s.burstiness or (1.0 if s.arrival else None))
+    cap = (s.max_concurrency, (s.send.send_cap if s.send else None) or "queue") if s.max_concurrency else None
+    return (mode, c.request_rate, cap, s.arrival, s.burstiness or (1.0 if s.arrival else None))
 
 
 def load_difference(a: CellInfo, b: CellInfo) -> LoadDiff | None:
@@ -128,7 +133,7 @@ def load_text(c: CellInfo) -> str:
         return f"c={x}"
     head = "replay" if mode == "trace" else f"{x:g}/s"
     shape = [f"b={burst:g}" if burst not in (None, 1.0) else "", "constant" if arrival == "constant" else "",
-             f"max {cap} in flight" if cap else ""]
+             f"max {cap[0]} in flight" + (" (gate)" if cap[1] == "gate" else "") if cap else ""]
     return " ".join([head, *(w for w in shape if w)])
 
 

@@ -175,6 +175,15 @@ class _Sender:
         self.out.append((i, req, raw))
         self.on_done()
 
+    async def _acquire(self, gate: asyncio.Semaphore) -> int:
+        """Take a slot for the schedule (rate_cap gate); a wait for one is counted as a slot wait. When."""
+        asked = self.clock.now_ns() if gate.locked() else None
+        await gate.acquire()
+        now = self.clock.now_ns()
+        if asked is not None:
+            self.waits.add(now - asked)
+        return now
+
     async def _gated(self, slots: asyncio.Semaphore, i: int, req: PreparedRequest, intended: int) -> None:
         """A request whose slot the schedule already took (rate_cap gate): send it, then free the slot."""
         try:
@@ -202,8 +211,7 @@ class _Sender:
                 if item is None:
                     break
                 if gate is not None:
-                    await gate.acquire()
-                    shift = max(shift, self.clock.now_ns() - t0 - off)
+                    shift = max(shift, await self._acquire(gate) - t0 - off)
                     sending = asyncio.ensure_future(self._gated(gate, item[0], item[1], due))
                 else:
                     sending = asyncio.ensure_future(self._send_due(slots, item[0], item[1], due))

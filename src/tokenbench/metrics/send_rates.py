@@ -63,6 +63,7 @@ class SendRates(Group):
     send_slot_waits: Number | None = None         # sends that waited for one
     send_connect_mean_ms: float | None = None  # new connections' set-up before the write (over all sends)
     send_rate_off: OffReason | None = None     # achieved off asked by > RATE_TOLERANCE: why
+    send_cap: Literal["queue", "gate"] | None = None  # how --max-concurrency held arrivals (--rate-cap)
 
     @property
     def off(self) -> float | None:
@@ -91,7 +92,7 @@ def _means(t: SendTimes, waits: SlotWaits) -> tuple[float, float, float]:
 def off_reason(rates: SendRates, load: Load) -> OffReason | None:
     """Why the sent rate is off the asked one by more than RATE_TOLERANCE (None when it is not):
     the schedule itself (the draws over these few sends, or the part of the schedule a stopped cell
-    sent) before the sends; else the largest delay of the three: the cap's slots (the server did not
+    sent; under `rate_cap` gate the schedule waited for the cap's slots: "cap") before the sends; else the largest delay of the three: the cap's slots (the server did not
     finish requests as fast as the rate needs), new connections (the server accepted them late), the
     client's own lateness."""
     asked = rates.send_rate_asked
@@ -103,7 +104,8 @@ def off_reason(rates: SendRates, load: Load) -> OffReason | None:
         return None
     sched = rates.send_rate_scheduled
     if sched is None or abs(sched / asked - 1) > RATE_TOLERANCE:
-        return "few_requests"
+        gated = load.rate_cap == "gate" and (rates.send_slot_waits or 0) > 0
+        return "cap" if gated else "few_requests"     # a gate's schedule itself waited for the slots
     causes = {"cap": rates.send_slot_wait_mean_ms or 0.0, "connect": rates.send_connect_mean_ms or 0.0,
               "client": rates.send_late_mean_ms or 0.0}
     worst = max(causes, key=lambda k: causes[k])
@@ -119,7 +121,8 @@ def send_rates(t: SendTimes, load: Load, waits: SlotWaits, seed: int | None = No
     given = {"arrival_seed": seed if load.arrival == "poisson" else None, "send_rate_asked": load.request_rate,
              "send_rate_scheduled": rate_over(t.intended), "send_rate_achieved": rate_over(t.wrote),
              "send_late_mean_ms": late, "send_slot_wait_mean_ms": slot if capped else None,
-             "send_slot_waits": waits.sends if capped else None, "send_connect_mean_ms": connect}
+             "send_slot_waits": waits.sends if capped else None, "send_connect_mean_ms": connect,
+             "send_cap": load.rate_cap if capped else None}
     rates = SendRates(**{k: v for k, v in given.items() if v is not None})
     reason = off_reason(rates, load)
     return rates.model_copy(update={"send_rate_off": reason}) if reason else rates
