@@ -1,88 +1,223 @@
-"""Issue 15: the client-health verdict follows from the accuracy tokenbench claims (docs/metrics.md,
-"Client health"): a cell is invalid exactly where the client's own delay could move a published
-figure by more than max(5 %, 1 ms) of its scale."""
+"""Issue 24, item 2: the client-health verdict, per figure (docs/metrics.md, "Client health"). For every
+published figure the delays the client measured (its loop's stalls, each with its cause) bound how far
+the figure could have moved; a figure is marked only when that exceeds its tolerance, max(5 %, 1 ms)
+(throughputs: 5 %), and the cell's status does not depend on it. Pure tests here, on hand-made records;
+the last test here and tests/core/test_client_health_live.py drive the real client against the reference
+server."""
 
 import asyncio
 import os
 import random
 import time
 
+import numpy as np
 import pytest
+from tests.contention import Waited
 
-from tokenbench.judge.status import judge
+from tokenbench.client.records import RequestRecord
+from tokenbench.judge.status import figure_state, judge, usable
 from tokenbench.load.workers import merge_health
 from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.figure_bounds import figure_health, rank_bound
+from tokenbench.metrics.stalls import (
+    CLIENT_CAUSES,
+    PROBE_PERIOD_NS,
+    PROBE_RESOLUTION_NS,
+    Stall,
+    Stalls,
+    attribute,
+)
 from tokenbench.metrics.stats import percentile
+from tokenbench.metrics.summary import tally_of
 from tokenbench.metrics.summary_groups import ClientHealth
-from tokenbench.metrics.verdict import CLAIM_ABS_MS, CLAIM_REL, PROBE_RESOLUTION_MS, claim_ms, client_health_verdict
+from tokenbench.metrics.token_log import at_rank
+from tokenbench.metrics.verdict import CLAIM_ABS_MS, CLAIM_REL, VerdictPolicy, cell_verdict, claim_ms, tolerance
+from tokenbench.metrics.verify import Outcomes
 from tokenbench.spec.bench import Load
 from tokenbench.spec.study import StudySpec
 from tokenbench.study.run import measure
 from tokenbench.sweep.run import StudyEvents
 
+pytestmark = pytest.mark.client_health      # the verdict itself (tests/conftest.py turns it off elsewhere)
+
+MS = 1_000_000
 CLOSED = Load(concurrency=4, num_prompts=8)
 
 
-def summary(**over):
-    base = {"completed": 8, "total_output_tokens": 8 * 40, "median_itl_ms": 20.0, "p99_itl_ms": 20.0,
-            "median_ttft_ms": 100.0, "p99_ttft_ms": 100.0, "loop_lag_p50_ms": 0.5, "loop_lag_p99_ms": 1.2,
-            "loop_lag_max_ms": 2.0, "client_cpu_percent": 10.0}
-    return CellSummary.from_dict({**base, **over})
+def record(i: int, sent: int, ttft_ms: float = 100.0, itl_ms: float = 20.0, n: int = 40,
+           reads: list[int] | None = None) -> RequestRecord:
+    """A request's stamps: its first token `ttft_ms` after `sent`, then one chunk every `itl_ms`; `reads`
+    (chunks per read) groups chunks into reads that share the read's stamp (the last chunk's time)."""
+    times = [sent + int((ttft_ms + k * itl_ms) * MS) for k in range(n)]
+    if reads:
+        out, k = [], 0
+        for size in reads:
+            out += [times[k + size - 1]] * size
+            k += size
+        times = out
+    return RequestRecord(index=i, phase="measure", input_len=16, output_len=n, intended_ns=sent, sent_ns=sent,
+                         end_ns=times[-1] + 1000, token_times_ns=times, token_counts=[1] * n, completion_tokens=n,
+                         usage_source="server")
 
 
-def status(**over) -> str:
-    return client_health_verdict(summary(**over), CLOSED)[0]
+def cell(records: list[RequestRecord], stalls: list[Stall], load: Load = CLOSED) -> CellSummary:
+    tally = tally_of(records)
+    summary = tally.summary(load, 16, 40)
+    summary = summary.with_(figures=figure_health(summary, tally, Stalls.of(stalls)))
+    seen = Outcomes()
+    for r in records:
+        seen.add(r)
+    verdict = cell_verdict(seen, summary, VerdictPolicy())
+    assert verdict.status == "ok"                        # the client's health never changes the cell's status
+    return verdict.marked(summary)
 
 
-def test_the_claim_is_five_percent_or_one_ms():
+def stall_at(t_ns: int, lag_ms: float, cause="client_stopped") -> Stall:
+    """A stall the probe saw: due at `t_ns`, woke `lag_ms` late, last seen running a period before."""
+    return Stall(after_ns=t_ns - PROBE_PERIOD_NS, due_ns=t_ns, woke_ns=t_ns + int(lag_ms * MS), cause=cause)
+
+
+def marks(summary: CellSummary) -> dict:
+    return (summary.figures.client_marks if summary.figures else None) or {}
+
+
+# ---- the claim and the tolerance ----
+
+def test_the_tolerance_is_five_percent_or_one_ms_and_five_percent_of_a_rate():
     assert (CLAIM_REL, CLAIM_ABS_MS) == (0.05, 1.0)
     assert claim_ms(100) == 5.0 and claim_ms(4) == 1.0
+    assert tolerance("p99_itl_ms", 20.0) == 1.0 and tolerance("mean_ttft_ms", 1000.0) == 50.0
+    assert tolerance("output_throughput", 400.0) == pytest.approx(20.0)
 
 
-def test_loop_lag_p99_flips_at_the_claim_on_the_p99_itl():
-    edge = PROBE_RESOLUTION_MS + claim_ms(20.0)                 # 3.0 ms
-    assert status(loop_lag_p99_ms=edge, loop_lag_max_ms=edge) == "ok"
-    assert status(loop_lag_p99_ms=edge + 0.01, loop_lag_max_ms=edge + 0.01) == "invalid"
-    # a slower server tolerates proportionally more: 5 % of a 100 ms p99 ITL
-    assert status(median_itl_ms=100.0, p99_itl_ms=100.0, loop_lag_p99_ms=6.9, loop_lag_max_ms=6.9) == "ok"
-    # a long tail is judged at its own scale: p99 ITL 60 ms tolerates a 5 ms lag p99
-    assert status(p99_itl_ms=60.0, loop_lag_p99_ms=5.0, loop_lag_max_ms=5.0) == "ok"
+# ---- the cause of a stall, from what the loop's thread did ----
+
+def test_a_stall_is_named_by_what_the_thread_did_meanwhile():
+    lag = 30 * MS
+    assert attribute(lag, cpu_ns=1 * MS, wait_ns=28 * MS) == "host_contention"     # runnable, not running
+    assert attribute(lag, cpu_ns=29 * MS, wait_ns=0) == "client_cpu"              # its own work held the loop
+    assert attribute(lag, cpu_ns=1 * MS, wait_ns=0) == "client_stopped"           # neither: SIGSTOP, blocked
+    assert attribute(lag, cpu_ns=1 * MS, wait_ns=0, others_ns=12 * MS) == "client_cpu"   # another thread: the GIL
+    assert attribute(lag, cpu_ns=20 * MS, wait_ns=None) == "client_cpu"           # no schedstat: CPU still known
+    assert attribute(lag, cpu_ns=1 * MS, wait_ns=None) == "client_delay"
 
 
-def test_loop_lag_p50_flips_at_the_claim_on_the_median_itl():
-    edge = PROBE_RESOLUTION_MS + claim_ms(20.0)                 # 3.0 ms
-    wide = {"p99_itl_ms": 200.0, "loop_lag_p99_ms": 5.0, "loop_lag_max_ms": 5.0}
-    assert status(loop_lag_p50_ms=edge, **wide) == "ok"
-    message = client_health_verdict(summary(loop_lag_p50_ms=edge + 0.01, **wide), CLOSED)[1]
-    assert "lag p50" in message and "median itl" in message
+# ---- the bound of a percentile: k samples off by at most d each ----
+
+def test_the_rank_bound_holds_for_any_k_samples_moved_by_up_to_their_delay():
+    rng = random.Random(3)
+    for _ in range(300):
+        n = rng.randint(2, 400)
+        truth = np.array([rng.lognormvariate(3, rng.choice([0.05, 0.5, 1.5])) for _ in range(n)])
+        delay = np.zeros(n)
+        hit = rng.sample(range(n), rng.randint(1, max(1, n // rng.choice([2, 10, 50]))))
+        delay[hit] = [rng.uniform(0.1, 60) for _ in hit]
+        measured = truth + np.array([rng.uniform(-d, d) for d in delay])
+        ranks = np.sort(measured)
+        for q in (50, 90, 95, 99):
+            b = rank_bound(n, lambda p, r=ranks: at_rank(r, p), q, delay, np.zeros(n, np.int64))
+            moved = abs(np.percentile(measured, q) - np.percentile(truth, q))
+            assert moved <= b.bound + 1e-9, (n, len(hit), q, moved, b.bound)
 
 
-def test_the_audit_cases_are_invalid():
-    # p99 ITL 57.9 ms against a truth of 21 ms passed a fixed 50 ms lag limit
-    assert status(median_itl_ms=21.0, loop_lag_p99_ms=37.0, loop_lag_max_ms=40.0) == "invalid"
-    # a 900 ms stall passed because the maximum was never checked
-    message = client_health_verdict(summary(loop_lag_max_ms=900.0), CLOSED)[1]
-    assert "stall of 900.0 ms" in message and "TTFT" in message
-    # a median ITL of 0 (chunks stamped together) switched the ITL check off
-    assert "median ITL is 0" in client_health_verdict(summary(median_itl_ms=0.0), CLOSED)[1]
-    # worker CPU 99 % and 60 % averaged to a pass
-    merged = merge_health([ClientHealth(client_cpu_percent=99.0), ClientHealth(client_cpu_percent=60.0)]).flat()
-    assert "busiest client process at 99%" in client_health_verdict(summary(**merged), CLOSED)[1]
-    both = merge_health([ClientHealth(client_cpu_percent=60.0), ClientHealth(client_cpu_percent=60.0)])
-    assert status(**both.flat()) == "ok"
+# ---- figure by figure ----
+
+def test_no_stall_no_bound_no_mark():
+    s = cell([record(i, i * 50 * MS) for i in range(16)], [])
+    assert not s.figures.client_bounds and marks(s) == {}
+    assert judge("ok", "", s).ok and figure_state(judge("ok", "", s), s, "p99_itl_ms").ok
 
 
-def test_stall_flips_at_the_claim_on_the_p99_ttft():
-    edge = PROBE_RESOLUTION_MS + claim_ms(100.0)                # 7.0 ms
-    assert status(loop_lag_max_ms=edge) == "ok"
-    assert status(loop_lag_max_ms=edge + 0.01) == "invalid"
-    # without a p99 (no percentiles yet) the median is the scale
-    assert status(p99_ttft_ms=None, median_ttft_ms=200.0, loop_lag_max_ms=11.9) == "ok"
+def test_a_stall_marks_the_itl_tail_it_moves_and_leaves_the_rest_clean():
+    """30 ms stalls hitting about 3 % of the chunks (as SIGSTOP 30 ms every 1.2 s does at ITL 20 ms):
+    p99 ITL can move by a whole stall and is marked, with the cause; the median ITL (its neighbours
+    3 % of ranks away are all 20 ms) and mean TPOT (a stall moves one request's TPOT by d / (n - 1)) and
+    TTFT at 1 s (tolerance 50 ms) stay clean."""
+    records = [record(i, i * 37 * MS, ttft_ms=1000.0) for i in range(32)]
+    t0, t1 = records[0].sent_ns, max(r.end_ns for r in records)
+    stalls = [stall_at(t, 30.0) for t in range(t0 + 500 * MS, t1, 1200 * MS)]
+    s = cell(records, stalls)
+    m = marks(s)
+    assert "p99_itl_ms" in m and m["p99_itl_ms"].cause == "client_stopped"
+    assert m["p99_itl_ms"].bound > m["p99_itl_ms"].tolerance
+    for clean in ("median_itl_ms", "mean_itl_ms", "mean_tpot_ms", "p99_tpot_ms", "mean_ttft_ms", "p99_ttft_ms",
+                  "mean_e2el_ms", "output_throughput"):
+        assert clean not in m, (clean, m.get(clean))
+    state = judge("ok", "", s)
+    assert state.ok                                                            # the cell stays ok
+    moved = figure_state(state, s, "p99_itl_ms")
+    assert moved.kind == "moved" and moved.mark == "~" and moved.reason == "client_stopped"
+    assert not usable(moved) and usable(moved, allow_client_lag=True)
+    assert figure_state(state, s, "mean_tpot_ms").ok
 
 
-def test_single_token_outputs_have_no_itl_to_judge():
-    assert status(median_itl_ms=0.0, total_output_tokens=8) == "ok"
-    assert status(median_itl_ms=float("nan"), total_output_tokens=8, loop_lag_p99_ms=30.0) == "ok"
+def test_a_short_ttft_is_marked_by_a_stall_a_long_one_hides_nothing():
+    """The stall rule no longer compares a stall with the p99 TTFT: a stall marks the TTFT figures only
+    where it can move them beyond their own tolerance, whatever else it moves."""
+    stall = lambda recs: [stall_at(recs[0].sent_ns + 99 * MS, 30.0)]                   # noqa: E731
+    short = [record(i, i * 60 * MS, ttft_ms=100.0) for i in range(4)]
+    assert "p99_ttft_ms" in marks(cell(short, stall(short)))                           # 30 ms > 5 ms
+    long = [record(i, i * 60 * MS, ttft_ms=1000.0) for i in range(4)]
+    long_marks = marks(cell(long, [stall_at(long[0].sent_ns + 999 * MS, 30.0)]))
+    assert "p99_ttft_ms" not in long_marks                                              # 40 ms < 50 ms
+
+
+def test_the_loop_seen_running_before_a_stall_narrows_its_window():
+    """A stamp taken after the probe's previous wake but before the stall's due shows the loop still ran:
+    the bound starts there, not a whole period earlier."""
+    recs = [record(0, 0, ttft_ms=100.0, itl_ms=2.0, n=40)]
+    due = recs[0].token_times_ns[10] + MS // 2                      # 0.5 ms after chunk 10, before chunk 11
+    stall = Stall(after_ns=due - PROBE_PERIOD_NS, due_ns=due, woke_ns=due + 5 * MS, cause="client_cpu")
+    bound = cell(recs, [stall]).figures.client_bounds["p99_itl_ms"].bound
+    assert bound <= 5.5 + PROBE_RESOLUTION_NS / MS                   # chunk 10 to the end of the window
+    assert bound < PROBE_PERIOD_NS / MS                              # not the whole period before due
+
+
+def test_a_buffered_stream_marks_itl_with_buffering_not_the_client():
+    """Reads of many chunks while the loop was quiet (a 4 KiB proxy): the ITL percentiles are marked with
+    buffering; nothing is blamed on the client."""
+    records = [record(i, i * 50 * MS, reads=[8, 8, 8, 8, 8]) for i in range(16)]
+    s = cell(records, [])
+    m = marks(s)
+    assert {"median_itl_ms", "p90_itl_ms", "p99_itl_ms"} <= set(m)
+    assert {x.cause for x in m.values()} == {"buffering"}
+    assert s.figures.chunks_coalesced == 16 * 40
+    # a read of two chunks is what a server writing close together gives: no evidence of buffering
+    assert marks(cell([record(i, i * 50 * MS, reads=[2] * 20) for i in range(16)], [])) == {}
+
+
+def test_a_stall_burst_is_the_client_not_buffering():
+    """Chunks that piled up during a stall arrive in one read: that is the stall's, not a proxy's."""
+    recs = [record(i, i * 7 * MS, itl_ms=2.0, n=40) for i in range(8)]
+    due = recs[0].sent_ns + 130 * MS
+    burst = due + 20 * MS
+    for r in recs:                                                   # everything in the stall read at its end
+        r.token_times_ns = [burst if due < t <= burst else t for t in r.token_times_ns]
+    s = cell(recs, [Stall(after_ns=due - PROBE_PERIOD_NS, due_ns=due, woke_ns=burst, cause="host_contention")])
+    assert s.figures.chunks_coalesced == 0
+    assert {x.cause for x in marks(s).values()} == {"host_contention"}
+
+
+def test_several_workers_keep_every_stall_tagged_with_its_worker():
+    a = ClientHealth(stall_count=1, stall_ms={"host_contention": 5.0}, client_wait_percent=3.0,
+                     stalls=Stalls.of([stall_at(10 * MS, 5.0, "host_contention")]))
+    b = ClientHealth(stall_count=2, stall_ms={"client_cpu": 9.0}, client_wait_percent=7.0,
+                     stalls=Stalls.of([stall_at(20 * MS, 4.0, "client_cpu"), stall_at(40 * MS, 5.0, "client_cpu")]))
+    merged = merge_health([a, b])
+    assert [s.worker for s in merged.stalls] == [0, 1, 1] and merged.stall_count == 3
+    assert merged.stall_ms == {"host_contention": 5.0, "client_cpu": 9.0} and merged.client_wait_percent == 7.0
+    assert "stalls" not in merged.flat()                              # evidence, not stored: the bounds are
+    assert [s.due_ns for s in merged.stalls.shifted(MS)] == [9 * MS, 19 * MS, 39 * MS]     # a Ray actor's clock
+
+
+def test_marks_survive_the_store_and_an_old_tolerated_lag_still_reads_as_before():
+    records = [record(i, i * 37 * MS, ttft_ms=1000.0) for i in range(32)]
+    stalls = [stall_at(t, 30.0) for t in range(records[0].sent_ns + 500 * MS, records[-1].end_ns, 1200 * MS)]
+    s = cell(records, stalls)
+    back = CellSummary.from_dict(s.to_dict())
+    assert marks(back) == marks(s) and back.figures.client_bounds == s.figures.client_bounds
+    lagged = judge("ok", "", CellSummary.from_dict({"client_lag_tolerated": "client overloaded: stall"}))
+    assert not lagged.ok and lagged.mark == "~" and lagged.reason == "client overloaded: stall"
 
 
 # ---- against the reference server, with stalls injected into the client's own event loop ----
@@ -98,53 +233,73 @@ async def _stalls(every_s: float, block_s: float) -> None:
             pass
 
 
-def _cell(url: str, every_s: float | None, block_s: float, allow_lag: bool = False):
+def _stalled_cell(url: str, every_s: float | None, block_s: float, allow_lag: bool = False):
     spec = StudySpec(target={"base_url": url}, pairs=[(16, 40)], concurrency=[4], requests={"num_prompts": 8},
                      warmup_requests=2, allow_client_lag=allow_lag)
-    stalls: list[asyncio.Future] = []
+    tasks: list[asyncio.Future] = []
 
     def stall(cell) -> None:        # on the loop that runs the cell, from its start to its end
         if every_s:
-            stalls.append(asyncio.ensure_future(_stalls(every_s, block_s)))
+            tasks.append(asyncio.ensure_future(_stalls(every_s, block_s)))
 
     def calm(cell, row) -> None:
-        for task in stalls:
+        for task in tasks:
             task.cancel()
     [result] = measure(spec, events=StudyEvents(log=lambda m: None, cell_started=stall, cell_done=calm)).results
     return result
 
 
-def _p99_itl_truth(log: list[dict]) -> float:
+def _truths(log: list[dict]) -> dict[str, float]:
+    """The ITL and TPOT figures by the server's own writes (ms)."""
     gaps = sorted((b - a) / 1e6 for r in log for a, b in zip(r["write_ns"], r["write_ns"][1:], strict=False))
-    return percentile(gaps, 99)
+    tpots = [(r["write_ns"][-1] - r["write_ns"][0]) / 1e6 / (len(r["write_ns"]) - 1) for r in log]
+    return {"median_itl_ms": percentile(gaps, 50), "p99_itl_ms": percentile(gaps, 99),
+            "mean_itl_ms": sum(gaps) / len(gaps), "mean_tpot_ms": sum(tpots) / len(tpots)}
+
+
+def _figure_holds(s: CellSummary, key: str, truth: float, unseen_ms: float) -> str | None:
+    """None when the figure is within its tolerance of the truth, or marked with a client cause whose
+    bound covers its error; else why not. `unseen_ms`: the waits for a CPU the probe cannot see, measured
+    while the cell ran (tests/contention.py): the client's under the probe's resolution, the server's
+    between its stamp and its write; they widen the allowance by what they can have cost, and no more."""
+    error, tol = abs(getattr(s, key) - truth), tolerance(key, getattr(s, key))
+    mark = marks(s).get(key)
+    if mark is not None and mark.cause not in CLIENT_CAUSES:
+        return f"{key} marked {mark.cause}: not a client cause"
+    covered = (mark.bound if mark else 0.0) + tol + unseen_ms
+    return None if error <= covered else f"{key} off by {error:.2f} ms, covered {covered:.2f} ms, mark {mark}"
 
 
 @pytest.mark.slow
-@pytest.mark.client_health
 def test_injected_stalls_flip_the_verdict_where_p99_itl_leaves_the_claim():
+    """Stalls blocking the client's loop (none, 4 ms every 0.1 s, 15 ms every 50 ms) at ITL 20 ms. Every
+    ITL/TPOT figure is within its tolerance of the server's send log or marked with a client cause whose
+    bound covers its error; the heavy stalls mark p99 ITL (a 15 ms stall is far past its 1 ms tolerance),
+    with the client's own CPU (or the CPU it waited for) as the cause; the cell stays ok either way. The
+    marks come from the stalls the probe measured, not from a clock another process can move."""
     from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
     cpus = sorted(os.sched_getaffinity(0))
     with ReferenceProcess(ReferenceConfig(ttft_ms=100, itl_ms=20), cpu=cpus[-1] if len(cpus) > 1 else None) as ref:
-        results = []
+        assert ref.proc is not None
+        cells = []
         for every, block in ((None, 0.0), (0.1, 0.004), (0.05, 0.015)):
-            cell = _cell(ref.url, every, block)
+            with Waited() as client, Waited(ref.proc.pid) as server:
+                cell = _stalled_cell(ref.url, every, block)
             log = sorted(ref.send_log(), key=lambda r: r["recv_ns"])[-len(cell.records):]
-            error = abs(cell.summary.p99_itl_ms - _p99_itl_truth(log))
-            results.append((block, cell.status, error, claim_ms(cell.summary.p99_itl_ms), cell.message))
-        tolerated = _cell(ref.url, 0.05, 0.015, allow_lag=True)
-    for block, verdict, error, bound, message in results:
-        print(f"stall {block * 1e3:.0f} ms: {verdict}, p99 ITL error {error:.2f} ms (claim {bound:.2f} ms)")
-        if error > bound:       # a published figure left the claim: the cell must say so
-            assert verdict == "invalid", message
-    heavy = results[-1]
-    assert heavy[1] == "invalid" and heavy[2] > heavy[3] and "event-loop" in heavy[4]
-    # --allow-client-lag keeps the same cell ok, but every report marks it '~' with the reason
-    state = judge(tolerated.status, tolerated.message, tolerated.summary)
-    assert tolerated.status == "ok" and state.kind == "lagged" and state.mark == "~"
-    assert "event-loop" in state.reason and "event-loop" in tolerated.summary.client_lag_tolerated
-
-
-def test_a_tolerated_lag_is_marked_and_an_untouched_cell_is_not():
-    assert judge("ok", "", summary()).ok
-    lagged = judge("ok", "", summary(client_lag_tolerated="client overloaded: stall"))
-    assert not lagged.ok and lagged.mark == "~" and lagged.reason == "client overloaded: stall"
+            cells.append((block, cell, _truths(log), min(client.ms, PROBE_RESOLUTION_NS / 1e6) + server.ms))
+        tolerated = _stalled_cell(ref.url, 0.05, 0.015, allow_lag=True)
+    for block, cell, truth, unseen_ms in cells:
+        print(f"stall {block * 1e3:.0f} ms: {cell.status}, unseen waits {unseen_ms:.1f} ms, "
+              + ", ".join(f"{k} {getattr(cell.summary, k):.2f} (truth {v:.2f})" for k, v in truth.items())
+              + f"; marks {sorted(marks(cell.summary))}")
+        assert cell.status == "ok", cell.message           # the client's health marks figures, not the cell
+        assert [why for k, v in truth.items() if (why := _figure_holds(cell.summary, k, v, unseen_ms))] == []
+    heavy = cells[-1][1].summary
+    p99 = marks(heavy).get("p99_itl_ms")
+    assert p99 is not None and p99.bound >= 15.0 and p99.cause in ("client_cpu", "host_contention")
+    assert max(heavy.health.stall_ms, key=heavy.health.stall_ms.get) in ("client_cpu", "host_contention")
+    # --allow-client-lag changes no mark and no status: it lets compare and the report judge marked figures
+    assert tolerated.status == "ok" and "p99_itl_ms" in marks(tolerated.summary)
+    state = figure_state(judge(tolerated.status, tolerated.message, tolerated.summary), tolerated.summary,
+                         "p99_itl_ms")
+    assert state.kind == "moved" and state.mark == "~" and not usable(state) and usable(state, allow_client_lag=True)

@@ -4,6 +4,7 @@ built-in profile, facts read, smoke-tested, measured with lengths checked agains
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 
 import psutil
@@ -98,6 +99,17 @@ def test_demo_small_grid(tmp_path, capsys):
     assert all(f["engine"] == "llamacpp" and f["kv_capacity_tokens"] == 4096 for f in facts)
     assert con.execute("SELECT COUNT(*) FROM cells WHERE status='ok'").fetchone()[0] == 4
     assert states(tmp_path / "state") == []
+    # the engine and the client on disjoint CPUs (one core: not isolated, said so), in the report too
+    [(env,)] = con.execute("SELECT environment_json FROM runs").fetchall()
+    iso = json.loads(env)["isolation"]
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) > 1:
+        assert iso["client_cpus"] == str(cpus[-1]) and str(cpus[-1]) not in iso["engine_cpus"].split(",")
+        assert iso["engine_cpus"] != "not pinned"
+    else:
+        assert "not isolated" in iso["note"]
+    report = (tmp_path / "reports" / run_id / "report.md").read_text()
+    assert f"client on CPU {iso['client_cpus']}" in report
 
 
 def test_a_fixed_port_is_listened_on_again_at_once_after_down(tmp_path, capsys):

@@ -42,7 +42,8 @@ def records(draw, index: int = 0) -> RequestRecord:
         text=draw(TEXT), worker=draw(st.integers(0, 64)),
         first_content_ns=draw(st.none() | st.integers(sent, sent + 10**10)),
         reasoning_tokens=draw(st.integers(0, 10**6)), count_source=draw(st.sampled_from(["none", "usage", "chunks"])),
-        expected_prompt_tokens=draw(OPT), connect_ns=draw(st.integers(0, 10**9)), connect_in_ttft=draw(st.booleans()))
+        expected_prompt_tokens=draw(OPT), connect_ns=draw(st.integers(0, 10**9)), connect_in_ttft=draw(st.booleans()),
+        session_id=draw(st.none() | TEXT), turn=draw(st.none() | st.integers(0, 1000)))
 
 
 def _store_one(store: Store, rec: RequestRecord) -> RequestRecord:

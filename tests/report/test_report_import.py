@@ -76,7 +76,8 @@ def test_unknown_file_kind_and_wrong_format(store, tmp_path):
     line = tmp_path / "one.json"
     line.write_text((FIXTURES / "sglang-bench-serving.jsonl").read_text().splitlines()[0])
     with pytest.raises(UsageError, match="not a `vllm bench serve` result: it has SGLang"):
-        import_file(store, line)
+        import_file(store, line, "vllm")
+    assert store.run(import_file(store, line)).spec["import"]["format"] == "sglang"    # told from the content
     with pytest.raises(UsageError, match=":1: not JSON"):
         import_file(store, FIXTURES / "vllm-bench-serve.json", "sglang")
 

@@ -47,15 +47,17 @@ def print_verdicts(doc: Document) -> None:
               "or when no cell was measured ok by every column")
 @click.option("--allow-not-ok", is_flag=True,
               help="show ratios built on cells that are not ok (failed, invalid, length mismatch), marked")
+@click.option("--allow-client-lag", is_flag=True,
+              help="give verdicts (marked ~) for figures the client's delays may have moved beyond their tolerance")
 @click.option("--min-effect", type=click.FloatRange(min=0, max=1), default=MIN_EFFECT, show_default=True,
               help="smallest relative difference a verdict may call real (run-to-run drift of one machine)")
 @click.option("--quiet", is_flag=True, help="write the files only; print no terminal table")
 def command(selectors: tuple[str, ...], db: str | None, formats: str, lang: str, out_dir: str | None,  # noqa: PLR0913 (a click command)
-            strict: bool, allow_not_ok: bool, min_effect: float, quiet: bool) -> None:
+            strict: bool, allow_not_ok: bool, allow_client_lag: bool, min_effect: float, quiet: bool) -> None:
     """Compare runs side by side (RUN, or RUN:CONFIG for one server config of a run)."""
     fmts = render.parse_formats(formats)
     store = open_store(db)
-    doc, issues = compare(store, list(selectors), lang, __version__, strict, Judging(allow_not_ok, min_effect))
+    doc, issues = compare(store, list(selectors), lang, __version__, strict, Judging(allow_not_ok, min_effect, allow_client_lag))
     if not quiet:
         print_verdicts(doc)
     name = "compare-" + "-vs-".join(s.replace(":", "_") for s in selectors)

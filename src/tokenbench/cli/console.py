@@ -10,22 +10,23 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from tokenbench.judge.status import State, judge
+from tokenbench.judge.status import MARKS, State, figure_state, judge
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.report.document import plain
 from tokenbench.report.i18n import t
+from tokenbench.report.marks import cause_text
 
 out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 Figure = Callable[[CellSummary], object]
 COUNTS: tuple[tuple[str, Figure], ...] = (("ok", lambda s: s.completed), ("fail", lambda s: s.failed))
-FIGURES: tuple[tuple[str, Figure], ...] = (
-    ("req/s", lambda s: s.request_throughput), ("out tok/s", lambda s: s.output_throughput),
-    ("total tok/s", lambda s: s.total_token_throughput), ("TTFT mean", lambda s: s.mean_ttft_ms),
-    ("TTFT p99", lambda s: s.p99_ttft_ms), ("TPOT mean", lambda s: s.mean_tpot_ms),
-    ("TPOT p99", lambda s: s.p99_tpot_ms), ("ITL mean", lambda s: s.mean_itl_ms),
-    ("E2EL mean", lambda s: s.mean_e2el_ms),
+FIGURES: tuple[tuple[str, str], ...] = (        # (column, summary key)
+    ("req/s", "request_throughput"), ("out tok/s", "output_throughput"),
+    ("total tok/s", "total_token_throughput"), ("TTFT mean", "mean_ttft_ms"),
+    ("TTFT p99", "p99_ttft_ms"), ("TPOT mean", "mean_tpot_ms"),
+    ("TPOT p99", "p99_tpot_ms"), ("ITL mean", "mean_itl_ms"), ("ITL p99", "p99_itl_ms"),
+    ("E2EL mean", "mean_e2el_ms"),
 )
 Row = tuple[str, CellSummary, str, str]          # (label, summary, status, message)
 
@@ -48,9 +49,14 @@ def state(status: str, message: str | None, summary: CellSummary) -> State:
 
 
 def marked(value, s: State) -> str:
-    """A figure as the terminal shows it: plain only for a cell that is ok, else with the cell's mark."""
+    """A figure as the terminal shows it: plain only for a cell (and figure) that is ok, else with its mark."""
     text = fmt(value)
     return text if text == "-" else text + s.mark
+
+
+def figure(summary: CellSummary, key: str, s: State) -> str:
+    """One figure of a cell whose state is `s`, with the cell's mark or, in an ok cell, its own."""
+    return marked(getattr(summary, key, None), figure_state(s, summary, key))
 
 
 def cells_table(rows: list[Row], title: str = "results (ms, tokens/s)") -> Table:
@@ -59,12 +65,12 @@ def cells_table(rows: list[Row], title: str = "results (ms, tokens/s)") -> Table
     The request counts (ok, fail) are facts of any cell and stay plain."""
     table = Table(title=title)
     table.add_column("cell", justify="left")
-    for name, _ in COUNTS + FIGURES:
+    for name in [c for c, _ in COUNTS] + [c for c, _ in FIGURES]:
         table.add_column(name, justify="right")
     table.add_column("status")
     for label, summary, status, message in rows:
         s = state(status, message, summary)
-        figures = [fmt(get(summary)) for _, get in COUNTS] + [marked(get(summary), s) for _, get in FIGURES]
+        figures = [fmt(get(summary)) for _, get in COUNTS] + [figure(summary, key, s) for _, key in FIGURES]
         table.add_row(escape(label), *figures, f"{s.mark} {status}" if s.mark else status,
                       style=None if s.ok else "dim")
     return table
@@ -77,4 +83,16 @@ def notes(rows: list[Row]) -> list[str]:
         s = state(status, message, summary)
         if not s.ok:
             out.append(t("en", f"mark.{s.kind}", mark=s.mark, cell=label, reason=s.reason or t("en", "mark.no_reason")))
+        else:
+            out += moved_notes(label, summary)
     return out
+
+
+def moved_notes(label: str, summary: CellSummary) -> list[str]:
+    """One line per cause of the cell's figures marked moved: which, by how much, why and what to do."""
+    marks = (summary.figures.client_marks if summary.figures else None) or {}
+    by_cause: dict[str, list[str]] = {}
+    for key, m in marks.items():
+        by_cause.setdefault(m.cause, []).append(f"{key} ±{m.bound:.3g}")
+    return [t("en", "mark.moved", mark=MARKS["moved"], cell=label, figures=", ".join(figures),
+              reason=cause_text(cause, summary, "en")) for cause, figures in by_cause.items()]

@@ -7,14 +7,15 @@ import sys
 
 import click
 
-from tokenbench.cli import console, options, progress
+from tokenbench.cli import console, flags, options, progress
 from tokenbench.cli.report_options import write_report
 from tokenbench.cli.servers import SET_HELP, check, print_facts, say
 from tokenbench.deploy import lifecycle, profiles
 from tokenbench.deploy.smoke import smoke
+from tokenbench.host import isolation
 from tokenbench.spec.loader import load_model
 from tokenbench.spec.server_facts import ServerFacts
-from tokenbench.spec.study import StudySpec
+from tokenbench.spec.study import Client, StudySpec
 from tokenbench.store import commands
 from tokenbench.store.db import Store, default_db_path
 from tokenbench.study import run as study
@@ -28,10 +29,12 @@ def _stage(n: int, text: str) -> None:
     console.err.rule(f"[bold]{n}/4[/] {text}")
 
 
-def demo_spec(base_url: str, pairs: list[tuple[int, int]], concurrency: list[int], num_prompts: int | None) -> StudySpec:
+def demo_spec(base_url: str, pairs: list[tuple[int, int]], concurrency: list[int], num_prompts: int | None,
+              client_cpus: str | None = None) -> StudySpec:
     requests = {"per_concurrency": 2, "min": 4} if num_prompts is None else {"per_concurrency": 1, "min": num_prompts}
+    client = {"cpus": client_cpus} if client_cpus else {}
     return load_model(StudySpec, {"name": "demo", "target": {"base_url": base_url}, "pairs": pairs,
-                                  "concurrency": concurrency, "requests": requests}, "demo")
+                                  "concurrency": concurrency, "requests": requests, "client": client}, "demo")
 
 
 @click.command("demo")
@@ -41,21 +44,25 @@ def demo_spec(base_url: str, pairs: list[tuple[int, int]], concurrency: list[int
 @click.option("--concurrency", default="1,2,4", show_default=True, help="closed-loop concurrency levels")
 @click.option("--num-prompts", type=click.IntRange(min=1), default=None, help="requests per cell (default max(4, 2xC))")
 @options.DB
-def command(profile: str, overrides: tuple[str, ...], pairs: str, concurrency: str, num_prompts: int | None,
-            db: str | None) -> None:
+@flags.apply((flags.CLIENT_CPUS,))
+def command(profile: str, overrides: tuple[str, ...], pairs: str, concurrency: str, num_prompts: int | None,  # noqa: PLR0913 (a click command)
+            db: str | None, client__cpus: str | None) -> None:
     """Deploy a real engine (llama.cpp + SmolLM2-135M on the CPU by default), smoke-test it,
     benchmark a small grid, store it as one run, write its report, then stop the server."""
     grid, concs = options.pairs("--pairs", pairs), options.int_list("--concurrency", concurrency)
     prof = profiles.load_profile(profile, overrides)
     store = Store(db or default_db_path())
+    client = load_model(Client, {"cpus": client__cpus} if client__cpus else {}, "--client-cpus")
+    placed = isolation.plan(client, prof.runs_in == "local")
     _stage(1, f"deploy {prof.name}: {prof.description}")
-    with lifecycle.deployed(prof, say=say) as dep:
+    say(f"CPUs: client {placed.record()['client_cpus']}, engine {placed.record()['engine_cpus']} ({placed.note})")
+    with lifecycle.deployed(prof, say=say, placement=placed.engine) as dep:
         print_facts(dep.facts)
         _stage(2, "smoke test: one chat and one completions request")
         check(smoke(dep.base_url), dep.base_url)
-        planned = study.start(demo_spec(dep.base_url, grid, concs, num_prompts), store,
-                              RunSettings("sweep", server=Server(dep.base_url, dep.facts or ServerFacts(prof.engine), prof)),
-                              sys.argv)
+        server = Server(dep.base_url, dep.facts or ServerFacts(prof.engine), prof)
+        planned = study.start(demo_spec(dep.base_url, grid, concs, num_prompts, client__cpus), store,
+                              RunSettings("sweep", server=server, isolation=placed), sys.argv)
         _stage(3, f"benchmark {len(planned.plan.cells)} cells (exact token counts, ignore_eos, warmup per cell)")
         out, display = progress.run(planned, [])
         progress.report(out, display, [f"stored run {out.run_id} in {store.path}"])

@@ -28,10 +28,11 @@ class Flag:
     vllm: tuple[str, ...] = ()                   # `vllm bench serve` spellings
     parse: Callable[[str, str], Any] | None = None   # (flag, text) -> value: comma lists, SLO strings
     help: str | None = None                      # only where the field's own description does not fit a flag
+    spelled: str | None = None                   # the flag, where the key's last part would be unclear alone
 
     @property
     def flag(self) -> str:
-        return "--" + self.key.rsplit(".", 1)[-1].replace("_", "-")
+        return self.spelled or "--" + self.key.rsplit(".", 1)[-1].replace("_", "-")
 
     @property
     def familiar(self) -> str:
@@ -43,6 +44,7 @@ class Flag:
         return self.key.replace(".", "__")
 
 
+CLIENT_CPUS = Flag("client.cpus", spelled="--client-cpus")
 TARGET = (Flag("target.base_url"), Flag("target.model"), Flag("target.api_key_env"), Flag("target.api_key_file"),
           Flag("target.timeout_s", names=("--timeout",)),
           Flag("target.connect_in_ttft", names=("--count-connect-in-ttft",)), Flag("target.final_usage_only"))
@@ -54,6 +56,9 @@ WORKLOAD = (Flag("workload.kind", vllm=("--dataset-name",), parse=serve.dataset_
                                               "prefix_len", "num_groups", "image_count", "image_width",
                                               "image_height", "image_format", "time_scale",
                                               "trace_block_size")),
+            Flag("workload.turns"), Flag("workload.system_prompt_len"), Flag("workload.shared_system_prompt"),
+            Flag("workload.think_time_s", names=("--think-time",)), Flag("workload.think_time_dist"),
+            Flag("workload.assistant_turns"), Flag("workload.session_header"),
             Flag("workload.tokenizer_path", vllm=("--tokenizer",)),
             Flag("workload.vocab_size"), Flag("api"), Flag("seed", vllm=("--seed",)))
 LENGTHS = (Flag("workload.range_ratio", vllm=("--random-range-ratio",)), Flag("workload.range_ratio_style"),
@@ -64,12 +69,14 @@ LOAD = (Flag("concurrency", parse=options.int_list),
         Flag("rates", vllm=("--request-rate",), parse=options.rate_list),
         Flag("arrival"), Flag("burstiness", vllm=("--burstiness",)), Flag("max_concurrency", vllm=("--max-concurrency",)),
         Flag("rate_cap"),
+        Flag("users", parse=options.int_list), Flag("session_rates", names=("--session-rate",), parse=options.float_list),
+        Flag("ramp_up_s"), Flag("requests.num_sessions"),
         Flag("requests.num_prompts", vllm=("--num-prompts",)), Flag("requests.duration_s", names=("--duration",)),
         Flag("warmup_requests", vllm=("--num-warmups",)), Flag("repeats"))
 CHECKS = (Flag("slo", parse=options.slo_dict, help="goodput SLOs in ms, e.g. ttft=500,tpot=50,e2el=10000"),
           Flag("allow_length_mismatch"), Flag("allow_client_lag"), Flag("max_error_rate"), Flag("name", vllm=("--label",)),
           Flag("client.workers"), Flag("client.ray_address", names=("--ray",)),
-          Flag("client.keep_raw"))
+          Flag("client.keep_raw"), CLIENT_CPUS)
 SHARED = TARGET + WORKLOAD + LENGTHS + SAMPLING + LOAD + CHECKS
 LIST_PARSERS = (options.int_list, options.rate_list, options.slo_dict, options.pairs)   # docs: type "list"
 SWEEP_ONLY = (Flag("pairs", parse=options.pairs), Flag("kv_capacity"), Flag("stop_on_saturation"),

@@ -19,7 +19,9 @@ from tokenbench.store.db import Store, default_db_path
 @click.command("import")
 @click.argument("file", type=click.Path(exists=True))
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
-              help="vllm (bench serve JSON), sglang (bench_serving JSONL), csv or aisbench (the performances/<model>/ folder or a file of it); default: from the name")
+              help="vllm (bench serve JSON), sglang (bench_serving JSONL), csv (published figures), aisbench (the "
+                   "performances/<model>/ folder or a file of it) or tokenbench (its --output JSON, a recovery file, "
+                   "export JSON or CSV); default: told from the content")
 @options.DB
 @click.option("--engine", default=None, help="engine that served the results (vllm, sglang, ...)")
 @click.option("--engine-version", default=None)
@@ -31,7 +33,8 @@ from tokenbench.store.db import Store, default_db_path
 @click.option("--bytes-per-param", type=click.FloatRange(min=0, min_open=True), default=None,
               help="bytes per weight: 2 for BF16")
 def command(file: str, fmt: str | None, db: str | None, **kw) -> None:
-    """Import results of vllm bench serve, SGLang bench_serving or a CSV of published figures."""
+    """Import results of vllm bench serve, SGLang bench_serving, AISBench, a CSV of published figures, or a
+    file tokenbench wrote (--output JSON, recovery file, export JSON or CSV)."""
     opts = ImportOptions(kw["engine"], kw["engine_version"], kw["model"], kw["hardware"], kw["devices"],
                          kw["params_b"], kw["bytes_per_param"], kw["config"])
     store = Store(db or default_db_path())

@@ -93,8 +93,8 @@ class Display:
         v = console.state(row.status, row.message, s)
         status = f"{v.mark} {row.status}" if v.mark else row.status
         self.bar.console.print(f"{cell.config.name} {cell.key}{star} {status}: "
-                               f"{console.marked(s.output_throughput, v)} out tok/s, "
-                               f"TTFT {console.marked(s.mean_ttft_ms, v)} ms, TPOT {console.marked(s.mean_tpot_ms, v)} ms"
+                               f"{console.figure(s, 'output_throughput', v)} out tok/s, "
+                               f"TTFT {console.figure(s, 'mean_ttft_ms', v)} ms, TPOT {console.figure(s, 'mean_tpot_ms', v)} ms"
                                + acceptance(s)
                                + (f" ({escape(row.message)})" if row.message else ""))
 
@@ -121,7 +121,20 @@ def workload_lines(r: CellResult) -> list[str]:
     facts = ", ".join(f.format(v) for v, f in shown)
     told = [explain.send_note(r.key, r.summary) or explain.send_line(r.key, r.summary),
             explain.tail_note(r.key, r.summary)]
-    return ([f"{r.key}: {facts}"] if facts else []) + [line for line in told if line] + [f"{r.key}: {n}" for n in r.notes]
+    turns = _by_turn(r.summary)
+    return ([f"{r.key}: {facts}"] if facts else []) + ([f"{r.key}: {turns}"] if turns else []) + \
+        [line for line in told if line] + [f"{r.key}: {n}" for n in r.notes]
+
+
+def _by_turn(s: CellSummary) -> str:
+    """A sessions cell: its sessions and its mean TTFT and hit rate by turn (the report has the intervals)."""
+    f = s.sessions
+    if f is None:
+        return ""
+    ttft = ", ".join("-" if v is None else f"{v:.1f}" for v in f.turn_ttft_mean_ms or [])
+    hits = ", ".join("-" if v is None else f"{v:.0%}" for v in f.turn_hit_rate or [])
+    return (f"sessions {f.completed} of {f.started} completed; by turn: TTFT mean {ttft} ms"
+            + (f"; hit rate {hits}" if hits.strip("-, ") else ""))
 
 
 TITLE = "results (ms, tokens/s; * = concurrency x (input+output) > KV capacity)"

@@ -75,6 +75,8 @@ class RequestRecord:
     expected_prompt_tokens: int | None = None  # what the workload's tokenizer (+ chat template) counted
     connect_ns: int = 0                 # set-up of a new connection; 0 when a kept-alive one was reused
     connect_in_ttft: bool = False       # sent_ns is the start of that set-up (vLLM's TTFT), not after it
+    session_id: str | None = None       # sessions workload: the session the request is a turn of
+    turn: int | None = None             # ... and which turn (0 = the first)
 
     @property
     def ok(self) -> bool:

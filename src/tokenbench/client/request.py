@@ -12,9 +12,25 @@ _encode = msgspec.json.Encoder().encode      # compact JSON, UTF-8 (the same doc
 
 
 @dataclass(slots=True, frozen=True)
+class SessionTurn:
+    """A prompt that is one turn of a session: which session and turn, the header that names the session
+    to the server ("" sends none), and whether to ask for the output's token ids (`return_token_ids`:
+    vLLM, SGLang), which the next turn's history is made of."""
+
+    session_id: str
+    turn: int
+    header: str = ""
+    return_token_ids: bool = False
+
+
+Message = tuple[str, str]        # (role, content) of a chat message
+
+
+@dataclass(slots=True, frozen=True)
 class Prompt:
     """One workload item: exact token ids (completions) or text with its known token count (chat),
-    and for vision workloads the images that travel with the text as `image_url` data URIs."""
+    and for vision workloads the images that travel with the text as `image_url` data URIs. A session's
+    chat turn carries its whole history as `messages` (the text is then the last user message)."""
 
     token_ids: tuple[int, ...] | None
     text: str | None
@@ -23,6 +39,8 @@ class Prompt:
     expected_prompt_tokens: int    # what the server must report (input_len + chat template + image tokens)
     images: tuple[str, ...] = ()   # data: URIs, sent after the text in one user message
     image_bytes: int = 0           # decoded bytes of those images (the files' sizes)
+    messages: tuple[Message, ...] = ()   # chat: the history before the last user message (sessions)
+    session: SessionTurn | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -37,6 +55,8 @@ class PreparedRequest:
     wire: bytes = b""                                  # the whole HTTP/1.1 request, encoded ahead of time
     images: int = 0                                    # images sent (checked against usage's image_count)
     image_bytes: int = 0
+    session_id: str | None = None                      # a session's turn: which session and turn
+    turn: int | None = None
 
 
 def encode_request(url: str, body: bytes, headers: dict[str, str]) -> tuple[tuple[str, int, bool], bytes]:
@@ -74,7 +94,8 @@ def _sampling(output_len: int, options: RequestOptions) -> dict:
 
 def completions_body(model: str, prompt: Prompt, options: RequestOptions = RequestOptions()) -> dict:
     content = list(prompt.token_ids) if prompt.token_ids is not None else prompt.text
-    return {"model": model, "prompt": content, **_sampling(prompt.output_len, options)}
+    ids = {"return_token_ids": True} if prompt.session is not None and prompt.session.return_token_ids else {}
+    return {"model": model, "prompt": content, **_sampling(prompt.output_len, options), **ids}
 
 
 def user_content(text: str, images: tuple[str, ...] = ()) -> str | list[dict]:
@@ -85,7 +106,8 @@ def user_content(text: str, images: tuple[str, ...] = ()) -> str | list[dict]:
 
 
 def chat_body(model: str, prompt: Prompt, options: RequestOptions = RequestOptions()) -> dict:
-    messages = [{"role": "user", "content": user_content(prompt.text or "", prompt.images)}]
+    history = [{"role": role, "content": content} for role, content in prompt.messages]
+    messages = [*history, {"role": "user", "content": user_content(prompt.text or "", prompt.images)}]
     return {"model": model, "messages": messages, **_sampling(prompt.output_len, options)}
 
 
@@ -96,6 +118,9 @@ def prepare(base_url: str, api: str, model: str, prompt: Prompt, api_key: str | 
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
+    turn = prompt.session
+    if turn is not None and turn.header:
+        headers[turn.header] = turn.session_id
     url = base_url.rstrip("/") + path
     data = _encode(body)
     key, wire = encode_request(url, data, headers)
@@ -110,4 +135,6 @@ def prepare(base_url: str, api: str, model: str, prompt: Prompt, api_key: str | 
         expected_prompt_tokens=prompt.expected_prompt_tokens,
         images=len(prompt.images),
         image_bytes=prompt.image_bytes,
+        session_id=None if turn is None else turn.session_id,
+        turn=None if turn is None else turn.turn,
     )

@@ -117,6 +117,7 @@ class LaunchOptions:
     owned: bool = False         # this process tears it down on exit; a later tokenbench reaps it if this one
                                 # dies first (reap_orphans)
     stable_port: bool = False   # the engine's usual port when it is free (see choose_port)
+    placement: local.Placement = local.Placement()   # a local engine's CPUs and priority (host/isolation.py)
 
 
 def launch(profile: Profile, state_dir: str | Path | None = None, say: Say = lambda m: None,
@@ -136,7 +137,8 @@ def launch(profile: Profile, state_dir: str | Path | None = None, say: Say = lam
     dep_id = f"{profile.name}-{port}"
     log_path = (directory / f"{dep_id}.log").resolve()
     say(f"launching {profile.engine} on {_url(profile.host, port)} (log: {log_path})")
-    proc = local.spawn(secret.argv(argv), {**profile.env, **secret.env}, log_path, die_with_parent=tied)
+    placement = how.placement if profile.runs_in == "local" else local.Placement()
+    proc = local.spawn(secret.argv(argv), {**profile.env, **secret.env}, log_path, tied, placement)
     try:
         st = DeploymentState(id=dep_id, profile=profile.name, engine=profile.engine, pid=proc.pid,
                              pgid=proc.pid, create_time=local.create_time(proc.pid), host=profile.host, port=port,
@@ -175,11 +177,14 @@ def start(profile: Profile, state_dir: str | Path | None = None, say: Say = lamb
 
 @contextmanager
 def deployed(profile: Profile, state_dir: str | Path | None = None, say: Say = lambda m: None,
-             grace_s: float = GRACE_S, stable_port: bool = False) -> Iterator[Deployment]:
-    """The server for the duration of the block; torn down on any exit, Ctrl-C or SIGTERM."""
+             grace_s: float = GRACE_S, stable_port: bool = False,
+             placement: local.Placement = local.Placement()) -> Iterator[Deployment]:
+    """The server for the duration of the block; torn down on any exit, Ctrl-C or SIGTERM. `placement`:
+    a local engine's CPUs and priority."""
     with stop_on_signal() as live:
         dep = start(profile, state_dir, say, live.append,
-                    LaunchOptions(tied=profile.runs_in == "local", owned=True, stable_port=stable_port))
+                    LaunchOptions(tied=profile.runs_in == "local", owned=True, stable_port=stable_port,
+                                  placement=placement))
         try:
             yield dep
         finally:

@@ -9,6 +9,8 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -24,15 +26,42 @@ def _die_with_parent() -> None:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
-def spawn(argv: list[str], env: dict[str, str], log_path: Path, die_with_parent: bool = False) -> subprocess.Popen:
+@dataclass(frozen=True)
+class Placement:
+    """Where an engine process runs: its CPUs (None: wherever this process may) and its niceness added."""
+
+    cpus: frozenset[int] | None = None
+    nice: int = 0
+
+
+def _before_exec(die_with_parent: bool, placement: Placement) -> Callable[[], None] | None:
+    """What the child does before exec: die with its parent, move to its CPUs, lower its priority (every
+    thread the engine starts inherits both)."""
+    tie = die_with_parent and sys.platform == "linux"
+    if not tie and placement == Placement():
+        return None
+
+    def run() -> None:
+        if tie:
+            _die_with_parent()
+        if placement.cpus:
+            os.sched_setaffinity(0, placement.cpus)
+        if placement.nice:
+            os.nice(placement.nice)
+    return run
+
+
+def spawn(argv: list[str], env: dict[str, str], log_path: Path, die_with_parent: bool = False,
+          placement: Placement = Placement()) -> subprocess.Popen:
     """Start in a new session; `die_with_parent` ties the engine's life to this process (sweeps, demo),
-    so not even a SIGKILL of tokenbench leaves an orphan engine behind."""
+    so not even a SIGKILL of tokenbench leaves an orphan engine behind; `placement` pins it to CPUs and
+    lowers its priority."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "wb") as log:
         try:
             return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                     env={**os.environ, **env}, start_new_session=True, close_fds=True,
-                                    preexec_fn=_die_with_parent if die_with_parent and sys.platform == "linux" else None)
+                                    preexec_fn=_before_exec(die_with_parent, placement))
         except OSError as exc:
             raise DeployError(f"cannot start '{argv[0]}': {exc.strerror or exc}",
                               "check the profile's command and that the engine is installed") from exc

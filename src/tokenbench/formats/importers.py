@@ -5,7 +5,10 @@ Formats (details and the CSV columns in docs/reports.md):
   sglang  the JSONL file `python -m sglang.bench_serving --output-file` appends to (one cell per line)
   csv     published figures, one row per cell (columns in CSV_COLUMNS)
   aisbench  AISBench perf outputs: the performances/<model>/ folder or its CSV/JSON/details file
-            (report/aisbench.py)
+            (formats/aisbench.py)
+  tokenbench  files tokenbench wrote: its --output JSON, a recovery file, `export` JSON or CSV (formats/own.py)
+
+The format is told from the file's content (`detect`), or given.
 """
 
 from __future__ import annotations
@@ -15,12 +18,15 @@ import hashlib
 import json
 import math
 import re
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.errors import UsageError
-from tokenbench.formats import aisbench
+from tokenbench.formats import aisbench, own
+from tokenbench.formats.parsed import Parsed
 from tokenbench.inputs import check_readable
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.spec.bench import Load, Workload
@@ -29,7 +35,9 @@ from tokenbench.spec.server_facts import ServerFacts
 from tokenbench.store.db import Store
 from tokenbench.store.rows import CellRow
 
-FORMATS = ("vllm", "sglang", "csv", "aisbench")
+FORMATS = ("vllm", "sglang", "csv", "aisbench", "tokenbench")
+KNOWN = ("a result of vllm bench serve (JSON), SGLang bench_serving (JSONL) or AISBench, a CSV of published "
+         "figures, or a file tokenbench wrote (its --output JSON, a recovery file, export JSON or CSV)")
 METRIC_RE = re.compile(r"^(mean|median|std|min|max|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms$")
 VLLM_SCALARS = ("duration", "completed", "failed", "num_prompts", "total_input_tokens", "total_output_tokens",
                 "request_throughput", "request_goodput", "output_throughput", "total_token_throughput",
@@ -75,23 +83,52 @@ class ImportOptions:
         return out
 
 
-@dataclass
-class Parsed:
-    configs: dict[str, dict] = field(default_factory=dict)                 # name -> facts
-    cells: list[tuple[str, CellRow, list[RequestRecord]]] = field(default_factory=list)
-
-
 def detect(path: Path) -> str:
-    if aisbench.is_aisbench(path):
-        return "aisbench"
-    suffix = path.suffix.lower()
-    if suffix == ".csv":
-        return "csv"
-    if suffix == ".jsonl":
+    """The format of a file (or an AISBench folder) from its content."""
+    return "aisbench" if aisbench.is_aisbench(path) else sniff(path, _read(path))[0]
+
+
+def sniff(path: Path, text: str) -> tuple[str, Any]:
+    """The format of a file's text, and its JSON document when the whole file is one. A CSV with a column
+    of published figures is one (its header is checked when it is read, naming what is wrong)."""
+    doc = _whole_json(text)
+    if doc is not None:
+        return _json_format(path, doc), doc
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    line = _whole_json(first)
+    if isinstance(line, dict) and "output_throughput" in line:
+        return "sglang", None
+    header = [c.strip() for c in next(csv.reader([first]), [])]
+    if own.csv_kind(header):
+        return "tokenbench", None
+    if any(c in CSV_COLUMNS or METRIC_RE.match(c) for c in header):
+        return "csv", None
+    raise _unknown(path)
+
+
+def _json_format(path: Path, doc: Any) -> str:
+    if own.json_kind(doc):
+        return "tokenbench"
+    if isinstance(doc, dict) and ("mean_e2e_latency_ms" in doc or "dataset_name" in doc):
         return "sglang"
-    if suffix == ".json":
+    if isinstance(doc, dict) and "request_throughput" in doc:
         return "vllm"
-    raise UsageError(f"cannot tell the format of {path} from its name", "pass --format vllm, sglang, csv or aisbench")
+    raise _unknown(path)
+
+
+def _whole_json(text: str) -> Any:
+    if not text.lstrip().startswith("{"):
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return None
+
+
+def _unknown(path: Path) -> UsageError:
+    return UsageError(f"cannot tell the format of {path} from its content: it is not {KNOWN}",
+                      f"pass --format {', '.join(FORMATS[:-1])} or {FORMATS[-1]} if it is one of them, "
+                      "or import a file of one of these")
 
 
 def _num(v) -> float | None:
@@ -407,46 +444,74 @@ def _digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def parse(path: Path, fmt: str, opts: ImportOptions) -> Parsed:
-    if fmt == "aisbench":
-        return parse_aisbench(path, opts)
+def parse(path: Path, fmt: str | None, opts: ImportOptions) -> tuple[str, Parsed]:
+    """The file's format (given, or told from its content) and what it holds."""
+    if fmt == "aisbench" or (fmt is None and aisbench.is_aisbench(path)):
+        return "aisbench", parse_aisbench(path, opts)
     text = _read(path)
+    fmt, doc = (fmt, None) if fmt else sniff(path, text)
     if fmt == "csv":
-        return parse_csv(path, text, opts)
+        return fmt, parse_csv(path, text, opts)
     if fmt == "sglang":
-        return parse_sglang(_json_lines(path, text), opts, path)
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}:{exc.lineno}: not JSON ({exc.msg})", "pass the file vllm bench serve wrote") from None
-    return parse_vllm(doc, opts)
+        return fmt, parse_sglang(_json_lines(path, text), opts, path)
+    if fmt == "tokenbench":
+        return fmt, _own(own.read(str(path), text, doc), opts)
+    if doc is None:
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{path}:{exc.lineno}: not JSON ({exc.msg})",
+                             "pass the file vllm bench serve wrote") from None
+    return fmt, parse_vllm(doc, opts)
+
+
+def _own(parsed: Parsed, opts: ImportOptions) -> Parsed:
+    """A file of tokenbench's own keeps its config names (`--config` names its only one) and takes the
+    facts given by flags over its own."""
+    if opts.config and len(parsed.configs) > 1:
+        raise UsageError(f"--config names one config; this file has {len(parsed.configs)} "
+                         f"({', '.join(parsed.configs)})", "leave --config out: the file names its configs")
+    rename = (lambda name: opts.config) if opts.config else (lambda name: name)
+    configs = {rename(name): {**facts, **opts.facts()} for name, facts in parsed.configs.items()}
+    return replace(parsed, configs=configs, cells=[(rename(n), c, r) for n, c, r in parsed.cells])
 
 
 def import_file(store: Store, path: str | Path, fmt: str | None = None, opts: ImportOptions | None = None,
                 argv: list[str] | None = None) -> str:
     path = Path(path)
     check_readable(path, "import file", dir_ok=True)
-    fmt = fmt or detect(path)
-    if fmt not in FORMATS:
+    if fmt is not None and fmt not in FORMATS:
         raise UsageError(f"unknown import format '{fmt}'", f"use one of: {', '.join(FORMATS)}")
-    parsed = parse(path, fmt, opts or ImportOptions())
-    digest = _digest(path)
-    sources = sorted({s for _, cell, _ in parsed.cells if (s := cell.summary.source)})
-    spec = {"import": {"format": fmt, "file": path.name, "sha256": digest, "cells": len(parsed.cells),
-                       "source": "; ".join(sources) or path.name}}
-    run_id = store.create_run("import", f"{fmt}:{path.name}", spec, argv or ["tokenbench", "import", str(path)], {})
+    fmt, parsed = parse(path, fmt, opts or ImportOptions())
+    spec, environment = _provenance(path, fmt, parsed)
+    run_id = store.create_run("import", f"{fmt}:{path.name}", spec, argv or ["tokenbench", "import", str(path)],
+                              environment)
     ids = {name: store.upsert_config(run_id, name, facts=ServerFacts.from_dict(facts), status="done")
            for name, facts in parsed.configs.items()}
-    for repeat_of, (name, cell, recs) in _repeats(parsed.cells):
-        store.save_cell(run_id, ids[name], replace(cell, repeat=repeat_of), recs)
+    cells = parsed.cells if parsed.source else _repeats(parsed.cells)
+    for name, cell, recs in cells:
+        store.save_cell(run_id, ids[name], cell, recs)
     store.set_run_status(run_id, "done")
     return run_id
 
 
-def _repeats(cells: list[tuple[str, CellRow, list]]):
+def _provenance(path: Path, fmt: str, parsed: Parsed) -> tuple[dict, dict]:
+    """The imported run's spec (what was imported, from where; a tokenbench run's own spec beside it, so its
+    SLOs, sampling and name are judged as they were) and its environment (a tokenbench run's own)."""
+    sources = sorted({s for _, cell, _ in parsed.cells if (s := cell.summary.source)})
+    about = {"format": fmt, "file": path.name, "sha256": _digest(path), "cells": len(parsed.cells),
+             "source": "; ".join(sources) or path.name}
+    src = parsed.source
+    if src is None:
+        return {"import": about}, {}
+    spec = {k: v for k, v in src.spec.items() if k not in ("planned_cells", "import")}
+    return {**spec, "import": {**about, "run": src.id, "kind": src.kind}}, src.environment
+
+
+def _repeats(cells: Iterable[tuple[str, CellRow, list]]) -> Iterator[tuple[str, CellRow, list]]:
     """The same cell twice in a file (e.g. a JSONL appended to by two runs) becomes repeat 0, 1, ..."""
     seen: dict[tuple[str, str], int] = {}
     for name, cell, recs in cells:
         k = (name, cell.key)
         seen[k] = seen.get(k, -1) + 1
-        yield seen[k], (name, cell, recs)
+        yield name, replace(cell, repeat=seen[k]), recs

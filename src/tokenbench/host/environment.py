@@ -149,8 +149,9 @@ def container_image(profile) -> dict | None:
     return {"image": tag.image, "tag": tag.tag, "components": tag.components(), "unrecognised": tag.extra}
 
 
-def capture(profile=None, root: str | Path = "/", run: Run = run_tool) -> dict:
-    """Everything above; `profile` adds its container image; `root`/`run` are for tests."""
+def capture(profile=None, root: str | Path = "/", run: Run = run_tool, isolation: dict | None = None) -> dict:
+    """Everything above; `profile` adds its container image; `isolation`: where the client and a local
+    engine ran (host/isolation.Isolation.record); `root`/`run` are for tests."""
     from tokenbench.host import doctor
     env = {
         "os": _os_release(),
@@ -164,6 +165,7 @@ def capture(profile=None, root: str | Path = "/", run: Run = run_tool) -> dict:
         "accelerators": accelerators(run),
         "host_tuning": doctor.current_values(root),
     }
-    optional = {"cann": cann_version(root), "ascend_driver": ascend_driver(root), "container": container_image(profile)}
+    optional = {"cann": cann_version(root), "ascend_driver": ascend_driver(root), "container": container_image(profile),
+                "isolation": isolation}
     env.update({k: v for k, v in optional.items() if v})
     return env

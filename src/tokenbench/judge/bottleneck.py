@@ -57,8 +57,9 @@ def _client(c: CellInfo) -> Found:
         return "client", {"reason": c.state.reason or "-"}
     health = c.summary.health or ClientHealth()
     cpu, workers = known(health.client_cpu_percent), health.client_workers or 1
-    if cpu is not None and cpu / workers >= CLIENT_CPU_NEAR:
-        return "client_cpu", {"cpu": cpu / workers}
+    mark = c.summary.figures.mark("output_throughput") if c.summary.figures else None
+    if (cpu is not None and cpu / workers >= CLIENT_CPU_NEAR) or (mark is not None and mark.cause == "client_cpu"):
+        return "client_cpu", {"cpu": (cpu or 0.0) / workers}
     return None
 
 

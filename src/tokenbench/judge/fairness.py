@@ -3,13 +3,17 @@
 Checked per column (a server config of a stored run): server-reported input and output tokens per
 request in every common cell, how each request's lengths were drawn (exact, or a length distribution:
 workload/lengths.py), sampling (temperature and the other sampling fields asked), ignore_eos, and the
-prefix-cache state. A value that differs is a difference; a value nothing stored can tell is "unknown".
-`compare --strict` refuses both.
+prefix-cache state; where sessions cells are compared, the session shape (turns, lengths, think time,
+system prompt, what the assistant turns are, the API, the ramp; the users or session rate are the cells'
+load) instead of the prefix-cache state: a session's reuse of its history is what it measures, its hit rate
+a result, not a difference of workload. A value that differs is a difference; a value nothing stored can
+tell is "unknown". `compare --strict` refuses both.
 
 Cells pair by (input, output, load). Two cells at the same load figure are not the same load when one is
 a concurrency (closed loop) and the other a request rate (open loop), or two rates differ in their
-`--max-concurrency` cap or their arrival process: such cells are never paired (no ratio, no verdict),
-and the difference is an issue (check "load", its reason code in `detail`).
+`--max-concurrency` cap (or how it held arrivals: queue or gate) or their arrival process: such cells are
+never paired (no ratio, no verdict), and the difference is an issue (check "load", its reason code in
+`detail`).
 """
 
 from __future__ import annotations
@@ -43,8 +47,10 @@ class Column:
         return self.run.cell_at(self.config.name, pair, x)
 
 
-Check = Literal["input_tokens", "output_tokens", "lengths", "sampling", "ignore_eos", "cache", "load"]
+Check = Literal["input_tokens", "output_tokens", "lengths", "sampling", "ignore_eos", "cache", "session_shape",
+                "load"]
 LoadDiff = Literal["mode", "cap", "arrival"]     # closed vs open loop; the in-flight cap; the arrival process
+SINGLE_TURN = "single-turn"        # the session shape of a column's cells that are not sessions
 
 
 @dataclass(frozen=True)
@@ -200,6 +206,12 @@ def cache_state(col: Column, cells: list[CellInfo]) -> CacheUse | None:
     return CacheUse(stated=str(v)) if v else None
 
 
+def session_shape(cells: list[CellInfo]) -> str | None:
+    """The session shapes of a column's common cells (SINGLE_TURN for cells that are not sessions)."""
+    shapes = {c.summary.sessions.shape_text() if c.summary.sessions is not None else SINGLE_TURN for c in cells}
+    return "; ".join(sorted(shapes)) if shapes else None
+
+
 def _compare(check: Check, cols: list[Column], vals: list, where: str, numeric: bool) -> list[Issue]:
     known_vals = [v for v in vals if v is not None]
     missing = tuple(c.label for c, v in zip(cols, vals, strict=False) if v is None)
@@ -229,5 +241,9 @@ def check(cols: list[Column]) -> list[Issue]:
     issues += _compare("sampling", cols, [sampling(c) for c in cols], "", False)
     issues += _compare("ignore_eos", cols, [ignore_eos(c) for c in cols], "", False)
     measured = [[c for p, x in common if (c := col.cell(p, x)) is not None] for col in cols]
-    issues += _compare("cache", cols, [cache_state(c, cs) for c, cs in zip(cols, measured, strict=False)], "", False)
+    if any(c.summary.sessions is not None for cs in measured for c in cs):
+        issues += _compare("session_shape", cols, [session_shape(cs) for cs in measured], "", False)
+    else:
+        issues += _compare("cache", cols, [cache_state(c, cs) for c, cs in zip(cols, measured, strict=False)], "",
+                           False)
     return list(dict.fromkeys(issues))

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tokenbench.client.records import RequestRecord
+from tokenbench.judge.status import usable
 from tokenbench.judge.views import CellInfo, RunData
 from tokenbench.metrics import request as rm
 from tokenbench.metrics import uncertainty as u
@@ -24,10 +25,12 @@ STATS: tuple[Literal["mean", "p50", "p90", "p99"], ...] = ("mean", "p50", "p90",
 @dataclass(frozen=True)
 class Judging:
     """How `compare` judges its columns: with --allow-not-ok a cell that is not ok still shows its (marked)
-    figures; --min-effect is the smallest difference a verdict calls one."""
+    figures; --min-effect is the smallest difference a verdict calls one; with --allow-client-lag a figure
+    the client's delays may have moved (marked `~`) still gets its interval and verdict, marked."""
 
     allow_not_ok: bool = False
     min_effect: float = u.MIN_EFFECT
+    allow_client_lag: bool = False
 
 
 HEADLINE = [Metric(n, s) for n in LATENCIES for s in STATS] + [Metric(r, "mean") for r in RATES]
@@ -116,12 +119,13 @@ def _slo(run: RunData) -> SLO | None:
 
 
 def verdict(a_book: Book, a: CellInfo, b_book: Book, b: CellInfo, metric: Metric,
-            min_effect: float = u.MIN_EFFECT) -> u.Verdict | None:
-    """Is B faster than A on `metric`? None when either cell is not ok or has no samples."""
-    if not (a.state.ok and b.state.ok):
+            judging: Judging = Judging()) -> u.Verdict | None:
+    """Is B faster than A on `metric`? None when either cell is not ok, either figure was marked moved
+    (unless --allow-client-lag), or either has no samples."""
+    if not all(usable(c.figure_state(metric.key), judging.allow_client_lag) for c in (a, b)):
         return None
     ia, ib = a_book.interval(a, metric), b_book.interval(b, metric)
     if ia is None or ib is None:
         return None
     floor = max(u.drift(a_book.groups(a, metric), metric.stat), u.drift(b_book.groups(b, metric), metric.stat))
-    return u.verdict(ia, ib, metric.higher_is_better, min_effect, floor)
+    return u.verdict(ia, ib, metric.higher_is_better, judging.min_effect, floor)

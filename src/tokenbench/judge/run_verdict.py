@@ -5,7 +5,8 @@
 - `failed`: the run failed (a server that could not start or stopped answering), or a cell failed;
 - `empty`: it holds no cell;
 - `marked`: some cell, or some figure of one, carries a mark (judge/status.py: invalid, a tolerated length
-  mismatch or client lag, not measured): read its report before quoting it;
+  mismatch or client lag, not measured; a figure the client's delays may have moved): read its report before
+  quoting it;
 - `ok`: every cell measured ok, no figure marked.
 """
 
@@ -24,9 +25,11 @@ def run_verdict(status: str, cells: Iterable[CellRow]) -> str:
     """One of VERDICTS, from the run's (shown) status and its current cells."""
     if status in ("running", "interrupted"):
         return status
+    cells = list(cells)
     states = [judge(c.status, c.message, c.summary) for c in cells]
     if status == "failed" or any(s.kind in FAILED for s in states):
         return "failed"
     if not states:
         return "empty"
-    return "ok" if all(s.ok for s in states) else "marked"
+    figures_marked = any(c.summary.figures and c.summary.figures.client_marks for c in cells)
+    return "ok" if all(s.ok for s in states) and not figures_marked else "marked"

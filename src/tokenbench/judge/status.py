@@ -1,9 +1,13 @@
-"""Is a stored cell's figure trustworthy? One verdict per cell, derived from what the sweep stored.
+"""Is a stored cell's figure trustworthy? One verdict per cell, derived from what the sweep stored, and
+one per figure within an ok cell.
 
 A cell is *ok* only when its stored status is "ok" and nothing was tolerated that changes its numbers.
 Every other cell is shown with a mark and a footnote that says why (docs/reports.md, "Marks"); plots draw
 it hollow; comparisons refuse a ratio built on it unless asked; a repeat that is not ok never enters a
-mean. This module is pure: it reads the stored status, message and summary, nothing else.
+mean. Within an ok cell, a figure the client's delays (or a buffered stream) could have moved beyond its
+tolerance is *moved* (`figure_state`): marked `~` with its cause where it is shown, left out of verdicts
+unless `--allow-client-lag`; the cell's other figures stay clean. This module is pure: it reads the stored
+status, message and summary, nothing else.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ MARKS = {
     "length": "✗",         # lengths differed from what was asked (and were not tolerated)
     "invalid": "‡",        # the client could not keep up: the numbers measure the client
     "mismatch": "≠",       # lengths differed and --allow-length-mismatch tolerated it
-    "lagged": "~",         # the client lagged and --allow-client-lag tolerated it
+    "moved": "~",          # one figure: the client's delays (or buffering) could move it beyond its tolerance
+    "lagged": "~",         # (earlier versions) a whole cell's client lag tolerated by --allow-client-lag
     "spec_random": "§",    # random prompts to a speculative server: acceptance (so TPOT) is not what text gets
     "skipped": "–",        # never measured
     "interrupted": "‖",    # stopped by the user (Ctrl-C): its figures cover only the requests that finished
@@ -32,7 +37,7 @@ REASON_CHARS = 200
 @dataclass(frozen=True)
 class State:
     kind: str               # "ok" or a key of MARKS
-    reason: str = ""        # the stored message (one line, cut), or a count for "mismatch"
+    reason: str = ""        # the stored message (one line, cut), a count for "mismatch", a cause for "moved"
 
     @property
     def ok(self) -> bool:
@@ -75,3 +80,17 @@ def judge(status: str, message: str, summary: CellSummary) -> State:
     if spec:
         return State("spec_random", _one_line(spec))
     return State(OK)
+
+
+def figure_state(cell: State, summary: CellSummary, key: str) -> State:
+    """The state of one figure (its summary key) of a cell whose state is `cell`: the cell's when it is
+    not ok; `moved` (reason: the cause) when the client-health verdict marked the figure; else ok."""
+    if not cell.ok:
+        return cell
+    mark = summary.figures.mark(key) if summary.figures else None
+    return State("moved", mark.cause) if mark else cell
+
+
+def usable(state: State, allow_client_lag: bool = False) -> bool:
+    """Whether a figure in this state gets an interval and a verdict: ok, or moved and allowed."""
+    return state.ok or (allow_client_lag and state.kind == "moved")

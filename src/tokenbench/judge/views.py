@@ -12,8 +12,9 @@ from dataclasses import dataclass, field, replace
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.errors import StoreError, UsageError
-from tokenbench.judge.status import State, judge
+from tokenbench.judge.status import State, figure_state, judge
 from tokenbench.metrics.cell_summary import CellSummary, Metric
+from tokenbench.metrics.figure_marks import FigureHealth, FigureMark
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.profile_args import render_args
 from tokenbench.spec.server_facts import ServerFacts
@@ -113,6 +114,8 @@ class CellInfo:
 
     @property
     def load_label(self) -> str:
+        if self.summary.sessions is not None:       # a sessions cell: users, or session starts per second
+            return f"users={self.concurrency}" if self.concurrency is not None else f"{self.request_rate:g} sessions/s"
         if self.concurrency is not None:
             return f"c={self.concurrency}"
         return f"{self.request_rate:g}/s" if self.request_rate is not None else "replay"
@@ -129,6 +132,10 @@ class CellInfo:
     def state(self) -> State:
         """Whether this cell's figures can be shown plain (judge/status.py)."""
         return judge(self.status, self.message, self.summary)
+
+    def figure_state(self, key: str) -> State:
+        """Whether one figure (its summary key, e.g. Metric.key) can be shown plain (judge/status.py)."""
+        return figure_state(self.state, self.summary, key)
 
     def measured(self) -> list[CellInfo]:
         """The repeats whose numbers a merged cell averages: the ok ones only (possibly none)."""
@@ -194,6 +201,19 @@ def _means(used: list[CellInfo]) -> CellSummary:
     return CellSummary.from_dict({k: _mean_value([s[k] for s in stored]) for k in keys})
 
 
+def _with_marks(summary: CellSummary, used: list[CellInfo]) -> CellSummary:
+    """A figure marked in any repeat is marked in their mean (with the largest bound)."""
+    marks: dict[str, FigureMark] = {}
+    for c in used:
+        for key, m in ((c.summary.figures and c.summary.figures.client_marks) or {}).items():
+            if key not in marks or m.bound > marks[key].bound:
+                marks[key] = m
+    if not marks:
+        return summary
+    figures = summary.figures or FigureHealth()
+    return summary.with_(figures=figures.model_copy(update={"client_marks": marks}))
+
+
 def merge_repeats(group: list[CellInfo]) -> CellInfo:
     """Repeats of one cell as one: each summary value is the mean over the repeats that are ok (a repeat
     that is not ok never enters a mean; failure counts are summed over all); when none is ok the merged
@@ -202,7 +222,7 @@ def merge_repeats(group: list[CellInfo]) -> CellInfo:
         return group[0]
     merged = replace(group[0], repeats=tuple(group))
     used = merged.measured()
-    summary = _means(used) if used else _counts_only(group)
+    summary = _with_marks(_means(used), used) if used else _counts_only(group)
     status = used[0].status if used else group[0].status
     failed = [c.summary.failed_by_kind for c in group]
     summary = summary.with_(failed_by_kind=_mean_value(failed) if any(failed) else {})

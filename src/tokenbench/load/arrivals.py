@@ -23,13 +23,16 @@ def arrival_seed(seed: int, cell_key: str) -> int:
 
 
 def planned_arrivals(load: Load) -> int | None:
-    """N of the schedule: num_prompts; a --duration cell without it: round(rate x duration), at least 1
-    (so its N arrivals span (N - 1) / rate, inside the duration); None for a closed loop or a trace."""
-    if load.concurrency is not None or load.arrival == "trace" or not load.request_rate:
+    """N of the schedule: num_prompts (sessions: num_sessions, of session starts); a --duration cell
+    without it: round(rate x duration), at least 1 (so its N arrivals span (N - 1) / rate, inside the
+    duration); None for a closed loop or a trace."""
+    rate = load.request_rate or load.session_rate
+    if load.concurrency is not None or load.arrival == "trace" or not rate:
         return None
-    if load.num_prompts is not None:
-        return load.num_prompts
-    return max(1, round(load.request_rate * (load.duration_s or 0.0)))
+    n = load.num_sessions if load.session_rate else load.num_prompts
+    if n is not None:
+        return n
+    return max(1, round(rate * (load.duration_s or 0.0)))
 
 
 def _unit_gap(rng: random.Random, burstiness: float) -> float:
@@ -89,5 +92,6 @@ def schedule(load: Load, seed: int, count: int | None = None) -> list[int]:
     same schedule is dealt out (worker w sends requests w, w + N, ...), so constant arrivals interleave
     instead of arriving in N-fold bursts, and the cell's arrivals do not depend on N. `count`: the
     requests prepared (`arrivals_of`)."""
-    return list(offsets_ns(load.request_rate or 0.0, load.arrival, random.Random(seed), arrivals_of(load, count),
-                           load.duration_s, load.burstiness))
+    rate = load.request_rate or load.session_rate or 0.0
+    return list(offsets_ns(rate, load.arrival, random.Random(seed), arrivals_of(load, count), load.duration_s,
+                           load.burstiness))

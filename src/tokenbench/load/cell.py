@@ -19,21 +19,25 @@ from tokenbench.client.records import Phase, RequestRecord
 from tokenbench.client.request import PreparedRequest, Prompt, RequestOptions, prepare
 from tokenbench.client.spool import Spool
 from tokenbench.client.transport import Session
+from tokenbench.errors import UsageError
 from tokenbench.load.arrivals import arrival_seed
 from tokenbench.load.executors import Executor, InProcess
-from tokenbench.load.runner import CellRun, Phases
+from tokenbench.load.runner import CellRun, Phases, Sessions, Work
 from tokenbench.load.target import Endpoint
 from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.figure_bounds import figure_health
 from tokenbench.metrics.interruption import Interruption
 from tokenbench.metrics.send_rates import send_rates
-from tokenbench.metrics.summary_groups import ClientHealth
+from tokenbench.metrics.sessions import SessionFigures, TurnTally, shape_of
+from tokenbench.metrics.summary_groups import ClientHealth, WorkloadFacts
 from tokenbench.metrics.tally import CellTally
 from tokenbench.metrics.verdict import Verdict, VerdictPolicy, cell_verdict
 from tokenbench.metrics.verify import Outcomes
 from tokenbench.spec.bench import SLO, Load, Workload
 from tokenbench.spec.keys import cell_key
 from tokenbench.spec.study import StudySpec
-from tokenbench.workload.build import CellPrompts, build_cell
+from tokenbench.workload.build import CellPrompts, build_cell, tokenizer_for
+from tokenbench.workload.sessions import Context, Feedback, Maker, conversations
 
 
 @dataclass
@@ -44,7 +48,7 @@ class CellResult:
     summary: CellSummary
     records: list[RequestRecord]     # measured, in index order; empty unless run_cell kept them
     warmup: list[RequestRecord]
-    verdict: Verdict                 # "ok" | "failed" | "invalid" (the client could not keep up) | "interrupted", and why
+    verdict: Verdict                 # "ok" | "failed" | "interrupted", why, and the figures the client's delays may have moved
     notes: list[str] = field(default_factory=list)
     spool: Spool | None = None       # every record (warmup, then measured as they finished), on disk
     started_ns: int | None = None    # the first measured send
@@ -124,8 +128,7 @@ class CellJob:
     def verdict_policy(self) -> VerdictPolicy:
         """What the cell's verdict tolerates (the study's options) and names (the server's address)."""
         s, e = self.study, self.endpoint
-        return VerdictPolicy(s.allow_length_mismatch, s.allow_client_lag, s.max_error_rate, e.api_key is not None,
-                             e.base_url)
+        return VerdictPolicy(s.allow_length_mismatch, s.max_error_rate, e.api_key is not None, e.base_url)
 
 
 PREPARED_BYTES = 512 * 2**20   # a duration cell prepares at most this much request data (memory bound)
@@ -159,9 +162,57 @@ def exhausted_note(health: ClientHealth, load: Load, n_meas: int) -> list[str]:
 
 def _prepare(job: CellJob, prompts: Iterable[Prompt]) -> Iterator[PreparedRequest]:
     """Each request's body, made when the request is taken (nothing prepared waits in memory)."""
+    return (_prepare_one(job, p) for p in prompts)
+
+
+def _prepare_one(job: CellJob, p: Prompt) -> PreparedRequest:
     e, study = job.endpoint, job.study
     options = RequestOptions(study.target.final_usage_only, study.sampling.body())
-    return (prepare(e.base_url, job.workload.api, e.model, p, e.api_key, options) for p in prompts)
+    return prepare(e.base_url, job.workload.api, e.model, p, e.api_key, options)
+
+
+@dataclass
+class _Work:
+    """A cell's requests before it runs: the warmup's prompts (and the workload's facts and notes), the
+    measured work (requests made as they are taken, or a sessions cell's conversations), the measured
+    requests planned, and how a sessions cell's conversations went (filled in as they run)."""
+
+    prompts: CellPrompts
+    measure: Work
+    count: int | None
+    feedback: Feedback | None = None
+
+
+def _requests(job: CellJob, n_warm: int) -> _Work:
+    wl, load = job.workload, job.load
+    prompts = build_cell(job.endpoint, wl, job.key, n_warm, planned_count(load, wl.input_len, wl.kind),
+                         duration_s=load.duration_s)
+    return _Work(prompts, _prepare(job, prompts.measure), prompts.measure_count)
+
+
+def _session_facts(wl: Workload, warm: CellPrompts) -> WorkloadFacts:
+    """The workload facts of a sessions cell: the kind, the prompt lengths its turns ask (as planned, with
+    answers of output_len), and the warmup's tokenizer and chat-template facts."""
+    turns, sys, ilen, olen = wl.turns or 1, wl.system_prompt_len or 0, wl.input_len or 0, wl.output_len or 0
+    lengths = [sys + (k + 1) * ilen + k * olen for k in range(turns)]
+    return warm.facts.model_copy(update={"workload": "sessions", "input_len_mean": sum(lengths) / turns,
+                                         "input_len_min": lengths[0], "input_len_max": lengths[-1]})
+
+
+def _sessions(job: CellJob, n_warm: int) -> _Work:
+    """A sessions cell: a warmup of single turn-0-shaped random prompts (no session, nothing shared with
+    the measured sessions), then the conversations (workload/sessions.py)."""
+    wl, load = job.workload, job.load
+    warm_wl = Workload(api=wl.api, input_len=(wl.system_prompt_len or 0) + (wl.input_len or 1),
+                       output_len=wl.output_len, seed=wl.seed, tokenizer_path=wl.tokenizer_path,
+                       vocab_size=wl.vocab_size)
+    prompts = build_cell(job.endpoint, warm_wl, job.key, n_warm, 0)
+    prompts.facts, prompts.length_means = _session_facts(wl, prompts), None
+    tok = tokenizer_for(job.endpoint, wl)
+    ctx = Context(wl, lambda p: _prepare_one(job, p), tok)
+    items = conversations(job.endpoint, Maker(wl, job.key, job.endpoint.vocab, tok), ctx, load.num_sessions)
+    count = load.num_sessions * (wl.turns or 1) if load.num_sessions else None
+    return _Work(prompts, Sessions(items, load.num_sessions), count, ctx.feedback)
 
 
 class _Intake:
@@ -169,7 +220,7 @@ class _Intake:
     verdict counts (measured ones), and the kept lists when asked; and the cell's progress."""
 
     def __init__(self, slo: SLO, keep: bool, on_progress: Progress) -> None:
-        self.spool, self.tally, self.seen = Spool(), CellTally(slo), Outcomes()
+        self.spool, self.tally, self.seen, self.turns = Spool(), CellTally(slo), Outcomes(), TurnTally()
         self.keep, self.on_progress = keep, on_progress
         self.warmup: list[RequestRecord] = []
         self.records: list[RequestRecord] = []
@@ -197,6 +248,7 @@ class _Intake:
             return
         self.tally.add(r)
         self.seen.add(r)
+        self.turns.add(r)
         self.tokens += r.output_tokens if r.ok else 0
         self.started_ns = r.sent_ns if self.started_ns is None else min(self.started_ns, r.sent_ns)
         if self.keep:
@@ -213,32 +265,41 @@ def _warmup_load(load: Load, count: int) -> Load | None:
 async def run_cell(session: Session, job: CellJob) -> CellResult:
     """Prompts, warmup, the measured phase (on the job's executor), then the summary and the verdict."""
     wl, load = job.workload, job.load
+    if (wl.kind == "sessions") != load.sessions:
+        raise UsageError(f"cell {job.key}: a sessions workload runs under a load of users or session starts, "
+                         "and only it does", "give users (--users) or session_rate (--session-rate) with "
+                         "--dataset-name sessions")
     n_warm = load.warmup_count()
-    prompts = build_cell(job.endpoint, wl, job.key, n_warm, planned_count(load, wl.input_len, wl.kind),
-                         duration_s=load.duration_s)
+    work = _sessions(job, n_warm) if load.sessions else _requests(job, n_warm)
+    prompts = work.prompts
     phases = Phases(job.key, list(_prepare(job, prompts.warmup)), _warmup_load(load, n_warm),
-                    _prepare(job, prompts.measure), load, arrival_seed(wl.seed, job.key), prompts.measure_count,
+                    work.measure, load, arrival_seed(wl.seed, job.key), work.count,
                     planned_count(load, wl.input_len, "prepared") or 0, prompts.offsets_ns)
     prompts.warmup, prompts.measure = [], []        # the requests being made hold them now (images are large)
     intake = _Intake(job.study.slo, job.keep_records, job.on_progress)
     run = await job.executor.run(session, phases, intake)
-    return _result(job, prompts, phases, intake, run)
+    return _result(job, work, phases, intake, run)
 
 
-def _summary(job: CellJob, prompts: CellPrompts, seed: int, sink: _Intake, run: CellRun) -> CellSummary:
-    """The tally's figures with the groups the other stages add: the client's health, the workload's facts
-    and (open loop) the send rates."""
-    wl, load = job.workload, job.load
+def _session_figures(job: CellJob, fb: Feedback, turns: TurnTally) -> SessionFigures:
+    went = {"started": fb.started, "completed": fb.completed, "cut_short": fb.cut_short,
+            "replies_returned_ids": fb.returned_ids, "replies_retokenized": fb.retokenized, "replies_fixed": fb.fixed}
+    shape = shape_of(job.workload, job.load)
+    return SessionFigures.model_validate({**shape.model_dump(exclude_unset=True), **went, **turns.figures()})
+
+
+def _result(job: CellJob, work: _Work, phases: Phases, sink: _Intake, run: CellRun) -> CellResult:
+    wl, load, prompts, health, n_meas = job.workload, job.load, work.prompts, run.client_health, phases.count
     summary = sink.tally.summary(load, *prompts.nominal_lengths(wl))
-    rates = send_rates(sink.tally.send_times(), load, run.slot_waits, seed)
-    return summary.with_(health=run.client_health, facts=prompts.facts, **({"send": rates} if rates else {}))
-
-
-def _result(job: CellJob, prompts: CellPrompts, phases: Phases, sink: _Intake, run: CellRun) -> CellResult:
-    wl, load, n_meas = job.workload, job.load, phases.count
-    summary = _summary(job, prompts, phases.seed, sink, run)
-    verdict = cell_verdict(sink.seen, summary, load, job.verdict_policy, n_meas)
-    notes = prompts.notes + exhausted_note(run.client_health, load, sink.seen.n)
+    one_loop = (health.client_workers or 1) <= 1            # every stamp taken by the loop the stalls held
+    rates = send_rates(sink.tally.send_times(), load, run.slot_waits, phases.seed)   # open loop: rates sent
+    summary = summary.with_(health=health, facts=prompts.facts, **({"send": rates} if rates else {}),
+                            figures=figure_health(summary, sink.tally, health.stalls, one_loop))
+    if work.feedback is not None:
+        summary = summary.with_(sessions=_session_figures(job, work.feedback, sink.turns))
+    verdict = cell_verdict(sink.seen, summary, job.verdict_policy, n_meas)
+    notes = prompts.notes + exhausted_note(health, load, sink.seen.n)
+    notes += [work.feedback.problem] if work.feedback is not None and work.feedback.problem else []
     if run.stopped:
         summary = summary.with_(interruption=Interruption(planned=n_meas, cut=sink.cut))
         verdict = interrupted(summary, sink.seen.n)

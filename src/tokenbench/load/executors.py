@@ -18,7 +18,7 @@ from tokenbench.client.records import Phase, RequestRecord
 from tokenbench.client.transport import Session, send
 from tokenbench.errors import UsageError
 from tokenbench.load.ray_workers import run_ray
-from tokenbench.load.runner import CellRun, Outlets, Phases, run_phase, stopped_before
+from tokenbench.load.runner import CellRun, Outlets, Phases, Sessions, run_phase, stopped_before
 from tokenbench.load.workers import WorkerJob, make_jobs, run_workers
 from tokenbench.spec.study import Client
 
@@ -137,6 +137,9 @@ def _jobs(workers: int, session: Session, phases: Phases) -> list[WorkerJob]:
     if phases.load.arrival == "trace":
         raise UsageError("a trace replay runs in one client process (its arrivals are one schedule)",
                          "drop --workers / --ray for trace workloads")
+    if isinstance(phases.measure, Sessions):
+        raise UsageError("sessions run in one client process (each turn waits for the previous answer)",
+                         "drop --workers / --ray for sessions workloads")
     phases.count = phases.count if phases.count is not None else phases.limit
     phases.measure = list(itertools.islice(phases.measure, phases.count))
     return make_jobs(workers, phases, session.timeout_s, session.connect_in_ttft)

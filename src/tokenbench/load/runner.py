@@ -1,6 +1,11 @@
 """MANY requests over time. Closed loop: C workers, each sends its next request when the previous
 ends. Open loop: arrival i is due at t0 + offset_i, launched on that absolute schedule; with a
-max-concurrency cap it waits for a slot and the wait is recorded as client queue time.
+max-concurrency cap it waits for a slot and the wait is recorded as client queue time. Sessions (a
+sessions workload): U users each take a conversation and send its turns one after the other, turn k+1
+made from turn k's answer and due the user's think time after that answer ended (its intended time: a
+late send is queue time), then take the next conversation (closed loop); or conversations start on an
+open-loop schedule of session arrivals. Every request of every mode goes the same way: sent, handed
+to the reducer, parsed into a record.
 
 A finished exchange is reduced to its record and its raw bytes dropped while the cell runs, so memory
 follows the requests in flight, not those finished: once PENDING_MAX finished exchanges wait, a
@@ -18,12 +23,14 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import random
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
 
 from tokenbench.client.parse import parse_steps
 from tokenbench.client.records import Phase, RawExchange, RequestRecord
@@ -35,7 +42,9 @@ from tokenbench.metrics.send_rates import SlotWaits
 from tokenbench.metrics.summary_groups import ClientHealth
 from tokenbench.metrics.verify import UNREACHABLE_AFTER
 from tokenbench.spec.bench import Load
+from tokenbench.workload.sessions import NextTurn
 
+T = TypeVar("T")
 Send = Callable[[PreparedRequest, int], Awaitable[RawExchange]]
 OnRecord = Callable[[RequestRecord], None]
 OnRaw = Callable[[int, Phase, RawExchange], None]     # --keep-raw: each exchange before it is parsed
@@ -87,6 +96,27 @@ class Outlets:
     done: Callable[[], None] = _nothing       # after each request
 
 
+class Session(Protocol):
+    """One conversation the runner drives (workload/sessions.Conversation): its first turn, then each next
+    turn made from the previous answer (None: the session is over); `cut` when the cell ends first."""
+
+    def first(self) -> PreparedRequest: ...
+    async def after(self, raw: RawExchange) -> NextTurn | None: ...
+    def cut(self) -> None: ...
+
+
+@dataclass
+class Sessions:
+    """A sessions cell's measured work: its conversations, taken by users (closed loop) or started on a
+    schedule of session arrivals (open loop)."""
+
+    items: Iterable[Session]
+    count: int | None                 # sessions; None: as many as the duration takes
+
+
+Work = Iterable[PreparedRequest] | Sessions
+
+
 @dataclass
 class Phases:
     """A cell's requests as an executor takes them (load/executors.py): the warmup, with its own closed-loop
@@ -95,7 +125,7 @@ class Phases:
     key: str                                  # the cell's key (names it in a --keep-raw file)
     warmup: list[PreparedRequest]
     warmup_load: Load | None
-    measure: Iterable[PreparedRequest]        # lazily made for random and trace prompts
+    measure: Work                             # lazily made for random and trace prompts; sessions: conversations
     load: Load
     seed: int
     count: int | None                         # measured requests prepared; None: as many as the duration takes
@@ -111,14 +141,14 @@ class Phases:
         return PhasePlan("measure", self.load, self.seed, self.offsets, stoppable=True)
 
 
-class _Pool:
-    """Requests handed out in order, taken from `requests` only when due (an iterator may produce them
-    lazily: a cell of any length holds only the requests in flight). After UNREACHABLE_AFTER consecutive
-    connection failures it hands out nothing more: the server is gone, and sending the rest would only
-    record the same failure (the cell then ends "server unreachable")."""
+class _Pool(Generic[T]):
+    """Requests (or sessions) handed out in order, taken from `requests` only when due (an iterator may
+    produce them lazily: a cell of any length holds only the requests in flight). After UNREACHABLE_AFTER
+    consecutive connection failures it hands out nothing more: the server is gone, and sending the rest
+    would only record the same failure (the cell then ends "server unreachable")."""
 
-    def __init__(self, requests: Iterable[PreparedRequest], clock: Clock | None = None) -> None:
-        self.count = len(requests) if isinstance(requests, Sequence) else None
+    def __init__(self, requests: Iterable[T], clock: Clock | None = None, count: int | None = None) -> None:
+        self.count = len(requests) if isinstance(requests, Sequence) else count
         self.requests, self.next, self.clock = iter(requests), 0, clock or MonotonicClock()
         self.connect_failures = 0
         self.exhausted_ns: int | None = None      # when a taker first found every request sent
@@ -126,8 +156,12 @@ class _Pool:
     def note(self, raw: RawExchange) -> None:
         self.connect_failures = self.connect_failures + 1 if raw.error_kind == "connect" else 0
 
-    def take(self) -> tuple[int, PreparedRequest] | None:
-        if self.connect_failures >= UNREACHABLE_AFTER or self.exhausted_ns is not None:
+    @property
+    def gone(self) -> bool:
+        return self.connect_failures >= UNREACHABLE_AFTER
+
+    def take(self) -> tuple[int, T] | None:
+        if self.gone or self.exhausted_ns is not None:
             return None
         req = next(self.requests, None)
         if req is None:
@@ -147,6 +181,7 @@ class _Sender:
     out: _Reducer
     on_done: Callable[[], None]
     waits: SlotWaits = field(default_factory=SlotWaits)
+    numbers: Iterator[int] = field(default_factory=itertools.count)   # request indices (sessions)
 
     async def closed_loop(self, concurrency: int, deadline_ns: int | None) -> None:
         async def worker() -> None:
@@ -200,6 +235,60 @@ class _Sender:
         shifts every later arrival by that wait (no catch-up). Either way the wait is the request's queue time."""
         slots = asyncio.Semaphore(load.max_concurrency) if load.max_concurrency else None
         gate = slots if load.rate_cap == "gate" else None
+        if gate is not None:
+            await self._arrivals(schedule, t0, lambda item, due: self._gated(gate, item[0], item[1], due), gate)
+        else:
+            await self._arrivals(schedule, t0, lambda item, due: self._send_due(slots, item[0], item[1], due))
+
+    async def users(self, load: Load, deadline_ns: int | None, t0: int) -> None:
+        """Closed loop of sessions: each user takes a conversation, sends its turns one after the other, then
+        takes the next; user u starts at t0 + u x ramp / users."""
+        n, ramp = load.users or 1, int((load.ramp_up_s or 0) * 1e9)
+
+        async def user(u: int) -> None:
+            due = t0 + ramp * u // n                   # the user's start; then each time a session ends
+            await self.clock.sleep_until(due)
+            while self._before(deadline_ns, due) and await self.out.room() and (item := self.pool.take()):
+                await self._converse(item[1], due, deadline_ns)
+                due = self.clock.now_ns()
+
+        await asyncio.gather(*(user(u) for u in range(n)))
+
+    async def session_starts(self, schedule: Iterable[int], t0: int, deadline_ns: int | None) -> None:
+        """Open loop of sessions: conversation i starts at t0 + schedule[i], whatever the others do."""
+        await self._arrivals(schedule, t0, lambda item, due: self._converse(item[1], due, deadline_ns))
+
+    @staticmethod
+    def _before(deadline_ns: int | None, t: int) -> bool:
+        return deadline_ns is None or t < deadline_ns
+
+    async def _converse(self, session: Session, intended: int, deadline_ns: int | None) -> None:
+        """One conversation: each turn sent when due (the previous answer's end + the think time), its
+        exchange handed on like any request's, the next turn made from it."""
+        req = session.first()
+        while True:
+            i = next(self.numbers)
+            raw = await self.send(req, intended)
+            self.pool.note(raw)
+            self.out.append((i, req, raw))
+            if raw.error_kind == "cancelled":
+                raise asyncio.CancelledError
+            self.on_done()
+            turn = await session.after(raw)
+            if turn is None:
+                return
+            intended = raw.end_ns + turn.think_ns
+            if self.pool.gone or not self._before(deadline_ns, intended):
+                session.cut()
+                return
+            await self.clock.sleep_until(intended)
+            await self.out.room()
+            req = turn.request
+
+    async def _arrivals(self, schedule: Iterable[int], t0: int, start: Callable[[tuple[int, Any], int], Awaitable[None]],
+                        gate: asyncio.Semaphore | None = None) -> None:
+        """Take the next item at each arrival t0 + offset and start it there (a task per item); with a
+        `gate`, the schedule waits for a slot and every later arrival shifts by that wait."""
         tasks: set[asyncio.Future] = set()
         shift = 0
         try:
@@ -212,9 +301,7 @@ class _Sender:
                     break
                 if gate is not None:
                     shift = max(shift, await self._acquire(gate) - t0 - off)
-                    sending = asyncio.ensure_future(self._gated(gate, item[0], item[1], due))
-                else:
-                    sending = asyncio.ensure_future(self._send_due(slots, item[0], item[1], due))
+                sending = asyncio.ensure_future(start(item, due))
                 tasks.add(sending)
                 sending.add_done_callback(tasks.discard)       # a soak keeps only the requests in flight
             await asyncio.gather(*tasks)
@@ -307,20 +394,29 @@ def _young_gc_only() -> Iterator[None]:
         gc.unfreeze()
 
 
-async def run_phase(send: Send, requests: Iterable[PreparedRequest], plan: PhasePlan, out: Outlets = Outlets(),
+def _pool(work: Work, load: Load, clock: Clock) -> _Pool:
+    """The phase's pool: its requests, or (a sessions load) its conversations."""
+    if isinstance(work, Sessions) != load.sessions:
+        raise ValueError("a sessions load runs conversations (Sessions), and only a sessions load does")
+    if isinstance(work, Sessions):
+        return _Pool(work.items, clock, work.count)
+    return _Pool(work, clock)
+
+
+async def run_phase(send: Send, requests: Work, plan: PhasePlan, out: Outlets = Outlets(),
                     clock: Clock | None = None) -> CellRun:
     """Run one phase (warmup or measure) of a cell and return parsed records and client health.
-    `requests` may be a lazy iterator (a duration cell takes as many as its duration needs). A trace's
-    load needs `plan.offsets`. A stoppable phase ends early on a cancellation (Ctrl-C) and returns what
-    finished (requests cut off are recorded as `cancelled`), with `stopped` set. With `plan.start_ns` the
-    phase's t0 is that instant exactly (every worker's schedule starts at the coordinator's t0, however
-    late this process woke), else the moment it starts."""
+    `requests` may be a lazy iterator (a duration cell takes as many as its duration needs), or a sessions
+    load's conversations. A trace's load needs `plan.offsets`. A stoppable phase ends early on a
+    cancellation (Ctrl-C) and returns what finished (requests cut off are recorded as `cancelled`), with
+    `stopped` set. With `plan.start_ns` the phase's t0 is that instant exactly (every worker's schedule
+    starts at the coordinator's t0, however late this process woke), else the moment it starts."""
     load = plan.load
     if load.arrival == "trace" and plan.offsets is None:
         raise ValueError("a trace load needs explicit arrival offsets")
     clock = clock or MonotonicClock()
-    pool, probe = _Pool(requests, clock), LoopLagProbe()
-    reducer = _Reducer(plan.name, out, max(PENDING_HARD, load.concurrency or load.max_concurrency or 0))
+    pool, probe = _pool(requests, load, clock), LoopLagProbe()
+    reducer = _Reducer(plan.name, out, max(PENDING_HARD, load.in_flight_cap or 0))
     sender = _Sender(send, pool, clock, reducer, out.done)
     schedule = _schedule(plan, pool.count)           # drawn (and scaled) before t0
     stopped = False
@@ -361,24 +457,31 @@ def _stoppable(plan: PhasePlan) -> bool:
 
 
 def _schedule(plan: PhasePlan, prepared: int | None) -> Iterable[int] | None:
-    """The open loop's offsets: the trace's, the workers' share of the one schedule, or the cell's own
-    (N = arrivals_of: --num-prompts, or rate x duration, or the requests prepared when fewer; seeded by the
-    cell); None for a closed loop."""
+    """The open loop's offsets (of requests, or of session starts): the trace's, the workers' share of the
+    one schedule, or the cell's own (N = arrivals_of: --num-prompts or num_sessions, or rate x duration, or
+    the requests prepared when fewer; seeded by the cell); None for a closed loop (concurrency or users)."""
     load = plan.load
-    if load.concurrency is not None:
+    if load.concurrency is not None or load.users is not None:
         return None
     if plan.offsets is not None:
         return plan.offsets
-    return offsets_ns(load.request_rate or 0.0, load.arrival, random.Random(plan.seed), arrivals_of(load, prepared),
-                      load.duration_s, load.burstiness)
+    return offsets_ns(load.request_rate or load.session_rate or 0.0, load.arrival, random.Random(plan.seed),
+                      arrivals_of(load, prepared), load.duration_s, load.burstiness)
 
 
 async def _loop(sender: _Sender, plan: PhasePlan, schedule: Iterable[int] | None, t0: int) -> None:
-    """Closed loop until the requests (or the duration) run out; open loop on the arrival schedule."""
+    """Closed loop until the requests (or the duration) run out; open loop on the arrival schedule;
+    sessions: users, or session starts on their schedule (no turn is sent after the duration)."""
     load = plan.load
+    deadline = t0 + int(load.duration_s * 1e9) if load.duration_s else None
+    if load.users is not None:
+        await sender.users(load, deadline, t0)
+        return
     if schedule is None:
-        deadline = t0 + int(load.duration_s * 1e9) if load.duration_s else None
         await sender.closed_loop(load.concurrency or 1, deadline)
+        return
+    if load.session_rate is not None:
+        await sender.session_starts(schedule, t0, deadline)
         return
     await sender.open_loop(load, schedule, t0)
 

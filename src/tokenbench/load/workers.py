@@ -25,7 +25,7 @@ from tokenbench.client.transport import new_session, send
 from tokenbench.errors import UsageError
 from tokenbench.load import clock
 from tokenbench.load.arrivals import schedule
-from tokenbench.load.runner import CellRun, Outlets, PhasePlan, Phases, run_phase
+from tokenbench.load.runner import CellRun, Outlets, PhasePlan, Phases, Sessions, run_phase
 from tokenbench.metrics.send_rates import SlotWaits
 from tokenbench.metrics.summary_groups import ClientHealth
 from tokenbench.spec.bench import Load
@@ -213,7 +213,8 @@ def make_jobs(n: int, phases: Phases, timeout_s: float, connect_in_ttft: bool = 
     """Each worker's share: its slice of the load and the requests dealt to it (warmup only when every
     worker gets at least one warmup request); open loop: its requests' instants of the one schedule.
     `phases.measure` is a sequence here (dealt out before the cell)."""
-    warmup, measure, load, seed = phases.warmup, list(phases.measure), phases.load, phases.seed
+    warmup, load, seed = phases.warmup, phases.load, phases.seed
+    measure = [] if isinstance(phases.measure, Sessions) else list(phases.measure)   # executors refuse sessions
     warm_loads = split_load(phases.warmup_load, n) if phases.warmup_load and len(warmup) >= n else [None] * n
     whole = schedule(load, seed, len(measure)) if load.concurrency is None else None
     return [WorkerJob(i, n, _deal(warmup, n, i) if warm_loads[i] else [], warm_loads[i], _deal(measure, n, i),

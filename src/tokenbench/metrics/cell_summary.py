@@ -12,7 +12,9 @@ from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict
 
+from tokenbench.metrics.figure_marks import FigureHealth
 from tokenbench.metrics.interruption import Interruption
+from tokenbench.metrics.sessions import SessionFigures
 from tokenbench.metrics.send_rates import SendRates
 from tokenbench.metrics.stream_tail import StreamTail
 from tokenbench.metrics.summary_groups import (
@@ -31,6 +33,7 @@ LATENCIES: tuple[Latency, ...] = ("ttft", "tpot", "itl", "e2el")           # vLL
 STATISTICS: tuple[Statistic, ...] = ("mean", "median", "std", "min", "max", "p50", "p90", "p95", "p99")
 GROUPS: dict[str, type[Group]] = {"health": ClientHealth, "facts": WorkloadFacts, "monitor": MonitorFigures,
                                   "counters": ServerCounters, "interruption": Interruption,
+                                  "sessions": SessionFigures, "figures": FigureHealth,
                                   "send": SendRates, "tail": StreamTail}
 RATES: tuple[Rate, ...] = ("output_throughput", "request_throughput", "request_goodput")
 KEY_OF_STAT: dict[str, Statistic] = {"mean": "mean", "p50": "median", "p90": "p90", "p99": "p99"}
@@ -175,7 +178,9 @@ class CellSummary(BaseModel):
     client_lag_tolerated: str | None = None  # the verdict: --allow-client-lag kept the cell ok despite this
     server_unreachable: bool | None = None   # the verdict: the server went away (`--resume` runs it again)
     monitor: MonitorFigures | None = None
+    figures: FigureHealth | None = None       # per-figure client health: bounds, and the verdict's marks
     counters: ServerCounters | None = None   # the server's counters over the measured phase (sweep/monitoring.py)
+    sessions: SessionFigures | None = None   # a sessions cell: its shape and figures by turn (metrics/sessions.py)
     interruption: Interruption | None = None   # the user stopped the cell (Ctrl-C): how far it got
     # other tools' results (`tokenbench import`)
     source: str | None = None

@@ -113,8 +113,8 @@ def off_reason(rates: SendRates, load: Load) -> OffReason | None:
 
 
 def send_rates(t: SendTimes, load: Load, waits: SlotWaits, seed: int | None = None) -> SendRates | None:
-    """The group of an open-loop cell (None for a closed loop, or a cell that sent nothing)."""
-    if load.concurrency is not None or not len(t.intended):
+    """The group of an open-loop cell (None for a closed loop, a sessions cell, or a cell that sent nothing)."""
+    if load.concurrency is not None or load.sessions or not len(t.intended):
         return None
     late, slot, connect = _means(t, waits)
     capped = load.max_concurrency is not None

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
+
+from tokenbench.metrics.stalls import CAUSES, Stalls
 
 Number = int | float
 
@@ -37,6 +39,8 @@ class Group(BaseModel):
 class ClientHealth(Group):
     """How the client itself fared while the cell ran (the load runner; per-worker figures merged)."""
 
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
     loop_lag_p50_ms: float | None = None       # event-loop wake-up lateness (load/lag.py)
     loop_lag_p99_ms: float | None = None
     loop_lag_max_ms: float | None = None
@@ -47,6 +51,15 @@ class ClientHealth(Group):
     stopped_after_s: float | None = None       # stopped by the user (Ctrl-C): when
     clock_offsets_ns: list[int] | None = None  # --ray: each actor's clock minus the driver's
     ray_nodes: list[str] | None = None         # --ray: the node each actor ran on
+    # what held the loop up (load/lag.py, metrics/stalls.py): the stalls, and the share of the measured
+    # phase the loop's thread waited for a CPU it was ready to use (the kernel's run delay)
+    stall_count: Number | None = None
+    stall_ms: dict[str, float] | None = None            # stalled time (sum of the stalls' lags) by cause
+    client_wait_percent: float | None = None            # run delay / wall time (several workers: the worst)
+    client_involuntary_switches: Number | None = None   # the loop's thread preempted (summed over workers)
+    host_steal_percent: float | None = None             # a VM's CPUs taken by the hypervisor (all CPUs)
+    stalls: Stalls = Field(default_factory=Stalls, exclude=True)   # each stall, while the cell is summed
+                                                                   # (not stored: the bounds are)
 
     def busiest_cpu_percent(self) -> float:
         """CPU of the busiest client process (per-worker maximum when the cell ran several)."""
@@ -62,11 +75,28 @@ class ClientHealth(Group):
                 for k in ("loop_lag_p50_ms", "loop_lag_p99_ms", "loop_lag_max_ms")}
         out = ClientHealth(**lags, client_cpu_percent=sum(p.client_cpu_percent or 0 for p in parts),
                            client_cpu_max_percent=max(p.client_cpu_percent or 0 for p in parts),
-                           client_workers=len(parts))
+                           client_workers=len(parts), **_merged_stalls(parts))
         ran_out = [p.prepared_exhausted_s for p in parts if p.prepared_exhausted_s is not None]
         stops = [p.stopped_after_s for p in parts if p.stopped_after_s is not None]
         update = {"prepared_exhausted_s": min(ran_out)} if ran_out else {}
         return out.model_copy(update={**update, **({"stopped_after_s": max(stops)} if stops else {})})
+
+
+def _worst(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
+
+
+def _merged_stalls(parts: list[ClientHealth]) -> dict[str, Any]:
+    """Every worker's stalls (each tagged with its worker), their time by cause summed, the worst wait."""
+    stalls = parts[0].stalls.merged([p.stalls for p in parts[1:]])
+    by_cause = {c: sum((p.stall_ms or {}).get(c, 0.0) for p in parts) for c in CAUSES}
+    out: dict[str, Any] = {"stalls": stalls, "stall_count": sum(p.stall_count or 0 for p in parts),
+                           "stall_ms": {c: v for c, v in by_cause.items() if v}}
+    told = {"client_wait_percent": _worst([p.client_wait_percent for p in parts]),
+            "host_steal_percent": _worst([p.host_steal_percent for p in parts]),
+            "client_involuntary_switches": sum(p.client_involuntary_switches or 0 for p in parts)}
+    return {**out, **{k: v for k, v in told.items() if v is not None}}
 
 
 class WorkloadFacts(Group):

@@ -15,6 +15,7 @@ import numpy as np
 from tokenbench.client.records import RequestRecord
 from tokenbench.metrics import request as rm
 from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.coalesced import Coalesced
 from tokenbench.metrics.send_rates import SendTimes
 from tokenbench.metrics.stats import describe
 from tokenbench.metrics.stream_tail import stream_tail
@@ -50,6 +51,7 @@ class CellTally:
         self.all = _Columns("sent", "end", "intended", "wrote", "connect")
         self.ok = _Columns("sent", "end", "first", "last", "ttfc", "out", "prompt", "queue", "connect")
         self.tokens = TokenLog()                       # chunk times and counts (bounded: metrics/token_log.py)
+        self.coalesced = Coalesced()                   # reads of several chunks (metrics/figure_bounds.py)
         self.zero_token = 0                            # ok requests without a token-bearing chunk
         self.kinds, self.usage_source, self.count_source = Counter[str](), Counter[str](), Counter[str]()
         self.length_mismatches = self.reasoning_tokens = self.reasoning_requests = self.good = 0
@@ -77,6 +79,7 @@ class CellTally:
         self.ok.add(r.sent_ns, r.end_ns, first, last, -1 if r.first_content_ns is None else r.first_content_ns,
                     r.output_tokens, r.prompt_tokens or r.input_len, r.queue_ns, r.connect_ns)
         self.tokens.add(r.token_times_ns, r.token_counts)
+        self.coalesced.add(r.token_times_ns, r.sent_ns)
         self.zero_token += not r.token_times_ns
         self.usage_source[r.usage_source] += 1
         self.count_source[r.count_source] += 1

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections.abc import Callable
 
 import numpy as np
 
@@ -104,6 +105,33 @@ class TokenLog:
             out[f"p{q}_{name}_ms"] = hist_percentile(self.hist, q, lo, hi) / MS
         return out
 
+    def chunks(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Every chunk's time and each request's chunk count, while nothing was folded (else None)."""
+        if self.folded:
+            return None
+        t, _, n = self._arrays()
+        return t, n
+
+    def gap_ranks(self) -> tuple[int, Callable[[float], float]]:
+        """How many ITL gaps there are, and the gap (ms) at a fractional rank of their sorted order (read
+        from the histogram once folded, within its stated error)."""
+        if not self.folded:
+            gaps = np.sort(self._gaps()) / MS
+            return len(gaps), lambda pos: at_rank(gaps, pos)
+        self._fold()
+        n, _, _, lo, hi = self.moments
+        return n, lambda pos: hist_percentile(self.hist, 100.0 * pos / max(n - 1, 1), lo, hi) / MS
+
+    def tokens_near(self, a: int, b: int) -> int:
+        """At most how many tokens arrived in [a, b] (ns): exact while nothing was folded, else every
+        10 ms step that touches it counted whole."""
+        t, c, _ = self._arrays()
+        exact = int(c[(t >= a) & (t <= b)].sum())
+        if not self.folded or self.t0 is None or b < self.t0:
+            return exact
+        first, last = max(0, (a - self.t0) // STEP_NS), min(len(self.steps) - 1, (b - self.t0) // STEP_NS)
+        return exact + int(self.steps[first:last + 1].sum())
+
     def tokens_between(self, a: int, b: int) -> int | float:
         """Tokens that arrived in [a, b] (ns): exact while nothing was folded."""
         t, c, _ = self._arrays()
@@ -111,6 +139,19 @@ class TokenLog:
         if not self.folded or self.t0 is None:
             return exact
         return exact + _steps_between(self.steps, self.t0, a, b)
+
+
+def at_rank(sorted_values: np.ndarray, pos: float) -> float:
+    """The value at a fractional rank (linear between ranks, as stats.percentile); outside the ranks
+    there is none: +inf above, -inf below."""
+    n = len(sorted_values)
+    if pos > n - 1:
+        return math.inf
+    if pos < 0:
+        return -math.inf
+    lo = math.floor(pos)
+    hi = min(lo + 1, n - 1)
+    return float(sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo))
 
 
 def bucket_of(v: np.ndarray) -> np.ndarray:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections import Counter
 
 from tokenbench.judge.bottleneck import rooflines
-from tokenbench.judge.intervals import Book
+from tokenbench.judge.intervals import Book, Judging
 from tokenbench.judge.plausibility import ConfigCheck
 from tokenbench.judge.views import CellInfo, RunData
 from tokenbench.metrics import uncertainty as u
 from tokenbench.metrics.cell_summary import Metric
-from tokenbench.report import configcmp, interval_tables, marks, plots, sections
+from tokenbench.report import configcmp, interval_tables, marks, plots, sections, sessions
 from tokenbench.report.document import Block, Cell, Document, Para, Table, num, pct
 from tokenbench.report.explain import plausibility_blocks
 from tokenbench.report.i18n import DEFINITIONS, t
@@ -34,9 +34,12 @@ def build_report(run: RunData, lang: str, checks: list[ConfigCheck], version: st
         return doc
     doc.add(num_.sec(t(lang, "h.baseline")), *sections.baseline(run, lang, book))
     doc.add(num_.sec(t(lang, "h.scaling")), *_scaling(run, lang, num_, roofs, book))
+    if sessions.session_cells(run):
+        doc.add(num_.sec(t(lang, "h.sessions")), *sessions.section(run, lang, num_.sub))
     doc.add(num_.sec(t(lang, "h.intervals")), *interval_tables.section(book, lang, num_))
     doc.add(num_.sec(t(lang, "h.matrix")), *_matrix(run, lang, num_))
-    doc.add(num_.sec(t(lang, "h.configcmp")), *_configcmp(run, lang, num_, book, min_effect))
+    judging = Judging(min_effect=min_effect, allow_client_lag=bool(run.spec.get("allow_client_lag")))
+    doc.add(num_.sec(t(lang, "h.configcmp")), *_configcmp(run, lang, num_, book, judging))
     if run.has_repeats():
         doc.add(num_.sec(t(lang, "h.repeats")), *repeatability(run, lang))
     doc.add(num_.sec(t(lang, "h.failures")), *failures(run, lang))
@@ -81,17 +84,17 @@ def _matrix(run: RunData, lang: str, num_: sections.Numberer) -> list[Block]:
     return out
 
 
-def _configcmp(run: RunData, lang: str, num_: sections.Numberer, book: Book, min_effect: float) -> list[Block]:
+def _configcmp(run: RunData, lang: str, num_: sections.Numberer, book: Book, judging: Judging) -> list[Block]:
     names = run.config_names()
     if len(names) < 2:
         return [Para(t(lang, "note.single_config"))]
     out: list[Block] = []
     for other in names[1:]:
-        table = configcmp.config_pair_table(run, names[0], other, lang, book, min_effect)
+        table = configcmp.config_pair_table(run, names[0], other, lang, book, judging)
         if table:
             out += [num_.sub(t(lang, "h.configcmp_pair", other=other, base=names[0])), table]
     if out:
-        out.append(Para(t(lang, "note.verdicts", floor=f"{100 * min_effect:g}%")))
+        out.append(Para(t(lang, "note.verdicts", floor=f"{100 * judging.min_effect:g}%")))
     return out or [Para(t(lang, "note.no_common"))]
 
 
@@ -118,10 +121,10 @@ def repeatability(run: RunData, lang: str) -> list[Block]:
             used.append(c)
             out = c.spread(OUTPUT)
             rows.append([cfg, c.label, f"{len(c.measured())}/{len(c.repeats)}",
-                         marks.fig(c, num(c.value(OUTPUT)), over=False),
+                         marks.fig(c, num(c.value(OUTPUT)), over=False, key=OUTPUT.key),
                          f"{num(out.lo)} – {num(out.hi)}" if out else "-", _cv(out),
                          _cv(c.spread(Metric("ttft"))), _cv(c.spread(Metric("tpot")))])
-    table = Table(head, rows, role="repeats", left=3, footnotes=marks.footnotes(used, lang))
+    table = Table(head, rows, role="repeats", left=3, footnotes=marks.footnotes(used, lang, keys=[OUTPUT.key]))
     return [table, Para(t(lang, "note.repeats_cv", limit=pct(NOISY_CV, 0)))]
 
 

@@ -55,7 +55,13 @@ def column_label(run: RunData, config: str) -> str:
 def _workload(col: Column) -> str:
     pairs = ", ".join(f"{a}/{b}" for a, b in col.run.pairs(col.config.name))
     loads = ", ".join(dict.fromkeys(c.load_label for c in sorted(col.cells(), key=lambda c: (c.x is None, c.x))))
-    return f"{pairs}; {loads}"
+    return f"{pairs}; {loads}" + "".join(f"; sessions: {s}" for s in _session_shapes(col))
+
+
+def _session_shapes(col: Column) -> list[str]:
+    """The session shapes of a column's sessions cells (turns, system prompt, think time...): what the
+    pairs alone do not say of a sessions workload."""
+    return sorted({c.summary.sessions.shape_text() for c in col.cells() if c.summary.sessions is not None})
 
 
 def _hardware(col: Column) -> str:

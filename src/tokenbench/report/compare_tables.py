@@ -44,7 +44,7 @@ def _pairs(cols: list[Column]) -> list[tuple[int, int]]:
 
 def side_by_side(view: _Compared, metric: Metric, digits: int, pair: tuple[int, int]) -> Table | None:
     cols, ss, lang = view.cols, view.ss, view.lang
-    allow, min_effect = view.judging.allow_not_ok, view.judging.min_effect
+    judging = view.judging
     base = cols[0]
     head = [t(lang, "col.load"), *[c.label for c in cols]]
     for c in cols[1:]:
@@ -55,29 +55,29 @@ def side_by_side(view: _Compared, metric: Metric, digits: int, pair: tuple[int, 
     for x in xs:
         cells = [col.cell(pair, x) for col in cols]
         vals = [c.value(metric) if c else None for c in cells]
-        if all(v is None for v in vals) and not any(c and not c.state.ok for c in cells):
+        if all(v is None for v in vals) and not any(c and not c.figure_state(metric.key).ok for c in cells):
             continue
         used += cells
         names.update({c.id: col.label for col, c in zip(cols, cells, strict=True) if c is not None})
         row: list = [next(c.load_label for c in cells if c)]
-        row += [_shown(s, c, metric, digits) for s, c in zip(ss, cells, strict=True)]
+        row += [_shown(s, c, metric, digits, judging) for s, c in zip(ss, cells, strict=True)]
         for side, other, v in zip(ss[1:], cells[1:], vals[1:], strict=True):
             first = cells[0]
             if first and other and not paired([first, other]):       # judge/fairness: different loads
                 row += ["-", t(lang, "cmp.not_paired")]
                 continue
-            row.append(ratio_cell(first, other, vals[0], v, allow))
-            row.append(verdict_cell((ss[0], first), (side, other), metric, lang, min_effect)
+            row.append(ratio_cell(first, other, vals[0], v, judging, metric.key))
+            row.append(verdict_cell((ss[0], first), (side, other), metric, lang, judging)
                        if first and other else "-")
         rows.append(row)
-    return Table(head, rows, role="compare", footnotes=footnotes(used, lang, names)) if rows else None
+    return Table(head, rows, role="compare", footnotes=footnotes(used, lang, names, [metric.key])) if rows else None
 
 
-def _shown(side: Side, c, metric: Metric, digits: int):
+def _shown(side: Side, c, metric: Metric, digits: int, judging: Judging):
     """The figure with its 95 % interval (and the `*` of an over-capacity cell)."""
     if c is None:
         return "-"
-    cell = figure(side.book, c, metric, digits)
+    cell = figure(side.book, c, metric, digits, judging)
     if isinstance(cell, Cell):
         cell.over = c.over_capacity
     return cell
@@ -108,8 +108,9 @@ def figures(cols: list[Column], lang: str) -> list[Figure]:
                 for c in col.cells():
                     y = c.value(key)
                     if c.pair == pair and y is not None:
-                        tip = f"{col.label} {c.label}{'' if c.state.ok else ' ' + c.state.mark}: {num(y)}"
-                        (s.points if c.state.ok else s.hollow).append((c.x, y, tip))
+                        st = c.figure_state(key.key)
+                        tip = f"{col.label} {c.label}{'' if st.ok else ' ' + st.mark}: {num(y)}"
+                        (s.points if st.ok else s.hollow).append((c.x, y, tip))
                 if s.points or s.hollow:
                     series.append(s)
         svg = line_chart(t(lang, title), xl, t(lang, ylabel), series, logx=closed)
@@ -120,14 +121,14 @@ def figures(cols: list[Column], lang: str) -> list[Figure]:
 
 def all_tables(cols: list[Column], lang: str, num_: Numberer, judging: Judging) -> list[Block]:
     ss = sides(cols)
-    view, min_effect = _Compared(cols, ss, lang, judging), judging.min_effect
+    view = _Compared(cols, ss, lang, judging)
     common = common_cells(cols)
 
     def verdicts(pair):
-        return verdict_table(ss, pair, [x for p, x in common if p == pair], lang, min_effect)
+        return verdict_table(ss, pair, [x for p, x in common if p == pair], lang, judging)
 
     out: list[Block] = _section(cols, lang, num_, "h.cmp_verdicts", verdicts)
-    out.append(Para(t(lang, "note.verdicts", floor=f"{100 * min_effect:g}%")))
+    out.append(Para(t(lang, "note.verdicts", floor=f"{100 * judging.min_effect:g}%")))
     out += _section(cols, lang, num_, "h.cmp_requests", lambda p: side_by_side(
         view, Metric("request_throughput", "mean"), 2, p))
     out += _section(cols, lang, num_, "h.cmp_output", lambda p: side_by_side(

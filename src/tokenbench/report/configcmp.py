@@ -3,9 +3,8 @@ verdict and its 95 % interval beside each ratio (report/verdicts.py)."""
 
 from __future__ import annotations
 
-from tokenbench.judge.intervals import Book
+from tokenbench.judge.intervals import Book, Judging
 from tokenbench.judge.views import CellInfo, RunData
-from tokenbench.metrics import uncertainty as u
 from tokenbench.metrics.cell_summary import Metric
 from tokenbench.report.document import Cell, Table, num
 from tokenbench.report.i18n import t
@@ -17,7 +16,7 @@ CMP_METRICS = (("col.out_tps", Metric("output_throughput", "mean"), 1), ("col.tp
 
 
 def config_pair_table(run: RunData, base: str, other: str, lang: str, book: Book,
-                      min_effect: float = u.MIN_EFFECT) -> Table | None:
+                      judging: Judging = Judging()) -> Table | None:
     """One row per (pair, load, metric): each config's figure, the ratio other/base and the verdict."""
     head = [t(lang, "col.pair"), t(lang, "col.load"), t(lang, "col.metric"), base, other,
             t(lang, "col.ratio", other=other, base=base), t(lang, "col.verdict", other=other, base=base)]
@@ -31,7 +30,9 @@ def config_pair_table(run: RunData, base: str, other: str, lang: str, book: Book
         used += [a, b]
         for col, m, digits in CMP_METRICS:
             va, vb = a.value(m), b.value(m)
-            rows.append([f"{a.input_len}/{a.output_len}", a.load_label, t(lang, col), fig(a, num(va, digits)),
-                         fig(b, num(vb, digits)), ratio_cell(a, b, va, vb, allow=False),
-                         verdict_cell((a_side, a), (b_side, b), m, lang, min_effect)])
-    return Table(head, rows, role="configcmp", left=3, footnotes=footnotes(used, lang)) if rows else None
+            rows.append([f"{a.input_len}/{a.output_len}", a.load_label, t(lang, col),
+                         fig(a, num(va, digits), key=m.key), fig(b, num(vb, digits), key=m.key),
+                         ratio_cell(a, b, va, vb, Judging(allow_client_lag=judging.allow_client_lag), m.key),
+                         verdict_cell((a_side, a), (b_side, b), m, lang, judging)])
+    keys = [m.key for _, m, _ in CMP_METRICS]
+    return Table(head, rows, role="configcmp", left=3, footnotes=footnotes(used, lang, keys=keys)) if rows else None

@@ -6,7 +6,7 @@ every number is formatted here, once."""
 from __future__ import annotations
 
 from tokenbench.judge.bottleneck import Label
-from tokenbench.judge.fairness import CacheUse, Issue, Value
+from tokenbench.judge.fairness import SINGLE_TURN, CacheUse, Issue, Value
 from tokenbench.judge.plausibility import ConfigCheck, Finding, Rate, Roofline, Unknown
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.report.document import Block, Bullets, Para, Table, num
@@ -39,6 +39,8 @@ def _value(v: Value | None, lang: str) -> str:
         return t(lang, "fair.cached", pct=f"{v.percent}%") if v.percent is not None else t(lang, "fair.no_reuse")
     if isinstance(v, bool):
         return str(v).lower()
+    if v == SINGLE_TURN:
+        return t(lang, "fair.single_turn")
     return f"{v:.1f}" if isinstance(v, float) else str(v)
 
 

@@ -8,7 +8,7 @@ shared/seeds (首 token 延迟, 输出吞吐, 带 * 的配置 ...).
 from __future__ import annotations
 
 from tokenbench.errors import UsageError
-from tokenbench.report import i18n_marks, i18n_sends, i18n_server, i18n_verdicts
+from tokenbench.report import i18n_marks, i18n_sends, i18n_server, i18n_sessions, i18n_verdicts
 
 LANGS = ("en", "zh")
 
@@ -113,6 +113,8 @@ EN: dict[str, str] = {
     "env.packages": "packages",
     "env.accelerators": "accelerators",
     "env.source": "imported from",
+    "env.isolation": "client / engine CPUs",
+    "env.isolation_value": "client on CPU {client} (nice {client_nice}), engine on CPU {engine} (nice {engine_nice}): {note}",
     # sentences and footnotes
     "note.over_capacity": ("* KV demand (concurrency × (input + output)) exceeds the server's KV capacity: "
                            "requests queue, so TTFT/TPOT tails include queueing time and do not show "
@@ -353,6 +355,8 @@ ZH: dict[str, str] = {
     "env.packages": "软件包",
     "env.accelerators": "加速卡",
     "env.source": "导入自",
+    "env.isolation": "客户端 / 引擎 CPU",
+    "env.isolation_value": "客户端在 CPU {client}（nice {client_nice}），引擎在 CPU {engine}（nice {engine_nice}）：{note}",
     "note.over_capacity": ("* 带 * 的配置表示并发 ×（输入+输出）的 KV 需求超过 KV 总容量，请求排队，"
                            "TTFT/TPOT 尾部含排队时间，不代表单波真实延迟。"),
     "note.no_cells": "本次运行没有保存任何测试点。",
@@ -487,6 +491,8 @@ EN.update(i18n_sends.EN)
 ZH.update(i18n_sends.ZH)
 EN.update(i18n_server.EN)
 ZH.update(i18n_server.ZH)
+EN.update(i18n_sessions.EN)
+ZH.update(i18n_sessions.ZH)
 TEXT = {"en": EN, "zh": ZH}
 
 DEFINITIONS = ("ttft", "tpot", "itl", "e2e", "duration", "req_s", "out_tps", "total_tps", "percentile", "kv",

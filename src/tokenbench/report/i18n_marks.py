@@ -12,18 +12,32 @@ EN: dict[str, str] = {
                      "--allow-length-mismatch): the figures are not those of the asked workload",
     "mark.lagged": "{mark} {cell}: the client lagged (tolerated by --allow-client-lag), the figures may "
                    "measure the client: {reason}",
+    "mark.moved": "{mark} {cell}: {figures} may be off by more than its tolerance (± the most the delays "
+                  "measured could have moved it); the cell's other figures are clean. Cause: {reason}",
     "mark.spec_random": "{mark} {cell}: {reason}",
     "mark.skipped": "{mark} {cell}: not measured: {reason}",
     "mark.interrupted": "{mark} {cell}: not a complete cell, the figures cover only the requests that finished: "
                         "{reason}",
     "mark.unknown": "{mark} {cell}: verdict unknown to this version: {reason}",
     "mark.no_reason": "no reason stored",
+    "cause.client_cpu": "the client's own work held its event loop (client overloaded; busiest client process "
+                        "at {cpu} of a core): use --workers N or a lighter load",
+    "cause.host_contention": "host contention: the client was ready to run while other processes had the CPU "
+                             "(it waited {wait} of the cell for a CPU): give it a core of its own "
+                             "(--client-cpus) or quiet the host",
+    "cause.client_stopped": "the client's process was neither running nor waiting for a CPU (stopped, e.g. by "
+                            "SIGSTOP or a debugger, or blocked in a system call)",
+    "cause.client_delay": "the client's event loop was held up (the kernel's run delay could not be read)",
+    "cause.buffering": "the stream arrived in pieces while the client's loop was quiet ({chunks} token chunks "
+                       "read together with many others): the server or a proxy buffers it, and ITL cannot be "
+                       "measured through it (turn the buffering off, e.g. nginx proxy_buffering off)",
     "mark.name.failed": "failed",
     "mark.name.errors": "over the error budget",
     "mark.name.length": "wrong lengths",
     "mark.name.invalid": "invalid (client overloaded)",
     "mark.name.mismatch": "length mismatch tolerated",
     "mark.name.lagged": "client lag tolerated",
+    "mark.name.moved": "this figure may be off by more than its tolerance (client delay or a buffered stream)",
     "mark.name.spec_random": "random prompts to a speculative server",
     "mark.name.skipped": "not measured",
     "mark.name.interrupted": "interrupted",
@@ -31,8 +45,8 @@ EN: dict[str, str] = {
     "mark.legend": ("Marks: {marks}. A marked figure is not a trustworthy measurement; a ratio built on one "
                     "reads n/a; a repeat that is not ok never enters a mean."),
     "mark.hollow": ("Hollow points are cells that are not ok (failed, invalid, interrupted, a tolerated length "
-                    "mismatch or client lag, or random prompts to a speculative server); the lines join only "
-                    "the ok cells."),
+                    "mismatch or client lag, or random prompts to a speculative server), or figures the "
+                    "client's delays may have moved; the lines join only the clean points."),
 }
 
 ZH: dict[str, str] = {
@@ -44,6 +58,14 @@ ZH: dict[str, str] = {
                      "数字并非所要求负载的结果",
     "mark.lagged": "{mark} {cell}：客户端滞后（--allow-client-lag 容忍），数字可能反映的是客户端：{reason}",
     "mark.spec_random": "{mark} {cell}：投机解码服务端收到的是随机提示，接受率（以及 TPOT、吞吐）不代表真实文本：{reason}",
+    "mark.moved": "{mark} {cell}：{figures} 可能超出容差（± 为所测延迟可能造成的最大偏移）；该单元的其他数字可信。原因：{reason}",
+    "cause.client_cpu": "客户端自身的工作阻塞了事件循环（客户端过载；最忙的客户端进程占用 {cpu} 个核）：请使用 --workers N 或减轻负载",
+    "cause.host_contention": "主机争用：客户端就绪时 CPU 被其他进程占用（它在该单元中有 {wait} 的时间在等待 CPU）："
+                             "请给客户端分配独占的核（--client-cpus）或让主机空闲",
+    "cause.client_stopped": "客户端进程既未运行也未等待 CPU（被暂停，如 SIGSTOP 或调试器，或阻塞在系统调用中）",
+    "cause.client_delay": "客户端事件循环被阻塞（无法读取内核的运行延迟）",
+    "cause.buffering": "客户端事件循环空闲时数据流成块到达（{chunks} 个 token 块与许多其他块一起读到）："
+                       "服务端或代理在缓冲数据流，无法通过它测量 ITL（请关闭缓冲，如 nginx proxy_buffering off）",
     "mark.skipped": "{mark} {cell}：未测量：{reason}",
     "mark.interrupted": "{mark} {cell}：不是完整的单元，数字只涵盖中断前完成的请求：{reason}",
     "mark.unknown": "{mark} {cell}：本版本不认识的判定：{reason}",
@@ -54,10 +76,11 @@ ZH: dict[str, str] = {
     "mark.name.invalid": "无效（客户端过载）",
     "mark.name.mismatch": "容忍了长度不符",
     "mark.name.lagged": "容忍了客户端滞后",
+    "mark.name.moved": "该数字可能超出容差（客户端延迟或缓冲的数据流）",
     "mark.name.spec_random": "投机解码服务端收到随机提示",
     "mark.name.skipped": "未测量",
     "mark.name.interrupted": "已中断",
     "mark.name.unknown": "未知判定",
     "mark.legend": "标记：{marks}。带标记的数字不是可信的测量；基于它的比值显示 n/a；不合格的重复不计入平均值。",
-    "mark.hollow": "空心点表示不合格的单元（失败、无效、已中断、容忍了长度不符或客户端滞后，或投机解码服务端收到随机提示）；折线只连接合格的单元。",
+    "mark.hollow": "空心点表示不合格的单元（失败、无效、已中断、容忍了长度不符或客户端滞后，或投机解码服务端收到随机提示）或可能被客户端延迟偏移的数字；折线只连接可信的点。",
 }

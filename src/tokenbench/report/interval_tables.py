@@ -34,7 +34,8 @@ def section(book: Book, lang: str, num_: Numberer) -> list[Block]:
     for cfg in book.run.config_names():
         for pair in book.run.pairs(cfg):
             rows, unreliable = _rows(book, cfg, pair, lang)
-            notes = footnotes([c for c in book.run.cells_of(cfg) if c.pair == pair], lang)
+            keys = [Metric(n, s).key for n in LATENCIES for s in STATS] + [Metric(r).key for r in RATES]
+            notes = footnotes([c for c in book.run.cells_of(cfg) if c.pair == pair], lang, keys=keys)
             if unreliable:
                 notes.append(t(lang, "note.unreliable", mark=UNRELIABLE, n=u.UNRELIABLE_N))
             out += [num_.sub(t(lang, "h.intervals_pair", config=cfg, input=pair[0], output=pair[1])),

@@ -1,23 +1,58 @@
-"""Figures of cells that are not ok, marked where they are shown: table cells, footnotes, ratios.
+"""Figures of cells that are not ok, and single figures the client's delays may have moved, marked where
+they are shown: table cells, footnotes, ratios.
 
-`fig(cell, text)` is the one way a table shows a cell's figure; `footnotes(cells, lang)` says, under the
-table, why each marked cell is marked (both languages: i18n keys `mark.*`).
+`fig(cell, text, key=...)` is the one way a table shows a cell's figure (`key`: which figure, so a mark of
+that figure alone shows); `footnotes(cells, lang, keys=...)` says, under the table, why each marked cell
+or figure is marked (both languages: i18n keys `mark.*` and `cause.*`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tokenbench.judge.status import MARKS
+from tokenbench.judge.intervals import Judging
+from tokenbench.judge.status import MARKS, State
 from tokenbench.judge.views import CellInfo
+from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.report.document import Cell, missing
 from tokenbench.report.i18n import t
 
 
-def fig(c: CellInfo, text: str, over: bool = True) -> Cell:
-    """`text` (a figure of cell `c`) with its not-ok mark, and the `*` of an over-capacity cell if `over`."""
-    s = c.state
+def fig(c: CellInfo, text: str, over: bool = True, key: str | None = None) -> Cell:
+    """`text` (a figure of cell `c`; `key` its summary key) with its not-ok or moved mark, and the `*` of an
+    over-capacity cell if `over`."""
+    s = c.state if key is None else c.figure_state(key)
     return Cell(text, over=over and c.over_capacity, mark=s.mark, why="" if s.ok else s.kind)
+
+
+def cause_text(cause: str, summary: CellSummary, lang: str) -> str:
+    """Why the client's health marked a figure, in words, with the evidence the cell stored."""
+    h, f = summary.health, summary.figures
+    wait = f"{h.client_wait_percent:.1f} %" if h and h.client_wait_percent is not None else "?"
+    cpu = f"{h.busiest_cpu_percent():.0f} %" if h and h.client_cpu_percent is not None else "?"
+    chunks = f"{f.chunks_coalesced}/{f.token_chunks}" if f and f.token_chunks else "?"
+    return t(lang, f"cause.{cause}", wait=wait, cpu=cpu, chunks=chunks)
+
+
+def _moved(c: CellInfo, keys: Iterable[str]) -> dict[str, list[str]]:
+    """The cell's moved figures among `keys`, by cause."""
+    out: dict[str, list[str]] = {}
+    for key in dict.fromkeys(keys):
+        s: State = c.figure_state(key)
+        if s.kind == "moved":
+            out.setdefault(s.reason, []).append(key)
+    return out
+
+
+def moved_footnotes(c: CellInfo, lang: str, keys: Iterable[str], name: str | None = None) -> list[str]:
+    """One footnote per cause of the figures of `c` (among `keys`) marked moved."""
+    marks = (c.summary.figures.client_marks if c.summary.figures else None) or {}
+    out = []
+    for cause, figures in _moved(c, keys).items():
+        shown = ", ".join(f"{k} ±{marks[k].bound:.3g}" for k in figures)
+        out.append(t(lang, "mark.moved", mark=MARKS["moved"], cell=f"{name or c.config} {c.label}", figures=shown,
+                     reason=cause_text(cause, c.summary, lang)))
+    return out
 
 
 def bad(cells: Iterable[CellInfo | None]) -> list[CellInfo]:
@@ -36,24 +71,38 @@ def footnote(c: CellInfo, lang: str, name: str | None = None) -> str:
     return t(lang, f"mark.{s.kind}", mark=s.mark, cell=f"{name or c.config} {c.label}", reason=reason)
 
 
-def footnotes(cells: Iterable[CellInfo | None], lang: str, names: dict[int, str] | None = None) -> list[str]:
-    """One footnote per marked cell; `names` maps a cell id to the column that shows it."""
-    return [footnote(c, lang, (names or {}).get(c.id)) for c in bad(cells)]
+def footnotes(cells: Iterable[CellInfo | None], lang: str, names: dict[int, str] | None = None,
+              keys: Iterable[str] = ()) -> list[str]:
+    """One footnote per marked cell, and per cause of its figures (among `keys`, the figures shown) marked
+    moved; `names` maps a cell id to the column that shows it."""
+    cells = list(cells)
+    out = [footnote(c, lang, (names or {}).get(c.id)) for c in bad(cells)]
+    keys = list(keys)
+    seen: set[int] = set()
+    for c in cells:
+        if c is not None and c.state.ok and c.id not in seen:
+            seen.add(c.id)
+            out += moved_footnotes(c, lang, keys, (names or {}).get(c.id))
+    return out
 
 
-def ratio_cell(a: CellInfo | None, b: CellInfo | None, va, vb, allow: bool) -> Cell | str:
-    """b / a as '1.35x'; built on a cell that is not ok it is refused ('refused' plus the mark) unless
-    `allow`, and then shown with the mark."""
+def ratio_cell(a: CellInfo | None, b: CellInfo | None, va, vb, judging: Judging = Judging(),
+               key: str | None = None) -> Cell | str:
+    """b / a as '1.35x'; built on a cell that is not ok (or, `key` given, a figure marked moved) it is refused
+    ('n/a' plus the mark) unless the judging allows it (--allow-not-ok; a moved figure: --allow-client-lag
+    too), and then shown with the mark."""
     if a is None or b is None or missing(va) or missing(vb) or not va:
         return "-"
-    worst = next((c.state for c in (a, b) if not c.state.ok), None)
+    states = [c.state if key is None else c.figure_state(key) for c in (a, b)]
+    worst = next((s for s in states if not s.ok), None)
     if worst is None:
         return f"{vb / va:.2f}x"
+    allow = judging.allow_not_ok or (worst.kind == "moved" and judging.allow_client_lag)
     text = f"{vb / va:.2f}x" if allow else "n/a"
     return Cell(text, mark=worst.mark, why=worst.kind)
 
 
 def legend(lang: str) -> str:
     """One line naming every mark (under the definitions)."""
-    kinds = ("failed", "invalid", "mismatch", "lagged", "spec_random", "skipped", "interrupted", "unknown")  # one per symbol
+    kinds = ("failed", "invalid", "mismatch", "moved", "spec_random", "skipped", "interrupted", "unknown")  # one per symbol
     return t(lang, "mark.legend", marks="; ".join(f"{MARKS[k]} {t(lang, f'mark.name.{k}')}" for k in kinds))

@@ -26,9 +26,10 @@ def _series(run: RunData, ykey: Metric, xkey: Metric | None = None,
                 x = c.x if xkey is None else c.value(xkey)
                 y = c.value(ykey)
                 if c.pair == pair and x is not None and y is not None:
-                    (s.points if c.state.ok else s.hollow).append((x, y, _tip(c, ykey, y, xkey, x)))
+                    plain = c.figure_state(ykey.key).ok and (xkey is None or c.figure_state(xkey.key).ok)
+                    (s.points if plain else s.hollow).append((x, y, _tip(c, ykey, y, xkey, x)))
                     lo, hi = (c.value(band[0]), c.value(band[1])) if band else (None, None)
-                    if c.pair == pair and c.state.ok and lo is not None and hi is not None:
+                    if plain and band and all(c.figure_state(m.key).ok for m in band) and lo is not None and hi is not None:
                         s.band.append((x, lo, hi))
             if s.points or s.hollow:
                 out.append(s)
@@ -36,7 +37,7 @@ def _series(run: RunData, ykey: Metric, xkey: Metric | None = None,
 
 
 def _tip(c: CellInfo, ykey: Metric, y: float, xkey: Metric | None, x: float) -> str:
-    state = c.state
+    state = c.figure_state(ykey.key)
     star = (" *" if c.over_capacity else "") + ("" if state.ok else f" {state.mark} {state.kind}")
     xs = f", {xkey.key}={num(x)}" if xkey else ""
     return f"{c.config} {c.label}{star}: {ykey.key}={num(y)}{xs}"
@@ -49,7 +50,8 @@ def _xlabel(run: RunData, lang: str) -> str:
 
 def any_hollow(run: RunData) -> bool:
     """Whether the load figures draw any point hollow (then a note says what hollow means)."""
-    return any(not c.state.ok for cfg in run.config_names() for c in run.cells_of(cfg))
+    return any(not c.state.ok or (c.summary.figures and c.summary.figures.client_marks)
+               for cfg in run.config_names() for c in run.cells_of(cfg))
 
 
 def load_figures(run: RunData, lang: str) -> list[Figure]:

@@ -53,10 +53,19 @@ def environment(run: RunData, lang: str) -> list[Block]:
             ("env.python", env.get("python")),
             ("env.packages", ", ".join(f"{k} {v}" for k, v in sorted((env.get("packages") or {}).items()))),
             ("env.accelerators", ", ".join(_acc(a) for a in env.get("accelerators") or [])),
+            ("env.isolation", _isolation(env.get("isolation"), lang)),
             ("env.source", (run.spec.get("import") or {}).get("source", ""))]
     table = Table([t(lang, "col.item"), t(lang, "col.value")],
                   [[t(lang, k), str(v)] for k, v in rows if v not in (None, "", [])], left=2)
     return [table]
+
+
+def _isolation(iso, lang: str) -> str | None:
+    """Where the client and a local engine ran (host/isolation.py), as stored with the run."""
+    if not isinstance(iso, dict):
+        return None
+    return t(lang, "env.isolation_value", client=iso.get("client_cpus", "?"), engine=iso.get("engine_cpus", "?"),
+             client_nice=iso.get("client_nice", "?"), engine_nice=iso.get("engine_nice", "?"), note=iso.get("note", ""))
 
 
 def _cpu(env: dict) -> str | None:
@@ -88,10 +97,14 @@ def configs(run: RunData, lang: str) -> list[Block]:
 
 
 # baseline and scaling -----------------------------------------------------------------------------
+SCALING_KEYS = ["request_throughput", "output_throughput", "total_token_throughput", "mean_ttft_ms", "p99_ttft_ms",
+                "mean_tpot_ms", "p99_tpot_ms", "mean_e2el_ms", "request_goodput"]
+
+
 def _notes(cells: list[CellInfo], shown: list, lang: str) -> list[str]:
-    """Why each marked cell is marked, and what ◊ means when a shown p99 carries it."""
+    """Why each marked cell or figure is marked, and what ◊ means when a shown p99 carries it."""
     extra = [t(lang, "note.unreliable", mark=UNRELIABLE, n=u.UNRELIABLE_N)] if unreliable_in(shown) else []
-    return footnotes(cells, lang) + extra
+    return footnotes(cells, lang, keys=SCALING_KEYS) + extra
 
 
 def baseline(run: RunData, lang: str, book: Book | None = None) -> list[Block]:
@@ -108,7 +121,7 @@ def baseline(run: RunData, lang: str, book: Book | None = None) -> list[Block]:
     if not rows:
         return [Para(t(lang, "note.no_baseline"))]
     return [Para(t(lang, "note.headline_intervals")),
-            Table(head, rows, role="baseline", left=2, footnotes=footnotes(used, lang))]
+            Table(head, rows, role="baseline", left=2, footnotes=footnotes(used, lang, keys=[m.key for m in BASELINE]))]
 
 
 def _kv_use(c: CellInfo) -> str:
@@ -144,7 +157,8 @@ def _scaling_row(run: RunData, book: Book, c: CellInfo, goodput: bool, roof: Roo
     done = f"{num(s.completed)}/{num(sent)}" if sent is not None else num(s.completed)
     f = lambda name, stat="mean", digits=None: figure(book, c, Metric(name, stat), digits)   # noqa: E731
     row = [fig(c, _load(c)), fig(c, done, over=False), f("request_throughput", digits=2), f("output_throughput"),
-           fig(c, num(known(s.total_token_throughput)), over=False), f("ttft"), f("ttft", "p99"), f("tpot"),
+           fig(c, num(known(s.total_token_throughput)), over=False, key="total_token_throughput"), f("ttft"),
+           f("ttft", "p99"), f("tpot"),
            f("tpot", "p99"), f("e2el"), fig(c, _kv_use(c), over=False)]
     if goodput:
         row += [f("request_goodput", digits=2), fig(c, pct(known(s.goodput_fraction)), over=False)]
@@ -224,11 +238,11 @@ def matrix(run: RunData, cfg: str, lang: str) -> Table:
         row: list = [f"{pair[0]}/{pair[1]}"]
         for x in xs:
             c = run.cell_at(cfg, pair, x)
-            row.append(fig(c, num(known(c.summary.output_throughput))) if c else "-")
+            row.append(fig(c, num(known(c.summary.output_throughput)), key="output_throughput") if c else "-")
         if cap:
             row.append(num(cap // (pair[0] + pair[1])))
         rows.append(row)
-    return Table(head, rows, role="matrix", footnotes=footnotes(cells, lang))
+    return Table(head, rows, role="matrix", footnotes=footnotes(cells, lang, keys=["output_throughput"]))
 
 
 def any_over(run: RunData) -> bool:

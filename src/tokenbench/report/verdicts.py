@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tokenbench.judge import bottleneck
-from tokenbench.judge.intervals import Book, verdict
+from tokenbench.judge.intervals import Book, Judging, verdict
 from tokenbench.judge.plausibility import Roofline
+from tokenbench.judge.status import usable
 from tokenbench.judge.views import CellInfo
 from tokenbench.metrics import uncertainty as u
 from tokenbench.metrics.cell_summary import Metric, known
@@ -58,16 +59,18 @@ def verdict_text(v: u.Verdict | None, a: str, b: str, lang: str) -> str:
     return t(lang, "verdict.faster", who=a if v.winner == "A" else b, x=f"{100 * x:.1f}%", lo=pct(lo), hi=pct(hi))
 
 
-def figure(book: Book, c: CellInfo | None, m: Metric, digits: int | None = None) -> Cell | str:
-    """'22.2 [21.9, 22.5]' (◊ on an unreliable p99), marked when the cell is not ok (a cell that is not ok
-    gets no interval: its figure is shown marked, as it was stored)."""
+def figure(book: Book, c: CellInfo | None, m: Metric, digits: int | None = None,
+           judging: Judging = Judging()) -> Cell | str:
+    """'22.2 [21.9, 22.5]' (◊ on an unreliable p99), marked when the cell is not ok or the figure was marked
+    moved (such a figure gets no interval, unless --allow-client-lag for a moved one: it is shown marked, as
+    it was stored)."""
     if c is None:
         return "-"
     digits = DIGITS.get(m.name, 1) if digits is None else digits
-    iv = book.interval(c, m) if c.state.ok else None
+    iv = book.interval(c, m) if usable(c.figure_state(m.key), judging.allow_client_lag) else None
     if iv is None:
-        return fig(c, num(c.value(m), digits), over=False)
-    cell = fig(c, num(iv.value, digits), over=False)
+        return fig(c, num(c.value(m), digits), over=False, key=m.key)
+    cell = fig(c, num(iv.value, digits), over=False, key=m.key)
     cell.interval = f"[{num(iv.lo, digits)}, {num(iv.hi, digits)}]" + (UNRELIABLE if iv.unreliable else "")
     return cell
 
@@ -81,7 +84,7 @@ def _has(book: Book, c: CellInfo, m: Metric) -> bool:
     return not missing(c.value(m)) or (m.name == "request_goodput" and book.slo is not None)
 
 
-def verdict_table(sides: list[Side], pair, xs: list, lang: str, min_effect: float = u.MIN_EFFECT,
+def verdict_table(sides: list[Side], pair, xs: list, lang: str, judging: Judging = Judging(),
                   metrics: list[Metric] = VERDICT_METRICS) -> Table | None:
     """Rows (load, metric); columns: each side's figure with its interval, then per extra side the
     verdict against the first. Headers name run id and config."""
@@ -99,9 +102,9 @@ def verdict_table(sides: list[Side], pair, xs: list, lang: str, min_effect: floa
         for m in metrics:
             if not any(_has(s.book, c, m) for s, c in zip(sides, cells, strict=True)):
                 continue
-            shown = [figure(s.book, c, m) for s, c in zip(sides, cells, strict=True)]
+            shown = [figure(s.book, c, m, judging=judging) for s, c in zip(sides, cells, strict=True)]
             unreliable = unreliable or unreliable_in(shown)
-            verdicts = [verdict_cell((base, cells[0]), (s, c), m, lang, min_effect)
+            verdicts = [verdict_cell((base, cells[0]), (s, c), m, lang, judging)
                         for s, c in zip(sides[1:], cells[1:], strict=True)]
             rows.append([cells[0].load_label, metric_name(m, lang), *shown, *verdicts])
         if any(known(c.summary.goodput_fraction) is not None for c in cells):
@@ -110,20 +113,22 @@ def verdict_table(sides: list[Side], pair, xs: list, lang: str, min_effect: floa
                          *[""] * (len(sides) - 1)])
         rows.append([cells[0].load_label, t(lang, "col.bottleneck"),
                      *[_bottleneck(s, c, lang) for s, c in zip(sides, cells, strict=True)], *[""] * (len(sides) - 1)])
-    notes = footnotes(used, lang, names) + ([t(lang, "note.unreliable", mark=UNRELIABLE, n=u.UNRELIABLE_N)]
+    notes = footnotes(used, lang, names, [m.key for m in metrics]) + ([t(lang, "note.unreliable", mark=UNRELIABLE, n=u.UNRELIABLE_N)]
                                      if unreliable else [])
     return Table(head, rows, role="verdicts", left=2, footnotes=notes) if rows else None
 
 
 def verdict_cell(base: tuple[Side, CellInfo], other: tuple[Side, CellInfo], m: Metric, lang: str,
-                 min_effect: float) -> Cell | str:
-    """The verdict of `other` against `base` (each a column's side and its cell) on metric `m`."""
+                 judging: Judging = Judging()) -> Cell | str:
+    """The verdict of `other` against `base` (each a column's side and its cell) on metric `m`: none where a
+    cell is not ok or a figure was marked moved (with --allow-client-lag: given, marked)."""
     (a_side, a), (b_side, b) = base, other
-    worst = next((c.state for c in (a, b) if not c.state.ok), None)
-    if worst is not None:
-        return Cell(t(lang, "verdict.not_ok"), mark=worst.mark, why=worst.kind)
-    v = verdict(a_side.book, a, b_side.book, b, m, min_effect)
-    return verdict_text(v, a_side.name, b_side.name, lang)
+    worst = next((s for c in (a, b) if not (s := c.figure_state(m.key)).ok), None)
+    if worst is not None and not usable(worst, judging.allow_client_lag):
+        return Cell(t(lang, "verdict.moved" if worst.kind == "moved" else "verdict.not_ok"), mark=worst.mark,
+                    why=worst.kind)
+    text = verdict_text(verdict(a_side.book, a, b_side.book, b, m, judging), a_side.name, b_side.name, lang)
+    return text if worst is None else Cell(text, mark=worst.mark, why=worst.kind)
 
 
 def _bottleneck(side: Side, c: CellInfo, lang: str) -> Cell:

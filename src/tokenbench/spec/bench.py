@@ -10,12 +10,14 @@ from pydantic import Field, model_validator
 
 from tokenbench.spec.base import StrictModel
 
-WorkloadKind = Literal["random", "text", "sharegpt", "jsonl", "prefix", "image", "trace"]
+WorkloadKind = Literal["random", "text", "sharegpt", "jsonl", "prefix", "image", "trace", "sessions"]
 FIXED_LENGTH_KINDS = ("random", "text", "prefix", "image")   # input_len / output_len given; sweeps take them from pairs
 DATASET_KINDS = ("sharegpt", "jsonl", "trace")          # lengths come from the file (output_len may force)
+PAIR_KINDS = (*FIXED_LENGTH_KINDS, "sessions")          # take [input, output] pairs (sessions: per turn)
 HISTOGRAM_KINDS = ("random", "text")                    # a length histogram alone gives every request's lengths
-SYNTHETIC_KINDS = ("random", "prefix", "image", "trace")  # prompts of random ids (or random words): not text
+SYNTHETIC_KINDS = ("random", "prefix", "image", "trace", "sessions")  # prompts of random ids (or random words): not text
 TRACE_BLOCK_SIZE = 512                                  # Mooncake's hash_ids block, in tokens
+SESSION_HEADER = "X-Session-ID"
 
 
 BOUNDS = (" (random, text, prefix, image: a drawn length is clipped to the bounds; min and max without another "
@@ -37,8 +39,9 @@ LENGTH_HISTOGRAM = ("draw each request's (input, output) lengths from weighted b
 class WorkloadSource(StrictModel):
     """What prompts are made of, apart from the asked lengths. docs/workloads.md describes each kind."""
 
-    kind: WorkloadKind = Field("random", description="random | text | sharegpt | jsonl | prefix | image | trace "
-                               "(text: natural-text token ids cut to the exact length)")
+    kind: WorkloadKind = Field("random", description="random | text | sharegpt | jsonl | prefix | image | trace | "
+                               "sessions (text: natural-text token ids cut to the exact length; sessions: multi-turn, "
+                               "docs/workloads.md)")
     output_len: int | None = Field(None, gt=0, description="exact output tokens (max_tokens=min_tokens, ignore_eos); "
                                    "for sharegpt/jsonl/trace: forces every request's output length")
     dataset_path: str | None = Field(None, description="local file: ShareGPT JSON/JSONL, prompt JSONL, mooncake "
@@ -61,6 +64,22 @@ class WorkloadSource(StrictModel):
     trace_block_size: int = Field(TRACE_BLOCK_SIZE, gt=0, description="trace: tokens per hash_ids block (Mooncake: "
                                   "512); a row's hash_ids number ceil(input_length / this), equal ids are equal "
                                   "token blocks")
+    turns: int | None = Field(None, gt=0, le=1000, description="sessions: turns per session; turn k re-sends the "
+                              "history (system prompt, earlier user and assistant turns) + input_len new tokens")
+    system_prompt_len: int | None = Field(None, gt=0, description="sessions: tokens of the system prompt that opens "
+                                          "every session")
+    shared_system_prompt: bool = Field(False, description="sessions: one system prompt for every user (default: "
+                                       "each user its own)")
+    think_time_s: float = Field(0.0, ge=0, description="sessions: mean seconds from the end of an answer to the "
+                                "user's next turn")
+    think_time_dist: Literal["fixed", "exponential", "uniform"] = Field(
+        "fixed", description="sessions: think times fixed, exponential (mean think_time_s) or uniform on "
+                             "[0, 2 x think_time_s], seeded per session")
+    assistant_turns: Literal["returned", "fixed"] = Field(
+        "returned", description="sessions: the history's assistant turns: the tokens the server returned, or "
+                                "fixed seeded ones of output_len (every engine then gets the same prompts)")
+    session_header: str = Field(SESSION_HEADER, description="sessions: the request header carrying the session id "
+                                "(servers and routers that route by it); empty: none")
     tokenizer_path: str | None = Field(None, description="local Hugging Face tokenizer dir (tokenizer.json; "
                                        "config.json gives the vocab size): builds chat prompts and counts "
                                        "datasets without the server's /tokenize; default: ask the server")
@@ -83,10 +102,26 @@ class WorkloadSource(StrictModel):
         self._check_lengths(input_len)
         self._check_knobs()
         self._check_draws()
+        self._check_sessions()
+
+    def _check_sessions(self) -> None:
+        """Session knobs belong to sessions; a sessions workload needs its turns."""
+        if self.kind != "sessions":
+            for name in SESSION_KNOBS:
+                if getattr(self, name) != WorkloadSource.model_fields[name].default:
+                    raise ValueError(f"{name} applies to sessions workloads only (--dataset-name sessions)")
+            return
+        if self.turns is None:
+            raise ValueError("a sessions workload needs turns per session (--turns N)")
+        if self.shared_system_prompt and self.system_prompt_len is None:
+            raise ValueError("shared_system_prompt needs a system prompt: give system_prompt_len (--system-prompt-len N)")
+        if self.think_time_dist != "fixed" and not self.think_time_s:
+            raise ValueError(f"think_time_dist {self.think_time_dist} needs a mean think time (--think-time-s S)")
 
     def _check_draws(self) -> None:
         """At most one length distribution, on a kind whose lengths are asked (not read from a file)."""
         given = [name for name in DRAW_FIELDS if getattr(self, name) is not None]
+        self._exact_turns(given)
         self._check_bounds(given)
         if not given:
             return
@@ -101,6 +136,13 @@ class WorkloadSource(StrictModel):
             raise ValueError(f"range_ratio {self.range_ratio:g} must be below 1 with vLLM's window "
                              "[L(1-r), L(1+r)] (SGLang's [L r, L] takes 1: range_ratio_style sglang)")
 
+    def _exact_turns(self, given: list[str]) -> None:
+        """Sessions: every turn's lengths are asked exactly (the history grows by them); nothing draws them."""
+        drawn = given + [f for f in LENGTH_FILTERS if getattr(self, f) is not None]
+        if self.kind == "sessions" and drawn:
+            raise ValueError(f"{drawn[0]} draws or bounds request lengths, but a sessions workload's turns have exact "
+                             "lengths (each adds input_len user tokens and output_len answered ones): drop it")
+
     def _check_lengths(self, input_len: int | None) -> None:
         """What the kind needs: asked lengths (fixed-length kinds), a file (datasets), a prefix shorter than
         the prompt."""
@@ -110,7 +152,7 @@ class WorkloadSource(StrictModel):
                 raise ValueError("length_histogram gives every request's lengths: it applies to random and text "
                                  "workloads, without input/output lengths (drop --input-len/--output-len, pairs)")
             return
-        if kind in FIXED_LENGTH_KINDS and (input_len is None or self.output_len is None):
+        if kind in PAIR_KINDS and (input_len is None or self.output_len is None):
             raise ValueError(f"a {kind} workload needs input_len and output_len (--input-len, --output-len)")
         if kind in DATASET_KINDS and input_len is not None:
             raise ValueError(f"input_len does not apply to {kind}: prompt lengths come from the dataset "
@@ -127,7 +169,7 @@ class WorkloadSource(StrictModel):
         if kind != "prefix" and self.prefix_len is not None:
             raise ValueError("prefix_len applies to prefix workloads only")
         self._trace_only()
-        if self.dataset_path is not None and kind in ("random", "text", "prefix"):
+        if self.dataset_path is not None and kind in ("random", "text", "prefix", "sessions"):
             raise ValueError(f"dataset_path does not apply to {kind} workloads")
         for low, high in (("min_input_len", "max_input_len"), ("min_output_len", "max_output_len")):
             lo, hi = getattr(self, low), getattr(self, high)
@@ -151,13 +193,15 @@ class WorkloadSource(StrictModel):
 
 
 LENGTH_FILTERS = ("min_input_len", "max_input_len", "min_output_len", "max_output_len")
+SESSION_KNOBS = ("turns", "system_prompt_len", "shared_system_prompt", "think_time_s", "think_time_dist",
+                 "assistant_turns", "session_header")
 DRAW_FIELDS = ("range_ratio", "input_len_stddev", "output_len_stddev", "length_histogram")
 
 
 class Workload(WorkloadSource):
     api: Literal["completions", "chat"] = "completions"
     input_len: int | None = Field(None, gt=0, description="exact prompt tokens (random, prefix: prefix + suffix; "
-                                  "image: the text part)")
+                                  "image: the text part; sessions: the new user tokens of each turn)")
     seed: int = 0
 
     @model_validator(mode="after")
@@ -221,7 +265,29 @@ class Workload(WorkloadSource):
             return f"trace({name},x{self.time_scale:g}{blocks}){out}"
         if self.kind == "text":
             return f"text:{lengths}"
+        if self.kind == "sessions":
+            return f"sessions({self.session_shape}):{lengths}"
         return f"{self.kind}({name}){out}"
+
+    @property
+    def session_shape(self) -> str:
+        """A sessions workload's shape apart from its lengths: "5t,sys256-shared,think1s-exp,fixed-replies"."""
+        parts = [f"{self.turns}t"]
+        if self.system_prompt_len:
+            parts.append(f"sys{self.system_prompt_len}" + ("-shared" if self.shared_system_prompt else ""))
+        if self.think_time_s:
+            dist = "" if self.think_time_dist == "fixed" else f"-{self.think_time_dist[:3]}"
+            parts.append(f"think{self.think_time_s:g}s{dist}")
+        if self.assistant_turns == "fixed":
+            parts.append("fixed-replies")
+        return ",".join(parts)
+
+    @property
+    def last_turn_len(self) -> int | None:
+        """Prompt tokens of a session's last turn: system + turns x input + (turns - 1) x output."""
+        if self.kind != "sessions" or self.turns is None or self.input_len is None or self.output_len is None:
+            return None
+        return (self.system_prompt_len or 0) + self.turns * self.input_len + (self.turns - 1) * self.output_len
 
 
 class SLO(StrictModel):
@@ -234,10 +300,17 @@ class SLO(StrictModel):
 
 
 class Load(StrictModel):
-    """One cell's load: closed-loop concurrency, an open-loop request rate, or a trace's own arrivals."""
+    """One cell's load: closed-loop concurrency, an open-loop request rate, or a trace's own arrivals; for a
+    sessions workload, users (closed loop) or a session start rate (open loop)."""
 
     concurrency: int | None = Field(None, gt=0, description="closed loop: requests in flight")
     request_rate: float | None = Field(None, gt=0, description="open loop: requests/s")
+    users: int | None = Field(None, gt=0, description="sessions, closed loop: users, each running one session at a "
+                              "time (the next when it ends)")
+    session_rate: float | None = Field(None, gt=0, description="sessions, open loop: sessions started per second")
+    num_sessions: int | None = Field(None, gt=0, description="sessions per cell")
+    ramp_up_s: float | None = Field(None, gt=0, description="sessions: users start evenly spread over this many "
+                                    "seconds (default: all at once)")
     arrival: Literal["poisson", "constant", "trace"] = Field(
         "poisson", description="open-loop arrivals; trace: the trace workload's timestamps (no rate)")
     max_concurrency: int | None = Field(None, gt=0, description="cap on in-flight requests in rate mode")
@@ -251,10 +324,14 @@ class Load(StrictModel):
     @model_validator(mode="after")
     def _one_mode(self) -> "Load":
         if self.arrival == "trace":
-            if self.concurrency is not None or self.request_rate is not None:
+            if self.concurrency is not None or self.request_rate is not None or self.sessions:
                 raise ValueError("a trace replay takes its arrivals from the trace: drop concurrency and request_rate "
                                  "(speed it up or slow it down with the workload's time_scale)")
             return self
+        if self.sessions:
+            return self._session_mode()
+        if self.num_sessions is not None or self.ramp_up_s is not None:
+            raise ValueError("num_sessions and ramp_up_s apply to sessions loads (users or session_rate)")
         if (self.concurrency is None) == (self.request_rate is None):
             raise ValueError("give exactly one of concurrency or request_rate")
         if self.burstiness != 1.0 and (self.request_rate is None or self.arrival != "poisson"):
@@ -265,8 +342,30 @@ class Load(StrictModel):
             raise ValueError("give num_prompts or duration_s")
         return self
 
+    def _session_mode(self) -> "Load":
+        if (self.users is None) == (self.session_rate is None) or self.concurrency or self.request_rate:
+            raise ValueError("a sessions load is users (closed loop) or session_rate (open loop): give exactly one")
+        if self.num_prompts is not None:
+            raise ValueError("a sessions load counts sessions: give num_sessions (each runs the workload's turns)")
+        if self.num_sessions is None and self.duration_s is None:
+            raise ValueError("give num_sessions or duration_s")
+        if self.ramp_up_s is not None and self.users is None:
+            raise ValueError("ramp_up_s spreads the users' starts: it needs users (session_rate sets its own starts)")
+        if self.burstiness != 1.0 and (self.session_rate is None or self.arrival != "poisson"):
+            raise ValueError("burstiness shapes Poisson arrivals: it needs session_rate and arrival poisson")
+        return self
+
+    @property
+    def sessions(self) -> bool:
+        """A load of sessions (users or a session rate), each a conversation of several turns."""
+        return self.users is not None or self.session_rate is not None
+
     @property
     def label(self) -> str:
+        if self.users is not None:
+            return f"users={self.users}" + (f",ramp={self.ramp_up_s:g}s" if self.ramp_up_s else "")
+        if self.session_rate is not None:
+            return f"sessions={self.session_rate:g}/s" + (f",b={self.burstiness:g}" if self.burstiness != 1.0 else "")
         if self.concurrency is not None:
             return f"c={self.concurrency}"
         if self.arrival == "trace":
@@ -276,11 +375,12 @@ class Load(StrictModel):
 
     @property
     def open_loop(self) -> bool:
-        return self.concurrency is None
+        return self.concurrency is None and self.users is None
 
     @property
     def in_flight_cap(self) -> int | None:
-        return self.concurrency if self.concurrency is not None else self.max_concurrency
+        """Requests in flight at most: the concurrency, the users (each waits for its answer), or the cap."""
+        return self.concurrency or self.users or self.max_concurrency
 
     def warmup_count(self) -> int:
         if self.warmup_requests is not None:

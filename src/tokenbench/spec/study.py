@@ -9,7 +9,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
 from tokenbench.spec.base import StrictModel
-from tokenbench.spec.bench import DATASET_KINDS, FIXED_LENGTH_KINDS, RATE_CAP, SLO, Workload, WorkloadSource
+from tokenbench.spec.bench import DATASET_KINDS, PAIR_KINDS, RATE_CAP, SLO, Workload, WorkloadSource
 
 SHORT_KEYS = {"tp": "parallelism.tp", "dp": "parallelism.dp", "slots": "parallelism.slots",
               "threads": "parallelism.threads", "ctx": "parallelism.ctx"}
@@ -58,6 +58,25 @@ class Requests(StrictModel):
     min: int = Field(16, ge=1, description="fewest requests per cell")
     duration_s: float | None = Field(None, gt=0, description="seconds per cell instead of a request count "
                                      "(trace: the rows due before this)")
+    num_sessions: int | None = Field(None, ge=1, description="sessions per cell (sessions workload); default: the "
+                                     "cell's users, or `min` for session rates")
+
+
+def cpu_set(text: str) -> frozenset[int]:
+    """'1', '0,2', '2-3,6': the CPUs a list names (`all` is handled by the caller)."""
+    out: set[int] = set()
+    for part in text.replace(" ", "").split(","):
+        lo, dash, hi = part.partition("-")
+        if not lo.isdigit() or (dash and not hi.isdigit()) or (dash and int(hi) < int(lo)):
+            raise ValueError(f"'{text}' is not a CPU list: give CPU numbers and ranges, e.g. 1 or 0,2 or 2-3 (or all)")
+        out.update(range(int(lo), int(hi if dash else lo) + 1))
+    return frozenset(out)
+
+
+def _cpus(value: str | None) -> str | None:
+    if value is not None and value != "all":
+        cpu_set(value)
+    return value
 
 
 class Client(StrictModel):
@@ -68,6 +87,11 @@ class Client(StrictModel):
     keep_raw: str | None = Field(None, description="also append every request's raw response body, each read with "
                                  "its arrival time, to this JSONL file (one process; raw bytes are otherwise "
                                  "dropped as soon as a request is parsed)")
+    cpus: Annotated[str | None, AfterValidator(_cpus)] = Field(
+        None, description="CPUs the client (and its workers) run on, e.g. 1 or 2-3; a local engine tokenbench "
+        "deploys gets the others. Default: when tokenbench deploys a local engine, the last core(s), one per "
+        "worker, for the client and the rest for the engine (one CPU: no isolation); else not pinned. all: never "
+        "pin")
 
 
 class Sampling(StrictModel):
@@ -107,6 +131,12 @@ class StudySpec(StrictModel):
                                                     "(poisson: gaps scaled to the rate exactly, as vLLM)")
     burstiness: float = Field(1.0, gt=0, description="Poisson arrivals: gamma shape of the gaps (1 = Poisson, "
                               "< 1 burstier, > 1 more even; same mean rate)")
+    users: list[int] = Field(default_factory=list, description="sessions workload, closed-loop cells: users, each "
+                             "running one session at a time")
+    session_rates: list[float] = Field(default_factory=list, description="sessions workload, open-loop cells: "
+                                       "sessions started per second")
+    ramp_up_s: float | None = Field(None, gt=0, description="sessions: the users of a cell start evenly spread over "
+                                    "this many seconds (default: all at once)")
     max_concurrency: int | None = Field(None, gt=0, description="cap on in-flight requests in rate cells "
                                         "(alone: one closed-loop cell at this concurrency, as vLLM)")
     rate_cap: Literal["queue", "gate"] = Field("queue", description=RATE_CAP)
@@ -124,8 +154,9 @@ class StudySpec(StrictModel):
     kv_capacity: int | None = Field(None, gt=0, description="override the KV capacity read from the server")
     slo: SLO = Field(default_factory=SLO)
     allow_length_mismatch: bool = Field(False, description="keep cells whose token counts differ from the ask")
-    allow_client_lag: bool = Field(False, description="keep a cell whose client lagged (event-loop lag, CPU) as "
-                                   "ok, its figures marked '~' with the reason, instead of invalid")
+    allow_client_lag: bool = Field(False, description="in this run's report, give intervals and verdicts to the "
+                                   "figures the client's delays may have moved beyond their tolerance (still "
+                                   "marked '~' with the cause); without it they are shown marked, unjudged")
     max_error_rate: float = Field(0.0, ge=0, le=1, description="fail a cell above this failed fraction")
     stop_on_saturation: bool = Field(False, description="skip higher concurrencies once throughput stops rising")
     find_capacity: bool = Field(False, description="search the highest concurrency meeting the SLOs per pair")
@@ -150,11 +181,18 @@ class StudySpec(StrictModel):
                 raise ValueError(f"pair [{a}, {b}] must have positive input and output lengths")
         return v
 
-    @field_validator("concurrency")
+    @field_validator("concurrency", "users")
     @classmethod
     def _conc(cls, v: list[int]) -> list[int]:
         if any(c <= 0 for c in v):
-            raise ValueError("concurrency values must be positive")
+            raise ValueError("concurrency and users must be positive")
+        return v
+
+    @field_validator("session_rates")
+    @classmethod
+    def _session_rates(cls, v: list[float]) -> list[float]:
+        if any(not 0 < r < float("inf") for r in v):
+            raise ValueError("session rates must be positive and finite (sessions per second)")
         return v
 
     @field_validator("vary")
@@ -162,8 +200,40 @@ class StudySpec(StrictModel):
     def _axes(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
         return {SHORT_KEYS.get(k, k): vals for k, vals in v.items()}
 
+    def _no_session_load(self) -> None:
+        for name in ("users", "session_rates", "ramp_up_s"):
+            if getattr(self, name):
+                raise ValueError(f"{name} applies to a sessions workload (--dataset-name sessions)")
+        if self.requests.num_sessions is not None:
+            raise ValueError("requests.num_sessions applies to a sessions workload (--dataset-name sessions)")
+
     @model_validator(mode="after")
-    def _load_axis(self) -> "StudySpec":
+    def _session_axis(self) -> "StudySpec":
+        """A sessions study's load is in users or session starts; other workloads take neither."""
+        if self.workload.kind != "sessions":
+            self._no_session_load()
+            return self
+        if self.concurrency or self.rates or self.max_concurrency:
+            raise ValueError("a sessions workload's load is in users (--users 1,4,16) or session starts per second "
+                             "(--session-rate 0.5): drop concurrency, rates and max_concurrency")
+        if self.client.workers > 1 or self.client.ray_address:
+            raise ValueError("sessions run in one client process (each turn waits for the previous answer): drop "
+                             "client.workers / client.ray_address (--workers / --ray)")
+        if self.requests.num_prompts is not None:
+            raise ValueError("a sessions cell counts sessions, not requests: give requests.num_sessions "
+                             "(--num-sessions) instead of num_prompts")
+        if self.ramp_up_s is not None and not self.users:
+            raise ValueError("ramp_up_s spreads the starts of users: it needs users (--users)")
+        if self.find_capacity:
+            raise ValueError("find_capacity searches a concurrency; a sessions workload's load is in users: "
+                             "give the users to measure (--users 1,4,16)")
+        if not self.users and not self.session_rates:
+            raise ValueError("the users axis is empty: give 'users: [1, 4, ...]' (--users) or 'session_rates' "
+                             "(--session-rate)")
+        return self
+
+    def _check_axis(self) -> None:
+        """Which load axis the workload takes, and that it is there (sessions: _session_axis)."""
         if self.workload.kind == "trace":
             if self.concurrency or self.rates:
                 raise ValueError("a trace replays its own arrival times: drop 'concurrency' and 'rates' "
@@ -172,8 +242,12 @@ class StudySpec(StrictModel):
         elif self.find_capacity:
             if self.slo.is_empty():
                 raise ValueError("find_capacity needs SLOs: e.g. slo: {ttft_ms: 500, tpot_ms: 50}")
-        elif not self.concurrency and not self.rates and not self.max_concurrency:
+        elif self.workload.kind != "sessions" and not self.concurrency and not self.rates and not self.max_concurrency:
             raise ValueError("the concurrency axis is empty: give 'concurrency: [1, 8, ...]' or 'rates: [...]'")
+
+    @model_validator(mode="after")
+    def _load_axis(self) -> "StudySpec":
+        self._check_axis()
         if self.workload.kind == "trace" and (self.client.workers > 1 or self.client.ray_address):
             raise ValueError("a trace replay runs in one client process (its arrivals are one schedule): "
                              "drop client.workers / client.ray_address (--workers / --ray)")
@@ -199,9 +273,9 @@ class StudySpec(StrictModel):
             if self.pairs:
                 raise ValueError("length_histogram gives every request's lengths: drop 'pairs' (--input-len, "
                                  "--output-len)")
-        elif kind in FIXED_LENGTH_KINDS and not self.pairs:
+        elif kind in PAIR_KINDS and not self.pairs:
             raise ValueError(f"'pairs' is empty: a {kind} sweep needs [input, output] pairs, e.g. pairs: [[512, 128]]")
-        if kind in FIXED_LENGTH_KINDS and self.workload.output_len is not None:
+        if kind in PAIR_KINDS and self.workload.output_len is not None:
             raise ValueError("give output lengths in 'pairs', not workload.output_len")
         if kind in DATASET_KINDS and self.pairs:
             raise ValueError(f"a {kind} sweep takes its lengths from the dataset: drop 'pairs' "

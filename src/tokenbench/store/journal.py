@@ -122,6 +122,9 @@ class Journal:
         """A resumed run's JSON result starts with the cells already stored, so rewriting it loses none."""
         if self.store is None or self.run_id is None or self.json_path is None:
             return
+        facts = self.doc.setdefault("config_facts", {})
+        for config in self.store.configs(self.run_id):
+            facts.setdefault(config.name, config.facts.to_dict())
         for c in self.store.cells(self.run_id):
             if c.id is not None:
                 self.cells.append(JsonCell({**c.to_json(), "config": c.config},

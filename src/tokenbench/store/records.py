@@ -90,9 +90,11 @@ def to_dict(r: RequestRecord) -> dict:
 
 
 def from_dict(d: dict) -> RequestRecord:
-    """The inverse of `to_dict` (the text and worker number are not in the JSON result)."""
+    """The inverse of `to_dict` (the text and worker number are not in the JSON result). A field the
+    dict lacks (a file of an older tokenbench) takes its default; other keys (export's per-request
+    figures) are left out."""
     sent = d["sent_ns"]
-    return RequestRecord(**{f.name: f.take(d[f.key], sent) for f in FIELDS if f.key is not None})
+    return RequestRecord(**{f.name: f.take(d[f.key], sent) for f in FIELDS if f.key is not None and f.key in d})
 
 
 def json_safe(obj):

@@ -51,6 +51,12 @@ class KvUse:
     over: bool = False                  # the `*` mark: requests must queue for KV
 
 
+def _axis(load: Load) -> tuple[int | None, float | None]:
+    """The cell's (concurrency, request_rate) columns: a sessions cell's users (each has at most one request
+    in flight) or its session starts per second."""
+    return load.concurrency or load.users, load.request_rate or load.session_rate
+
+
 @dataclass(frozen=True)
 class CellRow:
     key: str
@@ -74,13 +80,12 @@ class CellRow:
     def measured(cls, cell: Planned, result: Measured, kv: KvUse) -> CellRow:
         s = result.summary
         return cls(cell.key, int(s.input_len or 0), int(s.output_len or 0), result.verdict.status, s, cell.repeat,
-                   cell.load.concurrency, cell.load.request_rate, result.verdict.message, kv.demand, kv.capacity,
-                   kv.over, result.started_ns)
+                   *_axis(cell.load), result.verdict.message, kv.demand, kv.capacity, kv.over, result.started_ns)
 
     @classmethod
     def skipped(cls, cell: Planned, lengths: tuple[int, int], reason: str, kv: KvUse) -> CellRow:
-        return cls(cell.key, *lengths, "skipped", CellSummary(), cell.repeat, cell.load.concurrency,
-                   cell.load.request_rate, reason, kv.demand, kv.capacity, kv.over)
+        return cls(cell.key, *lengths, "skipped", CellSummary(), cell.repeat, *_axis(cell.load), reason, kv.demand,
+                   kv.capacity, kv.over)
 
     def with_summary(self, summary: CellSummary) -> CellRow:
         return replace(self, summary=summary)

@@ -141,6 +141,9 @@ MIGRATIONS: list[tuple[int, str]] = [
         f"INSERT INTO cells_v5 ({_CELL_NAMES}) SELECT {_CELL_NAMES} FROM cells;\n"
         "DROP TABLE cells;\n"
         "ALTER TABLE cells_v5 RENAME TO cells;"),
+    # 6: a request that is a turn of a session (sessions workload): its session and turn
+    (6, "ALTER TABLE requests ADD COLUMN session_id TEXT;\n"
+        "ALTER TABLE requests ADD COLUMN turn INTEGER;"),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

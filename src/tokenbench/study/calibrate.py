@@ -6,12 +6,12 @@ what it measures with the server's own send log (the truth). The cell runs as a 
 from __future__ import annotations
 
 import math
-import os
 import statistics
 from dataclasses import dataclass
 
+from tokenbench.host import isolation
 from tokenbench.load.cell import CellResult
-from tokenbench.spec.study import StudySpec
+from tokenbench.spec.study import Client, StudySpec
 from tokenbench.study import run as study
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
@@ -83,11 +83,6 @@ def split_delay(records, log: list[dict]) -> tuple[float, float]:
     return ingest / 1e6, delivery / 1e6
 
 
-def _split_cpus() -> tuple[int | None, set[int]]:
-    cpus = sorted(os.sched_getaffinity(0))
-    return (cpus[-1], set(cpus[:-1])) if len(cpus) > 1 else (None, set(cpus))
-
-
 def reference_spec(base_url: str, concurrency: int, num_prompts: int, lengths: tuple[int, int] = (32, 50),
                    workers: int = 1) -> StudySpec:
     """One closed-loop cell of random prompts, warmed up with `concurrency` requests."""
@@ -97,26 +92,26 @@ def reference_spec(base_url: str, concurrency: int, num_prompts: int, lengths: t
 
 
 def measure_reference(concurrency: int, num_prompts: int, lengths: tuple[int, int] = (32, 50),
-                      cfg: ReferenceConfig | None = None, workers: int = 1) -> tuple[CellResult, list[dict]]:
-    """One cell against a fresh reference server, the server pinned to one CPU and the client to the
-    others (so neither steals the other's core); returns the cell and the send log of its requests."""
-    server_cpu, client_cpus = _split_cpus()
-    all_cpus = os.sched_getaffinity(0)
-    with ReferenceProcess(cfg or ReferenceConfig(ttft_ms=100.0, itl_ms=20.0), cpu=server_cpu) as ref:
-        os.sched_setaffinity(0, client_cpus)
-        try:
-            [cell] = study.measure(reference_spec(ref.url, concurrency, num_prompts, lengths, workers)).results
-        finally:
-            os.sched_setaffinity(0, all_cpus)
+                      cfg: ReferenceConfig | None = None, workers: int = 1,
+                      client_cpus: str | None = None) -> tuple[CellResult, list[dict]]:
+    """One cell against a fresh reference server, placed as a local engine would be (host/isolation.py:
+    the client on its CPUs, `client_cpus` or the default, the server on the others, so neither steals the
+    other's core); returns the cell and the send log of its requests."""
+    iso = isolation.plan(Client(workers=workers, cpus=client_cpus), local_engine=True)
+    server = set(iso.engine_cpus) if iso.engine_cpus else None
+    with ReferenceProcess(cfg or ReferenceConfig(ttft_ms=100.0, itl_ms=20.0), cpu=server) as ref, isolation.applied(iso):
+        [cell] = study.measure(reference_spec(ref.url, concurrency, num_prompts, lengths, workers)).results
         log = sorted(ref.send_log(), key=lambda r: r["recv_ns"])[-len(cell.records):]
     return cell, log
 
 
 def calibrate(concurrency: int, cfg: ReferenceConfig, output_len: int = 50, workers: int = 1,
-              prompts_per_slot: int = 2) -> Calibration:
-    """The client against the reference server answering as `cfg` says (TTFT, ITL, tokens per chunk)."""
+              prompts_per_slot: int = 2, client_cpus: str | None = None) -> Calibration:
+    """The client against the reference server answering as `cfg` says (TTFT, ITL, tokens per chunk), the
+    client on `client_cpus` (default: as beside a local engine)."""
     workers = min(workers, concurrency)
-    cell, log = measure_reference(concurrency, concurrency * prompts_per_slot, (32, output_len), cfg, workers)
+    cell, log = measure_reference(concurrency, concurrency * prompts_per_slot, (32, output_len), cfg, workers,
+                                  client_cpus)
     t_ttft, t_tpot = truth(log)
     ingest, delivery = split_delay(cell.records, log)
     s = cell.summary

@@ -18,7 +18,7 @@ from typing import Protocol
 from tokenbench import __version__
 from tokenbench.deploy import address
 from tokenbench.errors import DeployError, Interrupted, MeasurementError, SpecError, TargetError, UsageError
-from tokenbench.host import environment
+from tokenbench.host import environment, isolation
 from tokenbench.load.cell import CellResult, how_far
 from tokenbench.load.target import Endpoint
 from tokenbench.spec.loader import load_model
@@ -85,7 +85,8 @@ def create_run(store: Store, p: Plan, settings: RunSettings, argv: Sequence[str]
     stored_spec = {**p.spec.model_dump(mode="json"), "planned_cells": len(p.cells)}
     given = profile.name if settings.server and profile else None
     where = given or p.spec.target.base_url or p.spec.target.profile or ""
-    return store.create_run(settings.kind, where, stored_spec, list(argv), environment.capture(profile))
+    env = environment.capture(profile, isolation=settings.isolation.record())
+    return store.create_run(settings.kind, where, stored_spec, list(argv), env)
 
 
 def stored_spec(store: Store, run_id: str, kind: str) -> StudySpec:
@@ -119,6 +120,9 @@ def start(spec: StudySpec, store: Store, settings: RunSettings, argv: Sequence[s
     if spec.target.base_url and server is None:
         endpoint_for(spec, spec.target.base_url)        # reachable, model served, vocabulary known: else stop here
     profile = server.profile if server else (load_profile(spec.target, p.configs[0]) if spec.target.profile else None)
+    if settings.isolation == isolation.Isolation():          # not planned by the caller (demo plans its own)
+        local = server is None and profile is not None and profile.runs_in == "local"
+        settings = dataclasses.replace(settings, isolation=isolation.plan(spec.client, local))
     run_id = resume or create_run(store, p, settings, argv, profile)
     header = {"tool": {"name": "tokenbench", "version": __version__}, "command": list(argv),
               "environment": store.run(run_id).environment or {}}
@@ -156,7 +160,8 @@ def execute(study: Study, events: StudyEvents, files: Sequence[ResultFile] = ())
     """Run the missing cells under the run's lock; keep the run's status (interrupted, failed, done) and the
     result files current."""
     store, run_id = study.store, study.run_id
-    with run_lock.held(store, run_id, commands.resume_advice(store, study.settings.kind, run_id)):
+    with run_lock.held(store, run_id, commands.resume_advice(store, study.settings.kind, run_id)), \
+            isolation.applied(study.settings.isolation):
         return _measure(study, events, files)
 
 

@@ -68,8 +68,32 @@ def _count(spec: StudySpec, width: float) -> int | None:
     return max(req.min, int(req.per_concurrency * width))
 
 
+def _sessions(spec: StudySpec, users: int | None) -> int | None:
+    """Sessions in a cell: num_sessions, else none counted when a duration bounds it, else one per user
+    (closed loop) or `requests.min` (session rates)."""
+    req = spec.requests
+    if req.num_sessions or req.duration_s:
+        return req.num_sessions
+    return users or req.min
+
+
+def users_load(spec: StudySpec, users: int) -> Load:
+    """A closed-loop sessions cell of `users` users (the capacity search's load in users, too)."""
+    return Load(users=users, num_sessions=_sessions(spec, users), ramp_up_s=spec.ramp_up_s,
+                duration_s=spec.requests.duration_s, warmup_requests=spec.warmup_requests)
+
+
+def _session_loads(spec: StudySpec) -> list[Load]:
+    loads = [users_load(spec, u) for u in spec.users]
+    return loads + [Load(session_rate=r, arrival=spec.arrival, burstiness=spec.burstiness,
+                         num_sessions=_sessions(spec, None), duration_s=spec.requests.duration_s,
+                         warmup_requests=spec.warmup_requests) for r in spec.session_rates]
+
+
 def _loads(spec: StudySpec) -> list[Load]:
     common = dict(duration_s=spec.requests.duration_s, warmup_requests=spec.warmup_requests)
+    if spec.workload.kind == "sessions":
+        return _session_loads(spec)
     if spec.workload.kind == "trace":
         return [Load(arrival="trace", max_concurrency=spec.max_concurrency, num_prompts=spec.requests.num_prompts,
                      **common)]
@@ -120,13 +144,21 @@ def repeat_workload(wl: Workload, repeat: int) -> Workload:
     return wl if repeat == 0 else wl.model_copy(update={"seed": wl.seed + repeat})
 
 
-def kv_demand(cell: PlannedCell) -> int | None:
-    """Tokens the cell's in-flight requests need at once: width x (input + output); unknown (None) for
-    datasets and traces, whose lengths vary."""
-    width, wl = cell.width, cell.workload
-    if not width or not wl.fixed_lengths or wl.input_len is None or wl.output_len is None:
+def sequence_len(wl: Workload) -> int | None:
+    """Tokens one request needs at most: input + output (sessions: the last turn's); None for datasets and
+    traces, whose lengths vary."""
+    if wl.input_len is None or wl.output_len is None:
         return None
-    return width * (wl.input_len + wl.output_len)
+    if wl.kind == "sessions":
+        return (wl.last_turn_len or 0) + wl.output_len
+    return wl.input_len + wl.output_len if wl.fixed_lengths else None
+
+
+def kv_demand(cell: PlannedCell) -> int | None:
+    """Tokens the cell's in-flight requests need at once: width x (input + output) (sessions: users x the last
+    turn); unknown (None) for datasets and traces, whose lengths vary."""
+    width, need = cell.width, sequence_len(cell.workload)
+    return width * need if width and need else None
 
 
 def over_capacity(cell: PlannedCell, kv_capacity: int | None) -> bool:
@@ -142,7 +174,9 @@ def check_context(p: Plan, ctx_per_seq: int | None, where: str) -> None:
     """Refuse a plan with a pair longer than one sequence's context, before anything runs."""
     if ctx_per_seq is None:
         return
-    for inp, out in p.spec.pairs:
-        if inp + out > ctx_per_seq:
-            raise SpecError(f"{where}: pair [{inp}, {out}] needs {inp + out} tokens per sequence but the server "
-                            f"allows {ctx_per_seq}", "shorten the pair or give the server a larger context")
+    for wl in p.spec.workloads():
+        need = sequence_len(wl)
+        if need is not None and need > ctx_per_seq:
+            what = f"the last turn of {wl.label}" if wl.kind == "sessions" else f"pair [{wl.input_len}, {wl.output_len}]"
+            raise SpecError(f"{where}: {what} needs {need} tokens per sequence but the server allows {ctx_per_seq}",
+                            "shorten the pair (or the turns) or give the server a larger context")

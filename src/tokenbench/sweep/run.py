@@ -17,6 +17,7 @@ from tokenbench.client.transport import Session, new_session
 from tokenbench.deploy.engines import reset_cache_path
 from tokenbench.deploy.secret_refs import api_key_var
 from tokenbench.errors import DeployError, TargetError
+from tokenbench.host.isolation import Isolation
 from tokenbench.load.cell import CellJob, CellProgress, CellResult, Progress, run_cell
 from tokenbench.load.clock import ctrl_c_to_loop
 from tokenbench.load.clock import run as run_loop
@@ -89,6 +90,7 @@ class RunSettings:
     output: str | None = None            # tokenbench's JSON result, rewritten after every cell
     keep_records: bool = False           # every record in memory too (a result file that lists them asks it)
     header: dict = field(default_factory=dict)    # the JSON result's facts: tool, command, environment
+    isolation: Isolation = Isolation()   # the client's and a local engine's CPUs and priorities (host/isolation.py)
 
 
 @dataclass
@@ -235,10 +237,11 @@ class StudyRunner:
 
     def _launch_and_run(self, config: ServerConfig, config_id: int) -> None:
         given = contextlib.nullcontext(self.server) if self.server else None
-        with given or server_for(self.plan.spec.target, config, self.ev.log) as server:
+        with given or server_for(self.plan.spec.target, config, self.ev.log, self.settings.isolation.engine) as server:
             check_context(self.plan, server.facts.ctx_per_seq, f"server config {config.name}")
             self.store.upsert_config(self.run_id, config.name, config.as_dict(), server.profile, server.facts,
                                      status="running")
+            self.journal.doc.setdefault("config_facts", {})[config.name] = server.facts.to_dict()
             with ctrl_c_to_loop():
                 if self.plan.spec.find_capacity:
                     run_loop(self._capacity(server, config, config_id))

@@ -14,6 +14,7 @@ from tokenbench.sweep.plan import ServerConfig
 
 if TYPE_CHECKING:
     from tokenbench.deploy.lifecycle import Deployment
+    from tokenbench.deploy.local import Placement
 
 
 @dataclass
@@ -52,13 +53,15 @@ def expected_ctx(profile: Profile) -> int | None:
 
 
 @contextlib.contextmanager
-def server_for(target: Target, config: ServerConfig, log=print) -> Iterator[Server]:
+def server_for(target: Target, config: ServerConfig, log=print, placement: Placement | None = None) -> Iterator[Server]:
+    """The config's server: the target's URL, or its profile deployed (a local engine on `placement`)."""
     from tokenbench.deploy import facts_for
     if target.base_url:
         yield Server(target.base_url.rstrip("/"), facts_for(target.base_url))
         return
     from tokenbench.deploy.lifecycle import deployed
+    from tokenbench.deploy.local import Placement
     profile = load_profile(target, config)
     log(f"deploying {profile.name} [{config.name}]")
-    with deployed(profile) as dep:
+    with deployed(profile, placement=placement or Placement()) as dep:
         yield Server(dep.base_url, dep.facts or ServerFacts(profile.engine), profile, dep)

@@ -320,12 +320,12 @@ def tokenizer_for(t: Target, wl: Workload) -> Tokenizer:
     """The local tokenizer when --tokenizer names a directory with tokenizer.json, else the server's
     /tokenize (with a fix that fits this workload when the server has none)."""
     path = wl.tokenizer_path
-    if path and tokenizer_file(path) and (wl.api == "chat" or wl.kind in ("sharegpt", "jsonl", "text")):
+    if path and tokenizer_file(path) and (wl.api == "chat" or wl.kind in ("sharegpt", "jsonl", "text", "sessions")):
         return _local(path)
     hint = "pass --tokenizer DIR (the model's Hugging Face directory, with tokenizer.json)"
     if path and not tokenizer_file(path):
         hint = f"{path} has no tokenizer.json: pass the model's Hugging Face directory with --tokenizer"
-    if wl.api == "chat" and wl.kind in ("random", "prefix", "image"):
+    if wl.api == "chat" and wl.kind in ("random", "prefix", "image", "sessions"):
         hint += ", or use --api completions (token-id prompts need no tokenizer)"
     return ServerTokenizer(t.base_url, t.model, t.api_key, hint)
 

@@ -64,7 +64,12 @@ def exact_text(tok: Tokenizer, rng: random.Random, n: int, vocab: Vocab, head: s
 
 def _probe(base_url: str, model: str, content, api_key: str | None) -> dict:
     """usage of a 1-token chat request with this user content (a string or content parts)."""
-    body = {"model": model, "messages": [{"role": "user", "content": content}], "max_tokens": 1, "temperature": 0}
+    return probe_messages(base_url, model, [{"role": "user", "content": content}], api_key)
+
+
+def probe_messages(base_url: str, model: str, messages: list[dict], api_key: str | None) -> dict:
+    """usage of a 1-token chat request with these messages."""
+    body = {"model": model, "messages": messages, "max_tokens": 1, "temperature": 0}
     status, data = api.post_json(base_url, "/v1/chat/completions", body, api_key)
     usage = (data or {}).get("usage") or {}
     if status != 200 or not isinstance(usage.get("prompt_tokens"), int):

@@ -158,11 +158,12 @@ METRIC_NAMES: dict[str, Any] = {
         "generation_tokens": {"metrics": ["sglang:generation_tokens_total"], "reduce": "sum"},
         "kv_capacity_tokens": {"metrics": ["sglang:max_total_num_tokens"], "reduce": "max"},
     },
-    # read over a cell (monitor/counters.py): prefix-cache hits in tokens (counters); speculative
-    # acceptance only as gauges per decode log window (means over the cell's scrapes)
+    # read over a cell (monitor/counters.py): prefix-cache hits in tokens (counters: cached tokens are counted
+    # per source, device / host / storage, or without details as source "total", so every series is summed);
+    # speculative acceptance only as gauges per decode log window (means over the cell's scrapes)
     "counters": {
         "prefix_queries": "sglang:prompt_tokens_total",
-        "prefix_hits": {"metric": "sglang:cached_tokens_total", "labels": {"cache_source": "total"}},
+        "prefix_hits": "sglang:cached_tokens_total",
     },
     "gauges": {"spec_accept_rate": "sglang:spec_accept_rate", "spec_accept_length": "sglang:spec_accept_length"},
 }
