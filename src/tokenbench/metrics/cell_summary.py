@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict
 
 from tokenbench.metrics.figure_marks import FigureHealth
 from tokenbench.metrics.interruption import Interruption
-from tokenbench.metrics.sessions import SessionFigures
 from tokenbench.metrics.send_rates import SendRates
+from tokenbench.metrics.sessions import SessionFigures
 from tokenbench.metrics.stream_tail import StreamTail
 from tokenbench.metrics.summary_groups import (
     ClientHealth,
