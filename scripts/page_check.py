@@ -3,6 +3,7 @@
 full-page screenshot. Used by the browser tests and for the screenshots of study reports in docs/.
 
     python scripts/page_check.py report/report.zh.html --width 1280 --shot report-1280.zh.png
+    python scripts/page_check.py report/report.html --shot frontier.png --height 1400 --section Frontier
 
 Prints one JSON line {"checked", "missing", "cut", "tables"}; exits 1 when a glyph is missing or a table
 is cut. Needs chromium (scripts/test-deps.sh installs it and the CJK fonts)."""
@@ -10,6 +11,7 @@ is cut. Needs chromium (scripts/test-deps.sh installs it and the CJK fonts)."""
 from __future__ import annotations
 
 import argparse
+import html
 import json
 import re
 import shutil
@@ -52,31 +54,83 @@ PROBE = """<script>
 </script>"""
 
 
+# Run inside the page: every figure's drawn box, and how many of its interval whiskers and points have a
+# drawn (non-empty) box, so a test can tell that a plot and its intervals are really on screen.
+FIGURES = """<script>
+(function(){
+  var out = {};
+  document.querySelectorAll('figure').forEach(function(f){
+    var r = f.getBoundingClientRect();
+    function drawn(sel){ return Array.from(f.querySelectorAll(sel)).filter(function(n){
+      var b = n.getBBox(); return b.width > 0 || b.height > 0; }).length; }
+    out[f.id] = {x: Math.round(r.left), w: Math.round(r.width), h: Math.round(r.height),
+                 iv: drawn('.iv'), points: drawn('circle, path.pt'), text: f.textContent.replace(/\\s+/g, ' ')};
+  });
+  var pre = document.createElement('pre'); pre.id = 'figures'; pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+})();
+</script>"""
+
+
 def chromium(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     if CHROMIUM is None:
         raise SystemExit("no chromium/chromium-browser binary: run scripts/test-deps.sh")
     return subprocess.run([CHROMIUM, *FLAGS, *args], capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
-def probe(page: Path, width: int = 1280) -> dict:
-    """{"checked": distinct characters tested, "missing": those without a glyph, "cut": tables wider
-    than the page, "tables": table count} of `page` at `width` px."""
+def _run_in_page(page: Path, script: str, pre_id: str, width: int) -> dict:
+    """Load `page` at `width` px with `script` added, and read back the JSON it wrote into <pre id=pre_id>."""
     with tempfile.TemporaryDirectory() as tmp:
         probed = page.with_name(f".probed.{page.name}")
-        probed.write_text(page.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8")
+        probed.write_text(page.read_text(encoding="utf-8").replace("</body>", script + "</body>"), encoding="utf-8")
         try:
             dom = chromium(f"--window-size={width},2000", "--dump-dom", probed.resolve().as_uri(), cwd=Path(tmp))
         finally:
             probed.unlink()
-    found = re.search(r'<pre id="probe">(.*?)</pre>', dom.stdout)
+    found = re.search(rf'<pre id="{pre_id}">(.*?)</pre>', dom.stdout, re.S)
     if found is None:
         raise SystemExit(f"chromium did not run the probe: {dom.stderr[-400:]}")
-    return json.loads(found.group(1).replace("&quot;", '"'))
+    return json.loads(html.unescape(found.group(1)))
 
 
-def shoot(page: Path, png: Path, width: int = 1280, height: int = 6000) -> None:
-    res = chromium(f"--screenshot={png.resolve()}", f"--window-size={width},{height}", "--hide-scrollbars",
-                   page.resolve().as_uri(), cwd=png.resolve().parent)
+def figures(page: Path, width: int = 1280) -> dict:
+    """Per figure id: its box in the page at `width` px and how many interval whiskers and points it draws."""
+    return _run_in_page(page, FIGURES, "figures", width)
+
+
+def probe(page: Path, width: int = 1280) -> dict:
+    """{"checked": distinct characters tested, "missing": those without a glyph, "cut": tables wider
+    than the page, "tables": table count} of `page` at `width` px."""
+    return _run_in_page(page, PROBE, "probe", width)
+
+
+# Keep only the page's title and one section (the h2 whose text contains SECTION, up to the next h2), so a
+# screenshot shows that section as the report draws it (same CSS, same width) from the top of the image.
+ONLY = """<script>
+(function(){
+  var want = %s, keep = false, drop = [];
+  Array.from(document.body.children).forEach(function(n){
+    if (n.tagName === 'H2') keep = n.textContent.indexOf(want) >= 0;
+    if (!keep && n.tagName !== 'H1' && n.id !== 'tip' && n.tagName !== 'SCRIPT') drop.push(n);
+  });
+  drop.forEach(function(n){ n.parentNode.removeChild(n); });
+})();
+</script>"""
+
+
+def shoot(page: Path, png: Path, width: int = 1280, height: int = 6000, section: str | None = None) -> None:
+    """A screenshot of `page` at `width` px; with `section`, of that section alone (see ONLY)."""
+    shown = page
+    if section:
+        shown = page.with_name(f".section.{page.name}")
+        script = ONLY % json.dumps(section)
+        shown.write_text(page.read_text(encoding="utf-8").replace("</body>", script + "</body>"), encoding="utf-8")
+    try:
+        res = chromium(f"--screenshot={png.resolve()}", f"--window-size={width},{height}", "--hide-scrollbars",
+                       shown.resolve().as_uri(), cwd=png.resolve().parent)
+    finally:
+        if section:
+            shown.unlink()
     if res.returncode != 0 or not png.is_file():
         raise SystemExit(f"screenshot of {page} failed: {res.stderr[-400:]}")
 
@@ -87,11 +141,12 @@ def main() -> int:
     ap.add_argument("--width", type=int, default=1280)
     ap.add_argument("--height", type=int, default=6000, help="screenshot height in px")
     ap.add_argument("--shot", type=Path, help="write a screenshot here")
+    ap.add_argument("--section", help="screenshot only the section whose heading contains this text")
     args = ap.parse_args()
     found = probe(args.page, args.width)
     print(json.dumps(found, ensure_ascii=False))
     if args.shot:
-        shoot(args.page, args.shot, args.width, args.height)
+        shoot(args.page, args.shot, args.width, args.height, args.section)
     return 1 if found["missing"] or found["cut"] else 0
 
 

@@ -113,8 +113,8 @@ def test_sigstop_stalls_at_ttft_1s_leave_p99_itl_within_5pct_or_marked_with_the_
 
 @pytest.mark.slow
 def test_a_buffering_proxy_marks_itl_with_buffering_not_the_client():
-    """The reference server's proxy_buffer fault (4 KiB pieces): the ITL percentiles are marked with
-    buffering, the cause named, never the client; the cell stays ok."""
+    """The reference server's proxy_buffer fault (4 KiB pieces): the ITL percentiles, TTFT and TPOT are
+    marked with buffering, the cause named, never the client; E2EL is not; the cell stays ok."""
     cpus = _cpus()
     cfg = ReferenceConfig(ttft_ms=100, itl_ms=20, faults={"proxy_buffer": 1.0})
     with ReferenceProcess(cfg, cpu=cpus[0] if len(cpus) > 1 else None) as ref:
@@ -127,6 +127,11 @@ def test_a_buffering_proxy_marks_itl_with_buffering_not_the_client():
     assert {"median_itl_ms", "p99_itl_ms"} <= set(itl)
     assert {v.cause for v in itl.values()} == {"buffering"}
     assert cell.summary.figures.chunks_coalesced > cell.summary.figures.token_chunks / 2
+    # the first token comes with the proxy's first piece: TTFT and TPOT time the proxy, marked for it;
+    # the end is passed on as the server ends: E2EL is what a user sees, never marked for buffering
+    assert m["mean_ttft_ms"].cause == m["mean_tpot_ms"].cause == "buffering"
+    assert m["mean_ttft_ms"].bound >= cell.summary.mean_ttft_ms - 100
+    assert "mean_e2el_ms" not in m or m["mean_e2el_ms"].cause != "buffering"
 
 
 def _hog(cpu: int) -> subprocess.Popen:

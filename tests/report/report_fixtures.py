@@ -97,3 +97,23 @@ def build_run(store: Store, run_id: str = "20260102-030405-fixed", with_samples:
     store.db.execute("UPDATE runs SET created_at='2026-01-02T03:04:05+00:00', tool_version='0.1.0' WHERE id=?",
                      (run_id,))
     return run_id
+
+
+def build_mixed_run(store: Store, run_id: str = "20260102-030405-mixed", closed=(1, 2, 4), rates=(1.0, 3.0),
+                    cap: int | None = None, configs=("slots2", "slots4")) -> str:
+    """Closed-loop cells at `closed` and open-loop cells at `rates` (requests/s, at most `cap` in flight) of
+    one pair (128/32) per config; the config's last digit is its slot count."""
+    store.create_run("sweep", "http://127.0.0.1:8000", {}, ["tokenbench", "sweep"], ENV, run_id=run_id)
+    for name in configs:
+        slots = int(name[-1])
+        cid = store.upsert_config(run_id, name, overrides={"slots": slots}, profile=profile(slots),
+                                  facts=facts(1 << 20), status="done")
+        loads = [Load(concurrency=c, num_prompts=2 * c) for c in closed]
+        loads += [Load(request_rate=r, max_concurrency=cap, num_prompts=4) for r in rates]
+        for load in loads:
+            recs = records(load.concurrency or 2, 128, 32, slots)
+            summary = summarize(recs, load, 128, 32)
+            store.save_cell(run_id, cid, CellRow(f"128:32/{load.label}", 128, 32, "ok", summary,
+                                                 concurrency=load.concurrency, request_rate=load.request_rate), recs)
+    store.set_run_status(run_id, "done")
+    return run_id

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from report_fixtures import build_mixed_run
 
 from tokenbench.judge.plausibility import check_run
 from tokenbench.judge.views import load_run
@@ -47,7 +48,7 @@ def test_html_report_in_headless_chromium(store, stored_run, tmp_path, lang):
     console = [line for line in dom.stderr.splitlines() if "CONSOLE" in line]
     assert console == [], console
     assert "ERR_NAME_NOT_RESOLVED" not in dom.stderr and "Failed to load resource" not in dom.stderr
-    assert dom.stdout.count("<svg") == 6 and 'id="tip"' in dom.stdout
+    assert dom.stdout.count("<svg") == 8 and 'id="tip"' in dom.stdout
     shot = tmp_path / f"report-{lang}.png"
     res = _chromium(f"--screenshot={shot}", "--window-size=1200,3000", url, cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-2000:]
@@ -68,3 +69,24 @@ def test_report_at_1280_px_has_no_missing_glyph_and_no_cut_table(store, stored_r
     shot = Path(os.environ.get("TOKENBENCH_SHOT_DIR", tmp_path)) / f"report-1280.{lang}.png"
     PAGE_CHECK.shoot(page, shot, 1280)
     assert shot.stat().st_size > 100_000
+
+
+def test_load_panels_and_the_frontier_with_intervals_at_1280_px(store, tmp_path):
+    """A two-config run with closed-loop and rate cells: a concurrency panel and a rate panel, side by side
+    with the page, and a frontier whose interval whiskers Chromium really draws; screenshots of both sections
+    (kept in TOKENBENCH_SHOT_DIR when set)."""
+    import os
+    page = _html(store, build_mixed_run(store), tmp_path, "en")
+    figs = PAGE_CHECK.figures(page, 1280)
+    for name in ("throughput", "throughput-rate", "ttft-rate", "tpot-rate", "frontier-128-32"):
+        box = figs[f"fig-{name}"]
+        assert box["w"] > 600 and box["h"] > 300 and box["x"] + box["w"] <= 1280, (name, box)
+    assert "concurrency (requests in flight)" in figs["fig-throughput"]["text"]
+    assert "request rate (requests/s)" in figs["fig-throughput-rate"]["text"]
+    assert figs["fig-throughput"]["points"] == 6 and figs["fig-throughput-rate"]["points"] == 4
+    frontier = figs["fig-frontier-128-32"]
+    assert frontier["iv"] >= 10 and "dominated" in frontier["text"]          # 10 points, whiskers on both axes
+    out = Path(os.environ.get("TOKENBENCH_SHOT_DIR", tmp_path))
+    for section, png in (("Concurrency scaling", "load-axes-1280.png"), ("Frontier", "frontier-1280.png")):
+        PAGE_CHECK.shoot(page, out / png, 1280, 2400, section=section)
+        assert (out / png).stat().st_size > 60_000

@@ -117,16 +117,18 @@ def test_headers_name_the_study_and_its_run_id():
 
 def test_a_rate_is_never_paired_with_a_closed_loop(store):
     """vLLM at --request-rate 4 --max-concurrency 4 beside vLLM at --max-concurrency 4 (rate inf, a closed
-    loop c=4): the same figure 4, different loads; the cell is not paired (no ratio, no verdict) and the
-    fairness check says why, in both languages; --strict refuses."""
+    loop c=4): the same figure 4, different loads; the cells are not paired (each on its own load axis: no
+    ratio, no verdict) and the fairness check says why, in both languages; --strict refuses."""
     rate = import_file(store, FIXTURES / "vllm-bench-serve-rate.json")
     closed = import_file(store, FIXTURES / "vllm-bench-serve.json")
     text, issues = _md(store, [rate, closed])
     [load] = [i for i in issues if i.check == "load"]
     assert (load.kind, load.detail, load.values) == ("differs", "mode", ("4/s max 4 in flight", "c=4"))
-    assert "128/4 4/s is not paired" in issue_text(load) and "different loads" in issue_text(load)
+    assert "128/4 4/s cap 4 is not paired" in issue_text(load) and "different loads" in issue_text(load)
     assert "不配对" in issue_text(load, "zh")
-    assert "not paired: different loads" in text and "faster by" not in text and "x |" not in text
+    # on their own load axes (a rate row, a concurrency row): never one row, no ratio, no verdict
+    assert "128/4 4/s cap 4 is not paired" in text and "faster by" not in text and "x |" not in text
+    assert "| c=4 | - |" in text and re.search(r"\| 4/s cap 4 \| [0-9.]+ .*\| - \| - \| - \|", text)
     with pytest.raises(MeasurementError, match="is not paired"):
         compare(store, [rate, closed], "en", "T", strict=True)
 

@@ -111,8 +111,9 @@ def test_compare_of_two_measured_runs_judges_the_clean_figures_and_names_a_buffe
     """Two runs measured against the reference server, the second behind a proxy that buffers the stream
     in 4 KiB pieces: its ITL percentiles are marked with buffering (the cause named, no advice to add
     workers), the cell stays ok, and `compare` refuses a verdict exactly on the figures marked in either
-    run and gives one on every other; mean TPOT, which buffering cannot move, gets its verdict unless the
-    host's own contention marked it (then its mark says so)."""
+    run and gives one on every other (E2EL and the throughputs, which buffering cannot move, get theirs
+    unless the host's own contention marked them; then the mark says so); TTFT and TPOT time the proxy's
+    pieces and are marked with buffering too."""
     from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
     buffered = ReferenceConfig(ttft_ms=50, itl_ms=10, faults={"proxy_buffer": 1.0})
     with ReferenceProcess(ReferenceConfig(ttft_ms=50, itl_ms=10)) as plain, ReferenceProcess(buffered) as proxy:
@@ -124,7 +125,9 @@ def test_compare_of_two_measured_runs_judges_the_clean_figures_and_names_a_buffe
     assert b.state.ok and {"median_itl_ms", "p99_itl_ms"} <= set(b.summary.figures.client_marks)
     causes = {k: m.cause for c in cells.values() for k, m in (c.summary.figures.client_marks or {}).items()}
     assert b.figure_state("p99_itl_ms").reason == "buffering"
-    assert all(k.endswith("_itl_ms") and not k.startswith("mean") for k, c in causes.items() if c == "buffering")
+    buffered_kinds = ("_itl_ms", "_ttft_ms", "_tpot_ms")   # the stream's cadence and its first piece
+    assert all(k.endswith(buffered_kinds) and k != "mean_itl_ms" for k, c in causes.items() if c == "buffering")
+    assert b.figure_state("mean_tpot_ms").reason == "buffering"
     doc, _ = compare(store, [ids["plain"], ids["buffered"]], "en", "T")
     rows, verdicts = _rows(doc, "verdicts"), [b for b in doc.blocks if isinstance(b, Table) and b.role == "verdicts"]
     judged = 0

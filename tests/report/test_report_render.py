@@ -43,7 +43,8 @@ def test_markdown_has_the_study_sections(store, stored_run):
     headings = re.findall(r"^## \d+\. (.+)$", text, re.M)
     assert headings == ["Environment and provenance", "Plausibility: decode roofline",
                         "Single-request baseline (concurrency 1)", "Concurrency scaling", "95 % intervals",
-                        "Output throughput matrix (tokens/s)", "Server-config comparison", "Failures by kind",
+                        "Output throughput matrix (tokens/s)", "Server-config comparison",
+                        "Frontier: speed per user vs throughput per device", "Failures by kind",
                         "Per-request timeline", "Monitor timelines", "Metric definitions"]
     for needle in ("b6500", "SmolLM2-135M-Instruct", "profile=cpu-smollm2", "1,024", "tokenbench version",
                    "(t(last token) - t(first token)) / (output tokens - 1)", "slots4/slots2", "timeout"):
@@ -88,10 +89,10 @@ def test_star_exactly_on_over_capacity_cells(store, stored_run):
                                                                     for p in ("128/32", "512/64")], strict=False):
         for row in rows:
             assert row[0].endswith("*") == ((cfg, pair, row[0].rstrip("*")) in over)
-    # matrix + scaling tables mark each over cell once; the config comparison marks its 3 metrics of each
+    # matrix, scaling and frontier tables mark each over cell once; the config comparison marks its 3 metrics of each
     pairs_in_cmp = sum(1 for cfg, pair, load in over)      # every over cell has a counterpart in the other config
     unescaped = len(re.findall(r"(?<!\\)\*", text))
-    assert unescaped == 2 * len(over) + 3 * pairs_in_cmp
+    assert unescaped == 3 * len(over) + 3 * pairs_in_cmp
     assert text.count("\\* KV demand (concurrency × (input + output)) exceeds") == 2
 
 
@@ -135,7 +136,7 @@ def test_html_is_self_contained_and_escapes_model_text(store, stored_run):
     assert "fetch(" not in page and "XMLHttpRequest" not in page
     assert EVIL not in page and "<script>alert" not in page
     assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
-    assert page.count("<script>") == 1 and page.count("<svg ") == len(doc.figures()) == 6
+    assert page.count("<script>") == 1 and page.count("<svg ") == len(doc.figures()) == 8
     assert 'xmlns="http' not in page
 
 

@@ -114,7 +114,7 @@ def test_compare_prints_a_terminal_table(store, db_path, tmp_path, capsys):
     assert "R-A:ref faster by" in printed and "TPOT (ms) p50" in printed and "bottleneck" in printed
     assert (tmp_path / "compare.md").is_file()
     svgs = re.findall(r"<svg", (tmp_path / "compare.html").read_text())
-    assert len(svgs) == 3                              # both runs on the same axes, three plots
+    assert len(svgs) == 4                              # both runs on the same axes: three plots and the frontier
 
 
 def _role(doc, role: str) -> list[Table]:

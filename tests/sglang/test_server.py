@@ -54,8 +54,13 @@ def test_agree_runs_sglang_bench_serving_on_the_same_workload(sglang_server, tmp
                  "--tokenizer", str(vllm_cpu.model_dir()), "--out-dir", str(tmp_path)])
     assert code == 0
     doc = json.loads((tmp_path / "agreement.json").read_text())
+    bodies = doc["bodies"]
+    names = [v["name"] for v in bodies["variants"]]
+    # what bench_serving sends, as captured: re-tokenized text, no usage asked, a new connection per request
+    assert {"text", "no-min-tokens", "final-usage", "connection"} <= set(names)
+    sent = bodies["peer_like"]["input_len"] or 32          # the peer's prompt length by the server's count
     counts = doc["counts"]["2"]
-    assert counts["tokenbench"] == {"completed": 4, "total_input_tokens": 128, "total_output_tokens": 32}
+    assert counts["tokenbench"] == {"completed": 4, "total_input_tokens": 4 * sent, "total_output_tokens": 32}
     assert (counts["sglang"]["completed"], counts["sglang"]["total_output_tokens"]) == (4, 32)
     assert doc["peer"] == "sglang" and all(r["tokenbench"] > 0 and r["peer"] > 0 for r in doc["rows"])
 

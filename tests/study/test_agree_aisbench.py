@@ -9,15 +9,14 @@ from pathlib import Path
 
 import pytest
 from tests.contention import Waited, mean_allowance_ms
+from tests.workload.hf_tokenizer import make_reference_tokenizer
 
 from tokenbench.cli.main import main
 from tokenbench.errors import UsageError
-from tokenbench.local_engines import vllm_cpu
 from tokenbench.study import agree_aisbench, agree_peers
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 CELL = agree_peers.Cell("http://127.0.0.1:9", "gemma3-270m", "/models/g", 128, 32, 4, 16, 7, 1)
-TOKENIZER = vllm_cpu.model_dir()              # $TOKENBENCH_CACHE (else $XDG_CACHE_HOME/tokenbench)/models/...
 
 
 def _flag(argv: list[str], name: str) -> str:
@@ -69,19 +68,35 @@ def test_without_aisbench_one_line_says_how_to_install_it(tmp_path, monkeypatch)
     assert "pip install ais-bench-benchmark==" in err.value.hint and "pyarrow==21.0.0" in err.value.hint
 
 
+def reference_tokenizer(folder: Path) -> Path:
+    """A Hugging Face tokenizer directory that tokenizes as the reference server does (`wN` is token N), one
+    that transformers' AutoTokenizer (AISBench) loads too: both clients' text then has the server's length."""
+    make_reference_tokenizer(folder)
+    (folder / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "<unk>", "bos_token": "<s>", "eos_token": "</s>"}))
+    (folder / "config.json").write_text(json.dumps({"vocab_size": 32000}))
+    return folder
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not agree_aisbench.venv_python().exists(),
                     reason=f"AISBench is not installed ({agree_aisbench.SETUP_HINT})")
-@pytest.mark.skipif(not TOKENIZER.is_dir(), reason=f"no local tokenizer at {TOKENIZER}")
 def test_agree_runs_aisbench_on_the_same_workload(tmp_path):
-    with ReferenceProcess(ReferenceConfig(ttft_ms=50, itl_ms=10, usage_chunk=True, vocab_size=262144)) as ref, \
+    tokenizer = reference_tokenizer(tmp_path / "tokenizer")
+    with ReferenceProcess(ReferenceConfig(ttft_ms=50, itl_ms=10, usage_chunk=True)) as ref, \
             Waited(descendants=True) as waited:          # both clients and the server
-        code = main(["agree", "--peer", "aisbench", "--base-url", ref.url, "--tokenizer", str(TOKENIZER),
+        code = main(["agree", "--peer", "aisbench", "--base-url", ref.url, "--tokenizer", str(tokenizer),
                      "--input-len", "32", "--output-len", "8", "--concurrency", "2", "--num-prompts", "6",
-                     "--repeat", "1", "--out-dir", str(tmp_path)])
+                     "--repeat", "1", "--out-dir", str(tmp_path / "out")])
     assert code == 0
+    tmp_path = tmp_path / "out"
     doc = json.loads((tmp_path / "agreement.json").read_text())
     assert doc["peer"] == "aisbench"
+    # as captured: AISBench sends its token ids decoded to text (32 tokens by the server), without min_tokens
+    bodies = doc["bodies"]
+    assert {"text", "no-min-tokens"} <= {v["name"] for v in bodies["variants"]}
+    assert [d["theirs"] for d in bodies["rows"] if d["what"] == "prompt"] == ["text, 32 tokens by the server"]
+    assert [d["ours"] for d in bodies["after"] if d["what"] == "prompt"] == ["text, 32 tokens by the server"]
     rows = {r["metric"]: r for r in doc["rows"]}
     assert rows["mean TTFT ms"]["peer"] >= 50 and rows["mean TTFT ms"]["tokenbench"] >= 50
     most = 12 + mean_allowance_ms(waited.ms, 2, 6, gaps=7)       # 10 ms, or what other work made it
@@ -89,4 +104,5 @@ def test_agree_runs_aisbench_on_the_same_workload(tmp_path):
     counts = doc["counts"]["2"]
     assert counts["aisbench"]["completed"] == counts["tokenbench"]["completed"] == 6
     assert counts["aisbench"]["total_output_tokens"] == counts["tokenbench"]["total_output_tokens"] == 48
+    assert counts["tokenbench"]["total_input_tokens"] == 6 * 32
     assert "| AISBench | spread |" in (tmp_path / "agreement.md").read_text()

@@ -146,10 +146,21 @@ def test_burstiness_is_gamma_gaps_with_the_same_mean_rate():
 
 
 def test_agree_measures_exactly_what_its_documented_bench_command_asks(tmp_path):
-    """agree calls the study library; the `tokenbench bench` line it documents builds the same study."""
-    from tokenbench.study import agree
+    """agree calls the study library; the `tokenbench bench` line of each arm (the default, every single
+    change toward a peer's request, all of them together) builds the same study, so a user can send what
+    the arm sent."""
     from tokenbench.study.agree_peers import Cell
+    from tokenbench.study.agree_variants import DEFAULT, Variant, combined, study_spec, tokenbench_args
     cell = Cell("http://127.0.0.1:9", "m", "/tok", 128, 32, 4, 16, 7)
-    args = agree.tokenbench_args(cell, tmp_path / "tb.json")
-    kw = bench.command.make_context("bench", args).params
-    assert bench.build_spec(kw) == agree.study_spec(cell)
+    singles = [Variant("text", "t", {"workload.prompt_as_text": True}, input_len=127),
+               Variant("no-min-tokens", "n", {"target.no_min_tokens": True}),
+               Variant("final-usage", "f", {"target.final_usage_only": True}),
+               Variant("sampling", "s", {"target.extra_body": {"repetition_penalty": 1.0, "logprobs": None}}),
+               Variant("warmup", "w", {"warmup_first_prompt": True}, warmup_extra=1),
+               Variant("connection", "c", {"target.new_connection_per_request": True, "target.connect_in_ttft": True})]
+    for variant in [DEFAULT, *singles, combined(singles)]:
+        kw = bench.command.make_context("bench", tokenbench_args(cell, str(tmp_path / "tb.json"), variant)).params
+        assert bench.build_spec(kw) == study_spec(cell, variant), variant.name
+    both = study_spec(cell, combined(singles))
+    assert both.target.extra_body == {"repetition_penalty": 1.0, "logprobs": None} and both.warmup_requests == 5
+    assert both.pairs == [(127, 32)] and both.workload.prompt_as_text and both.target.new_connection_per_request

@@ -10,7 +10,7 @@ import pytest
 
 from tokenbench.deploy.engines import vllm
 from tokenbench.errors import MeasurementError
-from tokenbench.study import agree, agree_peers
+from tokenbench.study import agree, agree_peers, agree_variants
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CELL = agree_peers.Cell("http://127.0.0.1:9", "gemma3-270m", "/models/g", 128, 32, 4, 16, 7, 1)
@@ -22,7 +22,7 @@ def _flag(argv: list[str], name: str) -> str:
 
 def test_both_clients_get_the_same_workload(tmp_path):
     theirs = agree_peers.vllm_argv("/venv/bin/python", CELL, tmp_path)
-    ours = agree.tokenbench_args(CELL, tmp_path / "tb.json")
+    ours = agree_variants.tokenbench_args(CELL, str(tmp_path / "tb.json"))
     assert theirs[:5] == ["/venv/bin/python", "-m", "vllm.entrypoints.cli.main", "bench", "serve"]
     same = {"--random-input-len": "--input-len", "--random-output-len": "--output-len",
             "--max-concurrency": "--concurrency", "--num-warmups": "--warmup-requests",
@@ -41,7 +41,8 @@ def test_rows_are_means_over_runs_with_per_run_differences():
             {"mean_ttft_ms": 110.0, "mean_tpot_ms": 52.0, "output_throughput": 19.0}]
     theirs = [{"mean_ttft_ms": 100.0, "mean_tpot_ms": 50.0, "output_throughput": 20.0},
               {"mean_ttft_ms": 100.0, "mean_tpot_ms": 52.0, "output_throughput": None}]
-    ttft, tpot, thr = agree.compare(4, ours, theirs)
+    ttft, tpot, itl, thr, e2el = agree.compare(4, ours, theirs)
+    assert itl.tokenbench is None and e2el.peer is None              # figures neither side reported
     assert (ttft.tokenbench, ttft.peer, ttft.runs) == (105.0, 100.0, (0.0, 0.1))
     assert (ttft.tokenbench_runs, ttft.peer_runs) == ((100.0, 110.0), (100.0, 100.0))
     assert ttft.rel_diff == pytest.approx(0.05) and tpot.rel_diff == 0.0

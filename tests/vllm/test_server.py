@@ -86,8 +86,32 @@ def test_agree_runs_both_clients_on_the_same_workload(vllm_server, tmp_path):
     counts = doc["counts"]["2"]                    # summed over the 3 rounds (--repeat's default)
     expect = {"completed": 3 * 4, "total_input_tokens": 3 * 256, "total_output_tokens": 3 * 64}
     assert counts["tokenbench"] == expect and counts["vllm"] == expect
-    assert [r["metric"] for r in doc["rows"]] == ["mean TTFT ms", "mean TPOT ms", "output tok/s"]
+    assert [r["metric"] for r in doc["rows"]] == ["mean TTFT ms", "mean TPOT ms", "mean ITL ms", "output tok/s",
+                                                  "mean E2EL ms"]
     assert all(r["tokenbench"] > 0 and r["peer"] > 0 and len(r["runs"]) == 3 for r in doc["rows"])
+    bodies = doc["bodies"]
+    # what vllm bench serve sends, as captured: text, no min_tokens, final usage only, repetition_penalty and
+    # logprobs, its first prompt as warmup, connections reused
+    assert [v["name"] for v in bodies["variants"]] == ["text", "no-min-tokens", "final-usage", "sampling", "warmup"]
+    assert bodies["peer_like"]["changes"]["target.extra_body"] == {"repetition_penalty": 1.0, "logprobs": None}
+    left = {d["what"] for d in bodies["after"] if d["ours"] != d["theirs"] and not d["what"].startswith("client ")}
+    assert left <= {"before the measured requests", "other headers"}     # tokenbench's text probe; user-agent
+
+
+def test_agree_explain_runs_every_arm_on_vllm(vllm_server, tmp_path):
+    """Kept short (one round, few tokens): the explanation's shape on the real server; the acceptance
+    numbers come from the longer run in docs/vllm-cpu.md."""
+    code = main(["agree", "--base-url", vllm_server.base_url, "--input-len", "32", "--output-len", "4",
+                 "--concurrency", "1", "--num-prompts", "2", "--repeat", "1", "--explain", "--out-dir", str(tmp_path)])
+    assert code == 0
+    doc = json.loads((tmp_path / "agreement.json").read_text())
+    explained = doc["explained"]
+    assert [e["figure"] for e in explained] == ["mean TTFT ms", "mean TPOT ms", "mean ITL ms", "output tok/s",
+                                                "mean E2EL ms"]
+    assert [c["variant"]["name"] for c in explained[0]["closed"]] == ["text", "no-min-tokens", "final-usage",
+                                                                      "sampling", "warmup", "peer-workload"]
+    assert all(e["peer"] > 0 and e["default"] > 0 for e in explained[:4])
+    assert len(list(tmp_path.glob("tokenbench-*-c1-r1.json"))) == 7
 
 
 def _model_dir() -> str:

@@ -1,7 +1,9 @@
 """`tokenbench agree`: run another benchmark client (`vllm bench serve`, `python -m sglang.bench_serving`, AISBench)
 and tokenbench against the same server with the same random workload and concurrency, alternately,
-`--repeat` rounds each, and show their mean TTFT, mean TPOT and output throughput side by side with the
-relative difference and the round-to-round spread (the library: study/agree.py). Why the tools can differ:
+`--repeat` rounds each, and show their mean TTFT, TPOT, ITL, E2EL and output throughput side by side with
+the relative difference and the round-to-round spread, after a capture of what each client sends (the
+library: study/agree.py). `--explain` also runs tokenbench's default request and each single change toward
+the peer's, and shows what each closes. Why the tools can differ: docs/metrics.md ("Agreement, explained"),
 docs/vllm-cpu.md and docs/sglang-cpu.md ("Agreement"), docs/aisbench.md."""
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tokenbench.cli import console, options
-from tokenbench.study import agree
+from tokenbench.study import agree, agree_explain
 from tokenbench.study.agree_peers import PEERS
 
 
@@ -46,19 +48,58 @@ def say(message: str) -> None:
 @click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True,
               help="rounds per tool and cell, alternating which tool goes first; values are means over rounds")
 @click.option("--check", is_flag=True, help="exit non-zero when any difference exceeds the tolerance")
+@click.option("--explain", is_flag=True,
+              help="also run tokenbench's default request and each single change toward the peer's request "
+                   "(found from the captured bodies), and show what each closes of every difference")
+@click.option("--variants", default=None,
+              help="with --explain: only these single changes, e.g. text,final-usage (default: every one found; "
+                   "all of them together always runs)")
 def command(base_url: str, peer: str, model: str | None, tokenizer: str | None, input_len: int, output_len: int,  # noqa: PLR0913 (a click command)
             concurrency: str, num_prompts: int | None, seed: int, peer_python_: str | None, out_dir: str | None,
-            tolerance: float, repeat: int, check: bool) -> None:
+            tolerance: float, repeat: int, check: bool, explain: bool, variants: str | None) -> None:
     """Agreement with an engine's own benchmark client on the same server, workload and concurrency."""
+    chosen = tuple(v.strip() for v in variants.split(",") if v.strip()) if variants else None
     spec = agree.AgreeSpec(base_url, peer, model, tokenizer, input_len, output_len,
                            tuple(options.int_list("--concurrency", concurrency)), num_prompts, seed, peer_python_,
-                           tolerance, repeat)
+                           tolerance, repeat, explain, chosen)
     out = Path(out_dir or f"results/agree-{time.strftime('%Y%m%d-%H%M%S')}")
     result = agree.run(spec, out, say)
+    if result.bodies is not None:
+        console.out.print(body_table(result))
     console.out.print(table(result))
+    for t in explain_tables(result):
+        console.out.print(t)
     say(f"wrote {out}/agreement.json and {out}/agreement.md")
     if check and (error := result.error()):
         raise error
+
+
+def body_table(result: agree.Agreement) -> Table:
+    assert result.bodies is not None
+    t = Table(title=f"What each client sent (captured through a recording proxy; tokenbench ran with "
+                    f"{result.bodies.peer_like.label})")
+    for name in ("request", "tokenbench default", result.peer.label, "variant", "all peer-like changes"):
+        t.add_column(name)
+    for row in agree.body_rows(result.bodies):
+        t.add_row(*(escape(c) for c in row))
+    return t
+
+
+def explain_tables(result: agree.Agreement) -> list[Table]:
+    """One table per concurrency: arms and statistics as rows, figures as columns."""
+    tables = []
+    for conc in dict.fromkeys(e.concurrency for e in result.explained):
+        part = [e for e in result.explained if e.concurrency == conc]
+        t = Table(title=f"concurrency {conc}: closes = (default - variant) / {result.peer.name} over "
+                        f"{result.repeat} rounds, 95 % interval; accounted: |remainder| <= max("
+                        f"{result.tolerance:.0%}, spread)")
+        t.add_column("")
+        for e in part:
+            t.add_column(e.figure, justify="right")
+        for row in agree_explain.table_rows(part, result.peer.label):
+            t.add_row(*(escape(c) for c in row))
+        tables.append(t)
+    return tables
 
 
 def table(result: agree.Agreement) -> Table:

@@ -47,7 +47,9 @@ class Flag:
 CLIENT_CPUS = Flag("client.cpus", spelled="--client-cpus")
 TARGET = (Flag("target.base_url"), Flag("target.model"), Flag("target.api_key_env"), Flag("target.api_key_file"),
           Flag("target.timeout_s", names=("--timeout",)),
-          Flag("target.connect_in_ttft", names=("--count-connect-in-ttft",)), Flag("target.final_usage_only"))
+          Flag("target.connect_in_ttft", names=("--count-connect-in-ttft",)), Flag("target.final_usage_only"),
+          Flag("target.no_min_tokens"), Flag("target.extra_body", vllm=("--extra-body",), parse=options.json_object),
+          Flag("target.new_connection_per_request"))
 WORKLOAD = (Flag("workload.kind", vllm=("--dataset-name",), parse=serve.dataset_kind,
                  help="random | text | sharegpt | jsonl | prefix | image | trace (text: natural-text token ids cut "
                       "to the exact length; vLLM's custom is jsonl; SGLang's random-ids is random)"),
@@ -60,7 +62,7 @@ WORKLOAD = (Flag("workload.kind", vllm=("--dataset-name",), parse=serve.dataset_
             Flag("workload.think_time_s", names=("--think-time",)), Flag("workload.think_time_dist"),
             Flag("workload.assistant_turns"), Flag("workload.session_header"),
             Flag("workload.tokenizer_path", vllm=("--tokenizer",)),
-            Flag("workload.vocab_size"), Flag("api"), Flag("seed", vllm=("--seed",)))
+            Flag("workload.vocab_size"), Flag("workload.prompt_as_text"), Flag("api"), Flag("seed", vllm=("--seed",)))
 LENGTHS = (Flag("workload.range_ratio", vllm=("--random-range-ratio",)), Flag("workload.range_ratio_style"),
            Flag("workload.input_len_stddev"), Flag("workload.output_len_stddev"), Flag("workload.length_histogram"))
 SAMPLING = tuple(Flag(f"sampling.{n}", vllm=("--" + n.replace("_", "-"),)) for n in (
@@ -72,7 +74,7 @@ LOAD = (Flag("concurrency", parse=options.int_list),
         Flag("users", parse=options.int_list), Flag("session_rates", names=("--session-rate",), parse=options.float_list),
         Flag("ramp_up_s"), Flag("requests.num_sessions"),
         Flag("requests.num_prompts", vllm=("--num-prompts",)), Flag("requests.duration_s", names=("--duration",)),
-        Flag("warmup_requests", vllm=("--num-warmups",)), Flag("repeats"))
+        Flag("warmup_requests", vllm=("--num-warmups",)), Flag("warmup_first_prompt"), Flag("repeats"))
 CHECKS = (Flag("slo", parse=options.slo_dict, help="goodput SLOs in ms, e.g. ttft=500,tpot=50,e2el=10000"),
           Flag("allow_length_mismatch"), Flag("allow_client_lag"), Flag("max_error_rate"), Flag("name", vllm=("--label",)),
           Flag("client.workers"), Flag("client.ray_address", names=("--ray",)),

@@ -3,6 +3,7 @@ results-database option every command that reads or writes one declares."""
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime, timedelta, timezone
 
@@ -115,6 +116,18 @@ def goodput(values: tuple[str, ...]) -> dict:
                              "write e.g. --goodput ttft:500 tpot:50")
         out[f"{name}_ms"] = value
     return out
+
+
+def json_object(flag: str, text: str) -> dict:
+    """A JSON object given on the command line, e.g. --extra-body '{"top_p": 1}'."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"{flag} '{text}' is not JSON ({exc})",
+                         f"write a JSON object in single quotes, e.g. {flag} '{{\"top_p\": 1}}'") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"{flag} '{text}' is not a JSON object", f"write e.g. {flag} '{{\"top_p\": 1}}'")
+    return value
 
 
 SPAN_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

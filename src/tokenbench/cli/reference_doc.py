@@ -4,6 +4,8 @@ cli/run_options.py), so the reference cannot drift from the code. Regenerate:
 
 from __future__ import annotations
 
+from typing import get_origin
+
 import click
 
 from tokenbench.cli import flags, run_options
@@ -66,13 +68,21 @@ def _row(names: list[str], key: str, vllm: str, kind: str, default: str, text: s
     return "| " + " | ".join(cells) + " |"
 
 
+def _kind(flag: flags.Flag, annotation) -> str:
+    """What a flag takes, in words: nothing (a switch), a JSON object, a comma list, or its click type."""
+    if annotation is bool:
+        return "flag"
+    if get_origin(annotation) is dict:
+        return "JSON object"
+    return "list" if flag.parse in flags.LIST_PARSERS else flags.click_type(annotation).name
+
+
 def _flag_rows(group: tuple[flags.Flag, ...]) -> list[str]:
     rows = []
     for flag in group:
         text, default = flags.describe(flag)
         info = flags.field_at(flags.StudySpec, flag.key)
-        kind = ("flag" if info.annotation is bool else "list" if flag.parse in flags.LIST_PARSERS
-                else flags.click_type(info.annotation).name)
+        kind = _kind(flag, info.annotation)
         names = [flag.flag, *(n for n in flag.names if n != flag.flag)]
         vllm = ", ".join(f"`{n}`" for n in flag.vllm)
         shown = default is not None and not isinstance(default, bool)

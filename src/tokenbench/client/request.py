@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 import msgspec
@@ -55,8 +56,25 @@ class PreparedRequest:
     wire: bytes = b""                                  # the whole HTTP/1.1 request, encoded ahead of time
     images: int = 0                                    # images sent (checked against usage's image_count)
     image_bytes: int = 0
+    new_connection: bool = False                       # sent on a connection of its own, closed after it
     session_id: str | None = None                      # a session's turn: which session and turn
     turn: int | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class RequestOptions:
+    """How every request is shaped beyond its prompt and lengths (the study target's options; docs/cli.md):
+    `final_usage_only` leaves `continuous_usage_stats` out; `sampling` replaces the greedy default
+    (temperature 0) with the study's sampling fields (temperature, top_p, ...); `min_tokens` False leaves
+    `min_tokens` out (only max_tokens with ignore_eos, as vllm bench serve and sglang.bench_serving send);
+    `extra_body` is merged over the body last (vLLM's --extra-body); `new_connection` sends each request
+    on a fresh connection."""
+
+    final_usage_only: bool = False
+    sampling: Mapping[str, float] = field(default_factory=lambda: {"temperature": 0.0})
+    min_tokens: bool = True
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+    new_connection: bool = False
 
 
 def encode_request(url: str, body: bytes, headers: dict[str, str]) -> tuple[tuple[str, int, bool], bytes]:
@@ -70,32 +88,23 @@ def encode_request(url: str, body: bytes, headers: dict[str, str]) -> tuple[tupl
     return (u.hostname or "", port, tls), ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
-@dataclass(slots=True, frozen=True)
-class RequestOptions:
-    """How every request is shaped beyond its prompt and lengths (the study's options; docs/cli.md):
-    `final_usage_only` leaves `continuous_usage_stats` out; `sampling` replaces the greedy default
-    (temperature 0) with the study's sampling fields (temperature, top_p, ...)."""
-
-    final_usage_only: bool = False
-    sampling: Mapping[str, float] = field(default_factory=lambda: {"temperature": 0.0})
-
-
 def _sampling(output_len: int, options: RequestOptions) -> dict:
     """Exact length (ignore_eos, min = max tokens), the sampling asked (greedy by default), streamed with
     usage. `continuous_usage_stats` asks vLLM and SGLang for the running token count on every chunk, the
     exact count per chunk (servers without it ignore the field); `final_usage_only` leaves it out, as
-    vLLM's client does."""
+    vLLM's client does; `min_tokens` False sends max_tokens with ignore_eos alone."""
     usage = {"include_usage": True}
     if not options.final_usage_only:
         usage["continuous_usage_stats"] = True
-    return {"max_tokens": output_len, "min_tokens": output_len, "ignore_eos": True, **options.sampling,
-            "stream": True, "stream_options": usage}
+    minimum = {"min_tokens": output_len} if options.min_tokens else {}
+    return {"max_tokens": output_len, **minimum, "ignore_eos": True, **options.sampling, "stream": True,
+            "stream_options": usage}
 
 
 def completions_body(model: str, prompt: Prompt, options: RequestOptions = RequestOptions()) -> dict:
     content = list(prompt.token_ids) if prompt.token_ids is not None else prompt.text
     ids = {"return_token_ids": True} if prompt.session is not None and prompt.session.return_token_ids else {}
-    return {"model": model, "prompt": content, **_sampling(prompt.output_len, options), **ids}
+    return {"model": model, "prompt": content, **_sampling(prompt.output_len, options), **ids, **options.extra_body}
 
 
 def user_content(text: str, images: tuple[str, ...] = ()) -> str | list[dict]:
@@ -108,7 +117,7 @@ def user_content(text: str, images: tuple[str, ...] = ()) -> str | list[dict]:
 def chat_body(model: str, prompt: Prompt, options: RequestOptions = RequestOptions()) -> dict:
     history = [{"role": role, "content": content} for role, content in prompt.messages]
     messages = [*history, {"role": "user", "content": user_content(prompt.text or "", prompt.images)}]
-    return {"model": model, "messages": messages, **_sampling(prompt.output_len, options)}
+    return {"model": model, "messages": messages, **_sampling(prompt.output_len, options), **options.extra_body}
 
 
 def prepare(base_url: str, api: str, model: str, prompt: Prompt, api_key: str | None,
@@ -135,6 +144,7 @@ def prepare(base_url: str, api: str, model: str, prompt: Prompt, api_key: str | 
         expected_prompt_tokens=prompt.expected_prompt_tokens,
         images=len(prompt.images),
         image_bytes=prompt.image_bytes,
+        new_connection=options.new_connection,
         session_id=None if turn is None else turn.session_id,
         turn=None if turn is None else turn.turn,
     )

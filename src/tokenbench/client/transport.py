@@ -151,7 +151,9 @@ def new_session(timeout_s: float, connect_in_ttft: bool = False) -> Session:
     return Session(timeout_s, connect_in_ttft)
 
 
-async def _attempt(session: Session, key: tuple, payload: bytes, intended_ns: int, fresh: bool) -> RawExchange:
+async def _attempt(session: Session, key: tuple, payload: bytes, intended_ns: int, fresh: bool,
+                   keep: bool = True) -> RawExchange:
+    """One try: on a pooled connection unless `fresh`; `keep` False closes the connection after it."""
     raw = RawExchange(intended_ns=intended_ns, connect_in_ttft=session.connect_in_ttft)
     conn = None if fresh else session._idle_conn(key)
     reused = conn is not None
@@ -175,6 +177,9 @@ async def _attempt(session: Session, key: tuple, payload: bytes, intended_ns: in
         if conn is not None and conn.transport is not None:
             conn.closed = True
             conn.transport.close()
+    if conn is not None and not keep and conn.transport is not None:
+        conn.closed = True
+        conn.transport.close()
     if conn is not None:
         session._release(key, conn)
     if raw.error_kind == "stale" and not reused:
@@ -184,11 +189,14 @@ async def _attempt(session: Session, key: tuple, payload: bytes, intended_ns: in
 
 async def send(session: Session, req: PreparedRequest, intended_ns: int) -> RawExchange:
     """One request. A pooled keep-alive connection that the server already closed fails before any
-    response byte; that attempt is retried once on a fresh connection with a fresh send stamp."""
+    response byte; that attempt is retried once on a fresh connection with a fresh send stamp.
+    `req.new_connection`: a connection of its own, opened for it and closed after it (as a client that
+    makes a new HTTP session per request, e.g. sglang.bench_serving)."""
     key, payload = (req.conn_key, req.wire) if req.wire else encode_request(req.url, req.body, req.headers)
-    raw = await _attempt(session, key, payload, intended_ns, fresh=False)
+    fresh = req.new_connection
+    raw = await _attempt(session, key, payload, intended_ns, fresh=fresh, keep=not fresh)
     if raw.error_kind == "stale":
-        raw = await _attempt(session, key, payload, intended_ns, fresh=True)
+        raw = await _attempt(session, key, payload, intended_ns, fresh=True, keep=not fresh)
         if raw.error_kind == "stale":
             raw.error_kind = "reset"
     _mask_credentials(raw, req.headers)

@@ -74,8 +74,8 @@ def _kv(run: RunData, c: CellInfo) -> Found:
 
 
 def _lowest(run: RunData, c: CellInfo) -> CellInfo | None:
-    same = [o for o in run.cells_of(c.config) if o.pair == c.pair and (o.concurrency is None) == (c.concurrency is None)
-            and o.state.ok]
+    same = [o for o in run.cells_of(c.config) if o.pair == c.pair and o.load.dimension == c.load.dimension
+            and o.load.cap == c.load.cap and o.state.ok]
     low = min(same, key=lambda o: o.x, default=None)
     return low if low is not None and low.x < c.x else None
 

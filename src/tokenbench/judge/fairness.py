@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from tokenbench.judge.load_axes import LoadKey
 from tokenbench.judge.views import CellInfo, ConfigInfo, RunData
 from tokenbench.metrics.cell_summary import known
 from tokenbench.spec.server_facts import Sampling
@@ -43,8 +44,8 @@ class Column:
     def cells(self) -> list[CellInfo]:
         return self.run.cells_of(self.config.name)
 
-    def cell(self, pair: tuple[int, int], x) -> CellInfo | None:
-        return self.run.cell_at(self.config.name, pair, x)
+    def cell(self, pair: tuple[int, int], load: LoadKey | float) -> CellInfo | None:
+        return self.run.cell_at(self.config.name, pair, load)
 
 
 Check = Literal["input_tokens", "output_tokens", "lengths", "sampling", "ignore_eos", "cache", "session_shape",
@@ -81,15 +82,14 @@ Cap = tuple[int, str] | None      # a rate's in-flight cap and how it held arriv
 
 
 def load_shape(c: CellInfo) -> tuple[str, float | None, Cap, str | None, float | None]:
-    """What a cell's load is: (mode, its figure, the in-flight cap of a rate, arrival, burstiness);
+    """What a cell's load is: (its dimension (judge/load_axes.py), its figure, the in-flight cap of a rate, arrival, burstiness);
     None where the cell does not tell (an imported file that does not say how it sent). A cap held
     arrivals as a queue (vLLM's and SGLang's, so any imported cap) unless the cell says gate."""
-    s = c.summary
-    if c.concurrency is not None:
-        return ("closed", c.concurrency, None, None, None)
-    mode = "open" if c.request_rate is not None else "trace"
+    s, key = c.summary, c.load
+    if key.dimension in ("concurrency", "users"):
+        return (key.dimension, key.value, None, None, None)
     cap = (s.max_concurrency, (s.send.send_cap if s.send else None) or "queue") if s.max_concurrency else None
-    return (mode, c.request_rate, cap, s.arrival, s.burstiness or (1.0 if s.arrival else None))
+    return (key.dimension, c.request_rate, cap, s.arrival, s.burstiness or (1.0 if s.arrival else None))
 
 
 def load_difference(a: CellInfo, b: CellInfo) -> LoadDiff | None:
@@ -109,35 +109,51 @@ def paired(cells: list[CellInfo | None]) -> bool:
     return len(present) == len(cells) and all(load_difference(present[0], c) is None for c in present[1:])
 
 
+def common_cells(cols: list[Column]) -> list[tuple[tuple[int, int], LoadKey]]:
+    """The (pair, load) every column measured, a load matched within its own dimension (load_axes), and
+    of the same load there (`paired`: the same arrival process, a cap held the same way)."""
+    keys = [{(c.pair, c.load) for c in col.cells()} for col in cols]
+    common = sorted(set.intersection(*keys)) if keys else []
+    return [(p, k) for p, k in common if paired([col.cell(p, k) for col in cols])]
+
+
 def _same_figure(cols: list[Column]) -> list[tuple[tuple[int, int], float]]:
+    """The (pair, load figure) every column measured, whatever the load's dimension ('4' of c=4 and 4/s)."""
     keys = [{(c.pair, c.x) for c in col.cells()} for col in cols]
-    return sorted(set.intersection(*keys), key=lambda k: (k[0], k[1] is None, k[1] or 0)) if keys else []
+    return sorted(set.intersection(*keys)) if keys else []
 
 
-def common_cells(cols: list[Column]) -> list[tuple[tuple[int, int], float]]:
-    """The (pair, load figure) keys every column measured, at the same load (`paired`)."""
-    return [(p, x) for p, x in _same_figure(cols) if paired([col.cell(p, x) for col in cols])]
+def _differing(cols: list[Column], p: tuple[int, int], x: float) -> list[CellInfo] | None:
+    """The columns' cells at one (pair, load figure) whose loads differ (one per column), or None: at a load
+    key they share, those cells when they are not the same load; with none shared, each column's first."""
+    groups = [[c for c in col.cells() if c.pair == p and c.x == x] for col in cols]
+    shared = set.intersection(*({c.load for c in g} for g in groups))
+    for k in sorted(shared):
+        at = [col.cell(p, k) for col in cols]
+        if not paired(at):
+            return [c for c in at if c is not None]
+    return None if shared else [g[0] for g in groups]
 
 
 def load_issues(cols: list[Column]) -> list[Issue]:
-    """Cells at the same (pair, load figure) whose loads differ: one issue per key, never paired."""
+    """Cells at the same (pair, load figure) whose loads differ (a rate beside a concurrency, another cap or
+    arrival process): one issue per figure; such cells are never paired."""
     out = []
     for p, x in _same_figure(cols):
-        cells = [col.cell(p, x) for col in cols]
-        present = [c for c in cells if c is not None]
-        why = next((d for c in present[1:] if (d := load_difference(present[0], c)) is not None), None)
-        if why is not None:
-            out.append(Issue("differs", "load", tuple(col.label for col in cols),
-                             tuple(load_text(c) if c else None for c in cells), present[0].label, why))
+        cells = _differing(cols, p, x)
+        why = next((d for c in cells[1:] if (d := load_difference(cells[0], c)) is not None), None) if cells else None
+        if cells and why is not None:
+            out.append(Issue("differs", "load", tuple(col.label for col in cols), tuple(load_text(c) for c in cells),
+                             cells[0].label, why))
     return out
 
 
 def load_text(c: CellInfo) -> str:
     """The load as the tools spell it: 'c=8', '8/s', '8/s max 4 in flight', '8/s constant', '8/s b=0.5'."""
     mode, x, cap, arrival, burst = load_shape(c)
-    if mode == "closed":
-        return f"c={x}"
-    head = "replay" if mode == "trace" else f"{x:g}/s"
+    if mode in ("concurrency", "users"):
+        return c.load.label
+    head = "replay" if mode == "replay" else f"{x:g}/s"
     shape = [f"b={burst:g}" if burst not in (None, 1.0) else "", "constant" if arrival == "constant" else "",
              f"max {cap[0]} in flight" + (" (gate)" if cap[1] == "gate" else "") if cap else ""]
     return " ".join([head, *(w for w in shape if w)])
@@ -156,19 +172,19 @@ def _workload(col: Column) -> Sampling:
     return col.config.facts.workload or Sampling()
 
 
-def length_distribution(col: Column, common: list[tuple[tuple[int, int], float]]) -> str | None:
+def length_distribution(col: Column, common: list[tuple[tuple[int, int], LoadKey]]) -> str | None:
     """How each request's lengths were drawn in the column's common cells: "exact", the distribution
     (workload/lengths.py), or None when an imported result does not say."""
     found: set[str | None] = set()
-    for pair, x in common:
-        c = col.cell(pair, x)
+    for pair, load in common:
+        c = col.cell(pair, load)
         found.add(c.summary.facts.length_distribution if c is not None and c.summary.facts is not None else None)
     if found - {None}:
         return "; ".join(sorted(f or "exact" for f in found))
     return "exact" if col.run.kind in OWN_KINDS else None
 
 
-def _lengths(cols: list[Column], common: list[tuple[tuple[int, int], float]]) -> list[Issue]:
+def _lengths(cols: list[Column], common: list[tuple[tuple[int, int], LoadKey]]) -> list[Issue]:
     """Cells whose lengths were drawn differently are not the same workload (checked once one column drew)."""
     vals = [length_distribution(c, common) for c in cols]
     if all(v in (None, "exact") for v in vals):
@@ -241,8 +257,9 @@ def check(cols: list[Column]) -> list[Issue]:
     issues += _compare("sampling", cols, [sampling(c) for c in cols], "", False)
     issues += _compare("ignore_eos", cols, [ignore_eos(c) for c in cols], "", False)
     measured = [[c for p, x in common if (c := col.cell(p, x)) is not None] for col in cols]
-    if any(c.summary.sessions is not None for cs in measured for c in cs):
-        issues += _compare("session_shape", cols, [session_shape(cs) for cs in measured], "", False)
+    shaped = [col.cells() for col in cols]     # users and concurrency are different loads (load_axes), so a
+    if any(c.summary.sessions is not None for cs in shaped for c in cs):   # shape is read over every cell
+        issues += _compare("session_shape", cols, [session_shape(cs) for cs in shaped], "", False)
     else:
         issues += _compare("cache", cols, [cache_state(c, cs) for c, cs in zip(cols, measured, strict=False)], "",
                            False)

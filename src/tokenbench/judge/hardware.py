@@ -89,11 +89,25 @@ def hardware_name(profile: Profile | None, facts: ServerFacts, environment: dict
     return None
 
 
+PIPELINE_ARGS = ("pipeline-parallel-size", "pp-size", "pp")      # vLLM, SGLang (`--pp-size`), the short form
+
+
+def pipeline_stages(profile: Profile) -> int:
+    """PP: the engine's pipeline-parallel size from the profile's flags (1 when not given)."""
+    args = profile.effective_args()
+    for key in PIPELINE_ARGS:
+        value = args.get(key, args.get(key.replace("-", "_")))
+        if isinstance(value, (int, str)) and not isinstance(value, bool) and str(value).isdigit():
+            return max(1, int(value))
+    return 1
+
+
 def device_count(profile: Profile | None, facts: ServerFacts) -> int:
+    """Devices serving: the facts' count (an import states it), the profile's device list, else TP x DP x PP."""
     if facts.devices:
         return int(facts.devices)
     if profile is None:
         return 1
     if profile.devices:
         return len(profile.devices)
-    return profile.parallelism.tp * profile.parallelism.dp
+    return profile.parallelism.tp * profile.parallelism.dp * pipeline_stages(profile)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.errors import StoreError, UsageError
+from tokenbench.judge.load_axes import LoadKey, concurrency_key, load_key
 from tokenbench.judge.status import State, figure_state, judge
 from tokenbench.metrics.cell_summary import CellSummary, Metric
 from tokenbench.metrics.figure_marks import FigureHealth, FigureMark
@@ -100,25 +101,33 @@ class CellInfo:
     over_capacity: bool
     summary: CellSummary
     repeats: tuple[CellInfo, ...] = ()    # set on a merged cell: every stored repeat, in order
+    users: int | None = None              # closed-loop sessions (a session workload's load), when the cell has it
 
     @property
     def pair(self) -> tuple[int, int]:
         return (self.input_len, self.output_len)
 
     @property
+    def load(self) -> LoadKey:
+        """The cell's load dimension and its value there (judge/load_axes.py): concurrency, users, or a
+        request rate with the in-flight cap it ran under."""
+        cap = self.summary.max_concurrency if self.concurrency is None else None
+        users = self.users
+        if users is None and self.summary.sessions is not None:
+            users = self.concurrency                      # a sessions cell stores its users as its concurrency
+        return load_key(self.concurrency, self.request_rate, users, cap)
+
+    @property
     def x(self) -> float:
-        """The load axis: concurrency, or the request rate of open-loop cells."""
-        if self.concurrency is not None:
-            return self.concurrency
-        return self.request_rate if self.request_rate is not None else 0.0
+        """The cell's value on its own load axis (requests in flight, users, or requests/s); compare it only
+        with cells of the same `load.dimension`."""
+        return self.load.value
 
     @property
     def load_label(self) -> str:
-        if self.summary.sessions is not None:       # a sessions cell: users, or session starts per second
-            return f"users={self.concurrency}" if self.concurrency is not None else f"{self.request_rate:g} sessions/s"
-        if self.concurrency is not None:
-            return f"c={self.concurrency}"
-        return f"{self.request_rate:g}/s" if self.request_rate is not None else "replay"
+        if self.summary.sessions is not None and self.concurrency is None and self.request_rate is not None:
+            return f"{self.request_rate:g} sessions/s"      # session starts per second
+        return self.load.label
 
     @property
     def label(self) -> str:
@@ -264,7 +273,7 @@ class RunData:
         if config not in self._merged:
             groups: dict[tuple, list[CellInfo]] = {}
             for c in self.all_cells_of(config):
-                groups.setdefault((c.pair, c.concurrency is None, c.x), []).append(c)
+                groups.setdefault((c.pair, c.load), []).append(c)
             self._merged[config] = [merge_repeats(g) for g in groups.values()]
         return self._merged[config]
 
@@ -275,8 +284,10 @@ class RunData:
     def pairs(self, config: str | None = None) -> list[tuple[int, int]]:
         return sorted({c.pair for c in self.cells if config is None or c.config == config})
 
-    def cell_at(self, config: str, pair: tuple[int, int], x) -> CellInfo | None:
-        return next((c for c in self.cells_of(config) if c.pair == pair and c.x == x), None)
+    def cell_at(self, config: str, pair: tuple[int, int], load: LoadKey | float) -> CellInfo | None:
+        """The (merged) cell of a config at a pair and load; a bare number is a closed-loop concurrency."""
+        key = load if isinstance(load, LoadKey) else concurrency_key(load)
+        return next((c for c in self.cells_of(config) if c.pair == pair and c.load == key), None)
 
     def has_repeats(self) -> bool:
         return any(c.repeat for c in self.cells)
@@ -288,7 +299,7 @@ class RunData:
 
 
 def _order(c: CellInfo) -> tuple:
-    return (c.input_len, c.output_len, c.concurrency is None, c.x, c.repeat)
+    return (c.input_len, c.output_len, c.load, c.repeat)
 
 
 def _config(row: ConfigRow) -> ConfigInfo:

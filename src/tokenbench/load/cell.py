@@ -10,6 +10,7 @@ stays in memory, so the client's memory follows the requests in flight, not thos
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -160,15 +161,32 @@ def exhausted_note(health: ClientHealth, load: Load, n_meas: int) -> list[str]:
             f"the cell measured {at:.1f} s (use --num-prompts, or a shorter --duration)"]
 
 
+def repeat_first(n_warm: int, measure: Iterable[Prompt]) -> tuple[list[Prompt], Iterable[Prompt]]:
+    """The warmup as vllm bench serve and sglang.bench_serving make it: the first measured prompt, once per
+    warmup request (`warmup_first_prompt`); the measured prompts are unchanged (a list stays a list)."""
+    rest = iter(measure)
+    first = next(rest, None)
+    if first is None:
+        return [], []
+    both = itertools.chain([first], rest)
+    return [first] * n_warm, list(both) if isinstance(measure, list) else both
+
+
+def request_options(study: StudySpec) -> RequestOptions:
+    """The request shape the study asks for: its target's options and its sampling fields."""
+    t = study.target
+    return RequestOptions(t.final_usage_only, study.sampling.body(), not t.no_min_tokens, dict(t.extra_body),
+                          t.new_connection_per_request)
+
+
 def _prepare(job: CellJob, prompts: Iterable[Prompt]) -> Iterator[PreparedRequest]:
     """Each request's body, made when the request is taken (nothing prepared waits in memory)."""
     return (_prepare_one(job, p) for p in prompts)
 
 
 def _prepare_one(job: CellJob, p: Prompt) -> PreparedRequest:
-    e, study = job.endpoint, job.study
-    options = RequestOptions(study.target.final_usage_only, study.sampling.body())
-    return prepare(e.base_url, job.workload.api, e.model, p, e.api_key, options)
+    e = job.endpoint
+    return prepare(e.base_url, job.workload.api, e.model, p, e.api_key, request_options(job.study))
 
 
 @dataclass
@@ -187,6 +205,8 @@ def _requests(job: CellJob, n_warm: int) -> _Work:
     wl, load = job.workload, job.load
     prompts = build_cell(job.endpoint, wl, job.key, n_warm, planned_count(load, wl.input_len, wl.kind),
                          duration_s=load.duration_s)
+    if load.warmup_first_prompt:
+        prompts.warmup, prompts.measure = repeat_first(len(prompts.warmup), prompts.measure)
     return _Work(prompts, _prepare(job, prompts.measure), prompts.measure_count)
 
 

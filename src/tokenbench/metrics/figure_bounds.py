@@ -15,7 +15,8 @@ ITL gap's the larger of its two ends'). Then:
   for the next one, the delays of the ends a stall held back over the slots, over the cell's duration.
 Reads that carried several token chunks while the loop was quiet (metrics/coalesced.py) are a server's or
 a proxy's buffering: they bound the ITL percentiles the same way (the stream's cadence is not measurable
-through them) and are named as such. Formulas: docs/metrics.md ("Client health")."""
+through them), and TTFT and TPOT where a request's first or last token came in such a read (the proxy's
+delivery, not the server's generation), and are named as such. Formulas: docs/metrics.md ("Client health")."""
 
 from __future__ import annotations
 
@@ -127,13 +128,35 @@ def _larger(*pairs: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarr
     return d, c
 
 
+def _buffered_at(tally: CellTally, win: Windows, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per token stamp: its read's delay (ms) and BUFFERING where it was read in a piece of many chunks
+    while the loop was quiet (the piece's first token left the server up to that delay earlier)."""
+    stamp, delay, _, _ = tally.coalesced.arrays()
+    quiet = win.delays(stamp)[0] == 0
+    s, dl = stamp[quiet], delay[quiet]
+    if not len(s) or not len(t):
+        return np.zeros(len(t)), np.full(len(t), -1, np.int64)
+    order = np.argsort(s)
+    s, dl = s[order], dl[order]
+    i = np.minimum(np.searchsorted(s, t), len(s) - 1)
+    hit = s[i] == t
+    return np.where(hit, dl[i], 0) / MS, np.where(hit, BUFFERING, -1)
+
+
+def _token_delays(tally: CellTally, win: Windows, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A token stamp's delay: the larger of a stall's and its buffered read's."""
+    return _larger(_at_ms(win, t), _buffered_at(tally, win, t))
+
+
 def latency_samples(tally: CellTally, win: Windows) -> dict[str, Samples]:
-    """TTFT, TPOT and E2EL samples of the ok requests (as the tally computes them), with their bounds."""
+    """TTFT, TPOT and E2EL samples of the ok requests (as the tally computes them), with their bounds.
+    A first or last token read in a buffered piece carries that read's delay (the stream's end is not a
+    token: a proxy passes it on as the server ends)."""
     ok = tally.ok
     sent, end, first, last, outs = ok.np("sent"), ok.np("end"), ok.np("first"), ok.np("last"), ok.np("out")
     has_first = first >= 0
     multi = has_first & (outs >= 2)
-    d_first, d_last, d_end = _at_ms(win, first), _at_ms(win, last), _at_ms(win, end)
+    d_first, d_last, d_end = _token_delays(tally, win, first), _token_delays(tally, win, last), _at_ms(win, end)
     d_tpot, c_tpot = _larger(d_first, d_last, d_end)
     per = np.maximum(outs - 1, 1)
     return {

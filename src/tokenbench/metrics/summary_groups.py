@@ -134,6 +134,7 @@ class WorkloadFacts(Group):
     chat_template_overhead_tokens: Number | None = None
     image_tokens_per_image: float | None = None
     tokenizer: str | None = None               # "local DIR" when the prompts were counted locally
+    prompt_as_text_special_tokens: Number | None = None   # prompt_as_text: tokens the server adds (BOS)
 
     def without_lengths(self) -> WorkloadFacts:
         """Fixed-length workloads state no length statistics (every request asked the same)."""

@@ -170,6 +170,18 @@ def interval(groups: Groups, stat: str, requests: int | None = None) -> Interval
     return Interval(iv.value, iv.lo, iv.hi, iv.n, iv.unreliable or small, iv.se, iv.df)
 
 
+def mean_interval(values: Sequence[float]) -> Interval:
+    """The t interval of the mean of k independent values (k - 1 degrees of freedom), not clipped at 0:
+    for paired differences (one per round), which may be negative. One value: no width (df 0)."""
+    x = np.asarray(values, dtype=float)
+    value = float(x.mean())
+    if len(x) < 2:
+        return Interval(value, value, value, len(x))
+    se = float(np.std(x, ddof=1)) / math.sqrt(len(x))
+    half = t975(len(x) - 1) * se
+    return Interval(value, value - half, value + half, len(x), se=se, df=len(x) - 1)
+
+
 # rates --------------------------------------------------------------------------------------------
 def bins(events: Sequence[tuple[int, float]], start_ns: int, end_ns: int, count: int) -> list[float]:
     """Per-second rate in each of `count` equal bins of [start, end]: (time_ns, amount) events summed

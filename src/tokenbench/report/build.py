@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections import Counter
 
 from tokenbench.judge.bottleneck import rooflines
+from tokenbench.judge.frontier import run_members
 from tokenbench.judge.intervals import Book, Judging
 from tokenbench.judge.plausibility import ConfigCheck
 from tokenbench.judge.views import CellInfo, RunData
 from tokenbench.metrics import uncertainty as u
 from tokenbench.metrics.cell_summary import Metric
-from tokenbench.report import configcmp, interval_tables, marks, plots, sections, sessions
+from tokenbench.report import configcmp, frontier, interval_tables, marks, plots, sections, sessions
 from tokenbench.report.document import Block, Cell, Document, Para, Table, num, pct
 from tokenbench.report.explain import plausibility_blocks
 from tokenbench.report.i18n import DEFINITIONS, t
@@ -40,6 +41,7 @@ def build_report(run: RunData, lang: str, checks: list[ConfigCheck], version: st
     doc.add(num_.sec(t(lang, "h.matrix")), *_matrix(run, lang, num_))
     judging = Judging(min_effect=min_effect, allow_client_lag=bool(run.spec.get("allow_client_lag")))
     doc.add(num_.sec(t(lang, "h.configcmp")), *_configcmp(run, lang, num_, book, judging))
+    doc.add(num_.sec(t(lang, "h.frontier")), *frontier.blocks(run_members(run, book), lang, num_))
     if run.has_repeats():
         doc.add(num_.sec(t(lang, "h.repeats")), *repeatability(run, lang))
     doc.add(num_.sec(t(lang, "h.failures")), *failures(run, lang))

@@ -8,8 +8,10 @@ from tokenbench.errors import MeasurementError, UsageError
 from tokenbench.judge import hardware, plausibility
 from tokenbench.judge.fairness import Column, Issue, check, common_cells
 from tokenbench.judge.intervals import Judging
+from tokenbench.judge.load_axes import LoadKey
 from tokenbench.judge.views import RunData, load_run
 from tokenbench.report import compare_tables as tables
+from tokenbench.report import frontier
 from tokenbench.report.document import Block, Bullets, Document, Para, Table, num
 from tokenbench.report.explain import issue_text, plausibility_blocks
 from tokenbench.report.i18n import t
@@ -54,7 +56,7 @@ def column_label(run: RunData, config: str) -> str:
 
 def _workload(col: Column) -> str:
     pairs = ", ".join(f"{a}/{b}" for a, b in col.run.pairs(col.config.name))
-    loads = ", ".join(dict.fromkeys(c.load_label for c in sorted(col.cells(), key=lambda c: (c.x is None, c.x))))
+    loads = ", ".join(dict.fromkeys(c.load_label for c in sorted(col.cells(), key=lambda c: c.load)))
     return f"{pairs}; {loads}" + "".join(f"; sessions: {s}" for s in _session_shapes(col))
 
 
@@ -124,6 +126,7 @@ def build_compare(cols: list[Column], lang: str, issues: list[Issue], version: s
     if not common_cells(cols):
         doc.add(Para(t(lang, "note.no_common")))
     doc.add(*tables.all_tables(cols, lang, num_, judging))
+    doc.add(num_.sec(t(lang, "h.frontier")), *frontier.blocks(tables.members(cols), lang, num_))
     checks = [chk for col in cols for chk in plausibility.check_run(col.run)
               if chk.config.name == col.config.name]
     doc.add(num_.sec(t(lang, "h.plausibility")), *plausibility_blocks(checks, lang))
@@ -131,7 +134,7 @@ def build_compare(cols: list[Column], lang: str, issues: list[Issue], version: s
     return doc
 
 
-def comparable(cols: list[Column]) -> list[tuple[tuple[int, int], float]]:
+def comparable(cols: list[Column]) -> list[tuple[tuple[int, int], LoadKey]]:
     """Common cells where every column's cell is ok."""
     return [(p, x) for p, x in common_cells(cols) if all((c := col.cell(p, x)) is not None and c.state.ok
                                                          for col in cols)]

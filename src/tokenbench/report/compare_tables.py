@@ -8,13 +8,15 @@ from dataclasses import dataclass
 
 from tokenbench.judge import plausibility
 from tokenbench.judge.fairness import Column, common_cells, paired
+from tokenbench.judge.frontier import Member
 from tokenbench.judge.intervals import Book, Judging
 from tokenbench.metrics.cell_summary import Metric
-from tokenbench.report.document import Block, Cell, Figure, Para, Table, num
+from tokenbench.report import load_plots
+from tokenbench.report.document import Block, Cell, Figure, Para, Table
 from tokenbench.report.i18n import t
+from tokenbench.report.load_plots import Plot, Source
 from tokenbench.report.marks import footnotes, ratio_cell
 from tokenbench.report.sections import Numberer
-from tokenbench.report.svg import Series, line_chart
 from tokenbench.report.verdicts import Side, figure, verdict_cell, verdict_table
 
 
@@ -26,6 +28,12 @@ class _Compared:
     ss: list[Side]
     lang: str
     judging: Judging
+
+
+def members(cols: list[Column]) -> list[Member]:
+    """The columns as members of one frontier, one interval book per run."""
+    books: dict[str, Book] = {}
+    return [Member(col.label, col.run, col.config, books.setdefault(col.run.id, Book(col.run))) for col in cols]
 
 
 def sides(cols: list[Column]) -> list[Side]:
@@ -50,10 +58,10 @@ def side_by_side(view: _Compared, metric: Metric, digits: int, pair: tuple[int, 
     for c in cols[1:]:
         head += [t(lang, "col.speedup", other=c.label, base=base.label),
                  t(lang, "col.verdict", other=c.label, base=base.label)]
-    xs = sorted({c.x for col in cols for c in col.cells() if c.pair == pair and c.x is not None})
+    loads = sorted({c.load for col in cols for c in col.cells() if c.pair == pair})
     rows, used, names = [], [], {}
-    for x in xs:
-        cells = [col.cell(pair, x) for col in cols]
+    for load in loads:
+        cells = [col.cell(pair, load) for col in cols]
         vals = [c.value(metric) if c else None for c in cells]
         if all(v is None for v in vals) and not any(c and not c.figure_state(metric.key).ok for c in cells):
             continue
@@ -92,31 +100,17 @@ def _section(cols: list[Column], lang: str, num_: Numberer, heading: str, make) 
     return out if len(out) > 1 else out + [Para(t(lang, "note.no_data"))]
 
 
+CMP_PLOTS = [Plot("cmp-throughput", "throughput", "axis.out_tps", Metric("output_throughput")),
+             Plot("cmp-ttft", "ttft_p50", "axis.ttft_median_ms", Metric("ttft", "p50")),
+             Plot("cmp-tpot", "tpot_p50", "axis.tpot_median_ms", Metric("tpot", "p50"))]
+
+
 def figures(cols: list[Column], lang: str) -> list[Figure]:
-    """Every column on the same axes: output tok/s, p50 TTFT and p50 TPOT against the load."""
-    closed = any(c.concurrency is not None for col in cols for c in col.cells())
-    xl = t(lang, "axis.concurrency" if closed else "axis.rate")
-    specs = [("cmp-throughput", "plot.throughput", "axis.out_tps", Metric("output_throughput")),
-             ("cmp-ttft", "plot.ttft_p50", "axis.ttft_median_ms", Metric("ttft", "p50")),
-             ("cmp-tpot", "plot.tpot_p50", "axis.tpot_median_ms", Metric("tpot", "p50"))]
-    out = []
-    for name, title, ylabel, key in specs:
-        series = []
-        for col in cols:
-            for pair in col.run.pairs(col.config.name):
-                s = Series(f"{col.label} {pair[0]}/{pair[1]}")
-                for c in col.cells():
-                    y = c.value(key)
-                    if c.pair == pair and y is not None:
-                        st = c.figure_state(key.key)
-                        tip = f"{col.label} {c.label}{'' if st.ok else ' ' + st.mark}: {num(y)}"
-                        (s.points if st.ok else s.hollow).append((c.x, y, tip))
-                if s.points or s.hollow:
-                    series.append(s)
-        svg = line_chart(t(lang, title), xl, t(lang, ylabel), series, logx=closed)
-        if svg:
-            out.append(Figure(name, t(lang, title), svg))
-    return out
+    """Every column on the same axes: output tok/s, p50 TTFT and p50 TPOT against each load axis the
+    columns have (concurrency, users, request rate: never mixed, report/load_plots.py)."""
+    sources = [Source(f"{col.label} {pair[0]}/{pair[1]}", col.label, [c for c in col.cells() if c.pair == pair])
+               for col in cols for pair in col.run.pairs(col.config.name)]
+    return load_plots.figures(sources, CMP_PLOTS, lang)
 
 
 def all_tables(cols: list[Column], lang: str, num_: Numberer, judging: Judging) -> list[Block]:

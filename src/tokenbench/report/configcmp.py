@@ -24,7 +24,7 @@ def config_pair_table(run: RunData, base: str, other: str, lang: str, book: Book
     rows: list[list[str | Cell]] = []
     used: list[CellInfo] = []
     for a in run.cells_of(base):
-        b = run.cell_at(other, a.pair, a.x)
+        b = run.cell_at(other, a.pair, a.load)
         if b is None:
             continue
         used += [a, b]

@@ -8,7 +8,7 @@ shared/seeds (首 token 延迟, 输出吞吐, 带 * 的配置 ...).
 from __future__ import annotations
 
 from tokenbench.errors import UsageError
-from tokenbench.report import i18n_marks, i18n_sends, i18n_server, i18n_sessions, i18n_verdicts
+from tokenbench.report import i18n_frontier, i18n_marks, i18n_sends, i18n_server, i18n_sessions, i18n_verdicts
 
 LANGS = ("en", "zh")
 
@@ -489,6 +489,8 @@ EN.update(i18n_verdicts.EN)
 ZH.update(i18n_verdicts.ZH)
 EN.update(i18n_sends.EN)
 ZH.update(i18n_sends.ZH)
+EN.update(i18n_frontier.EN)
+ZH.update(i18n_frontier.ZH)
 EN.update(i18n_server.EN)
 ZH.update(i18n_server.ZH)
 EN.update(i18n_sessions.EN)
@@ -496,7 +498,7 @@ ZH.update(i18n_sessions.ZH)
 TEXT = {"en": EN, "zh": ZH}
 
 DEFINITIONS = ("ttft", "tpot", "itl", "e2e", "duration", "req_s", "out_tps", "total_tps", "percentile", "kv",
-               "repeat_cv", "roofline")
+               "repeat_cv", "roofline", "per_user", "per_device", "per_joule")
 
 
 def check_lang(lang: str) -> str:

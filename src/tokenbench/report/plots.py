@@ -5,47 +5,25 @@ from __future__ import annotations
 from tokenbench.judge.views import CellInfo, RunData, Timeline
 from tokenbench.metrics import request as rm
 from tokenbench.metrics.cell_summary import Metric
+from tokenbench.report import load_plots
 from tokenbench.report.document import Figure, num
 from tokenbench.report.i18n import t
+from tokenbench.report.load_plots import Plot, Source
 from tokenbench.report.svg import Bar, Series, line_chart, timeline_chart
 from tokenbench.store.rows import SampleRow
 
 OUTPUT = Metric("output_throughput")
 
 
-def _series(run: RunData, ykey: Metric, xkey: Metric | None = None,
-            band: tuple[Metric, Metric] | None = None) -> list[Series]:
-    """One series per (config, pair); x = the cell's load, or another figure; `band`: the figures of a
-    shaded range drawn under the line (p90, p99) for ok cells."""
+def _sources(run: RunData) -> list[Source]:
+    """One line per (config, pair): named by both when the run has several configs."""
     many = len(run.config_names()) > 1
     out = []
     for cfg in run.config_names():
         for pair in run.pairs(cfg):
-            s = Series(f"{cfg} {pair[0]}/{pair[1]}" if many else f"{pair[0]}/{pair[1]}")
-            for c in run.cells_of(cfg):
-                x = c.x if xkey is None else c.value(xkey)
-                y = c.value(ykey)
-                if c.pair == pair and x is not None and y is not None:
-                    plain = c.figure_state(ykey.key).ok and (xkey is None or c.figure_state(xkey.key).ok)
-                    (s.points if plain else s.hollow).append((x, y, _tip(c, ykey, y, xkey, x)))
-                    lo, hi = (c.value(band[0]), c.value(band[1])) if band else (None, None)
-                    if plain and band and all(c.figure_state(m.key).ok for m in band) and lo is not None and hi is not None:
-                        s.band.append((x, lo, hi))
-            if s.points or s.hollow:
-                out.append(s)
+            name = f"{cfg} {pair[0]}/{pair[1]}" if many else f"{pair[0]}/{pair[1]}"
+            out.append(Source(name, cfg, [c for c in run.cells_of(cfg) if c.pair == pair]))
     return out
-
-
-def _tip(c: CellInfo, ykey: Metric, y: float, xkey: Metric | None, x: float) -> str:
-    state = c.figure_state(ykey.key)
-    star = (" *" if c.over_capacity else "") + ("" if state.ok else f" {state.mark} {state.kind}")
-    xs = f", {xkey.key}={num(x)}" if xkey else ""
-    return f"{c.config} {c.label}{star}: {ykey.key}={num(y)}{xs}"
-
-
-def _xlabel(run: RunData, lang: str) -> str:
-    closed = any(c.concurrency is not None for c in run.cells)
-    return t(lang, "axis.concurrency" if closed else "axis.rate")
 
 
 def any_hollow(run: RunData) -> bool:
@@ -54,20 +32,18 @@ def any_hollow(run: RunData) -> bool:
                for cfg in run.config_names() for c in run.cells_of(cfg))
 
 
+LOAD_PLOTS = [Plot("throughput", "throughput", "axis.out_tps", OUTPUT),
+              Plot("ttft", "ttft_p50", "axis.ttft_p50_ms", Metric("ttft", "p50"), (Metric("ttft", "p90"), Metric("ttft", "p99"))),
+              Plot("tpot", "tpot_p50", "axis.tpot_p50_ms", Metric("tpot", "p50"), (Metric("tpot", "p90"), Metric("tpot", "p99")))]
+
+
 def load_figures(run: RunData, lang: str) -> list[Figure]:
-    xl = _xlabel(run, lang)
-    specs = [("throughput", "plot.throughput", "axis.out_tps", OUTPUT, None),
-             ("ttft", "plot.ttft_p50", "axis.ttft_p50_ms", Metric("ttft", "p50"),
-              (Metric("ttft", "p90"), Metric("ttft", "p99"))),
-             ("tpot", "plot.tpot_p50", "axis.tpot_p50_ms", Metric("tpot", "p50"),
-              (Metric("tpot", "p90"), Metric("tpot", "p99")))]
-    figs = []
-    for name, title, ylabel, key, band in specs:
-        svg = line_chart(t(lang, title), xl, t(lang, ylabel), _series(run, key, band=band), logx=True)
-        if svg:
-            figs.append(Figure(name, t(lang, title), svg))
+    """Output tok/s, p50 TTFT and p50 TPOT against each load axis the run has (load_plots.py), then TPOT
+    against output tok/s."""
+    sources = _sources(run)
+    figs = load_plots.figures(sources, LOAD_PLOTS, lang)
     svg = line_chart(t(lang, "plot.latency_throughput"), t(lang, "axis.out_tps"), t(lang, "axis.tpot_ms"),
-                     _series(run, Metric("tpot"), OUTPUT))
+                     load_plots.figure_series(sources, Metric("tpot"), OUTPUT))
     if svg:
         figs.append(Figure("latency-throughput", t(lang, "plot.latency_throughput"), svg))
     return figs

@@ -229,15 +229,14 @@ def _capacity(run: RunData, cfg: str) -> int | None:
 
 def matrix(run: RunData, cfg: str, lang: str) -> Table:
     cells = run.cells_of(cfg)
-    xs = sorted({c.x for c in cells if c.x is not None})
-    label = {c.x: c.load_label for c in cells}
+    loads = sorted({c.load for c in cells})
     cap = _capacity(run, cfg)
-    head = [t(lang, "col.pair")] + [label[x] for x in xs] + ([t(lang, "col.max_fit")] if cap else [])
+    head = [t(lang, "col.pair")] + [k.label for k in loads] + ([t(lang, "col.max_fit")] if cap else [])
     rows = []
     for pair in run.pairs(cfg):
         row: list = [f"{pair[0]}/{pair[1]}"]
-        for x in xs:
-            c = run.cell_at(cfg, pair, x)
+        for k in loads:
+            c = run.cell_at(cfg, pair, k)
             row.append(fig(c, num(known(c.summary.output_throughput)), key="output_throughput") if c else "-")
         if cap:
             row.append(num(cap // (pair[0] + pair[1])))

@@ -38,8 +38,8 @@ class Side:
     def __post_init__(self) -> None:
         self.name = self.name or self.label
 
-    def cell(self, pair, x) -> CellInfo | None:
-        return self.book.run.cell_at(self.config, pair, x)
+    def cell(self, pair, load) -> CellInfo | None:
+        return self.book.run.cell_at(self.config, pair, load)
 
 
 def metric_name(m: Metric, lang: str) -> str:

@@ -34,6 +34,13 @@ RANGE_RATIO_STYLE = ("which tool's meaning range_ratio has: vllm (a window aroun
 LENGTH_HISTOGRAM = ("draw each request's (input, output) lengths from weighted buckets: a CSV file of rows "
                     "input_len,output_len,weight[,input_stddev,output_stddev], or AIPerf's --sequence-distribution "
                     "text ISL[|SD],OSL[|SD]:WEIGHT;... (weights in any unit); replaces the pairs")
+WARMUP_FIRST_PROMPT = ("every warmup request sends the cell's first measured prompt, as vllm bench serve "
+                       "(--num-warmups) and sglang.bench_serving (--warmup-requests) do: with prefix caching the "
+                       "first measured request then finds its prompt cached; default: fresh prompts of the "
+                       "measured shape, none of them measured again")
+PROMPT_AS_TEXT = ("random completions prompts travel as text the server tokenizes (words of measured token "
+                  "counts, input_len tokens by the server's count with the special tokens it adds, e.g. BOS), "
+                  "as vllm bench serve and sglang.bench_serving send them; default: input_len token ids")
 
 
 class WorkloadSource(StrictModel):
@@ -92,6 +99,7 @@ class WorkloadSource(StrictModel):
     output_len_stddev: float | None = Field(None, ge=0, description="the same for each request's output length "
                                             "(AIPerf's --output-tokens-stddev)")
     length_histogram: str | None = Field(None, description=LENGTH_HISTOGRAM)
+    prompt_as_text: bool = Field(False, description=PROMPT_AS_TEXT)
 
     def _trace_only(self) -> None:
         for name, default in (("time_scale", 1.0), ("trace_block_size", TRACE_BLOCK_SIZE)):
@@ -209,6 +217,9 @@ class Workload(WorkloadSource):
         self._check_kind(self.input_len)
         if self.kind == "image" and self.api != "chat":
             raise ValueError("image workloads use the chat API (--api chat): images travel as image_url parts")
+        if self.prompt_as_text and (self.kind != "random" or self.api != "completions"):
+            raise ValueError(f"prompt_as_text applies to random completions prompts (chat prompts are text "
+                             f"already), not to {self.kind} on the {self.api} API")
         return self
 
     @property
@@ -320,6 +331,7 @@ class Load(StrictModel):
     num_prompts: int | None = Field(None, gt=0, description="requests per cell (trace: at most this many rows)")
     duration_s: float | None = Field(None, gt=0, description="seconds per cell (trace: the rows due before this)")
     warmup_requests: int | None = Field(None, ge=0, description="default: the cell's concurrency")
+    warmup_first_prompt: bool = Field(False, description=WARMUP_FIRST_PROMPT)
 
     @model_validator(mode="after")
     def _one_mode(self) -> "Load":

@@ -9,7 +9,27 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
 from tokenbench.spec.base import StrictModel
-from tokenbench.spec.bench import DATASET_KINDS, PAIR_KINDS, RATE_CAP, SLO, Workload, WorkloadSource
+from tokenbench.spec.bench import (
+    DATASET_KINDS,
+    PAIR_KINDS,
+    RATE_CAP,
+    SLO,
+    WARMUP_FIRST_PROMPT,
+    Workload,
+    WorkloadSource,
+)
+
+FINAL_USAGE_ONLY = ("ask for the usage only at the end of the stream, as vllm bench serve does (default: on every "
+                    "chunk too, vLLM/SGLang continuous_usage_stats, the exact count per chunk; it costs the server "
+                    "a little); counts then come from token ids, else chunks reconciled with the final usage")
+NO_MIN_TOKENS = ("leave min_tokens out of the request body: only max_tokens with ignore_eos, as vllm bench serve and "
+                 "sglang.bench_serving send (default: min_tokens = max_tokens too, so a server that ignores "
+                 "ignore_eos still gives exactly output_len tokens)")
+EXTRA_BODY = ("JSON object merged over every request body, last (vLLM's --extra-body), e.g. "
+              "'{\"logprobs\": null, \"repetition_penalty\": 1.0}'; it may not set model, prompt, messages or stream")
+NEW_CONNECTION = ("send every request on a new connection, closed after it (as sglang.bench_serving, which opens "
+                  "an HTTP session per request); default: keep-alive connections reused")
+FIXED_BODY_KEYS = ("model", "prompt", "messages", "stream")
 
 SHORT_KEYS = {"tp": "parallelism.tp", "dp": "parallelism.dp", "slots": "parallelism.slots",
               "threads": "parallelism.threads", "ctx": "parallelism.ctx"}
@@ -19,6 +39,14 @@ def _non_empty_axis(values: list[Any]) -> list[Any]:
     if not values:
         raise ValueError("this axis is empty: give at least one value or remove it")
     return values
+
+
+def check_extra_body(body: dict[str, Any]) -> dict[str, Any]:
+    """extra_body may add or change sampling fields, not what tokenbench must send to measure."""
+    fixed = [k for k in FIXED_BODY_KEYS if k in body]
+    if fixed:
+        raise ValueError(f"extra_body may not set {', '.join(fixed)}: tokenbench sets them to measure")
+    return body
 
 
 class Target(StrictModel):
@@ -36,11 +64,12 @@ class Target(StrictModel):
     timeout_s: float = Field(600.0, gt=0, description="per-request timeout (whole request), seconds")
     connect_in_ttft: bool = Field(False, description="count a new connection's set-up (TCP, TLS) in TTFT, as "
                                   "vLLM's client does; default: it is its own figure, connect_ms")
-    final_usage_only: bool = Field(False, description="ask for the usage only at the end of the stream, as vllm "
-                                   "bench serve does (default: on every chunk too, vLLM/SGLang "
-                                   "continuous_usage_stats, the exact count per chunk; it costs the server a "
-                                   "little); counts then come from token ids, else chunks reconciled with the "
-                                   "final usage")
+    final_usage_only: bool = Field(False, description=FINAL_USAGE_ONLY)
+    no_min_tokens: bool = Field(False, description=NO_MIN_TOKENS)
+    extra_body: dict[str, Any] = Field(default_factory=dict, description=EXTRA_BODY)
+    new_connection_per_request: bool = Field(False, description=NEW_CONNECTION)
+
+    _extra = field_validator("extra_body")(check_extra_body)
 
     @model_validator(mode="after")
     def _one_server(self) -> "Target":
@@ -146,6 +175,7 @@ class StudySpec(StrictModel):
     requests: Requests = Field(default_factory=Requests)
     warmup_requests: int | None = Field(None, ge=0, description="warmup requests per cell; "
                                         "default: the cell's concurrency")
+    warmup_first_prompt: bool = Field(False, description=WARMUP_FIRST_PROMPT)
     api: Literal["completions", "chat"] = Field("completions", description="OpenAI API: /v1/completions or "
                                                 "/v1/chat/completions (image workloads: chat)")
     seed: int = Field(0, description="seed of the prompts, drawn lengths and each cell's arrivals (repeat r uses seed + r)")

@@ -1,29 +1,37 @@
 """Agreement with another benchmark client (`vllm bench serve`, `python -m sglang.bench_serving`, AISBench): the peer
 and tokenbench's study run against the same server with the same random workload and concurrency,
 alternately, `repeat` rounds each; each metric's mean over rounds side by side with the relative difference
-and the round-to-round spread, written to agreement.json and agreement.md. Why the tools can differ:
-docs/vllm-cpu.md and docs/sglang-cpu.md ("Agreement"). How each peer is run: study/agree_peers.py."""
+and the round-to-round spread, written to agreement.json and agreement.md.
+
+Before the rounds, a short run of each client through a recording proxy captures what each really sends
+(study/agree_capture.py); tokenbench then runs with every change toward the peer's request that its options
+can make ("all peer-like changes", study/agree_variants.py), so both clients send the same workload. With
+`explain`, tokenbench's default request and each single change run as arms of their own, and
+study/agree_explain.py says how much of each difference each change closes. How each peer is run:
+study/agree_peers.py; why the tools can differ: docs/metrics.md ("Agreement, explained"),
+docs/vllm-cpu.md and docs/sglang-cpu.md ("Agreement")."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from tokenbench.client import api
 from tokenbench.errors import MeasurementError, TargetError, UsageError
 from tokenbench.report.document import plain
-from tokenbench.spec.study import StudySpec
 from tokenbench.store import outputs
+from tokenbench.study import agree_capture as capture
 from tokenbench.study import run as study
+from tokenbench.study.agree_explain import FIGURES, PEER, Explained, Rounds, Setting, explain, figure
+from tokenbench.study.agree_explain import markdown as explain_markdown
 from tokenbench.study.agree_peers import PEERS, Cell, Peer, peer_python, run_peer
+from tokenbench.study.agree_variants import DEFAULT, Variant, combined, study_spec
 
 Say = Callable[[str], None]
 
-# (label, key): tokenbench's summary and both peers' results use the same names
-METRICS = (("mean TTFT ms", "mean_ttft_ms"), ("mean TPOT ms", "mean_tpot_ms"),
-           ("output tok/s", "output_throughput"))
+METRICS = FIGURES          # (label, summary key) of every figure compared
 COUNTS = ("completed", "total_input_tokens", "total_output_tokens")
 
 
@@ -42,6 +50,19 @@ class AgreeSpec:
     peer_python: str | None = None         # default: the peer's venv from `tokenbench setup`
     tolerance: float = 0.02
     repeat: int = 3
+    explain: bool = False                  # also run tokenbench's default and each single change
+    variants: tuple[str, ...] | None = None    # explain: the single changes to run (default: every one found)
+
+
+@dataclass(frozen=True)
+class Bodies:
+    """The captured requests compared: tokenbench's default and, after every change, the peer-like arm."""
+
+    rows: list[capture.Difference]         # tokenbench default vs the peer
+    after: list[capture.Difference]        # all peer-like changes vs the peer: what is left
+    variants: list[Variant]                # the single changes the differences name
+    peer_like: Variant                     # all of them together (the one, or the default when none)
+    clock: capture.Clock | None = None     # the two clients' own clocks at the capture's concurrency
 
 
 @dataclass(frozen=True)
@@ -73,6 +94,9 @@ class Agreement:
     counts: dict[int, dict[str, dict]]     # concurrency -> tool -> summed COUNTS
     tolerance: float
     out: Path
+    bodies: Bodies | None = None
+    explained: list[Explained] = field(default_factory=list)
+    repeat: int = 0
 
     def error(self) -> MeasurementError | None:
         """What `--check` raises: the numbers outside the tolerance, None when all agree."""
@@ -89,69 +113,158 @@ def quiet(message: str) -> None:
     """The default progress callback: says nothing."""
 
 
+@dataclass(frozen=True)
+class Session:
+    """One agree run's peer client, where its files go and how it reports progress."""
+
+    peer: Peer
+    python: str
+    out: Path
+    say: Say = quiet
+
+
 def run(spec: AgreeSpec, out: Path, say: Say = quiet) -> Agreement:
-    """Both tools, `spec.repeat` rounds per concurrency; writes agreement.json and agreement.md into `out`."""
+    """Capture both clients' requests, then `spec.repeat` rounds per concurrency of the peer and tokenbench's
+    arms; writes agreement.json and agreement.md into `out`."""
+    check_variants(spec)
     other = PEERS[spec.peer]
-    python = peer_python(other, spec.peer_python)
+    session = Session(other, peer_python(other, spec.peer_python), out, say)
     model, tokenizer = model_and_tokenizer(spec.base_url, spec.model, spec.tokenizer)
     out.mkdir(parents=True, exist_ok=True)
+    base = Cell(spec.base_url, model, tokenizer, spec.input_len, spec.output_len, min(spec.concurrency),
+                capture.CAPTURE_PROMPTS, seed_for(spec, len(spec.concurrency), 0, 0), kind="capture")
+    bodies = capture_bodies(session, base)
+    arms, explained_arms = arms_of(spec, bodies)
     rows: list[Row] = []
     counts: dict[int, dict[str, dict]] = {}
+    explained: list[Explained] = []
     for conc in spec.concurrency:
-        cells = [Cell(spec.base_url, model, tokenizer, spec.input_len, spec.output_len, conc,
-                      spec.num_prompts or max(16, 4 * conc), spec.seed + i, i) for i in range(spec.repeat)]
-        ours, theirs = run_both(other, python, cells, out, say)
-        counts[conc] = {"tokenbench": _sum_counts(ours), other.name: _sum_counts(theirs)}
-        rows += compare(conc, ours, theirs)
-    agreement = Agreement(other, rows, counts, spec.tolerance, out)
+        clock = clock_at(session, base, conc, bodies) if spec.explain else None
+        rounds = run_rounds(session, cells(spec, base, conc), arms)
+        ours = rounds[bodies.peer_like.name]
+        counts[conc] = {"tokenbench": _sum_counts(ours), other.name: _sum_counts(rounds[PEER])}
+        rows += compare(conc, ours, rounds[PEER])
+        if spec.explain:
+            explained += explain(rounds, explained_arms, Setting(conc, spec.tolerance, spec.output_len, clock))
+    agreement = Agreement(other, rows, counts, spec.tolerance, out, bodies, explained, spec.repeat)
     write(agreement)
     return agreement
 
 
-def tokenbench_args(cell: Cell, json_path: Path) -> list[str]:
-    """`tokenbench bench` with the same shape; its warmup is `concurrency` requests like the peers'. It asks
-    for the usage at the end only, as the peers do, so the server does the same work for both tools."""
-    return ["--base-url", cell.base_url, "--model", cell.model, "--tokenizer", cell.tokenizer,
-            "--input-len", str(cell.input_len), "--output-len", str(cell.output_len),
-            "--concurrency", str(cell.concurrency), "--num-prompts", str(cell.num_prompts),
-            "--warmup-requests", str(cell.concurrency), "--seed", str(cell.seed),
-            "--final-usage-only", "--output", str(json_path), "--no-store"]
+def check_variants(spec: AgreeSpec) -> None:
+    """Before anything runs: --variants names known changes, and only with --explain."""
+    if spec.variants is None:
+        return
+    if not spec.explain:
+        raise UsageError("--variants chooses the single changes of --explain", "add --explain, or drop --variants")
+    unknown = sorted(set(spec.variants) - set(capture.VARIANT_NAMES))
+    if unknown:
+        raise UsageError(f"--variants: unknown change {', '.join(unknown)}",
+                         f"choose among {', '.join(capture.VARIANT_NAMES)}")
 
 
-def run_both(peer: Peer, python: str, cells: list[Cell], out: Path, say: Say = quiet) -> tuple[list[dict], list[dict]]:
-    """Each tool once per cell (one cell per round), alternating which goes first."""
-    ours, theirs = [], []
-    for cell in cells:
-        for tool in (peer.name, "tokenbench") if cell.run % 2 == 0 else ("tokenbench", peer.name):
-            say(f"concurrency {cell.concurrency}, round {cell.run + 1}/{len(cells)}: {tool} "
-                f"({cell.num_prompts} requests)")
-            if tool == peer.name:
-                theirs.append(run_peer(peer, python, cell, out))
-            else:
-                ours.append(run_tokenbench(cell, out))
-    return ours, theirs
+ARM_SLOTS = 16      # seeds per concurrency and round: the peer and tokenbench's arms (at most 9), room to spare
 
 
-def study_spec(cell: Cell) -> StudySpec:
-    """The study `tokenbench_args` asks for, as the library takes it."""
-    return StudySpec.model_validate({
-        "name": "bench", "target": {"base_url": cell.base_url, "model": cell.model, "final_usage_only": True},
-        "workload": {"tokenizer_path": cell.tokenizer}, "pairs": [(cell.input_len, cell.output_len)],
-        "concurrency": [cell.concurrency], "requests": {"num_prompts": cell.num_prompts},
-        "warmup_requests": cell.concurrency, "seed": cell.seed})
+def seed_for(spec: AgreeSpec, conc_at: int, position: int, round_: int) -> int:
+    """The prompts' seed of one run: a different one for every concurrency (its index `conc_at`; the
+    captures take the index after the last), arm (its `position`, the peer's 0) and round. No run sends
+    the prompts another sent, so a server's prefix cache serves no run what an earlier one left (with
+    one seed, every arm after the first in a round found its prompts cached)."""
+    return spec.seed + (conc_at * ARM_SLOTS + position) * spec.repeat + round_
 
 
-def run_tokenbench(cell: Cell, out: Path) -> dict:
-    outcome = study.measure(study_spec(cell), str(out / f"tokenbench-{cell.tag}.json"), records=False)
+def cells(spec: AgreeSpec, base: Cell, conc: int) -> list[Cell]:
+    """One cell per round, each with its own seed (the peer's; each tokenbench arm's: `arm_cell`)."""
+    n = spec.num_prompts or max(16, 4 * conc)
+    at = spec.concurrency.index(conc)
+    return [replace(base, concurrency=conc, num_prompts=n, seed=seed_for(spec, at, 0, i), run=i, kind="")
+            for i in range(spec.repeat)]
+
+
+def capture_bodies(session: Session, cell: Cell) -> Bodies:
+    """The peer's and tokenbench's requests through the recording proxy, compared; then the peer-like arm's,
+    compared again (what its changes leave), and the two clients' clocks at this concurrency."""
+    session.say(f"capture: {session.peer.label} and tokenbench through a recording proxy "
+                f"({cell.num_prompts} requests each)")
+    theirs = capture.capture_peer(session.peer, session.python, cell, session.out)
+    ours = capture.capture_tokenbench(cell, DEFAULT, session.out)
+    rows = capture.compare(ours, theirs, cell)
+    found = capture.variants(rows)
+    peer_like = combined(found) if len(found) > 1 else found[0] if found else DEFAULT
+    after, mine = rows, ours
+    if found:
+        mine = capture.capture_tokenbench(cell, peer_like, session.out)
+        after = capture.compare(mine, theirs, cell)
+    return Bodies(rows, after, found, peer_like, capture.clock(mine, theirs, cell.concurrency))
+
+
+def clock_at(session: Session, base: Cell, conc: int, bodies: Bodies) -> capture.Clock:
+    """Both clients' own clocks at `conc` (the first capture's, or a capture of the peer-like arm)."""
+    if bodies.clock is not None and bodies.clock.concurrency == conc:
+        return bodies.clock
+    cell = replace(base, concurrency=conc, num_prompts=max(capture.CAPTURE_PROMPTS, conc), seed=base.seed + conc)
+    session.say(f"capture at concurrency {conc}: the clients' own clocks")
+    theirs = capture.capture_peer(session.peer, session.python, cell, session.out)
+    return capture.clock(capture.capture_tokenbench(cell, bodies.peer_like, session.out), theirs, conc)
+
+
+def arms_of(spec: AgreeSpec, bodies: Bodies) -> tuple[list[Variant], list[Variant]]:
+    """(tokenbench arms to run, the variants the explanation reads). Without `explain`: the peer-like arm
+    alone. With it: the default, the chosen single changes, and all of them together."""
+    if not spec.explain:
+        return [bodies.peer_like], []
+    known = {v.name for v in bodies.variants}
+    unknown = sorted(set(spec.variants or ()) - known)
+    if unknown:
+        raise UsageError(f"--variants: {', '.join(unknown)} not among the differences found "
+                         f"({', '.join(sorted(known)) or 'none'})", "name variants the capture found, or drop --variants")
+    singles = [v for v in bodies.variants if spec.variants is None or v.name in spec.variants]
+    last = [bodies.peer_like] if bodies.peer_like.name not in {v.name for v in singles} | {DEFAULT.name} else []
+    return [DEFAULT, *singles, *last], [*singles, *last]
+
+
+def run_rounds(session: Session, rounds: list[Cell], arms: list[Variant]) -> Rounds:
+    """Every arm once per round (one cell per round), the order rotated each round so no arm always runs
+    first or after the same one. Returns each arm's summaries in round order (the peer's under PEER)."""
+    names = [PEER, *(a.name for a in arms)]
+    by_name = {a.name: a for a in arms}
+    results: dict[str, list[dict]] = {n: [] for n in names}
+    for cell in rounds:
+        for name in round_order(names, cell.run):
+            session.say(f"concurrency {cell.concurrency}, round {cell.run + 1}/{len(rounds)}: "
+                        f"{session.peer.label if name == PEER else by_name[name].label} ({cell.num_prompts} requests)")
+            results[name].append(run_peer(session.peer, session.python, cell, session.out) if name == PEER
+                                 else run_tokenbench(arm_cell(cell, names.index(name), len(rounds)), session.out,
+                                                     by_name[name]))
+    return results
+
+
+def arm_cell(cell: Cell, position: int, rounds: int) -> Cell:
+    """The round's cell for the arm at `position` (1 on; the peer's is `cell`): prompts of its own seed
+    (`seed_for`), the same shape."""
+    return replace(cell, seed=cell.seed + position * rounds)
+
+
+def round_order(names: Sequence[str], run: int) -> list[str]:
+    """The arms of round `run`, rotated by one each round: over len(names) rounds every arm runs once in
+    every position (two arms: the peer first, then tokenbench first, and so on)."""
+    k = run % len(names)
+    return [*names[k:], *names[:k]]
+
+
+def run_tokenbench(cell: Cell, out: Path, variant: Variant = DEFAULT) -> dict:
+    outcome = study.measure(study_spec(cell, variant), str(out / f"tokenbench-{variant.name}-{cell.tag}.json"),
+                            records=False)
     study.check(outcome, "bench")
     return outcome.cells[0].summary.to_dict()       # vLLM's names, as the peers' results use them
 
 
-def compare(conc: int, ours: list[dict], theirs: list[dict]) -> list[Row]:
+def compare(conc: int, ours: Sequence[Mapping], theirs: Sequence[Mapping]) -> list[Row]:
     """One row per metric: each tool's mean over its rounds, its values, and the per-round differences."""
     rows = []
     for label, key in METRICS:
-        pairs = [(_num(a.get(key)), _num(b.get(key))) for a, b in zip(ours, theirs, strict=False)]
+        pairs = [(figure(a, key), figure(b, key)) for a, b in zip(ours, theirs, strict=False)]
         runs = tuple((a - b) / b for a, b in pairs if a is not None and b)
         rows.append(Row(conc, label, _mean([a for a, _ in pairs]), _mean([b for _, b in pairs]), runs,
                         tuple(a for a, _ in pairs if a is not None), tuple(b for _, b in pairs if b is not None)))
@@ -165,15 +278,11 @@ def spread(values: tuple[float, ...]) -> float | None:
     return (max(values) - min(values)) / (sum(values) / len(values))
 
 
-def _num(value) -> float | None:
-    return float(value) if isinstance(value, (int, float)) else None
-
-
 def _mean(values: list[float | None]) -> float | None:
     return None if not values or None in values else sum(values) / len(values)  # type: ignore[arg-type]
 
 
-def _sum_counts(summaries: list[dict]) -> dict:
+def _sum_counts(summaries: Sequence[Mapping]) -> dict:
     return {k: sum(s.get(k) or 0 for s in summaries) for k in COUNTS}
 
 
@@ -206,14 +315,47 @@ def markdown(peer: Peer, rows: list[Row], tolerance: float) -> str:
     return "\n".join(lines) + "\n"
 
 
+def body_rows(bodies: Bodies) -> list[list[str]]:
+    """The request comparison: a row per field, tokenbench's default, the peer's, the variant that sends the
+    peer's value and what the peer-like arm sent ('same' where it matches the peer)."""
+    after = {d.what: d for d in bodies.after}
+    rows = []
+    for d in bodies.rows:
+        left = after.get(d.what)
+        now = "same" if left is None or not left.differs else left.ours      # None: absent from both now
+        rows.append([d.what, d.ours, d.theirs, d.variant.label if d.variant and d.differs else "", now])
+    return rows
+
+
+def body_markdown(peer: Peer, bodies: Bodies) -> str:
+    lines = [f"| request | tokenbench default | {peer.label} | variant | all peer-like changes |",
+             "|---|---|---|---|---|"]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in body_rows(bodies)]
+    return "\n".join(lines) + "\n"
+
+
+def _bodies_doc(bodies: Bodies | None) -> dict | None:
+    if bodies is None:
+        return None
+    return {"rows": [asdict(d) for d in bodies.rows], "after": [asdict(d) for d in bodies.after],
+            "variants": [asdict(v) for v in bodies.variants], "peer_like": asdict(bodies.peer_like),
+            "clock": asdict(bodies.clock) if bodies.clock else None}
+
+
 def write(agreement: Agreement) -> None:
     a = agreement
     doc = {"peer": a.peer.name, "tolerance": a.tolerance,
            "rows": [{**asdict(r), "rel_diff": r.rel_diff, "tokenbench_spread": spread(r.tokenbench_runs),
                      "peer_spread": spread(r.peer_runs)} for r in a.rows],
-           "counts": {str(k): v for k, v in a.counts.items()}}
-    outputs.write_text(a.out / "agreement.json", json.dumps(doc, indent=1))
-    outputs.write_text(a.out / "agreement.md", markdown(a.peer, a.rows, a.tolerance))
+           "counts": {str(k): v for k, v in a.counts.items()}, "bodies": _bodies_doc(a.bodies),
+           "explained": [{**asdict(e), "accounted": e.accounted, "verdict": e.verdict} for e in a.explained]}
+    outputs.write_text(a.out / "agreement.json", json.dumps(doc, indent=1, default=str))
+    text = markdown(a.peer, a.rows, a.tolerance)
+    if a.bodies is not None:
+        text += "\n### What each client sent (captured)\n\n" + body_markdown(a.peer, a.bodies)
+    if a.explained:
+        text += "\n### Explained\n\n" + explain_markdown(a.explained, a.peer.label, a.repeat)
+    outputs.write_text(a.out / "agreement.md", text)
 
 
 def model_and_tokenizer(base_url: str, model: str | None, tokenizer: str | None) -> tuple[str, str]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tokenbench.errors import MeasurementError, UsageError
+from tokenbench.formats.importers import SGLANG_RENAME
 from tokenbench.local_engines import sglang_cpu, vllm_cpu
 from tokenbench.study import agree_aisbench
 
@@ -28,10 +29,11 @@ class Cell:
     num_prompts: int
     seed: int
     run: int = 0
+    kind: str = ""          # "capture": a short run through the recording proxy, not a measured round
 
     @property
     def tag(self) -> str:
-        return f"c{self.concurrency}-r{self.run + 1}"
+        return f"{self.kind}-c{self.concurrency}" if self.kind else f"c{self.concurrency}-r{self.run + 1}"
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ def vllm_argv(python: str, cell: Cell, result_dir: Path) -> list[str]:
             "--dataset-name", "random", "--random-input-len", str(cell.input_len),
             "--random-output-len", str(cell.output_len), "--random-range-ratio", "0",
             "--ignore-eos", "--temperature", "0", "--num-prompts", str(cell.num_prompts),
+            "--percentile-metrics", "ttft,tpot,itl,e2el",
             "--max-concurrency", str(cell.concurrency), "--request-rate", "inf",
             "--num-warmups", str(cell.concurrency), "--seed", str(cell.seed), "--disable-tqdm",
             "--save-result", "--save-detailed", "--result-dir", str(result_dir),
@@ -74,8 +77,10 @@ def sglang_argv(python: str, cell: Cell, result_dir: Path) -> list[str]:
 
 
 def _last_json_line(path: Path) -> dict:
+    """bench_serving's result (the file's last line), under tokenbench's names (mean_e2e_latency_ms ->
+    mean_e2el_ms, as `tokenbench import` reads it)."""
     lines = [line for line in path.read_text().splitlines() if line.strip()]
-    return json.loads(lines[-1])
+    return {SGLANG_RENAME.get(k, k): v for k, v in json.loads(lines[-1]).items()}
 
 
 # benchmark clients by name (the engines' own clients, not engines: any of them runs against any server)
@@ -97,15 +102,22 @@ def peer_python(peer: Peer, given: str | None) -> str:
     return str(peer.default_python())
 
 
+def run_client(argv: list[str], log: Path, label: str) -> None:
+    """A client's command line, its output to `log`; a failure raises with the log's last lines."""
+    with open(log, "w") as handle:
+        code = subprocess.run(argv, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                              env={**os.environ, "HF_HUB_OFFLINE": "1"}).returncode
+    if code != 0:
+        tail = " | ".join(log.read_text().strip().splitlines()[-3:])
+        raise MeasurementError(f"{label} failed (exit {code}): {tail}", f"see {log}")
+
+
 def run_peer(peer: Peer, python: str, cell: Cell, out: Path) -> dict:
     log, result = out / f"{peer.name}-{cell.tag}.log", peer.result(cell, out)
     result.unlink(missing_ok=True)
-    with open(log, "w") as handle:
-        code = subprocess.run(peer.argv(python, cell, out), stdout=handle, stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL, env={**os.environ, "HF_HUB_OFFLINE": "1"}).returncode
+    run_client(peer.argv(python, cell, out), log, f"{peer.label} at concurrency {cell.concurrency}")
     result = peer.result(cell, out)                    # again: AISBench names its output folder by the time
-    if code != 0 or not result.is_file():
-        tail = " | ".join(log.read_text().strip().splitlines()[-3:])
-        raise MeasurementError(f"{peer.label} failed (exit {code}) at concurrency {cell.concurrency}: {tail}",
+    if not result.is_file():
+        raise MeasurementError(f"{peer.label} left no result at concurrency {cell.concurrency} ({result})",
                                f"see {log}")
     return peer.read(result)

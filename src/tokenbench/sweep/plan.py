@@ -91,7 +91,8 @@ def _session_loads(spec: StudySpec) -> list[Load]:
 
 
 def _loads(spec: StudySpec) -> list[Load]:
-    common = dict(duration_s=spec.requests.duration_s, warmup_requests=spec.warmup_requests)
+    common = dict(duration_s=spec.requests.duration_s, warmup_requests=spec.warmup_requests,
+                  warmup_first_prompt=spec.warmup_first_prompt)
     if spec.workload.kind == "sessions":
         return _session_loads(spec)
     if spec.workload.kind == "trace":
@@ -107,7 +108,7 @@ def _loads(spec: StudySpec) -> list[Load]:
 
 def capacity_load(spec: StudySpec, concurrency: int) -> Load:
     return Load(concurrency=concurrency, num_prompts=_count(spec, concurrency), duration_s=spec.requests.duration_s,
-                warmup_requests=spec.warmup_requests)
+                warmup_requests=spec.warmup_requests, warmup_first_prompt=spec.warmup_first_prompt)
 
 
 def plan(spec: StudySpec) -> Plan:

@@ -18,12 +18,19 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from tokenbench.client.request import Prompt
-from tokenbench.errors import UsageError
+from tokenbench.errors import TargetError, UsageError
 from tokenbench.metrics.summary_groups import WorkloadFacts
 from tokenbench.spec.bench import Workload
 from tokenbench.workload import images as img
 from tokenbench.workload import prefix, text_corpus, trace_replay
-from tokenbench.workload.chat import ServerTokenizer, Tokenizer, chat_template_overhead, exact_text, image_tokens
+from tokenbench.workload.chat import (
+    ServerTokenizer,
+    Tokenizer,
+    chat_template_overhead,
+    completion_special_tokens,
+    exact_text,
+    image_tokens,
+)
 from tokenbench.workload.dataset import Draft, Filters, TextEntry, select
 from tokenbench.workload.jsonl import read_prompts
 from tokenbench.workload.lengths import Draws, length_stats
@@ -74,6 +81,7 @@ class _Cell:
     wl: Workload
     key: str
     tok: Tokenizer
+    special: int = 0          # prompt_as_text: tokens the server adds to a text prompt (BOS)
 
     def rng(self, phase: str) -> random.Random:
         return cell_rng(self.wl.seed, self.key, phase)
@@ -93,7 +101,27 @@ class _Drafts:
 def _exact(c: _Cell, rng: random.Random, n: int, out: int) -> Draft:
     if c.wl.api == "chat":
         return Draft(exact_text(c.tok, rng, n, c.t.vocab), None, n, out)
+    if c.wl.prompt_as_text:                 # n tokens by the server's count, its special tokens included
+        return Draft(exact_text(c.tok, rng, n - c.special, c.t.vocab), None, n, out)
     return Draft(None, random_ids(rng, n, c.t.vocab), n, out)
+
+
+PROBE_TOKENS = 8     # the text of the special-token probe
+
+
+def _special_tokens(c: _Cell) -> int:
+    """prompt_as_text: the special tokens the server adds to a text prompt, measured once per cell with a
+    1-token completion; the prompts' text is that many tokens shorter than input_len."""
+    text = exact_text(c.tok, c.rng("probe"), PROBE_TOKENS, c.t.vocab)
+    special = completion_special_tokens(c.t.base_url, c.t.model, text, PROBE_TOKENS, c.t.api_key)
+    if special < 0:
+        raise TargetError(f"the server counts {PROBE_TOKENS + special} tokens in a text of {PROBE_TOKENS} by the "
+                          f"tokenizer ({getattr(c.tok, 'source', 'server')}): it is not the server's tokenizer",
+                          "pass the served model's directory with --tokenizer, or drop --prompt-as-text")
+    if special >= (c.wl.input_len or 0):
+        raise TargetError(f"the server adds {special} tokens to a text prompt: no room for {c.wl.input_len}-token "
+                          "prompts as text", "use a longer --input-len, or drop --prompt-as-text")
+    return special
 
 
 def _exact_phase(c: _Cell, phase: str, lengths: list[tuple[int, int]]) -> list[Draft]:
@@ -132,8 +160,9 @@ def _draw_facts(c: _Cell, n_meas: int | None) -> dict:
 
 
 def _random(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
+    told = {"prompt_as_text_special_tokens": c.special} if c.wl.prompt_as_text else {}
     return _Drafts(_exact_phase(c, "warmup", list(_shapes(c, "warmup", n_warm))),
-                   _lazy_phase(c, "measure", _shapes(c, "measure", n_meas)), facts=_draw_facts(c, n_meas))
+                   _lazy_phase(c, "measure", _shapes(c, "measure", n_meas)), facts={**told, **_draw_facts(c, n_meas)})
 
 
 def _text(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
@@ -302,7 +331,10 @@ def _chat_prompts(c: _Cell, d: _Drafts) -> tuple[list[Prompt], Iterable[Prompt],
 
 
 def _completion_prompt(x: Draft) -> Prompt:
-    return Prompt(tuple(_given(x.ids, "token ids")), None, x.input_len, x.output_len, x.input_len)
+    """Token ids, or (prompt_as_text) text whose server count, special tokens included, is input_len."""
+    if x.ids is None:
+        return Prompt(None, x.text, x.input_len, x.output_len, x.input_len)
+    return Prompt(tuple(x.ids), None, x.input_len, x.output_len, x.input_len)
 
 
 def _length_facts(lengths: list[tuple[int, int]]) -> dict:
@@ -320,7 +352,8 @@ def tokenizer_for(t: Target, wl: Workload) -> Tokenizer:
     """The local tokenizer when --tokenizer names a directory with tokenizer.json, else the server's
     /tokenize (with a fix that fits this workload when the server has none)."""
     path = wl.tokenizer_path
-    if path and tokenizer_file(path) and (wl.api == "chat" or wl.kind in ("sharegpt", "jsonl", "text", "sessions")):
+    if path and tokenizer_file(path) and (wl.api == "chat" or wl.prompt_as_text
+                                          or wl.kind in ("sharegpt", "jsonl", "text", "sessions")):
         return _local(path)
     hint = "pass --tokenizer DIR (the model's Hugging Face directory, with tokenizer.json)"
     if path and not tokenizer_file(path):
@@ -330,12 +363,20 @@ def tokenizer_for(t: Target, wl: Workload) -> Tokenizer:
     return ServerTokenizer(t.base_url, t.model, t.api_key, hint)
 
 
+def _new_cell(t: Target, wl: Workload, key: str) -> _Cell:
+    """The cell's context; for text prompts over completions, with the server's special tokens measured."""
+    c = _Cell(t, wl, key, tokenizer_for(t, wl))
+    if wl.prompt_as_text:
+        c.special = _special_tokens(c)
+    return c
+
+
 def build_cell(t: Target, wl: Workload, key: str, n_warm: int, n_meas: int | None,
                duration_s: float | None = None) -> CellPrompts:
     """The cell's prompts. `n_meas` None: as many as the source holds (a trace: every row kept; random
     prompts: without end, the load's duration decides); `duration_s` cuts a trace to the rows due before
     it. Random and trace prompts are made one by one as the measured phase takes them."""
-    c = _Cell(t, wl, key, tokenizer_for(t, wl))
+    c = _new_cell(t, wl, key)
     d = KINDS[wl.kind](c, n_warm, n_meas, duration_s)
     warm: list[Prompt]
     meas: Iterable[Prompt]

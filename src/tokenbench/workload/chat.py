@@ -80,6 +80,18 @@ def probe_messages(base_url: str, model: str, messages: list[dict], api_key: str
     return usage
 
 
+def completion_special_tokens(base_url: str, model: str, text: str, n: int, api_key: str | None) -> int:
+    """Prompt tokens the server reports for a 1-token completion of `text` (n tokens), minus n: the special
+    tokens it adds to a text prompt (Gemma, Llama: BOS)."""
+    body = {"model": model, "prompt": text, "max_tokens": 1, "temperature": 0}
+    status, data = api.post_json(base_url, "/v1/completions", body, api_key)
+    usage = (data or {}).get("usage") or {}
+    if status != 200 or not isinstance(usage.get("prompt_tokens"), int):
+        raise TargetError(f"a 1-token completion probe failed (HTTP {status}) or reported no usage",
+                          "drop --prompt-as-text (token-id prompts need no probe)")
+    return usage["prompt_tokens"] - n
+
+
 def chat_template_overhead(base_url: str, model: str, text: str, n: int, api_key: str | None) -> int:
     """Prompt tokens the server reports for a 1-token chat request, minus the content's n tokens."""
     return _probe(base_url, model, text, api_key)["prompt_tokens"] - n
