@@ -209,7 +209,8 @@ def _collect(ray, actors: list, offsets: list[int], halt: _Halt
             records.extend(to_driver_clock(batch, offsets[i]))
             got += len(batch)
             if h is not None:
-                health[i] = h.model_copy(update={"stalls": h.stalls.shifted(offsets[i])})   # the driver's clock
+                part, waits = h
+                health[i] = (part.model_copy(update={"stalls": part.stalls.shifted(offsets[i])}), waits)  # driver's clock
         if not got and len(health) < len(actors):
             time.sleep(POLL_S)
     return records, [health[i] for i in range(len(actors))]
