@@ -114,3 +114,18 @@ def test_burstiness_is_imported_as_the_gamma_shape(store, tmp_path):
     path.write_text(json.dumps({**doc, "burstiness": 0.5, "max_concurrency": None}))
     [cell] = load_run(store, import_file(store, path), requests=False).cells
     assert (cell.key, cell.summary.burstiness, cell.summary.max_concurrency) == ("128:4/rate=4/s,b=0.5", 0.5, None)
+
+
+def test_an_interval_that_does_not_hold_the_files_own_figure_is_not_shown(store):
+    """vLLM's file states its TPOT to the stream's end (20.33 ms); its records give 20.0 ms to the last
+    token: no interval is drawn around a figure it does not contain, and every one drawn contains its
+    figure."""
+    from tokenbench.judge.intervals import Book
+    from tokenbench.metrics.cell_summary import Metric
+    run = load_run(store, import_file(store, FIXTURES / "vllm-bench-serve.json", opts=ImportOptions()))
+    [cell], book = run.cells, Book(run)
+    tpot = Metric("tpot")
+    assert cell.value(tpot) == pytest.approx(20.333, abs=1e-3) and book.interval(cell, tpot) is None
+    shown = [(m, iv) for m in (Metric("ttft"), Metric("e2el"), Metric("output_throughput"), Metric("tpot", "p99"))
+             if (iv := book.interval(cell, m)) is not None]
+    assert shown and all(iv.lo * 0.999 <= cell.value(m) <= iv.hi * 1.001 for m, iv in shown)
