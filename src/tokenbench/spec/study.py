@@ -252,6 +252,9 @@ class StudySpec(StrictModel):
         if self.requests.num_prompts is not None:
             raise ValueError("a sessions cell counts sessions, not requests: give requests.num_sessions "
                              "(--num-sessions) instead of num_prompts")
+        if self.warmup_first_prompt:
+            raise ValueError("a session's turns build on its history, so no measured prompt can be sent ahead as "
+                             "the warmup: drop warmup_first_prompt (--warmup-first-prompt)")
         if self.ramp_up_s is not None and not self.users:
             raise ValueError("ramp_up_s spreads the starts of users: it needs users (--users)")
         if self.find_capacity:
