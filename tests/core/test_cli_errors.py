@@ -50,13 +50,22 @@ def test_junk_concurrency_list(capsys):
     assert code == 2 and len(err) == 1 and "'x' is not a positive integer" in err[0] and "1,8,32" in err[0]
 
 
-def test_concurrency_and_rate_together_are_two_kinds_of_cells():
-    """A bench is a study: closed-loop and open-loop cells may be mixed, as in a sweep."""
+def test_concurrency_with_a_rate_is_refused_for_a_rate_with_a_cap(capsys):
+    """AIPerf's `--request-rate R --concurrency C` means ONE cell, a rate with a cap (issue 28); tokenbench's
+    --concurrency is a closed-loop axis, so the flags together are refused with the spelling of that cell
+    (nothing is measured silently as two kinds of cells). The cap spelled as vLLM does is one rate cell
+    with the cap; a spec that lists both axes (a sweep YAML) still plans both kinds of cells."""
     from tokenbench.cli.bench import build_spec
+    from tokenbench.spec.study import StudySpec
     from tokenbench.sweep.plan import plan
-    args = BASE[1:] + ["--base-url", "http://127.0.0.1:1", "--request-rate", "2"]
-    kw = bench_kw(args)
-    assert [c.key for c in plan(build_spec(kw)).cells] == ["8:4/c=1", "8:4/rate=2/s"]
+    code, err = run(BASE + ["--base-url", "http://127.0.0.1:1", "--request-rate", "2"], capsys)
+    assert code == 2 and len(err) == 1 and "not a rate with a cap" in err[0]
+    assert "--request-rate R --max-concurrency C" in err[0]
+    capped = plan(build_spec(bench_kw([*BASE[1:5], "--no-store", "--base-url", "http://127.0.0.1:1",
+                                       "--request-rate", "2", "--max-concurrency", "1"]))).cells
+    assert [(c.key, c.load.request_rate, c.load.max_concurrency) for c in capped] == [("8:4/rate=2/s", 2.0, 1)]
+    both = StudySpec(target={"base_url": "http://127.0.0.1:1"}, pairs=[(8, 4)], concurrency=[1], rates=[2.0])
+    assert [c.key for c in plan(both).cells] == ["8:4/c=1", "8:4/rate=2/s"]
 
 
 def bench_kw(args: list[str]) -> dict:

@@ -28,8 +28,9 @@ def rec(i, sent_ms, token_ms, counts=None, intended_ms=None, error=None):
 def test_request_formulas():
     r = rec(0, 0, [100, 120, 140, 160])   # end at 161 ms
     assert rm.ttft_ms(r) == 100
-    assert rm.e2el_ms(r) == 161
-    assert rm.tpot_ms(r) == pytest.approx((161 - 100) / 3)
+    assert rm.e2el_ms(r) == 161                              # to the end of the stream: the tail included
+    assert rm.tpot_ms(r) == pytest.approx((160 - 100) / 3)   # to the last token (vLLM's)
+    assert rm.stream_tail_ms(r) == 1
     assert rm.itl_ms(r) == [20, 20, 20]
     assert rm.ntpot_ms(r) == pytest.approx(161 / 4)
 
@@ -37,7 +38,7 @@ def test_request_formulas():
 def test_chunk_with_k_tokens_counts_k():
     r = rec(0, 0, [100, 140], counts=[2, 2])
     assert r.output_tokens == 4
-    assert rm.tpot_ms(r) == pytest.approx((141 - 100) / 3)
+    assert rm.tpot_ms(r) == pytest.approx((140 - 100) / 3)
     assert rm.itl_ms(r) == [40]
 
 

@@ -84,10 +84,15 @@ def test_invalid_json_and_malformed_lines_are_typed_errors():
     assert r.error_kind == "malformed_sse"
 
 
-def test_stream_without_done_is_a_reset():
-    r = parse_exchange(raw([(100, sse({"choices": [{"text": "a", "finish_reason": "length"}],
-                                       "usage": {"prompt_tokens": 3, "completion_tokens": 3}}))]), req(), 0, "measure")
-    assert r.error_kind == "reset"
+def test_stream_without_done_is_complete_after_a_finish_reason_else_a_reset():
+    """`[DONE]` is a convention: a body that ends cleanly after finish_reason (and usage) is a complete
+    request, ending at the body's end; one that ends before any finish_reason was cut short."""
+    done = sse({"choices": [{"text": "a", "finish_reason": "length"}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 3}})
+    r = parse_exchange(raw([(100, done)]), req(), 0, "measure")
+    assert r.ok and r.output_tokens == 3 and r.finish_reason == "length" and r.end_ns == 500 * MS
+    cut = parse_exchange(raw([(100, sse({"choices": [{"text": "a"}]}))]), req(), 0, "measure")
+    assert cut.error_kind == "reset" and "[DONE]" in cut.error_detail
 
 
 def test_error_object_in_stream():

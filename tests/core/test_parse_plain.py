@@ -3,6 +3,7 @@ shape it accepts; it accepts the common shapes at every split of their bytes int
 comparison would prove nothing); and resolve_plain counts as resolve does on the chunks it stands for."""
 
 import json
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -89,3 +90,39 @@ def test_resolve_plain_counts_as_resolve(kinds, total):
     trailing = chunks[-1].t_ns if chunks and kinds[-1] == "finish" else None
     got = resolve_plain([c.t_ns for c in chunks if c.guess], usage, trailing)
     assert got == resolve(chunks, usage)
+
+
+DONE_READ = b"data: [DONE]\n\n"
+
+
+def with_done(raw):
+    """The same exchange with `data: [DONE]` as one more read at its end."""
+    return replace(raw, chunks=[*raw.chunks, (raw.end_ns, DONE_READ)])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(PLAIN_LINE, LINE), max_size=8), st.lists(st.integers(0, 4000), max_size=6))
+def test_a_done_adds_nothing_after_a_finish_reason_on_every_path(lines, cuts):
+    """A body that ends cleanly without `[DONE]` is the record the same body with `[DONE]` gives, when a
+    finish_reason came (a complete request, ending at the body's end); without one it was cut short
+    (`reset`, unless it already failed otherwise). The three paths agree on both."""
+    bare = exchange(b"".join(lines), cuts)
+    done = parse_exchange(with_done(bare), REQ, 0, "measure")
+    got = parse_exchange(bare, REQ, 0, "measure")
+    assert got == per_event(bare) == strict(bare)
+    if done.finish_reason is not None:
+        assert got == done
+    else:
+        assert got.error_kind == (done.error_kind if done.error_kind not in (None, "early_done") else "reset")
+
+
+def test_common_shape_without_done_is_complete_on_the_plain_path_at_every_split():
+    body = common().removesuffix(DONE_READ)          # the last chunk carries finish_reason "length"
+    for cut in range(len(body) + 1):
+        raw = exchange(body, [cut])
+        assert took_plain(raw), cut
+        rec = parse_exchange(raw, REQ, 0, "measure")
+        assert rec.ok and rec.output_tokens == 4 and rec.end_ns == raw.end_ns
+        assert rec == per_event(raw) == strict(raw)
+    unfinished = exchange(common(chat=False).removesuffix(DONE_READ), [])     # no finish_reason anywhere
+    assert parse_exchange(unfinished, REQ, 0, "measure").error_kind == "reset" == strict(unfinished).error_kind

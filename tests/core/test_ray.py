@@ -39,6 +39,25 @@ def test_ray_workers_match_one_process(ray_head):
     assert len(viaray.summary.to_dict()["clock_offsets_ns"]) == 2
 
 
+def test_ray_actors_send_one_schedule(ray_head):
+    """--ray with 2 actors at a constant 20/s: the driver's t0, converted to each actor's clock by its
+    measured offset, starts both; actor k sends slots k, k+2, ... of the one schedule, and the intended
+    times, converted back, are that schedule's (50 ms apart, whichever actor sent)."""
+    with ReferenceProcess(ReferenceConfig(ttft_ms=10, itl_ms=5)) as ref:
+        spec = StudySpec(target={"base_url": ref.url}, pairs=[(16, 4)], rates=[20.0], arrival="constant",
+                         requests={"num_prompts": 40}, warmup_requests=0)
+        spec.client.workers, spec.client.ray_address = 2, ray_head
+        with Waited(descendants=True, every_s=0.25) as waited:
+            [cell] = measure(spec).results
+        recv = [a["recv_ns"] for a in ref.arrivals()["arrivals"]]
+    intended = sorted(r.intended_ns for r in cell.records)
+    assert [t - intended[0] for t in intended] == [i * 50_000_000 for i in range(40)]
+    assert {r.worker for r in cell.records} == {0, 1}
+    late = [r.sent_ns - r.intended_ns for r in sorted(cell.records, key=lambda r: r.intended_ns)]
+    errors = [((b - a) - 50e6 - (late[i + 1] - late[i])) / 1e6 for i, (a, b) in enumerate(zip(recv, recv[1:], strict=False))]
+    assert max(map(abs, errors)) <= 5.0 + waited.ms
+
+
 def test_sigint_stops_the_ray_actors_and_keeps_what_finished(ray_head, tmp_path):
     """Ctrl-C at the driver (a real SIGINT to its process group): the actors stop with what finished, and
     the cell is stored interrupted (docs/reliability.md, "Interruptions")."""

@@ -59,6 +59,10 @@ SUCCEEDING = {
     "missing_usage": Expect(None, OUT, usage_source="chunks"),
     "slow_headers": Expect(None, OUT),
     "stall_within_timeout": Expect(None, OUT),
+    # field conditions: the answer is whole, only its delivery differs
+    "proxy_buffer": Expect(None, OUT),
+    "slow_end": Expect(None, OUT),
+    "no_done": Expect(None, OUT),
 }
 
 
@@ -177,7 +181,27 @@ def test_succeeding_fault(case, tmp_path):
         # no failure, but the stall is visible as one long inter-token gap
         gaps = [max(b - a for a, b in zip(r["token_offsets_ns"], r["token_offsets_ns"][1:], strict=False)) for r in hit]
         assert min(gaps) >= 0.4e9 and summary["max_itl_ms"] >= 400
+    _field_condition(case, summary, hit, [e for e in log if e["fault"]])
     check_db(tmp_path, doc)
+
+
+def _field_condition(case: str, summary: dict, hit: list[dict], faulty: list[dict]) -> None:
+    """What tokenbench records under a delivery that differs (the answer itself is whole)."""
+    assert summary["total_output_tokens"] == N * OUT and all(r["finish_reason"] == "length" for r in hit)
+    if case == "proxy_buffer":
+        # the body came in whole pieces: events that arrived in one piece share its stamp (the ITL is the
+        # proxy's, not the server's; what to say of it is the client-health verdict's), counts are exact
+        assert all(len(set(r["token_offsets_ns"])) < OUT for r in hit)
+        assert all(e["pieces_ns"] for e in faulty)
+    if case == "slow_end":
+        # [DONE] slow_end_s after the last token: the stream tail (in E2EL; TPOT and ITL end at the last
+        # token: tests/core/test_stream_end.py holds them to the no-fault run's)
+        tails = [r["end_ns"] - r["sent_ns"] - r["token_offsets_ns"][-1] for r in hit]
+        assert min(e["done_ns"] - e["write_ns"][-1] for e in faulty) >= 0.25e9 and min(tails) >= 0.2e9
+        assert summary["max_stream_tail_ms"] >= 200
+    if case == "no_done":
+        # no [DONE]: complete at the clean end of the body after finish_reason and usage
+        assert all(e["done_ns"] is None for e in faulty) and all(r["error_kind"] is None for r in hit)
 
 
 def test_error_counts_by_kind_reach_the_report(tmp_path, capsys):

@@ -115,6 +115,46 @@ def test_headers_name_the_study_and_its_run_id():
     assert column_label(odd, "default") == "gemma (bf16) study (R2)"
 
 
+def test_a_rate_is_never_paired_with_a_closed_loop(store):
+    """vLLM at --request-rate 4 --max-concurrency 4 beside vLLM at --max-concurrency 4 (rate inf, a closed
+    loop c=4): the same figure 4, different loads; the cells are not paired (each on its own load axis: no
+    ratio, no verdict) and the fairness check says why, in both languages; --strict refuses."""
+    rate = import_file(store, FIXTURES / "vllm-bench-serve-rate.json")
+    closed = import_file(store, FIXTURES / "vllm-bench-serve.json")
+    text, issues = _md(store, [rate, closed])
+    [load] = [i for i in issues if i.check == "load"]
+    assert (load.kind, load.detail, load.values) == ("differs", "mode", ("4/s max 4 in flight", "c=4"))
+    assert "128/4 4/s cap 4 is not paired" in issue_text(load) and "different loads" in issue_text(load)
+    assert "不配对" in issue_text(load, "zh")
+    # on their own load axes (a rate row, a concurrency row): never one row, no ratio, no verdict
+    assert "128/4 4/s cap 4 is not paired" in text and "faster by" not in text and "x |" not in text
+    assert "| c=4 | - |" in text and re.search(r"\| 4/s cap 4 \| [0-9.]+ .*\| - \| - \| - \|", text)
+    with pytest.raises(MeasurementError, match="is not paired"):
+        compare(store, [rate, closed], "en", "T", strict=True)
+
+
+@pytest.mark.parametrize("other, detail", [("vllm-bench-serve-constant.json", "cap")])
+def test_rates_with_another_cap_or_arrival_are_not_paired(store, tmp_path, other, detail):
+    import json
+    rate = import_file(store, FIXTURES / "vllm-bench-serve-rate.json")
+    _, issues = _md(store, [rate, import_file(store, FIXTURES / other)])
+    assert [i.detail for i in issues if i.check == "load"] == [detail]
+    doc = json.loads((FIXTURES / "vllm-bench-serve-rate.json").read_text())
+    (tmp_path / "c.json").write_text(json.dumps({**doc, "burstiness": float("inf")}))      # constant, same cap
+    _, issues = _md(store, [rate, import_file(store, tmp_path / "c.json")])
+    assert [i.detail for i in issues if i.check == "load"] == ["arrival"]
+    (tmp_path / "same.json").write_text(json.dumps({**doc, "date": "other"}))              # the same load
+    same = import_file(store, tmp_path / "same.json")
+    _, issues = _md(store, [rate, same])
+    assert not [i for i in issues if i.check == "load"]
+    # the same rate and cap, the cap a gate (AIPerf's --rate-cap gate) against vLLM's queue: not the same load
+    store.db.execute("UPDATE cells SET summary_json = json_set(summary_json, '$.send_cap', 'gate') "
+                     "WHERE run_id = ?", (same,))
+    _, issues = _md(store, [rate, same])
+    [load] = [i for i in issues if i.check == "load"]
+    assert load.detail == "cap" and load.values == ("4/s max 4 in flight", "4/s max 4 in flight (gate)")
+
+
 def test_drawn_lengths_are_not_the_same_workload_as_exact_ones(store, stored_run):
     """A run whose requests drew their lengths (e.g. vLLM's --random-range-ratio 0.5) is not paired as equal
     with one of exact lengths, even at the same nominal pair and the same mean tokens per request."""

@@ -90,3 +90,42 @@ def test_import_cli(db_path, capsys):
     assert main(["report", run_id, "--db", str(db_path), "--format", "md"]) == 0
     report = (db_path.parent / "reports" / run_id / "report.md").read_text()
     assert "IMPOSSIBLE" in report and "12,800.0" in report and "28.0x the bound" in report
+
+
+def test_a_rate_with_a_cap_is_imported_as_that_rate_with_that_cap(store):
+    """`vllm bench serve --request-rate 4 --max-concurrency 4` (and SGLang's --request-rate 8
+    --max-concurrency 8) stay open-loop rates with their cap, never closed-loop c=C; vLLM's burstiness
+    keeps its arrival process (inf: constant gaps)."""
+    [rate] = load_run(store, import_file(store, FIXTURES / "vllm-bench-serve-rate.json"), requests=False).cells
+    assert (rate.concurrency, rate.request_rate, rate.key) == (None, 4.0, "128:4/rate=4/s")
+    assert (rate.summary.max_concurrency, rate.summary.arrival, rate.summary.burstiness) == (4, "poisson", None)
+    assert rate.kv_demand == 4 * (128 + 4)                       # the cap is what can be in flight
+    [const] = load_run(store, import_file(store, FIXTURES / "vllm-bench-serve-constant.json"), requests=False).cells
+    assert (const.request_rate, const.summary.max_concurrency, const.summary.arrival) == (4.0, None, "constant")
+    [sg] = load_run(store, import_file(store, FIXTURES / "sglang-bench-serving-rate.jsonl"), requests=False).cells
+    assert (sg.concurrency, sg.request_rate, sg.summary.max_concurrency) == (None, 8.0, 8)
+    [closed] = load_run(store, import_file(store, FIXTURES / "vllm-bench-serve.json"), requests=False).cells
+    assert (closed.concurrency, closed.request_rate) == (4, None)     # request_rate inf with a cap: c=4
+
+
+def test_burstiness_is_imported_as_the_gamma_shape(store, tmp_path):
+    doc = json.loads((FIXTURES / "vllm-bench-serve-rate.json").read_text())
+    path = tmp_path / "bursty.json"
+    path.write_text(json.dumps({**doc, "burstiness": 0.5, "max_concurrency": None}))
+    [cell] = load_run(store, import_file(store, path), requests=False).cells
+    assert (cell.key, cell.summary.burstiness, cell.summary.max_concurrency) == ("128:4/rate=4/s,b=0.5", 0.5, None)
+
+
+def test_an_interval_that_does_not_hold_the_files_own_figure_is_not_shown(store):
+    """vLLM's file states its TPOT to the stream's end (20.33 ms); its records give 20.0 ms to the last
+    token: no interval is drawn around a figure it does not contain, and every one drawn contains its
+    figure."""
+    from tokenbench.judge.intervals import Book
+    from tokenbench.metrics.cell_summary import Metric
+    run = load_run(store, import_file(store, FIXTURES / "vllm-bench-serve.json", opts=ImportOptions()))
+    [cell], book = run.cells, Book(run)
+    tpot = Metric("tpot")
+    assert cell.value(tpot) == pytest.approx(20.333, abs=1e-3) and book.interval(cell, tpot) is None
+    shown = [(m, iv) for m in (Metric("ttft"), Metric("e2el"), Metric("output_throughput"), Metric("tpot", "p99"))
+             if (iv := book.interval(cell, m)) is not None]
+    assert shown and all(iv.lo * 0.999 <= cell.value(m) <= iv.hi * 1.001 for m, iv in shown)

@@ -48,7 +48,7 @@ def test_markdown_has_the_study_sections(store, stored_run):
                         "Per-request timeline", "Monitor timelines", "Timeslices and steady state",
                         "Metric definitions"]
     for needle in ("b6500", "SmolLM2-135M-Instruct", "profile=cpu-smollm2", "1,024", "tokenbench version",
-                   "(E2E - TTFT) / (output tokens - 1)", "slots4/slots2", "timeout"):
+                   "(t(last token) - t(first token)) / (output tokens - 1)", "slots4/slots2", "timeout"):
         assert needle in text
 
 

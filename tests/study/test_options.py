@@ -99,12 +99,14 @@ def test_one_cell_key_and_one_flag_rendering():
     flags as the engine argv does (a `--api-key` secret key is not doubled into `----api-key`)."""
     from tokenbench.deploy.engines import render_args
     from tokenbench.formats.importers import cell_key as imported_key
+    from tokenbench.formats.importers import plain_load
     from tokenbench.judge.views import ConfigInfo
     from tokenbench.spec.deploy_profile import Profile
     from tokenbench.spec.server_facts import ServerFacts
     closed = plan(bench_spec("--input-len", "512", "--output-len", "128", "--concurrency", "8"))
     rate = plan(bench_spec("--input-len", "512", "--output-len", "128", "--request-rate", "2"))
-    assert [c.key for c in closed.cells + rate.cells] == [imported_key(512, 128, 8, None), imported_key(512, 128, None, 2.0)]
+    assert [c.key for c in closed.cells + rate.cells] == [imported_key(512, 128, plain_load(8, None)),
+                                                          imported_key(512, 128, plain_load(None, 2.0))]
     profile = {"name": "p", "args": {"ctx-size": 4096, "--flash-attn": True, "mlock": False},
                "secret_args": {"--api-key": "KEY"}, "extra_args": ["--x"]}
     typed = Profile.model_validate({**profile, "engine": "llamacpp", "model": {"path": "m.gguf"}})

@@ -115,3 +115,26 @@ def test_sweep_dry_run_of_a_stored_run_plans_without_running(ref, tmp_path, caps
     capsys.readouterr()
     assert main(["sweep", "--resume", run_id, "--dry-run", "--db", db]) == 0
     assert "plan: 1 cells" in capsys.readouterr().out and len(cells(db)) == 1
+
+
+@pytest.mark.parametrize("arrival, burstiness", [("poisson", 1.0), ("constant", "inf")])
+def test_a_saved_rate_is_imported_as_the_same_load(ref, tmp_path, arrival, burstiness):
+    """--save-result of `--request-rate 40 --max-concurrency 2` writes vLLM's rate, cap and burstiness
+    (inf: constant gaps), and `tokenbench import` reads back that rate with that cap, never c=2."""
+    from tokenbench.formats.importers import import_file
+    from tokenbench.judge.views import load_run
+    from tokenbench.store.db import Store
+    args = ["bench", "--base-url", ref, "--input-len", "16", "--output-len", "4", "--request-rate", "40",
+            "--max-concurrency", "2", "--arrival", arrival, "--num-prompts", "8", "--save-result", "--save-detailed",
+            "--result-dir", str(tmp_path / "out"), "--no-store"]
+    assert main(args) == 0
+    (path,) = (tmp_path / "out").iterdir()
+    doc = json.loads(path.read_text())
+    assert (doc["request_rate"], doc["max_concurrency"], doc["burstiness"]) == (40.0, 2, burstiness)
+    store = Store(tmp_path / "r.db")
+    try:
+        [cell] = load_run(store, import_file(store, path), requests=False).cells
+    finally:
+        store.close()
+    assert (cell.concurrency, cell.request_rate, cell.summary.max_concurrency, cell.summary.arrival) == \
+        (None, 40.0, 2, arrival)

@@ -81,6 +81,7 @@ def study(**kw) -> dict:
     ({"users": []}, "the users axis is empty"),
     ({"client": {"workers": 2}}, "one client process"),
     ({"requests": {"num_prompts": 8}}, "counts sessions"),
+    ({"warmup_first_prompt": True}, "drop warmup_first_prompt"),
     ({"users": [], "session_rates": [1.0], "ramp_up_s": 2}, "needs users"),
     ({"find_capacity": True, "slo": {"ttft_ms": 500}}, "load is in users"),
 ])

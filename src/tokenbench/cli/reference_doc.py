@@ -45,8 +45,12 @@ VLLM_NOTES = """## Coming from `vllm bench serve` or SGLang's `bench_serving`
 - `--max-concurrency C` alone is one closed-loop cell at concurrency C (vLLM's default `--request-rate inf`
   bounded by C); `--request-rate inf --max-concurrency C` is the same; `--request-rate R` with
   `--max-concurrency C` is an open-loop cell at R requests/s with at most C in flight.
-- `--burstiness B` shapes Poisson arrivals as vLLM does (gamma gaps of shape B, same mean rate: B < 1
-  burstier, B > 1 more even); `--arrival constant` spaces requests exactly evenly.
+- `--request-rate R` with `--num-prompts N` sends N requests on one schedule spanning (N - 1) / R: Poisson
+  gaps scaled to that length as vLLM scales its gaps (vLLM: N / R, its first request after a first gap;
+  docs/metrics.md, "Open-loop schedules"), seeded per cell; the rate asked, scheduled and sent is stored
+  with the cell. `--burstiness B` shapes the gaps as vLLM does (gamma of shape B, same rate: B < 1
+  burstier, B > 1 more even); `--arrival constant` spaces requests exactly evenly (vLLM's `--burstiness
+  inf`).
 - `--goodput ttft:500 tpot:50` is `--slo ttft=500,tpot=50` (KEY in ttft, tpot, e2el; milliseconds).
 - `--num-warmups N` is `--warmup-requests N`; `--label` names the study (`name`), and the result files.
 - `--save-result` writes one JSON per cell with the top-level keys of vLLM's result file (`date`, `backend`,

@@ -7,7 +7,10 @@ Rules (docs/metrics.md):
 - a chunk carrying k tokens counts k: by token ids, else by a continuous usage count, else by one per
   chunk reconciled with the final usage (client.token_counts);
 - output and prompt token counts come from the server's `usage`; only when it sends none are they
-  counted from the chunks (`usage_source = "chunks"`), and the record says so.
+  counted from the chunks (`usage_source = "chunks"`), and the record says so;
+- a stream is complete at `data: [DONE]`, or at a clean end of the body (the transport saw no error)
+  after a finish_reason: `[DONE]` is a convention, not every server or gateway sends it; a body that ends
+  with neither was cut short (`reset`). The request's end is the `[DONE]` read, else the body's end.
 """
 
 from __future__ import annotations
@@ -175,7 +178,7 @@ def _plain_steps(raw: RawExchange, st: _State, per_step: int) -> Iterator[None]:
     st.usage = plain.usages[-1] if plain.usages else None
     st.finish_reason = plain.finish_reason
     st.text = ["".join(plain.texts)[:MAX_TEXT]]
-    st.done, st.done_ns = True, plain.done_ns
+    st.done, st.done_ns = plain.done_ns is not None, plain.done_ns
     st.counted = resolve_plain(plain.times, st.usage, plain.empty_finish_last_ns)
 
 
@@ -266,7 +269,7 @@ def _record(raw: RawExchange, req: PreparedRequest, index: int, phase: Phase, st
     )
     rec.error_kind = raw.error_kind or st.error_kind
     rec.error_detail = raw.error_detail or st.error_detail
-    if rec.error_kind is None and not st.done and raw.status == 200:
-        rec.error_kind, rec.error_detail = "reset", "stream ended without [DONE]"
+    if rec.error_kind is None and not st.done and raw.status == 200 and st.finish_reason is None:
+        rec.error_kind, rec.error_detail = "reset", "stream ended without [DONE] or a finish_reason"
     _check_lengths(rec, req)
     return rec

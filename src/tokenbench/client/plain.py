@@ -35,7 +35,7 @@ class PlainStream:
     finish_reason: str | None
     usages: list[dict[str, Any]]  # every non-empty usage, in order (the last one counts; each is checked)
     empty_finish_last_ns: int | None   # a finish event without text that was the last event with choices
-    done_ns: int | None           # when `data: [DONE]` came
+    done_ns: int | None           # when `data: [DONE]` came (None: the body ended without it)
 
 
 class NotPlain(Exception):
@@ -77,9 +77,9 @@ class PlainReader:
         return list(chain.from_iterable(map(repeat, ts, map(sub, pairs[1:], pairs))))
 
     def end(self) -> PlainStream:
-        if self.stream.done_ns is None:
-            raise NotPlain            # no [DONE], or an unterminated last event: the per-event path judges
-        return self.stream
+        if self.stream.done_ns is None and self._rest:
+            raise NotPlain            # an unterminated last event: the per-event path judges
+        return self.stream            # with or without [DONE] (client.parse decides whether it is complete)
 
     def _events(self, events: list[Event], times: list[int]) -> None:
         out = self.stream

@@ -27,7 +27,8 @@ FIRST_SUMMARY = ("num_prompts", "completed", "failed", "duration", "request_thro
                  "median_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "median_itl_ms", "p99_itl_ms", "mean_e2el_ms",
                  "median_e2el_ms", "p90_e2el_ms", "p99_e2el_ms")
 REQUEST_FIELDS = ("config", "cell", "phase", "index", "input_len", "output_len", "intended_ns", "sent_ns",
-                  "end_ns", "status", "ttft_ms", "tpot_ms", "e2el_ms", "prompt_tokens", "completion_tokens",
+                  "end_ns", "status", "ttft_ms", "tpot_ms", "e2el_ms", "stream_tail_ms", "prompt_tokens",
+                  "completion_tokens",
                   "cached_tokens", "usage_source", "finish_reason", "error_kind", "error_detail", "length_error")
 
 
@@ -66,8 +67,10 @@ def cell_rows(store: Store, run_id: str) -> list[dict]:
 
 
 def _request(r: RequestRecord) -> dict:
-    """A request as export writes it: the stored record (store/records.to_dict) and its TTFT, TPOT, E2EL."""
-    return {**to_dict(r), "ttft_ms": rm.ttft_ms(r), "tpot_ms": rm.tpot_ms(r), "e2el_ms": rm.e2el_ms(r)}
+    """A request as export writes it: the stored record (store/records.to_dict) and its TTFT, TPOT, E2EL
+    and stream tail."""
+    return {**to_dict(r), "ttft_ms": rm.ttft_ms(r), "tpot_ms": rm.tpot_ms(r), "e2el_ms": rm.e2el_ms(r),
+            "stream_tail_ms": rm.stream_tail_ms(r)}
 
 
 def request_rows(store: Store, run_id: str, phases: tuple[str, ...] = ("measure",)) -> list[dict]:

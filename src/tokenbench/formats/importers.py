@@ -55,7 +55,8 @@ ENGINE_OF_BACKEND = {"vllm": "vllm", "vllm-chat": "vllm", "sglang": "sglang", "s
 CSV_REQUIRED = ("engine", "model", "input_len", "output_len")
 CSV_FACTS = ("config", "engine", "engine_version", "model", "hardware", "devices", "params_b", "bytes_per_param",
              "kv_capacity_tokens", "temperature", "ignore_eos", "prefix_cache")
-CSV_CELL = ("input_len", "output_len", "concurrency", "request_rate", "num_prompts", "completed", "failed",
+CSV_CELL = ("input_len", "output_len", "concurrency", "request_rate", "max_concurrency", "num_prompts", "completed",
+            "failed",
             "duration", "request_throughput", "output_throughput", "total_token_throughput", "over_capacity",
             "source", "notes")
 CSV_COLUMNS = tuple(dict.fromkeys(CSV_REQUIRED + CSV_FACTS + CSV_CELL))
@@ -140,23 +141,40 @@ def _num(v) -> float | None:
     return None if math.isnan(x) or math.isinf(x) else x
 
 
-def cell_key(il: int, ol: int, conc: int | None, rate: float | None) -> str:
+def cell_key(il: int, ol: int, load: Load) -> str:
     """An imported cell keyed exactly as tokenbench keys its own (spec/keys.py)."""
-    load = Load.model_construct(concurrency=conc, request_rate=None if conc is not None else rate)
     return own_cell_key(Workload.model_construct(input_len=il, output_len=ol), load)   # other tools' values as given
 
 
-def _cell(lengths: tuple[int, int], conc: int | None, rate: float | None, summary: dict, kv: int | None = None,
+def plain_load(conc: int | None, rate: float | None, cap: int | None = None) -> Load:
+    """A concurrency, or a rate (Poisson) with an optional in-flight cap, as the file gave it (not validated)."""
+    if conc is not None:
+        return Load.model_construct(concurrency=conc)
+    return Load.model_construct(request_rate=rate, max_concurrency=cap)
+
+
+def _load_keys(load: Load) -> dict:
+    """The summary's keys of the load (metrics/tally.py writes the same for a measured cell)."""
+    if load.concurrency is not None:
+        return {"concurrency": load.concurrency, "request_rate": None}
+    shape = {"burstiness": load.burstiness} if load.burstiness != 1.0 else {}
+    return {"concurrency": None, "request_rate": load.request_rate, "max_concurrency": load.max_concurrency,
+            "arrival": load.arrival, **shape}
+
+
+def _cell(lengths: tuple[int, int], load: Load, summary: dict, kv: int | None = None,
           over: bool | None = None) -> CellRow:
-    """An imported cell: its figures as the other tool gave them, under tokenbench's (vLLM's) names."""
+    """An imported cell: its figures as the other tool gave them, under tokenbench's (vLLM's) names, and
+    its load as the tool ran it (a rate keeps its --max-concurrency cap: never a closed loop)."""
     il, ol = lengths
-    demand = conc * (il + ol) if conc else None
+    cap = load.in_flight_cap
+    demand = cap * (il + ol) if cap else None
     if over is None:
         over = bool(kv and demand and demand > kv)
-    typed = CellSummary.from_dict({**summary, "input_len": il, "output_len": ol, "concurrency": conc,
-                                   "request_rate": rate})
-    return CellRow(cell_key(il, ol, conc, rate), il, ol, "ok" if typed.completed != 0 else "failed", typed,
-                   concurrency=conc, request_rate=rate, kv_demand=demand, kv_capacity=kv, over_capacity=over)
+    typed = CellSummary.from_dict({**summary, "input_len": il, "output_len": ol, **_load_keys(load)})
+    return CellRow(cell_key(il, ol, load), il, ol, "ok" if typed.completed != 0 else "failed", typed,
+                   concurrency=load.concurrency, request_rate=load.request_rate, kv_demand=demand, kv_capacity=kv,
+                   over_capacity=over)
 
 
 def _lengths(doc: dict, asked_in: int | None = None, asked_out: int | None = None) -> tuple[int, int]:
@@ -169,14 +187,33 @@ def _lengths(doc: dict, asked_in: int | None = None, asked_out: int | None = Non
     return il, ol
 
 
-def _load(doc: dict) -> tuple[int | None, float | None]:
-    """(concurrency, rate): max_concurrency caps in-flight requests; an infinite rate with no cap sends
-    every request at once."""
-    rate = _num(doc.get("request_rate"))
-    conc = doc.get("max_concurrency")
-    if conc is None and rate is None:
-        conc = doc.get("num_prompts") or doc.get("completed")
-    return (int(conc) if conc else None), (None if conc else rate)
+def _count(v) -> int | None:
+    x = _num(v)
+    return int(x) if x else None
+
+
+def _arrival(burstiness) -> dict:
+    """vLLM's --burstiness as tokenbench's arrival: 1 (or not told) Poisson, inf constant gaps of 1 / rate
+    (vLLM's meaning of an infinite burstiness), else gamma gaps of that shape."""
+    b = _num(burstiness)
+    if b is None and str(burstiness).lower() in ("inf", "infinity"):
+        return {"arrival": "constant"}
+    if isinstance(burstiness, float) and math.isinf(burstiness):
+        return {"arrival": "constant"}
+    return {"arrival": "poisson", "burstiness": b or 1.0}
+
+
+def _load(doc: dict) -> Load:
+    """How the tool sent, from `request_rate`, `max_concurrency` and `burstiness` (vLLM's keys; SGLang
+    writes the first two, and "trace" for a replay). A finite rate stays a rate, capped by
+    max_concurrency when given; an infinite rate sends every request at once, as many as the cap lets in
+    flight: a closed loop of that width (of every request without a cap)."""
+    rate, cap = doc.get("request_rate"), _count(doc.get("max_concurrency"))
+    if rate == "trace":
+        return Load.model_construct(arrival="trace", max_concurrency=cap)
+    if _num(rate) is None:
+        return Load.model_construct(concurrency=cap or _count(doc.get("num_prompts") or doc.get("completed")))
+    return Load.model_construct(request_rate=_num(rate), max_concurrency=cap, **_arrival(doc.get("burstiness")))
 
 
 # vLLM bench serve ---------------------------------------------------------------------------------
@@ -218,17 +255,17 @@ def parse_vllm(doc: dict, opts: ImportOptions) -> Parsed:
     ins, outs = doc.get("input_lens"), doc.get("output_lens")
     il, ol = _lengths(doc, round(sum(ins) / len(ins)) if ins else None,
                       round(sum(outs) / len(outs)) if outs and any(outs) else None)
-    conc, rate = _load(doc)
+    load = _load(doc)
     engine = opts.engine or ENGINE_OF_BACKEND.get(str(doc.get("backend")), "unknown")
     name = opts.config or engine
     facts = {"engine": engine, "model": doc.get("model_id"), "tokenizer": doc.get("tokenizer_id"),
              "workload": {"temperature": _num(doc.get("temperature")), "ignore_eos": _bool(doc.get("ignore_eos"))},
              **opts.facts()}
-    return Parsed({name: facts}, [(name, _cell((il, ol), conc, rate, summary), _vllm_records(doc))])
+    return Parsed({name: facts}, [(name, _cell((il, ol), load, summary), _vllm_records(doc))])
 
 
 # SGLang bench_serving ------------------------------------------------------------------------------
-def parse_sglang_line(doc: dict) -> tuple[dict, int, int, int | None, float | None]:
+def parse_sglang_line(doc: dict) -> tuple[dict, int, int, Load]:
     if not isinstance(doc, dict) or "output_throughput" not in doc:
         raise UsageError("this line is not an SGLang bench_serving result (no output_throughput key)",
                          "pass --format vllm or csv")
@@ -240,22 +277,21 @@ def parse_sglang_line(doc: dict) -> tuple[dict, int, int, int | None, float | No
     exact = str(doc.get("dataset_name", "")).startswith("random") and _num(doc.get("random_range_ratio")) == 1.0
     il, ol = _lengths(doc, doc.get("random_input_len") if exact else None,
                       doc.get("random_output_len") if exact else None)
-    conc, rate = _load(doc)
-    return summary, il, ol, conc, rate
+    return summary, il, ol, _load(doc)
 
 
 def parse_sglang(lines: list[tuple[int, dict]], opts: ImportOptions, path: Path) -> Parsed:
     parsed = Parsed()
     for lineno, doc in lines:
         try:
-            summary, il, ol, conc, rate = parse_sglang_line(doc)
+            summary, il, ol, load = parse_sglang_line(doc)
         except UsageError as exc:
             raise UsageError(f"{path}:{lineno}: {exc.message}", exc.hint) from None
         engine = opts.engine or ENGINE_OF_BACKEND.get(str(doc.get("backend")), "unknown")
         name = opts.config or engine
         parsed.configs.setdefault(name, {"engine": engine, "workload": {"temperature": None, "ignore_eos": None},
                                          **opts.facts()})
-        parsed.cells.append((name, _cell((il, ol), conc, rate, summary), []))
+        parsed.cells.append((name, _cell((il, ol), load, summary), []))
     return parsed
 
 
@@ -289,8 +325,8 @@ def _csv_value(col: str, raw: str, where: str):
     except ValueError:
         raise UsageError(f"{where}: column {col} is '{raw}', not a number",
                          "write plain numbers, e.g. 6452.2") from None
-    ints = ("input_len", "output_len", "concurrency", "num_prompts", "completed", "failed", "devices",
-            "kv_capacity_tokens")
+    ints = ("input_len", "output_len", "concurrency", "max_concurrency", "num_prompts", "completed", "failed",
+            "devices", "kv_capacity_tokens")
     return int(v) if col in ints else v
 
 
@@ -347,7 +383,8 @@ def parse_csv(path: Path, text: str, opts: ImportOptions) -> Parsed:
             raise UsageError(f"{where}: config '{name}' has different {', '.join(diff)} than its earlier rows",
                              "give each server setup its own 'config' value")
         conc = v.get("concurrency")
-        cell = _cell((v["input_len"], v["output_len"]), conc, v.get("request_rate"), _csv_summary(v),
+        cell = _cell((v["input_len"], v["output_len"]), plain_load(conc, v.get("request_rate"), v.get("max_concurrency")),
+                     _csv_summary(v),
                      facts.get("kv_capacity_tokens"), v.get("over_capacity"))
         parsed.cells.append((name, cell, []))
     if not parsed.cells:
@@ -393,8 +430,8 @@ def parse_aisbench(path: Path, opts: ImportOptions) -> Parsed:
     summary["source"] = f"AISBench {res.model}/{res.dataset}"
     recs = aisbench.records(res, il, ol)
     summary = aisbench.filled(summary, recs)
-    parsed.cells.append((name, _cell((il, ol), conc, None if conc else _num(summary.get("request_throughput")),
-                                     summary), recs))
+    rate = None if conc else _num(summary.get("request_throughput"))
+    parsed.cells.append((name, _cell((il, ol), plain_load(conc, rate), summary), recs))
     return parsed
 
 

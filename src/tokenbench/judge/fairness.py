@@ -8,6 +8,12 @@ system prompt, what the assistant turns are, the API, the ramp; the users or ses
 load) instead of the prefix-cache state: a session's reuse of its history is what it measures, its hit rate
 a result, not a difference of workload. A value that differs is a difference; a value nothing stored can
 tell is "unknown". `compare --strict` refuses both.
+
+Cells pair by (input, output, load). Two cells at the same load figure are not the same load when one is
+a concurrency (closed loop) and the other a request rate (open loop), or two rates differ in their
+`--max-concurrency` cap (or how it held arrivals: queue or gate) or their arrival process: such cells are
+never paired (no ratio, no verdict), and the difference is an issue (check "load", its reason code in
+`detail`).
 """
 
 from __future__ import annotations
@@ -42,7 +48,9 @@ class Column:
         return self.run.cell_at(self.config.name, pair, load)
 
 
-Check = Literal["input_tokens", "output_tokens", "lengths", "sampling", "ignore_eos", "cache", "session_shape"]
+Check = Literal["input_tokens", "output_tokens", "lengths", "sampling", "ignore_eos", "cache", "session_shape",
+                "load"]
+LoadDiff = Literal["mode", "cap", "arrival"]     # closed vs open loop; the in-flight cap; the arrival process
 SINGLE_TURN = "single-turn"        # the session shape of a column's cells that are not sessions
 
 
@@ -67,12 +75,88 @@ class Issue:
     columns: tuple[str, ...]
     values: tuple[Value | None, ...] = ()
     cell: str = ""                  # a difference found in one common cell: its label
+    detail: LoadDiff | None = None  # check "load": what makes the loads different
+
+
+Cap = tuple[int, str] | None      # a rate's in-flight cap and how it held arrivals (queue, gate)
+
+
+def load_shape(c: CellInfo) -> tuple[str, float | None, Cap, str | None, float | None]:
+    """What a cell's load is: (its dimension (judge/load_axes.py), its figure, the in-flight cap of a rate, arrival, burstiness);
+    None where the cell does not tell (an imported file that does not say how it sent). A cap held
+    arrivals as a queue (vLLM's and SGLang's, so any imported cap) unless the cell says gate."""
+    s, key = c.summary, c.load
+    if key.dimension in ("concurrency", "users"):
+        return (key.dimension, key.value, None, None, None)
+    cap = (s.max_concurrency, (s.send.send_cap if s.send else None) or "queue") if s.max_concurrency else None
+    return (key.dimension, c.request_rate, cap, s.arrival, s.burstiness or (1.0 if s.arrival else None))
+
+
+def load_difference(a: CellInfo, b: CellInfo) -> LoadDiff | None:
+    """Why two cells at the same (pair, load figure) are not the same load, or None when they are."""
+    (mode_a, _, cap_a, arr_a, b_a), (mode_b, _, cap_b, arr_b, b_b) = load_shape(a), load_shape(b)
+    if mode_a != mode_b:
+        return "mode"
+    if cap_a != cap_b:
+        return "cap"
+    told = None not in (arr_a, arr_b)
+    return "arrival" if told and (arr_a, b_a) != (arr_b, b_b) else None
+
+
+def paired(cells: list[CellInfo | None]) -> bool:
+    """Every cell present and all of the same load (so their figures may be set side by side)."""
+    present = [c for c in cells if c is not None]
+    return len(present) == len(cells) and all(load_difference(present[0], c) is None for c in present[1:])
 
 
 def common_cells(cols: list[Column]) -> list[tuple[tuple[int, int], LoadKey]]:
-    """The (pair, load) every column measured; a load is matched within its own dimension (load_axes)."""
+    """The (pair, load) every column measured, a load matched within its own dimension (load_axes), and
+    of the same load there (`paired`: the same arrival process, a cap held the same way)."""
     keys = [{(c.pair, c.load) for c in col.cells()} for col in cols]
+    common = sorted(set.intersection(*keys)) if keys else []
+    return [(p, k) for p, k in common if paired([col.cell(p, k) for col in cols])]
+
+
+def _same_figure(cols: list[Column]) -> list[tuple[tuple[int, int], float]]:
+    """The (pair, load figure) every column measured, whatever the load's dimension ('4' of c=4 and 4/s)."""
+    keys = [{(c.pair, c.x) for c in col.cells()} for col in cols]
     return sorted(set.intersection(*keys)) if keys else []
+
+
+def _differing(cols: list[Column], p: tuple[int, int], x: float) -> list[CellInfo] | None:
+    """The columns' cells at one (pair, load figure) whose loads differ (one per column), or None: at a load
+    key they share, those cells when they are not the same load; with none shared, each column's first."""
+    groups = [[c for c in col.cells() if c.pair == p and c.x == x] for col in cols]
+    shared = set.intersection(*({c.load for c in g} for g in groups))
+    for k in sorted(shared):
+        at = [col.cell(p, k) for col in cols]
+        if not paired(at):
+            return [c for c in at if c is not None]
+    return None if shared else [g[0] for g in groups]
+
+
+def load_issues(cols: list[Column]) -> list[Issue]:
+    """Cells at the same (pair, load figure) whose loads differ (a rate beside a concurrency, another cap or
+    arrival process): one issue per figure; such cells are never paired."""
+    out = []
+    for p, x in _same_figure(cols):
+        cells = _differing(cols, p, x)
+        why = next((d for c in cells[1:] if (d := load_difference(cells[0], c)) is not None), None) if cells else None
+        if cells and why is not None:
+            out.append(Issue("differs", "load", tuple(col.label for col in cols), tuple(load_text(c) for c in cells),
+                             cells[0].label, why))
+    return out
+
+
+def load_text(c: CellInfo) -> str:
+    """The load as the tools spell it: 'c=8', '8/s', '8/s max 4 in flight', '8/s constant', '8/s b=0.5'."""
+    mode, x, cap, arrival, burst = load_shape(c)
+    if mode in ("concurrency", "users"):
+        return c.load.label
+    head = "replay" if mode == "replay" else f"{x:g}/s"
+    shape = [f"b={burst:g}" if burst not in (None, 1.0) else "", "constant" if arrival == "constant" else "",
+             f"max {cap[0]} in flight" + (" (gate)" if cap[1] == "gate" else "") if cap else ""]
+    return " ".join([head, *(w for w in shape if w)])
 
 
 def _tokens(c: CellInfo, which: str) -> float | None:
@@ -158,7 +242,7 @@ def _compare(check: Check, cols: list[Column], vals: list, where: str, numeric: 
 
 
 def check(cols: list[Column]) -> list[Issue]:
-    issues: list[Issue] = []
+    issues: list[Issue] = load_issues(cols)
     common = common_cells(cols)
     for which in ("input", "output"):
         for pair, x in common:

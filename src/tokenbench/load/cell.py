@@ -21,12 +21,14 @@ from tokenbench.client.request import PreparedRequest, Prompt, RequestOptions, p
 from tokenbench.client.spool import Spool
 from tokenbench.client.transport import Session
 from tokenbench.errors import UsageError
+from tokenbench.load.arrivals import arrival_seed
 from tokenbench.load.executors import Executor, InProcess
 from tokenbench.load.runner import CellRun, Phases, Sessions, Work
 from tokenbench.load.target import Endpoint
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.figure_bounds import figure_health
 from tokenbench.metrics.interruption import Interruption
+from tokenbench.metrics.send_rates import send_rates
 from tokenbench.metrics.sessions import SessionFigures, TurnTally, shape_of
 from tokenbench.metrics.summary_groups import ClientHealth, WorkloadFacts
 from tokenbench.metrics.tally import CellTally
@@ -291,12 +293,12 @@ async def run_cell(session: Session, job: CellJob) -> CellResult:
     work = _sessions(job, n_warm) if load.sessions else _requests(job, n_warm)
     prompts = work.prompts
     phases = Phases(job.key, list(_prepare(job, prompts.warmup)), _warmup_load(load, n_warm),
-                    work.measure, load, wl.seed, work.count,
+                    work.measure, load, arrival_seed(wl.seed, job.key), work.count,
                     planned_count(load, wl.input_len, "prepared") or 0, prompts.offsets_ns)
     prompts.warmup, prompts.measure = [], []        # the requests being made hold them now (images are large)
     intake = _Intake(job.study.slo, job.keep_records, job.on_progress, job.study.timeslice_s)
     run = await job.executor.run(session, phases, intake)
-    return _result(job, work, phases.count, intake, run)
+    return _result(job, work, phases, intake, run)
 
 
 def _session_figures(job: CellJob, fb: Feedback, turns: TurnTally) -> SessionFigures:
@@ -306,11 +308,12 @@ def _session_figures(job: CellJob, fb: Feedback, turns: TurnTally) -> SessionFig
     return SessionFigures.model_validate({**shape.model_dump(exclude_unset=True), **went, **turns.figures()})
 
 
-def _result(job: CellJob, work: _Work, n_meas: int | None, sink: _Intake, run: CellRun) -> CellResult:
-    wl, load, prompts, health = job.workload, job.load, work.prompts, run.client_health
+def _result(job: CellJob, work: _Work, phases: Phases, sink: _Intake, run: CellRun) -> CellResult:
+    wl, load, prompts, health, n_meas = job.workload, job.load, work.prompts, run.client_health, phases.count
     summary = sink.tally.summary(load, *prompts.nominal_lengths(wl))
     one_loop = (health.client_workers or 1) <= 1            # every stamp taken by the loop the stalls held
-    summary = summary.with_(health=health, facts=prompts.facts,
+    rates = send_rates(sink.tally.send_times(), load, run.slot_waits, phases.seed)   # open loop: rates sent
+    summary = summary.with_(health=health, facts=prompts.facts, **({"send": rates} if rates else {}),
                             figures=figure_health(summary, sink.tally, health.stalls, one_loop))
     if work.feedback is not None:
         summary = summary.with_(sessions=_session_figures(job, work.feedback, sink.turns))

@@ -3,8 +3,10 @@
 Clocks: perf_counter_ns is not comparable across machines. Before a cell the driver estimates each
 actor's clock offset with Cristian's method (several round trips; the one with the smallest round
 trip wins; offset = actor_clock - (t_send + t_recv) / 2, error <= half that round trip). The driver
-picks the measured phase's start instant on its own clock, each actor starts at that instant converted
-to its clock, and every timestamp an actor returns is converted back to the driver's clock. Latencies
+picks the measured phase's t0 on its own clock, each actor's phase starts at that t0 converted to its
+clock (t0 + its offset: the same instant), so the actors send the slots of ONE schedule, and every
+timestamp an actor returns is converted back to the driver's clock (intended send times included: they
+are then the one schedule's, t0 + schedule[i]). Latencies
 (TTFT, TPOT, ITL, E2EL) are differences on one node's clock and need no conversion at all.
 
 Placement: the n actors live in a placement group of n tiny bundles (BUNDLE_CPU each) with the SPREAD
@@ -30,6 +32,7 @@ from tokenbench.errors import UsageError
 from tokenbench.load.clock import new_loop
 from tokenbench.load.runner import CellRun, Outlets, run_phase
 from tokenbench.load.workers import WorkerJob, merge_health, reindex
+from tokenbench.metrics.send_rates import SlotWaits
 from tokenbench.metrics.summary_groups import ClientHealth
 
 PROBES = 7
@@ -105,20 +108,22 @@ class ClientActor:
             run_phase(self._send, job.measure, job.measure_plan(start_local_ns), Outlets(record=self.finished.append))),
             self.loop)
 
-    def take(self, limit: int) -> tuple[list[RequestRecord], ClientHealth | None]:
+    def take(self, limit: int) -> tuple[list[RequestRecord], tuple[ClientHealth, SlotWaits] | None]:
         """Up to `limit` records finished so far (the loop thread appends, this thread pops: a deque is
-        safe for that), and the client health once the phase ended and every record was taken (a
-        stopped phase's has `stopped_after_s`)."""
+        safe for that), and the client health and slot waits once the phase ended and every record was
+        taken (a stopped phase's health has `stopped_after_s`)."""
         assert self.running is not None and self.job is not None
         ended = self.running.done()
         batch = [self.finished.popleft() for _ in range(min(limit, len(self.finished)))]
-        health = _health(self.running.result()) if ended and not self.finished else None
-        return reindex(batch, self.job), health
+        end = _end(self.running.result()) if ended and not self.finished else None
+        return reindex(batch, self.job), end
 
 
-def _health(run: CellRun | None) -> ClientHealth:
-    """A phase's health; one stopped before it began has only its stop."""
-    return run.client_health if run is not None else ClientHealth(stopped_after_s=0.0)
+def _end(run: CellRun | None) -> tuple[ClientHealth, SlotWaits]:
+    """A phase's health and slot waits; one stopped before it began has only its stop."""
+    if run is None:
+        return ClientHealth(stopped_after_s=0.0), SlotWaits()
+    return run.client_health, run.slot_waits
 
 
 class _Halt:
@@ -191,10 +196,11 @@ def _actors(ray, group, jobs: list[WorkerJob]) -> list:
             for i, job in enumerate(jobs)]
 
 
-def _collect(ray, actors: list, offsets: list[int], halt: _Halt) -> tuple[list[RequestRecord], list[ClientHealth]]:
-    """Batches from every actor until each has sent its last one with its health."""
+def _collect(ray, actors: list, offsets: list[int], halt: _Halt
+             ) -> tuple[list[RequestRecord], list[tuple[ClientHealth, SlotWaits]]]:
+    """Batches from every actor until each has sent its last one with its health and slot waits."""
     records: list[RequestRecord] = []
-    health: dict[int, ClientHealth] = {}
+    health: dict[int, tuple[ClientHealth, SlotWaits]] = {}
     while len(health) < len(actors):
         halt.check()
         pending = [i for i in range(len(actors)) if i not in health]
@@ -203,7 +209,8 @@ def _collect(ray, actors: list, offsets: list[int], halt: _Halt) -> tuple[list[R
             records.extend(to_driver_clock(batch, offsets[i]))
             got += len(batch)
             if h is not None:
-                health[i] = h.model_copy(update={"stalls": h.stalls.shifted(offsets[i])})   # the driver's clock
+                part, waits = h
+                health[i] = (part.model_copy(update={"stalls": part.stalls.shifted(offsets[i])}), waits)  # driver's clock
         if not got and len(health) < len(actors):
             time.sleep(POLL_S)
     return records, [health[i] for i in range(len(actors))]
@@ -225,7 +232,7 @@ def run_ray(address: str, jobs: list[WorkerJob], stop: threading.Event | None = 
         offsets = [clock_offset(ray, a) for a in actors]
         recs: list[RequestRecord] = []
         if halt.check():
-            parts = [ClientHealth(stopped_after_s=0.0)]
+            parts = [(ClientHealth(stopped_after_s=0.0), SlotWaits())]
         else:
             start = time.perf_counter_ns() + START_MARGIN_NS
             ray.get([a.start.remote(j, start + off) for a, j, off in zip(actors, jobs, offsets, strict=False)])
@@ -235,6 +242,7 @@ def run_ray(address: str, jobs: list[WorkerJob], stop: threading.Event | None = 
             ray.kill(a)
         ray.util.remove_placement_group(group)
     warm = to_driver_clock(warm, 0)
-    health = merge_health(parts).model_copy(update={"clock_offsets_ns": offsets, "ray_nodes": nodes})
-    stopped = any(p.stopped_after_s is not None for p in parts)
-    return sorted(warm, key=lambda r: r.index), CellRun(sorted(recs, key=lambda r: r.index), health, stopped)
+    health = merge_health([h for h, _ in parts]).model_copy(update={"clock_offsets_ns": offsets, "ray_nodes": nodes})
+    waits = SlotWaits().merged([w for _, w in parts])
+    stopped = any(h.stopped_after_s is not None for h, _ in parts)
+    return sorted(warm, key=lambda r: r.index), CellRun(sorted(recs, key=lambda r: r.index), health, stopped, waits)

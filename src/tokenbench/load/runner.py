@@ -35,9 +35,10 @@ from typing import Any, Generic, Protocol, TypeVar
 from tokenbench.client.parse import parse_steps
 from tokenbench.client.records import Phase, RawExchange, RequestRecord
 from tokenbench.client.request import PreparedRequest
-from tokenbench.load.arrivals import offsets_ns
+from tokenbench.load.arrivals import arrivals_of, offsets_ns
 from tokenbench.load.clock import Clock, MonotonicClock
 from tokenbench.load.lag import LoopLagProbe
+from tokenbench.metrics.send_rates import SlotWaits
 from tokenbench.metrics.summary_groups import ClientHealth
 from tokenbench.metrics.verify import UNREACHABLE_AFTER
 from tokenbench.spec.bench import Load
@@ -60,6 +61,7 @@ class CellRun:
     records: list[RequestRecord]
     client_health: ClientHealth
     stopped: bool = False         # the user stopped the phase (Ctrl-C); what finished before is kept
+    slot_waits: SlotWaits = field(default_factory=SlotWaits)   # open loop: sends that waited for a free slot
 
 
 def stopped_before(warmup: CellRun) -> CellRun:
@@ -80,7 +82,8 @@ class PhasePlan:
     load: Load
     seed: int = 0                             # of the open loop's generated arrivals
     offsets: Sequence[int] | None = None      # open loop, ns: request i due at t0 + offsets[i] (a trace's arrivals)
-    start_ns: int | None = None               # begin at this instant (same clock): several workers start at once
+    start_ns: int | None = None               # t0 of the phase, chosen by the coordinator (same clock): several
+                                              # workers share it, so they send the slots of ONE schedule
     stoppable: bool = False                   # a cancellation (Ctrl-C) ends the phase with what finished
 
 
@@ -177,6 +180,7 @@ class _Sender:
     clock: Clock
     out: _Reducer
     on_done: Callable[[], None]
+    waits: SlotWaits = field(default_factory=SlotWaits)
     numbers: Iterator[int] = field(default_factory=itertools.count)   # request indices (sessions)
 
     async def closed_loop(self, concurrency: int, deadline_ns: int | None) -> None:
@@ -197,11 +201,23 @@ class _Sender:
         if slots is None:
             raw = await self.send(req, intended)
         else:
+            asked = self.clock.now_ns() if slots.locked() else None
             async with slots:
+                if asked is not None:
+                    self.waits.add(self.clock.now_ns() - asked)
                 raw = await self.send(req, intended)
         self.pool.note(raw)
         self.out.append((i, req, raw))
         self.on_done()
+
+    async def _acquire(self, gate: asyncio.Semaphore) -> int:
+        """Take a slot for the schedule (rate_cap gate); a wait for one is counted as a slot wait. When."""
+        asked = self.clock.now_ns() if gate.locked() else None
+        await gate.acquire()
+        now = self.clock.now_ns()
+        if asked is not None:
+            self.waits.add(now - asked)
+        return now
 
     async def _gated(self, slots: asyncio.Semaphore, i: int, req: PreparedRequest, intended: int) -> None:
         """A request whose slot the schedule already took (rate_cap gate): send it, then free the slot."""
@@ -284,8 +300,7 @@ class _Sender:
                 if item is None:
                     break
                 if gate is not None:
-                    await gate.acquire()
-                    shift = max(shift, self.clock.now_ns() - t0 - off)
+                    shift = max(shift, await self._acquire(gate) - t0 - off)
                 sending = asyncio.ensure_future(start(item, due))
                 tasks.add(sending)
                 sending.add_done_callback(tasks.discard)       # a soak keeps only the requests in flight
@@ -394,7 +409,8 @@ async def run_phase(send: Send, requests: Work, plan: PhasePlan, out: Outlets = 
     `requests` may be a lazy iterator (a duration cell takes as many as its duration needs), or a sessions
     load's conversations. A trace's load needs `plan.offsets`. A stoppable phase ends early on a
     cancellation (Ctrl-C) and returns what finished (requests cut off are recorded as `cancelled`), with
-    `stopped` set."""
+    `stopped` set. With `plan.start_ns` the phase's t0 is that instant exactly (every worker's schedule
+    starts at the coordinator's t0, however late this process woke), else the moment it starts."""
     load = plan.load
     if load.arrival == "trace" and plan.offsets is None:
         raise ValueError("a trace load needs explicit arrival offsets")
@@ -402,13 +418,14 @@ async def run_phase(send: Send, requests: Work, plan: PhasePlan, out: Outlets = 
     pool, probe = _pool(requests, load, clock), LoopLagProbe()
     reducer = _Reducer(plan.name, out, max(PENDING_HARD, load.in_flight_cap or 0))
     sender = _Sender(send, pool, clock, reducer, out.done)
+    schedule = _schedule(plan, pool.count)           # drawn (and scaled) before t0
     stopped = False
     with _young_gc_only():
         reducing = asyncio.ensure_future(reducer.run())
-        t0 = clock.now_ns()
+        t0 = plan.start_ns if plan.start_ns is not None else clock.now_ns()
         try:
             t0 = await _begin(clock, plan, probe)
-            await _loop(sender, plan, t0)
+            await _loop(sender, plan, schedule, t0)
         except asyncio.CancelledError:
             stopped = _stoppable(plan)
         finally:
@@ -417,15 +434,16 @@ async def run_phase(send: Send, requests: Work, plan: PhasePlan, out: Outlets = 
     health = health.model_copy(update=_exhausted(pool, load, t0))
     if stopped:
         health = health.model_copy(update={"stopped_after_s": (clock.now_ns() - t0) / 1e9})
-    return CellRun(records=records, client_health=health, stopped=stopped)
+    return CellRun(records=records, client_health=health, stopped=stopped, slot_waits=sender.waits)
 
 
 async def _begin(clock: Clock, plan: PhasePlan, probe: LoopLagProbe) -> int:
-    """Wait for the phase's start instant (several workers start at once), start the lag probe; t0."""
+    """Wait for the phase's start instant, start the lag probe; t0. With `plan.start_ns` t0 is that instant
+    exactly (every worker's schedule starts at the coordinator's t0, however late this process woke)."""
     if plan.start_ns is not None:
         await clock.sleep_until(plan.start_ns)
     probe.start()
-    return clock.now_ns()
+    return plan.start_ns if plan.start_ns is not None else clock.now_ns()
 
 
 def _stoppable(plan: PhasePlan) -> bool:
@@ -438,7 +456,20 @@ def _stoppable(plan: PhasePlan) -> bool:
     return True
 
 
-async def _loop(sender: _Sender, plan: PhasePlan, t0: int) -> None:
+def _schedule(plan: PhasePlan, prepared: int | None) -> Iterable[int] | None:
+    """The open loop's offsets (of requests, or of session starts): the trace's, the workers' share of the
+    one schedule, or the cell's own (N = arrivals_of: --num-prompts or num_sessions, or rate x duration, or
+    the requests prepared when fewer; seeded by the cell); None for a closed loop (concurrency or users)."""
+    load = plan.load
+    if load.concurrency is not None or load.users is not None:
+        return None
+    if plan.offsets is not None:
+        return plan.offsets
+    return offsets_ns(load.request_rate or load.session_rate or 0.0, load.arrival, random.Random(plan.seed),
+                      arrivals_of(load, prepared), load.duration_s, load.burstiness)
+
+
+async def _loop(sender: _Sender, plan: PhasePlan, schedule: Iterable[int] | None, t0: int) -> None:
     """Closed loop until the requests (or the duration) run out; open loop on the arrival schedule;
     sessions: users, or session starts on their schedule (no turn is sent after the duration)."""
     load = plan.load
@@ -446,12 +477,9 @@ async def _loop(sender: _Sender, plan: PhasePlan, t0: int) -> None:
     if load.users is not None:
         await sender.users(load, deadline, t0)
         return
-    if load.concurrency is not None:
-        await sender.closed_loop(load.concurrency, deadline)
+    if schedule is None:
+        await sender.closed_loop(load.concurrency or 1, deadline)
         return
-    schedule: Iterable[int] = plan.offsets if plan.offsets is not None else offsets_ns(
-        load.request_rate or load.session_rate or 0.0, load.arrival, random.Random(plan.seed), sender.pool.count,
-        load.duration_s, load.burstiness)
     if load.session_rate is not None:
         await sender.session_starts(schedule, t0, deadline)
         return

@@ -1,10 +1,12 @@
 """Split one cell's load over N client processes, each with its own event loop, and merge exactly.
 
-Closed loop: concurrency C becomes C//N (+1 for the first C%N workers); open loop: rate r becomes r/N
-per worker (a sum of independent Poisson processes is Poisson at the summed rate), the in-flight cap is
-split like C. Requests are dealt round-robin (request i goes to worker i % N and keeps its index i).
-All workers finish warmup, meet at a barrier, and start the measured phase at one shared instant on
-CLOCK_MONOTONIC (perf_counter_ns is system-wide on Linux, so records need no conversion).
+Closed loop: concurrency C becomes C//N (+1 for the first C%N workers); open loop: each worker's share
+is r/N, as the slots k, k + N, ... of the cell's ONE schedule that it sends, and the in-flight cap is
+split like C. Requests are dealt round-robin (request i goes to worker i % N and keeps its index i), with
+their slots. All workers finish warmup, meet at a barrier, and the coordinator (this process)
+chooses one t0 on CLOCK_MONOTONIC (perf_counter_ns is system-wide on Linux: the same clock in every
+process, so records need no conversion): each worker's phase starts at that t0 exactly, whenever the
+worker woke, so request i is due at t0 + schedule[i] in whichever process sends it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import multiprocessing as mp
 import signal
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tokenbench.client.records import RequestRecord
@@ -24,10 +26,11 @@ from tokenbench.errors import UsageError
 from tokenbench.load import clock
 from tokenbench.load.arrivals import schedule
 from tokenbench.load.runner import CellRun, Outlets, PhasePlan, Phases, Sessions, run_phase
+from tokenbench.metrics.send_rates import SlotWaits
 from tokenbench.metrics.summary_groups import ClientHealth
 from tokenbench.spec.bench import Load
 
-START_DELAY_NS = 50_000_000   # workers start the measured phase 50 ms after the barrier opens
+START_DELAY_NS = 500_000_000  # t0 of the measured phase: 500 ms after the barrier opens (time to wake every worker)
 POLL_S = 0.1                  # the parent collects results and progress this often
 STOP_POLL_S = 0.05            # a worker checks this often whether the parent called it off (Ctrl-C)
 
@@ -83,6 +86,7 @@ class WorkerPart:
     measured: list[RequestRecord]
     health: ClientHealth
     stopped: bool = False
+    slot_waits: SlotWaits = field(default_factory=SlotWaits)   # open loop: sends that waited for a free slot
 
 
 class _Watched:
@@ -135,7 +139,8 @@ async def _phases(job: WorkerJob, sync: StartLine, progress, watched: _Watched, 
                                       Outlets(done=lambda: _bump(progress))))
     if run is None:
         return WorkerPart(reindex(warm.records, job), [], warm.client_health, stopped=True)
-    return WorkerPart(reindex(warm.records, job), reindex(run.records, job), run.client_health, run.stopped)
+    return WorkerPart(reindex(warm.records, job), reindex(run.records, job), run.client_health, run.stopped,
+                      run.slot_waits)
 
 
 def _bump(progress) -> None:
@@ -236,7 +241,8 @@ async def run_workers(jobs: list[WorkerJob], on_done: Callable[[int], None] = la
     warm = sorted((r for p in parts for r in p.warmup), key=lambda r: r.index)
     recs = sorted((r for p in parts for r in p.measured), key=lambda r: r.index)
     return warm, CellRun(records=recs, client_health=merge_health([p.health for p in parts]),
-                         stopped=any(p.stopped for p in parts))
+                         stopped=any(p.stopped for p in parts),
+                         slot_waits=SlotWaits().merged([p.slot_waits for p in parts]))
 
 
 async def _collect(procs, sync: StartLine, results, progress, on_done) -> list[WorkerPart]:

@@ -14,7 +14,9 @@ from pydantic import BaseModel, ConfigDict
 
 from tokenbench.metrics.figure_marks import FigureHealth
 from tokenbench.metrics.interruption import Interruption
+from tokenbench.metrics.send_rates import SendRates
 from tokenbench.metrics.sessions import SessionFigures
+from tokenbench.metrics.stream_tail import StreamTail
 from tokenbench.metrics.summary_groups import (
     ClientHealth,
     Group,
@@ -32,7 +34,8 @@ LATENCIES: tuple[Latency, ...] = ("ttft", "tpot", "itl", "e2el")           # vLL
 STATISTICS: tuple[Statistic, ...] = ("mean", "median", "std", "min", "max", "p50", "p90", "p95", "p99")
 GROUPS: dict[str, type[Group]] = {"health": ClientHealth, "facts": WorkloadFacts, "monitor": MonitorFigures,
                                   "counters": ServerCounters, "interruption": Interruption,
-                                  "sessions": SessionFigures, "figures": FigureHealth, "slices": Timeslices}
+                                  "sessions": SessionFigures, "figures": FigureHealth,
+                                  "send": SendRates, "tail": StreamTail, "slices": Timeslices}
 RATES: tuple[Rate, ...] = ("output_throughput", "request_throughput", "request_goodput")
 KEY_OF_STAT: dict[str, Statistic] = {"mean": "mean", "p50": "median", "p90": "p90", "p99": "p99"}
 
@@ -46,7 +49,8 @@ class CellSummary(BaseModel):
     concurrency: int | None = None           # closed loop
     request_rate: float | None = None        # open loop, requests/s
     max_concurrency: int | None = None
-    arrival: str | None = None               # open loop: poisson | gamma | constant | trace
+    arrival: str | None = None               # open loop: poisson | constant | trace
+    burstiness: float | None = None          # open loop, Poisson: gamma shape of the gaps, when not 1
     input_len: Number | None = None          # asked (datasets: the mean asked)
     output_len: Number | None = None
     # counts of the measured requests (None: not told, as in some imported results)
@@ -168,6 +172,8 @@ class CellSummary(BaseModel):
     steady_output_throughput: float | None = None
     steady_total_token_throughput: float | None = None
     # added by other stages
+    tail: StreamTail | None = None           # the tally: last token to the end of the stream
+    send: SendRates | None = None            # open loop: the send rates asked, scheduled, achieved (load/cell.py)
     health: ClientHealth | None = None
     facts: WorkloadFacts | None = None
     client_lag_tolerated: str | None = None  # the verdict: --allow-client-lag kept the cell ok despite this

@@ -24,10 +24,16 @@ def e2el_ms(r: RequestRecord) -> float:
 
 
 def tpot_ms(r: RequestRecord) -> float | None:
-    """Time per output token after the first: (E2EL - TTFT) / (output_tokens - 1)."""
+    """Time per output token after the first: (last token - first token) / (output_tokens - 1); it ends at
+    the last token-bearing chunk, as vLLM's (the stream's tail after it is `stream_tail_ms`)."""
     if r.ttft_ns is None or r.output_tokens < 2:
         return None
-    return (r.e2el_ns - r.ttft_ns) / (r.output_tokens - 1) / NS_PER_MS
+    return (r.token_times_ns[-1] - r.token_times_ns[0]) / (r.output_tokens - 1) / NS_PER_MS
+
+
+def stream_tail_ms(r: RequestRecord) -> float | None:
+    """Stream tail: end of stream - last token-bearing chunk (None without a token)."""
+    return (r.end_ns - r.token_times_ns[-1]) / NS_PER_MS if r.token_times_ns else None
 
 
 def ntpot_ms(r: RequestRecord) -> float | None:

@@ -16,7 +16,9 @@ from tokenbench.client.records import RequestRecord
 from tokenbench.metrics import request as rm
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.coalesced import Coalesced
+from tokenbench.metrics.send_rates import SendTimes
 from tokenbench.metrics.stats import describe
+from tokenbench.metrics.stream_tail import stream_tail
 from tokenbench.metrics.timeslices import Columns
 from tokenbench.metrics.timeslices import compute as timeslices
 from tokenbench.metrics.token_log import TokenLog
@@ -49,8 +51,8 @@ class CellTally:
     def __init__(self, slo: SLO | None = None, slice_s: float = 10.0) -> None:
         self.slo = slo if slo is not None and not slo.is_empty() else None
         self.slice_s = slice_s                         # width of the cell's timeslices (metrics/timeslices.py)
-        self.all = _Columns("sent", "end", "intended")
-        self.ok = _Columns("sent", "end", "first", "ttfc", "out", "prompt", "queue", "connect", "last")
+        self.all = _Columns("sent", "end", "intended", "wrote", "connect")
+        self.ok = _Columns("sent", "end", "first", "last", "ttfc", "out", "prompt", "queue", "connect")
         self.tokens = TokenLog()                       # chunk times and counts (bounded: metrics/token_log.py)
         self.coalesced = Coalesced()                   # reads of several chunks (metrics/figure_bounds.py)
         self.zero_token = 0                            # ok requests without a token-bearing chunk
@@ -66,7 +68,8 @@ class CellTally:
         return len(self.all)
 
     def add(self, r: RequestRecord) -> None:
-        self.all.add(r.sent_ns, r.end_ns, r.intended_ns)
+        self.all.add(r.sent_ns, r.end_ns, r.intended_ns, r.sent_ns + (r.connect_ns if r.connect_in_ttft else 0),
+                     r.connect_ns)
         self.length_mismatches += bool(r.length_error)
         self.images[0] += r.images
         if not r.ok:
@@ -76,8 +79,8 @@ class CellTally:
 
     def _add_ok(self, r: RequestRecord) -> None:
         first, last = (r.token_times_ns[0], r.token_times_ns[-1]) if r.token_times_ns else (-1, -1)
-        self.ok.add(r.sent_ns, r.end_ns, first, -1 if r.first_content_ns is None else r.first_content_ns,
-                    r.output_tokens, r.prompt_tokens or r.input_len, r.queue_ns, r.connect_ns, last)
+        self.ok.add(r.sent_ns, r.end_ns, first, last, -1 if r.first_content_ns is None else r.first_content_ns,
+                    r.output_tokens, r.prompt_tokens or r.input_len, r.queue_ns, r.connect_ns)
         self.tokens.add(r.token_times_ns, r.token_counts)
         self.coalesced.add(r.token_times_ns, r.sent_ns)
         self.zero_token += not r.token_times_ns
@@ -104,6 +107,10 @@ class CellTally:
             self.images_counted = True
 
     # ---- the summary ----
+
+    def send_times(self) -> SendTimes:
+        """Every measured send's due, write and connect times (metrics/send_rates.py)."""
+        return SendTimes(self.all.np("intended"), self.all.np("wrote"), self.all.np("connect"))
 
     def summary(self, load: Load, input_len: int, output_len: int) -> CellSummary:
         return CellSummary.model_validate(self._figures(load, input_len, output_len))
@@ -161,7 +168,7 @@ class CellTally:
 
     def _latencies(self) -> dict:
         ok = self.ok
-        sent, end, first, ttfc = ok.np("sent"), ok.np("end"), ok.np("first"), ok.np("ttfc")
+        sent, end, first, last, ttfc = ok.np("sent"), ok.np("end"), ok.np("first"), ok.np("last"), ok.np("ttfc")
         outs, e2el = ok.np("out"), end - sent
         has_first = first >= 0
         ttft = first - sent
@@ -173,7 +180,7 @@ class CellTally:
         out["new_connections"] = new = int((connect != 0).sum())
         if new:
             out.update(describe(connect[connect != 0] / MS, "connect"))
-        tpot = (e2el[multi] - ttft[multi]) / (outs[multi] - 1) / MS
+        tpot = (last[multi] - first[multi]) / (outs[multi] - 1) / MS      # ends at the last token (vLLM)
         has_out = outs > 0
         out.update(describe(ttft[has_first] / MS, "ttft"))
         out.update(describe(tpot, "tpot"))
@@ -181,7 +188,8 @@ class CellTally:
         for name, vals in (("e2el", e2el / MS), ("ntpot", e2el[has_out] / outs[has_out] / MS),
                            ("queue", ok.np("queue") / MS)):
             out.update(describe(vals, name))
-        return out
+        tail = stream_tail(end[has_first] - last[has_first])
+        return out if tail is None else {**out, "tail": tail}
 
     def steady(self, window: tuple[int, int] | None) -> dict:
         keys = ("steady_duration", "steady_request_throughput", "steady_output_throughput",
@@ -198,11 +206,13 @@ class CellTally:
 
 
 def _load_keys(load: Load, input_len: int, output_len: int) -> dict:
+    shape = {"burstiness": load.burstiness} if load.burstiness != 1.0 else {}
     return {
         "concurrency": load.concurrency,
         "request_rate": load.request_rate,
         "max_concurrency": load.max_concurrency,
         "arrival": load.arrival if load.concurrency is None else None,
+        **shape,
         "input_len": input_len,
         "output_len": output_len,
     }

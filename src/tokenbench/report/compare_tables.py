@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tokenbench.judge import plausibility
-from tokenbench.judge.fairness import Column, common_cells
+from tokenbench.judge.fairness import Column, common_cells, paired
 from tokenbench.judge.frontier import Member
 from tokenbench.judge.intervals import Book, Judging
 from tokenbench.metrics.cell_summary import Metric
@@ -70,8 +70,11 @@ def side_by_side(view: _Compared, metric: Metric, digits: int, pair: tuple[int, 
         row: list = [next(c.load_label for c in cells if c)]
         row += [_shown(s, c, metric, digits, judging) for s, c in zip(ss, cells, strict=True)]
         for side, other, v in zip(ss[1:], cells[1:], vals[1:], strict=True):
-            row.append(ratio_cell(cells[0], other, vals[0], v, judging, metric.key))
             first = cells[0]
+            if first and other and not paired([first, other]):       # judge/fairness: different loads
+                row += ["-", t(lang, "cmp.not_paired")]
+                continue
+            row.append(ratio_cell(first, other, vals[0], v, judging, metric.key))
             row.append(verdict_cell((ss[0], first), (side, other), metric, lang, judging)
                        if first and other else "-")
         rows.append(row)

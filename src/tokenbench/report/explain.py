@@ -1,5 +1,6 @@
 """The judgements (judge/) said in words, in the report's language: a cell's bottleneck and its evidence,
-a fairness issue of a comparison, and the plausibility section. The judgements hold codes and numbers;
+a fairness issue of a comparison, the plausibility section, and what a cell offered (its send rates, and
+why they are off) and how its streams ended (the stream tail). The judgements hold codes and numbers;
 every number is formatted here, once."""
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 from tokenbench.judge.bottleneck import Label
 from tokenbench.judge.fairness import SINGLE_TURN, CacheUse, Issue, Value
 from tokenbench.judge.plausibility import ConfigCheck, Finding, Rate, Roofline, Unknown
+from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.report.document import Block, Bullets, Para, Table, num
 from tokenbench.report.i18n import t
 
@@ -44,6 +46,9 @@ def _value(v: Value | None, lang: str) -> str:
 
 
 def issue_text(issue: Issue, lang: str = "en") -> str:
+    if issue.check == "load":
+        values = ", ".join(f"{c}: {v or '-'}" for c, v in zip(issue.columns, issue.values, strict=True))
+        return t(lang, "fair.load", cell=issue.cell, values=values, why=t(lang, f"fair.load.{issue.detail}"))
     what = t(lang, f"fair.{issue.check}")
     if issue.kind == "unknown":
         return t(lang, "fair.unknown", what=what, columns=", ".join(issue.columns))
@@ -132,3 +137,39 @@ def plausibility_blocks(checks: list[ConfigCheck], lang: str) -> list[Block]:
                          left=2))
         out.append(Bullets([line for f in chk.findings for line in why(f, roof, lang)]))
     return out
+
+
+# send rates and stream tail ----------------------------------------------------------------------------
+def _rate(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4g}" if v < 1000 else f"{v:,.0f}"
+
+
+def send_line(cell: str, s: CellSummary, lang: str = "en") -> str | None:
+    """'8:4/rate=20/s: sent at 19.9/s (asked 20/s, scheduled 20/s)'; None for a closed loop."""
+    r = s.send
+    if r is None or r.send_rate_asked is None:
+        return None
+    return t(lang, "send.line", cell=cell, achieved=_rate(r.send_rate_achieved), asked=_rate(r.send_rate_asked),
+             scheduled=_rate(r.send_rate_scheduled))
+
+
+def send_note(cell: str, s: CellSummary, lang: str = "en") -> str | None:
+    """Why a cell's sent rate is off the asked one (metrics/send_rates.off_reason), or None when it is not."""
+    r = s.send
+    if r is None or r.send_rate_off is None:
+        return None
+    ms = lambda v: f"{v or 0:.1f}"    # noqa: E731
+    why = t(lang, f"send.off.{r.send_rate_off}", n=num(s.num_prompts), scheduled=_rate(r.send_rate_scheduled),
+            waits=num(r.send_slot_waits), wait=ms(r.send_slot_wait_mean_ms), connect=ms(r.send_connect_mean_ms),
+            late=ms(r.send_late_mean_ms))
+    off = "-" if r.off is None else f"{100 * r.off:+.1f}%"
+    return t(lang, "send.note", cell=cell, achieved=_rate(r.send_rate_achieved), asked=_rate(r.send_rate_asked),
+             off=off, why=why)
+
+
+def tail_note(cell: str, s: CellSummary, lang: str = "en") -> str | None:
+    """The stream tail, when it matters (metrics/stream_tail.StreamTail.matters), else None."""
+    tail = s.tail
+    if tail is None or not tail.matters(s.mean_e2el_ms, s.p99_e2el_ms):
+        return None
+    return t(lang, "tail.note", cell=cell, mean=num(tail.mean_stream_tail_ms, 1), p99=num(tail.p99_stream_tail_ms, 1))

@@ -8,7 +8,15 @@ shared/seeds (首 token 延迟, 输出吞吐, 带 * 的配置 ...).
 from __future__ import annotations
 
 from tokenbench.errors import UsageError
-from tokenbench.report import i18n_capacity, i18n_frontier, i18n_marks, i18n_server, i18n_sessions, i18n_verdicts
+from tokenbench.report import (
+    i18n_capacity,
+    i18n_frontier,
+    i18n_marks,
+    i18n_sends,
+    i18n_server,
+    i18n_sessions,
+    i18n_verdicts,
+)
 
 LANGS = ("en", "zh")
 
@@ -233,11 +241,11 @@ EN: dict[str, str] = {
     "def.ttft": "TTFT (time to first token)",
     "def.ttft.f": "t(first token-bearing chunk) - t(request sent)",
     "def.tpot": "TPOT (time per output token)",
-    "def.tpot.f": "(E2E - TTFT) / (output tokens - 1)",
+    "def.tpot.f": "(t(last token) - t(first token)) / (output tokens - 1): to the last token, as vLLM",
     "def.itl": "ITL (inter-token latency)",
     "def.itl.f": "t(chunk i) - t(chunk i-1), over token-bearing chunks",
     "def.e2e": "E2E (end-to-end latency)",
-    "def.e2e.f": "t(last byte of the stream) - t(request sent)",
+    "def.e2e.f": "t(end of the stream) - t(request sent): includes the stream tail after the last token",
     "def.duration": "duration",
     "def.duration.f": "last end - first intended start, over measured requests",
     "def.req_s": "request throughput (requests/s)",
@@ -459,11 +467,11 @@ ZH: dict[str, str] = {
     "def.ttft": "TTFT（首 token 延迟）",
     "def.ttft.f": "t(第一个含 token 的数据块) - t(请求发出)",
     "def.tpot": "TPOT（每输出 token 平均间隔）",
-    "def.tpot.f": "(E2E - TTFT) / (输出 token 数 - 1)",
+    "def.tpot.f": "(t(最后一个 token) - t(第一个 token)) / (输出 token 数 - 1)：止于最后一个 token，与 vLLM 一致",
     "def.itl": "ITL（token 间延迟）",
     "def.itl.f": "t(第 i 个数据块) - t(第 i-1 个数据块)，仅统计含 token 的数据块",
     "def.e2e": "E2E（单请求端到端耗时）",
-    "def.e2e.f": "t(流的最后一个字节) - t(请求发出)",
+    "def.e2e.f": "t(流结束) - t(请求发出)：包含最后一个 token 之后的流尾",
     "def.duration": "测试时长",
     "def.duration.f": "最后一个请求结束 - 第一个请求的计划开始时间（仅计测量阶段）",
     "def.req_s": "请求吞吐（每秒请求数）",
@@ -489,6 +497,8 @@ EN.update(i18n_verdicts.EN)
 ZH.update(i18n_verdicts.ZH)
 EN.update(i18n_capacity.EN)
 ZH.update(i18n_capacity.ZH)
+EN.update(i18n_sends.EN)
+ZH.update(i18n_sends.ZH)
 EN.update(i18n_frontier.EN)
 ZH.update(i18n_frontier.ZH)
 EN.update(i18n_server.EN)

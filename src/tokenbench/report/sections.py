@@ -134,12 +134,29 @@ def bottleneck_text(run: RunData, c: CellInfo, roof: Roofline | None, lang: str)
     return explain.bottleneck_text(label(run, c, roof), lang)
 
 
+def _load(c: CellInfo) -> str:
+    """The load asked; a rate sent off the asked one by more than the tolerance also says the rate sent
+    ('20/s → 16.5/s', explained under the table)."""
+    r = c.summary.send
+    if r is None or r.send_rate_off is None or r.send_rate_achieved is None:
+        return c.load_label
+    return f"{c.load_label} → {r.send_rate_achieved:.3g}/s"
+
+
+def cell_notes(cells: list[CellInfo], lang: str) -> list[str]:
+    """Under a table of these cells: why a cell's sent rate is off the asked one, and a stream tail that
+    matters (report/explain.py)."""
+    notes = [explain.send_note(f"{c.config} {c.label}", c.summary, lang) for c in cells]
+    notes += [explain.tail_note(f"{c.config} {c.label}", c.summary, lang) for c in cells]
+    return [n for n in notes if n]
+
+
 def _scaling_row(run: RunData, book: Book, c: CellInfo, goodput: bool, roof: Roofline | None, lang: str) -> list:
     s = c.summary
     sent = s.interruption.planned if s.interruption is not None else s.num_prompts    # interrupted: of the planned
     done = f"{num(s.completed)}/{num(sent)}" if sent is not None else num(s.completed)
     f = lambda name, stat="mean", digits=None: figure(book, c, Metric(name, stat), digits)   # noqa: E731
-    row = [fig(c, c.load_label), fig(c, done, over=False), f("request_throughput", digits=2), f("output_throughput"),
+    row = [fig(c, _load(c)), fig(c, done, over=False), f("request_throughput", digits=2), f("output_throughput"),
            fig(c, num(known(s.total_token_throughput)), over=False, key="total_token_throughput"), f("ttft"),
            f("ttft", "p99"), f("tpot"),
            f("tpot", "p99"), f("e2el"), fig(c, _kv_use(c), over=False)]
@@ -198,7 +215,8 @@ def scaling_table(run: RunData, cfg: str, pair: tuple[int, int], lang: str, roof
     rows = [_scaling_row(run, book, c, goodput, roof, lang) for c in used]
     _server_columns(head, rows, used, lang)
     head.append(t(lang, "col.bottleneck"))
-    return Table(head, rows, role="scaling", footnotes=_notes(used, [x for r in rows for x in r], lang))
+    return Table(head, rows, role="scaling",
+                 footnotes=_notes(used, [x for r in rows for x in r], lang) + cell_notes(used, lang))
 
 
 # matrix ------------------------------------------------------------------------------------------

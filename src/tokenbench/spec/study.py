@@ -155,8 +155,10 @@ class StudySpec(StrictModel):
     pairs: list[tuple[int, int]] = Field(default_factory=list, description="[input, output] token pairs "
                                          "(exact prompt and output tokens)")
     concurrency: list[int] = Field(default_factory=list, description="closed-loop cells: requests in flight")
-    rates: list[float] = Field(default_factory=list, description="open-loop cells: requests/s")
-    arrival: Literal["poisson", "constant"] = Field("poisson", description="open-loop arrivals between requests")
+    rates: list[float] = Field(default_factory=list, description="open-loop cells: requests/s (N requests span "
+                               "(N - 1) / rate; the rate sent is stored beside it: docs/metrics.md)")
+    arrival: Literal["poisson", "constant"] = Field("poisson", description="open-loop arrivals between requests "
+                                                    "(poisson: gaps scaled to the rate exactly, as vLLM)")
     burstiness: float = Field(1.0, gt=0, description="Poisson arrivals: gamma shape of the gaps (1 = Poisson, "
                               "< 1 burstier, > 1 more even; same mean rate)")
     users: list[int] = Field(default_factory=list, description="sessions workload, closed-loop cells: users, each "
@@ -177,7 +179,7 @@ class StudySpec(StrictModel):
     warmup_first_prompt: bool = Field(False, description=WARMUP_FIRST_PROMPT)
     api: Literal["completions", "chat"] = Field("completions", description="OpenAI API: /v1/completions or "
                                                 "/v1/chat/completions (image workloads: chat)")
-    seed: int = Field(0, description="seed of the prompts and drawn lengths (repeat r uses seed + r)")
+    seed: int = Field(0, description="seed of the prompts, drawn lengths and each cell's arrivals (repeat r uses seed + r)")
     sampling: Sampling = Field(default_factory=Sampling)
     client: Client = Field(default_factory=Client)
     kv_capacity: int | None = Field(None, gt=0, description="override the KV capacity read from the server")
@@ -279,6 +281,9 @@ class StudySpec(StrictModel):
         if self.requests.num_prompts is not None:
             raise ValueError("a sessions cell counts sessions, not requests: give requests.num_sessions "
                              "(--num-sessions) instead of num_prompts")
+        if self.warmup_first_prompt:
+            raise ValueError("a session's turns build on its history, so no measured prompt can be sent ahead as "
+                             "the warmup: drop warmup_first_prompt (--warmup-first-prompt)")
         if self.ramp_up_s is not None and not self.users:
             raise ValueError("ramp_up_s spreads the starts of users: it needs users (--users)")
         if self.find_capacity in ("concurrency", "rate"):

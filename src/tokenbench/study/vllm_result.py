@@ -81,7 +81,8 @@ def _header(result: CellResult, meta: CellMeta) -> dict:
     backend = "openai-chat" if meta.api == "chat" else "openai"
     return {"date": time.strftime("%Y%m%d-%H%M%S"), "endpoint_type": backend, "backend": backend,
             "label": meta.label, "model_id": meta.model, "tokenizer_id": meta.tokenizer,
-            "num_prompts": len(result.records), "request_rate": rate, "burstiness": load.burstiness,
+            "num_prompts": len(result.records), "request_rate": rate,
+            "burstiness": "inf" if load.arrival == "constant" else load.burstiness,     # vLLM: constant gaps
             "max_concurrency": load.in_flight_cap}
 
 
