@@ -5,6 +5,8 @@ command line."""
 from __future__ import annotations
 
 import asyncio
+import json
+import shlex
 
 import pytest
 
@@ -175,3 +177,21 @@ def test_vllm_random_images_of_one_size_and_the_old_sonnet_dataset():
               "--dataset-path benchmarks/sonnet.txt --sonnet-input-len 550 --sonnet-output-len 150 --num-prompts 10")
     s = spec(*translate([sonnet]).argv()[1:])
     assert keys(s) == ["prefix(1x200):550:150/c=10"] and s.warmup_requests == 1
+
+
+def test_body_fields_without_a_flag_here_pass_on_as_the_extra_body(capsys):
+    """A peer's body fields: sampling ones become tokenbench's flags, any other is merged over every body
+    as it is (--extra-body); what tokenbench writes itself (model, prompt, ...) is refused in one line."""
+    kwargs = '{"extras": {"body": {"temperature": 0.6, "logprobs": 2, "chat_template_kwargs": {"x": 1}}}}'
+    line = ["guidellm", "benchmark", "--target", "http://h:8000/v1", "--model", "m",
+            "--data", "prompt_tokens=256,output_tokens=128", "--max-requests", "50", "--backend-kwargs", kwargs]
+    assert main(["translate", "--", *line]) == 0
+    command = shlex.split(capsys.readouterr().out.strip().splitlines()[0])
+    assert command[command.index("--temperature") + 1] == "0.6"
+    extra = json.loads(command[command.index("--extra-body") + 1])
+    assert extra == {"chat_template_kwargs": {"x": 1}, "logprobs": 2}
+    StudySpec.model_validate({"target": {"base_url": "http://h:8000", "extra_body": extra}, "pairs": [[8, 2]],
+                              "concurrency": [1]})
+    line[-1] = '{"extras": {"body": {"model": "other"}}}'
+    assert main(["translate", "--", *line]) == 2
+    assert "sets model, which tokenbench sets itself" in capsys.readouterr().err

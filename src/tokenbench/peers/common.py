@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 from tokenbench.peers import argv
 from tokenbench.peers.equivalent import Equivalent, no_meaning
+from tokenbench.spec.study import FIXED_BODY_KEYS
 
 SAMPLING = ("--temperature", "--top-p", "--top-k", "--min-p", "--frequency-penalty", "--presence-penalty",
             "--repetition-penalty")
@@ -68,7 +69,8 @@ def goodput(eq: Equivalent, pairs: list[str]) -> None:
 
 def body_fields(eq: Equivalent, fields: Mapping[str, object], where: str) -> None:
     """Fields a peer merges into every request body: sampling fields become tokenbench's sampling options;
-    the exact-length fields tokenbench always sends; anything else has no tokenbench meaning."""
+    the exact-length fields tokenbench always sends; what tokenbench writes itself is refused; anything else
+    is merged over every body as it is (--extra-body)."""
     for key, value in fields.items():
         flag = "--" + key.replace("_", "-")
         if flag in SAMPLING:
@@ -76,9 +78,12 @@ def body_fields(eq: Equivalent, fields: Mapping[str, object], where: str) -> Non
         elif key in EXACT_KEYS:
             eq.differ(f"{where} {key}: tokenbench always asks exact output lengths (max_tokens = min_tokens, "
                       "ignore_eos)")
-        else:
-            raise no_meaning(eq.tool, f"{where} sets {key}, which tokenbench does not send",
-                             f"drop {key} (tokenbench sends sampling fields: {', '.join(SAMPLING)})")
+        elif key in FIXED_BODY_KEYS:
+            raise no_meaning(eq.tool, f"{where} sets {key}, which tokenbench sets itself",
+                             f"drop {key} (tokenbench writes {', '.join(FIXED_BODY_KEYS)} from the workload)")
+        else:                                   # passed on as it is: tokenbench's --extra-body
+            merged = json.loads(eq.options.get("--extra-body") or "{}")
+            eq.set("--extra-body", json.dumps({**merged, key: value}, sort_keys=True))
 
 
 def extra_body(eq: Equivalent, text: str | None, where: str) -> None:
