@@ -211,3 +211,31 @@ def test_flags_spell_the_search(tmp_path):
     from tokenbench.cli.main import main
     assert main(["sweep", "--base-url", "http://127.0.0.1:9", "--pairs", "16:8", "--find-capacity", "users",
                  "--slo", "ttft:p99<=3", "--db", str(tmp_path / "db")]) == UsageError.exit_code
+
+
+def _cell(values: list[float], repeat: int = 0) -> CellSamples:
+    return CellSamples(key="w/x=8", repeat=repeat, status="ok", values={"ttft": values})
+
+
+def test_one_cells_p99_from_too_few_requests_never_surely_passes_alone():
+    """A p99 of 60 requests rests on the largest of them (◊): one such cell passing is no sure pass; a second
+    cell at the load that also passes makes it one."""
+    tier = tiers("ttft:p99<=100")[0]
+    rng = random.Random(1)
+    a, b = ([rng.uniform(20, 60) for _ in range(60)] for _ in range(2))
+    one = judge(tier, [_cell(a)])
+    assert one.passes and one.checks[0].unreliable and one.sure is None
+    assert judge(tier, [_cell(a), _cell(b, 1)]).sure == "pass"
+
+
+def test_cells_that_disagree_widen_the_pooled_interval_to_their_spread():
+    """Two cells whose requests each sit tightly around different means (a lucky arrival pattern and an
+    unlucky one): the pooled interval alone is narrow; the verdict's holds both cells' means and more."""
+    tier = tiers("ttft:mean<=100")[0]
+    rng = random.Random(2)
+    lucky, unlucky = [rng.gauss(70, 1) for _ in range(300)], [rng.gauss(95, 1) for _ in range(300)]
+    pooled = judge(tier, [_cell(lucky + unlucky)]).checks[0]
+    both = judge(tier, [_cell(lucky), _cell(unlucky, 1)]).checks[0]
+    assert pooled.hi is not None and pooled.hi < 86 and pooled.sure == "pass"
+    assert both.cells == 2 and both.lo is not None and both.hi is not None and both.lo < 70 and both.hi > 100
+    assert both.value == pytest.approx(pooled.value) and judge(tier, [_cell(lucky), _cell(unlucky, 1)]).sure is None

@@ -14,6 +14,7 @@ metrics/figure_bounds.py), is still outside the limit."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
@@ -103,6 +104,7 @@ class Check(Frozen):
     n: int = 0
     unreliable: bool = False
     allowance: float = 0.0         # ms the client's stalls could have added (CellSamples.allowance)
+    cells: int = 1                 # cells pooled (across_cells: their spread is in the interval)
 
     @property
     def passes(self) -> bool:
@@ -114,7 +116,8 @@ class Check(Frozen):
             return "fail"
         inside, outside = (self.hi, self.lo - self.allowance) if self.limit.upper else (self.lo, self.hi)
         if self.limit.holds(inside):
-            return "pass"
+            return None if self.unreliable and self.cells < 2 else "pass"   # one cell's ◊ end is no bound:
+                                                                              # a second cell must show it
         return "fail" if not self.limit.holds(outside) else None
 
     @property
@@ -165,11 +168,27 @@ class TierVerdict(Frozen):
         return any(c.unreliable for c in self.checks)
 
 
+def across_cells(limit: Limit, cells: Sequence[CellSamples], pooled_check: Check) -> Check:
+    """With two or more cells at a load, the pooled interval widened to hold the cells' own spread: the
+    t-interval of the mean of each cell's statistic. Requests of one cell are not independent (one
+    arrival pattern, one queue): a pooled interval alone is too narrow where a cell's pattern was lucky."""
+    per = [c.value for cell in cells if limit.metric in cell.values
+           if (c := check(limit, cell.values[limit.metric])).value is not None]
+    if len(per) < 2 or pooled_check.lo is None or pooled_check.hi is None:
+        return pooled_check
+    half = u.t975(len(per) - 1) * float(np.std(per, ddof=1)) / math.sqrt(len(per))
+    mid = float(np.mean(per))
+    return pooled_check.model_copy(update={"lo": min(pooled_check.lo, max(mid - half, 0.0)),
+                                           "hi": max(pooled_check.hi, mid + half), "cells": len(per)})
+
+
 def judge(tier: Tier, cells: Sequence[CellSamples]) -> TierVerdict:
-    """The tier's verdict over the cells run at one load, their samples pooled."""
+    """The tier's verdict over the cells run at one load: their samples pooled, the interval widened to
+    the cells' own spread (across_cells)."""
     ok = bool(cells) and all(c.status in ("ok", "invalid") for c in cells)
-    checks = [check(limit, pooled([c.values[limit.metric] for c in cells if limit.metric in c.values]) or None,
-                    max((c.allowance(limit) for c in cells), default=0.0))
+    checks = [across_cells(limit, cells, check(
+                  limit, pooled([c.values[limit.metric] for c in cells if limit.metric in c.values]) or None,
+                  max((c.allowance(limit) for c in cells), default=0.0)))
               for limit in tier.limits]
     moved = any(c.moved(limit) for c in cells for limit in tier.limits)
     return TierVerdict(tier=tier.name, ok=ok, checks=checks, client=moved)
