@@ -92,5 +92,5 @@ def test_bench_sweep_calibrate_and_agree_run_their_cells_through_the_one_entry(c
         summary = agree.run_tokenbench(Cell(ref.url, "reference-model", str(tok), 8, 4, 1, 2, 0), tmp_path)
     assert main(["calibrate", "--concurrency", "1", "--output-len", "4", "--ttft-ms", "1", "--itl-ms", "1"]) == 0
     assert cells_run == [("b", "8:4/c=1", "ok"), ("s", "8:4/c=1", "ok"), ("s", "16:4/c=1", "ok"),
-                         ("bench", "8:4/c=1", "ok"), ("calibrate", "32:4/c=1", "ok")]
-    assert summary["completed"] == 2 and (tmp_path / "tokenbench-c1-r1.json").is_file()
+                         ("agree-default", "8:4/c=1", "ok"), ("calibrate", "32:4/c=1", "ok")]
+    assert summary["completed"] == 2 and (tmp_path / "tokenbench-default-c1-r1.json").is_file()
