@@ -3,7 +3,7 @@
 and with `--workers 2`. Prints a markdown table: the rate the cell asked, scheduled and states it sent,
 the rate the server saw, and its gaps against the schedule's 50 ms (for constant arrivals: how many are
 more than 5 ms off, and the worst). A timing target, so a script and not a test: run it on a quiet machine
-(the tests judge the same runs against what the client measured, tests/core/test_open_loop.py).
+(the tests judge the same runs against what the client measured, tests/load/test_open_loop.py).
 
     .venv/bin/python bench/open_loop.py [--rate 20] [--requests 100] [--workers 2]
 """

@@ -35,7 +35,7 @@ def _client_health_only_where_tested(request, monkeypatch):
     """The client-health verdict marks the figures the client's own delays could move beyond the accuracy
     it claims (about 1 ms), which a shared 2-core test machine rarely grants; a test about something else
     must not turn on which figures are marked. Tests of the verdict itself are marked `client_health` and
-    keep it (tests/core/test_client_health*.py). Patched: no figure is marked."""
+    keep it (tests/metrics/test_client_health*.py). Patched: no figure is marked."""
     if request.node.get_closest_marker("client_health") is None:
         monkeypatch.setattr("tokenbench.metrics.verdict.client_health_verdict", lambda summary: {})
 

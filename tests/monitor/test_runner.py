@@ -9,8 +9,8 @@ import asyncio
 import time
 
 import pytest
-from tests.contention import Waited
 
+from tests.contention import Waited
 from tokenbench.errors import MeasurementError, UsageError
 from tokenbench.monitor.runner import Monitor, next_index
 from tokenbench.monitor.samplers import Availability

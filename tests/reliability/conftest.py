@@ -14,6 +14,6 @@ def isolated_dirs(tmp_path, monkeypatch):
 @pytest.fixture(autouse=True)
 def no_client_health_verdict(monkeypatch):
     """These tests are about failures and their exit codes, run in-process on a shared 2-core box where
-    the event loop can lag for hundreds of ms; the client-health verdict (tests/core) would mark figures
+    the event loop can lag for hundreds of ms; the client-health verdict (tests/metrics) would mark figures
     the documents under test compare. Here no figure is marked: a cell is what the error policy says."""
     monkeypatch.setattr("tokenbench.metrics.verdict.client_health_verdict", lambda summary: {})

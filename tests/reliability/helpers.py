@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from deploy.helpers import gone, tokenbench_argv  # noqa: F401  (gone: one definition, shared with the deploy tests)
+from tests.deploy.helpers import gone, tokenbench_argv  # noqa: F401  (gone: one definition, shared with the deploy tests)
 from tokenbench.cli.main import main
 from tokenbench.testing.reference_server import ReferenceProcess
 

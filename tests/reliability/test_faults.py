@@ -195,7 +195,7 @@ def _field_condition(case: str, summary: dict, hit: list[dict], faulty: list[dic
         assert all(e["pieces_ns"] for e in faulty)
     if case == "slow_end":
         # [DONE] slow_end_s after the last token: the stream tail (in E2EL; TPOT and ITL end at the last
-        # token: tests/core/test_stream_end.py holds them to the no-fault run's)
+        # token: tests/metrics/test_stream_end.py holds them to the no-fault run's)
         tails = [r["end_ns"] - r["sent_ns"] - r["token_offsets_ns"][-1] for r in hit]
         assert min(e["done_ns"] - e["write_ns"][-1] for e in faulty) >= 0.25e9 and min(tails) >= 0.2e9
         assert summary["max_stream_tail_ms"] >= 200

@@ -3,8 +3,8 @@ text and server strings are escaped in HTML; nothing runs through a shell; token
 configured target only.
 
 Container argv quoting (profile values cannot inject arguments, with and without a setup script) is
-proven by tests/ascend/test_docker.py::test_values_stay_single_arguments and
-tests/ascend/test_container.py::test_nvidia_devices_and_visible_ids; they are not repeated here.
+proven by tests/engines/ascend/test_docker.py::test_values_stay_single_arguments and
+tests/engines/ascend/test_container.py::test_nvidia_devices_and_visible_ids; they are not repeated here.
 """
 
 from __future__ import annotations

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from report_fixtures import build_run
 
 from tokenbench.store.db import Store
+
+from .report_fixtures import build_run
 
 
 @pytest.fixture

@@ -9,13 +9,14 @@ import re
 from pathlib import Path
 
 import pytest
-from report_fixtures import FIXTURES as REPORT_FIXTURES
 
 from tokenbench.cli.main import main
 from tokenbench.errors import UsageError
 from tokenbench.formats import aisbench as import_aisbench
 from tokenbench.formats.importers import detect, import_file
 from tokenbench.judge.views import load_run
+
+from .report_fixtures import FIXTURES as REPORT_FIXTURES
 
 CAPTURE = Path(__file__).parents[1] / "fixtures" / "aisbench" / "performances" / "tb-reference"
 

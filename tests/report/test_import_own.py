@@ -10,7 +10,6 @@ import math
 from pathlib import Path
 
 import pytest
-from report_fixtures import FIXTURES, build_run
 
 from tokenbench.cli.main import main
 from tokenbench.errors import UsageError
@@ -22,6 +21,8 @@ from tokenbench.store.journal import Journal
 from tokenbench.store.records import to_dict
 from tokenbench.store.rows import CellRow
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
+
+from .report_fixtures import FIXTURES, build_run
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 

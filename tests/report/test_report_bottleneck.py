@@ -40,7 +40,7 @@ def test_labels_from_kv_queueing_client_and_roofline(store, stored_run):
 
 
 def test_ttft_growth_without_monitor_samples_is_queueing(store):
-    from report_fixtures import build_run
+    from .report_fixtures import build_run
     run = load_run(store, build_run(store, with_samples=False))
     lab = label(run, _cell(run, "slots2", (128, 32), 4), None)
     assert lab.kind == "queueing" and evidence(lab).startswith("mean TTFT x11.6 vs c=1")

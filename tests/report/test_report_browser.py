@@ -8,12 +8,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from report_fixtures import build_mixed_run
 
 from tokenbench.judge.plausibility import check_run
 from tokenbench.judge.views import load_run
 from tokenbench.report import render
 from tokenbench.report.build import build_report
+
+from .report_fixtures import build_mixed_run
 
 
 def _load(name: str, path: Path):

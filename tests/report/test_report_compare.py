@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import pytest
-from report_fixtures import FIXTURES, build_run
 
 from tokenbench.cli.main import main
 from tokenbench.errors import MeasurementError, UsageError
@@ -16,6 +15,8 @@ from tokenbench.report import render
 from tokenbench.report.build import build_report
 from tokenbench.report.compare import compare
 from tokenbench.report.explain import issue_text
+
+from .report_fixtures import FIXTURES, build_run
 
 
 def _md(store, selectors, strict=False):

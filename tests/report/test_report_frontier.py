@@ -11,7 +11,6 @@ import re
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from report_fixtures import ENV, FIXTURES, facts
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.formats.importers import import_file
@@ -29,6 +28,8 @@ from tokenbench.spec.bench import Load
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import ServerFacts
 from tokenbench.store.rows import CellRow
+
+from .report_fixtures import ENV, FIXTURES, facts
 
 MS = 1_000_000
 PAIR = (64, 24)

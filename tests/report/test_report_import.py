@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from report_fixtures import FIXTURES
 
 from tokenbench.cli.main import main
 from tokenbench.errors import UsageError
@@ -14,6 +13,8 @@ from tokenbench.judge.plausibility import check_run
 from tokenbench.judge.views import load_run
 from tokenbench.report import render
 from tokenbench.report.build import build_report
+
+from .report_fixtures import FIXTURES
 
 
 def test_vllm_bench_serve_json(store):

@@ -9,7 +9,6 @@ import re
 from dataclasses import replace
 
 import pytest
-from report_fixtures import build_mixed_run
 
 from tokenbench.judge.load_axes import LoadKey, load_key
 from tokenbench.judge.views import RunData, load_run
@@ -17,6 +16,8 @@ from tokenbench.report import markdown, plots, svg
 from tokenbench.report.build import build_report
 from tokenbench.report.compare import compare
 from tokenbench.report.document import Table
+
+from .report_fixtures import build_mixed_run
 
 PAIR = (128, 32)
 

@@ -5,7 +5,6 @@ nowhere else: the cell stays ok, its other figures are plain and get their inter
 from __future__ import annotations
 
 import pytest
-from report_fixtures import ENV, facts, profile, records
 
 from tokenbench.cli.main import main
 from tokenbench.judge.intervals import Judging
@@ -21,6 +20,8 @@ from tokenbench.report.i18n import t
 from tokenbench.report.verdicts import VERDICT_METRICS
 from tokenbench.spec.bench import Load
 from tokenbench.store.rows import CellRow
+
+from .report_fixtures import ENV, facts, profile, records
 
 MARKED = "p99_ttft_ms"
 CLEAN = "mean_ttft_ms"

@@ -8,8 +8,6 @@ import csv
 import io
 import re
 
-from report_fixtures import ENV, facts, profile, records
-
 from tokenbench.formats.export import to_csv
 from tokenbench.judge.intervals import Judging
 from tokenbench.judge.plausibility import check_run
@@ -24,6 +22,8 @@ from tokenbench.report.document import Cell, Table
 from tokenbench.report.i18n import t
 from tokenbench.spec.bench import Load
 from tokenbench.store.rows import CellRow
+
+from .report_fixtures import ENV, facts, profile, records
 
 RUN = "20260104-000000-allbad"
 FIGURE_TABLES = ("baseline", "scaling", "matrix", "configcmp", "compare", "latency", "repeats", "intervals",

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from report_fixtures import FIXTURES
 
 from tokenbench.formats.importers import import_file
 from tokenbench.judge import hardware
 from tokenbench.judge.plausibility import ModelSize, Overrides, Roofline, check_run, flagged
 from tokenbench.judge.views import load_run
 from tokenbench.report.explain import latency_note
+
+from .report_fixtures import FIXTURES
 
 
 def test_roofline_arithmetic():

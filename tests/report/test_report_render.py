@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 
 import pytest
-from report_fixtures import EVIL, build_run
 
 from tokenbench.cli.main import main
 from tokenbench.errors import UsageError
@@ -15,6 +14,8 @@ from tokenbench.judge.plausibility import check_run
 from tokenbench.judge.views import load_run
 from tokenbench.report import render
 from tokenbench.report.build import build_report
+
+from .report_fixtures import EVIL, build_run
 
 GOLDEN = Path(__file__).parent / "golden"
 

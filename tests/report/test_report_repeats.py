@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import statistics
 
-from report_fixtures import ENV, facts, profile, records
-
 from tokenbench.judge.plausibility import check_run
 from tokenbench.judge.views import load_run
 from tokenbench.metrics.cell_summary import Metric
@@ -15,6 +13,8 @@ from tokenbench.report import render
 from tokenbench.report.build import build_report
 from tokenbench.spec.bench import Load
 from tokenbench.store.rows import CellRow
+
+from .report_fixtures import ENV, facts, profile, records
 
 OUTPUT = Metric("output_throughput")
 RUN = "20260103-000000-repeat"

@@ -3,8 +3,6 @@ languages, for the cells concerned and no other; a rate on schedule and a short 
 
 from __future__ import annotations
 
-from report_fixtures import ENV, facts, profile
-
 from tokenbench.client.records import RequestRecord
 from tokenbench.judge.plausibility import check_run
 from tokenbench.judge.views import load_run
@@ -14,6 +12,8 @@ from tokenbench.report import render
 from tokenbench.report.build import build_report
 from tokenbench.spec.bench import Load
 from tokenbench.store.rows import CellRow
+
+from .report_fixtures import ENV, facts, profile
 
 MS = 1_000_000
 

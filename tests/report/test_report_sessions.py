@@ -120,7 +120,7 @@ def test_compare_matches_sessions_cells_and_checks_their_shape(store):
 
 
 def test_a_single_turn_cell_is_not_a_session(store):
-    from report_fixtures import records as single
+    from .report_fixtures import records as single
     a = sessions_cell(store, "20260301-000000-a")
     store.create_run("bench", "http://127.0.0.1:8000", {}, ["tokenbench", "bench"], {}, run_id="r-single")
     cid = store.upsert_config("r-single", "default", status="done")

@@ -8,7 +8,6 @@ import random
 import re
 
 import pytest
-from report_fixtures import ENV, facts, profile
 
 from tokenbench.cli.main import main
 from tokenbench.client.records import RequestRecord
@@ -19,6 +18,8 @@ from tokenbench.report.compare import compare
 from tokenbench.report.document import Cell, Table
 from tokenbench.spec.bench import SLO, Load
 from tokenbench.store.rows import CellRow
+
+from .report_fixtures import ENV, facts, profile
 
 MS = 1_000_000
 N, OUT, C = 160, 24, 4

@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
+
 from tests.contention import Waited, mean_allowance_ms
 from tests.workload.hf_tokenizer import make_reference_tokenizer
-
 from tokenbench.cli.main import main
 from tokenbench.errors import UsageError
 from tokenbench.study import agree_aisbench, agree_peers

@@ -8,9 +8,9 @@ import ast
 from pathlib import Path
 
 import pytest
-from tests.workload.hf_tokenizer import make_reference_tokenizer
 
 import tokenbench
+from tests.workload.hf_tokenizer import make_reference_tokenizer
 from tokenbench.cli.main import main
 from tokenbench.load.executors import InProcess, Processes, RayActors, executor_for
 from tokenbench.spec import bench as cell_spec

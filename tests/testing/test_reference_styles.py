@@ -2,6 +2,7 @@
 `reasoning_content`, both), empty-text tokens, tool-call argument deltas, no token_ids, no /tokenize."""
 
 import pytest
+
 from tests.testing.helpers import chat_body, config, post, read_log, run, served, stream_body
 
 

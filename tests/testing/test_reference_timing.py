@@ -13,8 +13,8 @@ import time
 
 import aiohttp
 import pytest
-from tests.contention import Waited
 
+from tests.contention import Waited
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 from .helpers import config, post, read_log, run, served, stream_body

@@ -4,8 +4,8 @@ import json
 
 import pytest
 import yaml
-from tests.workload.hf_tokenizer import make_reference_tokenizer
 
+from tests.workload.hf_tokenizer import make_reference_tokenizer
 from tokenbench.errors import TargetError, UsageError
 from tokenbench.spec.bench import Workload
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess

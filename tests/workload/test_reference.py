@@ -8,8 +8,8 @@ import random
 from pathlib import Path
 
 import pytest
-from tests.contention import Waited
 
+from tests.contention import Waited
 from tokenbench.client.parse import parse_exchange
 from tokenbench.client.records import RawExchange
 from tokenbench.client.request import Prompt, prepare

@@ -6,7 +6,7 @@ type that `client.tokens.choice_problem` checks). Anything outside the shape (a 
 line, a `\\r`, a multi-line event, bytes that are not UTF-8, a type msgspec refuses, an error object,
 tool calls, an unterminated last event) raises `Unusual`, and the caller parses the whole request again
 on the strict path (`client.sse` + `json`), which owns every error message. So this path only ever
-gives the answer the strict path gives, sooner; tests/core/test_parse_bulk.py checks them side by side.
+gives the answer the strict path gives, sooner; tests/client/test_parse_bulk.py checks them side by side.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ by counting newlines per read, and the counts given by `token_counts.resolve_pla
 else (an event with token ids, reasoning, tool calls, an empty-text token, per-chunk usage, an error,
 more than one choice, a line that is not `data: `, a `\\r`, bytes that are not UTF-8, an unterminated
 event) raises NotPlain and the caller takes the per-event path (`client.bulk`, then `client.sse`), so
-this path only ever gives the answer they give; tests/core/test_parse_plain.py checks them side by side.
+this path only ever gives the answer they give; tests/client/test_parse_plain.py checks them side by side.
 """
 
 from __future__ import annotations

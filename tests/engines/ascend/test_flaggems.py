@@ -4,17 +4,17 @@ Line format from FlagGems src/flag_gems/logging_utils.py (`[%(levelname)s] %(nam
 %(message)s`) and its operators' `logger.debug("GEMS ...")` calls; the vendor line from
 src/flag_gems/runtime/backend/_ascend/ops/mm.py (`GEMS_ASCEND MM`, logger flag_gems.runtime._ascend.ops.mm);
 the module-only line is the format shown in FlagGems' own README. No log from a real Ascend run exists
-here: the fixture is assembled from those formats (tests/ascend/fixtures/gems_aten.txt).
+here: the fixture is assembled from those formats (tests/engines/ascend/fixtures/gems_aten.txt).
 """
 
 from __future__ import annotations
 
 import json
 
-from ascend_helpers import FIXTURES, STUDY_A, load
-
 from tokenbench.cli.main import main
 from tokenbench.logs import flaggems
+
+from .ascend_helpers import FIXTURES, STUDY_A, load
 
 LOG = FIXTURES / "gems_aten.txt"
 

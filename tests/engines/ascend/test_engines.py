@@ -13,10 +13,11 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from ascend_helpers import STUDY_A, STUDY_B, load
 
 from tokenbench.deploy.engines import sglang, vllm
 from tokenbench.spec.deploy_profile import Profile
+
+from .ascend_helpers import STUDY_A, STUDY_B, load
 
 
 @pytest.fixture

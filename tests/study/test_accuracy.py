@@ -7,8 +7,8 @@ is issue 2's tolerance plus what the client and the server waited for a CPU duri
 (tests/contention.py): other work on the machine moves the figures by no more than that."""
 
 import pytest
-from tests.contention import WatchedReference, mean_allowance_ms
 
+from tests.contention import WatchedReference, mean_allowance_ms
 from tokenbench.spec.study import StudySpec
 from tokenbench.study import calibrate as calibration
 from tokenbench.study.calibrate import measure_reference, split_delay, truth

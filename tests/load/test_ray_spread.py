@@ -10,7 +10,7 @@ from tokenbench.study.run import measure
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'tokenbench[ray]'")
-from ray_cluster import local_cluster  # noqa: E402  (needs ray)
+from .ray_cluster import local_cluster  # noqa: E402  (needs ray)
 
 pytestmark = pytest.mark.slow
 

@@ -10,9 +10,9 @@ import json
 import os
 
 import pytest
+
 from tests.contention import Waited, mean_allowance_ms
 from tests.workload.hf_tokenizer import make_reference_tokenizer
-
 from tokenbench.spec.study import StudySpec
 from tokenbench.study.calibrate import split_delay, truth
 from tokenbench.study.run import measure
@@ -43,7 +43,7 @@ def ttft_excess(cell, log, allow: float) -> float:
 
 
 def bench(tmp_path, study: dict, target: dict | None = None, **style):
-    """Best of 3 cells by TTFT error, like tests/core/test_accuracy.py: beyond the client's own delivery
+    """Best of 3 cells by TTFT error, like tests/study/test_accuracy.py: beyond the client's own delivery
     (server write -> client stamp, < 2 ms), a TTFT excess is the server's request intake,
     which grows when other work shares the machine's two cores."""
     tok = make_reference_tokenizer(tmp_path / "tok")

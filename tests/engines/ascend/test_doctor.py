@@ -18,11 +18,12 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
-from ascend_helpers import STUDY_A
 
 from tokenbench.cli.main import main
 from tokenbench.host import doctor
 from tokenbench.spec.deploy_profile import HostTuning
+
+from .ascend_helpers import STUDY_A
 
 CAP_DAC_OVERRIDE = 1                                     # linux/capability.h
 TUNING = HostTuning(cpu_governor="performance", swappiness=0, numa_balancing=0, sched_migration_cost_ns=50000,

@@ -2,7 +2,7 @@
 published figure the delays the client measured (its loop's stalls, each with its cause) bound how far
 the figure could have moved; a figure is marked only when that exceeds its tolerance, max(5 %, 1 ms)
 (throughputs: 5 %), and the cell's status does not depend on it. Pure tests here, on hand-made records;
-the last test here and tests/core/test_client_health_live.py drive the real client against the reference
+the last test here and tests/metrics/test_client_health_live.py drive the real client against the reference
 server."""
 
 import asyncio
@@ -12,8 +12,8 @@ import time
 
 import numpy as np
 import pytest
-from tests.contention import Waited
 
+from tests.contention import Waited
 from tokenbench.client.records import RequestRecord
 from tokenbench.judge.status import figure_state, judge, usable
 from tokenbench.load.workers import merge_health

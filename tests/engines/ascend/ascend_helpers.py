@@ -10,7 +10,7 @@ import pytest
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.loader import load_file
 
-PROFILES = Path(__file__).parents[2] / "src" / "tokenbench" / "deploy" / "profiles"
+PROFILES = Path(__file__).parents[3] / "src" / "tokenbench" / "deploy" / "profiles"
 GOLDEN = Path(__file__).parent / "golden"
 FIXTURES = Path(__file__).parent / "fixtures"
 STUDY_A = "study-a-minicpm5-sglang-flagos-910b4"
@@ -22,7 +22,7 @@ def load(name: str, *overrides: str) -> Profile:
 
 
 def check_golden(name: str, text: str) -> None:
-    """Compare with tests/ascend/golden/NAME; TOKENBENCH_UPDATE_GOLDEN=1 rewrites it (and fails)."""
+    """Compare with tests/engines/ascend/golden/NAME; TOKENBENCH_UPDATE_GOLDEN=1 rewrites it (and fails)."""
     path = GOLDEN / name
     if os.environ.get("TOKENBENCH_UPDATE_GOLDEN") == "1":
         path.write_text(text)

@@ -5,8 +5,8 @@ import asyncio
 import os
 
 import pytest
-from tests.contention import Waited
 
+from tests.contention import Waited
 from tokenbench.client.parse import parse_exchange
 from tokenbench.client.request import Prompt, prepare
 from tokenbench.client.transport import new_session, send

@@ -4,8 +4,8 @@ import sys
 import threading
 
 import pytest
-from tests.contention import Waited, mean_allowance_ms
 
+from tests.contention import Waited, mean_allowance_ms
 from tokenbench.load.workers import split_load
 from tokenbench.spec.bench import Load
 from tokenbench.spec.study import StudySpec

@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.core.test_parse_bulk import LINE, REQ, common, exchange, strict
 
+from tests.client.test_parse_bulk import LINE, REQ, common, exchange, strict
 from tokenbench.client import parse
 from tokenbench.client.parse import parse_exchange, parse_steps
 from tokenbench.client.plain import NotPlain, PlainReader

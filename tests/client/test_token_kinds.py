@@ -1,7 +1,6 @@
 """Every kind of generated token counts, from content and usage, never from the number of chunks."""
 
-from tests.core.test_parse import MS, raw, req, sse
-
+from tests.client.test_parse import MS, raw, req, sse
 from tokenbench.client.parse import parse_exchange
 from tokenbench.metrics.summary import summarize
 from tokenbench.spec.bench import Load

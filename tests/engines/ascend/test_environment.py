@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ascend_helpers import STUDY_A, load
-
 from tokenbench.host import environment
 
-NPU_SMI = Path(__file__).parents[1] / "fixtures/monitor/npu-smi/25.2.0-910b4-1-masked-bus-truncated.txt"
+from .ascend_helpers import STUDY_A, load
+
+NPU_SMI = Path(__file__).parents[2] / "fixtures/monitor/npu-smi/25.2.0-910b4-1-masked-bus-truncated.txt"
 
 # ascend_toolkit_install.info as printed in public vllm-ascend bug reports (CANN 8.2.RC1, aarch64)
 TOOLKIT_INFO = """package_name=Ascend-cann-toolkit

@@ -7,10 +7,11 @@ import shlex
 
 import pytest
 import yaml
-from ascend_helpers import STUDY_A, STUDY_B, check_golden, load
 
 from tokenbench.deploy import container
 from tokenbench.errors import UsageError
+
+from .ascend_helpers import STUDY_A, STUDY_B, check_golden, load
 
 # Quoted from shared/seeds/000_460c11619f17c32f.txt (Study A)
 A_LAUNCH = ("python -m sglang.launch_server --model-path /models/FlagRelease/MiniCPM5-2B --served-model-name "

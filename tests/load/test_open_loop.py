@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.contention import Waited, WatchedReference
 
+from tests.contention import Waited, WatchedReference
 from tokenbench.cli.main import main
 from tokenbench.testing.reference_server import ReferenceConfig
 

@@ -7,8 +7,8 @@ the servers waited for a CPU meanwhile (tests/contention.py)."""
 from __future__ import annotations
 
 import pytest
-from tests.contention import WatchedReference, mean_allowance_ms
 
+from tests.contention import WatchedReference, mean_allowance_ms
 from tokenbench.load.cell import CellResult
 from tokenbench.report.explain import tail_note
 from tokenbench.spec.study import StudySpec

@@ -10,11 +10,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ascend_helpers import STUDY_A, load
 
 from tokenbench.cli.main import main
 from tokenbench.deploy import container
 from tokenbench.errors import DeployError
+
+from .ascend_helpers import STUDY_A, load
 
 
 def _evil_profile(with_shell: bool):

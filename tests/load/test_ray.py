@@ -1,14 +1,14 @@
 """Issue 8: the same workload through a local Ray cluster gives the same counts as one process."""
 
 import pytest
-from tests.contention import Waited, mean_allowance_ms
 
+from tests.contention import Waited, mean_allowance_ms
 from tokenbench.spec.study import StudySpec
 from tokenbench.study.run import measure
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'tokenbench[ray]'")
-from ray_cluster import local_cluster  # noqa: E402  (needs ray)
+from .ray_cluster import local_cluster  # noqa: E402  (needs ray)
 
 pytestmark = pytest.mark.engine
 
