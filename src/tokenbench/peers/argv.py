@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from tokenbench.errors import UsageError
+from tokenbench.spec.profile_args import is_number
 
 FLAG, ONE, MANY = 0, 1, 2        # an option takes no value, one value, or every value up to the next option
 
@@ -107,14 +108,8 @@ def _values(words: list[str], i: int, arity: int) -> tuple[list[str], int]:
     if arity == ONE:
         return (words[i:i + 1], i + 1)
     end = i
-    while end < len(words) and not (words[end].startswith("-") and not _number(words[end])):
+    while end < len(words) and not (words[end].startswith("-") and not is_number(words[end])):
         end += 1
     return words[i:end], end
 
 
-def _number(word: str) -> bool:
-    try:
-        float(word)
-    except ValueError:
-        return False
-    return True

@@ -34,3 +34,12 @@ def render_args(args: dict[str, ArgValue], secret_args: dict[str, str], extra_ar
     """The one rendering of a profile's flags (argv, dry runs, reports): args, secret args as `${VAR}`,
     extra args verbatim."""
     return flag_args(args) + secret_flag_list(secret_args) + [str(a) for a in extra_args]
+
+
+def is_number(word: str) -> bool:
+    """A command-line word that is a number (a negative one is a value, not a flag)."""
+    try:
+        float(word)
+    except ValueError:
+        return False
+    return True

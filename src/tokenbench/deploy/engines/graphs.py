@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from tokenbench.spec.deploy_profile import Profile
-from tokenbench.spec.profile_args import render_args
+from tokenbench.spec.profile_args import is_number, render_args
 from tokenbench.spec.server_facts import GraphCapture
 
 
@@ -20,21 +20,13 @@ def flags(profile: Profile) -> dict[str, str | None]:
     argv = render_args(profile.effective_args(), {}, profile.extra_args)
     out: dict[str, str | None] = {}
     for i, word in enumerate(argv):
-        if not word.startswith("-") or _number(word):
+        if not word.startswith("-") or is_number(word):
             continue
         name, eq, value = word.lstrip("-").partition("=")
         following = argv[i + 1] if i + 1 < len(argv) else None
         out[name] = value if eq else (following if following is not None and
-                                      (not following.startswith("-") or _number(following)) else None)
+                                      (not following.startswith("-") or is_number(following)) else None)
     return out
-
-
-def _number(word: str) -> bool:
-    try:
-        float(word)
-    except ValueError:
-        return False
-    return True
 
 
 def sizes(text: str | None) -> tuple[int, ...]:
