@@ -97,3 +97,12 @@ def test_no_traceback_without_debug_and_traceback_with_it():
     assert plain.returncode == 3 and "Traceback" not in plain.stderr
     debug = subprocess.run(args + ["--debug"] + tail, capture_output=True, text=True, timeout=60)
     assert debug.returncode == 3 and "Traceback" in debug.stderr
+
+
+@pytest.mark.parametrize("argv", [["bench", "--db", "\x00"], ["runs", "--db", "a\x00b"],
+                                  ["bench", "--base-url", "http://h\x00:1", "--input-len", "8"]])
+def test_a_nul_byte_in_any_argument_is_one_usage_line(capsys, argv):
+    """No path, URL or value holds a NUL byte (a caller of main() can pass one, a shell cannot)."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "NUL byte" in err[0] and "internal error" not in err[0]

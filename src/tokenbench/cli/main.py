@@ -13,7 +13,7 @@ import traceback
 import click
 
 from tokenbench import __version__
-from tokenbench.errors import InternalError, Interrupted, TokenbenchError, escape_breaks
+from tokenbench.errors import InternalError, Interrupted, TokenbenchError, UsageError, escape_breaks
 
 # Each command lives in its own module under tokenbench.cli and exposes `command` (a click command
 # or group). Listed here once; the order is the order of `tokenbench --help`.
@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, _sigterm_as_interrupt)   # same clean teardown as Ctrl-C
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
+        _no_nul(argv)
         cli.main(args=argv, standalone_mode=False)
         return 0
     except click.exceptions.Exit as exc:
@@ -101,6 +102,14 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:                 # a bug: still one line, and --debug shows where
         return _render(InternalError(f"internal error: {type(exc).__name__}: {str(exc)[:300]}",
                                      "rerun with --debug and report it"), debug)
+
+
+def _no_nul(argv: list[str] | None) -> None:
+    """A NUL byte fits no path, URL or value (a shell cannot pass one; a caller of main() can)."""
+    bad = next((a for a in argv or () if "\x00" in a), None)
+    if bad is not None:
+        raise UsageError(f"the argument {bad!r} holds a NUL byte, which no path, URL or value can",
+                         "remove the NUL byte from that argument")
 
 
 def _command_path(exc: click.UsageError, argv: list[str] | None) -> str:
