@@ -127,9 +127,10 @@ def _latencies(cols: Columns, t0: int, width_s: float, n: int) -> dict[str, Opt]
 
 
 def _stat(x: np.ndarray, q: float | None) -> float | None:
+    """A slice's mean (exactly rounded, so the same in any order of its requests) or percentile."""
     if not len(x):
         return None
-    return float(np.mean(x) if q is None else np.percentile(x, q))
+    return math.fsum(x.tolist()) / len(x) if q is None else float(np.percentile(x, q))
 
 
 def _mean(p: list[tuple[str, float]], name: str) -> float | None:
