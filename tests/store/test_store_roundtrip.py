@@ -67,7 +67,8 @@ def _wait_for_first_cell(out: Path, proc: subprocess.Popen, timeout_s: float = 6
 
 TIMES = ("_ns", "_ms", "_s", "duration", "throughput", "goodput", "concurrency_", "achieved_concurrency",
          "sustained_concurrency", "client_", "stall_", "host_steal", "chunks_after_stall", "created_at", "monitor_",
-         "message")                                       # the client's health: what held its loop, and when
+         "message",                                       # the client's health: what held its loop, and when
+         "slice_")                                        # timeslices: what fell in each 10 s of the clock
 SOMETIMES = ("client_lag_tolerated", "client_marks", "client_bounds")   # the figures the client's delays moved
 IDS = ("run_id",)
 
