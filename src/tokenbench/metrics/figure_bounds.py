@@ -128,24 +128,23 @@ def _larger(*pairs: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarr
     return d, c
 
 
-def _buffered_at(tally: CellTally, win: Windows, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per token stamp: its read's delay (ms) and BUFFERING where it was read in a piece of many chunks
-    while the loop was quiet (the piece's first token left the server up to that delay earlier)."""
+def _quiet_reads(tally: CellTally, win: Windows) -> tuple[np.ndarray, np.ndarray]:
+    """The stamps (sorted) and delays (ns) of the reads of many chunks taken while no stall held the loop."""
     stamp, delay, _, _ = tally.coalesced.arrays()
     quiet = win.delays(stamp)[0] == 0
-    s, dl = stamp[quiet], delay[quiet]
+    order = np.argsort(stamp[quiet])
+    return stamp[quiet][order], delay[quiet][order]
+
+
+def _buffered_at(reads: tuple[np.ndarray, np.ndarray], t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per token stamp: its read's delay (ms) and BUFFERING where it was read in a piece of many chunks
+    while the loop was quiet (the piece's first token left the server up to that delay earlier)."""
+    s, dl = reads
     if not len(s) or not len(t):
         return np.zeros(len(t)), np.full(len(t), -1, np.int64)
-    order = np.argsort(s)
-    s, dl = s[order], dl[order]
     i = np.minimum(np.searchsorted(s, t), len(s) - 1)
     hit = s[i] == t
     return np.where(hit, dl[i], 0) / MS, np.where(hit, BUFFERING, -1)
-
-
-def _token_delays(tally: CellTally, win: Windows, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A token stamp's delay: the larger of a stall's and its buffered read's."""
-    return _larger(_at_ms(win, t), _buffered_at(tally, win, t))
 
 
 def latency_samples(tally: CellTally, win: Windows) -> dict[str, Samples]:
@@ -156,7 +155,9 @@ def latency_samples(tally: CellTally, win: Windows) -> dict[str, Samples]:
     sent, end, first, last, outs = ok.np("sent"), ok.np("end"), ok.np("first"), ok.np("last"), ok.np("out")
     has_first = first >= 0
     multi = has_first & (outs >= 2)
-    d_first, d_last, d_end = _token_delays(tally, win, first), _token_delays(tally, win, last), _at_ms(win, end)
+    reads = _quiet_reads(tally, win)
+    d_first, d_last = (_larger(_at_ms(win, t), _buffered_at(reads, t)) for t in (first, last))
+    d_end = _at_ms(win, end)
     d_tpot, c_tpot = _larger(d_first, d_last, d_end)
     per = np.maximum(outs - 1, 1)
     return {
