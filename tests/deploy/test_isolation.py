@@ -77,9 +77,9 @@ def test_priority_is_raised_where_permitted_and_recorded_where_not(monkeypatch):
 
 def test_applied_pins_this_process_for_the_block_and_puts_it_back():
     before, nice = os.sched_getaffinity(0), os.getpriority(os.PRIO_PROCESS, 0)
-    one = min(before)
-    with applied(Isolation(client_cpus=frozenset({one}), client_nice=nice + 1)):
-        assert os.sched_getaffinity(0) == {one} and os.getpriority(os.PRIO_PROCESS, 0) == nice + 1
+    one, lower = min(before), min(nice + 1, 19)    # the suite itself may run at niceness 19 (`nice make test`)
+    with applied(Isolation(client_cpus=frozenset({one}), client_nice=lower)):
+        assert os.sched_getaffinity(0) == {one} and os.getpriority(os.PRIO_PROCESS, 0) == lower
     assert os.sched_getaffinity(0) == before and os.getpriority(os.PRIO_PROCESS, 0) == nice
 
 
@@ -92,6 +92,6 @@ def test_a_local_engine_starts_on_its_cpus_at_its_niceness(tmp_path, monkeypatch
     try:
         engine = psutil.Process(dep.state.pid)
         assert engine.cpu_affinity() == [cpu]
-        assert engine.nice() == os.getpriority(os.PRIO_PROCESS, 0) + 3
+        assert engine.nice() == min(os.getpriority(os.PRIO_PROCESS, 0) + 3, 19)   # the kernel caps niceness at 19
     finally:
         dep.stop()

@@ -202,3 +202,23 @@ def test_a_cached_warmup_prompt_is_the_cause_explain_names(tmp_path, monkeypatch
     [warmup] = ttft.closed
     assert warmup.variant.name == "warmup" and 0.7 <= warmup.share <= 1.3
     assert ttft.accounted
+
+
+def test_the_tokenizer_is_the_model_directory_of_the_deployment_serving_the_url(tmp_path, monkeypatch):
+    """SGLang lists its served name as the model's root; `agree` then takes the model directory that the
+    recorded deployment at that URL was launched with, so `deploy up` + `agree` needs no --tokenizer."""
+    from tokenbench.deploy import state
+    from tokenbench.errors import UsageError
+    monkeypatch.setenv(state.STATE_ENV, str(tmp_path / "deployments"))
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    with reference() as url:
+        with pytest.raises(UsageError, match="no local tokenizer directory"):
+            agree.model_and_tokenizer(url, None, None)
+        state.save(tmp_path / "deployments", state.DeploymentState(
+            id="p-1", profile="p", engine="sglang", pid=1, pgid=1, create_time=0.0, host="127.0.0.1", port=1,
+            base_url=url + "/", log_path="", started_at="", argv=["python", "--model-path", str(model_dir)]))
+        assert agree.model_and_tokenizer(url, None, None) == ("reference-model", str(model_dir))
+        other = tmp_path / "other"
+        other.mkdir()
+        assert agree.model_and_tokenizer(url, None, str(other))[1] == str(other)

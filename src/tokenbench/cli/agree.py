@@ -31,7 +31,8 @@ def say(message: str) -> None:
                    "aisbench (`ais_bench --mode perf`)")
 @click.option("--model", default=None, help="served model name (default: the first one /v1/models lists)")
 @click.option("--tokenizer", default=None,
-              help="tokenizer directory for both clients (default: the model's `root` from /v1/models, if local)")
+              help="tokenizer directory for both clients (default: the model's `root` from /v1/models if local, "
+                   "else the model directory of the `deploy up` that serves --base-url)")
 @click.option("--input-len", type=click.IntRange(min=2), default=128, show_default=True)
 @click.option("--output-len", type=click.IntRange(min=2), default=64, show_default=True)
 @click.option("--concurrency", default="1,4", show_default=True, help="cells, e.g. 1,2,4,8")

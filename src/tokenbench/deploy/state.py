@@ -75,3 +75,18 @@ def select(directory: Path, key: str | None) -> list[DeploymentState]:
         known = ", ".join(s.id for s in states) or "none"
         raise UsageError(f"no deployment '{key}' in {directory}", f"running: {known} (see `tokenbench deploy status`)")
     return found
+
+
+MODEL_FLAGS = ("--model-path", "--model", "-m")
+
+
+def serving(directory: Path, base_url: str) -> DeploymentState | None:
+    """The recorded deployment that serves `base_url`, if tokenbench started it."""
+    url = base_url.rstrip("/")
+    return next((s for s in load_all(directory) if s.base_url.rstrip("/") == url), None)
+
+
+def model_directory(state: DeploymentState) -> str | None:
+    """The model directory the deployment was launched with (its --model-path / --model), if a directory."""
+    pairs = zip(state.argv, state.argv[1:], strict=False)
+    return next((value for flag, value in pairs if flag in MODEL_FLAGS and Path(value).is_dir()), None)

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from tokenbench.client import api
+from tokenbench.deploy import state
 from tokenbench.errors import MeasurementError, TargetError, UsageError
 from tokenbench.report.document import plain
 from tokenbench.store import outputs
@@ -367,8 +368,17 @@ def model_and_tokenizer(base_url: str, model: str | None, tokenizer: str | None)
     if entry is None:
         raise UsageError(f"model '{model}' is not served at {base_url}",
                          f"use one of: {', '.join(str(e.get('id')) for e in entries)}")
-    tokenizer = tokenizer or entry.get("root")
+    tokenizer = tokenizer or local_root(base_url, entry.get("root"))
     if not tokenizer or not Path(tokenizer).is_dir():
         raise UsageError(f"no local tokenizer directory for '{entry.get('id')}' (server root: {entry.get('root')})",
                          "pass --tokenizer DIR (the model's Hugging Face directory)")
     return entry["id"], tokenizer
+
+
+def local_root(base_url: str, root: object) -> str | None:
+    """The server's `root` when it is a local directory (vLLM), else the model directory of the recorded
+    deployment at `base_url` (SGLang lists its served name as root)."""
+    if isinstance(root, str) and Path(root).is_dir():
+        return root
+    deployed = state.serving(state.state_dir(), base_url)
+    return state.model_directory(deployed) if deployed else None
