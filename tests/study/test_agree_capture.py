@@ -7,6 +7,7 @@ find exactly those differences, and the variants they name, all together, must s
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tokenbench.deploy import local, state
+from tokenbench.errors import UsageError
 from tokenbench.study import agree
 from tokenbench.study.agree_capture import ClientCapture, compare, generation, variants
 from tokenbench.study.agree_peers import Cell
@@ -206,19 +209,24 @@ def test_a_cached_warmup_prompt_is_the_cause_explain_names(tmp_path, monkeypatch
 
 def test_the_tokenizer_is_the_model_directory_of_the_deployment_serving_the_url(tmp_path, monkeypatch):
     """SGLang lists its served name as the model's root; `agree` then takes the model directory that the
-    recorded deployment at that URL was launched with, so `deploy up` + `agree` needs no --tokenizer."""
-    from tokenbench.deploy import state
-    from tokenbench.errors import UsageError
+    running deployment at that URL was launched with, so `deploy up` + `agree` needs no --tokenizer. A stale
+    record (its process gone) is not taken: another server may hold the port now."""
     monkeypatch.setenv(state.STATE_ENV, str(tmp_path / "deployments"))
-    model_dir = tmp_path / "model"
+    model_dir, other = tmp_path / "model", tmp_path / "other"
     model_dir.mkdir()
+    other.mkdir()
+
+    def record(pid: int, created: float) -> None:
+        state.save(tmp_path / "deployments", state.DeploymentState(
+            id="p-1", profile="p", engine="sglang", pid=pid, pgid=pid, create_time=created, host="127.0.0.1",
+            port=1, base_url=url + "/", log_path="", started_at="", argv=["python", "--model-path", str(model_dir)]))
+
     with reference() as url:
         with pytest.raises(UsageError, match="no local tokenizer directory"):
             agree.model_and_tokenizer(url, None, None)
-        state.save(tmp_path / "deployments", state.DeploymentState(
-            id="p-1", profile="p", engine="sglang", pid=1, pgid=1, create_time=0.0, host="127.0.0.1", port=1,
-            base_url=url + "/", log_path="", started_at="", argv=["python", "--model-path", str(model_dir)]))
+        record(os.getpid(), local.create_time(os.getpid()) - 1.0)      # this pid, but not this process: stale
+        with pytest.raises(UsageError, match="no local tokenizer directory"):
+            agree.model_and_tokenizer(url, None, None)
+        record(os.getpid(), local.create_time(os.getpid()))
         assert agree.model_and_tokenizer(url, None, None) == ("reference-model", str(model_dir))
-        other = tmp_path / "other"
-        other.mkdir()
         assert agree.model_and_tokenizer(url, None, str(other))[1] == str(other)

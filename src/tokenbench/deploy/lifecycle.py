@@ -225,6 +225,12 @@ def is_alive(st: DeploymentState) -> bool:
     return local.leader(st.pid, st.create_time) is not None
 
 
+def serving(directory: Path, base_url: str) -> DeploymentState | None:
+    """The running deployment that tokenbench started at `base_url`, if any: a stale record of a crashed one
+    is skipped, since another server may hold its port now."""
+    return next((st for st in state.at_url(directory, base_url) if is_alive(st)), None)
+
+
 # ---- signals ----
 
 @contextmanager

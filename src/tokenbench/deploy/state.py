@@ -80,10 +80,10 @@ def select(directory: Path, key: str | None) -> list[DeploymentState]:
 MODEL_FLAGS = ("--model-path", "--model", "-m")
 
 
-def serving(directory: Path, base_url: str) -> DeploymentState | None:
-    """The recorded deployment that serves `base_url`, if tokenbench started it."""
+def at_url(directory: Path, base_url: str) -> list[DeploymentState]:
+    """The recorded deployments at `base_url` (a crashed one's record may still be there)."""
     url = base_url.rstrip("/")
-    return next((s for s in load_all(directory) if s.base_url.rstrip("/") == url), None)
+    return [s for s in load_all(directory) if s.base_url.rstrip("/") == url]
 
 
 def model_directory(state: DeploymentState) -> str | None:

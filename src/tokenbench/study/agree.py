@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from tokenbench.client import api
-from tokenbench.deploy import state
+from tokenbench.deploy import lifecycle, state
 from tokenbench.errors import MeasurementError, TargetError, UsageError
 from tokenbench.report.document import plain
 from tokenbench.store import outputs
@@ -376,9 +376,9 @@ def model_and_tokenizer(base_url: str, model: str | None, tokenizer: str | None)
 
 
 def local_root(base_url: str, root: object) -> str | None:
-    """The server's `root` when it is a local directory (vLLM), else the model directory of the recorded
+    """The server's `root` when it is a local directory (vLLM), else the model directory of the running
     deployment at `base_url` (SGLang lists its served name as root)."""
     if isinstance(root, str) and Path(root).is_dir():
         return root
-    deployed = state.serving(state.state_dir(), base_url)
+    deployed = lifecycle.serving(state.state_dir(), base_url)
     return state.model_directory(deployed) if deployed else None
