@@ -90,3 +90,21 @@ def test_cells_above_the_captured_sizes_are_marked(store):
     assert marked and all(int(m[4:-1]) > 2 for m in marked)
     assert "| c=2 |" in scaling or "| c=1 |" in scaling
     assert "^ = the cell's decode batch is above the largest captured graph size" in scaling
+
+
+def test_a_drifted_sustain_cell_names_each_moved_figure_in_both_languages():
+    """The sustain line of a cell whose throughput and TTFT moved names both, with first, last and change;
+    the one that did not move is left out (a missing figure name ended a CI report)."""
+    from types import SimpleNamespace
+
+    from tokenbench.metrics.capacity import Sustain
+    from tokenbench.metrics.timeslices import Drift
+    from tokenbench.report.capacity import sustain_text
+    drift = [Drift("output_tps", 30.0, 36.3, 0.211, 0.1, 0.3, 2, True),
+             Drift("ttft_mean_ms", 300.0, 210.0, -0.3, -0.4, -0.2, 2, True),
+             Drift("tpot_mean_ms", 31.0, 31.5, 0.016, -0.1, 0.1, 2, False)]
+    s = Sustain(key="16:8", repeat=0, load=2, duration_s=12, status="ok", verdicts=[], drift=drift, steady=False)
+    record = SimpleNamespace(tiers=[SimpleNamespace(name="slo")])
+    en, zh = sustain_text(record, s, "en"), sustain_text(record, s, "zh")
+    assert "output tok/s" in en and "mean TTFT" in en and "+21.1" in en and "mean TPOT" not in en
+    assert "输出吞吐" in zh and "TTFT 均值" in zh and "TPOT 均值" not in zh

@@ -48,3 +48,23 @@ def test_no_key_of_one_language_table_is_overwritten_by_another():
         for a, b in itertools.combinations(tables, 2):
             shared = set(getattr(a, lang)) & set(getattr(b, lang))
             assert not shared, (a.__name__, b.__name__, lang, sorted(shared))
+
+
+
+def _named_values():
+    """Each i18n key the report builds from a typed value: its prefix and the Literal the value comes from."""
+    from tokenbench.judge import bottleneck, fairness, frontier, plausibility
+    from tokenbench.metrics import capacity, send_rates, stalls, timeslices
+    return [("fig.", timeslices.DriftFigure), ("role.", capacity.Role), ("cap.reason.", capacity.Reason),
+            ("cap.dim.", capacity.Dimension), ("cause.", stalls.Cause), ("fair.", fairness.Check),
+            ("fair.load.", fairness.LoadDiff), ("send.off.", send_rates.OffReason),
+            ("plaus.how.", plausibility.How), ("fr.missing.", frontier.Missing), ("ev.", bottleneck.Evidence)]
+
+
+def test_every_value_a_report_names_has_a_key_in_both_languages():
+    """A drifted sustain cell's `fig.output_tps` was missing (the key said `out_tps`) and ended the report;
+    every value of each Literal a key is built from must have its text."""
+    from typing import get_args
+    missing = [prefix + v for prefix, kind in _named_values() for v in get_args(kind)
+               if prefix + v not in EN or prefix + v not in ZH]
+    assert missing == []

@@ -105,7 +105,7 @@ def pooled(row: SearchRow, lang: str) -> Table:
 
 def _drift(d: list[Drift], lang: str) -> str:
     moved = [t(lang, "cap.drift_item", figure=t(lang, f"fig.{x.figure}"), first=num(x.first), last=num(x.last),
-               change=pct(x.change)) for x in d if x.drifted]
+               change=f"{100 * x.change:+.1f}%") for x in d if x.drifted]
     return t(lang, "cap.drifted", what="; ".join(moved)) if moved else t(lang, "cap.no_drift")
 
 

@@ -96,7 +96,7 @@ EN: dict[str, str] = {
     "ev.graph_eager": "decode batch {batch} > largest captured graph size {max}: runs eager",
     "ev.graph_padding": "TPOT x{times} from {load}: the decode batch ({batch}) is padded up to the captured size {size}",
     "ev.tpot_cliff": "TPOT x{times} from {load} while the load rose x{rise}: not KV, not graph capture",
-    "fig.out_tps": "output tok/s",
+    "fig.output_tps": "output tok/s",
     "fig.ttft_mean_ms": "mean TTFT",
     "fig.tpot_mean_ms": "mean TPOT",
 }
@@ -184,7 +184,7 @@ ZH: dict[str, str] = {
     "ev.graph_eager": "decode 批大小 {batch} > 捕获的最大图尺寸 {max}：以 eager 模式运行",
     "ev.graph_padding": "TPOT 为 {load} 时的 {times} 倍：decode 批大小（{batch}）被补齐到捕获尺寸 {size}",
     "ev.tpot_cliff": "负载增至 {rise} 倍时 TPOT 为 {load} 时的 {times} 倍：既非 KV，也非图捕获",
-    "fig.out_tps": "输出吞吐",
+    "fig.output_tps": "输出吞吐",
     "fig.ttft_mean_ms": "TTFT 均值",
     "fig.tpot_mean_ms": "TPOT 均值",
 }
