@@ -1,7 +1,8 @@
 """`tokenbench agree`'s capture and variants against the reference server over real HTTP: tokenbench runs
 through the recording proxy, once with its default request and once as a stand-in "peer" that sends the
 way vllm bench serve and sglang.bench_serving do (text prompts, no min_tokens, final usage only, extra
-sampling fields, the first prompt repeated as warmup, a new connection per request). The comparison must
+sampling fields, the first prompt repeated as warmup, a new connection per request, no /metrics scrapes).
+The comparison must
 find exactly those differences, and the variants they name, all together, must send what the peer sent."""
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 from tokenbench.deploy import local, state
 from tokenbench.errors import UsageError
 from tokenbench.study import agree
-from tokenbench.study.agree_capture import ClientCapture, compare, generation, variants
+from tokenbench.study.agree_capture import ClientCapture, compare, generation, scrapes, variants
 from tokenbench.study.agree_peers import Cell
 from tokenbench.study.agree_variants import DEFAULT, Variant, combined
 from tokenbench.testing.recording_proxy import ProxyThread
@@ -28,7 +29,7 @@ from tokenbench.testing.reference_server import ReferenceConfig, start
 PEER_LIKE = Variant("stand-in", "stand-in peer", {
     "workload.prompt_as_text": True, "target.no_min_tokens": True, "target.final_usage_only": True,
     "target.extra_body": {"top_p": 1, "repetition_penalty": 1.0}, "warmup_first_prompt": True,
-    "target.new_connection_per_request": True}, warmup_extra=1)
+    "target.new_connection_per_request": True, "monitor_interval_s": 0}, warmup_extra=1)
 
 
 @contextmanager
@@ -50,7 +51,8 @@ def captured(cell: Cell, variant: Variant, out: Path) -> ClientCapture:
     """tokenbench's requests for one variant, run in this process through the proxy."""
     with ProxyThread(cell.base_url) as proxy:
         summary = agree.run_tokenbench(replace(cell, base_url=proxy.url), out, variant)
-        return ClientCapture(variant.label, generation(proxy.captured), cell.num_prompts, summary)
+        return ClientCapture(variant.label, generation(proxy.captured), cell.num_prompts, summary,
+                             scrapes(proxy.captured))
 
 
 def body_rows(rows):
@@ -72,16 +74,17 @@ def test_the_differences_name_the_variants_and_together_they_send_what_the_peer_
     assert all(r.usage["prompt_tokens"] == 24 for r in peer.measured_requests)     # text of 24 tokens, exactly
     assert peer.summary["prompt_as_text_special_tokens"] == 0      # the reference server adds no BOS
     assert peer.connections() == len(peer.requests) and ours.connections() == 1
+    assert peer.scrapes == 0 and ours.scrapes >= 2      # monitor_interval_s 0: not one GET /metrics
     first = peer.measured_requests[0].json()["prompt"]
     assert [r.json()["prompt"] for r in peer.pre if r.json()["max_tokens"] > 1] == [first, first]
-    assert sorted(v.name for v in found) == ["connection", "final-usage", "no-min-tokens", "sampling", "text",
-                                             "warmup"]
+    assert sorted(v.name for v in found) == ["connection", "final-usage", "no-min-tokens", "no-monitor", "sampling",
+                                             "text", "warmup"]
     by_name = {v.name: v for v in found}
     assert by_name["sampling"].changes == {"target.extra_body": {"top_p": 1, "repetition_penalty": 1.0}}
     assert by_name["warmup"].warmup_extra == 1 and by_name["text"].input_len is None
     assert [r.what for r in body_rows(rows) if r.differs] == ["prompt", "min_tokens", "stream_options", "top_p",
                                                               "repetition_penalty", "before the measured requests",
-                                                              "connections"]
+                                                              "connections", "GET /metrics during the run"]
     assert [r.what for r in body_rows(after) if r.differs] == []
 
 
@@ -143,7 +146,7 @@ def test_agree_explain_end_to_end(tmp_path, monkeypatch):
                                num_prompts=3, repeat=2, explain=True, variants=("text", "final-usage"))
         result = agree.run(spec, tmp_path / "out", lambda m: None)
     assert sorted(v.name for v in result.bodies.variants) == ["connection", "final-usage", "no-min-tokens",
-                                                              "sampling", "text", "warmup"]
+                                                              "no-monitor", "sampling", "text", "warmup"]
     ran = sorted(p.name for p in (tmp_path / "out").glob("tokenbench-*-c1-r*.json"))
     assert ran == [f"tokenbench-{n}-c1-r{r}.json" for n in ("default", "final-usage", "peer-workload", "text")
                    for r in (1, 2)]

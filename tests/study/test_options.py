@@ -157,10 +157,12 @@ def test_agree_measures_exactly_what_its_documented_bench_command_asks(tmp_path)
                Variant("final-usage", "f", {"target.final_usage_only": True}),
                Variant("sampling", "s", {"target.extra_body": {"repetition_penalty": 1.0, "logprobs": None}}),
                Variant("warmup", "w", {"warmup_first_prompt": True}, warmup_extra=1),
-               Variant("connection", "c", {"target.new_connection_per_request": True, "target.connect_in_ttft": True})]
+               Variant("connection", "c", {"target.new_connection_per_request": True, "target.connect_in_ttft": True}),
+               Variant("no-monitor", "m", {"monitor_interval_s": 0})]
     for variant in [DEFAULT, *singles, combined(singles)]:
         kw = bench.command.make_context("bench", tokenbench_args(cell, str(tmp_path / "tb.json"), variant)).params
         assert bench.build_spec(kw) == study_spec(cell, variant), variant.name
     both = study_spec(cell, combined(singles))
     assert both.target.extra_body == {"repetition_penalty": 1.0, "logprobs": None} and both.warmup_requests == 5
     assert both.pairs == [(127, 32)] and both.workload.prompt_as_text and both.target.new_connection_per_request
+    assert both.monitor_interval_s == 0

@@ -211,7 +211,9 @@ class StudySpec(StrictModel):
                                     "60 s to 30 min; 0: none)")
     slo_attainment: float = Field(0.9, gt=0, le=1, description="share of requests that must meet every "
                                   "per-request SLO (--slo ttft=MS,...) when that is what a capacity search judges")
-    monitor_interval_s: float = Field(1.0, gt=0, description="seconds between monitor samples during a cell")
+    monitor_interval_s: float = Field(1.0, ge=0, description="seconds between monitor samples during a cell; 0: "
+                                      "no monitor (no /metrics, host or accelerator samples, and none of the "
+                                      "figures read from them), as vllm bench serve sends none")
     timeslice_s: float = Field(10.0, gt=0, description="width of the timeslices every cell keeps, seconds "
                                "(figures per slice, steady state, a sustain cell's drift)")
 

@@ -24,7 +24,8 @@ CAPTURE_PROMPTS = 3        # measured requests per captured client: enough to se
 WORKLOAD_KEYS = ("max_tokens", "ignore_eos", "stream")   # the workload itself: must be equal, never varied
 PROMPT_KEYS = ("model", "prompt", "messages")            # compared as the prompt row, not as fields
 IGNORED_HEADERS = HOP | {"content-type", "accept-encoding"}
-VARIANT_NAMES = ("text", "no-min-tokens", "final-usage", "sampling", "warmup", "connection")   # all compare() names
+VARIANT_NAMES = ("text", "no-min-tokens", "final-usage", "sampling", "warmup", "connection",
+                 "no-monitor")                                                     # all compare() names
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class ClientCapture:
     requests: tuple[Captured, ...]
     measured: int
     summary: Mapping = field(default_factory=dict)      # the client's own figures for the captured run
+    scrapes: int = 0                                    # GET /metrics the client sent during its run
 
     @property
     def pre(self) -> tuple[Captured, ...]:
@@ -74,11 +76,17 @@ def generation(captured: Sequence[Captured]) -> tuple[Captured, ...]:
     return tuple(r for r in captured if r.method == "POST" and r.path.split("?")[0].endswith("completions"))
 
 
+def scrapes(captured: Sequence[Captured]) -> int:
+    """The client's reads of the server's Prometheus metrics (tokenbench's monitor)."""
+    return sum(r.method == "GET" and r.path.split("?")[0] == "/metrics" for r in captured)
+
+
 def capture_peer(peer: Peer, python: str, cell: Cell, out: Path) -> ClientCapture:
     """The peer's requests of a short run through the proxy (its figures are not used)."""
     with ProxyThread(cell.base_url) as proxy:
         summary = run_peer(peer, python, replace(cell, base_url=proxy.url), out)
-        return ClientCapture(peer.label, generation(proxy.captured), cell.num_prompts, summary)
+        return ClientCapture(peer.label, generation(proxy.captured), cell.num_prompts, summary,
+                             scrapes(proxy.captured))
 
 
 def capture_tokenbench(cell: Cell, variant: Variant, out: Path) -> ClientCapture:
@@ -89,7 +97,8 @@ def capture_tokenbench(cell: Cell, variant: Variant, out: Path) -> ClientCapture
         argv = [sys.executable, "-m", "tokenbench.cli.main", "bench",
                 *tokenbench_args(replace(cell, base_url=proxy.url), str(result), variant)]
         run_client(argv, out / f"tokenbench-{variant.name}-{cell.tag}.log", f"tokenbench ({variant.label})")
-        return ClientCapture(variant.label, generation(proxy.captured), cell.num_prompts, read_summary(result))
+        return ClientCapture(variant.label, generation(proxy.captured), cell.num_prompts, read_summary(result),
+                             scrapes(proxy.captured))
 
 
 def read_summary(path: Path) -> dict:
@@ -241,6 +250,20 @@ def connection_row(ours: ClientCapture, theirs: ClientCapture) -> Difference:
                       same=_reuse(ours) == _reuse(theirs))
 
 
+def _scrapes_text(cap: ClientCapture) -> str:
+    return f"{cap.scrapes} scrape{'s' * (cap.scrapes != 1)}" if cap.scrapes else "none"
+
+
+def monitor_row(ours: ClientCapture, theirs: ClientCapture) -> Difference:
+    """tokenbench's monitor reads the server's /metrics during the run (work the server does beside the
+    requests); a peer that reads none gets the variant without the monitor."""
+    variant = None
+    if ours.scrapes and not theirs.scrapes:
+        variant = Variant("no-monitor", "no /metrics scrapes", {"monitor_interval_s": 0})
+    return Difference("GET /metrics during the run", _scrapes_text(ours), _scrapes_text(theirs), variant,
+                      same=bool(ours.scrapes) == bool(theirs.scrapes))
+
+
 def _header_names(cap: ClientCapture) -> set[str]:
     return {n for r in cap.measured_requests for n in r.header_names()} - IGNORED_HEADERS
 
@@ -304,7 +327,8 @@ def overhead_rows(ours: ClientCapture, theirs: ClientCapture) -> list[Difference
 def compare(ours: ClientCapture, theirs: ClientCapture, cell: Cell) -> list[Difference]:
     """Every row of the comparison, in the order tables show them."""
     return [path_row(ours, theirs), prompt_row(ours, theirs, cell), *field_rows(ours, theirs),
-            warmup_row(ours, theirs, cell), connection_row(ours, theirs), header_row(ours, theirs),
+            warmup_row(ours, theirs, cell), connection_row(ours, theirs), monitor_row(ours, theirs),
+            header_row(ours, theirs),
             *overhead_rows(ours, theirs)]
 
 

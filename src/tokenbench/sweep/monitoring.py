@@ -112,9 +112,13 @@ def samplers_for(server) -> list:
 
 @contextlib.contextmanager
 def cell_monitor(server, interval_s: float, log=print) -> Iterator[CellMonitor]:
-    mon = Monitor(samplers_for(server), interval_s=interval_s, on_warning=_warn_once(log))
+    """The cell's monitor; with `interval_s` 0 none: no sampler runs and the cell has no monitor samples."""
+    on = interval_s > 0
+    mon = Monitor(samplers_for(server) if on else [], interval_s=interval_s if on else 1.0,
+                  on_warning=_warn_once(log))
     cm = CellMonitor(mon)
-    mon.start()
+    if on:
+        mon.start()
     try:
         yield cm
     finally:
