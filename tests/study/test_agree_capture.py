@@ -20,7 +20,7 @@ import pytest
 from tokenbench.deploy import local, state
 from tokenbench.errors import UsageError
 from tokenbench.study import agree
-from tokenbench.study.agree_capture import ClientCapture, compare, generation, scrapes, variants
+from tokenbench.study.agree_capture import ClientCapture, compare, generation, monitor_row, scrapes, variants
 from tokenbench.study.agree_peers import Cell
 from tokenbench.study.agree_variants import DEFAULT, Variant, combined
 from tokenbench.testing.recording_proxy import ProxyThread
@@ -74,17 +74,18 @@ def test_the_differences_name_the_variants_and_together_they_send_what_the_peer_
     assert all(r.usage["prompt_tokens"] == 24 for r in peer.measured_requests)     # text of 24 tokens, exactly
     assert peer.summary["prompt_as_text_special_tokens"] == 0      # the reference server adds no BOS
     assert peer.connections() == len(peer.requests) and ours.connections() == 1
-    assert peer.scrapes == 0 and ours.scrapes >= 2      # monitor_interval_s 0: not one GET /metrics
+    assert peer.metrics == () and ours.metrics != ()    # monitor_interval_s 0: not one GET /metrics
+    assert ours.scrapes == 0        # ~50 ms of requests: the monitor read the counters only around them
     first = peer.measured_requests[0].json()["prompt"]
     assert [r.json()["prompt"] for r in peer.pre if r.json()["max_tokens"] > 1] == [first, first]
-    assert sorted(v.name for v in found) == ["connection", "final-usage", "no-min-tokens", "no-monitor", "sampling",
-                                             "text", "warmup"]
+    assert sorted(v.name for v in found) == ["connection", "final-usage", "no-min-tokens", "sampling", "text",
+                                             "warmup"]
     by_name = {v.name: v for v in found}
     assert by_name["sampling"].changes == {"target.extra_body": {"top_p": 1, "repetition_penalty": 1.0}}
     assert by_name["warmup"].warmup_extra == 1 and by_name["text"].input_len is None
     assert [r.what for r in body_rows(rows) if r.differs] == ["prompt", "min_tokens", "stream_options", "top_p",
                                                               "repetition_penalty", "before the measured requests",
-                                                              "connections", "GET /metrics during the run"]
+                                                              "connections"]
     assert [r.what for r in body_rows(after) if r.differs] == []
 
 
@@ -146,7 +147,7 @@ def test_agree_explain_end_to_end(tmp_path, monkeypatch):
                                num_prompts=3, repeat=2, explain=True, variants=("text", "final-usage"))
         result = agree.run(spec, tmp_path / "out", lambda m: None)
     assert sorted(v.name for v in result.bodies.variants) == ["connection", "final-usage", "no-min-tokens",
-                                                              "no-monitor", "sampling", "text", "warmup"]
+                                                              "sampling", "text", "warmup"]
     ran = sorted(p.name for p in (tmp_path / "out").glob("tokenbench-*-c1-r*.json"))
     assert ran == [f"tokenbench-{n}-c1-r{r}.json" for n in ("default", "final-usage", "peer-workload", "text")
                    for r in (1, 2)]
@@ -233,3 +234,18 @@ def test_the_tokenizer_is_the_model_directory_of_the_deployment_serving_the_url(
         record(os.getpid(), local.create_time(os.getpid()))
         assert agree.model_and_tokenizer(url, None, None) == ("reference-model", str(model_dir))
         assert agree.model_and_tokenizer(url, None, str(other))[1] == str(other)
+
+
+def test_only_scrapes_among_the_measured_requests_count():
+    """vllm bench serve reads /metrics before and after its measured requests (speculative counters); only
+    a read while they run is a difference the no-monitor variant removes."""
+    from tokenbench.testing.recording_proxy import Captured
+
+    def req(seq: int, method: str, path: str, at: int, end: int | None = None) -> Captured:
+        return Captured(seq, at, 1, method, path, (), b"{}", 200, None, at, end)
+    gen = (req(1, "POST", "/v1/completions", 10, 50), req(3, "POST", "/v1/completions", 60, 100))
+    around = ClientCapture("peer", gen, 2, metrics=(req(0, "GET", "/metrics", 5), req(9, "GET", "/metrics", 101)))
+    among = ClientCapture("tb", gen, 2, metrics=(req(0, "GET", "/metrics", 5), req(2, "GET", "/metrics", 55)))
+    assert around.scrapes == 0 and among.scrapes == 1
+    assert monitor_row(among, around).variant.changes == {"monitor_interval_s": 0}
+    assert monitor_row(around, around).variant is None and not monitor_row(around, around).differs

@@ -36,7 +36,7 @@ class ClientCapture:
     requests: tuple[Captured, ...]
     measured: int
     summary: Mapping = field(default_factory=dict)      # the client's own figures for the captured run
-    scrapes: int = 0                                    # GET /metrics the client sent during its run
+    metrics: tuple[Captured, ...] = ()                  # the client's GET /metrics, at any time
 
     @property
     def pre(self) -> tuple[Captured, ...]:
@@ -54,6 +54,17 @@ class ClientCapture:
 
     def connections(self) -> int:
         return len({r.connection for r in self.requests})
+
+    @property
+    def scrapes(self) -> int:
+        """GET /metrics that arrived while measured requests were in flight (vllm bench serve reads the
+        counters before and after its measured requests; tokenbench's monitor also reads them between)."""
+        measured = self.measured_requests
+        if not measured:
+            return 0
+        start = measured[0].arrived_ns
+        end = max(r.last_chunk_ns or r.arrived_ns for r in measured)
+        return sum(start <= r.arrived_ns <= end for r in self.metrics)
 
 
 @dataclass(frozen=True)
@@ -76,9 +87,9 @@ def generation(captured: Sequence[Captured]) -> tuple[Captured, ...]:
     return tuple(r for r in captured if r.method == "POST" and r.path.split("?")[0].endswith("completions"))
 
 
-def scrapes(captured: Sequence[Captured]) -> int:
-    """The client's reads of the server's Prometheus metrics (tokenbench's monitor)."""
-    return sum(r.method == "GET" and r.path.split("?")[0] == "/metrics" for r in captured)
+def scrapes(captured: Sequence[Captured]) -> tuple[Captured, ...]:
+    """The client's reads of the server's Prometheus metrics."""
+    return tuple(r for r in captured if r.method == "GET" and r.path.split("?")[0] == "/metrics")
 
 
 def capture_peer(peer: Peer, python: str, cell: Cell, out: Path) -> ClientCapture:
@@ -260,7 +271,7 @@ def monitor_row(ours: ClientCapture, theirs: ClientCapture) -> Difference:
     variant = None
     if ours.scrapes and not theirs.scrapes:
         variant = Variant("no-monitor", "no /metrics scrapes", {"monitor_interval_s": 0})
-    return Difference("GET /metrics during the run", _scrapes_text(ours), _scrapes_text(theirs), variant,
+    return Difference("GET /metrics while measured requests run", _scrapes_text(ours), _scrapes_text(theirs), variant,
                       same=bool(ours.scrapes) == bool(theirs.scrapes))
 
 
