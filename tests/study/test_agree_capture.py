@@ -20,7 +20,7 @@ import pytest
 from tokenbench.deploy import local, state
 from tokenbench.errors import UsageError
 from tokenbench.study import agree
-from tokenbench.study.agree_capture import ClientCapture, compare, generation, monitor_row, scrapes, variants
+from tokenbench.study.agree_capture import ClientCapture, compare, generation, metrics_reads, monitor_row, variants
 from tokenbench.study.agree_peers import Cell
 from tokenbench.study.agree_variants import DEFAULT, Variant, combined
 from tokenbench.testing.recording_proxy import ProxyThread
@@ -52,7 +52,7 @@ def captured(cell: Cell, variant: Variant, out: Path) -> ClientCapture:
     with ProxyThread(cell.base_url) as proxy:
         summary = agree.run_tokenbench(replace(cell, base_url=proxy.url), out, variant)
         return ClientCapture(variant.label, generation(proxy.captured), cell.num_prompts, summary,
-                             scrapes(proxy.captured))
+                             metrics_reads(proxy.captured))
 
 
 def body_rows(rows):

@@ -87,7 +87,7 @@ def generation(captured: Sequence[Captured]) -> tuple[Captured, ...]:
     return tuple(r for r in captured if r.method == "POST" and r.path.split("?")[0].endswith("completions"))
 
 
-def scrapes(captured: Sequence[Captured]) -> tuple[Captured, ...]:
+def metrics_reads(captured: Sequence[Captured]) -> tuple[Captured, ...]:
     """The client's reads of the server's Prometheus metrics."""
     return tuple(r for r in captured if r.method == "GET" and r.path.split("?")[0] == "/metrics")
 
@@ -97,7 +97,7 @@ def capture_peer(peer: Peer, python: str, cell: Cell, out: Path) -> ClientCaptur
     with ProxyThread(cell.base_url) as proxy:
         summary = run_peer(peer, python, replace(cell, base_url=proxy.url), out)
         return ClientCapture(peer.label, generation(proxy.captured), cell.num_prompts, summary,
-                             scrapes(proxy.captured))
+                             metrics_reads(proxy.captured))
 
 
 def capture_tokenbench(cell: Cell, variant: Variant, out: Path) -> ClientCapture:
@@ -109,7 +109,7 @@ def capture_tokenbench(cell: Cell, variant: Variant, out: Path) -> ClientCapture
                 *tokenbench_args(replace(cell, base_url=proxy.url), str(result), variant)]
         run_client(argv, out / f"tokenbench-{variant.name}-{cell.tag}.log", f"tokenbench ({variant.label})")
         return ClientCapture(variant.label, generation(proxy.captured), cell.num_prompts, read_summary(result),
-                             scrapes(proxy.captured))
+                             metrics_reads(proxy.captured))
 
 
 def read_summary(path: Path) -> dict:
@@ -267,7 +267,7 @@ def _scrapes_text(cap: ClientCapture) -> str:
 
 def monitor_row(ours: ClientCapture, theirs: ClientCapture) -> Difference:
     """tokenbench's monitor reads the server's /metrics during the run (work the server does beside the
-    requests); a peer that reads none gets the variant without the monitor."""
+    requests); a peer that reads none among its measured requests gets the variant without the monitor."""
     variant = None
     if ours.scrapes and not theirs.scrapes:
         variant = Variant("no-monitor", "no /metrics scrapes", {"monitor_interval_s": 0})
