@@ -12,7 +12,7 @@ from tokenbench.judge.views import CellInfo, RunData
 from tokenbench.metrics.capacity import Answer, Check, SearchRecord, Sustain, TierVerdict
 from tokenbench.metrics.timeslices import Drift
 from tokenbench.report import explain
-from tokenbench.report.document import Block, Heading, Para, Table, num, pct
+from tokenbench.report.document import Block, Heading, Para, Table, num, pct, signed_pct
 from tokenbench.report.i18n import t
 from tokenbench.report.sections import Numberer
 from tokenbench.report.verdicts import UNRELIABLE
@@ -105,7 +105,7 @@ def pooled(row: SearchRow, lang: str) -> Table:
 
 def _drift(d: list[Drift], lang: str) -> str:
     moved = [t(lang, "cap.drift_item", figure=t(lang, f"fig.{x.figure}"), first=num(x.first), last=num(x.last),
-               change=f"{100 * x.change:+.1f}%") for x in d if x.drifted]
+               change=signed_pct(x.change)) for x in d if x.drifted]
     return t(lang, "cap.drifted", what="; ".join(moved)) if moved else t(lang, "cap.no_drift")
 
 

@@ -121,3 +121,8 @@ def ratio(a, b) -> str:
 
 def pct(v, digits: int = 1) -> str:
     return "-" if missing(v) else f"{100 * v:.{digits}f}%"
+
+
+def signed_pct(v, digits: int = 1) -> str:
+    """A change: its sign always shown ("+21.1%", "-3.0%")."""
+    return "-" if missing(v) else f"{100 * v:+.{digits}f}%"

@@ -9,7 +9,7 @@ from tokenbench.judge.bottleneck import Label
 from tokenbench.judge.fairness import SINGLE_TURN, CacheUse, Issue, Value
 from tokenbench.judge.plausibility import ConfigCheck, Finding, Rate, Roofline, Unknown
 from tokenbench.metrics.cell_summary import CellSummary
-from tokenbench.report.document import Block, Bullets, Para, Table, num
+from tokenbench.report.document import Block, Bullets, Para, Table, num, signed_pct
 from tokenbench.report.i18n import t
 
 # how each figure of a bottleneck's evidence is written (the rest: as it is)
@@ -162,7 +162,7 @@ def send_note(cell: str, s: CellSummary, lang: str = "en") -> str | None:
     why = t(lang, f"send.off.{r.send_rate_off}", n=num(s.num_prompts), scheduled=_rate(r.send_rate_scheduled),
             waits=num(r.send_slot_waits), wait=ms(r.send_slot_wait_mean_ms), connect=ms(r.send_connect_mean_ms),
             late=ms(r.send_late_mean_ms))
-    off = "-" if r.off is None else f"{100 * r.off:+.1f}%"
+    off = signed_pct(r.off)
     return t(lang, "send.note", cell=cell, achieved=_rate(r.send_rate_achieved), asked=_rate(r.send_rate_asked),
              off=off, why=why)
 
