@@ -20,7 +20,15 @@ import pytest
 from tokenbench.deploy import local, state
 from tokenbench.errors import UsageError
 from tokenbench.study import agree
-from tokenbench.study.agree_capture import ClientCapture, compare, generation, metrics_reads, monitor_row, variants
+from tokenbench.study.agree_capture import (
+    ClientCapture,
+    compare,
+    generation,
+    metrics_reads,
+    monitor_interval,
+    monitor_row,
+    variants,
+)
 from tokenbench.study.agree_peers import Cell
 from tokenbench.study.agree_variants import DEFAULT, Variant, combined
 from tokenbench.testing.recording_proxy import ProxyThread
@@ -52,7 +60,7 @@ def captured(cell: Cell, variant: Variant, out: Path) -> ClientCapture:
     with ProxyThread(cell.base_url) as proxy:
         summary = agree.run_tokenbench(replace(cell, base_url=proxy.url), out, variant)
         return ClientCapture(variant.label, generation(proxy.captured), cell.num_prompts, summary,
-                             metrics_reads(proxy.captured))
+                             metrics_reads(proxy.captured), monitor_interval(variant))
 
 
 def body_rows(rows):
@@ -75,17 +83,18 @@ def test_the_differences_name_the_variants_and_together_they_send_what_the_peer_
     assert peer.summary["prompt_as_text_special_tokens"] == 0      # the reference server adds no BOS
     assert peer.connections() == len(peer.requests) and ours.connections() == 1
     assert peer.metrics == () and ours.metrics != ()    # monitor_interval_s 0: not one GET /metrics
-    assert ours.scrapes == 0        # ~50 ms of requests: the monitor read the counters only around them
+    assert ours.scrapes == 0        # ~50 ms of requests: the monitor read the counters only around them,
+    assert ours.monitor_s == 1.0 and peer.monitor_s == 0        # yet it is on, as in a measured round
     first = peer.measured_requests[0].json()["prompt"]
     assert [r.json()["prompt"] for r in peer.pre if r.json()["max_tokens"] > 1] == [first, first]
-    assert sorted(v.name for v in found) == ["connection", "final-usage", "no-min-tokens", "sampling", "text",
-                                             "warmup"]
+    assert sorted(v.name for v in found) == ["connection", "final-usage", "no-min-tokens", "no-monitor", "sampling",
+                                             "text", "warmup"]
     by_name = {v.name: v for v in found}
     assert by_name["sampling"].changes == {"target.extra_body": {"top_p": 1, "repetition_penalty": 1.0}}
     assert by_name["warmup"].warmup_extra == 1 and by_name["text"].input_len is None
     assert [r.what for r in body_rows(rows) if r.differs] == ["prompt", "min_tokens", "stream_options", "top_p",
                                                               "repetition_penalty", "before the measured requests",
-                                                              "connections"]
+                                                              "connections", "GET /metrics while measured requests run"]
     assert [r.what for r in body_rows(after) if r.differs] == []
 
 
@@ -147,7 +156,7 @@ def test_agree_explain_end_to_end(tmp_path, monkeypatch):
                                num_prompts=3, repeat=2, explain=True, variants=("text", "final-usage"))
         result = agree.run(spec, tmp_path / "out", lambda m: None)
     assert sorted(v.name for v in result.bodies.variants) == ["connection", "final-usage", "no-min-tokens",
-                                                              "sampling", "text", "warmup"]
+                                                              "no-monitor", "sampling", "text", "warmup"]
     ran = sorted(p.name for p in (tmp_path / "out").glob("tokenbench-*-c1-r*.json"))
     assert ran == [f"tokenbench-{n}-c1-r{r}.json" for n in ("default", "final-usage", "peer-workload", "text")
                    for r in (1, 2)]
@@ -177,9 +186,10 @@ def test_equal_values_written_differently_are_the_same_field():
 
 
 def warmup_peer():
-    """A stand-in peer whose one difference is its warmup: the first measured prompt, as vllm bench serve's."""
+    """A stand-in peer whose one difference in what it sends is its warmup: the first measured prompt, as vllm
+    bench serve's (and, as vllm bench serve, it reads no /metrics while its requests run)."""
     peer = stand_in_peer()
-    only = Variant("stand-in", "stand-in peer", {"warmup_first_prompt": True})
+    only = Variant("stand-in", "stand-in peer", {"warmup_first_prompt": True, "monitor_interval_s": 0})
 
     def argv(python: str, cell: Cell, out: Path) -> list[str]:
         from tokenbench.study.agree_variants import tokenbench_args
@@ -200,14 +210,15 @@ def test_a_cached_warmup_prompt_is_the_cause_explain_names(tmp_path, monkeypatch
         spec = agree.AgreeSpec(url, "stand-in", tokenizer=str(tmp_path), input_len=65, output_len=4,
                                concurrency=(1,), num_prompts=3, repeat=2, explain=True)
         result = agree.run(spec, tmp_path / "out", lambda m: None)
-    assert [v.name for v in result.bodies.variants] == ["warmup"]
+    assert [v.name for v in result.bodies.variants] == ["warmup", "no-monitor"]
     [ttft] = [e for e in result.explained if e.figure == "mean TTFT ms"]
     # every uncached prompt waits its prefill, 65 x 4 ms (a sleep: never shorter, however busy the machine);
     # the peer's first measured prompt is cached (64 of its 65 tokens), so its mean is above 2/3 of that
     assert ttft.default >= 260 and ttft.peer >= 2 * 260 / 3
     assert ttft.difference.value > 0.2
-    [warmup] = ttft.closed
+    warmup, monitor, _ = ttft.closed
     assert warmup.variant.name == "warmup" and 0.7 <= warmup.share <= 1.3
+    assert monitor.variant.name == "no-monitor" and abs(monitor.share) <= 0.5      # a sleep-bound server
     assert ttft.accounted
 
 
@@ -249,3 +260,8 @@ def test_only_scrapes_among_the_measured_requests_count():
     assert around.scrapes == 0 and among.scrapes == 1
     assert monitor_row(among, around).variant.changes == {"monitor_interval_s": 0}
     assert monitor_row(around, around).variant is None and not monitor_row(around, around).differs
+    # tokenbench's monitor on, but none of its throttled scrapes inside this capture: still the difference
+    quiet = replace(around, tool="tb", monitor_s=1.0)
+    assert quiet.scrapes == 0 and monitor_row(quiet, around).variant.changes == {"monitor_interval_s": 0}
+    assert monitor_row(quiet, around).ours == "monitor every 1 s (none in this capture)"
+    assert not monitor_row(replace(quiet, monitor_s=0.0), around).differs

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenbench.client import api
+from tokenbench.spec.study import StudySpec
 from tokenbench.study.agree_peers import Cell, Peer, run_client, run_peer
 from tokenbench.study.agree_variants import Variant, tokenbench_args
 from tokenbench.testing.recording_proxy import HOP, Captured, ProxyThread
@@ -37,6 +38,7 @@ class ClientCapture:
     measured: int
     summary: Mapping = field(default_factory=dict)      # the client's own figures for the captured run
     metrics: tuple[Captured, ...] = ()                  # the client's GET /metrics, at any time
+    monitor_s: float = 0.0      # tokenbench's monitor interval for this arm (0: none; a peer's reads are only seen)
 
     @property
     def pre(self) -> tuple[Captured, ...]:
@@ -65,6 +67,13 @@ class ClientCapture:
         start = measured[0].arrived_ns
         end = max(r.last_chunk_ns or r.arrived_ns for r in measured)
         return sum(start <= r.arrived_ns <= end for r in self.metrics)
+
+    @property
+    def monitors(self) -> bool:
+        """Whether the client reads /metrics while its measured requests run: tokenbench whenever its monitor
+        is on (whether one of its throttled scrapes lands inside a short capture is timing), a peer when the
+        proxy saw it do so."""
+        return self.monitor_s > 0 or self.scrapes > 0
 
 
 @dataclass(frozen=True)
@@ -109,7 +118,12 @@ def capture_tokenbench(cell: Cell, variant: Variant, out: Path) -> ClientCapture
                 *tokenbench_args(replace(cell, base_url=proxy.url), str(result), variant)]
         run_client(argv, out / f"tokenbench-{variant.name}-{cell.tag}.log", f"tokenbench ({variant.label})")
         return ClientCapture(variant.label, generation(proxy.captured), cell.num_prompts, read_summary(result),
-                             metrics_reads(proxy.captured))
+                             metrics_reads(proxy.captured), monitor_interval(variant))
+
+
+def monitor_interval(variant: Variant) -> float:
+    """The monitor interval an arm runs with: its change, or the study's default."""
+    return float(variant.changes.get("monitor_interval_s", StudySpec.model_fields["monitor_interval_s"].default))
 
 
 def read_summary(path: Path) -> dict:
@@ -262,17 +276,20 @@ def connection_row(ours: ClientCapture, theirs: ClientCapture) -> Difference:
 
 
 def _scrapes_text(cap: ClientCapture) -> str:
-    return f"{cap.scrapes} scrape{'s' * (cap.scrapes != 1)}" if cap.scrapes else "none"
+    seen = f"{cap.scrapes} scrape{'s' * (cap.scrapes != 1)}" if cap.scrapes else "none"
+    return f"monitor every {cap.monitor_s:g} s ({seen} in this capture)" if cap.monitor_s > 0 else seen
 
 
 def monitor_row(ours: ClientCapture, theirs: ClientCapture) -> Difference:
     """tokenbench's monitor reads the server's /metrics during the run (work the server does beside the
-    requests); a peer that reads none among its measured requests gets the variant without the monitor."""
+    requests); a peer that reads none among its measured requests gets the variant without the monitor.
+    tokenbench's side is its setting, not the capture's count: a scrape is throttled to a small share of the
+    server's time, so a capture of a few requests may or may not hold one while a measured round does."""
     variant = None
-    if ours.scrapes and not theirs.scrapes:
+    if ours.monitors and not theirs.monitors:
         variant = Variant("no-monitor", "no /metrics scrapes", {"monitor_interval_s": 0})
     return Difference("GET /metrics while measured requests run", _scrapes_text(ours), _scrapes_text(theirs), variant,
-                      same=bool(ours.scrapes) == bool(theirs.scrapes))
+                      same=ours.monitors == theirs.monitors)
 
 
 def _header_names(cap: ClientCapture) -> set[str]:
