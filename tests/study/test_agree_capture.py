@@ -60,7 +60,7 @@ def captured(cell: Cell, variant: Variant, out: Path) -> ClientCapture:
     with ProxyThread(cell.base_url) as proxy:
         summary = agree.run_tokenbench(replace(cell, base_url=proxy.url), out, variant)
         return ClientCapture(variant.label, generation(proxy.captured), cell.num_prompts, summary,
-                             metrics_reads(proxy.captured), monitor_interval(variant))
+                             metrics_reads(proxy.captured), monitor_interval(cell, variant))
 
 
 def body_rows(rows):

@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from tokenbench.client import api
-from tokenbench.spec.study import StudySpec
 from tokenbench.study.agree_peers import Cell, Peer, run_client, run_peer
-from tokenbench.study.agree_variants import Variant, tokenbench_args
+from tokenbench.study.agree_variants import Variant, study_spec, tokenbench_args
 from tokenbench.testing.recording_proxy import HOP, Captured, ProxyThread
 
 CAPTURE_PROMPTS = 3        # measured requests per captured client: enough to see whether connections are reused
@@ -118,12 +117,12 @@ def capture_tokenbench(cell: Cell, variant: Variant, out: Path) -> ClientCapture
                 *tokenbench_args(replace(cell, base_url=proxy.url), str(result), variant)]
         run_client(argv, out / f"tokenbench-{variant.name}-{cell.tag}.log", f"tokenbench ({variant.label})")
         return ClientCapture(variant.label, generation(proxy.captured), cell.num_prompts, read_summary(result),
-                             metrics_reads(proxy.captured), monitor_interval(variant))
+                             metrics_reads(proxy.captured), monitor_interval(cell, variant))
 
 
-def monitor_interval(variant: Variant) -> float:
-    """The monitor interval an arm runs with: its change, or the study's default."""
-    return float(variant.changes.get("monitor_interval_s", StudySpec.model_fields["monitor_interval_s"].default))
+def monitor_interval(cell: Cell, variant: Variant) -> float:
+    """The monitor interval the arm runs with, read from the study it runs (its change, or the default)."""
+    return study_spec(cell, variant).monitor_interval_s
 
 
 def read_summary(path: Path) -> dict:
