@@ -92,12 +92,12 @@ class Difference:
 
 def generation(captured: Sequence[Captured]) -> tuple[Captured, ...]:
     """The completions and chat requests (not /v1/models, /tokenize, health checks)."""
-    return tuple(r for r in captured if r.method == "POST" and r.path.split("?")[0].endswith("completions"))
+    return tuple(r for r in captured if r.method == "POST" and r.route.endswith("completions"))
 
 
 def metrics_reads(captured: Sequence[Captured]) -> tuple[Captured, ...]:
     """The client's reads of the server's Prometheus metrics."""
-    return tuple(r for r in captured if r.method == "GET" and r.path.split("?")[0] == "/metrics")
+    return tuple(r for r in captured if r.method == "GET" and r.route == "/metrics")
 
 
 def capture_peer(peer: Peer, python: str, cell: Cell, out: Path) -> ClientCapture:

@@ -46,6 +46,11 @@ class Captured:
     last_chunk_ns: int | None = None          # ... and the last ones
 
     @property
+    def route(self) -> str:
+        """The path without its query."""
+        return self.path.split("?")[0]
+
+    @property
     def ttfb_ms(self) -> float | None:
         """Arrival to the answer's first body bytes, as the proxy saw them (no client in it)."""
         return None if self.first_chunk_ns is None else (self.first_chunk_ns - self.arrived_ns) / 1e6
