@@ -138,7 +138,7 @@ class CellTally:
     def columns(self) -> Columns:
         ok = self.ok
         return Columns(self.all.np("sent"), self.all.np("end"), self.all.np("intended"), ok.np("sent"),
-                       ok.np("end"), ok.np("first"), ok.np("out"))
+                       ok.np("end"), ok.np("first"), ok.np("out"), ok.np("last"))
 
     def _counts(self) -> dict:
         n_ok = len(self.ok)
