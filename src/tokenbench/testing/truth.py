@@ -23,9 +23,9 @@ from typing import Literal
 import numpy as np
 
 from tokenbench.metrics.cell_summary import CellSummary
-from tokenbench.metrics.figure_marks import FigureMark
-from tokenbench.metrics.stats import PERCENTILES, percentile
-from tokenbench.metrics.verdict import tolerance
+from tokenbench.metrics.health import tolerance
+from tokenbench.metrics.request import PERCENTILES, percentile
+from tokenbench.metrics.summary_groups import FigureMark
 
 MS = 1e6
 STATS = ("mean", "median", *(f"p{q}" for q in PERCENTILES))
