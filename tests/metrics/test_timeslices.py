@@ -46,7 +46,7 @@ def test_every_slice_equals_its_recomputation_from_the_records():
     import random
 
     from tokenbench.metrics import request as rm
-    from tokenbench.metrics.stats import percentile
+    from tokenbench.metrics.request import percentile
     rng = random.Random(7)
     recs = []
     for i in range(400):
