@@ -179,7 +179,7 @@ class CellSummary(BaseModel):
     facts: WorkloadFacts | None = None       # the workload builder (workload/build.py)
     client_lag_tolerated: str | None = None  # the verdict: --allow-client-lag kept the cell ok despite this
     server_unreachable: bool | None = None   # the verdict: the server went away (`--resume` runs it again)
-    monitor: MonitorFigures | None = None    # the cell's monitor (sweep/monitoring.py, monitor/summary.py)
+    monitor: MonitorFigures | None = None    # the cell's monitor (study/monitoring.py, monitor/summary.py)
     slices: Timeslices | None = None         # the tally: per-timeslice figures, steady state; the monitor's samples
     figures: FigureHealth | None = None      # client health per figure (metrics/health.py): bounds, the verdict's marks
     counters: ServerCounters | None = None   # the server's counters over the measured phase (metrics/server.py)
