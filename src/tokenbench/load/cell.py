@@ -28,6 +28,7 @@ from tokenbench.load.runner import CellRun, Phases, Sessions, Work
 from tokenbench.load.target import Endpoint
 from tokenbench.metrics.cell import Measured, finish
 from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.health import Delivery
 from tokenbench.metrics.summary import shape_of, turn_figures
 from tokenbench.metrics.summary_groups import ClientHealth, SessionFigures, WorkloadFacts
 from tokenbench.metrics.tally import CellTally, TurnTally
@@ -310,8 +311,10 @@ def _result(job: CellJob, work: _Work, phases: Phases, sink: _Intake, run: CellR
     wl, load, prompts, health, tally = job.workload, job.load, work.prompts, run.client_health, sink.tally
     fb = work.feedback
     sessions = _session_figures(job, fb, tally.turns) if fb is not None else None
+    e = job.endpoint
+    delivery = Delivery(e.server_writes, e.server_writes_from, job.study.target.via_proxy)
     measured = Measured(tally, load, prompts.nominal_lengths(wl), health, run.slot_waits, phases.seed,
-                        phases.count, run.stopped, sink.cut, (prompts.facts, sessions))
+                        phases.count, run.stopped, sink.cut, (prompts.facts, sessions), delivery)
     summary, verdict = finish(measured, job.verdict_policy)
     notes = prompts.notes + exhausted_note(health, load, tally.outcomes.n)
     notes += [fb.problem] if fb is not None and fb.problem else []

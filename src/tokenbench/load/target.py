@@ -21,6 +21,23 @@ class Endpoint:
     api_key: str | None
     vocab: Vocab
     max_model_len: int | None
+    server_writes: int | None = None     # token chunks the server writes at once, by its own account
+    server_writes_from: str = ""         # ... where that was read
+
+
+WRITES_KEYS = ("chunks_per_write",)      # server-info keys that tell the chunks a server writes at once
+
+
+def server_writes(info: object, declared: int | None) -> tuple[int | None, str]:
+    """The chunks the server writes at once: as the study declares (`server_chunks_per_write`), else as its
+    server info tells (`/get_server_info`: WRITES_KEYS), else None (not told)."""
+    if declared is not None:
+        return declared, "--server-chunks-per-write"
+    told = {k: v for k, v in (info if isinstance(info, dict) else {}).items() if k in WRITES_KEYS}
+    for key, value in told.items():
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            return value, f"/get_server_info {key}"
+    return None, ""
 
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"      # read when no key is named, as OpenAI clients and vLLM's do
@@ -66,7 +83,16 @@ def resolve(base_url: str, target: Target, workload: WorkloadSource, key_env: st
                          f"use one of: {', '.join(map(str, ids))}")
     entry = models[ids.index(target.model)] if target.model else models[0]
     vocab = discover(base_url, models, workload.tokenizer_path, workload.vocab_size, key)
-    return Endpoint(base_url.rstrip("/"), entry["id"], key, vocab, _max_len(entry))
+    writes = server_writes(_server_info(base_url, key), target.server_chunks_per_write)
+    return Endpoint(base_url.rstrip("/"), entry["id"], key, vocab, _max_len(entry), *writes)
+
+
+def _server_info(base_url: str, key: str | None) -> object:
+    """SGLang-style /get_server_info where the server has it (None where it has not, or refuses it)."""
+    try:
+        return api.get_json(base_url, "/get_server_info", key)
+    except TargetError:
+        return None
 
 
 def check_context(workload, max_model_len: int | None) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tokenbench.metrics.cell_summary import CellSummary
-from tokenbench.metrics.health import figure_health
+from tokenbench.metrics.health import Delivery, figure_health
 from tokenbench.metrics.summary import of_tally, send_rates
 from tokenbench.metrics.summary_groups import ClientHealth, FigureHealth, Group, Interruption
 from tokenbench.metrics.tally import CellTally, SlotWaits
@@ -35,6 +35,7 @@ class Measured:
     stopped: bool = False                # stopped by the user (Ctrl-C)
     cut: int = 0                         # measured requests cut off by the stop
     groups: tuple[Group | None, ...] = ()
+    delivery: Delivery = Delivery()      # the server's own account of its writes, a declared proxy
 
 
 def finish(m: Measured, policy: VerdictPolicy) -> tuple[CellSummary, Verdict]:
@@ -43,7 +44,7 @@ def finish(m: Measured, policy: VerdictPolicy) -> tuple[CellSummary, Verdict]:
     summary = of_tally(t, m.load, *m.lengths)
     one_loop = (m.health.client_workers or 1) <= 1            # every stamp taken by the loop the stalls held
     rates = send_rates(t.send_times(), m.load, m.slot_waits, m.arrival_seed)    # open loop: rates sent
-    summary = summary.with_(m.health, rates, figure_health(summary, t, m.health.stalls, one_loop), *m.groups)
+    summary = summary.with_(m.health, rates, figure_health(summary, t, m.health.stalls, one_loop, m.delivery), *m.groups)
     verdict = cell_verdict(t.outcomes, summary, policy, m.planned)
     if m.stopped:
         summary = summary.with_(Interruption(planned=m.planned, cut=m.cut))

@@ -303,6 +303,10 @@ class SessionFigures(Group):
         return f"{self.users} users" if self.users is not None else f"{self.rate:g} sessions/s"
 
 
+BurstSource = Literal["server", "proxy", "upstream"]    # the server's own writes (its account), a declared
+                                                      # proxy, or upstream: the server or a proxy, not told apart
+
+
 class FigureBound(BaseModel):
     """The most the measured delays could have moved one figure (in its unit), and what could move it most."""
 
@@ -329,8 +333,17 @@ class FigureHealth(Group):
 
     client_bounds: dict[str, FigureBound] | None = None
     token_chunks: Number | None = None          # token-bearing chunks of the ok requests
-    chunks_after_stall: Number | None = None    # ... stamped just after a stall (in a stall's window)
-    chunks_coalesced: Number | None = None      # ... read together with another chunk while the loop was quiet
+    chunks_after_stall: Number | None = None    # ... stamped in a stall's window (its catch-up included)
+    chunks_coalesced: Number | None = None      # ... read in bursts (2 chunks of a request or more) while the
+                                                # client's loop waited idle: the stream's shape upstream
+    burst_chunks_upstream: Number | None = None  # ... of them in bursts the server's own account does not explain
+    burst_size_median: float | None = None      # those idle bursts: chunks per burst (median, largest)
+    burst_size_max: Number | None = None
+    burst_period_ms: float | None = None        # ... median time since the request's read before
+    burst_source: BurstSource | None = None     # whose shape, on the evidence (metrics/health.py)
+    server_writes: Number | None = None         # chunks the server writes at once, by its own account
+    server_writes_from: str | None = None       # ... where that was read (its server info, the study)
+    held_upstream: bool | None = None           # the streams came in pieces: every stamp bounded by its hold
     client_marks: dict[str, FigureMark] | None = None
 
     def mark(self, key: str) -> FigureMark | None:

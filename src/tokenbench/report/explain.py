@@ -9,8 +9,9 @@ from tokenbench.judge.bottleneck import Label
 from tokenbench.judge.fairness import SINGLE_TURN, CacheUse, Issue, Value
 from tokenbench.judge.plausibility import ConfigCheck, Finding, Rate, Roofline, Unknown
 from tokenbench.metrics.cell_summary import CellSummary
-from tokenbench.report.document import Block, Bullets, Para, Table, num, signed_pct
+from tokenbench.report.document import Block, Bullets, Para, Table, num, pct, signed_pct
 from tokenbench.report.i18n import t
+from tokenbench.report.marks import source_text
 
 # how each figure of a bottleneck's evidence is written (the rest: as it is)
 EVIDENCE_FORMAT = {"cpu": "{:.0f}", "demand": "{:,}", "capacity": "{:,}", "pct": "{:.0f}", "n": "{:g}",
@@ -173,3 +174,16 @@ def tail_note(cell: str, s: CellSummary, lang: str = "en") -> str | None:
     if tail is None or not tail.matters(s.mean_e2el_ms, s.p99_e2el_ms):
         return None
     return t(lang, "tail.note", cell=cell, mean=num(tail.mean_stream_tail_ms, 1), p99=num(tail.p99_stream_tail_ms, 1))
+
+
+def delivery_note(cell: str, s: CellSummary, lang: str = "en") -> str | None:
+    """How the stream reached the client when it came in bursts while the client waited idle (metrics/health.py:
+    what was seen, whose shape it is on the evidence, whether every figure is bounded by the holds); None when
+    it did not, or too rarely to matter (no hold bounded beyond its bursts, no server's own writes)."""
+    f = s.figures
+    if f is None or not f.chunks_coalesced or not (f.held_upstream or f.burst_source == "server"):
+        return None
+    note = t(lang, "delivery.note", cell=cell, size=num(f.burst_size_median, 0), largest=num(f.burst_size_max),
+             period=num(f.burst_period_ms, 0), share=pct(f.chunks_coalesced / (f.token_chunks or 1), 0),
+             source=source_text(s, lang))
+    return note + (t(lang, "delivery.held") if f.held_upstream else "")

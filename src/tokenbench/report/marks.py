@@ -14,7 +14,7 @@ from tokenbench.judge.intervals import Judging
 from tokenbench.judge.status import MARKS, State
 from tokenbench.judge.views import CellInfo
 from tokenbench.metrics.cell_summary import CellSummary
-from tokenbench.report.document import Cell, missing
+from tokenbench.report.document import Cell, missing, num
 from tokenbench.report.i18n import t
 
 
@@ -31,7 +31,14 @@ def cause_text(cause: str, summary: CellSummary, lang: str) -> str:
     wait = f"{h.client_wait_percent:.1f} %" if h and h.client_wait_percent is not None else "?"
     cpu = f"{h.busiest_cpu_percent():.0f} %" if h and h.client_cpu_percent is not None else "?"
     chunks = f"{f.chunks_coalesced}/{f.token_chunks}" if f and f.token_chunks else "?"
-    return t(lang, f"cause.{cause}", wait=wait, cpu=cpu, chunks=chunks)
+    return t(lang, f"cause.{cause}", wait=wait, cpu=cpu, chunks=chunks, source=source_text(summary, lang))
+
+
+def source_text(summary: CellSummary, lang: str) -> str:
+    """Whose shape a stream's bursts are, on the cell's evidence (metrics/health.py), in words."""
+    f = summary.figures
+    source = (f.burst_source if f else None) or "upstream"
+    return t(lang, f"delivery.{source}", k=num(f.server_writes if f else None), told=(f.server_writes_from if f else "") or "")
 
 
 def _moved(c: CellInfo, keys: Iterable[str]) -> dict[str, list[str]]:

@@ -148,6 +148,7 @@ def cell_notes(cells: list[CellInfo], lang: str) -> list[str]:
     matters (report/explain.py)."""
     notes = [explain.send_note(f"{c.config} {c.label}", c.summary, lang) for c in cells]
     notes += [explain.tail_note(f"{c.config} {c.label}", c.summary, lang) for c in cells]
+    notes += [explain.delivery_note(f"{c.config} {c.label}", c.summary, lang) for c in cells]
     return [n for n in notes if n]
 
 
