@@ -15,11 +15,11 @@ metrics/health.py), is still outside the limit."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, computed_field
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.metrics import request as rm
@@ -28,7 +28,9 @@ from tokenbench.metrics.timeslices import Drift, Timeslices
 from tokenbench.spec.bench import SLO
 from tokenbench.spec.slo import Limit, Tier
 
-Role = Literal["bracket", "refine", "replicate", "sustain"]
+Role = Literal["bracket", "refine", "replicate", "sustain", "remeasure"]
+Doubt = Literal["client", "schedule"]      # a cell the client's own delays may have moved (a judged figure marked
+                                          # for the client, or an invalid cell), or whose sends left the schedule
 Sure = Literal["pass", "fail"]
 Samples = list[float] | u.Clusters
 
@@ -51,6 +53,17 @@ class CellSamples(BaseModel):
     bounds: dict[str, float] = {}    # figure (summary key, e.g. p99_ttft_ms) -> the most the client's delays
                                      # could have moved it (FigureHealth.client_bounds)
     marked: list[str] = []           # figures the verdict marked: moved beyond the tolerance (client_marks)
+    doubt: Doubt | None = None       # the client's delays may have moved what the search judges: measured again
+
+    @classmethod
+    def doubt_of(cls, limits: Sequence[Limit], status: str, marks: Mapping[str, str], schedule_off: str | None
+                 ) -> Doubt | None:
+        """Why a cell is not to be judged as it reads: an invalid cell, or a figure a limit reads marked for
+        the client (`marks`: figure -> cause); else its sends left the schedule for the client's own lateness.
+        A figure marked for a stream held upstream is the server's way of delivering: no doubt."""
+        if status == "invalid" or any(marks.get(figure_key(lim), "buffering") != "buffering" for lim in limits):
+            return "client"
+        return "schedule" if schedule_off == "client" else None
 
     def allowance(self, limit: Limit) -> float:
         """How much the client's delays could have raised the limit's statistic (ms); nothing for goodput's
@@ -148,10 +161,12 @@ class TierVerdict(Frozen):
     checks: list[Check]
     client: bool = False           # a figure judged was marked moved by the client: a fail may be the client's
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def passes(self) -> bool:
         return self.ok and all(c.passes for c in self.checks)
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def sure(self) -> Sure | None:
         if not self.ok or any(c.sure == "fail" for c in self.checks):
@@ -194,6 +209,18 @@ def judge(tier: Tier, cells: Sequence[CellSamples]) -> TierVerdict:
     return TierVerdict(tier=tier.name, ok=ok, checks=checks, client=moved)
 
 
+def apart(sustain: TierVerdict, search: TierVerdict) -> list[str]:
+    """The limits whose sustain-cell interval and the search's interval at the same load do not meet: the
+    sustain cell does not confirm what the search's cells read there."""
+    out = []
+    for a, b in zip(sustain.checks, search.checks, strict=True):
+        if None in (a.lo, a.hi, b.lo, b.hi):
+            continue
+        if a.hi < b.lo - a.allowance or b.hi < a.lo - b.allowance:      # type: ignore[operator]
+            out.append(a.limit.text)
+    return out
+
+
 def metrics_of(tiers: Sequence[Tier]) -> set[str]:
     return {limit.metric for tier in tiers for limit in tier.limits}
 
@@ -209,20 +236,23 @@ class Tried(Frozen):
     load: float
     status: str
     verdicts: list[TierVerdict]
+    doubt: Doubt | None = None       # in doubt for the client's delays: measured again, not pooled
 
 
 class LoadVerdict(Frozen):
-    """Every cell run at one load (the sustain cell apart), pooled, per tier."""
+    """Every cell run at one load (the sustain cell apart), pooled, per tier; `doubted`: cells measured there
+    that the client's delays may have moved, replaced by another cell and never pooled."""
 
     load: float
     cells: int
     verdicts: list[TierVerdict]
+    doubted: int = 0
 
     def of(self, tier: str) -> TierVerdict:
         return next(v for v in self.verdicts if v.tier == tier)
 
 
-Reason = Literal["converged", "budget", "above_max", "below_min", "undecided"]
+Reason = Literal["converged", "budget", "above_max", "below_min", "undecided", "client"]
 
 
 class Answer(Frozen):
@@ -243,6 +273,8 @@ class Answer(Frozen):
     nonmonotone: list[float] = []          # loads that passed above a load that failed
     lo_unreliable: bool = False            # the decision at lo (hi) rests on an unreliable percentile: that
     hi_unreliable: bool = False            # end is not a 95 % bound (Check.unreliable)
+    remeasured: int = 0                    # cells measured again because the client's delays may have moved them
+    client_loads: list[float] = []         # loads no clean cell could be measured at (the client's delays)
 
 
 class Sustain(Frozen):
@@ -256,6 +288,9 @@ class Sustain(Frozen):
     verdicts: list[TierVerdict]
     drift: list[Drift] = []
     steady: bool | None = None
+    apart: list[str] = []                  # the first tier's limits whose sustain interval misses the interval of
+                                           # the search's cells at that load: they do not confirm the boundary
+    doubt: Doubt | None = None             # the client's delays may have moved the sustain cell
 
     @property
     def drifted(self) -> bool:
@@ -263,8 +298,10 @@ class Sustain(Frozen):
 
     @property
     def holds(self) -> bool:
-        """The first tier still met at the answer over the sustain cell, and nothing drifted."""
-        return bool(self.verdicts) and self.verdicts[0].passes and not self.drifted
+        """The first tier still met at the answer over the sustain cell, in line with the cells that placed
+        the boundary (their intervals meet), nothing drifted, and nothing the client did in doubt."""
+        return (bool(self.verdicts) and self.verdicts[0].passes and not self.drifted and not self.apart
+                and self.doubt is None)
 
 
 Dimension = Literal["concurrency", "rate", "users"]

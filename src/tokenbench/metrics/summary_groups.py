@@ -220,6 +220,14 @@ class SendRates(Group):
     send_connect_mean_ms: float | None = None  # new connections' set-up before the write (over all sends)
     send_rate_off: OffReason | None = None     # achieved off asked by > RATE_TOLERANCE: why
     send_cap: Literal["queue", "gate"] | None = None  # how --max-concurrency held arrivals (--rate-cap)
+    # each send against its own time (metrics/summary.schedule_fidelity): written - intended - connect, ms
+    send_late_p99_ms: float | None = None      # (slot waits included where a cap held them)
+    send_late_max_ms: float | None = None
+    send_late_tolerance_ms: float | None = None   # a send this late is off its time: max(1 ms, 5 % of the mean gap)
+    send_late_share: float | None = None       # the share of sends later than that
+    send_gap_cv_scheduled: float | None = None  # the gaps between sends: their CV as scheduled
+    send_gap_cv_sent: float | None = None       # ... and as sent
+    send_schedule_off: OffReason | None = None  # the sends left the schedule beyond tolerance: why
 
     @property
     def off(self) -> float | None:

@@ -168,6 +168,22 @@ def send_note(cell: str, s: CellSummary, lang: str = "en") -> str | None:
              off=off, why=why)
 
 
+def schedule_note(cell: str, s: CellSummary, lang: str = "en") -> str | None:
+    """That a cell's sends left their schedule (metrics/summary.schedule_off), with the lateness figures and
+    why; None when they kept it."""
+    r = s.send
+    if r is None or r.send_schedule_off is None:
+        return None
+    ms = lambda v: f"{v or 0:.1f}"    # noqa: E731
+    why = t(lang, f"send.off.{r.send_schedule_off}", n=num(s.num_prompts), scheduled=_rate(r.send_rate_scheduled),
+            waits=num(r.send_slot_waits), wait=ms(r.send_slot_wait_mean_ms), connect=ms(r.send_connect_mean_ms),
+            late=ms(r.send_late_mean_ms))
+    cv = lambda v: "-" if v is None else f"{v:.2f}"    # noqa: E731
+    return t(lang, "send.schedule", cell=cell, p99=ms(r.send_late_p99_ms), max=ms(r.send_late_max_ms),
+             tol=ms(r.send_late_tolerance_ms), share=pct(r.send_late_share, 0), cv_sent=cv(r.send_gap_cv_sent),
+             cv_sched=cv(r.send_gap_cv_scheduled), why=why)
+
+
 def tail_note(cell: str, s: CellSummary, lang: str = "en") -> str | None:
     """The stream tail, when it matters (metrics/summary_groups.StreamTail.matters), else None."""
     tail = s.tail

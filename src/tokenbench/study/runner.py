@@ -317,7 +317,7 @@ class StudyRunner:
         probe = next(gen)
         while True:
             cell = PlannedCell(config, repeat_workload(wl, probe.repeat),
-                               capacity_load(spec, probe.load, probe.duration_s), probe.repeat)
+                               capacity_load(spec, probe.load, probe.duration_s, probe.requests), probe.repeat)
             got = await self._search_cell(launch, cell, stored.get((config.name, cell.key, cell.repeat)))
             try:
                 probe = gen.send(got)
@@ -334,9 +334,12 @@ class StudyRunner:
         spec, s = self.plan.spec, row.summary
         values = samples_of(records, metrics_of(spec.capacity_tiers()), spec.slo)
         bounds = {k: b.bound for k, b in ((s.figures.client_bounds if s.figures else None) or {}).items()}
-        marked = list((s.figures.client_marks if s.figures else None) or {})
+        marks = {k: m.cause for k, m in ((s.figures.client_marks if s.figures else None) or {}).items()}
+        limits = [lim for tier in spec.capacity_tiers() for lim in tier.limits]
+        doubt = CellSamples.doubt_of(limits, row.status, marks, s.send.send_schedule_off if s.send else None)
         return CellSamples(key=row.key, repeat=row.repeat, status=row.status, values=values,
-                           request_rate=s.request_throughput, slices=s.slices, bounds=bounds, marked=marked)
+                           request_rate=s.request_throughput, slices=s.slices, bounds=bounds, marked=list(marks),
+                           doubt=doubt)
 
     def job(self, launch: _Launch, cell: PlannedCell, on_progress: Progress | None = None) -> CellJob:
         """The cell as it is handed down: built here, once, for every command (`on_progress`: the cell's
