@@ -42,25 +42,30 @@ def search(url: str, folder: Path, seed: int, cpu: int | None) -> subprocess.Pop
                             env={**os.environ, "COLUMNS": "200"})
 
 
+class CellStart:
+    """Whether the client's cell k has run 1.5 s: k cells are done (their lines printed) and the server has
+    seen a request since (the cell's warmup), 1.5 s ago."""
+
+    def __init__(self, ref: ReferenceProcess, lines: list[str], k: int) -> None:
+        self.ref, self.lines, self.k = ref, lines, k
+        self.base: int | None = None
+        self.at: float | None = None
+
+    def __call__(self) -> bool:
+        if sum(1 for line in self.lines if DONE.search(line)) < self.k:
+            return False
+        count = self.ref.arrivals()["count"]
+        self.base = count if self.base is None else self.base
+        if count > self.base and self.at is None:
+            self.at = time.monotonic()
+        return self.at is not None and time.monotonic() - self.at > 1.5
+
+
 def stop_cells(ref: ReferenceProcess, proc: subprocess.Popen, lines: list[str], stops: int, stop_s: float) -> list:
-    """Stop the client `stop_s` once in each of its first `stops` cells: 1.5 s after the server saw the
-    cell's first request (the cell k + 1 starts after k cells were done)."""
+    """Stop the client `stop_s` once in each of its first `stops` cells, 1.5 s into each."""
     out = []
     for k in range(stops):
-        seen = {"arrivals": None}
-
-        def started() -> bool:
-            done = sum(1 for line in lines if DONE.search(line))
-            if done < k:
-                return False
-            count = ref.arrivals()["count"]
-            if seen["arrivals"] is None:
-                seen["arrivals"] = count
-                seen["at"] = None
-            if count > seen["arrivals"] and seen["at"] is None:
-                seen["at"] = time.monotonic()
-            return seen["at"] is not None and time.monotonic() - seen["at"] > 1.5
-        stop = stop_when(proc.pid, started, stop_s)
+        stop = stop_when(proc.pid, CellStart(ref, lines, k), stop_s)
         if stop is None:
             break
         out.append(stop)

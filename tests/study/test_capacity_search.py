@@ -23,7 +23,7 @@ def tiers(*specs: str) -> tuple[Tier, ...]:
     return tuple(Tier.model_validate({"name": f"t{i}", "limits": text}) for i, text in enumerate(specs))
 
 
-def drive(s: Settings, stat, noise: float = 0.05, n: int = 64, seed: int = 0, status=lambda x: "ok",
+def drive(s: Settings, stat, noise: float = 0.05, seed: int = 0, status=lambda x: "ok",
           stalled=lambda k, probe: False):
     """Run the search against a server whose per-request TPOT at load x is stat(x) x U(1 - noise, 1 + noise);
     the k-th cell is one the client stalled in when `stalled(k, probe)`: its figures 3 s too slow, marked."""
@@ -31,7 +31,7 @@ def drive(s: Settings, stat, noise: float = 0.05, n: int = 64, seed: int = 0, st
     probe = next(gen)
     while True:
         probes.append(probe)
-        values = [stat(probe.load) * rng.uniform(1 - noise, 1 + noise) for _ in range(n)]
+        values = [stat(probe.load) * rng.uniform(1 - noise, 1 + noise) for _ in range(64)]
         stop = stalled(len(probes) - 1, probe)
         values = [v + 3000.0 for v in values] if stop else values
         got = CellSamples(key=f"w/x={probe.load:g}", repeat=probe.repeat, status=status(probe.load),
