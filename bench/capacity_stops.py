@@ -1,7 +1,7 @@
 """A capacity search that one bad cell cannot sink: the reference server with a closed form (`--ttft-ms 20
 --itl-ms 5 --prefill-ms-per-token 0.5`, 150:16 prompts, constant arrivals: one prompt's prefill takes 75 ms,
 so the FIFO prefill saturates at 13.33 requests/s and `ttft:p99<=200` holds up to there), searched by
-`tokenbench bench --find-capacity rate` while the client is stopped (SIGSTOP) for 3 s once in each of its
+`tokenbench sweep --find-capacity rate` while the client is stopped (SIGSTOP) for 3 s once in each of its
 first four cells, as a VM pause or a swap storm would. The answer must be 12.5-13.4 requests/s with an
 interval holding 13.33, or say it could not decide because of the client; never a confident wrong number.
 
@@ -33,7 +33,7 @@ DONE = re.compile(r"/rate=[\d.]+/s\S* (ok|failed|invalid)")
 
 
 def search(url: str, folder: Path, seed: int, cpu: int | None) -> subprocess.Popen:
-    argv = [TOKENBENCH, "bench", "--base-url", url, "--input-len", "150", "--output-len", "16", "--find-capacity",
+    argv = [TOKENBENCH, "sweep", "--base-url", url, "--pairs", "150:16", "--find-capacity",
             "rate", "--arrival", "constant", "--slo", "ttft:p99<=200", "--seed", str(seed), "--no-store",
             "--output", str(folder / "out.json")]
     if cpu is not None:
@@ -65,7 +65,7 @@ def stop_cells(ref: ReferenceProcess, proc: subprocess.Popen, lines: list[str], 
     """Stop the client `stop_s` once in each of its first `stops` cells, 1.5 s into each."""
     out = []
     for k in range(stops):
-        stop = stop_when(proc.pid, CellStart(ref, lines, k), stop_s)
+        stop = stop_when(proc, CellStart(ref, lines, k), stop_s)
         if stop is None:
             break
         out.append(stop)

@@ -187,12 +187,17 @@ def test_a_stream_in_pieces_bounds_every_figure_by_its_hold_and_names_it_upstrea
         assert f.burst_period_ms == pytest.approx(20.0 * size)
 
 
-def test_a_few_pairs_from_a_server_writing_close_together_bound_only_their_own_stamps():
-    """Two chunks in a read now and then (under PIECES_SHARE of the chunks): those reads' stamps are bounded
-    by their hold, the rest of the stream is not; TTFT and TPOT stay clean."""
-    recs = [record(i, i * 50 * MS, reads=[1] * 14 + [2] + [1] * 24) for i in range(16)]
+def test_a_few_small_bursts_from_a_server_writing_close_together_are_counted_larger_ones_bounded():
+    """Two chunks in a read now and then (under PIECES_SHARE of the chunks), the first read among them: they
+    are counted, and bound nothing (a server short of CPU writes so); a lone read of 8 chunks bounds its own
+    stamps by its hold, not the rest of the stream."""
+    recs = [record(i, i * 50 * MS, reads=[2] + [1] * 14 + [2] + [1] * 22) for i in range(16)]
     s = cell(recs, [])
-    assert not s.figures.held_upstream and s.figures.chunks_coalesced == 16 * 2
+    assert not s.figures.held_upstream and s.figures.chunks_coalesced == 16 * 4
+    assert marks(s) == {}
+    recs = [record(i, i * 50 * MS, reads=[1] * 14 + [8] + [1] * 18) for i in range(16)]
+    s = cell(recs, [])
+    assert not s.figures.held_upstream and "p99_itl_ms" in marks(s)
     assert not {"mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "mean_e2el_ms"} & set(marks(s))
 
 

@@ -15,7 +15,7 @@ metrics/health.py), is still outside the limit."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Literal
 
 import numpy as np
@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 from tokenbench.client.records import RequestRecord
 from tokenbench.metrics import request as rm
 from tokenbench.metrics import uncertainty as u
+from tokenbench.metrics.tally import CLIENT_CAUSES
 from tokenbench.metrics.timeslices import Drift, Timeslices
 from tokenbench.spec.bench import SLO
 from tokenbench.spec.slo import Limit, Tier
@@ -54,16 +55,24 @@ class CellSamples(BaseModel):
                                      # could have moved it (FigureHealth.client_bounds)
     marked: list[str] = []           # figures the verdict marked: moved beyond the tolerance (client_marks)
     doubt: Doubt | None = None       # the client's delays may have moved what the search judges: measured again
+    causes: dict[str, str] = {}      # the marked figures' causes (client_marks)
+    schedule_off: str | None = None  # why its sends left their schedule (send_schedule_off), if they did
 
-    @classmethod
-    def doubt_of(cls, limits: Sequence[Limit], status: str, marks: Mapping[str, str], schedule_off: str | None
-                 ) -> Doubt | None:
-        """Why a cell is not to be judged as it reads: an invalid cell, or a figure a limit reads marked for
-        the client (`marks`: figure -> cause); else its sends left the schedule for the client's own lateness.
-        A figure marked for a stream held upstream is the server's way of delivering: no doubt."""
-        if status == "invalid" or any(marks.get(figure_key(lim), "buffering") != "buffering" for lim in limits):
-            return "client"
-        return "schedule" if schedule_off == "client" else None
+    def with_doubt(self, tiers: Sequence[Tier], closed: bool) -> CellSamples:
+        """The cell with its doubt: an invalid cell, or a tier it fails (closed loop: any tier) whose limit's
+        figure is marked for the client's own delays, is in doubt for the client; else a tier it fails while
+        its sends left their schedule for the client's lateness, for the schedule. Delays of the client only
+        make a latency slower, and late sends of an open loop bunch its load (harsher, never gentler), so an
+        open loop's pass stands as it reads; a closed loop held back by a stop let the server idle."""
+        if self.status == "invalid":
+            return self.model_copy(update={"doubt": "client"})
+        for tier in tiers:
+            fails = not judge(tier, [self]).passes
+            if (fails or closed) and any(self.causes.get(figure_key(lim)) in CLIENT_CAUSES for lim in tier.limits):
+                return self.model_copy(update={"doubt": "client"})
+        if self.schedule_off == "client" and any(not judge(t, [self]).passes for t in tiers):
+            return self.model_copy(update={"doubt": "schedule"})
+        return self
 
     def allowance(self, limit: Limit) -> float:
         """How much the client's delays could have raised the limit's statistic (ms); nothing for goodput's

@@ -20,8 +20,9 @@ that size as its own shape (the figures are what it sent: no bound); a declared 
 the proxy; otherwise the cause is "upstream (server or proxy)". When unexplained bursts carry PIECES_SHARE of
 the cell's token chunks, its streams arrive in pieces: every stamp of every request may have been held, by
 up to its time minus the stamp two reads earlier (the request's send for its first two reads: a piece may
-end inside an event; that base moved back by any stall that held it); below that share only the bursts'
-own stamps are bounded so.
+end inside an event; that base moved back by any stall that held it); below that share only the stamps of
+bursts of LONE_CHUNKS or more are bounded so (2 or 3 chunks in a read now and then are what a server writing
+close together gives).
 
 From these per-stamp delays each figure's samples get a delay bound d_j (a TTFT's is its first token's, an
 E2EL's its end's, a TPOT's the larger of its first and last token's over (n - 1), an ITL gap's the larger of
@@ -54,6 +55,9 @@ BUFFERING = CAUSES.index("buffering")
 PIECES_SHARE = 0.5        # unexplained bursts carrying half the token chunks: the streams come in pieces (a
                           # server starved of CPU writes a few chunks together now and then, a flushing proxy
                           # most of them)
+
+LONE_CHUNKS = 4           # below half, a burst is bounded only from this size: 2 or 3 chunks in a read now and
+                          # then are what a server writing close together gives (its timers late on a busy host)
 
 # Client health: the accuracy tokenbench claims for a published latency figure is CLAIM_REL of the
 # figure or CLAIM_ABS_MS, whichever is larger (the absolute part is calibrate's delivery limit); for a
@@ -227,14 +231,15 @@ def shape(tally: CellTally, win: Windows, delivery: Delivery, chunks: int) -> Sh
     idle = ~client
     share_up = float(b["chunks"][up].sum()) / max(float(b["chunks"].sum()), 1.0)
     up_chunks = float(b["chunks"][up].sum()) + share_up * tally.reads.more_chunks
+    pieces = up_chunks >= PIECES_SHARE * max(chunks, 1) and up_chunks > 0
+    bound = up if pieces else up & (b["chunks"] >= LONE_CHUNKS)
     n = len(tally.ok)
     first, last = np.zeros(n, bool), np.zeros(n, bool)
-    first[b["req"][up & (b["pos"] & 1 > 0)]] = True
-    last[b["req"][up & (b["pos"] & 2 > 0)]] = True
+    first[b["req"][bound & (b["pos"] & 1 > 0)]] = True
+    last[b["req"][bound & (b["pos"] & 2 > 0)]] = True
     health = FigureHealth(token_chunks=chunks, chunks_coalesced=int(b["chunks"][idle].sum()),
                           burst_chunks_upstream=int(up_chunks), **_burst_facts(b, idle, up, delivery))
-    return Shape(b["stamp"][up], b["base"][up], b["gaps"][up], first, last,
-                 up_chunks >= PIECES_SHARE * max(chunks, 1) and up_chunks > 0, health)
+    return Shape(b["stamp"][bound], b["base"][bound], b["gaps"][bound], first, last, pieces, health)
 
 
 def _burst_facts(b: dict[str, np.ndarray], idle: np.ndarray, up: np.ndarray, delivery: Delivery) -> dict:

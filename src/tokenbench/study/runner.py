@@ -335,11 +335,10 @@ class StudyRunner:
         values = samples_of(records, metrics_of(spec.capacity_tiers()), spec.slo)
         bounds = {k: b.bound for k, b in ((s.figures.client_bounds if s.figures else None) or {}).items()}
         marks = {k: m.cause for k, m in ((s.figures.client_marks if s.figures else None) or {}).items()}
-        limits = [lim for tier in spec.capacity_tiers() for lim in tier.limits]
-        doubt = CellSamples.doubt_of(limits, row.status, marks, s.send.send_schedule_off if s.send else None)
-        return CellSamples(key=row.key, repeat=row.repeat, status=row.status, values=values,
-                           request_rate=s.request_throughput, slices=s.slices, bounds=bounds, marked=list(marks),
-                           doubt=doubt)
+        got = CellSamples(key=row.key, repeat=row.repeat, status=row.status, values=values,
+                          request_rate=s.request_throughput, slices=s.slices, bounds=bounds, marked=list(marks),
+                          causes=marks, schedule_off=s.send.send_schedule_off if s.send else None)
+        return got.with_doubt(spec.capacity_tiers(), spec.find_capacity != "rate")
 
     def job(self, launch: _Launch, cell: PlannedCell, on_progress: Progress | None = None) -> CellJob:
         """The cell as it is handed down: built here, once, for every command (`on_progress`: the cell's
