@@ -9,6 +9,7 @@ from tokenbench.judge.bottleneck import Label
 from tokenbench.judge.fairness import SINGLE_TURN, CacheUse, Issue, Value
 from tokenbench.judge.plausibility import ConfigCheck, Finding, Rate, Roofline, Unknown
 from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.summary_groups import SendRates
 from tokenbench.report.document import Block, Bullets, Para, Table, num, pct, signed_pct
 from tokenbench.report.i18n import t
 from tokenbench.report.marks import source_text
@@ -159,10 +160,7 @@ def send_note(cell: str, s: CellSummary, lang: str = "en") -> str | None:
     r = s.send
     if r is None or r.send_rate_off is None:
         return None
-    ms = lambda v: f"{v or 0:.1f}"    # noqa: E731
-    why = t(lang, f"send.off.{r.send_rate_off}", n=num(s.num_prompts), scheduled=_rate(r.send_rate_scheduled),
-            waits=num(r.send_slot_waits), wait=ms(r.send_slot_wait_mean_ms), connect=ms(r.send_connect_mean_ms),
-            late=ms(r.send_late_mean_ms))
+    why = _off_why(s, r.send_rate_off, lang)
     off = signed_pct(r.off)
     return t(lang, "send.note", cell=cell, achieved=_rate(r.send_rate_achieved), asked=_rate(r.send_rate_asked),
              off=off, why=why)
@@ -174,14 +172,22 @@ def schedule_note(cell: str, s: CellSummary, lang: str = "en") -> str | None:
     r = s.send
     if r is None or r.send_schedule_off is None:
         return None
-    ms = lambda v: f"{v or 0:.1f}"    # noqa: E731
-    why = t(lang, f"send.off.{r.send_schedule_off}", n=num(s.num_prompts), scheduled=_rate(r.send_rate_scheduled),
-            waits=num(r.send_slot_waits), wait=ms(r.send_slot_wait_mean_ms), connect=ms(r.send_connect_mean_ms),
-            late=ms(r.send_late_mean_ms))
     cv = lambda v: "-" if v is None else f"{v:.2f}"    # noqa: E731
-    return t(lang, "send.schedule", cell=cell, p99=ms(r.send_late_p99_ms), max=ms(r.send_late_max_ms),
-             tol=ms(r.send_late_tolerance_ms), share=pct(r.send_late_share, 0), cv_sent=cv(r.send_gap_cv_sent),
-             cv_sched=cv(r.send_gap_cv_scheduled), why=why)
+    return t(lang, "send.schedule", cell=cell, p99=_ms(r.send_late_p99_ms), max=_ms(r.send_late_max_ms),
+             tol=_ms(r.send_late_tolerance_ms), share=pct(r.send_late_share, 0), cv_sent=cv(r.send_gap_cv_sent),
+             cv_sched=cv(r.send_gap_cv_scheduled), why=_off_why(s, r.send_schedule_off, lang))
+
+
+def _ms(v: float | None) -> str:
+    return f"{v or 0:.1f}"
+
+
+def _off_why(s: CellSummary, reason: str, lang: str) -> str:
+    """Why an open loop's sends were off (a reason code of metrics/summary.off_reason), in words."""
+    r = s.send or SendRates()
+    return t(lang, f"send.off.{reason}", n=num(s.num_prompts), scheduled=_rate(r.send_rate_scheduled),
+             waits=num(r.send_slot_waits), wait=_ms(r.send_slot_wait_mean_ms), connect=_ms(r.send_connect_mean_ms),
+             late=_ms(r.send_late_mean_ms))
 
 
 def tail_note(cell: str, s: CellSummary, lang: str = "en") -> str | None:
