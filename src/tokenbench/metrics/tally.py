@@ -19,6 +19,7 @@ A stall's cause is one of:
 
 from __future__ import annotations
 
+import operator
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -172,13 +173,17 @@ class Reads:
         if not times:
             self.requests.add(sent, sent, sent, 0)
             return
+        if not any(map(operator.eq, times, times[1:])):          # a read per chunk: the common case, in C
+            stamps = [sent, sent, *times]
+            hold = max(times[min(1, len(times) - 1)] - sent, max(map(operator.sub, times[2:], times), default=0))
+            self.requests.add(sent, stamps[len(times) - 1], stamps[len(times)], hold)
+            return
         reads = _reads(times)
         stamps = [sent, sent, *(t for t, _ in reads)]            # stamps[g]: two reads before read g
         last = len(reads) - 1
         hold = max(t - stamps[g] for g, (t, _) in enumerate(reads))
         self.requests.add(stamps[0], stamps[last], stamps[last + 1], hold)
-        if len(reads) < len(times):
-            self._bursts(reads, stamps, (times[-1] - times[0]) // (len(times) - 1))
+        self._bursts(reads, stamps, (times[-1] - times[0]) // (len(times) - 1))
 
     def _bursts(self, reads: list[tuple[int, int]], stamps: list[int], pace: int) -> None:
         for g, (t, n) in enumerate(reads):
