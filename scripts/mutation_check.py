@@ -259,11 +259,16 @@ class Sandbox:
         return done.returncode == 0 or done.returncode == 5 and bool(tests)   # 5: none of these tests selected
 
     def test_files(self, module: str) -> list[str]:
-        """Every test file, those that name the module first (so -x stops early on most mutants)."""
+        """Every test file: first the one named after the module, then those importing it, then those
+        naming it, then the rest (so -x stops early on most mutants)."""
         stem = Path(module).stem
+        dotted = ".".join(Path(module).with_suffix("").parts[1:])          # src/tokenbench/a/b.py -> tokenbench.a.b
+        def rank(f: str) -> int:
+            text = (self.root / f).read_text(errors="replace")
+            return (0 if Path(f).stem == f"test_{stem}" else 1 if dotted in text or f"import {stem}" in text
+                    else 2 if stem in text else 3)
         files = sorted(str(p.relative_to(self.root)) for p in (self.root / "tests").rglob("test_*.py"))
-        near = [f for f in files if stem in (self.root / f).read_text(errors="replace")]
-        return near + [f for f in files if f not in near]
+        return sorted(files, key=rank)
 
 
 def survives(box: Sandbox, mutant: Mutant, tier: Tier) -> bool:
