@@ -16,6 +16,7 @@ from rich.console import Console
 from tokenbench.cli import console, options
 from tokenbench.cli.flags import Flag, peers_given
 from tokenbench.errors import UsageError
+from tokenbench.peers.translate import pasted
 from tokenbench.store import commands, outputs
 from tokenbench.store.db import Store, default_db_path
 from tokenbench.study.outputs import SglangResults, VllmResults
@@ -69,6 +70,10 @@ class StudyCommand(click.Command):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         spelled = {name: p.name or "" for p in self.params for name in (*p.opts, *p.secondary_opts)
                    if name.startswith("--")}
+        peer = pasted(args, set(spelled), positional=any(isinstance(p, click.Argument) for p in self.params))
+        if peer is not None:
+            why, _, hint = peer.partition(": run ")
+            raise UsageError(f"a command line of another tool given to `tokenbench {self.name}`: {why}", f"run {hint}")
         out, taking = [], False
         for arg in expand_spellings(args, spelled):
             if arg == "--goodput":
