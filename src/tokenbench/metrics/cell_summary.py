@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from tokenbench.metrics.figure_marks import FigureHealth
 from tokenbench.metrics.interruption import Interruption
 from tokenbench.metrics.send_rates import SendRates
+from tokenbench.metrics.server_phases import PhaseLedger, ServerMeans
 from tokenbench.metrics.sessions import SessionFigures
 from tokenbench.metrics.stream_tail import StreamTail
 from tokenbench.metrics.summary_groups import (
@@ -35,7 +36,8 @@ STATISTICS: tuple[Statistic, ...] = ("mean", "median", "std", "min", "max", "p50
 GROUPS: dict[str, type[Group]] = {"health": ClientHealth, "facts": WorkloadFacts, "monitor": MonitorFigures,
                                   "counters": ServerCounters, "interruption": Interruption,
                                   "sessions": SessionFigures, "figures": FigureHealth,
-                                  "send": SendRates, "tail": StreamTail, "slices": Timeslices}
+                                  "send": SendRates, "tail": StreamTail, "slices": Timeslices,
+                                  "phases": PhaseLedger, "server_means": ServerMeans}
 RATES: tuple[Rate, ...] = ("output_throughput", "request_throughput", "request_goodput")
 KEY_OF_STAT: dict[str, Statistic] = {"mean": "mean", "p50": "median", "p90": "p90", "p99": "p99"}
 
@@ -184,6 +186,8 @@ class CellSummary(BaseModel):
     counters: ServerCounters | None = None   # the server's counters over the measured phase (sweep/monitoring.py)
     sessions: SessionFigures | None = None   # a sessions cell: its shape and figures by turn (metrics/sessions.py)
     interruption: Interruption | None = None   # the user stopped the cell (Ctrl-C): how far it got
+    phases: PhaseLedger | None = None        # where the time went, from the server's spans (metrics/server_phases.py)
+    server_means: ServerMeans | None = None  # the server's request-time histograms over the cell (its /metrics)
     # other tools' results (`tokenbench import`)
     source: str | None = None
     notes: str | None = None
