@@ -1,4 +1,4 @@
-"""Where the time went, per request and per cell (metrics/server_phases.py): the clock offset found from the
+"""Where the time went, per request and per cell (metrics/server.py): the clock offset found from the
 requests' round trips contains the true offset, the phases add up to the client's TTFT and last token exactly,
 the ledger's means add up to the joined requests' mean TTFT, and /metrics histogram increases give the means."""
 
@@ -10,9 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokenbench.client.records import RequestRecord
-from tokenbench.metrics.server_phases import (
-    PHASES,
-    TTFT_PHASES,
+from tokenbench.metrics.health import claim_ms
+from tokenbench.metrics.server import (
     ServerTiming,
     SpanCounts,
     apply_offset,
@@ -23,7 +22,7 @@ from tokenbench.metrics.server_phases import (
     phases_of,
     server_means,
 )
-from tokenbench.metrics.verdict import claim_ms
+from tokenbench.metrics.summary_groups import PHASES, TTFT_PHASES
 
 MS = 1_000_000
 

@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from tokenbench.metrics.server_phases import TTFT_PHASES, phases_of
+from tokenbench.metrics.server import phases_of
+from tokenbench.metrics.summary_groups import TTFT_PHASES
 from tokenbench.spec.study import StudySpec
 from tokenbench.study.run import measure
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess

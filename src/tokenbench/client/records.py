@@ -77,7 +77,7 @@ class RequestRecord:
     connect_in_ttft: bool = False       # sent_ns is the start of that set-up (vLLM's TTFT), not after it
     session_id: str | None = None       # sessions workload: the session the request is a turn of
     turn: int | None = None             # ... and which turn (0 = the first)
-    # the server's own timings, from its OpenTelemetry span (metrics/server_phases.py; docs/metrics.md "Where
+    # the server's own timings, from its OpenTelemetry span (metrics/server.py; docs/metrics.md "Where
     # the time went"): the W3C trace id the request carried, and what the span said, on the server's clock
     trace_id: str | None = None         # 32 hex digits, sent in the request's `traceparent` header
     server_request_id: str | None = None  # the server's own id of the request (gen_ai.request.id)

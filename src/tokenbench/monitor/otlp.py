@@ -18,7 +18,7 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from tokenbench.metrics.server_phases import ServerTiming
+from tokenbench.metrics.server import ServerTiming
 
 TTFT = "gen_ai.latency.time_to_first_token"       # marks a request span
 E2E = "gen_ai.latency.e2e"

@@ -158,7 +158,7 @@ def _with_monitor(summary: CellSummary, mon: CellMonitor, star: bool) -> CellSum
     """The summary with the monitor's figures, and its timeslices with the monitor's samples per slice."""
     figures = mon.summary(int(summary.total_output_tokens or 0), star)
     slices = summary.slices.with_monitor((x.t_ns, x.name, x.value) for x in mon.samples) if summary.slices else None
-    return summary.with_(monitor=figures, slices=slices)
+    return summary.with_(figures, slices)
 
 
 def endpoint_for(spec: StudySpec, base_url: str, profile=None) -> Endpoint:
@@ -372,7 +372,7 @@ class StudyRunner:
         records: Iterable[RequestRecord] = result.all_records()
         if launch.traced:
             joined = await self.traces.join(result)
-            summary, records = summary.with_(phases=joined.ledger(records)), joined.records(records)
+            summary, records = summary.with_(joined.ledger(records)), joined.records(records)
             for _ in joined.records([*result.warmup, *result.records]):    # the ones kept in memory too
                 pass
         row = CellRow.measured(cell, result, kv).with_summary(_with_monitor(summary, mon, kv.over))

@@ -1,6 +1,6 @@
 """The server's own per-request timings in a run: the OTLP receiver for the run's duration (monitor/otlp_receiver.py),
 the deployed engine pointed at it, and after each cell its spans joined to its records by the trace id each request
-carried (monitor/otlp.py reads a trace's spans; metrics/server_phases.py the clock offset, phases and ledger).
+carried (monitor/otlp.py reads a trace's spans; metrics/server.py the clock offset, phases and ledger).
 
 Engines batch their exports, so a cell's spans arrive after its last request: the join waits until every ok
 request (warmup included) has its request span, at most WAIT_S (QUIET_WAIT_S once a cell of the run received no
@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from tokenbench.client.records import RequestRecord
 from tokenbench.deploy.engines import traced
 from tokenbench.load.cell import CellResult
-from tokenbench.metrics.server_phases import (
+from tokenbench.metrics.health import claim_ms
+from tokenbench.metrics.server import (
     ClockOffset,
-    PhaseLedger,
     ServerTiming,
     SpanCounts,
     apply_offset,
@@ -28,7 +28,7 @@ from tokenbench.metrics.server_phases import (
     ledger,
     offset_bounds,
 )
-from tokenbench.metrics.verdict import claim_ms
+from tokenbench.metrics.summary_groups import PhaseLedger
 from tokenbench.monitor.otlp import QUEUE_SLICE, Span, timing_of
 from tokenbench.monitor.otlp_receiver import Received, Receiver, start
 from tokenbench.spec.deploy_profile import Profile

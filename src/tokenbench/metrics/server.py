@@ -1,38 +1,110 @@
-"""Where a request's time went: the server's own timings (its OpenTelemetry span, joined to the request by the
-trace id the request carried) set against the client's stamps, per request and per cell. Pure functions of
-records; formulas: docs/metrics.md, "Where the time went".
-
-The server stamps its span on its own clock, the client on perf_counter_ns. Each joined request is a round
-trip in Cristian's sense: the client sent at s and received the first token at c; the server saw the request
-arrive at a and emitted the first token at f = a + server TTFT. The offset theta = server clock - client clock
-then lies in [f - c, a - s] (the request arrived after it was sent; the token was emitted before it was
-received), an interval as wide as the request's round trip outside the server (client TTFT - server TTFT). The
-cell's offset is the middle of the intersection of its requests' intervals, +- half its width: never looser
-than the smallest round trip alone (the Ray path's rule, load/ray_workers.clock_offset). Where the intervals do
-not intersect (a clock stepped, or a server stamping out of order), the smallest round trip's middle is used and
-the offset is marked inconsistent."""
+"""What the server itself says about a cell. Its own counters over the measured phase (their increase over it), read
+as the summary's `counters` group: the prefix-cache hit rate (tokens looked up and tokens found), beside the rate
+from the responses' `cached_tokens` that the tally computes; speculative decoding's acceptance rate and
+mean acceptance length, as vLLM defines them, or, where an engine has only gauges (SGLang), their mean
+over the cell's scrapes. Its request-time histograms' means over the phase (the `server_means` group). Its
+span of each request, joined by the trace id the request carried: the clock offset, each request's phases and the
+cell's phase ledger (the `phases` group). Pure. Formulas: docs/metrics.md, "Prefix-cache hit rate", "Speculative
+decoding", "Where the time went".
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Any
 
 import numpy as np
 
 from tokenbench.client.records import RequestRecord
-from tokenbench.metrics.stats import percentile
-from tokenbench.metrics.summary_groups import Group, Number
+from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.request import percentile
+from tokenbench.metrics.summary_groups import PHASES, PhaseLedger, PhaseName, ServerMeans
 
-PhaseName = Literal["network", "queue", "prefill", "server_other", "delivery", "decode", "decode_other",
-                    "last_delivery"]
-PHASES: tuple[PhaseName, ...] = get_args(PhaseName)
-# the phases whose sum is the client's TTFT, in the order the time passes
-TTFT_PHASES: tuple[PhaseName, ...] = ("network", "queue", "prefill", "server_other", "delivery")
-LedgerStat = Literal["mean", "p50", "p99"]
+COUNTERS = "counters"
+GAUGES = "gauges"
 
+
+@dataclass(frozen=True, slots=True)
+class CounterHits:
+    queried_tokens: float          # prompt tokens the cache was asked for (vLLM prefix_cache_queries)
+    hit_tokens: float              # of them, found in the cache (vLLM prefix_cache_hits)
+
+    @property
+    def rate(self) -> float | None:
+        return self.hit_tokens / self.queried_tokens if self.queried_tokens else None
+
+    def summary(self) -> dict[str, Any]:
+        """The server-counter keys (metrics/summary_groups.ServerCounters)."""
+        return {"server_prefix_cache_queries": self.queried_tokens, "server_prefix_cache_hits": self.hit_tokens,
+                "server_prefix_cache_hit_rate": self.rate}
+
+
+def hits_from_counters(queries: float | None, hits: float | None) -> CounterHits | None:
+    if queries is None or hits is None:
+        return None
+    return CounterHits(queries, hits)
+
+
+def fill_in(summary: CellSummary, counters: CounterHits | None) -> tuple[CellSummary, dict[str, Any]]:
+    """The summary with `cache_hit_rate` (and `total_cached_tokens`) from the counters when no response
+    reported cached_tokens, and the server-counter keys: the counters' figures and `cache_hit_source`, which
+    one `cache_hit_rate` is."""
+    out: dict[str, Any] = counters.summary() if counters else {}
+    if summary.cache_hit_rate is not None:
+        return summary, {**out, "cache_hit_source": "usage"}
+    if counters is not None and counters.rate is not None:
+        filled = summary.model_copy(update={"cache_hit_rate": counters.rate, "total_cached_tokens": counters.hit_tokens})
+        return filled, {**out, "cache_hit_source": "counters"}
+    return summary, out
+
+
+@dataclass(frozen=True, slots=True)
+class Acceptance:
+    rate: float | None             # accepted draft tokens / draft tokens
+    mean_length: float | None      # tokens per verify step, the target model's own token included
+    drafts: float | None = None    # verify steps that drafted (counters only)
+    draft_tokens: float | None = None
+    accepted_tokens: float | None = None
+    source: str = COUNTERS         # "counters" (increase over the cell) | "gauges" (mean of scrapes)
+
+    def summary(self) -> dict[str, Any]:
+        """The server-counter keys of the cell summary (metrics/summary_groups.ServerCounters; docs/metrics.md)."""
+        out = {"spec_acceptance_rate": self.rate, "spec_mean_acceptance_length": self.mean_length,
+               "spec_source": self.source}
+        if self.source == COUNTERS:
+            out |= {"spec_drafts": self.drafts, "spec_draft_tokens": self.draft_tokens,
+                    "spec_accepted_tokens": self.accepted_tokens}
+        return out
+
+
+def acceptance_from_counters(drafts: float | None, draft_tokens: float | None, accepted: float | None) -> Acceptance | None:
+    """vLLM's derivation (also llama.cpp's counters): rate = accepted / draft tokens, mean acceptance
+    length = 1 + accepted / drafts. None when nothing was drafted (or a counter is missing)."""
+    if drafts is None or draft_tokens is None or accepted is None or not drafts or not draft_tokens:
+        return None
+    return Acceptance(accepted / draft_tokens, 1 + accepted / drafts, drafts, draft_tokens, accepted)
+
+
+def acceptance_from_gauges(rate: float | None, length: float | None) -> Acceptance | None:
+    """SGLang: its acceptance gauges (per decode log window), averaged over the cell's scrapes."""
+    if rate is None and length is None:
+        return None
+    return Acceptance(rate, length, source=GAUGES)
+
+
+# ---- the server's spans: each request's own timings, joined by its trace id (docs/metrics.md "Where the time
+# went"). The server stamps its span on its own clock, the client on perf_counter_ns. Each joined request is a
+# round trip in Cristian's sense: the client sent at s and read the first token at c; the server saw the request
+# arrive at a and emitted the first token at f = a + server TTFT. The offset theta = server clock - client clock
+# then lies in [f - c, a - s], as wide as the request's round trip outside the server (client TTFT - server
+# TTFT). The cell's offset is the middle of the intersection of its requests' intervals, +- half its width:
+# never looser than the smallest round trip alone (the Ray path's rule, load/ray_workers.clock_offset). Where
+# the intervals do not meet (a clock stepped, or a server stamping out of order), the smallest round trip's
+# middle is used and the offset is marked inconsistent.
 
 @dataclass(frozen=True, slots=True)
 class ServerTiming:
@@ -141,49 +213,13 @@ def delivery_flagged(p: RequestPhases, ttft_ns: int, tolerance_ms: Callable[[flo
     return (p.delivery - p.error_ns) / 1e6 > tolerance_ms(ttft_ns / 1e6)
 
 
-class SpanCounts(Group):
+@dataclass(frozen=True, slots=True)
+class SpanCounts:
     """What the OTLP receiver got over a cell, beside the requests it joined (sweep/traces.py)."""
 
-    unjoined_spans: Number = 0       # request spans whose trace id is no request of the cell
-    other_spans: Number = 0          # spans that are not a request's (model loading, a slice unused here)
-    dropped_payloads: Number = 0     # export payloads that could not be decoded (malformed, hostile), dropped
-
-
-class PhaseLedger(Group):
-    """The cell's phase ledger from the server's spans: mean, p50 and p99 of each phase over the measured
-    requests that joined a span, with how many joined, what else arrived, and the clock offset used. Keys are
-    stored with the prefix `phase_` (`phase_mean_ms`: {"queue": ..., "prefill": ...})."""
-
-    PREFIX = "phase_"
-    requests: Number | None = None           # measured requests that finished ok
-    joined: Number | None = None             # ... whose span arrived and was read
-    missing: Number | None = None            # ... without one
-    unjoined_spans: Number | None = None
-    other_spans: Number | None = None
-    dropped_payloads: Number | None = None
-    clock_offset_ms: float | None = None     # server clock minus client clock
-    clock_offset_error_ms: float | None = None
-    clock_consistent: bool | None = None
-    mean_ms: dict[PhaseName, float] | None = None
-    p50_ms: dict[PhaseName, float] | None = None
-    p99_ms: dict[PhaseName, float] | None = None
-    client_ttft_mean_ms: float | None = None  # the joined requests' client TTFT: the sum of TTFT_PHASES' means
-    delivery_flagged: Number | None = None   # joined requests whose delivery exceeds the client's TTFT tolerance
-    delivery_max_ms: float | None = None
-
-    def stat(self, phase: PhaseName, statistic: LedgerStat = "mean") -> float | None:
-        table = {"mean": self.mean_ms, "p50": self.p50_ms, "p99": self.p99_ms}[statistic]
-        return (table or {}).get(phase)
-
-    @property
-    def prefill_ms(self) -> float | None:
-        """Mean server prefill per request (ms), the split cost figures use."""
-        return self.stat("prefill")
-
-    @property
-    def decode_ms(self) -> float | None:
-        """Mean server decode per request (ms)."""
-        return self.stat("decode")
+    unjoined_spans: int = 0          # request spans whose trace id is no request of the cell
+    other_spans: int = 0             # spans that are not a request's (model loading, a slice unused here)
+    dropped_payloads: int = 0        # export payloads that could not be decoded (malformed, hostile), dropped
 
 
 class _Columns:
@@ -229,7 +265,7 @@ def ledger(records: Iterable[RequestRecord], counts: SpanCounts, tolerance_ms: C
             cols.add(p, r.ttft_ns, tolerance_ms)
             offset = (r.clock_offset_ns, r.clock_offset_error_ns)
     joined = len(cols.ttft)
-    base = PhaseLedger(requests=requests, joined=joined, missing=requests - joined, **counts.model_dump())
+    base = PhaseLedger(requests=requests, joined=joined, missing=requests - joined, **dataclasses.asdict(counts))
     if not joined:
         return base
     deliveries = cols.values["delivery"]
@@ -238,21 +274,6 @@ def ledger(records: Iterable[RequestRecord], counts: SpanCounts, tolerance_ms: C
         "clock_consistent": cols.backwards == 0,
         "client_ttft_mean_ms": math.fsum(cols.ttft) / joined / 1e6, "delivery_flagged": cols.flagged,
         "delivery_max_ms": max(deliveries) / 1e6})
-
-
-class ServerMeans(Group):
-    """Per-cell means of the server's own request-time histograms over the measured phase (from the /metrics
-    scrapes: increase of each histogram's sum / increase of its count), labelled as the server's means: they
-    need no tracing but give no per-request figure and no percentile. Stored with the prefix `server_mean_`."""
-
-    PREFIX = "server_mean_"
-    queue_ms: float | None = None
-    prefill_ms: float | None = None
-    decode_ms: float | None = None
-    inference_ms: float | None = None
-    ttft_ms: float | None = None
-    e2e_ms: float | None = None
-    requests: Number | None = None           # requests the e2e histogram counted over the window
 
 
 HISTOGRAM_ROLES = ("queue", "prefill", "decode", "inference", "ttft", "e2e")
