@@ -26,3 +26,13 @@ def test_sglang_exports_over_grpc_to_the_receiver():
 
 def test_an_engine_without_tracing_is_left_as_it_is():
     assert engines.traced(profiles.load_profile("cpu-smollm2-llamacpp"), "127.0.0.1:4318") is None
+
+
+def test_where_a_deployed_command_line_sends_its_spans():
+    vllm = engines.traced(profiles.load_profile("cpu-gemma3-vllm"), "127.0.0.1:4318")
+    sglang = engines.traced(profiles.load_profile("cpu-gemma3-sglang"), "[::1]:4317")
+    assert vllm is not None and sglang is not None
+    assert engines.traces_address(["vllm", "serve", *engines.profile_args(vllm)]) == "127.0.0.1:4318"
+    assert engines.traces_address(engines.profile_args(sglang)) == "[::1]:4317"
+    assert engines.traces_address(["vllm", "serve", "m", "--otlp-traces-endpoint"]) is None
+    assert engines.traces_address(["vllm", "serve", "m"]) is None

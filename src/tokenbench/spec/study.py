@@ -32,7 +32,8 @@ NEW_CONNECTION = ("send every request on a new connection, closed after it (as s
                   "an HTTP session per request); default: keep-alive connections reused")
 FIXED_BODY_KEYS = ("model", "prompt", "messages", "stream")
 SERVER_TRACES = ("the server's own per-request timings (OpenTelemetry spans): auto = on when tokenbench deploys an "
-                 "engine that exports them (vLLM; SGLang) or when --otlp-listen is given; on = always (every request "
+                 "engine that exports them (vLLM; SGLang), when --otlp-listen is given, or when the deployment at "
+                 "--base-url was started with `deploy up --otlp-listen`; on = always (every request "
                  "carries a W3C traceparent and an OTLP receiver listens; a server that exports nothing leaves every "
                  "request unjoined, counted); off = never")
 OTLP_LISTEN = ("HOST:PORT of tokenbench's OTLP receiver (HTTP/protobuf and gRPC on one port), for a server you point "

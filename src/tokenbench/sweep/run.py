@@ -280,7 +280,7 @@ class StudyRunner:
             "vocab": {"size": v.size, "low": v.low, "high": v.high, "source": v.source}})
         self.ev.target_ready(endpoint, facts)
         kv_cap = spec.kv_capacity or server.facts.kv_capacity_tokens
-        traced = self.traces.on_for(server.traced)
+        traced = self.traces.on_for(server)
         async with new_session(spec.target.timeout_s, spec.target.connect_in_ttft) as session:
             yield _Launch(server, endpoint, config_id, kv_cap, session, traced)
 

@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from tokenbench.client.records import RequestRecord
-from tokenbench.deploy.engines import traced
+from tokenbench.deploy import lifecycle, state
+from tokenbench.deploy.engines import traced, traces_address
 from tokenbench.load.cell import CellResult
 from tokenbench.metrics.health import claim_ms
 from tokenbench.metrics.server import (
@@ -33,6 +34,7 @@ from tokenbench.monitor.otlp import QUEUE_SLICE, Span, timing_of
 from tokenbench.monitor.otlp_receiver import Received, Receiver, start
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.study import Target
+from tokenbench.sweep.servers import Server
 
 WAIT_S = 10.0          # after a cell, its spans are awaited at most this long
 QUIET_WAIT_S = 1.0     # ... once a cell of the run received none
@@ -97,6 +99,12 @@ def _counts(got: _Gathered, expected: set[str]) -> SpanCounts:
                       dropped_payloads=r.dropped_payloads)
 
 
+def _deployment_exports_to(base_url: str) -> str | None:
+    """Where the running deployment at `base_url` (started by `deploy up`) exports its spans, if it does."""
+    st = lifecycle.serving(state.state_dir(), base_url)
+    return traces_address(st.argv) if st is not None else None
+
+
 class Traces:
     """The run's tracing: decided per server launch (`traced_profile`, `on_for`), the receiver started when first
     needed and closed with the run (`close`), each cell joined (`join`)."""
@@ -110,10 +118,10 @@ class Traces:
     def mode(self) -> str:
         return self.target.server_traces
 
-    def address(self) -> str:
-        """HOST:PORT of the receiver, started now if it is not running yet."""
+    def address(self, listen: str | None = None) -> str:
+        """HOST:PORT of the receiver, started now (at `listen`, else --otlp-listen) if it is not running yet."""
         if self.receiver is None:
-            self.receiver = start(self.target.otlp_listen)
+            self.receiver = start(listen or self.target.otlp_listen)
             self.log(f"receiving the server's OpenTelemetry spans at {self.receiver.address} (HTTP/protobuf: "
                      f"{self.receiver.http_endpoint}, gRPC: {self.receiver.address})")
         return self.receiver.address
@@ -124,12 +132,14 @@ class Traces:
             return None
         return traced(profile, self.address())
 
-    def on_for(self, deployed_traced: bool) -> bool:
-        """Whether a server's requests carry a traceparent: one deployed with tracing, or any when asked."""
+    def on_for(self, server: Server) -> bool:
+        """Whether a server's requests carry a traceparent: one deployed with tracing (by this run, or by `deploy
+        up --otlp-listen`: the receiver listens where it exports), or any when asked."""
         if self.mode == "off":
             return False
-        if deployed_traced or self.mode == "on" or self.target.otlp_listen:
-            self.address()
+        exports_to = None if server.traced or self.target.otlp_listen else _deployment_exports_to(server.base_url)
+        if server.traced or self.mode == "on" or self.target.otlp_listen or exports_to:
+            self.address(exports_to)
             return True
         return False
 

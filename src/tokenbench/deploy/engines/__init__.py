@@ -123,6 +123,14 @@ def traced(profile: Profile, address: str) -> Profile | None:
     return rule(profile, address) if rule else None
 
 
+def traces_address(argv: list[str]) -> str | None:
+    """HOST:PORT an engine command line sends its spans to (`--otlp-traces-endpoint`, a URL or HOST:PORT)."""
+    if "--otlp-traces-endpoint" not in argv[:-1]:
+        return None
+    endpoint = argv[argv.index("--otlp-traces-endpoint") + 1]
+    return endpoint.split("://", 1)[-1].split("/", 1)[0] or None
+
+
 def speculative(profile: Profile | None) -> str | None:
     """The speculative decoding a profile's flags turn on (e.g. "ngram, 3 draft tokens"), by its engine's
     rule; None when off or unknown."""
