@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from tokenbench.metrics.figure_marks import FigureHealth
 from tokenbench.metrics.interruption import Interruption
@@ -24,6 +24,7 @@ from tokenbench.metrics.summary_groups import (
     Number,
     ServerCounters,
     WorkloadFacts,
+    not_defined,
 )
 from tokenbench.metrics.timeslices import Timeslices
 
@@ -191,6 +192,11 @@ class CellSummary(BaseModel):
     input_throughput: float | None = None
     max_output_tokens_per_s: float | None = None
     max_concurrent_requests: Number | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_defined(cls, data: Any) -> Any:
+        return not_defined(data)
 
     def to_dict(self) -> dict[str, Any]:
         """The stored form: the keys given, flat, vLLM's names, the same values."""

@@ -7,13 +7,23 @@ sit flat beside the tally's figures, under the names they have always had (the m
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tokenbench.metrics.stalls import CAUSES, Stalls
 
 Number = int | float
+
+
+def not_defined(data: Any) -> Any:
+    """A summary's fields with every figure that is not a number (NaN, infinity: no TPOT with one output token,
+    no latency without a completed request) as None, "not defined": the same value the database and every
+    file give back (JSON has no NaN), so a figure reads the same fresh and stored."""
+    if isinstance(data, dict):
+        return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in data.items()}
+    return data
 
 
 class Group(BaseModel):
@@ -21,6 +31,11 @@ class Group(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     PREFIX: ClassVar[str] = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_defined(cls, data: Any) -> Any:
+        return not_defined(data)
 
     def flat(self) -> dict[str, Any]:
         return {self.PREFIX + k: v for k, v in self.model_dump(exclude_unset=True).items()}
