@@ -9,12 +9,20 @@ from pathlib import Path
 from tokenbench.load.cell import CellResult
 from tokenbench.load.target import Endpoint
 from tokenbench.spec.study import StudySpec
+from tokenbench.spec.study_name import derived_name
 from tokenbench.store import outputs
 from tokenbench.store.records import dumps
 from tokenbench.store.rows import CellRow
 from tokenbench.study.sglang_result import SglangMeta, sglang_result
 from tokenbench.study.vllm_result import CellMeta, VllmOptions, result_path, vllm_result
 from tokenbench.sweep.plan import PlannedCell
+
+
+def file_label(spec: StudySpec) -> str:
+    """vLLM's --label, which starts the result file's name: the study's name when the user gave one, else
+    "tokenbench" (a name made of the target and loads would repeat, with ':' and spaces, what the file's
+    name says after it)."""
+    return spec.name if spec.name and spec.name != derived_name(spec) else "tokenbench"
 
 
 class VllmResults:
@@ -29,7 +37,7 @@ class VllmResults:
         self.written: list[Path] = []
 
     def target_ready(self, endpoint: Endpoint, facts: dict) -> None:
-        self.meta = CellMeta(label=self.spec.name or "", model=endpoint.model,
+        self.meta = CellMeta(label=file_label(self.spec), model=endpoint.model,
                              tokenizer=self.spec.workload.tokenizer_path or endpoint.model, api=self.spec.api)
 
     def cell_stored(self, cell: PlannedCell, row: CellRow, result: CellResult) -> None:

@@ -5,7 +5,6 @@ lists are seconds (vLLM's); the statistics are milliseconds. Formulas: docs/metr
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -129,8 +128,7 @@ def result_path(doc: dict, opts: VllmOptions, index: int, cells: int) -> Path:
         conc = f"-concurrency{doc['max_concurrency']}" if doc["max_concurrency"] is not None else ""
         model = str(doc["model_id"]).split("/")[-1]
         number = f"-{index + 1}" if cells > 1 else ""
-        label = re.sub(r"[^\w.=,-]+", "-", str(doc["label"]))       # a study's name holds ':' and spaces
-        name = f"{label}-{doc['request_rate']}qps{conc}-{model}-{doc['date']}{number}.json"
+        name = f"{doc['label']}-{doc['request_rate']}qps{conc}-{model}-{doc['date']}{number}.json"
     if opts.result_dir:
         return Path(opts.result_dir) / name
     return (Path(opts.result_filename).parent if opts.result_filename else Path(".")) / name
