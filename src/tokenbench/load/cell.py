@@ -1,6 +1,6 @@
 """One cell end to end: fresh exact-length prompts, warmup with the real shape, the measured phase,
 then the summary and the length verification. Failures are data; the verdict is in `status`. A cell is
-one `CellJob`, built by the study's runner (sweep/run.py) for `bench`, `sweep`, `demo`, `calibrate`,
+one `CellJob`, built by the study's runner (study/runner.py) for `bench`, `sweep`, `demo`, `calibrate`,
 `agree` and the tests alike, and handed down whole: `run_cell(session, job)`.
 
 Bounded memory: requests are prepared as they are due (a duration cell takes as many as it needs) and

@@ -215,7 +215,7 @@ def delivery_flagged(p: RequestPhases, ttft_ns: int, tolerance_ms: Callable[[flo
 
 @dataclass(frozen=True, slots=True)
 class SpanCounts:
-    """What the OTLP receiver got over a cell, beside the requests it joined (sweep/traces.py)."""
+    """What the OTLP receiver got over a cell, beside the requests it joined (study/traces.py)."""
 
     unjoined_spans: int = 0          # request spans whose trace id is no request of the cell
     other_spans: int = 0             # spans that are not a request's (model loading, a slice unused here)

@@ -22,7 +22,7 @@ from tokenbench.monitor.runner import Monitor
 from tokenbench.monitor.samplers import HostSampler, NpuSmiSampler, NvidiaSmiSampler, PrometheusSampler
 from tokenbench.monitor.summary import queue_cross_check, summarize
 from tokenbench.spec.bench import SYNTHETIC_KINDS, Workload
-from tokenbench.sweep.servers import Server
+from tokenbench.study.servers import Server
 
 
 class CellMonitor:

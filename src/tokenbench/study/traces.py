@@ -34,7 +34,7 @@ from tokenbench.monitor.otlp import QUEUE_SLICE, Span, timing_of
 from tokenbench.monitor.otlp_receiver import Received, Receiver, start
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.study import Target
-from tokenbench.sweep.servers import Server
+from tokenbench.study.servers import Server
 
 WAIT_S = 10.0          # after a cell, its spans are awaited at most this long
 QUIET_WAIT_S = 1.0     # ... once a cell of the run received none

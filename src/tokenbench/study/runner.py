@@ -32,9 +32,9 @@ from tokenbench.store import commands
 from tokenbench.store.db import Store
 from tokenbench.store.journal import Journal
 from tokenbench.store.rows import CellRow, KvUse
-from tokenbench.sweep import capacity
-from tokenbench.sweep.monitoring import CellMonitor, cell_monitor, server_figures
-from tokenbench.sweep.plan import (
+from tokenbench.study import capacity
+from tokenbench.study.monitoring import CellMonitor, cell_monitor, server_figures
+from tokenbench.study.plan import (
     Plan,
     PlannedCell,
     ServerConfig,
@@ -45,8 +45,8 @@ from tokenbench.sweep.plan import (
     repeat_workload,
     visits,
 )
-from tokenbench.sweep.servers import Server, server_for
-from tokenbench.sweep.traces import Traces
+from tokenbench.study.servers import Server, server_for
+from tokenbench.study.traces import Traces
 
 MAX_LAUNCHES = 3      # per server config: the first launch and up to two relaunches after a death
 
@@ -300,7 +300,7 @@ class StudyRunner:
                 prev[pair] = row.summary
 
     async def _capacity(self, server: Server, config: ServerConfig, config_id: int) -> None:
-        """One capacity search per workload (sweep/capacity.py); cells already stored (resume) are replayed
+        """One capacity search per workload (study/capacity.py); cells already stored (resume) are replayed
         through it, not rerun. Each search is stored with its record (store.save_search)."""
         spec = self.plan.spec
         stored = {(c.config or "", c.key, c.repeat): c for c in self.store.cells(self.run_id)
