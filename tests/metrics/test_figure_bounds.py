@@ -1,4 +1,4 @@
-"""metrics/figure_bounds.py against a plain reference of its documented formulas (docs/metrics.md, "Client
+"""The figures' bounds (metrics/health.py, figure_health) against a plain reference of its documented formulas (docs/metrics.md, "Client
 health"; the module's docstring), on cells of random requests and stalls drawn as the loop-lag probe
 draws them (load/lag.py: each due a period after the last or at the late wake, each stall last seen at the
 previous wake, so windows overlap after a stall longer than the period), with reads of several chunks,
@@ -30,10 +30,17 @@ import pytest
 from tokenbench.client.records import RequestRecord
 from tokenbench.metrics import token_log
 from tokenbench.metrics.cell_summary import CellSummary
-from tokenbench.metrics.figure_bounds import figure_health
-from tokenbench.metrics.stalls import CAUSES, CLIENT_CAUSES, PROBE_PERIOD_NS, PROBE_RESOLUTION_NS, Stall, Stalls
-from tokenbench.metrics.summary import tally_of
-from tokenbench.metrics.tally import CellTally
+from tokenbench.metrics.health import figure_health
+from tokenbench.metrics.summary import of_tally, tally_of
+from tokenbench.metrics.tally import (
+    CAUSES,
+    CLIENT_CAUSES,
+    PROBE_PERIOD_NS,
+    PROBE_RESOLUTION_NS,
+    CellTally,
+    Stall,
+    Stalls,
+)
 from tokenbench.spec.bench import Load
 
 MS = 1_000_000
@@ -230,7 +237,7 @@ def rates(recs: list[RequestRecord], wins: list[Window], summary: CellSummary) -
 
 def measured(recs: list[RequestRecord], stalls: list[Stall], load: Load, one_loop: bool = True):
     tally = tally_of(recs)
-    summary = tally.summary(load, 8, 8)
+    summary = of_tally(tally, load, 8, 8)
     return summary, tally, figure_health(summary, tally, Stalls.of(stalls), one_loop=one_loop)
 
 

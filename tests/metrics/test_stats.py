@@ -1,4 +1,4 @@
-"""metrics/stats.py against numpy: `percentile` is numpy.percentile(method="linear") on sorted values for
+"""Percentiles and distribution summaries (metrics/request.py) against numpy: `percentile` is numpy.percentile(method="linear") on sorted values for
 every q in [0, 100] (both ends included, anything outside refused), and `describe` gives vLLM's keys with
 numpy's mean, population std, min, max and percentiles (issue 39: a test for every behaviour a
 single-point change could alter)."""
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenbench.metrics.stats import PERCENTILES, describe, percentile
+from tokenbench.metrics.request import PERCENTILES, describe, percentile
 
 VALUES = st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=60)
 QS = st.one_of(st.sampled_from([0.0, 100.0, 50.0, 99.0, 0.5, 99.5]), st.floats(0.0, 100.0))

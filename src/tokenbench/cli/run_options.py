@@ -13,10 +13,11 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from tokenbench.cli import console, options
+from tokenbench.cli import console, flags, options
 from tokenbench.cli.flags import Flag, peers_given
 from tokenbench.errors import UsageError
 from tokenbench.peers.translate import pasted
+from tokenbench.spec.study import StudySpec
 from tokenbench.store import commands, outputs
 from tokenbench.store.db import Store, default_db_path
 from tokenbench.study.outputs import SglangResults, VllmResults
@@ -141,6 +142,14 @@ def translate(data: dict, kw: dict) -> dict:
         data["slo"] = {**data.get("slo", {}), **options.goodput(kw["goodput"])}
     _infinite_rate(data)
     return data
+
+
+def bench_spec(kw: dict) -> StudySpec:
+    """The study spec of `bench`'s options (cli/bench.py; cli/translate.py checks a command with it)."""
+    if not kw["target__base_url"] and kw.get("peer__host") is None and kw.get("peer__port") is None:
+        raise UsageError("--base-url is required (or vLLM's --host/--port)",
+                         "e.g. tokenbench bench --base-url http://127.0.0.1:8000 ...")
+    return flags.validate(translate(flags.study_data(kw, flags.SHARED), kw))
 
 
 def refuse_spec_with_resume(kw: dict, flags: tuple[Flag, ...], others: Sequence[str] = ()) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from tokenbench.cli import console, options
+from tokenbench.cli import console, options, run_options
 from tokenbench.errors import UsageError
 from tokenbench.peers.equivalent import GUIDELLM_MAX_CONCURRENCY, Equivalent
 from tokenbench.peers.translate import translate
@@ -36,10 +36,17 @@ class TranslateCommand(click.Command):
         return super().parse_args(ctx, [*own, "--", *args[at + 1:]])
 
 
+def _bench_command() -> click.Command:
+    """The `bench` command, as the root command holds it (commands import no other command)."""
+    root = click.get_current_context().find_root()
+    found = root.command.get_command(root, "bench") if isinstance(root.command, click.Group) else None
+    assert found is not None, "translate runs under the tokenbench command, which has bench"
+    return found
+
+
 def _bench_options() -> dict[str, click.Option]:
     """`bench`'s options by every spelling."""
-    from tokenbench.cli import bench
-    return {o: p for p in bench.command.params if isinstance(p, click.Option) for o in (*p.opts, *p.secondary_opts)}
+    return {o: p for p in _bench_command().params if isinstance(p, click.Option) for o in (*p.opts, *p.secondary_opts)}
 
 
 def _tokenbench_options(words: list[str]) -> tuple[list[str], list[tuple[str, str | None]]]:
@@ -72,14 +79,13 @@ def _add(eq: Equivalent, added: list[tuple[str, str | None]]) -> None:
     command is then checked as `bench` would check it (a bad value: one line, before anything runs)."""
     if not added:
         return
-    from tokenbench.cli import bench
     options = _bench_options()
     for flag, value in added:
         for f in [f for f in eq.options if f in options and options[f].name == options[flag].name]:
             del eq.options[f]
         eq.set(flag, value)
     try:
-        bench.build_spec(bench.command.make_context("bench", eq.argv()[1:]).params)
+        run_options.bench_spec(_bench_command().make_context("bench", eq.argv()[1:]).params)
     except click.UsageError as exc:
         raise UsageError(f"{exc.format_message()} (an option given before `--`)",
                          "see `tokenbench bench --help`") from None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from tokenbench.judge.bottleneck import rooflines
 from tokenbench.judge.frontier import run_members
@@ -90,7 +91,7 @@ def build_report(run: RunData, lang: str, checks: list[ConfigCheck], version: st
     x = Context(run, lang, checks, Book(run), rooflines(checks), sections.Numberer(), judging)
     doc.add(*headline.blocks(run, lang))
     for section in SECTIONS:
-        x.num.section(doc, t(lang, section.heading), lambda s=section: s.blocks(x))
+        x.num.section(doc, t(lang, section.heading), partial(section.blocks, x))
     doc.add(*_notes(run, lang), Para(t(lang, "note.rendered", version=version)))
     return doc
 
