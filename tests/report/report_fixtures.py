@@ -166,7 +166,7 @@ def build_accel_run(store: Store, run_id: str = "20260102-030405-accel", price: 
         samples = gpu_samples(recs, c)
         window = CellWindow(min(r.sent_ns for r in recs), max(r.end_ns for r in recs), 0.25,
                             int(summary.total_output_tokens or 0), int(summary.completed or 0))
-        summary = summary.with_(monitor=monitor_summary(samples, window))
+        summary = summary.with_(monitor_summary(samples, window))
         rows = [(s.t_ns, s.source, s.name, s.value, json.dumps(s.labels)) for s in samples]
         store.save_cell(run_id, cid, CellRow(f"128:32/c={c}", 128, 32, "ok", summary, concurrency=c), recs, rows)
     store.set_run_status(run_id, "done")

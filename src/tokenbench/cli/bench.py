@@ -11,7 +11,7 @@ from tokenbench.cli import flags, progress, run_options
 from tokenbench.errors import UsageError
 from tokenbench.spec.study import StudySpec
 from tokenbench.study import run as study
-from tokenbench.sweep.run import RunSettings
+from tokenbench.study.runner import RunSettings
 
 
 def build_spec(kw: dict) -> StudySpec:

@@ -16,9 +16,9 @@ from tokenbench.spec.fields import fields as spec_fields
 from tokenbench.spec.loader import Lines, apply_overrides, load_model, parse_yaml, read_spec
 from tokenbench.spec.study import StudySpec
 from tokenbench.study import run as study
-from tokenbench.sweep.plan import kv_demand, max_fitting_concurrency, plan
-from tokenbench.sweep.run import RunSettings
-from tokenbench.sweep.servers import planned_graphs
+from tokenbench.study.plan import kv_demand, max_fitting_concurrency, plan
+from tokenbench.study.runner import RunSettings
+from tokenbench.study.servers import planned_graphs
 
 FLAGS = flags.SHARED + flags.SWEEP_ONLY
 

@@ -13,9 +13,9 @@ from tokenbench.spec.study import StudySpec
 from tokenbench.store import outputs
 from tokenbench.store.records import json_safe
 from tokenbench.store.rows import CellRow
+from tokenbench.study.plan import PlannedCell
 from tokenbench.study.sglang_result import SglangMeta, sglang_result
 from tokenbench.study.vllm_result import CellMeta, VllmOptions, result_path, vllm_result
-from tokenbench.sweep.plan import PlannedCell
 
 
 class VllmResults:

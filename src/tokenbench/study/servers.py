@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import GraphCapture, ServerFacts
 from tokenbench.spec.study import Target
-from tokenbench.sweep.plan import ServerConfig
+from tokenbench.study.plan import ServerConfig
 
 if TYPE_CHECKING:
     from tokenbench.deploy.lifecycle import Deployment

@@ -32,9 +32,9 @@ from tokenbench.store import commands
 from tokenbench.store.db import Store
 from tokenbench.store.journal import Journal
 from tokenbench.store.rows import CellRow, KvUse
-from tokenbench.sweep import capacity
-from tokenbench.sweep.monitoring import CellMonitor, cell_monitor, server_figures
-from tokenbench.sweep.plan import (
+from tokenbench.study import capacity
+from tokenbench.study.monitoring import CellMonitor, cell_monitor, server_figures
+from tokenbench.study.plan import (
     Plan,
     PlannedCell,
     ServerConfig,
@@ -45,7 +45,7 @@ from tokenbench.sweep.plan import (
     repeat_workload,
     visits,
 )
-from tokenbench.sweep.servers import Server, server_for
+from tokenbench.study.servers import Server, server_for
 
 MAX_LAUNCHES = 3      # per server config: the first launch and up to two relaunches after a death
 
@@ -157,7 +157,7 @@ def _with_monitor(summary: CellSummary, mon: CellMonitor, star: bool, result: Ce
     samples per slice."""
     figures = mon.summary(mon.window(result.started_ns, result.ended_ns, summary), star)
     slices = summary.slices.with_monitor((x.t_ns, x.name, x.value) for x in mon.samples) if summary.slices else None
-    return summary.with_(monitor=figures, slices=slices)
+    return summary.with_(figures, slices)
 
 
 def endpoint_for(spec: StudySpec, base_url: str, profile=None) -> Endpoint:
@@ -293,7 +293,7 @@ class StudyRunner:
                 prev[pair] = row.summary
 
     async def _capacity(self, server: Server, config: ServerConfig, config_id: int) -> None:
-        """One capacity search per workload (sweep/capacity.py); cells already stored (resume) are replayed
+        """One capacity search per workload (study/capacity.py); cells already stored (resume) are replayed
         through it, not rerun. Each search is stored with its record (store.save_search)."""
         spec = self.plan.spec
         stored = {(c.config or "", c.key, c.repeat): c for c in self.store.cells(self.run_id)
