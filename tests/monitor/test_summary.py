@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from tokenbench.deploy.profiles import load_profile
 from tokenbench.metrics.summary_groups import MonitorFigures
 from tokenbench.monitor.samples import Sample, sample_from_dict
 from tokenbench.monitor.summary import SUMMARY_KEYS, queue_cross_check, summarize
 from tokenbench.monitor.window import CellWindow
+from tokenbench.spec.server_facts import ServerFacts
+from tokenbench.study.monitoring import served_devices
+from tokenbench.study.servers import Server
 
 S = 1_000_000_000
 
@@ -192,3 +198,13 @@ def test_monitor_figures_round_trip_through_the_stored_form():
     s = summarize(steady(2, 250.0, 0, 10), WINDOW)
     again = MonitorFigures.take(dict(s.flat()))
     assert again == s and again.devices[1].device == "1"
+
+
+def test_only_the_servers_devices_count_when_its_profile_names_them():
+    samples = steady(8, 400.0, 0, 10)                       # a host of 8 GPUs, the server on 2 of them
+    profile = load_profile("nvidia-vllm", ("parallelism.tp=2",))
+    devices = served_devices(Server("http://127.0.0.1:1", ServerFacts.from_dict({"engine": "vllm"}), profile))
+    assert devices == frozenset({0, 1})
+    s = summarize(samples, replace(WINDOW, devices=devices))
+    assert [d.device for d in s.devices] == ["0", "1"] and s.accel_energy_j == pytest.approx(2 * 400 * 6)
+    assert summarize(samples, WINDOW).accel_energy_j == pytest.approx(8 * 400 * 6)   # unknown: every GPU seen

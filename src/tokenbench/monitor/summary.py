@@ -24,17 +24,26 @@ SUMMARY_KEYS = tuple(MonitorFigures.model_fields)
 def summarize(samples: Iterable[Sample], window: CellWindow = CellWindow()) -> MonitorFigures:
     """The figures of a cell's samples over its measured `window` (no window: over every sample)."""
     every = sorted(samples, key=lambda s: s.t_ns)
-    accel = [s for s in every if s.source in _ACCEL]
+    accel = [s for s in every if s.source in _ACCEL and _served(s, window.devices)]
     host = [s for s in every if s.source == "host"]
     out = _overall(every, window) | _accelerator(accel, _spanned(accel, window)) | _host(host, _spanned(host, window))
     return MonitorFigures(**out, **_server([s for s in every if s.source == "server"]))
+
+
+def _served(s: Sample, devices: frozenset[int] | None) -> bool:
+    """Whether the sample is of one of the server's devices: a GPU's index, an NPU chip's physical id (its NPU
+    id where npu-smi shows none)."""
+    if devices is None:
+        return True
+    ident = s.labels.get("phy_id") or s.labels.get("device", "")
+    return ident.isdigit() and int(ident) in devices
 
 
 def _spanned(samples: list[Sample], w: CellWindow) -> CellWindow:
     """The window; without one, the span of these samples (first to last)."""
     if w.known or not samples:
         return w
-    return CellWindow(samples[0].t_ns, samples[-1].t_ns, w.interval_s, w.output_tokens, w.requests)
+    return CellWindow(samples[0].t_ns, samples[-1].t_ns, w.interval_s, w.output_tokens, w.requests, w.devices)
 
 
 def _within(samples: list[Sample], w: CellWindow) -> list[Sample]:

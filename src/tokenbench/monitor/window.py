@@ -17,14 +17,16 @@ Point = tuple[int, float]          # (t_ns, value), a series is in time order
 @dataclass(frozen=True)
 class CellWindow:
     """The measured window (first measured send to last measured byte, on the requests' clock), the monitor's
-    interval, and the counts the per-token and per-request figures divide by. No start or end: no window
-    (every sample counts, as in a live `monitor`)."""
+    interval, the counts the per-token and per-request figures divide by, and the accelerator ids the server
+    runs on (a GPU's index, an NPU's physical id; None: every device the monitor sees). No start or end: no
+    window (every sample counts, as in a live `monitor`)."""
 
     start_ns: int | None = None
     end_ns: int | None = None
     interval_s: float = 1.0
     output_tokens: int | None = None
     requests: int | None = None
+    devices: frozenset[int] | None = None
 
     @property
     def known(self) -> bool:
