@@ -4,13 +4,16 @@ the server's phase timings exist, else by token share; the price as a run states
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tokenbench.judge.cost import PhaseTimes, Price, cell_cost, per_million
+from tokenbench.judge.cost import PhaseTimes, Price, cell_cost, per_million, phase_times
 from tokenbench.judge.views import CellInfo
 from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.summary_groups import PhaseLedger, ServerMeans
 
 
 def cell(tokens_in: int, tokens_out: int, duration: float) -> CellInfo:
@@ -44,7 +47,7 @@ def test_the_identity_and_a_split_that_charges_the_cost_once(price, n, basis, to
 def test_a_phase_split_charges_prefill_time_to_input_tokens(prefill, decode):
     c = cell(4096, 256, 20.0)
     cost = cell_cost(c, Price(2.5), 8, PhaseTimes(prefill, decode))
-    assert cost.split_by == "phases" and cost.input_share == pytest.approx(prefill / (prefill + decode))
+    assert cost.split_by == "spans" and cost.input_share == pytest.approx(prefill / (prefill + decode))
     hourly = 2.5 * 8
     assert cost.per_m_input_split == pytest.approx(per_million(hourly * cost.input_share, 4096 / 20.0))
     charged = (cost.per_m_input_split * 4096 + cost.per_m_output_split * 256) / 1e6
@@ -62,3 +65,18 @@ def test_no_throughput_no_cost():
     c = cell(10, 10, 1.0)
     empty = CellInfo(1, "c", "k", 0, 128, 32, 4, None, "failed", "", None, None, False, CellSummary())
     assert cell_cost(empty, Price(2.5), 1) is None and cell_cost(c, Price(2.5), 1) is not None
+
+
+def test_the_split_reads_the_servers_spans_else_its_histogram_means():
+    base = cell(4096, 256, 20.0)
+    ledger = PhaseLedger(requests=10, joined=10, mean_ms={"prefill": 20.0, "decode": 180.0})
+    means = ServerMeans(prefill_ms=30.0, decode_ms=170.0, requests=10)
+    traced = dataclasses.replace(base, summary=base.summary.with_(ledger, means))
+    scraped = dataclasses.replace(base, summary=base.summary.with_(means))
+    assert phase_times(traced) == PhaseTimes(0.2, 1.8, "spans")
+    assert phase_times(scraped) == PhaseTimes(0.3, 1.7, "histograms")
+    assert phase_times(base) is None
+    by_spans, by_means = cell_cost(traced, Price(2.5), 1), cell_cost(scraped, Price(2.5), 1)
+    assert (by_spans.split_by, by_spans.input_share) == ("spans", pytest.approx(0.1))
+    assert (by_means.split_by, by_means.input_share) == ("histograms", pytest.approx(0.15))
+    assert by_spans.per_m_output == by_means.per_m_output == cell_cost(base, Price(2.5), 1).per_m_output

@@ -3,8 +3,9 @@ node-hour), as data: $ per million output tokens with the whole cost on them, th
 and output tokens (by the server's measured prefill and decode time where the cell has it, else by token
 share, and saying which), and output tokens per $. Formulas: docs/metrics.md, "Cost".
 
-The split's seam: `PhaseTimes` is what the server's own per-request phase timings give a cell (the sum of
-its measured requests' prefill and decode time); a cell stored without them is split by token share.
+The split reads the server's own timings where the cell has them (`phase_times`): its request spans joined
+to the measured requests (the phase ledger), else its request-time histograms' means over the measured phase;
+a cell stored without either is split by token share.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from tokenbench.judge.views import CellInfo
 from tokenbench.metrics.cell_summary import known
 
 Basis = Literal["device", "node"]
-SplitBy = Literal["phases", "tokens"]
+SplitBy = Literal["spans", "histograms", "tokens"]
 SECONDS_PER_HOUR = 3600
 MILLION = 1_000_000
 
@@ -43,10 +44,25 @@ class Price:
 
 @dataclass(frozen=True)
 class PhaseTimes:
-    """Σ prefill and Σ decode seconds of a cell's measured requests, from the server's own timings."""
+    """Σ prefill and Σ decode seconds of a cell's measured requests, from the server's own timings: its spans
+    (`spans`) or its request-time histograms (`histograms`)."""
 
     prefill_s: float
     decode_s: float
+    source: Literal["spans", "histograms"] = "spans"
+
+
+def phase_times(c: CellInfo) -> PhaseTimes | None:
+    """The cell's prefill and decode time from the server: mean x requests of its joined spans (the phase
+    ledger), else of its histograms' means; None when it has neither (or they do not add up to any time)."""
+    ledger, means = c.summary.phases, c.summary.server_means
+    if ledger is not None and ledger.joined and ledger.prefill_ms is not None and ledger.decode_ms is not None:
+        n = float(ledger.joined)
+        return PhaseTimes(ledger.prefill_ms * n / 1000, ledger.decode_ms * n / 1000, "spans")
+    if means is not None and means.prefill_ms is not None and means.decode_ms is not None:
+        n = float(means.requests or 1)
+        return PhaseTimes(means.prefill_ms * n / 1000, means.decode_ms * n / 1000, "histograms")
+    return None
 
 
 @dataclass(frozen=True)
@@ -69,7 +85,7 @@ def input_share(c: CellInfo, phases: PhaseTimes | None) -> tuple[float, SplitBy]
     """The share of the cost charged to input tokens: prefill time / (prefill + decode time) where the server's
     phase timings exist, else input tokens / (input + output tokens)."""
     if phases is not None and phases.prefill_s + phases.decode_s > 0:
-        return phases.prefill_s / (phases.prefill_s + phases.decode_s), "phases"
+        return phases.prefill_s / (phases.prefill_s + phases.decode_s), phases.source
     tokens_in, tokens_out = known(c.summary.total_input_tokens), known(c.summary.total_output_tokens)
     if not tokens_in or not tokens_out:
         return None
@@ -77,12 +93,13 @@ def input_share(c: CellInfo, phases: PhaseTimes | None) -> tuple[float, SplitBy]
 
 
 def cell_cost(c: CellInfo, price: Price, devices: int, phases: PhaseTimes | None = None) -> Cost | None:
-    """The cell's cost figures at `price` on `devices` devices; None without its output throughput."""
+    """The cell's cost figures at `price` on `devices` devices (`phases`: the server's timings, by default the
+    cell's own, `phase_times`); None without its output throughput."""
     out_tps = known(c.summary.output_throughput)
     if not out_tps:
         return None
     hourly = price.hourly(devices)
-    share = input_share(c, phases)
+    share = input_share(c, phases or phase_times(c))
     duration, tokens_in = known(c.summary.duration), known(c.summary.total_input_tokens)
     in_tps = tokens_in / duration if tokens_in and duration else None
     split_in = per_million(hourly * share[0], in_tps) if share and in_tps else None

@@ -119,6 +119,7 @@ class CellJob:
     executor: Executor = InProcess()     # chosen once per study (load/executors.executor_for)
     keep_records: bool = False           # also return every record in memory (else read back from the spool)
     on_progress: Progress = _quiet
+    traced: bool = False                 # requests carry a traceparent: the server's spans are received
 
     @property
     def key(self) -> str:
@@ -171,11 +172,12 @@ def repeat_first(n_warm: int, measure: Iterable[Prompt]) -> tuple[list[Prompt], 
     return [first] * n_warm, list(both) if isinstance(measure, list) else both
 
 
-def request_options(study: StudySpec) -> RequestOptions:
-    """The request shape the study asks for: its target's options and its sampling fields."""
+def request_options(study: StudySpec, trace: bool = False) -> RequestOptions:
+    """The request shape the study asks for: its target's options and its sampling fields; `trace`: each request
+    carries a W3C traceparent (the server's spans are received)."""
     t = study.target
     return RequestOptions(t.final_usage_only, study.sampling.body(), not t.no_min_tokens, dict(t.extra_body),
-                          t.new_connection_per_request)
+                          t.new_connection_per_request, trace)
 
 
 def _prepare(job: CellJob, prompts: Iterable[Prompt]) -> Iterator[PreparedRequest]:
@@ -185,7 +187,7 @@ def _prepare(job: CellJob, prompts: Iterable[Prompt]) -> Iterator[PreparedReques
 
 def _prepare_one(job: CellJob, p: Prompt) -> PreparedRequest:
     e = job.endpoint
-    return prepare(e.base_url, job.workload.api, e.model, p, e.api_key, request_options(job.study))
+    return prepare(e.base_url, job.workload.api, e.model, p, e.api_key, request_options(job.study, job.traced))
 
 
 @dataclass
