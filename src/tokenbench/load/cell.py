@@ -51,6 +51,7 @@ class CellResult:
     notes: list[str] = field(default_factory=list)
     spool: Spool | None = None       # every record (warmup, then measured as they finished), on disk
     started_ns: int | None = None    # the first measured send
+    ended_ns: int | None = None      # the last measured byte
     stopped: bool = False            # stopped by the user (Ctrl-C): stored as interrupted, measured again
 
     @property
@@ -245,6 +246,7 @@ class _Intake:
         self.warmup: list[RequestRecord] = []
         self.records: list[RequestRecord] = []
         self.started_ns: int | None = None
+        self.ended_ns: int | None = None
         self.tokens = 0
         self.cut = 0                    # measured requests cut off by a stop (Ctrl-C)
 
@@ -269,6 +271,7 @@ class _Intake:
         self.tally.add(r)
         self.tokens += r.output_tokens if r.ok else 0
         self.started_ns = r.sent_ns if self.started_ns is None else min(self.started_ns, r.sent_ns)
+        self.ended_ns = r.end_ns if self.ended_ns is None else max(self.ended_ns, r.end_ns)
         if self.keep:
             self.records.append(r)
 
@@ -319,4 +322,4 @@ def _result(job: CellJob, work: _Work, phases: Phases, sink: _Intake, run: CellR
     notes += [fb.problem] if fb is not None and fb.problem else []
     records = sorted(sink.records, key=lambda r: r.index)
     return CellResult(job.key, load, wl, summary, records, sink.warmup, verdict, notes, sink.spool,
-                      sink.started_ns, run.stopped)
+                      sink.started_ns, sink.ended_ns, run.stopped)

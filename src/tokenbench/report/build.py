@@ -15,8 +15,10 @@ from tokenbench.judge.views import CellInfo, RunData
 from tokenbench.metrics import uncertainty as u
 from tokenbench.metrics.cell_summary import Metric
 from tokenbench.report import (
+    accelerator,
     capacity,
     configcmp,
+    cost,
     frontier,
     headline,
     interval_tables,
@@ -74,6 +76,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("h.failures", _cells(lambda x: failures(x.run, x.lang))),
     Section("h.timeline", _cells(lambda x: timeline(x.run, x.lang))),
     Section("h.monitor", lambda x: monitor(x.run, x.lang) if x.run.samples else []),
+    Section("h.accel", lambda x: accelerator.section(x.run, x.lang, x.num) if accelerator.shown(x.run) else []),
+    Section("h.cost", lambda x: cost.section(x.run, x.lang) if cost.shown(x.run) else []),
     Section("h.slices", _cells(lambda x: slices.section(x.run, x.lang))),
     Section("h.plausibility", lambda x: plausibility_blocks(x.checks, x.lang)
             if any(c.roofline is not None for c in x.checks) else []),

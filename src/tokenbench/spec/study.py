@@ -235,6 +235,11 @@ class StudySpec(StrictModel):
     monitor_interval_s: float = Field(1.0, ge=0, description="seconds between monitor samples during a cell; 0: "
                                       "no monitor (no /metrics, host or accelerator samples, and none of the "
                                       "figures read from them), as vllm bench serve sends none")
+    price_per_hour: float | None = Field(None, gt=0, description="what an hour of the server costs, per device "
+                                         "(default) or per node (price_basis): the report gives $ per million "
+                                         "input and output tokens and output tokens per $ (docs/metrics.md, Cost)")
+    price_basis: Literal["device", "node"] = Field("device", description="what price_per_hour is the price of: "
+                                                   "one device-hour (x the server's devices) or one node-hour")
     timeslice_s: float = Field(10.0, gt=0, description="width of the timeslices every cell keeps, seconds "
                                "(figures per slice, steady state, a sustain cell's drift)")
 

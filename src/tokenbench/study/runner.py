@@ -154,9 +154,10 @@ def _saturated(prev: CellSummary | None, cur: CellSummary) -> bool:
     return gain < 0.03 and ttft_prev > 0 and ttft_cur > 1.5 * ttft_prev
 
 
-def _with_monitor(summary: CellSummary, mon: CellMonitor, star: bool) -> CellSummary:
-    """The summary with the monitor's figures, and its timeslices with the monitor's samples per slice."""
-    figures = mon.summary(int(summary.total_output_tokens or 0), star)
+def _with_monitor(summary: CellSummary, mon: CellMonitor, star: bool, result: CellResult) -> CellSummary:
+    """The summary with the monitor's figures over the measured window, and its timeslices with the monitor's
+    samples per slice."""
+    figures = mon.summary(mon.window(result.started_ns, result.ended_ns, summary), star)
     slices = summary.slices.with_monitor((x.t_ns, x.name, x.value) for x in mon.samples) if summary.slices else None
     return summary.with_(figures, slices)
 
@@ -375,7 +376,7 @@ class StudyRunner:
             summary, records = summary.with_(joined.ledger(records)), joined.records(records)
             for _ in joined.records([*result.warmup, *result.records]):    # the ones kept in memory too
                 pass
-        row = CellRow.measured(cell, result, kv).with_summary(_with_monitor(summary, mon, kv.over))
+        row = CellRow.measured(cell, result, kv).with_summary(_with_monitor(summary, mon, kv.over, result))
         self.journal.add(launch.config_id, row, records, mon.rows(), cell.config.name)
         self.attempted.add((cell.config.name, cell.key, cell.repeat))
         self.ev.cell_stored(cell, row, result)
