@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal, cast, get_args
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from tokenbench.metrics.summary_groups import (
     ClientHealth,
@@ -21,11 +21,14 @@ from tokenbench.metrics.summary_groups import (
     Interruption,
     MonitorFigures,
     Number,
+    PhaseLedger,
     SendRates,
     ServerCounters,
+    ServerMeans,
     SessionFigures,
     StreamTail,
     WorkloadFacts,
+    not_defined,
 )
 from tokenbench.metrics.timeslices import Timeslices
 
@@ -185,6 +188,10 @@ class CellSummary(BaseModel):
     counters: ServerCounters | None = None   # the server's counters over the measured phase (metrics/server.py)
     sessions: SessionFigures | None = None   # a sessions cell only: its shape and figures by turn (metrics/summary.py)
     interruption: Interruption | None = None   # the user stopped the cell (Ctrl-C): how far it got
+    phases: PhaseLedger | None = None        # the server's spans joined to the cell's requests (metrics/server.py,
+                                             # study/traces.py): where the time went, phase by phase
+    server_means: ServerMeans | None = None  # the server's request-time histograms over the measured phase
+                                             # (metrics/server.py, study/monitoring.py)
     # other tools' results (`tokenbench import`)
     source: str | None = None
     notes: str | None = None
@@ -192,6 +199,11 @@ class CellSummary(BaseModel):
     input_throughput: float | None = None
     max_output_tokens_per_s: float | None = None
     max_concurrent_requests: Number | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_defined(cls, data: Any) -> Any:
+        return not_defined(data)
 
     def to_dict(self) -> dict[str, Any]:
         """The stored form: the keys given, flat, vLLM's names, the same values."""
