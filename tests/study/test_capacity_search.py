@@ -256,16 +256,21 @@ def test_cells_the_client_stalled_in_are_measured_again_and_never_pooled():
     rec, probes = drive(s, linear(10, 0.4), stalled=lambda k, p: k < 4)
     a, b = clean.answers[0], rec.answers[0]
     assert (b.capacity, b.lo, b.hi) == (a.capacity, a.lo, a.hi) and b.remeasured == 4 == a.remeasured + 4
-    assert [p.role for p in probes[:5]] == ["bracket", "remeasure", "remeasure", "bracket", "remeasure"]
+    assert [p.role for p in probes[:5]] == ["bracket", "remeasure", "remeasure", "remeasure", "bracket"]
+    assert [p.load for p in probes[:5]] == [1.0, 1.0, 1.0, 1.0, 2.0]        # 1/s given up to the client
     assert sum(t.doubt == "client" for t in rec.tried) == 4 and b.client_loads == [1.0]
     assert all(v.cells == 0 or not v.doubted or v.load != 1.0 for v in rec.loads)
     lines = capacity.describe(rec)
     assert "4 cells measured again" in lines[0] and "no clean cell at 1 requests/s" in lines[0]
     # the client stalls in every cell near the boundary: no confident answer, the client named
-    stuck, _ = drive(s, linear(10, 0.4), stalled=lambda k, p: 20 <= p.load <= 30)
-    assert stuck.answers[0].reason == "client" or stuck.answers[0].capacity is None or \
-        stuck.answers[0].hi is None or stuck.answers[0].lo is None
-    assert any("could not decide" in line or "no clean cell" in line for line in capacity.describe(stuck))
+    stuck, probes = drive(s, linear(10, 0.4), stalled=lambda k, p: 20 <= p.load <= 30)
+    a = stuck.answers[0]
+    assert a.reason == "client" and a.client_loads == [20.0, 24.0, 28.0] and a.lo == 16 and a.hi == 32
+    assert "could not decide" in capacity.describe(stuck)[0]
+    assert len(probes) < s.budget                                 # no cell wasted on a load given up
+    # nothing fails cleanly above the client's loads: they bound the bracket, and the answer names the client
+    high, _ = drive(s, linear(10, 0.4), stalled=lambda k, p: p.load >= 24)
+    assert high.answers[0].reason == "client" and high.answers[0].capacity is not None
 
 
 def test_a_pass_above_a_fail_reopens_the_search():

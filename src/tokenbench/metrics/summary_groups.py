@@ -305,6 +305,16 @@ class SendRates(Group):
         a, b = self.send_rate_achieved, self.send_rate_asked
         return a / b - 1 if a is not None and b else None
 
+    @property
+    def reshaped(self) -> bool:
+        """The sends left their schedule enough to offer the server another load: their gaps' CV moved by
+        more than 0.1 from the scheduled one, or the p99 lateness passed a quarter of the mean gap (a few ms
+        of jitter on a busy host does neither)."""
+        a, b, late, sched = self.send_gap_cv_sent, self.send_gap_cv_scheduled, self.send_late_p99_ms, self.send_rate_scheduled
+        cv = a is not None and b is not None and abs(a - b) > 0.1
+        return self.send_schedule_off is not None and (cv or (late is not None and sched is not None
+                                                              and late > 250.0 / sched))
+
 
 class StreamTail(Group):
     """The stream tail: from a request's last token-bearing chunk to the end of its stream (the usage-only

@@ -21,7 +21,8 @@ every cell, so several tiers are answered from one set of cells:
 
 A cell the client's own delays may have moved (a figure a limit reads marked for the client, an invalid cell,
 or sends that left their schedule for the client's lateness: `CellSamples.doubt`) is measured again at once
-and replaced, never pooled with clean ones; after MAX_REMEASURE tries the load is the client's to answer for.
+and replaced, never pooled with clean ones; after MAX_REMEASURE tries the load is the client's to answer for
+(above the highest pass, it bounds the bracket as a fail would, and the answer names the client).
 A load that passed above one that failed reopens the search: both are replicated until each is sure. Cells
 near the boundary (refine, replicate) are sized to the limits' statistics (REQUESTS_FOR: a p99 needs 299).
 """
@@ -50,7 +51,7 @@ from tokenbench.spec.slo import Tier
 from tokenbench.spec.study import StudySpec
 
 MAX_CELLS_AT_LOAD = 4         # replicates at one load before the search steps a gap further out
-MAX_REMEASURE = 3             # cells in doubt at one load (the client's delays) before the load is the client's
+MAX_REMEASURE = 4             # cells in doubt at one load (the client's delays) before the load is the client's
 REQUESTS_FOR = {"p99": 299, "p95": 59, "p90": 29, "p50": 5}   # requests a percentile's largest value bounds at 95 %
                               # (0.99^299 < 0.05): cells near the boundary are at least this large
 RATE_FLOOR_SHARE = 1 / 64     # a rate search goes down to start / 64 requests/s
@@ -188,6 +189,9 @@ def _next(st: _State, tier: Tier) -> _Step:
         x = _out(st, _grid(s, s.first), +1)
         return _Step(0, _probe(st, x, "bracket")) if x not in st.doubted else _Step(0, None, "client")
     low, high = bracket(passes)
+    blocked = [x for x in st.client_loads() if low is None or x > low]
+    if high is None and blocked:                     # no clean fail: the client's loads bound the bracket above
+        return _toward(st, tier, low, min(blocked))
     if high is None:
         top = max(passes)
         if top >= s.maximum:
@@ -201,9 +205,32 @@ def _next(st: _State, tier: Tier) -> _Step:
     if reopen is not None:
         return reopen
     if not narrow(s, low, high):
-        mid = between(s, low, high)
+        mid = _open_mid(st, low, high)
         return _Step(1, _probe(st, mid, "refine", tier)) if mid is not None else _settle(st, tier, low, high)
     return _settle(st, tier, low, high)
+
+
+def _open_mid(st: _State, low: float, high: float) -> float | None:
+    """The load halfway between low and high, or, where no clean cell could be measured there (the
+    client's), halfway across either half, the upper first; None when the grid has none left."""
+    blocked = st.client_loads()
+    mid = between(st.s, low, high)
+    if mid is None or mid not in blocked:
+        return mid
+    for a, b in ((mid, high), (low, mid)):
+        inner = between(st.s, a, b)
+        if inner is not None and inner not in blocked:
+            return inner
+    return None
+
+
+def _toward(st: _State, tier: Tier, low: float | None, blocked: float) -> _Step:
+    """Nothing failed cleanly, but at `blocked` no clean cell could be measured (the client's delays): bisect
+    toward it from the highest pass; once that is as narrow as asked the answer is the client's to give."""
+    if low is None or narrow(st.s, low, blocked):
+        return _Step(0, None, "client")
+    mid = _open_mid(st, low, blocked)
+    return _Step(1, _probe(st, mid, "refine", tier)) if mid is not None else _Step(0, None, "client")
 
 
 def _out(st: _State, x: float, way: int) -> float:

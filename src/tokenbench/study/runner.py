@@ -346,7 +346,7 @@ class StudyRunner:
         marks = {k: m.cause for k, m in ((s.figures.client_marks if s.figures else None) or {}).items()}
         got = CellSamples(key=row.key, repeat=row.repeat, status=row.status, values=values,
                           request_rate=s.request_throughput, slices=s.slices, bounds=bounds, marked=list(marks),
-                          causes=marks, schedule_off=s.send.send_schedule_off if s.send else None)
+                          causes=marks, schedule_off=s.send.send_schedule_off if s.send and s.send.reshaped else None)
         return got.with_doubt(spec.capacity_tiers(), spec.find_capacity != "rate")
 
     def job(self, launch: _Launch, cell: PlannedCell, on_progress: Progress | None = None) -> CellJob:
