@@ -262,7 +262,7 @@ def reference(recs: list[RequestRecord], stalls: list[Stall], summary: CellSumma
     out |= figure_bounds([(r.end_ns - r.token_times_ns[-1]) / MS for r in timed],
                          [larger(d[r.index]["last"], d[r.index]["end"]) for r in timed], "stream_tail")
     out |= itl(timed, wins, tally, d, (pieces, bound))
-    out |= rates(recs, wins, summary, {r.index: e for r, e in zip(ok, ends, strict=True)}, d, pieces, bound)
+    out |= rates(recs, wins, summary, (pieces, bound))
     shown = summary.to_dict()
     bounds = {k: v for k, v in out.items() if v[0] > 0 and shown.get(k) is not None and shown[k] == shown[k]}
     facts = {"token_chunks": total,
@@ -300,8 +300,8 @@ def itl(timed: list[RequestRecord], wins: list[Window], tally: CellTally, d: dic
     return out
 
 
-def rates(recs: list[RequestRecord], wins: list[Window], summary: CellSummary, ok_ends: dict, d: dict,
-          pieces: bool, bound: dict) -> dict:
+def rates(recs: list[RequestRecord], wins: list[Window], summary: CellSummary, shape: tuple) -> dict:
+    pieces, bound = shape
     if not any(r.ok for r in recs) or not summary.duration:
         return {}
     ends = [r.end_ns for r in recs]
