@@ -1,4 +1,7 @@
-"""Monitor samplers around one cell: accelerator, server /metrics and host, on the requests' clock."""
+"""The monitor around one cell: accelerator, server /metrics and host samplers on the requests' clock, and
+what they said once the measured phase is over (`CellMonitor.read`: the monitor's figures, its samples, the
+server's counters and settings over the measured phase, and what became of the server), handed to
+metrics/cell.finish as its server side."""
 
 from __future__ import annotations
 
@@ -7,15 +10,15 @@ import json
 from collections.abc import Iterator
 
 from tokenbench.deploy.engines import has_adapter, metric_names, speculative
-from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.cell import Measured, ServerSide
 from tokenbench.metrics.server import (
     Acceptance,
+    Readings,
     acceptance_from_counters,
     acceptance_from_gauges,
-    fill_in,
     hits_from_counters,
 )
-from tokenbench.metrics.summary_groups import MonitorFigures, ServerCounters
+from tokenbench.metrics.summary_groups import MonitorFigures
 from tokenbench.monitor.counters import CounterWindow, window
 from tokenbench.monitor.runner import Monitor
 from tokenbench.monitor.samplers import HostSampler, NpuSmiSampler, NvidiaSmiSampler, PrometheusSampler
@@ -25,8 +28,10 @@ from tokenbench.study.servers import Server
 
 
 class CellMonitor:
-    def __init__(self, monitor: Monitor) -> None:
-        self.monitor = monitor
+    """The monitor of one cell on `server` (its workload `wl`; `star`: the cell is over the KV capacity)."""
+
+    def __init__(self, monitor: Monitor, server: Server, wl: Workload, star: bool = False) -> None:
+        self.monitor, self.server, self.wl, self.star = monitor, server, wl, star
         self.samples: list = []
 
     def summary(self, output_tokens: int | None = None, star: bool = False) -> MonitorFigures:
@@ -37,10 +42,19 @@ class CellMonitor:
     def rows(self) -> list[tuple]:
         return [(s.t_ns, s.source, s.name, s.value, json.dumps(s.labels)) for s in self.samples]
 
-    def mark(self) -> None:
+    def warmed(self) -> None:
         """Scrape the server's /metrics now (when the warmup ends), so the measured phase's counters
         count from there."""
         self.monitor.sample_now()
+
+    def read(self, measured: Measured) -> ServerSide:
+        """What the monitor and the server said once the cell's measured phase is over (the monitor stops)."""
+        self.samples = self.monitor.stop()
+        figures = self.summary(measured.tally.output_tokens(), self.star)
+        server = self.server
+        return ServerSide(figures, tuple((x.t_ns, x.name, x.value) for x in self.samples),
+                          readings(self, measured.started_ns, self.wl, server), server.death,
+                          server.deployment is not None)
 
     def counters(self, start_ns: int | None) -> CounterWindow:
         """The server's counters from the last scrape at or before `start_ns` (the first measured send) to
@@ -58,7 +72,7 @@ def _acceptance(found: CounterWindow) -> Acceptance | None:
             or acceptance_from_gauges(found.gauges.get("spec_accept_rate"), found.gauges.get("spec_accept_length")))
 
 
-def _window_keys(found: CounterWindow, start_ns: int | None) -> dict:
+def _window_keys(found: CounterWindow, start_ns: int | None) -> dict[str, float | None]:
     if found.from_ns is None or found.to_ns is None:
         return {}
     lead = (start_ns - found.from_ns) / 1e9 if start_ns is not None else None
@@ -74,24 +88,15 @@ def random_prompts_reason(wl: Workload, setting: str) -> str | None:
             "what text gets; use --dataset-name text")
 
 
-def server_figures(mon: CellMonitor, summary: CellSummary, started_ns: int | None, wl: Workload,
-                   server: Server) -> CellSummary:
-    """The summary with what the server's counters say about the measured phase (speculative acceptance,
-    prefix-cache hits) and the random-prompt mark of a speculative server's cell, as its `counters` group
-    (docs/metrics.md); the summary unchanged when they say nothing."""
+def readings(mon: CellMonitor, started_ns: int | None, wl: Workload, server: Server) -> Readings:
+    """What the server's counters say about the measured phase (speculative acceptance, prefix-cache hits),
+    its speculative decoding, and the random-prompt mark of a speculative server's cell (docs/metrics.md)."""
     found = mon.counters(started_ns)
     acceptance = _acceptance(found)
-    summary, out = fill_in(summary, hits_from_counters(found.get("prefix_queries"),
-                                                                        found.get("prefix_hits")))
-    out |= acceptance.summary() if acceptance else {}
+    hits = hits_from_counters(found.get("prefix_queries"), found.get("prefix_hits"))
     setting = speculative(server.profile) or server.facts.speculative or ("on" if acceptance else None)
-    if setting:
-        out["speculative"] = setting
-        reason = random_prompts_reason(wl, setting)
-        out |= {"spec_random_prompts": reason} if reason else {}
-    if not out:
-        return summary
-    return summary.with_(ServerCounters.model_validate({**out, **_window_keys(found, started_ns)}))
+    reason = random_prompts_reason(wl, setting) if setting else None
+    return Readings(hits, acceptance, setting, reason, _window_keys(found, started_ns))
 
 
 _warned: set[str] = set()
@@ -117,12 +122,12 @@ def samplers_for(server) -> list:
 
 
 @contextlib.contextmanager
-def cell_monitor(server, interval_s: float, log=print) -> Iterator[CellMonitor]:
+def cell_monitor(server: Server, wl: Workload, star: bool, interval_s: float, log=print) -> Iterator[CellMonitor]:
     """The cell's monitor; with `interval_s` 0 none: no sampler runs and the cell has no monitor samples."""
     on = interval_s > 0
     mon = Monitor(samplers_for(server) if on else [], interval_s=interval_s if on else 1.0,
                   on_warning=_warn_once(log))
-    cm = CellMonitor(mon)
+    cm = CellMonitor(mon, server, wl, star)
     if on:
         mon.start()
     try:
