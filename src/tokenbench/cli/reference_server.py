@@ -45,6 +45,9 @@ def _sizes(ctx: click.Context, param: click.Parameter, value: str | None) -> tup
 @_opt("--ttft-ms", "ttft_ms", click.FloatRange(min=0))
 @_opt("--itl-ms", "itl_ms", click.FloatRange(min=0))
 @_opt("--tokens-per-chunk", "tokens_per_chunk", click.IntRange(min=1))
+@_opt("--chunks-per-write", "chunks_per_write", click.IntRange(min=1))
+@_opt("--itl-end-ms", "itl_end_ms", click.FloatRange(min=0))
+@_opt("--ramp-s", "ramp_s", click.FloatRange(min=0, min_open=True))
 @_opt("--vocab-size", "vocab_size", click.IntRange(min=4))
 @click.option("--report-vocab/--no-report-vocab", "report_vocab", default=True, show_default=True,
               help=_FIELDS["report_vocab"].metadata["help"])

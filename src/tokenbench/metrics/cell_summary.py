@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal, cast, get_args
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from tokenbench.metrics.summary_groups import (
     ClientHealth,
@@ -26,6 +26,7 @@ from tokenbench.metrics.summary_groups import (
     SessionFigures,
     StreamTail,
     WorkloadFacts,
+    not_defined,
 )
 from tokenbench.metrics.timeslices import Timeslices
 
@@ -192,6 +193,11 @@ class CellSummary(BaseModel):
     input_throughput: float | None = None
     max_output_tokens_per_s: float | None = None
     max_concurrent_requests: Number | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_defined(cls, data: Any) -> Any:
+        return not_defined(data)
 
     def to_dict(self) -> dict[str, Any]:
         """The stored form: the keys given, flat, vLLM's names, the same values."""

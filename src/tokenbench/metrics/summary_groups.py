@@ -8,9 +8,10 @@ over a cell"), docs/monitoring.md, docs/reliability.md ("Interruptions")."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tokenbench.metrics.tally import CAUSES, Cause, Stalls
 
@@ -21,11 +22,25 @@ FLOOR_MS = 1.0        # below this a stream tail cannot be told from the client'
 SHARE = 0.01          # ... nor matter to E2EL: half the smallest effect `compare` names by default (2 %)
 
 
+def not_defined(data: Any) -> Any:
+    """A summary's fields with every figure that is not a number (NaN, infinity: no TPOT with one output token,
+    no latency without a completed request) as None, "not defined": the same value the database and every
+    file give back (JSON has no NaN), so a figure reads the same fresh and stored."""
+    if isinstance(data, dict):
+        return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in data.items()}
+    return data
+
+
 class Group(BaseModel):
     """Keys given are kept (and only those): `flat()` is the stored form, `take()` reads it back."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     PREFIX: ClassVar[str] = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_defined(cls, data: Any) -> Any:
+        return not_defined(data)
 
     def flat(self) -> dict[str, Any]:
         return {self.PREFIX + k: v for k, v in self.model_dump(exclude_unset=True).items()}

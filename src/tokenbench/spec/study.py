@@ -19,6 +19,7 @@ from tokenbench.spec.bench import (
     WorkloadSource,
 )
 from tokenbench.spec.slo import Limit, Tier
+from tokenbench.spec.study_name import derived_name
 
 FINAL_USAGE_ONLY = ("ask for the usage only at the end of the stream, as vllm bench serve does (default: on every "
                     "chunk too, vLLM/SGLang continuous_usage_stats, the exact count per chunk; it costs the server "
@@ -146,7 +147,9 @@ class StudySpec(StrictModel):
     server configuration and no relaunch; `tokenbench sweep --fields` lists every key."""
 
     fields_command: ClassVar[str] = "tokenbench sweep --fields"
-    name: str = Field("sweep", description="study name (vLLM's --label): in the stored run and the result files")
+    name: str | None = Field(None, description="study name (vLLM's --label): in the stored run, its report, "
+                             "compare's columns and the result files; default: the target and the loads, e.g. "
+                             "'127.0.0.1:8000 c=1,8,32'")
     target: Target
     workload: WorkloadSource = Field(default_factory=WorkloadSource,
                                      description="kind and knobs (docs/workloads.md); random, text, prefix and "
@@ -344,6 +347,12 @@ class StudySpec(StrictModel):
             goodput = Limit(metric="goodput", stat="fraction", op=">=", value=self.slo_attainment)
             tiers = [Tier(name="slo", limits=[goodput])]
         return tiers
+
+    @model_validator(mode="after")
+    def _named(self) -> "StudySpec":
+        if self.name is None:
+            self.name = derived_name(self)
+        return self
 
     @model_validator(mode="after")
     def _rate_shape(self) -> "StudySpec":

@@ -90,6 +90,10 @@ def server_info(cfg: ReferenceConfig) -> dict:
             "ttft_ms": cfg.ttft_ms, "itl_ms": cfg.itl_ms, "tokens_per_chunk": cfg.tokens_per_chunk}
     if not cfg.report_vocab:
         del info["vocab_size"]
+    if cfg.chunks_per_write > 1:
+        info["chunks_per_write"] = cfg.chunks_per_write
+    if cfg.itl_end_ms is not None:
+        info |= {"itl_end_ms": cfg.itl_end_ms, "ramp_s": cfg.ramp_s}
     if cfg.load_model:
         info |= {"itl_per_running_ms": cfg.itl_per_running_ms, "prefill_ms_per_token": cfg.prefill_ms_per_token}
     if cfg.captured_batch_sizes:
