@@ -9,6 +9,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
@@ -18,9 +19,10 @@ from tokenbench.cli.flags import Flag, peers_given
 from tokenbench.errors import UsageError
 from tokenbench.store import commands, outputs
 from tokenbench.store.db import Store, default_db_path
-from tokenbench.study.outputs import SglangResults, VllmResults
 from tokenbench.study.run import Outcome, ResultFile, Study
-from tokenbench.study.vllm_result import VllmOptions
+
+if TYPE_CHECKING:
+    from tokenbench.study.vllm_result import VllmOptions
 
 PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
 
@@ -160,6 +162,7 @@ def vllm_options(kw: dict) -> VllmOptions:
     if any(p > 100 for p in pcts):
         raise UsageError(f"--metric-percentiles '{kw['metric_percentiles']}': percentiles are in (0, 100]",
                          "write e.g. --metric-percentiles 50,90,99")
+    from tokenbench.study.vllm_result import VllmOptions  # --save-result's: only when it is asked for
     return VllmOptions(kw["result_dir"], kw["result_filename"], metrics, pcts, kw["save_detailed"])
 
 
@@ -196,8 +199,10 @@ def result_files(kw: dict, planned: Study) -> list[ResultFile]:
     """The result files asked for besides tokenbench's JSON (--output, the runner's journal)."""
     files: list[ResultFile] = []
     if kw["save_result"]:
+        from tokenbench.study.outputs import VllmResults  # other tools' result files: only when asked for
         files.append(VllmResults(planned.plan.spec, vllm_options(kw), len(planned.plan.cells)))
     if kw["output_file"]:
+        from tokenbench.study.outputs import SglangResults
         files.append(SglangResults(planned.plan.spec, kw["output_file"], kw["output_details"],
                                    kw.get("peer__backend")))
     return files

@@ -16,7 +16,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from tokenbench.client.records import Phase, RequestRecord
 from tokenbench.client.request import PreparedRequest, Prompt, RequestOptions, prepare
@@ -36,7 +36,9 @@ from tokenbench.metrics.verdict import Verdict, VerdictPolicy
 from tokenbench.spec.bench import SLO, Load, Workload
 from tokenbench.spec.keys import cell_key
 from tokenbench.workload.build import CellPrompts, build_cell, tokenizer_for
-from tokenbench.workload.sessions import Context, Feedback, Maker, conversations
+
+if TYPE_CHECKING:                    # a sessions cell's conversations: imported where one is made (_sessions)
+    from tokenbench.workload.sessions import Feedback
 
 
 @dataclass
@@ -232,6 +234,7 @@ def _session_facts(wl: Workload, warm: CellPrompts) -> WorkloadFacts:
 def _sessions(job: CellJob, n_warm: int) -> _Work:
     """A sessions cell: a warmup of single turn-0-shaped random prompts (no session, nothing shared with
     the measured sessions), then the conversations (workload/sessions.py)."""
+    from tokenbench.workload.sessions import Context, Maker, conversations
     wl, load = job.workload, job.load
     warm_wl = Workload(api=wl.api, input_len=(wl.system_prompt_len or 0) + (wl.input_len or 1),
                        output_len=wl.output_len, seed=wl.seed, tokenizer_path=wl.tokenizer_path,

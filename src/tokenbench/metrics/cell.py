@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.health import figure_health
 from tokenbench.metrics.server import Readings, counters
-from tokenbench.metrics.summary import of_tally, send_rates
+from tokenbench.metrics.summary import of_tally, on_schedule, send_rates
 from tokenbench.metrics.summary_groups import ClientHealth, FigureHealth, Group, Interruption, MonitorFigures
 from tokenbench.metrics.tally import CellTally, SlotWaits
 from tokenbench.metrics.verdict import Verdict, VerdictPolicy, cell_verdict, interrupted, server_gone
@@ -77,7 +77,7 @@ def _figures(m: Measured, server: ServerSide) -> CellSummary:
     t = m.tally
     summary = of_tally(t, m.load, *m.lengths)
     one_loop = (m.health.client_workers or 1) <= 1            # every stamp taken by the loop the stalls held
-    rates = send_rates(t.send_times(), m.load, m.slot_waits, m.arrival_seed)    # open loop: rates sent
+    rates = send_rates(t.send_times(), m.load, m.slot_waits, m.arrival_seed) if on_schedule(m.load) else None
     summary = summary.with_(m.health, rates, figure_health(summary, t, m.health.stalls, one_loop), *m.groups)
     fill, group = counters(server.readings, summary.cache_hit_rate)
     watched = summary.slices is not None and server.monitor is not None

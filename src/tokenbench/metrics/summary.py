@@ -238,9 +238,14 @@ def off_reason(rates: SendRates, load: Load) -> OffReason | None:
     return worst if causes[worst] > 0 else "few_requests"     # type: ignore[return-value]
 
 
+def on_schedule(load: Load) -> bool:
+    """An open loop that is not a sessions cell: its sends keep a schedule, so their rates are figures."""
+    return load.concurrency is None and not load.sessions
+
+
 def send_rates(t: SendTimes, load: Load, waits: SlotWaits, seed: int | None = None) -> SendRates | None:
     """The group of an open-loop cell (None for a closed loop, a sessions cell, or a cell that sent nothing)."""
-    if load.concurrency is not None or load.sessions or not len(t.intended):
+    if not on_schedule(load) or not len(t.intended):
         return None
     late, slot, connect = _means(t, waits)
     capped = load.max_concurrency is not None

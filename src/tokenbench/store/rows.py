@@ -7,16 +7,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import ValidationError
 
-from tokenbench.metrics.capacity import SearchRecord
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.verdict import Verdict
 from tokenbench.spec.bench import Load
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import ServerFacts
+
+if TYPE_CHECKING:
+    from tokenbench.metrics.capacity import SearchRecord
 
 T = TypeVar("T")
 
@@ -182,6 +184,7 @@ class SearchRow:
 
 def search_from_db(row: Mapping[str, Any]) -> SearchRow | None:
     """A stored search; None for one this version cannot read (stored by another)."""
+    from tokenbench.metrics.capacity import SearchRecord  # a capacity search's record: only where one is read
     try:
         record = SearchRecord.model_validate(row.get("record") or {})
     except ValidationError:

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tokenbench.client import api
 from tokenbench.client.records import RequestRecord
@@ -25,7 +26,6 @@ from tokenbench.load.clock import ctrl_c_to_loop
 from tokenbench.load.clock import run as run_loop
 from tokenbench.load.executors import Executor, executor_for
 from tokenbench.load.target import Endpoint, resolve
-from tokenbench.metrics.capacity import CellSamples, SearchRecord, metrics_of, samples_of
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.verdict import Verdict, VerdictPolicy
 from tokenbench.spec.bench import Workload
@@ -34,7 +34,6 @@ from tokenbench.store import commands
 from tokenbench.store.db import Store
 from tokenbench.store.journal import Journal
 from tokenbench.store.rows import CellRow, KvUse
-from tokenbench.study import capacity
 from tokenbench.study.monitoring import cell_monitor
 from tokenbench.study.plan import (
     Plan,
@@ -48,6 +47,9 @@ from tokenbench.study.plan import (
     visits,
 )
 from tokenbench.study.servers import Server, server_for
+
+if TYPE_CHECKING:
+    from tokenbench.metrics.capacity import CellSamples, SearchRecord
 
 MAX_LAUNCHES = 3      # per server config: the first launch and up to two relaunches after a death
 
@@ -285,6 +287,7 @@ class StudyRunner:
     async def _capacity(self, server: Server, config: ServerConfig, config_id: int) -> None:
         """One capacity search per workload (study/capacity.py); cells already stored (resume) are replayed
         through it, not rerun. Each search is stored with its record (store.save_search)."""
+        from tokenbench.study import capacity  # a capacity search's modules: only a study that searches
         spec = self.plan.spec
         stored = {(c.config, c.key, c.repeat): c for c in self.store.cells(self.run_id)
                   if not c.summary.server_unreachable and c.status != "interrupted"}
@@ -303,6 +306,7 @@ class StudyRunner:
 
     async def _search(self, launch: _Launch, config: ServerConfig, wl: Workload,
                       stored: dict[tuple[str, str, int], CellRow]) -> SearchRecord:
+        from tokenbench.study import capacity
         spec = self.plan.spec
         gen = capacity.search(capacity.settings(spec, wl.label))
         probe = next(gen)
@@ -317,6 +321,7 @@ class StudyRunner:
 
     async def _search_cell(self, launch: _Launch, cell: PlannedCell, row: CellRow | None) -> CellSamples:
         """The cell's samples for the search: measured now, or read back from the store (a resume)."""
+        from tokenbench.metrics.capacity import CellSamples, metrics_of, samples_of
         if row is not None and row.id:
             records: Iterable[RequestRecord] = self.store.requests(row.id)
         else:
