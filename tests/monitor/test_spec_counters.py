@@ -34,7 +34,7 @@ from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import ServerFacts
 from tokenbench.store.db import Store
 from tokenbench.store.rows import CellRow
-from tokenbench.study.monitoring import CellMonitor, readings
+from tokenbench.study.monitoring import CellMonitor, Watched, readings
 from tokenbench.study.servers import Server
 
 from .helpers import fixture_text
@@ -124,7 +124,7 @@ def scrape_cell(metrics_server) -> tuple[CellMonitor, int]:
     (at stop) the capture after it; the measured phase starts between the two."""
     metrics_server.body = fixture_text(BEFORE)
     mon = Monitor([PrometheusSampler(metrics_server.url, metric_names())], interval_s=3600)
-    cm = CellMonitor(mon, Server(metrics_server.url, ServerFacts("vllm")), Workload(input_len=512, output_len=64))
+    cm = CellMonitor(mon, Watched(Server(metrics_server.url, ServerFacts("vllm")), Workload(input_len=512, output_len=64)))
     mon.start()
     while not mon.snapshot():
         time.sleep(0.01)

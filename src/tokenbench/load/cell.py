@@ -53,6 +53,7 @@ class CellResult:
     notes: list[str] = field(default_factory=list)
     spool: Spool | None = None       # every record (warmup, then measured as they finished), on disk
     started_ns: int | None = None    # the first measured send
+    ended_ns: int | None = None      # the last measured byte
     stopped: bool = False            # stopped by the user (Ctrl-C): stored as interrupted, measured again
 
     @property
@@ -111,10 +112,10 @@ def _quiet(progress: CellProgress) -> None:
 class Watch(Protocol):
     """Who watches the server while a cell runs (the study's monitor, study/monitoring.CellMonitor): told
     when the warmup has ended (the measured phase's counters count from there), asked what the server
-    said once the measured phase is over."""
+    said once the measured phase is over (`records`: the cell's, warmup included, read again on each pass)."""
 
     def warmed(self) -> None: ...
-    def read(self, measured: Measured) -> ServerSide: ...
+    async def read(self, measured: Measured, records: Iterable[RequestRecord]) -> ServerSide: ...
 
 
 class Unwatched:
@@ -123,7 +124,7 @@ class Unwatched:
     def warmed(self) -> None:
         return None
 
-    def read(self, measured: Measured) -> ServerSide:
+    async def read(self, measured: Measured, records: Iterable[RequestRecord]) -> ServerSide:
         return ServerSide()
 
 
@@ -258,6 +259,7 @@ class _Intake:
         self.warmup: list[RequestRecord] = []
         self.records: list[RequestRecord] = []
         self.started_ns: int | None = None
+        self.ended_ns: int | None = None
         self.tokens = 0
         self.cut = 0                    # measured requests cut off by a stop (Ctrl-C)
 
@@ -284,6 +286,7 @@ class _Intake:
         self.tally.add(r)
         self.tokens += r.output_tokens if r.ok else 0
         self.started_ns = r.sent_ns if self.started_ns is None else min(self.started_ns, r.sent_ns)
+        self.ended_ns = r.end_ns if self.ended_ns is None else max(self.ended_ns, r.end_ns)
         if self.keep:
             self.records.append(r)
 
@@ -311,7 +314,7 @@ async def run_cell(session: Session, job: CellJob) -> CellResult:
     prompts.warmup, prompts.measure = [], []        # the requests being made hold them now (images are large)
     intake = _Intake(CellTally(job.slo, job.timeslice_s, sessions=load.sessions), job)
     run = await job.executor.run(session, phases, intake)
-    return _result(job, work, phases, intake, run)
+    return await _result(job, work, phases, intake, run)
 
 
 def _session_figures(job: CellJob, fb: Feedback, turns: TurnTally | None) -> SessionFigures:
@@ -322,15 +325,15 @@ def _session_figures(job: CellJob, fb: Feedback, turns: TurnTally | None) -> Ses
     return SessionFigures.model_validate({**shape.model_dump(exclude_unset=True), **went, **by_turn})
 
 
-def _result(job: CellJob, work: _Work, phases: Phases, sink: _Intake, run: CellRun) -> CellResult:
+async def _result(job: CellJob, work: _Work, phases: Phases, sink: _Intake, run: CellRun) -> CellResult:
     wl, load, prompts, health, tally = job.workload, job.load, work.prompts, run.client_health, sink.tally
     fb = work.feedback
     sessions = _session_figures(job, fb, tally.turns) if fb is not None else None
     measured = Measured(tally, load, prompts.nominal_lengths(wl), health, run.slot_waits, phases.seed,
-                        phases.count, sink.started_ns, run.stopped, sink.cut, (prompts.facts, sessions))
-    summary, verdict = finish(measured, job.watch.read(measured), job.policy)
+                        phases.count, (sink.started_ns, sink.ended_ns), run.stopped, sink.cut, (prompts.facts, sessions))
+    summary, verdict = finish(measured, await job.watch.read(measured, sink.spool), job.policy)
     notes = prompts.notes + exhausted_note(health, load, tally.outcomes.n)
     notes += [fb.problem] if fb is not None and fb.problem else []
     records = sorted(sink.records, key=lambda r: r.index)
     return CellResult(job.key, load, wl, summary, records, sink.warmup, verdict, notes, sink.spool,
-                      sink.started_ns, run.stopped)
+                      sink.started_ns, sink.ended_ns, run.stopped)

@@ -26,7 +26,7 @@ from tokenbench.spec.bench import Load
 class Measured:
     """What a cell's measured phase left on the client: its tally, the load and the lengths it asked, the
     load runner's client health (with its stalls) and slot waits, the arrival seed, the requests planned,
-    the first measured send, and whether the user stopped it (`cut`: requests cut off by the stop);
+    the measured window, and whether the user stopped it (`cut`: requests cut off by the stop);
     `groups`: what other stages made of it (the workload builder's facts, a sessions cell's figures)."""
 
     tally: CellTally
@@ -36,7 +36,7 @@ class Measured:
     slot_waits: SlotWaits = field(default_factory=SlotWaits)
     arrival_seed: int | None = None
     planned: int | None = None           # measured requests planned (None: a duration cell)
-    started_ns: int | None = None        # the first measured send
+    window: tuple[int | None, int | None] = (None, None)   # the first measured send, the last measured byte
     stopped: bool = False                # stopped by the user (Ctrl-C)
     cut: int = 0                         # measured requests cut off by the stop
     groups: tuple[Group | None, ...] = ()
@@ -50,12 +50,13 @@ def _alive() -> str | None:
 class ServerSide:
     """What the server and the cell's monitor said (study/monitoring.py): the monitor's figures over the
     cell and its samples (t_ns, name, value: placed in the timeslices), the server's counters and settings,
-    and what became of the server (`death`, asked only of a cell that did not end ok; `ours`: this run
+    the groups made of what else the server said, and what became of the server (`death`, asked only of a cell that did not end ok; `ours`: this run
     deployed it, so a death is relaunched)."""
 
     monitor: MonitorFigures | None = None
     samples: tuple[tuple[int, str, float], ...] = ()
     readings: Readings = field(default_factory=Readings)
+    groups: tuple[Group | None, ...] = ()    # the server's other groups (its request-time means, its spans' ledger)
     death: Callable[[], str | None] = _alive
     ours: bool = False
 
@@ -82,7 +83,7 @@ def _figures(m: Measured, server: ServerSide) -> CellSummary:
     fill, group = counters(server.readings, summary.cache_hit_rate)
     watched = summary.slices is not None and server.monitor is not None
     slices = summary.slices.with_monitor(server.samples) if watched and summary.slices else summary.slices
-    return summary.model_copy(update=fill).with_(group, server.monitor, slices)
+    return summary.model_copy(update=fill).with_(group, server.monitor, slices, *server.groups)
 
 
 def _marked(summary: CellSummary, verdict: Verdict) -> CellSummary:

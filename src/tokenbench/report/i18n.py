@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from tokenbench.errors import UsageError
 from tokenbench.report import (
+    i18n_accel,
     i18n_capacity,
     i18n_frontier,
     i18n_marks,
@@ -505,6 +506,8 @@ EN.update(i18n_server.EN)
 ZH.update(i18n_server.ZH)
 EN.update(i18n_sessions.EN)
 ZH.update(i18n_sessions.ZH)
+EN.update(i18n_accel.EN)
+ZH.update(i18n_accel.ZH)
 TEXT = {"en": EN, "zh": ZH}
 
 DEFINITIONS = ("ttft", "tpot", "itl", "e2e", "duration", "req_s", "out_tps", "total_tps", "percentile", "kv",

@@ -1,14 +1,18 @@
 """The monitor around one cell: accelerator, server /metrics and host samplers on the requests' clock, and
-what they said once the measured phase is over (`CellMonitor.read`: the monitor's figures, its samples, the
-server's counters and settings over the measured phase, and what became of the server), handed to
-metrics/cell.finish as its server side."""
+what they and the server said once the measured phase is over (`CellMonitor.read`: the monitor's figures over
+the measured window, its samples, the server's counters and request-time means over the measured phase, its
+spans joined to the cell's requests where they are traced, and what became of the server), handed to
+metrics/cell.finish as the cell's server side."""
 
 from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from tokenbench.client.records import RequestRecord
 from tokenbench.deploy.engines import has_adapter, metric_names, speculative
 from tokenbench.metrics.cell import Measured, ServerSide
 from tokenbench.metrics.server import (
@@ -17,27 +21,57 @@ from tokenbench.metrics.server import (
     acceptance_from_counters,
     acceptance_from_gauges,
     hits_from_counters,
+    server_means,
 )
-from tokenbench.metrics.summary_groups import MonitorFigures
-from tokenbench.monitor.counters import CounterWindow, window
+from tokenbench.metrics.summary_groups import Group, MonitorFigures
+from tokenbench.monitor.counters import CounterWindow, Rule, window
 from tokenbench.monitor.runner import Monitor
 from tokenbench.monitor.samplers import HostSampler, NpuSmiSampler, NvidiaSmiSampler, PrometheusSampler
 from tokenbench.monitor.summary import queue_cross_check, summarize
+from tokenbench.monitor.window import CellWindow
 from tokenbench.spec.bench import SYNTHETIC_KINDS, Workload
 from tokenbench.study.servers import Server
 
+if TYPE_CHECKING:
+    from tokenbench.study.traces import Joined, Traces
+
+
+@dataclass(frozen=True)
+class Watched:
+    """What the monitor of one cell watches: the server, the cell's workload, whether the cell is over the
+    KV capacity (the `*` mark), and the run's traces when the cell's requests carry a traceparent."""
+
+    server: Server
+    wl: Workload
+    star: bool = False
+    traces: Traces | None = None
+
 
 class CellMonitor:
-    """The monitor of one cell on `server` (its workload `wl`; `star`: the cell is over the KV capacity)."""
+    """The monitor of one cell, and the cell's Watch (load/cell.Watch): `warmed` when the warmup ends, `read`
+    when the measured phase is over; `joined` is then the server's spans joined to the cell's requests."""
 
-    def __init__(self, monitor: Monitor, server: Server, wl: Workload, star: bool = False) -> None:
-        self.monitor, self.server, self.wl, self.star = monitor, server, wl, star
+    def __init__(self, monitor: Monitor, watched: Watched, devices: frozenset[int] | None = None) -> None:
+        self.monitor, self.watched = monitor, watched
+        self.devices = devices          # the server's accelerator ids (its profile's), None: every one seen
         self.samples: list = []
+        self.joined: Joined | None = None
 
-    def summary(self, output_tokens: int | None = None, star: bool = False) -> MonitorFigures:
-        """Monitor figures for the cell (stored prefixed `monitor_`), plus the `*`-versus-queue cross-check."""
-        raw = summarize(self.samples, output_tokens=output_tokens)
-        return MonitorFigures(**raw, queue_check=queue_cross_check(star, raw))
+    def summary(self, window: CellWindow, star: bool = False) -> MonitorFigures:
+        """Monitor figures for the cell over its measured `window` (stored prefixed `monitor_`), the
+        `*`-versus-queue cross-check, and why the host has no energy figure where it has none."""
+        figures = summarize(self.samples, window)
+        hosts = [s for s in self.monitor.samplers if isinstance(s, HostSampler)]
+        note = hosts[0].rapl.note if hosts and figures.host_energy_j is None else None
+        update = {"queue_check": queue_cross_check(star, figures)} | ({"host_energy_note": note} if note else {})
+        return figures.model_copy(update=update)
+
+    def window(self, measured: Measured) -> CellWindow:
+        """The cell's measured window (first measured send to last measured byte) and what its figures divide
+        by: the output tokens and the requests completed."""
+        started_ns, ended_ns = measured.window
+        return CellWindow(started_ns, ended_ns, self.monitor.interval_ns / 1e9, measured.tally.output_tokens(),
+                          measured.tally.completed(), self.devices)
 
     def rows(self) -> list[tuple]:
         return [(s.t_ns, s.source, s.name, s.value, json.dumps(s.labels)) for s in self.samples]
@@ -47,14 +81,20 @@ class CellMonitor:
         count from there."""
         self.monitor.sample_now()
 
-    def read(self, measured: Measured) -> ServerSide:
-        """What the monitor and the server said once the cell's measured phase is over (the monitor stops)."""
+    async def read(self, measured: Measured, records: Iterable[RequestRecord]) -> ServerSide:
+        """What the monitor and the server said once the cell's measured phase is over (the monitor stops; a
+        traced cell's spans are awaited and joined to its records)."""
+        w = self.watched
         self.samples = self.monitor.stop()
-        figures = self.summary(measured.tally.output_tokens(), self.star)
-        server = self.server
-        return ServerSide(figures, tuple((x.t_ns, x.name, x.value) for x in self.samples),
-                          readings(self, measured.started_ns, self.wl, server), server.death,
-                          server.deployment is not None)
+        started_ns = measured.window[0]
+        groups: list[Group | None] = [server_means(self.histograms(started_ns))]
+        if w.traces is not None:
+            self.joined = await w.traces.join(records, measured.stopped)
+            groups.append(self.joined.ledger(records))
+        return ServerSide(self.summary(self.window(measured), w.star),
+                          tuple((x.t_ns, x.name, x.value) for x in self.samples),
+                          readings(self, started_ns, w.wl, w.server), tuple(groups), w.server.death,
+                          w.server.deployment is not None)
 
     def counters(self, start_ns: int | None) -> CounterWindow:
         """The server's counters from the last scrape at or before `start_ns` (the first measured send) to
@@ -64,6 +104,24 @@ class CellMonitor:
             if found.increases or found.gauges:
                 return found
         return CounterWindow(None, None)
+
+    def histograms(self, start_ns: int | None) -> dict[str, float]:
+        """The increases of the server's request-time histograms (`{role}_sum`, `{role}_count`) over the same
+        window, read with the first engine's names that the scrapes carry; {} when none."""
+        for spec in metric_names().values():
+            rules = {f"{role}_{part}": _part(rule, part) for role, rule in spec.get("histograms", {}).items()
+                     for part in ("sum", "count")}
+            found = window(self.samples, rules, {}, start_ns) if rules else CounterWindow(None, None)
+            if found.increases:
+                return found.increases
+        return {}
+
+
+def _part(rule: Rule, part: str) -> Rule:
+    """The rule of a histogram's `_sum` or `_count` series."""
+    if isinstance(rule, str):
+        return f"{rule}_{part}"
+    return {**rule, "metric": f"{rule['metric']}_{part}"}
 
 
 def _acceptance(found: CounterWindow) -> Acceptance | None:
@@ -121,13 +179,20 @@ def samplers_for(server) -> list:
     return out
 
 
+def served_devices(server: Server) -> frozenset[int] | None:
+    """The accelerators a deployed profile's server runs on; None for a server tokenbench did not deploy (a
+    --base-url: every device the monitor sees counts, and docs/monitoring.md says so)."""
+    p = server.profile
+    return frozenset(p.device_ids()) if p is not None and p.accelerator in ("nvidia", "ascend") else None
+
+
 @contextlib.contextmanager
-def cell_monitor(server: Server, wl: Workload, star: bool, interval_s: float, log=print) -> Iterator[CellMonitor]:
+def cell_monitor(watched: Watched, interval_s: float, log=print) -> Iterator[CellMonitor]:
     """The cell's monitor; with `interval_s` 0 none: no sampler runs and the cell has no monitor samples."""
-    on = interval_s > 0
+    on, server = interval_s > 0, watched.server
     mon = Monitor(samplers_for(server) if on else [], interval_s=interval_s if on else 1.0,
                   on_warning=_warn_once(log))
-    cm = CellMonitor(mon, server, wl, star)
+    cm = CellMonitor(mon, watched, served_devices(server))
     if on:
         mon.start()
     try:

@@ -34,7 +34,7 @@ from tokenbench.store import commands
 from tokenbench.store.db import Store
 from tokenbench.store.journal import Journal
 from tokenbench.store.rows import CellRow, KvUse
-from tokenbench.study.monitoring import cell_monitor
+from tokenbench.study.monitoring import Watched, cell_monitor
 from tokenbench.study.plan import (
     Plan,
     PlannedCell,
@@ -47,6 +47,7 @@ from tokenbench.study.plan import (
     visits,
 )
 from tokenbench.study.servers import Server, server_for
+from tokenbench.study.traces import Traces
 
 if TYPE_CHECKING:
     from tokenbench.metrics.capacity import CellSamples, SearchRecord
@@ -110,6 +111,7 @@ class _Launch:
     config_id: int
     kv_cap: int | None
     session: Session
+    traced: bool = False       # its requests carry a traceparent; each cell is joined to the server's spans
 
 
 def reset_prefix_cache(server: Server) -> None:
@@ -139,11 +141,12 @@ def _saturated(prev: CellSummary | None, cur: CellSummary) -> bool:
     return gain < 0.03 and ttft_prev > 0 and ttft_cur > 1.5 * ttft_prev
 
 
-def request_options(spec: StudySpec) -> RequestOptions:
-    """The request shape the study asks for: its target's options and its sampling fields."""
+def request_options(spec: StudySpec, trace: bool = False) -> RequestOptions:
+    """The request shape the study asks for: its target's options and its sampling fields; `trace`: each request
+    carries a W3C traceparent (the server's spans are received)."""
     t = spec.target
     return RequestOptions(t.final_usage_only, spec.sampling.body(), not t.no_min_tokens, dict(t.extra_body),
-                          t.new_connection_per_request)
+                          t.new_connection_per_request, trace)
 
 
 def verdict_policy(spec: StudySpec, endpoint: Endpoint) -> VerdictPolicy:
@@ -184,6 +187,7 @@ class StudyRunner:
         self.capacity_done: set[str] = set()
         self.attempted: set[tuple[str, str, int]] = set()   # cells run by this process (a cut-short one too)
         self.round: int | None = None                       # the repeat being run (interleaved repeats)
+        self.traces = Traces(plan.spec.target, self.ev.log)  # the server's spans: receiver and joins
 
     def pending(self, config: ServerConfig) -> Sequence[PlannedCell | None]:
         if self.plan.spec.find_capacity:
@@ -194,12 +198,15 @@ class StudyRunner:
         """Run every config's missing cells, repeats of several configs interleaved (plan.visits); returns
         one line per config visit that could not finish."""
         problems = []
-        for config, repeat in visits(self.plan):
-            self.round = repeat
-            if self.pending(config):
-                problem = self._run_config(config)
-                if problem:
-                    problems.append(f"{config.name}: {problem}")
+        try:
+            for config, repeat in visits(self.plan):
+                self.round = repeat
+                if self.pending(config):
+                    problem = self._run_config(config)
+                    if problem:
+                        problems.append(f"{config.name}: {problem}")
+        finally:
+            self.traces.close()
         self.round = None
         return problems
 
@@ -241,7 +248,8 @@ class StudyRunner:
 
     def _launch_and_run(self, config: ServerConfig, config_id: int) -> None:
         given = contextlib.nullcontext(self.server) if self.server else None
-        with given or server_for(self.plan.spec.target, config, self.ev.log, self.settings.isolation.engine) as server:
+        with given or server_for(self.plan.spec.target, config, self.ev.log, self.settings.isolation.engine,
+                                 self.traces.traced_profile) as server:
             check_context(self.plan, server.facts.ctx_per_seq, f"server config {config.name}")
             with_graphs(server.facts, server.profile)
             self.store.upsert_config(self.run_id, config.name, config.as_dict(), server.profile, server.facts,
@@ -266,8 +274,9 @@ class StudyRunner:
             "vocab": {"size": v.size, "low": v.low, "high": v.high, "source": v.source}})
         self.ev.target_ready(endpoint, facts)
         kv_cap = spec.kv_capacity or server.facts.kv_capacity_tokens
+        traced = self.traces.on_for(server)
         async with new_session(spec.target.timeout_s, spec.target.connect_in_ttft) as session:
-            yield _Launch(server, endpoint, config_id, kv_cap, session)
+            yield _Launch(server, endpoint, config_id, kv_cap, session, traced)
 
     async def _cells(self, server: Server, config_id: int, todo: list[PlannedCell]) -> None:
         spec = self.plan.spec
@@ -338,7 +347,7 @@ class StudyRunner:
         """The cell as it is handed down: built here, once, for every command, with what the cell needs of
         the study's options; its progress goes to the listeners, the server is watched by `watch`."""
         spec, endpoint = self.plan.spec, launch.endpoint
-        return CellJob(endpoint, cell.workload, cell.load, request_options(spec), verdict_policy(spec, endpoint),
+        return CellJob(endpoint, cell.workload, cell.load, request_options(spec, launch.traced), verdict_policy(spec, endpoint),
                        spec.slo, spec.timeslice_s, self.executor, self.settings.keep_records,
                        lambda p: self.ev.cell_progress(cell, p), watch)
 
@@ -351,14 +360,20 @@ class StudyRunner:
         reset_prefix_cache(server)
         self.ev.cell_started(cell)
         kv = _kv(cell, launch.kv_cap)
-        with cell_monitor(server, cell.workload, kv.over, self.plan.spec.monitor_interval_s, self.ev.log) as mon:
+        watched = Watched(server, cell.workload, kv.over, self.traces if launch.traced else None)
+        with cell_monitor(watched, self.plan.spec.monitor_interval_s, self.ev.log) as mon:
             result = await run_cell(launch.session, self.job(launch, cell, mon))
         if result.stopped:
             self.ev.log(f"interrupted: storing {cell.config.name} {cell.key} as interrupted "
                         f"(Ctrl-C again stops at once, without storing it)")
         gone = None if result.stopped else _gone(result.verdict, server.deployment is not None)
         row = CellRow.from_result(cell, result, kv)
-        self.journal.add(launch.config_id, row, result.all_records(), mon.rows(), cell.config.name)
+        records: Iterable[RequestRecord] = result.all_records()
+        if mon.joined is not None:                       # each record with the server's timings of it
+            records = mon.joined.records(records)
+            for _ in mon.joined.records([*result.warmup, *result.records]):    # the ones kept in memory too
+                pass
+        self.journal.add(launch.config_id, row, records, mon.rows(), cell.config.name)
         self.attempted.add((cell.config.name, cell.key, cell.repeat))
         self.ev.cell_stored(cell, row, result)
         self.ev.cell_done(cell, row)
