@@ -20,7 +20,6 @@ from tokenbench.metrics.summary_groups import FigureHealth, FigureMark, OffReaso
 from tokenbench.metrics.tally import CellTally, SendTimes, SlotWaits, Turn, TurnTally
 from tokenbench.metrics.timeslices import Columns, Timeslices
 from tokenbench.metrics.timeslices import compute as timeslices
-from tokenbench.metrics.uncertainty import within
 from tokenbench.spec.bench import SLO, Load, Workload
 
 NS = 1e9
@@ -273,6 +272,7 @@ def _mean(values: list) -> float | None:
 
 def turn_figures(turns: TurnTally) -> dict[str, list]:
     """The `turn_*` keys of SessionFigures, turn 0 to the last turn seen."""
+    from tokenbench.metrics.uncertainty import within  # a sessions cell only
     rows = [turns.turns.get(k, Turn()) for k in range(max(turns.turns, default=-1) + 1)]
     ttft = [within(np.asarray(t.ttft), "mean") if t.ttft else None for t in rows]
     return {"turn_requests": [len(t.prompt) for t in rows],

@@ -18,7 +18,6 @@ from tokenbench.client.records import RequestRecord
 from tokenbench.client.request import RequestOptions
 from tokenbench.client.transport import Session, new_session
 from tokenbench.deploy.engines import reset_cache_path, with_graphs
-from tokenbench.deploy.secret_refs import api_key_var
 from tokenbench.errors import DeployError, TargetError
 from tokenbench.host.isolation import Isolation
 from tokenbench.load.cell import CellJob, CellProgress, CellResult, Watch, run_cell
@@ -158,7 +157,11 @@ def verdict_policy(spec: StudySpec, endpoint: Endpoint) -> VerdictPolicy:
 def endpoint_for(spec: StudySpec, base_url: str, profile=None) -> Endpoint:
     """The benchmark's view of the server. The API key: the spec's, else the deployed profile's own
     secret `--api-key` variable (the server requires it, so the client must send it)."""
-    return resolve(base_url, spec.target, spec.workload, api_key_var(profile) if profile else None)
+    key_var = None
+    if profile is not None:
+        from tokenbench.deploy.secret_refs import api_key_var  # a deployed profile's secret references
+        key_var = api_key_var(profile)
+    return resolve(base_url, spec.target, spec.workload, key_var)
 
 
 def pending(plan: Plan, done: set[tuple[str, str, int]], config: ServerConfig, round_: int | None = None

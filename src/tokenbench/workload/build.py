@@ -15,6 +15,7 @@ import random
 import statistics
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from tokenbench.client.request import Prompt
@@ -32,7 +33,6 @@ from tokenbench.workload.chat import (
 from tokenbench.workload.dataset import Draft, Filters, TextEntry, select
 from tokenbench.workload.jsonl import read_prompts
 from tokenbench.workload.lengths import Draws, length_stats
-from tokenbench.workload.local_tokenizer import LocalTokenizer, tokenizer_file
 from tokenbench.workload.random_ids import cell_rng, random_ids
 from tokenbench.workload.sharegpt import read_sharegpt
 from tokenbench.workload.vocab import Vocab
@@ -40,6 +40,7 @@ from tokenbench.workload.vocab import Vocab
 if TYPE_CHECKING:                    # a kind's own modules are imported where that kind is built
     from tokenbench.workload import images as img
     from tokenbench.workload import trace_replay
+    from tokenbench.workload.local_tokenizer import LocalTokenizer
 
 T = TypeVar("T")
 
@@ -353,18 +354,27 @@ def _length_facts(lengths: list[tuple[int, int]]) -> dict:
 
 @functools.lru_cache(maxsize=4)
 def _local(path: str) -> LocalTokenizer:
+    from tokenbench.workload.local_tokenizer import LocalTokenizer  # only with --tokenizer DIR
     return LocalTokenizer(path)
+
+
+def _tokenizer_file(path: str | None) -> Path | None:
+    """--tokenizer's tokenizer.json, or None (none given, or none there)."""
+    if not path:
+        return None
+    from tokenbench.workload.local_tokenizer import tokenizer_file
+    return tokenizer_file(path)
 
 
 def tokenizer_for(t: Target, wl: Workload) -> Tokenizer:
     """The local tokenizer when --tokenizer names a directory with tokenizer.json, else the server's
     /tokenize (with a fix that fits this workload when the server has none)."""
-    path = wl.tokenizer_path
-    if path and tokenizer_file(path) and (wl.api == "chat" or wl.prompt_as_text
+    path, file = wl.tokenizer_path, _tokenizer_file(wl.tokenizer_path)
+    if path and file and (wl.api == "chat" or wl.prompt_as_text
                                           or wl.kind in ("sharegpt", "jsonl", "text", "sessions")):
         return _local(path)
     hint = "pass --tokenizer DIR (the model's Hugging Face directory, with tokenizer.json)"
-    if path and not tokenizer_file(path):
+    if path and not file:
         hint = f"{path} has no tokenizer.json: pass the model's Hugging Face directory with --tokenizer"
     if wl.api == "chat" and wl.kind in ("random", "prefix", "image", "sessions"):
         hint += ", or use --api completions (token-id prompts need no tokenizer)"
@@ -397,8 +407,8 @@ def build_cell(t: Target, wl: Workload, key: str, n_warm: int, n_meas: int | Non
         warm, meas, facts = [_completion_prompt(x) for x in d.warmup], map(_completion_prompt, d.measure), {}
         meas = list(meas) if isinstance(d.measure, list) else meas
     facts = {**d.facts, **facts}
-    if isinstance(c.tok, LocalTokenizer):
-        facts["tokenizer"] = f"local {c.tok.source}"
+    if not isinstance(c.tok, ServerTokenizer):        # the local one (tokenizer_for)
+        facts["tokenizer"] = f"local {getattr(c.tok, 'source', '')}"
     if isinstance(meas, list):
         lengths = [(p.input_len, p.output_len) for p in meas]
         if lengths and not wl.fixed_lengths:
