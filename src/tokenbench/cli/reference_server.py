@@ -92,6 +92,11 @@ def _sizes(ctx: click.Context, param: click.Parameter, value: str | None) -> tup
 @_opt("--spec-tokens", "spec_tokens", click.IntRange(min=0))
 @_opt("--spec-accept-text", "spec_accept_text", click.FloatRange(0, 1))
 @_opt("--spec-accept-random", "spec_accept_random", click.FloatRange(0, 1))
+@_opt("--otlp-endpoint", "otlp_endpoint", str, metavar="URL")
+@_opt("--otlp-protocol", "otlp_protocol", click.Choice(["http", "grpc"]))
+@_opt("--span-clock-offset-ms", "span_clock_offset_ms", float)
+@click.option("--vllm-metrics/--no-vllm-metrics", "vllm_metrics", default=False, show_default=True,
+              help=_FIELDS["vllm_metrics"].metadata["help"])
 def command(host: str, port: int, api_key_env: str | None, fault_specs: tuple[str, ...],
             **fields: Any) -> None:
     """Serve /v1/completions and /v1/chat/completions with tokens at exact deadlines.

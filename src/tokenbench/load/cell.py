@@ -52,6 +52,7 @@ class CellResult:
     notes: list[str] = field(default_factory=list)
     spool: Spool | None = None       # every record (warmup, then measured as they finished), on disk
     started_ns: int | None = None    # the first measured send
+    ended_ns: int | None = None      # the last measured byte
     stopped: bool = False            # stopped by the user (Ctrl-C): stored as interrupted, measured again
 
     @property
@@ -119,6 +120,7 @@ class CellJob:
     executor: Executor = InProcess()     # chosen once per study (load/executors.executor_for)
     keep_records: bool = False           # also return every record in memory (else read back from the spool)
     on_progress: Progress = _quiet
+    traced: bool = False                 # requests carry a traceparent: the server's spans are received
 
     @property
     def key(self) -> str:
@@ -171,11 +173,12 @@ def repeat_first(n_warm: int, measure: Iterable[Prompt]) -> tuple[list[Prompt], 
     return [first] * n_warm, list(both) if isinstance(measure, list) else both
 
 
-def request_options(study: StudySpec) -> RequestOptions:
-    """The request shape the study asks for: its target's options and its sampling fields."""
+def request_options(study: StudySpec, trace: bool = False) -> RequestOptions:
+    """The request shape the study asks for: its target's options and its sampling fields; `trace`: each request
+    carries a W3C traceparent (the server's spans are received)."""
     t = study.target
     return RequestOptions(t.final_usage_only, study.sampling.body(), not t.no_min_tokens, dict(t.extra_body),
-                          t.new_connection_per_request)
+                          t.new_connection_per_request, trace)
 
 
 def _prepare(job: CellJob, prompts: Iterable[Prompt]) -> Iterator[PreparedRequest]:
@@ -185,7 +188,7 @@ def _prepare(job: CellJob, prompts: Iterable[Prompt]) -> Iterator[PreparedReques
 
 def _prepare_one(job: CellJob, p: Prompt) -> PreparedRequest:
     e = job.endpoint
-    return prepare(e.base_url, job.workload.api, e.model, p, e.api_key, request_options(job.study))
+    return prepare(e.base_url, job.workload.api, e.model, p, e.api_key, request_options(job.study, job.traced))
 
 
 @dataclass
@@ -244,6 +247,7 @@ class _Intake:
         self.warmup: list[RequestRecord] = []
         self.records: list[RequestRecord] = []
         self.started_ns: int | None = None
+        self.ended_ns: int | None = None
         self.tokens = 0
         self.cut = 0                    # measured requests cut off by a stop (Ctrl-C)
 
@@ -268,6 +272,7 @@ class _Intake:
         self.tally.add(r)
         self.tokens += r.output_tokens if r.ok else 0
         self.started_ns = r.sent_ns if self.started_ns is None else min(self.started_ns, r.sent_ns)
+        self.ended_ns = r.end_ns if self.ended_ns is None else max(self.ended_ns, r.end_ns)
         if self.keep:
             self.records.append(r)
 
@@ -319,4 +324,4 @@ def _result(job: CellJob, work: _Work, phases: Phases, sink: _Intake, run: CellR
     notes += [fb.problem] if fb is not None and fb.problem else []
     records = sorted(sink.records, key=lambda r: r.index)
     return CellResult(job.key, load, wl, summary, records, sink.warmup, verdict, notes, sink.spool,
-                      sink.started_ns, run.stopped)
+                      sink.started_ns, sink.ended_ns, run.stopped)

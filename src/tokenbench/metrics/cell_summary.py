@@ -21,8 +21,10 @@ from tokenbench.metrics.summary_groups import (
     Interruption,
     MonitorFigures,
     Number,
+    PhaseLedger,
     SendRates,
     ServerCounters,
+    ServerMeans,
     SessionFigures,
     StreamTail,
     WorkloadFacts,
@@ -186,6 +188,10 @@ class CellSummary(BaseModel):
     counters: ServerCounters | None = None   # the server's counters over the measured phase (metrics/server.py)
     sessions: SessionFigures | None = None   # a sessions cell only: its shape and figures by turn (metrics/summary.py)
     interruption: Interruption | None = None   # the user stopped the cell (Ctrl-C): how far it got
+    phases: PhaseLedger | None = None        # the server's spans joined to the cell's requests (metrics/server.py,
+                                             # study/traces.py): where the time went, phase by phase
+    server_means: ServerMeans | None = None  # the server's request-time histograms over the measured phase
+                                             # (metrics/server.py, study/monitoring.py)
     # other tools' results (`tokenbench import`)
     source: str | None = None
     notes: str | None = None

@@ -4,7 +4,7 @@ declaring its class here and that one field; `CellSummary.with_` places a group 
 that has no field fails at run time and at type-check time. In the stored and JSON form their keys sit
 flat beside the tally's figures, under the names they have always had (a group's PREFIX before them).
 Formulas: docs/metrics.md ("Client health", "Send rates", "Stream tail", "Sessions", "Server counters
-over a cell"), docs/monitoring.md, docs/reliability.md ("Interruptions")."""
+over a cell", "Where the time went"), docs/monitoring.md, docs/reliability.md ("Interruptions")."""
 
 from __future__ import annotations
 
@@ -163,24 +163,60 @@ class WorkloadFacts(Group):
                                              if not k.startswith(("input_len_", "output_len_"))})
 
 
+COVERAGE_MIN_PCT = 90.0     # power samples must cover this share of the measured window ...
+GAP_MAX_INTERVALS = 2.0     # ... and no gap between them may exceed this many monitor intervals
+
+
+class DeviceFigures(BaseModel):
+    """One accelerator device (a GPU, or one chip of an NPU) over the cell's measured window
+    (monitor/window.py; formulas: docs/monitoring.md, "Cell summary")."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    source: str                                  # npu | gpu
+    device: str                                  # GPU index, or NPU id / chip ("0/1")
+    name: str = ""
+    util_mean_pct: float | None = None
+    util_max_pct: float | None = None
+    mem_used_mean_mb: float | None = None
+    mem_peak_mb: float | None = None
+    mem_total_mb: float | None = None
+    power_mean_w: float | None = None            # time-weighted over the window
+    power_max_w: float | None = None
+    energy_j: float | None = None
+    energy_source: str | None = None             # "counter" (NVML total energy) | "power" (integrated samples)
+    coverage_pct: float | None = None            # share of the window within one interval of a sample
+    max_gap_s: float | None = None               # the longest stretch between samples over the window
+
+
 class MonitorFigures(Group):
-    """The server's and host's figures over the cell (monitor/summary.py), and the check of the `*` mark
-    against the queue the server showed (the sweep's monitor)."""
+    """The accelerator's and host's figures over the cell's measured window (first measured send to last
+    measured byte), the server's over the cell (monitor/summary.py), and the check of the `*` mark against
+    the queue the server showed (the sweep's monitor)."""
 
     PREFIX: ClassVar[str] = "monitor_"
     samples: Number | None = None
     span_s: float | None = None
+    window_s: float | None = None              # the measured window the accelerator and host figures cover
+    interval_s: float | None = None            # the monitor's sampling interval
     accel_chips: Number | None = None
     accel_util_mean_pct: Number | None = None
     accel_util_max_pct: Number | None = None
+    accel_mem_used_mean_mb: Number | None = None
     accel_mem_peak_mb: Number | None = None
     accel_mem_peak_chip_mb: Number | None = None
     accel_mem_capacity_mb: Number | None = None
     accel_power_mean_w: Number | None = None
     accel_power_max_w: Number | None = None
     accel_energy_j: Number | None = None
+    accel_energy_source: str | None = None     # "counter" | "power" | "counter+power" (devices differ)
     accel_energy_per_output_token_j: Number | None = None
+    accel_energy_per_request_j: Number | None = None
+    accel_tokens_per_joule: Number | None = None
+    accel_coverage_pct: Number | None = None   # the worst device's
+    accel_max_gap_s: Number | None = None      # the worst device's
     accel_temp_max_c: Number | None = None
+    devices: list[DeviceFigures] | None = None
     server_running_mean: Number | None = None
     server_running_max: Number | None = None
     server_waiting_mean: Number | None = None
@@ -190,10 +226,29 @@ class MonitorFigures(Group):
     host_cpu_mean_pct: Number | None = None
     host_cpu_max_pct: Number | None = None
     host_mem_peak_mb: Number | None = None
+    host_energy_j: Number | None = None        # the host's CPU packages (RAPL), where the host exposes them
+    host_energy_per_output_token_j: Number | None = None
+    host_energy_note: str | None = None        # why there is no host energy (no powercap, not readable)
     proc_cpu_mean_pct: Number | None = None
     proc_cpu_max_pct: Number | None = None
     proc_rss_peak_mb: Number | None = None
     queue_check: str | None = None             # the `*` mark and the server's queue disagree: why
+
+    @property
+    def power_sparse(self) -> bool:
+        """The power (so energy) samples do not cover the measured window: below COVERAGE_MIN_PCT of it, or
+        a gap above GAP_MAX_INTERVALS intervals (docs/monitoring.md, "Coverage")."""
+        if self.accel_coverage_pct is None:
+            return False
+        gap = self.accel_max_gap_s or 0.0
+        return (self.accel_coverage_pct < COVERAGE_MIN_PCT
+                or (self.interval_s is not None and gap > GAP_MAX_INTERVALS * self.interval_s))
+
+
+# the figures read from power samples: marked together when the samples do not cover the window
+POWER_KEYS = frozenset(MonitorFigures.PREFIX + k for k in (
+    "accel_power_mean_w", "accel_power_max_w", "accel_energy_j", "accel_energy_per_output_token_j",
+    "accel_energy_per_request_j", "accel_tokens_per_joule"))
 
 
 class ServerCounters(Group):
@@ -350,3 +405,64 @@ class FigureHealth(Group):
 
     def mark(self, key: str) -> FigureMark | None:
         return (self.client_marks or {}).get(key)
+
+
+PhaseName = Literal["network", "queue", "prefill", "server_other", "delivery", "decode", "decode_other",
+                    "last_delivery"]
+PHASES: tuple[PhaseName, ...] = ("network", "queue", "prefill", "server_other", "delivery", "decode", "decode_other",
+                                 "last_delivery")
+# the phases whose sum is the client's TTFT, in the order the time passes
+TTFT_PHASES: tuple[PhaseName, ...] = ("network", "queue", "prefill", "server_other", "delivery")
+LedgerStat = Literal["mean", "p50", "p99"]
+
+
+class PhaseLedger(Group):
+    """Where the time went, from the server's spans (metrics/server.py, joined by study/traces.py): mean, p50 and
+    p99 of each phase over the measured requests that joined a span, with how many joined, what else arrived,
+    and the clock offset used. Keys are stored with the prefix `phase_` (`phase_mean_ms`: {"queue": ...})."""
+
+    PREFIX: ClassVar[str] = "phase_"
+    requests: Number | None = None           # measured requests that finished ok
+    joined: Number | None = None             # ... whose span arrived and was read
+    missing: Number | None = None            # ... without one
+    unjoined_spans: Number | None = None     # request spans whose trace id is no request of the cell
+    other_spans: Number | None = None        # spans that are not a request's (counted, dropped)
+    dropped_payloads: Number | None = None   # exports the receiver could not decode
+    clock_offset_ms: float | None = None     # server clock minus client clock
+    clock_offset_error_ms: float | None = None
+    clock_consistent: bool | None = None     # no joined request runs backwards beyond the offset's error
+    mean_ms: dict[PhaseName, float] | None = None
+    p50_ms: dict[PhaseName, float] | None = None
+    p99_ms: dict[PhaseName, float] | None = None
+    client_ttft_mean_ms: float | None = None  # the joined requests' client TTFT: the sum of TTFT_PHASES' means
+    delivery_flagged: Number | None = None   # joined requests whose delivery exceeds the client's TTFT tolerance
+    delivery_max_ms: float | None = None
+
+    def stat(self, phase: PhaseName, statistic: LedgerStat = "mean") -> float | None:
+        table = {"mean": self.mean_ms, "p50": self.p50_ms, "p99": self.p99_ms}[statistic]
+        return (table or {}).get(phase)
+
+    @property
+    def prefill_ms(self) -> float | None:
+        """Mean server prefill per request (ms): what splits a cell's time (and cost) into prefill and decode."""
+        return self.stat("prefill")
+
+    @property
+    def decode_ms(self) -> float | None:
+        """Mean server decode per request (ms)."""
+        return self.stat("decode")
+
+
+class ServerMeans(Group):
+    """Per-cell means of the server's own request-time histograms over the measured phase (from the /metrics
+    scrapes: increase of each histogram's sum / increase of its count), labelled as the server's means: they
+    need no tracing but give no per-request figure and no percentile. Stored with the prefix `server_mean_`."""
+
+    PREFIX: ClassVar[str] = "server_mean_"
+    queue_ms: float | None = None
+    prefill_ms: float | None = None
+    decode_ms: float | None = None
+    inference_ms: float | None = None
+    ttft_ms: float | None = None
+    e2e_ms: float | None = None
+    requests: Number | None = None           # requests the e2e histogram counted over the window

@@ -166,6 +166,18 @@ MIGRATIONS: list[tuple[int, str | Callable[[sqlite3.Connection], None]]] = [
     # no TPOT, one whose requests all failed no latency) made SQLite's JSON functions refuse the database:
     # those values become null, as tokenbench writes them now (store/records.py `dumps`)
     (8, non_finite_json_to_null),
+    # 9: the server's own timings of a request, from its OpenTelemetry span (the trace id the request carried,
+    # the span's arrival and phases on the server's clock, the clock offset applied); NULL where none joined
+    (9, "ALTER TABLE requests ADD COLUMN trace_id TEXT;\n"
+        "ALTER TABLE requests ADD COLUMN server_request_id TEXT;\n"
+        "ALTER TABLE requests ADD COLUMN server_arrival_ns INTEGER;\n"
+        "ALTER TABLE requests ADD COLUMN server_queue_ns INTEGER;\n"
+        "ALTER TABLE requests ADD COLUMN server_prefill_ns INTEGER;\n"
+        "ALTER TABLE requests ADD COLUMN server_ttft_ns INTEGER;\n"
+        "ALTER TABLE requests ADD COLUMN server_decode_ns INTEGER;\n"
+        "ALTER TABLE requests ADD COLUMN server_e2e_ns INTEGER;\n"
+        "ALTER TABLE requests ADD COLUMN clock_offset_ns INTEGER;\n"
+        "ALTER TABLE requests ADD COLUMN clock_offset_error_ns INTEGER;"),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]
@@ -180,7 +192,9 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
               "started_ns", "finished_at", "superseded"),
     "requests": ("cell_id", "phase", "idx", "token_offsets_json", "token_counts_json", "text", "worker", "sampled",
                  "images", "image_bytes", "image_count", "first_content_offset_ns", "reasoning_tokens", "count_source",
-                 "expected_prompt_tokens", "connect_ns", "connect_in_ttft"),
+                 "expected_prompt_tokens", "connect_ns", "connect_in_ttft", "trace_id", "server_arrival_ns",
+                 "server_queue_ns", "server_prefill_ns", "server_ttft_ns", "server_decode_ns", "server_e2e_ns",
+                 "clock_offset_ns", "clock_offset_error_ns", "server_request_id"),
     "samples": ("cell_id", "t_ns", "source", "name", "value", "labels_json"),
     "searches": ("run_id", "config_id", "workload", "record_json", "finished_at"),
 }

@@ -14,25 +14,38 @@ from tokenbench.metrics.server import (
     acceptance_from_gauges,
     fill_in,
     hits_from_counters,
+    server_means,
 )
 from tokenbench.metrics.summary_groups import MonitorFigures, ServerCounters
-from tokenbench.monitor.counters import CounterWindow, window
+from tokenbench.monitor.counters import CounterWindow, Rule, window
 from tokenbench.monitor.runner import Monitor
 from tokenbench.monitor.samplers import HostSampler, NpuSmiSampler, NvidiaSmiSampler, PrometheusSampler
 from tokenbench.monitor.summary import queue_cross_check, summarize
+from tokenbench.monitor.window import CellWindow
 from tokenbench.spec.bench import SYNTHETIC_KINDS, Workload
 from tokenbench.study.servers import Server
 
 
 class CellMonitor:
-    def __init__(self, monitor: Monitor) -> None:
+    def __init__(self, monitor: Monitor, devices: frozenset[int] | None = None) -> None:
         self.monitor = monitor
+        self.devices = devices          # the server's accelerator ids (its profile's), None: every one seen
         self.samples: list = []
 
-    def summary(self, output_tokens: int | None = None, star: bool = False) -> MonitorFigures:
-        """Monitor figures for the cell (stored prefixed `monitor_`), plus the `*`-versus-queue cross-check."""
-        raw = summarize(self.samples, output_tokens=output_tokens)
-        return MonitorFigures(**raw, queue_check=queue_cross_check(star, raw))
+    def summary(self, window: CellWindow, star: bool = False) -> MonitorFigures:
+        """Monitor figures for the cell over its measured `window` (stored prefixed `monitor_`), the
+        `*`-versus-queue cross-check, and why the host has no energy figure where it has none."""
+        figures = summarize(self.samples, window)
+        hosts = [s for s in self.monitor.samplers if isinstance(s, HostSampler)]
+        note = hosts[0].rapl.note if hosts and figures.host_energy_j is None else None
+        update = {"queue_check": queue_cross_check(star, figures)} | ({"host_energy_note": note} if note else {})
+        return figures.model_copy(update=update)
+
+    def window(self, started_ns: int | None, ended_ns: int | None, summary: CellSummary) -> CellWindow:
+        """The cell's measured window (first measured send to last measured byte) and what its figures divide
+        by: the output tokens and the requests completed."""
+        return CellWindow(started_ns, ended_ns, self.monitor.interval_ns / 1e9,
+                          int(summary.total_output_tokens or 0), int(summary.completed or 0), self.devices)
 
     def rows(self) -> list[tuple]:
         return [(s.t_ns, s.source, s.name, s.value, json.dumps(s.labels)) for s in self.samples]
@@ -50,6 +63,24 @@ class CellMonitor:
             if found.increases or found.gauges:
                 return found
         return CounterWindow(None, None)
+
+    def histograms(self, start_ns: int | None) -> dict[str, float]:
+        """The increases of the server's request-time histograms (`{role}_sum`, `{role}_count`) over the same
+        window, read with the first engine's names that the scrapes carry; {} when none."""
+        for spec in metric_names().values():
+            rules = {f"{role}_{part}": _part(rule, part) for role, rule in spec.get("histograms", {}).items()
+                     for part in ("sum", "count")}
+            found = window(self.samples, rules, {}, start_ns) if rules else CounterWindow(None, None)
+            if found.increases:
+                return found.increases
+        return {}
+
+
+def _part(rule: Rule, part: str) -> Rule:
+    """The rule of a histogram's `_sum` or `_count` series."""
+    if isinstance(rule, str):
+        return f"{rule}_{part}"
+    return {**rule, "metric": f"{rule['metric']}_{part}"}
 
 
 def _acceptance(found: CounterWindow) -> Acceptance | None:
@@ -77,8 +108,11 @@ def random_prompts_reason(wl: Workload, setting: str) -> str | None:
 def server_figures(mon: CellMonitor, summary: CellSummary, started_ns: int | None, wl: Workload,
                    server: Server) -> CellSummary:
     """The summary with what the server's counters say about the measured phase (speculative acceptance,
-    prefix-cache hits) and the random-prompt mark of a speculative server's cell, as its `counters` group
-    (docs/metrics.md); the summary unchanged when they say nothing."""
+    prefix-cache hits) and the random-prompt mark of a speculative server's cell, as its `counters` group, and
+    its request-time histograms' means as its `server_means` group (docs/metrics.md); the summary unchanged when
+    they say nothing."""
+    means = server_means(mon.histograms(started_ns))
+    summary = summary.with_(means)
     found = mon.counters(started_ns)
     acceptance = _acceptance(found)
     summary, out = fill_in(summary, hits_from_counters(found.get("prefix_queries"),
@@ -116,13 +150,20 @@ def samplers_for(server) -> list:
     return out
 
 
+def served_devices(server: Server) -> frozenset[int] | None:
+    """The accelerators a deployed profile's server runs on; None for a server tokenbench did not deploy (a
+    --base-url: every device the monitor sees counts, and docs/monitoring.md says so)."""
+    p = server.profile
+    return frozenset(p.device_ids()) if p is not None and p.accelerator in ("nvidia", "ascend") else None
+
+
 @contextlib.contextmanager
 def cell_monitor(server, interval_s: float, log=print) -> Iterator[CellMonitor]:
     """The cell's monitor; with `interval_s` 0 none: no sampler runs and the cell has no monitor samples."""
     on = interval_s > 0
     mon = Monitor(samplers_for(server) if on else [], interval_s=interval_s if on else 1.0,
                   on_warning=_warn_once(log))
-    cm = CellMonitor(mon)
+    cm = CellMonitor(mon, served_devices(server))
     if on:
         mon.start()
     try:

@@ -46,6 +46,7 @@ from tokenbench.study.plan import (
     visits,
 )
 from tokenbench.study.servers import Server, server_for
+from tokenbench.study.traces import Traces
 
 MAX_LAUNCHES = 3      # per server config: the first launch and up to two relaunches after a death
 
@@ -106,6 +107,7 @@ class _Launch:
     config_id: int
     kv_cap: int | None
     session: Session
+    traced: bool = False       # its requests carry a traceparent; each cell is joined to the server's spans
 
 
 def reset_prefix_cache(server: Server) -> None:
@@ -152,9 +154,10 @@ def _saturated(prev: CellSummary | None, cur: CellSummary) -> bool:
     return gain < 0.03 and ttft_prev > 0 and ttft_cur > 1.5 * ttft_prev
 
 
-def _with_monitor(summary: CellSummary, mon: CellMonitor, star: bool) -> CellSummary:
-    """The summary with the monitor's figures, and its timeslices with the monitor's samples per slice."""
-    figures = mon.summary(int(summary.total_output_tokens or 0), star)
+def _with_monitor(summary: CellSummary, mon: CellMonitor, star: bool, result: CellResult) -> CellSummary:
+    """The summary with the monitor's figures over the measured window, and its timeslices with the monitor's
+    samples per slice."""
+    figures = mon.summary(mon.window(result.started_ns, result.ended_ns, summary), star)
     slices = summary.slices.with_monitor((x.t_ns, x.name, x.value) for x in mon.samples) if summary.slices else None
     return summary.with_(figures, slices)
 
@@ -191,6 +194,7 @@ class StudyRunner:
         self.capacity_done: set[str] = set()
         self.attempted: set[tuple[str, str, int]] = set()   # cells run by this process (a cut-short one too)
         self.round: int | None = None                       # the repeat being run (interleaved repeats)
+        self.traces = Traces(plan.spec.target, self.ev.log)  # the server's spans: receiver and joins
 
     def pending(self, config: ServerConfig) -> Sequence[PlannedCell | None]:
         if self.plan.spec.find_capacity:
@@ -201,12 +205,15 @@ class StudyRunner:
         """Run every config's missing cells, repeats of several configs interleaved (plan.visits); returns
         one line per config visit that could not finish."""
         problems = []
-        for config, repeat in visits(self.plan):
-            self.round = repeat
-            if self.pending(config):
-                problem = self._run_config(config)
-                if problem:
-                    problems.append(f"{config.name}: {problem}")
+        try:
+            for config, repeat in visits(self.plan):
+                self.round = repeat
+                if self.pending(config):
+                    problem = self._run_config(config)
+                    if problem:
+                        problems.append(f"{config.name}: {problem}")
+        finally:
+            self.traces.close()
         self.round = None
         return problems
 
@@ -249,7 +256,8 @@ class StudyRunner:
 
     def _launch_and_run(self, config: ServerConfig, config_id: int) -> None:
         given = contextlib.nullcontext(self.server) if self.server else None
-        with given or server_for(self.plan.spec.target, config, self.ev.log, self.settings.isolation.engine) as server:
+        with given or server_for(self.plan.spec.target, config, self.ev.log, self.settings.isolation.engine,
+                                 self.traces.traced_profile) as server:
             check_context(self.plan, server.facts.ctx_per_seq, f"server config {config.name}")
             with_graphs(server.facts, server.profile)
             self.store.upsert_config(self.run_id, config.name, config.as_dict(), server.profile, server.facts,
@@ -274,8 +282,9 @@ class StudyRunner:
             "vocab": {"size": v.size, "low": v.low, "high": v.high, "source": v.source}})
         self.ev.target_ready(endpoint, facts)
         kv_cap = spec.kv_capacity or server.facts.kv_capacity_tokens
+        traced = self.traces.on_for(server)
         async with new_session(spec.target.timeout_s, spec.target.connect_in_ttft) as session:
-            yield _Launch(server, endpoint, config_id, kv_cap, session)
+            yield _Launch(server, endpoint, config_id, kv_cap, session, traced)
 
     async def _cells(self, server: Server, config_id: int, todo: list[PlannedCell]) -> None:
         spec = self.plan.spec
@@ -343,7 +352,8 @@ class StudyRunner:
         """The cell as it is handed down: built here, once, for every command (`on_progress`: the cell's
         progress, by default to the listeners)."""
         return CellJob(launch.endpoint, self.plan.spec, cell.workload, cell.load, self.executor,
-                       self.settings.keep_records, on_progress or (lambda p: self.ev.cell_progress(cell, p)))
+                       self.settings.keep_records, on_progress or (lambda p: self.ev.cell_progress(cell, p)),
+                       launch.traced)
 
     async def _run_cell(self, launch: _Launch, cell: PlannedCell) -> tuple[CellRow, CellResult]:
         """Run one cell on the launched server, store it, tell the listeners; the stored row, and the cell's
@@ -361,8 +371,14 @@ class StudyRunner:
         kv = _kv(cell, launch.kv_cap)
         gone = None if result.stopped else _gone(server, result)
         summary = server_figures(mon, result.summary, result.started_ns, cell.workload, server)
-        row = CellRow.measured(cell, result, kv).with_summary(_with_monitor(summary, mon, kv.over))
-        self.journal.add(launch.config_id, row, result.all_records(), mon.rows(), cell.config.name)
+        records: Iterable[RequestRecord] = result.all_records()
+        if launch.traced:
+            joined = await self.traces.join(result)
+            summary, records = summary.with_(joined.ledger(records)), joined.records(records)
+            for _ in joined.records([*result.warmup, *result.records]):    # the ones kept in memory too
+                pass
+        row = CellRow.measured(cell, result, kv).with_summary(_with_monitor(summary, mon, kv.over, result))
+        self.journal.add(launch.config_id, row, records, mon.rows(), cell.config.name)
         self.attempted.add((cell.config.name, cell.key, cell.repeat))
         self.ev.cell_stored(cell, row, result)
         self.ev.cell_done(cell, row)

@@ -88,6 +88,17 @@ class ReferenceConfig:
         default=0.7, metadata={"help": "speculative decoding: acceptance of each draft token, text-like prompt"})
     spec_accept_random: float = field(
         default=0.1, metadata={"help": "speculative decoding: acceptance of each draft token, random-id prompt"})
+    # ---- the server's own timings (docs/reference-server.md "Spans") ----
+    otlp_endpoint: str | None = field(
+        default=None, metadata={"help": "export an OpenTelemetry span per request that carries a traceparent to "
+                                        "this OTLP endpoint (http: http://HOST:PORT/v1/traces; grpc: HOST:PORT)"})
+    otlp_protocol: str = field(default="http", metadata={"help": "OTLP transport of the spans: http or grpc"})
+    span_clock_offset_ms: float = field(
+        default=0.0, metadata={"help": "the spans' clock runs this far ahead of the server's wall clock (to test "
+                                       "a client's clock-offset estimate)"})
+    vllm_metrics: bool = field(
+        default=False, metadata={"help": "/metrics also under vLLM's names, with its request-time histograms "
+                                         "(queue, prefill, decode, inference, TTFT, e2e)"})
 
     def __post_init__(self) -> None:
         if self.ttft_ms < 0 or self.itl_ms < 0 or self.stall_s < 0 or self.slow_headers_s < 0:
@@ -125,6 +136,8 @@ class ReferenceConfig:
             raise UsageError("block_size >= 1, prefix_cache_blocks >= 1 when set, spec_tokens >= 0 required")
         if not (0.0 <= self.spec_accept_text <= 1.0 and 0.0 <= self.spec_accept_random <= 1.0):
             raise UsageError("spec_accept_text and spec_accept_random are probabilities", hint="in [0, 1]")
+        if self.otlp_protocol not in ("http", "grpc"):
+            raise UsageError(f"otlp_protocol '{self.otlp_protocol}' is unknown", hint="http or grpc")
         if self.spec_tokens and (self.tokens_per_chunk != 1 or self.chunks_per_write != 1):
             raise UsageError("speculative decoding streams one step per chunk, each in its own write",
                              hint="drop tokens_per_chunk and chunks_per_write (they must stay 1) or spec_tokens")
