@@ -24,6 +24,7 @@ from tokenbench.client.spool import Spool
 from tokenbench.client.transport import Session
 from tokenbench.errors import UsageError
 from tokenbench.load.arrivals import arrival_seed
+from tokenbench.load.clock import ctrl_c_raises
 from tokenbench.load.executors import Executor, InProcess
 from tokenbench.load.runner import CellRun, Phases, Sessions, Work
 from tokenbench.load.target import Endpoint
@@ -294,8 +295,7 @@ class _Intake:
 def _warmup_load(load: Load, count: int) -> Load | None:
     if count == 0:
         return None                      # `warmup_requests: 0`: no warmup phase at all
-    width = max(1, min(count, load.in_flight_cap or count))
-    return Load(concurrency=width, num_prompts=count)
+    return Load(concurrency=load.warmup_width, num_prompts=count)
 
 
 async def run_cell(session: Session, job: CellJob) -> CellResult:
@@ -306,9 +306,11 @@ async def run_cell(session: Session, job: CellJob) -> CellResult:
                          "and only it does", "give users (--users) or session_rate (--session-rate) with "
                          "--dataset-name sessions")
     n_warm = load.warmup_count()
-    work = _sessions(job, n_warm) if load.sessions else _requests(job, n_warm)
+    with ctrl_c_raises():
+        work = _sessions(job, n_warm) if load.sessions else _requests(job, n_warm)
+        warmup = list(_prepare(job, work.prompts.warmup))
     prompts = work.prompts
-    phases = Phases(job.key, list(_prepare(job, prompts.warmup)), _warmup_load(load, n_warm),
+    phases = Phases(job.key, warmup, _warmup_load(load, n_warm),
                     work.measure, load, arrival_seed(wl.seed, job.key), work.count,
                     planned_count(load, wl.input_len, "prepared") or 0, prompts.offsets_ns)
     prompts.warmup, prompts.measure = [], []        # the requests being made hold them now (images are large)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tokenbench.client import api
-from tokenbench.client.records import RequestRecord
+from tokenbench.client.records import OUT_OF_FILES, RequestRecord
 from tokenbench.client.request import RequestOptions
 from tokenbench.client.transport import Session, new_session
 from tokenbench.deploy.engines import reset_cache_path, with_graphs
@@ -226,7 +226,8 @@ class StudyRunner:
                 events.append(f"server unreachable during {gone} (launch {launch})")
                 if not self._relaunchable():
                     self._config_status(config, "failed", "; ".join(events))
-                    raise TargetError(f"{self.kind} stopped: {gone}", "check that the server is running, then "
+                    first = "raise the limit" if OUT_OF_FILES in str(gone) else "check that the server is running"
+                    raise TargetError(f"{self.kind} stopped: {gone}", f"{first}, then "
                                       f"{commands.resume_advice(self.store, self.kind, self.run_id)}; "
                                       "finished cells were kept") from None
             except ServerDied as died:
