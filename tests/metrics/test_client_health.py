@@ -17,7 +17,7 @@ from tests.contention import Waited
 from tokenbench.client.records import RequestRecord
 from tokenbench.judge.status import figure_state, judge, usable
 from tokenbench.load.workers import merge_health
-from tokenbench.metrics.cell import Measured, finish
+from tokenbench.metrics.cell import Measured, ServerSide, finish
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.health import CLAIM_ABS_MS, CLAIM_REL, Delays, Delivery, claim_ms, rank_bound, tolerance
 from tokenbench.metrics.request import percentile
@@ -65,7 +65,7 @@ def cell(records: list[RequestRecord], stalls: list[Stall], load: Load = CLOSED,
          delivery: Delivery = Delivery()) -> CellSummary:
     measured = Measured(tally_of(records), load, (16, 40), ClientHealth(stalls=Stalls.of(stalls)), SlotWaits(),
                         delivery=delivery)
-    summary, verdict = finish(measured, VerdictPolicy())
+    summary, verdict = finish(measured, ServerSide(), VerdictPolicy())
     assert verdict.status == "ok"                        # the client's health never changes the cell's status
     return summary
 

@@ -23,6 +23,7 @@ class Endpoint:
     max_model_len: int | None
     server_writes: int | None = None     # token chunks the server writes at once, by its own account
     server_writes_from: str = ""         # ... where that was read
+    via_proxy: bool = False              # the study declared a proxy on the way (--via-proxy)
 
 
 WRITES_KEYS = ("chunks_per_write",)      # server-info keys that tell the chunks a server writes at once
@@ -84,7 +85,7 @@ def resolve(base_url: str, target: Target, workload: WorkloadSource, key_env: st
     entry = models[ids.index(target.model)] if target.model else models[0]
     vocab = discover(base_url, models, workload.tokenizer_path, workload.vocab_size, key)
     writes = server_writes(_server_info(base_url, key), target.server_chunks_per_write)
-    return Endpoint(base_url.rstrip("/"), entry["id"], key, vocab, _max_len(entry), *writes)
+    return Endpoint(base_url.rstrip("/"), entry["id"], key, vocab, _max_len(entry), *writes, target.via_proxy)
 
 
 def _server_info(base_url: str, key: str | None) -> object:
