@@ -36,6 +36,7 @@ from tokenbench.metrics.verdict import Verdict, VerdictPolicy, cell_verdict
 from tokenbench.metrics.verify import Outcomes
 from tokenbench.spec.bench import SLO, Load, Workload
 from tokenbench.spec.keys import cell_key
+from tokenbench.spec.server_kinds import Capabilities
 from tokenbench.spec.study import StudySpec
 from tokenbench.workload.build import CellPrompts, build_cell, tokenizer_for
 from tokenbench.workload.sessions import Context, Feedback, Maker, conversations
@@ -172,11 +173,14 @@ def repeat_first(n_warm: int, measure: Iterable[Prompt]) -> tuple[list[Prompt], 
     return [first] * n_warm, list(both) if isinstance(measure, list) else both
 
 
-def request_options(study: StudySpec) -> RequestOptions:
-    """The request shape the study asks for: its target's options and its sampling fields."""
-    t = study.target
-    return RequestOptions(t.final_usage_only, study.sampling.body(), not t.no_min_tokens, dict(t.extra_body),
-                          t.new_connection_per_request)
+def request_options(study: StudySpec, caps: Capabilities | None = None) -> RequestOptions:
+    """The request shape the study asks for: its target's options and its sampling fields, less the fields
+    the server refuses (`caps`, load/probe.py)."""
+    t, c = study.target, caps or Capabilities()
+    return RequestOptions(t.final_usage_only or "continuous_usage_stats" in c.dropped, study.sampling.body(), not t.no_min_tokens and c.min_tokens is not False,
+                          dict(t.extra_body), t.new_connection_per_request,
+                          ignore_eos=not t.no_ignore_eos and c.ignore_eos is not False,
+                          stream_options=c.stream_options is not False)
 
 
 def _prepare(job: CellJob, prompts: Iterable[Prompt]) -> Iterator[PreparedRequest]:
@@ -186,7 +190,7 @@ def _prepare(job: CellJob, prompts: Iterable[Prompt]) -> Iterator[PreparedReques
 
 def _prepare_one(job: CellJob, p: Prompt) -> PreparedRequest:
     e = job.endpoint
-    return prepare(e.base_url, job.workload.api, e.model, p, e.api_key, request_options(job.study))
+    return prepare(e.base_url, job.workload.api, e.model, p, e.api_key, request_options(job.study, e.caps))
 
 
 @dataclass

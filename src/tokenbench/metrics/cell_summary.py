@@ -12,6 +12,7 @@ from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict
 
+from tokenbench.metrics.early_ends import EarlyEnds
 from tokenbench.metrics.figure_marks import FigureHealth
 from tokenbench.metrics.interruption import Interruption
 from tokenbench.metrics.send_rates import SendRates
@@ -35,7 +36,8 @@ STATISTICS: tuple[Statistic, ...] = ("mean", "median", "std", "min", "max", "p50
 GROUPS: dict[str, type[Group]] = {"health": ClientHealth, "facts": WorkloadFacts, "monitor": MonitorFigures,
                                   "counters": ServerCounters, "interruption": Interruption,
                                   "sessions": SessionFigures, "figures": FigureHealth,
-                                  "send": SendRates, "tail": StreamTail, "slices": Timeslices}
+                                  "send": SendRates, "tail": StreamTail, "slices": Timeslices,
+                                  "early": EarlyEnds}
 RATES: tuple[Rate, ...] = ("output_throughput", "request_throughput", "request_goodput")
 KEY_OF_STAT: dict[str, Statistic] = {"mean": "mean", "p50": "median", "p90": "p90", "p99": "p99"}
 
@@ -173,6 +175,7 @@ class CellSummary(BaseModel):
     steady_total_token_throughput: float | None = None
     # added by other stages
     tail: StreamTail | None = None           # the tally: last token to the end of the stream
+    early: EarlyEnds | None = None           # the tally: answers ended before the asked length, not forbidden
     send: SendRates | None = None            # open loop: the send rates asked, scheduled, achieved (load/cell.py)
     health: ClientHealth | None = None
     facts: WorkloadFacts | None = None

@@ -16,6 +16,7 @@ from tokenbench.client.records import RequestRecord
 from tokenbench.metrics import request as rm
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.coalesced import Coalesced
+from tokenbench.metrics.early_ends import early_ends
 from tokenbench.metrics.send_rates import SendTimes
 from tokenbench.metrics.stats import describe
 from tokenbench.metrics.stream_tail import stream_tail
@@ -63,6 +64,7 @@ class CellTally:
         self.prompt_told = 0
         self.images = [0, 0, 0, 0]                     # any sent (all requests), sent by ok, their bytes, counted
         self.images_counted = False
+        self.early = array("q")                        # output lengths of requests ended early (early_ends.py)
 
     def __len__(self) -> int:
         return len(self.all)
@@ -84,6 +86,8 @@ class CellTally:
         self.tokens.add(r.token_times_ns, r.token_counts)
         self.coalesced.add(r.token_times_ns, r.sent_ns)
         self.zero_token += not r.token_times_ns
+        if r.output_tokens < r.output_len and not r.length_error:
+            self.early.append(r.output_tokens)
         self.usage_source[r.usage_source] += 1
         self.count_source[r.count_source] += 1
         self.reasoning_tokens += r.reasoning_tokens
@@ -189,7 +193,9 @@ class CellTally:
                            ("queue", ok.np("queue") / MS)):
             out.update(describe(vals, name))
         tail = stream_tail(end[has_first] - last[has_first])
-        return out if tail is None else {**out, "tail": tail}
+        early = early_ends(np.frombuffer(self.early, dtype=np.int64) if self.early else np.zeros(0, np.int64),
+                           len(ok))
+        return {**out, **({} if tail is None else {"tail": tail}), **({} if early is None else {"early": early})}
 
     def steady(self, window: tuple[int, int] | None) -> dict:
         keys = ("steady_duration", "steady_request_throughput", "steady_output_throughput",
