@@ -44,9 +44,10 @@ def server_of_backend(backend: str) -> str:
     from tokenbench.spec.server_kinds import KINDS
     kind = SERVER_OF_BACKEND.get(backend, backend)
     if kind not in KINDS:
-        raise UsageError(f"--backend {backend}: not a server kind tokenbench knows",
-                         f"use one of {', '.join(KINDS)} (or openai-chat, vllm-chat, sglang-oai-chat for the chat "
-                         "API); any other OpenAI-compatible server: openai, or leave --backend out")
+        raise UsageError(f"--backend {backend}: tokenbench measures OpenAI completions and chat completions "
+                         f"streams only, on the server kinds {', '.join(KINDS)}",
+                         "use openai (or vllm, sglang, ...) for /v1/completions, openai-chat for /v1/chat/completions; "
+                         "any other OpenAI-compatible server: openai, or leave --backend out")
     return kind
 
 
