@@ -7,7 +7,7 @@ import pytest
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.metrics.cell_summary import CellSummary
-from tokenbench.metrics.summary import summarize
+from tokenbench.metrics.summary import of_tally, summarize
 from tokenbench.metrics.tally import CellTally
 from tokenbench.metrics.timeslices import DRIFT_MAX, Timeslices, drift, steady
 from tokenbench.spec.bench import Load
@@ -55,7 +55,7 @@ def test_steady_state_is_the_last_three_full_slices_within_ten_percent():
         tally = CellTally(slice_s=1.0)
         for r in recs:
             tally.add(r)
-        out = tally.summary(LOAD, 4, 4).slices
+        out = of_tally(tally, LOAD, 4, 4).slices
         assert out is not None
         return out
 
@@ -85,4 +85,4 @@ def test_the_monitor_samples_fall_in_their_slices():
     m = s.with_monitor(samples)
     assert m.monitor_samples == [2, 1] and m.running_mean == [3, None] and m.waiting_max == [1, None]
     assert m.kv_usage_max == [None, 0.5]
-    assert "slice_running_mean" in CellSummary().with_(slices=m).to_dict()
+    assert "slice_running_mean" in CellSummary().with_(m).to_dict()

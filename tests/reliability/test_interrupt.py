@@ -22,7 +22,7 @@ from tokenbench.cli.main import main
 from tokenbench.client.records import RequestRecord
 from tokenbench.errors import Interrupted
 from tokenbench.metrics.cell_summary import CellSummary
-from tokenbench.metrics.interruption import Interruption
+from tokenbench.metrics.summary_groups import Interruption
 from tokenbench.spec.study import StudySpec
 from tokenbench.store.db import Store
 from tokenbench.store.rows import CellRow

@@ -1,7 +1,7 @@
 """Self-observation: how late the event loop wakes up while a cell runs, and why (client health).
 
 A timer every PROBE_PERIOD_NS records how late it fired. A wake later than PROBE_RESOLUTION_NS is a
-stall (metrics/stalls.py): the loop was held up from some moment after the previous wake until this one,
+stall (metrics/tally.Stall): the loop was held up from some moment after the previous wake until this one,
 and what its thread did meanwhile tells the cause: the kernel's per-thread counters
 (/proc/thread-self/schedstat: time on the CPU, time runnable but waiting for it), read at every wake
 (about 2 us). Over the phase the probe also reads the thread's involuntary context switches and the
@@ -15,9 +15,9 @@ import resource
 import time
 
 from tokenbench.load.clock import sleep_until
-from tokenbench.metrics.stalls import PROBE_PERIOD_NS, PROBE_RESOLUTION_NS, Stall, Stalls, attribute
-from tokenbench.metrics.stats import percentile
+from tokenbench.metrics.request import percentile
 from tokenbench.metrics.summary_groups import ClientHealth
+from tokenbench.metrics.tally import PROBE_PERIOD_NS, PROBE_RESOLUTION_NS, Stall, Stalls, attribute
 
 SCHEDSTAT = "/proc/thread-self/schedstat"
 PROC_STAT = "/proc/stat"

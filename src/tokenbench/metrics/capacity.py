@@ -10,7 +10,7 @@ within the limit, and *surely* passes when the whole interval is; it *surely* fa
 interval is outside. A load where a cell failed fails, surely. The client's own delays can only make a
 latency slower: a figure they may have moved passes as it reads, and it surely fails only when the
 interval's near end, less the most those delays could have moved that figure (the cell's client bound,
-metrics/figure_bounds.py), is still outside the limit."""
+metrics/health.py), is still outside the limit."""
 
 from __future__ import annotations
 

@@ -1,19 +1,24 @@
-"""The groups other stages add to a cell's summary (metrics/cell_summary.py), each typed where it is made:
-the client's health while the cell ran (the load runner), the facts of its workload (the workload
-builder), the server's monitor figures (the sweep's monitor) and what the server's own counters said over
-the measured phase (the sweep's monitor: prefix-cache hits, speculative decoding). In the stored and JSON form their keys
-sit flat beside the tally's figures, under the names they have always had (the monitor's prefixed
-`monitor_`). Formulas: docs/metrics.md ("Client health"), docs/monitoring.md."""
+"""Every group of a cell's summary, declared here (the per-slice figures apart: metrics/timeslices.py):
+each is one field of `CellSummary` (metrics/cell_summary.py), which says who fills it. Adding a group is
+declaring its class here and that one field; `CellSummary.with_` places a group by its type, so a group
+that has no field fails at run time and at type-check time. In the stored and JSON form their keys sit
+flat beside the tally's figures, under the names they have always had (a group's PREFIX before them).
+Formulas: docs/metrics.md ("Client health", "Send rates", "Stream tail", "Sessions", "Server counters
+over a cell"), docs/monitoring.md, docs/reliability.md ("Interruptions")."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tokenbench.metrics.stalls import CAUSES, Stalls
+from tokenbench.metrics.tally import CAUSES, Cause, Stalls
 
 Number = int | float
+OffReason = Literal["few_requests", "cap", "connect", "client"]     # why an open loop's sent rate is off
+OFF_REASONS: tuple[OffReason, ...] = ("few_requests", "cap", "connect", "client")
+FLOOR_MS = 1.0        # below this a stream tail cannot be told from the client's own stamping (calibrate's limit)
+SHARE = 0.01          # ... nor matter to E2EL: half the smallest effect `compare` names by default (2 %)
 
 
 class Group(BaseModel):
@@ -51,7 +56,7 @@ class ClientHealth(Group):
     stopped_after_s: float | None = None       # stopped by the user (Ctrl-C): when
     clock_offsets_ns: list[int] | None = None  # --ray: each actor's clock minus the driver's
     ray_nodes: list[str] | None = None         # --ray: the node each actor ran on
-    # what held the loop up (load/lag.py, metrics/stalls.py): the stalls, and the share of the measured
+    # what held the loop up (load/lag.py, metrics/tally.Stalls): the stalls, and the share of the measured
     # phase the loop's thread waited for a CPU it was ready to use (the kernel's run delay)
     stall_count: Number | None = None
     stall_ms: dict[str, float] | None = None            # stalled time (sum of the stalls' lags) by cause
@@ -178,7 +183,7 @@ class MonitorFigures(Group):
 
 class ServerCounters(Group):
     """What the server's own counters said over the cell's measured phase (sweep/monitoring.server_figures):
-    prefix-cache hits (metrics/cache_hits.py), speculative decoding and its acceptance (metrics/spec_decode.py),
+    prefix-cache hits, speculative decoding and its acceptance (metrics/server.py),
     the window the increases span; and the `§` mark of a speculative server fed random prompts. Formulas:
     docs/metrics.md ("Server counters over a cell", "Speculative decoding", "Prefix-cache hit rate")."""
 
@@ -196,3 +201,150 @@ class ServerCounters(Group):
     spec_random_prompts: str | None = None     # the `§` mark: random prompts to a speculative server, and why
     server_counters_window_s: float | None = None   # from the base scrape to the last one counted
     server_counters_lead_s: float | None = None     # the base scrape's lead on the first measured send
+
+
+class SendRates(Group):
+    """What an open-loop cell offered (metrics/summary.send_rates): the send rate asked, the rate its
+    schedule held, the rate its requests were really sent at, and, when the sent rate is off the asked one
+    by more than RATE_TOLERANCE, why (`send_rate_off`, a reason code). A mark on the cell, not a failure.
+    An open-loop cell's send rates (requests/s) and what delayed its sends (ms, means over the sends).
+    Counts are numbers (repeats merged into a mean need not be whole)."""
+
+    arrival_seed: Number | None = None         # seed of the cell's arrival draws (load/arrivals.arrival_seed)
+    send_rate_asked: float | None = None       # --request-rate
+    send_rate_scheduled: float | None = None   # (n - 1) / (last intended - first intended)
+    send_rate_achieved: float | None = None    # (n - 1) / (last written - first written)
+    send_late_mean_ms: float | None = None     # the client's own lateness: written - intended - connect - slot wait
+    send_slot_wait_mean_ms: float | None = None  # waiting for a free --max-concurrency slot (over all sends)
+    send_slot_waits: Number | None = None         # sends that waited for one
+    send_connect_mean_ms: float | None = None  # new connections' set-up before the write (over all sends)
+    send_rate_off: OffReason | None = None     # achieved off asked by > RATE_TOLERANCE: why
+    send_cap: Literal["queue", "gate"] | None = None  # how --max-concurrency held arrivals (--rate-cap)
+
+    @property
+    def off(self) -> float | None:
+        """achieved / asked - 1 (None without both)."""
+        a, b = self.send_rate_achieved, self.send_rate_asked
+        return a / b - 1 if a is not None and b else None
+
+
+class StreamTail(Group):
+    """The stream tail: from a request's last token-bearing chunk to the end of its stream (the usage-only
+    chunk and `[DONE]`, or a gateway's hook before them); TPOT and ITL end at the last token, E2EL includes
+    the tail. Tail = end of stream - last token-bearing chunk, over ok requests with a token, ms."""
+
+    mean_stream_tail_ms: float | None = None
+    median_stream_tail_ms: float | None = None
+    p99_stream_tail_ms: float | None = None
+    max_stream_tail_ms: float | None = None
+
+    def matters(self, mean_e2el_ms: float | None, p99_e2el_ms: float | None) -> bool:
+        """Worth showing: the mean or the p99 tail above FLOOR_MS and above SHARE of the same E2EL figure."""
+        pairs = ((self.mean_stream_tail_ms, mean_e2el_ms), (self.p99_stream_tail_ms, p99_e2el_ms))
+        return any(tail is not None and e2el and tail > max(FLOOR_MS, SHARE * e2el) for tail, e2el in pairs)
+
+
+class EarlyEnds(Group):
+    """Answers the server ended before their asked output length where the request could not forbid it (the
+    server refused ignore_eos and min_tokens: load/probe.py): not wrong lengths, and not hidden. Over ok
+    requests whose output (usage, else counted) is shorter than asked without a length error."""
+
+    ended_early: Number = 0                        # how many
+    ended_early_share: float | None = None         # of the ok requests
+    ended_early_out_min: Number | None = None      # their output lengths, tokens
+    ended_early_out_median: float | None = None
+    ended_early_out_mean: float | None = None
+    ended_early_out_max: Number | None = None
+
+
+class Interruption(Group):
+    """How far a cell the user stopped (Ctrl-C) got, set only on an interrupted cell: its figures cover the
+    requests that finished; the report shows its request count as finished / planned next to the
+    interrupted mark (docs/reliability.md, "Interruptions"). Stored flat as `interrupted_planned` and `interrupted_cut`."""
+
+    PREFIX: ClassVar[str] = "interrupted_"
+    planned: Number | None = None       # measured requests the cell was to send (None: a --duration cell)
+    cut: Number | None = None           # requests cut off by the stop (stored as `cancelled`, in no figure)
+
+
+class SessionFigures(Group):
+    """A sessions cell (keys `session_*`): its shape (what was asked), how its sessions went, and its figures by turn index
+    (lists: item k is turn k; None where no request of that turn told)."""
+
+    PREFIX: ClassVar[str] = "session_"
+    # the shape (fairness compares it: judge/fairness.py)
+    users: Number | None = None
+    rate: float | None = None                 # open loop: sessions started per second
+    ramp_up_s: float | None = None
+    turns: Number | None = None
+    user_len: Number | None = None            # new user tokens per turn
+    output_len: Number | None = None
+    system_len: Number | None = None
+    system_shared: bool | None = None
+    think_time_s: float | None = None
+    think_time_dist: str | None = None
+    assistant_turns: str | None = None        # returned | fixed
+    api: str | None = None
+    # how they went
+    started: Number | None = None
+    completed: Number | None = None
+    cut_short: Number | None = None
+    replies_returned_ids: Number | None = None
+    replies_retokenized: Number | None = None
+    replies_fixed: Number | None = None
+    # by turn index
+    turn_requests: list[Number] | None = None
+    turn_prompt_tokens_mean: list[float | None] | None = None
+    turn_cached_tokens_mean: list[float | None] | None = None
+    turn_hit_rate: list[float | None] | None = None
+    turn_ttft_mean_ms: list[float | None] | None = None
+    turn_ttft_lo_ms: list[float | None] | None = None
+    turn_ttft_hi_ms: list[float | None] | None = None
+    turn_ttft_p50_ms: list[float | None] | None = None
+    turn_tpot_mean_ms: list[float | None] | None = None
+
+    def shape_text(self) -> str:
+        """What two sessions cells must share to be compared, the load's size apart (the cells' x): turns,
+        lengths, system prompt, think time, what the assistant turns are, the API, the ramp."""
+        system = f", system {self.system_len}{' shared' if self.system_shared else ''}" if self.system_len else ""
+        think = f", think {self.think_time_s:g} s {self.think_time_dist}" if self.think_time_s else ""
+        ramp = f", ramp {self.ramp_up_s:g} s" if self.ramp_up_s else ""
+        return (f"{self.turns} turns of {self.user_len}+{self.output_len} tokens{system}{think}, "
+                f"{self.assistant_turns} replies, {self.api}{ramp}")
+
+    def load_text(self) -> str:
+        return f"{self.users} users" if self.users is not None else f"{self.rate:g} sessions/s"
+
+
+class FigureBound(BaseModel):
+    """The most the measured delays could have moved one figure (in its unit), and what could move it most."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    bound: float
+    cause: Cause | None = None
+
+
+class FigureMark(BaseModel):
+    """A figure the verdict marks: its bound exceeds the tolerance (both in the figure's unit)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    cause: Cause
+    bound: float
+    tolerance: float
+
+
+class FigureHealth(Group):
+    """The client-health judgement per figure: for every published figure, how far the delays the client
+    measured could have moved it (`client_bounds`, metrics/health.py), and the figures the verdict marks
+    because that exceeds the stated tolerance (`client_marks`). A cell stays `ok` when some figures are
+    marked; the report marks those figures only, and `compare` gives verdicts for the others.
+    Per-figure client health (keys: the summary's figure names, e.g. `p99_itl_ms`, `output_throughput`)."""
+
+    client_bounds: dict[str, FigureBound] | None = None
+    token_chunks: Number | None = None          # token-bearing chunks of the ok requests
+    chunks_after_stall: Number | None = None    # ... stamped just after a stall (in a stall's window)
+    chunks_coalesced: Number | None = None      # ... read together with another chunk while the loop was quiet
+    client_marks: dict[str, FigureMark] | None = None
+
+    def mark(self, key: str) -> FigureMark | None:
+        return (self.client_marks or {}).get(key)

@@ -19,8 +19,9 @@ from tokenbench import __version__
 from tokenbench.deploy import address
 from tokenbench.errors import DeployError, Interrupted, MeasurementError, SpecError, TargetError, UsageError
 from tokenbench.host import environment, isolation
-from tokenbench.load.cell import CellResult, how_far
+from tokenbench.load.cell import CellResult
 from tokenbench.load.target import Endpoint
+from tokenbench.metrics.verdict import how_far
 from tokenbench.spec.loader import load_model
 from tokenbench.spec.study import StudySpec
 from tokenbench.store import commands, run_lock

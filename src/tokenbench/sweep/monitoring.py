@@ -7,8 +7,14 @@ import json
 from collections.abc import Iterator
 
 from tokenbench.deploy.engines import has_adapter, metric_names, speculative
-from tokenbench.metrics import cache_hits, spec_decode
 from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.server import (
+    Acceptance,
+    acceptance_from_counters,
+    acceptance_from_gauges,
+    fill_in,
+    hits_from_counters,
+)
 from tokenbench.metrics.summary_groups import MonitorFigures, ServerCounters
 from tokenbench.monitor.counters import CounterWindow, window
 from tokenbench.monitor.runner import Monitor
@@ -46,10 +52,10 @@ class CellMonitor:
         return CounterWindow(None, None)
 
 
-def _acceptance(found: CounterWindow) -> spec_decode.Acceptance | None:
-    return (spec_decode.from_counters(found.get("spec_drafts"), found.get("spec_draft_tokens"),
+def _acceptance(found: CounterWindow) -> Acceptance | None:
+    return (acceptance_from_counters(found.get("spec_drafts"), found.get("spec_draft_tokens"),
                                       found.get("spec_accepted_tokens"))
-            or spec_decode.from_gauges(found.gauges.get("spec_accept_rate"), found.gauges.get("spec_accept_length")))
+            or acceptance_from_gauges(found.gauges.get("spec_accept_rate"), found.gauges.get("spec_accept_length")))
 
 
 def _window_keys(found: CounterWindow, start_ns: int | None) -> dict:
@@ -75,7 +81,7 @@ def server_figures(mon: CellMonitor, summary: CellSummary, started_ns: int | Non
     (docs/metrics.md); the summary unchanged when they say nothing."""
     found = mon.counters(started_ns)
     acceptance = _acceptance(found)
-    summary, out = cache_hits.fill_in(summary, cache_hits.from_counters(found.get("prefix_queries"),
+    summary, out = fill_in(summary, hits_from_counters(found.get("prefix_queries"),
                                                                         found.get("prefix_hits")))
     out |= acceptance.summary() if acceptance else {}
     setting = speculative(server.profile) or server.facts.speculative or ("on" if acceptance else None)
@@ -85,7 +91,7 @@ def server_figures(mon: CellMonitor, summary: CellSummary, started_ns: int | Non
         out |= {"spec_random_prompts": reason} if reason else {}
     if not out:
         return summary
-    return summary.with_(counters=ServerCounters.model_validate({**out, **_window_keys(found, started_ns)}))
+    return summary.with_(ServerCounters.model_validate({**out, **_window_keys(found, started_ns)}))
 
 
 _warned: set[str] = set()

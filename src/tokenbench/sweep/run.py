@@ -157,7 +157,7 @@ def _with_monitor(summary: CellSummary, mon: CellMonitor, star: bool) -> CellSum
     """The summary with the monitor's figures, and its timeslices with the monitor's samples per slice."""
     figures = mon.summary(int(summary.total_output_tokens or 0), star)
     slices = summary.slices.with_monitor((x.t_ns, x.name, x.value) for x in mon.samples) if summary.slices else None
-    return summary.with_(monitor=figures, slices=slices)
+    return summary.with_(figures, slices)
 
 
 def endpoint_for(spec: StudySpec, base_url: str, profile=None) -> Endpoint:

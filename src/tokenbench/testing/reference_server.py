@@ -36,8 +36,8 @@ from tokenbench.errors import TokenbenchError
 from tokenbench.testing.clock import TimerFd as _TimerFd
 from tokenbench.testing.config import ReferenceConfig
 from tokenbench.testing.handlers import Server
-from tokenbench.testing.replay import replay_app
 from tokenbench.testing.process import CONFIG_ENV, READY_PREFIX, ReferenceProcess
+from tokenbench.testing.replay import replay_app
 from tokenbench.testing.tokenizer import SPECIAL, chat_text, detokenize, tokenize, word_id
 
 __all__ = ["READY_PREFIX", "SPECIAL", "ReferenceConfig", "ReferenceProcess", "RunningReference",

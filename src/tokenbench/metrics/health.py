@@ -1,6 +1,8 @@
-"""How far the delays the client measured could have moved each published figure of a cell.
+"""A cell's client health: how far the delays the client measured could have moved each published figure
+(`figure_health`, the bounds), and which figures that moves beyond the accuracy tokenbench claims (`marks`,
+the verdict's marks: the cell's status does not depend on them).
 
-Every stamp is taken in the event loop's read callback. A stall (metrics/stalls.py: the probe's timer,
+Every stamp is taken in the event loop's read callback. A stall (metrics/tally.Stalls: the probe's timer,
 due at `due`, fired at `woke`) held the loop from some moment after it was last seen running (`start`:
 the probe's previous wake, or a later stamp taken before `due`) until `woke`; so a stamp in
 (due, woke + r] may be late by up to its time minus `start`, and no other stamp is late by the stall.
@@ -13,7 +15,7 @@ ITL gap's the larger of its two ends'). Then:
   ranks);
 - a throughput moves by at most the delay of its last end, plus, where a finished request frees a slot
   for the next one, the delays of the ends a stall held back over the slots, over the cell's duration.
-Reads that carried several token chunks while the loop was quiet (metrics/coalesced.py) are a server's or
+Reads that carried several token chunks while the loop was quiet (metrics/tally.Coalesced) are a server's or
 a proxy's buffering: they bound the ITL percentiles the same way (the stream's cadence is not measurable
 through them), and TTFT and TPOT where a request's first or last token came in such a read (the proxy's
 delivery, not the server's generation), and are named as such. Formulas: docs/metrics.md ("Client health")."""
@@ -25,16 +27,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tokenbench.metrics.cell_summary import CellSummary
-from tokenbench.metrics.figure_marks import FigureBound, FigureHealth
-from tokenbench.metrics.stalls import CAUSES, PROBE_RESOLUTION_NS, Cause, Stalls
-from tokenbench.metrics.tally import CellTally
+from tokenbench.metrics.cell_summary import CellSummary, known
+from tokenbench.metrics.summary_groups import FigureBound, FigureHealth, FigureMark
+from tokenbench.metrics.tally import CAUSES, PROBE_RESOLUTION_NS, Cause, CellTally, Stalls
+from tokenbench.metrics.token_log import at_rank
 
 MS = 1e6
 STATS = ("mean", "median", "p50", "p90", "p95", "p99")
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
 RATES = ("request_throughput", "output_throughput", "total_token_throughput", "request_goodput")
 BUFFERING = CAUSES.index("buffering")
+
+# Client health: the accuracy tokenbench claims for a published latency figure is CLAIM_REL of the
+# figure or CLAIM_ABS_MS, whichever is larger (the absolute part is calibrate's delivery limit); for a
+# throughput CLAIM_REL of it. A figure the client's measured delays (or a buffered stream) could move by
+# more than that is marked, with the cause; the others stay clean, and so does the cell's status.
+CLAIM_REL = 0.05
+CLAIM_ABS_MS = 1.0
+PROBE_RESOLUTION_MS = PROBE_RESOLUTION_NS / 1e6
 
 
 @dataclass(frozen=True)
@@ -92,7 +102,6 @@ class Samples:
 
 
 def _ranks(sorted_values: np.ndarray) -> Callable[[float], float]:
-    from tokenbench.metrics.token_log import at_rank
     return lambda pos: at_rank(sorted_values, pos)
 
 
@@ -264,3 +273,28 @@ def _chunk_count(tally: CellTally) -> int:
     held = tally.tokens.chunks()
     n, _ = tally.tokens.gap_ranks()
     return len(held[0]) if held is not None else n + int((tally.ok.np("first") >= 0).sum())
+
+
+def claim_ms(scale_ms: float) -> float:
+    """The largest error tokenbench claims for a latency figure of this scale."""
+    return max(CLAIM_REL * scale_ms, CLAIM_ABS_MS)
+
+
+def tolerance(key: str, value: float) -> float:
+    """The stated tolerance of a figure (its summary key and value), in its unit."""
+    return claim_ms(value) if key.endswith("_ms") else CLAIM_REL * abs(value)
+
+
+def marks(summary: CellSummary) -> dict[str, FigureMark]:
+    """The figures the client's measured delays (or a buffered stream) could move by more than their
+    tolerance (`figure_health` computed the bounds), each with its cause; {} when none."""
+    bounds = summary.figures.client_bounds if summary.figures else None
+    out = {}
+    for key, b in (bounds or {}).items():
+        value = known(getattr(summary, key, None))
+        if value is None or b.cause is None:
+            continue
+        tol = tolerance(key, float(value))
+        if b.bound > tol:
+            out[key] = FigureMark(cause=b.cause, bound=b.bound, tolerance=tol)
+    return out
