@@ -110,7 +110,7 @@ class Probe:
 
     def __init__(self, base_url: str, model: str, key: str | None, api_name: str, kind: str | None = None) -> None:
         self.base_url, self.model, self.key, self.api = base_url, model, key, api_name
-        self.caps = Capabilities(kind=kind, probed=True)
+        self.caps = Capabilities(kind=kind, probed=True, api="chat" if api_name == "chat" else "completions")
         self.started = time.perf_counter()
 
     def post(self, path: str, body: dict) -> tuple[int, bytes]:
@@ -122,6 +122,7 @@ class Probe:
         self.generation()
         self.endpoints()
         self.tokenize()
+        self.known_ignored()
         self.caps.seconds = round(time.perf_counter() - self.started, 3)
         return self.caps
 
@@ -171,6 +172,16 @@ class Probe:
         status, _ = api.call(self.base_url, "/v1/responses", None, self.key, timeout=PROBE_TIMEOUT_S, quiet=True)
         self.caps.endpoints["responses"] = status in (200, 400, 405, 422)
 
+    def known_ignored(self) -> None:
+        """Fields the named kind accepts without honouring them (a probe cannot tell): not counted on."""
+        c = self.caps
+        for name in KINDS[c.kind].ignored if c.kind else ():
+            if getattr(c, name):
+                setattr(c, name, False)
+                c.refused.append(f"{name} accepted but not honoured by {c.kind} servers (docs/compatibility.md): "
+                                 "left out")
+                c.dropped = sorted({*c.dropped, name})
+
     def tokenize(self) -> None:
         status, body = self.post("/tokenize", {"model": self.model, "prompt": PROBE_TEXT})
         try:
@@ -180,17 +191,18 @@ class Probe:
         self.caps.tokenize = isinstance(data, dict) and isinstance(data.get("tokens"), list)
 
 
-def assumed(target: Target) -> Capabilities:
+def assumed(target: Target, api_name: str) -> Capabilities:
     """--no-probe: the named kind's known behaviour, else every field accepted (tokenbench's default body)."""
+    api_ = "chat" if api_name == "chat" else "completions"
     if target.backend is not None:
-        return KINDS[target.backend].known.model_copy()
-    return Capabilities(token_ids=True, ignore_eos=True, min_tokens=True, stream_options=True)
+        return KINDS[target.backend].known.model_copy(update={"api": api_})
+    return Capabilities(api=api_, token_ids=True, ignore_eos=True, min_tokens=True, stream_options=True)
 
 
 def probed(e: Endpoint, target: Target, api_name: str) -> Endpoint:
     """The endpoint with its capabilities: probed, or (--no-probe) assumed."""
     if target.no_probe:
-        return dataclasses.replace(e, caps=assumed(target))
+        return dataclasses.replace(e, caps=assumed(target, api_name))
     models = (e.models.status, len(e.models.entries)) if e.models else (None, None)
     return dataclasses.replace(e, caps=Probe(e.base_url, e.model, e.api_key, api_name, target.backend).run(*models))
 

@@ -15,7 +15,7 @@ from tokenbench.spec.base import StrictModel
 ServerKind = Literal["openai", "vllm", "sglang", "llama.cpp", "tgi", "tensorrt-llm", "lmdeploy", "mindie",
                      "transformers", "gateway"]
 LengthMethod = Literal["ignore_eos+min_tokens", "ignore_eos", "min_tokens", "max_tokens"]
-PromptMethod = Literal["token ids", "text"]
+PromptMethod = Literal["token ids", "text", "chat messages"]
 EXACT_METHODS: tuple[LengthMethod, ...] = ("ignore_eos+min_tokens", "ignore_eos", "min_tokens")
 
 
@@ -25,6 +25,7 @@ class Capabilities(StrictModel):
 
     kind: str | None = Field(None, description="the named server kind given (--backend), if any")
     probed: bool = Field(False, description="measured by the probe (else assumed from the kind)")
+    api: Literal["completions", "chat"] = "completions"   # the API the run uses (the probe's main request)
     models_status: int | None = None             # HTTP status of GET /v1/models
     models_listed: int | None = None             # ids it listed
     endpoints: dict[str, bool] = Field(default_factory=dict)   # completions / chat / responses -> served
@@ -54,6 +55,8 @@ class Capabilities(StrictModel):
 
     @property
     def prompt_method(self) -> PromptMethod:
+        if self.api == "chat":
+            return "chat messages"
         return "text" if self.token_ids is False else "token ids"
 
     def method_line(self, min_tokens_asked: bool = True, ignore_eos_asked: bool = True) -> str:
@@ -75,6 +78,7 @@ class KindInfo:
     server: str                     # what it is
     known: Capabilities
     differs: str                    # its known differences from vLLM's OpenAI server, in a sentence or two
+    ignored: tuple[str, ...] = ()   # fields it accepts without honouring them: the probe cannot tell, the kind can
 
 
 def _known(kind: str, **given: bool) -> Capabilities:
@@ -89,20 +93,23 @@ KINDS: dict[str, KindInfo] = {k.name: k for k in (
              "standard fields only: no ignore_eos or min_tokens, so output lengths are measured, not forced"),
     KindInfo("vllm", "vLLM's OpenAI server (vllm serve)", _known("vllm", continuous_usage=True, tokenize=True),
              "the reference behaviour: usage on a final chunk with `choices: []`, continuous_usage_stats, /tokenize"),
-    KindInfo("sglang", "SGLang (python -m sglang.launch_server)", _known("sglang", continuous_usage=True),
+    KindInfo("sglang", "SGLang (python -m sglang.launch_server)", _known("sglang", continuous_usage=True, tokenize=True),
              "as vLLM; /v1/models lists the served path as its root"),
     KindInfo("llama.cpp", "llama.cpp's llama-server", _known("llama.cpp", min_tokens=False, tokenize=True),
              "unknown fields ignored (min_tokens silently); completions put usage on the finish chunk; "
-             "/v1/models meta holds n_ctx and n_vocab"),
+             "/v1/models meta holds n_ctx and n_vocab", ("min_tokens",)),
     KindInfo("tgi", "Hugging Face Text Generation Inference (Messages API)",
              _known("tgi", token_ids=False, ignore_eos=False, min_tokens=False),
-             "prompts as text only; no ignore_eos or min_tokens on the OpenAI routes; /tokenize takes `inputs`"),
+             "prompts as text only; ignore_eos and min_tokens are no fields of its OpenAI routes (accepted, "
+             "ignored); finish_reason eos_token; /tokenize takes `inputs`", ("ignore_eos", "min_tokens")),
     KindInfo("tensorrt-llm", "TensorRT-LLM (trtllm-serve)", _known("tensorrt-llm"),
              "vLLM's request fields (ignore_eos, min_tokens, token-id prompts); no /tokenize"),
     KindInfo("lmdeploy", "LMDeploy (lmdeploy serve api_server)", _known("lmdeploy", min_tokens=False),
-             "ignore_eos yes, min_tokens no (min_new_tokens is its own name); /v1/encode instead of /tokenize"),
+             "ignore_eos yes, min_tokens no (min_new_tokens is its own name); /v1/encode instead of /tokenize",
+             ("min_tokens",)),
     KindInfo("mindie", "Huawei MindIE Service (OpenAI API)", _known("mindie", token_ids=False, min_tokens=False),
-             "prompts as text; ignore_eos as an extension field; usage on the last chunk with include_usage"),
+             "chat API; ignore_eos as an extension field, min_tokens not one; usage on the last chunk with "
+             "include_usage", ("min_tokens",)),
     KindInfo("transformers", "Hugging Face `transformers serve` (5.x, continuous batching)",
              _known("transformers", token_ids=False, ignore_eos=False, min_tokens=False, done_marker=False),
              "/v1/models lists the hub cache (500 or empty for a local model); ignore_eos/min_tokens refused "

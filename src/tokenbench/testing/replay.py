@@ -87,6 +87,8 @@ class Replay:
             body = await request.json()
         except ValueError:
             return web.json_response({"error": {"message": "the body is not JSON"}}, status=400)
+        if api not in self.rec.streams:
+            return web.json_response({"detail": "Not Found"}, status=404)
         refused = self.rec.refusal(body)
         if refused is not None:
             return _plain(refused)
