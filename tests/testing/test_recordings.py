@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -18,9 +19,8 @@ from tokenbench.spec.server_kinds import KINDS
 from tokenbench.testing.recordings import Answer, Recording
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
-
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "servers"
+DOC = Path(__file__).parents[2] / "docs" / "compatibility.md"
 RECORDINGS = sorted(FIXTURES.glob("*.json"))
 N = 4
 
@@ -51,7 +51,20 @@ def test_every_named_kind_has_a_recording_that_says_where_it_came_from():
     assert all(s.startswith(("captured from", "built from the documentation")) for s in kinds.values())
 
 
+def test_the_compatibility_table_has_one_row_per_kind_with_its_recorded_method():
+    rows = {line.split("|")[1].strip().strip("`"): line for line in DOC.read_text().splitlines()
+            if line.startswith("| `")}
+    assert set(rows) == set(KINDS)
+    for path in RECORDINGS:
+        rec = Recording.load(path)
+        kept, prompts = re.fullmatch(r"output lengths .* by (\S+); prompts as (.+)", rec.expect["method"]).groups()
+        assert f"`{kept}`" in rows[rec.kind].split("|")[3] and f"prompts as {prompts}" in rows[rec.kind], rec.kind
+        assert ("captured" if rec.source.startswith("captured") else "documentation") in rows[rec.kind].split("|")[5]
+
+
 @pytest.mark.parametrize("path", RECORDINGS, ids=[p.stem for p in RECORDINGS])
+@pytest.mark.slow
+@pytest.mark.timeout(120)
 def test_a_recording_replays_through_bench_with_its_documented_result(path, tmp_path, capsys):
     rec = Recording.load(path)
     expect = rec.expect
@@ -85,6 +98,8 @@ def models_500(tmp_path) -> Path:
     return path
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(120)
 def test_a_model_list_that_answers_500_is_no_obstacle_with_model(models_500, tmp_path, capsys):
     with replayed(models_500) as ref:
         code, result = bench(ref.url, tmp_path, "--model", "tiny-llama")
@@ -94,6 +109,8 @@ def test_a_model_list_that_answers_500_is_no_obstacle_with_model(models_500, tmp
         said.out + said.err
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(120)
 def test_without_model_the_error_names_the_status_the_body_and_the_fix(models_500, tmp_path, capsys):
     with replayed(models_500) as ref:
         code, result = bench(ref.url, tmp_path)
@@ -103,6 +120,8 @@ def test_without_model_the_error_names_the_status_the_body_and_the_fix(models_50
     assert len([line for line in err.splitlines() if line.strip()]) == 1
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(120)
 def test_an_empty_model_list_without_model_says_so_and_how_to_run_anyway(tmp_path, capsys):
     with replayed(FIXTURES / "transformers.json") as ref:
         code, _ = bench(ref.url, tmp_path)
@@ -110,6 +129,8 @@ def test_an_empty_model_list_without_model_says_so_and_how_to_run_anyway(tmp_pat
     assert code != 0 and "lists no model (HTTP 200" in err and "pass --model NAME" in err
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(120)
 def test_no_probe_takes_the_kind_as_known_and_sends_nothing_before_the_cell(tmp_path, capsys):
     with replayed(FIXTURES / "transformers.json") as ref:
         code, result = bench(ref.url, tmp_path, "--model", "tiny-llama", "--backend", "transformers", "--no-probe")
