@@ -191,18 +191,24 @@ class Probe:
         self.caps.tokenize = isinstance(data, dict) and isinstance(data.get("tokens"), list)
 
 
-def assumed(target: Target, api_name: str) -> Capabilities:
-    """--no-probe: the named kind's known behaviour, else every field accepted (tokenbench's default body)."""
+# engines tokenbench has adapters for (deploy/engines): their servers accept every field it sends (tested on
+# each), so a server detected as one is not probed
+KNOWN_ENGINES = ("vllm", "sglang", "llamacpp", "reference")
+
+
+def assumed(target: Target, api_name: str, engine: str | None = None) -> Capabilities:
+    """Not probed: the named kind's known behaviour, else every field accepted (tokenbench's default body)."""
     api_ = "chat" if api_name == "chat" else "completions"
-    if target.backend is not None:
+    if target.backend is not None and engine not in KNOWN_ENGINES:
         return KINDS[target.backend].known.model_copy(update={"api": api_})
-    return Capabilities(api=api_, token_ids=True, ignore_eos=True, min_tokens=True, stream_options=True)
+    return Capabilities(kind=engine if engine in KNOWN_ENGINES else target.backend, api=api_, token_ids=True,
+                        ignore_eos=True, min_tokens=True, stream_options=True)
 
 
-def probed(e: Endpoint, target: Target, api_name: str) -> Endpoint:
-    """The endpoint with its capabilities: probed, or (--no-probe) assumed."""
-    if target.no_probe:
-        return dataclasses.replace(e, caps=assumed(target, api_name))
+def probed(e: Endpoint, target: Target, api_name: str, engine: str | None = None) -> Endpoint:
+    """The endpoint with its capabilities: probed, or assumed (--no-probe, or an engine tokenbench knows)."""
+    if target.no_probe or engine in KNOWN_ENGINES:
+        return dataclasses.replace(e, caps=assumed(target, api_name, engine))
     models = (e.models.status, len(e.models.entries)) if e.models else (None, None)
     return dataclasses.replace(e, caps=Probe(e.base_url, e.model, e.api_key, api_name, target.backend).run(*models))
 
@@ -212,10 +218,15 @@ def method_line(e: Endpoint, target: Target) -> str:
     return e.caps.method_line(not target.no_min_tokens, not target.no_ignore_eos)
 
 
+def _skipped(c: Capabilities, target: Target) -> str:
+    if not target.no_probe:
+        return f"probe skipped: a {c.kind} server (tokenbench reads its facts) accepts every field"
+    return f"probe skipped (--no-probe): {'the ' + c.kind + ' kind' if c.kind else 'every field'} assumed"
+
+
 def probe_lines(e: Endpoint, target: Target) -> list[str]:
     """The console's lines: the model-list note, each field left out, and the method used."""
     c = e.caps
-    head = (f"probe: {c.requests} requests in {c.seconds:.1f} s" if c.probed
-            else f"probe skipped (--no-probe): {'the ' + c.kind + ' kind' if c.kind else 'every field'} assumed")
+    head = f"probe: {c.requests} requests in {c.seconds:.1f} s" if c.probed else _skipped(c, target)
     note = unlisted_note(e)
     return [*([note] if note else []), *(f"probe: {line}" for line in c.refused), f"{head}; {method_line(e, target)}"]

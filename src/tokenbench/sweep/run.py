@@ -267,7 +267,8 @@ class StudyRunner:
         """The launch's endpoint with what the server accepts (probed once per launch, or assumed), stored with
         the server's facts; its notices and the method chosen go to the log."""
         spec = self.plan.spec
-        endpoint = probed(endpoint_for(spec, server.base_url, server.profile), spec.target, spec.api)
+        endpoint = probed(endpoint_for(spec, server.base_url, server.profile), spec.target, spec.api,
+                          server.facts.engine)
         server.facts.with_capabilities(endpoint.caps)
         for line in probe_lines(endpoint, spec.target):
             self.ev.log(line)
