@@ -30,8 +30,8 @@ from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import ServerFacts
 from tokenbench.store.db import Store
 from tokenbench.store.rows import CellRow
-from tokenbench.sweep.monitoring import CellMonitor, server_figures
-from tokenbench.sweep.servers import Server
+from tokenbench.study.monitoring import CellMonitor, server_figures
+from tokenbench.study.servers import Server
 
 from .helpers import fixture_text
 

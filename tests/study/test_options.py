@@ -10,7 +10,7 @@ from tokenbench.errors import UsageError
 from tokenbench.load.target import read_api_key
 from tokenbench.spec.fields import field_at
 from tokenbench.spec.study import StudySpec, Target
-from tokenbench.sweep.plan import plan
+from tokenbench.study.plan import plan
 
 URL = ["--base-url", "http://127.0.0.1:1"]
 

@@ -1,6 +1,6 @@
 """One cell end to end: fresh exact-length prompts, warmup with the real shape, the measured phase,
 then the summary and the length verification. Failures are data; the verdict is in `status`. A cell is
-one `CellJob`, built by the study's runner (sweep/run.py) for `bench`, `sweep`, `demo`, `calibrate`,
+one `CellJob`, built by the study's runner (study/runner.py) for `bench`, `sweep`, `demo`, `calibrate`,
 `agree` and the tests alike, and handed down whole: `run_cell(session, job)`.
 
 Bounded memory: requests are prepared as they are due (a duration cell takes as many as it needs) and
@@ -119,6 +119,7 @@ class CellJob:
     executor: Executor = InProcess()     # chosen once per study (load/executors.executor_for)
     keep_records: bool = False           # also return every record in memory (else read back from the spool)
     on_progress: Progress = _quiet
+    traced: bool = False                 # requests carry a traceparent: the server's spans are received
 
     @property
     def key(self) -> str:
@@ -171,13 +172,14 @@ def repeat_first(n_warm: int, measure: Iterable[Prompt]) -> tuple[list[Prompt], 
     return [first] * n_warm, list(both) if isinstance(measure, list) else both
 
 
-def request_options(study: StudySpec, caps: Capabilities | None = None) -> RequestOptions:
-    """The request shape the study asks for: its target's options and its sampling fields, less the fields
-    the server refuses (`caps`, load/probe.py)."""
+def request_options(study: StudySpec, trace: bool = False, caps: Capabilities | None = None) -> RequestOptions:
+    """The request shape the study asks for: its target's options and its sampling fields, less the fields the
+    server refuses (`caps`, load/probe.py); `trace`: each request carries a W3C traceparent (the server's spans
+    are received)."""
     t, c = study.target, caps or Capabilities()
-    return RequestOptions(t.final_usage_only or "continuous_usage_stats" in c.dropped, study.sampling.body(), not t.no_min_tokens and c.min_tokens is not False,
-                          dict(t.extra_body), t.new_connection_per_request,
-                          ignore_eos=not t.no_ignore_eos and c.ignore_eos is not False,
+    return RequestOptions(t.final_usage_only or "continuous_usage_stats" in c.dropped, study.sampling.body(),
+                          not t.no_min_tokens and c.min_tokens is not False, dict(t.extra_body),
+                          t.new_connection_per_request, trace, ignore_eos=not t.no_ignore_eos and c.ignore_eos is not False,
                           stream_options=c.stream_options is not False)
 
 
@@ -188,7 +190,7 @@ def _prepare(job: CellJob, prompts: Iterable[Prompt]) -> Iterator[PreparedReques
 
 def _prepare_one(job: CellJob, p: Prompt) -> PreparedRequest:
     e = job.endpoint
-    return prepare(e.base_url, job.workload.api, e.model, p, e.api_key, request_options(job.study, e.caps))
+    return prepare(e.base_url, job.workload.api, e.model, p, e.api_key, request_options(job.study, job.traced, e.caps))
 
 
 @dataclass

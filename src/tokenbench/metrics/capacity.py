@@ -1,7 +1,7 @@
 """Capacity search, the pure part: a cell's requests judged against SLO tiers (each limit's statistic with
 its 95 % interval, pooled over the cells run at one load), and the typed record of a search as it is
 stored (store/db.py) and reported (report/capacity.py). The control flow that picks the loads is
-sweep/capacity.py. Formulas: docs/metrics.md ("Capacity search").
+study/capacity.py. Formulas: docs/metrics.md ("Capacity search").
 
 A limit's check at a load: the statistic of every ok request of the cells run there, pooled (replicate
 cells draw fresh prompts and arrivals from the same load), with its 95 % interval (uncertainty.within: t

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal, cast, get_args
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from tokenbench.metrics.summary_groups import (
     ClientHealth,
@@ -22,11 +22,14 @@ from tokenbench.metrics.summary_groups import (
     Interruption,
     MonitorFigures,
     Number,
+    PhaseLedger,
     SendRates,
     ServerCounters,
+    ServerMeans,
     SessionFigures,
     StreamTail,
     WorkloadFacts,
+    not_defined,
 )
 from tokenbench.metrics.timeslices import Timeslices
 
@@ -181,12 +184,16 @@ class CellSummary(BaseModel):
     facts: WorkloadFacts | None = None       # the workload builder (workload/build.py)
     client_lag_tolerated: str | None = None  # the verdict: --allow-client-lag kept the cell ok despite this
     server_unreachable: bool | None = None   # the verdict: the server went away (`--resume` runs it again)
-    monitor: MonitorFigures | None = None    # the cell's monitor (sweep/monitoring.py, monitor/summary.py)
+    monitor: MonitorFigures | None = None    # the cell's monitor (study/monitoring.py, monitor/summary.py)
     slices: Timeslices | None = None         # the tally: per-timeslice figures, steady state; the monitor's samples
     figures: FigureHealth | None = None      # client health per figure (metrics/health.py): bounds, the verdict's marks
     counters: ServerCounters | None = None   # the server's counters over the measured phase (metrics/server.py)
     sessions: SessionFigures | None = None   # a sessions cell only: its shape and figures by turn (metrics/summary.py)
     interruption: Interruption | None = None   # the user stopped the cell (Ctrl-C): how far it got
+    phases: PhaseLedger | None = None        # the server's spans joined to the cell's requests (metrics/server.py,
+                                             # study/traces.py): where the time went, phase by phase
+    server_means: ServerMeans | None = None  # the server's request-time histograms over the measured phase
+                                             # (metrics/server.py, study/monitoring.py)
     # other tools' results (`tokenbench import`)
     source: str | None = None
     notes: str | None = None
@@ -194,6 +201,11 @@ class CellSummary(BaseModel):
     input_throughput: float | None = None
     max_output_tokens_per_s: float | None = None
     max_concurrent_requests: Number | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_defined(cls, data: Any) -> Any:
+        return not_defined(data)
 
     def to_dict(self) -> dict[str, Any]:
         """The stored form: the keys given, flat, vLLM's names, the same values."""

@@ -57,7 +57,7 @@ def _figures(t: CellTally, load: Load, input_len: int, output_len: int) -> dict:
 def columns(t: CellTally) -> Columns:
     ok = t.ok
     return Columns(t.all.np("sent"), t.all.np("end"), t.all.np("intended"), ok.np("sent"),
-                   ok.np("end"), ok.np("first"), ok.np("out"))
+                   ok.np("end"), ok.np("first"), ok.np("out"), ok.np("last"))
 
 
 def _counts(t: CellTally) -> dict:

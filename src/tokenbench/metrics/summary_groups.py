@@ -4,13 +4,14 @@ declaring its class here and that one field; `CellSummary.with_` places a group 
 that has no field fails at run time and at type-check time. In the stored and JSON form their keys sit
 flat beside the tally's figures, under the names they have always had (a group's PREFIX before them).
 Formulas: docs/metrics.md ("Client health", "Send rates", "Stream tail", "Sessions", "Server counters
-over a cell"), docs/monitoring.md, docs/reliability.md ("Interruptions")."""
+over a cell", "Where the time went"), docs/monitoring.md, docs/reliability.md ("Interruptions")."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tokenbench.metrics.tally import CAUSES, Cause, Stalls
 
@@ -21,11 +22,25 @@ FLOOR_MS = 1.0        # below this a stream tail cannot be told from the client'
 SHARE = 0.01          # ... nor matter to E2EL: half the smallest effect `compare` names by default (2 %)
 
 
+def not_defined(data: Any) -> Any:
+    """A summary's fields with every figure that is not a number (NaN, infinity: no TPOT with one output token,
+    no latency without a completed request) as None, "not defined": the same value the database and every
+    file give back (JSON has no NaN), so a figure reads the same fresh and stored."""
+    if isinstance(data, dict):
+        return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in data.items()}
+    return data
+
+
 class Group(BaseModel):
     """Keys given are kept (and only those): `flat()` is the stored form, `take()` reads it back."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     PREFIX: ClassVar[str] = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_defined(cls, data: Any) -> Any:
+        return not_defined(data)
 
     def flat(self) -> dict[str, Any]:
         return {self.PREFIX + k: v for k, v in self.model_dump(exclude_unset=True).items()}
@@ -182,7 +197,7 @@ class MonitorFigures(Group):
 
 
 class ServerCounters(Group):
-    """What the server's own counters said over the cell's measured phase (sweep/monitoring.server_figures):
+    """What the server's own counters said over the cell's measured phase (study/monitoring.server_figures):
     prefix-cache hits, speculative decoding and its acceptance (metrics/server.py),
     the window the increases span; and the `§` mark of a speculative server fed random prompts. Formulas:
     docs/metrics.md ("Server counters over a cell", "Speculative decoding", "Prefix-cache hit rate")."""
@@ -348,3 +363,64 @@ class FigureHealth(Group):
 
     def mark(self, key: str) -> FigureMark | None:
         return (self.client_marks or {}).get(key)
+
+
+PhaseName = Literal["network", "queue", "prefill", "server_other", "delivery", "decode", "decode_other",
+                    "last_delivery"]
+PHASES: tuple[PhaseName, ...] = ("network", "queue", "prefill", "server_other", "delivery", "decode", "decode_other",
+                                 "last_delivery")
+# the phases whose sum is the client's TTFT, in the order the time passes
+TTFT_PHASES: tuple[PhaseName, ...] = ("network", "queue", "prefill", "server_other", "delivery")
+LedgerStat = Literal["mean", "p50", "p99"]
+
+
+class PhaseLedger(Group):
+    """Where the time went, from the server's spans (metrics/server.py, joined by study/traces.py): mean, p50 and
+    p99 of each phase over the measured requests that joined a span, with how many joined, what else arrived,
+    and the clock offset used. Keys are stored with the prefix `phase_` (`phase_mean_ms`: {"queue": ...})."""
+
+    PREFIX: ClassVar[str] = "phase_"
+    requests: Number | None = None           # measured requests that finished ok
+    joined: Number | None = None             # ... whose span arrived and was read
+    missing: Number | None = None            # ... without one
+    unjoined_spans: Number | None = None     # request spans whose trace id is no request of the cell
+    other_spans: Number | None = None        # spans that are not a request's (counted, dropped)
+    dropped_payloads: Number | None = None   # exports the receiver could not decode
+    clock_offset_ms: float | None = None     # server clock minus client clock
+    clock_offset_error_ms: float | None = None
+    clock_consistent: bool | None = None     # no joined request runs backwards beyond the offset's error
+    mean_ms: dict[PhaseName, float] | None = None
+    p50_ms: dict[PhaseName, float] | None = None
+    p99_ms: dict[PhaseName, float] | None = None
+    client_ttft_mean_ms: float | None = None  # the joined requests' client TTFT: the sum of TTFT_PHASES' means
+    delivery_flagged: Number | None = None   # joined requests whose delivery exceeds the client's TTFT tolerance
+    delivery_max_ms: float | None = None
+
+    def stat(self, phase: PhaseName, statistic: LedgerStat = "mean") -> float | None:
+        table = {"mean": self.mean_ms, "p50": self.p50_ms, "p99": self.p99_ms}[statistic]
+        return (table or {}).get(phase)
+
+    @property
+    def prefill_ms(self) -> float | None:
+        """Mean server prefill per request (ms): what splits a cell's time (and cost) into prefill and decode."""
+        return self.stat("prefill")
+
+    @property
+    def decode_ms(self) -> float | None:
+        """Mean server decode per request (ms)."""
+        return self.stat("decode")
+
+
+class ServerMeans(Group):
+    """Per-cell means of the server's own request-time histograms over the measured phase (from the /metrics
+    scrapes: increase of each histogram's sum / increase of its count), labelled as the server's means: they
+    need no tracing but give no per-request figure and no percentile. Stored with the prefix `server_mean_`."""
+
+    PREFIX: ClassVar[str] = "server_mean_"
+    queue_ms: float | None = None
+    prefill_ms: float | None = None
+    decode_ms: float | None = None
+    inference_ms: float | None = None
+    ttft_ms: float | None = None
+    e2e_ms: float | None = None
+    requests: Number | None = None           # requests the e2e histogram counted over the window

@@ -272,9 +272,14 @@ class SendTimes:
     connect: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
+CATCH_UP_MAX_NS = 5_000_000_000  # a catch-up is followed at most this long after the wake
+
+
 class Stall(BaseModel):
     """One wake of the probe later than PROBE_RESOLUTION_NS: the loop could not run at `due_ns`; it was
-    last seen running at `after_ns` (the probe's previous wake) and ran again at `woke_ns`."""
+    last seen running at `after_ns` (the probe's previous wake), ran again at `woke_ns`, and had caught up
+    with what waited for it at `caught_ns` (the end of the first loop iteration after the wake that took
+    at most PROBE_RESOLUTION_NS: every socket that had data was read by then; None: at the wake)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     after_ns: int
@@ -282,10 +287,15 @@ class Stall(BaseModel):
     woke_ns: int
     cause: Cause
     worker: int = 0
+    caught_ns: int | None = None
 
     @property
     def lag_ns(self) -> int:
         return self.woke_ns - self.due_ns
+
+    @property
+    def caught(self) -> int:
+        return self.woke_ns if self.caught_ns is None else max(self.caught_ns, self.woke_ns)
 
 
 def attribute(lag_ns: int, cpu_ns: int, wait_ns: int | None, others_ns: int = 0) -> Cause:
@@ -304,11 +314,11 @@ def attribute(lag_ns: int, cpu_ns: int, wait_ns: int | None, others_ns: int = 0)
 
 
 class Stalls:
-    """Every stall of a phase, compact (27 bytes each: a stall a second for an hour is 100 KB), picklable (it
+    """Every stall of a phase, compact (35 bytes each: a stall a second for an hour is 100 KB), picklable (it
     comes back from worker processes and Ray actors with their health)."""
 
     def __init__(self) -> None:
-        self.after, self.due, self.woke = array("q"), array("q"), array("q")
+        self.after, self.due, self.woke, self.caught = array("q"), array("q"), array("q"), array("q")
         self.cause, self.worker = array("b"), array("h")
 
     @classmethod
@@ -322,22 +332,27 @@ class Stalls:
         self.after.append(s.after_ns)
         self.due.append(s.due_ns)
         self.woke.append(s.woke_ns)
+        self.caught.append(s.caught)
         self.cause.append(CAUSES.index(s.cause))
         self.worker.append(s.worker)
+
+    def caught_up(self, i: int, at_ns: int) -> None:
+        """Stall i's catch-up ended at `at_ns` (the probe follows it after the wake)."""
+        self.caught[i] = max(self.caught[i], at_ns)
 
     def __len__(self) -> int:
         return len(self.due)
 
     def __iter__(self) -> Iterator[Stall]:
-        for a, d, w, c, k in zip(self.after, self.due, self.woke, self.cause, self.worker, strict=True):
-            yield Stall(after_ns=a, due_ns=d, woke_ns=w, cause=CAUSES[c], worker=k)
+        for a, d, w, c, k, u in zip(self.after, self.due, self.woke, self.cause, self.worker, self.caught, strict=True):
+            yield Stall(after_ns=a, due_ns=d, woke_ns=w, cause=CAUSES[c], worker=k, caught_ns=u)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Stalls) and list(self) == list(other)
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """after, due, woke (ns), cause (index into CAUSES), as int64 arrays sorted by due."""
-        cols = {k: np.array(getattr(self, k), np.int64) for k in ("after", "due", "woke", "cause")}
+        """after, due, woke, caught (ns), cause (index into CAUSES), as int64 arrays sorted by due."""
+        cols = {k: np.array(getattr(self, k), np.int64) for k in ("after", "due", "woke", "caught", "cause")}
         order = np.argsort(cols["due"], kind="stable")
         return {k: v[order] for k, v in cols.items()}
 
@@ -345,7 +360,7 @@ class Stalls:
         """Several workers' stalls as one, each tagged with its worker (this one is worker 0)."""
         out = Stalls()
         for i, part in enumerate([self, *others]):
-            for name in ("after", "due", "woke", "cause"):
+            for name in ("after", "due", "woke", "caught", "cause"):
                 getattr(out, name).extend(getattr(part, name))
             out.worker.extend([i] * len(part))
         return out
@@ -353,6 +368,7 @@ class Stalls:
     def shifted(self, offset_ns: int) -> Stalls:
         """The same stalls on a clock `offset_ns` behind (a Ray actor's, on the driver's)."""
         out = Stalls()
-        out.after, out.due, out.woke = (array("q", [t - offset_ns for t in col]) for col in (self.after, self.due, self.woke))
+        out.after, out.due, out.woke, out.caught = (array("q", [t - offset_ns for t in col])
+                                                    for col in (self.after, self.due, self.woke, self.caught))
         out.cause, out.worker = array("b", self.cause), array("h", self.worker)
         return out

@@ -1,4 +1,4 @@
-"""The capacity search as a generator that receives results (sweep/capacity.py), driven here by a simulated
+"""The capacity search as a generator that receives results (study/capacity.py), driven here by a simulated
 server whose statistic grows with the load (so the true boundary is known), and the limits and tiers it
 answers (spec/slo.py). In process, no clock."""
 
@@ -15,8 +15,8 @@ from tokenbench.errors import UsageError
 from tokenbench.metrics.capacity import CellSamples, Check, judge
 from tokenbench.spec.slo import PRESETS, Limit, Tier, parse_tiers
 from tokenbench.spec.study import StudySpec
-from tokenbench.sweep import capacity
-from tokenbench.sweep.capacity import Settings, between, bracket, narrow, search
+from tokenbench.study import capacity
+from tokenbench.study.capacity import Settings, between, bracket, narrow, search
 
 
 def tiers(*specs: str) -> tuple[Tier, ...]:

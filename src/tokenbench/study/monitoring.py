@@ -14,14 +14,15 @@ from tokenbench.metrics.server import (
     acceptance_from_gauges,
     fill_in,
     hits_from_counters,
+    server_means,
 )
 from tokenbench.metrics.summary_groups import MonitorFigures, ServerCounters
-from tokenbench.monitor.counters import CounterWindow, window
+from tokenbench.monitor.counters import CounterWindow, Rule, window
 from tokenbench.monitor.runner import Monitor
 from tokenbench.monitor.samplers import HostSampler, NpuSmiSampler, NvidiaSmiSampler, PrometheusSampler
 from tokenbench.monitor.summary import queue_cross_check, summarize
 from tokenbench.spec.bench import SYNTHETIC_KINDS, Workload
-from tokenbench.sweep.servers import Server
+from tokenbench.study.servers import Server
 
 
 class CellMonitor:
@@ -51,6 +52,24 @@ class CellMonitor:
                 return found
         return CounterWindow(None, None)
 
+    def histograms(self, start_ns: int | None) -> dict[str, float]:
+        """The increases of the server's request-time histograms (`{role}_sum`, `{role}_count`) over the same
+        window, read with the first engine's names that the scrapes carry; {} when none."""
+        for spec in metric_names().values():
+            rules = {f"{role}_{part}": _part(rule, part) for role, rule in spec.get("histograms", {}).items()
+                     for part in ("sum", "count")}
+            found = window(self.samples, rules, {}, start_ns) if rules else CounterWindow(None, None)
+            if found.increases:
+                return found.increases
+        return {}
+
+
+def _part(rule: Rule, part: str) -> Rule:
+    """The rule of a histogram's `_sum` or `_count` series."""
+    if isinstance(rule, str):
+        return f"{rule}_{part}"
+    return {**rule, "metric": f"{rule['metric']}_{part}"}
+
 
 def _acceptance(found: CounterWindow) -> Acceptance | None:
     return (acceptance_from_counters(found.get("spec_drafts"), found.get("spec_draft_tokens"),
@@ -77,8 +96,11 @@ def random_prompts_reason(wl: Workload, setting: str) -> str | None:
 def server_figures(mon: CellMonitor, summary: CellSummary, started_ns: int | None, wl: Workload,
                    server: Server) -> CellSummary:
     """The summary with what the server's counters say about the measured phase (speculative acceptance,
-    prefix-cache hits) and the random-prompt mark of a speculative server's cell, as its `counters` group
-    (docs/metrics.md); the summary unchanged when they say nothing."""
+    prefix-cache hits) and the random-prompt mark of a speculative server's cell, as its `counters` group, and
+    its request-time histograms' means as its `server_means` group (docs/metrics.md); the summary unchanged when
+    they say nothing."""
+    means = server_means(mon.histograms(started_ns))
+    summary = summary.with_(means)
     found = mon.counters(started_ns)
     acceptance = _acceptance(found)
     summary, out = fill_in(summary, hits_from_counters(found.get("prefix_queries"),

@@ -33,9 +33,9 @@ from tokenbench.store import commands
 from tokenbench.store.db import Store
 from tokenbench.store.journal import Journal
 from tokenbench.store.rows import CellRow, KvUse
-from tokenbench.sweep import capacity
-from tokenbench.sweep.monitoring import CellMonitor, cell_monitor, server_figures
-from tokenbench.sweep.plan import (
+from tokenbench.study import capacity
+from tokenbench.study.monitoring import CellMonitor, cell_monitor, server_figures
+from tokenbench.study.plan import (
     Plan,
     PlannedCell,
     ServerConfig,
@@ -46,7 +46,8 @@ from tokenbench.sweep.plan import (
     repeat_workload,
     visits,
 )
-from tokenbench.sweep.servers import Server, server_for
+from tokenbench.study.servers import Server, server_for
+from tokenbench.study.traces import Traces
 
 MAX_LAUNCHES = 3      # per server config: the first launch and up to two relaunches after a death
 
@@ -107,6 +108,7 @@ class _Launch:
     config_id: int
     kv_cap: int | None
     session: Session
+    traced: bool = False       # its requests carry a traceparent; each cell is joined to the server's spans
 
 
 def reset_prefix_cache(server: Server) -> None:
@@ -192,6 +194,7 @@ class StudyRunner:
         self.capacity_done: set[str] = set()
         self.attempted: set[tuple[str, str, int]] = set()   # cells run by this process (a cut-short one too)
         self.round: int | None = None                       # the repeat being run (interleaved repeats)
+        self.traces = Traces(plan.spec.target, self.ev.log)  # the server's spans: receiver and joins
 
     def pending(self, config: ServerConfig) -> Sequence[PlannedCell | None]:
         if self.plan.spec.find_capacity:
@@ -202,12 +205,15 @@ class StudyRunner:
         """Run every config's missing cells, repeats of several configs interleaved (plan.visits); returns
         one line per config visit that could not finish."""
         problems = []
-        for config, repeat in visits(self.plan):
-            self.round = repeat
-            if self.pending(config):
-                problem = self._run_config(config)
-                if problem:
-                    problems.append(f"{config.name}: {problem}")
+        try:
+            for config, repeat in visits(self.plan):
+                self.round = repeat
+                if self.pending(config):
+                    problem = self._run_config(config)
+                    if problem:
+                        problems.append(f"{config.name}: {problem}")
+        finally:
+            self.traces.close()
         self.round = None
         return problems
 
@@ -249,7 +255,8 @@ class StudyRunner:
 
     def _launch_and_run(self, config: ServerConfig, config_id: int) -> None:
         given = contextlib.nullcontext(self.server) if self.server else None
-        with given or server_for(self.plan.spec.target, config, self.ev.log, self.settings.isolation.engine) as server:
+        with given or server_for(self.plan.spec.target, config, self.ev.log, self.settings.isolation.engine,
+                                 self.traces.traced_profile) as server:
             check_context(self.plan, server.facts.ctx_per_seq, f"server config {config.name}")
             with_graphs(server.facts, server.profile)
             endpoint = self._endpoint(server)
@@ -287,8 +294,9 @@ class StudyRunner:
             "method": method_line(endpoint, spec.target)})
         self.ev.target_ready(endpoint, facts)
         kv_cap = spec.kv_capacity or server.facts.kv_capacity_tokens
+        traced = self.traces.on_for(server)
         async with new_session(spec.target.timeout_s, spec.target.connect_in_ttft) as session:
-            yield _Launch(server, endpoint, config_id, kv_cap, session)
+            yield _Launch(server, endpoint, config_id, kv_cap, session, traced)
 
     async def _cells(self, server: Server, endpoint: Endpoint, config_id: int, todo: list[PlannedCell]) -> None:
         spec = self.plan.spec
@@ -306,7 +314,7 @@ class StudyRunner:
                 prev[pair] = row.summary
 
     async def _capacity(self, server: Server, endpoint: Endpoint, config: ServerConfig, config_id: int) -> None:
-        """One capacity search per workload (sweep/capacity.py); cells already stored (resume) are replayed
+        """One capacity search per workload (study/capacity.py); cells already stored (resume) are replayed
         through it, not rerun. Each search is stored with its record (store.save_search)."""
         spec = self.plan.spec
         stored = {(c.config or "", c.key, c.repeat): c for c in self.store.cells(self.run_id)
@@ -356,7 +364,8 @@ class StudyRunner:
         """The cell as it is handed down: built here, once, for every command (`on_progress`: the cell's
         progress, by default to the listeners)."""
         return CellJob(launch.endpoint, self.plan.spec, cell.workload, cell.load, self.executor,
-                       self.settings.keep_records, on_progress or (lambda p: self.ev.cell_progress(cell, p)))
+                       self.settings.keep_records, on_progress or (lambda p: self.ev.cell_progress(cell, p)),
+                       launch.traced)
 
     async def _run_cell(self, launch: _Launch, cell: PlannedCell) -> tuple[CellRow, CellResult]:
         """Run one cell on the launched server, store it, tell the listeners; the stored row, and the cell's
@@ -374,8 +383,14 @@ class StudyRunner:
         kv = _kv(cell, launch.kv_cap)
         gone = None if result.stopped else _gone(server, result)
         summary = server_figures(mon, result.summary, result.started_ns, cell.workload, server)
+        records: Iterable[RequestRecord] = result.all_records()
+        if launch.traced:
+            joined = await self.traces.join(result)
+            summary, records = summary.with_(joined.ledger(records)), joined.records(records)
+            for _ in joined.records([*result.warmup, *result.records]):    # the ones kept in memory too
+                pass
         row = CellRow.measured(cell, result, kv).with_summary(_with_monitor(summary, mon, kv.over))
-        self.journal.add(launch.config_id, row, result.all_records(), mon.rows(), cell.config.name)
+        self.journal.add(launch.config_id, row, records, mon.rows(), cell.config.name)
         self.attempted.add((cell.config.name, cell.key, cell.repeat))
         self.ev.cell_stored(cell, row, result)
         self.ev.cell_done(cell, row)

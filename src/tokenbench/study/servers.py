@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import GraphCapture, ServerFacts
 from tokenbench.spec.study import Target
-from tokenbench.sweep.plan import ServerConfig
+from tokenbench.study.plan import ServerConfig
 
 if TYPE_CHECKING:
     from tokenbench.deploy.lifecycle import Deployment
@@ -23,6 +23,7 @@ class Server:
     facts: ServerFacts
     profile: Profile | None = None
     deployment: Deployment | None = None     # when tokenbench started it
+    traced: bool = False                     # deployed exporting its request spans to tokenbench's receiver
 
     def death(self) -> str | None:
         """None while the server lives; else what happened (exit code and log tail, or no answer)."""
@@ -61,9 +62,18 @@ def planned_graphs(target: Target, config: ServerConfig) -> GraphCapture | None:
     return graph_capture(load_profile(target, config))
 
 
+Tracing = Callable[[Profile], "Profile | None"]
+
+
+def _untraced(profile: Profile) -> Profile | None:
+    return None
+
+
 @contextlib.contextmanager
-def server_for(target: Target, config: ServerConfig, log=print, placement: Placement | None = None) -> Iterator[Server]:
-    """The config's server: the target's URL, or its profile deployed (a local engine on `placement`)."""
+def server_for(target: Target, config: ServerConfig, log=print, placement: Placement | None = None,
+               tracing: Tracing = _untraced) -> Iterator[Server]:
+    """The config's server: the target's URL, or its profile deployed (a local engine on `placement`; `tracing`:
+    the profile exporting its request spans, or None to deploy it as it is)."""
     from tokenbench.deploy import facts_for
     if target.base_url:
         yield Server(target.base_url.rstrip("/"), facts_for(target.base_url))
@@ -71,6 +81,7 @@ def server_for(target: Target, config: ServerConfig, log=print, placement: Place
     from tokenbench.deploy.lifecycle import deployed
     from tokenbench.deploy.local import Placement
     profile = load_profile(target, config)
-    log(f"deploying {profile.name} [{config.name}]")
-    with deployed(profile, placement=placement or Placement()) as dep:
-        yield Server(dep.base_url, dep.facts or ServerFacts(profile.engine), profile, dep)
+    with_traces = tracing(profile)
+    log(f"deploying {profile.name} [{config.name}]" + (" (exporting its request spans)" if with_traces else ""))
+    with deployed(with_traces or profile, placement=placement or Placement()) as dep:
+        yield Server(dep.base_url, dep.facts or ServerFacts(profile.engine), profile, dep, with_traces is not None)

@@ -5,7 +5,7 @@ import pytest
 from tokenbench.cli.main import main
 from tokenbench.spec.loader import load_file
 from tokenbench.spec.study import StudySpec
-from tokenbench.sweep.plan import kv_demand, max_fitting_concurrency, over_capacity, plan
+from tokenbench.study.plan import kv_demand, max_fitting_concurrency, over_capacity, plan
 
 from .helpers import engines
 
