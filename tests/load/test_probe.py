@@ -65,23 +65,23 @@ def body(options: RequestOptions, ids: bool = True) -> dict:
 
 def test_refused_fields_are_left_out_of_every_request_and_lengths_are_then_not_forced():
     caps = Capabilities(ignore_eos=False, min_tokens=False, token_ids=False, dropped=["ignore_eos", "min_tokens"])
-    options = request_options(spec(), caps)
+    options = request_options(spec(), caps=caps)
     sent = body(options, ids=False)
     assert "ignore_eos" not in sent and "min_tokens" not in sent and sent["max_tokens"] == 4
     assert not options.exact
-    assert body(request_options(spec(), Capabilities()))["ignore_eos"] is True
+    assert body(request_options(spec(), caps=Capabilities()))["ignore_eos"] is True
 
 
 def test_no_ignore_eos_leaves_it_out_and_min_tokens_still_forces_the_length():
-    options = request_options(spec(no_ignore_eos=True), Capabilities())
+    options = request_options(spec(no_ignore_eos=True), caps=Capabilities())
     sent = body(options)
     assert "ignore_eos" not in sent and sent["min_tokens"] == 4 and options.exact
 
 
 def test_a_refused_continuous_usage_asks_for_the_final_usage_only():
     caps = Capabilities(dropped=["continuous_usage_stats"])
-    assert body(request_options(spec(), caps))["stream_options"] == {"include_usage": True}
-    assert "stream_options" not in body(request_options(spec(), Capabilities(stream_options=False)))
+    assert body(request_options(spec(), caps=caps))["stream_options"] == {"include_usage": True}
+    assert "stream_options" not in body(request_options(spec(), caps=Capabilities(stream_options=False)))
 
 
 def _answer(tokens: int, finish: str) -> RawExchange:
