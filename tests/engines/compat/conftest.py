@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.engines.setup_needed import require
 from tokenbench.deploy.ports import free_port
 from tokenbench.local_engines.python_servers import LITELLM, TRANSFORMERS, PythonServer
 
@@ -29,12 +30,8 @@ GATEWAY_MODEL = "smol-gateway"
 MAKER = Path(__file__).with_name("make_tiny_llama.py")
 
 
-def require(server: PythonServer) -> None:
-    why = server.missing()
-    if why and os.environ.get("CI") == "true":
-        pytest.fail(why)
-    if why:
-        pytest.skip(why)
+def require_setup(server: PythonServer) -> None:
+    require(server.missing())
 
 
 @dataclass
@@ -88,7 +85,7 @@ def _stop(proc: subprocess.Popen) -> None:
 @pytest.fixture(scope="session")
 def tiny_llama(tmp_path_factory) -> Path:
     """A random 2-layer Llama and its tokenizer, made here (nothing downloaded)."""
-    require(TRANSFORMERS)
+    require_setup(TRANSFORMERS)
     folder = tmp_path_factory.mktemp("tiny-llama")
     subprocess.run([str(TRANSFORMERS.python()), str(MAKER), str(folder)], check=True, timeout=300,
                    capture_output=True)
@@ -114,7 +111,7 @@ def transformers_serve(tiny_llama, tmp_path_factory) -> Iterator[Running]:
 def litellm_proxy(llamacpp_server, tmp_path_factory) -> Iterator[Running]:
     """A LiteLLM proxy whose one model, `smol-gateway`, is the embedded llama.cpp's (a master key set, as it
     requires); on a free loopback port."""
-    require(LITELLM)
+    require_setup(LITELLM)
     folder = tmp_path_factory.mktemp("litellm")
     upstream = llamacpp_server.facts.model
     (folder / "config.yaml").write_text(
