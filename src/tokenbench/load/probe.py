@@ -129,10 +129,15 @@ class Probe:
     def generation(self) -> None:
         ask = _Ask(self.api, self.model, token_ids=self.api != "chat")
         path = "/v1/chat/completions" if self.api == "chat" else "/v1/completions"
-        for _ in range(MAX_TRIES):
+        waited = False
+        for _ in range(MAX_TRIES + 1):
             status, body = self.post(path, ask.body())
             if status == 200:
                 return self._accepted(ask, _Stream.of(body))
+            if status == 0 and not waited:
+                waited = True                  # a server's first answer may be lost (transformers serve 5.17)
+                self.caps.refused.append(f"no answer within {PROBE_TIMEOUT_S:.0f} s: asked again")
+                continue
             if status == 0:
                 raise TargetError(f"{self.base_url}{path} gave no answer to a {PROBE_OUT}-token request within "
                                   f"{PROBE_TIMEOUT_S:.0f} s (the capability probe)",

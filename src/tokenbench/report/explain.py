@@ -190,5 +190,5 @@ def method_notes(config: str, caps: Capabilities | None, lang: str = "en") -> li
     if caps is None:
         return []
     how = t(lang, "probe.how.probed", n=caps.requests) if caps.probed else t(lang, "probe.how.assumed")
-    return [t(lang, "probe.method", config=config, method=caps.method_line(), how=how),
+    return [t(lang, "probe.method", config=config, method=caps.method or caps.method_line(), how=how),
             *(t(lang, "probe.refused", config=config, line=line) for line in caps.refused)]

@@ -40,6 +40,7 @@ class Capabilities(StrictModel):
     refused: list[str] = Field(default_factory=list)      # one line per field left out: why
     dropped: list[str] = Field(default_factory=list)      # the fields left out (body keys; "prompt": token ids)
     requests: int = 0                            # the probe's own requests
+    method: str = ""                             # the line the run states: how its lengths were kept (method_line)
     seconds: float = 0.0
 
     @property

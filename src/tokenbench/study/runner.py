@@ -276,6 +276,7 @@ class StudyRunner:
         spec = self.plan.spec
         endpoint = probed(endpoint_for(spec, server.base_url, server.profile), spec.target, spec.api,
                           server.facts.engine)
+        endpoint.caps.method = method_line(endpoint, spec.target)
         server.facts.with_capabilities(endpoint.caps)
         for line in probe_lines(endpoint, spec.target):
             self.ev.log(line)
