@@ -20,7 +20,6 @@ from typing import Any
 
 from tokenbench.client import api
 from tokenbench.client.api import first_line
-from tokenbench.errors import TargetError
 from tokenbench.load.target import Endpoint, unlisted_note
 from tokenbench.spec.server_kinds import KINDS, Capabilities
 from tokenbench.spec.study import Target
@@ -138,20 +137,27 @@ class Probe:
                 waited = True                  # a server's first answer may be lost (transformers serve 5.17)
                 self.caps.refused.append(f"no answer within {PROBE_TIMEOUT_S:.0f} s: asked again")
                 continue
-            if status == 0:
-                raise TargetError(f"{self.base_url}{path} gave no answer to a {PROBE_OUT}-token request within "
-                                  f"{PROBE_TIMEOUT_S:.0f} s (the capability probe)",
-                                  "check the server; or skip the probe with --no-probe (--backend KIND)")
-            notice = ask.drop(status, first_line(body)) if 400 <= status < 500 and status not in (401, 403) else None
+            droppable = 400 <= status < 500 and status not in (401, 403, 404, 429)
+            notice = ask.drop(status, self.said(body)) if droppable else None
             if notice is None:
-                raise TargetError(f"{self.base_url}{path} refused a {PROBE_OUT}-token request: HTTP {status}: "
-                                  f"{first_line(body)}", "check --model and --api; or skip the probe with "
-                                  "--no-probe (--backend KIND)")
+                return self._undecided(path, status, body)
             self.caps.refused.append(notice)
             self.caps.dropped = sorted(set(FIELDS) - ask.parts) + ([] if ask.token_ids or self.api == "chat"
                                                                     else ["prompt"])
-        raise TargetError(f"{self.base_url}{path} refused every form of a small request",
-                          "check --model and --api; see `tokenbench bench --help` for --backend")
+        return self._undecided(path, 0, b"every form of a small request was refused")
+
+    def said(self, body: bytes) -> str:
+        """A body's first line with the API key masked (some servers quote the Authorization header)."""
+        line = first_line(body)
+        return line.replace(self.key, "***") if self.key else line
+
+    def _undecided(self, path: str, status: int, body: bytes) -> None:
+        """No answer tells what the server accepts (no answer, the key refused, no such model, a server error):
+        tokenbench's full body is kept, and the cells record what the server answers (failures are data)."""
+        what = f"HTTP {status} ({self.said(body)})" if status else "no answer"
+        self.caps.refused.append(f"{path} gave {what} to a {PROBE_OUT}-token request: nothing left out, every "
+                                 "field assumed")
+        self.caps.token_ids, self.caps.ignore_eos, self.caps.min_tokens = self.api != "chat" or None, True, True
 
     def _accepted(self, ask: _Ask, stream: _Stream) -> None:
         c = self.caps
