@@ -3,9 +3,12 @@ stream) in front of the embedded llama.cpp, measured with the same workload dire
 in one test run, alternating, each side on fresh prompts (another seed: llama.cpp's prompt cache must not
 serve one side's prompts to the other).
 
-What must hold: every length exact on both sides by the same method; TTFT, TPOT and the throughputs agree by
-tokenbench's own verdict (`compare`: no difference detectable beyond the runs' intervals and drift), or the
-proxy's figure carries a mark saying what the client observed (buffered delivery)."""
+What must hold: every length exact on both sides by the same method, one token per chunk on both; TPOT (the
+engine's pacing, which a pass-through gateway must not change) agrees by tokenbench's own verdict (`compare`:
+no difference detectable beyond the runs' intervals and drift) or the proxy's figure carries a mark saying
+what the client observed (buffered delivery). TTFT and the throughputs agree the same way, or the proxy is the
+slower side: a gateway adds its own time before the first token (LiteLLM on a busy 2-core machine: 0.15-0.35 s
+here), it can never make the server answer sooner."""
 
 from __future__ import annotations
 
@@ -23,8 +26,8 @@ from tokenbench.store.db import Store
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(600)]
 
-FIGURES = (Metric("ttft", "mean"), Metric("tpot", "mean"), Metric("output_throughput", "mean"),
-           Metric("request_throughput", "mean"))
+PACING = Metric("tpot", "mean")
+FIGURES = (PACING, Metric("ttft", "mean"), Metric("output_throughput", "mean"), Metric("request_throughput", "mean"))
 METHOD = "output lengths exact by ignore_eos+min_tokens; prompts as token ids"
 
 
@@ -60,4 +63,5 @@ def test_the_same_workload_direct_and_through_litellm_agrees_or_is_marked(llamac
         for metric in FIGURES:
             v = verdict(Book(ra), ca, Book(rb), cb, metric)
             marked = cb.summary.figures is not None and cb.summary.figures.mark(metric.key) is not None
-            assert marked or (v is not None and v.winner is None), (metric, v, ca.value(metric), cb.value(metric))
+            allowed = (None,) if metric == PACING else (None, "A")          # A: direct, B: through the proxy
+            assert marked or (v is not None and v.winner in allowed), (metric, v, ca.value(metric), cb.value(metric))
