@@ -23,6 +23,7 @@ from tokenbench.client.spool import Spool
 from tokenbench.client.transport import Session
 from tokenbench.errors import UsageError
 from tokenbench.load.arrivals import arrival_seed
+from tokenbench.load.clock import ctrl_c_raises
 from tokenbench.load.executors import Executor, InProcess
 from tokenbench.load.runner import CellRun, Phases, Sessions, Work
 from tokenbench.load.target import Endpoint
@@ -52,6 +53,7 @@ class CellResult:
     notes: list[str] = field(default_factory=list)
     spool: Spool | None = None       # every record (warmup, then measured as they finished), on disk
     started_ns: int | None = None    # the first measured send
+    ended_ns: int | None = None      # the last measured byte
     stopped: bool = False            # stopped by the user (Ctrl-C): stored as interrupted, measured again
 
     @property
@@ -249,6 +251,7 @@ class _Intake:
         self.warmup: list[RequestRecord] = []
         self.records: list[RequestRecord] = []
         self.started_ns: int | None = None
+        self.ended_ns: int | None = None
         self.tokens = 0
         self.cut = 0                    # measured requests cut off by a stop (Ctrl-C)
 
@@ -273,6 +276,7 @@ class _Intake:
         self.tally.add(r)
         self.tokens += r.output_tokens if r.ok else 0
         self.started_ns = r.sent_ns if self.started_ns is None else min(self.started_ns, r.sent_ns)
+        self.ended_ns = r.end_ns if self.ended_ns is None else max(self.ended_ns, r.end_ns)
         if self.keep:
             self.records.append(r)
 
@@ -280,8 +284,7 @@ class _Intake:
 def _warmup_load(load: Load, count: int) -> Load | None:
     if count == 0:
         return None                      # `warmup_requests: 0`: no warmup phase at all
-    width = max(1, min(count, load.in_flight_cap or count))
-    return Load(concurrency=width, num_prompts=count)
+    return Load(concurrency=load.warmup_width, num_prompts=count)
 
 
 async def run_cell(session: Session, job: CellJob) -> CellResult:
@@ -292,9 +295,11 @@ async def run_cell(session: Session, job: CellJob) -> CellResult:
                          "and only it does", "give users (--users) or session_rate (--session-rate) with "
                          "--dataset-name sessions")
     n_warm = load.warmup_count()
-    work = _sessions(job, n_warm) if load.sessions else _requests(job, n_warm)
+    with ctrl_c_raises():
+        work = _sessions(job, n_warm) if load.sessions else _requests(job, n_warm)
+        warmup = list(_prepare(job, work.prompts.warmup))
     prompts = work.prompts
-    phases = Phases(job.key, list(_prepare(job, prompts.warmup)), _warmup_load(load, n_warm),
+    phases = Phases(job.key, warmup, _warmup_load(load, n_warm),
                     work.measure, load, arrival_seed(wl.seed, job.key), work.count,
                     planned_count(load, wl.input_len, "prepared") or 0, prompts.offsets_ns)
     prompts.warmup, prompts.measure = [], []        # the requests being made hold them now (images are large)
@@ -323,4 +328,4 @@ def _result(job: CellJob, work: _Work, phases: Phases, sink: _Intake, run: CellR
     notes += [fb.problem] if fb is not None and fb.problem else []
     records = sorted(sink.records, key=lambda r: r.index)
     return CellResult(job.key, load, wl, summary, records, sink.warmup, verdict, notes, sink.spool,
-                      sink.started_ns, run.stopped)
+                      sink.started_ns, sink.ended_ns, run.stopped)

@@ -29,7 +29,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from tokenbench.client.records import RequestRecord
+from tokenbench.client.records import OUT_OF_FILES, RequestRecord
 from tokenbench.metrics import request as rm
 from tokenbench.metrics.token_log import TokenLog
 from tokenbench.spec.bench import SLO
@@ -190,6 +190,7 @@ class Outcomes:
         self.first_failed: RequestRecord | None = None
         self.bad: list[RequestRecord] = []
         self.tail: list[tuple[int, int, RequestRecord]] = []
+        self.out_of_files: RequestRecord | None = None     # a connection the client's own file limit refused
 
     @classmethod
     def of(cls, recs: Sequence[RequestRecord]) -> Outcomes:
@@ -211,6 +212,8 @@ class Outcomes:
             self.kinds[r.error_kind] += 1
             if self.first_failed is None or r.index < self.first_failed.index:
                 self.first_failed = r
+            if self.out_of_files is None and r.error_kind == "connect" and OUT_OF_FILES in r.error_detail:
+                self.out_of_files = r
         if r.error_kind == "http_status":
             self.codes[r.status] += 1
         self.tail = sorted([*self.tail, (r.sent_ns, r.index, r)], key=lambda e: e[:2])[-UNREACHABLE_AFTER:]

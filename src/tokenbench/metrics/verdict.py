@@ -120,10 +120,15 @@ class Verdict:
 
 
 def _gone(seen: Outcomes, policy: VerdictPolicy, planned: int | None) -> str | None:
+    """Why the cell stopped sending before its end: the client ran out of descriptors (it stops as for a
+    server gone: every later connection fails the same way), or the server stopped accepting connections."""
     lost = unreachable(seen)
+    left = f"{planned - seen.n} of {planned} requests not sent" if planned else "the rest not sent"
+    if seen.out_of_files is not None:
+        return (f"the client ran out of file descriptors ({seen.out_of_files.error_detail[:160]}): lower "
+                f"--concurrency / --max-concurrency, or raise `ulimit -n`; {left}")
     if not lost:
         return None
-    left = f"{planned - seen.n} of {planned} requests not sent" if planned else "the rest not sent"
     return (f"server unreachable at {policy.base_url}: {UNREACHABLE_AFTER} consecutive connection failures "
             f"({lost}); {left}")
 

@@ -21,19 +21,31 @@ from tokenbench.monitor.counters import CounterWindow, Rule, window
 from tokenbench.monitor.runner import Monitor
 from tokenbench.monitor.samplers import HostSampler, NpuSmiSampler, NvidiaSmiSampler, PrometheusSampler
 from tokenbench.monitor.summary import queue_cross_check, summarize
+from tokenbench.monitor.window import CellWindow
 from tokenbench.spec.bench import SYNTHETIC_KINDS, Workload
 from tokenbench.study.servers import Server
 
 
 class CellMonitor:
-    def __init__(self, monitor: Monitor) -> None:
+    def __init__(self, monitor: Monitor, devices: frozenset[int] | None = None) -> None:
         self.monitor = monitor
+        self.devices = devices          # the server's accelerator ids (its profile's), None: every one seen
         self.samples: list = []
 
-    def summary(self, output_tokens: int | None = None, star: bool = False) -> MonitorFigures:
-        """Monitor figures for the cell (stored prefixed `monitor_`), plus the `*`-versus-queue cross-check."""
-        raw = summarize(self.samples, output_tokens=output_tokens)
-        return MonitorFigures(**raw, queue_check=queue_cross_check(star, raw))
+    def summary(self, window: CellWindow, star: bool = False) -> MonitorFigures:
+        """Monitor figures for the cell over its measured `window` (stored prefixed `monitor_`), the
+        `*`-versus-queue cross-check, and why the host has no energy figure where it has none."""
+        figures = summarize(self.samples, window)
+        hosts = [s for s in self.monitor.samplers if isinstance(s, HostSampler)]
+        note = hosts[0].rapl.note if hosts and figures.host_energy_j is None else None
+        update = {"queue_check": queue_cross_check(star, figures)} | ({"host_energy_note": note} if note else {})
+        return figures.model_copy(update=update)
+
+    def window(self, started_ns: int | None, ended_ns: int | None, summary: CellSummary) -> CellWindow:
+        """The cell's measured window (first measured send to last measured byte) and what its figures divide
+        by: the output tokens and the requests completed."""
+        return CellWindow(started_ns, ended_ns, self.monitor.interval_ns / 1e9,
+                          int(summary.total_output_tokens or 0), int(summary.completed or 0), self.devices)
 
     def rows(self) -> list[tuple]:
         return [(s.t_ns, s.source, s.name, s.value, json.dumps(s.labels)) for s in self.samples]
@@ -138,13 +150,20 @@ def samplers_for(server) -> list:
     return out
 
 
+def served_devices(server: Server) -> frozenset[int] | None:
+    """The accelerators a deployed profile's server runs on; None for a server tokenbench did not deploy (a
+    --base-url: every device the monitor sees counts, and docs/monitoring.md says so)."""
+    p = server.profile
+    return frozenset(p.device_ids()) if p is not None and p.accelerator in ("nvidia", "ascend") else None
+
+
 @contextlib.contextmanager
 def cell_monitor(server, interval_s: float, log=print) -> Iterator[CellMonitor]:
     """The cell's monitor; with `interval_s` 0 none: no sampler runs and the cell has no monitor samples."""
     on = interval_s > 0
     mon = Monitor(samplers_for(server) if on else [], interval_s=interval_s if on else 1.0,
                   on_warning=_warn_once(log))
-    cm = CellMonitor(mon)
+    cm = CellMonitor(mon, served_devices(server))
     if on:
         mon.start()
     try:

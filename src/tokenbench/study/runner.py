@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from tokenbench.client import api
-from tokenbench.client.records import RequestRecord
+from tokenbench.client.records import OUT_OF_FILES, RequestRecord
 from tokenbench.client.transport import Session, new_session
 from tokenbench.deploy.engines import reset_cache_path, with_graphs
 from tokenbench.deploy.secret_refs import api_key_var
@@ -155,9 +155,10 @@ def _saturated(prev: CellSummary | None, cur: CellSummary) -> bool:
     return gain < 0.03 and ttft_prev > 0 and ttft_cur > 1.5 * ttft_prev
 
 
-def _with_monitor(summary: CellSummary, mon: CellMonitor, star: bool) -> CellSummary:
-    """The summary with the monitor's figures, and its timeslices with the monitor's samples per slice."""
-    figures = mon.summary(int(summary.total_output_tokens or 0), star)
+def _with_monitor(summary: CellSummary, mon: CellMonitor, star: bool, result: CellResult) -> CellSummary:
+    """The summary with the monitor's figures over the measured window, and its timeslices with the monitor's
+    samples per slice."""
+    figures = mon.summary(mon.window(result.started_ns, result.ended_ns, summary), star)
     slices = summary.slices.with_monitor((x.t_ns, x.name, x.value) for x in mon.samples) if summary.slices else None
     return summary.with_(figures, slices)
 
@@ -230,7 +231,8 @@ class StudyRunner:
                 events.append(f"server unreachable during {gone} (launch {launch})")
                 if not self._relaunchable():
                     self._config_status(config, "failed", "; ".join(events))
-                    raise TargetError(f"{self.kind} stopped: {gone}", "check that the server is running, then "
+                    first = "raise the limit" if OUT_OF_FILES in str(gone) else "check that the server is running"
+                    raise TargetError(f"{self.kind} stopped: {gone}", f"{first}, then "
                                       f"{commands.resume_advice(self.store, self.kind, self.run_id)}; "
                                       "finished cells were kept") from None
             except ServerDied as died:
@@ -390,7 +392,7 @@ class StudyRunner:
             summary, records = summary.with_(joined.ledger(records)), joined.records(records)
             for _ in joined.records([*result.warmup, *result.records]):    # the ones kept in memory too
                 pass
-        row = CellRow.measured(cell, result, kv).with_summary(_with_monitor(summary, mon, kv.over))
+        row = CellRow.measured(cell, result, kv).with_summary(_with_monitor(summary, mon, kv.over, result))
         self.journal.add(launch.config_id, row, records, mon.rows(), cell.config.name)
         self.attempted.add((cell.config.name, cell.key, cell.repeat))
         self.ev.cell_stored(cell, row, result)
