@@ -11,10 +11,10 @@ import pytest
 from tokenbench.client.parse import parse_exchange
 from tokenbench.client.records import RawExchange
 from tokenbench.client.request import Prompt, RequestOptions, prepare
-from tokenbench.load.cell import request_options
 from tokenbench.load.probe import _Ask, assumed
 from tokenbench.spec.server_kinds import KINDS, Capabilities
 from tokenbench.spec.study import StudySpec
+from tokenbench.study.runner import request_options
 
 
 def ask() -> _Ask:

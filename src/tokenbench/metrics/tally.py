@@ -137,6 +137,14 @@ class CellTally:
             self.images[3] += r.image_count
             self.images_counted = True
 
+    def completed(self) -> int:
+        """The ok requests (the summary's completed)."""
+        return len(self.ok)
+
+    def output_tokens(self) -> int:
+        """Output tokens of the ok requests (the summary's total_output_tokens)."""
+        return int(self.ok.np("out").sum())
+
     def send_times(self) -> SendTimes:
         """Every measured send's due, write and connect times (metrics/summary.send_rates)."""
         return SendTimes(self.all.np("intended"), self.all.np("wrote"), self.all.np("connect"))
