@@ -12,6 +12,7 @@ from tokenbench.metrics.summary_groups import SendRates
 from tokenbench.report.document import Block, Bullets, Para, Table, num, pct, signed_pct
 from tokenbench.report.i18n import t
 from tokenbench.report.marks import source_text
+from tokenbench.spec.server_kinds import Capabilities
 
 if TYPE_CHECKING:                    # types only: a bench run's console says what a cell offered, nothing more
     from tokenbench.judge.bottleneck import Label
@@ -214,3 +215,21 @@ def delivery_note(cell: str, s: CellSummary, lang: str = "en") -> str | None:
              period=num(f.burst_period_ms, 0), share=pct(f.chunks_coalesced / (f.token_chunks or 1), 0),
              source=source_text(s, lang))
     return note + (t(lang, "delivery.held") if f.held_upstream else "")
+
+
+def early_note(cell: str, s: CellSummary, lang: str = "en") -> str | None:
+    """Answers the server ended before the asked length where it could not be forced (metrics/early_ends.py)."""
+    e = s.early
+    if e is None or not e.ended_early:
+        return None
+    return t(lang, "early.note", cell=cell, n=num(e.ended_early), ok=num(s.completed), asked=num(s.output_len),
+             lo=num(e.ended_early_out_min), hi=num(e.ended_early_out_max), median=num(e.ended_early_out_median, 1))
+
+
+def method_notes(config: str, caps: Capabilities | None, lang: str = "en") -> list[str]:
+    """How a server config's requests kept their lengths (the capability probe), and each field left out."""
+    if caps is None:
+        return []
+    how = t(lang, "probe.how.probed", n=caps.requests) if caps.probed else t(lang, "probe.how.assumed")
+    return [t(lang, "probe.method", config=config, method=caps.method or caps.method_line(), how=how),
+            *(t(lang, "probe.refused", config=config, line=line) for line in caps.refused)]

@@ -20,6 +20,12 @@ EN: dict[str, str] = {
     "send.schedule": ("{cell}: the sends left their schedule: late by {p99} ms at p99 and {max} ms at most "
                       "(tolerance {tol} ms; {share} of the sends later), gaps' CV {cv_sent} sent for {cv_sched} "
                       "scheduled: {why}; the server was offered another load than asked"),
+    "early.note": ("{cell}: {n} of {ok} answers ended before the asked {asked} tokens (output {lo}-{hi}, median "
+                   "{median}): the server would not let the length be forced, so each was measured as it came"),
+    "probe.method": "{config}: {method} ({how})",
+    "probe.how.probed": "probed with {n} requests",
+    "probe.how.assumed": "not probed: assumed",
+    "probe.refused": "{config}: {line}",
     "tail.note": ("{cell}: the stream ended {mean} ms (mean; p99 {p99} ms) after its last token: E2EL includes "
                   "this stream tail, TPOT and ITL end at the last token"),
     "fair.load": "{cell} is not paired: {values}: {why}; no ratio or verdict is given",
@@ -44,6 +50,12 @@ ZH: dict[str, str] = {
     "send.line": "{cell}：实际发送速率 {achieved}/s（要求 {asked}/s，调度 {scheduled}/s）",
     "send.schedule": ("{cell}：发送偏离了调度：p99 晚 {p99} ms，最多晚 {max} ms（容差 {tol} ms；{share} 的发送晚于容差），"
                       "间隔的变异系数实际为 {cv_sent}，调度为 {cv_sched}：{why}；服务端收到的负载与要求的不同"),
+    "early.note": ("{cell}：{ok} 个回答中有 {n} 个在要求的 {asked} 个 token 之前结束（输出 {lo}-{hi}，中位数 {median}）："
+                   "服务端不允许强制长度，每个请求按实际输出计量"),
+    "probe.method": "{config}：{method}（{how}）",
+    "probe.how.probed": "探测用了 {n} 个请求",
+    "probe.how.assumed": "未探测：按假定",
+    "probe.refused": "{config}：{line}",
     "tail.note": "{cell}：最后一个 token 之后还过了 {mean} ms（均值；p99 {p99} ms）流才结束：E2EL 包含这段流尾，TPOT 和 ITL 止于最后一个 token",
     "fair.load": "{cell} 不配对比较：{values}：{why}；不给出比值和判定",
     "fair.load.mode": "固定并发（闭环：一个请求结束才发下一个）与请求速率（开环：按调度发送，不管服务端如何）是不同的负载，即使数值相同",
