@@ -11,7 +11,18 @@ from tokenbench.judge.plausibility import ConfigCheck
 from tokenbench.judge.views import CellInfo, RunData
 from tokenbench.metrics import uncertainty as u
 from tokenbench.metrics.cell_summary import Metric
-from tokenbench.report import capacity, configcmp, frontier, interval_tables, marks, plots, sections, sessions, slices
+from tokenbench.report import (
+    capacity,
+    configcmp,
+    frontier,
+    interval_tables,
+    marks,
+    phases,
+    plots,
+    sections,
+    sessions,
+    slices,
+)
 from tokenbench.report.document import Block, Cell, Document, Para, Table, num, pct
 from tokenbench.report.explain import plausibility_blocks
 from tokenbench.report.i18n import DEFINITIONS, t
@@ -39,6 +50,8 @@ def build_report(run: RunData, lang: str, checks: list[ConfigCheck], version: st
     doc.add(num_.sec(t(lang, "h.scaling")), *_scaling(run, lang, num_, roofs, book))
     if sessions.session_cells(run):
         doc.add(num_.sec(t(lang, "h.sessions")), *sessions.section(run, lang, num_.sub))
+    if phases.cells_with(run):
+        doc.add(num_.sec(t(lang, "h.phases")), *phases.section(run, lang))
     doc.add(num_.sec(t(lang, "h.intervals")), *interval_tables.section(book, lang, num_))
     doc.add(num_.sec(t(lang, "h.matrix")), *_matrix(run, lang, num_))
     judging = Judging(min_effect=min_effect, allow_client_lag=bool(run.spec.get("allow_client_lag")))

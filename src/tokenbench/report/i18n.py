@@ -12,6 +12,7 @@ from tokenbench.report import (
     i18n_capacity,
     i18n_frontier,
     i18n_marks,
+    i18n_phases,
     i18n_sends,
     i18n_server,
     i18n_sessions,
@@ -505,6 +506,8 @@ EN.update(i18n_server.EN)
 ZH.update(i18n_server.ZH)
 EN.update(i18n_sessions.EN)
 ZH.update(i18n_sessions.ZH)
+EN.update(i18n_phases.EN)
+ZH.update(i18n_phases.ZH)
 TEXT = {"en": EN, "zh": ZH}
 
 DEFINITIONS = ("ttft", "tpot", "itl", "e2e", "duration", "req_s", "out_tps", "total_tps", "percentile", "kv",

@@ -1,4 +1,4 @@
-"""Plots as hand-written SVG: line charts and a per-request timeline. No plotting library.
+"""Plots as hand-written SVG: line charts, a per-request timeline and stacked bars. No plotting library.
 
 Every data mark carries a `<title>` (a native tooltip when the .svg file is opened alone) and a
 `data-tip`/`data-s` pair that the report's inline script uses for styled tooltips and for toggling a
@@ -208,6 +208,51 @@ def timeline_chart(title: str, xlabel: str, ylabel: str, bars: list[Bar], legend
     out += _legend(legend, colors)
     out.append("</svg>")
     return "\n".join(out)
+
+
+@dataclass
+class Stack:
+    """One horizontal stacked bar: its label and its parts in legend order (a value in the x unit, a tooltip);
+    a negative part is drawn as nothing (its tooltip still says it)."""
+
+    label: str
+    parts: list[tuple[float, str]]
+
+
+def stacked_chart(title: str, xlabel: str, stacks: list[Stack], legend: list[str], colors: list[str]) -> str:
+    """Horizontal stacked bars, one row per stack (its label above it), the parts coloured as the legend (clicking
+    an entry hides that part in every bar)."""
+    if not stacks:
+        return ""
+    row = 36.0
+    height = int(max(TOP + BOTTOM + row * len(stacks) + 10, TOP + 20 * len(legend) + 20))
+    total = max(sum(max(v, 0.0) for v, _ in st.parts) for st in stacks)
+    fr = Frame([0.0, total or 1.0], 1.0, False, xmin=0.0)
+    fr.ph = row * len(stacks)
+    out = _open(title, height)
+    base = f(TOP + fr.ph)
+    for x in fr.xticks:
+        xx = f(fr.px(x))
+        out.append(f'<line x1="{xx}" x2="{xx}" y1="{TOP}" y2="{base}" stroke="#e4e4e4"/>')
+        out.append(f'<text x="{xx}" y="{f(TOP + fr.ph + 18)}" text-anchor="middle">{esc(tick_label(x))}</text>')
+    out.append(f'<text x="{f(LEFT + fr.pw / 2)}" y="{f(TOP + fr.ph + 40)}" text-anchor="middle">{esc(xlabel)}</text>')
+    for i, st in enumerate(stacks):
+        out += _stack(fr, st, TOP + i * row, colors)
+    out += _legend(legend, colors)
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _stack(fr: Frame, st: Stack, y: float, colors: list[str]) -> list[str]:
+    out = [f'<text class="stack-label" x="{LEFT + 2}" y="{f(y + 12)}" font-size="11">{esc(st.label)}</text>']
+    at = 0.0
+    for k, (value, tip) in enumerate(st.parts):
+        width = max(value, 0.0)
+        out.append(f'<rect class="series" data-s="{k}" x="{f(fr.px(at))}" y="{f(y + 16)}" '
+                   f'width="{f(max(fr.px(at + width) - fr.px(at), 0.0))}" height="16" fill="{colors[k]}" '
+                   f'data-tip="{esc(tip)}"><title>{esc(tip)}</title></rect>')
+        at += width
+    return out
 
 
 def standalone(svg: str) -> str:
