@@ -152,3 +152,14 @@ def test_export_writes_each_requests_phases_beside_its_server_fields(store):
         assert row["phase_queue_ms"] == p.queue / 1e6 and row["phase_error_ms"] == p.error_ns / 1e6
         ttft = sum(row[f"phase_{x}_ms"] for x in ("network", "queue", "prefill", "server_other", "delivery"))
         assert ttft == pytest.approx(row["ttft_ms"], abs=1e-6)
+
+
+def test_a_phase_that_grew_in_a_few_requests_against_many_is_named():
+    """Three near-zero queues against twelve spread ones: Welch's degrees of freedom follow the spread side."""
+    from tokenbench.judge.phases import change
+
+    queued = [400.0, 650.0, 900.0, 520.0, 710.0, 880.0, 610.0, 430.0, 760.0, 690.0, 540.0, 820.0]
+    c = change("queue", [0.03, 0.02, 0.04], queued, 1000.0, 0.02)
+    assert c is not None and c.moved and c.lo > 200
+    assert not change("queue", [1.0, 1.1, 0.9], [1.05, 0.95, 1.0], 1000.0, 0.02).moved
+    assert change("queue", [], queued, 1000.0, 0.02) is None

@@ -1,6 +1,6 @@
 """Which phase of the requests' time moved between two cells (`compare`): each phase's mean with its 95 % interval
 from the per-request phases of each cell's stored records (metrics/server.phases_of), the difference B - A with its
-interval (Welch: the two standard errors in quadrature, t at the fewer degrees of freedom), and whether it moved:
+interval (Welch: the two standard errors in quadrature, t at Welch-Satterthwaite's degrees of freedom), and whether it moved:
 its interval excludes 0 and it is at least `min_effect` of the time it is part of (A's mean TTFT for the phases
 before the first token, A's mean time to the last token for the others). Data, not sentences (report/phases.py
 says them); formulas: docs/metrics.md, "Where the time went".
@@ -57,9 +57,17 @@ def change(phase: PhaseName, a: list[float], b: list[float], scale_ms: float, mi
     if ia is None or ib is None:
         return None
     delta = ib.value - ia.value
-    half = math.hypot(ia.se, ib.se) * u.t975(max(1, min(ia.df, ib.df))) if ia.df and ib.df else math.inf
+    half = math.hypot(ia.se, ib.se) * u.t975(_welch_df(ia, ib)) if ia.df and ib.df else math.inf
     lo, hi = delta - half, delta + half
     return PhaseChange(phase, ia, ib, delta, lo, hi, (lo > 0 or hi < 0) and abs(delta) >= min_effect * scale_ms)
+
+
+def _welch_df(a: u.Interval, b: u.Interval) -> int:
+    """Welch-Satterthwaite's degrees of freedom of a difference of two means (their standard errors and own df)."""
+    va, vb = a.se**2, b.se**2
+    if not va and not vb:
+        return max(1, min(a.df, b.df))
+    return max(1, int((va + vb) ** 2 / (va**2 / a.df + vb**2 / b.df)))
 
 
 def _scale(cell: CellInfo, phase: PhaseName) -> float:

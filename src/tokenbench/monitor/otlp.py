@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-
-from google.protobuf.message import DecodeError
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from typing import TYPE_CHECKING
 
 from tokenbench.metrics.server import ServerTiming
+
+if TYPE_CHECKING:                   # the message classes are imported where payloads are decoded (the receiver)
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 TTFT = "gen_ai.latency.time_to_first_token"       # marks a request span
 E2E = "gen_ai.latency.e2e"
@@ -81,6 +81,8 @@ def _kept(span) -> Span | None:
 
 def decode(body: bytes) -> Decoded:
     """The kept spans of one export payload (protobuf); PayloadError when it is not one."""
+    from google.protobuf.message import DecodeError
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
     try:
         message = ExportTraceServiceRequest.FromString(body)
     except (DecodeError, ValueError, RecursionError) as exc:

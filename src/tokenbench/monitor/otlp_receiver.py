@@ -159,14 +159,28 @@ async def _pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
         dst.write_eof()
 
 
-def _router(http_port: int, grpc_port: int) -> Callable:
+class _Grpc:
+    """The gRPC server, started on the first HTTP/2 connection (a run whose server exports over HTTP never loads
+    grpcio)."""
+
+    def __init__(self, kept: _Kept) -> None:
+        self.kept = kept
+        self.port: asyncio.Future[int] | None = None
+
+    async def address(self) -> int:
+        if self.port is None:
+            self.port = asyncio.get_running_loop().run_in_executor(None, _grpc, self.kept)
+        return await self.port
+
+
+def _router(http_port: int, grpc: _Grpc) -> Callable:
     async def route(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         upstream = None
         try:
             head = await asyncio.wait_for(_head(reader), HEAD_S)
             if not head:
                 return
-            port = grpc_port if head == PREFACE else http_port
+            port = await grpc.address() if head == PREFACE else http_port
             up_reader, upstream = await asyncio.open_connection(LOCAL, port)
             upstream.write(head)
             await asyncio.gather(_pump(reader, upstream), _pump(up_reader, writer))
@@ -180,8 +194,7 @@ def _router(http_port: int, grpc_port: int) -> Callable:
 
 
 async def _serve(kept: _Kept, host: str, port: int) -> tuple[asyncio.AbstractServer, int]:
-    http_port, grpc_port = await _http(kept), _grpc(kept)
-    server = await asyncio.start_server(_router(http_port, grpc_port), host, port, backlog=1024)
+    server = await asyncio.start_server(_router(await _http(kept), _Grpc(kept)), host, port, backlog=1024)
     return server, server.sockets[0].getsockname()[1]
 
 
