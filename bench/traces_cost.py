@@ -2,16 +2,17 @@
 OpenTelemetry span per request, with tracing on and off, in alternating rounds on the same machine. A benchmark
 that prints a table, not a test.
 
-The yardstick ../shared/tools/clientbench scores a client against its Go oracle's send log, but the oracle exports
-no spans, so the traced arm cannot run against it. This script keeps clientbench's setting (server on core 1 at
+The clientbench yardstick scores a client against its Go oracle's send log, but the oracle exports no spans, so
+the traced arm cannot run against it. This script keeps clientbench's setting (server on core 1 at
 nice -10, client on core 0 under /usr/bin/time -v; 128 in / 256 out, TTFT 100 ms, 20 ms per token, 2 tokens per
 chunk at 1,024 streams, 3 x C requests, no warmup) and its scoring (TTFT error against the server's own send log:
 first write - arrival; CPU microseconds per streamed chunk: user + sys of the client's whole process tree, the
 OTLP receiver's process included, / chunks), with the reference server in the oracle's place: it writes the same
-send log and exports a span per request (`--otlp-endpoint`). `--clientbench` also runs clientbench itself once
-(Go oracle, goload and tokenbench untraced) for the machine's baseline. Medians over the rounds.
+send log and exports a span per request (`--otlp-endpoint`). `--clientbench SCRIPT` (clientbench's
+bench-client.sh) also runs the yardstick itself once (Go oracle, goload and tokenbench untraced) for the
+machine's baseline. Medians over the rounds.
 
-    .venv/bin/python bench/traces_cost.py [--streams 1024] [--rounds 3] [--clientbench]
+    .venv/bin/python bench/traces_cost.py [--streams 1024] [--rounds 3] [--clientbench PATH/bench-client.sh]
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from pathlib import Path
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 IN, OUT, TTFT_MS, ITL_MS = 128, 256, 100.0, 20.0
-CLIENTBENCH = Path(__file__).resolve().parents[2] / "shared" / "tools" / "clientbench" / "bench-client.sh"
 TB = Path(sys.executable).with_name("tokenbench")
 
 
@@ -101,10 +101,10 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--streams", type=int, default=1024)
     ap.add_argument("--rounds", type=int, default=3, help="alternating off/on pairs (the machine is shared)")
-    ap.add_argument("--clientbench", action="store_true", help="also run clientbench once (Go oracle, untraced)")
+    ap.add_argument("--clientbench", metavar="SCRIPT", help="clientbench's bench-client.sh: run it once too (untraced)")
     a = ap.parse_args()
     if a.clientbench:
-        subprocess.run(["bash", str(CLIENTBENCH), str(a.streams), "goload tokenbench"], check=False,
+        subprocess.run(["bash", a.clientbench, str(a.streams), "goload tokenbench"], check=False,
                        env={**os.environ, "TB": str(TB)})
     with tempfile.TemporaryDirectory(prefix="tokenbench-traces-cost-") as tmp:
         results = []

@@ -15,7 +15,8 @@ from tokenbench.client.records import RequestRecord
 from tokenbench.judge.run_verdict import run_verdict
 from tokenbench.judge.status import judge
 from tokenbench.metrics import request as rm
-from tokenbench.metrics.server import phases_of
+from tokenbench.metrics.health import claim_ms
+from tokenbench.metrics.server import delivery_flagged, phases_of
 from tokenbench.metrics.summary_groups import PHASES
 from tokenbench.store.db import RunFilter, Store
 from tokenbench.store.records import dumps, to_dict
@@ -80,7 +81,8 @@ def _phases(r: RequestRecord) -> dict:
     if p is None:
         return {}
     return {**{f"phase_{name}_ms": None if (v := p.get(name)) is None else v / 1e6 for name in PHASES},
-            "phase_error_ms": p.error_ns / 1e6}
+            "phase_error_ms": p.error_ns / 1e6,
+            "phase_delivery_flagged": r.ttft_ns is not None and delivery_flagged(p, r.ttft_ns, claim_ms)}
 
 
 def request_rows(store: Store, run_id: str, phases: tuple[str, ...] = ("measure",)) -> list[dict]:

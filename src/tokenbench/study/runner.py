@@ -372,7 +372,7 @@ class StudyRunner:
         records: Iterable[RequestRecord] = result.all_records()
         if launch.traced:
             joined = await self.traces.join(result)
-            summary, records = summary.with_(joined.ledger(records)), joined.records(records)
+            summary, records = summary.with_(joined.ledger), joined.records(records)
             for _ in joined.records([*result.warmup, *result.records]):    # the ones kept in memory too
                 pass
         row = CellRow.measured(cell, result, kv).with_summary(_with_monitor(summary, mon, kv.over))
