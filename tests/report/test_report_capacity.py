@@ -46,7 +46,7 @@ def _stored_search(store) -> str:
         load = Load(concurrency=c, num_prompts=2 * c)
         summary = summarize(recs, load, 128, 32)
         key = f"128:32/c={c}"
-        row = CellRow.measured(_Planned(key, probe.repeat, load), _Measured(summary), KvUse())
+        row = CellRow.from_result(_Planned(key, probe.repeat, load), _Measured(summary), KvUse())
         store.save_cell(run_id, config_id, row, recs)
         got = CellSamples(key=key, repeat=probe.repeat, status="ok", values=samples_of(recs, metrics_of(tiers), SLO()),
                           request_rate=summary.request_throughput, slices=summary.slices)
@@ -70,7 +70,7 @@ def test_the_capacity_section_states_the_answer_its_interval_and_why(store):
     assert (a.capacity, a.fail_load) == (7, 8) and a.binding is not None and a.binding.limit.text == "tpot:p99<=25"
     page = _page(store, run_id, "en")
     section = page.split("Capacity: the highest load meeting the SLOs", 1)[1].split("\n## ", 1)[0]
-    assert "### 3.1 default: 128:32, concurrency (streams)" in section
+    assert "### 1.1 default: 128:32, concurrency (streams)" in section      # the first section after the headline
     line = next(x for x in section.splitlines() if x.startswith("| slo |"))
     assert a.lo_unreliable and a.hi_unreliable                 # a p99 of 14 and 16 requests: not 95 % bounds
     assert f"| 7 | \\[{a.lo:g}◊, {a.hi:g}◊\\] |" in line and "tpot:p99&lt;=25 at 8: " in line

@@ -89,7 +89,7 @@ def request_rows(store: Store, run_id: str, phases: tuple[str, ...] = ("measure"
     """Flat rows for CSV: the chunk lists left out."""
     lists = ("token_offsets_ns", "token_counts")
     return [{"config": c.config, "cell": c.key, **{k: v for k, v in _request(r).items() if k not in lists}}
-            for c in store.cells(run_id) for phase in phases for r in store.requests(c.id or 0, phase)]
+            for c in store.cells(run_id) for phase in phases for r in store.requests(c.id, phase)]
 
 
 def to_json(store: Store, run_id: str, requests: bool) -> str:
@@ -99,7 +99,7 @@ def to_json(store: Store, run_id: str, requests: bool) -> str:
            "configs": [{"name": c.name, "overrides": c.overrides,
                         "profile": c.profile.model_dump(mode="json") if c.profile else {}, "facts": c.facts.to_dict(),
                         "status": c.status} for c in store.configs(run_id)],
-           "cells": [{**_cell_row(c), **({"requests": [_request(r) for r in store.requests(c.id or 0)]}
+           "cells": [{**_cell_row(c), **({"requests": [_request(r) for r in store.requests(c.id)]}
                                          if requests else {})} for c in store.cells(run_id)]}
     searches = [{"config": x.config, **x.record.model_dump(mode="json")} for x in store.searches(run_id)]
     doc.update({"searches": searches} if searches else {})

@@ -163,24 +163,60 @@ class WorkloadFacts(Group):
                                              if not k.startswith(("input_len_", "output_len_"))})
 
 
+COVERAGE_MIN_PCT = 90.0     # power samples must cover this share of the measured window ...
+GAP_MAX_INTERVALS = 2.0     # ... and no gap between them may exceed this many monitor intervals
+
+
+class DeviceFigures(BaseModel):
+    """One accelerator device (a GPU, or one chip of an NPU) over the cell's measured window
+    (monitor/window.py; formulas: docs/monitoring.md, "Cell summary")."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    source: str                                  # npu | gpu
+    device: str                                  # GPU index, or NPU id / chip ("0/1")
+    name: str = ""
+    util_mean_pct: float | None = None
+    util_max_pct: float | None = None
+    mem_used_mean_mb: float | None = None
+    mem_peak_mb: float | None = None
+    mem_total_mb: float | None = None
+    power_mean_w: float | None = None            # time-weighted over the window
+    power_max_w: float | None = None
+    energy_j: float | None = None
+    energy_source: str | None = None             # "counter" (NVML total energy) | "power" (integrated samples)
+    coverage_pct: float | None = None            # share of the window within one interval of a sample
+    max_gap_s: float | None = None               # the longest stretch between samples over the window
+
+
 class MonitorFigures(Group):
-    """The server's and host's figures over the cell (monitor/summary.py), and the check of the `*` mark
-    against the queue the server showed (the sweep's monitor)."""
+    """The accelerator's and host's figures over the cell's measured window (first measured send to last
+    measured byte), the server's over the cell (monitor/summary.py), and the check of the `*` mark against
+    the queue the server showed (the sweep's monitor)."""
 
     PREFIX: ClassVar[str] = "monitor_"
     samples: Number | None = None
     span_s: float | None = None
+    window_s: float | None = None              # the measured window the accelerator and host figures cover
+    interval_s: float | None = None            # the monitor's sampling interval
     accel_chips: Number | None = None
     accel_util_mean_pct: Number | None = None
     accel_util_max_pct: Number | None = None
+    accel_mem_used_mean_mb: Number | None = None
     accel_mem_peak_mb: Number | None = None
     accel_mem_peak_chip_mb: Number | None = None
     accel_mem_capacity_mb: Number | None = None
     accel_power_mean_w: Number | None = None
     accel_power_max_w: Number | None = None
     accel_energy_j: Number | None = None
+    accel_energy_source: str | None = None     # "counter" | "power" | "counter+power" (devices differ)
     accel_energy_per_output_token_j: Number | None = None
+    accel_energy_per_request_j: Number | None = None
+    accel_tokens_per_joule: Number | None = None
+    accel_coverage_pct: Number | None = None   # the worst device's
+    accel_max_gap_s: Number | None = None      # the worst device's
     accel_temp_max_c: Number | None = None
+    devices: list[DeviceFigures] | None = None
     server_running_mean: Number | None = None
     server_running_max: Number | None = None
     server_waiting_mean: Number | None = None
@@ -190,14 +226,33 @@ class MonitorFigures(Group):
     host_cpu_mean_pct: Number | None = None
     host_cpu_max_pct: Number | None = None
     host_mem_peak_mb: Number | None = None
+    host_energy_j: Number | None = None        # the host's CPU packages (RAPL), where the host exposes them
+    host_energy_per_output_token_j: Number | None = None
+    host_energy_note: str | None = None        # why there is no host energy (no powercap, not readable)
     proc_cpu_mean_pct: Number | None = None
     proc_cpu_max_pct: Number | None = None
     proc_rss_peak_mb: Number | None = None
     queue_check: str | None = None             # the `*` mark and the server's queue disagree: why
 
+    @property
+    def power_sparse(self) -> bool:
+        """The power (so energy) samples do not cover the measured window: below COVERAGE_MIN_PCT of it, or
+        a gap above GAP_MAX_INTERVALS intervals (docs/monitoring.md, "Coverage")."""
+        if self.accel_coverage_pct is None:
+            return False
+        gap = self.accel_max_gap_s or 0.0
+        return (self.accel_coverage_pct < COVERAGE_MIN_PCT
+                or (self.interval_s is not None and gap > GAP_MAX_INTERVALS * self.interval_s))
+
+
+# the figures read from power samples: marked together when the samples do not cover the window
+POWER_KEYS = frozenset(MonitorFigures.PREFIX + k for k in (
+    "accel_power_mean_w", "accel_power_max_w", "accel_energy_j", "accel_energy_per_output_token_j",
+    "accel_energy_per_request_j", "accel_tokens_per_joule"))
+
 
 class ServerCounters(Group):
-    """What the server's own counters said over the cell's measured phase (study/monitoring.server_figures):
+    """What the server's own counters said over the cell's measured phase (study/monitoring.readings, metrics/server.counters):
     prefix-cache hits, speculative decoding and its acceptance (metrics/server.py),
     the window the increases span; and the `§` mark of a speculative server fed random prompts. Formulas:
     docs/metrics.md ("Server counters over a cell", "Speculative decoding", "Prefix-cache hit rate")."""

@@ -9,13 +9,16 @@ or figure is marked (both languages: i18n keys `mark.*` and `cause.*`).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from tokenbench.judge.intervals import Judging
 from tokenbench.judge.status import MARKS, State
-from tokenbench.judge.views import CellInfo
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.report.document import Cell, missing
 from tokenbench.report.i18n import t
+
+if TYPE_CHECKING:                    # types only: the console's table needs neither the run model nor compare
+    from tokenbench.judge.intervals import Judging
+    from tokenbench.judge.views import CellInfo
 
 
 def fig(c: CellInfo, text: str, over: bool = True, key: str | None = None) -> Cell:
@@ -55,6 +58,17 @@ def moved_footnotes(c: CellInfo, lang: str, keys: Iterable[str], name: str | Non
     return out
 
 
+def sparse_footnote(c: CellInfo, lang: str, keys: Iterable[str], name: str | None = None) -> list[str]:
+    """The footnote of a cell whose power and energy figures (among `keys`) are marked: what the monitor's
+    samples covered of the measured window."""
+    m = c.summary.monitor
+    if m is None or not any(c.figure_state(k).kind == "sparse" for k in keys):
+        return []
+    return [t(lang, "mark.sparse", mark=MARKS["sparse"], cell=f"{name or c.config} {c.label}",
+              coverage=f"{m.accel_coverage_pct or 0:.0f}", gap=f"{m.accel_max_gap_s or 0:.1f}",
+              interval=f"{m.interval_s or 0:g}", window=f"{m.window_s or 0:.1f}")]
+
+
 def bad(cells: Iterable[CellInfo | None]) -> list[CellInfo]:
     """The cells among `cells` that are not ok, each once, in order."""
     out: dict[int, CellInfo] = {}
@@ -83,10 +97,11 @@ def footnotes(cells: Iterable[CellInfo | None], lang: str, names: dict[int, str]
         if c is not None and c.state.ok and c.id not in seen:
             seen.add(c.id)
             out += moved_footnotes(c, lang, keys, (names or {}).get(c.id))
+            out += sparse_footnote(c, lang, keys, (names or {}).get(c.id))
     return out
 
 
-def ratio_cell(a: CellInfo | None, b: CellInfo | None, va, vb, judging: Judging = Judging(),
+def ratio_cell(a: CellInfo | None, b: CellInfo | None, va, vb, judging: Judging | None = None,
                key: str | None = None) -> Cell | str:
     """b / a as '1.35x'; built on a cell that is not ok (or, `key` given, a figure marked moved) it is refused
     ('n/a' plus the mark) unless the judging allows it (--allow-not-ok; a moved figure: --allow-client-lag
@@ -97,12 +112,13 @@ def ratio_cell(a: CellInfo | None, b: CellInfo | None, va, vb, judging: Judging 
     worst = next((s for s in states if not s.ok), None)
     if worst is None:
         return f"{vb / va:.2f}x"
-    allow = judging.allow_not_ok or (worst.kind == "moved" and judging.allow_client_lag)
+    allow = judging is not None and (judging.allow_not_ok or (worst.kind == "moved" and judging.allow_client_lag))
     text = f"{vb / va:.2f}x" if allow else "n/a"
     return Cell(text, mark=worst.mark, why=worst.kind)
 
 
 def legend(lang: str) -> str:
     """One line naming every mark (under the definitions)."""
-    kinds = ("failed", "invalid", "mismatch", "moved", "spec_random", "skipped", "interrupted", "unknown")  # one per symbol
+    kinds = ("failed", "invalid", "mismatch", "moved", "spec_random", "sparse", "skipped", "interrupted",
+             "unknown")  # one per symbol
     return t(lang, "mark.legend", marks="; ".join(f"{MARKS[k]} {t(lang, f'mark.name.{k}')}" for k in kinds))

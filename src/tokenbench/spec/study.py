@@ -15,6 +15,7 @@ from tokenbench.spec.bench import (
     RATE_CAP,
     SLO,
     WARMUP_FIRST_PROMPT,
+    WARMUP_REQUESTS,
     Workload,
     WorkloadSource,
 )
@@ -195,8 +196,7 @@ class StudySpec(StrictModel):
                                        description="server-config axes: profile key -> values (tp, slots, ...)")
     repeats: int = Field(1, ge=1, description="runs of every cell, each with fresh prompts (seed + repeat)")
     requests: Requests = Field(default_factory=Requests)
-    warmup_requests: int | None = Field(None, ge=0, description="warmup requests per cell; "
-                                        "default: the cell's concurrency")
+    warmup_requests: int | None = Field(None, ge=0, description=WARMUP_REQUESTS)
     warmup_first_prompt: bool = Field(False, description=WARMUP_FIRST_PROMPT)
     api: Literal["completions", "chat"] = Field("completions", description="OpenAI API: /v1/completions or "
                                                 "/v1/chat/completions (image workloads: chat)")
@@ -235,6 +235,11 @@ class StudySpec(StrictModel):
     monitor_interval_s: float = Field(1.0, ge=0, description="seconds between monitor samples during a cell; 0: "
                                       "no monitor (no /metrics, host or accelerator samples, and none of the "
                                       "figures read from them), as vllm bench serve sends none")
+    price_per_hour: float | None = Field(None, gt=0, description="what an hour of the server costs, per device "
+                                         "(default) or per node (price_basis): the report gives $ per million "
+                                         "input and output tokens and output tokens per $ (docs/metrics.md, Cost)")
+    price_basis: Literal["device", "node"] = Field("device", description="what price_per_hour is the price of: "
+                                                   "one device-hour (x the server's devices) or one node-hour")
     timeslice_s: float = Field(10.0, gt=0, description="width of the timeslices every cell keeps, seconds "
                                "(figures per slice, steady state, a sustain cell's drift)")
 
