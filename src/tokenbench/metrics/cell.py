@@ -81,8 +81,9 @@ def _figures(m: Measured, server: ServerSide) -> CellSummary:
     rates = send_rates(t.send_times(), m.load, m.slot_waits, m.arrival_seed) if on_schedule(m.load) else None
     summary = summary.with_(m.health, rates, figure_health(summary, t, m.health.stalls, one_loop), *m.groups)
     fill, group = counters(server.readings, summary.cache_hit_rate)
-    watched = summary.slices is not None and server.monitor is not None
-    slices = summary.slices.with_monitor(server.samples) if watched and summary.slices else summary.slices
+    slices = summary.slices
+    if slices is not None and server.monitor is not None:     # the monitor's samples per slice
+        slices = slices.with_monitor(server.samples)
     return summary.model_copy(update=fill).with_(group, server.monitor, slices, *server.groups)
 
 

@@ -16,7 +16,15 @@ import numpy as np
 from tokenbench.client.records import RequestRecord
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.request import describe, percentile
-from tokenbench.metrics.summary_groups import FigureHealth, FigureMark, OffReason, SendRates, SessionFigures, StreamTail
+from tokenbench.metrics.summary_groups import (
+    EarlyEnds,
+    FigureHealth,
+    FigureMark,
+    OffReason,
+    SendRates,
+    SessionFigures,
+    StreamTail,
+)
 from tokenbench.metrics.tally import CellTally, SendTimes, SlotWaits, Turn, TurnTally
 from tokenbench.metrics.timeslices import Columns, Timeslices
 from tokenbench.metrics.timeslices import compute as timeslices
@@ -111,7 +119,8 @@ def _latencies(t: CellTally) -> dict:
                        ("queue", ok.np("queue") / MS)):
         out.update(describe(vals, name))
     tail = stream_tail(end[has_first] - last[has_first])
-    return out if tail is None else {**out, "tail": tail}
+    early = early_ends(np.frombuffer(t.early, dtype=np.int64) if t.early else np.zeros(0, np.int64), len(ok))
+    return {**out, **({} if tail is None else {"tail": tail}), **({} if early is None else {"early": early})}
 
 
 def steady(t: CellTally, window: tuple[int, int] | None) -> dict:
@@ -186,6 +195,16 @@ def window(sent: np.ndarray, end: np.ndarray, load: Load) -> tuple[int, int] | N
         return None
     stop = int(t[after[0]])
     return (start, stop) if stop > start else None
+
+
+def early_ends(outs: np.ndarray, ok: int) -> EarlyEnds | None:
+    """The group over the early-ended answers' output lengths; None when none ended early."""
+    if not len(outs):
+        return None
+    x = np.sort(outs.astype(np.float64))
+    return EarlyEnds(ended_early=len(x), ended_early_share=len(x) / ok if ok else None,
+                     ended_early_out_min=int(x[0]), ended_early_out_median=percentile(x, 50),
+                     ended_early_out_mean=float(x.mean()), ended_early_out_max=int(x[-1]))
 
 
 def stream_tail(tails_ns: np.ndarray) -> StreamTail | None:

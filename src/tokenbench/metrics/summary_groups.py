@@ -314,6 +314,19 @@ class StreamTail(Group):
         return any(tail is not None and e2el and tail > max(FLOOR_MS, SHARE * e2el) for tail, e2el in pairs)
 
 
+class EarlyEnds(Group):
+    """Answers the server ended before their asked output length where the request could not forbid it (the
+    server refused ignore_eos and min_tokens: load/probe.py): not wrong lengths, and not hidden. Over ok
+    requests whose output (usage, else counted) is shorter than asked without a length error."""
+
+    ended_early: Number = 0                        # how many
+    ended_early_share: float | None = None         # of the ok requests
+    ended_early_out_min: Number | None = None      # their output lengths, tokens
+    ended_early_out_median: float | None = None
+    ended_early_out_mean: float | None = None
+    ended_early_out_max: Number | None = None
+
+
 class Interruption(Group):
     """How far a cell the user stopped (Ctrl-C) got, set only on an interrupted cell: its figures cover the
     requests that finished; the report shows its request count as finished / planned next to the

@@ -88,6 +88,7 @@ class CellTally:
         self.prompt_told = 0
         self.images = [0, 0, 0, 0]                     # any sent (all requests), sent by ok, their bytes, counted
         self.images_counted = False
+        self.early = array("q")                        # output lengths of the answers ended early (EarlyEnds)
 
     def __len__(self) -> int:
         return len(self.all)
@@ -112,6 +113,8 @@ class CellTally:
         self.tokens.add(r.token_times_ns, r.token_counts)
         self.coalesced.add(r.token_times_ns, r.sent_ns)
         self.zero_token += not r.token_times_ns
+        if r.output_tokens < r.output_len and not r.length_error:
+            self.early.append(r.output_tokens)
         self.usage_source[r.usage_source] += 1
         self.count_source[r.count_source] += 1
         self.reasoning_tokens += r.reasoning_tokens

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.report.document import Block, Bullets, Para, Table, num, signed_pct
 from tokenbench.report.i18n import t
+from tokenbench.spec.server_kinds import Capabilities
 
 if TYPE_CHECKING:                    # types only: a bench run's console says what a cell offered, nothing more
     from tokenbench.judge.bottleneck import Label
@@ -178,3 +179,21 @@ def tail_note(cell: str, s: CellSummary, lang: str = "en") -> str | None:
     if tail is None or not tail.matters(s.mean_e2el_ms, s.p99_e2el_ms):
         return None
     return t(lang, "tail.note", cell=cell, mean=num(tail.mean_stream_tail_ms, 1), p99=num(tail.p99_stream_tail_ms, 1))
+
+
+def early_note(cell: str, s: CellSummary, lang: str = "en") -> str | None:
+    """Answers the server ended before the asked length where it could not be forced (metrics/early_ends.py)."""
+    e = s.early
+    if e is None or not e.ended_early:
+        return None
+    return t(lang, "early.note", cell=cell, n=num(e.ended_early), ok=num(s.completed), asked=num(s.output_len),
+             lo=num(e.ended_early_out_min), hi=num(e.ended_early_out_max), median=num(e.ended_early_out_median, 1))
+
+
+def method_notes(config: str, caps: Capabilities | None, lang: str = "en") -> list[str]:
+    """How a server config's requests kept their lengths (the capability probe), and each field left out."""
+    if caps is None:
+        return []
+    how = t(lang, "probe.how.probed", n=caps.requests) if caps.probed else t(lang, "probe.how.assumed")
+    return [t(lang, "probe.method", config=config, method=caps.method or caps.method_line(), how=how),
+            *(t(lang, "probe.refused", config=config, line=line) for line in caps.refused)]
