@@ -24,6 +24,8 @@ import threading
 import time
 from pathlib import Path
 
+from tokenbench.metrics.request import percentile
+from tokenbench.testing import truth
 from tokenbench.testing.disrupt import client_and_server_cpus, stop_when
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
@@ -72,6 +74,19 @@ def stop_cells(ref: ReferenceProcess, proc: subprocess.Popen, lines: list[str], 
     return out
 
 
+def server_side(cell: dict, log: list[dict]) -> str:
+    """A cell's p99 TTFT as measured, and by the server's own writes (first write - the client's send, the
+    requests received while the cell sent): a server starved by other work shows there, not as the client's."""
+    sends = [r["sent_ns"] for r in cell["requests"] if r["phase"] == "measure"]
+    mine = [r for r in log if min(sends) <= r["recv_ns"] <= max(sends) + 1_000_000_000]
+    own = sorted(truth.samples(truth.measured(mine, len(sends), sends))["ttft"])
+    s = cell["summary"]
+    mark = (s.get("client_marks") or {}).get("p99_ttft_ms")
+    server = f"{percentile(own, 99):.0f}" if own else "-"
+    return (f"{cell['key']} #{cell['repeat'] + 1}: {s.get('p99_ttft_ms', 0):.0f}"
+            f"{' ~' + mark['cause'] if mark else ''}; server {server}")
+
+
 def main(args: argparse.Namespace) -> None:
     server_cpu, client_cpu = client_and_server_cpus()
     cfg = ReferenceConfig(ttft_ms=20, itl_ms=5, prefill_ms_per_token=0.5)
@@ -87,6 +102,10 @@ def main(args: argparse.Namespace) -> None:
         proc.wait()
         reader.join()
         doc = json.loads((Path(tmp) / "out.json").read_text())
+        log = ref.send_log()
+    print("each cell as the client measured it and as the server's send log has it (p99 TTFT, ms):")
+    for cell in doc["cells"]:
+        print("  " + server_side(cell, log))
     [record] = doc.get("capacity") or [{}]
     print(f"{len(stops)} stops of {args.stop_s:g} s; search took {(time.monotonic() - started) / 60:.1f} min; "
           f"closed form {CLOSED_FORM:.2f} requests/s")
