@@ -105,24 +105,30 @@ def _ranks(sorted_values: np.ndarray) -> Callable[[float], float]:
     return lambda pos: at_rank(sorted_values, pos)
 
 
-def _dominant(delay: np.ndarray, cause: np.ndarray) -> Cause | None:
-    """The cause whose delays add up most (None when nothing was delayed)."""
-    hit = delay > 0
+def _dominant(delay: np.ndarray, cause: np.ndarray, weight: np.ndarray | None = None) -> Cause | None:
+    """The cause whose delays add up most (None when nothing was delayed); `weight`: how many samples each
+    delay stands for (None: one each)."""
+    hit = delay > 0 if weight is None else (delay > 0) & (weight > 0)
     if not hit.any():
         return None
-    return CAUSES[int(np.argmax(np.bincount(cause[hit], weights=delay[hit], minlength=len(CAUSES))))]
+    total = delay[hit] if weight is None else delay[hit] * weight[hit]
+    return CAUSES[int(np.argmax(np.bincount(cause[hit], weights=total, minlength=len(CAUSES))))]
 
 
-def rank_bound(n: int, at: Callable[[float], float], q: float, delay: np.ndarray, cause: np.ndarray) -> FigureBound:
+def rank_bound(n: int, at: Callable[[float], float], q: float, delay: np.ndarray, cause: np.ndarray,
+               weight: np.ndarray | None = None) -> FigureBound:
     """The q-th percentile of n samples of which k may be off, each by at most its delay: it moves by at
-    most the largest delay, and by at most the distance to the samples k ranks above or below."""
-    k = int((delay > 0).sum())
+    most the largest delay, and by at most the distance to the samples k ranks above or below. `weight`:
+    how many samples each delay stands for (None: one each), so that a cell's many gaps a stall touched
+    cost one entry per stall, not one per gap."""
+    hit = delay > 0 if weight is None else (delay > 0) & (weight > 0)
+    k = int(hit.sum()) if weight is None else int(weight[hit].sum())
     if not n or not k:
         return FigureBound(bound=0.0)
     pos = (n - 1) * q / 100.0
     here = at(pos)
     by_rank = max(at(pos + k) - here, here - at(pos - k))
-    return FigureBound(bound=float(min(float(delay.max()), by_rank)), cause=_dominant(delay, cause))
+    return FigureBound(bound=float(min(float(delay[hit].max()), by_rank)), cause=_dominant(delay, cause, weight))
 
 
 def _at_ms(win: Windows, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -177,7 +183,26 @@ def latency_samples(tally: CellTally, win: Windows) -> dict[str, Samples]:
     }
 
 
-def _chunk_gaps(tally: CellTally, win: Windows) -> tuple[np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class GapDelays:
+    """ITL gaps' delay bounds (ms) with their causes, each entry standing for `weight` gaps: one per gap
+    while the token log holds every chunk, one per stall (or per buffered read) for all the gaps it touched
+    once it is folded, so this costs memory by stalls, never by chunks."""
+
+    delay: np.ndarray
+    cause: np.ndarray
+    weight: np.ndarray
+
+    def delayed(self) -> GapDelays:
+        hit = self.delay > 0
+        return GapDelays(self.delay[hit], self.cause[hit], self.weight[hit])
+
+    def __add__(self, other: GapDelays) -> GapDelays:
+        return GapDelays(*(np.concatenate([a, b]) for a, b in zip((self.delay, self.cause, self.weight),
+                                                                  (other.delay, other.cause, other.weight), strict=True)))
+
+
+def _chunk_gaps(tally: CellTally, win: Windows) -> GapDelays:
     """Each ITL gap's delay bound from the stalls (ms) and its cause: exact per chunk while the token log
     holds every chunk; once folded, every chunk in a 10 ms step a stall touches counted as delayed (two
     gaps each) by the longest stall."""
@@ -190,23 +215,22 @@ def _chunk_gaps(tally: CellTally, win: Windows) -> tuple[np.ndarray, np.ndarray]
     starts = np.cumsum(n)[:-1]
     keep[starts[(starts > 0) & (starts <= len(keep))] - 1] = False
     gd, gc = _larger((d[:-1], c[:-1]), (d[1:], c[1:])) if len(t) > 1 else (np.zeros(0), np.zeros(0, np.int64))
-    return gd[keep], gc[keep]
+    return GapDelays(gd[keep], gc[keep], np.ones(int(keep.sum()), np.int64))
 
 
-def _folded_gaps(tally: CellTally, win: Windows) -> tuple[np.ndarray, np.ndarray]:
-    near = [2 * tally.tokens.tokens_near(int(a), int(b)) for a, b in zip(win.due, win.end, strict=True)]
-    longest = (win.end - PROBE_RESOLUTION_NS - win.start) / MS
-    d = np.repeat(longest, near) if len(near) else np.zeros(0)
-    return d, np.repeat(win.cause, near) if len(near) else np.zeros(0, np.int64)
+def _folded_gaps(tally: CellTally, win: Windows) -> GapDelays:
+    near = np.array([2 * tally.tokens.tokens_near(int(a), int(b)) for a, b in zip(win.due, win.end, strict=True)],
+                    np.int64)
+    return GapDelays((win.end - PROBE_RESOLUTION_NS - win.start) / MS, win.cause, near)
 
 
-def _buffered_gaps(tally: CellTally, win: Windows) -> tuple[np.ndarray, np.ndarray, int]:
-    """Gaps touching a read of several chunks taken while no stall held the loop (buffering), each with
-    that read's delay bound (ms); and how many chunks such reads carried."""
+def _buffered_gaps(tally: CellTally, win: Windows) -> tuple[GapDelays, int]:
+    """The gaps touching a read of several chunks taken while no stall held the loop (buffering), with that
+    read's delay bound (ms), one entry per read; and how many chunks such reads carried."""
     stamp, delay, gaps, chunks = tally.coalesced.arrays()
     quiet = win.delays(stamp)[0] == 0
-    d = np.repeat(delay[quiet] / MS, gaps[quiet])
-    return d, np.full(len(d), BUFFERING, np.int64), int(chunks[quiet].sum())
+    bd = delay[quiet] / MS
+    return GapDelays(bd, np.full(len(bd), BUFFERING, np.int64), gaps[quiet]), int(chunks[quiet].sum())
 
 
 def itl_bounds(tally: CellTally, win: Windows) -> tuple[dict[str, FigureBound], int]:
@@ -218,11 +242,10 @@ def itl_bounds(tally: CellTally, win: Windows) -> tuple[dict[str, FigureBound], 
     (df, cf), (dl, cl) = _at_ms(win, first[first >= 0]), _at_ms(win, last[first >= 0])
     d_mean, c_mean = _larger((df, cf), (dl, cl))
     out = {"mean": FigureBound(bound=float(d_mean.sum()) / n if n else 0.0, cause=_dominant(d_mean, c_mean))}
-    sd, sc = _chunk_gaps(tally, win)
-    bd, bc, coalesced = _buffered_gaps(tally, win)
-    d, c = np.concatenate([sd[sd > 0], bd]), np.concatenate([sc[sd > 0], bc])
+    buffered, coalesced = _buffered_gaps(tally, win)
+    g = _chunk_gaps(tally, win).delayed() + buffered
     for q, name in ((50, "median"), (50, "p50"), (90, "p90"), (95, "p95"), (99, "p99")):
-        out[name] = rank_bound(n, at, q, d, c)
+        out[name] = rank_bound(n, at, q, g.delay, g.cause, g.weight)
     return out, coalesced
 
 
