@@ -13,7 +13,7 @@ from tokenbench.load.cell import CellProgress, CellResult
 from tokenbench.load.target import Endpoint
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.summary_groups import ServerCounters, WorkloadFacts
-from tokenbench.report import explain
+from tokenbench.report import explain, phases
 from tokenbench.store import commands
 from tokenbench.store.rows import CellRow
 from tokenbench.study import run as study
@@ -122,7 +122,7 @@ def workload_lines(r: CellResult) -> list[str]:
             explain.tail_note(r.key, r.summary), explain.early_note(r.key, r.summary)]
     turns = _by_turn(r.summary)
     return ([f"{r.key}: {facts}"] if facts else []) + ([f"{r.key}: {turns}"] if turns else []) + \
-        [line for line in told if line] + [f"{r.key}: {n}" for n in r.notes]
+        [line for line in told if line] + phases.console_lines(r.key, r.summary) + [f"{r.key}: {n}" for n in r.notes]
 
 
 def _by_turn(s: CellSummary) -> str:

@@ -426,6 +426,9 @@ PHASES: tuple[PhaseName, ...] = ("network", "queue", "prefill", "server_other", 
                                  "last_delivery")
 # the phases whose sum is the client's TTFT, in the order the time passes
 TTFT_PHASES: tuple[PhaseName, ...] = ("network", "queue", "prefill", "server_other", "delivery")
+# ... and those whose sum is the client's time to the last token (the first token's way back runs beside decode)
+LAST_PHASES: tuple[PhaseName, ...] = ("network", "queue", "prefill", "server_other", "decode", "decode_other",
+                                      "last_delivery")
 LedgerStat = Literal["mean", "p50", "p99"]
 
 
