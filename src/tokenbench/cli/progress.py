@@ -128,7 +128,8 @@ def workload_lines(r: CellResult) -> list[str]:
         shown.append((r.summary.p99_queue_ms, "send lateness p99 {:.2f} ms"))
     facts = ", ".join(f.format(v) for v, f in shown)
     told = [explain.send_note(r.key, r.summary) or explain.send_line(r.key, r.summary),
-            explain.tail_note(r.key, r.summary), explain.early_note(r.key, r.summary)]
+            explain.schedule_note(r.key, r.summary), explain.tail_note(r.key, r.summary),
+            explain.delivery_note(r.key, r.summary), explain.early_note(r.key, r.summary)]
     turns = _by_turn(r.summary)
     return ([f"{r.key}: {facts}"] if facts else []) + ([f"{r.key}: {turns}"] if turns else []) + \
         [line for line in told if line] + _phase_lines(r.key, r.summary) + [f"{r.key}: {n}" for n in r.notes]

@@ -35,11 +35,29 @@ class Endpoint:
     max_model_len: int | None
     caps: Capabilities = field(default_factory=Capabilities)     # what the server accepts (load/probe.py)
     models: ModelList | None = None
+    server_writes: int | None = None     # token chunks the server writes at once, by its own account
+    server_writes_from: str = ""         # ... where that was read
+    via_proxy: bool = False              # the study declared a proxy on the way (--via-proxy)
 
     @property
     def token_ids(self) -> bool:
         """Completions prompts may travel as token ids (else as text built to length: workload/build.py)."""
         return self.caps.token_ids is not False
+
+
+WRITES_KEYS = ("chunks_per_write",)      # server-info keys that tell the chunks a server writes at once
+
+
+def server_writes(info: object, declared: int | None) -> tuple[int | None, str]:
+    """The chunks the server writes at once: as the study declares (`server_chunks_per_write`), else as its
+    server info tells (`/get_server_info`: WRITES_KEYS), else None (not told)."""
+    if declared is not None:
+        return declared, "--server-chunks-per-write"
+    told = {k: v for k, v in (info if isinstance(info, dict) else {}).items() if k in WRITES_KEYS}
+    for key, value in told.items():
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            return value, f"/get_server_info {key}"
+    return None, ""
 
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"      # read when no key is named, as OpenAI clients and vLLM's do
@@ -117,7 +135,9 @@ def resolve(base_url: str, target: Target, workload: WorkloadSource, key_env: st
     models = read_models(base_url, key)
     entry = _entry(base_url, target, models)
     vocab = discover(base_url, models.entries, workload.tokenizer_path, workload.vocab_size, key)
-    return Endpoint(base_url.rstrip("/"), entry["id"], key, vocab, _max_len(entry), models=models)
+    writes, told = server_writes(_server_info(base_url, key), target.server_chunks_per_write)
+    return Endpoint(base_url.rstrip("/"), entry["id"], key, vocab, _max_len(entry), models=models,
+                    server_writes=writes, server_writes_from=told, via_proxy=target.via_proxy)
 
 
 def unlisted_note(e: Endpoint) -> str | None:
@@ -127,6 +147,14 @@ def unlisted_note(e: Endpoint) -> str | None:
         return None
     told = f"HTTP {m.status} ({m.head})" if m.status != 200 or not m.entries else f"{len(m.entries)} other model(s)"
     return f"/v1/models: {told}; model '{e.model}' sent as --model gives it"
+
+
+def _server_info(base_url: str, key: str | None) -> object:
+    """SGLang-style /get_server_info where the server has it (None where it has not, or refuses it)."""
+    try:
+        return api.get_json(base_url, "/get_server_info", key)
+    except TargetError:
+        return None
 
 
 def check_context(workload, max_model_len: int | None) -> None:

@@ -94,6 +94,13 @@ class Target(StrictModel):
     new_connection_per_request: bool = Field(False, description=NEW_CONNECTION)
     server_traces: Literal["auto", "on", "off"] = Field("auto", description=SERVER_TRACES)
     otlp_listen: str | None = Field(None, description=OTLP_LISTEN)
+    via_proxy: bool = Field(False, description="the server is reached through a proxy or gateway: a stream that "
+                            "arrives in pieces is named as that proxy's buffering (default: upstream, the server "
+                            "or a proxy, not told apart)")
+    server_chunks_per_write: int | None = Field(
+        None, ge=1, description="token chunks the server writes at once (its multi-step scheduling or stream "
+        "interval), where its server info does not say: bursts of up to that many while the client waits idle "
+        "are the server's own shape, its figures as sent")
 
     _extra = field_validator("extra_body")(check_extra_body)
 

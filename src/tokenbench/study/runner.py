@@ -345,7 +345,7 @@ class StudyRunner:
         probe = next(gen)
         while True:
             cell = PlannedCell(config, repeat_workload(wl, probe.repeat),
-                               capacity_load(spec, probe.load, probe.duration_s), probe.repeat)
+                               capacity_load(spec, probe.load, probe.duration_s, probe.requests), probe.repeat)
             got = await self._search_cell(launch, cell, stored.get((config.name, cell.key, cell.repeat)))
             try:
                 probe = gen.send(got)
@@ -363,9 +363,11 @@ class StudyRunner:
         spec, s = self.plan.spec, row.summary
         values = samples_of(records, metrics_of(spec.capacity_tiers()), spec.slo)
         bounds = {k: b.bound for k, b in ((s.figures.client_bounds if s.figures else None) or {}).items()}
-        marked = list((s.figures.client_marks if s.figures else None) or {})
-        return CellSamples(key=row.key, repeat=row.repeat, status=row.status, values=values,
-                           request_rate=s.request_throughput, slices=s.slices, bounds=bounds, marked=marked)
+        marks = {k: m.cause for k, m in ((s.figures.client_marks if s.figures else None) or {}).items()}
+        got = CellSamples(key=row.key, repeat=row.repeat, status=row.status, values=values,
+                          request_rate=s.request_throughput, slices=s.slices, bounds=bounds, marked=list(marks),
+                          causes=marks, schedule_off=s.send.send_schedule_off if s.send and s.send.reshaped else None)
+        return got.with_doubt(spec.capacity_tiers(), spec.find_capacity != "rate")
 
     def job(self, launch: _Launch, cell: PlannedCell, watch: Watch) -> CellJob:
         """The cell as it is handed down: built here, once, for every command, with what the cell needs of
