@@ -26,13 +26,18 @@ def _expected(r: RequestRecord) -> int:
     return r.expected_prompt_tokens if r.expected_prompt_tokens is not None else r.input_len
 
 
+EOS_REASONS = ("stop", "eos_token", "eos")     # finish_reason of an answer ended at end-of-sequence (TGI: eos_token)
+
+
 def diagnose_mismatch(recs: Sequence[RequestRecord]) -> str:
     """Name the likely cause of length mismatches from what the server reported."""
     bad = [r for r in recs if r.length_error]
     short = [r for r in bad if r.output_tokens < r.output_len]
-    if short and all(r.finish_reason == "stop" for r in short):
-        return ("the server stopped at end-of-sequence before max_tokens: it likely ignores "
-                "ignore_eos/min_tokens (enable them on the server, or pass --allow-length-mismatch)")
+    if short and all(r.finish_reason in EOS_REASONS for r in short):
+        return ("the server stopped at end-of-sequence before max_tokens: it likely ignores ignore_eos/min_tokens "
+                "(enable them on the server; or name its kind with --backend, e.g. tgi, or pass --no-ignore-eos "
+                "--no-min-tokens: lengths are then measured as they come and early ends counted; or "
+                "--allow-length-mismatch)")
     prompt_off = [r.prompt_tokens - _expected(r) for r in bad if r.prompt_tokens is not None
                   and r.prompt_tokens != _expected(r)]
     if prompt_off:
@@ -108,10 +113,12 @@ class Verdict:
     message: str = ""                    # why, one line ("" when ok)
     unreachable: str | None = None       # the server stopped accepting connections (the cell stopped sending)
     marks: dict[str, FigureMark] = field(default_factory=dict)   # figures the client's delays may have moved
+    died: str | None = None              # the server died or stopped answering during the cell: what was seen
 
-    def failed(self, why: str) -> Verdict:
+    def failed(self, why: str, died: str) -> Verdict:
         """The same verdict turned "failed" with `why` ahead of its message (a server that died)."""
-        return replace(self, status="failed", message=f"{why}; {self.message}" if self.message else why)
+        message = f"{why}; {self.message}" if self.message else why
+        return replace(self, status="failed", message=message, died=died)
 
 
 def _gone(seen: Outcomes, policy: VerdictPolicy, planned: int | None) -> str | None:
@@ -135,6 +142,17 @@ def cell_verdict(seen: Outcomes, summary: CellSummary, policy: VerdictPolicy, pl
     marks = health.marks(summary)
     lost = _gone(seen, policy, planned)
     return Verdict("failed", lost, lost, marks) if lost else Verdict(status, message, marks=marks)
+
+
+def server_gone(v: Verdict, death: str | None, ours: bool) -> Verdict:
+    """A cell that did not end ok, and what became of its server: an engine this run deployed that died
+    fails the cell with the cause (it is relaunched); a server that stopped answering fails it too,
+    unless its connection failures already said so."""
+    if death and ours:
+        return v.failed(f"server died during the cell: {death}", death)
+    if death and not v.unreachable:
+        return v.failed(f"server unreachable: {death}", death)
+    return v
 
 
 def interrupted(summary: CellSummary, finished: int) -> Verdict:

@@ -9,13 +9,16 @@ or figure is marked (both languages: i18n keys `mark.*` and `cause.*`).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from tokenbench.judge.intervals import Judging
 from tokenbench.judge.status import MARKS, State
-from tokenbench.judge.views import CellInfo
 from tokenbench.metrics.cell_summary import CellSummary
-from tokenbench.report.document import Cell, missing
+from tokenbench.report.document import Cell, missing, num
 from tokenbench.report.i18n import t
+
+if TYPE_CHECKING:                    # types only: the console's table needs neither the run model nor compare
+    from tokenbench.judge.intervals import Judging
+    from tokenbench.judge.views import CellInfo
 
 
 def fig(c: CellInfo, text: str, over: bool = True, key: str | None = None) -> Cell:
@@ -31,7 +34,14 @@ def cause_text(cause: str, summary: CellSummary, lang: str) -> str:
     wait = f"{h.client_wait_percent:.1f} %" if h and h.client_wait_percent is not None else "?"
     cpu = f"{h.busiest_cpu_percent():.0f} %" if h and h.client_cpu_percent is not None else "?"
     chunks = f"{f.chunks_coalesced}/{f.token_chunks}" if f and f.token_chunks else "?"
-    return t(lang, f"cause.{cause}", wait=wait, cpu=cpu, chunks=chunks)
+    return t(lang, f"cause.{cause}", wait=wait, cpu=cpu, chunks=chunks, source=source_text(summary, lang))
+
+
+def source_text(summary: CellSummary, lang: str) -> str:
+    """Whose shape a stream's bursts are, on the cell's evidence (metrics/health.py), in words."""
+    f = summary.figures
+    source = (f.burst_source if f else None) or "upstream"
+    return t(lang, f"delivery.{source}", k=num(f.server_writes if f else None), told=(f.server_writes_from if f else "") or "")
 
 
 def _moved(c: CellInfo, keys: Iterable[str]) -> dict[str, list[str]]:
@@ -98,7 +108,7 @@ def footnotes(cells: Iterable[CellInfo | None], lang: str, names: dict[int, str]
     return out
 
 
-def ratio_cell(a: CellInfo | None, b: CellInfo | None, va, vb, judging: Judging = Judging(),
+def ratio_cell(a: CellInfo | None, b: CellInfo | None, va, vb, judging: Judging | None = None,
                key: str | None = None) -> Cell | str:
     """b / a as '1.35x'; built on a cell that is not ok (or, `key` given, a figure marked moved) it is refused
     ('n/a' plus the mark) unless the judging allows it (--allow-not-ok; a moved figure: --allow-client-lag
@@ -109,7 +119,7 @@ def ratio_cell(a: CellInfo | None, b: CellInfo | None, va, vb, judging: Judging 
     worst = next((s for s in states if not s.ok), None)
     if worst is None:
         return f"{vb / va:.2f}x"
-    allow = judging.allow_not_ok or (worst.kind == "moved" and judging.allow_client_lag)
+    allow = judging is not None and (judging.allow_not_ok or (worst.kind == "moved" and judging.allow_client_lag))
     text = f"{vb / va:.2f}x" if allow else "n/a"
     return Cell(text, mark=worst.mark, why=worst.kind)
 
