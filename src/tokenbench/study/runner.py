@@ -258,7 +258,7 @@ class StudyRunner:
 
     def _launch_and_run(self, config: ServerConfig, config_id: int) -> None:
         given = contextlib.nullcontext(self.server) if self.server else None
-        with given or server_for(self.plan.spec.target, config, self.ev.log, self.settings.isolation.engine,
+        with given or server_for(self.plan.spec.target, config, self.ev.log, self.settings.isolation,
                                  self.traces.traced_profile) as server:
             check_context(self.plan, server.facts.ctx_per_seq, f"server config {config.name}")
             with_graphs(server.facts, server.profile)
