@@ -157,7 +157,7 @@ def request_options(spec: StudySpec, trace: bool = False, caps: Capabilities | N
 def verdict_policy(spec: StudySpec, endpoint: Endpoint) -> VerdictPolicy:
     """What a cell's verdict tolerates (the study's options) and names (the server's address)."""
     return VerdictPolicy(spec.allow_length_mismatch, spec.max_error_rate, endpoint.api_key is not None,
-                         endpoint.base_url)
+                         endpoint.base_url, spec.target.no_probe)
 
 
 def endpoint_for(spec: StudySpec, base_url: str, profile=None) -> Endpoint:
