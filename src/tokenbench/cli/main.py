@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "smoke",
     "bench",
     "sweep",
+    "tune",
     "translate",
     "calibrate",
     "setup",

@@ -14,6 +14,7 @@ from tokenbench.client.records import RequestRecord
 from tokenbench.errors import StoreError, UsageError
 from tokenbench.judge.load_axes import LoadKey, concurrency_key, load_key
 from tokenbench.judge.status import State, figure_state, judge
+from tokenbench.logs.launch import LaunchFailure
 from tokenbench.metrics.cell_summary import CellSummary, Metric
 from tokenbench.metrics.figure_marks import FigureHealth, FigureMark
 from tokenbench.metrics.timeslices import Timeslices
@@ -44,6 +45,7 @@ class ConfigInfo:
     facts: ServerFacts
     status: str
     message: str
+    launch: LaunchFailure | None = None      # why it did not start (logs/launch.py)
 
     @property
     def engine(self) -> str:
@@ -321,7 +323,8 @@ def _order(c: CellInfo) -> tuple:
 
 
 def _config(row: ConfigRow) -> ConfigInfo:
-    return ConfigInfo(row.id, row.name, row.overrides or {}, row.profile, row.facts, row.status, row.message or "")
+    return ConfigInfo(row.id, row.name, row.overrides or {}, row.profile, row.facts, row.status, row.message or "",
+                      row.launch)
 
 
 def _cell(row: CellRow) -> CellInfo:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from tokenbench.judge import tune as judged_tune
 from tokenbench.judge.bottleneck import rooflines
 from tokenbench.judge.frontier import run_members
 from tokenbench.judge.intervals import Book, Judging
@@ -11,7 +12,18 @@ from tokenbench.judge.plausibility import ConfigCheck
 from tokenbench.judge.views import CellInfo, RunData
 from tokenbench.metrics import uncertainty as u
 from tokenbench.metrics.cell_summary import Metric
-from tokenbench.report import capacity, configcmp, frontier, interval_tables, marks, plots, sections, sessions, slices
+from tokenbench.report import (
+    capacity,
+    configcmp,
+    frontier,
+    interval_tables,
+    marks,
+    plots,
+    sections,
+    sessions,
+    slices,
+    tune,
+)
 from tokenbench.report.document import Block, Cell, Document, Para, Table, num, pct
 from tokenbench.report.explain import plausibility_blocks
 from tokenbench.report.i18n import DEFINITIONS, t
@@ -30,6 +42,9 @@ def build_report(run: RunData, lang: str, checks: list[ConfigCheck], version: st
     if run.kind == "import":
         doc.add(Para(t(lang, "note.import", source=(run.spec.get("import") or {}).get("source") or run.target)))
     doc.add(num_.sec(t(lang, "h.plausibility")), *plausibility_blocks(checks, lang))
+    tuning = judged_tune.of_run(run.spec, run.configs, run.searches)
+    if tuning is not None:
+        doc.add(num_.sec(t(lang, "h.tune")), *tune.section(tuning, run.searches[0].record.dimension, lang, num_))
     if run.searches:
         doc.add(num_.sec(t(lang, "h.capacity")), *capacity.section(run, lang, num_, roofs))
     if not run.cells:

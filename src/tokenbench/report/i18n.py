@@ -15,6 +15,7 @@ from tokenbench.report import (
     i18n_sends,
     i18n_server,
     i18n_sessions,
+    i18n_tune,
     i18n_verdicts,
 )
 
@@ -505,6 +506,8 @@ EN.update(i18n_server.EN)
 ZH.update(i18n_server.ZH)
 EN.update(i18n_sessions.EN)
 ZH.update(i18n_sessions.ZH)
+EN.update(i18n_tune.EN)
+ZH.update(i18n_tune.ZH)
 TEXT = {"en": EN, "zh": ZH}
 
 DEFINITIONS = ("ttft", "tpot", "itl", "e2e", "duration", "req_s", "out_tps", "total_tps", "percentile", "kv",

@@ -11,6 +11,7 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import ValidationError
 
+from tokenbench.logs.launch import LaunchFailure
 from tokenbench.metrics.capacity import SearchRecord
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.verdict import Verdict
@@ -161,6 +162,7 @@ class ConfigRow:
     facts: ServerFacts                  # read from the server, or stated by an imported result
     status: str
     message: str = ""
+    launch: LaunchFailure | None = None     # why it did not start (None: it started, or was not tried yet)
 
 
 @dataclass(frozen=True)
@@ -204,7 +206,15 @@ def run_from_db(row: Mapping[str, Any]) -> RunRow:
 def config_from_db(row: Mapping[str, Any]) -> ConfigRow:
     """The config with its profile and facts as the types they were written as."""
     return replace(_from_db(ConfigRow, row), profile=_profile(row.get("profile") or {}),
-                   facts=ServerFacts.from_dict(row.get("facts") or {}))
+                   facts=ServerFacts.from_dict(row.get("facts") or {}), launch=_launch(row.get("launch") or {}))
+
+
+def _launch(stored: dict[str, Any]) -> LaunchFailure | None:
+    """A stored launch failure; None when there is none, or one this version cannot read."""
+    try:
+        return LaunchFailure.model_validate(stored) if stored else None
+    except ValidationError:
+        return None
 
 
 def _profile(stored: dict[str, Any]) -> Profile | None:

@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tokenbench.errors import DeployError
+from tokenbench.logs.launch import LaunchFailure, classify
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import GraphCapture, ServerFacts
 from tokenbench.spec.study import Target
@@ -38,6 +40,16 @@ class Server:
         if status in (200, 401, 403):        # an answer that asks for a key comes from a live server
             return None
         return f"{self.base_url} stopped answering (/v1/models: {status or 'no connection'})"
+
+
+def launch_failure(exc: DeployError) -> LaunchFailure:
+    """Why a launch failed: the cause read from the engine's log (when it started one) and the error."""
+    from pathlib import Path
+
+    from tokenbench.deploy.readiness import log_text
+    log = getattr(exc, "log", None)
+    failure = classify(log_text(Path(log)) if log else "", exc.message, log)
+    return failure.model_copy(update={"message": exc.one_line().split("\\n")[0]})
 
 
 def load_profile(target: Target, config: ServerConfig) -> Profile:

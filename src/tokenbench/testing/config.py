@@ -87,7 +87,7 @@ class ReferenceConfig:
             raise UsageError("negative time in reference config", hint="times are >= 0")
         if self.tokens_per_chunk < 1 or self.vocab_size < 4 or self.max_model_len < 2:
             raise UsageError("tokens_per_chunk >= 1, vocab_size >= 4, max_model_len >= 2 required")
-        if (self.max_running or 1) < 1 or (self.kv_capacity_tokens or 1) < 1:
+        if any(x is not None and x < 1 for x in (self.max_running, self.kv_capacity_tokens)):
             raise UsageError("max_running and kv_capacity_tokens must be >= 1 when set")
         if self.reasoning_tokens < 0 or self.empty_every < 0:
             raise UsageError("reasoning_tokens and empty_every must be >= 0")
