@@ -37,7 +37,7 @@ def _client_health_only_where_tested(request, monkeypatch):
     must not turn on which figures are marked. Tests of the verdict itself are marked `client_health` and
     keep it (tests/metrics/test_client_health*.py). Patched: no figure is marked."""
     if request.node.get_closest_marker("client_health") is None:
-        monkeypatch.setattr("tokenbench.metrics.verdict.client_health_verdict", lambda summary: {})
+        monkeypatch.setattr("tokenbench.metrics.health.marks", lambda summary: {})
 
 
 @pytest.fixture(scope="session")

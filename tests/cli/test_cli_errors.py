@@ -57,7 +57,7 @@ def test_concurrency_with_a_rate_is_refused_for_a_rate_with_a_cap(capsys):
     with the cap; a spec that lists both axes (a sweep YAML) still plans both kinds of cells."""
     from tokenbench.cli.bench import build_spec
     from tokenbench.spec.study import StudySpec
-    from tokenbench.sweep.plan import plan
+    from tokenbench.study.plan import plan
     code, err = run(BASE + ["--base-url", "http://127.0.0.1:1", "--request-rate", "2"], capsys)
     assert code == 2 and len(err) == 1 and "not a rate with a cap" in err[0]
     assert "--request-rate R --max-concurrency C" in err[0]

@@ -3,7 +3,7 @@ import json
 from tokenbench.client.parse import parse_exchange
 from tokenbench.client.records import RawExchange
 from tokenbench.client.request import PreparedRequest
-from tokenbench.metrics.verify import verdict
+from tokenbench.metrics.verdict import verdict
 
 MS = 1_000_000
 

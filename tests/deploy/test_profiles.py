@@ -93,7 +93,7 @@ def test_show_round_trips(tmp_path):
 
 
 def test_fields_cover_nested_keys():
-    keys = {k for k, _, _ in profiles.fields()}
+    keys = {f.key for f in profiles.fields()}
     assert {"parallelism.slots", "readiness.timeout_s", "model.bundled", "container.image", "args"} <= keys
 
 

@@ -17,7 +17,8 @@ from tokenbench.client.records import RawExchange
 from tokenbench.client.request import PreparedRequest
 from tokenbench.load.arrivals import arrival_seed, offsets_ns, planned_arrivals, schedule
 from tokenbench.load.runner import PhasePlan, run_phase
-from tokenbench.metrics.send_rates import RATE_TOLERANCE, SendTimes, SlotWaits, send_rates
+from tokenbench.metrics.summary import RATE_TOLERANCE, send_rates
+from tokenbench.metrics.tally import SendTimes, SlotWaits
 from tokenbench.spec.bench import Load
 
 MS = 1_000_000

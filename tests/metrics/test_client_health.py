@@ -17,26 +17,27 @@ from tests.contention import Waited
 from tokenbench.client.records import RequestRecord
 from tokenbench.judge.status import figure_state, judge, usable
 from tokenbench.load.workers import merge_health
+from tokenbench.metrics.cell import Measured, finish
 from tokenbench.metrics.cell_summary import CellSummary
-from tokenbench.metrics.figure_bounds import figure_health, rank_bound
-from tokenbench.metrics.stalls import (
+from tokenbench.metrics.health import CLAIM_ABS_MS, CLAIM_REL, claim_ms, rank_bound, tolerance
+from tokenbench.metrics.request import percentile
+from tokenbench.metrics.summary import tally_of
+from tokenbench.metrics.summary_groups import ClientHealth
+from tokenbench.metrics.tally import (
     CLIENT_CAUSES,
     PROBE_PERIOD_NS,
     PROBE_RESOLUTION_NS,
+    SlotWaits,
     Stall,
     Stalls,
     attribute,
 )
-from tokenbench.metrics.stats import percentile
-from tokenbench.metrics.summary import tally_of
-from tokenbench.metrics.summary_groups import ClientHealth
 from tokenbench.metrics.token_log import at_rank
-from tokenbench.metrics.verdict import CLAIM_ABS_MS, CLAIM_REL, VerdictPolicy, cell_verdict, claim_ms, tolerance
-from tokenbench.metrics.verify import Outcomes
+from tokenbench.metrics.verdict import VerdictPolicy
 from tokenbench.spec.bench import Load
 from tokenbench.spec.study import StudySpec
 from tokenbench.study.run import measure
-from tokenbench.sweep.run import StudyEvents
+from tokenbench.study.runner import StudyEvents
 
 pytestmark = pytest.mark.client_health      # the verdict itself (tests/conftest.py turns it off elsewhere)
 
@@ -61,15 +62,10 @@ def record(i: int, sent: int, ttft_ms: float = 100.0, itl_ms: float = 20.0, n: i
 
 
 def cell(records: list[RequestRecord], stalls: list[Stall], load: Load = CLOSED) -> CellSummary:
-    tally = tally_of(records)
-    summary = tally.summary(load, 16, 40)
-    summary = summary.with_(figures=figure_health(summary, tally, Stalls.of(stalls)))
-    seen = Outcomes()
-    for r in records:
-        seen.add(r)
-    verdict = cell_verdict(seen, summary, VerdictPolicy())
+    measured = Measured(tally_of(records), load, (16, 40), ClientHealth(stalls=Stalls.of(stalls)), SlotWaits())
+    summary, verdict = finish(measured, VerdictPolicy())
     assert verdict.status == "ok"                        # the client's health never changes the cell's status
-    return verdict.marked(summary)
+    return summary
 
 
 def stall_at(t_ns: int, lag_ms: float, cause="client_stopped") -> Stall:

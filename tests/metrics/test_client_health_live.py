@@ -17,9 +17,9 @@ import pytest
 
 from tokenbench.load.lag import LoopLagProbe
 from tokenbench.metrics.cell_summary import CellSummary
-from tokenbench.metrics.stalls import CLIENT_CAUSES
-from tokenbench.metrics.stats import percentile
-from tokenbench.metrics.verdict import tolerance
+from tokenbench.metrics.health import tolerance
+from tokenbench.metrics.request import percentile
+from tokenbench.metrics.tally import CLIENT_CAUSES
 from tokenbench.spec.study import StudySpec
 from tokenbench.study.run import measure
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess

@@ -8,7 +8,7 @@ import pytest
 from tokenbench.client.records import RequestRecord
 from tokenbench.load.arrivals import offsets_ns
 from tokenbench.metrics import request as rm
-from tokenbench.metrics.stats import describe, percentile
+from tokenbench.metrics.request import describe, percentile
 from tokenbench.metrics.summary import steady_window, summarize, sustained_concurrency
 from tokenbench.spec.bench import SLO, Load
 

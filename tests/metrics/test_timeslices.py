@@ -7,7 +7,7 @@ import pytest
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.metrics.cell_summary import CellSummary
-from tokenbench.metrics.summary import summarize
+from tokenbench.metrics.summary import of_tally, summarize
 from tokenbench.metrics.tally import CellTally
 from tokenbench.metrics.timeslices import DRIFT_MAX, Timeslices, drift, steady
 from tokenbench.spec.bench import Load
@@ -34,8 +34,38 @@ def test_slices_cut_the_cell_by_send_arrival_and_end():
     assert s.start_s == [0, 10, 20] and s.span_s[:2] == [10, 10] and s.span_s[2] == pytest.approx(5.131, abs=1e-3)
     assert s.sent == [100, 100, 50] and s.completed == [98, 100, 52] and s.errors == [0, 0, 0]
     assert s.output_tps[0] == pytest.approx(1000 / 10 - 1, abs=1)                # 100 tokens/s, the edge aside
-    assert s.ttft_mean_ms == [pytest.approx(50)] * 3 and s.tpot_mean_ms == [pytest.approx(181 / 9)] * 3     # (E2EL - TTFT) / 9: the end is 1 ms after the last token
+    assert s.ttft_mean_ms == [pytest.approx(50)] * 3 and s.tpot_mean_ms == [pytest.approx(20)] * 3   # to the last
+    # token, as the cell's own TPOT: the end (1 ms after it) is not a token
     assert s.full() == [0, 1] and (s.steady, s.steady_spread) == (None, None)   # 2 full slices: too short
+
+
+def test_every_slice_equals_its_recomputation_from_the_records():
+    """Each slice's mean TTFT, p99 TTFT and mean TPOT are the cell's own definitions (metrics/request.py) over
+    the ok requests sent in it, recomputed here from the records; its tokens those that arrived in it. The
+    streams end well after their last token (a slow end), which TPOT must not count."""
+    import random
+
+    from tokenbench.metrics import request as rm
+    from tokenbench.metrics.request import percentile
+    rng = random.Random(7)
+    recs = []
+    for i in range(400):
+        r = rec(i, rng.uniform(0, 30_000), rng.uniform(20, 400), rng.uniform(5, 40), rng.randint(1, 30))
+        r.end_ns += int(rng.uniform(0, 500) * MS)                       # the stream's tail
+        recs.append(r)
+    s = summarize(recs, Load(request_rate=10, num_prompts=400), 4, 10).slices
+    assert s is not None and s.t0_ns is not None
+    for k in range(len(s)):
+        w = int(s.width_s * 10**9)
+        a, b = s.t0_ns + k * w, s.t0_ns + (k + 1) * w
+        mine = [r for r in recs if a <= r.sent_ns < b or (k == len(s) - 1 and r.sent_ns >= b)]
+        ttft = sorted(v for r in mine if (v := rm.ttft_ms(r)) is not None)
+        tpot = [v for r in mine if (v := rm.tpot_ms(r)) is not None]
+        assert s.ttft_mean_ms[k] == (pytest.approx(sum(ttft) / len(ttft)) if ttft else None)
+        assert s.ttft_p99_ms[k] == (pytest.approx(percentile(ttft, 99)) if ttft else None)
+        assert s.tpot_mean_ms[k] == (pytest.approx(sum(tpot) / len(tpot)) if tpot else None)
+        tokens = sum(c for r in recs for t, c in zip(r.token_times_ns, r.token_counts, strict=True) if a <= t < b)
+        assert s.output_tps[k] * s.span_s[k] == pytest.approx(tokens)
 
 
 def test_latencies_belong_to_the_slice_they_were_sent_in_and_errors_to_where_they_ended():
@@ -55,7 +85,7 @@ def test_steady_state_is_the_last_three_full_slices_within_ten_percent():
         tally = CellTally(slice_s=1.0)
         for r in recs:
             tally.add(r)
-        out = tally.summary(LOAD, 4, 4).slices
+        out = of_tally(tally, LOAD, 4, 4).slices
         assert out is not None
         return out
 
@@ -85,4 +115,4 @@ def test_the_monitor_samples_fall_in_their_slices():
     m = s.with_monitor(samples)
     assert m.monitor_samples == [2, 1] and m.running_mean == [3, None] and m.waiting_max == [1, None]
     assert m.kv_usage_max == [None, 0.5]
-    assert "slice_running_mean" in CellSummary().with_(slices=m).to_dict()
+    assert "slice_running_mean" in CellSummary().with_(m).to_dict()

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokenbench.metrics import token_log
-from tokenbench.metrics.stats import describe
+from tokenbench.metrics.request import describe
 from tokenbench.metrics.token_log import STEP_NS, SUB_BITS, TokenLog, bucket_bounds, bucket_of
 
 BOUND = 2.0 ** -(SUB_BITS + 1)

@@ -90,9 +90,9 @@ def test_monitor_sees_running_and_deferred_requests(llamacpp_server):
         time.sleep(0.3)
     samples = monitor.snapshot()
     summary = summarize(samples)
-    assert summary["server_running_max"] == 2           # two slots
-    assert summary["server_waiting_max"] >= 1           # four requests on two slots queue
-    assert summary["proc_rss_peak_mb"] > 50             # the model is resident in the server process
+    assert summary.server_running_max == 2           # two slots
+    assert summary.server_waiting_max >= 1           # four requests on two slots queue
+    assert summary.proc_rss_peak_mb > 50             # the model is resident in the server process
     generated = [s.value for s in samples if s.name == "generation_tokens"]
     assert generated[0] == 0 and generated[-1] == 4 * 96
     waiting = [s.value for s in samples if s.name == "waiting"]

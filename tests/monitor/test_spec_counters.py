@@ -16,7 +16,7 @@ from tokenbench.deploy.profiles import load_profile
 from tokenbench.judge.plausibility import check_run
 from tokenbench.judge.status import judge
 from tokenbench.judge.views import load_run
-from tokenbench.metrics import cache_hits, spec_decode
+from tokenbench.metrics import server
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.monitor.counters import increase, window
 from tokenbench.monitor.prometheus import parse_prometheus, server_samples
@@ -30,8 +30,8 @@ from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import ServerFacts
 from tokenbench.store.db import Store
 from tokenbench.store.rows import CellRow
-from tokenbench.sweep.monitoring import CellMonitor, server_figures
-from tokenbench.sweep.servers import Server
+from tokenbench.study.monitoring import CellMonitor, server_figures
+from tokenbench.study.servers import Server
 
 from .helpers import fixture_text
 
@@ -60,13 +60,13 @@ def test_labels_select_series_and_gauges_average_what_was_logged():
 
 
 def test_acceptance_and_hits_formulas():
-    a = spec_decode.from_counters(drafts=10, draft_tokens=30, accepted=12)
+    a = server.acceptance_from_counters(drafts=10, draft_tokens=30, accepted=12)
     assert (a.rate, a.mean_length) == (12 / 30, 1 + 12 / 10)
-    assert spec_decode.from_counters(0, 0, 0) is None and spec_decode.from_counters(None, 3, 1) is None
-    assert spec_decode.from_gauges(None, 2.5).summary()["spec_source"] == "gauges"
-    filled, keys = cache_hits.fill_in(CellSummary(), cache_hits.from_counters(200, 50))
+    assert server.acceptance_from_counters(0, 0, 0) is None and server.acceptance_from_counters(None, 3, 1) is None
+    assert server.acceptance_from_gauges(None, 2.5).summary()["spec_source"] == "gauges"
+    filled, keys = server.fill_in(CellSummary(), server.hits_from_counters(200, 50))
     assert (filled.cache_hit_rate, filled.total_cached_tokens, keys["cache_hit_source"]) == (0.25, 50, "counters")
-    kept, keys = cache_hits.fill_in(CellSummary(cache_hit_rate=0.1), cache_hits.from_counters(200, 50))
+    kept, keys = server.fill_in(CellSummary(cache_hit_rate=0.1), server.hits_from_counters(200, 50))
     assert kept.cache_hit_rate == 0.1 and keys["cache_hit_source"] == "usage"
     assert keys["server_prefix_cache_hit_rate"] == 0.25
 
@@ -77,10 +77,10 @@ def test_the_recorded_capture_parses_to_vllms_own_figures():
     samples = [*server_samples(parse_prometheus(fixture_text(BEFORE), names), 1),
                *server_samples(parse_prometheus(fixture_text(AFTER), names), 2)]
     found = window(samples, names["vllm"]["counters"], start_ns=1)
-    a = spec_decode.from_counters(found.get("spec_drafts"), found.get("spec_draft_tokens"),
+    a = server.acceptance_from_counters(found.get("spec_drafts"), found.get("spec_draft_tokens"),
                                   found.get("spec_accepted_tokens"))
     assert (a.drafts, a.draft_tokens, a.accepted_tokens, a.rate, a.mean_length) == (20, 60, 60, 1.0, 4.0)
-    hits = cache_hits.from_counters(found.get("prefix_queries"), found.get("prefix_hits"))
+    hits = server.hits_from_counters(found.get("prefix_queries"), found.get("prefix_hits"))
     assert (hits.queried_tokens, hits.hit_tokens) == (413 + 453 + 493 + 413, 0 + 384 + 384 + 384)
 
 
@@ -133,8 +133,8 @@ def store_cell(tmp_path, summary: CellSummary, profile: Profile, facts: ServerFa
     store = Store(tmp_path / "r.db")
     run_id = store.create_run("bench", "http://127.0.0.1:8000", {}, ["tokenbench", "bench"], {})
     cid = store.upsert_config(run_id, "default", profile=profile, facts=facts, status="done")
-    figures = summary.with_(concurrency=1, input_len=512, output_len=64, num_prompts=4, completed=4,
-                            mean_tpot_ms=21.5, p99_tpot_ms=23.0)
+    figures = summary.model_copy(update={"concurrency": 1, "input_len": 512, "output_len": 64, "num_prompts": 4,
+                                         "completed": 4, "mean_tpot_ms": 21.5, "p99_tpot_ms": 23.0})
     store.save_cell(run_id, cid, CellRow("512:64/c=1", 512, 64, "ok", figures, concurrency=1), [])
     store.set_run_status(run_id, "done")
     return store, run_id

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from tokenbench.deploy.profiles import load_profile
+from tokenbench.metrics.summary_groups import MonitorFigures
 from tokenbench.monitor.samples import Sample, sample_from_dict
 from tokenbench.monitor.summary import SUMMARY_KEYS, queue_cross_check, summarize
+from tokenbench.monitor.window import CellWindow
+from tokenbench.spec.server_facts import ServerFacts
+from tokenbench.study.monitoring import served_devices
+from tokenbench.study.servers import Server
 
 S = 1_000_000_000
 
@@ -42,52 +50,53 @@ SAMPLES = (
 
 
 def test_accelerator_figures():
-    s = summarize(SAMPLES, output_tokens=200)
-    assert s["accel_chips"] == 2
-    assert s["accel_util_mean_pct"] == 30 and s["accel_util_max_pct"] == 50
-    assert s["accel_mem_peak_mb"] == 400          # tick sums 300, 400, 300
-    assert s["accel_mem_peak_chip_mb"] == 250
-    assert s["accel_mem_capacity_mb"] == 2000
-    assert s["accel_power_mean_w"] == 200 and s["accel_power_max_w"] == 300
-    assert s["accel_energy_j"] == pytest.approx((100 + 200) / 2 + (200 + 300) / 2)   # 400 J
-    assert s["accel_energy_per_output_token_j"] == pytest.approx(2.0)
-    assert s["accel_temp_max_c"] == 47
+    s = summarize(SAMPLES, CellWindow(output_tokens=200))
+    assert s.accel_chips == 2
+    assert s.accel_util_mean_pct == 30 and s.accel_util_max_pct == 50
+    assert s.accel_mem_peak_mb == 400          # tick sums 300, 400, 300
+    assert s.accel_mem_peak_chip_mb == 250
+    assert s.accel_mem_capacity_mb == 2000
+    assert s.accel_power_mean_w == 200 and s.accel_power_max_w == 300
+    assert s.accel_energy_j == pytest.approx((100 + 200) / 2 + (200 + 300) / 2)   # 400 J
+    assert s.accel_energy_per_output_token_j == pytest.approx(2.0)
+    assert s.accel_temp_max_c == 47
 
 
 def test_server_figures():
     s = summarize(SAMPLES)
-    assert s["server_running_max"] == 4 and s["server_running_mean"] == pytest.approx(7 / 3)
-    assert s["server_waiting_max"] == 3 and s["server_waiting_mean"] == 1
-    assert s["server_kv_usage_peak"] == 0.9
-    assert s["server_preemptions"] == 2 + 2 + 2      # 5->7, restart ->2, 2->4
+    assert s.server_running_max == 4 and s.server_running_mean == pytest.approx(7 / 3)
+    assert s.server_waiting_max == 3 and s.server_waiting_mean == 1
+    assert s.server_kv_usage_peak == 0.9
+    assert s.server_preemptions == 2 + 2 + 2      # 5->7, restart ->2, 2->4
 
 
 def test_host_figures():
     s = summarize(SAMPLES)
-    assert s["host_cpu_mean_pct"] == 20 and s["host_cpu_max_pct"] == 30
-    assert s["host_mem_peak_mb"] == 5100
-    assert s["proc_cpu_mean_pct"] == 150 and s["proc_rss_peak_mb"] == 800
-    assert s["samples"] == len(SAMPLES) and s["span_s"] == 3
+    assert s.host_cpu_mean_pct == 20 and s.host_cpu_max_pct == 30
+    assert s.host_mem_peak_mb == 5100
+    assert s.proc_cpu_mean_pct == 150 and s.proc_rss_peak_mb == 800
+    assert s.samples == len(SAMPLES) and s.span_s == 3
 
 
 def test_window_keeps_only_the_cell():
-    s = summarize(SAMPLES, start_ns=1 * S, end_ns=1 * S)
-    assert s["accel_util_mean_pct"] == 30 and s["accel_power_mean_w"] == 200
-    assert s["accel_energy_j"] is None                # one power point: no interval to integrate
-    assert s["server_waiting_max"] == 3 and s["server_preemptions"] == 0
+    s = summarize(SAMPLES, CellWindow(1 * S, 1 * S))
+    assert s.accel_util_mean_pct == 30 and s.accel_power_mean_w == 200
+    assert s.accel_energy_j == 0                   # a window of no length holds no energy
+    assert s.window_s == 0 and s.interval_s == 1.0
+    # the server's (throttled) scrapes are read over the whole cell, not the window
+    assert s.server_waiting_max == 3 and s.server_preemptions == 6
 
 
 def test_no_samples_means_unknown_not_zero():
     s = summarize([])
-    assert list(s) == list(SUMMARY_KEYS)
-    assert s["samples"] == 0
-    assert all(value is None for key, value in s.items() if key != "samples")
+    assert s.samples == 0
+    assert all(getattr(s, key) is None for key in SUMMARY_KEYS if key != "samples")
 
 
 def test_energy_per_token_needs_power_and_tokens():
-    s = summarize(server(0, running=1) + server(1, running=1), output_tokens=100)
-    assert s["accel_energy_j"] is None and s["accel_energy_per_output_token_j"] is None
-    assert summarize(SAMPLES, output_tokens=0)["accel_energy_per_output_token_j"] is None
+    s = summarize(server(0, running=1) + server(1, running=1), CellWindow(output_tokens=100))
+    assert s.accel_energy_j is None and s.accel_energy_per_output_token_j is None
+    assert summarize(SAMPLES, CellWindow(output_tokens=0)).accel_energy_per_output_token_j is None
 
 
 @pytest.mark.parametrize("star,waiting,expected", [
@@ -99,7 +108,7 @@ def test_energy_per_token_needs_power_and_tokens():
     (False, None, None),
 ])
 def test_queue_cross_check(star, waiting, expected):
-    warning = queue_cross_check(star, {"server_waiting_max": waiting})
+    warning = queue_cross_check(star, MonitorFigures(server_waiting_max=waiting))
     if expected is None:
         assert warning is None
     else:
@@ -109,3 +118,93 @@ def test_queue_cross_check(star, waiting, expected):
 def test_sample_round_trips_through_a_dict():
     sample = Sample(12, "npu", "util_pct", 17.0, {"device": "0", "chip": "1"})
     assert sample_from_dict(sample.to_dict()) == sample
+
+
+# ---- the measured window: per device, summed, covered ----
+
+def gpu(t_s: float, device: int, **values):
+    return [Sample(int(t_s * S), "gpu", name, value, {"device": str(device), "name": "NVIDIA H200"})
+            for name, value in values.items()]
+
+
+def steady(devices: int, watts: float, start: float, end: float, skip=(), counter=False):
+    """GPU samples every 0.5 s from `start` to `end` at constant power (none inside `skip`), with
+    warmup-like idle power outside [2, 8] s that the window must leave out."""
+    out = []
+    t, every = start, 0.5
+    while t <= end + 1e-9:
+        if not skip or not skip[0] < t < skip[1]:
+            busy = 2.0 <= t <= 8.0
+            for d in range(devices):
+                extra = {"energy_j": watts * t} if counter else {}
+                out += gpu(t, d, util_pct=90 if busy else 5, mem_used_mb=70000 + d, mem_total_mb=143771,
+                           power_w=watts if busy else 80.0, **extra)
+        t += every
+    return out
+
+
+WINDOW = CellWindow(2 * S, 8 * S, interval_s=0.5, output_tokens=1200, requests=40)
+
+
+@pytest.mark.parametrize("devices,watts", [(1, 400.0), (2, 250.0), (8, 700.0)])
+def test_energy_over_the_window_per_device_and_summed(devices, watts):
+    s = summarize(steady(devices, watts, 0, 10), WINDOW)
+    assert s.window_s == 6 and len(s.devices) == devices
+    assert s.accel_energy_j == pytest.approx(devices * watts * 6)        # idle before and after left out
+    assert s.accel_power_mean_w == pytest.approx(devices * watts)
+    assert s.accel_energy_per_output_token_j == pytest.approx(devices * watts * 6 / 1200)
+    assert s.accel_tokens_per_joule == pytest.approx(1 / s.accel_energy_per_output_token_j)
+    assert s.accel_energy_per_request_j == pytest.approx(devices * watts * 6 / 40)
+    assert s.accel_util_mean_pct == 90 and s.accel_mem_capacity_mb == devices * 143771
+    assert all(d.energy_j == pytest.approx(watts * 6) and d.energy_source == "power" for d in s.devices)
+    assert s.accel_energy_source == "power" and not s.power_sparse
+
+
+def test_an_outage_of_30_percent_marks_power_and_energy():
+    s = summarize(steady(1, 400.0, 0, 10, skip=(4.0, 5.9)), WINDOW)       # silent for 1.9 s of 6
+    assert s.accel_max_gap_s == pytest.approx(2.0) and s.accel_coverage_pct < 90
+    assert s.power_sparse
+    assert s.accel_energy_j == pytest.approx(400 * 6)       # the constant still integrates; the mark says why
+    # a gap just over two intervals marks too, though it covers more than 90 %
+    short = summarize(steady(1, 400.0, 0, 10, skip=(4.0, 5.1)), WINDOW)
+    assert short.accel_coverage_pct > 90 and short.accel_max_gap_s > 2 * 0.5 and short.power_sparse
+
+
+def test_an_energy_counter_is_exact_through_an_outage_and_never_marked():
+    s = summarize(steady(2, 300.0, 0, 10, skip=(4.0, 5.9), counter=True), WINDOW)
+    assert s.accel_energy_source == "counter"
+    # the counter ran at 300 W all along (warmup included): its increase over the window is 300 W x 6 s each
+    assert s.accel_energy_j == pytest.approx(2 * 300 * 6)
+    assert s.accel_coverage_pct is None and not s.power_sparse
+
+
+def test_warmup_and_idle_outside_the_window_change_nothing():
+    inside = summarize(steady(1, 400.0, 2, 8), WINDOW)
+    around = summarize(steady(1, 400.0, 0, 30), WINDOW)
+    for key in ("accel_energy_j", "accel_power_mean_w", "accel_util_mean_pct", "accel_util_max_pct"):
+        assert getattr(inside, key) == pytest.approx(getattr(around, key))
+
+
+def test_host_energy_from_rapl_counters_summed_over_packages():
+    rapl = [Sample(int(t * S), "host", "energy_j", 50.0 * t + zone * 7, {"zone": f"package-{zone}"})
+            for t in (0, 1, 3, 5, 9) for zone in (0, 1)]
+    s = summarize(rapl + host(0, cpu_pct=10) + host(5, cpu_pct=90), WINDOW)
+    assert s.host_energy_j == pytest.approx(2 * 50 * 6)
+    assert s.host_energy_per_output_token_j == pytest.approx(600 / 1200)
+    assert s.host_cpu_mean_pct == 90 and s.host_cpu_max_pct == 90      # the sample inside the window
+
+
+def test_monitor_figures_round_trip_through_the_stored_form():
+    s = summarize(steady(2, 250.0, 0, 10), WINDOW)
+    again = MonitorFigures.take(dict(s.flat()))
+    assert again == s and again.devices[1].device == "1"
+
+
+def test_only_the_servers_devices_count_when_its_profile_names_them():
+    samples = steady(8, 400.0, 0, 10)                       # a host of 8 GPUs, the server on 2 of them
+    profile = load_profile("nvidia-vllm", ("parallelism.tp=2",))
+    devices = served_devices(Server("http://127.0.0.1:1", ServerFacts.from_dict({"engine": "vllm"}), profile))
+    assert devices == frozenset({0, 1})
+    s = summarize(samples, replace(WINDOW, devices=devices))
+    assert [d.device for d in s.devices] == ["0", "1"] and s.accel_energy_j == pytest.approx(2 * 400 * 6)
+    assert summarize(samples, WINDOW).accel_energy_j == pytest.approx(8 * 400 * 6)   # unknown: every GPU seen

@@ -18,7 +18,7 @@ from tokenbench.errors import UsageError
 from tokenbench.load.runner import PhasePlan, run_phase
 from tokenbench.spec.bench import Load
 from tokenbench.spec.study import StudySpec
-from tokenbench.sweep.plan import plan
+from tokenbench.study.plan import plan
 
 
 def spec(*args: str) -> StudySpec:

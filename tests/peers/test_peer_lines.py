@@ -16,7 +16,7 @@ from tokenbench.errors import UsageError
 from tokenbench.peers.translate import translate, words_of
 from tokenbench.spec.bench import Load, Workload
 from tokenbench.spec.study import StudySpec
-from tokenbench.sweep.plan import plan
+from tokenbench.study.plan import plan
 
 LINES: dict[str, dict] = yaml.safe_load((Path(__file__).parent / "peer_lines.yaml").read_text())
 DEFAULTS = {"kind": "random", "input": None, "output": None, "prefix": None, "groups": 1, "ratio": None,

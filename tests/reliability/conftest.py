@@ -16,4 +16,4 @@ def no_client_health_verdict(monkeypatch):
     """These tests are about failures and their exit codes, run in-process on a shared 2-core box where
     the event loop can lag for hundreds of ms; the client-health verdict (tests/metrics) would mark figures
     the documents under test compare. Here no figure is marked: a cell is what the error policy says."""
-    monkeypatch.setattr("tokenbench.metrics.verdict.client_health_verdict", lambda summary: {})
+    monkeypatch.setattr("tokenbench.metrics.health.marks", lambda summary: {})

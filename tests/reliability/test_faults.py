@@ -22,7 +22,7 @@ from tokenbench.cli.main import main
 from tokenbench.client.records import RequestRecord
 from tokenbench.client.request import Prompt, prepare
 from tokenbench.client.transport import new_session, send
-from tokenbench.metrics.verify import verdict
+from tokenbench.metrics.verdict import verdict
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 from .helpers import bench, by_arrival, db_problems, error_lines, wait_for_log

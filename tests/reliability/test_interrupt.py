@@ -22,12 +22,12 @@ from tokenbench.cli.main import main
 from tokenbench.client.records import RequestRecord
 from tokenbench.errors import Interrupted
 from tokenbench.metrics.cell_summary import CellSummary
-from tokenbench.metrics.interruption import Interruption
+from tokenbench.metrics.summary_groups import Interruption
 from tokenbench.spec.study import StudySpec
 from tokenbench.store.db import Store
 from tokenbench.store.rows import CellRow
 from tokenbench.study import run as study
-from tokenbench.sweep.run import RunSettings, StudyEvents
+from tokenbench.study.runner import RunSettings, StudyEvents
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 from .helpers import Child, cells, db_problems, error_lines, wait_arrivals

@@ -15,7 +15,8 @@ import yaml
 
 from tokenbench.cli.main import main
 from tokenbench.client.records import RequestRecord
-from tokenbench.metrics.verify import UNREACHABLE_AFTER, unreachable, verdict
+from tokenbench.metrics.tally import UNREACHABLE_AFTER
+from tokenbench.metrics.verdict import unreachable, verdict
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 from .helpers import db_problems, error_lines

@@ -3,10 +3,14 @@ report tests; a module of its own so its name cannot clash with other test folde
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.metrics.summary import summarize
+from tokenbench.monitor.samples import Sample
+from tokenbench.monitor.summary import summarize as monitor_summary
+from tokenbench.monitor.window import CellWindow
 from tokenbench.spec.bench import Load
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import ServerFacts
@@ -115,5 +119,55 @@ def build_mixed_run(store: Store, run_id: str = "20260102-030405-mixed", closed=
             summary = summarize(recs, load, 128, 32)
             store.save_cell(run_id, cid, CellRow(f"128:32/{load.label}", 128, 32, "ok", summary,
                                                  concurrency=load.concurrency, request_rate=load.request_rate), recs)
+    store.set_run_status(run_id, "done")
+    return run_id
+
+
+# an NVIDIA run: two GPUs (TP=2) sampled by the monitor, host CPU and RAPL counters, a stated price --------
+ACCEL_POWER = {1: 180.0, 2: 260.0, 4: 690.0}     # W per GPU while the cell runs (busier, hotter)
+ACCEL_UTIL = {1: 35.0, 2: 60.0, 4: 97.0}
+SPARSE_AT = 2                                     # this cell's power samples stop for a good part of its window
+
+
+def nvidia_profile() -> Profile:
+    return Profile.model_validate({"name": "nvidia-tp2", "engine": "vllm", "accelerator": "nvidia",
+                                   "model": {"path": "/models/llama", "params_b": 8.0, "bytes_per_param": 2},
+                                   "parallelism": {"tp": 2, "dp": 1}})
+
+
+def gpu_samples(recs: list[RequestRecord], c: int, every_ns: int = 250 * MS) -> list[Sample]:
+    """Two GPUs sampled every 250 ms from 1 s before the first send to 1 s after the last byte: idle around
+    the cell, busy in it; the cell at SPARSE_AT loses its samples for half of its window."""
+    t0, t1 = min(r.sent_ns for r in recs), max(r.end_ns for r in recs)
+    quiet = (t0 + (t1 - t0) // 4, t0 + 3 * (t1 - t0) // 4) if c == SPARSE_AT else None
+    out = []
+    for t in range(t0 - 1000 * MS, t1 + 1000 * MS, every_ns):
+        if quiet and quiet[0] < t < quiet[1]:
+            continue
+        busy = t0 <= t <= t1
+        for d in range(2):
+            labels = {"device": str(d), "name": "NVIDIA H100 80GB HBM3", "uuid": f"GPU-{d}"}
+            values = {"util_pct": ACCEL_UTIL[c] if busy else 0.0, "mem_used_mb": 70000.0 + 100 * c + d,
+                      "mem_total_mb": 81559.0, "power_w": ACCEL_POWER[c] if busy else 70.0, "temp_c": 50.0}
+            out += [Sample(t, "gpu", k, v, labels) for k, v in values.items()]
+        out += [Sample(t, "host", "cpu_pct", 40.0, {}), Sample(t, "host", "energy_j", 150.0 * t / 1e9,
+                                                                 {"zone": "package-0"})]
+    return out
+
+
+def build_accel_run(store: Store, run_id: str = "20260102-030405-accel", price: float | None = 2.5) -> str:
+    spec = {"price_per_hour": price} if price else {}
+    store.create_run("sweep", "http://127.0.0.1:8000", spec, ["tokenbench", "sweep"], ENV, run_id=run_id)
+    cid = store.upsert_config(run_id, "tp2", overrides={}, profile=nvidia_profile(), facts=facts(1 << 20),
+                              status="done")
+    for c in CONCURRENCY:
+        recs = records(c, 128, 32, slots=8)
+        summary = summarize(recs, Load(concurrency=c, num_prompts=len(recs)), 128, 32)
+        samples = gpu_samples(recs, c)
+        window = CellWindow(min(r.sent_ns for r in recs), max(r.end_ns for r in recs), 0.25,
+                            int(summary.total_output_tokens or 0), int(summary.completed or 0))
+        summary = summary.with_(monitor_summary(samples, window))
+        rows = [(s.t_ns, s.source, s.name, s.value, json.dumps(s.labels)) for s in samples]
+        store.save_cell(run_id, cid, CellRow(f"128:32/c={c}", 128, 32, "ok", summary, concurrency=c), recs, rows)
     store.set_run_status(run_id, "done")
     return run_id

@@ -4,6 +4,7 @@ and a screenshot that shows the plots (slow tier; Chromium comes from scripts/te
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from tokenbench.judge.views import load_run
 from tokenbench.report import render
 from tokenbench.report.build import build_report
 
-from .report_fixtures import build_mixed_run
+from .report_fixtures import build_accel_run, build_mixed_run
 
 
 def _load(name: str, path: Path):
@@ -91,3 +92,18 @@ def test_load_panels_and_the_frontier_with_intervals_at_1280_px(store, tmp_path)
     for section, png in (("Concurrency scaling", "load-axes-1280.png"), ("Frontier", "frontier-1280.png")):
         PAGE_CHECK.shoot(page, out / png, 1280, 2400, section=section)
         assert (out / png).stat().st_size > 60_000
+
+
+@pytest.mark.parametrize("lang,head", [("en", "Accelerator and host over each cell"), ("zh", "各测试点的加速卡与主机")])
+def test_the_accelerator_table_in_headless_chromium(store, tmp_path, lang, head):
+    """A run with accelerator samples: Chromium finds the accelerator section and its table (per cell, per
+    device, the power mark where samples are missing), fitting the page at 1,280 px with every glyph."""
+    page = _html(store, build_accel_run(store), tmp_path, lang)
+    dom = _chromium("--dump-dom", page.resolve().as_uri(), cwd=tmp_path)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    found = re.search(r'<table class="accelerator">(.*?)</table>', dom.stdout, re.S)
+    assert head in dom.stdout and found is not None
+    rows = re.findall(r"<tr>", found.group(1))
+    assert len(rows) == 1 + 3 * 3 and "◌" in found.group(1)      # header, and per cell its sum and two GPUs
+    probe = PAGE_CHECK.probe(page, 1280)
+    assert probe["missing"] == [] and probe["cut"] == [], probe

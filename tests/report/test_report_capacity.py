@@ -1,5 +1,5 @@
 """The report's capacity section and `^` mark from a stored run built with the Store API: a search driven
-through the real generator (sweep/capacity.py) over hand-made cells, stored as the runner stores it, then
+through the real generator (study/capacity.py) over hand-made cells, stored as the runner stores it, then
 rendered in both languages. In process, no server."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from tokenbench.spec.bench import SLO, Load
 from tokenbench.spec.server_facts import GraphCapture
 from tokenbench.spec.slo import Tier
 from tokenbench.store.rows import CellRow, KvUse
-from tokenbench.sweep.capacity import Settings, search
+from tokenbench.study.capacity import Settings, search
 
 from .report_fixtures import ENV, facts, profile, records
 

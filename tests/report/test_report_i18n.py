@@ -54,10 +54,10 @@ def test_no_key_of_one_language_table_is_overwritten_by_another():
 def _named_values():
     """Each i18n key the report builds from a typed value: its prefix and the Literal the value comes from."""
     from tokenbench.judge import bottleneck, fairness, frontier, plausibility
-    from tokenbench.metrics import capacity, send_rates, stalls, timeslices
+    from tokenbench.metrics import capacity, summary_groups, tally, timeslices
     return [("fig.", timeslices.DriftFigure), ("role.", capacity.Role), ("cap.reason.", capacity.Reason),
-            ("cap.dim.", capacity.Dimension), ("cause.", stalls.Cause), ("fair.", fairness.Check),
-            ("fair.load.", fairness.LoadDiff), ("send.off.", send_rates.OffReason),
+            ("cap.dim.", capacity.Dimension), ("cause.", tally.Cause), ("fair.", fairness.Check),
+            ("fair.load.", fairness.LoadDiff), ("send.off.", summary_groups.OffReason),
             ("plaus.how.", plausibility.How), ("fr.missing.", frontier.Missing), ("ev.", bottleneck.Evidence)]
 
 

@@ -72,7 +72,7 @@ def test_a_capped_rate_stays_on_the_rate_axis_with_its_cap_named(store):
 
 def test_rates_with_different_caps_are_separate_series(store):
     run = load_run(store, stored(store, "L-3", closed=(), rates=(1.0,), configs=("slots2",)), requests=False)
-    capped = replace(run.cells[0], id=99, summary=run.cells[0].summary.with_(max_concurrency=4))
+    capped = replace(run.cells[0], id=99, summary=run.cells[0].summary.model_copy(update={"max_concurrency": 4}))
     run2 = RunData(**{**run.__dict__, "cells": [*run.cells, capped], "_merged": {}})
     [fig] = [f for f in plots.load_figures(run2, "en") if f.name == "throughput-rate"]
     assert "128/32 cap 4" in fig.svg and _axis_title(fig.svg) == "request rate (requests/s); each series names its in-flight cap"

@@ -10,9 +10,8 @@ from tokenbench.cli.main import main
 from tokenbench.judge.intervals import Judging
 from tokenbench.judge.views import load_run
 from tokenbench.metrics.cell_summary import Metric
-from tokenbench.metrics.figure_marks import FigureHealth, FigureMark
 from tokenbench.metrics.summary import summarize
-from tokenbench.metrics.summary_groups import ClientHealth
+from tokenbench.metrics.summary_groups import ClientHealth, FigureHealth, FigureMark
 from tokenbench.report.build import build_report
 from tokenbench.report.compare import compare
 from tokenbench.report.document import Cell, Table
@@ -35,7 +34,7 @@ def stored(store, run_id: str, slots: int, marked: bool) -> str:
     s = summarize(recs, Load(concurrency=2, num_prompts=len(recs)), 128, 32)
     if marked:
         mark = FigureMark(cause="host_contention", bound=38.0, tolerance=s.p99_ttft_ms * 0.05)
-        s = s.with_(health=ClientHealth(client_wait_percent=12.5), figures=FigureHealth(client_marks={MARKED: mark}))
+        s = s.with_(ClientHealth(client_wait_percent=12.5), FigureHealth(client_marks={MARKED: mark}))
     store.save_cell(run_id, cid, CellRow("128:32/c=2", 128, 32, "ok", s, 0, 2, kv_demand=320, kv_capacity=4096), recs)
     store.set_run_status(run_id, "done")
     return run_id
@@ -93,7 +92,7 @@ def test_the_terminal_table_marks_the_figure_alone(capsys):
     from tokenbench.metrics.cell_summary import CellSummary
     from tokenbench.study.run import Outcome
     s = CellSummary(completed=16, failed=0, output_throughput=41.25, mean_ttft_ms=401.5, p99_ttft_ms=612.0)
-    s = s.with_(health=ClientHealth(client_wait_percent=9.0), figures=FigureHealth(client_marks={
+    s = s.with_(ClientHealth(client_wait_percent=9.0), FigureHealth(client_marks={
         MARKED: FigureMark(cause="host_contention", bound=40.0, tolerance=30.6)}))
     progress.matrix(Outcome("R", None, [CellRow("128:32/c=4", 128, 32, "ok", s, config="a")], []))
     printed = capsys.readouterr().out

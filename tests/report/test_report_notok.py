@@ -36,7 +36,7 @@ VERDICTS = ((1, "failed", "8/8 requests failed (reset=8); first: connection rese
 def _summary(c: int, slots: int, mismatch: bool) -> CellSummary:
     recs = records(c, 128, 32, slots)
     s = summarize(recs, Load(concurrency=c, num_prompts=len(recs)), 128, 32)
-    return s.with_(length_mismatches=2) if mismatch else s
+    return s.model_copy(update={"length_mismatches": 2}) if mismatch else s
 
 
 def stored_bad_run(store, repeats: int = 1) -> str:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from tokenbench.client.records import RequestRecord
 from tokenbench.judge.plausibility import check_run
 from tokenbench.judge.views import load_run
-from tokenbench.metrics.send_rates import SendRates
 from tokenbench.metrics.summary import summarize
+from tokenbench.metrics.summary_groups import SendRates
 from tokenbench.report import render
 from tokenbench.report.build import build_report
 from tokenbench.spec.bench import Load
@@ -37,7 +37,7 @@ def stored(store, rates: dict[float, tuple[SendRates, float]]) -> str:
     for rate, (send, tail_ms) in rates.items():
         load = Load(request_rate=rate, num_prompts=16)
         recs = records(send.send_rate_achieved or rate, tail_ms)
-        summary = summarize(recs, load, 8, 4).with_(send=send)
+        summary = summarize(recs, load, 8, 4).with_(send)
         store.save_cell(run_id, cid, CellRow(f"8:4/rate={rate:g}/s", 8, 4, "ok", summary, request_rate=rate), recs)
     store.set_run_status(run_id, "done")
     return run_id

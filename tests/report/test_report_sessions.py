@@ -11,9 +11,9 @@ import pytest
 from tokenbench.client.records import RequestRecord
 from tokenbench.errors import MeasurementError
 from tokenbench.judge.views import load_run
-from tokenbench.metrics.sessions import SessionFigures, TurnTally, shape_of
-from tokenbench.metrics.summary import summarize
-from tokenbench.metrics.summary_groups import ServerCounters
+from tokenbench.metrics.summary import shape_of, summarize, turn_figures
+from tokenbench.metrics.summary_groups import ServerCounters, SessionFigures
+from tokenbench.metrics.tally import TurnTally
 from tokenbench.metrics.uncertainty import within
 from tokenbench.report import render
 from tokenbench.report.build import build_report
@@ -60,11 +60,11 @@ def sessions_cell(store: Store, run_id: str, think: float = 0.0, ttft=TTFT) -> s
         tally.add(r)
     figures = SessionFigures.model_validate({**shape_of(wl, load).model_dump(exclude_unset=True), "started": USERS,
                                              "completed": USERS, "cut_short": 0, "replies_returned_ids": 8,
-                                             "replies_retokenized": 0, "replies_fixed": 0, **tally.figures()})
+                                             "replies_retokenized": 0, "replies_fixed": 0, **turn_figures(tally)})
     cached, prompt = sum(r.cached_tokens or 0 for r in recs), sum(r.prompt_tokens or 0 for r in recs)
     summary = summarize(recs, load, USER, OUT).with_(
-        sessions=figures, counters=ServerCounters(server_prefix_cache_queries=prompt, server_prefix_cache_hits=cached,
-                                                  server_prefix_cache_hit_rate=cached / prompt))
+        figures, ServerCounters(server_prefix_cache_queries=prompt, server_prefix_cache_hits=cached,
+                                server_prefix_cache_hit_rate=cached / prompt))
     store.create_run("bench", "http://127.0.0.1:8000", {}, ["tokenbench", "bench"], {}, run_id=run_id)
     cid = store.upsert_config(run_id, "default", status="done")
     key = f"{wl.label}/{load.label}"

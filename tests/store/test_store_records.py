@@ -43,7 +43,22 @@ def records(draw, index: int = 0) -> RequestRecord:
         first_content_ns=draw(st.none() | st.integers(sent, sent + 10**10)),
         reasoning_tokens=draw(st.integers(0, 10**6)), count_source=draw(st.sampled_from(["none", "usage", "chunks"])),
         expected_prompt_tokens=draw(OPT), connect_ns=draw(st.integers(0, 10**9)), connect_in_ttft=draw(st.booleans()),
-        session_id=draw(st.none() | TEXT), turn=draw(st.none() | st.integers(0, 1000)))
+        session_id=draw(st.none() | TEXT), turn=draw(st.none() | st.integers(0, 1000)),
+        **draw(server_timings()))
+
+
+SIGNED = st.none() | st.integers(-2**62, 2**62)
+
+
+@st.composite
+def server_timings(draw) -> dict:
+    """A request's server-side fields: none (no span joined), or any values a span can give."""
+    if not draw(st.booleans()):
+        return {"trace_id": draw(st.none() | st.text("0123456789abcdef", min_size=32, max_size=32))}
+    names = ("server_arrival_ns", "server_queue_ns", "server_prefill_ns", "server_ttft_ns", "server_decode_ns",
+             "server_e2e_ns", "clock_offset_ns", "clock_offset_error_ns")
+    return {"trace_id": draw(st.text("0123456789abcdef", min_size=32, max_size=32)),
+            "server_request_id": draw(st.none() | TEXT), **{n: draw(SIGNED) for n in names}}
 
 
 def _store_one(store: Store, rec: RequestRecord) -> RequestRecord:

@@ -17,7 +17,7 @@ from tokenbench.spec import bench as cell_spec
 from tokenbench.spec.study import Client, StudySpec
 from tokenbench.study import agree
 from tokenbench.study.agree_peers import Cell
-from tokenbench.sweep.run import StudyRunner
+from tokenbench.study.runner import StudyRunner
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 PKG = Path(tokenbench.__file__).parent
@@ -52,7 +52,7 @@ def callers(name: str) -> set[tuple[str, str]]:
 
 
 def test_one_function_runs_cells_and_only_executors_run_phases():
-    assert callers("run_cell") == {("sweep/run.py", "_run_cell")}
+    assert callers("run_cell") == {("study/runner.py", "_run_cell")}
     assert {module for module, _ in callers("run_phase")} == {"load/executors.py", "load/workers.py",
                                                               "load/ray_workers.py"}
     assert not (PKG / "load" / "bench.py").exists() and not hasattr(cell_spec, "BenchSpec")   # one spec shape

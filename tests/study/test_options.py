@@ -10,7 +10,7 @@ from tokenbench.errors import UsageError
 from tokenbench.load.target import read_api_key
 from tokenbench.spec.fields import field_at
 from tokenbench.spec.study import StudySpec, Target
-from tokenbench.sweep.plan import plan
+from tokenbench.study.plan import plan
 
 URL = ["--base-url", "http://127.0.0.1:1"]
 
@@ -120,7 +120,7 @@ def test_output_length_mismatch_is_not_blamed_on_bos():
     """A chat prompt counted as expected (template included) with a wrong output length is diagnosed as
     an output problem, from the counts the parser expected."""
     from tokenbench.client.records import RequestRecord
-    from tokenbench.metrics.verify import diagnose_mismatch
+    from tokenbench.metrics.verdict import diagnose_mismatch
     recs = [RequestRecord(index=i, phase="measure", input_len=16, output_len=8, intended_ns=0, sent_ns=0,
                           end_ns=1, token_times_ns=[1] * 6, token_counts=[1] * 6, prompt_tokens=27,
                           expected_prompt_tokens=27, completion_tokens=6, finish_reason="length",

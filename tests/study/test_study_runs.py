@@ -62,7 +62,7 @@ def test_save_result_writes_vllm_keys(ref, tmp_path):
             "--metric-percentiles", "50,99", "--no-store"]
     assert main(args) == 0
     (path,) = out.iterdir()
-    assert path.name.startswith("bench-infqps-concurrency4-reference-model-")
+    assert path.name.startswith("tokenbench-infqps-concurrency4-reference-model-")
     doc = json.loads(path.read_text())
     stats = {f"{s}_{m}_ms" for m in ("ttft", "tpot", "itl", "e2el") for s in ("mean", "median", "std", "p50", "p99")}
     assert set(doc) == VLLM_KEYS | stats

@@ -135,3 +135,24 @@ def test_hop_by_hop_headers_are_not_forwarded():
     kept = forwardable({"Connection": "keep-alive", "Transfer-Encoding": "chunked", "Host": "a:1",
                         "Content-Length": "9", "Authorization": "Bearer k", "X-Request-Id": "7"})
     assert kept == {"Authorization": "Bearer k", "X-Request-Id": "7"}
+
+
+def test_a_flushing_proxy_holds_the_answer_and_writes_it_on_in_pieces():
+    """flush_ms 60 in front of a stream of a token every 10 ms: the client gets the answer whole, in pieces
+    at least ~60 ms apart (each a flush the proxy stamped), never a token the moment it was written; the
+    `latency` mode writes a piece 60 ms after its first byte came."""
+    body = stream_body(list(range(100, 110)), 30, seed=1)
+
+    async def main(mode: str):
+        async with served(config(ttft_ms=5, itl_ms=10)) as (ref, s), RecordingProxy(ref.url, 60, mode) as proxy:
+            direct = await post(s, f"{ref.url}/v1/completions", body)
+            through = await post(s, f"{proxy.url}/v1/completions", body)
+            return direct, through, proxy.captured[0]
+
+    for mode in ("interval", "latency"):
+        direct, through, rec = run(main(mode))
+        assert _same_but_ids(through.raw) == _same_but_ids(direct.raw)
+        flushes = rec.flushes_ns
+        assert 3 <= len(flushes) <= 8 and len(through.arrivals) <= len(flushes) + 1
+        assert all(b - a >= 50e6 for a, b in zip(flushes, flushes[1:-1], strict=False))   # the last: the end
+        assert len(direct.arrivals) > 2 * len(through.arrivals)

@@ -108,6 +108,44 @@ def test_chunks_of_k_tokens_leave_when_their_last_token_is_due(tmp_path):
         assert due <= got < due + 5.0 + waited.ms
 
 
+def test_chunks_written_together_leave_in_one_write_when_the_last_is_due(tmp_path):
+    """chunks_per_write 3: chunks 0-2 leave together when chunk 2 is due, each its own SSE event (and token
+    chunk) with the write's stamp in the send log; the last write holds what is left."""
+    cfg = config(ttft_ms=TTFT_MS, itl_ms=ITL_MS, chunks_per_write=3, send_log=str(tmp_path / "l"))
+
+    async def main():
+        async with served(cfg) as (ref, s):
+            return await post(s, f"{ref.url}/v1/completions", stream_body([3, 4], 7))
+
+    with Waited() as waited:
+        reply = run(main())
+    (rec,) = read_log(tmp_path / "l")
+    assert rec["tokens"] == [1] * 7 and len(reply.chunks) >= 7
+    writes = rec["write_ns"]
+    assert writes[0] == writes[1] == writes[2] < writes[3] == writes[4] == writes[5] < writes[6]
+    for got, due in zip([writes[0], writes[3], writes[6]], [2, 5, 6], strict=True):
+        assert TTFT_MS + due * ITL_MS <= (got - rec["admitted_ns"]) / 1e6 < TTFT_MS + due * ITL_MS + 5.0 + waited.ms
+    assert ReferenceConfig(ttft_ms=1, itl_ms=1, chunks_per_write=3).chunks_per_write == 3
+
+
+def test_an_itl_ramp_moves_the_step_from_itl_ms_to_itl_end_ms(tmp_path):
+    """itl_end_ms: the decode step is itl_ms at the first arrival and itl_end_ms once ramp_s has passed."""
+    cfg = config(ttft_ms=1, itl_ms=4, itl_end_ms=12, ramp_s=0.3, send_log=str(tmp_path / "l"))
+
+    async def main():
+        async with served(cfg) as (ref, s):
+            await post(s, f"{ref.url}/v1/completions", stream_body([3], 4))
+            await asyncio.sleep(0.4)
+            await post(s, f"{ref.url}/v1/completions", stream_body([3], 4))
+
+    with Waited() as waited:
+        run(main())
+    first, second = read_log(tmp_path / "l")
+    steps = [[(b - a) / 1e6 for a, b in zip(r["due_ns"], r["due_ns"][1:], strict=False)] for r in (first, second)]
+    assert 4 <= min(steps[0]) and max(steps[0]) < 4 + 8 * (0.05 + waited.ms / 1e3) / 0.3 + 1
+    assert steps[1] == [pytest.approx(12, abs=1e-3)] * 3
+
+
 def test_max_running_queues_in_fifo_and_the_ttft_clock_starts_at_admission(tmp_path):
     cfg = config(ttft_ms=20.0, itl_ms=2.0, max_running=2, send_log=str(tmp_path / "l"))
 

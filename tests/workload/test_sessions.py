@@ -20,7 +20,7 @@ from tokenbench.errors import SpecError, TargetError
 from tokenbench.load import runner
 from tokenbench.spec.bench import Load, Workload
 from tokenbench.spec.study import StudySpec
-from tokenbench.sweep.plan import Plan, PlannedCell, ServerConfig, check_context, kv_demand, plan
+from tokenbench.study.plan import Plan, PlannedCell, ServerConfig, check_context, kv_demand, plan
 from tokenbench.workload.sessions import Context, Maker, conversations, think_ns
 from tokenbench.workload.vocab import Vocab
 

@@ -12,7 +12,7 @@ from tokenbench.errors import SpecError
 from tokenbench.spec.bench import Load, Workload
 from tokenbench.spec.loader import load_model
 from tokenbench.spec.study import StudySpec
-from tokenbench.sweep.plan import kv_demand, plan
+from tokenbench.study.plan import kv_demand, plan
 
 TARGET = {"base_url": "http://127.0.0.1:1"}
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -12,7 +12,7 @@ from rich.table import Table
 from tokenbench.cli import console
 from tokenbench.cli.servers import SET_HELP, print_facts, say
 from tokenbench.client import api
-from tokenbench.deploy import lifecycle, profiles, readiness, state
+from tokenbench.deploy import engines, lifecycle, profiles, readiness, state
 from tokenbench.errors import DeployError, UsageError
 from tokenbench.spec.deploy_profile import Profile
 
@@ -28,9 +28,15 @@ def command() -> None:
 @click.option("--foreground", is_flag=True, help="stay attached; Ctrl-C or SIGTERM stops the server")
 @click.option("--dry-run", is_flag=True, help="print the command line that would start the server, and exit")
 @click.option("--compose", is_flag=True, help="with --dry-run, print a compose file (container profiles)")
-def up(profile: str, overrides: tuple[str, ...], foreground: bool, dry_run: bool, compose: bool) -> None:
+@click.option("--otlp-listen", metavar="HOST:PORT", help="the engine exports each request's OpenTelemetry span to "
+              "an OTLP receiver at HOST:PORT (vLLM, SGLang); `bench --base-url` against this deployment then "
+              "listens there and joins them")
+def up(profile: str, overrides: tuple[str, ...], foreground: bool, dry_run: bool, compose: bool,  # noqa: PLR0913
+       otlp_listen: str | None) -> None:
     """Start PROFILE (a built-in name or a YAML file) and wait until it is ready; print its URL."""
     prof = profiles.load_profile(profile, overrides)
+    if otlp_listen:
+        prof = _traced(prof, otlp_listen)
     if dry_run or compose:
         click.echo(_dry_run(prof, compose))
         return
@@ -44,6 +50,14 @@ def up(profile: str, overrides: tuple[str, ...], foreground: bool, dry_run: bool
     console.err.print(f"running in the background (pid {dep.state.pid}); stop it with "
                       f"`tokenbench deploy down {prof.name}`")
     click.echo(dep.base_url)
+
+
+def _traced(prof: Profile, address: str) -> Profile:
+    traced = engines.traced(prof, address)
+    if traced is None:
+        raise UsageError(f"profile '{prof.name}': tokenbench cannot point {prof.engine}'s spans at a receiver",
+                         "drop --otlp-listen (vLLM and SGLang export them)")
+    return traced
 
 
 def _dry_run(prof: Profile, compose: bool) -> str:

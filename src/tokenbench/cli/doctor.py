@@ -10,31 +10,31 @@ from rich.table import Table
 
 from tokenbench.cli import console
 from tokenbench.errors import TokenbenchError, UsageError
-from tokenbench.host import doctor
+from tokenbench.host import doctor, nvidia
+from tokenbench.spec.deploy_profile import HostTuning, Profile
 
 STATUS_STYLE = {"ok": "green", "differs": "yellow", "unknown": "dim", "-": "dim"}
 
 
-def _tuning(profile: str | None, overrides: tuple[str, ...]):
+def _profile(profile: str | None, overrides: tuple[str, ...]) -> Profile | None:
     if profile is None:
-        return None, None
+        return None
     from tokenbench.deploy.profiles import load_profile
-    prof = load_profile(profile, overrides)
-    return prof.name, prof.host_tuning
+    return load_profile(profile, overrides)
 
 
 def _fmt(value) -> str:
     return "-" if value is None else str(value)
 
 
-def _table(title: str, settings: list[doctor.Setting]) -> Table:
+def _table(title: str, settings: list[doctor.Setting] | list[nvidia.GpuCheck]) -> Table:
     table = Table(title=title)
-    for col in ("setting", "current", "recommended", "status", "read from"):
+    for col in ("setting", "current", "recommended", "status", "read from", "fix"):
         table.add_column(col)
     for s in settings:
         style = STATUS_STYLE[s.status]
         table.add_row(s.label, escape(_fmt(s.current)), escape(_fmt(s.recommended)), f"[{style}]{s.status}[/]",
-                      escape(s.source))
+                      escape(s.source), escape(s.fix) if s.status != "ok" else "")
     return table
 
 
@@ -46,20 +46,32 @@ def _table(title: str, settings: list[doctor.Setting]) -> Table:
 @click.option("--root", default="/", hidden=True, help="sysfs/procfs root (tests)")
 def command(profile: str | None, overrides: tuple[str, ...], apply_: bool, as_json: bool, root: str) -> None:
     """Check CPU governor, swappiness, NUMA balancing, sched migration cost, /dev/shm and hugepages
-    against PROFILE's host_tuning (a built-in name or a YAML file)."""
-    name, tuning = _tuning(profile, overrides)
+    against PROFILE's host_tuning (a built-in name or a YAML file); on an NVIDIA host (or profile) the GPUs
+    too: driver and CUDA, persistence, clocks, power limit, ECC, MIG, topology (nvidia-smi)."""
+    prof = _profile(profile, overrides)
+    name, tuning = (prof.name, prof.host_tuning) if prof else (None, None)
     if apply_ and tuning is None:
         raise UsageError("--apply needs a PROFILE whose host_tuning says what to set" if name is None else
                          f"profile '{name}' has no host_tuning section, so there is nothing to apply",
                          "e.g. tokenbench doctor study-a-minicpm5-sglang-flagos-910b4 --apply")
     settings = doctor.check(tuning, root)
-    if as_json and not apply_:
-        click.echo(json.dumps({"profile": name, "settings": doctor.as_records(settings)}, indent=2))
+    if apply_ and tuning is not None:
+        console.out.print(_table(f"host settings vs profile '{name}'", settings))
+        _apply(tuning, root)
+        return
+    gpus = nvidia.check(prof) if nvidia.applies(prof) else []
+    if as_json:
+        click.echo(json.dumps({"profile": name, "settings": doctor.as_records(settings),
+                               "gpus": nvidia.as_records(gpus)}, indent=2))
         return
     title = f"host settings vs profile '{name}'" if name else "host settings (give a PROFILE to compare)"
     console.out.print(_table(title, settings))
-    if not apply_:
-        return
+    if gpus:
+        console.out.print(_table("NVIDIA GPUs (nvidia-smi; doctor changes none of them)", gpus))
+
+
+def _apply(tuning: HostTuning, root: str) -> None:
+    """Set what differs; a table of what was set and why the rest was not."""
     outcomes = doctor.apply(tuning, root)
     table = Table(title="--apply")
     for col in ("setting", "result"):

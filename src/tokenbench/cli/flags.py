@@ -50,7 +50,7 @@ TARGET = (Flag("target.base_url"), Flag("target.model"), Flag("target.api_key_en
           Flag("target.timeout_s", names=("--timeout",)),
           Flag("target.connect_in_ttft", names=("--count-connect-in-ttft",)), Flag("target.final_usage_only"),
           Flag("target.no_min_tokens"), Flag("target.extra_body", vllm=("--extra-body",), parse=options.json_object),
-          Flag("target.new_connection_per_request"))
+          Flag("target.new_connection_per_request"), Flag("target.server_traces"), Flag("target.otlp_listen"))
 WORKLOAD = (Flag("workload.kind", vllm=("--dataset-name",), parse=serve.dataset_kind,
                  help="random | text | sharegpt | jsonl | prefix | image | trace (text: natural-text token ids cut "
                       "to the exact length; vLLM's custom is jsonl; SGLang's random-ids is random)"),
@@ -81,7 +81,8 @@ CHECKS = (Flag("slo", parse=options.slo_dict, help="SLOs: per-request thresholds
                "metrics ttft, tpot, itl, e2el; stats mean, p50, p90, p95, p99)"),
           Flag("allow_length_mismatch"), Flag("allow_client_lag"), Flag("max_error_rate"), Flag("name", vllm=("--label",)),
           Flag("client.workers"), Flag("client.ray_address", names=("--ray",)),
-          Flag("client.keep_raw"), CLIENT_CPUS, Flag("timeslice_s"), Flag("monitor_interval_s"))
+          Flag("client.keep_raw"), CLIENT_CPUS, Flag("timeslice_s"), Flag("monitor_interval_s"),
+          Flag("price_per_hour"), Flag("price_basis"))
 SHARED = TARGET + WORKLOAD + LENGTHS + SAMPLING + LOAD + CHECKS
 LIST_PARSERS = (options.int_list, options.rate_list, options.slo_dict, options.pairs,   # docs: type "list"
                 options.slo_tiers)

@@ -14,7 +14,7 @@ from tokenbench.monitor.runner import Monitor
 from tokenbench.monitor.samplers import default_samplers
 from tokenbench.monitor.samples import Sample
 
-_LABEL_ORDER = ("device", "chip", "name", "pid", "process", "engine")
+_LABEL_ORDER = ("device", "chip", "name", "zone", "pid", "process", "engine")
 
 
 @click.command("monitor")

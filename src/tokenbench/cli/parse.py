@@ -14,7 +14,7 @@ import click
 from tokenbench.deploy.engines import metric_names
 from tokenbench.errors import UsageError
 from tokenbench.inputs import check_readable
-from tokenbench.monitor import npu_smi, nvidia_smi, prometheus
+from tokenbench.monitor import npu_smi, nvidia_smi, nvidia_text, prometheus
 from tokenbench.monitor.samples import Sample
 
 Parser = Callable[[str, str | None, str | None], tuple[list[Sample], dict]]
@@ -29,8 +29,17 @@ def _npu(text: str, engine: str | None, query: str | None) -> tuple[list[Sample]
 
 def _gpu(text: str, engine: str | None, query: str | None) -> tuple[list[Sample], dict]:
     columns = tuple(q.strip() for q in query.split(",")) if query else nvidia_smi.QUERY
-    readings = nvidia_smi.parse_nvidia_smi(text, columns)
-    return nvidia_smi.gpu_samples(readings, 0), {"gpus": len(readings)}
+    form, readings = nvidia_text.parse_any(text, columns)
+    if not readings:
+        raise UsageError(f"no GPU found in this nvidia-smi {form} capture",
+                         "pass the output of `nvidia-smi`, `nvidia-smi -q`, `nvidia-smi dmon` or `--query-gpu=... "
+                         "--format=csv`")
+    driver, cuda = nvidia_text.table_versions(text) if form == "table" else (None, None)
+    if form == "query":
+        log = nvidia_text.parse_query_log(text)
+        driver, cuda = log.driver, log.cuda
+    versions = {k: v for k, v in {"driver": driver, "cuda": cuda}.items() if v}
+    return nvidia_smi.gpu_samples(readings, 0), {"format": form, **versions, "gpus": len({r.index for r in readings})}
 
 
 def _server(text: str, engine: str | None, query: str | None) -> tuple[list[Sample], dict]:
@@ -47,10 +56,11 @@ PARSERS: dict[str, Parser] = {"npu-smi": _npu, "nvidia-smi": _gpu, "prometheus":
 @click.option("--engine", type=click.Choice([*sorted(metric_names()), "auto"]), default=None,
               help="prometheus: whose metric names to map (default: detected from the metric prefixes)")
 @click.option("--query", default=None, metavar="FIELDS",
-              help="nvidia-smi: the --query-gpu list of a capture made with noheader "
+              help="nvidia-smi CSV: the --query-gpu list of a capture made with noheader "
                    f"(default: {','.join(nvidia_smi.QUERY)})")
 def command(kind: str, file: str, engine: str | None, query: str | None) -> None:
-    """Parse a captured npu-smi / nvidia-smi / Prometheus output and print its samples as JSON."""
+    """Parse a captured npu-smi / nvidia-smi (CSV, table, -q, dmon) / Prometheus output and print its samples as
+    JSON."""
     if engine is not None and kind != "prometheus":
         raise UsageError("--engine applies to prometheus captures only", f"drop --engine for {kind}")
     if query is not None and kind != "nvidia-smi":

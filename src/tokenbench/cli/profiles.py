@@ -17,10 +17,10 @@ def command(show: str | None, overrides: tuple[str, ...], fields: bool) -> None:
     """List deployment profiles (use a name with `tokenbench deploy up NAME`)."""
     if fields:
         table = Table(title="profile keys (--set KEY=VALUE)")
-        for col in ("key", "type", "meaning"):
+        for col in ("key", "type", "default", "meaning"):
             table.add_column(col)
-        for row in profiles.fields():
-            table.add_row(*row)
+        for f in profiles.fields():
+            table.add_row(f.key, f.kind, f.default, f.text)
         console.out.print(table)
     elif show:
         click.echo(profiles.to_yaml(profiles.load_profile(show, overrides)), nl=False)

@@ -18,9 +18,9 @@ from tokenbench.report import explain
 from tokenbench.store import commands
 from tokenbench.store.rows import CellRow
 from tokenbench.study import run as study
+from tokenbench.study.plan import PlannedCell
 from tokenbench.study.run import Outcome, ResultFile, Study
-from tokenbench.sweep.plan import PlannedCell
-from tokenbench.sweep.run import StudyEvents
+from tokenbench.study.runner import StudyEvents
 
 
 def _facts(s: CellSummary) -> WorkloadFacts:

@@ -45,6 +45,9 @@ def _sizes(ctx: click.Context, param: click.Parameter, value: str | None) -> tup
 @_opt("--ttft-ms", "ttft_ms", click.FloatRange(min=0))
 @_opt("--itl-ms", "itl_ms", click.FloatRange(min=0))
 @_opt("--tokens-per-chunk", "tokens_per_chunk", click.IntRange(min=1))
+@_opt("--chunks-per-write", "chunks_per_write", click.IntRange(min=1))
+@_opt("--itl-end-ms", "itl_end_ms", click.FloatRange(min=0))
+@_opt("--ramp-s", "ramp_s", click.FloatRange(min=0, min_open=True))
 @_opt("--vocab-size", "vocab_size", click.IntRange(min=4))
 @click.option("--report-vocab/--no-report-vocab", "report_vocab", default=True, show_default=True,
               help=_FIELDS["report_vocab"].metadata["help"])
@@ -89,6 +92,11 @@ def _sizes(ctx: click.Context, param: click.Parameter, value: str | None) -> tup
 @_opt("--spec-tokens", "spec_tokens", click.IntRange(min=0))
 @_opt("--spec-accept-text", "spec_accept_text", click.FloatRange(0, 1))
 @_opt("--spec-accept-random", "spec_accept_random", click.FloatRange(0, 1))
+@_opt("--otlp-endpoint", "otlp_endpoint", str, metavar="URL")
+@_opt("--otlp-protocol", "otlp_protocol", click.Choice(["http", "grpc"]))
+@_opt("--span-clock-offset-ms", "span_clock_offset_ms", float)
+@click.option("--vllm-metrics/--no-vllm-metrics", "vllm_metrics", default=False, show_default=True,
+              help=_FIELDS["vllm_metrics"].metadata["help"])
 def command(host: str, port: int, api_key_env: str | None, fault_specs: tuple[str, ...],
             **fields: Any) -> None:
     """Serve /v1/completions and /v1/chat/completions with tokens at exact deadlines.

@@ -16,9 +16,9 @@ from tokenbench.spec.fields import fields as spec_fields
 from tokenbench.spec.loader import Lines, apply_overrides, load_model, parse_yaml, read_spec
 from tokenbench.spec.study import StudySpec
 from tokenbench.study import run as study
-from tokenbench.sweep.plan import kv_demand, max_fitting_concurrency, plan
-from tokenbench.sweep.run import RunSettings
-from tokenbench.sweep.servers import planned_graphs
+from tokenbench.study.plan import kv_demand, max_fitting_concurrency, plan
+from tokenbench.study.runner import RunSettings
+from tokenbench.study.servers import planned_graphs
 
 FLAGS = flags.SHARED + flags.SWEEP_ONLY
 
@@ -91,12 +91,12 @@ def _graph_line(config: str, g) -> str:
 
 
 def print_fields() -> None:
-    """Every key of the sweep YAML with its flag, type and meaning (`sweep --fields`)."""
+    """Every key of the sweep YAML with its flag, type, default and meaning (`sweep --fields`)."""
     table = Table(title="sweep spec keys (YAML key = --flag; --set KEY=VALUE)")
-    for col in ("key", "flag", "type", "meaning"):
+    for col in ("key", "flag", "type", "default", "meaning"):
         table.add_column(col)
-    for key, kind, text in spec_fields(StudySpec):
-        table.add_row(key, flags.spellings(key), kind, text)
+    for f in spec_fields(StudySpec):
+        table.add_row(f.key, flags.spellings(f.key), f.kind, f.default, f.text)
     console.out.print(table)
 
 

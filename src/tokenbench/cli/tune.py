@@ -25,8 +25,8 @@ from tokenbench.store import outputs
 from tokenbench.store.db import Store
 from tokenbench.study import run as study
 from tokenbench.study import tune
-from tokenbench.sweep.plan import plan, server_configs
-from tokenbench.sweep.run import RunSettings
+from tokenbench.study.plan import plan, server_configs
+from tokenbench.study.runner import RunSettings
 
 FLAGS = flags.SHARED + flags.SWEEP_ONLY + flags.TUNE_ONLY
 KIND = "tune"

@@ -266,6 +266,7 @@ def _record(raw: RawExchange, req: PreparedRequest, index: int, phase: Phase, st
         first_content_ns=st.counted.first_content_ns, reasoning_tokens=st.counted.reasoning_tokens,
         count_source=st.counted.source, expected_prompt_tokens=req.expected_prompt_tokens,
         connect_ns=raw.connect_ns, connect_in_ttft=raw.connect_in_ttft, session_id=req.session_id, turn=req.turn,
+        trace_id=req.trace_id,
     )
     rec.error_kind = raw.error_kind or st.error_kind
     rec.error_detail = raw.error_detail or st.error_detail

@@ -77,6 +77,18 @@ class RequestRecord:
     connect_in_ttft: bool = False       # sent_ns is the start of that set-up (vLLM's TTFT), not after it
     session_id: str | None = None       # sessions workload: the session the request is a turn of
     turn: int | None = None             # ... and which turn (0 = the first)
+    # the server's own timings, from its OpenTelemetry span (metrics/server.py; docs/metrics.md "Where
+    # the time went"): the W3C trace id the request carried, and what the span said, on the server's clock
+    trace_id: str | None = None         # 32 hex digits, sent in the request's `traceparent` header
+    server_request_id: str | None = None  # the server's own id of the request (gen_ai.request.id)
+    server_arrival_ns: int | None = None  # the span's start: the request's arrival, server clock (Unix ns)
+    server_queue_ns: int | None = None    # waiting to be scheduled
+    server_prefill_ns: int | None = None  # scheduled -> first token
+    server_ttft_ns: int | None = None     # arrival -> first token emitted
+    server_decode_ns: int | None = None   # first -> last token
+    server_e2e_ns: int | None = None      # arrival -> last token emitted
+    clock_offset_ns: int | None = None    # server clock minus client clock (the cell's estimate), applied to
+    clock_offset_error_ns: int | None = None  # the arrival and emit times; +- this
 
     @property
     def ok(self) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,6 +60,7 @@ class PreparedRequest:
     new_connection: bool = False                       # sent on a connection of its own, closed after it
     session_id: str | None = None                      # a session's turn: which session and turn
     turn: int | None = None
+    trace_id: str | None = None                        # the W3C trace id its `traceparent` header carries
 
 
 @dataclass(slots=True, frozen=True)
@@ -68,13 +70,15 @@ class RequestOptions:
     (temperature 0) with the study's sampling fields (temperature, top_p, ...); `min_tokens` False leaves
     `min_tokens` out (only max_tokens with ignore_eos, as vllm bench serve and sglang.bench_serving send);
     `extra_body` is merged over the body last (vLLM's --extra-body); `new_connection` sends each request
-    on a fresh connection."""
+    on a fresh connection; `trace` sends a W3C `traceparent` header with a random trace id (sampled), which the
+    server's span of the request carries back (docs/metrics.md "Where the time went")."""
 
     final_usage_only: bool = False
     sampling: Mapping[str, float] = field(default_factory=lambda: {"temperature": 0.0})
     min_tokens: bool = True
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     new_connection: bool = False
+    trace: bool = False
 
 
 def encode_request(url: str, body: bytes, headers: dict[str, str]) -> tuple[tuple[str, int, bool], bytes]:
@@ -130,6 +134,7 @@ def prepare(base_url: str, api: str, model: str, prompt: Prompt, api_key: str | 
     turn = prompt.session
     if turn is not None and turn.header:
         headers[turn.header] = turn.session_id
+    trace_id = traceparent(headers) if options.trace else None
     url = base_url.rstrip("/") + path
     data = _encode(body)
     key, wire = encode_request(url, data, headers)
@@ -147,4 +152,13 @@ def prepare(base_url: str, api: str, model: str, prompt: Prompt, api_key: str | 
         new_connection=options.new_connection,
         session_id=None if turn is None else turn.session_id,
         turn=None if turn is None else turn.turn,
+        trace_id=trace_id,
     )
+
+
+def traceparent(headers: dict[str, str]) -> str:
+    """Add a W3C `traceparent` (version 00, a random trace id and parent id, sampled); returns the trace id."""
+    ids = os.urandom(24).hex()
+    trace_id, parent = ids[:32], ids[32:]
+    headers["traceparent"] = f"00-{trace_id}-{parent}-01"
+    return trace_id

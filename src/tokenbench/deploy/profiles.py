@@ -9,6 +9,7 @@ import yaml
 
 from tokenbench.errors import SpecError
 from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.fields import Key
 from tokenbench.spec.fields import fields as spec_fields
 from tokenbench.spec.loader import apply_overrides, load_model, parse_yaml
 
@@ -62,6 +63,6 @@ def to_yaml(profile: Profile) -> str:
     return yaml.safe_dump(profile.model_dump(mode="json", exclude_none=True), sort_keys=False, width=100)
 
 
-def fields() -> list[tuple[str, str, str]]:
-    """(dotted key, type, description) of every profile field, for `tokenbench profiles --fields`."""
+def fields() -> list[Key]:
+    """Every profile key with its type, default and description, for `tokenbench profiles --fields`."""
     return spec_fields(Profile)

@@ -30,7 +30,7 @@ import numpy as np
 from tokenbench.client.records import RequestRecord
 from tokenbench.errors import UsageError
 from tokenbench.metrics import request as rm
-from tokenbench.metrics.stats import describe
+from tokenbench.metrics.request import describe
 
 CSV_METRICS = {"TTFT": "ttft", "TPOT": "tpot", "ITL": "itl", "E2EL": "e2el"}
 CSV_STATS = {"Average": "mean", "Median": "median", "Min": "min", "Max": "max", "P75": "p75", "P90": "p90",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from dataclasses import asdict, dataclass
 
@@ -18,7 +17,7 @@ from tokenbench.judge.run_verdict import run_verdict
 from tokenbench.judge.status import judge
 from tokenbench.metrics import request as rm
 from tokenbench.store.db import RunFilter, Store
-from tokenbench.store.records import json_safe, to_dict
+from tokenbench.store.records import dumps, to_dict
 from tokenbench.store.rows import CellRow
 
 CELL_FIELDS = ("config", "key", "repeat", "input_len", "output_len", "concurrency", "request_rate", "status",
@@ -97,12 +96,12 @@ def to_json(store: Store, run_id: str, requests: bool) -> str:
     doc.update({"searches": searches} if searches else {})
     tuning = tune.of_run(run.spec or {}, configs, stored)
     doc.update({"tune": tuning.model_dump(mode="json")} if tuning is not None else {})
-    return json.dumps(json_safe(doc), indent=1, ensure_ascii=False) + "\n"
+    return dumps(doc, indent=1, ensure_ascii=False) + "\n"
 
 
 def _flat(v):
     if isinstance(v, (dict, list)):
-        return json.dumps(v, sort_keys=True, ensure_ascii=False)
+        return dumps(v, sort_keys=True, ensure_ascii=False)
     if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
         return ""
     return "" if v is None else v

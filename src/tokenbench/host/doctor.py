@@ -36,6 +36,13 @@ LABELS = {"cpu_governor": "CPU frequency governor", "swappiness": "vm.swappiness
           "numa_balancing": "kernel.numa_balancing", "sched_migration_cost_ns": "kernel.sched_migration_cost_ns",
           "shm_gb": "/dev/shm size (GB)", "hugepages": "vm.nr_hugepages"}
 ORDER = tuple(LABELS)
+FIXES = {"cpu_governor": "`sudo cpupower frequency-set -g {v}`",
+         "swappiness": "`sudo sysctl vm.swappiness={v}`",
+         "numa_balancing": "`sudo sysctl kernel.numa_balancing={v}`",
+         "sched_migration_cost_ns": "`sudo sysctl kernel.sched_migration_cost_ns={v}` (kernels >= 5.13: write "
+                                    "/sys/kernel/debug/sched/migration_cost_ns)",
+         "shm_gb": "`sudo mount -o remount,size={v:g}G /dev/shm`, or give the container --shm-size {v:g}g",
+         "hugepages": "`sudo sysctl vm.nr_hugepages={v}`"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +66,14 @@ class Setting:
         if self.key == "shm_gb":
             return "ok" if float(self.current) >= float(self.recommended) else "differs"
         return "ok" if str(self.current) == str(self.recommended) else "differs"
+
+    @property
+    def fix(self) -> str:
+        """How to set the recommended value (`--apply` does it where it can), or "" when nothing is recommended."""
+        if self.recommended is None:
+            return ""
+        how = FIXES[self.key].format(v=self.recommended)
+        return how if self.key == "shm_gb" else f"{how}, or `tokenbench doctor PROFILE --apply`"
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +170,7 @@ def current_values(root: str | Path = "/") -> dict[str, Value]:
 
 
 def as_records(settings: list[Setting]) -> list[dict]:
-    return [{**asdict(s), "label": s.label, "status": s.status} for s in settings]
+    return [{**asdict(s), "label": s.label, "status": s.status, "fix": s.fix} for s in settings]
 
 
 # ---- apply ----

@@ -4,8 +4,10 @@ Checked in order, the first that holds wins: client-bound (the client's own heal
 usage near 100 %, preemptions), graph capture (the decode batch above the captured graph sizes: `^`, with
 the TPOT cliff it caused when the batch crossed them), a TPOT cliff nothing above explains, queueing
 (requests waiting at the server, or TTFT growing with load), compute- or bandwidth-bound (output tok/s
-near the decode roofline), else unknown, saying what was missing. Pure: reads the cell's summary, the
-monitor samples, the config's facts and the roofline, nothing else.
+near the decode roofline), accelerator busy (its utilisation over the measured window) or, on a server
+without accelerator samples, host CPU-bound, else unknown, saying what was seen and what was missing. Pure:
+reads the cell's summary (its monitor figures over the measured window), the monitor samples, the config's
+facts and the roofline, nothing else.
 """
 
 from __future__ import annotations
@@ -24,13 +26,16 @@ KV_FULL = 0.95              # KV usage peak at or above this share is "full"
 TTFT_GROWTH = 2.0           # mean TTFT this many times the lowest load's is queueing
 ROOF_NEAR = 0.5             # output tok/s at or above this share of the roofline is bound by it
 CLIENT_CPU_NEAR = 80.0      # % of a core per client process
+ACCEL_BUSY = 90.0           # mean accelerator utilisation over the window at or above this is "busy"
+HOST_BUSY = 90.0            # mean host CPU (% of all cores) at or above this bounds a server without accelerator
 
 
-Kind = Literal["client", "kv", "graph", "cliff", "queueing", "compute", "bandwidth", "unknown"]
+Kind = Literal["client", "kv", "graph", "cliff", "queueing", "compute", "bandwidth", "accelerator", "host",
+               "unknown"]
 Evidence = Literal["client", "client_cpu", "kv_demand", "kv_usage", "preempt", "graph_cliff", "graph_eager",
                    "graph_padding",
                    "tpot_cliff", "waiting", "ttft_growth", "roof_compute", "roof_bandwidth", "roof_far", "not_ok",
-                   "no_roofline", "no_monitor", "nothing"]
+                   "accel_busy", "host_cpu", "monitor_quiet", "no_roofline", "no_monitor", "nothing"]
 
 
 @dataclass(frozen=True)
@@ -137,6 +142,27 @@ def _roof(c: CellInfo, roof: Roofline | None) -> Label | None:
     return Label("unknown", "roof_far", figures)
 
 
+def _busy(c: CellInfo) -> Label | None:
+    """The accelerator busy over the measured window; on a server without accelerator samples, the host's CPU."""
+    m = _monitor(c)
+    util, cpu = known(m.accel_util_mean_pct), known(m.host_cpu_mean_pct)
+    if util is not None and util >= ACCEL_BUSY:
+        return Label("accelerator", "accel_busy", {"pct": util, "max": known(m.accel_util_max_pct) or util})
+    if util is None and cpu is not None and cpu >= HOST_BUSY:
+        return Label("host", "host_cpu", {"pct": cpu})
+    return None
+
+
+def _seen(run: RunData, c: CellInfo) -> Label:
+    """Nothing bounds the cell: what the monitor saw of it, or that there was nothing to see."""
+    m = _monitor(c)
+    util, cpu = known(m.accel_util_mean_pct), known(m.host_cpu_mean_pct)
+    if util is not None or cpu is not None:
+        return Label("unknown", "monitor_quiet", {"util": "-" if util is None else f"{util:.0f}",
+                                                  "cpu": "-" if cpu is None else f"{cpu:.0f}"})
+    return Label("unknown", "no_roofline") if run.samples.get(c.id) else Label("unknown", "nothing")
+
+
 def label(run: RunData, c: CellInfo, roof: Roofline | None) -> Label:
     if not c.state.ok and c.state.kind != "invalid":
         return Label("unknown", "not_ok", {"mark": c.state.mark})
@@ -148,11 +174,17 @@ def label(run: RunData, c: CellInfo, roof: Roofline | None) -> Label:
         if found:
             return Label(kind, *found)
     near = _roof(c, roof)
+    if near is not None and near.kind != "unknown":
+        return near
+    busy = _busy(c)
+    if busy is not None:
+        return busy
     if near is not None:
         return near
-    if run.samples:
-        return Label("unknown", "no_roofline")
-    return Label("unknown", "nothing" if roof is None else "no_monitor")
+    seen = _seen(run, c)
+    if roof is not None and seen.evidence == "nothing":
+        return Label("unknown", "no_monitor")
+    return seen
 
 
 def rooflines(checks: list[ConfigCheck]) -> dict[str, Roofline | None]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from tokenbench.judge import hardware
+from tokenbench.judge.cost import SECONDS_PER_HOUR, Price
 from tokenbench.judge.intervals import Book
 from tokenbench.judge.status import State
 from tokenbench.judge.views import CellInfo, ConfigInfo, RunData
@@ -69,6 +70,7 @@ class Point:
     per_device: Estimate                     # output tok/s per device
     per_kw: Estimate | None = None           # output tok/s per kW of mean accelerator power
     per_joule: Estimate | None = None        # output tokens per joule
+    per_usd: Estimate | None = None          # output tokens per $ at the run's stated price (judge/cost.py)
     dominated_by: Point | None = field(default=None, compare=False, repr=False)
     clearly: bool = False                    # the dominating point's intervals lie beyond this one's on both axes
 
@@ -109,6 +111,10 @@ class Frontier:
     @property
     def has_power(self) -> bool:
         return any(p.per_kw is not None for p in self.points)
+
+    @property
+    def has_price(self) -> bool:
+        return any(p.per_usd is not None for p in self.points)
 
 
 def devices(config: ConfigInfo) -> int:
@@ -171,11 +177,19 @@ def throughput(book: Book, c: CellInfo) -> Estimate | None:
 
 
 def _energy(c: CellInfo, out: Estimate) -> tuple[Estimate | None, Estimate | None]:
-    """(tok/s per kW, tokens per joule) from the mean accelerator power the monitor sampled over the cell."""
-    power = known(c.summary.monitor.accel_power_mean_w) if c.summary.monitor else None
-    if not power or power <= 0:
+    """(tok/s per kW, tokens per joule): the cell's output tokens over the accelerator energy of its measured
+    window (monitor/summary.py), so that 1 / tokens per joule is its energy per output token exactly; a cell
+    stored without it (an earlier version, an import) by its mean power: output tok/s / W. The interval is
+    output tok/s's, scaled alike."""
+    m = c.summary.monitor
+    per_joule = known(m.accel_tokens_per_joule) if m else None
+    power = known(m.accel_power_mean_w) if m else None
+    if per_joule is None and power and power > 0:
+        per_joule = out.value / power
+    if not per_joule or per_joule <= 0 or not out.value:
         return None, None
-    return out.scaled(1000 / power), out.scaled(1 / power)
+    joule = out.scaled(per_joule / out.value)
+    return joule.scaled(1000), joule
 
 
 def point(member: Member, c: CellInfo, basis: Basis = "tpot") -> Point | Missing:
@@ -188,7 +202,9 @@ def point(member: Member, c: CellInfo, basis: Basis = "tpot") -> Point | Missing
         return "no_throughput"
     n = devices(member.config)
     per_kw, per_joule = _energy(c, out)
-    return Point(member.label, c, n, speed, out.scaled(1 / n), per_kw, per_joule)
+    price = Price.of(member.run.spec)
+    per_usd = out.scaled(SECONDS_PER_HOUR / price.hourly(n)) if price else None
+    return Point(member.label, c, n, speed, out.scaled(1 / n), per_kw, per_joule, per_usd)
 
 
 def _beats(q: Point, p: Point) -> bool:

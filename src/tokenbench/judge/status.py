@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.summary_groups import POWER_KEYS
 
 # kind -> mark shown next to the figure. "*" (over capacity) is a different thing: a cell can be both.
 MARKS = {
@@ -26,6 +27,7 @@ MARKS = {
     "moved": "~",          # one figure: the client's delays (or buffering) could move it beyond its tolerance
     "lagged": "~",         # (earlier versions) a whole cell's client lag tolerated by --allow-client-lag
     "spec_random": "§",    # random prompts to a speculative server: acceptance (so TPOT) is not what text gets
+    "sparse": "◌",         # power and energy: the monitor's samples do not cover the cell's measured window
     "skipped": "–",        # never measured
     "interrupted": "‖",    # stopped by the user (Ctrl-C): its figures cover only the requests that finished
     "unknown": "?",        # a status this version does not know
@@ -84,9 +86,13 @@ def judge(status: str, message: str, summary: CellSummary) -> State:
 
 def figure_state(cell: State, summary: CellSummary, key: str) -> State:
     """The state of one figure (its summary key) of a cell whose state is `cell`: the cell's when it is
-    not ok; `moved` (reason: the cause) when the client-health verdict marked the figure; else ok."""
+    not ok; `sparse` for a power or energy figure whose samples do not cover the measured window
+    (MonitorFigures.power_sparse); `moved` (reason: the cause) when the client-health verdict marked the
+    figure; else ok."""
     if not cell.ok:
         return cell
+    if key in POWER_KEYS and summary.monitor is not None and summary.monitor.power_sparse:
+        return State("sparse")
     mark = summary.figures.mark(key) if summary.figures else None
     return State("moved", mark.cause) if mark else cell
 

@@ -16,7 +16,7 @@ from tokenbench.judge.load_axes import LoadKey, concurrency_key, load_key
 from tokenbench.judge.status import State, figure_state, judge
 from tokenbench.logs.launch import LaunchFailure
 from tokenbench.metrics.cell_summary import CellSummary, Metric
-from tokenbench.metrics.figure_marks import FigureHealth, FigureMark
+from tokenbench.metrics.summary_groups import FigureHealth, FigureMark
 from tokenbench.metrics.timeslices import Timeslices
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.profile_args import render_args
@@ -226,7 +226,7 @@ def _means(used: list[CellInfo]) -> CellSummary:
     own = set(Timeslices.key_names())
     keys = [k for k in stored[0] if all(k in s for s in stored) and k not in own]
     means = CellSummary.from_dict({k: _mean_value([s[k] for s in stored]) for k in keys})
-    return means.with_(slices=used[0].summary.slices)
+    return means.with_(used[0].summary.slices)
 
 
 def _with_marks(summary: CellSummary, used: list[CellInfo]) -> CellSummary:
@@ -239,7 +239,7 @@ def _with_marks(summary: CellSummary, used: list[CellInfo]) -> CellSummary:
     if not marks:
         return summary
     figures = summary.figures or FigureHealth()
-    return summary.with_(figures=figures.model_copy(update={"client_marks": marks}))
+    return summary.with_(figures.model_copy(update={"client_marks": marks}))
 
 
 def merge_repeats(group: list[CellInfo]) -> CellInfo:
@@ -253,7 +253,7 @@ def merge_repeats(group: list[CellInfo]) -> CellInfo:
     summary = _with_marks(_means(used), used) if used else _counts_only(group)
     status = used[0].status if used else group[0].status
     failed = [c.summary.failed_by_kind for c in group]
-    summary = summary.with_(failed_by_kind=_mean_value(failed) if any(failed) else {})
+    summary = summary.model_copy(update={"failed_by_kind": _mean_value(failed) if any(failed) else {}})
     message = group[0].message if not used else "; ".join(dict.fromkeys(c.message for c in group if c.message))
     return replace(merged, summary=summary, status=status, message=message)
 

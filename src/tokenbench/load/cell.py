@@ -1,12 +1,13 @@
 """One cell end to end: fresh exact-length prompts, warmup with the real shape, the measured phase,
 then the summary and the length verification. Failures are data; the verdict is in `status`. A cell is
-one `CellJob`, built by the study's runner (sweep/run.py) for `bench`, `sweep`, `demo`, `calibrate`,
+one `CellJob`, built by the study's runner (study/runner.py) for `bench`, `sweep`, `demo`, `calibrate`,
 `agree` and the tests alike, and handed down whole: `run_cell(session, job)`.
 
 Bounded memory: requests are prepared as they are due (a duration cell takes as many as it needs) and
-each finished record goes at once to the cell's spool file (client/spool.py), its summary figures
-(metrics/tally.py) and its verdict counts (metrics/verify.Outcomes); with `keep_records=False` no record
-stays in memory, so the client's memory follows the requests in flight, not those finished."""
+each finished record goes at once to the cell's spool file (client/spool.py) and its tally (metrics/tally.py:
+the summary's figures and the verdict's counts); with `keep_records=False` no record stays in memory, so the
+client's memory follows the requests in flight, not those finished. When the requests are done, the tally
+and what the runner measured go to metrics/cell.finish, which makes the summary and the verdict."""
 
 from __future__ import annotations
 
@@ -25,16 +26,13 @@ from tokenbench.load.arrivals import arrival_seed
 from tokenbench.load.executors import Executor, InProcess
 from tokenbench.load.runner import CellRun, Phases, Sessions, Work
 from tokenbench.load.target import Endpoint
+from tokenbench.metrics.cell import Measured, finish
 from tokenbench.metrics.cell_summary import CellSummary
-from tokenbench.metrics.figure_bounds import figure_health
-from tokenbench.metrics.interruption import Interruption
-from tokenbench.metrics.send_rates import send_rates
-from tokenbench.metrics.sessions import SessionFigures, TurnTally, shape_of
-from tokenbench.metrics.summary_groups import ClientHealth, WorkloadFacts
-from tokenbench.metrics.tally import CellTally
-from tokenbench.metrics.verdict import Verdict, VerdictPolicy, cell_verdict
-from tokenbench.metrics.verify import Outcomes
-from tokenbench.spec.bench import SLO, Load, Workload
+from tokenbench.metrics.summary import shape_of, turn_figures
+from tokenbench.metrics.summary_groups import ClientHealth, SessionFigures, WorkloadFacts
+from tokenbench.metrics.tally import CellTally, TurnTally
+from tokenbench.metrics.verdict import Verdict, VerdictPolicy
+from tokenbench.spec.bench import Load, Workload
 from tokenbench.spec.keys import cell_key
 from tokenbench.spec.study import StudySpec
 from tokenbench.workload.build import CellPrompts, build_cell, tokenizer_for
@@ -53,6 +51,7 @@ class CellResult:
     notes: list[str] = field(default_factory=list)
     spool: Spool | None = None       # every record (warmup, then measured as they finished), on disk
     started_ns: int | None = None    # the first measured send
+    ended_ns: int | None = None      # the last measured byte
     stopped: bool = False            # stopped by the user (Ctrl-C): stored as interrupted, measured again
 
     @property
@@ -120,6 +119,7 @@ class CellJob:
     executor: Executor = InProcess()     # chosen once per study (load/executors.executor_for)
     keep_records: bool = False           # also return every record in memory (else read back from the spool)
     on_progress: Progress = _quiet
+    traced: bool = False                 # requests carry a traceparent: the server's spans are received
 
     @property
     def key(self) -> str:
@@ -172,11 +172,12 @@ def repeat_first(n_warm: int, measure: Iterable[Prompt]) -> tuple[list[Prompt], 
     return [first] * n_warm, list(both) if isinstance(measure, list) else both
 
 
-def request_options(study: StudySpec) -> RequestOptions:
-    """The request shape the study asks for: its target's options and its sampling fields."""
+def request_options(study: StudySpec, trace: bool = False) -> RequestOptions:
+    """The request shape the study asks for: its target's options and its sampling fields; `trace`: each request
+    carries a W3C traceparent (the server's spans are received)."""
     t = study.target
     return RequestOptions(t.final_usage_only, study.sampling.body(), not t.no_min_tokens, dict(t.extra_body),
-                          t.new_connection_per_request)
+                          t.new_connection_per_request, trace)
 
 
 def _prepare(job: CellJob, prompts: Iterable[Prompt]) -> Iterator[PreparedRequest]:
@@ -186,7 +187,7 @@ def _prepare(job: CellJob, prompts: Iterable[Prompt]) -> Iterator[PreparedReques
 
 def _prepare_one(job: CellJob, p: Prompt) -> PreparedRequest:
     e = job.endpoint
-    return prepare(e.base_url, job.workload.api, e.model, p, e.api_key, request_options(job.study))
+    return prepare(e.base_url, job.workload.api, e.model, p, e.api_key, request_options(job.study, job.traced))
 
 
 @dataclass
@@ -236,22 +237,23 @@ def _sessions(job: CellJob, n_warm: int) -> _Work:
 
 
 class _Intake:
-    """Where each finished record goes while the cell runs: the spool, the summary tally and the
-    verdict counts (measured ones), and the kept lists when asked; and the cell's progress."""
+    """Where each finished record goes while the cell runs: the spool, the tally (measured ones), and
+    the kept lists when asked; and the cell's progress."""
 
-    def __init__(self, slo: SLO, keep: bool, on_progress: Progress, slice_s: float = 10.0) -> None:
-        self.spool, self.tally, self.seen, self.turns = Spool(), CellTally(slo, slice_s), Outcomes(), TurnTally()
+    def __init__(self, tally: CellTally, keep: bool, on_progress: Progress) -> None:
+        self.spool, self.tally = Spool(), tally
         self.keep, self.on_progress = keep, on_progress
         self.warmup: list[RequestRecord] = []
         self.records: list[RequestRecord] = []
         self.started_ns: int | None = None
+        self.ended_ns: int | None = None
         self.tokens = 0
         self.cut = 0                    # measured requests cut off by a stop (Ctrl-C)
 
     def progress(self, phase: str, done: int, total: int | None) -> CellProgress:
         if phase != "measure" or self.started_ns is None:
             return CellProgress(phase, done, total)
-        return CellProgress(phase, done, total, self.tokens, self.seen.failed,
+        return CellProgress(phase, done, total, self.tokens, self.tally.outcomes.failed,
                             (time.perf_counter_ns() - self.started_ns) / 1e9)
 
     def done(self, phase: Phase, n: int, total: int | None) -> None:
@@ -267,10 +269,9 @@ class _Intake:
             self.cut += 1
             return
         self.tally.add(r)
-        self.seen.add(r)
-        self.turns.add(r)
         self.tokens += r.output_tokens if r.ok else 0
         self.started_ns = r.sent_ns if self.started_ns is None else min(self.started_ns, r.sent_ns)
+        self.ended_ns = r.end_ns if self.ended_ns is None else max(self.ended_ns, r.end_ns)
         if self.keep:
             self.records.append(r)
 
@@ -296,48 +297,29 @@ async def run_cell(session: Session, job: CellJob) -> CellResult:
                     work.measure, load, arrival_seed(wl.seed, job.key), work.count,
                     planned_count(load, wl.input_len, "prepared") or 0, prompts.offsets_ns)
     prompts.warmup, prompts.measure = [], []        # the requests being made hold them now (images are large)
-    intake = _Intake(job.study.slo, job.keep_records, job.on_progress, job.study.timeslice_s)
+    tally = CellTally(job.study.slo, job.study.timeslice_s, sessions=load.sessions)
+    intake = _Intake(tally, job.keep_records, job.on_progress)
     run = await job.executor.run(session, phases, intake)
     return _result(job, work, phases, intake, run)
 
 
-def _session_figures(job: CellJob, fb: Feedback, turns: TurnTally) -> SessionFigures:
+def _session_figures(job: CellJob, fb: Feedback, turns: TurnTally | None) -> SessionFigures:
     went = {"started": fb.started, "completed": fb.completed, "cut_short": fb.cut_short,
             "replies_returned_ids": fb.returned_ids, "replies_retokenized": fb.retokenized, "replies_fixed": fb.fixed}
     shape = shape_of(job.workload, job.load)
-    return SessionFigures.model_validate({**shape.model_dump(exclude_unset=True), **went, **turns.figures()})
+    by_turn = turn_figures(turns) if turns is not None else {}
+    return SessionFigures.model_validate({**shape.model_dump(exclude_unset=True), **went, **by_turn})
 
 
 def _result(job: CellJob, work: _Work, phases: Phases, sink: _Intake, run: CellRun) -> CellResult:
-    wl, load, prompts, health, n_meas = job.workload, job.load, work.prompts, run.client_health, phases.count
-    summary = sink.tally.summary(load, *prompts.nominal_lengths(wl))
-    one_loop = (health.client_workers or 1) <= 1            # every stamp taken by the loop the stalls held
-    rates = send_rates(sink.tally.send_times(), load, run.slot_waits, phases.seed)   # open loop: rates sent
-    summary = summary.with_(health=health, facts=prompts.facts, **({"send": rates} if rates else {}),
-                            figures=figure_health(summary, sink.tally, health.stalls, one_loop))
-    if work.feedback is not None:
-        summary = summary.with_(sessions=_session_figures(job, work.feedback, sink.turns))
-    verdict = cell_verdict(sink.seen, summary, job.verdict_policy, n_meas)
-    notes = prompts.notes + exhausted_note(health, load, sink.seen.n)
-    notes += [work.feedback.problem] if work.feedback is not None and work.feedback.problem else []
-    if run.stopped:
-        summary = summary.with_(interruption=Interruption(planned=n_meas, cut=sink.cut))
-        verdict = interrupted(summary, sink.seen.n)
+    wl, load, prompts, health, tally = job.workload, job.load, work.prompts, run.client_health, sink.tally
+    fb = work.feedback
+    sessions = _session_figures(job, fb, tally.turns) if fb is not None else None
+    measured = Measured(tally, load, prompts.nominal_lengths(wl), health, run.slot_waits, phases.seed,
+                        phases.count, run.stopped, sink.cut, (prompts.facts, sessions))
+    summary, verdict = finish(measured, job.verdict_policy)
+    notes = prompts.notes + exhausted_note(health, load, tally.outcomes.n)
+    notes += [fb.problem] if fb is not None and fb.problem else []
     records = sorted(sink.records, key=lambda r: r.index)
-    return CellResult(job.key, load, wl, verdict.marked(summary), records, sink.warmup, verdict, notes, sink.spool,
-                      sink.started_ns, run.stopped)
-
-
-def interrupted(summary: CellSummary, finished: int) -> Verdict:
-    """The verdict of a cell the user stopped: never ok, whatever finished before (docs/reliability.md,
-    "Interruptions"); `--resume` measures it again in full."""
-    after = (summary.health or ClientHealth()).stopped_after_s or 0.0
-    return Verdict("interrupted", f"interrupted by the user after {after:.1f} s: {how_far(summary, finished)}; "
-                                  "--resume measures the cell again in full")
-
-
-def how_far(summary: CellSummary, finished: int) -> str:
-    """'1 of 10 requests finished, 1 cut off (stored as cancelled)' for an interrupted cell."""
-    cut = summary.interruption or Interruption()
-    planned = f" of {cut.planned}" if cut.planned is not None else ""
-    return f"{finished}{planned} requests finished, {cut.cut or 0} cut off (stored as cancelled)"
+    return CellResult(job.key, load, wl, summary, records, sink.warmup, verdict, notes, sink.spool,
+                      sink.started_ns, sink.ended_ns, run.stopped)

@@ -1,7 +1,7 @@
 """Self-observation: how late the event loop wakes up while a cell runs, and why (client health).
 
 A timer every PROBE_PERIOD_NS records how late it fired. A wake later than PROBE_RESOLUTION_NS is a
-stall (metrics/stalls.py): the loop was held up from some moment after the previous wake until this one,
+stall (metrics/tally.Stall): the loop was held up from some moment after the previous wake until this one,
 and what its thread did meanwhile tells the cause: the kernel's per-thread counters
 (/proc/thread-self/schedstat: time on the CPU, time runnable but waiting for it), read at every wake
 (about 2 us). Over the phase the probe also reads the thread's involuntary context switches and the
@@ -15,9 +15,16 @@ import resource
 import time
 
 from tokenbench.load.clock import sleep_until
-from tokenbench.metrics.stalls import PROBE_PERIOD_NS, PROBE_RESOLUTION_NS, Stall, Stalls, attribute
-from tokenbench.metrics.stats import percentile
+from tokenbench.metrics.request import percentile
 from tokenbench.metrics.summary_groups import ClientHealth
+from tokenbench.metrics.tally import (
+    CATCH_UP_MAX_NS,
+    PROBE_PERIOD_NS,
+    PROBE_RESOLUTION_NS,
+    Stall,
+    Stalls,
+    attribute,
+)
 
 SCHEDSTAT = "/proc/thread-self/schedstat"
 PROC_STAT = "/proc/stat"
@@ -92,8 +99,27 @@ class LoopLagProbe:
                 others = max(0, (proc_now - proc) - (cpu_now - cpu))
                 self.stalls.add(Stall(after_ns=seen, due_ns=due, woke_ns=now,
                                          cause=attribute(lag, cpu_now - cpu, waited, others)))
+                self._follow(len(self.stalls) - 1, now)
             seen, cpu, wait, proc = now, cpu_now, wait_now, proc_now
             due = max(due + self.period_ns, now)
+
+    def _follow(self, i: int, woke: int) -> None:
+        """Follow stall i's catch-up: one callback per loop iteration after the wake, until an iteration takes
+        at most PROBE_RESOLUTION_NS (every socket that had data waiting was read in the ones before it, and
+        what arrived meanwhile waited no longer than that); its end is the stall's `caught`."""
+        loop = asyncio.get_running_loop()
+        last = woke
+
+        def tick() -> None:
+            nonlocal last
+            now = time.perf_counter_ns()
+            if now - last <= PROBE_RESOLUTION_NS or now - woke > CATCH_UP_MAX_NS:
+                self.stalls.caught_up(i, now)
+                return
+            last = now
+            loop.call_soon(tick)
+
+        loop.call_soon(tick)
 
     def start(self) -> None:
         """Start probing (on the running loop's thread: the counters read are this thread's)."""

@@ -32,8 +32,8 @@ from tokenbench.errors import UsageError
 from tokenbench.load.clock import new_loop
 from tokenbench.load.runner import CellRun, Outlets, run_phase
 from tokenbench.load.workers import WorkerJob, merge_health, reindex
-from tokenbench.metrics.send_rates import SlotWaits
 from tokenbench.metrics.summary_groups import ClientHealth
+from tokenbench.metrics.tally import SlotWaits
 
 PROBES = 7
 START_MARGIN_NS = 500_000_000   # Ray call latency margin before the shared start instant

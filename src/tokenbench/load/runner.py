@@ -38,9 +38,8 @@ from tokenbench.client.request import PreparedRequest
 from tokenbench.load.arrivals import arrivals_of, offsets_ns
 from tokenbench.load.clock import Clock, MonotonicClock
 from tokenbench.load.lag import LoopLagProbe
-from tokenbench.metrics.send_rates import SlotWaits
 from tokenbench.metrics.summary_groups import ClientHealth
-from tokenbench.metrics.verify import UNREACHABLE_AFTER
+from tokenbench.metrics.tally import UNREACHABLE_AFTER, SlotWaits
 from tokenbench.spec.bench import Load
 from tokenbench.workload.sessions import NextTurn
 

@@ -26,8 +26,8 @@ from tokenbench.errors import UsageError
 from tokenbench.load import clock
 from tokenbench.load.arrivals import schedule
 from tokenbench.load.runner import CellRun, Outlets, PhasePlan, Phases, Sessions, run_phase
-from tokenbench.metrics.send_rates import SlotWaits
 from tokenbench.metrics.summary_groups import ClientHealth
+from tokenbench.metrics.tally import SlotWaits
 from tokenbench.spec.bench import Load
 
 START_DELAY_NS = 500_000_000  # t0 of the measured phase: 500 ms after the barrier opens (time to wake every worker)

@@ -1,7 +1,7 @@
 """Capacity search, the pure part: a cell's requests judged against SLO tiers (each limit's statistic with
 its 95 % interval, pooled over the cells run at one load), and the typed record of a search as it is
 stored (store/db.py) and reported (report/capacity.py). The control flow that picks the loads is
-sweep/capacity.py. Formulas: docs/metrics.md ("Capacity search").
+study/capacity.py. Formulas: docs/metrics.md ("Capacity search").
 
 A limit's check at a load: the statistic of every ok request of the cells run there, pooled (replicate
 cells draw fresh prompts and arrivals from the same load), with its 95 % interval (uncertainty.within: t
@@ -10,7 +10,7 @@ within the limit, and *surely* passes when the whole interval is; it *surely* fa
 interval is outside. A load where a cell failed fails, surely. The client's own delays can only make a
 latency slower: a figure they may have moved passes as it reads, and it surely fails only when the
 interval's near end, less the most those delays could have moved that figure (the cell's client bound,
-metrics/figure_bounds.py), is still outside the limit."""
+metrics/health.py), is still outside the limit."""
 
 from __future__ import annotations
 
@@ -224,7 +224,7 @@ class LoadVerdict(Frozen):
 
 Reason = Literal["converged", "budget", "above_max", "below_min", "undecided", "outranked", "time"]
 # outranked, time: stopped from outside (`tokenbench tune`): its boundary's interval could no longer reach the
-# best config's, or the time budget was spent (sweep/capacity.halted)
+# best config's, or the time budget was spent (study/capacity.halted)
 
 
 class Answer(Frozen):

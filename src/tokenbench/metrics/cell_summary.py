@@ -1,29 +1,34 @@
 """A cell's summary, typed: ONE class from the tally to the report. The figures `vllm bench serve`
-reports carry vLLM's names; the groups other stages add (client health, workload facts, monitor figures,
-server counters: metrics/summary_groups.py) and the verdict's marks are typed parts of it. `to_dict()` is the stored and
-JSON form (the keys given, flat, the names they have always had); `from_dict()` reads it back, keys of
-other tools' results (an imported p99.9, say) kept as they came. Formulas: docs/metrics.md."""
+reports carry vLLM's names (metrics/summary.py computes them from the tally); the groups are typed parts of
+it, each ONE field below that says who fills it (the group types: metrics/summary_groups.py), so the set of
+group names is fixed: `with_` places a group by its type, and a group without its field fails at run time
+and at type-check time. `to_dict()` is the stored and JSON form (the keys given, flat, the names they have
+always had); `from_dict()` reads it back, keys of other tools' results (an imported p99.9, say) kept as
+they came. Formulas: docs/metrics.md."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal, cast, get_args
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
-from tokenbench.metrics.figure_marks import FigureHealth
-from tokenbench.metrics.interruption import Interruption
-from tokenbench.metrics.send_rates import SendRates
-from tokenbench.metrics.sessions import SessionFigures
-from tokenbench.metrics.stream_tail import StreamTail
 from tokenbench.metrics.summary_groups import (
     ClientHealth,
+    FigureHealth,
     Group,
+    Interruption,
     MonitorFigures,
     Number,
+    PhaseLedger,
+    SendRates,
     ServerCounters,
+    ServerMeans,
+    SessionFigures,
+    StreamTail,
     WorkloadFacts,
+    not_defined,
 )
 from tokenbench.metrics.timeslices import Timeslices
 
@@ -32,10 +37,6 @@ Statistic = Literal["mean", "median", "std", "min", "max", "p50", "p90", "p95", 
 Rate = Literal["request_throughput", "output_throughput", "total_token_throughput", "request_goodput"]
 LATENCIES: tuple[Latency, ...] = ("ttft", "tpot", "itl", "e2el")           # vLLM's four
 STATISTICS: tuple[Statistic, ...] = ("mean", "median", "std", "min", "max", "p50", "p90", "p95", "p99")
-GROUPS: dict[str, type[Group]] = {"health": ClientHealth, "facts": WorkloadFacts, "monitor": MonitorFigures,
-                                  "counters": ServerCounters, "interruption": Interruption,
-                                  "sessions": SessionFigures, "figures": FigureHealth,
-                                  "send": SendRates, "tail": StreamTail, "slices": Timeslices}
 RATES: tuple[Rate, ...] = ("output_throughput", "request_throughput", "request_goodput")
 KEY_OF_STAT: dict[str, Statistic] = {"mean": "mean", "p50": "median", "p90": "p90", "p99": "p99"}
 
@@ -171,19 +172,26 @@ class CellSummary(BaseModel):
     steady_request_throughput: float | None = None
     steady_output_throughput: float | None = None
     steady_total_token_throughput: float | None = None
-    # added by other stages
-    tail: StreamTail | None = None           # the tally: last token to the end of the stream
-    send: SendRates | None = None            # open loop: the send rates asked, scheduled, achieved (load/cell.py)
-    health: ClientHealth | None = None
-    facts: WorkloadFacts | None = None
+    # The groups: one field each, `<name>: <Group subclass> | None = None`, whose comment says who fills it
+    # (two flags of the verdict sit among them). A new group is a class in metrics/summary_groups.py and one
+    # field here; its maker hands it to metrics/cell.finish, which places it with `with_`. The field order
+    # is the stored key order.
+    tail: StreamTail | None = None           # the tally (metrics/summary.py): last token to the end of the stream
+    send: SendRates | None = None            # the tally, open loop only: the send rates asked, scheduled, sent
+    health: ClientHealth | None = None       # the load runner (load/runner.py, load/lag.py): the client's own health
+    facts: WorkloadFacts | None = None       # the workload builder (workload/build.py)
     client_lag_tolerated: str | None = None  # the verdict: --allow-client-lag kept the cell ok despite this
     server_unreachable: bool | None = None   # the verdict: the server went away (`--resume` runs it again)
-    monitor: MonitorFigures | None = None
-    slices: Timeslices | None = None         # per-timeslice figures and the steady-state verdict
-    figures: FigureHealth | None = None       # per-figure client health: bounds, and the verdict's marks
-    counters: ServerCounters | None = None   # the server's counters over the measured phase (sweep/monitoring.py)
-    sessions: SessionFigures | None = None   # a sessions cell: its shape and figures by turn (metrics/sessions.py)
+    monitor: MonitorFigures | None = None    # the cell's monitor (study/monitoring.py, monitor/summary.py)
+    slices: Timeslices | None = None         # the tally: per-timeslice figures, steady state; the monitor's samples
+    figures: FigureHealth | None = None      # client health per figure (metrics/health.py): bounds, the verdict's marks
+    counters: ServerCounters | None = None   # the server's counters over the measured phase (metrics/server.py)
+    sessions: SessionFigures | None = None   # a sessions cell only: its shape and figures by turn (metrics/summary.py)
     interruption: Interruption | None = None   # the user stopped the cell (Ctrl-C): how far it got
+    phases: PhaseLedger | None = None        # the server's spans joined to the cell's requests (metrics/server.py,
+                                             # study/traces.py): where the time went, phase by phase
+    server_means: ServerMeans | None = None  # the server's request-time histograms over the measured phase
+                                             # (metrics/server.py, study/monitoring.py)
     # other tools' results (`tokenbench import`)
     source: str | None = None
     notes: str | None = None
@@ -191,6 +199,11 @@ class CellSummary(BaseModel):
     input_throughput: float | None = None
     max_output_tokens_per_s: float | None = None
     max_concurrent_requests: Number | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_defined(cls, data: Any) -> Any:
+        return not_defined(data)
 
     def to_dict(self) -> dict[str, Any]:
         """The stored form: the keys given, flat, vLLM's names, the same values."""
@@ -219,9 +232,35 @@ class CellSummary(BaseModel):
     def rate(self, name: Rate) -> float | None:
         return getattr(self, name)
 
-    def with_(self, **groups: Any) -> CellSummary:
-        """A copy with groups or fields added (health=..., facts=..., monitor=..., counters=...)."""
-        return self.model_copy(update=groups)
+    def with_(self, *groups: Group | None) -> CellSummary:
+        """A copy with these groups in their fields (each group's type names its one field; None is left
+        out). A group no field is declared for is a TypeError, as is anything that is not a group."""
+        return self.model_copy(update={field_of(type(g)): g for g in groups if g is not None})
+
+
+def _group_fields(cls: type[BaseModel]) -> dict[str, type[Group]]:
+    """The group fields of a summary class, name -> group type (`x: SomeGroup | None`), each type once."""
+    out: dict[str, type[Group]] = {}
+    for name, info in cls.model_fields.items():
+        types = [t for t in (info.annotation, *get_args(info.annotation)) if isinstance(t, type) and issubclass(t, Group)]
+        if types:
+            if types[0] in out.values():
+                raise TypeError(f"{types[0].__name__} is the type of two summary fields: a group has one field")
+            out[name] = types[0]
+    return out
+
+
+GROUPS: dict[str, type[Group]] = _group_fields(CellSummary)      # the fixed set of group names, in field order
+_FIELD_OF: dict[type[Group], str] = {group: name for name, group in GROUPS.items()}
+
+
+def field_of(group: type) -> str:
+    """The summary field a group type fills; TypeError for a type without one (not declared, or not a group)."""
+    try:
+        return _FIELD_OF[group]
+    except KeyError:
+        raise TypeError(f"{group.__name__} is not a group of CellSummary: declare it as one field there "
+                        "(metrics/cell_summary.py)") from None
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,18 @@
-"""Per-request metrics, pure functions of a RequestRecord. Formulas: docs/metrics.md."""
+"""Per-request figures, pure functions of a RequestRecord, and the distribution statistics over many of them
+(percentiles and `describe`, numpy's default linear interpolation). Formulas: docs/metrics.md."""
 
 from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.spec.bench import SLO
 
 NS_PER_MS = 1_000_000
+PERCENTILES = (50, 90, 95, 99)
 
 
 def ttft_ms(r: RequestRecord) -> float | None:
@@ -69,3 +76,35 @@ def meets_slo(r: RequestRecord, slo: SLO) -> bool:
         return False
     checks = ((slo.ttft_ms, ttft_ms(r)), (slo.tpot_ms, slo_tpot_ms(r)), (slo.e2el_ms, e2el_ms(r)))
     return all(limit is None or (value is not None and value <= limit) for limit, value in checks)
+
+
+def percentile(sorted_values: Sequence[float] | np.ndarray, q: float) -> float:
+    """Linear interpolation between closest ranks, as numpy.percentile(method="linear")."""
+    if len(sorted_values) == 0:
+        return math.nan
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile {q} outside 0..100")
+    pos = (len(sorted_values) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    frac = pos - lo
+    return float(sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac)
+
+
+def describe(values: Sequence[float] | np.ndarray, name: str, unit: str = "ms") -> dict[str, float]:
+    """mean/median/p90/p95/p99/max/std keyed the way vLLM's `bench serve` names them (sorted as one
+    float64 array: a cell's millions of ITLs cost 8 bytes each, not a Python float each)."""
+    vals = np.sort(np.asarray(values, dtype=np.float64))
+    n = len(vals)
+    mean = float(vals.sum()) / n if n else math.nan
+    std = float(np.sqrt(((vals - mean) ** 2).sum() / n)) if n else math.nan
+    out = {
+        f"mean_{name}_{unit}": mean,
+        f"median_{name}_{unit}": float(percentile(vals, 50)),
+        f"std_{name}_{unit}": std,
+        f"min_{name}_{unit}": float(vals[0]) if n else math.nan,
+        f"max_{name}_{unit}": float(vals[-1]) if n else math.nan,
+    }
+    for q in PERCENTILES:
+        out[f"p{q}_{name}_{unit}"] = float(percentile(vals, q))
+    return out

@@ -1,8 +1,10 @@
-"""Cell summaries from request records: vLLM `bench serve` key names where the quantity is the same.
-
-Pure functions over records; the figures themselves are computed by metrics/tally.py (a cell that runs
-feeds its records there one by one as they finish). Formulas in docs/metrics.md.
-"""
+"""Figures from the tally: a cell's summary (`of_tally`), vLLM `bench serve` key names where the quantity is
+the same; the steady state and sustained concurrency; an open loop's send rates (`send_rates`); the stream
+tail; a sessions cell's shape and figures by turn. Pure functions of what the tally kept (metrics/tally.py);
+`summarize` is the same code over a list of records. Formulas: docs/metrics.md ("Send rates": the evidence
+for why an open loop's sent rate is off the asked one, each a mean over the cell's sends, failed ones too:
+the wait for a free `--max-concurrency` slot, the set-up of a new connection before the request was
+written, and the rest of the lateness, the client's own)."""
 
 from __future__ import annotations
 
@@ -11,13 +13,275 @@ from collections.abc import Sequence
 import numpy as np
 
 from tokenbench.client.records import RequestRecord
-from tokenbench.metrics import tally
 from tokenbench.metrics.cell_summary import CellSummary
-from tokenbench.spec.bench import SLO, Load
+from tokenbench.metrics.request import describe, percentile
+from tokenbench.metrics.summary_groups import OffReason, SendRates, SessionFigures, StreamTail
+from tokenbench.metrics.tally import CellTally, SendTimes, SlotWaits, Turn, TurnTally
+from tokenbench.metrics.timeslices import Columns
+from tokenbench.metrics.timeslices import compute as timeslices
+from tokenbench.metrics.uncertainty import within
+from tokenbench.spec.bench import SLO, Load, Workload
+
+NS = 1e9
+MS = 1e6
+RATE_TOLERANCE = 0.05          # the sent rate may be off the asked one by this much (relative) unmarked
 
 
-def tally_of(recs: Sequence[RequestRecord], slo: SLO | None = None) -> tally.CellTally:
-    out = tally.CellTally(slo)
+def of_tally(t: CellTally, load: Load, input_len: int, output_len: int) -> CellSummary:
+    """The tally's figures (vLLM's names), the load and the lengths asked: the summary before the stages'
+    groups (metrics/cell.finish adds them)."""
+    return CellSummary.model_validate(_figures(t, load, input_len, output_len))
+
+
+def _figures(t: CellTally, load: Load, input_len: int, output_len: int) -> dict:
+    out = _load_keys(load, input_len, output_len)
+    out.update(_counts(t))
+    if not len(t):
+        return out
+    out.update(_extras(t))
+    sent, end = t.all.np("sent"), t.all.np("end")
+    dur = (int(end.max()) - int(t.all.np("intended").min())) / NS
+    tokens_in, tokens_out = int(t.ok.np("prompt").sum()), int(t.ok.np("out").sum())
+    out.update(duration=dur, request_throughput=len(t.ok) / dur, output_throughput=tokens_out / dur,
+               total_token_throughput=(tokens_in + tokens_out) / dur,
+               achieved_concurrency=int((end - sent).sum()) / NS / dur,
+               sustained_concurrency=sustained(sent, end, load))
+    if t.slo is not None:
+        out.update(request_goodput=t.good / dur, goodput_fraction=t.good / len(t))
+    out.update(_latencies(t))
+    out.update(steady(t, window(sent, end, load)))
+    out["slices"] = timeslices(columns(t), t.tokens.tokens_between, t.slice_s)
+    return out
+
+
+def columns(t: CellTally) -> Columns:
+    ok = t.ok
+    return Columns(t.all.np("sent"), t.all.np("end"), t.all.np("intended"), ok.np("sent"),
+                   ok.np("end"), ok.np("first"), ok.np("out"), ok.np("last"))
+
+
+def _counts(t: CellTally) -> dict:
+    n_ok = len(t.ok)
+    return {
+        "num_prompts": len(t), "completed": n_ok, "failed": len(t) - n_ok,
+        "failed_by_kind": dict(sorted(t.kinds.items())),
+        "total_input_tokens": int(t.ok.np("prompt").sum()), "total_output_tokens": int(t.ok.np("out").sum()),
+        "usage_source": dict(t.usage_source), "count_source": dict(t.count_source),
+        "length_mismatches": t.length_mismatches, "total_reasoning_tokens": t.reasoning_tokens,
+        "reasoning_requests": t.reasoning_requests,
+        "zero_token_requests": t.zero_token,
+    }
+
+
+def _extras(t: CellTally) -> dict:
+    out: dict = {}
+    cached, prompt, told = t.cache
+    if told:
+        out.update(total_cached_tokens=cached, cache_hit_rate=cached / prompt, cache_reported_requests=told)
+    if t.prompt_told:
+        out.update(prompt_tokens_disagreeing=t.prompt_diff[0],
+                   prompt_tokens_diff_mean=t.prompt_diff[1] / t.prompt_told,
+                   prompt_tokens_diff_max=t.prompt_diff[2])
+    if t.images[0]:
+        out.update(total_images=t.images[1], total_image_bytes=t.images[2],
+                   server_counted_images=t.images[3] if t.images_counted else None)
+    return out
+
+
+def _latencies(t: CellTally) -> dict:
+    ok = t.ok
+    sent, end, first, last, ttfc = ok.np("sent"), ok.np("end"), ok.np("first"), ok.np("last"), ok.np("ttfc")
+    outs, e2el = ok.np("out"), end - sent
+    has_first = first >= 0
+    ttft = first - sent
+    multi = has_first & (outs >= 2)
+    out: dict = {}
+    if (ttfc >= 0).any():
+        out.update(describe((ttfc - sent)[ttfc >= 0] / MS, "ttfc"))
+    connect = ok.np("connect")
+    out["new_connections"] = new = int((connect != 0).sum())
+    if new:
+        out.update(describe(connect[connect != 0] / MS, "connect"))
+    tpot = (last[multi] - first[multi]) / (outs[multi] - 1) / MS      # ends at the last token (vLLM)
+    has_out = outs > 0
+    out.update(describe(ttft[has_first] / MS, "ttft"))
+    out.update(describe(tpot, "tpot"))
+    out.update(t.tokens.itl("itl"))
+    for name, vals in (("e2el", e2el / MS), ("ntpot", e2el[has_out] / outs[has_out] / MS),
+                       ("queue", ok.np("queue") / MS)):
+        out.update(describe(vals, name))
+    tail = stream_tail(end[has_first] - last[has_first])
+    return out if tail is None else {**out, "tail": tail}
+
+
+def steady(t: CellTally, window: tuple[int, int] | None) -> dict:
+    keys = ("steady_duration", "steady_request_throughput", "steady_output_throughput",
+            "steady_total_token_throughput")
+    if window is None or not len(t.ok):
+        return dict.fromkeys(keys)
+    a, b = window
+    dur = (b - a) / NS
+    out_tok = t.tokens.tokens_between(a, b)
+    first, end = t.ok.np("first"), t.ok.np("end")
+    in_tok = int(t.ok.np("prompt")[(first >= 0) & (first >= a) & (first <= b)].sum())
+    done = int(((end >= a) & (end <= b)).sum())
+    return dict(zip(keys, (dur, done / dur, out_tok / dur, (in_tok + out_tok) / dur), strict=True))
+
+
+def _load_keys(load: Load, input_len: int, output_len: int) -> dict:
+    shape = {"burstiness": load.burstiness} if load.burstiness != 1.0 else {}
+    return {
+        "concurrency": load.concurrency,
+        "request_rate": load.request_rate,
+        "max_concurrency": load.max_concurrency,
+        "arrival": load.arrival if load.concurrency is None else None,
+        **shape,
+        "input_len": input_len,
+        "output_len": output_len,
+    }
+
+
+def in_flight_steps(sent: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(times, requests in flight after each) at every send and end, time-ordered (an end before a
+    send at the same instant)."""
+    times = np.concatenate([sent, end])
+    deltas = np.concatenate([np.ones(len(sent), np.int64), -np.ones(len(end), np.int64)])
+    order = np.lexsort((deltas, times))
+    return times[order], np.cumsum(deltas[order])
+
+
+def sustained(sent: np.ndarray, end: np.ndarray, load: Load) -> float | None:
+    """Closed loop: time-weighted mean of requests in flight from the moment the C-th request was sent
+    (ramp-up done) to the last send; None for open loop, or when no request replaced another."""
+    cap = load.concurrency
+    if cap is None or len(sent) <= cap:
+        return None
+    sends = np.sort(sent)
+    a, b = int(sends[cap - 1]), int(sends[-1])
+    if b <= a:
+        return None
+    t, level = in_flight_steps(sent, end)
+    last = int(np.argmax(t >= b))                  # the step at (or after) the last send ends the sum
+    k = np.arange(1, last + 1)
+    k = k[t[k] > a]
+    span = np.minimum(t[k], b) - np.maximum(t[k - 1], a)
+    return int((level[k - 1] * span).sum()) / (b - a)
+
+
+def window(sent: np.ndarray, end: np.ndarray, load: Load) -> tuple[int, int] | None:
+    """Closed loop: first to last moment the cell held its full concurrency.
+    Open loop: from first send + mean E2EL (ramp-up) to the last send."""
+    cap = load.in_flight_cap if load.concurrency is not None else None
+    if cap is None:
+        mean_e2e = int((end - sent).sum()) / len(sent)
+        start, stop = int(sent.min()) + int(mean_e2e), int(sent.max())
+        return (start, stop) if stop > start else None
+    t, level = in_flight_steps(sent, end)
+    full = np.nonzero(level >= cap)[0]
+    if len(full) < 2:
+        return None
+    start = int(t[full[0]])
+    after = np.nonzero((t > t[full[-1]]) & (level < cap))[0]
+    if not len(after):
+        return None
+    stop = int(t[after[0]])
+    return (start, stop) if stop > start else None
+
+
+def stream_tail(tails_ns: np.ndarray) -> StreamTail | None:
+    """The group over the requests' tails (ns); None without any."""
+    if not len(tails_ns):
+        return None
+    ms = np.sort(tails_ns.astype(np.float64)) / MS
+    return StreamTail(mean_stream_tail_ms=float(ms.mean()), median_stream_tail_ms=percentile(ms, 50),
+                      p99_stream_tail_ms=percentile(ms, 99), max_stream_tail_ms=float(ms[-1]))
+
+
+def rate_over(times: np.ndarray) -> float | None:
+    """Events per second from the first to the last: (n - 1) / (max - min); None under 2 or no span."""
+    if len(times) < 2:
+        return None
+    span = int(times.max()) - int(times.min())
+    return (len(times) - 1) / (span / 1e9) if span > 0 else None
+
+
+def _means(t: SendTimes, waits: SlotWaits) -> tuple[float, float, float]:
+    """(client lateness, slot wait, connect) in ms, means over the sends."""
+    n = len(t.intended)
+    slot = waits.total_ns / n / MS
+    connect = float(t.connect.mean()) / MS
+    late = float((t.wrote - t.intended - t.connect).mean()) / MS - slot
+    return max(0.0, late), slot, connect
+
+
+def off_reason(rates: SendRates, load: Load) -> OffReason | None:
+    """Why the sent rate is off the asked one by more than RATE_TOLERANCE (None when it is not):
+    the schedule itself (the draws over these few sends, or the part of the schedule a stopped cell
+    sent; under `rate_cap` gate the schedule waited for the cap's slots: "cap") before the sends; else the largest delay of the three: the cap's slots (the server did not
+    finish requests as fast as the rate needs), new connections (the server accepted them late), the
+    client's own lateness."""
+    asked = rates.send_rate_asked
+    if not asked or load.arrival == "trace":
+        return None
+    if rates.send_rate_achieved is None:
+        return "few_requests"
+    if abs(rates.send_rate_achieved / asked - 1) <= RATE_TOLERANCE:
+        return None
+    sched = rates.send_rate_scheduled
+    if sched is None or abs(sched / asked - 1) > RATE_TOLERANCE:
+        gated = load.rate_cap == "gate" and (rates.send_slot_waits or 0) > 0
+        return "cap" if gated else "few_requests"     # a gate's schedule itself waited for the slots
+    causes = {"cap": rates.send_slot_wait_mean_ms or 0.0, "connect": rates.send_connect_mean_ms or 0.0,
+              "client": rates.send_late_mean_ms or 0.0}
+    worst = max(causes, key=lambda k: causes[k])
+    return worst if causes[worst] > 0 else "few_requests"     # type: ignore[return-value]
+
+
+def send_rates(t: SendTimes, load: Load, waits: SlotWaits, seed: int | None = None) -> SendRates | None:
+    """The group of an open-loop cell (None for a closed loop, a sessions cell, or a cell that sent nothing)."""
+    if load.concurrency is not None or load.sessions or not len(t.intended):
+        return None
+    late, slot, connect = _means(t, waits)
+    capped = load.max_concurrency is not None
+    given = {"arrival_seed": seed if load.arrival == "poisson" else None, "send_rate_asked": load.request_rate,
+             "send_rate_scheduled": rate_over(t.intended), "send_rate_achieved": rate_over(t.wrote),
+             "send_late_mean_ms": late, "send_slot_wait_mean_ms": slot if capped else None,
+             "send_slot_waits": waits.sends if capped else None, "send_connect_mean_ms": connect,
+             "send_cap": load.rate_cap if capped else None}
+    rates = SendRates(**{k: v for k, v in given.items() if v is not None})
+    reason = off_reason(rates, load)
+    return rates.model_copy(update={"send_rate_off": reason}) if reason else rates
+
+
+def shape_of(wl: Workload, load: Load) -> SessionFigures:
+    """The shape keys of a sessions cell, from what it asked."""
+    return SessionFigures(users=load.users, rate=load.session_rate, ramp_up_s=load.ramp_up_s, turns=wl.turns,
+                          user_len=wl.input_len, output_len=wl.output_len, system_len=wl.system_prompt_len or 0,
+                          system_shared=wl.shared_system_prompt, think_time_s=wl.think_time_s,
+                          think_time_dist=wl.think_time_dist, assistant_turns=wl.assistant_turns, api=wl.api)
+
+
+def _mean(values: list) -> float | None:
+    return float(np.mean(values)) if values else None
+
+
+def turn_figures(turns: TurnTally) -> dict[str, list]:
+    """The `turn_*` keys of SessionFigures, turn 0 to the last turn seen."""
+    rows = [turns.turns.get(k, Turn()) for k in range(max(turns.turns, default=-1) + 1)]
+    ttft = [within(np.asarray(t.ttft), "mean") if t.ttft else None for t in rows]
+    return {"turn_requests": [len(t.prompt) for t in rows],
+            "turn_prompt_tokens_mean": [_mean(t.prompt) for t in rows],
+            "turn_cached_tokens_mean": [_mean(t.cached) for t in rows],
+            "turn_hit_rate": [sum(t.cached) / sum(t.cached_prompt) if sum(t.cached_prompt) else None for t in rows],
+            "turn_ttft_mean_ms": [i.value if i else None for i in ttft],
+            "turn_ttft_lo_ms": [i.lo if i else None for i in ttft],
+            "turn_ttft_hi_ms": [i.hi if i else None for i in ttft],
+            "turn_ttft_p50_ms": [float(np.median(t.ttft)) if t.ttft else None for t in rows],
+            "turn_tpot_mean_ms": [_mean(t.tpot) for t in rows]}
+
+
+def tally_of(recs: Sequence[RequestRecord], slo: SLO | None = None) -> CellTally:
+    out = CellTally(slo)
     for r in recs:
         out.add(r)
     return out
@@ -29,21 +293,21 @@ def _times(recs: Sequence[RequestRecord]) -> tuple[np.ndarray, np.ndarray]:
 
 def sustained_concurrency(recs: Sequence[RequestRecord], load: Load) -> float | None:
     """Closed loop: time-weighted mean of requests in flight from the moment the C-th request was sent
-    (ramp-up done) to the last send (tally.sustained_concurrency)."""
-    return tally.sustained_concurrency(*_times(recs), load)
+    (ramp-up done) to the last send (`sustained`)."""
+    return sustained(*_times(recs), load)
 
 
 def steady_window(recs: Sequence[RequestRecord], load: Load) -> tuple[int, int] | None:
     """Closed loop: first to last moment the cell held its full concurrency.
     Open loop: from first send + mean E2EL (ramp-up) to the last send."""
-    return tally.steady_window(*_times(recs), load) if recs else None
+    return window(*_times(recs), load) if recs else None
 
 
 def _steady(ok: Sequence[RequestRecord], window: tuple[int, int] | None) -> dict:
-    return tally_of(ok).steady(window)
+    return steady(tally_of(ok), window)
 
 
 def summarize(recs: Sequence[RequestRecord], load: Load, input_len: int, output_len: int,
               slo: SLO | None = None) -> CellSummary:
     """Summary of one cell's measured requests (warmup records must be filtered out by the caller)."""
-    return tally_of(recs, slo).summary(load, input_len, output_len)
+    return of_tally(tally_of(recs, slo), load, input_len, output_len)

@@ -1,19 +1,34 @@
-"""The groups other stages add to a cell's summary (metrics/cell_summary.py), each typed where it is made:
-the client's health while the cell ran (the load runner), the facts of its workload (the workload
-builder), the server's monitor figures (the sweep's monitor) and what the server's own counters said over
-the measured phase (the sweep's monitor: prefix-cache hits, speculative decoding). In the stored and JSON form their keys
-sit flat beside the tally's figures, under the names they have always had (the monitor's prefixed
-`monitor_`). Formulas: docs/metrics.md ("Client health"), docs/monitoring.md."""
+"""Every group of a cell's summary, declared here (the per-slice figures apart: metrics/timeslices.py):
+each is one field of `CellSummary` (metrics/cell_summary.py), which says who fills it. Adding a group is
+declaring its class here and that one field; `CellSummary.with_` places a group by its type, so a group
+that has no field fails at run time and at type-check time. In the stored and JSON form their keys sit
+flat beside the tally's figures, under the names they have always had (a group's PREFIX before them).
+Formulas: docs/metrics.md ("Client health", "Send rates", "Stream tail", "Sessions", "Server counters
+over a cell", "Where the time went"), docs/monitoring.md, docs/reliability.md ("Interruptions")."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Self
+import math
+from typing import Any, ClassVar, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tokenbench.metrics.stalls import CAUSES, Stalls
+from tokenbench.metrics.tally import CAUSES, Cause, Stalls
 
 Number = int | float
+OffReason = Literal["few_requests", "cap", "connect", "client"]     # why an open loop's sent rate is off
+OFF_REASONS: tuple[OffReason, ...] = ("few_requests", "cap", "connect", "client")
+FLOOR_MS = 1.0        # below this a stream tail cannot be told from the client's own stamping (calibrate's limit)
+SHARE = 0.01          # ... nor matter to E2EL: half the smallest effect `compare` names by default (2 %)
+
+
+def not_defined(data: Any) -> Any:
+    """A summary's fields with every figure that is not a number (NaN, infinity: no TPOT with one output token,
+    no latency without a completed request) as None, "not defined": the same value the database and every
+    file give back (JSON has no NaN), so a figure reads the same fresh and stored."""
+    if isinstance(data, dict):
+        return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in data.items()}
+    return data
 
 
 class Group(BaseModel):
@@ -21,6 +36,11 @@ class Group(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     PREFIX: ClassVar[str] = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_defined(cls, data: Any) -> Any:
+        return not_defined(data)
 
     def flat(self) -> dict[str, Any]:
         return {self.PREFIX + k: v for k, v in self.model_dump(exclude_unset=True).items()}
@@ -51,7 +71,7 @@ class ClientHealth(Group):
     stopped_after_s: float | None = None       # stopped by the user (Ctrl-C): when
     clock_offsets_ns: list[int] | None = None  # --ray: each actor's clock minus the driver's
     ray_nodes: list[str] | None = None         # --ray: the node each actor ran on
-    # what held the loop up (load/lag.py, metrics/stalls.py): the stalls, and the share of the measured
+    # what held the loop up (load/lag.py, metrics/tally.Stalls): the stalls, and the share of the measured
     # phase the loop's thread waited for a CPU it was ready to use (the kernel's run delay)
     stall_count: Number | None = None
     stall_ms: dict[str, float] | None = None            # stalled time (sum of the stalls' lags) by cause
@@ -143,24 +163,60 @@ class WorkloadFacts(Group):
                                              if not k.startswith(("input_len_", "output_len_"))})
 
 
+COVERAGE_MIN_PCT = 90.0     # power samples must cover this share of the measured window ...
+GAP_MAX_INTERVALS = 2.0     # ... and no gap between them may exceed this many monitor intervals
+
+
+class DeviceFigures(BaseModel):
+    """One accelerator device (a GPU, or one chip of an NPU) over the cell's measured window
+    (monitor/window.py; formulas: docs/monitoring.md, "Cell summary")."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    source: str                                  # npu | gpu
+    device: str                                  # GPU index, or NPU id / chip ("0/1")
+    name: str = ""
+    util_mean_pct: float | None = None
+    util_max_pct: float | None = None
+    mem_used_mean_mb: float | None = None
+    mem_peak_mb: float | None = None
+    mem_total_mb: float | None = None
+    power_mean_w: float | None = None            # time-weighted over the window
+    power_max_w: float | None = None
+    energy_j: float | None = None
+    energy_source: str | None = None             # "counter" (NVML total energy) | "power" (integrated samples)
+    coverage_pct: float | None = None            # share of the window within one interval of a sample
+    max_gap_s: float | None = None               # the longest stretch between samples over the window
+
+
 class MonitorFigures(Group):
-    """The server's and host's figures over the cell (monitor/summary.py), and the check of the `*` mark
-    against the queue the server showed (the sweep's monitor)."""
+    """The accelerator's and host's figures over the cell's measured window (first measured send to last
+    measured byte), the server's over the cell (monitor/summary.py), and the check of the `*` mark against
+    the queue the server showed (the sweep's monitor)."""
 
     PREFIX: ClassVar[str] = "monitor_"
     samples: Number | None = None
     span_s: float | None = None
+    window_s: float | None = None              # the measured window the accelerator and host figures cover
+    interval_s: float | None = None            # the monitor's sampling interval
     accel_chips: Number | None = None
     accel_util_mean_pct: Number | None = None
     accel_util_max_pct: Number | None = None
+    accel_mem_used_mean_mb: Number | None = None
     accel_mem_peak_mb: Number | None = None
     accel_mem_peak_chip_mb: Number | None = None
     accel_mem_capacity_mb: Number | None = None
     accel_power_mean_w: Number | None = None
     accel_power_max_w: Number | None = None
     accel_energy_j: Number | None = None
+    accel_energy_source: str | None = None     # "counter" | "power" | "counter+power" (devices differ)
     accel_energy_per_output_token_j: Number | None = None
+    accel_energy_per_request_j: Number | None = None
+    accel_tokens_per_joule: Number | None = None
+    accel_coverage_pct: Number | None = None   # the worst device's
+    accel_max_gap_s: Number | None = None      # the worst device's
     accel_temp_max_c: Number | None = None
+    devices: list[DeviceFigures] | None = None
     server_running_mean: Number | None = None
     server_running_max: Number | None = None
     server_waiting_mean: Number | None = None
@@ -170,15 +226,34 @@ class MonitorFigures(Group):
     host_cpu_mean_pct: Number | None = None
     host_cpu_max_pct: Number | None = None
     host_mem_peak_mb: Number | None = None
+    host_energy_j: Number | None = None        # the host's CPU packages (RAPL), where the host exposes them
+    host_energy_per_output_token_j: Number | None = None
+    host_energy_note: str | None = None        # why there is no host energy (no powercap, not readable)
     proc_cpu_mean_pct: Number | None = None
     proc_cpu_max_pct: Number | None = None
     proc_rss_peak_mb: Number | None = None
     queue_check: str | None = None             # the `*` mark and the server's queue disagree: why
 
+    @property
+    def power_sparse(self) -> bool:
+        """The power (so energy) samples do not cover the measured window: below COVERAGE_MIN_PCT of it, or
+        a gap above GAP_MAX_INTERVALS intervals (docs/monitoring.md, "Coverage")."""
+        if self.accel_coverage_pct is None:
+            return False
+        gap = self.accel_max_gap_s or 0.0
+        return (self.accel_coverage_pct < COVERAGE_MIN_PCT
+                or (self.interval_s is not None and gap > GAP_MAX_INTERVALS * self.interval_s))
+
+
+# the figures read from power samples: marked together when the samples do not cover the window
+POWER_KEYS = frozenset(MonitorFigures.PREFIX + k for k in (
+    "accel_power_mean_w", "accel_power_max_w", "accel_energy_j", "accel_energy_per_output_token_j",
+    "accel_energy_per_request_j", "accel_tokens_per_joule"))
+
 
 class ServerCounters(Group):
-    """What the server's own counters said over the cell's measured phase (sweep/monitoring.server_figures):
-    prefix-cache hits (metrics/cache_hits.py), speculative decoding and its acceptance (metrics/spec_decode.py),
+    """What the server's own counters said over the cell's measured phase (study/monitoring.server_figures):
+    prefix-cache hits, speculative decoding and its acceptance (metrics/server.py),
     the window the increases span; and the `§` mark of a speculative server fed random prompts. Formulas:
     docs/metrics.md ("Server counters over a cell", "Speculative decoding", "Prefix-cache hit rate")."""
 
@@ -196,3 +271,198 @@ class ServerCounters(Group):
     spec_random_prompts: str | None = None     # the `§` mark: random prompts to a speculative server, and why
     server_counters_window_s: float | None = None   # from the base scrape to the last one counted
     server_counters_lead_s: float | None = None     # the base scrape's lead on the first measured send
+
+
+class SendRates(Group):
+    """What an open-loop cell offered (metrics/summary.send_rates): the send rate asked, the rate its
+    schedule held, the rate its requests were really sent at, and, when the sent rate is off the asked one
+    by more than RATE_TOLERANCE, why (`send_rate_off`, a reason code). A mark on the cell, not a failure.
+    An open-loop cell's send rates (requests/s) and what delayed its sends (ms, means over the sends).
+    Counts are numbers (repeats merged into a mean need not be whole)."""
+
+    arrival_seed: Number | None = None         # seed of the cell's arrival draws (load/arrivals.arrival_seed)
+    send_rate_asked: float | None = None       # --request-rate
+    send_rate_scheduled: float | None = None   # (n - 1) / (last intended - first intended)
+    send_rate_achieved: float | None = None    # (n - 1) / (last written - first written)
+    send_late_mean_ms: float | None = None     # the client's own lateness: written - intended - connect - slot wait
+    send_slot_wait_mean_ms: float | None = None  # waiting for a free --max-concurrency slot (over all sends)
+    send_slot_waits: Number | None = None         # sends that waited for one
+    send_connect_mean_ms: float | None = None  # new connections' set-up before the write (over all sends)
+    send_rate_off: OffReason | None = None     # achieved off asked by > RATE_TOLERANCE: why
+    send_cap: Literal["queue", "gate"] | None = None  # how --max-concurrency held arrivals (--rate-cap)
+
+    @property
+    def off(self) -> float | None:
+        """achieved / asked - 1 (None without both)."""
+        a, b = self.send_rate_achieved, self.send_rate_asked
+        return a / b - 1 if a is not None and b else None
+
+
+class StreamTail(Group):
+    """The stream tail: from a request's last token-bearing chunk to the end of its stream (the usage-only
+    chunk and `[DONE]`, or a gateway's hook before them); TPOT and ITL end at the last token, E2EL includes
+    the tail. Tail = end of stream - last token-bearing chunk, over ok requests with a token, ms."""
+
+    mean_stream_tail_ms: float | None = None
+    median_stream_tail_ms: float | None = None
+    p99_stream_tail_ms: float | None = None
+    max_stream_tail_ms: float | None = None
+
+    def matters(self, mean_e2el_ms: float | None, p99_e2el_ms: float | None) -> bool:
+        """Worth showing: the mean or the p99 tail above FLOOR_MS and above SHARE of the same E2EL figure."""
+        pairs = ((self.mean_stream_tail_ms, mean_e2el_ms), (self.p99_stream_tail_ms, p99_e2el_ms))
+        return any(tail is not None and e2el and tail > max(FLOOR_MS, SHARE * e2el) for tail, e2el in pairs)
+
+
+class Interruption(Group):
+    """How far a cell the user stopped (Ctrl-C) got, set only on an interrupted cell: its figures cover the
+    requests that finished; the report shows its request count as finished / planned next to the
+    interrupted mark (docs/reliability.md, "Interruptions"). Stored flat as `interrupted_planned` and `interrupted_cut`."""
+
+    PREFIX: ClassVar[str] = "interrupted_"
+    planned: Number | None = None       # measured requests the cell was to send (None: a --duration cell)
+    cut: Number | None = None           # requests cut off by the stop (stored as `cancelled`, in no figure)
+
+
+class SessionFigures(Group):
+    """A sessions cell (keys `session_*`): its shape (what was asked), how its sessions went, and its figures by turn index
+    (lists: item k is turn k; None where no request of that turn told)."""
+
+    PREFIX: ClassVar[str] = "session_"
+    # the shape (fairness compares it: judge/fairness.py)
+    users: Number | None = None
+    rate: float | None = None                 # open loop: sessions started per second
+    ramp_up_s: float | None = None
+    turns: Number | None = None
+    user_len: Number | None = None            # new user tokens per turn
+    output_len: Number | None = None
+    system_len: Number | None = None
+    system_shared: bool | None = None
+    think_time_s: float | None = None
+    think_time_dist: str | None = None
+    assistant_turns: str | None = None        # returned | fixed
+    api: str | None = None
+    # how they went
+    started: Number | None = None
+    completed: Number | None = None
+    cut_short: Number | None = None
+    replies_returned_ids: Number | None = None
+    replies_retokenized: Number | None = None
+    replies_fixed: Number | None = None
+    # by turn index
+    turn_requests: list[Number] | None = None
+    turn_prompt_tokens_mean: list[float | None] | None = None
+    turn_cached_tokens_mean: list[float | None] | None = None
+    turn_hit_rate: list[float | None] | None = None
+    turn_ttft_mean_ms: list[float | None] | None = None
+    turn_ttft_lo_ms: list[float | None] | None = None
+    turn_ttft_hi_ms: list[float | None] | None = None
+    turn_ttft_p50_ms: list[float | None] | None = None
+    turn_tpot_mean_ms: list[float | None] | None = None
+
+    def shape_text(self) -> str:
+        """What two sessions cells must share to be compared, the load's size apart (the cells' x): turns,
+        lengths, system prompt, think time, what the assistant turns are, the API, the ramp."""
+        system = f", system {self.system_len}{' shared' if self.system_shared else ''}" if self.system_len else ""
+        think = f", think {self.think_time_s:g} s {self.think_time_dist}" if self.think_time_s else ""
+        ramp = f", ramp {self.ramp_up_s:g} s" if self.ramp_up_s else ""
+        return (f"{self.turns} turns of {self.user_len}+{self.output_len} tokens{system}{think}, "
+                f"{self.assistant_turns} replies, {self.api}{ramp}")
+
+    def load_text(self) -> str:
+        return f"{self.users} users" if self.users is not None else f"{self.rate:g} sessions/s"
+
+
+class FigureBound(BaseModel):
+    """The most the measured delays could have moved one figure (in its unit), and what could move it most."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    bound: float
+    cause: Cause | None = None
+
+
+class FigureMark(BaseModel):
+    """A figure the verdict marks: its bound exceeds the tolerance (both in the figure's unit)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    cause: Cause
+    bound: float
+    tolerance: float
+
+
+class FigureHealth(Group):
+    """The client-health judgement per figure: for every published figure, how far the delays the client
+    measured could have moved it (`client_bounds`, metrics/health.py), and the figures the verdict marks
+    because that exceeds the stated tolerance (`client_marks`). A cell stays `ok` when some figures are
+    marked; the report marks those figures only, and `compare` gives verdicts for the others.
+    Per-figure client health (keys: the summary's figure names, e.g. `p99_itl_ms`, `output_throughput`)."""
+
+    client_bounds: dict[str, FigureBound] | None = None
+    token_chunks: Number | None = None          # token-bearing chunks of the ok requests
+    chunks_after_stall: Number | None = None    # ... stamped just after a stall (in a stall's window)
+    chunks_coalesced: Number | None = None      # ... read together with another chunk while the loop was quiet
+    client_marks: dict[str, FigureMark] | None = None
+
+    def mark(self, key: str) -> FigureMark | None:
+        return (self.client_marks or {}).get(key)
+
+
+PhaseName = Literal["network", "queue", "prefill", "server_other", "delivery", "decode", "decode_other",
+                    "last_delivery"]
+PHASES: tuple[PhaseName, ...] = ("network", "queue", "prefill", "server_other", "delivery", "decode", "decode_other",
+                                 "last_delivery")
+# the phases whose sum is the client's TTFT, in the order the time passes
+TTFT_PHASES: tuple[PhaseName, ...] = ("network", "queue", "prefill", "server_other", "delivery")
+LedgerStat = Literal["mean", "p50", "p99"]
+
+
+class PhaseLedger(Group):
+    """Where the time went, from the server's spans (metrics/server.py, joined by study/traces.py): mean, p50 and
+    p99 of each phase over the measured requests that joined a span, with how many joined, what else arrived,
+    and the clock offset used. Keys are stored with the prefix `phase_` (`phase_mean_ms`: {"queue": ...})."""
+
+    PREFIX: ClassVar[str] = "phase_"
+    requests: Number | None = None           # measured requests that finished ok
+    joined: Number | None = None             # ... whose span arrived and was read
+    missing: Number | None = None            # ... without one
+    unjoined_spans: Number | None = None     # request spans whose trace id is no request of the cell
+    other_spans: Number | None = None        # spans that are not a request's (counted, dropped)
+    dropped_payloads: Number | None = None   # exports the receiver could not decode
+    clock_offset_ms: float | None = None     # server clock minus client clock
+    clock_offset_error_ms: float | None = None
+    clock_consistent: bool | None = None     # no joined request runs backwards beyond the offset's error
+    mean_ms: dict[PhaseName, float] | None = None
+    p50_ms: dict[PhaseName, float] | None = None
+    p99_ms: dict[PhaseName, float] | None = None
+    client_ttft_mean_ms: float | None = None  # the joined requests' client TTFT: the sum of TTFT_PHASES' means
+    delivery_flagged: Number | None = None   # joined requests whose delivery exceeds the client's TTFT tolerance
+    delivery_max_ms: float | None = None
+
+    def stat(self, phase: PhaseName, statistic: LedgerStat = "mean") -> float | None:
+        table = {"mean": self.mean_ms, "p50": self.p50_ms, "p99": self.p99_ms}[statistic]
+        return (table or {}).get(phase)
+
+    @property
+    def prefill_ms(self) -> float | None:
+        """Mean server prefill per request (ms): what splits a cell's time (and cost) into prefill and decode."""
+        return self.stat("prefill")
+
+    @property
+    def decode_ms(self) -> float | None:
+        """Mean server decode per request (ms)."""
+        return self.stat("decode")
+
+
+class ServerMeans(Group):
+    """Per-cell means of the server's own request-time histograms over the measured phase (from the /metrics
+    scrapes: increase of each histogram's sum / increase of its count), labelled as the server's means: they
+    need no tracing but give no per-request figure and no percentile. Stored with the prefix `server_mean_`."""
+
+    PREFIX: ClassVar[str] = "server_mean_"
+    queue_ms: float | None = None
+    prefill_ms: float | None = None
+    decode_ms: float | None = None
+    inference_ms: float | None = None
+    ttft_ms: float | None = None
+    e2e_ms: float | None = None
+    requests: Number | None = None           # requests the e2e histogram counted over the window

@@ -1,31 +1,53 @@
-"""A cell's measured requests reduced as they finish to what its summary needs: a few numbers per
-request in compact arrays (8 bytes each) and the token-bearing chunks in a TokenLog (exact up to
-FOLD_CHUNKS chunks, then folded into a histogram of stated error: metrics/token_log.py), never the
-records themselves. `summary()` gives the same figures as
-summarizing the records (metrics/summary.py delegates here), so a cell of any length is summarized
-from memory that grows by well under 1 KB per request. Formulas: docs/metrics.md."""
+"""What a cell keeps while it runs, fed every measured record once as it finishes (in any order): a few
+numbers per request in compact arrays (8 bytes each), the token-bearing chunks in a TokenLog (exact up to
+FOLD_CHUNKS chunks, then folded into a histogram of stated error: metrics/token_log.py), the reads of many
+chunks (`Coalesced`), what the verdict needs (`Outcomes`), a sessions cell's requests by turn (`TurnTally`,
+only there); beside them what the load runner keeps (the sends' slot waits, `SlotWaits`; the stalls its
+loop-lag probe saw, `Stalls`, each with its cause). Never the records themselves: a cell of any length
+is tallied in memory that grows by well under 1 KB per request. The figures are computed from this
+afterwards (metrics/summary.py). Formulas: docs/metrics.md.
+
+A stall's cause is one of:
+- `client_cpu`: the loop's thread was on the CPU the whole time: its own work held it (client overloaded);
+- `host_contention`: it was runnable but not running: other processes had the CPU (the kernel's run delay,
+  /proc/thread-self/schedstat);
+- `client_stopped`: neither running nor waiting for a CPU: the process was stopped (SIGSTOP, a debugger,
+  a frozen cgroup) or blocked in a system call or a page fault;
+- `client_delay`: late, cause unknown (the kernel's run delay could not be read);
+- `buffering`: not the client at all: reads that carried several token chunks while its loop was quiet
+  (the server or a proxy held the stream)."""
 
 from __future__ import annotations
 
 from array import array
 from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import groupby
+from typing import Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.metrics import request as rm
-from tokenbench.metrics.cell_summary import CellSummary
-from tokenbench.metrics.coalesced import Coalesced
-from tokenbench.metrics.send_rates import SendTimes
-from tokenbench.metrics.stats import describe
-from tokenbench.metrics.stream_tail import stream_tail
-from tokenbench.metrics.timeslices import Columns
-from tokenbench.metrics.timeslices import compute as timeslices
 from tokenbench.metrics.token_log import TokenLog
-from tokenbench.spec.bench import SLO, Load
+from tokenbench.spec.bench import SLO
 
-NS = 1e9
-MS = 1e6
+UNREACHABLE_AFTER = 3     # the load runner stops sending after this many consecutive `connect` failures
+KEEP_BAD = 100            # requests with a wrong length kept to diagnose the cause
+BUFFERED_CHUNKS = 4       # a read of at least this many token chunks of one request: the stream came in pieces
+Cause = Literal["client_cpu", "host_contention", "client_stopped", "client_delay", "buffering"]
+CLIENT_CAUSES: tuple[Cause, ...] = ("client_cpu", "host_contention", "client_stopped", "client_delay")
+CAUSES: tuple[Cause, ...] = (*CLIENT_CAUSES, "buffering")
+
+PROBE_PERIOD_NS = 10_000_000      # the probe's timer
+PROBE_RESOLUTION_NS = 2_000_000   # an idle loop's timer still wakes up this late (epoll timeouts are whole ms,
+                                  # a VM's timer jitter adds about 1 ms: p99 2.1-2.4 ms on an idle 2-core VM
+                                  # while calibrate's delivery error stayed under 0.4 ms); a later wake is a stall
+
+
+
 
 
 class _Columns:
@@ -46,15 +68,18 @@ class _Columns:
 
 
 class CellTally:
-    """Feed every measured record once (`add`, in any order), then read `summary(...)`."""
+    """Feed every measured record once (`add`, in any order); metrics/summary.py reads the figures from it.
+    A sessions cell (`sessions`) also keeps its requests by turn."""
 
-    def __init__(self, slo: SLO | None = None, slice_s: float = 10.0) -> None:
+    def __init__(self, slo: SLO | None = None, slice_s: float = 10.0, sessions: bool = False) -> None:
         self.slo = slo if slo is not None and not slo.is_empty() else None
         self.slice_s = slice_s                         # width of the cell's timeslices (metrics/timeslices.py)
         self.all = _Columns("sent", "end", "intended", "wrote", "connect")
         self.ok = _Columns("sent", "end", "first", "last", "ttfc", "out", "prompt", "queue", "connect")
         self.tokens = TokenLog()                       # chunk times and counts (bounded: metrics/token_log.py)
-        self.coalesced = Coalesced()                   # reads of several chunks (metrics/figure_bounds.py)
+        self.coalesced = Coalesced()                   # reads of several chunks (metrics/health.py)
+        self.outcomes = Outcomes()                     # what the verdict needs (metrics/verdict.py)
+        self.turns = TurnTally() if sessions else None   # a sessions cell's requests by turn
         self.zero_token = 0                            # ok requests without a token-bearing chunk
         self.kinds, self.usage_source, self.count_source = Counter[str](), Counter[str](), Counter[str]()
         self.length_mismatches = self.reasoning_tokens = self.reasoning_requests = self.good = 0
@@ -68,6 +93,9 @@ class CellTally:
         return len(self.all)
 
     def add(self, r: RequestRecord) -> None:
+        self.outcomes.add(r)
+        if self.turns is not None:
+            self.turns.add(r)
         self.all.add(r.sent_ns, r.end_ns, r.intended_ns, r.sent_ns + (r.connect_ns if r.connect_in_ttft else 0),
                      r.connect_ns)
         self.length_mismatches += bool(r.length_error)
@@ -106,160 +134,238 @@ class CellTally:
             self.images[3] += r.image_count
             self.images_counted = True
 
-    # ---- the summary ----
-
     def send_times(self) -> SendTimes:
-        """Every measured send's due, write and connect times (metrics/send_rates.py)."""
+        """Every measured send's due, write and connect times (metrics/summary.send_rates)."""
         return SendTimes(self.all.np("intended"), self.all.np("wrote"), self.all.np("connect"))
 
-    def summary(self, load: Load, input_len: int, output_len: int) -> CellSummary:
-        return CellSummary.model_validate(self._figures(load, input_len, output_len))
 
-    def _figures(self, load: Load, input_len: int, output_len: int) -> dict:
-        out = _load_keys(load, input_len, output_len)
-        out.update(self._counts())
-        if not len(self):
-            return out
-        out.update(self._extras())
-        sent, end = self.all.np("sent"), self.all.np("end")
-        dur = (int(end.max()) - int(self.all.np("intended").min())) / NS
-        tokens_in, tokens_out = int(self.ok.np("prompt").sum()), int(self.ok.np("out").sum())
-        out.update(duration=dur, request_throughput=len(self.ok) / dur, output_throughput=tokens_out / dur,
-                   total_token_throughput=(tokens_in + tokens_out) / dur,
-                   achieved_concurrency=int((end - sent).sum()) / NS / dur,
-                   sustained_concurrency=sustained_concurrency(sent, end, load))
-        if self.slo is not None:
-            out.update(request_goodput=self.good / dur, goodput_fraction=self.good / len(self))
-        out.update(self._latencies())
-        out.update(self.steady(steady_window(sent, end, load)))
-        out["slices"] = timeslices(self.columns(), self.tokens.tokens_between, self.slice_s)
+def _reads(times: list[int]) -> list[tuple[int, int]]:
+    """(stamp, chunks) of each read, in order (chunks of one read share its stamp)."""
+    return [(t, sum(1 for _ in group)) for t, group in groupby(times)]
+
+
+class Coalesced:
+    """Per read of many chunks: its stamp, how late its chunks may be (`delay`), and the ITL gaps it
+    touches. The delay of a chunk in such a read is its stamp minus the stamp two reads earlier (the
+    request's send for the first two reads): a piece may end inside an event, so the chunk's event may
+    have left the server before the previous read."""
+
+    def __init__(self) -> None:
+        self.stamp, self.delay, self.gaps, self.chunks = array("q"), array("q"), array("q"), array("q")
+
+    def add(self, times: list[int], sent: int) -> None:
+        k = BUFFERED_CHUNKS - 1
+        if not any(a == b for a, b in zip(times, times[k:], strict=False)):
+            return                                   # no read of BUFFERED_CHUNKS chunks: the common case
+        reads = _reads(times)
+        for g, (stamp, n) in enumerate(reads):
+            if n < BUFFERED_CHUNKS:
+                continue
+            base = reads[g - 2][0] if g >= 2 else sent
+            out = g + 1 < len(reads) and reads[g + 1][1] < BUFFERED_CHUNKS   # the gap out, unless the next owns it
+            self.stamp.append(stamp)
+            self.delay.append(stamp - base)
+            self.gaps.append(n - 1 + (g > 0) + out)
+            self.chunks.append(n)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(stamp, delay, gaps, chunks) of every coalesced read, ns and counts."""
+        def view(a: array) -> np.ndarray:
+            return np.frombuffer(a, np.int64) if a else np.zeros(0, np.int64)
+        return view(self.stamp), view(self.delay), view(self.gaps), view(self.chunks)
+
+
+class Outcomes:
+    """What the verdict needs of a cell's requests, fed one by one as they finish (in any order):
+    counts, the first request and the first failure by index, up to KEEP_BAD requests with a wrong
+    length, and the last UNREACHABLE_AFTER in send order."""
+
+    def __init__(self) -> None:
+        self.n = self.mismatched = self.failed = 0
+        self.kinds, self.codes = Counter[str | None](), Counter[int | None]()
+        self.first: RequestRecord | None = None
+        self.first_failed: RequestRecord | None = None
+        self.bad: list[RequestRecord] = []
+        self.tail: list[tuple[int, int, RequestRecord]] = []
+
+    @classmethod
+    def of(cls, recs: Sequence[RequestRecord]) -> Outcomes:
+        out = cls()
+        for r in recs:
+            out.add(r)
         return out
 
-    def columns(self) -> Columns:
-        ok = self.ok
-        return Columns(self.all.np("sent"), self.all.np("end"), self.all.np("intended"), ok.np("sent"),
-                       ok.np("end"), ok.np("first"), ok.np("out"))
+    def add(self, r: RequestRecord) -> None:
+        self.n += 1
+        if self.first is None or r.index < self.first.index:
+            self.first = r
+        if r.length_error:
+            self.mismatched += 1
+            if len(self.bad) < KEEP_BAD:
+                self.bad.append(r)
+        if not r.ok:
+            self.failed += 1
+            self.kinds[r.error_kind] += 1
+            if self.first_failed is None or r.index < self.first_failed.index:
+                self.first_failed = r
+        if r.error_kind == "http_status":
+            self.codes[r.status] += 1
+        self.tail = sorted([*self.tail, (r.sent_ns, r.index, r)], key=lambda e: e[:2])[-UNREACHABLE_AFTER:]
 
-    def _counts(self) -> dict:
-        n_ok = len(self.ok)
-        return {
-            "num_prompts": len(self), "completed": n_ok, "failed": len(self) - n_ok,
-            "failed_by_kind": dict(sorted(self.kinds.items())),
-            "total_input_tokens": int(self.ok.np("prompt").sum()), "total_output_tokens": int(self.ok.np("out").sum()),
-            "usage_source": dict(self.usage_source), "count_source": dict(self.count_source),
-            "length_mismatches": self.length_mismatches, "total_reasoning_tokens": self.reasoning_tokens,
-            "reasoning_requests": self.reasoning_requests,
-            "zero_token_requests": self.zero_token,
-        }
 
-    def _extras(self) -> dict:
-        out: dict = {}
-        cached, prompt, told = self.cache
-        if told:
-            out.update(total_cached_tokens=cached, cache_hit_rate=cached / prompt, cache_reported_requests=told)
-        if self.prompt_told:
-            out.update(prompt_tokens_disagreeing=self.prompt_diff[0],
-                       prompt_tokens_diff_mean=self.prompt_diff[1] / self.prompt_told,
-                       prompt_tokens_diff_max=self.prompt_diff[2])
-        if self.images[0]:
-            out.update(total_images=self.images[1], total_image_bytes=self.images[2],
-                       server_counted_images=self.images[3] if self.images_counted else None)
+@dataclass
+class Turn:
+    prompt: list[int] = field(default_factory=list)
+    cached: list[int] = field(default_factory=list)       # of requests that reported cached tokens
+    cached_prompt: list[int] = field(default_factory=list)
+    ttft: list[float] = field(default_factory=list)
+    tpot: list[float] = field(default_factory=list)
+
+
+class TurnTally:
+    """Completed measured requests by turn index (a few numbers each)."""
+
+    def __init__(self) -> None:
+        self.turns: dict[int, Turn] = {}
+
+    def add(self, r: RequestRecord) -> None:
+        if r.turn is None or not r.ok or r.phase != "measure":
+            return
+        t = self.turns.setdefault(r.turn, Turn())
+        prompt = r.prompt_tokens if r.prompt_tokens is not None else r.input_len
+        t.prompt.append(prompt)
+        if r.cached_tokens is not None:
+            t.cached.append(r.cached_tokens)
+            t.cached_prompt.append(prompt)
+        if (ttft := rm.ttft_ms(r)) is not None:
+            t.ttft.append(ttft)
+        if (tpot := rm.tpot_ms(r)) is not None:
+            t.tpot.append(tpot)
+
+
+@dataclass
+class SlotWaits:
+    """Sends that found every `--max-concurrency` slot taken, and how long they waited for one (ns)."""
+
+    sends: int = 0
+    total_ns: int = 0
+
+    def add(self, waited_ns: int) -> None:
+        self.sends += 1
+        self.total_ns += max(0, waited_ns)
+
+    def merged(self, others: list[SlotWaits]) -> SlotWaits:
+        parts = [self, *others]
+        return SlotWaits(sum(p.sends for p in parts), sum(p.total_ns for p in parts))
+
+
+@dataclass(frozen=True)
+class SendTimes:
+    """Per measured send: when it was due, when its bytes were written, and the
+    connection set-up before that (0 on a kept-alive connection), all ns."""
+
+    intended: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    wrote: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    connect: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+
+CATCH_UP_MAX_NS = 5_000_000_000  # a catch-up is followed at most this long after the wake
+
+
+class Stall(BaseModel):
+    """One wake of the probe later than PROBE_RESOLUTION_NS: the loop could not run at `due_ns`; it was
+    last seen running at `after_ns` (the probe's previous wake), ran again at `woke_ns`, and had caught up
+    with what waited for it at `caught_ns` (the end of the first loop iteration after the wake that took
+    at most PROBE_RESOLUTION_NS: every socket that had data was read by then; None: at the wake)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    after_ns: int
+    due_ns: int
+    woke_ns: int
+    cause: Cause
+    worker: int = 0
+    caught_ns: int | None = None
+
+    @property
+    def lag_ns(self) -> int:
+        return self.woke_ns - self.due_ns
+
+    @property
+    def caught(self) -> int:
+        return self.woke_ns if self.caught_ns is None else max(self.caught_ns, self.woke_ns)
+
+
+def attribute(lag_ns: int, cpu_ns: int, wait_ns: int | None, others_ns: int = 0) -> Cause:
+    """The cause of a stall of `lag_ns` from what the loop's thread did since the probe's previous wake:
+    `cpu_ns` on the CPU, `wait_ns` runnable but waiting for it (None: unknown), while the process's other
+    threads ran `others_ns`. The rest of the stall (lag - cpu - wait) the thread was off the CPU and not
+    waiting for it: blocked by the process's own work when its other threads ran for at least a quarter
+    of that (one holding the GIL blocks the loop), else stopped or blocked in a system call."""
+    if wait_ns is None:
+        return "client_cpu" if 2 * (cpu_ns + others_ns) >= lag_ns else "client_delay"
+    off = max(0, lag_ns - cpu_ns - wait_ns)
+    held = 4 * others_ns >= off
+    own = cpu_ns + (off if held else 0)
+    best = max(wait_ns, own, 0 if held else off)
+    return "host_contention" if best == wait_ns else "client_cpu" if best == own else "client_stopped"
+
+
+class Stalls:
+    """Every stall of a phase, compact (35 bytes each: a stall a second for an hour is 100 KB), picklable (it
+    comes back from worker processes and Ray actors with their health)."""
+
+    def __init__(self) -> None:
+        self.after, self.due, self.woke, self.caught = array("q"), array("q"), array("q"), array("q")
+        self.cause, self.worker = array("b"), array("h")
+
+    @classmethod
+    def of(cls, stalls: Iterable[Stall]) -> Stalls:
+        out = cls()
+        for s in stalls:
+            out.add(s)
         return out
 
-    def _latencies(self) -> dict:
-        ok = self.ok
-        sent, end, first, last, ttfc = ok.np("sent"), ok.np("end"), ok.np("first"), ok.np("last"), ok.np("ttfc")
-        outs, e2el = ok.np("out"), end - sent
-        has_first = first >= 0
-        ttft = first - sent
-        multi = has_first & (outs >= 2)
-        out: dict = {}
-        if (ttfc >= 0).any():
-            out.update(describe((ttfc - sent)[ttfc >= 0] / MS, "ttfc"))
-        connect = ok.np("connect")
-        out["new_connections"] = new = int((connect != 0).sum())
-        if new:
-            out.update(describe(connect[connect != 0] / MS, "connect"))
-        tpot = (last[multi] - first[multi]) / (outs[multi] - 1) / MS      # ends at the last token (vLLM)
-        has_out = outs > 0
-        out.update(describe(ttft[has_first] / MS, "ttft"))
-        out.update(describe(tpot, "tpot"))
-        out.update(self.tokens.itl("itl"))
-        for name, vals in (("e2el", e2el / MS), ("ntpot", e2el[has_out] / outs[has_out] / MS),
-                           ("queue", ok.np("queue") / MS)):
-            out.update(describe(vals, name))
-        tail = stream_tail(end[has_first] - last[has_first])
-        return out if tail is None else {**out, "tail": tail}
+    def add(self, s: Stall) -> None:
+        self.after.append(s.after_ns)
+        self.due.append(s.due_ns)
+        self.woke.append(s.woke_ns)
+        self.caught.append(s.caught)
+        self.cause.append(CAUSES.index(s.cause))
+        self.worker.append(s.worker)
 
-    def steady(self, window: tuple[int, int] | None) -> dict:
-        keys = ("steady_duration", "steady_request_throughput", "steady_output_throughput",
-                "steady_total_token_throughput")
-        if window is None or not len(self.ok):
-            return dict.fromkeys(keys)
-        a, b = window
-        dur = (b - a) / NS
-        out_tok = self.tokens.tokens_between(a, b)
-        first, end = self.ok.np("first"), self.ok.np("end")
-        in_tok = int(self.ok.np("prompt")[(first >= 0) & (first >= a) & (first <= b)].sum())
-        done = int(((end >= a) & (end <= b)).sum())
-        return dict(zip(keys, (dur, done / dur, out_tok / dur, (in_tok + out_tok) / dur), strict=True))
+    def caught_up(self, i: int, at_ns: int) -> None:
+        """Stall i's catch-up ended at `at_ns` (the probe follows it after the wake)."""
+        self.caught[i] = max(self.caught[i], at_ns)
 
+    def __len__(self) -> int:
+        return len(self.due)
 
-def _load_keys(load: Load, input_len: int, output_len: int) -> dict:
-    shape = {"burstiness": load.burstiness} if load.burstiness != 1.0 else {}
-    return {
-        "concurrency": load.concurrency,
-        "request_rate": load.request_rate,
-        "max_concurrency": load.max_concurrency,
-        "arrival": load.arrival if load.concurrency is None else None,
-        **shape,
-        "input_len": input_len,
-        "output_len": output_len,
-    }
+    def __iter__(self) -> Iterator[Stall]:
+        for a, d, w, c, k, u in zip(self.after, self.due, self.woke, self.cause, self.worker, self.caught, strict=True):
+            yield Stall(after_ns=a, due_ns=d, woke_ns=w, cause=CAUSES[c], worker=k, caught_ns=u)
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Stalls) and list(self) == list(other)
 
-def in_flight_steps(sent: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(times, requests in flight after each) at every send and end, time-ordered (an end before a
-    send at the same instant)."""
-    times = np.concatenate([sent, end])
-    deltas = np.concatenate([np.ones(len(sent), np.int64), -np.ones(len(end), np.int64)])
-    order = np.lexsort((deltas, times))
-    return times[order], np.cumsum(deltas[order])
+    def arrays(self) -> dict[str, np.ndarray]:
+        """after, due, woke, caught (ns), cause (index into CAUSES), as int64 arrays sorted by due."""
+        cols = {k: np.array(getattr(self, k), np.int64) for k in ("after", "due", "woke", "caught", "cause")}
+        order = np.argsort(cols["due"], kind="stable")
+        return {k: v[order] for k, v in cols.items()}
 
+    def merged(self, others: list[Stalls]) -> Stalls:
+        """Several workers' stalls as one, each tagged with its worker (this one is worker 0)."""
+        out = Stalls()
+        for i, part in enumerate([self, *others]):
+            for name in ("after", "due", "woke", "caught", "cause"):
+                getattr(out, name).extend(getattr(part, name))
+            out.worker.extend([i] * len(part))
+        return out
 
-def sustained_concurrency(sent: np.ndarray, end: np.ndarray, load: Load) -> float | None:
-    """Closed loop: time-weighted mean of requests in flight from the moment the C-th request was sent
-    (ramp-up done) to the last send; None for open loop, or when no request replaced another."""
-    cap = load.concurrency
-    if cap is None or len(sent) <= cap:
-        return None
-    sends = np.sort(sent)
-    a, b = int(sends[cap - 1]), int(sends[-1])
-    if b <= a:
-        return None
-    t, level = in_flight_steps(sent, end)
-    last = int(np.argmax(t >= b))                  # the step at (or after) the last send ends the sum
-    k = np.arange(1, last + 1)
-    k = k[t[k] > a]
-    span = np.minimum(t[k], b) - np.maximum(t[k - 1], a)
-    return int((level[k - 1] * span).sum()) / (b - a)
-
-
-def steady_window(sent: np.ndarray, end: np.ndarray, load: Load) -> tuple[int, int] | None:
-    """Closed loop: first to last moment the cell held its full concurrency.
-    Open loop: from first send + mean E2EL (ramp-up) to the last send."""
-    cap = load.in_flight_cap if load.concurrency is not None else None
-    if cap is None:
-        mean_e2e = int((end - sent).sum()) / len(sent)
-        start, stop = int(sent.min()) + int(mean_e2e), int(sent.max())
-        return (start, stop) if stop > start else None
-    t, level = in_flight_steps(sent, end)
-    full = np.nonzero(level >= cap)[0]
-    if len(full) < 2:
-        return None
-    start = int(t[full[0]])
-    after = np.nonzero((t > t[full[-1]]) & (level < cap))[0]
-    if not len(after):
-        return None
-    stop = int(t[after[0]])
-    return (start, stop) if stop > start else None
+    def shifted(self, offset_ns: int) -> Stalls:
+        """The same stalls on a clock `offset_ns` behind (a Ray actor's, on the driver's)."""
+        out = Stalls()
+        out.after, out.due, out.woke, out.caught = (array("q", [t - offset_ns for t in col])
+                                                    for col in (self.after, self.due, self.woke, self.caught))
+        out.cause, out.worker = array("b", self.cause), array("h", self.worker)
+        return out

@@ -78,7 +78,8 @@ class Timeslices(Group):
 @dataclass(frozen=True)
 class Columns:
     """What the slices are made of, in ns (the tally's columns): every request's send, end and intended
-    start; the ok ones' send, end, first token and output tokens; and a token counter by arrival time."""
+    start; the ok ones' send, end, first and last token and output tokens; and a token counter by arrival
+    time."""
 
     sent: np.ndarray
     end: np.ndarray
@@ -87,6 +88,7 @@ class Columns:
     ok_end: np.ndarray
     ok_first: np.ndarray
     ok_out: np.ndarray
+    ok_last: np.ndarray
 
 
 def _edges(t0: int, width_s: float, n: int) -> np.ndarray:
@@ -120,7 +122,7 @@ def _latencies(cols: Columns, t0: int, width_s: float, n: int) -> dict[str, Opt]
     slot = _slot(cols.ok_sent, t0, width_s, n)
     ttft = (cols.ok_first - cols.ok_sent) / 1e6
     multi = has & (cols.ok_out >= 2)
-    tpot = (cols.ok_end - cols.ok_first) / np.maximum(cols.ok_out - 1, 1) / 1e6
+    tpot = (cols.ok_last - cols.ok_first) / np.maximum(cols.ok_out - 1, 1) / 1e6     # the cell's TPOT: to the last token
     return {"ttft_mean_ms": [_stat(ttft[has & (slot == k)], None) for k in range(n)],
             "ttft_p99_ms": [_stat(ttft[has & (slot == k)], 99.0) for k in range(n)],
             "tpot_mean_ms": [_stat(tpot[multi & (slot == k)], None) for k in range(n)]}

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tokenbench.metrics.stats import PERCENTILES, describe
+from tokenbench.metrics.request import PERCENTILES, describe
 
 FOLD_CHUNKS = 1 << 18            # exact up to this many token-bearing chunks in a cell
 SUB_BITS = 9                     # histogram buckets per power of two: 512 (relative error 2**-10)
@@ -142,7 +142,7 @@ class TokenLog:
 
 
 def at_rank(sorted_values: np.ndarray, pos: float) -> float:
-    """The value at a fractional rank (linear between ranks, as stats.percentile); outside the ranks
+    """The value at a fractional rank (linear between ranks, as request.percentile); outside the ranks
     there is none: +inf above, -inf below."""
     n = len(sorted_values)
     if pos > n - 1:
@@ -180,7 +180,7 @@ def bucket_bounds(k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def hist_percentile(hist: np.ndarray, q: float, lo: float, hi: float) -> float:
-    """`stats.percentile` (linear between closest ranks) read from the histogram: each rank's value is
+    """`request.percentile` (linear between closest ranks) read from the histogram: each rank's value is
     its bucket's middle, clamped to the exact minimum and maximum."""
     total = int(hist.sum())
     pos = (total - 1) * q / 100.0

@@ -1,30 +1,95 @@
 """The whole verdict of a cell, in one place: were the lengths what was asked and did few enough requests
-fail (metrics/verify.py), which figures the client's own delays could have moved beyond the accuracy
-tokenbench claims (its health, judged per figure: the cell's status does not depend on it), and did the
-server stay reachable. `cell_verdict` returns it typed: the status and its reason, the figures marked with
-their cause, and why the server is taken for gone. Nothing downstream overrules it; the report reads it
-back from the stored status, message and summary (report/ judgements). Formulas: docs/metrics.md
-("Client health")."""
+fail, did the server stay reachable (or was it stopped, or did it die), which figures the client's own
+delays could have moved beyond the accuracy tokenbench claims (metrics/health.marks: the cell's status does
+not depend on them), and a cell the user stopped. `cell_verdict` returns it typed: the status and its
+reason, the figures marked with their cause, and why the server is taken for gone. Nothing downstream
+overrules it; the report reads it back from the stored status, message and summary (report/ judgements).
+Formulas: docs/metrics.md ("Client health")."""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from tokenbench.metrics.cell_summary import CellSummary, known
-from tokenbench.metrics.figure_marks import FigureHealth, FigureMark
-from tokenbench.metrics.stalls import PROBE_RESOLUTION_NS
-from tokenbench.metrics.verify import UNREACHABLE_AFTER, Outcomes, unreachable, verdict
+from tokenbench.client.records import RequestRecord
+from tokenbench.metrics import health
+from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.summary_groups import ClientHealth, FigureMark, Interruption
+from tokenbench.metrics.tally import UNREACHABLE_AFTER, Outcomes
 
 Status = Literal["ok", "failed", "invalid", "skipped", "interrupted"]
 
-# Client health: the accuracy tokenbench claims for a published latency figure is CLAIM_REL of the
-# figure or CLAIM_ABS_MS, whichever is larger (the absolute part is calibrate's delivery limit); for a
-# throughput CLAIM_REL of it. A figure the client's measured delays (or a buffered stream) could move by
-# more than that is marked, with the cause; the others stay clean, and so does the cell's status.
-CLAIM_REL = 0.05
-CLAIM_ABS_MS = 1.0
-PROBE_RESOLUTION_MS = PROBE_RESOLUTION_NS / 1e6
+
+def _expected(r: RequestRecord) -> int:
+    return r.expected_prompt_tokens if r.expected_prompt_tokens is not None else r.input_len
+
+
+def diagnose_mismatch(recs: Sequence[RequestRecord]) -> str:
+    """Name the likely cause of length mismatches from what the server reported."""
+    bad = [r for r in recs if r.length_error]
+    short = [r for r in bad if r.output_tokens < r.output_len]
+    if short and all(r.finish_reason == "stop" for r in short):
+        return ("the server stopped at end-of-sequence before max_tokens: it likely ignores "
+                "ignore_eos/min_tokens (enable them on the server, or pass --allow-length-mismatch)")
+    prompt_off = [r.prompt_tokens - _expected(r) for r in bad if r.prompt_tokens is not None
+                  and r.prompt_tokens != _expected(r)]
+    if prompt_off:
+        diff = Counter(prompt_off).most_common(1)[0][0]
+        return (f"the server counted {diff:+d} prompt tokens versus the workload's count "
+                f"({len(prompt_off)} requests): it likely adds special tokens (BOS) or re-tokenizes text with "
+                "another tokenizer; use --api completions with token ids, or the server's own --tokenizer DIR")
+    output_off = [r.output_tokens - r.output_len for r in bad if r.output_tokens != r.output_len]
+    if output_off:
+        diff = Counter(output_off).most_common(1)[0][0]
+        return (f"the server generated {diff:+d} output tokens versus max_tokens ({len(output_off)} requests; "
+                "the prompts matched the expected counts): it does not honour max_tokens/min_tokens exactly "
+                "(check its sampling settings, or pass --allow-length-mismatch)")
+    return "the server returned a different number of tokens than asked (see each request's error_detail)"
+
+
+def unreachable(recs: Sequence[RequestRecord] | Outcomes) -> str | None:
+    """The last error when the cell's last UNREACHABLE_AFTER requests (in send order) all failed to connect:
+    the server went away (or never answered); None otherwise."""
+    tail = [e[2] for e in (recs if isinstance(recs, Outcomes) else Outcomes.of(recs)).tail]
+    if len(tail) == UNREACHABLE_AFTER and all(r.error_kind == "connect" for r in tail):
+        return tail[-1].error_detail[:200] or "connection refused"
+    return None
+
+
+def refused_requests(seen: Outcomes, api_key_sent: bool) -> str | None:
+    """Every request answered HTTP 4xx: a problem of the requests (or the key), not of load."""
+    codes = seen.codes
+    if not seen.n or sum(codes.values()) != seen.n or not all(c and 400 <= c < 500 and c != 429 for c in codes):
+        return None
+    code, detail = codes.most_common(1)[0][0], seen.first.error_detail[:160] if seen.first else ""
+    if code in (401, 403):
+        return (f"the server rejected the API key: every request got HTTP {code} ({detail}); check the key's value"
+                if api_key_sent else
+                f"the server requires an API key: every request got HTTP {code} ({detail}); pass --api-key-env VAR")
+    return (f"every request was refused with HTTP {code} ({detail}): a request problem, not load; check the model "
+            "name (--model), the API (--api completions|chat) and what the server accepts")
+
+
+def verdict(recs: Sequence[RequestRecord] | Outcomes, allow_mismatch: bool, max_error_rate: float,
+            api_key_sent: bool = False) -> tuple[Literal["ok", "failed"], str]:
+    """("ok", "") or ("failed", one-line reason). Length mismatches fail unless allowed; a cell whose
+    requests all got 4xx, or whose server became unreachable, says so instead of blaming the error budget."""
+    seen = recs if isinstance(recs, Outcomes) else Outcomes.of(recs)
+    if not seen.n:
+        return "failed", "no request was sent"
+    refused = refused_requests(seen, api_key_sent)
+    if refused:
+        return "failed", refused
+    if seen.mismatched and not allow_mismatch:
+        return "failed", f"{seen.mismatched}/{seen.n} requests had the wrong length: {diagnose_mismatch(seen.bad)}"
+    if seen.failed / seen.n > max_error_rate:
+        detail = ", ".join(f"{k}={n}" for k, n in seen.kinds.most_common())
+        first = seen.first_failed.error_detail[:200] if seen.first_failed else ""
+        return "failed", (f"{seen.failed}/{seen.n} requests failed ({detail}); first: {first} "
+                          f"(raise --max-error-rate to tolerate failures)")
+    return "ok", ""
 
 
 @dataclass(frozen=True)
@@ -48,41 +113,6 @@ class Verdict:
         """The same verdict turned "failed" with `why` ahead of its message (a server that died)."""
         return replace(self, status="failed", message=f"{why}; {self.message}" if self.message else why)
 
-    def marked(self, summary: CellSummary) -> CellSummary:
-        """The summary with the verdict's marks (kept in the stored summary, read by the report)."""
-        extra: dict = {}
-        if self.unreachable:
-            extra["server_unreachable"] = True
-        if self.marks:
-            figures = summary.figures or FigureHealth()
-            extra["figures"] = figures.model_copy(update={"client_marks": dict(self.marks)})
-        return summary.with_(**extra)
-
-
-def claim_ms(scale_ms: float) -> float:
-    """The largest error tokenbench claims for a latency figure of this scale."""
-    return max(CLAIM_REL * scale_ms, CLAIM_ABS_MS)
-
-
-def tolerance(key: str, value: float) -> float:
-    """The stated tolerance of a figure (its summary key and value), in its unit."""
-    return claim_ms(value) if key.endswith("_ms") else CLAIM_REL * abs(value)
-
-
-def client_health_verdict(summary: CellSummary) -> dict[str, FigureMark]:
-    """The figures the client's measured delays (or a buffered stream) could move by more than their
-    tolerance (metrics/figure_bounds.py computed the bounds), each with its cause; {} when none."""
-    bounds = summary.figures.client_bounds if summary.figures else None
-    out = {}
-    for key, b in (bounds or {}).items():
-        value = known(getattr(summary, key, None))
-        if value is None or b.cause is None:
-            continue
-        tol = tolerance(key, float(value))
-        if b.bound > tol:
-            out[key] = FigureMark(cause=b.cause, bound=b.bound, tolerance=tol)
-    return out
-
 
 def _gone(seen: Outcomes, policy: VerdictPolicy, planned: int | None) -> str | None:
     lost = unreachable(seen)
@@ -97,6 +127,21 @@ def cell_verdict(seen: Outcomes, summary: CellSummary, policy: VerdictPolicy, pl
     """The cell's verdict: lengths and errors decide its status, a server that went away overrides them
     (`--resume` runs such a cell again); the client's health marks the figures it could have moved."""
     status, message = verdict(seen, policy.allow_mismatch, policy.max_error_rate, policy.api_key_sent)
-    marks = client_health_verdict(summary)
+    marks = health.marks(summary)
     lost = _gone(seen, policy, planned)
     return Verdict("failed", lost, lost, marks) if lost else Verdict(status, message, marks=marks)
+
+
+def interrupted(summary: CellSummary, finished: int) -> Verdict:
+    """The verdict of a cell the user stopped: never ok, whatever finished before (docs/reliability.md,
+    "Interruptions"); `--resume` measures it again in full."""
+    after = (summary.health or ClientHealth()).stopped_after_s or 0.0
+    return Verdict("interrupted", f"interrupted by the user after {after:.1f} s: {how_far(summary, finished)}; "
+                                  "--resume measures the cell again in full")
+
+
+def how_far(summary: CellSummary, finished: int) -> str:
+    """'1 of 10 requests finished, 1 cut off (stored as cancelled)' for an interrupted cell."""
+    cut = summary.interruption or Interruption()
+    planned = f" of {cut.planned}" if cut.planned is not None else ""
+    return f"{finished}{planned} requests finished, {cut.cut or 0} cut off (stored as cancelled)"

@@ -19,8 +19,8 @@ QUERY = ("index", "name", "uuid", "utilization.gpu", "memory.used", "memory.tota
          "power.draw", "temperature.gpu")
 COMMAND = ("nvidia-smi", "--query-gpu=" + ",".join(QUERY), "--format=csv,noheader,nounits")
 
-_ALIASES = {"gpu_name": "name", "gpu_uuid": "uuid", "gpu_index": "index",
-            "power.draw.instant": "power.draw", "power.draw.average": "power.draw"}
+_ALIASES = {"gpu_name": "name", "gpu_uuid": "uuid", "gpu_index": "index"}
+POWER_COLUMNS = ("power.draw", "power.draw.average", "power.draw.instant")   # the first one given wins
 _UNIT = re.compile(r"\s*\[[^\]]*\]\s*$")
 
 
@@ -34,6 +34,7 @@ class GpuReading:
     mem_total_mb: float | None
     power_w: float | None
     temp_c: float | None
+    energy_j: float | None = None      # NVML's total energy since the driver loaded (no CSV field has it)
 
 
 def parse_nvidia_smi(text: str, query: tuple[str, ...] = QUERY) -> list[GpuReading]:
@@ -56,14 +57,14 @@ def gpu_samples(readings: list[GpuReading], t_ns: int) -> list[Sample]:
     samples: list[Sample] = []
     for gpu in readings:
         labels = {"device": str(gpu.index), "name": gpu.name, "uuid": gpu.uuid}
-        values = {"util_pct": gpu.util_pct, "mem_used_mb": gpu.mem_used_mb,
-                  "mem_total_mb": gpu.mem_total_mb, "power_w": gpu.power_w, "temp_c": gpu.temp_c}
+        values = {"util_pct": gpu.util_pct, "mem_used_mb": gpu.mem_used_mb, "mem_total_mb": gpu.mem_total_mb,
+                  "power_w": gpu.power_w, "temp_c": gpu.temp_c, "energy_j": gpu.energy_j}
         samples += make_samples(t_ns, "gpu", values, labels)
     return samples
 
 
 def _is_header(line: str) -> bool:
-    known = set(QUERY) | set(_ALIASES) | {"memory.free", "timestamp"}
+    known = set(QUERY) | set(_ALIASES) | set(POWER_COLUMNS) | {"memory.free", "timestamp", "pci.bus_id"}
     return any(name in known for name in _header(line))
 
 
@@ -81,6 +82,14 @@ def _rows(lines: list[str], width: int) -> list[list[str]]:
     return [cells for cells in split if len(cells) == width]
 
 
+def _power(row: dict[str, str]) -> float | None:
+    for column in POWER_COLUMNS:
+        value = number(row.get(column, ""))
+        if value is not None:
+            return value
+    return None
+
+
 def _reading(row: dict[str, str], position: int) -> GpuReading:
     total = number(row.get("memory.total", ""))
     used = number(row.get("memory.used", ""))
@@ -93,6 +102,6 @@ def _reading(row: dict[str, str], position: int) -> GpuReading:
         name=row.get("name", ""), uuid=row.get("uuid", ""),
         util_pct=number(row.get("utilization.gpu", "")),
         mem_used_mb=used, mem_total_mb=total,
-        power_w=number(row.get("power.draw", "")),
+        power_w=_power(row),
         temp_c=number(row.get("temperature.gpu", "")),
     )

@@ -44,6 +44,8 @@ def _reading(nv: ModuleType, index: int) -> GpuReading:
     util = _optional(nv, nv.nvmlDeviceGetUtilizationRates, handle)
     power_mw = _optional(nv, nv.nvmlDeviceGetPowerUsage, handle)
     temp = _optional(nv, nv.nvmlDeviceGetTemperature, handle, nv.NVML_TEMPERATURE_GPU)
+    energy = getattr(nv, "nvmlDeviceGetTotalEnergyConsumption", None)      # Volta and later; newer bindings
+    energy_mj = None if energy is None else _optional(nv, energy, handle)
     return GpuReading(
         index=index,
         name=_text(_optional(nv, nv.nvmlDeviceGetName, handle)),
@@ -53,6 +55,7 @@ def _reading(nv: ModuleType, index: int) -> GpuReading:
         mem_total_mb=None if memory is None else memory.total / _MB,
         power_w=None if power_mw is None else power_mw / 1000.0,
         temp_c=None if temp is None else float(temp),
+        energy_j=None if energy_mj is None else energy_mj / 1000.0,
     )
 
 

@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 import psutil
@@ -23,6 +24,7 @@ from tokenbench.errors import MeasurementError, TargetError, UsageError
 from tokenbench.monitor import nvidia_smi, nvml
 from tokenbench.monitor.npu_smi import npu_samples, parse_npu_smi
 from tokenbench.monitor.prometheus import MetricNames, parse_prometheus, server_samples
+from tokenbench.monitor.rapl import POWERCAP, Rapl
 from tokenbench.monitor.samples import Sample, make_samples
 
 Clock = Callable[[], int]
@@ -168,13 +170,16 @@ class PrometheusSampler:
 
 
 class HostSampler:
-    """Host CPU and memory (psutil); optionally one process (with its children), e.g. the server."""
+    """Host CPU and memory (psutil), the CPU packages' energy counters where the host exposes them (RAPL,
+    monitor/rapl.py); optionally one process (with its children), e.g. the server."""
 
     name = "host"
 
-    def __init__(self, pid: int | None = None, clock: Clock = time.perf_counter_ns) -> None:
+    def __init__(self, pid: int | None = None, clock: Clock = time.perf_counter_ns,
+                 powercap: str | Path = POWERCAP) -> None:
         self.pid = pid
         self.clock = clock
+        self.rapl = Rapl(powercap)
         self._procs: dict[int, psutil.Process] = {}
         psutil.cpu_percent(interval=None)  # the first call only starts the measurement window
 
@@ -191,6 +196,7 @@ class HostSampler:
         values = {"cpu_pct": psutil.cpu_percent(interval=None),
                   "mem_used_mb": memory.used / _MB, "mem_pct": memory.percent}
         samples = make_samples(t_ns, "host", values, {})
+        samples += [Sample(t_ns, "host", "energy_j", joules, {"zone": zone}) for zone, joules in self.rapl.read().items()]
         if self.pid is not None:
             samples += make_samples(t_ns, "host", self._process_values(), {"pid": str(self.pid)})
         return samples

@@ -13,8 +13,10 @@ from tokenbench.judge.views import CellInfo, RunData
 from tokenbench.metrics import uncertainty as u
 from tokenbench.metrics.cell_summary import Metric
 from tokenbench.report import (
+    accelerator,
     capacity,
     configcmp,
+    cost,
     frontier,
     interval_tables,
     marks,
@@ -65,6 +67,10 @@ def build_report(run: RunData, lang: str, checks: list[ConfigCheck], version: st
     doc.add(num_.sec(t(lang, "h.timeline")), *timeline(run, lang))
     if run.samples:
         doc.add(num_.sec(t(lang, "h.monitor")), *monitor(run, lang))
+    if accelerator.shown(run):
+        doc.add(num_.sec(t(lang, "h.accel")), *accelerator.section(run, lang, num_))
+    if cost.shown(run):
+        doc.add(num_.sec(t(lang, "h.cost")), *cost.section(run, lang))
     doc.add(num_.sec(t(lang, "h.slices")), *slices.section(run, lang))
     doc.add(num_.sec(t(lang, "h.definitions")), *definitions(lang, sections.server_columns(run.cells)))
     doc.add(*_notes(run, lang), Para(t(lang, "note.rendered", version=version)))

@@ -33,7 +33,9 @@ def select(store: Store, selectors: list[str]) -> list[Column]:
         picked += [(run, n) for n in ([cfg] if cfg else names)]
     if len(picked) < 2:
         raise UsageError("compare needs at least two columns", "give two runs, or RUN:CONFIG twice")
-    return [Column(run, run.config(n), column_label(run, n), column_name(run, n)) for run, n in picked]
+    names = [column_name(run, n) for run, n in picked]
+    return [Column(run, run.config(n), column_label(run, n), name if names.count(name) == 1 else column_label(run, n))
+            for (run, n), name in zip(picked, names, strict=True)]
 
 
 def _study_name(run: RunData) -> str | None:

@@ -154,7 +154,7 @@ def send_line(cell: str, s: CellSummary, lang: str = "en") -> str | None:
 
 
 def send_note(cell: str, s: CellSummary, lang: str = "en") -> str | None:
-    """Why a cell's sent rate is off the asked one (metrics/send_rates.off_reason), or None when it is not."""
+    """Why a cell's sent rate is off the asked one (metrics/summary.off_reason), or None when it is not."""
     r = s.send
     if r is None or r.send_rate_off is None:
         return None
@@ -168,7 +168,7 @@ def send_note(cell: str, s: CellSummary, lang: str = "en") -> str | None:
 
 
 def tail_note(cell: str, s: CellSummary, lang: str = "en") -> str | None:
-    """The stream tail, when it matters (metrics/stream_tail.StreamTail.matters), else None."""
+    """The stream tail, when it matters (metrics/summary_groups.StreamTail.matters), else None."""
     tail = s.tail
     if tail is None or not tail.matters(s.mean_e2el_ms, s.p99_e2el_ms):
         return None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import string
 
 from tokenbench.judge.frontier import Estimate, Frontier, Member, Point, frontiers
+from tokenbench.metrics.summary_groups import MonitorFigures
 from tokenbench.report.document import Block, Cell, Figure, Para, Table, num
 from tokenbench.report.i18n import t
 from tokenbench.report.marks import fig, footnotes
@@ -14,6 +15,7 @@ from tokenbench.report.sections import Numberer
 from tokenbench.report.svg_frontier import Dot, Range, frontier_chart
 
 DERIVED = "≈"          # a figure derived from other figures of the cell (docs/metrics.md, "Frontier")
+TOKENS_PER_JOULE = MonitorFigures.PREFIX + "accel_tokens_per_joule"   # marked `◌` where power is sparse
 SHORT = 12            # owner names up to this long label their points; longer ones are lettered A, B, ...
 
 
@@ -79,23 +81,28 @@ def _figure(fr: Frontier, lang: str, per_kw: bool) -> Figure | None:
     return Figure(stem, title, svg) if svg else None
 
 
-def _row(p: Point, power: bool, lang: str) -> list[str | Cell]:
+def _row(p: Point, fr: Frontier, lang: str) -> list[str | Cell]:
     c = p.cell
     row: list[str | Cell] = [p.owner, fig(c, c.load_label), _status(p, lang), num(p.devices),
                              fig(c, _est(p.per_user), over=False), fig(c, _est(p.per_device), over=False)]
-    if power:
-        row += [fig(c, _est(p.per_joule, 3), over=False), fig(c, _est(p.per_kw), over=False)]
+    if fr.has_power:
+        row += [fig(c, _est(p.per_joule, 3), over=False, key=TOKENS_PER_JOULE),
+                fig(c, _est(p.per_kw), over=False, key=TOKENS_PER_JOULE)]
+    if fr.has_price:
+        row += [fig(c, _est(p.per_usd, 0), over=False)]
     return row
 
 
 def table(fr: Frontier, lang: str) -> Table:
     """Every point, the frontier's first (fastest per user first), then the dominated ones."""
     keys = ["col.config", "col.load", "col.frontier", "col.devices", "col.per_user", "col.per_device"]
-    head = [t(lang, k) for k in keys + (["col.per_joule", "col.per_kw"] if fr.has_power else [])]
+    keys += (["col.per_joule", "col.per_kw"] if fr.has_power else []) + (["col.per_usd"] if fr.has_price else [])
+    head = [t(lang, k) for k in keys]
     front = fr.front()
     rest = sorted((p for p in fr.points if p not in front), key=lambda p: (not p.ok, -p.per_user.value))
-    rows = [_row(p, fr.has_power, lang) for p in front + rest]
-    notes = footnotes([p.cell for p in fr.points], lang, {p.cell.id: p.owner for p in fr.points})
+    rows = [_row(p, fr, lang) for p in front + rest]
+    notes = footnotes([p.cell for p in fr.points], lang, {p.cell.id: p.owner for p in fr.points},
+                      keys=[TOKENS_PER_JOULE] if fr.has_power else [])
     if any(p.per_user.derived or p.per_device.derived for p in fr.points):
         notes.append(t(lang, "fr.derived", mark=DERIVED))
     notes += [t(lang, f"fr.missing.{why}", cell=f"{owner} {c.label}") for owner, c, why in fr.missing]

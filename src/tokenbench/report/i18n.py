@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from tokenbench.errors import UsageError
 from tokenbench.report import (
+    i18n_accel,
     i18n_capacity,
     i18n_frontier,
     i18n_marks,
@@ -506,6 +507,8 @@ EN.update(i18n_server.EN)
 ZH.update(i18n_server.ZH)
 EN.update(i18n_sessions.EN)
 ZH.update(i18n_sessions.ZH)
+EN.update(i18n_accel.EN)
+ZH.update(i18n_accel.ZH)
 EN.update(i18n_tune.EN)
 ZH.update(i18n_tune.ZH)
 TEXT = {"en": EN, "zh": ZH}

@@ -53,14 +53,17 @@ EN: dict[str, str] = {
                  "the profile, or as the imported file states). Whiskers: 95 % intervals (none for imported "
                  "figures, which carry no requests). A point is dominated when another is at least as good on both "
                  "axes and better on one; dominated points are grey, the dashed line joins the frontier. Where the "
-                 "monitor sampled accelerator power, tokens per joule = output tok/s / mean power (W), and a "
-                 "second plot puts tok/s per kW on y (docs/metrics.md, \"Frontier\")."),
+                 "monitor sampled accelerator power, tokens per joule = output tokens / accelerator energy over the "
+                 "measured window (J), and a second plot puts tok/s per kW on y; where the run states a price "
+                 "(--price-per-hour), output tokens per $ = output tok/s x 3600 / the server's $ per hour "
+                 "(docs/metrics.md, \"Frontier\", \"Cost\")."),
     "def.per_user": "output speed per user",
     "def.per_user.f": "1000 / mean TPOT (ms), tokens/s; its interval from mean TPOT's",
     "def.per_device": "output throughput per device",
     "def.per_device.f": "output tok/s / devices (TP x DP x PP)",
     "def.per_joule": "tokens per joule",
-    "def.per_joule.f": "output tok/s / mean accelerator power (W); tok/s per kW = 1000 x that",
+    "def.per_joule.f": ("output tokens / accelerator energy over the measured window (J), so 1 / it is the energy "
+                        "per output token; tok/s per kW = 1000 x that"),
 }
 
 ZH: dict[str, str] = {
@@ -107,12 +110,13 @@ ZH: dict[str, str] = {
     "fr.intro": ("每个点是一个单元（某一服务配置在某一负载下）：横轴为每个用户看到的输出 token/秒，即 1000 / 平均 TPOT（ms）；"
                  "纵轴为单卡输出 token/秒（输出 tok/s / 卡数，卡数 = profile 的 TP × DP × PP，或导入文件所述）。"
                  "须线为 95% 置信区间（导入的数字不含请求，因此没有区间）。若另一点在两轴上都不差且至少一轴更好，"
-                 "该点即被支配，以灰色显示；虚线连接前沿上的点。监控采集了加速卡功率时，每焦耳 token 数 = 输出 tok/s / "
-                 "平均功率（W），并另画一张纵轴为每千瓦 tok/s 的图（见 docs/metrics.md “Frontier”）。"),
+                 "该点即被支配，以灰色显示；虚线连接前沿上的点。监控采集了加速卡功率时，每焦耳 token 数 = 输出 token 数 / "
+                 "测量窗口内加速卡能耗（J），并另画一张纵轴为每千瓦 tok/s 的图；运行给出价格（--price-per-hour）时，"
+                 "每 $ 输出 token 数 = 输出 tok/s × 3600 / 服务端每小时价格（见 docs/metrics.md “Frontier”“Cost”）。"),
     "def.per_user": "单用户输出速度",
     "def.per_user.f": "1000 / 平均 TPOT（ms），token/秒；区间由平均 TPOT 的区间换算",
     "def.per_device": "单卡输出吞吐",
     "def.per_device.f": "输出 tok/s / 卡数（TP × DP × PP）",
     "def.per_joule": "每焦耳 token 数",
-    "def.per_joule.f": "输出 tok/s / 加速卡平均功率（W）；每千瓦 tok/s = 1000 × 该值",
+    "def.per_joule.f": "输出 token 数 / 测量窗口内加速卡能耗（J），其倒数即每个输出 token 的能耗；每千瓦 tok/s = 1000 × 该值",
 }

@@ -1,5 +1,5 @@
-"""Report text about what a cell offered and how its streams ended (metrics/send_rates.py,
-metrics/stream_tail.py) and about loads that cannot be paired (judge/fairness.py), both languages;
+"""Report text about what a cell offered and how its streams ended (metrics/summary.py,
+metrics/summary_groups.py) and about loads that cannot be paired (judge/fairness.py), both languages;
 merged into i18n."""
 
 from __future__ import annotations

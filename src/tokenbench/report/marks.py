@@ -55,6 +55,17 @@ def moved_footnotes(c: CellInfo, lang: str, keys: Iterable[str], name: str | Non
     return out
 
 
+def sparse_footnote(c: CellInfo, lang: str, keys: Iterable[str], name: str | None = None) -> list[str]:
+    """The footnote of a cell whose power and energy figures (among `keys`) are marked: what the monitor's
+    samples covered of the measured window."""
+    m = c.summary.monitor
+    if m is None or not any(c.figure_state(k).kind == "sparse" for k in keys):
+        return []
+    return [t(lang, "mark.sparse", mark=MARKS["sparse"], cell=f"{name or c.config} {c.label}",
+              coverage=f"{m.accel_coverage_pct or 0:.0f}", gap=f"{m.accel_max_gap_s or 0:.1f}",
+              interval=f"{m.interval_s or 0:g}", window=f"{m.window_s or 0:.1f}")]
+
+
 def bad(cells: Iterable[CellInfo | None]) -> list[CellInfo]:
     """The cells among `cells` that are not ok, each once, in order."""
     out: dict[int, CellInfo] = {}
@@ -83,6 +94,7 @@ def footnotes(cells: Iterable[CellInfo | None], lang: str, names: dict[int, str]
         if c is not None and c.state.ok and c.id not in seen:
             seen.add(c.id)
             out += moved_footnotes(c, lang, keys, (names or {}).get(c.id))
+            out += sparse_footnote(c, lang, keys, (names or {}).get(c.id))
     return out
 
 
@@ -104,5 +116,6 @@ def ratio_cell(a: CellInfo | None, b: CellInfo | None, va, vb, judging: Judging 
 
 def legend(lang: str) -> str:
     """One line naming every mark (under the definitions)."""
-    kinds = ("failed", "invalid", "mismatch", "moved", "spec_random", "skipped", "interrupted", "unknown")  # one per symbol
+    kinds = ("failed", "invalid", "mismatch", "moved", "spec_random", "sparse", "skipped", "interrupted",
+             "unknown")  # one per symbol
     return t(lang, "mark.legend", marks="; ".join(f"{MARKS[k]} {t(lang, f'mark.name.{k}')}" for k in kinds))

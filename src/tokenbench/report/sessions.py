@@ -1,12 +1,12 @@
 """The sessions section of a run report: per sessions cell, its shape and how its sessions went, its hit
 rates (from the responses, and from the server's counters), a table by turn index, and one figure of
 TTFT by turn with 95 % intervals for every sessions cell. Rendering only: the figures were computed when
-the cell ran (metrics/sessions.py) and stored in its summary."""
+the cell ran (metrics/summary.py) and stored in its summary."""
 
 from __future__ import annotations
 
 from tokenbench.judge.views import CellInfo, RunData
-from tokenbench.metrics.sessions import SessionFigures
+from tokenbench.metrics.summary_groups import SessionFigures
 from tokenbench.report.document import Block, Cell, Figure, Heading, Para, Table, num, pct
 from tokenbench.report.i18n import t
 from tokenbench.report.marks import fig, footnotes

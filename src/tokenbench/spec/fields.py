@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import types
 import typing
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
@@ -22,19 +23,44 @@ def submodel(annotation: Any) -> type[BaseModel] | None:
 
 
 def type_name(annotation: Any) -> str:
-    text = getattr(annotation, "__name__", None) if isinstance(annotation, type) else None
-    return text or str(annotation).replace("typing.", "")
+    """A field's type as a user writes its values: `int | None`, `list[tuple[int, int]]`, a Literal as its
+    values (`poisson | constant`), a model by its name; validators attached with Annotated are no type."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return type_name(args[0])
+    if origin is typing.Literal:
+        return " | ".join(str(a) for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(type_name(a) for a in args)
+    if origin is not None:
+        return f"{getattr(origin, '__name__', origin)}[{', '.join(type_name(a) for a in args)}]"
+    if annotation is type(None):
+        return "None"
+    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
 
 
-def fields(model: type[BaseModel], prefix: str = "") -> list[tuple[str, str, str]]:
-    """(dotted key, type, description) of every leaf field of `model`, nested models flattened."""
+@dataclass(frozen=True)
+class Key:
+    """One leaf key of a spec: its dotted name, type, description and default ("" when it has none to show:
+    required, or made by a factory)."""
+
+    key: str
+    kind: str
+    text: str
+    default: str = ""
+
+
+def fields(model: type[BaseModel], prefix: str = "") -> list[Key]:
+    """Every leaf field of `model`, nested models flattened."""
     out = []
     for name, info in model.model_fields.items():
         sub = submodel(info.annotation)
         if sub is not None:
             out += fields(sub, f"{prefix}{name}.")
             continue
-        out.append((prefix + name, type_name(info.annotation), info.description or ""))
+        default = default_of(info)
+        out.append(Key(prefix + name, type_name(info.annotation), info.description or "",
+                       "" if default is None else str(default)))
     return out
 
 

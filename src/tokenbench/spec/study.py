@@ -19,6 +19,7 @@ from tokenbench.spec.bench import (
     WorkloadSource,
 )
 from tokenbench.spec.slo import Limit, Tier
+from tokenbench.spec.study_name import derived_name
 
 FINAL_USAGE_ONLY = ("ask for the usage only at the end of the stream, as vllm bench serve does (default: on every "
                     "chunk too, vLLM/SGLang continuous_usage_stats, the exact count per chunk; it costs the server "
@@ -31,6 +32,14 @@ EXTRA_BODY = ("JSON object merged over every request body, last (vLLM's --extra-
 NEW_CONNECTION = ("send every request on a new connection, closed after it (as sglang.bench_serving, which opens "
                   "an HTTP session per request); default: keep-alive connections reused")
 FIXED_BODY_KEYS = ("model", "prompt", "messages", "stream")
+SERVER_TRACES = ("the server's own per-request timings (OpenTelemetry spans): auto = on when tokenbench deploys an "
+                 "engine that exports them (vLLM; SGLang), when --otlp-listen is given, or when the deployment at "
+                 "--base-url was started with `deploy up --otlp-listen`; on = always (every request "
+                 "carries a W3C traceparent and an OTLP receiver listens; a server that exports nothing leaves every "
+                 "request unjoined, counted); off = never")
+OTLP_LISTEN = ("HOST:PORT of tokenbench's OTLP receiver (HTTP/protobuf and gRPC on one port), for a server you point "
+               "at it yourself (vLLM: --otlp-traces-endpoint http://HOST:PORT/v1/traces); default 127.0.0.1 and a "
+               "free port")
 
 SHORT_KEYS = {"tp": "parallelism.tp", "dp": "parallelism.dp", "slots": "parallelism.slots",
               "threads": "parallelism.threads", "ctx": "parallelism.ctx"}
@@ -69,8 +78,18 @@ class Target(StrictModel):
     no_min_tokens: bool = Field(False, description=NO_MIN_TOKENS)
     extra_body: dict[str, Any] = Field(default_factory=dict, description=EXTRA_BODY)
     new_connection_per_request: bool = Field(False, description=NEW_CONNECTION)
+    server_traces: Literal["auto", "on", "off"] = Field("auto", description=SERVER_TRACES)
+    otlp_listen: str | None = Field(None, description=OTLP_LISTEN)
 
     _extra = field_validator("extra_body")(check_extra_body)
+
+    @field_validator("otlp_listen")
+    @classmethod
+    def _host_port(cls, v: str | None) -> str | None:
+        host, sep, port = (v or "").rpartition(":")
+        if v is not None and (not sep or not host.strip("[]") or not port.isdigit() or int(port) > 65535):
+            raise ValueError(f"'{v}' is not HOST:PORT (e.g. 127.0.0.1:4318; port 0: a free one)")
+        return v
 
     @model_validator(mode="after")
     def _one_server(self) -> "Target":
@@ -159,7 +178,9 @@ class StudySpec(StrictModel):
     server configuration and no relaunch; `tokenbench sweep --fields` lists every key."""
 
     fields_command: ClassVar[str] = "tokenbench sweep --fields"
-    name: str = Field("sweep", description="study name (vLLM's --label): in the stored run and the result files")
+    name: str | None = Field(None, description="study name (vLLM's --label): in the stored run, its report, "
+                             "compare's columns and the result files; default: the target and the loads, e.g. "
+                             "'127.0.0.1:8000 c=1,8,32'")
     target: Target
     workload: WorkloadSource = Field(default_factory=WorkloadSource,
                                      description="kind and knobs (docs/workloads.md); random, text, prefix and "
@@ -227,6 +248,11 @@ class StudySpec(StrictModel):
     monitor_interval_s: float = Field(1.0, ge=0, description="seconds between monitor samples during a cell; 0: "
                                       "no monitor (no /metrics, host or accelerator samples, and none of the "
                                       "figures read from them), as vllm bench serve sends none")
+    price_per_hour: float | None = Field(None, gt=0, description="what an hour of the server costs, per device "
+                                         "(default) or per node (price_basis): the report gives $ per million "
+                                         "input and output tokens and output tokens per $ (docs/metrics.md, Cost)")
+    price_basis: Literal["device", "node"] = Field("device", description="what price_per_hour is the price of: "
+                                                   "one device-hour (x the server's devices) or one node-hour")
     timeslice_s: float = Field(10.0, gt=0, description="width of the timeslices every cell keeps, seconds "
                                "(figures per slice, steady state, a sustain cell's drift)")
     tune: Tune | None = Field(None, description="`tokenbench tune`: rank the server configs (vary) by their "
@@ -360,6 +386,12 @@ class StudySpec(StrictModel):
             goodput = Limit(metric="goodput", stat="fraction", op=">=", value=self.slo_attainment)
             tiers = [Tier(name="slo", limits=[goodput])]
         return tiers
+
+    @model_validator(mode="after")
+    def _named(self) -> "StudySpec":
+        if self.name is None:
+            self.name = derived_name(self)
+        return self
 
     @model_validator(mode="after")
     def _rate_shape(self) -> "StudySpec":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import math
 import sqlite3
 import time
 import uuid
@@ -23,7 +24,7 @@ from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import ServerFacts
 from tokenbench.store import commands, liveness, outputs
 from tokenbench.store.migrate import migrate
-from tokenbench.store.records import REQUEST_COLUMNS, from_row, to_row
+from tokenbench.store.records import REQUEST_COLUMNS, dumps, from_row, to_row
 from tokenbench.store.rows import (
     CellRow,
     ConfigRow,
@@ -174,8 +175,8 @@ class Store:
             self.db.execute(
                 "INSERT INTO runs (id, created_at, kind, status, target, tool_version, spec_json, command_json,"
                 " environment_json, clock_json, owner_pid, owner_started) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                (run_id, _now(), kind, "running", target, __version__, json.dumps(spec), json.dumps(list(command)),
-                 json.dumps(environment), json.dumps(clock), *liveness.me()))
+                (run_id, _now(), kind, "running", target, __version__, dumps(spec), dumps(list(command)),
+                 dumps(environment), dumps(clock), *liveness.me()))
         return run_id
 
     def set_run_status(self, run_id: str, status: str, message: str = "") -> None:
@@ -206,8 +207,8 @@ class Store:
     def upsert_config(self, run_id: str, name: str, overrides: dict | None = None, profile: Profile | None = None,
                       facts: ServerFacts | None = None, status: str = "pending") -> int:
         """Store a server config (its message is set by set_config_status)."""
-        stored = (json.dumps(overrides or {}), json.dumps(profile.model_dump(mode="json") if profile else {}),
-                  json.dumps(facts.to_dict() if facts else {}))
+        stored = (dumps(overrides or {}), dumps(profile.model_dump(mode="json") if profile else {}),
+                  dumps(facts.to_dict() if facts else {}))
         with self._guard("store a server config"):
             self.db.execute(
                 "INSERT INTO server_configs (run_id, name, overrides_json, profile_json, facts_json, status, message)"
@@ -256,7 +257,7 @@ class Store:
         """Commit a finished cell with its requests and samples in ONE transaction, as the current row of its
         key (an earlier row of the same key makes way: `_make_way`)."""
         columns = {**cell.columns(), "over_capacity": int(cell.over_capacity),
-                   "summary_json": json.dumps(cell.summary.to_dict()), "started_ns": cell.started_ns,
+                   "summary_json": dumps(cell.summary.to_dict()), "started_ns": cell.started_ns,
                    "run_id": run_id, "config_id": config_id, "finished_at": _now()}
         with self._guard(f"store cell {cell.key}"), self._tx():
             self._make_way(run_id, config_id, cell)
@@ -269,7 +270,7 @@ class Store:
             self._mark_reservoir(cell_id)
             self.db.executemany(
                 "INSERT INTO samples (cell_id, t_ns, source, name, value, labels_json) VALUES (?,?,?,?,?,?)",
-                ((cell_id, *s) for s in samples))
+                ((cell_id, *s) for s in samples if _a_number(s[3])))
         return cell_id
 
     def _make_way(self, run_id: str, config_id: int, cell: CellRow) -> None:
@@ -384,6 +385,11 @@ class Store:
             with contextlib.suppress(sqlite3.Error):
                 self.db.execute("ROLLBACK")
             raise
+
+
+def _a_number(value: float) -> bool:
+    """A sample worth a row: SQLite stores NaN as NULL, which `samples.value` refuses (the cell would be lost)."""
+    return not (isinstance(value, float) and math.isnan(value))
 
 
 def _decode(row: dict) -> dict:

@@ -6,7 +6,6 @@ what was kept where; the database's run is then shown "interrupted" and `--resum
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -20,7 +19,7 @@ from tokenbench.client.records import RequestRecord
 from tokenbench.errors import OutputError, StoreError
 from tokenbench.store import outputs
 from tokenbench.store.db import Store
-from tokenbench.store.records import json_safe, to_dict
+from tokenbench.store.records import dumps, to_dict
 from tokenbench.store.rows import CellRow
 
 
@@ -205,10 +204,10 @@ class JsonCell:
 
 def json_pieces(doc: dict, cells: list[JsonCell]) -> Iterator[str]:
     """The JSON result in pieces: the run's facts, then each cell with its requests one per line."""
-    head = json.dumps(json_safe(doc), indent=1)
+    head = dumps(doc, indent=1)
     yield (head[:-2] + ",\n" if head != "{}" else "{\n") + ' "cells": ['
     for n, cell in enumerate(cells):
-        rest = json.dumps(json_safe(cell.fields))
+        rest = dumps(cell.fields)
         yield ("," if n else "") + "\n  " + rest[:-1] + ', "requests": ['
         if cell.requests is not None:
             yield from cell.requests.pieces()

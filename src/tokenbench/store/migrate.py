@@ -8,6 +8,7 @@ so a crash mid-migration leaves the previous version intact.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 from tokenbench.errors import StoreError
@@ -20,10 +21,12 @@ def _tables(db: sqlite3.Connection) -> set[str]:
     return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
 
 
-def _step(db: sqlite3.Connection, sql: str, version: int) -> None:
+def _step(db: sqlite3.Connection, step: str | Callable[[sqlite3.Connection], None], version: int) -> None:
     db.execute("BEGIN IMMEDIATE")
     try:
-        for statement in filter(str.strip, sql.split(";")):
+        if callable(step):
+            step(db)
+        for statement in filter(str.strip, step.split(";") if isinstance(step, str) else ()):
             db.execute(statement)
         db.execute(f"PRAGMA user_version = {version}")
     except BaseException:

@@ -12,6 +12,7 @@ The JSON result (and `export`) writes every field but the generated text and the
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -98,11 +99,18 @@ def from_dict(d: dict) -> RequestRecord:
 
 
 def json_safe(obj):
-    """JSON has no NaN or infinity: null instead (recursively through dicts and lists)."""
-    if isinstance(obj, float) and (math.isnan(obj) or math.isinf(obj)):
+    """JSON has no NaN or infinity: null instead (recursively through dicts, lists and tuples). A figure
+    that is not a number is "not defined", and null is how every file and the database say so."""
+    if isinstance(obj, float) and not math.isfinite(obj):
         return None
     if isinstance(obj, dict):
         return {k: json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list):
+    if isinstance(obj, (list, tuple)):
         return [json_safe(v) for v in obj]
     return obj
+
+
+def dumps(obj: Any, **options: Any) -> str:
+    """Standard JSON (RFC 8259), NaN and infinity written as null: what the results database and every file
+    tokenbench writes hold, so SQLite's JSON functions of any version read it (3.40 rejects NaN)."""
+    return json.dumps(json_safe(obj), allow_nan=False, **options)

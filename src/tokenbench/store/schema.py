@@ -1,9 +1,17 @@
 """The results database schema, versioned with `PRAGMA user_version`.
 
-`V1_DDL` is the first schema; every later change is one entry of MIGRATIONS (version it produces, SQL).
-A new database runs V1_DDL then every migration, so the path an old database takes is the path every
-database takes. To change the schema: append a migration; never edit V1_DDL or an earlier migration.
+`V1_DDL` is the first schema; every later change is one entry of MIGRATIONS (version it produces, SQL, or
+a function of the connection where SQL cannot do it: store/repair.py). A new database runs V1_DDL then
+every migration, so the path an old database takes is the path every database takes. To change the
+schema: append a migration; never edit V1_DDL or an earlier migration.
 """
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+from tokenbench.store.repair import non_finite_json_to_null
 
 V1_DDL = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -113,7 +121,8 @@ RESERVOIR = 1000   # requests per cell and phase kept flagged `sampled` for per-
 SAMPLE_ORDER = "(idx * 2654435761) % 4294967296, idx"
 _RANKED = f"SELECT rowid AS id, ROW_NUMBER() OVER (PARTITION BY cell_id, phase ORDER BY {SAMPLE_ORDER}) AS rn FROM requests"
 
-MIGRATIONS: list[tuple[int, str]] = [
+# a migration is SQL, or a function given the connection where SQL cannot do it (store/repair.py)
+MIGRATIONS: list[tuple[int, str | Callable[[sqlite3.Connection], None]]] = [
     # 2: the process that owns a running run (pid + its start time), so a dead run reads "interrupted"
     (2, "ALTER TABLE runs ADD COLUMN owner_pid INTEGER;\n"
         "ALTER TABLE runs ADD COLUMN owner_started REAL;"),
@@ -153,9 +162,25 @@ MIGRATIONS: list[tuple[int, str]] = [
         "    record_json TEXT NOT NULL,\n"
         "    finished_at TEXT NOT NULL,\n"
         "    UNIQUE (run_id, config_id, workload))"),
-    # 8: a server config that did not start keeps why (logs/launch.LaunchFailure: the cause read from the
+    # 8: JSON written with NaN or Infinity for a figure that is not defined (a cell with one output token has
+    # no TPOT, one whose requests all failed no latency) made SQLite's JSON functions refuse the database:
+    # those values become null, as tokenbench writes them now (store/records.py `dumps`)
+    (8, non_finite_json_to_null),
+    # 9: the server's own timings of a request, from its OpenTelemetry span (the trace id the request carried,
+    # the span's arrival and phases on the server's clock, the clock offset applied); NULL where none joined
+    (9, "ALTER TABLE requests ADD COLUMN trace_id TEXT;\n"
+        "ALTER TABLE requests ADD COLUMN server_request_id TEXT;\n"
+        "ALTER TABLE requests ADD COLUMN server_arrival_ns INTEGER;\n"
+        "ALTER TABLE requests ADD COLUMN server_queue_ns INTEGER;\n"
+        "ALTER TABLE requests ADD COLUMN server_prefill_ns INTEGER;\n"
+        "ALTER TABLE requests ADD COLUMN server_ttft_ns INTEGER;\n"
+        "ALTER TABLE requests ADD COLUMN server_decode_ns INTEGER;\n"
+        "ALTER TABLE requests ADD COLUMN server_e2e_ns INTEGER;\n"
+        "ALTER TABLE requests ADD COLUMN clock_offset_ns INTEGER;\n"
+        "ALTER TABLE requests ADD COLUMN clock_offset_error_ns INTEGER;"),
+    # 10: a server config that did not start keeps why (logs/launch.LaunchFailure: the cause read from the
     # engine's log, the line that tells it, an accelerator's error code); '{}' for one that started
-    (8, "ALTER TABLE server_configs ADD COLUMN launch_json TEXT NOT NULL DEFAULT '{}';"),
+    (10, "ALTER TABLE server_configs ADD COLUMN launch_json TEXT NOT NULL DEFAULT '{}';"),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]
@@ -171,7 +196,9 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
               "started_ns", "finished_at", "superseded"),
     "requests": ("cell_id", "phase", "idx", "token_offsets_json", "token_counts_json", "text", "worker", "sampled",
                  "images", "image_bytes", "image_count", "first_content_offset_ns", "reasoning_tokens", "count_source",
-                 "expected_prompt_tokens", "connect_ns", "connect_in_ttft"),
+                 "expected_prompt_tokens", "connect_ns", "connect_in_ttft", "trace_id", "server_arrival_ns",
+                 "server_queue_ns", "server_prefill_ns", "server_ttft_ns", "server_decode_ns", "server_e2e_ns",
+                 "clock_offset_ns", "clock_offset_error_ns", "server_request_id"),
     "samples": ("cell_id", "t_ns", "source", "name", "value", "labels_json"),
     "searches": ("run_id", "config_id", "workload", "record_json", "finished_at"),
 }

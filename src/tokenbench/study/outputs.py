@@ -4,18 +4,25 @@ each written atomically (store/outputs.py), and SGLang's JSONL (`--output-file`)
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from tokenbench.load.cell import CellResult
 from tokenbench.load.target import Endpoint
 from tokenbench.spec.study import StudySpec
+from tokenbench.spec.study_name import derived_name
 from tokenbench.store import outputs
-from tokenbench.store.records import json_safe
+from tokenbench.store.records import dumps
 from tokenbench.store.rows import CellRow
+from tokenbench.study.plan import PlannedCell
 from tokenbench.study.sglang_result import SglangMeta, sglang_result
 from tokenbench.study.vllm_result import CellMeta, VllmOptions, result_path, vllm_result
-from tokenbench.sweep.plan import PlannedCell
+
+
+def file_label(spec: StudySpec) -> str:
+    """vLLM's --label, which starts the result file's name: the study's name when the user gave one, else
+    "tokenbench" (a name made of the target and loads would repeat, with ':' and spaces, what the file's
+    name says after it)."""
+    return spec.name if spec.name and spec.name != derived_name(spec) else "tokenbench"
 
 
 class VllmResults:
@@ -30,14 +37,14 @@ class VllmResults:
         self.written: list[Path] = []
 
     def target_ready(self, endpoint: Endpoint, facts: dict) -> None:
-        self.meta = CellMeta(label=self.spec.name, model=endpoint.model,
+        self.meta = CellMeta(label=file_label(self.spec), model=endpoint.model,
                              tokenizer=self.spec.workload.tokenizer_path or endpoint.model, api=self.spec.api)
 
     def cell_stored(self, cell: PlannedCell, row: CellRow, result: CellResult) -> None:
         assert self.meta is not None, "target_ready comes before the first cell"
         doc = vllm_result(result, self.meta, self.opts)
         path = result_path(doc, self.opts, len(self.written), self.cells)
-        outputs.write_text(path, json.dumps(json_safe(doc), indent=1), "--save-result")
+        outputs.write_text(path, dumps(doc, indent=1), "--save-result")
         self.written.append(path)
 
     def finish(self, status: str) -> None:
@@ -56,13 +63,13 @@ class SglangResults:
     def __init__(self, spec: StudySpec, path: str, details: bool, backend: str | None) -> None:
         self.path, self.lines = Path(path), 0
         api_backend = "sglang-oai-chat" if spec.api == "chat" else "sglang-oai"
-        self.meta = SglangMeta(spec.name, backend or api_backend, spec.slo, details)
+        self.meta = SglangMeta(spec.name or "", backend or api_backend, spec.slo, details)
 
     def target_ready(self, endpoint: Endpoint, facts: dict) -> None:
         return None
 
     def cell_stored(self, cell: PlannedCell, row: CellRow, result: CellResult) -> None:
-        outputs.append_line(self.path, json.dumps(sglang_result(result, self.meta)), "--output-file")
+        outputs.append_line(self.path, dumps(sglang_result(result, self.meta)), "--output-file")
         self.lines += 1
 
     def finish(self, status: str) -> None:

@@ -4,7 +4,7 @@ yet stored on each server config (relaunching a server tokenbench owns), keep th
 A benchmark is a study with one server configuration and no relaunch; a sweep is a study over
 several. `bench`, `sweep`, `demo`, `calibrate` and `agree` all run through `start` + `execute` (or
 `measure`, which is both over a temporary database), so resume, storage and the result files behave the
-same everywhere, and every cell is run by the one runner (sweep/run.StudyRunner)."""
+same everywhere, and every cell is run by the one runner (study/runner.StudyRunner)."""
 
 from __future__ import annotations
 
@@ -19,16 +19,17 @@ from tokenbench import __version__
 from tokenbench.deploy import address
 from tokenbench.errors import DeployError, Interrupted, MeasurementError, SpecError, TargetError, UsageError
 from tokenbench.host import environment, isolation
-from tokenbench.load.cell import CellResult, how_far
+from tokenbench.load.cell import CellResult
 from tokenbench.load.target import Endpoint
+from tokenbench.metrics.verdict import how_far
 from tokenbench.spec.loader import load_model
 from tokenbench.spec.study import StudySpec
 from tokenbench.store import commands, run_lock
 from tokenbench.store.db import Store
 from tokenbench.store.rows import CellRow
-from tokenbench.sweep.plan import Plan, PlannedCell, check_context, plan
-from tokenbench.sweep.run import CellInterrupted, RunSettings, StudyEvents, StudyRunner, endpoint_for, pending
-from tokenbench.sweep.servers import expected_ctx, load_profile
+from tokenbench.study.plan import Plan, PlannedCell, check_context, plan
+from tokenbench.study.runner import CellInterrupted, RunSettings, StudyEvents, StudyRunner, endpoint_for, pending
+from tokenbench.study.servers import expected_ctx, load_profile
 from tokenbench.workload.lengths import Draws
 
 RESUMABLE = ("bench", "sweep", "tune")

@@ -1,6 +1,6 @@
 """`tokenbench tune`: the best server config for the SLOs, found with the fewest cells. A tune is a capacity
 study (study/run.py) over the varied configs whose searches are chosen by `TuneSearches` (the runner's
-`Searching`, sweep/run.py): the baseline first, then every other config, each search
+`Searching`, study/runner.py): the baseline first, then every other config, each search
 
 - with a share of the cells left (`--budget-cells`, default capacity_budget per config), split evenly over
   the configs not searched yet, so a config stopped early leaves its cells to the later ones;
@@ -24,11 +24,11 @@ from tokenbench.logs.launch import LaunchFailure
 from tokenbench.metrics.capacity import Reason
 from tokenbench.spec.study import StudySpec
 from tokenbench.store.db import Store
+from tokenbench.study import capacity
+from tokenbench.study.plan import DEFAULT, ServerConfig, server_configs, varied
 from tokenbench.study.run import Study
-from tokenbench.sweep import capacity
-from tokenbench.sweep.plan import DEFAULT, ServerConfig, server_configs, varied
-from tokenbench.sweep.run import Seen
-from tokenbench.sweep.servers import load_profile
+from tokenbench.study.runner import Seen
+from tokenbench.study.servers import load_profile
 
 ROUNDS = 4                # passes over the contenders after the first round, at most
 NOT_RUN = {"budget": "not run: the cell budget was spent", "time": "not run: the time budget was spent"}

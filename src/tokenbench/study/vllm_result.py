@@ -14,7 +14,7 @@ from pathlib import Path
 from tokenbench.client.records import RequestRecord
 from tokenbench.load.cell import CellResult
 from tokenbench.metrics import request as rm
-from tokenbench.metrics.stats import percentile
+from tokenbench.metrics.request import percentile
 
 NS = 1e9
 DETAIL_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "start_times", "generated_texts", "errors")

@@ -18,6 +18,9 @@ class ReferenceConfig:
     ttft_ms: float = field(metadata={"help": "time to first token, from admission"})
     itl_ms: float = field(metadata={"help": "time between consecutive tokens"})
     tokens_per_chunk: int = field(default=1, metadata={"help": "tokens carried by each SSE chunk"})
+    chunks_per_write: int = field(default=1, metadata={
+        "help": "SSE chunks written together in one write, when the last of them is due (a server's multi-step "
+                "scheduling or stream interval: several events in one read, each its own token chunk)"})
     vocab_size: int = field(default=32000, metadata={"help": "token ids are in [0, vocab_size)"})
     report_vocab: bool = field(default=True, metadata={
         "help": "report vocab_size in /get_server_info (off: a server whose vocabulary clients must be told)"})
@@ -56,6 +59,10 @@ class ReferenceConfig:
         default=0.3, metadata={"help": "`slow_end` fault: the stream's end (usage chunk, [DONE]) this late"})
     proxy_buffer_bytes: int = field(
         default=4096, metadata={"help": "`proxy_buffer` fault: the body arrives in pieces of this many bytes"})
+    itl_end_ms: float | None = field(default=None, metadata={
+        "help": "ITL ramps linearly from itl_ms to this over ramp_s seconds from the first generation request's "
+                "arrival (a server slowing down across a cell); unset: a steady ITL"})
+    ramp_s: float = field(default=60.0, metadata={"help": "length of the ITL ramp (itl_end_ms)"})
     # ---- load model (docs/reference-server.md "Load model"); the defaults leave it off ----
     itl_per_running_ms: float = field(
         default=0.0, metadata={"help": "load model: ITL grows by this per running request "
@@ -81,12 +88,26 @@ class ReferenceConfig:
         default=0.7, metadata={"help": "speculative decoding: acceptance of each draft token, text-like prompt"})
     spec_accept_random: float = field(
         default=0.1, metadata={"help": "speculative decoding: acceptance of each draft token, random-id prompt"})
+    # ---- the server's own timings (docs/reference-server.md "Spans") ----
+    otlp_endpoint: str | None = field(
+        default=None, metadata={"help": "export an OpenTelemetry span per request that carries a traceparent to "
+                                        "this OTLP endpoint (http: http://HOST:PORT/v1/traces; grpc: HOST:PORT)"})
+    otlp_protocol: str = field(default="http", metadata={"help": "OTLP transport of the spans: http or grpc"})
+    span_clock_offset_ms: float = field(
+        default=0.0, metadata={"help": "the spans' clock runs this far ahead of the server's wall clock (to test "
+                                       "a client's clock-offset estimate)"})
+    vllm_metrics: bool = field(
+        default=False, metadata={"help": "/metrics also under vLLM's names, with its request-time histograms "
+                                         "(queue, prefill, decode, inference, TTFT, e2e)"})
 
     def __post_init__(self) -> None:
         if self.ttft_ms < 0 or self.itl_ms < 0 or self.stall_s < 0 or self.slow_headers_s < 0:
             raise UsageError("negative time in reference config", hint="times are >= 0")
-        if self.tokens_per_chunk < 1 or self.vocab_size < 4 or self.max_model_len < 2:
-            raise UsageError("tokens_per_chunk >= 1, vocab_size >= 4, max_model_len >= 2 required")
+        if self.tokens_per_chunk < 1 or self.chunks_per_write < 1 or self.vocab_size < 4 or self.max_model_len < 2:
+            raise UsageError("tokens_per_chunk >= 1, chunks_per_write >= 1, vocab_size >= 4, max_model_len >= 2 "
+                             "required")
+        if (self.itl_end_ms is not None and self.itl_end_ms < 0) or self.ramp_s <= 0:
+            raise UsageError("itl_end_ms >= 0 and ramp_s > 0 required")
         if any(x is not None and x < 1 for x in (self.max_running, self.kv_capacity_tokens)):
             raise UsageError("max_running and kv_capacity_tokens must be >= 1 when set")
         if self.reasoning_tokens < 0 or self.empty_every < 0:
@@ -115,9 +136,11 @@ class ReferenceConfig:
             raise UsageError("block_size >= 1, prefix_cache_blocks >= 1 when set, spec_tokens >= 0 required")
         if not (0.0 <= self.spec_accept_text <= 1.0 and 0.0 <= self.spec_accept_random <= 1.0):
             raise UsageError("spec_accept_text and spec_accept_random are probabilities", hint="in [0, 1]")
-        if self.spec_tokens and self.tokens_per_chunk != 1:
-            raise UsageError("speculative decoding streams one step per chunk",
-                             hint="drop tokens_per_chunk (it must stay 1) or spec_tokens")
+        if self.otlp_protocol not in ("http", "grpc"):
+            raise UsageError(f"otlp_protocol '{self.otlp_protocol}' is unknown", hint="http or grpc")
+        if self.spec_tokens and (self.tokens_per_chunk != 1 or self.chunks_per_write != 1):
+            raise UsageError("speculative decoding streams one step per chunk, each in its own write",
+                             hint="drop tokens_per_chunk and chunks_per_write (they must stay 1) or spec_tokens")
 
     @property
     def load_model(self) -> bool:

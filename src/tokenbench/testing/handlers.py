@@ -17,9 +17,10 @@ from tokenbench.testing.admission import Gate, PrefillStage
 from tokenbench.testing.clock import Deadlines, TimerFd
 from tokenbench.testing.config import ReferenceConfig
 from tokenbench.testing.jobs import Job, Sampler, parse_job, whole_body
-from tokenbench.testing.load_model import step_ns
+from tokenbench.testing.load_model import ramp_ns, step_ns
 from tokenbench.testing.prefix_cache import PrefixCache
 from tokenbench.testing.send_log import Arrival, ArrivalLog, SendLog
+from tokenbench.testing.spans import SpanExporter, times_of
 from tokenbench.testing.speculative import SpecPlan, plan_steps, text_like
 from tokenbench.testing.streams import Answer, Pacing, chunk_sizes, chunks_for, last_due, steps_of, stream_answer
 from tokenbench.testing.tokenizer import InvalidRequest, chat_text, detokenize, token_lists, tokenize
@@ -38,7 +39,8 @@ def _new_record(rid: str, request: web.Request, api: str, job: Job, fault, recv_
             "prompt_tokens": job.prompt_tokens, "completion_tokens": 0, "finish_reason": None,
             "outcome": "ok", "end_ns": None, "done_ns": None,
             "session_id": request.headers.get(SESSION_HEADER), "cached_tokens": None,
-            "due_ns": None, "prefill_ns": None, "spec_drafts": None, "spec_accepted": None, "pieces_ns": None}
+            "due_ns": None, "prefill_ns": None, "spec_drafts": None, "spec_accepted": None, "pieces_ns": None,
+            "traceparent": request.headers.get("traceparent")}
 
 
 SESSION_HEADER = "X-Session-ID"
@@ -59,6 +61,8 @@ class Server:
         self.arrivals = ArrivalLog()
         self.answering: set[asyncio.Task] = set()    # generation handlers still running
         self.plans: dict[str, SpecPlan] = {}         # speculative decoding: the steps of each answer
+        self.spans = SpanExporter(cfg) if cfg.otlp_endpoint else None
+        self.first_ns: int | None = None             # the first generation request's arrival (the ITL ramp)
 
     def application(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -83,6 +87,8 @@ class Server:
         await asyncio.gather(*self.answering, return_exceptions=True)
         await self.log.close()
         self.clock.close()
+        if self.spans is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.spans.close)
 
     # ---- generation ----
 
@@ -94,6 +100,7 @@ class Server:
 
     async def generate(self, request: web.Request, api: str) -> web.StreamResponse:
         recv_ns = perf_counter_ns()
+        self.first_ns = self.first_ns or recv_ns
         self.arrivals.add(Arrival(recv_ns, request.path, request.headers.get("X-Request-Id"),
                                   request.headers.get(SESSION_HEADER)))
         # Yield once, so every request of a burst stamps its arrival before any of them is parsed:
@@ -114,8 +121,9 @@ class Server:
         if fault == "missing_usage":
             job.usage = job.continuous = job.usage_alone = False
         rec = _new_record(rid, request, api, job, fault, recv_ns)
-        if self.cfg.load_model or self.cfg.spec_tokens:
-            rec["due_ns"] = []                       # the deadlines the load model computed
+        if (self.cfg.load_model or self.cfg.spec_tokens or self.cfg.itl_end_ms is not None or self.cfg.otlp_endpoint
+                or self.cfg.vllm_metrics):
+            rec["due_ns"] = []                       # the deadlines the server computed (its timings use them)
         if self.cfg.spec_tokens:
             self.plans[rid] = self._spec_plan(job)
         self.totals.requests += 1
@@ -146,6 +154,7 @@ class Server:
             self.totals.generation_tokens += rec["completion_tokens"]
             rec["end_ns"] = rec["end_ns"] or perf_counter_ns()
             self._remember(ans)
+            self._timed(rec)
             self.log.add(rec)
             if task is not None:
                 self.answering.discard(task)
@@ -185,7 +194,7 @@ class Server:
         if fault in ("malformed_sse", "invalid_json", "reset_mid_stream"):
             data, rec["outcome"] = data[: len(data) // 2], "fault"
         shift = int(self.cfg.stall_s * 1e9) if fault == "stall" else 0
-        varying = bool(self.cfg.itl_per_running_ms or self.cfg.captured_batch_sizes)
+        varying = bool(self.cfg.itl_per_running_ms or self.cfg.captured_batch_sizes or self.cfg.itl_end_ms is not None)
         due = await last_due(self.clock, pace, max(n, 1), varying) + shift
         await self.clock.until(due)
         rec["write_ns"].append(perf_counter_ns())
@@ -212,10 +221,16 @@ class Server:
                 self.cache.store(prompt)
         plan = self.plans.get(ans.rec["id"])
         sizes = plan.sizes if plan else chunk_sizes(job.n_out, 1 if per_token else cfg.tokens_per_chunk)
+        return Pacing(t_pre + int(cfg.ttft_ms * 1e6), sizes, steps_of(sizes, plan is not None), self._step())
+
+    def _step(self) -> Callable[[], int]:
+        """The decode step now (ns): fixed, the load model's for the running batch, or on the ITL ramp."""
+        cfg = self.cfg
+        if cfg.itl_end_ms is not None:
+            return lambda: ramp_ns(cfg, self.first_ns or 0, perf_counter_ns())
         fixed = step_ns(cfg, 1)
         varying = cfg.itl_per_running_ms or cfg.captured_batch_sizes
-        return Pacing(t_pre + int(cfg.ttft_ms * 1e6), sizes, steps_of(sizes, plan is not None),
-                      (lambda: step_ns(cfg, self.gate.running)) if varying else (lambda: fixed))
+        return (lambda: step_ns(cfg, self.gate.running)) if varying else (lambda: fixed)
 
     def _look_up(self, ans: Answer) -> None:
         if self.cache is None:
@@ -237,6 +252,15 @@ class Server:
             accepted = [s - 1 for s in steps[1:]]
             rec["spec_drafts"], rec["spec_accepted"] = len(accepted), sum(accepted)
             self.totals.add_spec(self.cfg.spec_tokens, accepted)
+
+    def _timed(self, rec: dict) -> None:
+        """An answered request's own timings: into the request-time histograms, and its span to the exporter."""
+        t = times_of(rec)
+        if t is None:
+            return
+        self.totals.times.add(t)
+        if self.spans is not None:
+            self.spans.add(rec, t)
 
     def check_key(self, request: web.Request) -> web.Response | None:
         key = self.cfg.api_key

@@ -49,6 +49,14 @@ def step_ns(cfg: ReferenceConfig, running: int) -> int:
     return int(itl_ms(cfg, running) * 1e6)
 
 
+def ramp_ns(cfg: ReferenceConfig, start_ns: int, now_ns: int) -> int:
+    """The ITL ramp (`itl_end_ms`): `itl_ms` at `start_ns`, moving linearly to `itl_end_ms` over `ramp_s`,
+    then staying there; integer ns."""
+    end = cfg.itl_ms if cfg.itl_end_ms is None else cfg.itl_end_ms
+    share = min(max((now_ns - start_ns) / (cfg.ramp_s * 1e9), 0.0), 1.0)
+    return int((cfg.itl_ms + (end - cfg.itl_ms) * share) * 1e6)
+
+
 class PrefillQueue:
     """The prefill stage on a virtual clock (ns): one prompt at a time, in the order added. A prompt
     starts when it is added at `at_ns` or when the one before it ends, whichever is later."""

@@ -7,18 +7,28 @@ arrived; and from the answer its status and the last `usage` object the server r
 (study/agree_capture.py), so the comparison of request bodies is what each client sent, not what its
 code is believed to send. Run it in a test or script with `async with RecordingProxy(upstream) as p`, or
 from synchronous code with `ProxyThread(upstream)` (its own event loop in a thread). Measuring through
-it adds a hop: capture through it, measure without it."""
+it adds a hop: capture through it, measure without it.
+
+With `flush_ms` it is a *flushing* proxy (the field's buffered delivery, docs/reference-server.md "A proxy
+that flushes"): what the server sends is held and written on in pieces, either on a fixed grid every
+`flush_ms` from the answer's start (`interval`) or `flush_ms` after the first byte held since the last
+flush (`latency`: Go's ReverseProxy FlushInterval); each flush is stamped (`Captured.flushes_ns`). A child
+process runs it (`python -m tokenbench.testing.recording_proxy`, `ProxyProcess`), so it holds no CPU of
+the client it stands in front of."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
+import os
+import signal
 import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import aiohttp
 from aiohttp import web
@@ -44,6 +54,7 @@ class Captured:
     usage: dict | None = None                 # the last `usage` object in the answer, if any
     first_chunk_ns: int | None = None         # when the first body bytes of the answer came from the server
     last_chunk_ns: int | None = None          # ... and the last ones
+    flushes_ns: list[int] = field(default_factory=list)   # a flushing proxy: when each piece was written on
 
     @property
     def route(self) -> str:
@@ -90,11 +101,18 @@ def last_usage(tail: bytes) -> dict | None:
     return None
 
 
-class RecordingProxy:
-    """The proxy in the running event loop: `url` once started; `captured` in order of arrival."""
+FlushMode = Literal["interval", "latency"]
+READY_PREFIX = "PROXY_READY port="
 
-    def __init__(self, upstream: str) -> None:
+
+class RecordingProxy:
+    """The proxy in the running event loop: `url` once started; `captured` in order of arrival. `flush_ms`:
+    hold the answers and write them on in pieces (see the module's doc)."""
+
+    def __init__(self, upstream: str, flush_ms: float | None = None, flush_mode: FlushMode = "interval") -> None:
         self.upstream = upstream.rstrip("/")
+        self.flush_ns = int(flush_ms * 1e6) if flush_ms else 0
+        self.flush_mode = flush_mode
         self.captured: list[Captured] = []
         self.url = ""
         self._connections: dict[int, tuple[object, int]] = {}   # id(transport) -> (transport, number)
@@ -154,15 +172,56 @@ class RecordingProxy:
         out = web.StreamResponse(status=upstream.status, reason=upstream.reason,
                                  headers=forwardable(upstream.headers))
         await out.prepare(request)
-        tail = b""
+        held = _Held(out, rec)
+        flusher = asyncio.ensure_future(self._flush(held)) if self.flush_ns else None
         async for chunk in upstream.content.iter_any():
             rec.last_chunk_ns = time.perf_counter_ns()
             rec.first_chunk_ns = rec.first_chunk_ns or rec.last_chunk_ns
-            await out.write(chunk)
-            tail = (tail + chunk)[-TAIL:]
+            await held.add(chunk, passing=flusher is None)
+        if flusher is not None:
+            flusher.cancel()
+            await asyncio.gather(flusher, return_exceptions=True)
+        await held.flush()
         await out.write_eof()
-        rec.usage = last_usage(tail)
+        rec.usage = last_usage(held.tail)
         return out
+
+    async def _flush(self, held: _Held) -> None:
+        """Write what is held every `flush_ns` (interval) or `flush_ns` after the first byte held (latency)."""
+        due = time.perf_counter_ns()
+        while True:
+            if self.flush_mode == "latency":
+                await held.arrived.wait()
+                due = held.since_ns
+            due += self.flush_ns
+            await asyncio.sleep(max(due - time.perf_counter_ns(), 0) / 1e9)
+            await held.flush()
+
+
+class _Held:
+    """An answer's bytes on their way: written on at once (`passing`), or held until `flush`."""
+
+    def __init__(self, out: web.StreamResponse, rec: Captured) -> None:
+        self.out, self.rec, self.data, self.tail = out, rec, bytearray(), b""
+        self.arrived, self.since_ns = asyncio.Event(), 0
+
+    async def add(self, chunk: bytes, passing: bool) -> None:
+        self.tail = (self.tail + chunk)[-TAIL:]
+        if passing:
+            await self.out.write(chunk)
+            return
+        if not self.data:
+            self.since_ns = time.perf_counter_ns()
+            self.arrived.set()
+        self.data += chunk
+
+    async def flush(self) -> None:
+        if not self.data:
+            return
+        data, self.data = bytes(self.data), bytearray()
+        self.arrived.clear()
+        self.rec.flushes_ns.append(time.perf_counter_ns())
+        await self.out.write(data)
 
 
 class ProxyThread:
@@ -196,3 +255,35 @@ class ProxyThread:
     def _call(self, coro) -> Any:
         done: Future = asyncio.run_coroutine_threadsafe(coro, self._loop)
         return done.result(timeout=30)
+
+
+def _child_main(argv: list[str] | None = None) -> None:
+    """`python -m tokenbench.testing.recording_proxy --upstream URL [--flush-ms MS]`: serve until SIGTERM,
+    printing `PROXY_READY port=N` once listening."""
+    parser = argparse.ArgumentParser(prog="python -m tokenbench.testing.recording_proxy")
+    parser.add_argument("--upstream", required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--flush-ms", type=float, default=None)
+    parser.add_argument("--flush-mode", choices=("interval", "latency"), default="interval")
+    parser.add_argument("--cpu", default="", help="comma-separated CPUs to pin to")
+    args = parser.parse_args(argv)
+    if args.cpu:
+        os.sched_setaffinity(0, {int(c) for c in args.cpu.split(",")})
+
+    async def serve() -> None:
+        proxy = RecordingProxy(args.upstream, args.flush_ms, args.flush_mode)
+        await proxy.start(args.host)
+        print(f"{READY_PREFIX}{proxy.url.rsplit(':', 1)[1]}", flush=True)
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+        try:
+            await stop.wait()
+        finally:
+            await proxy.close()
+
+    asyncio.run(serve())
+
+
+if __name__ == "__main__":
+    _child_main()

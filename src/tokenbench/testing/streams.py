@@ -174,6 +174,7 @@ class Stream:
         self.pipe, self.pace, self.done = pipe, pace, done
         self.c, self.lo, self.shift = 0, 0, 0
         self.n_chunks = len(pace.sizes)
+        self.held, self.held_tokens = b"", list[int]()    # chunks due, not written yet (chunks_per_write): bytes, tokens
         self.strike = F.fault_point(self.n_chunks) if self.fault in STREAM_FAULTS else -1
         self.samplers = [Sampler(s, cfg.vocab_size) for s in self.job.seeds]
         self.due = pace.due_after(pace.t_first, 0)
@@ -218,15 +219,25 @@ class Stream:
         if self.c == self.strike and self.fault in ("early_done", "reset_mid_stream"):
             return self._strike()
         hi = self._hi()
-        now = perf_counter_ns()
-        self.rec["write_ns"].append(now)
-        self.pipe.write(self.pending)
         if self.rec["due_ns"] is not None:
             self.rec["due_ns"].append(self.due + self.shift)
-        self.rec["tokens"].append((hi - self.lo) * len(self.samplers))
-        if hi == self.job.n_out and self.fault not in ("slow_end", "no_done"):
-            self.rec["done_ns"] = now
+        self.held += self.pending
+        self.held_tokens.append((hi - self.lo) * len(self.samplers))
+        if self._writes_now():
+            now = perf_counter_ns()
+            self.rec["write_ns"].extend([now] * len(self.held_tokens))      # one stamp per chunk: the write's
+            self.rec["tokens"].extend(self.held_tokens)
+            self.pipe.write(self.held)
+            self.held, self.held_tokens = b"", []
+            if hi == self.job.n_out and self.fault not in ("slow_end", "no_done"):
+                self.rec["done_ns"] = now
         return self._next(hi)
+
+    def _writes_now(self) -> bool:
+        """Whether the chunks held go out with this one: every `chunks_per_write`-th chunk, the last, and
+        the one before a fault strikes."""
+        c = self.c + 1
+        return c % self.cfg.chunks_per_write == 0 or c == self.n_chunks or c == self.strike
 
     def _strike(self) -> None:
         if self.fault == "early_done":

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from tokenbench import __version__
 from tokenbench.testing.config import ReferenceConfig
+from tokenbench.testing.spans import ROLES, Histograms
 
 
 @dataclass(slots=True)
@@ -23,6 +24,7 @@ class Totals:
     spec_draft_tokens: int = 0
     spec_accepted: int = 0
     spec_accepted_per_pos: list[int] = field(default_factory=list)
+    times: Histograms = field(default_factory=Histograms)    # answered requests' own timings
 
     def add_spec(self, k: int, accepted_per_step: list[int]) -> None:
         if len(self.spec_accepted_per_pos) < k:
@@ -57,7 +59,7 @@ def metrics_text(cfg: ReferenceConfig, load: Load, t: Totals) -> str:
         ("kv_cache_usage_perc", "gauge", load.kv_usage), ("requests_total", "counter", t.requests),
         ("prompt_tokens_total", "counter", t.prompt_tokens),
         ("generation_tokens_total", "counter", t.generation_tokens)])
-    if cfg.prefix_cache_blocks is None and not cfg.spec_tokens:
+    if cfg.prefix_cache_blocks is None and not cfg.spec_tokens and not cfg.vllm_metrics:
         return text
     return text + _vllm_text(cfg, load, t, f'engine="0",model_name={model}')
 
@@ -74,12 +76,28 @@ def _vllm_text(cfg: ReferenceConfig, load: Load, t: Totals, labels: str) -> str:
                  ("spec_decode_num_draft_tokens_total", "counter", t.spec_draft_tokens),
                  ("spec_decode_num_accepted_tokens_total", "counter", t.spec_accepted)]
     text = _series("vllm:", f"{{{labels}}}", rows)
+    if cfg.vllm_metrics:
+        text += _histograms(t.times, labels)
     if cfg.spec_tokens:
         per_pos = t.spec_accepted_per_pos + [0] * (cfg.spec_tokens - len(t.spec_accepted_per_pos))
         name = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
         text += f"# TYPE {name} counter\n" + "".join(
             f'{name}{{{labels},position="{i}"}} {v}\n' for i, v in enumerate(per_pos))
     return text
+
+
+HISTOGRAMS = {"queue": "request_queue_time_seconds", "prefill": "request_prefill_time_seconds",
+              "decode": "request_decode_time_seconds", "inference": "request_inference_time_seconds",
+              "ttft": "time_to_first_token_seconds", "e2e": "e2e_request_latency_seconds"}
+
+
+def _histograms(times: Histograms, labels: str) -> str:
+    """vLLM's request-time histograms, with their sums and counts (one +Inf bucket: the counts are all)."""
+    sums = times.sums or dict.fromkeys(ROLES, 0.0)
+    return "".join(f"# TYPE vllm:{HISTOGRAMS[r]} histogram\n"
+                   f'vllm:{HISTOGRAMS[r]}_bucket{{{labels},le="+Inf"}} {times.count}\n'
+                   f"vllm:{HISTOGRAMS[r]}_sum{{{labels}}} {sums[r]!r}\n"
+                   f"vllm:{HISTOGRAMS[r]}_count{{{labels}}} {times.count}\n" for r in ROLES)
 
 
 def server_info(cfg: ReferenceConfig) -> dict:
@@ -90,6 +108,10 @@ def server_info(cfg: ReferenceConfig) -> dict:
             "ttft_ms": cfg.ttft_ms, "itl_ms": cfg.itl_ms, "tokens_per_chunk": cfg.tokens_per_chunk}
     if not cfg.report_vocab:
         del info["vocab_size"]
+    if cfg.chunks_per_write > 1:
+        info["chunks_per_write"] = cfg.chunks_per_write
+    if cfg.itl_end_ms is not None:
+        info |= {"itl_end_ms": cfg.itl_end_ms, "ramp_s": cfg.ramp_s}
     if cfg.load_model:
         info |= {"itl_per_running_ms": cfg.itl_per_running_ms, "prefill_ms_per_token": cfg.prefill_ms_per_token}
     if cfg.captured_batch_sizes:

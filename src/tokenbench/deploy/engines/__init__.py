@@ -10,12 +10,13 @@ readiness waits for (None: any model); `ctx_per_seq(profile) -> int | None`: the
 the profile will give, when it can be known before launch; `RESET_CACHE_PATH`: the POST endpoint that
 empties the prefix cache between cells; `speculative(profile) -> str | None`: the speculative decoding
 the profile's flags turn on (method, draft tokens); `graph_capture(profile) -> GraphCapture`: the decode
-batch sizes the profile's flags capture as graphs (the engine's default rule where they say nothing).
+batch sizes the profile's flags capture as graphs (the engine's default rule where they say nothing);
+`traced(profile, address) -> Profile`: the profile exporting its request spans to tokenbench's OTLP receiver.
 Every module also holds `METRIC_NAMES`, its Prometheus /metrics
 names of tokenbench's common server signals (format in monitor/prometheus.py; `metric_names()` gathers
 them for the monitor, which knows no engine), and optionally the counters and gauges read over a cell
 (`counters`, `gauges`: role -> metric, format in monitor/counters.py): speculative decoding and
-prefix-cache hits. Code outside this package asks these functions, never an
+prefix-cache hits; and its request-time histograms (`histograms`: role -> histogram, summed and counted). Code outside this package asks these functions, never an
 engine's name (tests/study/test_engine_names.py).
 
 `facts_for(base_url)` detects which engine answers at a URL and asks that engine's module for its
@@ -50,7 +51,7 @@ class EngineAdapter(Protocol):
 
 REQUIRED = ("launch_argv", "read_facts")
 REQUIRED_DATA = ("METRIC_NAMES",)
-OPTIONAL = ("served_model", "ctx_per_seq", "speculative", "RESET_CACHE_PATH", "graph_capture")
+OPTIONAL = ("served_model", "ctx_per_seq", "speculative", "RESET_CACHE_PATH", "graph_capture", "traced")
 
 
 def engine_module(name: str) -> ModuleType:
@@ -113,6 +114,21 @@ def with_graphs(facts: ServerFacts, profile: Profile | None) -> ServerFacts:
         if derived is not None and (facts.graphs is None or derived.known):
             facts.with_graphs(derived)
     return facts
+
+
+def traced(profile: Profile, address: str) -> Profile | None:
+    """The profile exporting each request's OpenTelemetry span to the OTLP receiver at HOST:PORT, by its engine's
+    rule; None when the engine has no such rule (no tracing)."""
+    rule = getattr(engine_module(profile.engine), "traced", None) if has_adapter(profile.engine) else None
+    return rule(profile, address) if rule else None
+
+
+def traces_address(argv: list[str]) -> str | None:
+    """HOST:PORT an engine command line sends its spans to (`--otlp-traces-endpoint`, a URL or HOST:PORT)."""
+    if "--otlp-traces-endpoint" not in argv[:-1]:
+        return None
+    endpoint = argv[argv.index("--otlp-traces-endpoint") + 1]
+    return endpoint.split("://", 1)[-1].split("/", 1)[0] or None
 
 
 def speculative(profile: Profile | None) -> str | None:

@@ -167,7 +167,22 @@ METRIC_NAMES: dict[str, Any] = {
         "prefix_hits": "sglang:cached_tokens_total",
     },
     "gauges": {"spec_accept_rate": "sglang:spec_accept_rate", "spec_accept_length": "sglang:spec_accept_length"},
+    # the server's request-time histograms (their _sum and _count): its own means over a cell without tracing
+    "histograms": {
+        "queue": "sglang:queue_time_seconds",
+        "prefill": {"metric": "sglang:per_stage_req_latency_seconds", "labels": {"stage": "prefill_forward"}},
+        "ttft": "sglang:time_to_first_token_seconds", "e2e": "sglang:e2e_request_latency_seconds",
+    },
 }
+
+
+def traced(profile: Profile, address: str) -> Profile:
+    """The profile with tracing on (`--enable-trace`, needs SGLang's OpenTelemetry exporters, which `tokenbench
+    setup sglang-cpu` installs): each request's `Req` span and its slices exported over gRPC to the OTLP receiver at
+    HOST:PORT, in batches every 100 ms (SGLang's default 500 ms)."""
+    env = {**profile.env, "SGLANG_OTLP_EXPORTER_SCHEDULE_DELAY_MILLIS": "100"}
+    args = {**profile.args, "enable-trace": True, "otlp-traces-endpoint": address}
+    return profile.model_copy(update={"env": env, "args": args})
 
 
 # ---- captured decode graphs (docs/deploy.md "Graph capture") ----

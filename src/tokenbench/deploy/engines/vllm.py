@@ -158,7 +158,21 @@ METRIC_NAMES = {
         "prefix_queries": "vllm:prefix_cache_queries_total",
         "prefix_hits": "vllm:prefix_cache_hits_total",
     },
+    # the server's request-time histograms (their _sum and _count): its own means over a cell without tracing
+    "histograms": {
+        "queue": "vllm:request_queue_time_seconds", "prefill": "vllm:request_prefill_time_seconds",
+        "decode": "vllm:request_decode_time_seconds", "inference": "vllm:request_inference_time_seconds",
+        "ttft": "vllm:time_to_first_token_seconds", "e2e": "vllm:e2e_request_latency_seconds",
+    },
 }
+
+
+def traced(profile: Profile, address: str) -> Profile:
+    """The profile with its request spans (`llm_request`, one per request that carries a traceparent) exported
+    to the OTLP receiver at HOST:PORT, over HTTP/protobuf, in batches every 100 ms (the SDK waits 5 s)."""
+    env = {**profile.env, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf", "OTEL_BSP_SCHEDULE_DELAY": "100"}
+    args = {**profile.args, "otlp-traces-endpoint": f"http://{address}/v1/traces"}
+    return profile.model_copy(update={"env": env, "args": args})
 
 
 # ---- captured decode graphs (docs/deploy.md "Graph capture") ----

@@ -1,0 +1,290 @@
+"""What the server itself says about a cell. Its own counters over the measured phase (their increase over it), read
+as the summary's `counters` group: the prefix-cache hit rate (tokens looked up and tokens found), beside the rate
+from the responses' `cached_tokens` that the tally computes; speculative decoding's acceptance rate and
+mean acceptance length, as vLLM defines them, or, where an engine has only gauges (SGLang), their mean
+over the cell's scrapes. Its request-time histograms' means over the phase (the `server_means` group). Its
+span of each request, joined by the trace id the request carried: the clock offset, each request's phases and the
+cell's phase ledger (the `phases` group). Pure. Formulas: docs/metrics.md, "Prefix-cache hit rate", "Speculative
+decoding", "Where the time went".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from array import array
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tokenbench.client.records import RequestRecord
+from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.request import percentile
+from tokenbench.metrics.summary_groups import PHASES, PhaseLedger, PhaseName, ServerMeans
+
+COUNTERS = "counters"
+GAUGES = "gauges"
+
+
+@dataclass(frozen=True, slots=True)
+class CounterHits:
+    queried_tokens: float          # prompt tokens the cache was asked for (vLLM prefix_cache_queries)
+    hit_tokens: float              # of them, found in the cache (vLLM prefix_cache_hits)
+
+    @property
+    def rate(self) -> float | None:
+        return self.hit_tokens / self.queried_tokens if self.queried_tokens else None
+
+    def summary(self) -> dict[str, Any]:
+        """The server-counter keys (metrics/summary_groups.ServerCounters)."""
+        return {"server_prefix_cache_queries": self.queried_tokens, "server_prefix_cache_hits": self.hit_tokens,
+                "server_prefix_cache_hit_rate": self.rate}
+
+
+def hits_from_counters(queries: float | None, hits: float | None) -> CounterHits | None:
+    if queries is None or hits is None:
+        return None
+    return CounterHits(queries, hits)
+
+
+def fill_in(summary: CellSummary, counters: CounterHits | None) -> tuple[CellSummary, dict[str, Any]]:
+    """The summary with `cache_hit_rate` (and `total_cached_tokens`) from the counters when no response
+    reported cached_tokens, and the server-counter keys: the counters' figures and `cache_hit_source`, which
+    one `cache_hit_rate` is."""
+    out: dict[str, Any] = counters.summary() if counters else {}
+    if summary.cache_hit_rate is not None:
+        return summary, {**out, "cache_hit_source": "usage"}
+    if counters is not None and counters.rate is not None:
+        filled = summary.model_copy(update={"cache_hit_rate": counters.rate, "total_cached_tokens": counters.hit_tokens})
+        return filled, {**out, "cache_hit_source": "counters"}
+    return summary, out
+
+
+@dataclass(frozen=True, slots=True)
+class Acceptance:
+    rate: float | None             # accepted draft tokens / draft tokens
+    mean_length: float | None      # tokens per verify step, the target model's own token included
+    drafts: float | None = None    # verify steps that drafted (counters only)
+    draft_tokens: float | None = None
+    accepted_tokens: float | None = None
+    source: str = COUNTERS         # "counters" (increase over the cell) | "gauges" (mean of scrapes)
+
+    def summary(self) -> dict[str, Any]:
+        """The server-counter keys of the cell summary (metrics/summary_groups.ServerCounters; docs/metrics.md)."""
+        out = {"spec_acceptance_rate": self.rate, "spec_mean_acceptance_length": self.mean_length,
+               "spec_source": self.source}
+        if self.source == COUNTERS:
+            out |= {"spec_drafts": self.drafts, "spec_draft_tokens": self.draft_tokens,
+                    "spec_accepted_tokens": self.accepted_tokens}
+        return out
+
+
+def acceptance_from_counters(drafts: float | None, draft_tokens: float | None, accepted: float | None) -> Acceptance | None:
+    """vLLM's derivation (also llama.cpp's counters): rate = accepted / draft tokens, mean acceptance
+    length = 1 + accepted / drafts. None when nothing was drafted (or a counter is missing)."""
+    if drafts is None or draft_tokens is None or accepted is None or not drafts or not draft_tokens:
+        return None
+    return Acceptance(accepted / draft_tokens, 1 + accepted / drafts, drafts, draft_tokens, accepted)
+
+
+def acceptance_from_gauges(rate: float | None, length: float | None) -> Acceptance | None:
+    """SGLang: its acceptance gauges (per decode log window), averaged over the cell's scrapes."""
+    if rate is None and length is None:
+        return None
+    return Acceptance(rate, length, source=GAUGES)
+
+
+# ---- the server's spans: each request's own timings, joined by its trace id (docs/metrics.md "Where the time
+# went"). The server stamps its span on its own clock, the client on perf_counter_ns. Each joined request is a
+# round trip in Cristian's sense: the client sent at s and read the first token at c; the server saw the request
+# arrive at a and emitted the first token at f = a + server TTFT. The offset theta = server clock - client clock
+# then lies in [f - c, a - s], as wide as the request's round trip outside the server (client TTFT - server
+# TTFT). The cell's offset is the middle of the intersection of its requests' intervals, +- half its width:
+# never looser than the smallest round trip alone (the Ray path's rule, load/ray_workers.clock_offset). Where
+# the intervals do not meet (a clock stepped, or a server stamping out of order), the smallest round trip's
+# middle is used and the offset is marked inconsistent.
+
+@dataclass(frozen=True, slots=True)
+class ServerTiming:
+    """What a server's span says of one request: its arrival on the server's clock (Unix ns) and its phases (ns);
+    queue, prefill and decode None where the span does not tell them."""
+
+    arrival_ns: int
+    ttft_ns: int
+    e2e_ns: int
+    queue_ns: int | None = None
+    prefill_ns: int | None = None
+    decode_ns: int | None = None
+    request_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClockOffset:
+    """The server's clock minus the client's, +- error_ns; `consistent` False where the requests' intervals do
+    not intersect (the smallest round trip's middle is used then)."""
+
+    offset_ns: int
+    error_ns: int
+    consistent: bool
+    requests: int
+
+
+def attach(r: RequestRecord, timing: ServerTiming) -> RequestRecord:
+    """The record with the server's timings of it (the clock offset is set by `apply_offset`)."""
+    r.server_arrival_ns, r.server_ttft_ns, r.server_e2e_ns = timing.arrival_ns, timing.ttft_ns, timing.e2e_ns
+    r.server_queue_ns, r.server_prefill_ns, r.server_decode_ns = timing.queue_ns, timing.prefill_ns, timing.decode_ns
+    r.server_request_id = timing.request_id
+    return r
+
+
+def apply_offset(r: RequestRecord, offset: ClockOffset | None) -> RequestRecord:
+    if offset is not None and r.server_arrival_ns is not None:
+        r.clock_offset_ns, r.clock_offset_error_ns = offset.offset_ns, offset.error_ns
+    return r
+
+
+def offset_bounds(r: RequestRecord) -> tuple[int, int] | None:
+    """[f - c, a - s]: where the server's clock minus the client's lies, from one joined request (None when the
+    request has no span or no token)."""
+    if r.server_arrival_ns is None or r.server_ttft_ns is None or not r.token_times_ns:
+        return None
+    return r.server_arrival_ns + r.server_ttft_ns - r.token_times_ns[0], r.server_arrival_ns - r.sent_ns
+
+
+def clock_offset(bounds: Iterable[tuple[int, int]]) -> ClockOffset | None:
+    """The offset from every joined request's bounds (`offset_bounds`); None without any."""
+    seen = list(bounds)
+    if not seen:
+        return None
+    lo, hi = max(b[0] for b in seen), min(b[1] for b in seen)
+    if lo <= hi:
+        mid = lo + (hi - lo) // 2
+        return ClockOffset(mid, hi - mid, True, len(seen))
+    best = min(seen, key=lambda b: b[1] - b[0])            # the smallest round trip
+    mid = best[0] + (best[1] - best[0]) // 2
+    return ClockOffset(mid, abs(best[1] - mid), False, len(seen))
+
+
+@dataclass(frozen=True, slots=True)
+class RequestPhases:
+    """One request's phases, ns on the client's clock (None where the span does not tell it): the first five sum
+    to the client's TTFT; `error_ns` is the clock offset's, by which network and delivery may each be off
+    (in opposite directions)."""
+
+    network: int
+    queue: int | None
+    prefill: int | None
+    server_other: int | None
+    delivery: int
+    decode: int | None
+    decode_other: int | None
+    last_delivery: int
+    error_ns: int
+
+    def get(self, phase: PhaseName) -> int | None:
+        return getattr(self, phase)
+
+
+def _residual(total: int, *parts: int | None) -> int | None:
+    return None if any(p is None for p in parts) else total - sum(p for p in parts if p is not None)
+
+
+def phases_of(r: RequestRecord) -> RequestPhases | None:
+    """The phases of a joined request whose clock offset is known (docs/metrics.md "Where the time went")."""
+    if (r.server_arrival_ns is None or r.clock_offset_ns is None or r.server_ttft_ns is None
+            or r.server_e2e_ns is None or not r.token_times_ns):
+        return None
+    arrival = r.server_arrival_ns - r.clock_offset_ns          # on the client's clock
+    ttft, e2e = r.server_ttft_ns, r.server_e2e_ns
+    decode = r.server_decode_ns
+    return RequestPhases(
+        network=arrival - r.sent_ns, queue=r.server_queue_ns, prefill=r.server_prefill_ns,
+        server_other=_residual(ttft, r.server_queue_ns, r.server_prefill_ns),
+        delivery=r.token_times_ns[0] - (arrival + ttft), decode=decode,
+        decode_other=_residual(e2e - ttft, decode), last_delivery=r.token_times_ns[-1] - (arrival + e2e),
+        error_ns=r.clock_offset_error_ns or 0)
+
+
+def delivery_flagged(p: RequestPhases, ttft_ns: int, tolerance_ms: Callable[[float], float]) -> bool:
+    """The client received the first token later than the server emitted it by more than the client's TTFT
+    tolerance, beyond the clock offset's error: the client's own delay shows (a direct check of its stamps)."""
+    return (p.delivery - p.error_ns) / 1e6 > tolerance_ms(ttft_ns / 1e6)
+
+
+@dataclass(frozen=True, slots=True)
+class SpanCounts:
+    """What the OTLP receiver got over a cell, beside the requests it joined (study/traces.py)."""
+
+    unjoined_spans: int = 0          # request spans whose trace id is no request of the cell
+    other_spans: int = 0             # spans that are not a request's (model loading, a slice unused here)
+    dropped_payloads: int = 0        # export payloads that could not be decoded (malformed, hostile), dropped
+
+
+class _Columns:
+    """Each phase's values over a cell's joined requests (int64, ns), the client TTFTs and the delivery flags."""
+
+    def __init__(self) -> None:
+        self.values: dict[PhaseName, array] = {p: array("q") for p in PHASES}
+        self.ttft = array("q")
+        self.flagged = 0
+        self.backwards = 0          # requests with network or delivery below -error: the offset is inconsistent
+
+    def add(self, p: RequestPhases, ttft_ns: int, tolerance_ms: Callable[[float], float]) -> None:
+        for name in PHASES:
+            v = p.get(name)
+            if v is not None:
+                self.values[name].append(v)
+        self.ttft.append(ttft_ns)
+        self.flagged += delivery_flagged(p, ttft_ns, tolerance_ms)
+        self.backwards += min(p.network, p.delivery) < -p.error_ns
+
+    def stats(self) -> dict[str, dict[PhaseName, float]]:
+        out: dict[str, dict[PhaseName, float]] = {"mean_ms": {}, "p50_ms": {}, "p99_ms": {}}
+        for name, column in self.values.items():
+            if not column:
+                continue
+            ms = np.sort(np.frombuffer(column, np.int64)) / 1e6
+            out["mean_ms"][name] = math.fsum(ms) / len(ms)
+            out["p50_ms"][name], out["p99_ms"][name] = percentile(ms, 50), percentile(ms, 99)
+        return out
+
+
+def ledger(records: Iterable[RequestRecord], counts: SpanCounts, tolerance_ms: Callable[[float], float]
+           ) -> PhaseLedger:
+    """The ledger over a cell's measured ok requests (`tolerance_ms`: the client's TTFT tolerance at a TTFT)."""
+    cols, requests = _Columns(), 0
+    offset: tuple[int | None, int | None] = (None, None)
+    for r in records:
+        if r.phase != "measure" or not r.ok:
+            continue
+        requests += 1
+        p = phases_of(r)
+        if p is not None and r.ttft_ns is not None:
+            cols.add(p, r.ttft_ns, tolerance_ms)
+            offset = (r.clock_offset_ns, r.clock_offset_error_ns)
+    joined = len(cols.ttft)
+    base = PhaseLedger(requests=requests, joined=joined, missing=requests - joined, **dataclasses.asdict(counts))
+    if not joined:
+        return base
+    deliveries = cols.values["delivery"]
+    return base.model_copy(update={
+        **cols.stats(), "clock_offset_ms": (offset[0] or 0) / 1e6, "clock_offset_error_ms": (offset[1] or 0) / 1e6,
+        "clock_consistent": cols.backwards == 0,
+        "client_ttft_mean_ms": math.fsum(cols.ttft) / joined / 1e6, "delivery_flagged": cols.flagged,
+        "delivery_max_ms": max(deliveries) / 1e6})
+
+
+HISTOGRAM_ROLES = ("queue", "prefill", "decode", "inference", "ttft", "e2e")
+
+
+def server_means(increases: dict[str, float]) -> ServerMeans | None:
+    """The means from the histograms' increases over the window (`{role}_sum` in seconds, `{role}_count`);
+    None when no histogram counted a request."""
+    means = {f"{role}_ms": increases[f"{role}_sum"] / n * 1e3 for role in HISTOGRAM_ROLES
+             if (n := increases.get(f"{role}_count") or 0) > 0 and f"{role}_sum" in increases}
+    if not means:
+        return None
+    count = increases.get("e2e_count")
+    return ServerMeans(**means, **({"requests": count} if count is not None else {}))

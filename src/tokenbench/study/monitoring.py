@@ -1,0 +1,172 @@
+"""Monitor samplers around one cell: accelerator, server /metrics and host, on the requests' clock."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+
+from tokenbench.deploy.engines import has_adapter, metric_names, speculative
+from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.server import (
+    Acceptance,
+    acceptance_from_counters,
+    acceptance_from_gauges,
+    fill_in,
+    hits_from_counters,
+    server_means,
+)
+from tokenbench.metrics.summary_groups import MonitorFigures, ServerCounters
+from tokenbench.monitor.counters import CounterWindow, Rule, window
+from tokenbench.monitor.runner import Monitor
+from tokenbench.monitor.samplers import HostSampler, NpuSmiSampler, NvidiaSmiSampler, PrometheusSampler
+from tokenbench.monitor.summary import queue_cross_check, summarize
+from tokenbench.monitor.window import CellWindow
+from tokenbench.spec.bench import SYNTHETIC_KINDS, Workload
+from tokenbench.study.servers import Server
+
+
+class CellMonitor:
+    def __init__(self, monitor: Monitor, devices: frozenset[int] | None = None) -> None:
+        self.monitor = monitor
+        self.devices = devices          # the server's accelerator ids (its profile's), None: every one seen
+        self.samples: list = []
+
+    def summary(self, window: CellWindow, star: bool = False) -> MonitorFigures:
+        """Monitor figures for the cell over its measured `window` (stored prefixed `monitor_`), the
+        `*`-versus-queue cross-check, and why the host has no energy figure where it has none."""
+        figures = summarize(self.samples, window)
+        hosts = [s for s in self.monitor.samplers if isinstance(s, HostSampler)]
+        note = hosts[0].rapl.note if hosts and figures.host_energy_j is None else None
+        update = {"queue_check": queue_cross_check(star, figures)} | ({"host_energy_note": note} if note else {})
+        return figures.model_copy(update=update)
+
+    def window(self, started_ns: int | None, ended_ns: int | None, summary: CellSummary) -> CellWindow:
+        """The cell's measured window (first measured send to last measured byte) and what its figures divide
+        by: the output tokens and the requests completed."""
+        return CellWindow(started_ns, ended_ns, self.monitor.interval_ns / 1e9,
+                          int(summary.total_output_tokens or 0), int(summary.completed or 0), self.devices)
+
+    def rows(self) -> list[tuple]:
+        return [(s.t_ns, s.source, s.name, s.value, json.dumps(s.labels)) for s in self.samples]
+
+    def mark(self) -> None:
+        """Scrape the server's /metrics now (when the warmup ends), so the measured phase's counters
+        count from there."""
+        self.monitor.sample_now()
+
+    def counters(self, start_ns: int | None) -> CounterWindow:
+        """The server's counters from the last scrape at or before `start_ns` (the first measured send) to
+        the last one, read with the first engine's names that the scrapes carry."""
+        for spec in metric_names().values():
+            found = window(self.samples, spec.get("counters", {}), spec.get("gauges", {}), start_ns)
+            if found.increases or found.gauges:
+                return found
+        return CounterWindow(None, None)
+
+    def histograms(self, start_ns: int | None) -> dict[str, float]:
+        """The increases of the server's request-time histograms (`{role}_sum`, `{role}_count`) over the same
+        window, read with the first engine's names that the scrapes carry; {} when none."""
+        for spec in metric_names().values():
+            rules = {f"{role}_{part}": _part(rule, part) for role, rule in spec.get("histograms", {}).items()
+                     for part in ("sum", "count")}
+            found = window(self.samples, rules, {}, start_ns) if rules else CounterWindow(None, None)
+            if found.increases:
+                return found.increases
+        return {}
+
+
+def _part(rule: Rule, part: str) -> Rule:
+    """The rule of a histogram's `_sum` or `_count` series."""
+    if isinstance(rule, str):
+        return f"{rule}_{part}"
+    return {**rule, "metric": f"{rule['metric']}_{part}"}
+
+
+def _acceptance(found: CounterWindow) -> Acceptance | None:
+    return (acceptance_from_counters(found.get("spec_drafts"), found.get("spec_draft_tokens"),
+                                      found.get("spec_accepted_tokens"))
+            or acceptance_from_gauges(found.gauges.get("spec_accept_rate"), found.gauges.get("spec_accept_length")))
+
+
+def _window_keys(found: CounterWindow, start_ns: int | None) -> dict:
+    if found.from_ns is None or found.to_ns is None:
+        return {}
+    lead = (start_ns - found.from_ns) / 1e9 if start_ns is not None else None
+    return {"server_counters_window_s": (found.to_ns - found.from_ns) / 1e9, "server_counters_lead_s": lead}
+
+
+def random_prompts_reason(wl: Workload, setting: str) -> str | None:
+    """Why a cell's speculative figures are not what text gets: its prompts are random ids (or words)."""
+    if wl.kind not in SYNTHETIC_KINDS:
+        return None
+    what = "random words" if wl.api == "chat" else "random token ids"
+    return (f"speculative decoding ({setting}) fed {what}: acceptance on them, so TPOT and throughput, is not "
+            "what text gets; use --dataset-name text")
+
+
+def server_figures(mon: CellMonitor, summary: CellSummary, started_ns: int | None, wl: Workload,
+                   server: Server) -> CellSummary:
+    """The summary with what the server's counters say about the measured phase (speculative acceptance,
+    prefix-cache hits) and the random-prompt mark of a speculative server's cell, as its `counters` group, and
+    its request-time histograms' means as its `server_means` group (docs/metrics.md); the summary unchanged when
+    they say nothing."""
+    means = server_means(mon.histograms(started_ns))
+    summary = summary.with_(means)
+    found = mon.counters(started_ns)
+    acceptance = _acceptance(found)
+    summary, out = fill_in(summary, hits_from_counters(found.get("prefix_queries"),
+                                                                        found.get("prefix_hits")))
+    out |= acceptance.summary() if acceptance else {}
+    setting = speculative(server.profile) or server.facts.speculative or ("on" if acceptance else None)
+    if setting:
+        out["speculative"] = setting
+        reason = random_prompts_reason(wl, setting)
+        out |= {"spec_random_prompts": reason} if reason else {}
+    if not out:
+        return summary
+    return summary.with_(ServerCounters.model_validate({**out, **_window_keys(found, started_ns)}))
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(log):
+    def warn(message: str) -> None:
+        if message not in _warned:
+            _warned.add(message)
+            log(message)
+    return warn
+
+
+def samplers_for(server) -> list:
+    engine = server.facts.engine if has_adapter(server.facts.engine) else "auto"
+    accel = server.profile.accelerator if server.profile else None
+    out = [PrometheusSampler(server.base_url, metric_names(), engine), HostSampler()]
+    if accel in (None, "ascend"):
+        out.append(NpuSmiSampler())
+    if accel in (None, "nvidia"):
+        out.append(NvidiaSmiSampler())
+    return out
+
+
+def served_devices(server: Server) -> frozenset[int] | None:
+    """The accelerators a deployed profile's server runs on; None for a server tokenbench did not deploy (a
+    --base-url: every device the monitor sees counts, and docs/monitoring.md says so)."""
+    p = server.profile
+    return frozenset(p.device_ids()) if p is not None and p.accelerator in ("nvidia", "ascend") else None
+
+
+@contextlib.contextmanager
+def cell_monitor(server, interval_s: float, log=print) -> Iterator[CellMonitor]:
+    """The cell's monitor; with `interval_s` 0 none: no sampler runs and the cell has no monitor samples."""
+    on = interval_s > 0
+    mon = Monitor(samplers_for(server) if on else [], interval_s=interval_s if on else 1.0,
+                  on_warning=_warn_once(log))
+    cm = CellMonitor(mon, served_devices(server))
+    if on:
+        mon.start()
+    try:
+        yield cm
+    finally:
+        cm.samples = mon.stop()

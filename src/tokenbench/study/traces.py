@@ -1,0 +1,187 @@
+"""The server's own per-request timings in a run: the OTLP receiver for the run's duration (monitor/otlp_receiver.py),
+the deployed engine pointed at it, and after each cell its spans joined to its records by the trace id each request
+carried (monitor/otlp.py reads a trace's spans; metrics/server.py the clock offset, phases and ledger).
+
+Engines batch their exports, so a cell's spans arrive after its last request: the join waits until every ok
+request (warmup included) has its request span, at most WAIT_S (QUIET_WAIT_S once a cell of the run received no
+span at all: the server does not export). Spans of another trace that arrive meanwhile are counted as unjoined."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+from tokenbench.client.records import RequestRecord
+from tokenbench.deploy import lifecycle, state
+from tokenbench.deploy.engines import traced, traces_address
+from tokenbench.load.cell import CellResult
+from tokenbench.metrics.health import claim_ms
+from tokenbench.metrics.server import (
+    ClockOffset,
+    ServerTiming,
+    SpanCounts,
+    apply_offset,
+    attach,
+    clock_offset,
+    ledger,
+    offset_bounds,
+)
+from tokenbench.metrics.summary_groups import PhaseLedger
+from tokenbench.monitor.otlp import QUEUE_SLICE, Span, timing_of
+from tokenbench.monitor.otlp_receiver import Received, Receiver, start
+from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.study import Target
+from tokenbench.study.servers import Server
+
+WAIT_S = 10.0          # after a cell, its spans are awaited at most this long
+QUIET_WAIT_S = 1.0     # ... once a cell of the run received none
+POLL_S = 0.05          # the receiver is asked this often meanwhile
+GRACE_S = 0.3          # a trace of several spans (SGLang's slices) gets this long after its request span
+
+
+class JoinedRecords:
+    """A cell's records with the server's timings of each (read again from the spool on every pass)."""
+
+    def __init__(self, source: Iterable[RequestRecord], timings: dict[str, ServerTiming],
+                 offset: ClockOffset | None) -> None:
+        self.source, self.timings, self.offset = source, timings, offset
+
+    def __iter__(self) -> Iterator[RequestRecord]:
+        for r in self.source:
+            t = self.timings.get(r.trace_id) if r.trace_id else None
+            yield apply_offset(attach(r, t), self.offset) if t is not None else r
+
+
+@dataclass
+class Joined:
+    """One cell's join: each request's timing by trace id, the clock offset, and what else arrived."""
+
+    timings: dict[str, ServerTiming]
+    offset: ClockOffset | None
+    counts: SpanCounts
+
+    def records(self, source: Iterable[RequestRecord]) -> JoinedRecords:
+        return JoinedRecords(source, self.timings, self.offset)
+
+    def ledger(self, source: Iterable[RequestRecord]) -> PhaseLedger:
+        return ledger(self.records(source), self.counts, claim_ms)
+
+
+@dataclass
+class _Gathered:
+    """Spans taken from the receiver so far for one cell, grouped by trace."""
+
+    traces: dict[str, list[Span]] = field(default_factory=lambda: defaultdict(list))
+    received: Received = field(default_factory=Received)
+
+    def add(self, got: Received) -> None:
+        for s in got.spans:
+            self.traces[s.trace_id].append(s)
+        self.received = self.received.merged(Received([], got.payloads, got.dropped_payloads, got.other_spans,
+                                                      got.overflow))
+
+    def has_request(self, trace_id: str) -> bool:
+        return any(s.is_request for s in self.traces.get(trace_id, ()))
+
+    @property
+    def slices(self) -> bool:
+        return any(s.name == QUEUE_SLICE for spans in self.traces.values() for s in spans)
+
+
+def _counts(got: _Gathered, expected: set[str]) -> SpanCounts:
+    unjoined = sum(1 for tid, spans in got.traces.items() if tid not in expected for s in spans if s.is_request)
+    stray = sum(1 for tid, spans in got.traces.items() if tid not in expected for s in spans if not s.is_request)
+    r = got.received
+    return SpanCounts(unjoined_spans=unjoined, other_spans=r.other_spans + stray,
+                      dropped_payloads=r.dropped_payloads)
+
+
+def _deployment_exports_to(base_url: str) -> str | None:
+    """Where the running deployment at `base_url` (started by `deploy up`) exports its spans, if it does."""
+    st = lifecycle.serving(state.state_dir(), base_url)
+    return traces_address(st.argv) if st is not None else None
+
+
+class Traces:
+    """The run's tracing: decided per server launch (`traced_profile`, `on_for`), the receiver started when first
+    needed and closed with the run (`close`), each cell joined (`join`)."""
+
+    def __init__(self, target: Target, log: Callable[[str], None] = print) -> None:
+        self.target, self.log = target, log
+        self.receiver: Receiver | None = None
+        self.quiet = False                  # a cell of this run received no span at all
+
+    @property
+    def mode(self) -> str:
+        return self.target.server_traces
+
+    def address(self, listen: str | None = None) -> str:
+        """HOST:PORT of the receiver, started now (at `listen`, else --otlp-listen) if it is not running yet."""
+        if self.receiver is None:
+            self.receiver = start(listen or self.target.otlp_listen)
+            self.log(f"receiving the server's OpenTelemetry spans at {self.receiver.address} (HTTP/protobuf: "
+                     f"{self.receiver.http_endpoint}, gRPC: {self.receiver.address})")
+        return self.receiver.address
+
+    def traced_profile(self, profile: Profile) -> Profile | None:
+        """The profile exporting its spans to the receiver, when tracing is not off and its engine can; else None."""
+        if self.mode == "off" or traced(profile, "127.0.0.1:0") is None:
+            return None
+        return traced(profile, self.address())
+
+    def on_for(self, server: Server) -> bool:
+        """Whether a server's requests carry a traceparent: one deployed with tracing (by this run, or by `deploy
+        up --otlp-listen`: the receiver listens where it exports), or any when asked."""
+        if self.mode == "off":
+            return False
+        exports_to = None if server.traced or self.target.otlp_listen else _deployment_exports_to(server.base_url)
+        if server.traced or self.mode == "on" or self.target.otlp_listen or exports_to:
+            self.address(exports_to)
+            return True
+        return False
+
+    def close(self) -> None:
+        if self.receiver is not None:
+            self.receiver.close()
+            self.receiver = None
+
+    async def join(self, result: CellResult) -> Joined:
+        """Wait for the cell's spans (not after a stopped cell), then join them to its records."""
+        expected = {r.trace_id for r in result.all_records() if r.trace_id and r.ok}
+        got = await self._gather(expected, 0.0 if result.stopped else (QUIET_WAIT_S if self.quiet else WAIT_S))
+        requests = sum(1 for spans in got.traces.values() for s in spans if s.is_request)
+        if not requests and expected:
+            self._quiet_warning()
+        timings = {tid: t for tid in expected if (t := timing_of(got.traces.get(tid, []))) is not None}
+        source = JoinedRecords(result.all_records(), timings, None)
+        offset = clock_offset(b for r in source if r.trace_id in timings and (b := offset_bounds(r)) is not None)
+        return Joined(timings, offset, _counts(got, expected))
+
+    async def _gather(self, expected: set[str], wait_s: float) -> _Gathered:
+        got, deadline = _Gathered(), time.monotonic() + wait_s
+        assert self.receiver is not None
+        try:
+            while True:
+                got.add(self.receiver.take())
+                if all(got.has_request(t) for t in expected) or time.monotonic() >= deadline:
+                    break
+                await asyncio.sleep(POLL_S)
+            if got.slices and wait_s:
+                await asyncio.sleep(GRACE_S)
+                got.add(self.receiver.take())
+        except asyncio.CancelledError:       # Ctrl-C while waiting: join what came (the run stops after the cell)
+            task = asyncio.current_task()
+            if task is None or not task.cancelling():
+                raise
+        return got
+
+    def _quiet_warning(self) -> None:
+        if not self.quiet:
+            address = self.receiver.address if self.receiver else "?"
+            self.log(f"no span arrived from the server within {WAIT_S:g} s: its requests are not joined (point its "
+                     f"OTLP exporter at {address}, e.g. vLLM --otlp-traces-endpoint http://{address}/v1/traces; "
+                     "--server-traces off sends no traceparent)")
+        self.quiet = True
