@@ -113,3 +113,11 @@ def test_whatever_the_true_capacities_the_intervals_cover_the_verdicts_and_the_g
     rival = rivals([e for e in entrants if e.name != "0"], [SLO])
     if outranked([configs[0][1]], rival):
         assert true["0"] < max(c for name, c in true.items() if name != "0")
+
+
+def test_when_no_config_meets_the_tier_there_is_no_best_and_nothing_to_recommend():
+    t = judge([SLO], [entrant("a", answer(SLO, None, None, 1, "below_min")),
+                      entrant("b", answer(SLO, None, None, 1, "below_min"))], "a")
+    r = t.rankings[0]
+    assert r.best is None and t.recommended is None and r.gain is None
+    assert [s.verdict for s in r.standings] == ["unmet", "unmet"]

@@ -115,22 +115,33 @@ def _answer(store: Store, run_id: str, where: str | None, to) -> judged.Tuning |
     return tuning
 
 
+OPTIONS = (
+    click.option("--vary", "axes", multiple=True, metavar="KEY=V1,V2,...",
+                 help="a server-config axis: a profile key and its values (repeatable; one config per combination), "
+                      "e.g. --vary slots=1,2,4 --vary args.n_batch=64,512"),
+    click.option("--profile-set", "profile_sets", multiple=True, metavar="KEY=VALUE",
+                 help="a profile override applied to every config (repeatable)"),
+    click.option("--dry-run", is_flag=True, help="print the configs in the order searched and the cell budget, run "
+                 "nothing"),
+    click.option("--set", "overrides", multiple=True, help="set any key of the study spec (sweep --fields lists them)"),
+    click.option("--profile-out", default=None, type=click.Path(dir_okay=False),
+                 help="write the recommended config's profile here (default: tune-RUN.yaml beside the database)"),
+)
+
+
+def _options(f):
+    for opt in reversed(OPTIONS):
+        f = opt(f)
+    return f
+
+
 @click.command("tune", cls=run_options.StudyCommand)
 @click.argument("profile", required=False)
-@click.option("--vary", "axes", multiple=True, metavar="KEY=V1,V2,...",
-              help="a server-config axis: a profile key and its values (repeatable; one config per combination), "
-                   "e.g. --vary slots=1,2,4 --vary args.n_batch=64,512")
-@click.option("--profile-set", "profile_sets", multiple=True, metavar="KEY=VALUE",
-              help="a profile override applied to every config (repeatable)")
+@_options
 @flags.apply(FLAGS)
 @flags.length_options
 @flags.peer_options
 @run_options.apply
-@click.option("--dry-run", is_flag=True, help="print the configs in the order searched and the cell budget, run "
-              "nothing")
-@click.option("--set", "overrides", multiple=True, help="set any key of the study spec (sweep --fields lists them)")
-@click.option("--profile-out", default=None, type=click.Path(dir_okay=False),
-              help="write the recommended config's profile here (default: tune-RUN.yaml beside the database)")
 def command(profile, axes, profile_sets, dry_run, overrides, profile_out, **kw) -> None:
     """Find the server config of PROFILE with the highest capacity under the SLOs, with its confidence."""
     given = build_spec(profile, axes, profile_sets, list(overrides), kw)

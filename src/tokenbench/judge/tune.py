@@ -9,7 +9,8 @@ and its search starts from the best boundary found so far (`warm_start`). Formul
   below the other's highest surely-passing one (`hi_X <= lo_Y`: X's capacity < hi_X <= lo_Y <= Y's).
 - The *best* is the highest capacity (ties: the surer low end, then the baseline, then the earlier config);
   every other config not worse is *indistinguishable* from it: the intervals cannot tell them apart.
-- A config that did not start is *failed* (its cause: logs/launch.py); one the budget did not reach, *not_run*.
+- A config that did not start is *failed* (its cause: logs/launch.py); one the budget did not reach, *not_run*;
+  when no config met the tier at any load tried there is no best, and every config searched is *unmet*.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.slo import Tier
 from tokenbench.store.rows import SearchRow
 
-Verdict = Literal["best", "indistinguishable", "worse", "failed", "not_run"]
-VERDICTS: tuple[Verdict, ...] = ("best", "indistinguishable", "worse", "failed", "not_run")
+Verdict = Literal["best", "indistinguishable", "worse", "unmet", "failed", "not_run"]
+VERDICTS: tuple[Verdict, ...] = ("best", "indistinguishable", "worse", "unmet", "failed", "not_run")
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,8 @@ def beaten(x: Answer, answers: dict[str, Answer]) -> str | None:
 
 
 def _best(order: Sequence[str], answers: dict[str, Answer], baseline: str) -> str | None:
-    if not answers:
+    """The highest capacity (None when no config met the tier at any load)."""
+    if not any(score(a) > 0 for a in answers.values()):
         return None
     return max(answers, key=lambda n: (score(answers[n]), answers[n].lo or 0.0, n == baseline, -order.index(n)))
 
@@ -168,6 +170,8 @@ def _standing(e: Entrant, best: str | None, answers: dict[str, Answer]) -> Stand
                         **common)
     if e.name == best:
         return Standing(verdict="best", answer=a, **common)
+    if best is None:
+        return Standing(verdict="unmet", answer=a, **common)
     by = beaten(a, {n: x for n, x in answers.items() if n != e.name})
     return Standing(verdict="worse" if by else "indistinguishable", answer=a, beaten_by=by, **common)
 

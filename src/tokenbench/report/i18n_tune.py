@@ -12,7 +12,7 @@ EN: dict[str, str] = {
                   "every config the intervals cannot tell from it is indistinguishable. Configs ran in this order, "
                   "the baseline ({baseline}) first; each started where the best boundary so far lay, and one "
                   "whose interval could no longer reach another's was stopped early."),
-    "tune.recommended": "Recommended: {config} (best under tier {tier}: {capacity} {unit}, boundary in {interval})",
+    "tune.recommended": "Recommended: {config} (best under tier {tier}: {capacity}, boundary in {interval})",
     "tune.none": "No config met tier {tier} at any load tried: nothing to recommend",
     "tune.command": "Start it: {command}",
     "tune.gain": "Gain over the baseline {baseline}: {value} (95 %: {lo} to {hi})",
@@ -31,8 +31,9 @@ EN: dict[str, str] = {
     "tune.verdict.indistinguishable": "indistinguishable from the best",
     "tune.verdict.worse": "worse (surely below {by})",
     "tune.verdict.failed": "did not start: {cause}",
+    "tune.verdict.unmet": "met the tier at no load tried",
     "tune.verdict.not_run": "not run",
-    "tune.config_line": "{config}: {capacity} {unit}, boundary in {interval}, {verdict}; {reason}; cells: {cells}",
+    "tune.config_line": "{config}: {capacity}, boundary in {interval}, {verdict}; {reason}; cells: {cells}",
     "tune.config_unsearched": "{config}: {verdict}",
     "tune.failed_line": "{config} did not start: {cause}{code}: {evidence}",
     "tune.code": " (code {code}{meaning})",
@@ -69,7 +70,7 @@ ZH: dict[str, str] = {
                   "之内。若一个配置的区间上端不高于另一配置确定满足的负载，则判为更差；容量最高者为最佳，区间无法与之区分的配置"
                   "为与最佳无差别。配置按此顺序运行，基线（{baseline}）在先；每次搜索从目前最佳边界处开始，区间已不可能达到"
                   "其他配置的搜索被提前停止。"),
-    "tune.recommended": "推荐：{config}（档位 {tier} 下最佳：{capacity} {unit}，边界位于 {interval}）",
+    "tune.recommended": "推荐：{config}（档位 {tier} 下最佳：{capacity}，边界位于 {interval}）",
     "tune.none": "没有配置在所试的任何负载下满足档位 {tier}：无可推荐",
     "tune.command": "启动命令：{command}",
     "tune.gain": "相对基线 {baseline} 的提升：{value}（95%：{lo} 至 {hi}）",
@@ -88,8 +89,9 @@ ZH: dict[str, str] = {
     "tune.verdict.indistinguishable": "与最佳无差别",
     "tune.verdict.worse": "更差（确定低于 {by}）",
     "tune.verdict.failed": "未能启动：{cause}",
+    "tune.verdict.unmet": "在所试的任何负载下都未满足该档位",
     "tune.verdict.not_run": "未运行",
-    "tune.config_line": "{config}：{capacity} {unit}，边界位于 {interval}，{verdict}；{reason}；单元数：{cells}",
+    "tune.config_line": "{config}：{capacity}，边界位于 {interval}，{verdict}；{reason}；单元数：{cells}",
     "tune.config_unsearched": "{config}：{verdict}",
     "tune.failed_line": "{config} 未能启动：{cause}{code}：{evidence}",
     "tune.code": "（错误码 {code}{meaning}）",

@@ -24,9 +24,19 @@ def interval(a: Answer) -> str:
     return f"[{load_text(a.lo)}{UNRELIABLE * a.lo_unreliable}, {load_text(a.hi)}{UNRELIABLE * a.hi_unreliable}]"
 
 
+STOPPED = ("outranked", "time", "budget")      # a search stopped before a load met the tier: "below" its failure
+
+
+def capacity_unit(a: Answer | None, unit: str, lang: str) -> str:
+    """The capacity with its unit ("none" stands alone)."""
+    if a is None or (a.capacity is None and (a.fail_load is None or a.reason not in STOPPED)):
+        return t(lang, "cap.none")
+    return f"{capacity_text(a, lang)} {unit}"
+
+
 def capacity_text(a: Answer | None, lang: str) -> str:
-    if a is not None and a.capacity is None and a.fail_load is not None and a.reason in ("outranked", "time", "budget"):
-        return t(lang, "tune.below", load=load_text(a.fail_load))          # stopped before a load passed
+    if a is not None and a.capacity is None and a.fail_load is not None and a.reason in STOPPED:
+        return t(lang, "tune.below", load=load_text(a.fail_load))
     if a is None or a.capacity is None:
         return t(lang, "cap.none")
     return t(lang, "cap.at_least", load=load_text(a.capacity)) if a.reason == "above_max" else load_text(a.capacity)
@@ -87,7 +97,7 @@ def headline(tuning: Tuning, dimension: str, lang: str) -> list[str]:
     a, unit = r.best_answer, t(lang, f"unit.{dimension}")
     if r.best is None or a is None or a.capacity is None:
         return [t(lang, "tune.none", tier=r.tier.name)]
-    out = [t(lang, "tune.recommended", config=r.best, tier=r.tier.name, capacity=capacity_text(a, lang), unit=unit,
+    out = [t(lang, "tune.recommended", config=r.best, tier=r.tier.name, capacity=capacity_unit(a, unit, lang),
              interval=interval(a))]
     if tuning.recommendation is not None:
         out.append(t(lang, "tune.command", command=shlex.join(tuning.recommendation.argv)))
@@ -104,7 +114,7 @@ def standing_line(s: Standing, unit: str, lang: str) -> str:
     a = s.answer
     if a is None:
         return t(lang, "tune.config_unsearched", config=s.config, verdict=verdict_text(s, lang))
-    return t(lang, "tune.config_line", config=s.config, capacity=capacity_text(a, lang), unit=unit,
+    return t(lang, "tune.config_line", config=s.config, capacity=capacity_unit(a, unit, lang),
              interval=interval(a), verdict=verdict_text(s, lang), reason=reason_text(s, lang), cells=s.cells)
 
 
