@@ -21,6 +21,7 @@ import dataclasses
 import sys
 
 from tokenbench.errors import TokenbenchError
+from tokenbench.spec.profile_args import flag_pairs
 from tokenbench.testing.config import ReferenceConfig
 from tokenbench.testing.reference_server import run_blocking
 
@@ -33,17 +34,11 @@ FIELDS = {f.name: f for f in dataclasses.fields(ReferenceConfig) if f.name not i
 
 def _pairs(argv: list[str]) -> dict[str, str | bool]:
     """`--name value` and bare `--name` (true) pairs; anything else is refused as argparse would."""
-    out: dict[str, str | bool] = {}
-    i = 0
-    while i < len(argv):
-        if not argv[i].startswith("--"):
-            _refuse(f"unrecognized arguments: {argv[i]}")
-        name = argv[i][2:].replace("-", "_")
-        if i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-            out[name], i = argv[i + 1], i + 2
-        else:
-            out[name], i = True, i + 1
-    return out
+    try:
+        return flag_pairs(argv)
+    except ValueError:
+        _refuse(f"unrecognized arguments: {' '.join(w for w in argv if not w.startswith('--'))}")
+        raise
 
 
 def _refuse(line: str) -> None:
