@@ -72,19 +72,37 @@ FIGURES = """<script>
 </script>"""
 
 
+# Run inside the page: where the headline table (the report's first table) and the first section are in the
+# first viewport, so a test can tell that the figures a reader came for are above the fold.
+FOLD = """<script>
+(function(){
+  function box(n){ if (!n) return null; var r = n.getBoundingClientRect();
+    return {top: Math.round(r.top), bottom: Math.round(r.bottom), left: Math.round(r.left), right: Math.round(r.right)}; }
+  var t = document.querySelector('table.headline');
+  var rows = t ? t.querySelectorAll('tr') : [];
+  var pre = document.createElement('pre'); pre.id = 'fold';
+  pre.textContent = JSON.stringify({viewport: {width: window.innerWidth, height: window.innerHeight},
+    table: box(t), header: box(rows[0]), first_row: box(rows[1]), first_section: box(document.querySelector('h2')),
+    contents: box(document.querySelector('nav'))});
+  document.body.appendChild(pre);
+})();
+</script>"""
+
+
 def chromium(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     if CHROMIUM is None:
         raise SystemExit("no chromium/chromium-browser binary: run scripts/test-deps.sh")
     return subprocess.run([CHROMIUM, *FLAGS, *args], capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
-def _run_in_page(page: Path, script: str, pre_id: str, width: int) -> dict:
-    """Load `page` at `width` px with `script` added, and read back the JSON it wrote into <pre id=pre_id>."""
+def _run_in_page(page: Path, script: str, pre_id: str, width: int, height: int = 2000) -> dict:
+    """Load `page` at `width` x `height` px with `script` added, and read back the JSON it wrote into
+    <pre id=pre_id>."""
     with tempfile.TemporaryDirectory() as tmp:
         probed = page.with_name(f".probed.{page.name}")
         probed.write_text(page.read_text(encoding="utf-8").replace("</body>", script + "</body>"), encoding="utf-8")
         try:
-            dom = chromium(f"--window-size={width},2000", "--dump-dom", probed.resolve().as_uri(), cwd=Path(tmp))
+            dom = chromium(f"--window-size={width},{height}", "--dump-dom", probed.resolve().as_uri(), cwd=Path(tmp))
         finally:
             probed.unlink()
     found = re.search(rf'<pre id="{pre_id}">(.*?)</pre>', dom.stdout, re.S)
@@ -96,6 +114,12 @@ def _run_in_page(page: Path, script: str, pre_id: str, width: int) -> dict:
 def figures(page: Path, width: int = 1280) -> dict:
     """Per figure id: its box in the page at `width` px and how many interval whiskers and points it draws."""
     return _run_in_page(page, FIGURES, "figures", width)
+
+
+def fold(page: Path, width: int = 1280, height: int = 720) -> dict:
+    """Boxes (px from the viewport's top-left) of the headline table, its header row and first row, the first
+    section heading and the contents, in a `width` x `height` window, and the viewport's size."""
+    return _run_in_page(page, FOLD, "fold", width, height)
 
 
 def probe(page: Path, width: int = 1280) -> dict:

@@ -143,7 +143,7 @@ def test_translate_prints_the_command_and_each_difference(capsys):
     assert out.strip().splitlines() == ["tokenbench bench --base-url http://localhost:8000 --model m --api chat "
                                         "--input-len 500 --output-len 200 --num-prompts 500 --request-rate 200 "
                                         "--arrival poisson --max-concurrency 100 --rate-cap gate --warmup-requests 0"]
-    assert all(e.startswith("difference: ") for e in err.strip().splitlines())
+    assert all(e.startswith("difference (AIPerf 0.13.0): ") for e in err.strip().splitlines())
     assert "only sets max_completion_tokens" in err
     assert main(["translate", "--", "vllm bench serve --dataset-name hf --dataset-path x"]) == 2
     assert "no tokenbench workload" in capsys.readouterr().err

@@ -123,6 +123,26 @@ def build_mixed_run(store: Store, run_id: str = "20260102-030405-mixed", closed=
     return run_id
 
 
+def build_bench_run(store: Store, run_id: str = "20260102-030405-bench", local_engine: bool = False,
+                    cells: tuple[int, ...] = (4,)) -> str:
+    """A plain `bench` of a server tokenbench did not start (no profile, no monitor): one closed-loop cell
+    of 128/32 per concurrency in `cells`, 2 x c requests each."""
+    iso = {"client_cpus": "not pinned", "engine_cpus": "not pinned", "client_nice": 0, "engine_nice": 0,
+           "note": "" if local_engine else "client not pinned: the server is not one tokenbench deployed here",
+           "local_engine": local_engine}
+    store.create_run("bench", "http://127.0.0.1:8000", {}, ["tokenbench", "bench"], {**ENV, "isolation": iso},
+                     run_id=run_id)
+    cid = store.upsert_config(run_id, "default", facts=ServerFacts.from_dict(
+        {"engine": "reference", "version": "0.1.0", "model": "reference-model", "ctx_per_seq": 4096,
+         "kv_capacity_tokens": None, "slots": None, "source": {}, "raw": {}}), status="done")
+    for c in cells:
+        recs = records(c, 128, 32, 4)
+        summary = summarize(recs, Load(concurrency=c, num_prompts=len(recs)), 128, 32)
+        store.save_cell(run_id, cid, CellRow(f"128:32/c={c}", 128, 32, "ok", summary, concurrency=c), recs)
+    store.set_run_status(run_id, "done")
+    return run_id
+
+
 # an NVIDIA run: two GPUs (TP=2) sampled by the monitor, host CPU and RAPL counters, a stated price --------
 ACCEL_POWER = {1: 180.0, 2: 260.0, 4: 690.0}     # W per GPU while the cell runs (busier, hotter)
 ACCEL_UTIL = {1: 35.0, 2: 60.0, 4: 97.0}

@@ -94,6 +94,29 @@ def test_load_panels_and_the_frontier_with_intervals_at_1280_px(store, tmp_path)
         assert (out / png).stat().st_size > 60_000
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("kind", ["bench", "study"])
+def test_the_headline_table_is_in_the_first_viewport_at_1280_px(store, tmp_path, lang, kind):
+    """Issue 39: the figures a reader came for are above the fold: in a 1,280 x 720 window, the headline
+    table's header and first row are drawn whole, inside the page's width, before the contents and the first
+    section; a screenshot of that window is kept (TOKENBENCH_SHOT_DIR when set)."""
+    import os
+
+    from .report_fixtures import build_bench_run, build_run
+    run_id = build_bench_run(store) if kind == "bench" else build_run(store)
+    page = _html(store, run_id, tmp_path, lang)
+    seen = PAGE_CHECK.fold(page, 1280, 720)
+    view, head, first = seen["viewport"], seen["header"], seen["first_row"]
+    assert view["width"] == 1280 and 600 <= view["height"] <= 720, view
+    assert head is not None and first is not None, seen
+    assert 0 <= head["top"] < first["top"] < first["bottom"] <= view["height"], seen
+    assert seen["table"]["right"] <= view["width"], seen                 # no part of it off to the right
+    assert seen["table"]["bottom"] <= seen["contents"]["top"] < seen["first_section"]["top"], seen
+    shot = Path(os.environ.get("TOKENBENCH_SHOT_DIR", tmp_path)) / f"headline-{kind}-1280.{lang}.png"
+    PAGE_CHECK.shoot(page, shot, 1280, 720)
+    assert shot.stat().st_size > 20_000
+
+
 @pytest.mark.parametrize("lang,head", [("en", "Accelerator and host over each cell"), ("zh", "各测试点的加速卡与主机")])
 def test_the_accelerator_table_in_headless_chromium(store, tmp_path, lang, head):
     """A run with accelerator samples: Chromium finds the accelerator section and its table (per cell, per

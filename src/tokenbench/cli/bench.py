@@ -8,17 +8,10 @@ import sys
 import click
 
 from tokenbench.cli import flags, progress, run_options
-from tokenbench.errors import UsageError
-from tokenbench.spec.study import StudySpec
 from tokenbench.study import run as study
 from tokenbench.study.runner import RunSettings
 
-
-def build_spec(kw: dict) -> StudySpec:
-    if not kw["target__base_url"] and kw.get("peer__host") is None and kw.get("peer__port") is None:
-        raise UsageError("--base-url is required (or vLLM's --host/--port)",
-                         "e.g. tokenbench bench --base-url http://127.0.0.1:8000 ...")
-    return flags.validate(run_options.translate(flags.study_data(kw, flags.SHARED), kw))
+build_spec = run_options.bench_spec       # the study spec of bench's options (translate checks with it too)
 
 
 @click.command("bench", cls=run_options.StudyCommand)

@@ -13,9 +13,11 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from tokenbench.cli import console, options
+from tokenbench.cli import console, flags, options
 from tokenbench.cli.flags import Flag, peers_given
 from tokenbench.errors import UsageError
+from tokenbench.peers.translate import pasted
+from tokenbench.spec.study import StudySpec
 from tokenbench.store import commands, outputs
 from tokenbench.store.db import Store, default_db_path
 from tokenbench.study.outputs import SglangResults, VllmResults
@@ -69,6 +71,10 @@ class StudyCommand(click.Command):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         spelled = {name: p.name or "" for p in self.params for name in (*p.opts, *p.secondary_opts)
                    if name.startswith("--")}
+        peer = pasted(args, set(spelled), positional=any(isinstance(p, click.Argument) for p in self.params))
+        if peer is not None:
+            why, _, hint = peer.partition(": run ")
+            raise UsageError(f"a command line of another tool given to `tokenbench {self.name}`: {why}", f"run {hint}")
         out, taking = [], False
         for arg in expand_spellings(args, spelled):
             if arg == "--goodput":
@@ -136,6 +142,14 @@ def translate(data: dict, kw: dict) -> dict:
         data["slo"] = {**data.get("slo", {}), **options.goodput(kw["goodput"])}
     _infinite_rate(data)
     return data
+
+
+def bench_spec(kw: dict) -> StudySpec:
+    """The study spec of `bench`'s options (cli/bench.py; cli/translate.py checks a command with it)."""
+    if not kw["target__base_url"] and kw.get("peer__host") is None and kw.get("peer__port") is None:
+        raise UsageError("--base-url is required (or vLLM's --host/--port)",
+                         "e.g. tokenbench bench --base-url http://127.0.0.1:8000 ...")
+    return flags.validate(translate(flags.study_data(kw, flags.SHARED), kw))
 
 
 def refuse_spec_with_resume(kw: dict, flags: tuple[Flag, ...], others: Sequence[str] = ()) -> None:

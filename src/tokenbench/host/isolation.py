@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tokenbench.deploy.local import Placement
 from tokenbench.errors import UsageError
@@ -33,6 +33,7 @@ class Isolation:
     engine_nice: int = 0
     note: str = ""
     notes: tuple[str, ...] = field(default=())     # what could not be done (not permitted, ...)
+    local_engine: bool = False                     # tokenbench started the engine here (else nothing is known of it)
 
     @property
     def engine(self) -> Placement:
@@ -44,7 +45,8 @@ class Isolation:
             return _ranges(s) if s is not None else "not pinned"
         return {"client_cpus": cpus(self.client_cpus), "engine_cpus": cpus(self.engine_cpus),
                 "client_nice": self.client_nice if self.client_nice is not None else os.getpriority(os.PRIO_PROCESS, 0),
-                "engine_nice": self.engine_nice, "note": "; ".join([self.note, *self.notes])}
+                "engine_nice": self.engine_nice, "note": "; ".join([self.note, *self.notes]),
+                "local_engine": self.local_engine}
 
 
 def _ranges(cpus: frozenset[int]) -> str:
@@ -81,6 +83,10 @@ def _asked(text: str, available: frozenset[int]) -> frozenset[int]:
 
 def plan(client: Client, local_engine: bool, available: frozenset[int] | None = None) -> Isolation:
     """The placement for a run: `local_engine` when tokenbench deploys the engine on this host."""
+    return replace(_plan(client, local_engine, available), local_engine=local_engine)
+
+
+def _plan(client: Client, local_engine: bool, available: frozenset[int] | None) -> Isolation:
     have = available if available is not None else frozenset(os.sched_getaffinity(0))
     if client.cpus == "all":
         return Isolation(note="not isolated: --client-cpus all")

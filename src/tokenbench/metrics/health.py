@@ -7,8 +7,8 @@ due at `due`, fired at `woke`) held the loop from some moment after it was last 
 the probe's previous wake, or a later stamp taken before `due`) until `woke`; so a stamp in
 (due, woke + r] may be late by up to its time minus `start`, and no other stamp is late by the stall.
 From these per-stamp delays each figure's samples get a delay bound d_j (a TTFT's is its first token's,
-an E2EL's its end's, a TPOT's the largest of its first token's, last token's and end's over (n - 1), an
-ITL gap's the larger of its two ends'). Then:
+an E2EL's its end's, a TPOT's the larger of its first and last tokens' over (n - 1) (it ends at the last
+token, as the tally's), an ITL gap's the larger of its two ends'). Then:
 - a mean moves by at most sum(d_j) / N (mean ITL: its gaps telescope per request);
 - a percentile moves by at most the largest d_j, and by at most the distance to the sorted samples k
   ranks away, when k samples have d_j > 0 (changing k samples moves an order statistic by at most k
@@ -157,7 +157,8 @@ def _buffered_at(reads: tuple[np.ndarray, np.ndarray], t: np.ndarray) -> tuple[n
 
 
 def latency_samples(tally: CellTally, win: Windows) -> dict[str, Samples]:
-    """TTFT, TPOT and E2EL samples of the ok requests (as the tally computes them), with their bounds.
+    """TTFT, TPOT and E2EL samples of the ok requests (as the tally computes them: TPOT from the first token
+    to the last), with their bounds.
     A first or last token read in a buffered piece carries that read's delay (the stream's end is not a
     token: a proxy passes it on as the server ends)."""
     ok = tally.ok
@@ -167,11 +168,11 @@ def latency_samples(tally: CellTally, win: Windows) -> dict[str, Samples]:
     reads = _quiet_reads(tally, win)
     d_first, d_last = (_larger(_at_ms(win, t), _buffered_at(reads, t)) for t in (first, last))
     d_end = _at_ms(win, end)
-    d_tpot, c_tpot = _larger(d_first, d_last, d_end)
+    d_tpot, c_tpot = _larger(d_first, d_last)
     per = np.maximum(outs - 1, 1)
     return {
         "ttft": Samples((first - sent)[has_first] / MS, d_first[0][has_first], d_first[1][has_first]),
-        "tpot": Samples(((end - first) / per / MS)[multi], (d_tpot / per)[multi], c_tpot[multi]),
+        "tpot": Samples(((last - first) / per / MS)[multi], (d_tpot / per)[multi], c_tpot[multi]),
         "e2el": Samples((end - sent) / MS, *d_end),
     }
 

@@ -1,4 +1,4 @@
-"""`aiperf profile` (AIPerf 0.13) in tokenbench's terms. AIPerf's defaults differ from vLLM's and are
+"""`aiperf profile` (AIPerf 0.13.0, each difference checked on its code) in tokenbench's terms. AIPerf's defaults differ from vLLM's and are
 written out: the chat API, 550-token prompts, one request in flight, 10 requests, no warmup. Its
 `--request-rate R --concurrency C` is ONE cell, rate R with at most C in flight, whose schedule waits for a
 free slot and goes on at the rate (no catch-up): tokenbench's --max-concurrency C --rate-cap gate."""
@@ -12,6 +12,7 @@ from tokenbench.peers import argv, common, serve
 from tokenbench.peers.equivalent import Equivalent, no_meaning
 
 TOOL = "aiperf profile"
+CHECKED_ON = "AIPerf 0.13.0"
 DEFAULT_OUTPUT = 128        # AIPerf without --osl lets the model decide; tokenbench asks exact lengths
 ENDPOINT_TYPES = {"chat": "chat", "completions": "completions"}
 ARRIVALS = {"poisson": "poisson", "constant": "constant", "gamma": "poisson"}
@@ -34,7 +35,7 @@ DROPPED = {
 
 
 def translate(given: argv.Given) -> Equivalent:
-    eq = Equivalent(TOOL)
+    eq = Equivalent(TOOL, CHECKED_ON)
     _target(eq, given)
     _lengths(eq, given)
     _load(eq, given)

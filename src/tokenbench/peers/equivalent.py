@@ -35,7 +35,11 @@ class Sweep:
 
 @dataclass
 class Equivalent:
+    """`checked_on`: the version of the peer whose own code each difference was checked against (printed
+    with every difference: a peer's defaults change between versions, e.g. vLLM's ignore_eos)."""
+
     tool: str
+    checked_on: str
     options: dict[str, str | None] = field(default_factory=dict)    # bench option -> value (None: a flag)
     differences: list[str] = field(default_factory=list)
     sweep: Sweep | None = None

@@ -250,7 +250,7 @@ def _int(given: argv.Given, name: str) -> int | None:
 # ---- Guide -> tokenbench ----------------------------------------------------------------------------------
 
 def equivalent(g: Guide) -> Equivalent:
-    eq = Equivalent(g.tool)
+    eq = Equivalent(g.tool, checked_on(g))
     eq.set("--base-url", _base(eq, g.target))
     if g.model:
         eq.set("--model", g.model)
@@ -270,6 +270,12 @@ def equivalent(g: Guide) -> Equivalent:
     for note in g.notes:
         eq.differ(note)
     return eq
+
+
+def checked_on(g: Guide) -> str:
+    """The GuideLLM whose code the differences of this line were checked on: 0.3.1 for the --rate-type
+    spelling, 0.6.1 for `guidellm benchmark`, 0.8.1 for `guidellm run`."""
+    return "GuideLLM 0.3.1" if g.v3 else "GuideLLM 0.6.1" if g.tool == "guidellm benchmark" else "GuideLLM 0.8.1"
 
 
 def _base(eq: Equivalent, target: str) -> str:

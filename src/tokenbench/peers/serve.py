@@ -109,8 +109,12 @@ def fold(data: dict, given: Mapping[str, Any]) -> list[str]:
     return _style(data, given.get("--backend"))
 
 
+SGLANG_VERSION = "0.5.23"       # the sglang.benchmark.serving whose defaults these notes state (checked on its code)
+
+
 def _style(data: dict, backend: str | None) -> list[str]:
-    """An SGLang-only backend makes --random-range-ratio SGLang's (unless the style is given)."""
+    """An SGLang-only backend makes --random-range-ratio SGLang's (unless the style is given); without a ratio,
+    the note says that SGLang would have drawn each length from 1..L and this run asks exactly L."""
     workload = data.get("workload") or {}
     notes = []
     if backend in NATIVE:
@@ -119,4 +123,9 @@ def _style(data: dict, backend: str | None) -> list[str]:
         workload["range_ratio_style"] = "sglang"
         notes.append(f"--backend {backend} is SGLang's: --random-range-ratio {workload['range_ratio']:g} has "
                      "SGLang's meaning (lengths from L*r up to L); --range-ratio-style vllm for vLLM's")
+    elif backend in SGLANG_ONLY and "range_ratio" not in workload and workload.get("kind", "random") == "random":
+        notes.append(f"--backend {backend} is SGLang's, whose bench_serving (SGLang {SGLANG_VERSION}) draws each "
+                     "random length from 1..L when no --random-range-ratio is given (its default 0.0): this run "
+                     "asks exactly L tokens; give --random-range-ratio 0 for SGLang's draw, or run `tokenbench "
+                     "translate -- python3 -m sglang.bench_serving ...` for all of SGLang's defaults")
     return notes

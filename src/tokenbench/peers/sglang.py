@@ -1,4 +1,4 @@
-"""`python -m sglang.bench_serving` (SGLang 0.5.23) in tokenbench's terms. SGLang's defaults differ from
+"""`python -m sglang.bench_serving` (SGLang 0.5.23, each difference checked on its code) in tokenbench's terms. SGLang's defaults differ from
 vLLM's and are written out: ShareGPT prompts, random 1024:1024 whose lengths are drawn from 1..L unless
 --random-range-ratio (SGLang's meaning: from L*r up to L, so 1 is exact), 1000 requests at once, one
 warmup request, port 30000 for its own backends, outputs exact (ignore_eos) unless --disable-ignore-eos."""
@@ -20,7 +20,7 @@ DROPPED = {
     "--profile-output-dir": "", "--profile-prefix": "", "--plot-throughput": "tokenbench's report plots each "
     "cell (tokenbench report RUN)", "--flush-cache": "tokenbench resets the prefix cache of an engine it knows "
     "before each cell", "--flush-cache-timeout": "", "--tokenize-prompt": "tokenbench's completions prompts are "
-    "token ids anyway", "--apply-chat-template": "tokenbench's chat requests are templated by the server",
+    "token ids anyway",
     "--rust-client": "", "--rust-worker-threads": "", "--pd-separated": "", "--cache-report": "tokenbench reports "
     "the prefix-cache hits the server states", "--header": "tokenbench sends its own headers (an API key with "
     "--api-key-env/--api-key-file)", "--gsp-fast-prepare": "", "--gsp-ordered": "", "--gsp-send-routing-key": "",
@@ -31,7 +31,7 @@ DATASETS = ("sharegpt", "random", "random-ids", "generated-shared-prefix")
 
 
 def translate(given: argv.Given) -> Equivalent:
-    eq = Equivalent(TOOL)
+    eq = Equivalent(TOOL, f"SGLang {serve.SGLANG_VERSION}")
     backend = _target(eq, given)
     kind = given.text("--dataset-name") or "sharegpt"
     _dataset(eq, given, kind)
@@ -39,8 +39,30 @@ def translate(given: argv.Given) -> Equivalent:
     common.load(eq, given.text("--request-rate"), _int(given, "--max-concurrency"), count)
     eq.set("--warmup-requests", _int(given, "--warmup-requests") if given.has("--warmup-requests") else 1)
     _rest(eq, given, backend)
+    _chat_template(eq, given, kind)
     _differences(eq, given, backend)
     return eq
+
+
+def _chat_template(eq: Equivalent, given: argv.Given, kind: str) -> None:
+    """--apply-chat-template: SGLang templates a ShareGPT prompt on the client (the tokenizer's chat template,
+    the BOS token taken out) and sends the text to the backend's API; its random, random-ids and
+    generated-shared-prefix prompts are never templated. On completions, tokenbench's equivalent is the chat
+    API, where the server applies the model's template to the same prompt."""
+    if not given.has("--apply-chat-template"):
+        return
+    if kind != "sharegpt":
+        eq.differ(f"SGLang's --apply-chat-template templates only ShareGPT (and custom) prompts: for --dataset-name "
+                  f"{kind} it changes nothing, and is dropped")
+    elif eq.options.get("--api") == "chat":
+        eq.differ("SGLang's --apply-chat-template with a chat backend templates each ShareGPT prompt on the client, "
+                  "then sends it as a chat message the server templates again; tokenbench sends the plain prompt as "
+                  "a chat message, templated once by the server")
+    else:
+        eq.set("--api", "chat")
+        eq.differ("SGLang's --apply-chat-template templates each ShareGPT prompt on the client and sends the text to "
+                  "the completions API; tokenbench sends it as a chat message (--api chat) and the server applies "
+                  "the model's template: the same tokens where the server's template is the tokenizer's")
 
 
 def _target(eq: Equivalent, given: argv.Given) -> str:
@@ -66,8 +88,12 @@ def _dataset(eq: Equivalent, given: argv.Given, kind: str) -> None:
     if kind == "generated-shared-prefix":
         return _shared_prefix(eq, given)
     eq.set("--dataset-name", "random")
-    eq.differ("SGLang's random prompts are ShareGPT text cut to the drawn length (less the special tokens); "
-              "tokenbench's are random token ids of exactly that length")
+    source = ("ShareGPT prompts' tokens repeated or cut to the drawn length" if kind == "random" else
+              "consecutive token ids from a random offset")
+    sent = ("sent as token ids (--tokenize-prompt)" if given.has("--tokenize-prompt") else
+            "decoded to text, less the special tokens, and re-tokenized by the server")
+    eq.differ(f"SGLang's {kind} prompts are {source}, {sent}; tokenbench's are random token ids of exactly that "
+              "length (chat: text of exactly that many tokens)")
     eq.set("--input-len", _int(given, "--random-input-len") or 1024)
     eq.set("--output-len", _int(given, "--random-output-len") or 1024)
     ratio = given.number("--random-range-ratio") or 0.0
@@ -113,6 +139,7 @@ def _count(eq: Equivalent, given: argv.Given, kind: str) -> int:
 
 def _rest(eq: Equivalent, given: argv.Given, backend: str) -> None:
     handled = {"--backend", "--base-url", "--host", "--port", "--dataset-name", "--dataset-path", "--num-prompts",
+               "--apply-chat-template",
                "--random-input-len", "--random-output-len", "--random-range-ratio", "--request-rate",
                "--max-concurrency", "--sharegpt-output-len", "--sharegpt-context-len", "--goodput",
                "--extra-request-body", "--gsp-range-ratio", "--gsp-num-turns", "--gsp-system-prompt-len",

@@ -63,3 +63,46 @@ def _program(words: list[str]) -> tuple[str, list[str]]:
             return PROGRAMS[tuple(head[:n])], words[n:]
     shown = " ".join(words[:3]) or "(nothing)"
     raise UsageError(f"'{shown}' is not a command line tokenbench can translate", f"give one of: {TOOLS}")
+
+
+# ---- a peer's line given to `bench` instead of `translate` ----
+
+TABLES = (("vllm bench serve", tables.VLLM), ("python3 -m sglang.bench_serving", tables.SGLANG),
+          ("aiperf profile", tables.AIPERF), ("guidellm benchmark", tables.GUIDELLM),
+          ("guidellm run", tables.GUIDELLM_RUN))
+VERBS = {"serve": "vllm bench serve", "profile": "aiperf profile", "benchmark": "guidellm benchmark",
+         "run": "guidellm run"}
+
+
+def pasted(words: list[str], own: set[str], positional: bool = False) -> str | None:
+    """Why `words`, given to `tokenbench bench` (or sweep), are another tool's command line, with the
+    translate command to run instead (one line); None when nothing says so. A line is a peer's when it
+    starts with a peer's program or verb (`vllm bench serve`, `serve`, `python3 -m sglang.bench_serving`,
+    `guidellm benchmark` ...; `positional`: the command takes an argument of its own, so only its options
+    are looked at), or when an option is none of `own` (the command's spellings) but one of a peer's."""
+    if not positional and words and not words[0].startswith("-"):
+        found = _by_program(words)
+        if found is not None:
+            return found
+    for word in words:
+        name = "--" + word.partition("=")[0][2:].replace("_", "-") if word.startswith("--") else ""
+        if not name or name in own:
+            continue
+        tool = next((t for t, table in TABLES if name in table.names), None)
+        if tool is not None:
+            return _suggest(f"{name} is {tool}'s option, not tokenbench's", tool, words)
+    return None
+
+
+def _by_program(words: list[str]) -> str | None:
+    try:
+        _program(words)
+    except UsageError:
+        verb = VERBS.get(words[0])
+        return _suggest(f"'{words[0]}' is {verb}'s verb", verb, words[1:]) if verb else None
+    return _suggest(f"'{' '.join(words[:3])}' is another tool's command", "", words)
+
+
+def _suggest(why: str, program: str, words: list[str]) -> str:
+    line = " ".join(filter(None, [program, shlex.join(words)]))
+    return f"{why}: run `tokenbench translate -- {line}` for the tokenbench command that measures what it would"

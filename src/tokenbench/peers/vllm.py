@@ -1,6 +1,7 @@
-"""`vllm bench serve` (vLLM 0.32) and the older `benchmarks/benchmark_serving.py` in tokenbench's terms.
+"""`vllm bench serve` (vLLM 0.32.0) and the older `benchmarks/benchmark_serving.py` in tokenbench's terms.
 vLLM's defaults that differ from tokenbench's are written out (random 1024:128, 1000 requests, no warmup,
-every request at once); what tokenbench cannot measure refuses the line in one line."""
+every request at once); what tokenbench cannot measure refuses the line in one line. Each difference was
+checked on that version's own code (vllm/benchmarks/serve.py, datasets/, lib/endpoint_request_func.py)."""
 
 from __future__ import annotations
 
@@ -27,11 +28,14 @@ DROPPED = {
     "(an API key with --api-key-env/--api-key-file)", "--timed-trace-chunk-hash-size": "",
     "--custom-ensure-client-side-data": ""}
 DATASETS = ("random", "sharegpt", "custom", "prefix_repetition", "timed_trace", "random-mm", "sonnet")
+CHECKED_ON = "vLLM 0.32.0"
+OLD_SCRIPT = "vLLM's last benchmarks/benchmark_serving.py"
+EXACT = ("random", "random-mm", "timed_trace")     # vllm bench serve sets ignore_eos itself (serve.py, since PR 28227)
 MM_DEFAULT = "{(256, 256, 1): 0.5, (720, 1280, 1): 0.5, (720, 1280, 16): 0.0}"
 
 
 def translate(given: argv.Given, old_script: bool = False) -> Equivalent:
-    eq = Equivalent(TOOL if not old_script else "benchmark_serving.py")
+    eq = Equivalent(TOOL, CHECKED_ON) if not old_script else Equivalent("benchmark_serving.py", OLD_SCRIPT)
     _target(eq, given, "vllm" if old_script else "openai")
     kind = given.text("--dataset-name") or ("sharegpt" if old_script else "random")
     _dataset(eq, given, kind)
@@ -180,10 +184,11 @@ def _rest(eq: Equivalent, given: argv.Given) -> None:
 
 
 def _differences(eq: Equivalent, given: argv.Given, kind: str, old_script: bool) -> None:
-    if not given.has("--ignore-eos"):
-        eq.differ("vLLM sends max_tokens without ignore_eos (no --ignore-eos): its answers may stop early, so its "
-                  "output lengths are ceilings; tokenbench asks exactly that many tokens (ignore_eos, min_tokens) "
-                  "and checks each request")
+    if not given.has("--ignore-eos") and (old_script or kind not in EXACT):
+        eq.differ(f"vLLM sends max_tokens without ignore_eos for --dataset-name {kind} (it sets ignore_eos itself "
+                  f"only for {', '.join(EXACT)}{'' if not old_script else ' in vllm bench serve, never here'}; no "
+                  "--ignore-eos given): its answers may stop early, so its output lengths are ceilings; tokenbench "
+                  "asks exactly that many tokens (ignore_eos, min_tokens) and checks each request")
     if not given.has("--temperature") and not old_script:
         eq.differ("vLLM 0.32 sends no temperature (the server's default sampling); tokenbench sends temperature 0 "
                   "(give --temperature T to send another)")

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 
 from tokenbench.judge import tune as judged_tune
 from tokenbench.judge.bottleneck import rooflines
@@ -18,6 +21,7 @@ from tokenbench.report import (
     configcmp,
     cost,
     frontier,
+    headline,
     interval_tables,
     marks,
     plots,
@@ -34,47 +38,79 @@ from tokenbench.store.rows import SampleRow
 TEXT_HEAD = 120      # characters of model output shown per sample request
 
 
+@dataclass(frozen=True)
+class Context:
+    """What every section reads: the run, the language, its judged intervals and rooflines."""
+
+    run: RunData
+    lang: str
+    checks: list[ConfigCheck]
+    book: Book
+    roofs: dict
+    num: sections.Numberer
+    judging: Judging
+
+
+@dataclass(frozen=True)
+class Section:
+    """One numbered section of the report: its heading (an i18n key) and its blocks, [] when the run has
+    nothing to show there (the section is then left out). Adding a section is one line in SECTIONS."""
+
+    heading: str
+    blocks: Callable[[Context], list[Block]]
+
+
+def _cells(make: Callable[[Context], list[Block]]) -> Callable[[Context], list[Block]]:
+    """A section about measured cells: nothing without them."""
+    return lambda x: make(x) if x.run.cells else []
+
+
+def _tune(x: Context) -> list[Block]:
+    """A tune's ranking and recommendation (nothing for any other run)."""
+    tuning = judged_tune.of_run(x.run.spec, x.run.configs, x.run.searches)
+    return [] if tuning is None else tune.section(tuning, x.run.searches[0].record.dimension, x.lang, x.num)
+
+
+SECTIONS: tuple[Section, ...] = (
+    Section("h.tune", _tune),
+    Section("h.capacity", lambda x: capacity.section(x.run, x.lang, x.num, x.roofs) if x.run.searches else []),
+    Section("h.baseline", _cells(lambda x: sections.baseline(x.run, x.lang, x.book))),
+    Section("h.scaling", _cells(lambda x: _scaling(x.run, x.lang, x.num, x.roofs, x.book))),
+    Section("h.sessions", lambda x: sessions.section(x.run, x.lang, x.num.sub) if sessions.session_cells(x.run) else []),
+    Section("h.intervals", _cells(lambda x: interval_tables.section(x.book, x.lang, x.num))),
+    Section("h.matrix", _cells(lambda x: _matrix(x.run, x.lang, x.num))),
+    Section("h.configcmp", _cells(lambda x: _configcmp(x.run, x.lang, x.num, x.book, x.judging))),
+    Section("h.frontier", _cells(lambda x: frontier.blocks(run_members(x.run, x.book), x.lang, x.num))),
+    Section("h.repeats", lambda x: repeatability(x.run, x.lang) if x.run.has_repeats() else []),
+    Section("h.failures", _cells(lambda x: failures(x.run, x.lang))),
+    Section("h.timeline", _cells(lambda x: timeline(x.run, x.lang))),
+    Section("h.monitor", lambda x: monitor(x.run, x.lang) if x.run.samples else []),
+    Section("h.accel", lambda x: accelerator.section(x.run, x.lang, x.num) if accelerator.shown(x.run) else []),
+    Section("h.cost", lambda x: cost.section(x.run, x.lang) if cost.shown(x.run) else []),
+    Section("h.slices", _cells(lambda x: slices.section(x.run, x.lang))),
+    Section("h.plausibility", lambda x: plausibility_blocks(x.checks, x.lang)
+            if any(c.roofline is not None for c in x.checks) else []),
+    Section("h.environment", lambda x: _environment(x.run, x.lang, x.num)),
+    Section("h.definitions", lambda x: definitions(x.lang, sections.server_columns(x.run.cells))),
+)
+
+
 def build_report(run: RunData, lang: str, checks: list[ConfigCheck], version: str,
                  min_effect: float = u.MIN_EFFECT) -> Document:
+    """The headline first (what was run, every cell's figures with their marks), then each section that
+    has something to show, environment and definitions last."""
     doc = Document(t(lang, "title.report", run=run.id), lang)
-    book, roofs = Book(run), rooflines(checks)
-    num_ = sections.Numberer()
-    doc.add(num_.sec(t(lang, "h.environment")), *sections.environment(run, lang),
-            num_.sub(t(lang, "h.configs")), *sections.configs(run, lang))
-    if run.kind == "import":
-        doc.add(Para(t(lang, "note.import", source=(run.spec.get("import") or {}).get("source") or run.target)))
-    doc.add(num_.sec(t(lang, "h.plausibility")), *plausibility_blocks(checks, lang))
-    tuning = judged_tune.of_run(run.spec, run.configs, run.searches)
-    if tuning is not None:
-        doc.add(num_.sec(t(lang, "h.tune")), *tune.section(tuning, run.searches[0].record.dimension, lang, num_))
-    if run.searches:
-        doc.add(num_.sec(t(lang, "h.capacity")), *capacity.section(run, lang, num_, roofs))
-    if not run.cells:
-        doc.add(Para(t(lang, "note.no_cells")))
-        return doc
-    doc.add(num_.sec(t(lang, "h.baseline")), *sections.baseline(run, lang, book))
-    doc.add(num_.sec(t(lang, "h.scaling")), *_scaling(run, lang, num_, roofs, book))
-    if sessions.session_cells(run):
-        doc.add(num_.sec(t(lang, "h.sessions")), *sessions.section(run, lang, num_.sub))
-    doc.add(num_.sec(t(lang, "h.intervals")), *interval_tables.section(book, lang, num_))
-    doc.add(num_.sec(t(lang, "h.matrix")), *_matrix(run, lang, num_))
     judging = Judging(min_effect=min_effect, allow_client_lag=bool(run.spec.get("allow_client_lag")))
-    doc.add(num_.sec(t(lang, "h.configcmp")), *_configcmp(run, lang, num_, book, judging))
-    doc.add(num_.sec(t(lang, "h.frontier")), *frontier.blocks(run_members(run, book), lang, num_))
-    if run.has_repeats():
-        doc.add(num_.sec(t(lang, "h.repeats")), *repeatability(run, lang))
-    doc.add(num_.sec(t(lang, "h.failures")), *failures(run, lang))
-    doc.add(num_.sec(t(lang, "h.timeline")), *timeline(run, lang))
-    if run.samples:
-        doc.add(num_.sec(t(lang, "h.monitor")), *monitor(run, lang))
-    if accelerator.shown(run):
-        doc.add(num_.sec(t(lang, "h.accel")), *accelerator.section(run, lang, num_))
-    if cost.shown(run):
-        doc.add(num_.sec(t(lang, "h.cost")), *cost.section(run, lang))
-    doc.add(num_.sec(t(lang, "h.slices")), *slices.section(run, lang))
-    doc.add(num_.sec(t(lang, "h.definitions")), *definitions(lang, sections.server_columns(run.cells)))
+    x = Context(run, lang, checks, Book(run), rooflines(checks), sections.Numberer(), judging)
+    doc.add(*headline.blocks(run, lang))
+    for section in SECTIONS:
+        x.num.section(doc, t(lang, section.heading), partial(section.blocks, x))
     doc.add(*_notes(run, lang), Para(t(lang, "note.rendered", version=version)))
     return doc
+
+
+def _environment(run: RunData, lang: str, num_: sections.Numberer) -> list[Block]:
+    return [*sections.environment(run, lang), num_.sub(t(lang, "h.configs")), *sections.configs(run, lang)]
 
 
 def _drawn(run: RunData, cfg: str, pair: tuple[int, int], lang: str) -> list[Block]:
@@ -97,7 +133,7 @@ def _scaling(run: RunData, lang: str, num_: sections.Numberer, roofs: dict, book
     out += figs
     if figs:
         out.append(Para(t(lang, "note.band")))
-    if plots.any_hollow(run):
+    if figs and plots.any_hollow(run):
         out.append(Para(t(lang, "mark.hollow")))
     return out
 
@@ -110,6 +146,10 @@ def _eager_notes(run: RunData, lang: str) -> list[Block]:
 
 
 def _matrix(run: RunData, lang: str, num_: sections.Numberer) -> list[Block]:
+    """Per config, output tok/s by pair and load: left out where every config has one cell (the headline
+    already shows it)."""
+    if all(len(run.cells_of(cfg)) < 2 for cfg in run.config_names()):
+        return []
     out: list[Block] = []
     for cfg in run.config_names():
         out += [num_.sub(t(lang, "h.matrix_config", config=cfg)), sections.matrix(run, cfg, lang)]
@@ -121,7 +161,7 @@ def _matrix(run: RunData, lang: str, num_: sections.Numberer) -> list[Block]:
 def _configcmp(run: RunData, lang: str, num_: sections.Numberer, book: Book, judging: Judging) -> list[Block]:
     names = run.config_names()
     if len(names) < 2:
-        return [Para(t(lang, "note.single_config"))]
+        return []
     out: list[Block] = []
     for other in names[1:]:
         table = configcmp.config_pair_table(run, names[0], other, lang, book, judging)
@@ -173,8 +213,6 @@ def failures(run: RunData, lang: str) -> list[Block]:
     if rows:
         head = [t(lang, k) for k in ("col.config", "col.cell", "col.kind", "col.count")]
         out.append(Table(head, rows, left=3))
-    else:
-        out.append(Para(t(lang, "note.no_failures")))
     bad = [c for c in run.cells if not c.state.ok]
     if bad:
         out.append(Para(t(lang, "note.failed_cells")))
@@ -193,7 +231,7 @@ def timeline(run: RunData, lang: str) -> list[Block]:
     tl = run.timeline
     fig = plots.timeline_figure(tl, lang) if tl else None
     if tl is None or fig is None:
-        return [Para(t(lang, "note.no_timeline"))]
+        return []
     out: list[Block] = [Para(t(lang, "note.timeline_cell", cell=tl.cell.label, config=tl.cell.config)), fig]
     samples = [r for r in tl.requests if r.text][:3]
     if samples:

@@ -110,11 +110,12 @@ def table(fr: Frontier, lang: str) -> Table:
 
 
 def blocks(members: list[Member], lang: str, num_: Numberer) -> list[Block]:
-    """The section's body: what the axes are, then per pair a numbered subsection with its plot(s) and
-    table (the report's and compare's section alike)."""
-    fronts = frontiers(members)
+    """The section's body: what the axes are, then per pair of two points or more a numbered subsection with
+    its plot(s) and table (the report's and compare's section alike); [] when no pair has two (or a cell
+    that could not be placed)."""
+    fronts = [fr for fr in frontiers(members) if len(fr.points) > 1 or fr.missing]   # one point: no frontier
     if not fronts:
-        return [Para(t(lang, "fr.none"))]
+        return []
     out: list[Block] = [Para(t(lang, "fr.intro"))]
     for fr in fronts:
         out.append(num_.sub(t(lang, "h.frontier_pair", input=fr.pair[0], output=fr.pair[1])))

@@ -113,12 +113,15 @@ def _block(b, anchors: dict[int, str]) -> str:
 
 
 def render(doc: Document) -> str:
+    """The page: the title, the blocks before the first section (the headline), the contents, the sections."""
     sections = [b for b in doc.blocks if isinstance(b, Heading) and b.level == 2]
     anchors = {id(h): f"s{i}" for i, h in enumerate(sections, 1)}
     toc = "".join(f'<li><a href="#{anchors[id(h)]}">{escape(h.text)}</a></li>' for h in sections)
-    body = "\n".join(_block(b, anchors) for b in doc.blocks)
+    first = next((i for i, b in enumerate(doc.blocks) if sections and b is sections[0]), len(doc.blocks))
+    lead = "\n".join(_block(b, anchors) for b in doc.blocks[:first])
+    body = "\n".join(_block(b, anchors) for b in doc.blocks[first:])
     return (f'<!DOCTYPE html>\n<html lang="{escape(doc.lang)}">\n<head>\n<meta charset="utf-8">\n'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
             f"<title>{escape(doc.title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n"
-            f"<h1>{escape(doc.title)}</h1>\n<nav><ul>{toc}</ul></nav>\n{body}\n"
+            f"<h1>{escape(doc.title)}</h1>\n{lead}\n<nav><ul>{toc}</ul></nav>\n{body}\n"
             f'<div id="tip"></div>\n<script>{JS}</script>\n</body>\n</html>\n')

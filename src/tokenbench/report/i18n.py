@@ -74,6 +74,7 @@ EN: dict[str, str] = {
     "col.ttft_p99": "TTFT p99 (ms)",
     "col.tpot_mean": "TPOT mean (ms)",
     "col.tpot_p99": "TPOT p99 (ms)",
+    "col.itl_p99": "ITL p99 (ms)",
     "col.e2e_mean": "E2E mean (ms)",
     "col.e2e_p99": "E2E p99 (ms)",
     "col.kv_use": "KV demand / capacity",
@@ -123,18 +124,17 @@ EN: dict[str, str] = {
     "env.packages": "packages",
     "env.accelerators": "accelerators",
     "env.source": "imported from",
-    "env.isolation": "client / engine CPUs",
-    "env.isolation_value": "client on CPU {client} (nice {client_nice}), engine on CPU {engine} (nice {engine_nice}): {note}",
+    "env.isolation": "CPUs and priority",
+    "env.isolation_client": "client: CPUs {cpus}, nice {nice}",
+    "env.isolation_engine": "; engine: CPUs {cpus}, nice {nice}",
     # sentences and footnotes
     "note.over_capacity": ("* KV demand (concurrency × (input + output)) exceeds the server's KV capacity: "
                            "requests queue, so TTFT/TPOT tails include queueing time and do not show "
                            "the latency of one wave."),
     "note.no_cells": "No cell of this run was stored.",
-    "note.no_baseline": "No cell with concurrency 1 was measured.",
-    "note.single_config": "This run has one server configuration; nothing to compare.",
-    "note.no_failures": "No request failed.",
+    "note.headline": "{kind} of {target}, {when} UTC: {cells} cell(s), run {status}. The figures below carry their "
+                     "marks; intervals, plots, the environment and the definitions follow.",
     "note.failed_cells": "Cells that failed their checks:",
-    "note.no_timeline": "No stored requests for a timeline.",
     "note.no_samples": "No monitor samples were stored for this run.",
     "note.timeline_cell": ("Cell {cell} of {config}: each row is one request, from its intended start "
                            "(grey: client-side wait), send to first token (orange: queue + prefill) "
@@ -317,6 +317,7 @@ ZH: dict[str, str] = {
     "col.ttft_p99": "TTFT p99（ms）",
     "col.tpot_mean": "TPOT 均值（ms）",
     "col.tpot_p99": "TPOT p99（ms）",
+    "col.itl_p99": "ITL p99（ms）",
     "col.e2e_mean": "E2E 均值（ms）",
     "col.e2e_p99": "E2E p99（ms）",
     "col.kv_use": "KV 需求 / 容量",
@@ -365,16 +366,15 @@ ZH: dict[str, str] = {
     "env.packages": "软件包",
     "env.accelerators": "加速卡",
     "env.source": "导入自",
-    "env.isolation": "客户端 / 引擎 CPU",
-    "env.isolation_value": "客户端在 CPU {client}（nice {client_nice}），引擎在 CPU {engine}（nice {engine_nice}）：{note}",
+    "env.isolation": "CPU 与优先级",
+    "env.isolation_client": "客户端：CPU {cpus}，nice {nice}",
+    "env.isolation_engine": "；引擎：CPU {cpus}，nice {nice}",
     "note.over_capacity": ("* 带 * 的配置表示并发 ×（输入+输出）的 KV 需求超过 KV 总容量，请求排队，"
                            "TTFT/TPOT 尾部含排队时间，不代表单波真实延迟。"),
     "note.no_cells": "本次运行没有保存任何测试点。",
-    "note.no_baseline": "没有测量并发 1 的测试点。",
-    "note.single_config": "本次运行只有一种服务配置，无可对比项。",
-    "note.no_failures": "没有失败的请求。",
+    "note.headline": "{kind}：{target}，{when} UTC，{cells} 个测试点，运行状态 {status}。下表数值均带标记；置信区间、图表、"
+                     "测试环境与指标定义见后文。",
     "note.failed_cells": "未通过检查的测试点：",
-    "note.no_timeline": "没有可用于时间线的请求记录。",
     "note.no_samples": "本次运行没有保存监控采样。",
     "note.timeline_cell": ("{config} 的测试点 {cell}：每行一个请求，从计划开始时间（灰色：客户端等待）、"
                            "发送到首 token（橙色：排队 + prefill）、首 token 到最后一个 token（蓝色：decode）。"),

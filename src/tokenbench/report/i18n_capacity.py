@@ -76,7 +76,6 @@ EN: dict[str, str] = {
                       "the bottleneck of that cell. docs/metrics.md, 'Capacity search'."),
     "note.eager": ("^ = the cell's decode batch is above the largest captured graph size of its server "
                    "(CUDA/NPU graphs: {source}): it runs eager."),
-    "note.no_slices": "No cell kept timeslices (results stored by an older tokenbench, or imported).",
     "note.slices_cell": "Per slice of {width} s: cell {cell} (config {config}).",
     "note.no_full_slice": "No cell ran a full timeslice: too short to judge a steady state.",
     "note.steady": ("Steady state: the last 3 full slices' output tok/s within {spread} of their mean "
@@ -168,7 +167,6 @@ ZH: dict[str, str] = {
                       "边界以 95% 置信度落在区间内。约束 SLO = 首个失败负载处超出最多的限制；成因 = 该单元的瓶颈。"
                       "见 docs/metrics.md“Capacity search”。"),
     "note.eager": "^ = 该单元的 decode 批大小超过服务端捕获的最大图尺寸（CUDA/NPU 图：{source}）：以 eager 模式运行。",
-    "note.no_slices": "没有单元保存时间片（由旧版 tokenbench 存储，或为导入结果）。",
     "note.slices_cell": "每 {width} 秒一片：单元 {cell}（配置 {config}）。",
     "note.no_full_slice": "没有单元跑满一个时间片：时间太短，无法判断稳态。",
     "note.steady": "稳态：最后 3 个完整时间片的输出吞吐与其均值相差不超过 {spread}（最大值 - 最小值）；“-”表示完整时间片不足 3 个。",

@@ -47,7 +47,6 @@ EN: dict[str, str] = {
     "fr.missing.no_throughput": "{cell}: no point (no output tok/s, and no latencies of a closed loop to derive it "
                                 "from).",
     "fr.missing.not_ok": "{cell}: no point (the cell is not ok and stored no figure to place it by).",
-    "fr.none": "No cell gives both a speed per user and a throughput.",
     "fr.intro": ("Each point is one cell (a server config at one load): x = output tokens/s each user sees, 1000 / "
                  "mean TPOT (ms); y = output tokens/s per device (output tok/s / devices, devices = TP x DP x PP of "
                  "the profile, or as the imported file states). Whiskers: 95 % intervals (none for imported "
@@ -106,7 +105,6 @@ ZH: dict[str, str] = {
     "fr.missing.no_speed": "{cell}：无数据点（没有 TPOT，也没有可推算单用户速度的闭环输出吞吐）。",
     "fr.missing.no_throughput": "{cell}：无数据点（没有输出吞吐，也没有可推算它的闭环延迟）。",
     "fr.missing.not_ok": "{cell}：无数据点（该单元不合格，且没有可用于定位的数字）。",
-    "fr.none": "没有同时给出单用户速度和吞吐的单元。",
     "fr.intro": ("每个点是一个单元（某一服务配置在某一负载下）：横轴为每个用户看到的输出 token/秒，即 1000 / 平均 TPOT（ms）；"
                  "纵轴为单卡输出 token/秒（输出 tok/s / 卡数，卡数 = profile 的 TP × DP × PP，或导入文件所述）。"
                  "须线为 95% 置信区间（导入的数字不含请求，因此没有区间）。若另一点在两轴上都不差且至少一轴更好，"

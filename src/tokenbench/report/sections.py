@@ -1,11 +1,13 @@
 """The measurement sections of a run report: environment, baseline, scaling, matrix, config comparison.
 
-Each function returns blocks; build.py puts them in order and numbers the headings.
+Each function returns blocks ([] when the run has nothing to show there); build.py puts them in order and
+numbers the headings of the sections that have blocks.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 from tokenbench.judge import hardware, plausibility
 from tokenbench.judge.bottleneck import label
@@ -24,6 +26,10 @@ from tokenbench.report.verdicts import UNRELIABLE, figure, unreliable_in
 BASELINE = (Metric("ttft", "mean"), Metric("tpot", "mean"), Metric("e2el", "mean"), Metric("output_throughput", "mean"))
 
 
+class Adds(Protocol):
+    def add(self, *blocks: Block) -> None: ...
+
+
 class Numberer:
     """'3. Title' for sections, '3.2 Title' for their subsections."""
 
@@ -37,6 +43,17 @@ class Numberer:
     def sub(self, text: str) -> Heading:
         self.k += 1
         return Heading(f"{self.n}.{self.k} {text}", 3)
+
+    def section(self, doc: Adds, text: str, make: Callable[[], list[Block]]) -> None:
+        """A numbered section of `make()`'s blocks (it may number subsections with `sub`); left out, its
+        number unused, when they are none: a section with nothing to show is not shown."""
+        saved = self.n, self.k
+        head = self.sec(text)
+        body = make()
+        if body:
+            doc.add(head, *body)
+        else:
+            self.n, self.k = saved
 
 
 def _cut(text: str, n: int = 300) -> str:
@@ -60,12 +77,21 @@ def environment(run: RunData, lang: str) -> list[Block]:
     return [table]
 
 
+NOT_OURS = ("not one tokenbench deployed", "not tokenbench's")    # notes of runs stored before `local_engine`
+
+
 def _isolation(iso, lang: str) -> str | None:
-    """Where the client and a local engine ran (host/isolation.py), as stored with the run."""
+    """Where the client ran, and a local engine where tokenbench started one (host/isolation.py), as stored
+    with the run: nothing is said of a server tokenbench did not start."""
     if not isinstance(iso, dict):
         return None
-    return t(lang, "env.isolation_value", client=iso.get("client_cpus", "?"), engine=iso.get("engine_cpus", "?"),
-             client_nice=iso.get("client_nice", "?"), engine_nice=iso.get("engine_nice", "?"), note=iso.get("note", ""))
+    local = iso.get("local_engine")
+    if local is None:
+        local = not any(n in str(iso.get("note", "")) for n in NOT_OURS)
+    text = t(lang, "env.isolation_client", cpus=iso.get("client_cpus", "?"), nice=iso.get("client_nice", "?"))
+    if local:
+        text += t(lang, "env.isolation_engine", cpus=iso.get("engine_cpus", "?"), nice=iso.get("engine_nice", "?"))
+    return f"{text}: {iso['note']}" if iso.get("note") else text
 
 
 def _cpu(env: dict) -> str | None:
@@ -119,7 +145,7 @@ def baseline(run: RunData, lang: str, book: Book | None = None) -> list[Block]:
                 used.append(c)
                 rows.append([cfg, f"{c.input_len}/{c.output_len}", *[figure(book, c, m) for m in BASELINE]])
     if not rows:
-        return [Para(t(lang, "note.no_baseline"))]
+        return []
     return [Para(t(lang, "note.headline_intervals")),
             Table(head, rows, role="baseline", left=2, footnotes=footnotes(used, lang, keys=[m.key for m in BASELINE]))]
 

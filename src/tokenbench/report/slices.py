@@ -88,8 +88,9 @@ def slice_table(s: Timeslices, lang: str) -> Table:
 
 
 def section(run: RunData, lang: str) -> list[Block]:
-    if not any(c.summary.slices is not None for c in run.cells):
-        return [Para(t(lang, "note.no_slices"))]
+    """Nothing where no cell ran more than one slice (one slice is the cell's own figures)."""
+    if not any(c.summary.slices is not None and len(c.summary.slices) > 1 for c in run.cells):
+        return []
     table = steady_table(run, lang)
     out: list[Block] = [Para(t(lang, "note.steady", spread=pct(STEADY_SPREAD, 0)))]
     out.append(table if table is not None else Para(t(lang, "note.no_full_slice")))

@@ -136,8 +136,9 @@ def _legend(names: list[str], colors: list[str]) -> list[str]:
 
 
 def line_chart(title: str, xlabel: str, ylabel: str, series: list[Series], logx: bool = False) -> str:
+    """The chart, or "" with fewer than two points (one point shows nothing its table does not)."""
     pts = [p for s in series for p in s.points + s.hollow]
-    if not pts:
+    if len(pts) < 2:
         return ""
     xs = [p[0] for p in pts]
     logx = logx and min(xs) > 0

@@ -1,0 +1,394 @@
+"""Mutation check: do the tests catch a single-point change in the modules that shape a published number?
+
+For each module given, about 10 reproducible single-point mutants (seeded): a comparison flipped, an
+integer constant off by one, two arguments swapped, min/max or any/all exchanged, a negation dropped, an
+arithmetic or boolean operator exchanged, an if's branches exchanged. Each mutant is written into a copy
+of the checkout and the test tier is run against it (`-x`, the tests that name the module first); a test
+failure, an error or a timeout detects it. Mutants argued equivalent by hand (no input tells them apart)
+are listed with their reason in scripts/mutation_equivalent.yaml and counted apart.
+
+    .venv/bin/python scripts/mutation_check.py src/tokenbench/metrics/stats.py src/tokenbench/load/arrivals.py
+    .venv/bin/python scripts/mutation_check.py --slow src/tokenbench/metrics/*.py   # survivors: the slow tier too
+    .venv/bin/python scripts/mutation_check.py --list src/tokenbench/metrics/stats.py   # the mutants, not run
+    .venv/bin/python scripts/mutation_check.py --only 'percentile:cmp:0 <= q' src/tokenbench/metrics/stats.py
+
+Prints one line per mutant (detected / survived / equivalent) and a table per module; exits 1 when fewer
+than --require (default 90 %) of the non-equivalent mutants are detected."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+EQUIVALENT = Path(__file__).with_name("mutation_equivalent.yaml")
+
+@dataclass(frozen=True)
+class Tier:
+    name: str
+    marks: str
+    test_timeout_s: int          # a test running longer (a mutant that loops) fails: the mutant is detected
+
+
+FAST = Tier("fast", "not engine and not browser and not slow", 60)
+SLOW = Tier("slow", "(slow or browser) and not engine", 600)
+CMP_FLIP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
+            ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn, ast.NotIn: ast.In}
+ARITH = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult, ast.FloorDiv: ast.Div,
+         ast.Mod: ast.FloorDiv}
+CALLS = {"min": "max", "max": "min", "any": "all", "all": "any"}
+PLUGIN = '''"""Loaded by scripts/mutation_check.py: hypothesis draws the same examples on every run, no database."""
+from hypothesis import settings
+settings.register_profile("mutation", database=None, derandomize=True)
+settings.load_profile("mutation")
+'''
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One single-point change: `node` (line, col, end line, end col; cols in characters) of `module`
+    replaced by `text`. `ident` names it by function, operator and code, not by line (stable while the
+    code it changes stays)."""
+
+    module: str
+    ident: str
+    span: tuple[int, int, int, int]
+    text: str
+
+    def apply(self, source: str) -> str:
+        lines = source.splitlines(keepends=True)
+        l0, c0, l1, c1 = self.span
+        head = "".join(lines[:l0 - 1]) + lines[l0 - 1][:c0]
+        tail = lines[l1 - 1][c1:] + "".join(lines[l1:])
+        return head + self.text + tail
+
+
+@dataclass
+class _Finder(ast.NodeVisitor):
+    """Every candidate mutation of one module, in source order."""
+
+    source: str
+    found: list[tuple[str, str, ast.AST, ast.AST]] = field(default_factory=list)  # (where, kind, old, new)
+    scope: list[str] = field(default_factory=list)
+
+    def where(self) -> str:
+        return ".".join(self.scope) or "<module>"
+
+    def add(self, kind: str, old: ast.AST, new: ast.AST) -> None:
+        self.found.append((self.where(), kind, old, new))
+
+    def _scoped(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
+        self.scope.append(node.name)
+        body = node.body[1:] if _docstring(node) else node.body
+        defaults = [*node.args.defaults, *node.args.kw_defaults] if not isinstance(node, ast.ClassDef) else []
+        for child in [*body, *(d for d in defaults if d is not None)]:
+            self.visit(child)
+        self.scope.pop()
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _scoped
+
+    def visit_Module(self, node: ast.Module) -> None:
+        for child in node.body[1:] if _docstring(node) else node.body:
+            if not isinstance(child, ast.ImportFrom | ast.Import):
+                self.visit(child)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self.visit(node.value)
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
+        return None                              # message text: not a figure
+
+    def visit_Compare(self, node: ast.Compare) -> None:
+        for i, op in enumerate(node.ops):
+            if type(op) in CMP_FLIP:
+                ops = [*node.ops[:i], CMP_FLIP[type(op)](), *node.ops[i + 1:]]
+                self.add("cmp", node, ast.Compare(node.left, ops, node.comparators))
+        self.generic_visit(node)
+
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        if type(node.op) in ARITH:
+            self.add("arith", node, ast.BinOp(node.left, ARITH[type(node.op)](), node.right))
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        if type(node.op) in ARITH:
+            self.add("arith", node, ast.AugAssign(node.target, ARITH[type(node.op)](), node.value))
+        self.generic_visit(node)
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> None:
+        self.add("bool", node, ast.BoolOp(ast.Or() if isinstance(node.op, ast.And) else ast.And(), node.values))
+        self.generic_visit(node)
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> None:
+        if isinstance(node.op, ast.Not | ast.USub) and not isinstance(node.operand, ast.Constant):
+            self.add("negation", node, node.operand)
+        self.generic_visit(node)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        value = node.value
+        if type(value) is int and abs(value) < 1000:
+            self.add("const", node, ast.Constant(value + 1))
+            self.add("const", node, ast.Constant(value - 1))
+
+    def visit_Call(self, node: ast.Call) -> None:
+        name = node.func.id if isinstance(node.func, ast.Name) else None
+        if name in CALLS:
+            self.add("call", node, ast.Call(ast.Name(CALLS[name], ast.Load()), node.args, node.keywords))
+        positional = [a for a in node.args if not isinstance(a, ast.Starred)]
+        if len(positional) == len(node.args) >= 2 and ast.dump(node.args[0]) != ast.dump(node.args[1]):
+            self.add("args", node, ast.Call(node.func, [node.args[1], node.args[0], *node.args[2:]], node.keywords))
+        self.generic_visit(node)
+
+    def visit_IfExp(self, node: ast.IfExp) -> None:
+        self.add("branch", node, ast.IfExp(node.test, node.orelse, node.body))
+        self.generic_visit(node)
+
+    def visit_If(self, node: ast.If) -> None:
+        self.add("branch", node.test, ast.UnaryOp(ast.Not(), node.test))
+        self.generic_visit(node)
+
+
+def _docstring(node: ast.AST) -> bool:
+    body = getattr(node, "body", [])
+    return bool(body) and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+        and isinstance(body[0].value.value, str)
+
+
+def _span(source_lines: list[str], node: ast.AST) -> tuple[int, int, int, int]:
+    """The node's place with columns in characters (ast gives UTF-8 byte offsets)."""
+    def col(line: int, byte: int) -> int:
+        return len(source_lines[line - 1].encode()[:byte].decode())
+    l0, l1 = node.lineno, node.end_lineno or node.lineno       # type: ignore[attr-defined]
+    return l0, col(l0, node.col_offset), l1, col(l1, node.end_col_offset or 0)   # type: ignore[attr-defined]
+
+
+def _flat(code: str) -> str:
+    return " ".join(code.split())
+
+
+def _code(source: str, node: ast.AST, parents: dict[ast.AST, ast.AST]) -> str:
+    """The changed code; a constant with the expression it is part of (`1 in len(t) - 1`)."""
+    code = _flat(ast.get_source_segment(source, node) or "")
+    parent = parents.get(node)
+    if isinstance(node, ast.Constant) and isinstance(parent, ast.expr):
+        whole = _flat(ast.get_source_segment(source, parent) or "")
+        return f"{code} in {whole[:60]}{'...' if len(whole) > 60 else ''}"
+    return code
+
+
+def candidates(module: str, source: str) -> list[Mutant]:
+    """Every mutant of the module that compiles, in source order, each with a distinct ident."""
+    finder, tree = _Finder(source), ast.parse(source)
+    finder.visit(tree)
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    lines, seen, out = source.splitlines(keepends=True), dict[str, int](), []
+    for where, kind, old, new in finder.found:
+        text = ast.unparse(new) if isinstance(new, ast.stmt) else f"({ast.unparse(new)})"
+        ident = f"{where}:{kind}:{_code(source, old, parents)} -> {_flat(text)}"
+        seen[ident] = seen.get(ident, 0) + 1
+        mutant = Mutant(module, ident + (f" #{seen[ident]}" if seen[ident] > 1 else ""), _span(lines, old), text)
+        if _compiles(mutant.apply(source)):
+            out.append(mutant)
+    return out
+
+
+def _compiles(source: str) -> bool:
+    try:
+        compile(source, "<mutant>", "exec")
+    except SyntaxError:
+        return False
+    return True
+
+
+def pick(mutants: list[Mutant], seed: int, per_module: int) -> list[Mutant]:
+    """`per_module` mutants drawn without replacement by a generator seeded with the seed and the module's
+    path: the same mutants on every run while the module's code stays."""
+    rng = random.Random(f"{seed}/{mutants[0].module}" if mutants else seed)
+    chosen = rng.sample(range(len(mutants)), min(per_module, len(mutants)))
+    return [mutants[i] for i in sorted(chosen)]
+
+
+# ---- running the tests against a mutant ----
+
+@dataclass(frozen=True)
+class Sandbox:
+    """A copy of the checkout's files (tracked and not ignored) where one module at a time is mutated."""
+
+    root: Path
+    timeout_s: float
+
+    @classmethod
+    def copy(cls, into: Path, timeout_s: float) -> Sandbox:
+        files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
+                               capture_output=True).stdout.decode().split("\0")
+        for rel in filter(None, files):
+            src, dst = ROOT / rel, into / rel
+            if src.is_file():
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, dst)
+        (into / ".mutation").mkdir()
+        (into / ".mutation" / "mutation_plugin.py").write_text(PLUGIN)
+        return cls(into, timeout_s)
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "PYTHONPATH": f"{self.root / 'src'}{os.pathsep}{self.root / '.mutation'}",
+                "PYTHONDONTWRITEBYTECODE": "1"}
+
+    def run(self, tier: Tier, tests: list[str]) -> bool:
+        """True when the tests pass (the mutant, if any, survived)."""
+        argv = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "mutation_plugin",
+                "--timeout", str(tier.test_timeout_s), "-m", tier.marks, *tests]
+        try:
+            done = subprocess.run(argv, cwd=self.root, env=self.env(), stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, timeout=self.timeout_s)
+        except subprocess.TimeoutExpired:
+            return False
+        return done.returncode == 0 or done.returncode == 5 and bool(tests)   # 5: none of these tests selected
+
+    def test_files(self, module: str) -> list[str]:
+        """Every test file: first the one named after the module, then those importing it, then those
+        naming it, then the rest (so -x stops early on most mutants)."""
+        stem = Path(module).stem
+        dotted = ".".join(Path(module).with_suffix("").parts[1:])          # src/tokenbench/a/b.py -> tokenbench.a.b
+        def rank(f: str) -> int:
+            text = (self.root / f).read_text(errors="replace")
+            return (0 if Path(f).stem == f"test_{stem}" else 1 if dotted in text or f"import {stem}" in text
+                    else 2 if stem in text else 3)
+        files = sorted(str(p.relative_to(self.root)) for p in (self.root / "tests").rglob("test_*.py"))
+        return sorted(files, key=rank)
+
+
+def survives(box: Sandbox, mutant: Mutant, tier: Tier) -> bool:
+    """Write the mutant into the sandbox, run the tier (the files naming the module, then the rest)."""
+    path = box.root / mutant.module
+    original = path.read_text()
+    path.write_text(mutant.apply(original))
+    try:
+        files = box.test_files(mutant.module)
+        return box.run(tier, files)
+    finally:
+        path.write_text(original)
+
+
+# ---- the report ----
+
+@dataclass
+class Tally:
+    mutants: int = 0
+    equivalent: int = 0
+    fast: int = 0
+    slow: int = 0
+    survivors: list[str] = field(default_factory=list)
+
+    def row(self, module: str, slow: bool) -> str:
+        live = self.mutants - self.equivalent
+        cols = [module, str(self.mutants), str(self.equivalent), f"{self.fast} / {live}"]
+        return " | ".join([*cols, f"{self.fast + self.slow} / {live}" if slow else "-"])
+
+
+def equivalents(path: Path) -> dict[tuple[str, str], str]:
+    """(module, mutant ident) -> why no input tells the mutant from the original."""
+    entries = yaml.safe_load(path.read_text()) or [] if path.exists() else []
+    return {(e["module"], e["mutant"]): e["reason"] for e in entries}
+
+
+def judge(box: Sandbox, mutant: Mutant, slow: bool) -> str:
+    if not survives(box, mutant, FAST):
+        return "detected (fast)"
+    if slow and not survives(box, mutant, SLOW):
+        return "detected (slow)"
+    return "survived"
+
+
+def check_module(box: Sandbox, mutants: list[Mutant], known: dict[tuple[str, str], str], slow: bool) -> Tally:
+    tally = Tally(mutants=len(mutants))
+    for m in mutants:
+        t0 = time.monotonic()
+        reason = known.get((m.module, m.ident))
+        outcome = judge(box, m, slow)
+        if reason is not None and outcome == "survived":
+            tally.equivalent += 1
+            outcome = f"equivalent: {reason}"
+        elif reason is not None:
+            outcome += " -- listed as equivalent, but a test tells it apart: remove it from the list"
+        tally.fast += outcome == "detected (fast)"
+        tally.slow += outcome == "detected (slow)"
+        if outcome == "survived":
+            tally.survivors.append(m.ident)
+        print(f"  {m.ident}  [{outcome}, {time.monotonic() - t0:.0f} s]", flush=True)
+    return tally
+
+
+def _modules(args: argparse.Namespace) -> Iterator[tuple[str, list[Mutant]]]:
+    for arg in args.modules:
+        rel = str(Path(arg).resolve().relative_to(ROOT))
+        every = candidates(rel, (ROOT / rel).read_text())
+        chosen = [m for m in every if m.ident == args.only] if args.only else pick(every, args.seed, args.per_module)
+        yield rel, chosen
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("modules", nargs="+", help="module files (src/tokenbench/...)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--per-module", type=int, default=10)
+    p.add_argument("--slow", action="store_true", help="run the slow tier on the fast tier's survivors")
+    p.add_argument("--list", action="store_true", help="print the mutants (and how many candidates) only")
+    p.add_argument("--only", help="run only the mutant with this ident")
+    p.add_argument("--timeout-s", type=float, default=900, help="a tier run longer than this detects the mutant")
+    p.add_argument("--require", type=float, default=0.9, help="share of non-equivalent mutants to detect")
+    return p
+
+
+def _table(tallies: dict[str, Tally], slow: bool) -> float:
+    print("\nmodule | mutants | equivalent | detected fast | detected fast+slow")
+    for module, t in tallies.items():
+        print(t.row(module, slow))
+    total = Tally(*(sum(getattr(t, f) for t in tallies.values()) for f in ("mutants", "equivalent", "fast", "slow")))
+    print(total.row("all", slow))
+    for module, t in tallies.items():
+        for ident in t.survivors:
+            print(f"survived: {module}: {ident}")
+    live = total.mutants - total.equivalent
+    return (total.fast + total.slow) / live if live else 1.0
+
+
+def main() -> int:
+    args = _parser().parse_args()
+    known = equivalents(EQUIVALENT)
+    if args.list:
+        for rel, chosen in _modules(args):
+            print(f"{rel}: {len(candidates(rel, (ROOT / rel).read_text()))} candidates")
+            for m in chosen:
+                print(f"  {m.ident}" + (f"  [equivalent: {known[(rel, m.ident)]}]" if (rel, m.ident) in known else ""))
+        return 0
+    with tempfile.TemporaryDirectory(prefix="tokenbench-mutants-") as tmp:
+        box = Sandbox.copy(Path(tmp), args.timeout_s)
+        for tier in (FAST, SLOW) if args.slow else (FAST,):
+            if not box.run(tier, []):
+                print(f"the {tier.name} tier fails without a mutant: fix that first", file=sys.stderr)
+                return 2
+        tallies = {}
+        for rel, chosen in _modules(args):
+            print(f"{rel}: {len(chosen)} mutants (seed {args.seed})", flush=True)
+            tallies[rel] = check_module(box, chosen, known, args.slow)
+    share = _table(tallies, args.slow)
+    print(f"detected {share:.0%} of the non-equivalent mutants (required {args.require:.0%})")
+    return 0 if share >= args.require else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,302 @@
+"""The figures' bounds (metrics/health.py, figure_health) against a plain reference of its documented formulas (docs/metrics.md, "Client
+health"; the module's docstring), on cells of random requests and stalls drawn as the loop-lag probe
+draws them (load/lag.py: each due a period after the last or at the late wake, each stall last seen at the
+previous wake, so windows overlap after a stall longer than the period), with reads of several chunks,
+failed and token-less requests, one loop or several, and a token log that folded (issue 39: a test for
+every behaviour a single-point change could alter; the folded path with stalls was never run before).
+
+The reference works stamp by stamp with loops over every stall, where the module works on sorted arrays:
+- a stall's window: start = max(the probe's previous wake, the latest stamp of the cell at or before the
+  due) (one loop; several loops: the previous wake), end = woke + the probe's resolution; a stamp t in
+  (due, end] may be late by t - start; the largest over the stalls, the later stall's cause on a tie;
+- a read of >= 4 chunks taken while no stall held the loop delays its chunks by the read's own delay
+  (buffering);
+- TTFT's sample carries its first token's delay, E2EL its end's, TPOT (first to last token, as the
+  tally's) the larger of the first's and the last's over (n - 1); an ITL gap the larger of its two chunks' (stalls) and each quiet
+  coalesced read's delay for the gaps it touches; mean ITL the first's and the last's per request;
+- a mean moves by sum(d) / N; a percentile by min(max d, the distance to the samples k ranks away);
+- a throughput by (the last end's delay + every end's delay over the slots) / duration x the figure.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from tokenbench.client.records import RequestRecord
+from tokenbench.metrics import token_log
+from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.health import figure_health
+from tokenbench.metrics.summary import of_tally, tally_of
+from tokenbench.metrics.tally import (
+    CAUSES,
+    CLIENT_CAUSES,
+    PROBE_PERIOD_NS,
+    PROBE_RESOLUTION_NS,
+    CellTally,
+    Stall,
+    Stalls,
+)
+from tokenbench.spec.bench import Load
+
+MS = 1_000_000
+BUFFERING = CAUSES.index("buffering")
+QS = ((50, "median"), (50, "p50"), (90, "p90"), (95, "p95"), (99, "p99"))
+
+
+# ---- a cell as the client would have measured it ----
+
+def request(rng: random.Random, i: int) -> RequestRecord:
+    """An ok request whose stamps are unique to it (+ i ns): a TTFT, then chunks 0-30 ms apart, some of
+    them read together (equal stamps, sometimes 4 or more: a coalesced read)."""
+    sent = rng.randrange(0, 300) * MS + i
+    n = rng.choice([0, 1, 2, 3, 5, 8, 12, 20])
+    times, t = [], sent + rng.randrange(5, 80) * MS
+    while len(times) < n:
+        size = min(n - len(times), rng.choice([1, 1, 1, 2, 4, 5]))
+        times += [t] * size
+        t += rng.randrange(1, 30) * MS
+    end = (times[-1] if times else sent + 40 * MS) + rng.randrange(0, 3) * MS
+    return RequestRecord(index=i, phase="measure", input_len=8, output_len=n, intended_ns=sent, sent_ns=sent,
+                         end_ns=end, token_times_ns=times, token_counts=[1] * n, completion_tokens=n,
+                         usage_source="server")
+
+
+def failed(rng: random.Random, i: int) -> RequestRecord:
+    sent = rng.randrange(0, 300) * MS + i
+    return RequestRecord(index=i, phase="measure", input_len=8, output_len=4, intended_ns=sent, sent_ns=sent,
+                         end_ns=sent + rng.randrange(1, 50) * MS, error_kind="http_status")
+
+
+def probe_stalls(rng: random.Random, horizon_ns: int, chance: float) -> list[Stall]:
+    """The stalls a 10 ms probe records: due = max(last due + period, last wake), `after` the last wake."""
+    stalls, seen, due = [], 0, PROBE_PERIOD_NS
+    while due < horizon_ns:
+        late = rng.random() < chance
+        woke = due + (rng.randrange(PROBE_RESOLUTION_NS + 1, 60 * MS) if late else rng.randrange(0, PROBE_RESOLUTION_NS))
+        if late:
+            stalls.append(Stall(after_ns=seen, due_ns=due, woke_ns=woke, cause=rng.choice(CLIENT_CAUSES)))
+        seen, due = woke, max(due + PROBE_PERIOD_NS, woke)
+    return stalls
+
+
+def drawn(seed: int) -> tuple[list[RequestRecord], list[Stall], Load]:
+    rng = random.Random(seed)
+    recs = [request(rng, i) for i in range(rng.randrange(1, 30))]
+    recs += [failed(rng, len(recs) + i) for i in range(rng.choice([0, 0, 2]))]
+    load = rng.choice([Load(concurrency=4, num_prompts=len(recs)), Load(request_rate=10.0, num_prompts=len(recs)),
+                       Load(request_rate=10.0, max_concurrency=3, num_prompts=len(recs))])
+    horizon = max(r.end_ns for r in recs) + 40 * MS
+    return recs, probe_stalls(rng, horizon, rng.choice([0.0, 0.1, 0.3, 0.6])), load
+
+
+# ---- the reference ----
+
+@dataclass
+class Window:
+    start: int
+    due: int
+    end: int
+    cause: int
+
+
+def windows(stalls: list[Stall], activity: list[int] | None) -> list[Window]:
+    out = []
+    for s in sorted(stalls, key=lambda s: s.due_ns):
+        seen = [a for a in activity or [] if a <= s.due_ns]
+        start = max([s.after_ns, *seen[-1:]]) if activity is not None else s.after_ns
+        out.append(Window(start, s.due_ns, s.woke_ns + PROBE_RESOLUTION_NS, CAUSES.index(s.cause)))
+    return out
+
+
+def late(wins: list[Window], t: int) -> tuple[float, int]:
+    """(ms, cause) a stall may have delayed stamp t; the later stall's cause on a tie."""
+    best = (0.0, -1)
+    for w in reversed(wins):
+        if w.due < t <= w.end and (t - w.start) / MS > best[0]:
+            best = ((t - w.start) / MS, w.cause)
+    return best
+
+
+def larger(*pairs: tuple[float, int]) -> tuple[float, int]:
+    best = pairs[0]
+    for p in pairs[1:]:
+        best = p if p[0] > best[0] else best
+    return best
+
+
+def dominant(pairs: list[tuple[float, int]]) -> str | None:
+    weights = [0.0] * len(CAUSES)
+    for d, c in pairs:
+        if d > 0:
+            weights[c] += d
+    return None if not any(weights) else CAUSES[weights.index(max(weights))]
+
+
+def at(sorted_values: list[float], pos: float) -> float:
+    if pos > len(sorted_values) - 1:
+        return math.inf
+    if pos < 0:
+        return -math.inf
+    return float(np.percentile(sorted_values, 100 * pos / max(len(sorted_values) - 1, 1)))
+
+
+def rank(n: int, at_pos, q: float, pairs: list[tuple[float, int]]) -> tuple[float, str | None]:
+    k = sum(d > 0 for d, _ in pairs)
+    if not n or not k:
+        return 0.0, None
+    pos = (n - 1) * q / 100
+    here = at_pos(pos)
+    by_rank = max(at_pos(pos + k) - here, here - at_pos(pos - k))
+    return min(max(d for d, _ in pairs), by_rank), dominant(pairs)
+
+
+def figure_bounds(values: list[float], pairs: list[tuple[float, int]], name: str) -> dict:
+    n, ranks = len(values), sorted(values)
+    out = {f"mean_{name}_ms": (sum(d for d, _ in pairs) / n if n else 0.0, dominant(pairs))}
+    for q, stat in QS:
+        out[f"{stat}_{name}_ms"] = rank(n, lambda p: at(ranks, p), q, pairs)
+    return out
+
+
+def reference(recs: list[RequestRecord], stalls: list[Stall], summary: CellSummary, tally: CellTally,
+              one_loop: bool) -> tuple[dict, dict]:
+    ok = [r for r in recs if r.ok]
+    folded = tally.tokens.chunks() is None
+    chunks = [] if folded else [t for r in ok for t in r.token_times_ns]
+    firsts = [r.token_times_ns[0] if r.token_times_ns else -1 for r in ok]
+    activity = sorted([r.sent_ns for r in recs] + [r.end_ns for r in recs] + firsts + chunks)
+    wins = windows(stalls, activity if one_loop else None)
+    stamp, delay, gaps, counts = tally.coalesced.arrays()
+    quiet = [(int(s), int(d), int(g), int(c)) for s, d, g, c in zip(stamp, delay, gaps, counts, strict=True)
+             if late(wins, int(s))[0] == 0]
+    buffered = {s: d / MS for s, d, _, _ in quiet}
+
+    def token(t: int) -> tuple[float, int]:
+        return larger(late(wins, t), (buffered[t], BUFFERING) if t in buffered else (0.0, -1))
+
+    out = {}
+    timed = [r for r in ok if r.token_times_ns]
+    out |= figure_bounds([(r.token_times_ns[0] - r.sent_ns) / MS for r in timed],
+                         [token(r.token_times_ns[0]) for r in timed], "ttft")
+    multi = [r for r in timed if r.output_tokens >= 2]
+    per = [r.output_tokens - 1 for r in multi]
+    tpot = [larger(token(r.token_times_ns[0]), token(r.token_times_ns[-1])) for r in multi]
+    out |= figure_bounds([(r.token_times_ns[-1] - r.token_times_ns[0]) / MS / k for r, k in zip(multi, per, strict=True)],
+                         [(d / k, c) for (d, c), k in zip(tpot, per, strict=True)], "tpot")
+    out |= figure_bounds([(r.end_ns - r.sent_ns) / MS for r in ok], [late(wins, r.end_ns) for r in ok], "e2el")
+    out |= itl(timed, wins, quiet, tally)
+    out |= rates(recs, wins, summary)
+    bounds = {k: v for k, v in out.items() if v[0] > 0}
+    facts = {"token_chunks": len(chunks) if not folded else tally.tokens.gap_ranks()[0] + len(timed),
+             "chunks_after_stall": None if folded else sum(late(wins, t)[0] > 0 for t in chunks),
+             "chunks_coalesced": sum(c for _, _, _, c in quiet)}
+    return bounds, facts
+
+
+def itl(timed: list[RequestRecord], wins: list[Window], quiet: list, tally: CellTally) -> dict:
+    n, at_pos = tally.tokens.gap_ranks()
+    if tally.tokens.chunks() is not None:
+        gaps = [(b - a) / MS for r in timed for a, b in zip(r.token_times_ns, r.token_times_ns[1:], strict=False)]
+        ranks = sorted(gaps)
+        assert len(gaps) == n
+        at_pos = lambda p: at(ranks, p)                                   # noqa: E731
+        stalled = [larger(late(wins, a), late(wins, b)) for r in timed
+                   for a, b in zip(r.token_times_ns, r.token_times_ns[1:], strict=False)]
+    else:
+        stalled = [((w.end - PROBE_RESOLUTION_NS - w.start) / MS, w.cause) for w in wins
+                   for _ in range(2 * tally.tokens.tokens_near(w.due, w.end))]
+    pairs = [p for p in stalled if p[0] > 0] + [(d / MS, BUFFERING) for _, d, g, _ in quiet for _ in range(g)]
+    ends = [larger(late(wins, r.token_times_ns[0]), late(wins, r.token_times_ns[-1])) for r in timed]
+    out = {"mean_itl_ms": (sum(d for d, _ in ends) / n if n else 0.0, dominant(ends))}
+    for q, stat in QS:
+        out[f"{stat}_itl_ms"] = rank(n, at_pos, q, pairs)
+    return out
+
+
+def rates(recs: list[RequestRecord], wins: list[Window], summary: CellSummary) -> dict:
+    if not any(r.ok for r in recs) or not summary.duration:
+        return {}
+    ends = [r.end_ns for r in recs]
+    d = [late(wins, t) for t in ends]
+    slots = summary.concurrency or summary.max_concurrency
+    held = [(x / slots if slots else 0.0, c) for x, c in d]
+    last = ends.index(max(ends))
+    held[last] = (max(held[last][0], d[last][0]), held[last][1])
+    share = sum(h for h, _ in held) * MS / (summary.duration * 1e9)
+    cause = dominant(held)
+    names = ("request_throughput", "output_throughput", "total_token_throughput", "request_goodput")
+    return {k: (share * v, cause) for k in names if (v := getattr(summary, k)) is not None and not math.isnan(v)}
+
+
+# ---- the checks ----
+
+def measured(recs: list[RequestRecord], stalls: list[Stall], load: Load, one_loop: bool = True):
+    tally = tally_of(recs)
+    summary = of_tally(tally, load, 8, 8)
+    return summary, tally, figure_health(summary, tally, Stalls.of(stalls), one_loop=one_loop)
+
+
+def agree(recs: list[RequestRecord], stalls: list[Stall], load: Load, one_loop: bool = True) -> dict:
+    summary, tally, health = measured(recs, stalls, load, one_loop)
+    bounds, facts = reference(recs, stalls, summary, tally, one_loop)
+    got = {k: (b.bound, b.cause) for k, b in (health.client_bounds or {}).items()}
+    assert sorted(got) == sorted(bounds)
+    for k, (b, cause) in bounds.items():
+        assert got[k][0] == pytest.approx(b, rel=1e-9, abs=1e-12), k
+        assert got[k][1] == cause, k
+    assert (health.token_chunks, health.chunks_after_stall, health.chunks_coalesced) == (
+        facts["token_chunks"], facts["chunks_after_stall"], facts["chunks_coalesced"])
+    return got
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_every_bound_is_the_documented_formula(seed):
+    recs, stalls, load = drawn(seed)
+    agree(recs, stalls, load, one_loop=seed % 3 != 0)
+
+
+@pytest.mark.parametrize("seed", range(60, 72))
+def test_the_folded_token_log_bounds_itl_by_every_token_near_a_stall(seed, monkeypatch):
+    monkeypatch.setattr(token_log, "FOLD_CHUNKS", 16)
+    recs, _, load = drawn(seed)
+    recs += [request(random.Random(seed), 100 + i) for i in range(8)]
+    stalls = probe_stalls(random.Random(seed + 1), max(r.end_ns for r in recs) + 40 * MS, 0.5)
+    summary, tally, _ = measured(recs, stalls, load)
+    assert tally.tokens.chunks() is None                             # the log folded
+    got = agree(recs, stalls, load)
+    if any(r.token_times_ns for r in recs) and stalls:
+        assert any(k.endswith("_itl_ms") and not k.startswith("mean") for k in got) or not tally.tokens.gap_ranks()[0]
+
+
+def test_a_stall_longer_than_the_period_overlaps_the_next_window_and_the_earlier_start_bounds_it():
+    """Stall A (due 100 ms, woke 140 ms) and B (due 140 ms = A's wake, woke 150 ms): a stamp at 141 ms is in
+    both windows; A's start is the earlier, so A bounds it (41 ms), not B (1 ms)."""
+    a = Stall(after_ns=90 * MS, due_ns=100 * MS, woke_ns=140 * MS, cause="client_cpu")
+    b = Stall(after_ns=140 * MS, due_ns=140 * MS, woke_ns=150 * MS, cause="host_contention")
+    r = RequestRecord(index=0, phase="measure", input_len=8, output_len=2, intended_ns=0, sent_ns=0,
+                      end_ns=200 * MS, token_times_ns=[141 * MS, 190 * MS], token_counts=[1, 1],
+                      completion_tokens=2, usage_source="server")
+    got = agree([r], [a, b], Load(concurrency=1, num_prompts=1), one_loop=False)
+    assert got["mean_ttft_ms"] == (pytest.approx(51.0), "client_cpu")
+
+
+def test_a_stamp_before_the_due_narrows_the_window_only_on_one_loop():
+    s = Stall(after_ns=0, due_ns=100 * MS, woke_ns=150 * MS, cause="client_stopped")
+    r = RequestRecord(index=0, phase="measure", input_len=8, output_len=2, intended_ns=0, sent_ns=90 * MS,
+                      end_ns=200 * MS, token_times_ns=[120 * MS, 190 * MS], token_counts=[1, 1],
+                      completion_tokens=2, usage_source="server")
+    one = agree([r], [s], Load(concurrency=1, num_prompts=1), one_loop=True)
+    several = agree([r], [s], Load(concurrency=1, num_prompts=1), one_loop=False)
+    assert one["mean_ttft_ms"][0] == pytest.approx(30.0) and several["mean_ttft_ms"][0] == pytest.approx(120.0)
+
+
+def test_no_stall_and_no_buffering_bound_nothing():
+    recs, _, load = drawn(5)
+    recs = [r for r in recs if len(set(r.token_times_ns)) == len(r.token_times_ns)]
+    _, _, health = measured(recs, [], load)
+    assert health.client_bounds == {} and health.chunks_after_stall == 0 and health.chunks_coalesced == 0
