@@ -157,10 +157,13 @@ class TuneSearches:
             if not todo or left < 1 or self.out_of_time():
                 return
             spent = left
-            for config in todo:
+            for k, config in enumerate(todo):
+                more = left // len(todo) + (k < left % len(todo))          # what is left, split evenly
+                if not more:
+                    continue
                 self.rival = judged.rivals([e for e in self.entrants() if e.name != config.name],
                                            self.spec.capacity_tiers())
-                self.budgets[config.name] = self.entrant(config.name).cells + max(1, left // len(todo))
+                self.budgets[config.name] = self.entrant(config.name).cells + more
                 yield config
             if self.total - sum(e.cells for e in self.entrants()) >= spent:
                 return                                        # no cell run: nothing more to learn
