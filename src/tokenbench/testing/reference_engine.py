@@ -9,9 +9,10 @@ known way (`tokenbench tune reference-sglang --vary args.max-running-requests=4,
         ReferenceConfig field as --field-name VALUE]
 
 SGLang's own names map to the reference server's fields (max-running-requests -> max_running,
-max-total-tokens -> kv_capacity_tokens, context-length -> max_model_len); --model-path is accepted and not
-read (the reference server has its own tokenizer), --tp and --data-parallel-size are accepted and change
-nothing. A flag it does not know ends it at once with argparse's `unrecognized arguments` line, as an engine
+max-total-tokens -> kv_capacity_tokens, context-length -> max_model_len, otlp-traces-endpoint -> otlp_endpoint,
+over gRPC as SGLang exports, so a study that traces the engine gets the reference server's spans);
+--model-path is accepted and not read (the reference server has its own tokenizer), --enable-trace, --tp and
+--data-parallel-size are accepted and change nothing. A flag it does not know ends it at once with argparse's `unrecognized arguments` line, as an engine
 does, and so does a refused value (exit 2).
 """
 
@@ -27,8 +28,8 @@ from tokenbench.testing.reference_server import run_blocking
 
 PROG = "python -m tokenbench.testing.reference_engine"
 SGLANG_NAMES = {"max_running_requests": "max_running", "max_total_tokens": "kv_capacity_tokens",
-                "context_length": "max_model_len", "served_model_name": "model"}
-IGNORED = ("model_path", "tp", "data_parallel_size")
+                "context_length": "max_model_len", "served_model_name": "model", "otlp_traces_endpoint": "otlp_endpoint"}
+IGNORED = ("model_path", "tp", "data_parallel_size", "enable_trace")
 FIELDS = {f.name: f for f in dataclasses.fields(ReferenceConfig) if f.name not in ("faults", "api_key")}
 
 
@@ -71,6 +72,8 @@ def config(argv: list[str]) -> tuple[ReferenceConfig, str, int]:
             fields[field] = _value(field, raw)
         except ValueError:
             _refuse(f"argument --{name.replace('_', '-')}: invalid value: '{raw}'")
+    if "otlp_endpoint" in fields and "otlp_protocol" not in fields:      # SGLang exports its spans over gRPC
+        fields["otlp_protocol"] = "http" if str(fields["otlp_endpoint"]).startswith("http") else "grpc"
     return ReferenceConfig(**fields), host, port  # type: ignore[arg-type]
 
 
