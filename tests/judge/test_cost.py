@@ -19,7 +19,7 @@ from tokenbench.metrics.summary_groups import PhaseLedger, ServerMeans
 def cell(tokens_in: int, tokens_out: int, duration: float) -> CellInfo:
     summary = CellSummary(total_input_tokens=tokens_in, total_output_tokens=tokens_out, duration=duration,
                           output_throughput=tokens_out / duration, completed=10)
-    return CellInfo(1, "c", "k", 0, 128, 32, 4, None, "ok", "", None, None, False, summary)
+    return CellInfo("k", 128, 32, "ok", summary, concurrency=4, id=1, config="c")
 
 
 prices = st.floats(min_value=0.01, max_value=500)
@@ -63,7 +63,7 @@ def test_price_as_the_run_states_it():
 
 def test_no_throughput_no_cost():
     c = cell(10, 10, 1.0)
-    empty = CellInfo(1, "c", "k", 0, 128, 32, 4, None, "failed", "", None, None, False, CellSummary())
+    empty = CellInfo("k", 128, 32, "failed", CellSummary(), concurrency=4, id=1, config="c")
     assert cell_cost(empty, Price(2.5), 1) is None and cell_cost(c, Price(2.5), 1) is not None
 
 

@@ -17,7 +17,7 @@ from tests.contention import Waited
 from tokenbench.client.records import RequestRecord
 from tokenbench.judge.status import figure_state, judge, usable
 from tokenbench.load.workers import merge_health
-from tokenbench.metrics.cell import Measured, finish
+from tokenbench.metrics.cell import Measured, ServerSide, finish
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.health import CLAIM_ABS_MS, CLAIM_REL, claim_ms, rank_bound, tolerance
 from tokenbench.metrics.request import percentile
@@ -63,7 +63,7 @@ def record(i: int, sent: int, ttft_ms: float = 100.0, itl_ms: float = 20.0, n: i
 
 def cell(records: list[RequestRecord], stalls: list[Stall], load: Load = CLOSED) -> CellSummary:
     measured = Measured(tally_of(records), load, (16, 40), ClientHealth(stalls=Stalls.of(stalls)), SlotWaits())
-    summary, verdict = finish(measured, VerdictPolicy())
+    summary, verdict = finish(measured, ServerSide(), VerdictPolicy())
     assert verdict.status == "ok"                        # the client's health never changes the cell's status
     return summary
 

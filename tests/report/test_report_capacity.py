@@ -46,7 +46,7 @@ def _stored_search(store) -> str:
         load = Load(concurrency=c, num_prompts=2 * c)
         summary = summarize(recs, load, 128, 32)
         key = f"128:32/c={c}"
-        row = CellRow.measured(_Planned(key, probe.repeat, load), _Measured(summary), KvUse())
+        row = CellRow.from_result(_Planned(key, probe.repeat, load), _Measured(summary), KvUse())
         store.save_cell(run_id, config_id, row, recs)
         got = CellSamples(key=key, repeat=probe.repeat, status="ok", values=samples_of(recs, metrics_of(tiers), SLO()),
                           request_rate=summary.request_throughput, slices=summary.slices)

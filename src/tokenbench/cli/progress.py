@@ -3,7 +3,6 @@ line, then the matrix and the workload facts. Shared by bench, sweep, demo and a
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 
 from rich.console import Console
@@ -68,7 +67,7 @@ class Display:
 
     def stored(self, cell: PlannedCell, row: CellRow, result: CellResult) -> None:
         """Kept for the workload lines, with the summary as stored (the server's counters included)."""
-        self.results.append(dataclasses.replace(result, summary=row.summary))
+        self.results.append(result)
 
     def target(self, t: Endpoint, facts: dict) -> None:
         self.bar.console.print(f"[bold]tokenbench[/] {t.base_url} model={escape(t.model)} "

@@ -24,7 +24,6 @@ from tokenbench.deploy.engines import engine_module, served_model
 from tokenbench.deploy.ports import check_port, free_port
 from tokenbench.deploy.state import DeploymentState
 from tokenbench.errors import DeployError
-from tokenbench.local_engines import models
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import ServerFacts
 
@@ -126,6 +125,7 @@ def launch(profile: Profile, state_dir: str | Path | None = None, say: Say = lam
     tied, owned = how.tied, how.owned
     if profile.runs_in == "local":
         say(f"model: {profile.model.bundled or profile.model.path}")
+        from tokenbench.local_engines import models  # a local model's file: only when one is launched
         models.resolve(profile.model)                  # a missing model fails here, before launch
     port = choose_port(profile, how.stable_port, say)
     argv = command_for(profile, port)

@@ -77,7 +77,7 @@ def request_rows(store: Store, run_id: str, phases: tuple[str, ...] = ("measure"
     """Flat rows for CSV: the chunk lists left out."""
     lists = ("token_offsets_ns", "token_counts")
     return [{"config": c.config, "cell": c.key, **{k: v for k, v in _request(r).items() if k not in lists}}
-            for c in store.cells(run_id) for phase in phases for r in store.requests(c.id or 0, phase)]
+            for c in store.cells(run_id) for phase in phases for r in store.requests(c.id, phase)]
 
 
 def to_json(store: Store, run_id: str, requests: bool) -> str:
@@ -89,7 +89,7 @@ def to_json(store: Store, run_id: str, requests: bool) -> str:
                         "profile": c.profile.model_dump(mode="json") if c.profile else {}, "facts": c.facts.to_dict(),
                         "status": c.status, **({"launch": c.launch.model_dump(mode="json")} if c.launch else {})}
                        for c in configs],
-           "cells": [{**_cell_row(c), **({"requests": [_request(r) for r in store.requests(c.id or 0)]}
+           "cells": [{**_cell_row(c), **({"requests": [_request(r) for r in store.requests(c.id)]}
                                          if requests else {})} for c in store.cells(run_id)]}
     stored = store.searches(run_id)
     searches = [{"config": x.config, **x.record.model_dump(mode="json")} for x in stored]

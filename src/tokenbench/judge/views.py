@@ -8,21 +8,23 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.errors import StoreError, UsageError
 from tokenbench.judge.load_axes import LoadKey, concurrency_key, load_key
 from tokenbench.judge.status import State, figure_state, judge
-from tokenbench.logs.launch import LaunchFailure
-from tokenbench.metrics.cell_summary import CellSummary, Metric
-from tokenbench.metrics.summary_groups import FigureHealth, FigureMark
-from tokenbench.metrics.timeslices import Timeslices
+from tokenbench.metrics.cell_summary import Metric
+from tokenbench.metrics.summary import mean_of_repeats
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.profile_args import render_args
 from tokenbench.spec.server_facts import ServerFacts
 from tokenbench.store.db import Store, db_path
 from tokenbench.store.rows import CellRow, ConfigRow, RunRow, SampleRow, SearchRow
+
+if TYPE_CHECKING:
+    from tokenbench.logs.launch import LaunchFailure
 
 MONITOR_NAMES = ("running", "waiting", "kv_usage")
 
@@ -88,21 +90,10 @@ class ConfigInfo:
 
 
 @dataclass(frozen=True)
-class CellInfo:
-    id: int
-    config: str
-    key: str
-    repeat: int
-    input_len: int
-    output_len: int
-    concurrency: int | None
-    request_rate: float | None
-    status: str
-    message: str
-    kv_demand: int | None
-    kv_capacity: int | None
-    over_capacity: bool
-    summary: CellSummary
+class CellInfo(CellRow):
+    """A stored cell as the report reads it: the row as the store gave it (its fields are the row's,
+    store/rows.CellRow), the repeats a merged cell stands for, and the judgements' views of it."""
+
     repeats: tuple[CellInfo, ...] = ()    # set on a merged cell: every stored repeat, in order
     eager: bool = False                   # its decode batch is above the captured graph sizes (the `^` mark)
     users: int | None = None              # closed-loop sessions (a session workload's load), when the cell has it
@@ -195,53 +186,6 @@ class Spread:
         return self.sd / abs(self.mean) if self.mean else None
 
 
-def _mean_value(vals: list):
-    """Mean of numbers (an int when every repeat gave an int and the mean is whole); dicts of counts
-    are summed key by key; anything else is the first repeat's."""
-    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
-        m = statistics.fmean(vals)
-        return int(m) if all(isinstance(v, int) for v in vals) and m.is_integer() else m
-    if all(isinstance(v, dict) and all(isinstance(x, int) for x in v.values()) for v in vals):
-        out: dict = {}
-        for v in vals:
-            for k, x in v.items():
-                out[k] = out.get(k, 0) + x
-        return out
-    return vals[0]
-
-
-def _counts_only(group: list[CellInfo]) -> CellSummary:
-    """The summary of a cell none of whose repeats was ok: counts, and no figure (nothing to average)."""
-    told: set[str] = set().union(*(c.summary.model_fields_set for c in group))
-    counts: dict[str, list[int | float | None]] = {
-        "num_prompts": [c.summary.num_prompts for c in group], "completed": [c.summary.completed for c in group],
-        "failed": [c.summary.failed for c in group], "length_mismatches": [c.summary.length_mismatches for c in group]}
-    return CellSummary.model_validate({k: sum(v or 0 for v in vals) for k, vals in counts.items() if k in told})
-
-
-def _means(used: list[CellInfo]) -> CellSummary:
-    """Each figure given by every repeat: its mean over them (the stored form, key by key); the timeslices
-    are the first repeat's (slices of different cells do not average)."""
-    stored = [c.summary.to_dict() for c in used]
-    own = set(Timeslices.key_names())
-    keys = [k for k in stored[0] if all(k in s for s in stored) and k not in own]
-    means = CellSummary.from_dict({k: _mean_value([s[k] for s in stored]) for k in keys})
-    return means.with_(used[0].summary.slices)
-
-
-def _with_marks(summary: CellSummary, used: list[CellInfo]) -> CellSummary:
-    """A figure marked in any repeat is marked in their mean (with the largest bound)."""
-    marks: dict[str, FigureMark] = {}
-    for c in used:
-        for key, m in ((c.summary.figures and c.summary.figures.client_marks) or {}).items():
-            if key not in marks or m.bound > marks[key].bound:
-                marks[key] = m
-    if not marks:
-        return summary
-    figures = summary.figures or FigureHealth()
-    return summary.with_(figures.model_copy(update={"client_marks": marks}))
-
-
 def merge_repeats(group: list[CellInfo]) -> CellInfo:
     """Repeats of one cell as one: each summary value is the mean over the repeats that are ok (a repeat
     that is not ok never enters a mean; failure counts are summed over all); when none is ok the merged
@@ -250,10 +194,8 @@ def merge_repeats(group: list[CellInfo]) -> CellInfo:
         return group[0]
     merged = replace(group[0], repeats=tuple(group))
     used = merged.measured()
-    summary = _with_marks(_means(used), used) if used else _counts_only(group)
+    summary = mean_of_repeats([c.summary for c in used], [c.summary for c in group])
     status = used[0].status if used else group[0].status
-    failed = [c.summary.failed_by_kind for c in group]
-    summary = summary.model_copy(update={"failed_by_kind": _mean_value(failed) if any(failed) else {}})
     message = group[0].message if not used else "; ".join(dict.fromkeys(c.message for c in group if c.message))
     return replace(merged, summary=summary, status=status, message=message)
 
@@ -328,9 +270,7 @@ def _config(row: ConfigRow) -> ConfigInfo:
 
 
 def _cell(row: CellRow) -> CellInfo:
-    return CellInfo(row.id or 0, row.config or "", row.key, row.repeat, row.input_len, row.output_len,
-                    row.concurrency, row.request_rate, row.status, row.message, row.kv_demand, row.kv_capacity,
-                    row.over_capacity, row.summary)
+    return CellInfo(**{f.name: getattr(row, f.name) for f in fields(CellRow)})
 
 
 def _monitor(store: Store, cells: list[CellInfo]) -> dict[int, list[SampleRow]]:

@@ -2,9 +2,10 @@
 as the summary's `counters` group: the prefix-cache hit rate (tokens looked up and tokens found), beside the rate
 from the responses' `cached_tokens` that the tally computes; speculative decoding's acceptance rate and
 mean acceptance length, as vLLM defines them, or, where an engine has only gauges (SGLang), their mean
-over the cell's scrapes. Its request-time histograms' means over the phase (the `server_means` group). Its
-span of each request, joined by the trace id the request carried: the clock offset, each request's phases and the
-cell's phase ledger (the `phases` group). Pure. Formulas: docs/metrics.md, "Prefix-cache hit rate", "Speculative
+over the cell's scrapes (the cell's monitor reads them as `Readings`; metrics/cell.finish makes the group of them).
+Its request-time histograms' means over the phase (the `server_means` group). Its span of each request, joined by the
+trace id the request carried: the clock offset, each request's phases and the cell's phase ledger (the `phases`
+group). Pure. Formulas: docs/metrics.md, "Prefix-cache hit rate", "Speculative
 decoding", "Where the time went".
 """
 
@@ -14,15 +15,14 @@ import dataclasses
 import math
 from array import array
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from tokenbench.client.records import RequestRecord
-from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.request import percentile
-from tokenbench.metrics.summary_groups import PHASES, PhaseLedger, PhaseName, ServerMeans
+from tokenbench.metrics.summary_groups import PHASES, PhaseLedger, PhaseName, ServerCounters, ServerMeans
 
 COUNTERS = "counters"
 GAUGES = "gauges"
@@ -47,19 +47,6 @@ def hits_from_counters(queries: float | None, hits: float | None) -> CounterHits
     if queries is None or hits is None:
         return None
     return CounterHits(queries, hits)
-
-
-def fill_in(summary: CellSummary, counters: CounterHits | None) -> tuple[CellSummary, dict[str, Any]]:
-    """The summary with `cache_hit_rate` (and `total_cached_tokens`) from the counters when no response
-    reported cached_tokens, and the server-counter keys: the counters' figures and `cache_hit_source`, which
-    one `cache_hit_rate` is."""
-    out: dict[str, Any] = counters.summary() if counters else {}
-    if summary.cache_hit_rate is not None:
-        return summary, {**out, "cache_hit_source": "usage"}
-    if counters is not None and counters.rate is not None:
-        filled = summary.model_copy(update={"cache_hit_rate": counters.rate, "total_cached_tokens": counters.hit_tokens})
-        return filled, {**out, "cache_hit_source": "counters"}
-    return summary, out
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +81,37 @@ def acceptance_from_gauges(rate: float | None, length: float | None) -> Acceptan
     if rate is None and length is None:
         return None
     return Acceptance(rate, length, source=GAUGES)
+
+
+@dataclass(frozen=True)
+class Readings:
+    """What the server's counters and settings said over a cell's measured phase (study/monitoring.py):
+    prefix-cache hits, speculative acceptance, the server's speculative decoding and why its figures are
+    not what text gets (the `§` mark), and the window the increases span (`server_counters_*` keys)."""
+
+    hits: CounterHits | None = None
+    acceptance: Acceptance | None = None
+    speculative: str | None = None       # the server's speculative decoding ("ngram, 3 draft tokens")
+    random_prompts: str | None = None    # random prompts to a speculative server, and why that matters
+    window: dict[str, float | None] = field(default_factory=dict)
+
+
+def counters(r: Readings, cache_hit_rate: float | None) -> tuple[dict[str, float], ServerCounters | None]:
+    """The summary's `cache_hit_rate` and `total_cached_tokens` from the counters when no response reported
+    cached tokens (`cache_hit_rate` None), and the `counters` group: the counters' figures and
+    `cache_hit_source` (which one `cache_hit_rate` is); None when the server said nothing of them."""
+    out: dict[str, Any] = r.hits.summary() if r.hits else {}
+    fill: dict[str, float] = {}
+    if cache_hit_rate is not None:
+        out["cache_hit_source"] = "usage"
+    elif r.hits is not None and r.hits.rate is not None:
+        fill = {"cache_hit_rate": r.hits.rate, "total_cached_tokens": r.hits.hit_tokens}
+        out["cache_hit_source"] = "counters"
+    out |= r.acceptance.summary() if r.acceptance else {}
+    if r.speculative:
+        out["speculative"] = r.speculative
+        out |= {"spec_random_prompts": r.random_prompts} if r.random_prompts else {}
+    return fill, ServerCounters.model_validate({**out, **r.window}) if out else None
 
 
 # ---- the server's spans: each request's own timings, joined by its trace id (docs/metrics.md "Where the time

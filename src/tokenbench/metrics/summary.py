@@ -8,6 +8,7 @@ written, and the rest of the lateness, the client's own)."""
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 
 import numpy as np
@@ -15,11 +16,10 @@ import numpy as np
 from tokenbench.client.records import RequestRecord
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.request import describe, percentile
-from tokenbench.metrics.summary_groups import OffReason, SendRates, SessionFigures, StreamTail
+from tokenbench.metrics.summary_groups import FigureHealth, FigureMark, OffReason, SendRates, SessionFigures, StreamTail
 from tokenbench.metrics.tally import CellTally, SendTimes, SlotWaits, Turn, TurnTally
-from tokenbench.metrics.timeslices import Columns
+from tokenbench.metrics.timeslices import Columns, Timeslices
 from tokenbench.metrics.timeslices import compute as timeslices
-from tokenbench.metrics.uncertainty import within
 from tokenbench.spec.bench import SLO, Load, Workload
 
 NS = 1e9
@@ -237,9 +237,14 @@ def off_reason(rates: SendRates, load: Load) -> OffReason | None:
     return worst if causes[worst] > 0 else "few_requests"     # type: ignore[return-value]
 
 
+def on_schedule(load: Load) -> bool:
+    """An open loop that is not a sessions cell: its sends keep a schedule, so their rates are figures."""
+    return load.concurrency is None and not load.sessions
+
+
 def send_rates(t: SendTimes, load: Load, waits: SlotWaits, seed: int | None = None) -> SendRates | None:
     """The group of an open-loop cell (None for a closed loop, a sessions cell, or a cell that sent nothing)."""
-    if load.concurrency is not None or load.sessions or not len(t.intended):
+    if not on_schedule(load) or not len(t.intended):
         return None
     late, slot, connect = _means(t, waits)
     capped = load.max_concurrency is not None
@@ -267,6 +272,7 @@ def _mean(values: list) -> float | None:
 
 def turn_figures(turns: TurnTally) -> dict[str, list]:
     """The `turn_*` keys of SessionFigures, turn 0 to the last turn seen."""
+    from tokenbench.metrics.uncertainty import within  # a sessions cell only
     rows = [turns.turns.get(k, Turn()) for k in range(max(turns.turns, default=-1) + 1)]
     ttft = [within(np.asarray(t.ttft), "mean") if t.ttft else None for t in rows]
     return {"turn_requests": [len(t.prompt) for t in rows],
@@ -311,3 +317,59 @@ def summarize(recs: Sequence[RequestRecord], load: Load, input_len: int, output_
               slo: SLO | None = None) -> CellSummary:
     """Summary of one cell's measured requests (warmup records must be filtered out by the caller)."""
     return of_tally(tally_of(recs, slo), load, input_len, output_len)
+
+
+def _mean_value(vals: list):
+    """Mean of numbers (an int when every repeat gave an int and the mean is whole); dicts of counts
+    are summed key by key; anything else is the first repeat's."""
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+        m = statistics.fmean(vals)
+        return int(m) if all(isinstance(v, int) for v in vals) and m.is_integer() else m
+    if all(isinstance(v, dict) and all(isinstance(x, int) for x in v.values()) for v in vals):
+        out: dict = {}
+        for v in vals:
+            for k, x in v.items():
+                out[k] = out.get(k, 0) + x
+        return out
+    return vals[0]
+
+
+def _counts_only(group: list[CellSummary]) -> CellSummary:
+    """The summary of a cell none of whose repeats was ok: counts, and no figure (nothing to average)."""
+    told: set[str] = set().union(*(s.model_fields_set for s in group))
+    counts: dict[str, list[int | float | None]] = {
+        "num_prompts": [s.num_prompts for s in group], "completed": [s.completed for s in group],
+        "failed": [s.failed for s in group], "length_mismatches": [s.length_mismatches for s in group]}
+    return CellSummary.model_validate({k: sum(v or 0 for v in vals) for k, vals in counts.items() if k in told})
+
+
+def _repeat_means(used: list[CellSummary]) -> CellSummary:
+    """Each figure given by every repeat: its mean over them (the stored form, key by key); the timeslices
+    are the first repeat's (slices of different cells do not average)."""
+    stored = [s.to_dict() for s in used]
+    own = set(Timeslices.key_names())
+    keys = [k for k in stored[0] if all(k in s for s in stored) and k not in own]
+    means = CellSummary.from_dict({k: _mean_value([s[k] for s in stored]) for k in keys})
+    return means.with_(used[0].slices)
+
+
+def _with_marks(summary: CellSummary, used: list[CellSummary]) -> CellSummary:
+    """A figure marked in any repeat is marked in their mean (with the largest bound)."""
+    marks: dict[str, FigureMark] = {}
+    for s in used:
+        for key, m in ((s.figures and s.figures.client_marks) or {}).items():
+            if key not in marks or m.bound > marks[key].bound:
+                marks[key] = m
+    if not marks:
+        return summary
+    figures = summary.figures or FigureHealth()
+    return summary.with_(figures.model_copy(update={"client_marks": marks}))
+
+
+def mean_of_repeats(used: list[CellSummary], every: list[CellSummary]) -> CellSummary:
+    """Repeats of one cell as one summary: each figure given by every repeat that is ok (`used`) is its mean
+    over them, a figure marked in any is marked in the mean; when none is ok, the counts of all (`every`)
+    and no figure; the failures by kind of all, summed."""
+    summary = _with_marks(_repeat_means(used), used) if used else _counts_only(every)
+    failed = [s.failed_by_kind for s in every]
+    return summary.model_copy(update={"failed_by_kind": _mean_value(failed) if any(failed) else {}})

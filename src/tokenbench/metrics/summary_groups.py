@@ -252,7 +252,7 @@ POWER_KEYS = frozenset(MonitorFigures.PREFIX + k for k in (
 
 
 class ServerCounters(Group):
-    """What the server's own counters said over the cell's measured phase (study/monitoring.server_figures):
+    """What the server's own counters said over the cell's measured phase (study/monitoring.readings, metrics/server.counters):
     prefix-cache hits, speculative decoding and its acceptance (metrics/server.py),
     the window the increases span; and the `§` mark of a speculative server fed random prompts. Formulas:
     docs/metrics.md ("Server counters over a cell", "Speculative decoding", "Prefix-cache hit rate")."""

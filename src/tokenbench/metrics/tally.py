@@ -29,7 +29,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from tokenbench.client.records import RequestRecord
+from tokenbench.client.records import OUT_OF_FILES, RequestRecord
 from tokenbench.metrics import request as rm
 from tokenbench.metrics.token_log import TokenLog
 from tokenbench.spec.bench import SLO
@@ -134,6 +134,14 @@ class CellTally:
             self.images[3] += r.image_count
             self.images_counted = True
 
+    def completed(self) -> int:
+        """The ok requests (the summary's completed)."""
+        return len(self.ok)
+
+    def output_tokens(self) -> int:
+        """Output tokens of the ok requests (the summary's total_output_tokens)."""
+        return int(self.ok.np("out").sum())
+
     def send_times(self) -> SendTimes:
         """Every measured send's due, write and connect times (metrics/summary.send_rates)."""
         return SendTimes(self.all.np("intended"), self.all.np("wrote"), self.all.np("connect"))
@@ -187,6 +195,7 @@ class Outcomes:
         self.first_failed: RequestRecord | None = None
         self.bad: list[RequestRecord] = []
         self.tail: list[tuple[int, int, RequestRecord]] = []
+        self.out_of_files: RequestRecord | None = None     # a connection the client's own file limit refused
 
     @classmethod
     def of(cls, recs: Sequence[RequestRecord]) -> Outcomes:
@@ -208,6 +217,8 @@ class Outcomes:
             self.kinds[r.error_kind] += 1
             if self.first_failed is None or r.index < self.first_failed.index:
                 self.first_failed = r
+            if self.out_of_files is None and r.error_kind == "connect" and OUT_OF_FILES in r.error_detail:
+                self.out_of_files = r
         if r.error_kind == "http_status":
             self.codes[r.status] += 1
         self.tail = sorted([*self.tail, (r.sent_ns, r.index, r)], key=lambda e: e[:2])[-UNREACHABLE_AFTER:]

@@ -108,17 +108,24 @@ class Verdict:
     message: str = ""                    # why, one line ("" when ok)
     unreachable: str | None = None       # the server stopped accepting connections (the cell stopped sending)
     marks: dict[str, FigureMark] = field(default_factory=dict)   # figures the client's delays may have moved
+    died: str | None = None              # the server died or stopped answering during the cell: what was seen
 
-    def failed(self, why: str) -> Verdict:
+    def failed(self, why: str, died: str) -> Verdict:
         """The same verdict turned "failed" with `why` ahead of its message (a server that died)."""
-        return replace(self, status="failed", message=f"{why}; {self.message}" if self.message else why)
+        message = f"{why}; {self.message}" if self.message else why
+        return replace(self, status="failed", message=message, died=died)
 
 
 def _gone(seen: Outcomes, policy: VerdictPolicy, planned: int | None) -> str | None:
+    """Why the cell stopped sending before its end: the client ran out of descriptors (it stops as for a
+    server gone: every later connection fails the same way), or the server stopped accepting connections."""
     lost = unreachable(seen)
+    left = f"{planned - seen.n} of {planned} requests not sent" if planned else "the rest not sent"
+    if seen.out_of_files is not None:
+        return (f"the client ran out of file descriptors ({seen.out_of_files.error_detail[:160]}): lower "
+                f"--concurrency / --max-concurrency, or raise `ulimit -n`; {left}")
     if not lost:
         return None
-    left = f"{planned - seen.n} of {planned} requests not sent" if planned else "the rest not sent"
     return (f"server unreachable at {policy.base_url}: {UNREACHABLE_AFTER} consecutive connection failures "
             f"({lost}); {left}")
 
@@ -130,6 +137,17 @@ def cell_verdict(seen: Outcomes, summary: CellSummary, policy: VerdictPolicy, pl
     marks = health.marks(summary)
     lost = _gone(seen, policy, planned)
     return Verdict("failed", lost, lost, marks) if lost else Verdict(status, message, marks=marks)
+
+
+def server_gone(v: Verdict, death: str | None, ours: bool) -> Verdict:
+    """A cell that did not end ok, and what became of its server: an engine this run deployed that died
+    fails the cell with the cause (it is relaunched); a server that stopped answering fails it too,
+    unless its connection failures already said so."""
+    if death and ours:
+        return v.failed(f"server died during the cell: {death}", death)
+    if death and not v.unreachable:
+        return v.failed(f"server unreachable: {death}", death)
+    return v
 
 
 def interrupted(summary: CellSummary, finished: int) -> Verdict:

@@ -5,12 +5,16 @@ every number is formatted here, once."""
 
 from __future__ import annotations
 
-from tokenbench.judge.bottleneck import Label
-from tokenbench.judge.fairness import SINGLE_TURN, CacheUse, Issue, Value
-from tokenbench.judge.plausibility import ConfigCheck, Finding, Rate, Roofline, Unknown
+from typing import TYPE_CHECKING
+
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.report.document import Block, Bullets, Para, Table, num, signed_pct
 from tokenbench.report.i18n import t
+
+if TYPE_CHECKING:                    # types only: a bench run's console says what a cell offered, nothing more
+    from tokenbench.judge.bottleneck import Label
+    from tokenbench.judge.fairness import Issue, Value
+    from tokenbench.judge.plausibility import ConfigCheck, Finding, Rate, Roofline, Unknown
 
 # how each figure of a bottleneck's evidence is written (the rest: as it is)
 EVIDENCE_FORMAT = {"cpu": "{:.0f}", "demand": "{:,}", "capacity": "{:,}", "pct": "{:.0f}", "n": "{:g}",
@@ -32,6 +36,7 @@ def bottleneck_text(label: Label, lang: str) -> str:
 
 # fairness ------------------------------------------------------------------------------------------
 def _value(v: Value | None, lang: str) -> str:
+    from tokenbench.judge.fairness import SINGLE_TURN, CacheUse
     if v is None:
         return "-"
     if isinstance(v, CacheUse):

@@ -9,13 +9,16 @@ or figure is marked (both languages: i18n keys `mark.*` and `cause.*`).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from tokenbench.judge.intervals import Judging
 from tokenbench.judge.status import MARKS, State
-from tokenbench.judge.views import CellInfo
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.report.document import Cell, missing
 from tokenbench.report.i18n import t
+
+if TYPE_CHECKING:                    # types only: the console's table needs neither the run model nor compare
+    from tokenbench.judge.intervals import Judging
+    from tokenbench.judge.views import CellInfo
 
 
 def fig(c: CellInfo, text: str, over: bool = True, key: str | None = None) -> Cell:
@@ -98,7 +101,7 @@ def footnotes(cells: Iterable[CellInfo | None], lang: str, names: dict[int, str]
     return out
 
 
-def ratio_cell(a: CellInfo | None, b: CellInfo | None, va, vb, judging: Judging = Judging(),
+def ratio_cell(a: CellInfo | None, b: CellInfo | None, va, vb, judging: Judging | None = None,
                key: str | None = None) -> Cell | str:
     """b / a as '1.35x'; built on a cell that is not ok (or, `key` given, a figure marked moved) it is refused
     ('n/a' plus the mark) unless the judging allows it (--allow-not-ok; a moved figure: --allow-client-lag
@@ -109,7 +112,7 @@ def ratio_cell(a: CellInfo | None, b: CellInfo | None, va, vb, judging: Judging 
     worst = next((s for s in states if not s.ok), None)
     if worst is None:
         return f"{vb / va:.2f}x"
-    allow = judging.allow_not_ok or (worst.kind == "moved" and judging.allow_client_lag)
+    allow = judging is not None and (judging.allow_not_ok or (worst.kind == "moved" and judging.allow_client_lag))
     text = f"{vb / va:.2f}x" if allow else "n/a"
     return Cell(text, mark=worst.mark, why=worst.kind)
 

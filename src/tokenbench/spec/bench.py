@@ -35,6 +35,8 @@ RANGE_RATIO_STYLE = ("which tool's meaning range_ratio has: vllm (a window aroun
 LENGTH_HISTOGRAM = ("draw each request's (input, output) lengths from weighted buckets: a CSV file of rows "
                     "input_len,output_len,weight[,input_stddev,output_stddev], or AIPerf's --sequence-distribution "
                     "text ISL[|SD],OSL[|SD]:WEIGHT;... (weights in any unit); replaces the pairs")
+WARMUP_REQUESTS = ("warmup requests per cell; default: as many as the cell runs at once (its concurrency or users, "
+                   "a rate's --max-concurrency; 1 for a rate without one), never more than the cell's own requests")
 WARMUP_FIRST_PROMPT = ("every warmup request sends the cell's first measured prompt, as vllm bench serve "
                        "(--num-warmups) and sglang.bench_serving (--warmup-requests) do: with prefix caching the "
                        "first measured request then finds its prompt cached; default: fresh prompts of the "
@@ -350,7 +352,7 @@ class Load(StrictModel):
                               "(vLLM's --burstiness): 1 = Poisson, < 1 burstier, > 1 more even; same mean rate")
     num_prompts: int | None = Field(None, gt=0, description="requests per cell (trace: at most this many rows)")
     duration_s: float | None = Field(None, gt=0, description="seconds per cell (trace: the rows due before this)")
-    warmup_requests: int | None = Field(None, ge=0, description="default: the cell's concurrency")
+    warmup_requests: int | None = Field(None, ge=0, description=WARMUP_REQUESTS)
     warmup_first_prompt: bool = Field(False, description=WARMUP_FIRST_PROMPT)
 
     @model_validator(mode="after")
@@ -414,7 +416,23 @@ class Load(StrictModel):
         """Requests in flight at most: the concurrency, the users (each waits for its answer), or the cap."""
         return self.concurrency or self.users or self.max_concurrency
 
+    @property
+    def at_once(self) -> int | None:
+        """Requests the cell runs at once at most: its concurrency or users, or a rate's cap, never more than
+        its own requests (None: an uncapped rate or a trace, as many as arrive before the first ones end)."""
+        own = self.num_sessions if self.sessions else self.num_prompts
+        cap = self.in_flight_cap
+        return cap if cap is None or own is None else min(cap, own)
+
     def warmup_count(self) -> int:
+        """The warmup's requests: as many as given, else as many as the cell runs at once (one where that is
+        not bounded), so a warmup never sends more than the cell itself will have in flight."""
         if self.warmup_requests is not None:
             return self.warmup_requests
-        return self.in_flight_cap or 1
+        return self.at_once or 1
+
+    @property
+    def warmup_width(self) -> int:
+        """The warmup's requests in flight at once: as many as the cell runs at once, at most its count."""
+        count = self.warmup_count()
+        return max(1, min(count, self.at_once or count))

@@ -15,6 +15,7 @@ from tokenbench.spec.bench import (
     RATE_CAP,
     SLO,
     WARMUP_FIRST_PROMPT,
+    WARMUP_REQUESTS,
     Workload,
     WorkloadSource,
 )
@@ -208,8 +209,7 @@ class StudySpec(StrictModel):
                                        description="server-config axes: profile key -> values (tp, slots, ...)")
     repeats: int = Field(1, ge=1, description="runs of every cell, each with fresh prompts (seed + repeat)")
     requests: Requests = Field(default_factory=Requests)
-    warmup_requests: int | None = Field(None, ge=0, description="warmup requests per cell; "
-                                        "default: the cell's concurrency")
+    warmup_requests: int | None = Field(None, ge=0, description=WARMUP_REQUESTS)
     warmup_first_prompt: bool = Field(False, description=WARMUP_FIRST_PROMPT)
     api: Literal["completions", "chat"] = Field("completions", description="OpenAI API: /v1/completions or "
                                                 "/v1/chat/completions (image workloads: chat)")

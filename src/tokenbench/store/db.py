@@ -14,12 +14,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tokenbench import __version__, userdirs
 from tokenbench.client.records import RequestRecord
 from tokenbench.errors import OutputError, StoreError, UsageError
-from tokenbench.logs.launch import LaunchFailure
-from tokenbench.metrics.capacity import SearchRecord
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import ServerFacts
 from tokenbench.store import commands, liveness, outputs
@@ -37,6 +36,10 @@ from tokenbench.store.rows import (
     search_from_db,
 )
 from tokenbench.store.schema import RESERVOIR, SAMPLE_ORDER
+
+if TYPE_CHECKING:
+    from tokenbench.logs.launch import LaunchFailure
+    from tokenbench.metrics.capacity import SearchRecord
 
 
 def default_db_path() -> Path:

@@ -20,6 +20,7 @@ from tokenbench.deploy import address
 from tokenbench.errors import DeployError, Interrupted, MeasurementError, SpecError, TargetError, UsageError
 from tokenbench.host import environment, isolation
 from tokenbench.load.cell import CellResult
+from tokenbench.load.sockets import check_sockets
 from tokenbench.load.target import Endpoint
 from tokenbench.metrics.verdict import how_far
 from tokenbench.spec.loader import load_model
@@ -72,9 +73,14 @@ class Outcome:
 
 
 def preflight(p: Plan) -> None:
-    """Everything that can be checked before a deploy: length histograms read, profiles load, contexts fit."""
+    """Everything that can be checked before a deploy: length histograms read, each cell's sockets fit the
+    limit on open files, profiles load, contexts fit."""
     for wl in p.spec.workloads():
         Draws.of(wl)
+    for cell in p.cells:
+        load = cell.load
+        check_sockets(cell.key, max(load.at_once or 0, load.warmup_width if load.warmup_count() else 0) or None,
+                      p.spec.client.workers)
     if not p.spec.target.profile:
         return
     for config in p.configs:

@@ -11,31 +11,29 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tokenbench.client import api
-from tokenbench.client.records import RequestRecord
+from tokenbench.client.records import OUT_OF_FILES, RequestRecord
+from tokenbench.client.request import RequestOptions
 from tokenbench.client.transport import Session, new_session
 from tokenbench.deploy.engines import reset_cache_path, with_graphs
-from tokenbench.deploy.secret_refs import api_key_var
 from tokenbench.errors import DeployError, SpecError, TargetError
 from tokenbench.host.isolation import Isolation
-from tokenbench.load.cell import CellJob, CellProgress, CellResult, Progress, run_cell
+from tokenbench.load.cell import CellJob, CellProgress, CellResult, Watch, run_cell
 from tokenbench.load.clock import ctrl_c_to_loop
 from tokenbench.load.clock import run as run_loop
 from tokenbench.load.executors import Executor, executor_for
 from tokenbench.load.target import Endpoint, resolve
-from tokenbench.logs.launch import LaunchFailure, too_small
-from tokenbench.metrics.capacity import CellSamples, Reason, SearchRecord, metrics_of, samples_of
 from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.verdict import Verdict, VerdictPolicy
 from tokenbench.spec.bench import Workload
 from tokenbench.spec.study import StudySpec
 from tokenbench.store import commands
 from tokenbench.store.db import Store
 from tokenbench.store.journal import Journal
 from tokenbench.store.rows import CellRow, KvUse
-from tokenbench.study import capacity
-from tokenbench.study.monitoring import CellMonitor, cell_monitor, server_figures
+from tokenbench.study.monitoring import Watched, cell_monitor
 from tokenbench.study.plan import (
     Plan,
     PlannedCell,
@@ -49,6 +47,13 @@ from tokenbench.study.plan import (
 )
 from tokenbench.study.servers import Server, expected_ctx, launch_failure, load_profile, server_for
 from tokenbench.study.traces import Traces
+
+if TYPE_CHECKING:
+    from tokenbench.logs.launch import LaunchFailure
+    from tokenbench.metrics.capacity import CellSamples, Reason, SearchRecord
+    from tokenbench.study import capacity
+
+    Seen = Sequence[tuple[capacity.Probe, CellSamples]]
 
 MAX_LAUNCHES = 3      # per server config: the first launch and up to two relaunches after a death
 LAUNCH_CAUSES = {"out_of_memory": "out of memory", "port_in_use": "port in use", "unsupported_flag": "a flag the "
@@ -90,9 +95,6 @@ class StudyEvents:
     cell_done: Callable[[PlannedCell, CellRow], None] = lambda c, row: None
     target_ready: Callable[[Endpoint, dict], None] = lambda endpoint, facts: None   # per server launch
     cell_stored: Callable[[PlannedCell, CellRow, CellResult], None] = lambda c, row, result: None   # with records
-
-
-Seen = Sequence[tuple[capacity.Probe, CellSamples]]
 
 
 class Searching(Protocol):
@@ -172,29 +174,12 @@ def _kv(cell: PlannedCell, kv_cap: int | None) -> KvUse:
     return KvUse(kv_demand(cell), kv_cap, over_capacity(cell, kv_cap))
 
 
-def _marking(mon: CellMonitor, cell: PlannedCell, ev: StudyEvents) -> Progress:
-    """Progress to the display; when the last warmup request is done, a /metrics scrape (the measured
-    phase's counters count from it)."""
-    def on_progress(p: CellProgress) -> None:
-        if p.phase == "warmup" and p.done == p.total:
-            mon.mark()
-        ev.cell_progress(cell, p)
-    return on_progress
-
-
-def _gone(server: Server, result: CellResult) -> type[ServerDied] | None:
-    """After a failed cell: did our engine die (relaunch), or did the server stop answering (stop, or
-    relaunch when it is ours)? The cell's message says which, naming the server."""
-    death = server.death() if result.status != "ok" else None
-    if death and server.deployment is not None:
-        result.verdict = result.verdict.failed(f"server died during the cell: {death}")
+def _gone(verdict: Verdict, ours: bool) -> type[ServerDied] | None:
+    """After a cell: did our engine die (relaunch), or did the server stop answering (stop, or relaunch
+    when it is ours)? The cell's verdict says which, naming the server (metrics/verdict.server_gone)."""
+    if verdict.died and ours:
         return ServerDied
-    if result.unreachable:
-        return ServerUnreachable
-    if death:
-        result.verdict = result.verdict.failed(f"server unreachable: {death}")
-        return ServerUnreachable
-    return None
+    return ServerUnreachable if verdict.unreachable or verdict.died else None
 
 
 def _saturated(prev: CellSummary | None, cur: CellSummary) -> bool:
@@ -206,18 +191,28 @@ def _saturated(prev: CellSummary | None, cur: CellSummary) -> bool:
     return gain < 0.03 and ttft_prev > 0 and ttft_cur > 1.5 * ttft_prev
 
 
-def _with_monitor(summary: CellSummary, mon: CellMonitor, star: bool, result: CellResult) -> CellSummary:
-    """The summary with the monitor's figures over the measured window, and its timeslices with the monitor's
-    samples per slice."""
-    figures = mon.summary(mon.window(result.started_ns, result.ended_ns, summary), star)
-    slices = summary.slices.with_monitor((x.t_ns, x.name, x.value) for x in mon.samples) if summary.slices else None
-    return summary.with_(figures, slices)
+def request_options(spec: StudySpec, trace: bool = False) -> RequestOptions:
+    """The request shape the study asks for: its target's options and its sampling fields; `trace`: each request
+    carries a W3C traceparent (the server's spans are received)."""
+    t = spec.target
+    return RequestOptions(t.final_usage_only, spec.sampling.body(), not t.no_min_tokens, dict(t.extra_body),
+                          t.new_connection_per_request, trace)
+
+
+def verdict_policy(spec: StudySpec, endpoint: Endpoint) -> VerdictPolicy:
+    """What a cell's verdict tolerates (the study's options) and names (the server's address)."""
+    return VerdictPolicy(spec.allow_length_mismatch, spec.max_error_rate, endpoint.api_key is not None,
+                         endpoint.base_url)
 
 
 def endpoint_for(spec: StudySpec, base_url: str, profile=None) -> Endpoint:
     """The benchmark's view of the server. The API key: the spec's, else the deployed profile's own
     secret `--api-key` variable (the server requires it, so the client must send it)."""
-    return resolve(base_url, spec.target, spec.workload, api_key_var(profile) if profile else None)
+    key_var = None
+    if profile is not None:
+        from tokenbench.deploy.secret_refs import api_key_var  # a deployed profile's secret references
+        key_var = api_key_var(profile)
+    return resolve(base_url, spec.target, spec.workload, key_var)
 
 
 def pending(plan: Plan, done: set[tuple[str, str, int]], config: ServerConfig, round_: int | None = None
@@ -295,7 +290,8 @@ class StudyRunner:
                 events.append(f"server unreachable during {gone} (launch {launch})")
                 if not self._relaunchable():
                     self._config_status(config, "failed", "; ".join(events))
-                    raise TargetError(f"{self.kind} stopped: {gone}", "check that the server is running, then "
+                    first = "raise the limit" if OUT_OF_FILES in str(gone) else "check that the server is running"
+                    raise TargetError(f"{self.kind} stopped: {gone}", f"{first}, then "
                                       f"{commands.resume_advice(self.store, self.kind, self.run_id)}; "
                                       "finished cells were kept") from None
             except ServerDied as died:
@@ -324,6 +320,7 @@ class StudyRunner:
         return message
 
     def _failed_launch(self, config: ServerConfig, exc: DeployError | ContextTooSmall) -> LaunchFailure:
+        from tokenbench.logs.launch import too_small  # why a config did not start: only when one did not
         failure = too_small(exc.message) if isinstance(exc, ContextTooSmall) else launch_failure(exc)
         self.store.set_config_launch(self.run_id, config.name, failure)
         return failure
@@ -371,6 +368,7 @@ class StudyRunner:
         try:
             check_context(self.plan, ctx_per_seq, where)
         except SpecError as exc:
+            from tokenbench.logs.launch import too_small
             if not self.settings.searching.launch_is_result(too_small(exc.message)):
                 raise
             raise ContextTooSmall(exc.message, exc.hint) from None
@@ -415,7 +413,8 @@ class StudyRunner:
         """One capacity search per workload (study/capacity.py); cells already stored (resume) are replayed
         through it, not rerun (without a launch, a cell not stored raises _NeedsServer). Each search is
         stored with its record (store.save_search)."""
-        stored = {(c.config or "", c.key, c.repeat): c for c in self.store.cells(self.run_id)
+        from tokenbench.study import capacity  # a capacity search's modules: only a study that searches
+        stored = {(c.config, c.key, c.repeat): c for c in self.store.cells(self.run_id)
                   if not c.summary.server_unreachable and c.status != "interrupted"}
         records = [await self._search(launch, config, wl, stored) for wl in self.plan.spec.workloads()]
         lines = []
@@ -432,9 +431,11 @@ class StudyRunner:
 
     async def _search(self, launch: _Launch | None, config: ServerConfig, wl: Workload,
                       stored: dict[tuple[str, str, int], CellRow]) -> SearchRecord:
+        from tokenbench.study import capacity
         spec, searching = self.plan.spec, self.settings.searching
         s = searching.settings(config, capacity.settings(spec, wl.label))
-        gen, seen = capacity.search(s), list[tuple[capacity.Probe, CellSamples]]()
+        gen = capacity.search(s)
+        seen: list[tuple[capacity.Probe, CellSamples]] = []
         probe = next(gen)
         while True:
             cell = PlannedCell(config, repeat_workload(wl, probe.repeat),
@@ -453,7 +454,8 @@ class StudyRunner:
 
     async def _search_cell(self, launch: _Launch | None, cell: PlannedCell, row: CellRow | None) -> CellSamples:
         """The cell's samples for the search: measured now, or read back from the store (a resume)."""
-        if row is not None and row.id is not None:
+        from tokenbench.metrics.capacity import CellSamples, metrics_of, samples_of
+        if row is not None and row.id:
             records: Iterable[RequestRecord] = self.store.requests(row.id)
         elif launch is None:
             raise _NeedsServer
@@ -467,12 +469,13 @@ class StudyRunner:
         return CellSamples(key=row.key, repeat=row.repeat, status=row.status, values=values,
                            request_rate=s.request_throughput, slices=s.slices, bounds=bounds, marked=marked)
 
-    def job(self, launch: _Launch, cell: PlannedCell, on_progress: Progress | None = None) -> CellJob:
-        """The cell as it is handed down: built here, once, for every command (`on_progress`: the cell's
-        progress, by default to the listeners)."""
-        return CellJob(launch.endpoint, self.plan.spec, cell.workload, cell.load, self.executor,
-                       self.settings.keep_records, on_progress or (lambda p: self.ev.cell_progress(cell, p)),
-                       launch.traced)
+    def job(self, launch: _Launch, cell: PlannedCell, watch: Watch) -> CellJob:
+        """The cell as it is handed down: built here, once, for every command, with what the cell needs of
+        the study's options; its progress goes to the listeners, the server is watched by `watch`."""
+        spec, endpoint = self.plan.spec, launch.endpoint
+        return CellJob(endpoint, cell.workload, cell.load, request_options(spec, launch.traced), verdict_policy(spec, endpoint),
+                       spec.slo, spec.timeslice_s, self.executor, self.settings.keep_records,
+                       lambda p: self.ev.cell_progress(cell, p), watch)
 
     async def _run_cell(self, launch: _Launch, cell: PlannedCell) -> tuple[CellRow, CellResult]:
         """Run one cell on the launched server, store it, tell the listeners; the stored row, and the cell's
@@ -482,21 +485,20 @@ class StudyRunner:
         _not_stopped()
         reset_prefix_cache(server)
         self.ev.cell_started(cell)
-        with cell_monitor(server, self.plan.spec.monitor_interval_s, self.ev.log) as mon:
-            result = await run_cell(launch.session, self.job(launch, cell, _marking(mon, cell, self.ev)))
+        kv = _kv(cell, launch.kv_cap)
+        watched = Watched(server, cell.workload, kv.over, self.traces if launch.traced else None)
+        with cell_monitor(watched, self.plan.spec.monitor_interval_s, self.ev.log) as mon:
+            result = await run_cell(launch.session, self.job(launch, cell, mon))
         if result.stopped:
             self.ev.log(f"interrupted: storing {cell.config.name} {cell.key} as interrupted "
                         f"(Ctrl-C again stops at once, without storing it)")
-        kv = _kv(cell, launch.kv_cap)
-        gone = None if result.stopped else _gone(server, result)
-        summary = server_figures(mon, result.summary, result.started_ns, cell.workload, server)
+        gone = None if result.stopped else _gone(result.verdict, server.deployment is not None)
+        row = CellRow.from_result(cell, result, kv)
         records: Iterable[RequestRecord] = result.all_records()
-        if launch.traced:
-            joined = await self.traces.join(result)
-            summary, records = summary.with_(joined.ledger(records)), joined.records(records)
-            for _ in joined.records([*result.warmup, *result.records]):    # the ones kept in memory too
+        if mon.joined is not None:                       # each record with the server's timings of it
+            records = mon.joined.records(records)
+            for _ in mon.joined.records([*result.warmup, *result.records]):    # the ones kept in memory too
                 pass
-        row = CellRow.measured(cell, result, kv).with_summary(_with_monitor(summary, mon, kv.over, result))
         self.journal.add(launch.config_id, row, records, mon.rows(), cell.config.name)
         self.attempted.add((cell.config.name, cell.key, cell.repeat))
         self.ev.cell_stored(cell, row, result)

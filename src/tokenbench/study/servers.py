@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tokenbench.errors import DeployError
-from tokenbench.logs.launch import LaunchFailure, classify
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import GraphCapture, ServerFacts
 from tokenbench.spec.study import Target
@@ -17,6 +16,7 @@ from tokenbench.study.plan import ServerConfig
 if TYPE_CHECKING:
     from tokenbench.deploy.lifecycle import Deployment
     from tokenbench.deploy.local import Placement
+    from tokenbench.logs.launch import LaunchFailure
 
 
 @dataclass
@@ -48,6 +48,7 @@ def launch_failure(exc: DeployError) -> LaunchFailure:
     from pathlib import Path
 
     from tokenbench.deploy.readiness import log_text
+    from tokenbench.logs.launch import classify
     log = getattr(exc, "log", None)
     failure = classify(log_text(Path(log)) if log else "", exc.message, log)
     return failure.model_copy(update={"message": exc.one_line().split("\\n")[0]})

@@ -13,11 +13,11 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.deploy import lifecycle, state
 from tokenbench.deploy.engines import traced, traces_address
-from tokenbench.load.cell import CellResult
 from tokenbench.metrics.health import claim_ms
 from tokenbench.metrics.server import (
     ClockOffset,
@@ -30,11 +30,13 @@ from tokenbench.metrics.server import (
     offset_bounds,
 )
 from tokenbench.metrics.summary_groups import PhaseLedger
-from tokenbench.monitor.otlp import QUEUE_SLICE, Span, timing_of
-from tokenbench.monitor.otlp_receiver import Received, Receiver, start
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.study import Target
 from tokenbench.study.servers import Server
+
+if TYPE_CHECKING:                    # the receiver and the spans' reading: imported once a run is traced
+    from tokenbench.monitor.otlp import Span
+    from tokenbench.monitor.otlp_receiver import Received, Receiver
 
 WAIT_S = 10.0          # after a cell, its spans are awaited at most this long
 QUIET_WAIT_S = 1.0     # ... once a cell of the run received none
@@ -70,14 +72,20 @@ class Joined:
         return ledger(self.records(source), self.counts, claim_ms)
 
 
+def _received() -> Received:
+    from tokenbench.monitor.otlp_receiver import Received
+    return Received()
+
+
 @dataclass
 class _Gathered:
     """Spans taken from the receiver so far for one cell, grouped by trace."""
 
     traces: dict[str, list[Span]] = field(default_factory=lambda: defaultdict(list))
-    received: Received = field(default_factory=Received)
+    received: Received = field(default_factory=lambda: _received())
 
     def add(self, got: Received) -> None:
+        from tokenbench.monitor.otlp_receiver import Received
         for s in got.spans:
             self.traces[s.trace_id].append(s)
         self.received = self.received.merged(Received([], got.payloads, got.dropped_payloads, got.other_spans,
@@ -88,6 +96,7 @@ class _Gathered:
 
     @property
     def slices(self) -> bool:
+        from tokenbench.monitor.otlp import QUEUE_SLICE
         return any(s.name == QUEUE_SLICE for spans in self.traces.values() for s in spans)
 
 
@@ -121,6 +130,7 @@ class Traces:
     def address(self, listen: str | None = None) -> str:
         """HOST:PORT of the receiver, started now (at `listen`, else --otlp-listen) if it is not running yet."""
         if self.receiver is None:
+            from tokenbench.monitor.otlp_receiver import start
             self.receiver = start(listen or self.target.otlp_listen)
             self.log(f"receiving the server's OpenTelemetry spans at {self.receiver.address} (HTTP/protobuf: "
                      f"{self.receiver.http_endpoint}, gRPC: {self.receiver.address})")
@@ -148,15 +158,17 @@ class Traces:
             self.receiver.close()
             self.receiver = None
 
-    async def join(self, result: CellResult) -> Joined:
-        """Wait for the cell's spans (not after a stopped cell), then join them to its records."""
-        expected = {r.trace_id for r in result.all_records() if r.trace_id and r.ok}
-        got = await self._gather(expected, 0.0 if result.stopped else (QUIET_WAIT_S if self.quiet else WAIT_S))
+    async def join(self, records: Iterable[RequestRecord], stopped: bool) -> Joined:
+        """Wait for a cell's spans (not after a stopped cell), then join them to its records (warmup included;
+        read again on each pass)."""
+        expected = {r.trace_id for r in records if r.trace_id and r.ok}
+        got = await self._gather(expected, 0.0 if stopped else (QUIET_WAIT_S if self.quiet else WAIT_S))
         requests = sum(1 for spans in got.traces.values() for s in spans if s.is_request)
         if not requests and expected:
             self._quiet_warning()
+        from tokenbench.monitor.otlp import timing_of
         timings = {tid: t for tid in expected if (t := timing_of(got.traces.get(tid, []))) is not None}
-        source = JoinedRecords(result.all_records(), timings, None)
+        source = JoinedRecords(records, timings, None)
         offset = clock_offset(b for r in source if r.trace_id in timings and (b := offset_bounds(r)) is not None)
         return Joined(timings, offset, _counts(got, expected))
 

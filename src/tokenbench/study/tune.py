@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tokenbench.judge import tune as judged
 from tokenbench.logs.launch import LaunchFailure
@@ -27,8 +27,10 @@ from tokenbench.store.db import Store
 from tokenbench.study import capacity
 from tokenbench.study.plan import DEFAULT, ServerConfig, server_configs, varied
 from tokenbench.study.run import Study
-from tokenbench.study.runner import Seen
 from tokenbench.study.servers import load_profile
+
+if TYPE_CHECKING:
+    from tokenbench.study.runner import Seen
 
 ROUNDS = 4                # passes over the contenders after the first round, at most
 NOT_RUN = {"budget": "not run: the cell budget was spent", "time": "not run: the time budget was spent"}
