@@ -105,11 +105,12 @@ def test_tune_picks_the_closed_form_best_per_tier_stops_losers_early_and_states_
 
 def test_a_config_that_cannot_start_is_kept_with_its_cause_and_the_tune_goes_on(tmp_path, capsys):
     """Three of four configs cannot start: a batch cap of 0 the engine refuses (its log says why, one
-    launch), and a context of 8 tokens that cannot hold a 32:8 request (known before any launch)."""
+    launch), and a context of 8 tokens that cannot hold a 32:8 request (known before any launch). The
+    sustain cell asked runs once, on the recommended config, after the ranking."""
     db = tmp_path / "db.sqlite"
     assert main(["tune", "reference-sglang", "--vary", "args.max-running-requests=4,0", "--vary",
                  "args.context-length=131072,8", "--input-len", "32", "--output-len", "8", "--slo",
-                 "tpot:p50<=100", "--capacity-max", "2", "--db", str(db)]) == 0
+                 "tpot:p50<=100", "--capacity-max", "2", "--sustain-s", "2", "--db", str(db)]) == 0
     printed = capsys.readouterr().out
     run_id, tuning, store = _tuning(db)
     r = tuning.rankings[0]
@@ -121,6 +122,8 @@ def test_a_config_that_cannot_start_is_kept_with_its_cause_and_the_tune_goes_on(
         f = r.of(small).launch
         assert f is not None and f.cause == "context_too_small" and "needs 40 tokens" in f.evidence
     assert r.of("max-running-requests=4,context-length=131072").verdict in ("best", "indistinguishable")
+    sustained = [x for x in store.searches(run_id) if x.record.sustain is not None]
+    assert [x.config for x in sustained] == [r.best] and sustained[0].record.sustain.duration_s == 2
     assert "did not start: a value the engine refuses" in printed
     refused_row = next(c for c in store.configs(run_id) if c.name == "max-running-requests=0,context-length=131072")
     assert refused_row.status == "failed" and "launch 1 failed" in refused_row.message   # one launch, not three
