@@ -13,7 +13,7 @@ from tokenbench.load.cell import CellProgress, CellResult
 from tokenbench.load.target import Endpoint
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.summary_groups import ServerCounters, WorkloadFacts
-from tokenbench.report import explain
+from tokenbench.report import explain, phases
 from tokenbench.store import commands
 from tokenbench.store.rows import CellRow
 from tokenbench.study import run as study
@@ -113,16 +113,17 @@ def run(planned: Study, files: Sequence[ResultFile], quiet: bool = False) -> tup
 
 def workload_lines(r: CellResult) -> list[str]:
     """What the table does not show: template/image overheads, cache hits, dataset means, the rate an open
-    loop sent at (and why it is off the asked one), a stream tail that matters, notes."""
+    loop sent at (and why it is off the asked one), a stream tail that matters, answers ended early, notes."""
     shown = [(v, f) for get, f in WORKLOAD_FACTS if (v := get(r.summary)) is not None]
     if r.load.arrival == "trace" and r.summary.p99_queue_ms is not None:
         shown.append((r.summary.p99_queue_ms, "send lateness p99 {:.2f} ms"))
     facts = ", ".join(f.format(v) for v, f in shown)
     told = [explain.send_note(r.key, r.summary) or explain.send_line(r.key, r.summary),
-            explain.tail_note(r.key, r.summary)]
+            explain.schedule_note(r.key, r.summary), explain.tail_note(r.key, r.summary),
+            explain.delivery_note(r.key, r.summary), explain.early_note(r.key, r.summary)]
     turns = _by_turn(r.summary)
     return ([f"{r.key}: {facts}"] if facts else []) + ([f"{r.key}: {turns}"] if turns else []) + \
-        [line for line in told if line] + [f"{r.key}: {n}" for n in r.notes]
+        [line for line in told if line] + phases.console_lines(r.key, r.summary) + [f"{r.key}: {n}" for n in r.notes]
 
 
 def _by_turn(s: CellSummary) -> str:

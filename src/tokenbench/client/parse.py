@@ -231,9 +231,15 @@ def _check_lengths(rec: RequestRecord, req: PreparedRequest) -> None:
         problems.append(f"server counted {rec.image_count} images, {req.images} sent")
     if got_out and not rec.token_times_ns:
         problems.append(f"server reported {got_out} output tokens but no chunk carried one (TTFT unknown)")
-    if got_out != req.output_len:
+    if got_out != req.output_len and not _ended_early(rec, req):
         problems.append(f"output {got_out} tokens, expected {req.output_len} (finish_reason={rec.finish_reason!r})")
     rec.length_error = "; ".join(problems)
+
+
+def _ended_early(rec: RequestRecord, req: PreparedRequest) -> bool:
+    """A shorter answer the request could not forbid (the server refused ignore_eos and min_tokens): the
+    server ended it (a finish_reason); it is counted as ended early, not as a wrong length."""
+    return not req.exact and rec.finish_reason is not None and rec.output_tokens < req.output_len
 
 
 def parse_exchange(raw: RawExchange, req: PreparedRequest, index: int, phase: Phase) -> RequestRecord:

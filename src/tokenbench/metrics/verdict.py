@@ -26,13 +26,18 @@ def _expected(r: RequestRecord) -> int:
     return r.expected_prompt_tokens if r.expected_prompt_tokens is not None else r.input_len
 
 
+EOS_REASONS = ("stop", "eos_token", "eos")     # finish_reason of an answer ended at end-of-sequence (TGI: eos_token)
+
+
 def diagnose_mismatch(recs: Sequence[RequestRecord]) -> str:
     """Name the likely cause of length mismatches from what the server reported."""
     bad = [r for r in recs if r.length_error]
     short = [r for r in bad if r.output_tokens < r.output_len]
-    if short and all(r.finish_reason == "stop" for r in short):
-        return ("the server stopped at end-of-sequence before max_tokens: it likely ignores "
-                "ignore_eos/min_tokens (enable them on the server, or pass --allow-length-mismatch)")
+    if short and all(r.finish_reason in EOS_REASONS for r in short):
+        return ("the server stopped at end-of-sequence before max_tokens: it likely ignores ignore_eos/min_tokens "
+                "(enable them on the server; or name its kind with --backend, e.g. tgi, or pass --no-ignore-eos "
+                "--no-min-tokens: lengths are then measured as they come and early ends counted; or "
+                "--allow-length-mismatch)")
     prompt_off = [r.prompt_tokens - _expected(r) for r in bad if r.prompt_tokens is not None
                   and r.prompt_tokens != _expected(r)]
     if prompt_off:

@@ -13,6 +13,7 @@ from tokenbench.report import (
     i18n_capacity,
     i18n_frontier,
     i18n_marks,
+    i18n_phases,
     i18n_sends,
     i18n_server,
     i18n_sessions,
@@ -507,6 +508,8 @@ EN.update(i18n_server.EN)
 ZH.update(i18n_server.ZH)
 EN.update(i18n_sessions.EN)
 ZH.update(i18n_sessions.ZH)
+EN.update(i18n_phases.EN)
+ZH.update(i18n_phases.ZH)
 EN.update(i18n_accel.EN)
 ZH.update(i18n_accel.ZH)
 EN.update(i18n_tune.EN)

@@ -37,6 +37,14 @@ EN: dict[str, str] = {
     "role.refine": "refine",
     "role.replicate": "replicate",
     "role.sustain": "sustain",
+    "role.remeasure": "measured again (the client's delays)",
+    "cap.reason.client": "could not decide: the client's own delays moved every cell where the boundary lies",
+    "cap.remeasured": ("{n} cells measured again: the client's own delays may have moved them (a judged figure "
+                       "marked for the client, or sends that left their schedule); they were replaced, never "
+                       "pooled{blocked}"),
+    "cap.blocked": "; no clean cell could be measured at {loads}",
+    "cap.apart": ("The sustain cell does not confirm the boundary: {limits} read apart from the search's cells at "
+                  "that load."),
     "cap.reason.converged": "converged",
     "cap.reason.budget": "cell budget spent ({budget})",
     "cap.reason.above_max": "every load up to the limit met it",
@@ -136,6 +144,12 @@ ZH: dict[str, str] = {
     "role.refine": "细化",
     "role.replicate": "重复",
     "role.sustain": "持续验证",
+    "role.remeasure": "重测（客户端延迟）",
+    "cap.reason.client": "无法判定：边界附近每个单元都受到了客户端自身延迟的影响",
+    "cap.remeasured": "{n} 个单元被重测：客户端自身的延迟可能影响了它们（所判定的指标被标记为客户端原因，或发送偏离了调度）；"
+                      "它们被替换，从未合并统计{blocked}",
+    "cap.blocked": "；在 {loads} 无法测得不受影响的单元",
+    "cap.apart": "持续验证单元未能印证边界：{limits} 的读数与搜索在该负载的单元不一致。",
     "cap.reason.converged": "已收敛",
     "cap.reason.budget": "单元预算已用完（{budget}）",
     "cap.reason.above_max": "直到上限的所有负载都满足",

@@ -119,7 +119,8 @@ def configs(run: RunData, lang: str) -> list[Block]:
         rows.append([cfg.name, cfg.engine, cfg.version or "-", cfg.model or "-",
                      f"{devices} x {hw}" if hw else "-", _size(cfg), cfg.image or "-", cfg.flags() or "-",
                      num(cfg.kv_capacity), num(cfg.ctx_per_seq)])
-    return [Table(head, rows, left=8)]
+    notes = [n for cfg in run.configs for n in explain.method_notes(cfg.name, cfg.facts.capabilities, lang)]
+    return [Table(head, rows, left=8), *(Para(n) for n in notes)]
 
 
 # baseline and scaling -----------------------------------------------------------------------------
@@ -173,7 +174,10 @@ def cell_notes(cells: list[CellInfo], lang: str) -> list[str]:
     """Under a table of these cells: why a cell's sent rate is off the asked one, and a stream tail that
     matters (report/explain.py)."""
     notes = [explain.send_note(f"{c.config} {c.label}", c.summary, lang) for c in cells]
+    notes += [explain.schedule_note(f"{c.config} {c.label}", c.summary, lang) for c in cells]
     notes += [explain.tail_note(f"{c.config} {c.label}", c.summary, lang) for c in cells]
+    notes += [explain.delivery_note(f"{c.config} {c.label}", c.summary, lang) for c in cells]
+    notes += [explain.early_note(f"{c.config} {c.label}", c.summary, lang) for c in cells]
     return [n for n in notes if n]
 
 

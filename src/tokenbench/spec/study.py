@@ -19,6 +19,7 @@ from tokenbench.spec.bench import (
     Workload,
     WorkloadSource,
 )
+from tokenbench.spec.server_kinds import ServerKind
 from tokenbench.spec.slo import Limit, Tier
 from tokenbench.spec.study_name import derived_name
 
@@ -30,6 +31,15 @@ NO_MIN_TOKENS = ("leave min_tokens out of the request body: only max_tokens with
                  "ignore_eos still gives exactly output_len tokens)")
 EXTRA_BODY = ("JSON object merged over every request body, last (vLLM's --extra-body), e.g. "
               "'{\"logprobs\": null, \"repetition_penalty\": 1.0}'; it may not set model, prompt, messages or stream")
+BACKEND = ("the kind of server at the target (vLLM's --backend spelling): openai, vllm, sglang, llama.cpp, tgi, "
+           "tensorrt-llm, lmdeploy, mindie, transformers or gateway; the probe still checks what it accepts, and "
+           "with --no-probe its known behaviour is taken as is (docs/compatibility.md); default: probe only")
+NO_PROBE = ("skip the capability probe (a few small requests once per target) for a server already known: take "
+            "--backend's known behaviour, else assume every field (ignore_eos, min_tokens, token-id prompts) is "
+            "accepted")
+NO_IGNORE_EOS = ("leave ignore_eos out of the request body (the probe drops it by itself where the server refuses "
+                 "it): output lengths are then forced by min_tokens where accepted, else measured per request and "
+                 "early ends counted")
 NEW_CONNECTION = ("send every request on a new connection, closed after it (as sglang.bench_serving, which opens "
                   "an HTTP session per request); default: keep-alive connections reused")
 FIXED_BODY_KEYS = ("model", "prompt", "messages", "stream")
@@ -77,10 +87,20 @@ class Target(StrictModel):
                                   "vLLM's client does; default: it is its own figure, connect_ms")
     final_usage_only: bool = Field(False, description=FINAL_USAGE_ONLY)
     no_min_tokens: bool = Field(False, description=NO_MIN_TOKENS)
+    no_ignore_eos: bool = Field(False, description=NO_IGNORE_EOS)
+    backend: ServerKind | None = Field(None, description=BACKEND)
+    no_probe: bool = Field(False, description=NO_PROBE)
     extra_body: dict[str, Any] = Field(default_factory=dict, description=EXTRA_BODY)
     new_connection_per_request: bool = Field(False, description=NEW_CONNECTION)
     server_traces: Literal["auto", "on", "off"] = Field("auto", description=SERVER_TRACES)
     otlp_listen: str | None = Field(None, description=OTLP_LISTEN)
+    via_proxy: bool = Field(False, description="the server is reached through a proxy or gateway: a stream that "
+                            "arrives in pieces is named as that proxy's buffering (default: upstream, the server "
+                            "or a proxy, not told apart)")
+    server_chunks_per_write: int | None = Field(
+        None, ge=1, description="token chunks the server writes at once (its multi-step scheduling or stream "
+        "interval), where its server info does not say: bursts of up to that many while the client waits idle "
+        "are the server's own shape, its figures as sent")
 
     _extra = field_validator("extra_body")(check_extra_body)
 

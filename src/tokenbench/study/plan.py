@@ -124,20 +124,27 @@ def _loads(spec: StudySpec) -> list[Load]:
     return loads
 
 
-def capacity_load(spec: StudySpec, x: float, duration_s: float | None = None) -> Load:
+def capacity_load(spec: StudySpec, x: float, duration_s: float | None = None, requests: int | None = None) -> Load:
     """A capacity search's cell at load x: x streams (closed loop; users: sessions), or x requests/s with the
-    study's arrivals; sized like a sweep's cell, or `duration_s` long (the sustain cell)."""
+    study's arrivals; sized like a sweep's cell (at least `requests` where the search asks for more: a cell
+    near the boundary, sized to its limits' statistics), or `duration_s` long (the sustain cell)."""
     common = dict(warmup_requests=spec.warmup_requests, duration_s=duration_s or spec.requests.duration_s,
                   warmup_first_prompt=spec.warmup_first_prompt)
     if spec.find_capacity == "users":
         load = users_load(spec, int(x))
         return load.model_copy(update={"duration_s": duration_s, "num_sessions": None}) if duration_s else load
     if spec.find_capacity == "rate":
-        count = None if duration_s else _count(spec, spec.max_concurrency or x * 10)
+        count = None if duration_s else _at_least(_count(spec, spec.max_concurrency or x * 10), requests)
         return Load(request_rate=x, arrival=spec.arrival, burstiness=spec.burstiness,
                     max_concurrency=spec.max_concurrency, num_prompts=count, **common)
     streams = int(x)
-    return Load(concurrency=streams, num_prompts=None if duration_s else _count(spec, streams), **common)
+    return Load(concurrency=streams, num_prompts=None if duration_s else _at_least(_count(spec, streams), requests),
+                **common)
+
+
+def _at_least(count: int | None, requests: int | None) -> int | None:
+    """A cell's request count raised to `requests` (a duration-bounded cell, count None, is left as it is)."""
+    return count if count is None or requests is None else max(count, requests)
 
 
 def plan(spec: StudySpec) -> Plan:

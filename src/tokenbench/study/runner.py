@@ -24,10 +24,12 @@ from tokenbench.load.cell import CellJob, CellProgress, CellResult, Watch, run_c
 from tokenbench.load.clock import ctrl_c_to_loop
 from tokenbench.load.clock import run as run_loop
 from tokenbench.load.executors import Executor, executor_for
+from tokenbench.load.probe import method_line, probe_lines, probed
 from tokenbench.load.target import Endpoint, resolve
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.verdict import Verdict, VerdictPolicy
 from tokenbench.spec.bench import Workload
+from tokenbench.spec.server_kinds import Capabilities
 from tokenbench.spec.study import StudySpec
 from tokenbench.store import commands
 from tokenbench.store.db import Store
@@ -191,12 +193,16 @@ def _saturated(prev: CellSummary | None, cur: CellSummary) -> bool:
     return gain < 0.03 and ttft_prev > 0 and ttft_cur > 1.5 * ttft_prev
 
 
-def request_options(spec: StudySpec, trace: bool = False) -> RequestOptions:
-    """The request shape the study asks for: its target's options and its sampling fields; `trace`: each request
-    carries a W3C traceparent (the server's spans are received)."""
-    t = spec.target
-    return RequestOptions(t.final_usage_only, spec.sampling.body(), not t.no_min_tokens, dict(t.extra_body),
-                          t.new_connection_per_request, trace)
+def request_options(spec: StudySpec, trace: bool = False, caps: Capabilities | None = None) -> RequestOptions:
+    """The request shape the study asks for: its target's options and its sampling fields, less the fields the
+    server refuses (`caps`, load/probe.py); `trace`: each request carries a W3C traceparent (the server's spans
+    are received)."""
+    t, c = spec.target, caps or Capabilities()
+    return RequestOptions(t.final_usage_only or "continuous_usage_stats" in c.dropped, spec.sampling.body(),
+                          not t.no_min_tokens and c.min_tokens is not False, dict(t.extra_body),
+                          t.new_connection_per_request, trace,
+                          ignore_eos=not t.no_ignore_eos and c.ignore_eos is not False,
+                          stream_options=c.stream_options is not False)
 
 
 def verdict_policy(spec: StudySpec, endpoint: Endpoint) -> VerdictPolicy:
@@ -353,15 +359,29 @@ class StudyRunner:
                                  self.traces.traced_profile) as server:
             self._fits(server.facts.ctx_per_seq, where)
             with_graphs(server.facts, server.profile)
+            endpoint = self._endpoint(server)
             self.store.upsert_config(self.run_id, config.name, config.as_dict(), server.profile, server.facts,
                                      status="running")
             self.store.set_config_launch(self.run_id, config.name, None)
             self.journal.doc.setdefault("config_facts", {})[config.name] = server.facts.to_dict()
             with ctrl_c_to_loop():
                 if self.plan.spec.find_capacity:
-                    run_loop(self._capacity(server, config, config_id))
+                    run_loop(self._capacity(server, endpoint, config, config_id))
                 else:
-                    run_loop(self._cells(server, config_id, [c for c in self.pending(config) if c is not None]))
+                    run_loop(self._cells(server, endpoint, config_id,
+                                         [c for c in self.pending(config) if c is not None]))
+
+    def _endpoint(self, server: Server) -> Endpoint:
+        """The launch's endpoint with what the server accepts (probed once per launch, or assumed), stored with
+        the server's facts; its notices and the method chosen go to the log."""
+        spec = self.plan.spec
+        endpoint = probed(endpoint_for(spec, server.base_url, server.profile), spec.target, spec.api,
+                          server.facts.engine)
+        endpoint.caps.method = method_line(endpoint, spec.target)
+        server.facts.with_capabilities(endpoint.caps)
+        for line in probe_lines(endpoint, spec.target):
+            self.ev.log(line)
+        return endpoint
 
     def _fits(self, ctx_per_seq: int | None, where: str) -> None:
         """The workload's sequences fit the config's context; else ContextTooSmall (a tune goes on from it)."""
@@ -374,27 +394,27 @@ class StudyRunner:
             raise ContextTooSmall(exc.message, exc.hint) from None
 
     @contextlib.asynccontextmanager
-    async def _launched(self, server: Server, config_id: int):
-        """The endpoint, the facts, one HTTP session for the launch's cells; the JSON result and the
-        listeners learn the target."""
+    async def _launched(self, server: Server, endpoint: Endpoint, config_id: int):
+        """The facts, one HTTP session for the launch's cells; the JSON result and the listeners learn the
+        target and the method its lengths are kept by."""
         spec = self.plan.spec
-        endpoint = endpoint_for(spec, server.base_url, server.profile)
         facts = server.facts.to_dict()
         v = endpoint.vocab
         self.journal.doc.update(server_facts=facts, target={
             "base_url": endpoint.base_url, "model": endpoint.model, "max_model_len": endpoint.max_model_len,
-            "vocab": {"size": v.size, "low": v.low, "high": v.high, "source": v.source}})
+            "vocab": {"size": v.size, "low": v.low, "high": v.high, "source": v.source},
+            "method": method_line(endpoint, spec.target)})
         self.ev.target_ready(endpoint, facts)
         kv_cap = spec.kv_capacity or server.facts.kv_capacity_tokens
         traced = self.traces.on_for(server)
         async with new_session(spec.target.timeout_s, spec.target.connect_in_ttft) as session:
             yield _Launch(server, endpoint, config_id, kv_cap, session, traced)
 
-    async def _cells(self, server: Server, config_id: int, todo: list[PlannedCell]) -> None:
+    async def _cells(self, server: Server, endpoint: Endpoint, config_id: int, todo: list[PlannedCell]) -> None:
         spec = self.plan.spec
         prev: dict[tuple, CellSummary] = {}
         stopped: dict[tuple, str] = {}
-        async with self._launched(server, config_id) as launch:
+        async with self._launched(server, endpoint, config_id) as launch:
             for cell in todo:
                 pair = (cell.workload.input_len, cell.workload.output_len, cell.repeat, cell.load.request_rate is None)
                 if pair in stopped:
@@ -405,8 +425,8 @@ class StudyRunner:
                     stopped[pair] = f"skipped: throughput saturated at concurrency {cell.load.concurrency}"
                 prev[pair] = row.summary
 
-    async def _capacity(self, server: Server, config: ServerConfig, config_id: int) -> None:
-        async with self._launched(server, config_id) as launch:
+    async def _capacity(self, server: Server, endpoint: Endpoint, config: ServerConfig, config_id: int) -> None:
+        async with self._launched(server, endpoint, config_id) as launch:
             await self._searches(launch, config, config_id)
 
     async def _searches(self, launch: _Launch | None, config: ServerConfig, config_id: int) -> None:
@@ -439,7 +459,7 @@ class StudyRunner:
         probe = next(gen)
         while True:
             cell = PlannedCell(config, repeat_workload(wl, probe.repeat),
-                               capacity_load(spec, probe.load, probe.duration_s), probe.repeat)
+                               capacity_load(spec, probe.load, probe.duration_s, probe.requests), probe.repeat)
             row = stored.get((config.name, cell.key, cell.repeat))
             halt = searching.halt(config, s, seen, row is None)
             if halt is not None:
@@ -465,15 +485,18 @@ class StudyRunner:
         spec, s = self.plan.spec, row.summary
         values = samples_of(records, metrics_of(spec.capacity_tiers()), spec.slo)
         bounds = {k: b.bound for k, b in ((s.figures.client_bounds if s.figures else None) or {}).items()}
-        marked = list((s.figures.client_marks if s.figures else None) or {})
-        return CellSamples(key=row.key, repeat=row.repeat, status=row.status, values=values,
-                           request_rate=s.request_throughput, slices=s.slices, bounds=bounds, marked=marked)
+        marks = {k: m.cause for k, m in ((s.figures.client_marks if s.figures else None) or {}).items()}
+        got = CellSamples(key=row.key, repeat=row.repeat, status=row.status, values=values,
+                          request_rate=s.request_throughput, slices=s.slices, bounds=bounds, marked=list(marks),
+                          causes=marks, schedule_off=s.send.send_schedule_off if s.send and s.send.reshaped else None)
+        return got.with_doubt(spec.capacity_tiers(), spec.find_capacity != "rate")
 
     def job(self, launch: _Launch, cell: PlannedCell, watch: Watch) -> CellJob:
         """The cell as it is handed down: built here, once, for every command, with what the cell needs of
         the study's options; its progress goes to the listeners, the server is watched by `watch`."""
         spec, endpoint = self.plan.spec, launch.endpoint
-        return CellJob(endpoint, cell.workload, cell.load, request_options(spec, launch.traced), verdict_policy(spec, endpoint),
+        request = request_options(spec, launch.traced, endpoint.caps)
+        return CellJob(endpoint, cell.workload, cell.load, request, verdict_policy(spec, endpoint),
                        spec.slo, spec.timeslice_s, self.executor, self.settings.keep_records,
                        lambda p: self.ev.cell_progress(cell, p), watch)
 

@@ -51,6 +51,9 @@ class ReferenceConfig:
     tool_calls: bool = field(
         default=False, metadata={"help": "chat: the answer streams as tool-call argument deltas"})
     api_key: str | None = None
+    recording: str | None = field(
+        default=None, metadata={"help": "replay a recorded server (a recording's JSON file: testing/recordings.py), "
+                                        "its events paced by ttft_ms and itl_ms"})
     faults: dict[str, float] = field(default_factory=dict)
     seed: int = field(default=0, metadata={"help": "seed for fault draws and sampling"})
     stall_s: float = field(default=5.0, metadata={"help": "length of the `stall` fault"})

@@ -58,6 +58,8 @@ class Target(Protocol):
     def vocab(self) -> Vocab: ...
     @property
     def max_model_len(self) -> int | None: ...
+    @property
+    def token_ids(self) -> bool: ...
 
 
 @dataclass
@@ -381,8 +383,17 @@ def tokenizer_for(t: Target, wl: Workload) -> Tokenizer:
     return ServerTokenizer(t.base_url, t.model, t.api_key, hint)
 
 
+def as_sent(t: Target, wl: Workload) -> Workload:
+    """The workload as the server takes it: completions prompts as text of exact length (prompt_as_text) where
+    the server refuses token ids (load/probe.py)."""
+    if wl.api == "completions" and not wl.prompt_as_text and not t.token_ids:
+        return wl.model_copy(update={"prompt_as_text": True})
+    return wl
+
+
 def _new_cell(t: Target, wl: Workload, key: str) -> _Cell:
     """The cell's context; for text prompts over completions, with the server's special tokens measured."""
+    wl = as_sent(t, wl)
     c = _Cell(t, wl, key, tokenizer_for(t, wl))
     if wl.prompt_as_text:
         c.special = _special_tokens(c)
@@ -395,6 +406,7 @@ def build_cell(t: Target, wl: Workload, key: str, n_warm: int, n_meas: int | Non
     prompts: without end, the load's duration decides); `duration_s` cuts a trace to the rows due before
     it. Random and trace prompts are made one by one as the measured phase takes them."""
     c = _new_cell(t, wl, key)
+    wl = c.wl
     d = KINDS[wl.kind](c, n_warm, n_meas, duration_s)
     warm: list[Prompt]
     meas: Iterable[Prompt]
