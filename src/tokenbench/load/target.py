@@ -72,13 +72,37 @@ def read_api_key(target: Target, key_env: str | None = None) -> str | None:
         if not key:
             raise UsageError(f"environment variable {key_env} is not set",
                              f"export {key_env}=<your key> before running")
-        return key.strip()
+        return _usable_key(key.strip(), f"the API key in ${key_env}", f"export {key_env}=<your key>")
     if target.api_key_file:
-        p = Path(target.api_key_file)
-        if not p.is_file():
-            raise UsageError(f"API key file '{p}' not found", "check --api-key-file")
-        return p.read_text().splitlines()[0].strip()
-    return os.environ.get(DEFAULT_KEY_ENV, "").strip() or None
+        return _key_file(Path(target.api_key_file))
+    key = os.environ.get(DEFAULT_KEY_ENV, "").strip()
+    return _usable_key(key, f"the API key in ${DEFAULT_KEY_ENV}", f"export {DEFAULT_KEY_ENV}=<your key>") if key else None
+
+
+def _key_file(p: Path) -> str:
+    """The first line of an API key file, which must be text."""
+    fix = "write the key alone on the file's first line (--api-key-file)"
+    if not p.is_file():
+        raise UsageError(f"API key file '{p}' not found", "check --api-key-file")
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise UsageError(f"API key file '{p}' is not text (UTF-8)", fix) from None
+    except OSError as exc:
+        raise UsageError(f"API key file '{p}' cannot be read: {exc.strerror or exc}",
+                         "check --api-key-file and its permissions") from None
+    return _usable_key(lines[0].strip() if lines else "", f"API key file '{p}'", fix)
+
+
+def _usable_key(key: str, where: str, fix: str) -> str:
+    """A key an HTTP header can carry: printable ASCII (a control character such as NUL would make every
+    request fail in a way that blames the server)."""
+    if not key:
+        raise UsageError(f"{where} is empty", fix)
+    bad = next((i for i, ch in enumerate(key) if not (ch.isascii() and ch.isprintable())), None)
+    if bad is not None:
+        raise UsageError(f"{where} holds {key[bad]!r} at position {bad + 1}: a key is printable ASCII", fix)
+    return key
 
 
 def _max_len(entry: dict) -> int | None:
