@@ -90,8 +90,8 @@ def profile_file(store: Store, run_id: str, tuning: judged.Tuning, where: str | 
     """Write the recommended config's profile (named PROFILE-tuned) where asked, else beside the database."""
     rec = tuning.recommendation
     config = next((c for c in store.configs(run_id) if rec and c.name == rec.config), None)
-    if rec is None or config is None or config.profile is None:
-        return None
+    if rec is None or config is None or config.profile is None or (where is None and not store.kept):
+        return None                                  # --no-store: nothing beside a database that is removed
     profile = config.profile.model_copy(update={
         "name": f"{config.profile.name}-tuned",
         "description": f"tokenbench tune run {run_id}: {rec.config}, best under tier {tuning.rankings[0].tier.name}"})
@@ -125,7 +125,7 @@ OPTIONS = (
                  "nothing"),
     click.option("--set", "overrides", multiple=True, help="set any key of the study spec (sweep --fields lists them)"),
     click.option("--profile-out", default=None, type=click.Path(dir_okay=False),
-                 help="write the recommended config's profile here (default: tune-RUN.yaml beside the database)"),
+                 help="write the recommended config's profile here (default: tune-RUN.yaml beside the database; with --no-store only where this names)"),
 )
 
 
