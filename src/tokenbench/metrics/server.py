@@ -171,18 +171,40 @@ def offset_bounds(r: RequestRecord) -> tuple[int, int] | None:
     return r.server_arrival_ns + r.server_ttft_ns - r.token_times_ns[0], r.server_arrival_ns - r.sent_ns
 
 
+class _Bounds:
+    """The offset's bounds over a cell's joined requests, as they come: the intersection [lo, hi] and the smallest
+    round trip (the fallback where the intersection is empty)."""
+
+    def __init__(self) -> None:
+        self.lo: int | None = None
+        self.hi: int | None = None
+        self.best: tuple[int, int] | None = None
+        self.n = 0
+
+    def add(self, b: tuple[int, int]) -> None:
+        self.lo = b[0] if self.lo is None else max(self.lo, b[0])
+        self.hi = b[1] if self.hi is None else min(self.hi, b[1])
+        if self.best is None or b[1] - b[0] < self.best[1] - self.best[0]:
+            self.best = b
+        self.n += 1
+
+    def offset(self) -> ClockOffset | None:
+        if self.lo is None or self.hi is None or self.best is None:
+            return None
+        if self.lo <= self.hi:
+            mid = self.lo + (self.hi - self.lo) // 2
+            return ClockOffset(mid, self.hi - mid, True, self.n)
+        lo, hi = self.best
+        mid = lo + (hi - lo) // 2
+        return ClockOffset(mid, abs(hi - mid), False, self.n)
+
+
 def clock_offset(bounds: Iterable[tuple[int, int]]) -> ClockOffset | None:
     """The offset from every joined request's bounds (`offset_bounds`); None without any."""
-    seen = list(bounds)
-    if not seen:
-        return None
-    lo, hi = max(b[0] for b in seen), min(b[1] for b in seen)
-    if lo <= hi:
-        mid = lo + (hi - lo) // 2
-        return ClockOffset(mid, hi - mid, True, len(seen))
-    best = min(seen, key=lambda b: b[1] - b[0])            # the smallest round trip
-    mid = best[0] + (best[1] - best[0]) // 2
-    return ClockOffset(mid, abs(best[1] - mid), False, len(seen))
+    acc = _Bounds()
+    for b in bounds:
+        acc.add(b)
+    return acc.offset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,12 +231,14 @@ def _residual(total: int, *parts: int | None) -> int | None:
     return None if any(p is None for p in parts) else total - sum(p for p in parts if p is not None)
 
 
-def phases_of(r: RequestRecord) -> RequestPhases | None:
-    """The phases of a joined request whose clock offset is known (docs/metrics.md "Where the time went")."""
-    if (r.server_arrival_ns is None or r.clock_offset_ns is None or r.server_ttft_ns is None
+def phases_of(r: RequestRecord, offset: int | None = None) -> RequestPhases | None:
+    """The phases of a joined request whose clock offset is known (or given: `offset`; docs/metrics.md "Where the
+    time went")."""
+    theta = r.clock_offset_ns if offset is None else offset
+    if (r.server_arrival_ns is None or theta is None or r.server_ttft_ns is None
             or r.server_e2e_ns is None or not r.token_times_ns):
         return None
-    arrival = r.server_arrival_ns - r.clock_offset_ns          # on the client's clock
+    arrival = r.server_arrival_ns - theta          # on the client's clock
     ttft, e2e = r.server_ttft_ns, r.server_e2e_ns
     decode = r.server_decode_ns
     return RequestPhases(
@@ -226,8 +250,9 @@ def phases_of(r: RequestRecord) -> RequestPhases | None:
 
 
 def delivery_flagged(p: RequestPhases, ttft_ns: int, tolerance_ms: Callable[[float], float]) -> bool:
-    """The client received the first token later than the server emitted it by more than the client's TTFT
-    tolerance, beyond the clock offset's error: the client's own delay shows (a direct check of its stamps)."""
+    """The client read the first token later after the server's first-token time than the client's TTFT tolerance,
+    beyond the clock offset's error (the ledger counts these: `CellJoin.ledger`): a direct check of the client's
+    first-token stamp against the server's own."""
     return (p.delivery - p.error_ns) / 1e6 > tolerance_ms(ttft_ns / 1e6)
 
 
@@ -240,58 +265,70 @@ class SpanCounts:
     dropped_payloads: int = 0        # export payloads that could not be decoded (malformed, hostile), dropped
 
 
-class _Columns:
-    """Each phase's values over a cell's joined requests (int64, ns), the client TTFTs and the delivery flags."""
+SHIFT: dict[PhaseName, int] = {"network": -1, "delivery": 1, "last_delivery": 1}   # how a phase moves with the offset
+
+
+class CellJoin:
+    """One pass over a cell's records, each with its span's timings attached or none: the clock offset's bounds
+    from every joined request (warmup too), and the phases of the measured ok ones taken at offset 0 (network and
+    the deliveries move with the offset, the server's own phases do not), shifted when the offset is known."""
 
     def __init__(self) -> None:
+        self.bounds = _Bounds()
         self.values: dict[PhaseName, array] = {p: array("q") for p in PHASES}
         self.ttft = array("q")
-        self.flagged = 0
-        self.backwards = 0          # requests with network or delivery below -error: the offset is inconsistent
+        self.requests = 0
 
-    def add(self, p: RequestPhases, ttft_ns: int, tolerance_ms: Callable[[float], float]) -> None:
+    def add(self, r: RequestRecord) -> None:
+        b = offset_bounds(r)
+        if b is not None:
+            self.bounds.add(b)
+        if r.phase != "measure" or not r.ok:
+            return
+        self.requests += 1
+        p = phases_of(r, 0)
+        if p is None or r.ttft_ns is None:
+            return
         for name in PHASES:
             v = p.get(name)
             if v is not None:
                 self.values[name].append(v)
-        self.ttft.append(ttft_ns)
-        self.flagged += delivery_flagged(p, ttft_ns, tolerance_ms)
-        self.backwards += min(p.network, p.delivery) < -p.error_ns
+        self.ttft.append(r.ttft_ns)
 
-    def stats(self) -> dict[str, dict[PhaseName, float]]:
-        out: dict[str, dict[PhaseName, float]] = {"mean_ms": {}, "p50_ms": {}, "p99_ms": {}}
-        for name, column in self.values.items():
-            if not column:
-                continue
-            ms = np.sort(np.frombuffer(column, np.int64)) / 1e6
-            out["mean_ms"][name] = math.fsum(ms) / len(ms)
-            out["p50_ms"][name], out["p99_ms"][name] = percentile(ms, 50), percentile(ms, 99)
-        return out
+    def ledger(self, counts: SpanCounts, tolerance_ms: Callable[[float], float]) -> PhaseLedger:
+        """The ledger at the offset the bounds give (`tolerance_ms`: the client's TTFT tolerance at a TTFT)."""
+        joined, off = len(self.ttft), self.bounds.offset()
+        base = PhaseLedger(requests=self.requests, joined=joined, missing=self.requests - joined,
+                           **dataclasses.asdict(counts))
+        if not joined or off is None:
+            return base
+        ns = {p: np.frombuffer(c, np.int64) + SHIFT.get(p, 0) * off.offset_ns for p, c in self.values.items() if c}
+        ttft_ms = np.frombuffer(self.ttft, np.int64) / 1e6
+        late = (ns["delivery"] - off.error_ns) / 1e6 > np.array([tolerance_ms(t) for t in ttft_ms])
+        backwards = np.minimum(ns["network"], ns["delivery"]) < -off.error_ns
+        return base.model_copy(update={
+            **_stats(ns), "clock_offset_ms": off.offset_ns / 1e6, "clock_offset_error_ms": off.error_ns / 1e6,
+            "clock_consistent": not backwards.any(), "client_ttft_mean_ms": math.fsum(ttft_ms) / joined,
+            "delivery_flagged": int(late.sum()), "delivery_max_ms": float(ns["delivery"].max()) / 1e6})
+
+
+def _stats(ns: dict[PhaseName, np.ndarray]) -> dict[str, dict[PhaseName, float]]:
+    """Mean, p50 and p99 of each phase (ms)."""
+    out: dict[str, dict[PhaseName, float]] = {"mean_ms": {}, "p50_ms": {}, "p99_ms": {}}
+    for name, values in ns.items():
+        ms = np.sort(values) / 1e6
+        out["mean_ms"][name] = math.fsum(ms) / len(ms)
+        out["p50_ms"][name], out["p99_ms"][name] = percentile(ms, 50), percentile(ms, 99)
+    return out
 
 
 def ledger(records: Iterable[RequestRecord], counts: SpanCounts, tolerance_ms: Callable[[float], float]
            ) -> PhaseLedger:
-    """The ledger over a cell's measured ok requests (`tolerance_ms`: the client's TTFT tolerance at a TTFT)."""
-    cols, requests = _Columns(), 0
-    offset: tuple[int | None, int | None] = (None, None)
+    """The ledger over a cell's records, their spans' timings attached (the offset found from them)."""
+    join = CellJoin()
     for r in records:
-        if r.phase != "measure" or not r.ok:
-            continue
-        requests += 1
-        p = phases_of(r)
-        if p is not None and r.ttft_ns is not None:
-            cols.add(p, r.ttft_ns, tolerance_ms)
-            offset = (r.clock_offset_ns, r.clock_offset_error_ns)
-    joined = len(cols.ttft)
-    base = PhaseLedger(requests=requests, joined=joined, missing=requests - joined, **dataclasses.asdict(counts))
-    if not joined:
-        return base
-    deliveries = cols.values["delivery"]
-    return base.model_copy(update={
-        **cols.stats(), "clock_offset_ms": (offset[0] or 0) / 1e6, "clock_offset_error_ms": (offset[1] or 0) / 1e6,
-        "clock_consistent": cols.backwards == 0,
-        "client_ttft_mean_ms": math.fsum(cols.ttft) / joined / 1e6, "delivery_flagged": cols.flagged,
-        "delivery_max_ms": max(deliveries) / 1e6})
+        join.add(r)
+    return join.ledger(counts, tolerance_ms)
 
 
 HISTOGRAM_ROLES = ("queue", "prefill", "decode", "inference", "ttft", "e2e")

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from google.protobuf.message import DecodeError
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+if TYPE_CHECKING:       # the receiver's process imports this module with no more than receiving needs
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from tokenbench.metrics.server import ServerTiming
+    from tokenbench.metrics.server import ServerTiming
 
 TTFT = "gen_ai.latency.time_to_first_token"       # marks a request span
 E2E = "gen_ai.latency.e2e"
@@ -81,6 +81,8 @@ def _kept(span) -> Span | None:
 
 def decode(body: bytes) -> Decoded:
     """The kept spans of one export payload (protobuf); PayloadError when it is not one."""
+    from google.protobuf.message import DecodeError
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
     try:
         message = ExportTraceServiceRequest.FromString(body)
     except (DecodeError, ValueError, RecursionError) as exc:
@@ -113,6 +115,7 @@ def timing_of(spans: list[Span]) -> ServerTiming | None:
     """The server's timings of the request one trace's spans describe: its request span's attributes, the queue
     from the `prefill_waiting` slices where the trace has them (prefill then runs from the last one's end to the
     first token); None without a request span or a usable TTFT."""
+    from tokenbench.metrics.server import ServerTiming
     root = next((s for s in spans if s.is_request), None)
     ttft = _ns(root.attributes.get(TTFT)) if root is not None else None
     if root is None or ttft is None:

@@ -11,7 +11,7 @@ from tokenbench.judge.intervals import Judging
 from tokenbench.judge.load_axes import LoadKey
 from tokenbench.judge.views import RunData, load_run
 from tokenbench.report import compare_tables as tables
-from tokenbench.report import frontier
+from tokenbench.report import frontier, phases
 from tokenbench.report.document import Block, Bullets, Document, Para, Table, num
 from tokenbench.report.explain import issue_text, plausibility_blocks
 from tokenbench.report.i18n import t
@@ -128,6 +128,8 @@ def build_compare(cols: list[Column], lang: str, issues: list[Issue], version: s
     if not common_cells(cols):
         doc.add(Para(t(lang, "note.no_common")))
     doc.add(*tables.all_tables(cols, lang, num_, judging))
+    if phases.any_traced(cols):
+        doc.add(num_.sec(t(lang, "cmp.phases")), *phases.compare_section(cols, lang, judging.min_effect))
     doc.add(num_.sec(t(lang, "h.frontier")), *frontier.blocks(tables.members(cols), lang, num_))
     checks = [chk for col in cols for chk in plausibility.check_run(col.run)
               if chk.config.name == col.config.name]

@@ -90,7 +90,7 @@ class CellMonitor:
         groups: list[Group | None] = [server_means(self.histograms(started_ns))]
         if w.traces is not None:
             self.joined = await w.traces.join(records, measured.stopped)
-            groups.append(self.joined.ledger(records))
+            groups.append(self.joined.ledger)
         return ServerSide(self.summary(self.window(measured), w.star),
                           tuple((x.t_ns, x.name, x.value) for x in self.samples),
                           readings(self, started_ns, w.wl, w.server), tuple(groups), w.server.death,

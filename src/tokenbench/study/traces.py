@@ -18,17 +18,9 @@ from typing import TYPE_CHECKING
 from tokenbench.client.records import RequestRecord
 from tokenbench.deploy import lifecycle, state
 from tokenbench.deploy.engines import traced, traces_address
+from tokenbench.errors import TargetError
 from tokenbench.metrics.health import claim_ms
-from tokenbench.metrics.server import (
-    ClockOffset,
-    ServerTiming,
-    SpanCounts,
-    apply_offset,
-    attach,
-    clock_offset,
-    ledger,
-    offset_bounds,
-)
+from tokenbench.metrics.server import CellJoin, ClockOffset, ServerTiming, SpanCounts, apply_offset, attach
 from tokenbench.metrics.summary_groups import PhaseLedger
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.study import Target
@@ -59,17 +51,14 @@ class JoinedRecords:
 
 @dataclass
 class Joined:
-    """One cell's join: each request's timing by trace id, the clock offset, and what else arrived."""
+    """One cell's join: each request's timing by trace id, the clock offset, and the cell's ledger."""
 
     timings: dict[str, ServerTiming]
     offset: ClockOffset | None
-    counts: SpanCounts
+    ledger: PhaseLedger
 
     def records(self, source: Iterable[RequestRecord]) -> JoinedRecords:
         return JoinedRecords(source, self.timings, self.offset)
-
-    def ledger(self, source: Iterable[RequestRecord]) -> PhaseLedger:
-        return ledger(self.records(source), self.counts, claim_ms)
 
 
 def _received() -> Received:
@@ -100,12 +89,22 @@ class _Gathered:
         return any(s.name == QUEUE_SLICE for spans in self.traces.values() for s in spans)
 
 
-def _counts(got: _Gathered, expected: set[str]) -> SpanCounts:
-    unjoined = sum(1 for tid, spans in got.traces.items() if tid not in expected for s in spans if s.is_request)
-    stray = sum(1 for tid, spans in got.traces.items() if tid not in expected for s in spans if not s.is_request)
-    r = got.received
-    return SpanCounts(unjoined_spans=unjoined, other_spans=r.other_spans + stray,
-                      dropped_payloads=r.dropped_payloads)
+def _join(records: Iterable[RequestRecord], got: _Gathered) -> Joined:
+    """One pass over the cell's records: each one's span attached, the offset's bounds and the phases gathered."""
+    from tokenbench.monitor.otlp import timing_of
+    timings = {tid: t for tid, spans in got.traces.items() if (t := timing_of(spans)) is not None}
+    join, matched = CellJoin(), set()
+    for r in records:
+        t = timings.get(r.trace_id) if r.trace_id else None
+        if t is not None and r.trace_id is not None:
+            matched.add(r.trace_id)
+            attach(r, t)
+        join.add(r)
+    requests = sum(1 for spans in got.traces.values() if any(s.is_request for s in spans))
+    stray = sum(1 for tid, spans in got.traces.items() if tid not in matched for s in spans if not s.is_request)
+    counts = SpanCounts(unjoined_spans=requests - len(matched), other_spans=got.received.other_spans + stray,
+                        dropped_payloads=got.received.dropped_payloads)
+    return Joined({t: timings[t] for t in matched}, join.bounds.offset(), join.ledger(counts, claim_ms))
 
 
 def _deployment_exports_to(base_url: str) -> str | None:
@@ -166,11 +165,7 @@ class Traces:
         requests = sum(1 for spans in got.traces.values() for s in spans if s.is_request)
         if not requests and expected:
             self._quiet_warning()
-        from tokenbench.monitor.otlp import timing_of
-        timings = {tid: t for tid in expected if (t := timing_of(got.traces.get(tid, []))) is not None}
-        source = JoinedRecords(records, timings, None)
-        offset = clock_offset(b for r in source if r.trace_id in timings and (b := offset_bounds(r)) is not None)
-        return Joined(timings, offset, _counts(got, expected))
+        return _join(records, got)
 
     async def _gather(self, expected: set[str], wait_s: float) -> _Gathered:
         got, deadline = _Gathered(), time.monotonic() + wait_s
@@ -188,6 +183,8 @@ class Traces:
             task = asyncio.current_task()
             if task is None or not task.cancelling():
                 raise
+        except TargetError as gone:          # the receiver died: the cell is stored with what was joined
+            self.log(f"{gone.one_line()}: this cell's requests are joined to the spans that came before")
         return got
 
     def _quiet_warning(self) -> None:
