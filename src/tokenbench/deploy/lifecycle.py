@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tokenbench.deploy import local, readiness, secret_refs, state
+from tokenbench.deploy import local, readiness, state
 from tokenbench.deploy.engines import engine_module, served_model
-from tokenbench.deploy.ports import check_port, free_port
 from tokenbench.deploy.state import DeploymentState
 from tokenbench.errors import DeployError
 from tokenbench.spec.deploy_profile import Profile
@@ -93,6 +92,7 @@ def choose_port(profile: Profile, stable: bool = False, say: Say = lambda m: Non
     """The profile's `port` (refused when a process listens there, naming it; the TIME_WAIT sockets a
     stopped server leaves do not count, see deploy/ports.py); else, when `stable` (`deploy up`), the engine's usual port
     (vLLM 8000, SGLang 30000, llama.cpp 8080) unless it is taken, then a free one, saying so; else a free one."""
+    from tokenbench.deploy.ports import check_port, free_port  # a launch's: reading a deployment needs neither
     if profile.port is not None:
         check_port(profile.host, profile.port)
         return profile.port
@@ -131,6 +131,7 @@ def launch(profile: Profile, state_dir: str | Path | None = None, say: Say = lam
     argv = command_for(profile, port)
     if profile.runs_in == "container":
         _container().preflight(profile, port)          # no docker engine: fails here, nothing created
+    from tokenbench.deploy import secret_refs
     secret = secret_refs.resolve(profile)                  # a missing host variable fails here, before launch
     directory = state.state_dir(state_dir)
     reap_orphans(directory, say)

@@ -30,6 +30,7 @@ from tokenbench.load.runner import CellRun, Phases, Sessions, Work
 from tokenbench.load.target import Endpoint
 from tokenbench.metrics.cell import Measured, ServerSide, finish
 from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.health import Delivery
 from tokenbench.metrics.summary import shape_of, turn_figures
 from tokenbench.metrics.summary_groups import ClientHealth, SessionFigures, WorkloadFacts
 from tokenbench.metrics.tally import CellTally, TurnTally
@@ -331,8 +332,11 @@ async def _result(job: CellJob, work: _Work, phases: Phases, sink: _Intake, run:
     wl, load, prompts, health, tally = job.workload, job.load, work.prompts, run.client_health, sink.tally
     fb = work.feedback
     sessions = _session_figures(job, fb, tally.turns) if fb is not None else None
+    e = job.endpoint
+    delivery = Delivery(e.server_writes, e.server_writes_from, e.via_proxy)
     measured = Measured(tally, load, prompts.nominal_lengths(wl), health, run.slot_waits, phases.seed,
-                        phases.count, (sink.started_ns, sink.ended_ns), run.stopped, sink.cut, (prompts.facts, sessions))
+                        phases.count, (sink.started_ns, sink.ended_ns), run.stopped, sink.cut, (prompts.facts, sessions),
+                        delivery)
     summary, verdict = finish(measured, await job.watch.read(measured, sink.spool), job.policy)
     notes = prompts.notes + exhausted_note(health, load, tally.outcomes.n)
     notes += [fb.problem] if fb is not None and fb.problem else []

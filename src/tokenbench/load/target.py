@@ -35,11 +35,29 @@ class Endpoint:
     max_model_len: int | None
     caps: Capabilities = field(default_factory=Capabilities)     # what the server accepts (load/probe.py)
     models: ModelList | None = None
+    server_writes: int | None = None     # token chunks the server writes at once, by its own account
+    server_writes_from: str = ""         # ... where that was read
+    via_proxy: bool = False              # the study declared a proxy on the way (--via-proxy)
 
     @property
     def token_ids(self) -> bool:
         """Completions prompts may travel as token ids (else as text built to length: workload/build.py)."""
         return self.caps.token_ids is not False
+
+
+WRITES_KEYS = ("chunks_per_write",)      # server-info keys that tell the chunks a server writes at once
+
+
+def server_writes(info: object, declared: int | None) -> tuple[int | None, str]:
+    """The chunks the server writes at once: as the study declares (`server_chunks_per_write`), else as its
+    server info tells (`/get_server_info`: WRITES_KEYS), else None (not told)."""
+    if declared is not None:
+        return declared, "--server-chunks-per-write"
+    told = {k: v for k, v in (info if isinstance(info, dict) else {}).items() if k in WRITES_KEYS}
+    for key, value in told.items():
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            return value, f"/get_server_info {key}"
+    return None, ""
 
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"      # read when no key is named, as OpenAI clients and vLLM's do
@@ -54,13 +72,37 @@ def read_api_key(target: Target, key_env: str | None = None) -> str | None:
         if not key:
             raise UsageError(f"environment variable {key_env} is not set",
                              f"export {key_env}=<your key> before running")
-        return key.strip()
+        return _usable_key(key.strip(), f"the API key in ${key_env}", f"export {key_env}=<your key>")
     if target.api_key_file:
-        p = Path(target.api_key_file)
-        if not p.is_file():
-            raise UsageError(f"API key file '{p}' not found", "check --api-key-file")
-        return p.read_text().splitlines()[0].strip()
-    return os.environ.get(DEFAULT_KEY_ENV, "").strip() or None
+        return _key_file(Path(target.api_key_file))
+    key = os.environ.get(DEFAULT_KEY_ENV, "").strip()
+    return _usable_key(key, f"the API key in ${DEFAULT_KEY_ENV}", f"export {DEFAULT_KEY_ENV}=<your key>") if key else None
+
+
+def _key_file(p: Path) -> str:
+    """The first line of an API key file, which must be text."""
+    fix = "write the key alone on the file's first line (--api-key-file)"
+    if not p.is_file():
+        raise UsageError(f"API key file '{p}' not found", "check --api-key-file")
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise UsageError(f"API key file '{p}' is not text (UTF-8)", fix) from None
+    except OSError as exc:
+        raise UsageError(f"API key file '{p}' cannot be read: {exc.strerror or exc}",
+                         "check --api-key-file and its permissions") from None
+    return _usable_key(lines[0].strip() if lines else "", f"API key file '{p}'", fix)
+
+
+def _usable_key(key: str, where: str, fix: str) -> str:
+    """A key an HTTP header can carry: printable ASCII (a control character such as NUL would make every
+    request fail in a way that blames the server)."""
+    if not key:
+        raise UsageError(f"{where} is empty", fix)
+    bad = next((i for i, ch in enumerate(key) if not (ch.isascii() and ch.isprintable())), None)
+    if bad is not None:
+        raise UsageError(f"{where} holds {key[bad]!r} at position {bad + 1}: a key is printable ASCII", fix)
+    return key
 
 
 def _max_len(entry: dict) -> int | None:
@@ -117,7 +159,9 @@ def resolve(base_url: str, target: Target, workload: WorkloadSource, key_env: st
     models = read_models(base_url, key)
     entry = _entry(base_url, target, models)
     vocab = discover(base_url, models.entries, workload.tokenizer_path, workload.vocab_size, key)
-    return Endpoint(base_url.rstrip("/"), entry["id"], key, vocab, _max_len(entry), models=models)
+    writes, told = server_writes(_server_info(base_url, key), target.server_chunks_per_write)
+    return Endpoint(base_url.rstrip("/"), entry["id"], key, vocab, _max_len(entry), models=models,
+                    server_writes=writes, server_writes_from=told, via_proxy=target.via_proxy)
 
 
 def unlisted_note(e: Endpoint) -> str | None:
@@ -127,6 +171,14 @@ def unlisted_note(e: Endpoint) -> str | None:
         return None
     told = f"HTTP {m.status} ({m.head})" if m.status != 200 or not m.entries else f"{len(m.entries)} other model(s)"
     return f"/v1/models: {told}; model '{e.model}' sent as --model gives it"
+
+
+def _server_info(base_url: str, key: str | None) -> object:
+    """SGLang-style /get_server_info where the server has it (None where it has not, or refuses it)."""
+    try:
+        return api.get_json(base_url, "/get_server_info", key)
+    except TargetError:
+        return None
 
 
 def check_context(workload, max_model_len: int | None) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tokenbench.metrics.cell_summary import CellSummary
-from tokenbench.metrics.health import figure_health
+from tokenbench.metrics.health import Delivery, figure_health
 from tokenbench.metrics.server import Readings, counters
 from tokenbench.metrics.summary import of_tally, on_schedule, send_rates
 from tokenbench.metrics.summary_groups import ClientHealth, FigureHealth, Group, Interruption, MonitorFigures
@@ -40,6 +40,7 @@ class Measured:
     stopped: bool = False                # stopped by the user (Ctrl-C)
     cut: int = 0                         # measured requests cut off by the stop
     groups: tuple[Group | None, ...] = ()
+    delivery: Delivery = Delivery()      # the server's own account of its writes, a declared proxy
 
 
 def _alive() -> str | None:
@@ -79,7 +80,7 @@ def _figures(m: Measured, server: ServerSide) -> CellSummary:
     summary = of_tally(t, m.load, *m.lengths)
     one_loop = (m.health.client_workers or 1) <= 1            # every stamp taken by the loop the stalls held
     rates = send_rates(t.send_times(), m.load, m.slot_waits, m.arrival_seed) if on_schedule(m.load) else None
-    summary = summary.with_(m.health, rates, figure_health(summary, t, m.health.stalls, one_loop), *m.groups)
+    summary = summary.with_(m.health, rates, figure_health(summary, t, m.health.stalls, one_loop, m.delivery), *m.groups)
     fill, group = counters(server.readings, summary.cache_hit_rate)
     slices = summary.slices
     if slices is not None and server.monitor is not None:     # the monitor's samples per slice

@@ -271,10 +271,47 @@ def send_rates(t: SendTimes, load: Load, waits: SlotWaits, seed: int | None = No
              "send_rate_scheduled": rate_over(t.intended), "send_rate_achieved": rate_over(t.wrote),
              "send_late_mean_ms": late, "send_slot_wait_mean_ms": slot if capped else None,
              "send_slot_waits": waits.sends if capped else None, "send_connect_mean_ms": connect,
-             "send_cap": load.rate_cap if capped else None}
+             "send_cap": load.rate_cap if capped else None, **schedule_fidelity(t)}
     rates = SendRates(**{k: v for k, v in given.items() if v is not None})
-    reason = off_reason(rates, load)
-    return rates.model_copy(update={"send_rate_off": reason}) if reason else rates
+    why = {"send_rate_off": off_reason(rates, load), "send_schedule_off": schedule_off(rates)}
+    return rates.model_copy(update={k: v for k, v in why.items() if v is not None})
+
+
+SCHEDULE_SHARE = 0.05       # a send may be late by this share of the mean scheduled gap (at least 1 ms) ...
+SCHEDULE_LATE_MS = 1.0
+SCHEDULE_CV = 0.1           # ... and the sent gaps' CV may differ from the scheduled ones' by this much
+
+
+def _cv(times: np.ndarray) -> float | None:
+    gaps = np.diff(np.sort(times)).astype(np.float64)
+    return float(gaps.std() / gaps.mean()) if len(gaps) >= 2 and gaps.mean() > 0 else None
+
+
+def schedule_fidelity(t: SendTimes) -> dict[str, float | None]:
+    """Each send against its intended time (written - intended - connect): p99 and largest lateness, the
+    tolerance (max(SCHEDULE_LATE_MS, SCHEDULE_SHARE of the mean scheduled gap)) and the share of sends later
+    than it; the CV of the gaps between sends as scheduled and as sent (the shape the server was offered)."""
+    late = np.sort((t.wrote - t.intended - t.connect).astype(np.float64)) / MS
+    sched = rate_over(t.intended)
+    tol = max(SCHEDULE_LATE_MS, SCHEDULE_SHARE * 1e3 / sched) if sched else SCHEDULE_LATE_MS
+    return {"send_late_p99_ms": percentile(late, 99), "send_late_max_ms": float(late[-1]),
+            "send_late_tolerance_ms": tol, "send_late_share": float((late > tol).mean()),
+            "send_gap_cv_scheduled": _cv(t.intended), "send_gap_cv_sent": _cv(t.wrote)}
+
+
+def schedule_off(rates: SendRates) -> OffReason | None:
+    """Why the sends left their schedule (None when they kept it): their p99 lateness beyond the tolerance,
+    or the sent gaps' CV off the scheduled one by more than SCHEDULE_CV; the reason is the largest delay of
+    the cap's slots, new connections and the client's own lateness."""
+    p99, tol = rates.send_late_p99_ms, rates.send_late_tolerance_ms
+    late = p99 is not None and tol is not None and p99 > tol
+    a, b = rates.send_gap_cv_sent, rates.send_gap_cv_scheduled
+    if not late and (a is None or b is None or abs(a - b) <= SCHEDULE_CV):
+        return None
+    causes: dict[OffReason, float] = {"cap": rates.send_slot_wait_mean_ms or 0.0,
+                                      "connect": rates.send_connect_mean_ms or 0.0,
+                                      "client": rates.send_late_mean_ms or 0.0}
+    return max(causes, key=lambda k: causes[k])
 
 
 def shape_of(wl: Workload, load: Load) -> SessionFigures:

@@ -116,6 +116,15 @@ def sustain_text(r: SearchRecord, s: Sustain, lang: str) -> str:
              tier=r.tiers[0].name, drift=_drift(s.drift, lang), steady=steady)
 
 
+def _doubts(r: SearchRecord, lang: str) -> list[Block]:
+    """The cells measured again for the client's delays, and the loads none could be measured cleanly at."""
+    a = r.answers[0] if r.answers else None
+    if a is None or not a.remeasured:
+        return []
+    blocked = t(lang, "cap.blocked", loads=", ".join(map(load_text, a.client_loads))) if a.client_loads else ""
+    return [Para(t(lang, "cap.remeasured", n=a.remeasured, blocked=blocked))]
+
+
 def _dimension(run: RunData, r: SearchRecord, lang: str) -> str:
     return t(lang, f"cap.dim.{r.dimension}", arrival=run.spec.get("arrival", "poisson"))
 
@@ -128,6 +137,9 @@ def section(run: RunData, lang: str, num_: Numberer, roofs: dict[str, Roofline |
                            dimension=_dimension(run, r, lang))), answers(run, row, roofs.get(row.config), lang)]
         if r.sustain is not None:
             out.append(Para(sustain_text(r, r.sustain, lang)))
+            if r.sustain.apart:
+                out.append(Para(t(lang, "cap.apart", limits=", ".join(r.sustain.apart))))
+        out += _doubts(r, lang)
         out += [Para(t(lang, "cap.nonmonotone", loads=", ".join(map(load_text, a.nonmonotone)), tier=a.tier))
                 for a in r.answers if a.nonmonotone]
         out += [Heading(t(lang, "h.capacity_tried"), 4), pooled(row, lang), tried(row, lang)]

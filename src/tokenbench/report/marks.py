@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from tokenbench.judge.status import MARKS, State
 from tokenbench.metrics.cell_summary import CellSummary
-from tokenbench.report.document import Cell, missing
+from tokenbench.report.document import Cell, missing, num
 from tokenbench.report.i18n import t
 
 if TYPE_CHECKING:                    # types only: the console's table needs neither the run model nor compare
@@ -34,7 +34,14 @@ def cause_text(cause: str, summary: CellSummary, lang: str) -> str:
     wait = f"{h.client_wait_percent:.1f} %" if h and h.client_wait_percent is not None else "?"
     cpu = f"{h.busiest_cpu_percent():.0f} %" if h and h.client_cpu_percent is not None else "?"
     chunks = f"{f.chunks_coalesced}/{f.token_chunks}" if f and f.token_chunks else "?"
-    return t(lang, f"cause.{cause}", wait=wait, cpu=cpu, chunks=chunks)
+    return t(lang, f"cause.{cause}", wait=wait, cpu=cpu, chunks=chunks, source=source_text(summary, lang))
+
+
+def source_text(summary: CellSummary, lang: str) -> str:
+    """Whose shape a stream's bursts are, on the cell's evidence (metrics/health.py), in words."""
+    f = summary.figures
+    source = (f.burst_source if f else None) or "upstream"
+    return t(lang, f"delivery.{source}", k=num(f.server_writes if f else None), told=(f.server_writes_from if f else "") or "")
 
 
 def _moved(c: CellInfo, keys: Iterable[str]) -> dict[str, list[str]]:

@@ -174,7 +174,9 @@ def cell_notes(cells: list[CellInfo], lang: str) -> list[str]:
     """Under a table of these cells: why a cell's sent rate is off the asked one, and a stream tail that
     matters (report/explain.py)."""
     notes = [explain.send_note(f"{c.config} {c.label}", c.summary, lang) for c in cells]
+    notes += [explain.schedule_note(f"{c.config} {c.label}", c.summary, lang) for c in cells]
     notes += [explain.tail_note(f"{c.config} {c.label}", c.summary, lang) for c in cells]
+    notes += [explain.delivery_note(f"{c.config} {c.label}", c.summary, lang) for c in cells]
     notes += [explain.early_note(f"{c.config} {c.label}", c.summary, lang) for c in cells]
     return [n for n in notes if n]
 
