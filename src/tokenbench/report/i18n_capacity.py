@@ -70,6 +70,8 @@ EN: dict[str, str] = {
     "cap.holds": "the answer holds",
     "cap.fails": "the answer does NOT hold",
     "cap.no_drift": "no drift between its first and last slices",
+    "cap.drift_unchecked": ("drift not checked: fewer than 2 full timeslices (a sustain cell of at least twice "
+                            "--timeslice-s checks it)"),
     "cap.drifted": "drifted between its first and last slices: {what}",
     "cap.drift_item": "{figure} {first} -> {last} ({change})",
     "cap.nonmonotone": "Not monotone: {loads} met tier {tier} above a load that failed it; the answer is the "
@@ -172,6 +174,7 @@ ZH: dict[str, str] = {
     "cap.holds": "结论成立",
     "cap.fails": "结论不成立",
     "cap.no_drift": "首尾时间片之间无漂移",
+    "cap.drift_unchecked": "未检查漂移：完整时间片不足 2 个（持续验证单元至少为 --timeslice-s 的两倍才能检查）",
     "cap.drifted": "首尾时间片之间有漂移：{what}",
     "cap.drift_item": "{figure} {first} -> {last}（{change}）",
     "cap.nonmonotone": "非单调：{loads} 在某个未满足档位 {tier} 的负载之上反而满足；结论取首次失败之下满足的最高负载。",
