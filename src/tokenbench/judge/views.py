@@ -9,6 +9,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.errors import StoreError, UsageError
@@ -21,6 +22,9 @@ from tokenbench.spec.profile_args import render_args
 from tokenbench.spec.server_facts import ServerFacts
 from tokenbench.store.db import Store, db_path
 from tokenbench.store.rows import CellRow, ConfigRow, RunRow, SampleRow, SearchRow
+
+if TYPE_CHECKING:
+    from tokenbench.logs.launch import LaunchFailure
 
 MONITOR_NAMES = ("running", "waiting", "kv_usage")
 
@@ -43,6 +47,7 @@ class ConfigInfo:
     facts: ServerFacts
     status: str
     message: str
+    launch: LaunchFailure | None = None      # why it did not start (logs/launch.py)
 
     @property
     def engine(self) -> str:
@@ -260,7 +265,8 @@ def _order(c: CellInfo) -> tuple:
 
 
 def _config(row: ConfigRow) -> ConfigInfo:
-    return ConfigInfo(row.id, row.name, row.overrides or {}, row.profile, row.facts, row.status, row.message or "")
+    return ConfigInfo(row.id, row.name, row.overrides or {}, row.profile, row.facts, row.status, row.message or "",
+                      row.launch)
 
 
 def _cell(row: CellRow) -> CellInfo:

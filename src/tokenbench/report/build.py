@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
+from tokenbench.judge import tune as judged_tune
 from tokenbench.judge.bottleneck import rooflines
 from tokenbench.judge.frontier import run_members
 from tokenbench.judge.intervals import Book, Judging
@@ -28,6 +29,7 @@ from tokenbench.report import (
     sections,
     sessions,
     slices,
+    tune,
 )
 from tokenbench.report.document import Block, Cell, Document, Para, Table, num, pct
 from tokenbench.report.explain import plausibility_blocks
@@ -64,7 +66,14 @@ def _cells(make: Callable[[Context], list[Block]]) -> Callable[[Context], list[B
     return lambda x: make(x) if x.run.cells else []
 
 
+def _tune(x: Context) -> list[Block]:
+    """A tune's ranking and recommendation (nothing for any other run)."""
+    tuning = judged_tune.of_run(x.run.spec, x.run.configs, x.run.searches)
+    return [] if tuning is None else tune.section(tuning, x.run.searches[0].record.dimension, x.lang, x.num)
+
+
 SECTIONS: tuple[Section, ...] = (
+    Section("h.tune", _tune),
     Section("h.capacity", lambda x: capacity.section(x.run, x.lang, x.num, x.roofs) if x.run.searches else []),
     Section("h.baseline", _cells(lambda x: sections.baseline(x.run, x.lang, x.book))),
     Section("h.scaling", _cells(lambda x: _scaling(x.run, x.lang, x.num, x.roofs, x.book))),

@@ -104,6 +104,9 @@ def pooled(row: SearchRow, lang: str) -> Table:
 
 
 def _drift(d: list[Drift], lang: str) -> str:
+    """What the sustain cell's slices showed; nothing checked (no figure on both sides) is said as such."""
+    if not d:
+        return t(lang, "cap.drift_unchecked")
     moved = [t(lang, "cap.drift_item", figure=t(lang, f"fig.{x.figure}"), first=num(x.first), last=num(x.last),
                change=signed_pct(x.change)) for x in d if x.drifted]
     return t(lang, "cap.drifted", what="; ".join(moved)) if moved else t(lang, "cap.no_drift")

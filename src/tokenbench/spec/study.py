@@ -185,6 +185,19 @@ class Sampling(StrictModel):
         return self.model_dump(exclude_none=True)
 
 
+class Tune(StrictModel):
+    """`tokenbench tune`: how the best server config for the SLOs is searched (docs/metrics.md, "Tune")."""
+
+    budget_cells: int | None = Field(None, ge=1, description="most cells the tune runs over every config "
+                                     "(default: capacity_budget per config)")
+    budget_minutes: float | None = Field(None, gt=0, description="start no cell after this many minutes of this "
+                                         "session (a resume has the budget again); configs not reached are listed "
+                                         "as not run")
+    baseline: str | None = Field(None, description="the server config the gain is stated against, by name (e.g. "
+                                 "slots=4); default: the profile as given (the varied config equal to it, else one "
+                                 "more config, 'default')")
+
+
 class StudySpec(StrictModel):
     """A study: target x workload x load cells x server configs x repeats. A benchmark is a study with one
     server configuration and no relaunch; `tokenbench sweep --fields` lists every key."""
@@ -266,6 +279,8 @@ class StudySpec(StrictModel):
                                                    "one device-hour (x the server's devices) or one node-hour")
     timeslice_s: float = Field(10.0, ge=0.01, description="width of the timeslices every cell keeps, seconds "
                                "(figures per slice, steady state, a sustain cell's drift)")
+    tune: Tune | None = Field(None, description="`tokenbench tune`: rank the server configs (vary) by their "
+                              "capacity under each SLO tier and recommend one")
 
     @field_validator("find_capacity", mode="before")
     @classmethod
@@ -384,6 +399,7 @@ class StudySpec(StrictModel):
             raise ValueError("'vary' needs a profile target (tokenbench must relaunch the server per config)")
         return self
 
+
     def _check_capacity(self) -> None:
         if self.find_capacity == "users" and self.workload.kind != "sessions":
             raise ValueError("find_capacity users searches closed-loop sessions: it needs the sessions workload "
@@ -445,3 +461,17 @@ class StudySpec(StrictModel):
         if self.workload.kind in DATASET_KINDS or self.workload.length_histogram is not None:
             return [Workload(**common)]
         return [Workload(**{**common, "input_len": a, "output_len": b}) for a, b in self.pairs]
+
+    @model_validator(mode="after")
+    def _tune(self) -> "StudySpec":
+        if self.tune is None:
+            return self
+        if not self.target.profile:
+            raise ValueError("tune relaunches the server per config: it needs a profile (tokenbench tune PROFILE)")
+        if not self.find_capacity:
+            raise ValueError("tune ranks configs by their capacity: it needs find_capacity (concurrency, rate "
+                             "or users)")
+        if len(self.workloads()) != 1:
+            raise ValueError("tune ranks configs on one workload: give one pair (--input-len/--output-len) or "
+                             "one dataset; tune each workload in its own run")
+        return self

@@ -32,6 +32,8 @@ from tokenbench.study.plan import Plan, PlannedCell, check_context, plan
 from tokenbench.study.runner import CellInterrupted, RunSettings, StudyEvents, StudyRunner, endpoint_for, pending
 from tokenbench.study.servers import expected_ctx, load_profile
 
+RESUMABLE = ("bench", "sweep", "tune")
+
 
 class ResultFile(Protocol):
     """A result file fed as the study runs (outputs.VllmResults; `Kept` keeps the results in memory)."""
@@ -84,7 +86,8 @@ def preflight(p: Plan) -> None:
         return
     for config in p.configs:
         profile = load_profile(p.spec.target, config)
-        check_context(p, expected_ctx(profile), f"profile {profile.name} [{config.name}]")
+        if p.spec.tune is None:               # a tune records such a config as not started, and goes on
+            check_context(p, expected_ctx(profile), f"profile {profile.name} [{config.name}]")
 
 
 def create_run(store: Store, p: Plan, settings: RunSettings, argv: Sequence[str], profile=None) -> str:
@@ -101,8 +104,8 @@ def stored_spec(store: Store, run_id: str, kind: str) -> StudySpec:
     """The spec of a stored run, for --resume; a run of another kind says how to resume it."""
     row = store.run(run_id)
     if row.kind != kind:
-        hint = (f"resume it with `{commands.resume(store.path, row.kind, run_id)}`" if row.kind in ("bench", "sweep")
-                else "only bench and sweep runs can be resumed; rerun it as a new run")
+        hint = (f"resume it with `{commands.resume(store.path, row.kind, run_id)}`" if row.kind in RESUMABLE
+                else "only bench, sweep and tune runs can be resumed; rerun it as a new run")
         raise UsageError(f"run {run_id} is a {row.kind} run, not a {kind}: `{kind} --resume` continues "
                          f"{kind} runs", hint)
     spec = dict(row.spec)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tokenbench.errors import DeployError
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import GraphCapture, ServerFacts
 from tokenbench.spec.study import Target
@@ -15,6 +16,7 @@ from tokenbench.study.plan import ServerConfig
 if TYPE_CHECKING:
     from tokenbench.deploy.lifecycle import Deployment
     from tokenbench.host.isolation import Isolation
+    from tokenbench.logs.launch import LaunchFailure
 
 
 @dataclass
@@ -39,6 +41,17 @@ class Server:
         if status in (200, 401, 403):        # an answer that asks for a key comes from a live server
             return None
         return f"{self.base_url} stopped answering (/v1/models: {status or 'no connection'})"
+
+
+def launch_failure(exc: DeployError) -> LaunchFailure:
+    """Why a launch failed: the cause read from the engine's log (when it started one) and the error."""
+    from pathlib import Path
+
+    from tokenbench.deploy.readiness import log_text
+    from tokenbench.logs.launch import classify
+    log = getattr(exc, "log", None)
+    failure = classify(log_text(Path(log)) if log else "", exc.message, log)
+    return failure.model_copy(update={"message": exc.one_line().split("\\n")[0]})
 
 
 def load_profile(target: Target, config: ServerConfig) -> Profile:
