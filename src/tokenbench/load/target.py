@@ -19,11 +19,15 @@ from tokenbench.workload.vocab import Vocab, discover
 @dataclass(slots=True, frozen=True)
 class ModelList:
     """GET /v1/models as answered: its status, the entries listed (none when it is not a list) and its body's
-    first line (for messages)."""
+    first line (for messages); `is_list`: the body was an OpenAI model list (`{"data": [...]}`)."""
 
     status: int
     entries: list[dict]
     head: str
+    is_list: bool = True
+
+    def ids(self) -> list[str]:
+        return [str(m.get("id")) for m in self.entries]
 
 
 @dataclass(slots=True, frozen=True)
@@ -123,13 +127,15 @@ def read_models(base_url: str, key: str | None) -> ModelList:
     except ValueError:
         data = None
     entries = data.get("data") if isinstance(data, dict) else None
-    return ModelList(status, entries if isinstance(entries, list) else [], api.first_line(body))
+    if isinstance(entries, list):
+        return ModelList(status, entries, api.first_line(body))
+    return ModelList(status, [], api.first_line(body), is_list=False)
 
 
 def _unlisted(base_url: str, models: ModelList) -> TargetError:
     """Without --model a model list is needed: the status, the body's first line and the fix."""
     fix = "pass --model NAME (the model the server serves: tokenbench then runs without the list)"
-    if models.status == 200:
+    if models.status == 200 and models.is_list:
         return TargetError(f"{base_url}/v1/models lists no model (HTTP 200: {models.head})",
                            f"{fix}, or wait until the server has loaded it")
     return TargetError(f"{base_url}/v1/models answered HTTP {models.status} ({models.head}), not an OpenAI "
@@ -142,13 +148,19 @@ def _entry(base_url: str, target: Target, models: ModelList) -> dict:
         if not models.entries:
             raise _unlisted(base_url, models)
         return models.entries[0]
-    ids = [m.get("id") for m in models.entries]
+    ids = models.ids()
     if target.model in ids:
         return models.entries[ids.index(target.model)]
     if models.entries and target.no_probe:
-        raise UsageError(f"model '{target.model}' is not served at {base_url}",
-                         f"use one of: {', '.join(map(str, ids))} (or drop --no-probe: the probe then checks it)")
+        raise not_served(base_url, target.model, models, "or drop --no-probe: the probe then tries the name given")
     return {"id": target.model}
+
+
+def not_served(base_url: str, model: str, models: ModelList, more: str = "", answer: str = "") -> UsageError:
+    """The model is not among those the server lists (`answer`: what it said when asked for it)."""
+    said = f" (it answered {answer})" if answer else ""
+    return UsageError(f"model '{model}' is not served at {base_url}{said}",
+                      f"use one of: {', '.join(models.ids())}" + (f" ({more})" if more else ""))
 
 
 def resolve(base_url: str, target: Target, workload: WorkloadSource, key_env: str | None = None) -> Endpoint:
@@ -167,7 +179,7 @@ def resolve(base_url: str, target: Target, workload: WorkloadSource, key_env: st
 def unlisted_note(e: Endpoint) -> str | None:
     """One line when the model list did not list the model used (it was sent as --model gives it)."""
     m = e.models
-    if m is None or e.model in [x.get("id") for x in m.entries]:
+    if m is None or e.model in m.ids():
         return None
     told = f"HTTP {m.status} ({m.head})" if m.status != 200 or not m.entries else f"{len(m.entries)} other model(s)"
     return f"/v1/models: {told}; model '{e.model}' sent as --model gives it"

@@ -208,7 +208,7 @@ def request_options(spec: StudySpec, trace: bool = False, caps: Capabilities | N
 def verdict_policy(spec: StudySpec, endpoint: Endpoint) -> VerdictPolicy:
     """What a cell's verdict tolerates (the study's options) and names (the server's address)."""
     return VerdictPolicy(spec.allow_length_mismatch, spec.max_error_rate, endpoint.api_key is not None,
-                         endpoint.base_url)
+                         endpoint.base_url, spec.target.no_probe)
 
 
 def endpoint_for(spec: StudySpec, base_url: str, profile=None) -> Endpoint:
@@ -355,7 +355,7 @@ class StudyRunner:
         where = f"server config {config.name}"
         if not given and self.plan.spec.target.profile:
             self._fits(expected_ctx(load_profile(self.plan.spec.target, config)), where)
-        with given or server_for(self.plan.spec.target, config, self.ev.log, self.settings.isolation.engine,
+        with given or server_for(self.plan.spec.target, config, self.ev.log, self.settings.isolation,
                                  self.traces.traced_profile) as server:
             self._fits(server.facts.ctx_per_seq, where)
             with_graphs(server.facts, server.profile)
