@@ -85,7 +85,7 @@ def test_energy_per_output_token_is_power_times_the_measured_window(tmp_path, sm
     assert f"| {cell.label} | {'gpu 0' if gpus == 1 else f'all {gpus}'} |" in page
     assert f"{m.accel_energy_per_output_token_j:,.3f}" in page and f"{found.per_joule.value:,.3f}" in page
     cost = _cost_row(page, cell.label)
-    hourly = 2.5 * 1                                          # devices: 1 (no profile states more)
+    hourly = 2.5 * gpus            # per device-hour x the devices the monitor sampled (no profile states them)
     assert cost[0] == hourly
     assert cost[1] == pytest.approx(hourly / (s.output_throughput * 3600) * 1e6, abs=5e-5)   # as printed
 
