@@ -31,7 +31,7 @@ def test_missing_tools_are_unavailable_with_a_reason(fake_tool):
     for sampler in (NpuSmiSampler(), NvidiaSmiSampler(use_nvml=False)):
         availability = sampler.available()
         assert not availability
-        assert "not found on PATH" in availability.reason and sampler.command[0] in availability.reason
+        assert "not found on PATH" in availability.reason and sampler.tool in availability.reason
 
 
 def test_npu_smi_sampler_runs_the_tool_and_stamps_the_midpoint(fake_tool):

@@ -250,7 +250,8 @@ def study_data(kw: dict, flags: tuple[Flag, ...], base: dict | None = None) -> d
     for key, value in given(flags, kw).items():
         set_key(data, key, value)
     _lengths(data, kw.get("input_len"), kw.get("output_len"))
-    for note in serve.fold(data, peers_given(kw)):
+    peers = peers_given(kw)
+    for note in serve.fold(data, peers) if peers else ():
         console.err.print(f"note: {note}", markup=False, highlight=False)
     return data
 

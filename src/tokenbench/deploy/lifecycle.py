@@ -52,7 +52,7 @@ class Deployment:
     def exit_code(self) -> int | None:
         if self.proc is not None:
             return self.proc.poll()
-        return None if local.leader(self.state.pid, self.state.create_time) else -1
+        return None if state.is_alive(self.state) else -1
 
     def stop(self, grace_s: float = GRACE_S) -> None:
         """SIGTERM, then SIGKILL after grace_s, to the whole process group; idempotent."""
@@ -220,16 +220,6 @@ def _terminate(st: DeploymentState, grace_s: float) -> None:
         cleanup = getattr(_container(), "cleanup", None)   # e.g. `docker rm -f` a container left behind
         if cleanup is not None:
             cleanup(st)
-
-
-def is_alive(st: DeploymentState) -> bool:
-    return local.leader(st.pid, st.create_time) is not None
-
-
-def serving(directory: Path, base_url: str) -> DeploymentState | None:
-    """The running deployment that tokenbench started at `base_url`, if any: a stale record of a crashed one
-    is skipped, since another server may hold its port now."""
-    return next((st for st in state.at_url(directory, base_url) if is_alive(st)), None)
 
 
 # ---- signals ----

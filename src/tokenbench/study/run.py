@@ -31,7 +31,6 @@ from tokenbench.store.rows import CellRow
 from tokenbench.study.plan import Plan, PlannedCell, check_context, plan
 from tokenbench.study.runner import CellInterrupted, RunSettings, StudyEvents, StudyRunner, endpoint_for, pending
 from tokenbench.study.servers import expected_ctx, load_profile
-from tokenbench.workload.lengths import Draws
 
 RESUMABLE = ("bench", "sweep", "tune")
 
@@ -76,7 +75,9 @@ def preflight(p: Plan) -> None:
     """Everything that can be checked before a deploy: length histograms read, each cell's sockets fit the
     limit on open files, profiles load, contexts fit."""
     for wl in p.spec.workloads():
-        Draws.of(wl)
+        if wl.draws is not None:
+            from tokenbench.workload.lengths import Draws  # a length distribution: only a workload that draws
+            Draws.of(wl)
     for cell in p.cells:
         load = cell.load
         check_sockets(cell.key, max(load.at_once or 0, load.warmup_width if load.warmup_count() else 0) or None,

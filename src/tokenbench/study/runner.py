@@ -355,7 +355,7 @@ class StudyRunner:
         where = f"server config {config.name}"
         if not given and self.plan.spec.target.profile:
             self._fits(expected_ctx(load_profile(self.plan.spec.target, config)), where)
-        with given or server_for(self.plan.spec.target, config, self.ev.log, self.settings.isolation.engine,
+        with given or server_for(self.plan.spec.target, config, self.ev.log, self.settings.isolation,
                                  self.traces.traced_profile) as server:
             self._fits(server.facts.ctx_per_seq, where)
             with_graphs(server.facts, server.profile)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tokenbench.client.records import RequestRecord
-from tokenbench.deploy import lifecycle, state
+from tokenbench.deploy import state
 from tokenbench.deploy.engines import traced, traces_address
 from tokenbench.errors import TargetError
 from tokenbench.metrics.health import claim_ms
@@ -109,7 +109,7 @@ def _join(records: Iterable[RequestRecord], got: _Gathered) -> Joined:
 
 def _deployment_exports_to(base_url: str) -> str | None:
     """Where the running deployment at `base_url` (started by `deploy up`) exports its spans, if it does."""
-    st = lifecycle.serving(state.state_dir(), base_url)
+    st = state.serving(state.state_dir(), base_url)
     return traces_address(st.argv) if st is not None else None
 
 
