@@ -71,7 +71,8 @@ def sparse_footnote(c: CellInfo, lang: str, keys: Iterable[str], name: str | Non
     m = c.summary.monitor
     if m is None or not any(c.figure_state(k).kind == "sparse" for k in keys):
         return []
-    return [t(lang, "mark.sparse", mark=MARKS["sparse"], cell=f"{name or c.config} {c.label}",
+    key = "mark.sparse" if m.accel_coverage_pct is not None else "mark.sparse_counter"
+    return [t(lang, key, mark=MARKS["sparse"], cell=f"{name or c.config} {c.label}",
               coverage=f"{m.accel_coverage_pct or 0:.0f}", gap=f"{m.accel_max_gap_s or 0:.1f}",
               interval=f"{m.interval_s or 0:g}", window=f"{m.window_s or 0:.1f}")]
 
