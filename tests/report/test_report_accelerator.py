@@ -56,6 +56,17 @@ def test_accelerator_table_per_cell_and_device(store, lang, head, all2):
     assert body.count("◌") >= 6 and f"c={SPARSE_AT}" in body.split("- ◌")[1]
 
 
+@pytest.mark.parametrize("lang,said", [("en", "the energy counter's readings around an edge"),
+                                       ("zh", "能耗计数器在其")])
+def test_an_energy_counter_read_far_from_an_edge_is_marked_saying_so(store, lang, said):
+    run, text = page(store, build_accel_run(store, counter=True), lang)
+    for cell in run.cells:
+        m = cell.summary.monitor
+        assert m.accel_energy_source == "counter" and m.power_sparse == (cell.concurrency == SPARSE_AT)
+    notes = [line for line in text.splitlines() if line.startswith("- ◌")]
+    assert notes and all(said in line and f"c={SPARSE_AT}" in line for line in notes)
+
+
 def test_energy_per_output_token_is_one_over_tokens_per_joule(store):
     run, text = page(store, build_accel_run(store))
     for cell in run.cells:

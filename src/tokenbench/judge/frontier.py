@@ -119,10 +119,20 @@ class Frontier:
         return any(p.per_usd is not None for p in self.points)
 
 
-def devices(config: ConfigInfo) -> int:
+def devices(config: ConfigInfo, c: CellRow | None = None) -> int:
     """Devices serving the config: the facts' or the imported file's stated count, else TP x DP x PP of the
-    profile (or its device list), judge/hardware.py."""
-    return max(1, hardware.device_count(config.profile, config.facts))
+    profile (or its device list), judge/hardware.py; for a server tokenbench did not deploy (no profile), the
+    devices cell `c`'s monitor sampled (`seen`), else 1."""
+    return seen(config, c) or max(1, hardware.device_count(config.profile, config.facts))
+
+
+def seen(config: ConfigInfo, c: CellRow | None) -> int | None:
+    """The accelerator devices cell `c`'s monitor sampled, where nothing states the server's count (a
+    --base-url server: every device on the host counts, docs/monitoring.md); None otherwise."""
+    m = c.summary.monitor if c is not None else None
+    if config.profile is not None or config.facts.devices or m is None or not m.devices:
+        return None
+    return len(m.devices)
 
 
 def _interval(book: Book, c: CellRow, metric: Metric) -> u.Interval | None:
@@ -202,7 +212,7 @@ def point(member: Member, c: CellRow, basis: Basis = "tpot") -> Point | Missing:
     out = throughput(member.book, c)
     if out is None:
         return "no_throughput"
-    n = devices(member.config)
+    n = devices(member.config, c)
     per_kw, per_joule = _energy(c, out)
     price = Price.of(member.run.spec)
     per_usd = out.scaled(SECONDS_PER_HOUR / price.hourly(n)) if price else None

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from tokenbench.judge.cells import label_of
 from tokenbench.judge.cost import Price, cell_cost
-from tokenbench.judge.frontier import devices
+from tokenbench.judge.frontier import devices, seen
 from tokenbench.judge.views import ConfigInfo, RunData
 from tokenbench.report.document import Block, Cell, Para, Table, num
 from tokenbench.report.i18n import t
@@ -24,12 +24,13 @@ def _money(v: float | None) -> str:
 
 
 def _row(c: CellRow, config: ConfigInfo, price: Price, lang: str) -> list[str | Cell] | None:
-    n = devices(config)
+    n = devices(config, c)
     cost = cell_cost(c, price, n)
     if cost is None:
         return None
     split = t(lang, f"cost.by.{cost.split_by}", pct=num(100 * (cost.input_share or 0), 1)) if cost.split_by else "-"
-    return [fig(c, label_of(c)), num(n), _money(cost.usd_per_hour), fig(c, _money(cost.per_m_output), over=False),
+    shown = t(lang, "cost.devices_seen", n=n) if seen(config, c) else num(n)
+    return [fig(c, label_of(c)), shown, _money(cost.usd_per_hour), fig(c, _money(cost.per_m_output), over=False),
             fig(c, _money(cost.per_m_input_split), over=False), fig(c, _money(cost.per_m_output_split), over=False),
             split, fig(c, num(cost.output_per_usd, 0), over=False)]
 

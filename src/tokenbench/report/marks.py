@@ -72,7 +72,8 @@ def sparse_footnote(c: CellRow, lang: str, keys: Iterable[str], name: str | None
     m = c.summary.monitor
     if m is None or not any(figure_state_of(c, k).kind == "sparse" for k in keys):
         return []
-    return [t(lang, "mark.sparse", mark=MARKS["sparse"], cell=f"{name or c.config} {label_of(c)}",
+    key = "mark.sparse" if m.accel_coverage_pct is not None else "mark.sparse_counter"
+    return [t(lang, key, mark=MARKS["sparse"], cell=f"{name or c.config} {label_of(c)}",
               coverage=f"{m.accel_coverage_pct or 0:.0f}", gap=f"{m.accel_max_gap_s or 0:.1f}",
               interval=f"{m.interval_s or 0:g}", window=f"{m.window_s or 0:.1f}")]
 
