@@ -8,6 +8,7 @@ from __future__ import annotations
 from tokenbench.judge import phases as jp
 from tokenbench.judge.fairness import Column
 from tokenbench.judge.views import CellInfo, RunData
+from tokenbench.metrics import uncertainty as u
 from tokenbench.metrics.summary_groups import LAST_PHASES, PHASES, TTFT_PHASES, PhaseLedger, PhaseName
 from tokenbench.report.document import Block, Cell, Figure, Para, Table, num
 from tokenbench.report.i18n import t
@@ -79,7 +80,8 @@ def _notes(cells: list[CellInfo], lang: str) -> list[Block]:
             continue
         if b.missing or b.unjoined_spans or b.dropped_payloads:
             out.append(Para(t(lang, "ph.note.unjoined", cell=f"{c.config} {c.label}", missing=num(b.missing, 0),
-                              unjoined=num(b.unjoined_spans, 0), dropped=num(b.dropped_payloads, 0))))
+                              unjoined=num(b.unjoined_spans, 0), other=num(b.other_spans, 0),
+                              dropped=num(b.dropped_payloads, 0))))
         if b.delivery_flagged:
             out.append(Para(t(lang, "ph.note.flagged", cell=f"{c.config} {c.label}", n=num(b.delivery_flagged, 0),
                               joined=num(b.joined, 0), worst=num(b.delivery_max_ms, 2))))
@@ -88,13 +90,42 @@ def _notes(cells: list[CellInfo], lang: str) -> list[Block]:
     return out
 
 
+def _load_pairs(run: RunData) -> list[tuple[CellInfo, CellInfo]]:
+    """Per config and length pair with two or more traced loads (of one load dimension): its lowest and highest."""
+    out = []
+    for cfg in run.config_names():
+        traced = [c for c in run.cells_of(cfg) if c.summary.phases is not None and c.summary.phases.joined
+                  and c.state.ok]
+        for pair in sorted({(c.pair, c.load.dimension) for c in traced}):
+            loads = sorted((c for c in traced if (c.pair, c.load.dimension) == pair), key=lambda c: c.x)
+            if len(loads) > 1:
+                out.append((loads[0], loads[-1]))
+    return out
+
+
+def across_loads(run: RunData, lang: str) -> list[Block]:
+    """Which phase grew from the lowest traced load to the highest, per config and length pair (as `compare` says
+    it of two runs, from the stored per-request phases)."""
+    read = run.reader or (lambda _id: [])
+    out: list[Block] = []
+    for a, b in _load_pairs(run):
+        found = jp.changes(a, [r for c in a.measured() for r in read(c.id)],
+                           [r for c in b.measured() for r in read(c.id)], u.MIN_EFFECT)
+        top = jp.grew(found)
+        said = (t(lang, "ph.grew", phase=t(lang, f"ph.{top.phase}"), delta=f"{top.delta:+,.2f}",
+                  lo=f"{top.lo:+,.2f}", hi=f"{top.hi:+,.2f}") if top else t(lang, "ph.none_grew"))
+        out += [Para(f"{t(lang, 'ph.cmp_pair', a=f'{a.config} {a.label}', b=b.label)}: {said}"),
+                change_table(found, a.label, b.label, lang)]
+    return [Para(t(lang, "ph.loads_intro", floor=f"{100 * u.MIN_EFFECT:g}%")), *out] if out else []
+
+
 def section(run: RunData, lang: str) -> list[Block]:
     """The whole section; empty for a run without a ledger or server means."""
     cells = cells_with(run)
     traced = [c for c in cells if c.summary.phases is not None]
     out: list[Block] = []
     if traced:
-        out += [Para(t(lang, "ph.intro")), ledger_table(traced, lang), *_notes(traced, lang)]
+        out += [Para(t(lang, "ph.intro")), ledger_table(traced, lang), *_notes(traced, lang), *across_loads(run, lang)]
         out += [f for name, phases in (("ttft", TTFT_PHASES), ("last", LAST_PHASES))
                 if (f := figure(traced, phases, name, lang)) is not None]
     if any(c.summary.server_means is not None for c in cells):
@@ -107,6 +138,12 @@ def section(run: RunData, lang: str) -> list[Block]:
 
 def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v:,.2f}"
+
+
+def _arrived(b: PhaseLedger) -> tuple[tuple[float | None, str], ...]:
+    """What the receiver got besides the joined spans, with the console's words."""
+    return ((b.unjoined_spans, "unjoined request spans"), (b.other_spans, "spans that are no request's"),
+            (b.dropped_payloads, "payloads dropped"))
 
 
 def console_lines(key: str, s) -> list[str]:
@@ -122,10 +159,10 @@ def console_lines(key: str, s) -> list[str]:
                                                (b.dropped_payloads, "payloads dropped"),
                                                (b.delivery_flagged, "deliveries beyond the TTFT tolerance")) if n]
         return out + ([f"{key}: {', '.join(extra)}"] if extra else [])
+    out = []
     if b is not None and b.requests:
-        out = [f"{key}: none of {num(b.requests, 0)} requests joined a server span"]
-    else:
-        out = []
+        came = ", ".join(f"{num(n, 0)} {what}" for n, what in _arrived(b) if n) or "no span"
+        out = [f"{key}: none of {num(b.requests, 0)} requests joined a server span (the receiver got {came})"]
     if m is not None:
         out.append(f"{key}: server means (its /metrics histograms, {num(m.requests, 0)} requests): queue "
                    f"{_ms(m.queue_ms)}, prefill {_ms(m.prefill_ms)}, decode {_ms(m.decode_ms)}, TTFT {_ms(m.ttft_ms)}, "
@@ -168,7 +205,11 @@ def compare_section(cols: list[Column], lang: str, min_effect: float) -> list[Bl
             out += [Para(f"{where}: {said}"), change_table(found, a.label, b.label, lang)]
     if out:
         out.append(Para(t(lang, "ph.cmp_note", floor=f"{100 * min_effect:g}%")))
-    return out or [Para(t(lang, "cmp.phases_none"))]
+    return out or [Para(t(lang, "cmp.phases_unpaired" if all(map(_traced_any, cols)) else "cmp.phases_none"))]
+
+
+def _traced_any(col: Column) -> bool:
+    return any(c.summary.phases is not None and c.summary.phases.joined for c in col.cells())
 
 
 def any_traced(cols: list[Column]) -> bool:
