@@ -2,8 +2,9 @@
 streams, 32 requests, against the shipped reference server (in its own process), stored in a temporary
 results database, with `sys.setprofile` (and `threading.setprofile`) installed before the first tokenbench
 import. A module is executed when any of its functions or class bodies runs; a module whose only code that
-ran is its import (its top-level statements) is imported, not executed. Prints both counts and the
-modules executed per package (`--list`: every module's name, `*` where only imported).
+ran is its import (its top-level statements, their comprehensions included: Python 3.12 inlines those) is
+imported, not executed. Prints both counts and the modules executed per package (`--list`: every module's
+name, `*` where only imported).
 
     .venv/bin/python bench/modules_run.py [--list] [--streams 8] [--requests 32]
 """
@@ -24,11 +25,17 @@ CHILD = r"""
 import json, os, sys, threading
 root = os.path.dirname(os.path.abspath(sys.argv[1]))
 seen = {}
+INLINE = {"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"}
+def top_level(frame):
+    # a comprehension run by the module's own top-level code is part of its import (Python 3.12 inlines them)
+    while frame is not None and frame.f_code.co_name in INLINE:
+        frame = frame.f_back
+    return frame is not None and frame.f_code.co_name == "<module>"
 def hook(frame, event, arg):
     if event == "call":
         code = frame.f_code
         if code.co_filename.startswith(root):
-            seen.setdefault(code.co_filename, set()).add(code.co_name == "<module>")
+            seen.setdefault(code.co_filename, set()).add(top_level(frame))
 sys.setprofile(hook)
 threading.setprofile(hook)
 from tokenbench.cli.main import main

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from tokenbench.cli.main import main
 from tokenbench.errors import UsageError
 from tokenbench.load.sockets import RESERVE, check_sockets
-from tokenbench.spec.bench import Load
+from tokenbench.spec.bench import MAX_WARMUP, Load
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 counts = st.integers(1, 10**7)
@@ -39,7 +39,7 @@ def test_a_rate_warmup_is_at_most_its_cap_and_its_requests(rate, cap, prompts):
     assert n == min(cap or 1, prompts or cap or 1)
 
 
-@given(given_warmup=st.integers(0, 10**6), concurrency=counts)
+@given(given_warmup=st.integers(0, MAX_WARMUP), concurrency=counts)
 def test_a_given_warmup_is_sent_as_given(given_warmup, concurrency):
     load = Load(concurrency=concurrency, num_prompts=4, warmup_requests=given_warmup)
     assert load.warmup_count() == given_warmup

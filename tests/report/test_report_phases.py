@@ -38,11 +38,11 @@ OFFSET = 1_700_000_000_000 * MS          # the server's wall clock against the c
 N, IN, OUT = 24, 64, 8
 
 
-def traced(i: int, queue_ms: float, rng: random.Random) -> RequestRecord:
-    """One request whose server queued it `queue_ms`, prefilled 20 ms and decoded 7 x 5 ms."""
+def traced(i: int, queue_ms: float, rng: random.Random, prefill_ms: float = 20.0) -> RequestRecord:
+    """One request whose server queued it `queue_ms`, prefilled `prefill_ms` and decoded 7 x 5 ms."""
     sent = 10_000 * MS + i * 300 * MS
     up, down = int(rng.uniform(0.1, 0.6) * MS), int(rng.uniform(0.1, 0.6) * MS)
-    queue, prefill, other = int(queue_ms * MS * rng.uniform(0.8, 1.2)), 20 * MS, int(0.3 * MS)
+    queue, prefill, other = int(queue_ms * MS * rng.uniform(0.8, 1.2)), int(prefill_ms * MS), int(0.3 * MS)
     ttft, decode = queue + prefill + other, 35 * MS
     first = sent + up + ttft + down
     times = [first + k * 5 * MS for k in range(OUT)]
@@ -53,19 +53,25 @@ def traced(i: int, queue_ms: float, rng: random.Random) -> RequestRecord:
     return attach(r, ServerTiming(sent + up + OFFSET, ttft, ttft + decode, queue, prefill, decode, f"cmpl-{i}"))
 
 
-def traced_run(store: Store, run_id: str, concurrency: int, queue_ms: float, counts: SpanCounts = SpanCounts()) -> str:
-    rng = random.Random(concurrency)
-    recs = [traced(i, queue_ms, rng) for i in range(N)]
-    off = clock_offset(offset_bounds(r) for r in recs)
-    recs = [apply_offset(r, off) for r in recs]
-    load = Load(concurrency=concurrency, num_prompts=N)
-    means = ServerMeans(queue_ms=queue_ms, prefill_ms=20.0, decode_ms=35.0, requests=N)
-    summary = summarize(recs, load, IN, OUT).with_(ledger(recs, counts, claim_ms), means)
-    store.create_run("bench", "http://127.0.0.1:8000", {"name": f"c{concurrency}"}, ["tokenbench", "bench"], {},
+def traced_run(store: Store, run_id: str, concurrency: int, queue_ms: float, counts: SpanCounts = SpanCounts(),
+               prefill_ms: float = 20.0) -> str:
+    return stored(store, run_id, [(concurrency, queue_ms, prefill_ms)], counts)
+
+
+def stored(store: Store, run_id: str, cells: list[tuple[int, float, float]], counts: SpanCounts = SpanCounts()) -> str:
+    """A stored run of one cell per (concurrency, queue ms, prefill ms)."""
+    store.create_run("bench", "http://127.0.0.1:8000", {"name": f"c{cells[0][0]}"}, ["tokenbench", "bench"], {},
                      run_id=run_id)
     cid = store.upsert_config(run_id, "default", status="done")
-    store.save_cell(run_id, cid, CellRow(f"{IN}:{OUT}/c={concurrency}", IN, OUT, "ok", summary,
-                                         concurrency=concurrency), recs)
+    for c, q, prefill_ms in cells:
+        rng = random.Random(c)
+        recs = [traced(i, q, rng, prefill_ms) for i in range(N)]
+        off = clock_offset(offset_bounds(r) for r in recs)
+        recs = [apply_offset(r, off) for r in recs]
+        means = ServerMeans(queue_ms=q, prefill_ms=prefill_ms, decode_ms=35.0, requests=N)
+        summary = summarize(recs, Load(concurrency=c, num_prompts=N), IN, OUT).with_(ledger(recs, counts, claim_ms),
+                                                                                     means)
+        store.save_cell(run_id, cid, CellRow(f"{IN}:{OUT}/c={c}", IN, OUT, "ok", summary, concurrency=c), recs)
     store.set_run_status(run_id, "done")
     return run_id
 
@@ -81,7 +87,7 @@ def test_the_report_shows_the_ledger_and_the_stacked_bars_in_both_languages(stor
     book = run.cells[0].summary.phases
     assert row[2] == f"{N} / {N}" and book.joined == N
     assert row[3 + 2] == f"{book.stat('prefill'):.2f} / {book.stat('prefill', 'p50'):.2f} / {book.stat('prefill', 'p99'):.2f}"
-    assert "3 spans of no request of the cell, 1 export payloads dropped" in text
+    assert "3 request spans of no request of the cell, 0 other spans" in text and "1 export payloads dropped" in text
     ttft, last = ([f for f in doc.figures() if f.name == name][0] for name in ("phases-ttft", "phases-last"))
     assert ttft.svg.count("<rect class=\"series\"") == 5 and last.svg.count("<rect class=\"series\"") == 7
     assert "server means" in text and "| default | 64/8 c=4 | 24 | 40.00 | 20.00 | 35.00 |" in text
@@ -163,3 +169,36 @@ def test_a_phase_that_grew_in_a_few_requests_against_many_is_named():
     assert c is not None and c.moved and c.lo > 200
     assert not change("queue", [1.0, 1.1, 0.9], [1.05, 0.95, 1.0], 1000.0, 0.02).moved
     assert change("queue", [], queued, 1000.0, 0.02) is None
+
+
+@pytest.mark.parametrize(("grows", "queue_ms", "prefill_ms"), [("queue", 60.0, 20.0), ("prefill", 0.0, 45.0)])
+def test_compare_names_the_phase_that_grew_whichever_it_is(store, grows, queue_ms, prefill_ms):
+    """Run B's server prefilled slower (or queued longer) at the same load: the phase named is the one that grew."""
+    a = traced_run(store, "20260301-000000-pa", 4, 0.0)
+    b = traced_run(store, "20260301-000001-pb", 4, queue_ms, prefill_ms=prefill_ms)
+    text = render.markdown.render(compare(store, [a, b], "en", "test")[0])
+    assert f": {grows} grew most, by +" in text, text
+
+
+def test_a_run_of_several_loads_says_which_phase_grew_across_them_and_compare_says_why_none_pairs(store):
+    """One run at concurrency 1, 4 and 8 (the queue grows): its report names the queue from the lowest load to the
+    highest; `compare` of it with a run of one other load has no pair of cells, and says so (not "no timings")."""
+    sweep = stored(store, "20260301-000000-sweep", [(1, 0.0, 20.0), (4, 20.0, 20.0), (8, 60.0, 20.0)])
+    en = render.markdown.render(build_report(load_run(store, sweep), "en", [], "test"))
+    line = next(p for p in en.splitlines() if "grew most" in p)
+    assert line.startswith("default 64/8 c=1 → 64/8 c=8: queue grew most, by +"), line
+    zh = render.markdown.render(build_report(load_run(store, sweep), "zh", [], "test"))
+    assert "不同负载之间" in zh and "排队" in zh
+    other = traced_run(store, "20260301-000001-one", 2, 0.0)
+    text = render.markdown.render(compare(store, [other, sweep], "en", "test")[0])
+    assert "none pairs" in text and "No cell of both runs" not in text
+
+
+def test_the_console_says_what_arrived_when_no_request_joined(store):
+    run = load_run(store, traced_run(store, "20260301-000000-none", 2, 10.0))
+    s = run.cells[0].summary
+    none = s.phases.model_copy(update={"joined": 0, "missing": N, "unjoined_spans": 0, "other_spans": 30})
+    lines = phases.console_lines("k", s.model_copy(update={"phases": none}))
+    assert lines[0] == f"k: none of {N} requests joined a server span (the receiver got 30 spans that are no request's)"
+    silent = s.phases.model_copy(update={"joined": 0, "missing": N, "unjoined_spans": 0, "other_spans": 0})
+    assert "(the receiver got no span)" in phases.console_lines("k", s.model_copy(update={"phases": silent}))[0]

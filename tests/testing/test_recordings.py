@@ -140,3 +140,44 @@ def test_no_probe_takes_the_kind_as_known_and_sends_nothing_before_the_cell(tmp_
     assert result["cells"][0]["status"] == "ok"
     said = capsys.readouterr()
     assert "probe skipped (--no-probe): the transformers kind assumed" in said.out + said.err
+
+
+LISTS = {"404": Answer(404, {"content-type": "application/json"}, '{"detail":"Not Found"}'),
+         "html": Answer(200, {"content-type": "text/html"}, "<html><body>a gateway's page</body></html>"),
+         "others": Answer(200, {"content-type": "application/json"},
+                          '{"object":"list","data":[{"id":"some-cached-model","object":"model"}]}')}
+
+
+def with_models(tmp: Path, answer: Answer) -> Path:
+    rec = dataclasses.replace(Recording.load(FIXTURES / "transformers.json"), models=answer)
+    path = tmp / "models.json"
+    path.write_text(rec.to_json())
+    return path
+
+
+@pytest.mark.parametrize("kind", sorted(LISTS))
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_any_model_list_is_no_obstacle_with_model_and_without_it_the_error_says_what_came(kind, tmp_path, capsys):
+    with replayed(with_models(tmp_path, LISTS[kind])) as ref:
+        code, result = bench(ref.url, tmp_path, "--model", "tiny-llama")
+        assert code == 0 and result is not None and result["cells"][0]["status"] == "ok"
+        said = capsys.readouterr()
+        assert "model 'tiny-llama' sent as --model gives it" in said.out + said.err
+        code, _ = bench(ref.url, tmp_path / "without")
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    if kind == "others":          # without --model the first model listed is measured
+        assert code == 0
+        return
+    assert code != 0 and len(err) == 1 and "pass --model NAME" in err[0]
+    assert "not an OpenAI model list" in err[0] and LISTS[kind].body[:20] in err[0]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_no_probe_against_a_server_that_refuses_fields_fails_its_cells_saying_to_drop_it(tmp_path, capsys):
+    with replayed(FIXTURES / "transformers.json") as ref:
+        code, result = bench(ref.url, tmp_path, "--model", "tiny-llama", "--no-probe")
+    assert code != 0 and result is not None and result["cells"][0]["status"] == "failed"
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(err) == 1 and "HTTP 422" in err[0] and "drop --no-probe" in err[0] and "--backend" in err[0]

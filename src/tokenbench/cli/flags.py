@@ -93,6 +93,7 @@ SWEEP_ONLY = (Flag("pairs", parse=options.pairs), Flag("kv_capacity"), Flag("sto
               Flag("capacity_precision"), Flag("capacity_budget"),
               Flag("slo_tiers", names=("--slo-tier",), parse=options.slo_tiers), Flag("sustain_s"),
               Flag("slo_attainment"))
+TUNE_ONLY = (Flag("tune.budget_cells"), Flag("tune.budget_minutes"), Flag("tune.baseline"))
 
 
 @dataclass(frozen=True)
@@ -196,7 +197,7 @@ def set_key(data: dict, dotted: str, value: Any) -> None:
 
 def spellings(key: str) -> str:
     """Every flag spelling of a study key, for `sweep --fields` ("" when the key has no flag)."""
-    for flag in (*SHARED, *SWEEP_ONLY):
+    for flag in (*SHARED, *SWEEP_ONLY, *TUNE_ONLY):
         if key == flag.key or key.startswith(flag.key + "."):
             return ", ".join(dict.fromkeys((flag.flag, *flag.names, *flag.vllm)))
     return ""
@@ -204,7 +205,7 @@ def spellings(key: str) -> str:
 
 def flag_for(key: str) -> str | None:
     """The flag spelling of a study key, for error messages in the user's terms."""
-    for flag in (*SHARED, *SWEEP_ONLY):
+    for flag in (*SHARED, *SWEEP_ONLY, *TUNE_ONLY):
         if key == flag.key or key.startswith(flag.key + "."):
             return flag.familiar
     return {"pairs": "--input-len/--output-len", "workload.output_len": "--output-len"}.get(key)
@@ -249,7 +250,8 @@ def study_data(kw: dict, flags: tuple[Flag, ...], base: dict | None = None) -> d
     for key, value in given(flags, kw).items():
         set_key(data, key, value)
     _lengths(data, kw.get("input_len"), kw.get("output_len"))
-    for note in serve.fold(data, peers_given(kw)):
+    peers = peers_given(kw)
+    for note in serve.fold(data, peers) if peers else ():
         console.err.print(f"note: {note}", markup=False, highlight=False)
     return data
 

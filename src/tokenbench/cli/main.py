@@ -26,6 +26,7 @@ COMMAND_MODULES = [
     "smoke",
     "bench",
     "sweep",
+    "tune",
     "translate",
     "calibrate",
     "setup",

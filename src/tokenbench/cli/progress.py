@@ -13,7 +13,7 @@ from tokenbench.load.cell import CellProgress, CellResult
 from tokenbench.load.target import Endpoint
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.summary_groups import ServerCounters, WorkloadFacts
-from tokenbench.report import explain, phases
+from tokenbench.report import explain
 from tokenbench.store import commands
 from tokenbench.store.rows import CellRow
 from tokenbench.study import run as study
@@ -111,6 +111,15 @@ def run(planned: Study, files: Sequence[ResultFile], quiet: bool = False) -> tup
             raise
 
 
+def _phase_lines(key: str, s: CellSummary) -> list[str]:
+    """Where the cell's time went, when the server said (report/phases.py, imported only then: the run
+    model it compares with is not on a cell's path)."""
+    if s.phases is None and s.server_means is None:
+        return []
+    from tokenbench.report import phases
+    return phases.console_lines(key, s)
+
+
 def workload_lines(r: CellResult) -> list[str]:
     """What the table does not show: template/image overheads, cache hits, dataset means, the rate an open
     loop sent at (and why it is off the asked one), a stream tail that matters, answers ended early, notes."""
@@ -123,7 +132,7 @@ def workload_lines(r: CellResult) -> list[str]:
             explain.delivery_note(r.key, r.summary), explain.early_note(r.key, r.summary)]
     turns = _by_turn(r.summary)
     return ([f"{r.key}: {facts}"] if facts else []) + ([f"{r.key}: {turns}"] if turns else []) + \
-        [line for line in told if line] + phases.console_lines(r.key, r.summary) + [f"{r.key}: {n}" for n in r.notes]
+        [line for line in told if line] + _phase_lines(r.key, r.summary) + [f"{r.key}: {n}" for n in r.notes]
 
 
 def _by_turn(s: CellSummary) -> str:

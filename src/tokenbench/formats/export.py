@@ -12,6 +12,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from tokenbench.client.records import RequestRecord
+from tokenbench.judge import tune
 from tokenbench.judge.run_verdict import run_verdict
 from tokenbench.judge.status import judge
 from tokenbench.metrics import request as rm
@@ -95,14 +96,19 @@ def request_rows(store: Store, run_id: str, phases: tuple[str, ...] = ("measure"
 def to_json(store: Store, run_id: str, requests: bool) -> str:
     run = store.run(run_id)
     shown = ("id", "created_at", "kind", "status", "target", "tool_version", "spec", "command", "environment")
+    configs = store.configs(run_id)
     doc = {"run": {k: v for k, v in asdict(run).items() if k in shown},
            "configs": [{"name": c.name, "overrides": c.overrides,
                         "profile": c.profile.model_dump(mode="json") if c.profile else {}, "facts": c.facts.to_dict(),
-                        "status": c.status} for c in store.configs(run_id)],
+                        "status": c.status, **({"launch": c.launch.model_dump(mode="json")} if c.launch else {})}
+                       for c in configs],
            "cells": [{**_cell_row(c), **({"requests": [_request(r) for r in store.requests(c.id)]}
                                          if requests else {})} for c in store.cells(run_id)]}
-    searches = [{"config": x.config, **x.record.model_dump(mode="json")} for x in store.searches(run_id)]
+    stored = store.searches(run_id)
+    searches = [{"config": x.config, **x.record.model_dump(mode="json")} for x in stored]
     doc.update({"searches": searches} if searches else {})
+    tuning = tune.of_run(run.spec or {}, configs, stored)
+    doc.update({"tune": tuning.model_dump(mode="json")} if tuning is not None else {})
     return dumps(doc, indent=1, ensure_ascii=False) + "\n"
 
 

@@ -4,11 +4,16 @@ allows it and says how where it does not.
 
 1. The request a cell sends, with a PROBE_OUT-token answer: token-id prompt (completions), ignore_eos,
    min_tokens, stream_options with continuous usage. A refusal (HTTP 4xx) drops the field the error names
-   (else the next in DROP_ORDER) and tries again, each drop one line in `refused`.
+   (else the next in DROP_ORDER: a guess) and tries again, each drop one line in `refused`; once a request is
+   accepted, each guessed drop but the last is put back and tried once more (a refusal that names nothing
+   must not cost a field the server accepts).
 2. Its stream tells whether usage came (on every chunk or at the end) and whether `data: [DONE]` ends it.
 3. The other API (chat or completions) with a 1-token answer, GET /v1/responses (405 or 400: served), and
    POST /tokenize.
-The model list was read by load/target.resolve (its status and length are passed in)."""
+The model list was read by load/target.resolve. A request the probe cannot read anything from leaves every
+field in (the cells record the answers), except where the answers tell the cells cannot succeed: the API
+asked is not served (HTTP 404) while the other is (use the other), or neither serves the model and the list
+names others (use one of those): then one line says so before any cell."""
 
 from __future__ import annotations
 
@@ -20,7 +25,8 @@ from typing import Any
 
 from tokenbench.client import api
 from tokenbench.client.api import first_line
-from tokenbench.load.target import Endpoint, unlisted_note
+from tokenbench.errors import UsageError
+from tokenbench.load.target import Endpoint, ModelList, not_served, unlisted_note
 from tokenbench.spec.server_kinds import KINDS, Capabilities
 from tokenbench.spec.study import Target
 
@@ -30,6 +36,7 @@ PROBE_IDS = [1000, 1001, 1002, 1003]
 PROBE_TEXT = "Say hello"
 FIELDS = ("ignore_eos", "min_tokens", "continuous_usage_stats", "stream_options")
 DROP_ORDER = ("min_tokens", "ignore_eos", "continuous_usage_stats", "stream_options", "prompt")
+WORTH = ("ignore_eos", "min_tokens", "prompt", "stream_options", "continuous_usage_stats")   # put back in this order
 MAX_TRIES = len(DROP_ORDER) + 1
 
 
@@ -58,23 +65,36 @@ class _Ask:
                 "continuous_usage_stats" in self.parts) else usage
         return out
 
-    def drop(self, status: int, text: str) -> str | None:
-        """Leave out what a refusal names (else the next optional part); the notice, or None: nothing left."""
+    def named(self, text: str) -> list[str]:
+        """The optional parts a refusal's text names ("prompt": the token-id prompt)."""
         named = [f for f in FIELDS if f in self.parts and f in text]
-        if not named and self.token_ids and "prompt" in text.lower():
-            named = ["prompt"]
-        if not named:
-            named = [f for f in DROP_ORDER if f in self.parts or (f == "prompt" and self.token_ids)][:1]
-        if not named:
-            return None
-        for f in named:
-            self.parts.discard(f)
-            if f == "stream_options":
+        return named or (["prompt"] if self.token_ids and "prompt" in text.lower() else [])
+
+    def optional(self) -> list[str]:
+        """The optional parts still carried, in DROP_ORDER."""
+        return [f for f in DROP_ORDER if self.has(f)]
+
+    def has(self, part: str) -> bool:
+        return self.token_ids if part == "prompt" else part in self.parts
+
+    def put(self, part: str, present: bool) -> None:
+        """Carry `part` (a FIELDS key, or "prompt": token ids) or leave it out."""
+        if part == "prompt":
+            self.token_ids = present
+        elif present:
+            self.parts.add(part)
+        else:
+            self.parts.discard(part)
+            if part == "stream_options":
                 self.parts.discard("continuous_usage_stats")
-        if "prompt" in named:
-            self.token_ids = False
-        what = " and ".join("token-id prompts" if f == "prompt" else f for f in named)
-        return f"{what} refused (HTTP {status}: {first_line(text)}): left out"
+
+    def dropped(self) -> list[str]:
+        return sorted(set(FIELDS) - self.parts) + ([] if self.token_ids or self.api == "chat" else ["prompt"])
+
+
+def _notice(parts: list[str], status: int, text: str) -> str:
+    shown = " and ".join("token-id prompts" if f == "prompt" else f for f in parts)
+    return f"{shown} refused (HTTP {status}: {text}): left out"
 
 
 @dataclass
@@ -111,40 +131,76 @@ class Probe:
         self.base_url, self.model, self.key, self.api = base_url, model, key, api_name
         self.caps = Capabilities(kind=kind, probed=True, api="chat" if api_name == "chat" else "completions")
         self.started = time.perf_counter()
+        self.unanswered: tuple[int, str] | None = None    # the main request's status and body when nothing was read
 
     def post(self, path: str, body: dict) -> tuple[int, bytes]:
         self.caps.requests += 1
         return api.call(self.base_url, path, body, self.key, timeout=PROBE_TIMEOUT_S, quiet=True)
 
-    def run(self, models_status: int | None, models_listed: int | None) -> Capabilities:
-        self.caps.models_status, self.caps.models_listed = models_status, models_listed
+    def run(self, models: ModelList | None = None) -> Capabilities:
+        if models is not None:
+            self.caps.models_status, self.caps.models_listed = models.status, len(models.entries)
         self.generation()
-        self.endpoints()
-        self.tokenize()
+        if self.unanswered is None or self.unanswered[0] != 0:      # a server that did not answer twice: no more
+            self.endpoints()
+            self.served(models)
+            self.tokenize()
         self.known_ignored()
         self.caps.seconds = round(time.perf_counter() - self.started, 3)
         return self.caps
 
     def generation(self) -> None:
         ask = _Ask(self.api, self.model, token_ids=self.api != "chat")
-        path = "/v1/chat/completions" if self.api == "chat" else "/v1/completions"
         waited = False
         for _ in range(MAX_TRIES + 1):
-            status, body = self.post(path, ask.body())
+            status, body = self.post(self.path, ask.body())
             if status == 200:
                 return self._accepted(ask, _Stream.of(body))
             if status == 0 and not waited:
                 waited = True                  # a server's first answer may be lost (transformers serve 5.17)
                 self.caps.refused.append(f"no answer within {PROBE_TIMEOUT_S:.0f} s: asked again")
                 continue
-            droppable = 400 <= status < 500 and status not in (401, 403, 404, 429)
-            notice = ask.drop(status, self.said(body)) if droppable else None
-            if notice is None:
-                return self._undecided(path, status, body)
-            self.caps.refused.append(notice)
-            self.caps.dropped = sorted(set(FIELDS) - ask.parts) + ([] if ask.token_ids or self.api == "chat"
-                                                                    else ["prompt"])
-        return self._undecided(path, 0, b"every form of a small request was refused")
+            if not (400 <= status < 500 and status not in (401, 403, 404, 429)) or not ask.optional():
+                return self._undecided(self.path, status, body)
+            named = ask.named(self.said(body))
+            if not named:
+                return self._search(ask, status, self.said(body))
+            for part in named:
+                ask.put(part, False)
+            self.caps.refused.append(_notice(named, status, self.said(body)))
+        return self._undecided(self.path, 0, b"every form of a small request was refused")
+
+    @property
+    def path(self) -> str:
+        return "/v1/chat/completions" if self.api == "chat" else "/v1/completions"
+
+    def _search(self, ask: _Ask, status: int, text: str) -> None:
+        """A refusal that names no field: leave out one optional part at a time (DROP_ORDER); where no one
+        alone is enough, all of them, then put each back (most valuable first) where the server accepts it.
+        A field is left out only when a request carrying it was refused."""
+        parts, carried = ask.optional(), (set(ask.parts), ask.token_ids)
+        for part in parts:
+            ask.put(part, False)
+            got, body = self.post(self.path, ask.body())
+            if got == 200:
+                self.caps.refused.append(_notice([part], status, text))
+                return self._accepted(ask, _Stream.of(body))
+            ask.parts, ask.token_ids = set(carried[0]), carried[1]
+        for part in parts:
+            ask.put(part, False)
+        got, body = self.post(self.path, ask.body())
+        if got != 200:
+            return self._undecided(self.path, got, body)
+        stream = _Stream.of(body)
+        for part in sorted(parts, key=WORTH.index):
+            ask.put(part, True)
+            got, body = self.post(self.path, ask.body())
+            if got == 200:
+                stream = _Stream.of(body)
+            else:
+                ask.put(part, False)
+        self.caps.refused.append(_notice([p for p in parts if not ask.has(p)], status, text))
+        return self._accepted(ask, stream)
 
     def said(self, body: bytes) -> str:
         """A body's first line with the API key masked (some servers quote the Authorization header)."""
@@ -155,6 +211,7 @@ class Probe:
         """No answer tells what the server accepts (no answer, the key refused, no such model, a server error):
         tokenbench's full body is kept, and the cells record what the server answers (failures are data)."""
         what = f"HTTP {status} ({self.said(body)})" if status else "no answer"
+        self.unanswered = (status, what)
         self.caps.refused.append(f"{path} gave {what} to a {PROBE_OUT}-token request: nothing left out, every "
                                  "field assumed")
         self.caps.token_ids, self.caps.ignore_eos, self.caps.min_tokens = self.api != "chat" or None, True, True
@@ -162,6 +219,7 @@ class Probe:
     def _accepted(self, ask: _Ask, stream: _Stream) -> None:
         c = self.caps
         c.endpoints[self.api] = True
+        c.dropped = ask.dropped()
         c.token_ids = ask.token_ids if self.api != "chat" else None
         c.ignore_eos, c.min_tokens = "ignore_eos" in ask.parts, "min_tokens" in ask.parts
         c.stream_options = "stream_options" in ask.parts
@@ -182,6 +240,18 @@ class Probe:
         self.caps.requests += 1
         status, _ = api.call(self.base_url, "/v1/responses", None, self.key, timeout=PROBE_TIMEOUT_S, quiet=True)
         self.caps.endpoints["responses"] = status in (200, 400, 405, 422)
+
+    def served(self, models: ModelList | None) -> None:
+        """Stop before any cell where the probe's answers say every request would be refused: the API asked
+        answers 404 and the other API serves the model, or both answer 404 and the list names other models."""
+        if self.unanswered is None or self.unanswered[0] != 404:
+            return
+        other = "completions" if self.api == "chat" else "chat"
+        if self.caps.endpoints.get(other):
+            raise UsageError(f"{self.base_url}{self.path} answered {self.unanswered[1]}: the server does not serve the "
+                             f"{self.caps.api} API, it serves {other}", f"pass --api {other}")
+        if models is not None and models.entries and self.model not in models.ids():
+            raise not_served(self.base_url, self.model, models, answer=self.unanswered[1])
 
     def known_ignored(self) -> None:
         """Fields the named kind accepts without honouring them (a probe cannot tell): not counted on."""
@@ -219,9 +289,10 @@ def assumed(target: Target, api_name: str, engine: str | None = None) -> Capabil
 def probed(e: Endpoint, target: Target, api_name: str, engine: str | None = None) -> Endpoint:
     """The endpoint with its capabilities: probed, or assumed (--no-probe, or an engine tokenbench knows)."""
     if target.no_probe or engine in KNOWN_ENGINES:
+        if e.models is not None and e.models.entries and e.model not in e.models.ids():
+            raise not_served(e.base_url, e.model, e.models)       # their lists name every model they serve
         return dataclasses.replace(e, caps=assumed(target, api_name, engine))
-    models = (e.models.status, len(e.models.entries)) if e.models else (None, None)
-    return dataclasses.replace(e, caps=Probe(e.base_url, e.model, e.api_key, api_name, target.backend).run(*models))
+    return dataclasses.replace(e, caps=Probe(e.base_url, e.model, e.api_key, api_name, target.backend).run(e.models))
 
 
 def method_line(e: Endpoint, target: Target) -> str:

@@ -19,11 +19,15 @@ from tokenbench.workload.vocab import Vocab, discover
 @dataclass(slots=True, frozen=True)
 class ModelList:
     """GET /v1/models as answered: its status, the entries listed (none when it is not a list) and its body's
-    first line (for messages)."""
+    first line (for messages); `is_list`: the body was an OpenAI model list (`{"data": [...]}`)."""
 
     status: int
     entries: list[dict]
     head: str
+    is_list: bool = True
+
+    def ids(self) -> list[str]:
+        return [str(m.get("id")) for m in self.entries]
 
 
 @dataclass(slots=True, frozen=True)
@@ -72,13 +76,37 @@ def read_api_key(target: Target, key_env: str | None = None) -> str | None:
         if not key:
             raise UsageError(f"environment variable {key_env} is not set",
                              f"export {key_env}=<your key> before running")
-        return key.strip()
+        return _usable_key(key.strip(), f"the API key in ${key_env}", f"export {key_env}=<your key>")
     if target.api_key_file:
-        p = Path(target.api_key_file)
-        if not p.is_file():
-            raise UsageError(f"API key file '{p}' not found", "check --api-key-file")
-        return p.read_text().splitlines()[0].strip()
-    return os.environ.get(DEFAULT_KEY_ENV, "").strip() or None
+        return _key_file(Path(target.api_key_file))
+    key = os.environ.get(DEFAULT_KEY_ENV, "").strip()
+    return _usable_key(key, f"the API key in ${DEFAULT_KEY_ENV}", f"export {DEFAULT_KEY_ENV}=<your key>") if key else None
+
+
+def _key_file(p: Path) -> str:
+    """The first line of an API key file, which must be text."""
+    fix = "write the key alone on the file's first line (--api-key-file)"
+    if not p.is_file():
+        raise UsageError(f"API key file '{p}' not found", "check --api-key-file")
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise UsageError(f"API key file '{p}' is not text (UTF-8)", fix) from None
+    except OSError as exc:
+        raise UsageError(f"API key file '{p}' cannot be read: {exc.strerror or exc}",
+                         "check --api-key-file and its permissions") from None
+    return _usable_key(lines[0].strip() if lines else "", f"API key file '{p}'", fix)
+
+
+def _usable_key(key: str, where: str, fix: str) -> str:
+    """A key an HTTP header can carry: printable ASCII (a control character such as NUL would make every
+    request fail in a way that blames the server)."""
+    if not key:
+        raise UsageError(f"{where} is empty", fix)
+    bad = next((i for i, ch in enumerate(key) if not (ch.isascii() and ch.isprintable())), None)
+    if bad is not None:
+        raise UsageError(f"{where} holds {key[bad]!r} at position {bad + 1}: a key is printable ASCII", fix)
+    return key
 
 
 def _max_len(entry: dict) -> int | None:
@@ -99,13 +127,15 @@ def read_models(base_url: str, key: str | None) -> ModelList:
     except ValueError:
         data = None
     entries = data.get("data") if isinstance(data, dict) else None
-    return ModelList(status, entries if isinstance(entries, list) else [], api.first_line(body))
+    if isinstance(entries, list):
+        return ModelList(status, entries, api.first_line(body))
+    return ModelList(status, [], api.first_line(body), is_list=False)
 
 
 def _unlisted(base_url: str, models: ModelList) -> TargetError:
     """Without --model a model list is needed: the status, the body's first line and the fix."""
     fix = "pass --model NAME (the model the server serves: tokenbench then runs without the list)"
-    if models.status == 200:
+    if models.status == 200 and models.is_list:
         return TargetError(f"{base_url}/v1/models lists no model (HTTP 200: {models.head})",
                            f"{fix}, or wait until the server has loaded it")
     return TargetError(f"{base_url}/v1/models answered HTTP {models.status} ({models.head}), not an OpenAI "
@@ -118,13 +148,19 @@ def _entry(base_url: str, target: Target, models: ModelList) -> dict:
         if not models.entries:
             raise _unlisted(base_url, models)
         return models.entries[0]
-    ids = [m.get("id") for m in models.entries]
+    ids = models.ids()
     if target.model in ids:
         return models.entries[ids.index(target.model)]
     if models.entries and target.no_probe:
-        raise UsageError(f"model '{target.model}' is not served at {base_url}",
-                         f"use one of: {', '.join(map(str, ids))} (or drop --no-probe: the probe then checks it)")
+        raise not_served(base_url, target.model, models, "or drop --no-probe: the probe then tries the name given")
     return {"id": target.model}
+
+
+def not_served(base_url: str, model: str, models: ModelList, more: str = "", answer: str = "") -> UsageError:
+    """The model is not among those the server lists (`answer`: what it said when asked for it)."""
+    said = f" (it answered {answer})" if answer else ""
+    return UsageError(f"model '{model}' is not served at {base_url}{said}",
+                      f"use one of: {', '.join(models.ids())}" + (f" ({more})" if more else ""))
 
 
 def resolve(base_url: str, target: Target, workload: WorkloadSource, key_env: str | None = None) -> Endpoint:
@@ -143,7 +179,7 @@ def resolve(base_url: str, target: Target, workload: WorkloadSource, key_env: st
 def unlisted_note(e: Endpoint) -> str | None:
     """One line when the model list did not list the model used (it was sent as --model gives it)."""
     m = e.models
-    if m is None or e.model in [x.get("id") for x in m.entries]:
+    if m is None or e.model in m.ids():
         return None
     told = f"HTTP {m.status} ({m.head})" if m.status != 200 or not m.entries else f"{len(m.entries)} other model(s)"
     return f"/v1/models: {told}; model '{e.model}' sent as --model gives it"

@@ -273,7 +273,9 @@ class LoadVerdict(Frozen):
         return next(v for v in self.verdicts if v.tier == tier)
 
 
-Reason = Literal["converged", "budget", "above_max", "below_min", "undecided", "client"]
+Reason = Literal["converged", "budget", "above_max", "below_min", "undecided", "client", "outranked", "time"]
+# outranked, time: stopped from outside (`tokenbench tune`): its boundary's interval could no longer reach the
+# best config's, or the time budget was spent (study/capacity.halted)
 
 
 class Answer(Frozen):

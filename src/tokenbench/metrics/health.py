@@ -137,6 +137,17 @@ class Delays:
         return cls(int(hit.sum()), float(d.max()) if hit.any() else 0.0, w)
 
     @classmethod
+    def weighted(cls, d: np.ndarray, c: np.ndarray, w: np.ndarray) -> Delays:
+        """Samples with delays `d` and causes `c`, each standing for `w` samples: what `of` gives for them
+        repeated, without the repeat, so a folded cell's gaps cost one entry per stall (or per burst), not
+        one per gap a stall touched (docs/metrics.md, "Large cells")."""
+        hit = (d > 0) & (w > 0)
+        if not hit.any():
+            return cls(0, 0.0, np.zeros(len(CAUSES)))
+        return cls(int(w[hit].sum()), float(d[hit].max()),
+                   np.bincount(c[hit], weights=d[hit] * w[hit], minlength=len(CAUSES)))
+
+    @classmethod
     def every(cls, n: int, largest: float, cause: int) -> Delays:
         """All n samples, each off by up to `largest`."""
         w = np.zeros(len(CAUSES))
@@ -330,10 +341,9 @@ def _chunk_gaps(tally: CellTally, win: Windows) -> Delays:
     longest stall."""
     held = tally.tokens.chunks()
     if held is None:
-        near = [2 * tally.tokens.tokens_near(int(a), int(b)) for a, b in zip(win.due, win.end, strict=True)]
-        longest = (win.end - PROBE_RESOLUTION_NS - win.start) / MS
-        return Delays.of(np.repeat(longest, near), np.repeat(win.cause, near)) if len(near) else Delays.of(
-            np.zeros(0), np.zeros(0, np.int64))
+        near = np.array([2 * tally.tokens.tokens_near(int(a), int(b)) for a, b in zip(win.due, win.end, strict=True)],
+                        np.int64)
+        return Delays.weighted((win.end - PROBE_RESOLUTION_NS - win.start) / MS, win.cause, near)
     t, n = held
     d, c = _at_ms(win, t)
     keep = np.ones(max(len(t) - 1, 0), bool)
@@ -350,8 +360,7 @@ def _held_gaps(n: int, win: Windows, sh: Shape, st: Stamps) -> Delays:
         back = float((win.end - win.start).max()) / MS if len(win.due) else 0.0
         return Delays.every(n, float(st.held.max()) + back if len(st.held) else 0.0, BUFFERING)
     d, _ = _hold(win, sh.upstream_stamp, sh.upstream_base, np.ones(len(sh.upstream_stamp), bool))
-    d = np.repeat(d, sh.upstream_gaps)
-    return Delays.of(d, np.full(len(d), BUFFERING, np.int64))
+    return Delays.weighted(d, np.full(len(d), BUFFERING, np.int64), np.asarray(sh.upstream_gaps, np.int64))
 
 
 def itl_bounds(tally: CellTally, win: Windows, sh: Shape, st: Stamps) -> dict[str, FigureBound]:

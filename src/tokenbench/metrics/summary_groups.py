@@ -186,7 +186,8 @@ class DeviceFigures(BaseModel):
     energy_j: float | None = None
     energy_source: str | None = None             # "counter" (NVML total energy) | "power" (integrated samples)
     coverage_pct: float | None = None            # share of the window within one interval of a sample
-    max_gap_s: float | None = None               # the longest stretch between samples over the window
+    max_gap_s: float | None = None               # the longest stretch between samples over the window (a
+    #                                              counter: between the readings around an edge)
 
 
 class MonitorFigures(Group):
@@ -237,11 +238,10 @@ class MonitorFigures(Group):
     @property
     def power_sparse(self) -> bool:
         """The power (so energy) samples do not cover the measured window: below COVERAGE_MIN_PCT of it, or
-        a gap above GAP_MAX_INTERVALS intervals (docs/monitoring.md, "Coverage")."""
-        if self.accel_coverage_pct is None:
-            return False
+        a gap above GAP_MAX_INTERVALS intervals; an energy counter's readings around an edge of the window
+        that far apart (docs/monitoring.md, "Coverage")."""
         gap = self.accel_max_gap_s or 0.0
-        return (self.accel_coverage_pct < COVERAGE_MIN_PCT
+        return ((self.accel_coverage_pct is not None and self.accel_coverage_pct < COVERAGE_MIN_PCT)
                 or (self.interval_s is not None and gap > GAP_MAX_INTERVALS * self.interval_s))
 
 

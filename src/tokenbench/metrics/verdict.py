@@ -63,8 +63,9 @@ def unreachable(recs: Sequence[RequestRecord] | Outcomes) -> str | None:
     return None
 
 
-def refused_requests(seen: Outcomes, api_key_sent: bool) -> str | None:
-    """Every request answered HTTP 4xx: a problem of the requests (or the key), not of load."""
+def refused_requests(seen: Outcomes, api_key_sent: bool, no_probe: bool = False) -> str | None:
+    """Every request answered HTTP 4xx: a problem of the requests (or the key), not of load (`no_probe`: the
+    run skipped the probe that would have left out what the server refuses)."""
     codes = seen.codes
     if not seen.n or sum(codes.values()) != seen.n or not all(c and 400 <= c < 500 and c != 429 for c in codes):
         return None
@@ -73,18 +74,20 @@ def refused_requests(seen: Outcomes, api_key_sent: bool) -> str | None:
         return (f"the server rejected the API key: every request got HTTP {code} ({detail}); check the key's value"
                 if api_key_sent else
                 f"the server requires an API key: every request got HTTP {code} ({detail}); pass --api-key-env VAR")
+    accepts = ("what the server accepts (drop --no-probe: the probe leaves out the fields it refuses; or name "
+               "its kind with --backend)") if no_probe else "what the server accepts"
     return (f"every request was refused with HTTP {code} ({detail}): a request problem, not load; check the model "
-            "name (--model), the API (--api completions|chat) and what the server accepts")
+            f"name (--model), the API (--api completions|chat) and {accepts}")
 
 
 def verdict(recs: Sequence[RequestRecord] | Outcomes, allow_mismatch: bool, max_error_rate: float,
-            api_key_sent: bool = False) -> tuple[Literal["ok", "failed"], str]:
+            api_key_sent: bool = False, no_probe: bool = False) -> tuple[Literal["ok", "failed"], str]:
     """("ok", "") or ("failed", one-line reason). Length mismatches fail unless allowed; a cell whose
     requests all got 4xx, or whose server became unreachable, says so instead of blaming the error budget."""
     seen = recs if isinstance(recs, Outcomes) else Outcomes.of(recs)
     if not seen.n:
         return "failed", "no request was sent"
-    refused = refused_requests(seen, api_key_sent)
+    refused = refused_requests(seen, api_key_sent, no_probe)
     if refused:
         return "failed", refused
     if seen.mismatched and not allow_mismatch:
@@ -105,6 +108,7 @@ class VerdictPolicy:
     max_error_rate: float = 0.0          # --max-error-rate
     api_key_sent: bool = False
     base_url: str = ""                   # named when the server became unreachable
+    no_probe: bool = False               # --no-probe: refused requests name it
 
 
 @dataclass(frozen=True)
@@ -138,7 +142,8 @@ def _gone(seen: Outcomes, policy: VerdictPolicy, planned: int | None) -> str | N
 def cell_verdict(seen: Outcomes, summary: CellSummary, policy: VerdictPolicy, planned: int | None = None) -> Verdict:
     """The cell's verdict: lengths and errors decide its status, a server that went away overrides them
     (`--resume` runs such a cell again); the client's health marks the figures it could have moved."""
-    status, message = verdict(seen, policy.allow_mismatch, policy.max_error_rate, policy.api_key_sent)
+    status, message = verdict(seen, policy.allow_mismatch, policy.max_error_rate, policy.api_key_sent,
+                              policy.no_probe)
     marks = health.marks(summary)
     lost = _gone(seen, policy, planned)
     return Verdict("failed", lost, lost, marks) if lost else Verdict(status, message, marks=marks)

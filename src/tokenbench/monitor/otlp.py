@@ -111,12 +111,21 @@ def _request_id(attributes: dict[str, float | str]) -> str | None:
     return found if isinstance(found, str) else None
 
 
+def _engine_span(spans: list[Span]) -> Span | None:
+    """The trace's request span that is the engine's: of those with a usable TTFT, one that tells the queue or the
+    prefill, else the shortest (a gateway or proxy that exports the GenAI attributes too holds the engine's span
+    inside its own; durations need no common clock), then the latest start; duplicates read the same."""
+    found = [s for s in spans if s.is_request and _ns(s.attributes.get(TTFT)) is not None]
+    return min(found, key=lambda s: (QUEUE not in s.attributes and PREFILL not in s.attributes,
+                                     s.end_ns - s.start_ns, -s.start_ns), default=None)
+
+
 def timing_of(spans: list[Span]) -> ServerTiming | None:
-    """The server's timings of the request one trace's spans describe: its request span's attributes, the queue
-    from the `prefill_waiting` slices where the trace has them (prefill then runs from the last one's end to the
-    first token); None without a request span or a usable TTFT."""
+    """The server's timings of the request one trace's spans describe: its engine's request span's attributes
+    (`_engine_span`), the queue from the `prefill_waiting` slices where the trace has them (prefill then runs from
+    the last one's end to the first token); None without a request span with a usable TTFT."""
     from tokenbench.metrics.server import ServerTiming
-    root = next((s for s in spans if s.is_request), None)
+    root = _engine_span(spans)
     ttft = _ns(root.attributes.get(TTFT)) if root is not None else None
     if root is None or ttft is None:
         return None

@@ -38,6 +38,7 @@ MAX_BODY = 16 * 2**20           # bytes of one export (decompressed): OTLP expor
 MAX_SPANS = 1_000_000           # kept spans waiting to be taken
 DRAIN = 4 * MAX_BODY            # a refused body up to this size is read before the answer (beyond it: closed)
 HEAD_S = 10.0                   # a connection that sends nothing for this long is closed
+IDLE_S = 120.0                  # ... a kept-alive one between exports (an engine exports when requests end)
 START_S = 60.0                  # the process must listen within this
 PATH = "/v1/traces"
 LOCAL = "127.0.0.1"
@@ -103,7 +104,7 @@ class _Export(http.server.BaseHTTPRequestHandler):
 
     kept: _Kept
     answer: bytes
-    timeout = HEAD_S                 # a connection that stops sending is closed
+    timeout = IDLE_S                 # a kept-alive connection quiet this long is closed
     protocol_version = "HTTP/1.1"
 
     def do_POST(self) -> None:  # noqa: N802 (the handler's name is http.server's)

@@ -17,6 +17,7 @@ from tokenbench.report import (
     i18n_sends,
     i18n_server,
     i18n_sessions,
+    i18n_tune,
     i18n_verdicts,
 )
 
@@ -511,6 +512,8 @@ EN.update(i18n_phases.EN)
 ZH.update(i18n_phases.ZH)
 EN.update(i18n_accel.EN)
 ZH.update(i18n_accel.ZH)
+EN.update(i18n_tune.EN)
+ZH.update(i18n_tune.ZH)
 TEXT = {"en": EN, "zh": ZH}
 
 DEFINITIONS = ("ttft", "tpot", "itl", "e2e", "duration", "req_s", "out_tps", "total_tps", "percentile", "kv",

@@ -34,8 +34,9 @@ EN: dict[str, str] = {
     "ph.means_intro": ("The server's own means over the measured phase, from its request-time histograms on "
                        "/metrics (increase of the sum / increase of the count): server means, no per-request "
                        "figure and no percentile; they need no tracing."),
-    "ph.note.unjoined": ("{cell}: {missing} measured requests without a span, {unjoined} spans of no request of the "
-                         "cell, {dropped} export payloads dropped (undecodable)."),
+    "ph.note.unjoined": ("{cell}: {missing} measured requests without a span, {unjoined} request spans of no request "
+                         "of the cell, {other} other spans (no request's: without gen_ai.latency.time_to_first_token), "
+                         "{dropped} export payloads dropped (undecodable)."),
     "ph.note.flagged": ("{cell}: in {n} of {joined} requests the client read the first token later after the "
                         "server's first-token time than its TTFT tolerance, beyond the clock offset's error (worst "
                         "delivery {worst} ms): their TTFT holds that delivery (the network, the server's write after "
@@ -43,7 +44,14 @@ EN: dict[str, str] = {
     "ph.note.clock": ("{cell}: the requests' clock-offset bounds did not meet (a clock stepped, or the server stamps "
                       "out of order); the smallest round trip was used and network and delivery may be off."),
     "cmp.phases": "Where the time went: phases that moved",
+    "ph.loads_intro": ("Across loads: per config and length pair, each phase's mean [95 % interval] at the lowest "
+                       "traced load and at the highest, and the change (moved: its interval excludes 0 and it is at "
+                       "least {floor} of the lower load's mean TTFT, or of its mean time to the last token), as "
+                       "`compare` judges two runs."),
     "cmp.phases_none": "No cell of both runs has the server's phase timings.",
+    "cmp.phases_unpaired": ("Both runs have cells with the server's phase timings, but none pairs: they share no cell "
+                            "of the same lengths and load, and neither run traced exactly one cell of a length pair "
+                            "the other traced (compare two runs of one load each, or two runs of the same loads)."),
     "cmp.col.phase": "phase",
     "ph.col.delta": "change (ms) [95 % interval]",
     "ph.col.moved": "moved",
@@ -89,13 +97,20 @@ ZH: dict[str, str] = {
     "ph.axis": "ms（已对应请求的均值）",
     "ph.means_intro": ("服务端在测量阶段的自身均值，来自 /metrics 上的请求耗时直方图（总和增量 / 计数增量）："
                        "仅为服务端均值，没有逐请求数据和百分位；无需 tracing。"),
-    "ph.note.unjoined": "{cell}：{missing} 个测量请求没有 span，{unjoined} 个 span 不属于本单元的任何请求，{dropped} 个导出负载无法解码而被丢弃。",
+    "ph.note.unjoined": ("{cell}：{missing} 个测量请求没有 span，{unjoined} 个请求 span 不属于本单元的任何请求，"
+                         "{other} 个其他 span（不是请求的：没有 gen_ai.latency.time_to_first_token），"
+                         "{dropped} 个导出负载无法解码而被丢弃。"),
     "ph.note.flagged": ("{cell}：在 {joined} 个请求中有 {n} 个，客户端读到首 token 的时间比服务端的首 token 时间晚了超过"
                         "其 TTFT 容差（已扣除时钟偏差误差；最差送达 {worst} ms）：这些请求的 TTFT 包含这段送达时间"
                         "（网络、服务端在打点之后的写出，或客户端自身的读取；span 无法区分）。"),
     "ph.note.clock": "{cell}：各请求的时钟偏差界限不相交（时钟跳变，或服务端打点顺序异常）；已使用最小往返，网络与送达可能有偏差。",
     "cmp.phases": "耗时分解：变化的阶段",
+    "ph.loads_intro": ("不同负载之间：每个服务配置和长度组合，在追踪到的最低负载与最高负载下各阶段的均值 [95 % 区间]，"
+                       "以及变化（变化的区间不含 0，且至少为较低负载平均 TTFT 或平均末 token 时间的 {floor}，才算变化），"
+                       "判定方式与 `compare` 比较两次运行相同。"),
     "cmp.phases_none": "两次运行没有同时带服务端阶段计时的单元。",
+    "cmp.phases_unpaired": ("两次运行都有带服务端阶段计时的单元，但无法配对：它们没有相同长度和负载的单元，且对于对方"
+                            "追踪过的长度组合，没有一方恰好只追踪了一个单元（请比较各只有一个负载的两次运行，或负载相同的两次运行）。"),
     "cmp.col.phase": "阶段",
     "ph.col.delta": "变化（ms）[95 % 区间]",
     "ph.col.moved": "是否变化",

@@ -38,6 +38,7 @@ from tokenbench.store.rows import (
 from tokenbench.store.schema import RESERVOIR, SAMPLE_ORDER
 
 if TYPE_CHECKING:
+    from tokenbench.logs.launch import LaunchFailure
     from tokenbench.metrics.capacity import SearchRecord
 
 
@@ -225,6 +226,12 @@ class Store:
         with self._guard("update a server config"):
             self.db.execute("UPDATE server_configs SET status=?, message=? WHERE run_id=? AND name=?",
                             (status, message, run_id, name))
+
+    def set_config_launch(self, run_id: str, name: str, failure: LaunchFailure | None) -> None:
+        """Keep why a server config did not start (None: it started)."""
+        stored = failure.model_dump_json() if failure is not None else "{}"
+        with self._guard("update a server config"):
+            self.db.execute("UPDATE server_configs SET launch_json=? WHERE run_id=? AND name=?", (stored, run_id, name))
 
     def configs(self, run_id: str) -> list[ConfigRow]:
         return [config_from_db(r) for r in self._rows("read server configs",

@@ -18,6 +18,7 @@ from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import ServerFacts
 
 if TYPE_CHECKING:
+    from tokenbench.logs.launch import LaunchFailure
     from tokenbench.metrics.capacity import SearchRecord
 
 T = TypeVar("T")
@@ -78,6 +79,9 @@ class CellRow:
     id: int = 0                         # read back: the stored cell's id (0: not stored), its config's name and when
     config: str = ""                    # it was stored
     finished_at: str | None = None
+    # read for a report (judge/views.py), never stored:
+    repeats: tuple[CellRow, ...] = ()   # a merged cell's stored repeats, in order (each is one cell)
+    eager: bool = False                 # its decode batch is above its server's captured graph sizes (the `^` mark)
 
     @classmethod
     def from_result(cls, cell: Planned, result: Measured, kv: KvUse) -> CellRow:
@@ -160,6 +164,7 @@ class ConfigRow:
     facts: ServerFacts                  # read from the server, or stated by an imported result
     status: str
     message: str = ""
+    launch: LaunchFailure | None = None     # why it did not start (None: it started, or was not tried yet)
 
 
 @dataclass(frozen=True)
@@ -204,7 +209,18 @@ def run_from_db(row: Mapping[str, Any]) -> RunRow:
 def config_from_db(row: Mapping[str, Any]) -> ConfigRow:
     """The config with its profile and facts as the types they were written as."""
     return replace(_from_db(ConfigRow, row), profile=_profile(row.get("profile") or {}),
-                   facts=ServerFacts.from_dict(row.get("facts") or {}))
+                   facts=ServerFacts.from_dict(row.get("facts") or {}), launch=_launch(row.get("launch") or {}))
+
+
+def _launch(stored: dict[str, Any]) -> LaunchFailure | None:
+    """A stored launch failure; None when there is none, or one this version cannot read."""
+    if not stored:
+        return None
+    from tokenbench.logs.launch import LaunchFailure  # only where a config did not start
+    try:
+        return LaunchFailure.model_validate(stored)
+    except ValidationError:
+        return None
 
 
 def _profile(stored: dict[str, Any]) -> Profile | None:

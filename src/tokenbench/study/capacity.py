@@ -30,7 +30,7 @@ near the boundary (refine, replicate) are sized to the limits' statistics (REQUE
 from __future__ import annotations
 
 import math
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 
 from tokenbench.metrics.capacity import (
@@ -310,6 +310,23 @@ def search(s: Settings) -> Generator[Probe, CellSamples, SearchRecord]:
         got = yield probe
         st.add(probe, got)
         sustain = _sustain(s, probe, got, st)
+    return _record(st, answers, sustain)
+
+
+def halted(s: Settings, seen: Sequence[tuple[Probe, CellSamples]], reason: Reason) -> SearchRecord:
+    """The record of a search stopped from outside after the cells `seen` (tune: outranked, or out of time):
+    the answers the search gives on those cells; a tier the search had finished keeps its own reason."""
+    st = _State(s)
+    for probe, got in seen:
+        st.add(probe, got)
+    if not st.cells:
+        return _record(st, [Answer(tier=t.name, limits=t.limits, reason=reason) for t in s.tiers], None)
+    done = {t.name: step.reason for t in s.tiers if (step := _next(st, t)).probe is None}
+    return _record(st, [answer(st, t, done.get(t.name, reason)) for t in s.tiers], None)
+
+
+def _record(st: _State, answers: list[Answer], sustain: Sustain | None) -> SearchRecord:
+    s = st.s
     loads = [LoadVerdict(load=x, cells=len(st.cells.get(x, [])), verdicts=[judge(t, st.cells.get(x, [])) for t in s.tiers],
                          doubted=len(st.doubted.get(x, []))) for x in sorted({*st.cells, *st.doubted})]
     return SearchRecord(workload=s.workload, dimension=s.dimension, tiers=list(s.tiers), budget=s.budget,
@@ -375,12 +392,14 @@ def settings(spec: StudySpec, workload: str) -> Settings:
                     spec.capacity_max, spec.capacity_precision, spec.capacity_budget, spec.sustain_s, workload)
 
 
+STOPPED = ("outranked", "time", "budget")    # a search stopped before any load met the tier: only below its fail
 UNRELIABLE = "◊"       # an end of the interval that is not a 95 % bound (metrics/capacity.Check.unreliable)
 UNITS = {"concurrency": "streams", "rate": "requests/s", "users": "users"}
 REASONS = {"converged": "converged", "budget": "cell budget spent", "above_max": "every load up to the limit met it",
            "below_min": "the lowest load tried missed it", "undecided": "the loads next to the boundary stayed "
            "undecided", "client": "could not decide: the client's own delays moved every cell measured "
-           "where the boundary lies"}
+           "where the boundary lies", "outranked": "stopped early: its boundary cannot reach the best config's",
+           "time": "time budget spent"}
 
 
 def load_text(x: float | None) -> str:
@@ -390,6 +409,8 @@ def load_text(x: float | None) -> str:
 def _answer_line(r: SearchRecord, a: Answer) -> str:
     head = f"capacity {r.workload} (tier {a.tier}: {', '.join(lim.text for lim in a.limits)}): "
     unit = UNITS[r.dimension]
+    if a.capacity is None and a.reason in STOPPED and a.fail_load is not None:
+        return head + f"below {load_text(a.fail_load)} {unit} ({REASONS[a.reason]})"
     if a.capacity is None:
         return head + f"none ({REASONS[a.reason]}: {load_text(a.fail_load)} {unit})"
     interval = (f"boundary in [{load_text(a.lo)}{UNRELIABLE * a.lo_unreliable}, "

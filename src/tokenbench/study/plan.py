@@ -48,15 +48,33 @@ class Plan:
         return [c for c in self.cells if c.config == config]
 
 
-def server_configs(spec: StudySpec) -> list[ServerConfig]:
+DEFAULT = ServerConfig("default", ())      # the profile as given
+
+
+def varied(spec: StudySpec) -> list[ServerConfig]:
+    """One config per combination of the `vary` axes (none: the profile as given)."""
     if not spec.vary:
-        return [ServerConfig("default", ())]
+        return [DEFAULT]
     keys = list(spec.vary)
     out = []
     for values in itertools.product(*(spec.vary[k] for k in keys)):
         name = ",".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in zip(keys, values, strict=False))
         out.append(ServerConfig(name, tuple(f"{k}={v}" for k, v in zip(keys, values, strict=False))))
     return out
+
+
+def server_configs(spec: StudySpec) -> list[ServerConfig]:
+    """The study's configs in the order they are deployed; a tune's baseline first (`default`, the profile as
+    given, is added when no varied config is it; study/tune.py names it before the run is stored)."""
+    out = varied(spec)
+    base = spec.tune.baseline if spec.tune is not None else None
+    if base is None:
+        return out
+    first = next((c for c in out if c.name == base), DEFAULT if base == DEFAULT.name else None)
+    if first is None:
+        raise SpecError(f"tune.baseline '{base}' is not one of the server configs",
+                        f"use one of: {', '.join([DEFAULT.name, *(c.name for c in out)])}")
+    return [first, *(c for c in out if c != first)]
 
 
 def _count(spec: StudySpec, width: float) -> int | None:

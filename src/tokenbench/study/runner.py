@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tokenbench.client import api
 from tokenbench.client.records import OUT_OF_FILES, RequestRecord
 from tokenbench.client.request import RequestOptions
 from tokenbench.client.transport import Session, new_session
 from tokenbench.deploy.engines import reset_cache_path, with_graphs
-from tokenbench.errors import DeployError, TargetError
+from tokenbench.errors import DeployError, SpecError, TargetError
 from tokenbench.host.isolation import Isolation
 from tokenbench.load.cell import CellJob, CellProgress, CellResult, Watch, run_cell
 from tokenbench.load.clock import ctrl_c_to_loop
@@ -47,13 +47,21 @@ from tokenbench.study.plan import (
     repeat_workload,
     visits,
 )
-from tokenbench.study.servers import Server, server_for
+from tokenbench.study.servers import Server, expected_ctx, launch_failure, load_profile, server_for
 from tokenbench.study.traces import Traces
 
 if TYPE_CHECKING:
-    from tokenbench.metrics.capacity import CellSamples, SearchRecord
+    from tokenbench.logs.launch import LaunchFailure
+    from tokenbench.metrics.capacity import CellSamples, Reason, SearchRecord
+    from tokenbench.study import capacity
+
+    Seen = Sequence[tuple[capacity.Probe, CellSamples]]
 
 MAX_LAUNCHES = 3      # per server config: the first launch and up to two relaunches after a death
+LAUNCH_CAUSES = {"out_of_memory": "out of memory", "port_in_use": "port in use", "unsupported_flag": "a flag the "
+                 "engine does not know", "rejected_value": "a value the engine refuses", "accelerator_error":
+                 "accelerator error", "model_missing": "model missing", "context_too_small": "a context too small "
+                 "for the workload", "not_ready": "not ready in time", "exited": "exited"}
 
 
 class ServerDied(Exception):
@@ -91,6 +99,48 @@ class StudyEvents:
     cell_stored: Callable[[PlannedCell, CellRow, CellResult], None] = lambda c, row, result: None   # with records
 
 
+class Searching(Protocol):
+    """How a capacity study runs its searches: the server configs to visit, in order (consulted after each
+    visit, so a later choice can follow what was found; a config may come back for more cells), each
+    search's settings, and when to stop one from outside (before its next probe; `fresh`: that probe is not
+    stored yet). `tokenbench tune` is one (study/tune.py); `Plain` the default."""
+
+    def visits(self, configs: Sequence[ServerConfig]) -> Iterator[ServerConfig]: ...
+    def settings(self, config: ServerConfig, base: capacity.Settings) -> capacity.Settings: ...
+    def halt(self, config: ServerConfig, s: capacity.Settings, seen: Seen, fresh: bool) -> Reason | None: ...
+    def launch_is_result(self, failure: LaunchFailure) -> bool: ...
+    def doc(self) -> dict[str, Any]: ...
+
+
+class Plain:
+    """Every config once, in order, each search as the spec asks, never stopped from outside."""
+
+    def visits(self, configs: Sequence[ServerConfig]) -> Iterator[ServerConfig]:
+        return iter(configs)
+
+    def settings(self, config: ServerConfig, base: capacity.Settings) -> capacity.Settings:
+        return base
+
+    def halt(self, config: ServerConfig, s: capacity.Settings, seen: Seen, fresh: bool) -> Reason | None:
+        return None
+
+    def launch_is_result(self, failure: LaunchFailure) -> bool:
+        """Whether a config that did not start is a result the study goes on from (not a problem to fix)."""
+        return False
+
+    def doc(self) -> dict[str, Any]:
+        """What the JSON result holds beside the searches."""
+        return {}
+
+
+class ContextTooSmall(SpecError):
+    """A config whose context cannot hold the workload, in a study that records it and goes on (a tune)."""
+
+
+class _NeedsServer(Exception):
+    """A search replayed from the store asks for a cell that is not stored: the config must be launched."""
+
+
 @dataclass(frozen=True)
 class RunSettings:
     """How a study's runner runs, fixed when it is made (not what it measures)."""
@@ -101,6 +151,7 @@ class RunSettings:
     keep_records: bool = False           # every record in memory too (a result file that lists them asks it)
     header: dict = field(default_factory=dict)    # the JSON result's facts: tool, command, environment
     isolation: Isolation = Isolation()   # the client's and a local engine's CPUs and priorities (host/isolation.py)
+    searching: Searching = Plain()       # a capacity study's searches (tune: study/tune.TuneSearches)
 
 
 @dataclass
@@ -157,7 +208,7 @@ def request_options(spec: StudySpec, trace: bool = False, caps: Capabilities | N
 def verdict_policy(spec: StudySpec, endpoint: Endpoint) -> VerdictPolicy:
     """What a cell's verdict tolerates (the study's options) and names (the server's address)."""
     return VerdictPolicy(spec.allow_length_mismatch, spec.max_error_rate, endpoint.api_key is not None,
-                         endpoint.base_url)
+                         endpoint.base_url, spec.target.no_probe)
 
 
 def endpoint_for(spec: StudySpec, base_url: str, profile=None) -> Endpoint:
@@ -208,22 +259,35 @@ class StudyRunner:
         one line per config visit that could not finish."""
         problems = []
         try:
-            for config, repeat in visits(self.plan):
+            for config, repeat in self._visits():
                 self.round = repeat
+                self.capacity_done.discard(config.name)          # a capacity config visited again searches on
                 if self.pending(config):
                     problem = self._run_config(config)
                     if problem:
                         problems.append(f"{config.name}: {problem}")
+                    self.journal.doc.update(self.settings.searching.doc())
         finally:
             self.traces.close()
         self.round = None
         return problems
 
+    def _visits(self) -> Iterable[tuple[ServerConfig, int | None]]:
+        if self.plan.spec.find_capacity:
+            return ((c, None) for c in self.settings.searching.visits(self.plan.configs))
+        return visits(self.plan)
+
     def _run_config(self, config: ServerConfig) -> str | None:
-        """Deploy and run the config's pending cells; relaunch after a server death (bounded)."""
+        """Deploy and run the config's pending cells; relaunch after a server death (bounded). A capacity
+        search the store completes is replayed without a launch. A launch that fails for a cause a relaunch
+        cannot change (out of memory, an unknown flag, a refused value: logs/launch.py) is not repeated."""
+        if self.plan.spec.find_capacity and self._replayed(config):
+            return None
         config_id = self.store.upsert_config(self.run_id, config.name, config.as_dict(), status="deploying")
         events: list[str] = []
+        failed: LaunchFailure | None = None
         for launch in range(1, MAX_LAUNCHES + 1):
+            failed = None
             try:
                 self._launch_and_run(config, config_id)
                 self._config_status(config, "done", "; ".join(events + self.capacity.get(config.name, [])))
@@ -238,17 +302,47 @@ class StudyRunner:
                                       "finished cells were kept") from None
             except ServerDied as died:
                 events.append(f"server died during {died} (launch {launch})")
-            except DeployError as exc:
-                events.append(f"launch {launch} failed: {exc.one_line()}")
+            except (DeployError, ContextTooSmall) as exc:
+                failed = self._failed_launch(config, exc)
+                events.append(f"launch {launch} failed ({LAUNCH_CAUSES[failed.cause]}): {exc.one_line()}")
             self.ev.log(f"{config.name}: {events[-1]}")
+            if failed is not None and not failed.retried:
+                break                                   # a relaunch starts it no better
             if not self.pending(config):
                 self._config_status(config, "done", "; ".join(events))
                 return None
             if not self._relaunchable():
                 break                                   # not ours to relaunch
+        return self._unfinished(config, events, failed)
+
+    def _unfinished(self, config: ServerConfig, events: list[str], failed: LaunchFailure | None) -> str | None:
+        """The config's status after its last launch; a problem line, unless it did not start and the study
+        takes that as a result (a tune)."""
+        if failed is not None and self.settings.searching.launch_is_result(failed):
+            self._config_status(config, "failed", events[-1])
+            return None
         message = "; ".join(events) + f"; {len(self.pending(config))} cell(s) left for --resume"
         self._config_status(config, "failed", message)
         return message
+
+    def _failed_launch(self, config: ServerConfig, exc: DeployError | ContextTooSmall) -> LaunchFailure:
+        from tokenbench.logs.launch import too_small  # why a config did not start: only when one did not
+        failure = too_small(exc.message) if isinstance(exc, ContextTooSmall) else launch_failure(exc)
+        self.store.set_config_launch(self.run_id, config.name, failure)
+        return failure
+
+    def _replayed(self, config: ServerConfig) -> bool:
+        """Whether the config's searches are complete in the store: then they are replayed (and stored
+        again) without launching its server."""
+        stored = next((c for c in self.store.configs(self.run_id) if c.name == config.name), None)
+        if stored is None or stored.launch is not None:
+            return False
+        try:
+            run_loop(self._searches(None, config, stored.id))
+        except _NeedsServer:
+            return False
+        self._config_status(config, "done", "; ".join(self.capacity.get(config.name, [])))
+        return True
 
     def _relaunchable(self) -> bool:
         return self.server is None and bool(self.plan.spec.target.profile)
@@ -258,13 +352,17 @@ class StudyRunner:
 
     def _launch_and_run(self, config: ServerConfig, config_id: int) -> None:
         given = contextlib.nullcontext(self.server) if self.server else None
-        with given or server_for(self.plan.spec.target, config, self.ev.log, self.settings.isolation.engine,
+        where = f"server config {config.name}"
+        if not given and self.plan.spec.target.profile:
+            self._fits(expected_ctx(load_profile(self.plan.spec.target, config)), where)
+        with given or server_for(self.plan.spec.target, config, self.ev.log, self.settings.isolation,
                                  self.traces.traced_profile) as server:
-            check_context(self.plan, server.facts.ctx_per_seq, f"server config {config.name}")
+            self._fits(server.facts.ctx_per_seq, where)
             with_graphs(server.facts, server.profile)
             endpoint = self._endpoint(server)
             self.store.upsert_config(self.run_id, config.name, config.as_dict(), server.profile, server.facts,
                                      status="running")
+            self.store.set_config_launch(self.run_id, config.name, None)
             self.journal.doc.setdefault("config_facts", {})[config.name] = server.facts.to_dict()
             with ctrl_c_to_loop():
                 if self.plan.spec.find_capacity:
@@ -284,6 +382,16 @@ class StudyRunner:
         for line in probe_lines(endpoint, spec.target):
             self.ev.log(line)
         return endpoint
+
+    def _fits(self, ctx_per_seq: int | None, where: str) -> None:
+        """The workload's sequences fit the config's context; else ContextTooSmall (a tune goes on from it)."""
+        try:
+            check_context(self.plan, ctx_per_seq, where)
+        except SpecError as exc:
+            from tokenbench.logs.launch import too_small
+            if not self.settings.searching.launch_is_result(too_small(exc.message)):
+                raise
+            raise ContextTooSmall(exc.message, exc.hint) from None
 
     @contextlib.asynccontextmanager
     async def _launched(self, server: Server, endpoint: Endpoint, config_id: int):
@@ -318,45 +426,59 @@ class StudyRunner:
                 prev[pair] = row.summary
 
     async def _capacity(self, server: Server, endpoint: Endpoint, config: ServerConfig, config_id: int) -> None:
+        async with self._launched(server, endpoint, config_id) as launch:
+            await self._searches(launch, config, config_id)
+
+    async def _searches(self, launch: _Launch | None, config: ServerConfig, config_id: int) -> None:
         """One capacity search per workload (study/capacity.py); cells already stored (resume) are replayed
-        through it, not rerun. Each search is stored with its record (store.save_search)."""
+        through it, not rerun (without a launch, a cell not stored raises _NeedsServer). Each search is
+        stored with its record (store.save_search)."""
         from tokenbench.study import capacity  # a capacity search's modules: only a study that searches
-        spec = self.plan.spec
         stored = {(c.config, c.key, c.repeat): c for c in self.store.cells(self.run_id)
                   if not c.summary.server_unreachable and c.status != "interrupted"}
+        records = [await self._search(launch, config, wl, stored) for wl in self.plan.spec.workloads()]
         lines = []
-        async with self._launched(server, endpoint, config_id) as launch:
-            for wl in spec.workloads():
-                record = await self._search(launch, config, wl, stored)
-                self.store.save_search(self.run_id, config_id, record)
-                self.journal.doc.setdefault("capacity", []).append({"config": config.name,
-                                                                    **record.model_dump(mode="json")})
-                for line in capacity.describe(record):
-                    lines.append(line)
-                    self.ev.log(f"{config.name}: {line}")
+        for record in records:
+            self.store.save_search(self.run_id, config_id, record)
+            kept = [e for e in self.journal.doc.get("capacity", [])
+                    if (e["config"], e["workload"]) != (config.name, record.workload)]     # a search visited again
+            self.journal.doc["capacity"] = [*kept, {"config": config.name, **record.model_dump(mode="json")}]
+            for line in capacity.describe(record):
+                lines.append(line)
+                self.ev.log(f"{config.name}: {line}")
         self.capacity[config.name] = lines
         self.capacity_done.add(config.name)
 
-    async def _search(self, launch: _Launch, config: ServerConfig, wl: Workload,
+    async def _search(self, launch: _Launch | None, config: ServerConfig, wl: Workload,
                       stored: dict[tuple[str, str, int], CellRow]) -> SearchRecord:
         from tokenbench.study import capacity
-        spec = self.plan.spec
-        gen = capacity.search(capacity.settings(spec, wl.label))
+        spec, searching = self.plan.spec, self.settings.searching
+        s = searching.settings(config, capacity.settings(spec, wl.label))
+        gen = capacity.search(s)
+        seen: list[tuple[capacity.Probe, CellSamples]] = []
         probe = next(gen)
         while True:
             cell = PlannedCell(config, repeat_workload(wl, probe.repeat),
                                capacity_load(spec, probe.load, probe.duration_s, probe.requests), probe.repeat)
-            got = await self._search_cell(launch, cell, stored.get((config.name, cell.key, cell.repeat)))
+            row = stored.get((config.name, cell.key, cell.repeat))
+            halt = searching.halt(config, s, seen, row is None)
+            if halt is not None:
+                gen.close()
+                return capacity.halted(s, seen, halt)
+            got = await self._search_cell(launch, cell, row)
+            seen.append((probe, got))
             try:
                 probe = gen.send(got)
             except StopIteration as end:
                 return end.value
 
-    async def _search_cell(self, launch: _Launch, cell: PlannedCell, row: CellRow | None) -> CellSamples:
+    async def _search_cell(self, launch: _Launch | None, cell: PlannedCell, row: CellRow | None) -> CellSamples:
         """The cell's samples for the search: measured now, or read back from the store (a resume)."""
         from tokenbench.metrics.capacity import CellSamples, metrics_of, samples_of
         if row is not None and row.id:
             records: Iterable[RequestRecord] = self.store.requests(row.id)
+        elif launch is None:
+            raise _NeedsServer
         else:
             row, result = await self._run_cell(launch, cell)
             records = result.all_records()

@@ -4,7 +4,8 @@ carried (monitor/otlp.py reads a trace's spans; metrics/server.py the clock offs
 
 Engines batch their exports, so a cell's spans arrive after its last request: the join waits until every ok
 request (warmup included) has its request span, at most WAIT_S (QUIET_WAIT_S once a cell of the run received no
-span at all: the server does not export). Spans of another trace that arrive meanwhile are counted as unjoined."""
+request span at all: the server does not export them). Spans of another trace that arrive meanwhile are counted as
+unjoined; a cell none of whose requests joined says once what did arrive."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tokenbench.client.records import RequestRecord
-from tokenbench.deploy import lifecycle, state
+from tokenbench.deploy import state
 from tokenbench.deploy.engines import traced, traces_address
 from tokenbench.errors import TargetError
 from tokenbench.metrics.health import claim_ms
@@ -109,7 +110,7 @@ def _join(records: Iterable[RequestRecord], got: _Gathered) -> Joined:
 
 def _deployment_exports_to(base_url: str) -> str | None:
     """Where the running deployment at `base_url` (started by `deploy up`) exports its spans, if it does."""
-    st = lifecycle.serving(state.state_dir(), base_url)
+    st = state.serving(state.state_dir(), base_url)
     return traces_address(st.argv) if st is not None else None
 
 
@@ -120,7 +121,8 @@ class Traces:
     def __init__(self, target: Target, log: Callable[[str], None] = print) -> None:
         self.target, self.log = target, log
         self.receiver: Receiver | None = None
-        self.quiet = False                  # a cell of this run received no span at all
+        self.quiet = False                  # a cell of this run received no request span at all
+        self.warned = False                 # ... or joined none: said once
 
     @property
     def mode(self) -> str:
@@ -162,9 +164,8 @@ class Traces:
         read again on each pass)."""
         expected = {r.trace_id for r in records if r.trace_id and r.ok}
         got = await self._gather(expected, 0.0 if stopped else (QUIET_WAIT_S if self.quiet else WAIT_S))
-        requests = sum(1 for spans in got.traces.values() for s in spans if s.is_request)
-        if not requests and expected:
-            self._quiet_warning()
+        if expected and not any(got.has_request(t) for t in expected):
+            self._quiet_warning(got)
         return _join(records, got)
 
     async def _gather(self, expected: set[str], wait_s: float) -> _Gathered:
@@ -187,10 +188,33 @@ class Traces:
             self.log(f"{gone.one_line()}: this cell's requests are joined to the spans that came before")
         return got
 
-    def _quiet_warning(self) -> None:
-        if not self.quiet:
-            address = self.receiver.address if self.receiver else "?"
-            self.log(f"no span arrived from the server within {WAIT_S:g} s: its requests are not joined (point its "
-                     f"OTLP exporter at {address}, e.g. vLLM --otlp-traces-endpoint http://{address}/v1/traces; "
-                     "--server-traces off sends no traceparent)")
-        self.quiet = True
+    def _quiet_warning(self, got: _Gathered) -> None:
+        """None of a cell's requests joined: what arrived says what is seen (once a run); a cell that received no
+        request span at all makes the next ones wait QUIET_WAIT_S."""
+        if not self.warned:
+            self.log(f"{_nothing_joined(got, WAIT_S)}: this cell's requests are not joined ({_fix(self.receiver)})")
+        self.warned = True
+        self.quiet = self.quiet or not any(s.is_request for spans in got.traces.values() for s in spans)
+
+
+def _fix(receiver: Receiver | None) -> str:
+    address = receiver.address if receiver else "?"
+    return (f"point its OTLP exporter at {address}, e.g. vLLM --otlp-traces-endpoint http://{address}/v1/traces; "
+            "--server-traces off sends no traceparent")
+
+
+def _nothing_joined(got: _Gathered, wait_s: float) -> str:
+    """What came from the server in a cell none of whose requests joined a span: nothing, spans none of which is a
+    request's, or request spans of other traces (a server or proxy that does not continue the `traceparent`)."""
+    r = got.received
+    requests = sum(1 for spans in got.traces.values() if any(s.is_request for s in spans))
+    if requests:
+        return (f"{requests} request spans arrived from the server, none with a trace id this cell's requests carried "
+                "(an earlier cell's spans that came late, or a server or proxy that does not continue the W3C "
+                "traceparent header's trace)")
+    others = r.other_spans + sum(len(spans) for spans in got.traces.values())
+    if others or r.dropped_payloads:
+        return (f"{others} spans arrived from the server, none a request's (a request span carries "
+                f"gen_ai.latency.time_to_first_token, as vLLM's llm_request and SGLang's Req do), "
+                f"{r.dropped_payloads} export payloads could not be decoded")
+    return f"no span arrived from the server within {wait_s:g} s"

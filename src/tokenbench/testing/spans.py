@@ -157,7 +157,14 @@ class SpanExporter:
                                                                        scope_spans=[ScopeSpans(spans=spans)])])
 
     def _post(self, body: bytes) -> None:
-        """POST one export on a kept-alive connection (as the SDK's exporter does), opened again after a failure."""
+        """POST one export on a kept-alive connection (as the SDK's exporter does); a kept connection the receiver
+        closed meanwhile is replaced once by a new one."""
+        try:
+            self._send(body)
+        except (OSError, http.client.HTTPException):
+            self._send(body)
+
+    def _send(self, body: bytes) -> None:
         url = urllib.parse.urlsplit(self.endpoint)
         try:
             if self.conn is None:

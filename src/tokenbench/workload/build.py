@@ -32,7 +32,6 @@ from tokenbench.workload.chat import (
 )
 from tokenbench.workload.dataset import Draft, Filters, TextEntry, select
 from tokenbench.workload.jsonl import read_prompts
-from tokenbench.workload.lengths import Draws, length_stats
 from tokenbench.workload.random_ids import cell_rng, random_ids
 from tokenbench.workload.sharegpt import read_sharegpt
 from tokenbench.workload.vocab import Vocab
@@ -153,6 +152,7 @@ def _shapes(c: _Cell, phase: str, n: int | None) -> Iterator[tuple[int, int]]:
     if c.wl.draws is None:
         shape = (_given(c.wl.input_len, "input_len"), _given(c.wl.output_len, "output_len"))
         return itertools.repeat(shape, *([] if n is None else [n]))
+    from tokenbench.workload.lengths import Draws  # a length distribution: only a workload that draws lengths
     return Draws.of(c.wl).stream(c.rng(f"lengths-{phase}"), n)
 
 
@@ -160,6 +160,7 @@ def _draw_facts(c: _Cell, n_meas: int | None) -> dict:
     """The distribution in words and, for a counted cell, the drawn lengths' mean, min and max."""
     if c.wl.draws is None:
         return {}
+    from tokenbench.workload.lengths import Draws, length_stats
     stats = length_stats(_shapes(c, "measure", n_meas)) if n_meas is not None else {}
     return {"length_distribution": Draws.of(c.wl).describe(), "length_draws": c.wl.draws, **stats}
 
