@@ -300,3 +300,16 @@ def test_no_stall_and_no_buffering_bound_nothing():
     recs = [r for r in recs if len(set(r.token_times_ns)) == len(r.token_times_ns)]
     _, _, health = measured(recs, [], load)
     assert health.client_bounds == {} and health.chunks_after_stall == 0 and health.chunks_coalesced == 0
+
+
+def test_on_a_tie_the_earlier_stamps_stall_is_named():
+    """The first token held 30 ms by the client's CPU, the last 30 ms by host contention: TPOT's bound and the
+    ITL gap between them name the earlier stamp's cause (the reference's `larger` keeps the first on a tie)."""
+    a = Stall(after_ns=111 * MS, due_ns=120 * MS, woke_ns=150 * MS, cause="client_cpu")
+    b = Stall(after_ns=270 * MS, due_ns=280 * MS, woke_ns=310 * MS, cause="host_contention")
+    r = RequestRecord(index=0, phase="measure", input_len=8, output_len=2, intended_ns=0, sent_ns=0,
+                      end_ns=400 * MS, token_times_ns=[141 * MS, 300 * MS], token_counts=[1, 1],
+                      completion_tokens=2, usage_source="server")
+    got = agree([r], [a, b], Load(concurrency=1, num_prompts=1), one_loop=False)
+    assert got["mean_tpot_ms"] == (pytest.approx(30.0), "client_cpu")
+    assert got["mean_itl_ms"] == (pytest.approx(30.0), "client_cpu")
