@@ -258,9 +258,9 @@ class Sandbox:
             return False
         return done.returncode == 0 or done.returncode == 5 and bool(tests)   # 5: none of these tests selected
 
-    def test_files(self, module: str) -> list[str]:
-        """Every test file: first the one named after the module, then those importing it, then those
-        naming it, then the rest (so -x stops early on most mutants)."""
+    def test_files(self, module: str) -> tuple[list[str], list[str]]:
+        """(the test files that import the module or are named after it; every test file, those first, then
+        the ones naming it, then the rest), so most mutants are detected by a short first run."""
         stem = Path(module).stem
         dotted = ".".join(Path(module).with_suffix("").parts[1:])          # src/tokenbench/a/b.py -> tokenbench.a.b
         def rank(f: str) -> int:
@@ -268,17 +268,18 @@ class Sandbox:
             return (0 if Path(f).stem == f"test_{stem}" else 1 if dotted in text or f"import {stem}" in text
                     else 2 if stem in text else 3)
         files = sorted(str(p.relative_to(self.root)) for p in (self.root / "tests").rglob("test_*.py"))
-        return sorted(files, key=rank)
+        return [f for f in files if rank(f) < 2], sorted(files, key=rank)
 
 
 def survives(box: Sandbox, mutant: Mutant, tier: Tier) -> bool:
-    """Write the mutant into the sandbox, run the tier (the files naming the module, then the rest)."""
+    """Write the mutant into the sandbox, run the tier's tests of the module, then (if they pass) the whole
+    tier, the files naming the module first."""
     path = box.root / mutant.module
     original = path.read_text()
     path.write_text(mutant.apply(original))
     try:
-        files = box.test_files(mutant.module)
-        return box.run(tier, files)
+        near, every = box.test_files(mutant.module)
+        return (not near or box.run(tier, near)) and box.run(tier, every)
     finally:
         path.write_text(original)
 
