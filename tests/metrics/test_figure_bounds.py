@@ -312,3 +312,22 @@ def test_on_a_tie_the_earlier_stamps_stall_is_named():
     got = agree([r], [a, b], Load(concurrency=1, num_prompts=1), one_loop=False)
     assert got["mean_tpot_ms"] == (pytest.approx(30.0), "client_cpu")
     assert got["mean_itl_ms"] == (pytest.approx(30.0), "client_cpu")
+
+
+@pytest.mark.parametrize("kind", ["failed", "no token"])
+def test_a_cell_without_a_token_chunk_has_bounds_only_where_it_has_figures(kind):
+    """Every request failed, or every ok request came back without a token: no ITL, TTFT or TPOT sample, so
+    no bound of theirs; a stall over the ends still bounds E2EL and the rates where they exist."""
+    rng = random.Random(7)
+    recs = [failed(rng, i) if kind == "failed" else request_without_tokens(rng, i) for i in range(6)]
+    stalls = probe_stalls(random.Random(8), max(r.end_ns for r in recs) + 40 * MS, 0.6)
+    got = agree(recs, stalls, Load(concurrency=2, num_prompts=6))
+    assert not any(k.endswith(("_itl_ms", "_ttft_ms", "_tpot_ms")) for k in got)
+    if kind == "no token":
+        assert any(k.endswith("_e2el_ms") for k in got)
+
+
+def request_without_tokens(rng: random.Random, i: int) -> RequestRecord:
+    sent = rng.randrange(0, 300) * MS + i
+    return RequestRecord(index=i, phase="measure", input_len=8, output_len=0, intended_ns=sent, sent_ns=sent,
+                         end_ns=sent + rng.randrange(5, 80) * MS, completion_tokens=0, usage_source="server")
