@@ -21,6 +21,7 @@ import argparse
 import ast
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -247,16 +248,22 @@ class Sandbox:
         return {**os.environ, "PYTHONPATH": f"{self.root / 'src'}{os.pathsep}{self.root / '.mutation'}",
                 "PYTHONDONTWRITEBYTECODE": "1"}
 
-    def run(self, tier: Tier, tests: list[str]) -> bool:
-        """True when the tests pass (the mutant, if any, survived)."""
+    def run(self, tier: Tier, tests: list[str], show: bool = False) -> str | None:
+        """None when the tests pass (the mutant, if any, survived), else the first test that failed (or
+        "timeout"); `show`: print the end of a failing run."""
         argv = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "mutation_plugin",
                 "--timeout", str(tier.test_timeout_s), "-m", tier.marks, *tests]
         try:
-            done = subprocess.run(argv, cwd=self.root, env=self.env(), stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, timeout=self.timeout_s)
+            done = subprocess.run(argv, cwd=self.root, env=self.env(), capture_output=True, text=True,
+                                  timeout=self.timeout_s)
         except subprocess.TimeoutExpired:
-            return False
-        return done.returncode == 0 or done.returncode == 5 and bool(tests)   # 5: none of these tests selected
+            return "timeout"
+        if done.returncode == 0 or done.returncode == 5 and tests:             # 5: none of these tests selected
+            return None
+        if show:
+            print("\n".join((done.stdout + done.stderr).splitlines()[-25:]), file=sys.stderr)
+        failed = re.search(r"^(?:FAILED|ERROR) (\S+)", done.stdout, re.M)
+        return failed.group(1) if failed else f"exit {done.returncode}"
 
     def test_files(self, module: str) -> tuple[list[str], list[str]]:
         """(the test files that import the module or are named after it; every test file, those first, then
@@ -271,15 +278,15 @@ class Sandbox:
         return [f for f in files if rank(f) < 2], sorted(files, key=rank)
 
 
-def survives(box: Sandbox, mutant: Mutant, tier: Tier) -> bool:
+def detected_by(box: Sandbox, mutant: Mutant, tier: Tier) -> str | None:
     """Write the mutant into the sandbox, run the tier's tests of the module, then (if they pass) the whole
-    tier, the files naming the module first."""
+    tier, the files naming the module first: the test that failed, or None (the mutant survived)."""
     path = box.root / mutant.module
     original = path.read_text()
     path.write_text(mutant.apply(original))
     try:
         near, every = box.test_files(mutant.module)
-        return (not near or box.run(tier, near)) and box.run(tier, every)
+        return (box.run(tier, near) if near else None) or box.run(tier, every)
     finally:
         path.write_text(original)
 
@@ -306,12 +313,13 @@ def equivalents(path: Path) -> dict[tuple[str, str], str]:
     return {(e["module"], e["mutant"]): e["reason"] for e in entries}
 
 
-def judge(box: Sandbox, mutant: Mutant, slow: bool) -> str:
-    if not survives(box, mutant, FAST):
-        return "detected (fast)"
-    if slow and not survives(box, mutant, SLOW):
-        return "detected (slow)"
-    return "survived"
+def judge(box: Sandbox, mutant: Mutant, slow: bool) -> tuple[str, str]:
+    """("detected (fast)" | "detected (slow)" | "survived", the test that detected it)."""
+    by = detected_by(box, mutant, FAST)
+    if by:
+        return "detected (fast)", by
+    by = detected_by(box, mutant, SLOW) if slow else None
+    return ("detected (slow)", by) if by else ("survived", "")
 
 
 def check_module(box: Sandbox, mutants: list[Mutant], known: dict[tuple[str, str], str], slow: bool) -> Tally:
@@ -319,17 +327,16 @@ def check_module(box: Sandbox, mutants: list[Mutant], known: dict[tuple[str, str
     for m in mutants:
         t0 = time.monotonic()
         reason = known.get((m.module, m.ident))
-        outcome = judge(box, m, slow)
-        if reason is not None and outcome == "survived":
-            tally.equivalent += 1
-            outcome = f"equivalent: {reason}"
-        elif reason is not None:
-            outcome += " -- listed as equivalent, but a test tells it apart: remove it from the list"
+        outcome, by = judge(box, m, slow)
         tally.fast += outcome == "detected (fast)"
         tally.slow += outcome == "detected (slow)"
-        if outcome == "survived":
+        tally.equivalent += reason is not None and outcome == "survived"
+        if reason is None and outcome == "survived":
             tally.survivors.append(m.ident)
-        print(f"  {m.ident}  [{outcome}, {time.monotonic() - t0:.0f} s]", flush=True)
+        shown = (f"equivalent: {reason}" if reason is not None and outcome == "survived" else outcome
+                 + (f" by {by}" if by else "") + (" -- listed as equivalent, but a test tells it apart: remove it "
+                                                  "from the list" if reason is not None and by else ""))
+        print(f"  {m.ident}  [{shown}, {time.monotonic() - t0:.0f} s]", flush=True)
     return tally
 
 
@@ -379,7 +386,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="tokenbench-mutants-") as tmp:
         box = Sandbox.copy(Path(tmp), args.timeout_s)
         for tier in (FAST, SLOW) if args.slow else (FAST,):
-            if not box.run(tier, []):
+            if box.run(tier, [], show=True):
                 print(f"the {tier.name} tier fails without a mutant: fix that first", file=sys.stderr)
                 return 2
         tallies = {}
