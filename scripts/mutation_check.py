@@ -11,6 +11,7 @@ are listed with their reason in scripts/mutation_equivalent.yaml and counted apa
     .venv/bin/python scripts/mutation_check.py --slow src/tokenbench/metrics/*.py   # survivors: the slow tier too
     .venv/bin/python scripts/mutation_check.py --list src/tokenbench/metrics/stats.py   # the mutants, not run
     .venv/bin/python scripts/mutation_check.py --only 'percentile:cmp:0 <= q' src/tokenbench/metrics/stats.py
+    .venv/bin/python scripts/mutation_check.py --at 6e2c08c src/tokenbench/metrics/stats.py   # an earlier commit
 
 Prints one line per mutant (detected / survived / equivalent) and a table per module; exits 1 when fewer
 than --require (default 90 %) of the non-equivalent mutants are detected."""
@@ -19,12 +20,14 @@ from __future__ import annotations
 
 import argparse
 import ast
+import io
 import os
 import random
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
@@ -232,14 +235,21 @@ class Sandbox:
     timeout_s: float
 
     @classmethod
-    def copy(cls, into: Path, timeout_s: float) -> Sandbox:
-        files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
-                               capture_output=True).stdout.decode().split("\0")
-        for rel in filter(None, files):
-            src, dst = ROOT / rel, into / rel
-            if src.is_file():
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(src, dst)
+    def copy(cls, into: Path, timeout_s: float, at: str | None = None) -> Sandbox:
+        """The working tree's files, or with `at` the files of that commit (a check of an earlier state)."""
+        if at:
+            archive = subprocess.run(["git", "archive", "--format=tar", at], cwd=ROOT, check=True,
+                                     capture_output=True).stdout
+            with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+                tar.extractall(into, filter="data")
+        else:
+            files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
+                                   capture_output=True).stdout.decode().split("\0")
+            for rel in filter(None, files):
+                src, dst = ROOT / rel, into / rel
+                if src.is_file():
+                    dst.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(src, dst)
         (into / ".mutation").mkdir()
         (into / ".mutation" / "mutation_plugin.py").write_text(PLUGIN)
         return cls(into, timeout_s)
@@ -340,12 +350,16 @@ def check_module(box: Sandbox, mutants: list[Mutant], known: dict[tuple[str, str
     return tally
 
 
-def _modules(args: argparse.Namespace) -> Iterator[tuple[str, list[Mutant]]]:
+def _modules(args: argparse.Namespace, root: Path) -> Iterator[tuple[str, list[Mutant], int]]:
+    """(module, its chosen mutants, how many candidates it has), each module read from `root` (the sandbox:
+    the working tree's files, or a commit's)."""
     for arg in args.modules:
-        rel = str(Path(arg).resolve().relative_to(ROOT))
-        every = candidates(rel, (ROOT / rel).read_text())
+        rel = os.path.relpath(Path(arg).resolve(), ROOT)
+        if not (root / rel).is_file():
+            raise SystemExit(f"{arg}: no such module{f' at {args.at}' if args.at else ''}")
+        every = candidates(rel, (root / rel).read_text())
         chosen = [m for m in every if m.ident == args.only] if args.only else pick(every, args.seed, args.per_module)
-        yield rel, chosen
+        yield rel, chosen, len(every)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -356,6 +370,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--slow", action="store_true", help="run the slow tier on the fast tier's survivors")
     p.add_argument("--list", action="store_true", help="print the mutants (and how many candidates) only")
     p.add_argument("--only", help="run only the mutant with this ident")
+    p.add_argument("--at", help="check the modules and tests of this commit instead of the working tree")
     p.add_argument("--timeout-s", type=float, default=900, help="a tier run longer than this detects the mutant")
     p.add_argument("--require", type=float, default=0.9, help="share of non-equivalent mutants to detect")
     return p
@@ -377,20 +392,21 @@ def _table(tallies: dict[str, Tally], slow: bool) -> float:
 def main() -> int:
     args = _parser().parse_args()
     known = equivalents(EQUIVALENT)
-    if args.list:
-        for rel, chosen in _modules(args):
-            print(f"{rel}: {len(candidates(rel, (ROOT / rel).read_text()))} candidates")
-            for m in chosen:
-                print(f"  {m.ident}" + (f"  [equivalent: {known[(rel, m.ident)]}]" if (rel, m.ident) in known else ""))
-        return 0
     with tempfile.TemporaryDirectory(prefix="tokenbench-mutants-") as tmp:
-        box = Sandbox.copy(Path(tmp), args.timeout_s)
+        box = Sandbox.copy(Path(tmp), args.timeout_s, args.at)
+        modules = list(_modules(args, box.root))
+        if args.list:
+            for rel, chosen, count in modules:
+                print(f"{rel}: {count} candidates")
+                for m in chosen:
+                    print(f"  {m.ident}" + (f"  [equivalent: {known[(rel, m.ident)]}]" if (rel, m.ident) in known else ""))
+            return 0
         for tier in (FAST, SLOW) if args.slow else (FAST,):
             if box.run(tier, [], show=True):
                 print(f"the {tier.name} tier fails without a mutant: fix that first", file=sys.stderr)
                 return 2
         tallies = {}
-        for rel, chosen in _modules(args):
+        for rel, chosen, _ in modules:
             print(f"{rel}: {len(chosen)} mutants (seed {args.seed})", flush=True)
             tallies[rel] = check_module(box, chosen, known, args.slow)
     share = _table(tallies, args.slow)
