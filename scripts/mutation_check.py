@@ -288,7 +288,7 @@ class Sandbox:
         return [f for f in files if rank(f) < 2], sorted(files, key=rank)
 
 
-def detected_by(box: Sandbox, mutant: Mutant, tier: Tier) -> str | None:
+def detected_by(box: Sandbox, mutant: Mutant, tier: Tier, quick: bool = False) -> str | None:
     """Write the mutant into the sandbox, run the tier's tests of the module, then (if they pass) the whole
     tier, the files naming the module first: the test that failed, or None (the mutant survived)."""
     path = box.root / mutant.module
@@ -296,7 +296,7 @@ def detected_by(box: Sandbox, mutant: Mutant, tier: Tier) -> str | None:
     path.write_text(mutant.apply(original))
     try:
         near, every = box.test_files(mutant.module)
-        return (box.run(tier, near) if near else None) or box.run(tier, every)
+        return (box.run(tier, near) if near else None) or (None if quick else box.run(tier, every))
     finally:
         path.write_text(original)
 
@@ -323,21 +323,23 @@ def equivalents(path: Path) -> dict[tuple[str, str], str]:
     return {(e["module"], e["mutant"]): e["reason"] for e in entries}
 
 
-def judge(box: Sandbox, mutant: Mutant, slow: bool) -> tuple[str, str]:
-    """("detected (fast)" | "detected (slow)" | "survived", the test that detected it)."""
-    by = detected_by(box, mutant, FAST)
+def judge(box: Sandbox, mutant: Mutant, slow: bool, quick: bool = False) -> tuple[str, str]:
+    """("detected (fast)" | "detected (slow)" | "survived", the test that detected it); `quick`: only the
+    module's own tests (a first look for weak spots, not the check)."""
+    by = detected_by(box, mutant, FAST, quick)
     if by:
         return "detected (fast)", by
     by = detected_by(box, mutant, SLOW) if slow else None
     return ("detected (slow)", by) if by else ("survived", "")
 
 
-def check_module(box: Sandbox, mutants: list[Mutant], known: dict[tuple[str, str], str], slow: bool) -> Tally:
+def check_module(box: Sandbox, mutants: list[Mutant], known: dict[tuple[str, str], str], slow: bool,
+                 quick: bool = False) -> Tally:
     tally = Tally(mutants=len(mutants))
     for m in mutants:
         t0 = time.monotonic()
         reason = known.get((m.module, m.ident))
-        outcome, by = judge(box, m, slow)
+        outcome, by = judge(box, m, slow, quick)
         tally.fast += outcome == "detected (fast)"
         tally.slow += outcome == "detected (slow)"
         tally.equivalent += reason is not None and outcome == "survived"
@@ -371,6 +373,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="print the mutants (and how many candidates) only")
     p.add_argument("--only", help="run only the mutant with this ident")
     p.add_argument("--at", help="check the modules and tests of this commit instead of the working tree")
+    p.add_argument("--quick", action="store_true", help="only the tests that import the module, not the tier "
+                   "(a first look for weak spots: its survivors are an upper bound, not the check's result)")
     p.add_argument("--timeout-s", type=float, default=900, help="a tier run longer than this detects the mutant")
     p.add_argument("--require", type=float, default=0.9, help="share of non-equivalent mutants to detect")
     return p
@@ -401,14 +405,14 @@ def main() -> int:
                 for m in chosen:
                     print(f"  {m.ident}" + (f"  [equivalent: {known[(rel, m.ident)]}]" if (rel, m.ident) in known else ""))
             return 0
-        for tier in (FAST, SLOW) if args.slow else (FAST,):
+        for tier in () if args.quick else (FAST, SLOW) if args.slow else (FAST,):
             if box.run(tier, [], show=True):
                 print(f"the {tier.name} tier fails without a mutant: fix that first", file=sys.stderr)
                 return 2
         tallies = {}
         for rel, chosen, _ in modules:
             print(f"{rel}: {len(chosen)} mutants (seed {args.seed})", flush=True)
-            tallies[rel] = check_module(box, chosen, known, args.slow)
+            tallies[rel] = check_module(box, chosen, known, args.slow, args.quick)
     share = _table(tallies, args.slow)
     print(f"detected {share:.0%} of the non-equivalent mutants (required {args.require:.0%})")
     return 0 if share >= args.require else 1
