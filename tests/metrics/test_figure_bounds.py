@@ -331,3 +331,30 @@ def request_without_tokens(rng: random.Random, i: int) -> RequestRecord:
     sent = rng.randrange(0, 300) * MS + i
     return RequestRecord(index=i, phase="measure", input_len=8, output_len=0, intended_ns=sent, sent_ns=sent,
                          end_ns=sent + rng.randrange(5, 80) * MS, completion_tokens=0, usage_source="server")
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_percentiles_bound_is_read_at_its_own_rank_in_a_large_cell(seed):
+    """In a cell of a few requests a high percentile's bound is the largest delay whatever its rank; with
+    hundreds of requests and few of them held, the bound is the distance to the samples k ranks away, read
+    at q itself (p99 at 99, not at a neighbouring rank)."""
+    rng = random.Random(seed)
+    recs = []
+    for i in range(400):
+        sent = rng.randrange(0, 4000) * MS + i
+        times = sorted(sent + int(rng.lognormvariate(3.5, 0.6) * MS) + k * rng.randrange(1, 20) * MS
+                       for k in range(rng.randrange(1, 4)))
+        recs.append(RequestRecord(index=i, phase="measure", input_len=8, output_len=len(times), intended_ns=sent,
+                                  sent_ns=sent, end_ns=times[-1] + MS, token_times_ns=times,
+                                  token_counts=[1] * len(times), completion_tokens=len(times), usage_source="server"))
+    stalls = probe_stalls(random.Random(seed + 10), max(r.end_ns for r in recs) + 40 * MS, 0.01)
+    got = agree(recs, stalls, Load(request_rate=100.0, num_prompts=400), one_loop=False)
+    ttft = {q: got[f"p{q}_ttft_ms"][0] for q in (50, 90, 95, 99) if f"p{q}_ttft_ms" in got}
+    assert len(set(ttft.values())) > 1                    # the ranks are told apart: not all the largest delay
+
+
+def test_a_latencys_tolerance_has_a_1_ms_floor_and_a_rates_has_none():
+    from tokenbench.metrics.health import tolerance
+    assert tolerance("p99_itl_ms", 4.0) == 1.0 and tolerance("mean_ttft_ms", 400.0) == 20.0
+    assert tolerance("output_throughput", 4.0) == pytest.approx(0.2)
+    assert tolerance("request_throughput", 0.5) == pytest.approx(0.025)
