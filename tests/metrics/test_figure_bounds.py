@@ -342,15 +342,15 @@ def test_a_percentiles_bound_is_read_at_its_own_rank_in_a_large_cell(seed):
     recs = []
     for i in range(400):
         sent = rng.randrange(0, 4000) * MS + i
-        times = sorted(sent + int(rng.lognormvariate(3.5, 0.6) * MS) + k * rng.randrange(1, 20) * MS
-                       for k in range(rng.randrange(1, 4)))
+        first = sent + int(rng.uniform(30, 40) * MS)          # close together: k ranks away is nearer than a stall
+        times = [first + k * rng.randrange(1, 20) * MS for k in range(rng.randrange(1, 4))]
         recs.append(RequestRecord(index=i, phase="measure", input_len=8, output_len=len(times), intended_ns=sent,
                                   sent_ns=sent, end_ns=times[-1] + MS, token_times_ns=times,
                                   token_counts=[1] * len(times), completion_tokens=len(times), usage_source="server"))
     stalls = probe_stalls(random.Random(seed + 10), max(r.end_ns for r in recs) + 40 * MS, 0.01)
     got = agree(recs, stalls, Load(request_rate=100.0, num_prompts=400), one_loop=False)
-    ttft = {q: got[f"p{q}_ttft_ms"][0] for q in (50, 90, 95, 99) if f"p{q}_ttft_ms" in got}
-    assert len(set(ttft.values())) > 1                    # the ranks are told apart: not all the largest delay
+    ttft = [got[f"p{q}_ttft_ms"][0] for q in (50, 90, 95)]
+    assert len(set(ttft)) == 3 and max(ttft) < 5           # read at each rank: none is the largest delay
 
 
 def test_a_latencys_tolerance_has_a_1_ms_floor_and_a_rates_has_none():
