@@ -24,6 +24,7 @@ import io
 import os
 import random
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -46,6 +47,7 @@ class Tier:
     test_timeout_s: int          # a test running longer (a mutant that loops) fails: the mutant is detected
 
 
+MEMORY_LIMIT = 8 << 30       # bytes of address space for one test run
 FAST = Tier("fast", "not engine and not browser and not slow", 60)
 SLOW = Tier("slow", "(slow or browser) and not engine", 600)
 CMP_FLIP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
@@ -265,7 +267,7 @@ class Sandbox:
                 "--timeout", str(tier.test_timeout_s), "-m", tier.marks, *tests]
         try:
             done = subprocess.run(argv, cwd=self.root, env=self.env(), capture_output=True, text=True,
-                                  timeout=self.timeout_s)
+                                  timeout=self.timeout_s, preexec_fn=_limit_memory)
         except subprocess.TimeoutExpired:
             return "timeout"
         if done.returncode == 0 or done.returncode == 5 and tests:             # 5: none of these tests selected
@@ -286,6 +288,12 @@ class Sandbox:
                     else 2 if stem in text else 3)
         files = sorted(str(p.relative_to(self.root)) for p in (self.root / "tests").rglob("test_*.py"))
         return [f for f in files if rank(f) < 2], sorted(files, key=rank)
+
+
+def _limit_memory() -> None:
+    """A mutant that makes a loop endless may grow a list without end: its test run gets MEMORY_LIMIT of
+    address space (a MemoryError fails the test, detecting it) rather than the shared machine's memory."""
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
 def detected_by(box: Sandbox, mutant: Mutant, tier: Tier, quick: bool = False) -> str | None:
