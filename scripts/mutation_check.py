@@ -405,7 +405,7 @@ def main() -> int:
     args = _parser().parse_args()
     known = equivalents(EQUIVALENT)
     with tempfile.TemporaryDirectory(prefix="tokenbench-mutants-") as tmp:
-        box = Sandbox.copy(Path(tmp), args.timeout_s, args.at)
+        box = Sandbox.copy(Path(tmp), min(args.timeout_s, 180) if args.quick else args.timeout_s, args.at)
         modules = list(_modules(args, box.root))
         if args.list:
             for rel, chosen, count in modules:
