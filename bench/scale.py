@@ -12,6 +12,10 @@ HTTP, for sizes a run cannot reach on a small machine; only their DB and report 
     .venv/bin/python bench/scale.py --soak 600 --rate 50   # a --duration cell past any prepared cap
     .venv/bin/python bench/scale.py --real 1000000 --base-url http://127.0.0.1:PORT --model M --vocab-size V
                                                            # against a faster (compiled) server already running
+    .venv/bin/python bench/scale.py --real 5000,40000 --oracle PATH/TO/oracle --busy --no-views
+        # issue 39's pair: a compiled timing server (any OpenAI-compatible one taking --addr, --ttft-ms,
+        # --itl-ms; built from its Go source with `go build`) pinned on CPU 1, the client on CPU 0, and with
+        # --busy a busy loop pinned on the client's CPU too; prints the peak RSS ratio of the last row to the first
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import contextlib
 import os
 import random
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -66,18 +71,53 @@ def _views(db: Path, run_id: str, other: str, env: dict, out: Path) -> dict:
     return got
 
 
-def _server(itl_ms: float, base_url: str | None):
-    """The shipped reference server in its own process, or the server already at `base_url`."""
+def _server(itl_ms: float, base_url: str | None, oracle: str | None = None):
+    """The shipped reference server in its own process, a compiled one (`oracle`) pinned on CPU 1, or the
+    server already at `base_url`."""
+    if oracle:
+        return _oracle(oracle, itl_ms)
     if base_url:
         return contextlib.nullcontext(SimpleNamespace(url=base_url))
     return ReferenceProcess(ReferenceConfig(ttft_ms=0, itl_ms=itl_ms))
 
 
+@contextlib.contextmanager
+def _oracle(path: str, itl_ms: float) -> Iterator[SimpleNamespace]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(["taskset", "-c", "1", path, "--addr", f"127.0.0.1:{port}", "--ttft-ms", "100",
+                             "--itl-ms", str(itl_ms)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.05)
+        yield SimpleNamespace(url=f"http://127.0.0.1:{port}")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@contextlib.contextmanager
+def _busy(on: bool) -> Iterator[None]:
+    """A busy loop pinned on the client's CPU (0), for the run's length."""
+    proc = subprocess.Popen(["taskset", "-c", "0", "sh", "-c", "while :; do :; done"]) if on else None
+    try:
+        yield
+    finally:
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+
+
 def real_row(n: int, db: Path, env: dict, a: argparse.Namespace, target: list[str]) -> dict:
     """n requests through `tokenbench bench` at --streams concurrency (the options `a` of this script)."""
-    with _server(a.itl_ms, a.base_url) as ref:
+    pin = ["taskset", "-c", "0"] if a.oracle else []
+    with _server(a.itl_ms, a.base_url, a.oracle) as ref, _busy(a.busy):
         before = _db_bytes(db)
-        wall, rss, _ = _run([*TB, "bench", "--base-url", ref.url, *target, "--input-len", "32", "--output-len",
+        wall, rss, _ = _run([*pin, *TB, "bench", "--base-url", ref.url, *target, "--input-len", "32", "--output-len",
                              str(a.output_len), "--concurrency", str(a.streams), "--num-prompts", str(n),
                              "--warmup-requests", "0", "--db", str(db), "--allow-length-mismatch",
                              "--max-error-rate", "1", "--allow-client-lag"], env)
@@ -182,6 +222,8 @@ def main() -> int:
     ap.add_argument("--base-url", help="measure against this running server instead of the reference server")
     ap.add_argument("--model", help="with --base-url: the model name to ask for")
     ap.add_argument("--vocab-size", type=int, help="with --base-url: a server that does not report its vocabulary")
+    ap.add_argument("--oracle", help="a compiled OpenAI-compatible timing server to start on CPU 1 (the client on CPU 0)")
+    ap.add_argument("--busy", action="store_true", help="a busy loop pinned on the client's CPU while it runs")
     ap.add_argument("--soak", type=float, default=0, help="instead: one --duration cell of this many seconds")
     ap.add_argument("--rate", type=float, default=50.0, help="--soak: open-loop request rate")
     a = ap.parse_args()
@@ -193,8 +235,8 @@ def main() -> int:
             print(soak_row(a.soak, a.rate, work / "soak.db", env, a.output_len, a.itl_ms))
             return 0
         for n in (int(x) for x in a.real.split(",") if x):
-            target = [*(["--model", a.model] if a.model else []),
-                      *(["--vocab-size", str(a.vocab_size)] if a.vocab_size else [])]
+            model, vocab = a.model or ("oracle" if a.oracle else None), a.vocab_size or (32000 if a.oracle else None)
+            target = [*(["--model", model] if model else []), *(["--vocab-size", str(vocab)] if vocab else [])]
             rows.append(real_row(n, work / f"real-{n}.db", env, a, target))
         for n in (int(x) for x in a.synthetic.split(",") if x):
             rows.append(synthetic_row(n, work / "synthetic.db", a.output_len, a.streams))
@@ -207,6 +249,10 @@ def main() -> int:
         print("|---|---|---|---|---|---|---|---|---|")
         for row in rows:
             print(_fmt(row))
+        real = [r for r in rows if r["kind"] == "real"]
+        if len(real) >= 2:
+            print(f"\npeak RSS {real[-1]['n']:,} / {real[0]['n']:,} requests: {real[-1]['rss'] / real[0]['rss']:.2f}x"
+                  f"{' (busy loop on the client CPU)' if a.busy else ''}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -51,6 +51,15 @@ class DeployError(TokenbenchError):
     exit_code = 4
 
 
+class EngineFailed(DeployError):
+    """An engine tokenbench launched exited, or was not ready in time; `log` is its log file, where the cause
+    is read from (logs/launch.py)."""
+
+    def __init__(self, message: str, hint: str = "", log: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.log = log
+
+
 class MeasurementError(TokenbenchError):
     """A cell ran but its numbers cannot be trusted (length mismatch, too many failures)."""
 

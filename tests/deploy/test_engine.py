@@ -12,6 +12,7 @@ import pytest
 
 from tokenbench.cli.main import main
 from tokenbench.deploy import facts_for, lifecycle, profiles, state
+from tokenbench.deploy.ports import free_port
 from tokenbench.deploy.smoke import smoke
 from tokenbench.spec.study import StudySpec
 from tokenbench.study.run import measure
@@ -115,7 +116,7 @@ def test_demo_small_grid(tmp_path, capsys):
 def test_a_fixed_port_is_listened_on_again_at_once_after_down(tmp_path, capsys):
     """The stopped engine leaves TIME_WAIT sockets on its port after serving requests; the next `deploy up`
     on the same port starts anyway (engines bind with SO_REUSEADDR, and so does the pre-check)."""
-    port = lifecycle.free_port("127.0.0.1")
+    port = free_port("127.0.0.1")
     up = ["deploy", "up", "cpu-smollm2-llamacpp", "--set", f"port={port}", "--set", "parallelism.slots=1"]
     for _ in range(2):
         assert main(up) == 0, capsys.readouterr().err

@@ -37,7 +37,7 @@ def test_engine_module_dispatch():
 
 
 def test_llamacpp_argv(monkeypatch):
-    monkeypatch.setattr(llamacpp.models, "resolve", lambda ref: ref.path)
+    monkeypatch.setattr("tokenbench.local_engines.models.resolve", lambda ref: ref.path)
     p = profile(parallelism={"slots": 4, "ctx": 4096, "threads": 1}, args={"n_batch": 256, "cache_prompt": False},
                 extra_args=["--warmup", "false"], host="0.0.0.0")
     assert llamacpp.launch_argv(p, 8100) == [
@@ -47,7 +47,7 @@ def test_llamacpp_argv(monkeypatch):
 
 
 def test_llamacpp_command_override_and_served_name(monkeypatch):
-    monkeypatch.setattr(llamacpp.models, "resolve", lambda ref: ref.path)
+    monkeypatch.setattr("tokenbench.local_engines.models.resolve", lambda ref: ref.path)
     p = profile(command=["python", "-c", "pass"], model={"path": "/m/x.gguf", "served_name": "xs"})
     argv = llamacpp.launch_argv(p, 1)
     assert argv[:3] == [sys.executable, "-c", "pass"] and argv[argv.index("--alias") + 1] == "xs"

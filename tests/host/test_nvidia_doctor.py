@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
@@ -83,3 +84,43 @@ def test_no_or_failing_nvidia_smi_gives_unknown_rows_saying_why(tmp_path, on_pat
     failed = nvidia.check(None)
     assert {c.status for c in failed} == {"unknown"} and "exited with 15" in failed[0].source
     assert not nvidia.applies(load_profile("study-b-vllm-ascend-910b"))
+
+
+def _all_na(q: str) -> str:
+    """Every setting doctor reads answered N/A (as a consumer GPU, a VM or WSL answers some of them)."""
+    q = re.sub(r"(\n\s*(Current|Pending)\s*: )(Enabled|Disabled)", r"\1N/A", q)
+    q = re.sub(r"(Persistence Mode\s*: )\S+", r"\1N/A", q)
+    q = re.sub(r"((Current|Default|Max|Requested|Min|Enforced) Power Limit\s*: )[^\n]+", r"\1N/A", q)
+    return re.sub(r"((Graphics|SM|Memory|Video)\s*: )\d+ MHz", r"\1N/A", q)
+
+
+def _cut(q: str) -> str:
+    """The lines of those settings left out altogether (an older or newer nvidia-smi names them otherwise)."""
+    gone = r"MIG|ECC|Persistence|Power Limit|Clocks|MHz|CUDA Version|Driver Version"
+    return "\n".join(line for line in q.splitlines() if not re.search(gone, line))
+
+
+VARIANTS = {"gtx680 capture": (SMI / "gtx680-gls-q.txt").read_text(),
+            "every setting N/A": _all_na((SMI / "h200-gls-q.txt").read_text()),
+            "settings left out": _cut((SMI / "h200-gls-q.txt").read_text()),
+            "no GPU listed": "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n",
+            "empty": ""}
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_a_setting_nvidia_smi_does_not_tell_is_unknown_never_ok_or_differs(name, tmp_path, on_path, capsys):
+    text = tmp_path / "q.txt"
+    text.write_text(VARIANTS[name])
+    on_path(standin_nvidia_smi(tmp_path, query_log=str(text), topo=str(text) if name == "empty" else
+                               "p4d-24xlarge-topo.txt"))
+    assert main(["doctor", "nvidia-vllm", "--json"]) == 0
+    gpus = {r["key"]: r for r in json.loads(capsys.readouterr().out)["gpus"]}
+    for key, row in gpus.items():
+        told = row["current"] not in (None, "", nvidia.NOT_TOLD) and "?" not in (row["current"] or "")
+        assert told or row["status"] in ("unknown", "-"), (key, row)
+        assert row["status"] == "unknown" or row["current"], (key, row)
+        assert row["fix"], key
+    if name in ("no GPU listed", "empty"):
+        assert {r["status"] for r in gpus.values()} == {"unknown"} and "listed no GPU" in gpus["driver"]["source"]
+    assert main(["doctor", "nvidia-vllm"]) == 0                     # the table too: values or unknown, no traceback
+    assert "Traceback" not in capsys.readouterr().out

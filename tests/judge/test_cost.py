@@ -10,16 +10,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tokenbench.deploy.profiles import load_profile
 from tokenbench.judge.cost import PhaseTimes, Price, cell_cost, per_million, phase_times
-from tokenbench.judge.views import CellInfo
+from tokenbench.judge.frontier import devices, seen
+from tokenbench.judge.views import ConfigInfo
 from tokenbench.metrics.cell_summary import CellSummary
-from tokenbench.metrics.summary_groups import PhaseLedger, ServerMeans
+from tokenbench.metrics.summary_groups import DeviceFigures, MonitorFigures, PhaseLedger, ServerMeans
+from tokenbench.spec.server_facts import ServerFacts
+from tokenbench.store.rows import CellRow
 
 
-def cell(tokens_in: int, tokens_out: int, duration: float) -> CellInfo:
+def cell(tokens_in: int, tokens_out: int, duration: float) -> CellRow:
     summary = CellSummary(total_input_tokens=tokens_in, total_output_tokens=tokens_out, duration=duration,
                           output_throughput=tokens_out / duration, completed=10)
-    return CellInfo(1, "c", "k", 0, 128, 32, 4, None, "ok", "", None, None, False, summary)
+    return CellRow("k", 128, 32, "ok", summary, concurrency=4, id=1, config="c")
 
 
 prices = st.floats(min_value=0.01, max_value=500)
@@ -63,7 +67,7 @@ def test_price_as_the_run_states_it():
 
 def test_no_throughput_no_cost():
     c = cell(10, 10, 1.0)
-    empty = CellInfo(1, "c", "k", 0, 128, 32, 4, None, "failed", "", None, None, False, CellSummary())
+    empty = CellRow("k", 128, 32, "failed", CellSummary(), concurrency=4, id=1, config="c")
     assert cell_cost(empty, Price(2.5), 1) is None and cell_cost(c, Price(2.5), 1) is not None
 
 
@@ -80,3 +84,23 @@ def test_the_split_reads_the_servers_spans_else_its_histogram_means():
     assert (by_spans.split_by, by_spans.input_share) == ("spans", pytest.approx(0.1))
     assert (by_means.split_by, by_means.input_share) == ("histograms", pytest.approx(0.15))
     assert by_spans.per_m_output == by_means.per_m_output == cell_cost(base, Price(2.5), 1).per_m_output
+
+
+def _monitored(gpus: int) -> CellRow:
+    c = cell(4096, 1024, 10.0)
+    devices = [DeviceFigures(source="gpu", device=str(d)) for d in range(gpus)]
+    return dataclasses.replace(c, summary=c.summary.with_(MonitorFigures(devices=devices)))
+
+
+@pytest.mark.parametrize("basis", ["device", "node"])
+@pytest.mark.parametrize("stated", [None, 4], ids=["base-url", "stated"])
+def test_a_server_whose_devices_nothing_states_is_priced_on_the_devices_its_monitor_sampled(basis, stated):
+    profile = load_profile("nvidia-vllm", ("parallelism.tp=4",)) if stated else None
+    config = ConfigInfo(1, "c", {}, profile, ServerFacts("vllm"), "done", "")
+    c = _monitored(2)
+    n = devices(config, c)
+    assert n == (stated or 2) and bool(seen(config, c)) == (stated is None)
+    assert devices(config, cell(1, 1, 1.0)) == (stated or 1)            # nothing sampled, nothing stated: 1
+    cost = cell_cost(c, Price(2.5, basis), n)
+    assert cost.usd_per_hour == (2.5 * n if basis == "device" else 2.5)
+    assert cost.per_m_output == pytest.approx(cost.usd_per_hour / (1024 / 10.0 * 3600) * 1e6, rel=1e-12)

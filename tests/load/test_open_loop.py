@@ -126,3 +126,36 @@ def test_a_cap_the_server_cannot_keep_up_with_is_named_as_the_cause(rate_cap):
     assert s.send_slot_waits >= 10 and s.send_slot_wait_mean_ms > s.send_late_mean_ms
     scheduled_held = s.send_rate_scheduled == pytest.approx(RATE, rel=1e-6)
     assert scheduled_held == (rate_cap == "queue")
+
+
+def test_a_client_stopped_now_and_then_says_its_sends_left_the_schedule(tmp_path):
+    """`--arrival constant --request-rate 20` with the client stopped 80-150 ms now and then (SIGSTOP): the
+    server sees gaps far off 50 ms, and the cell says its sends left the schedule (the reason, the p99 and
+    largest lateness covering the longest gap the server saw, the gaps' CV sent against scheduled), in the
+    JSON and on the console; the rate alone (about 20/s) would not show it."""
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from tokenbench.testing.disrupt import Pattern, Stopper
+    exe = str(Path(sys.executable).with_name("tokenbench"))
+    with WatchedReference(ReferenceConfig(ttft_ms=10, itl_ms=5)) as ref:
+        out = tmp_path / "stopped.json"
+        proc = subprocess.Popen([exe, "bench", "--base-url", ref.url, "--input-len", "16", "--output-len", "4",
+                                 "--request-rate", "20", "--arrival", "constant", "--num-prompts", "120",
+                                 "--warmup-requests", "0", "--output", str(out), "--db", str(tmp_path / "r.db")],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        while ref.arrivals()["count"] < 2 and proc.poll() is None:
+            time.sleep(0.02)
+        stopper = Stopper(proc.pid, Pattern(stop_s=0.08, stop_max_s=0.15, every_s=0.8, every_max_s=1.2)).start()
+        console, _ = proc.communicate()
+        stops = stopper.stop()
+        gaps = ref.arrivals()["gaps_ms"]
+    s = json.loads(out.read_text())["cells"][0]["summary"]
+    assert proc.returncode == 0 and len(stops) >= 2
+    assert s["send_schedule_off"] == "client" and s["send_late_max_ms"] >= 60.0
+    assert s["send_late_p99_ms"] > s["send_late_tolerance_ms"] and s["send_late_share"] > 0
+    assert s["send_gap_cv_scheduled"] == pytest.approx(0.0, abs=1e-6) and s["send_gap_cv_sent"] > 0.1
+    assert max(gaps) <= GAP_MS + s["send_late_max_ms"] + TOLERANCE_MS + ref.waited.ms    # the lateness covers it
+    assert "the sends left their schedule" in console

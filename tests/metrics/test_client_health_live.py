@@ -67,6 +67,11 @@ def _truth(log: list[dict]) -> tuple[float, float]:
     return percentile(gaps, 99), sum(tpots) / len(tpots)
 
 
+def _wrote_together(log: list[dict], within_ns: int = 2_000_000) -> bool:
+    """Whether the server wrote two chunks of one request within `within_ns` of each other."""
+    return any(b - a < within_ns for r in log for a, b in zip(r["write_ns"], r["write_ns"][1:], strict=False))
+
+
 def _stop_every(proc: subprocess.Popen, every_s: float, for_s: float) -> int:
     """SIGSTOP the process for `for_s` every `every_s` until it exits; how many times."""
     n = 0
@@ -101,7 +106,9 @@ def test_sigstop_stalls_at_ttft_1s_leave_p99_itl_within_5pct_or_marked_with_the_
     assert stops >= 3 and s.health.stall_count
     if "p99_itl_ms" in m:
         mark = m["p99_itl_ms"]
-        assert mark.cause in CLIENT_CAUSES
+        # the client's cause, or the stream's own bursts where the server (short of CPU on a busy machine)
+        # wrote chunks of a request together: the send log shows them
+        assert mark.cause in CLIENT_CAUSES or (mark.cause == "buffering" and _wrote_together(log))
         assert error <= mark.bound + mark.tolerance           # the bound covers the error it claims to
     else:
         assert error <= 0.05 * p99_truth

@@ -5,17 +5,27 @@ previous wake, so windows overlap after a stall longer than the period), with re
 failed and token-less requests, one loop or several, and a token log that folded (issue 39: a test for
 every behaviour a single-point change could alter; the folded path with stalls was never run before).
 
-The reference works stamp by stamp with loops over every stall, where the module works on sorted arrays:
+The reference works stamp by stamp with loops over every stall and read, where the module works on sorted
+arrays:
 - a stall's window: start = max(the probe's previous wake, the latest stamp of the cell at or before the
-  due) (one loop; several loops: the previous wake), end = woke + the probe's resolution; a stamp t in
-  (due, end] may be late by t - start; the largest over the stalls, the later stall's cause on a tie;
-- a read of >= 4 chunks taken while no stall held the loop delays its chunks by the read's own delay
-  (buffering);
-- TTFT's sample carries its first token's delay, E2EL its end's, TPOT (first to last token, as the
-  tally's) the larger of the first's and the last's over (n - 1); an ITL gap the larger of its two chunks' (stalls) and each quiet
-  coalesced read's delay for the gaps it touches; mean ITL the first's and the last's per request;
-- a mean moves by sum(d) / N; a percentile by min(max d, the distance to the samples k ranks away);
-- a throughput by (the last end's delay + every end's delay over the slots) / duration x the figure.
+  due) (one loop; several loops: the previous wake), end = max(woke, caught) + the probe's resolution; a
+  stamp t in (due, end] may be late by t - start; the largest over the stalls, the later stall's cause on a
+  tie;
+- a burst (a read of >= 2 chunks of a request) is the client's when a stall held it and the stall explains
+  its chunks (no more than 1 + 2 x held / the request's pace, held = min(its stall delay, the time since the
+  request's read before); a request read whole in one burst: held at least half its wait); any other is
+  upstream's; when upstream bursts carry half the token chunks, every first token, last token and end of
+  a request with tokens is held (its time - the stamp two reads before, moved back by a stall that held
+  that stamp), else only those read in an upstream burst of >= 4 chunks;
+- TTFT's sample carries its first token's delay, E2EL its end's, NTPOT its end's / n, TPOT (first to last
+  token, as the tally's) the larger of the first's and the last's over (n - 1), the stream tail the larger
+  of the last's and the end's; an ITL gap the larger of its two chunks' (stalls) and, held upstream, every
+  gap by the largest hold (in pieces) or each bounded burst's gaps by its hold; mean ITL the first's and
+  the last's per request;
+- a mean moves by sum(d) / N; a percentile (and the max) by min(max d, the distance to the samples k ranks
+  away);
+- a throughput by (the last end's delay, or its hold + every end's delay over the slots) / duration x the
+  figure.
 """
 
 from __future__ import annotations
@@ -78,8 +88,10 @@ def probe_stalls(rng: random.Random, horizon_ns: int, chance: float) -> list[Sta
     while due < horizon_ns:
         late = rng.random() < chance
         woke = due + (rng.randrange(PROBE_RESOLUTION_NS + 1, 60 * MS) if late else rng.randrange(0, PROBE_RESOLUTION_NS))
-        if late:
-            stalls.append(Stall(after_ns=seen, due_ns=due, woke_ns=woke, cause=rng.choice(CLIENT_CAUSES)))
+        if late:               # its catch-up, followed by the probe, some ms past the wake (or none recorded)
+            caught = rng.choice([None, woke, woke + rng.randrange(0, 30 * MS)])
+            stalls.append(Stall(after_ns=seen, due_ns=due, woke_ns=woke, cause=rng.choice(CLIENT_CAUSES),
+                                caught_ns=caught))
         seen, due = woke, max(due + PROBE_PERIOD_NS, woke)
     return stalls
 
@@ -109,7 +121,7 @@ def windows(stalls: list[Stall], activity: list[int] | None) -> list[Window]:
     for s in sorted(stalls, key=lambda s: s.due_ns):
         seen = [a for a in activity or [] if a <= s.due_ns]
         start = max([s.after_ns, *seen[-1:]]) if activity is not None else s.after_ns
-        out.append(Window(start, s.due_ns, s.woke_ns + PROBE_RESOLUTION_NS, CAUSES.index(s.cause)))
+        out.append(Window(start, s.due_ns, max(s.woke_ns, s.caught) + PROBE_RESOLUTION_NS, CAUSES.index(s.cause)))
     return out
 
 
@@ -158,9 +170,52 @@ def rank(n: int, at_pos, q: float, pairs: list[tuple[float, int]]) -> tuple[floa
 def figure_bounds(values: list[float], pairs: list[tuple[float, int]], name: str) -> dict:
     n, ranks = len(values), sorted(values)
     out = {f"mean_{name}_ms": (sum(d for d, _ in pairs) / n if n else 0.0, dominant(pairs))}
-    for q, stat in QS:
+    for q, stat in (*QS, (100, "max")):
         out[f"{stat}_{name}_ms"] = rank(n, lambda p: at(ranks, p), q, pairs)
     return out
+
+
+@dataclass
+class Burst:
+    stamp: int
+    base: int
+    chunks: int
+    gaps: int
+    client: bool
+    first: bool
+    last: bool
+
+
+def reads_of(r: RequestRecord) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for t in r.token_times_ns:
+        if out and out[-1][0] == t:
+            out[-1][1] += 1
+        else:
+            out.append([t, 1])
+    return [(t, n) for t, n in out]
+
+
+def bursts_of(r: RequestRecord, wins: list[Window]) -> list[Burst]:
+    reads, times = reads_of(r), r.token_times_ns
+    before = [r.sent_ns, r.sent_ns, *(t for t, _ in reads)]
+    pace = (times[-1] - times[0]) // (len(times) - 1) if len(times) > 1 else 0
+    out = []
+    for g, (t, n) in enumerate(reads):
+        if n < 2:
+            continue
+        prev = reads[g - 1][0] if g else r.sent_ns
+        held = min(late(wins, t)[0] * MS, t - prev)
+        explained = n <= 1 + 2 * held / max(pace, 1) if pace > 0 else 2 * held >= t - prev
+        out_gap = g + 1 < len(reads) and reads[g + 1][1] < 2
+        out.append(Burst(t, before[g], n, n - 1 + (g > 0) + out_gap, held > 0 and explained, g == 0,
+                         g == len(reads) - 1))
+    return out
+
+
+def hold(wins: list[Window], t: int, base: int) -> tuple[float, int]:
+    """t's hold (ms): t - base, plus what a stall may have delayed the base by (in ns, as the stamps)."""
+    return ((t - base + round(late(wins, base)[0] * MS)) / MS, BUFFERING)
 
 
 def reference(recs: list[RequestRecord], stalls: list[Stall], summary: CellSummary, tally: CellTally,
@@ -171,34 +226,53 @@ def reference(recs: list[RequestRecord], stalls: list[Stall], summary: CellSumma
     firsts = [r.token_times_ns[0] if r.token_times_ns else -1 for r in ok]
     activity = sorted([r.sent_ns for r in recs] + [r.end_ns for r in recs] + firsts + chunks)
     wins = windows(stalls, activity if one_loop else None)
-    stamp, delay, gaps, counts = tally.coalesced.arrays()
-    quiet = [(int(s), int(d), int(g), int(c)) for s, d, g, c in zip(stamp, delay, gaps, counts, strict=True)
-             if late(wins, int(s))[0] == 0]
-    buffered = {s: d / MS for s, d, _, _ in quiet}
+    bursts = {r.index: bursts_of(r, wins) for r in ok}
+    total = len(chunks) if not folded else tally.tokens.gap_ranks()[0] + sum(1 for r in ok if r.token_times_ns)
+    up_chunks = sum(b.chunks for bs in bursts.values() for b in bs if not b.client)
+    pieces = up_chunks > 0 and up_chunks >= 0.5 * max(total, 1)
+    bound = {i: [b for b in bs if not b.client and (pieces or b.chunks >= 4)] for i, bs in bursts.items()}
 
-    def token(t: int) -> tuple[float, int]:
-        return larger(late(wins, t), (buffered[t], BUFFERING) if t in buffered else (0.0, -1))
+    def stamps(r: RequestRecord) -> dict[str, tuple[float, int]]:
+        reads = reads_of(r)
+        before = [r.sent_ns, r.sent_ns, *(t for t, _ in reads)]
+        first, last = reads[0][0], reads[-1][0]
+        on_first = pieces or any(b.first for b in bound[r.index])
+        on_last = pieces or any(b.last for b in bound[r.index])
+        none = (0.0, -1)
+        return {"first": larger(late(wins, first), hold(wins, first, before[0]) if on_first else none),
+                "last": larger(late(wins, last), hold(wins, last, before[len(reads) - 1]) if on_last else none),
+                "end": larger(late(wins, r.end_ns), hold(wins, r.end_ns, before[len(reads)]) if on_last else none)}
 
-    out = {}
     timed = [r for r in ok if r.token_times_ns]
-    out |= figure_bounds([(r.token_times_ns[0] - r.sent_ns) / MS for r in timed],
-                         [token(r.token_times_ns[0]) for r in timed], "ttft")
+    d = {r.index: stamps(r) for r in timed}
+    out = {}
+    out |= figure_bounds([(r.token_times_ns[0] - r.sent_ns) / MS for r in timed], [d[r.index]["first"] for r in timed],
+                         "ttft")
     multi = [r for r in timed if r.output_tokens >= 2]
     per = [r.output_tokens - 1 for r in multi]
-    tpot = [larger(token(r.token_times_ns[0]), token(r.token_times_ns[-1])) for r in multi]
+    tpot = [larger(d[r.index]["first"], d[r.index]["last"]) for r in multi]
     out |= figure_bounds([(r.token_times_ns[-1] - r.token_times_ns[0]) / MS / k for r, k in zip(multi, per, strict=True)],
-                         [(d / k, c) for (d, c), k in zip(tpot, per, strict=True)], "tpot")
-    out |= figure_bounds([(r.end_ns - r.sent_ns) / MS for r in ok], [late(wins, r.end_ns) for r in ok], "e2el")
-    out |= itl(timed, wins, quiet, tally)
-    out |= rates(recs, wins, summary)
-    bounds = {k: v for k, v in out.items() if v[0] > 0}
-    facts = {"token_chunks": len(chunks) if not folded else tally.tokens.gap_ranks()[0] + len(timed),
+                         [(x / k, c) for (x, c), k in zip(tpot, per, strict=True)], "tpot")
+    ends = [d[r.index]["end"] if r.token_times_ns else late(wins, r.end_ns) for r in ok]
+    out |= figure_bounds([(r.end_ns - r.sent_ns) / MS for r in ok], ends, "e2el")
+    outs = [r for r, e in zip(ok, ends, strict=True) if r.output_tokens > 0]
+    out |= figure_bounds([(r.end_ns - r.sent_ns) / MS / r.output_tokens for r in outs],
+                         [(e[0] / r.output_tokens, e[1]) for r, e in zip(ok, ends, strict=True) if r.output_tokens > 0],
+                         "ntpot")
+    out |= figure_bounds([(r.end_ns - r.token_times_ns[-1]) / MS for r in timed],
+                         [larger(d[r.index]["last"], d[r.index]["end"]) for r in timed], "stream_tail")
+    out |= itl(timed, wins, tally, d, (pieces, bound))
+    out |= rates(recs, wins, summary, (pieces, bound))
+    shown = summary.to_dict()
+    bounds = {k: v for k, v in out.items() if v[0] > 0 and shown.get(k) is not None and shown[k] == shown[k]}
+    facts = {"token_chunks": total,
              "chunks_after_stall": None if folded else sum(late(wins, t)[0] > 0 for t in chunks),
-             "chunks_coalesced": sum(c for _, _, _, c in quiet)}
+             "chunks_coalesced": sum(b.chunks for bs in bursts.values() for b in bs if not b.client)}
     return bounds, facts
 
 
-def itl(timed: list[RequestRecord], wins: list[Window], quiet: list, tally: CellTally) -> dict:
+def itl(timed: list[RequestRecord], wins: list[Window], tally: CellTally, d: dict, shape: tuple) -> dict:
+    pieces, bound = shape
     n, at_pos = tally.tokens.gap_ranks()
     if tally.tokens.chunks() is not None:
         gaps = [(b - a) / MS for r in timed for a, b in zip(r.token_times_ns, r.token_times_ns[1:], strict=False)]
@@ -210,25 +284,40 @@ def itl(timed: list[RequestRecord], wins: list[Window], quiet: list, tally: Cell
     else:
         stalled = [((w.end - PROBE_RESOLUTION_NS - w.start) / MS, w.cause) for w in wins
                    for _ in range(2 * tally.tokens.tokens_near(w.due, w.end))]
-    pairs = [p for p in stalled if p[0] > 0] + [(d / MS, BUFFERING) for _, d, g, _ in quiet for _ in range(g)]
-    ends = [larger(late(wins, r.token_times_ns[0]), late(wins, r.token_times_ns[-1])) for r in timed]
-    out = {"mean_itl_ms": (sum(d for d, _ in ends) / n if n else 0.0, dominant(ends))}
+    pairs = [p for p in stalled if p[0] > 0]
+    if pieces:
+        reads = {r.index: reads_of(r) for r in timed}
+        largest = max(t - ([r.sent_ns, r.sent_ns] + [x for x, _ in reads[r.index]])[g]
+                      for r in timed for g, (t, _) in enumerate(reads[r.index])) / MS
+        back = max((w.end - w.start) / MS for w in wins) if wins else 0.0
+        pairs += [(largest + back, BUFFERING)] * n if largest + back > 0 else []
+    else:
+        pairs += [hold(wins, b.stamp, b.base) for bs in bound.values() for b in bs for _ in range(b.gaps)]
+    ends = [larger(d[r.index]["first"], d[r.index]["last"]) for r in timed]
+    out = {"mean_itl_ms": (sum(x for x, _ in ends) / n if n else 0.0, dominant(ends))}
     for q, stat in QS:
         out[f"{stat}_itl_ms"] = rank(n, at_pos, q, pairs)
     return out
 
 
-def rates(recs: list[RequestRecord], wins: list[Window], summary: CellSummary) -> dict:
+def rates(recs: list[RequestRecord], wins: list[Window], summary: CellSummary, shape: tuple) -> dict:
+    pieces, bound = shape
     if not any(r.ok for r in recs) or not summary.duration:
         return {}
     ends = [r.end_ns for r in recs]
-    d = [late(wins, t) for t in ends]
+    dl = [late(wins, t) for t in ends]
     slots = summary.concurrency or summary.max_concurrency
-    held = [(x / slots if slots else 0.0, c) for x, c in d]
+    held = [(x / slots if slots else 0.0, c) for x, c in dl]
     last = ends.index(max(ends))
-    held[last] = (max(held[last][0], d[last][0]), held[last][1])
+    ok = [r for r in recs if r.ok]
+    top = max(ok, key=lambda r: r.end_ns)
+    upstream = 0.0
+    if top.end_ns == ends[last] and top.token_times_ns and (pieces or any(b.last for b in bound[top.index])):
+        upstream = hold(wins, top.end_ns, ([top.sent_ns, top.sent_ns] + [t for t, _ in reads_of(top)])[
+            len(reads_of(top))])[0]
+    held[last] = (max(held[last][0], dl[last][0], upstream), held[last][1])
     share = sum(h for h, _ in held) * MS / (summary.duration * 1e9)
-    cause = dominant(held)
+    cause = "buffering" if upstream >= held[last][0] > 0 else dominant(held)
     names = ("request_throughput", "output_throughput", "total_token_throughput", "request_goodput")
     return {k: (share * v, cause) for k in names if (v := getattr(summary, k)) is not None and not math.isnan(v)}
 

@@ -76,13 +76,22 @@ def standin_nvidia_smi(tmp: Path, gpus: int = 1, watts: float = 400.0, query_log
     return StandInSmi(path, tmp / "standin-outage")
 
 
-def standin_pynvml(gpus: int = 1, watts: float = 400.0, clock=time.monotonic_ns) -> types.ModuleType:
+def standin_pynvml(gpus: int = 1, watts: float = 400.0, clock=time.monotonic_ns,
+                   outage: list[int] | None = None) -> types.ModuleType:
     """A stand-in NVML module (`pynvml`): constant power, and the total-energy counter that power gives since
-    the clock's zero (mJ)."""
+    the clock's zero (mJ). While the clock is within `outage` ([start, end) ns, set at any time) every reading
+    fails with NVMLError."""
     nv = types.ModuleType("pynvml")
 
     class NVMLError(Exception):
         pass
+
+    def live(value):
+        def read(*args):
+            if outage and outage[0] <= clock() < outage[1]:
+                raise NVMLError("GPU is lost")
+            return value(*args)
+        return read
 
     memory = types.SimpleNamespace(total=143771 * 2**20, free=73648 * 2**20, used=70123 * 2**20)
     nv.NVMLError = NVMLError
@@ -92,9 +101,9 @@ def standin_pynvml(gpus: int = 1, watts: float = 400.0, clock=time.monotonic_ns)
     nv.nvmlDeviceGetHandleByIndex = lambda i: i
     nv.nvmlDeviceGetName = lambda h: "NVIDIA H200"
     nv.nvmlDeviceGetUUID = lambda h: f"GPU-standin-{h}"
-    nv.nvmlDeviceGetMemoryInfo = lambda h: memory
-    nv.nvmlDeviceGetUtilizationRates = lambda h: types.SimpleNamespace(gpu=87, memory=40)
-    nv.nvmlDeviceGetPowerUsage = lambda h: int(watts * 1000)
-    nv.nvmlDeviceGetTemperature = lambda h, sensor: 61
-    nv.nvmlDeviceGetTotalEnergyConsumption = lambda h: int(watts * clock() / 1e6)     # W x ns / 1e6 = mJ
+    nv.nvmlDeviceGetMemoryInfo = live(lambda h: memory)
+    nv.nvmlDeviceGetUtilizationRates = live(lambda h: types.SimpleNamespace(gpu=87, memory=40))
+    nv.nvmlDeviceGetPowerUsage = live(lambda h: int(watts * 1000))
+    nv.nvmlDeviceGetTemperature = live(lambda h, sensor: 61)
+    nv.nvmlDeviceGetTotalEnergyConsumption = live(lambda h: int(watts * clock() / 1e6))     # W x ns / 1e6 = mJ
     return nv

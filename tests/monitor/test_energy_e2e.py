@@ -13,10 +13,12 @@ import os
 import sys
 import threading
 import time
+import types
 
 import pytest
 
 from tokenbench.cli.main import main
+from tokenbench.judge.cells import figure_state_of, label_of
 from tokenbench.judge.frontier import point, run_members
 from tokenbench.judge.intervals import Book
 from tokenbench.judge.plausibility import check_run
@@ -81,10 +83,10 @@ def test_energy_per_output_token_is_power_times_the_measured_window(tmp_path, sm
     # delay the monitor's thread; that is judged from this run's own samples, not from a wall-clock bound)
     assert m.power_sparse == _sparse_by_samples(store, cell, m)
     page = markdown.render(build_report(run, "en", check_run(run), "TEST"))
-    assert f"| {cell.label} | {'gpu 0' if gpus == 1 else f'all {gpus}'} |" in page
+    assert f"| {label_of(cell)} | {'gpu 0' if gpus == 1 else f'all {gpus}'} |" in page
     assert f"{m.accel_energy_per_output_token_j:,.3f}" in page and f"{found.per_joule.value:,.3f}" in page
-    cost = _cost_row(page, cell.label)
-    hourly = 2.5 * 1                                          # devices: 1 (no profile states more)
+    cost = _cost_row(page, label_of(cell))
+    hourly = 2.5 * gpus            # per device-hour x the devices the monitor sampled (no profile states them)
     assert cost[0] == hourly
     assert cost[1] == pytest.approx(hourly / (s.output_throughput * 3600) * 1e6, abs=5e-5)   # as printed
 
@@ -135,19 +137,35 @@ def test_a_stand_in_that_stops_answering_marks_the_cells_energy(tmp_path, smi_on
     start, end = box["outage"]
     assert (end - start) / 1e9 / m.window_s >= 0.3               # the outage took 30 % of the window or more
     assert m.power_sparse and m.accel_max_gap_s >= 1.5
-    assert cell.figure_state("monitor_accel_energy_j").kind == "sparse"
-    assert cell.figure_state("output_throughput").ok              # the cell's other figures stay clean
+    assert figure_state_of(cell, "monitor_accel_energy_j").kind == "sparse"
+    assert figure_state_of(cell, "output_throughput").ok              # the cell's other figures stay clean
     page = markdown.render(build_report(run, "en", check_run(run), "TEST"))
     assert "◌" in page and "power and energy are not a measurement of the whole window" in page
 
 
 def test_an_nvml_energy_counter_stays_exact_through_a_gap(tmp_path, monkeypatch):
+    """NVML stops answering for 1.5 s inside the window: no power sample there, yet the counter's difference
+    is the energy drawn; marked only if its readings around an edge of the window lie far apart (a busy host
+    may delay the monitor's thread there: judged from this run's own samples)."""
     monkeypatch.setenv("PATH", str(tmp_path / "no-tools") + os.pathsep + os.environ["PATH"])
-    monkeypatch.setitem(sys.modules, "pynvml", standin_pynvml(gpus=2, watts=300.0))
+    outage: list[int] = []
+    monkeypatch.setitem(sys.modules, "pynvml", standin_pynvml(gpus=2, watts=300.0, outage=outage))
     with ReferenceProcess(CONFIG) as ref:
-        store, run_id = bench(ref.url, tmp_path, "--num-prompts", "16")
+        waiter = _outage_after_start(ref, types.SimpleNamespace(outage=lambda s, mode: _set(outage, s)), 1.5,
+                                     "fail", {})
+        store, run_id = bench(ref.url, tmp_path, "--duration", "4", "--warmup-requests", "0", interval="0.1")
+        waiter.join(timeout=5)
     _, cell = only_cell(store, run_id)
     m = cell.summary.monitor
+    power = sorted({row.t_ns for row in store.samples(cell.id) if row.name == "power_w"})
+    assert power[0] < outage[0] < outage[1] < power[-1]                     # the gap is in the stored samples
+    assert not any(outage[0] <= t < outage[1] for t in power)
     assert m.accel_energy_source == "counter"
     assert m.accel_energy_j == pytest.approx(2 * 300.0 * m.window_s, rel=1e-3)     # mJ resolution
-    assert not m.power_sparse
+    assert m.power_sparse == (m.accel_max_gap_s > 2 * m.interval_s)
+
+
+def _set(outage: list[int], seconds: float) -> tuple[int, int]:
+    start = time.monotonic_ns()
+    outage[:] = [start, start + int(seconds * 1e9)]
+    return start, outage[1]

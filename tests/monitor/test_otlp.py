@@ -137,3 +137,21 @@ def test_a_span_whose_ttft_is_not_a_duration_gives_no_timing(ttft):
 
 def test_a_trace_without_its_request_span_gives_no_timing():
     assert timing_of([Span("ab" * 16, QUEUE_SLICE, 0, 5)]) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.permutations(range(3)), st.integers(-10 * S, 10 * S), st.booleans())
+def test_a_gateways_genai_span_on_the_same_trace_does_not_stand_for_the_engines(order, skew, gateway_tells_prefill):
+    """A proxy or gateway in front of the engine may export its own span with the GenAI latencies on the trace the
+    request carried (its clock skewed from the engine's): the engine's span (the one that tells the queue or the
+    prefill, the shortest: it lies inside the gateway's) gives the timings, in any order of arrival, and a
+    duplicate of it reads the same."""
+    engine = Span("ab" * 16, "llm_request", 10 * S, 11 * S, {TTFT: 0.25, "gen_ai.latency.e2e": 1.0,
+                                                             "gen_ai.latency.time_in_queue": 0.05,
+                                                             "gen_ai.latency.time_in_model_prefill": 0.15})
+    outer = {TTFT: 0.3, "gen_ai.latency.e2e": 1.2} | ({"gen_ai.latency.time_in_model_prefill": 0.28}
+                                                      if gateway_tells_prefill else {})
+    gateway = Span("ab" * 16, "litellm_request", 10 * S - S // 20 + skew, 11 * S + S // 5 + skew, outer)
+    spans = [engine, gateway, engine]
+    t = timing_of([spans[i] for i in order])
+    assert t is not None and (t.arrival_ns, t.ttft_ns, t.queue_ns) == (10 * S, S // 4, S // 20)

@@ -92,7 +92,7 @@ def test_hostile_payloads_are_dropped_with_a_count_and_good_ones_still_arrive(re
     got = receiver.take()
     assert got.dropped_payloads == 6 and got.payloads == 6 and not got.spans
     assert post(receiver, good(4)) == 200 and grpc_export(receiver, good(5)) == grpc.StatusCode.OK
-    assert len(receiver.take().spans) == 2 and receiver.proc.is_alive()
+    assert len(receiver.take().spans) == 2 and receiver.proc.poll() is None
 
 
 @settings(max_examples=40, deadline=None)
@@ -102,7 +102,7 @@ def test_any_payload_over_either_transport_is_taken_or_counted(receiver, body, o
     ok = grpc_export(receiver, body) == grpc.StatusCode.OK if over_grpc else post(receiver, body) == 200
     got = receiver.take()
     assert got.payloads == 1 and got.dropped_payloads == (0 if ok else 1)
-    assert receiver.proc.is_alive()
+    assert receiver.proc.poll() is None
 
 
 def test_a_taken_port_is_one_line_with_the_fix(receiver):
@@ -118,3 +118,15 @@ def test_it_listens_where_asked(tmp_path):
     with start(f"127.0.0.1:{port}") as r:
         assert r.port == port and post(r, good(9)) == 200
         assert [s.trace_id for s in r.take().spans] == [(9).to_bytes(16, "big").hex()]
+
+
+def test_a_compressed_export_is_taken_and_a_ctrl_c_at_the_terminal_is_not_the_receivers(receiver):
+    import signal
+
+    receiver.take()
+    assert post(receiver, gzip.compress(good(7)), **{"Content-Encoding": "gzip"}) == 200
+    assert post(receiver, good(8), **{"Content-Encoding": "br"}) == 400
+    receiver.proc.send_signal(signal.SIGINT)          # what the terminal sends the whole process group
+    got = receiver.take()
+    assert [s.trace_id for s in got.spans] == [(7).to_bytes(16, "big").hex()] and got.dropped_payloads == 1
+    assert receiver.proc.poll() is None

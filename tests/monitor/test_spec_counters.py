@@ -17,7 +17,11 @@ from tokenbench.judge.plausibility import check_run
 from tokenbench.judge.status import judge
 from tokenbench.judge.views import load_run
 from tokenbench.metrics import server
+from tokenbench.metrics.cell import Measured, ServerSide, finish
 from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.summary import tally_of
+from tokenbench.metrics.summary_groups import ClientHealth
+from tokenbench.metrics.verdict import VerdictPolicy
 from tokenbench.monitor.counters import increase, window
 from tokenbench.monitor.prometheus import parse_prometheus, server_samples
 from tokenbench.monitor.runner import Monitor
@@ -25,12 +29,12 @@ from tokenbench.monitor.samplers import PrometheusSampler
 from tokenbench.monitor.samples import Sample
 from tokenbench.report import render
 from tokenbench.report.build import build_report
-from tokenbench.spec.bench import Workload
+from tokenbench.spec.bench import Load, Workload
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import ServerFacts
 from tokenbench.store.db import Store
 from tokenbench.store.rows import CellRow
-from tokenbench.study.monitoring import CellMonitor, server_figures
+from tokenbench.study.monitoring import CellMonitor, Watched, readings
 from tokenbench.study.servers import Server
 
 from .helpers import fixture_text
@@ -64,11 +68,12 @@ def test_acceptance_and_hits_formulas():
     assert (a.rate, a.mean_length) == (12 / 30, 1 + 12 / 10)
     assert server.acceptance_from_counters(0, 0, 0) is None and server.acceptance_from_counters(None, 3, 1) is None
     assert server.acceptance_from_gauges(None, 2.5).summary()["spec_source"] == "gauges"
-    filled, keys = server.fill_in(CellSummary(), server.hits_from_counters(200, 50))
-    assert (filled.cache_hit_rate, filled.total_cached_tokens, keys["cache_hit_source"]) == (0.25, 50, "counters")
-    kept, keys = server.fill_in(CellSummary(cache_hit_rate=0.1), server.hits_from_counters(200, 50))
-    assert kept.cache_hit_rate == 0.1 and keys["cache_hit_source"] == "usage"
-    assert keys["server_prefix_cache_hit_rate"] == 0.25
+    hits = server.Readings(hits=server.hits_from_counters(200, 50))
+    filled, group = server.counters(hits, None)
+    assert filled == {"cache_hit_rate": 0.25, "total_cached_tokens": 50} and group.cache_hit_source == "counters"
+    kept, group = server.counters(hits, 0.1)
+    assert kept == {} and group.cache_hit_source == "usage" and group.server_prefix_cache_hit_rate == 0.25
+    assert server.counters(server.Readings(), None) == ({}, None)
 
 
 def test_the_recorded_capture_parses_to_vllms_own_figures():
@@ -119,7 +124,7 @@ def scrape_cell(metrics_server) -> tuple[CellMonitor, int]:
     (at stop) the capture after it; the measured phase starts between the two."""
     metrics_server.body = fixture_text(BEFORE)
     mon = Monitor([PrometheusSampler(metrics_server.url, metric_names())], interval_s=3600)
-    cm = CellMonitor(mon)
+    cm = CellMonitor(mon, Watched(Server(metrics_server.url, ServerFacts("vllm")), Workload(input_len=512, output_len=64)))
     mon.start()
     while not mon.snapshot():
         time.sleep(0.01)
@@ -127,6 +132,12 @@ def scrape_cell(metrics_server) -> tuple[CellMonitor, int]:
     metrics_server.body = fixture_text(AFTER)
     cm.samples = mon.stop()
     return cm, started
+
+
+def with_counters(cm: CellMonitor, started: int, wl: Workload, server: Server) -> CellSummary:
+    """A cell's summary with what the server's counters said (no request of its own: the counters only)."""
+    measured = Measured(tally_of([]), Load(concurrency=1, num_prompts=4), (512, 64), ClientHealth())
+    return finish(measured, ServerSide(readings=readings(cm, started, wl, server)), VerdictPolicy())[0]
 
 
 def store_cell(tmp_path, summary: CellSummary, profile: Profile, facts: ServerFacts) -> tuple[Store, str]:
@@ -148,13 +159,13 @@ def test_a_speculative_vllm_profile_shows_acceptance_and_marks_random_ids(metric
     facts = vllm.read_facts(metrics_server.url)
     assert facts.speculative == "on"                                             # the counters exist
     server = Server(metrics_server.url, facts, profile)
-    text = server_figures(cm, CellSummary(), started, Workload(kind="text", input_len=512, output_len=64), server)
+    text = with_counters(cm, started, Workload(kind="text", input_len=512, output_len=64), server)
     c = text.counters
     assert c is not None and (c.spec_acceptance_rate, c.spec_mean_acceptance_length, c.spec_drafts) == (1.0, 4.0, 20)
     assert c.speculative == "ngram, 3 draft tokens" and "spec_random_prompts" not in text.to_dict()
     assert c.server_prefix_cache_hit_rate == 1152 / 1772 and c.cache_hit_source == "counters"
     assert text.cache_hit_rate == 1152 / 1772 and text.to_dict()["spec_source"] == "counters"   # the stored keys
-    random_ids = server_figures(cm, CellSummary(), started, Workload(input_len=512, output_len=64), server)
+    random_ids = with_counters(cm, started, Workload(input_len=512, output_len=64), server)
     assert random_ids.counters is not None and "random token ids" in random_ids.counters.spec_random_prompts
     assert judge("ok", "", random_ids).kind == "spec_random" and judge("ok", "", text).ok
     assert acceptance(text) == " (spec acceptance 100.0%, 4.00 tokens/step)"   # the console line, after TPOT

@@ -170,12 +170,52 @@ def test_an_outage_of_30_percent_marks_power_and_energy():
     assert short.accel_coverage_pct > 90 and short.accel_max_gap_s > 2 * 0.5 and short.power_sparse
 
 
-def test_an_energy_counter_is_exact_through_an_outage_and_never_marked():
+def test_an_energy_counter_is_exact_through_an_outage_inside_the_window_and_not_marked():
     s = summarize(steady(2, 300.0, 0, 10, skip=(4.0, 5.9), counter=True), WINDOW)
     assert s.accel_energy_source == "counter"
     # the counter ran at 300 W all along (warmup included): its increase over the window is 300 W x 6 s each
     assert s.accel_energy_j == pytest.approx(2 * 300 * 6)
     assert s.accel_coverage_pct is None and not s.power_sparse
+
+
+def drawn(t: float) -> float:
+    """The energy (J) a GPU drawing 80 W idle before 2 s and after 8 s, 400 W between, used from 0 to `t`."""
+    busy = min(max(t, 2.0), 8.0) - 2.0
+    return 80.0 * (t - busy) + 400.0 * busy
+
+
+def counted(skip=(), energy=drawn):
+    """One GPU read every 0.5 s from 0 to 10 s (none inside `skip`): its power and its energy counter."""
+    out, t = [], 0.0
+    while t <= 10 + 1e-9:
+        if not skip or not skip[0] < t < skip[1]:
+            out += gpu(t, 0, power_w=400.0 if 2.0 <= t <= 8.0 else 80.0, energy_j=energy(t))
+        t += 0.5
+    return out
+
+
+def test_a_counter_is_exact_through_a_gap_inside_the_window():
+    s = summarize(counted(skip=(3.2, 6.8)), WINDOW)
+    assert s.accel_energy_source == "counter" and s.accel_energy_j == pytest.approx(400.0 * 6)
+    assert s.accel_max_gap_s <= 0.5 and not s.power_sparse              # read at (or near) each edge
+
+
+@pytest.mark.parametrize("skip", [(0.2, 3.8), (6.2, 9.8)], ids=["start", "end"])
+def test_a_counter_read_far_from_an_edge_of_the_window_marks_its_energy(skip):
+    """Its value at the edge is interpolated across idle and busy time: not a measurement, and marked so."""
+    s = summarize(counted(skip=skip), WINDOW)
+    assert s.accel_energy_source == "counter" and s.accel_energy_j != pytest.approx(400.0 * 6)
+    assert s.accel_max_gap_s == pytest.approx(4.0) and s.power_sparse
+
+
+def test_a_counter_that_does_not_move_while_power_is_drawn_is_not_used():
+    s = summarize(counted(energy=lambda t: 123456.0), WINDOW)
+    assert s.accel_energy_source == "power" and s.accel_energy_j == pytest.approx(400.0 * 6)
+
+
+def test_a_counter_that_resets_inside_the_window_gives_way_to_the_power_samples():
+    s = summarize(counted(energy=lambda t: drawn(t) if t < 5 else drawn(t) - drawn(5)), WINDOW)
+    assert s.accel_energy_source == "power" and s.accel_energy_j == pytest.approx(400.0 * 6)
 
 
 def test_warmup_and_idle_outside_the_window_change_nothing():

@@ -35,6 +35,18 @@ RAN = {"invocations": 0, "tracebacks": 0}
 GOOD_RUN: list[str] = []
 
 
+SWEEP = b"target: {base_url: 'http://127.0.0.1:1'}\npairs: [[8, 8]]\nconcurrency: [1]\n"
+# files with control characters and numbers that overflow: an API key file, sweep YAML, datasets, prompts
+CONTROL_FILES = {
+    "key_nul": b"sk-\x00abc\n", "key_ctrl": b"sk-\x1b[31mred\n", "key_empty": b"", "key_binary": b"\xff\xfe\x00k",
+    "yaml_nul": SWEEP + b"name: a\x00b\n", "yaml_esc": SWEEP + b"name: \"a\\x07b\"\n",
+    "yaml_huge": SWEEP.replace(b"[1]", b"[100000000000000000000000]"), "yaml_inf": SWEEP + b"repeats: .inf\n",
+    "yaml_float": SWEEP + b"timeslice_s: 1e-320\nmonitor_interval_s: 1e308\n",
+    "sharegpt_ctrl": b'[{"conversations": [{"from": "human", "value": "a\\u0000b\\u001b"}, {"from": "gpt", "value": "x"}]}]',
+    "prompts_ctrl": b'{"prompt": "a\\u0000\\u0007", "output_len": 1e23}\n\x00\n',
+}
+
+
 def make_files(root: Path) -> dict[str, str]:
     """Named paths the strategies pick from; each kind of bad file a user can hand us."""
     root.mkdir(parents=True, exist_ok=True)
@@ -65,6 +77,9 @@ def make_files(root: Path) -> dict[str, str]:
     files["yaml_bad"].write_text("target: [\n")
     files["yaml_tabs"].write_text("target:\n\tbase_url: x\n")
     files["yaml_sweep"].write_text("target: {base_url: 'http://127.0.0.1:1'}\npairs: [[8, 8]]\nconcurrency: [1]\n")
+    for name, data in CONTROL_FILES.items():
+        files[name] = root / name
+        files[name].write_bytes(data)
     return {k: str(v) for k, v in files.items()} | {"dev_full": "/dev/full", "dash": "-", "dev_null": "/dev/null"}
 
 
@@ -77,7 +92,9 @@ URLS = st.sampled_from(["", " ", "nonsense", "127.0.0.1:1", "http://127.0.0.1:1"
                         "http://", "://x", "127.0.0.1"])
 PATH = st.sampled_from(sorted(FILES.values()))        # outputs and databases: a FIFO too (refused, never opened)
 IN_PATH = st.sampled_from(sorted(v for k, v in FILES.items() if k != "fifo"))   # inputs: reading a FIFO is legal
-NUMBER = st.one_of(st.sampled_from(["0", "-1", "1", "8", "1e9", "abc", "", "1,2", "nan", "inf", "2:2"]), TEXT)
+OVERFLOW = st.sampled_from(["1e23", "100000000000000000000000", "9223372036854775808", "1e400", "-1e400", "1e308",
+                            "inf", "-inf", "Infinity", "nan", "NaN", "1e-320", "0x10", "1_000", "4\x00", "\x1b[0m"])
+NUMBER = st.one_of(st.sampled_from(["0", "-1", "1", "8", "1e9", "abc", "", "1,2", "nan", "inf", "2:2"]), OVERFLOW, TEXT)
 RUN = st.one_of(st.sampled_from(["", "nope", "20261201-000000-abcdef", *GOOD_RUN]), TEXT)
 WHEN = st.one_of(st.sampled_from(["2025-06-01", "2025-06-01T14:30", "2025-06-01T14:30+08:00", "7d", "12h", "1.5w",
                                   "0s", "yesterday", "2025-13-01", "-1d", "1e9d", "99999999999d", ""]), TEXT)
@@ -109,6 +126,19 @@ INVOCATIONS = st.one_of(
             opt("--concurrency", NUMBER), opt("--timeout", NUMBER), opt("--db", PATH), opt("--output", PATH),
             opt("--api-key-env", st.sampled_from(["UNSET_KEY_VAR", "TB_KEY", ""])),
             opt("--api-key-file", IN_PATH), opt("--resume", RUN)),
+    command("bench", "--base-url", "http://127.0.0.1:1", "--input-len", NUMBER, "--output-len", NUMBER,
+            st.sampled_from([["--concurrency", "1"], ["--request-rate", "4"]]),
+            *(opt(flag, NUMBER) for flag in ("--num-prompts", "--max-concurrency", "--request-rate", "--timeout",
+                                             "--warmup-requests", "--repeats", "--seed", "--temperature", "--duration",
+                                             "--timeslice-s", "--monitor-interval-s", "--burstiness", "--top-k")),
+            opt("--slo", st.one_of(OVERFLOW.map(lambda v: f"ttft={v}"), OVERFLOW.map(lambda v: f"ttft:p99<={v}"))),
+            opt("--api-key-file", st.sampled_from([FILES[k] for k in CONTROL_FILES if k.startswith("key")])),
+            opt("--dataset-name", st.sampled_from(["sharegpt", "jsonl"])),
+            opt("--dataset-path", st.sampled_from([FILES["sharegpt_ctrl"], FILES["prompts_ctrl"]])),
+            opt("--db", st.just(FILES["good"])), opt("--name", TEXT)),
+    command("sweep", st.sampled_from([FILES[k] for k in CONTROL_FILES if k.startswith("yaml")]),
+            opt("--set", st.one_of(SET, OVERFLOW.map(lambda v: f"repeats={v}"), OVERFLOW.map(lambda v: f"seed={v}"))),
+            opt("--db", st.just(FILES["good"])), opt("--dry-run", st.just("--dry-run")).map(lambda v: v[1:])),
     command("sweep", st.one_of(st.just([]), IN_PATH.map(lambda p: [p])), opt("--db", PATH), opt("--set", SET),
             opt("--resume", RUN), opt("--output", PATH), opt("--base-url", URLS), opt("--pairs", NUMBER),
             opt("--concurrency", NUMBER), opt("--dry-run", st.just("--dry-run")).map(lambda v: v[1:])),

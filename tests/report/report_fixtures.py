@@ -155,27 +155,33 @@ def nvidia_profile() -> Profile:
                                    "parallelism": {"tp": 2, "dp": 1}})
 
 
-def gpu_samples(recs: list[RequestRecord], c: int, every_ns: int = 250 * MS) -> list[Sample]:
+def gpu_samples(recs: list[RequestRecord], c: int, every_ns: int = 250 * MS, counter: bool = False
+                ) -> list[Sample]:
     """Two GPUs sampled every 250 ms from 1 s before the first send to 1 s after the last byte: idle around
-    the cell, busy in it; the cell at SPARSE_AT loses its samples for half of its window."""
+    the cell, busy in it; the cell at SPARSE_AT loses its samples for half of its window (`counter`: each GPU
+    also reads its energy counter, and the samples are lost from before the window to its middle)."""
     t0, t1 = min(r.sent_ns for r in recs), max(r.end_ns for r in recs)
-    quiet = (t0 + (t1 - t0) // 4, t0 + 3 * (t1 - t0) // 4) if c == SPARSE_AT else None
-    out = []
+    quiet = ((t0 - 900 * MS, t0 + (t1 - t0) // 2) if counter else (t0 + (t1 - t0) // 4, t0 + 3 * (t1 - t0) // 4)
+             ) if c == SPARSE_AT else None
+    out, used = [], 0.0
     for t in range(t0 - 1000 * MS, t1 + 1000 * MS, every_ns):
+        busy = t0 <= t <= t1
+        used += (ACCEL_POWER[c] if busy else 70.0) * every_ns / 1e9        # the counter counts, read or not
         if quiet and quiet[0] < t < quiet[1]:
             continue
-        busy = t0 <= t <= t1
         for d in range(2):
             labels = {"device": str(d), "name": "NVIDIA H100 80GB HBM3", "uuid": f"GPU-{d}"}
             values = {"util_pct": ACCEL_UTIL[c] if busy else 0.0, "mem_used_mb": 70000.0 + 100 * c + d,
-                      "mem_total_mb": 81559.0, "power_w": ACCEL_POWER[c] if busy else 70.0, "temp_c": 50.0}
+                      "mem_total_mb": 81559.0, "power_w": ACCEL_POWER[c] if busy else 70.0, "temp_c": 50.0,
+                      **({"energy_j": used} if counter else {})}
             out += [Sample(t, "gpu", k, v, labels) for k, v in values.items()]
         out += [Sample(t, "host", "cpu_pct", 40.0, {}), Sample(t, "host", "energy_j", 150.0 * t / 1e9,
                                                                  {"zone": "package-0"})]
     return out
 
 
-def build_accel_run(store: Store, run_id: str = "20260102-030405-accel", price: float | None = 2.5) -> str:
+def build_accel_run(store: Store, run_id: str = "20260102-030405-accel", price: float | None = 2.5,
+                    counter: bool = False) -> str:
     spec = {"price_per_hour": price} if price else {}
     store.create_run("sweep", "http://127.0.0.1:8000", spec, ["tokenbench", "sweep"], ENV, run_id=run_id)
     cid = store.upsert_config(run_id, "tp2", overrides={}, profile=nvidia_profile(), facts=facts(1 << 20),
@@ -183,7 +189,7 @@ def build_accel_run(store: Store, run_id: str = "20260102-030405-accel", price: 
     for c in CONCURRENCY:
         recs = records(c, 128, 32, slots=8)
         summary = summarize(recs, Load(concurrency=c, num_prompts=len(recs)), 128, 32)
-        samples = gpu_samples(recs, c)
+        samples = gpu_samples(recs, c, counter=counter)
         window = CellWindow(min(r.sent_ns for r in recs), max(r.end_ns for r in recs), 0.25,
                             int(summary.total_output_tokens or 0), int(summary.completed or 0))
         summary = summary.with_(monitor_summary(samples, window))

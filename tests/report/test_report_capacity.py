@@ -46,7 +46,7 @@ def _stored_search(store) -> str:
         load = Load(concurrency=c, num_prompts=2 * c)
         summary = summarize(recs, load, 128, 32)
         key = f"128:32/c={c}"
-        row = CellRow.measured(_Planned(key, probe.repeat, load), _Measured(summary), KvUse())
+        row = CellRow.from_result(_Planned(key, probe.repeat, load), _Measured(summary), KvUse())
         store.save_cell(run_id, config_id, row, recs)
         got = CellSamples(key=key, repeat=probe.repeat, status="ok", values=samples_of(recs, metrics_of(tiers), SLO()),
                           request_rate=summary.request_throughput, slices=summary.slices)
@@ -108,3 +108,17 @@ def test_a_drifted_sustain_cell_names_each_moved_figure_in_both_languages():
     en, zh = sustain_text(record, s, "en"), sustain_text(record, s, "zh")
     assert "output tok/s" in en and "mean TTFT" in en and "+21.1" in en and "mean TPOT" not in en
     assert "输出吞吐" in zh and "TTFT 均值" in zh and "TPOT 均值" not in zh
+
+
+def test_a_sustain_cell_of_one_slice_says_its_drift_was_not_checked():
+    """A sustain cell shorter than two timeslices has no first and last slices to compare: the line says the
+    drift was not checked (it said "no drift" before, a claim nothing measured), in both languages."""
+    from types import SimpleNamespace
+
+    from tokenbench.metrics.capacity import Sustain
+    from tokenbench.report.capacity import sustain_text
+    s = Sustain(key="16:8", repeat=0, load=2, duration_s=4, status="ok", verdicts=[], drift=[], steady=None)
+    record = SimpleNamespace(tiers=[SimpleNamespace(name="slo")])
+    en, zh = sustain_text(record, s, "en"), sustain_text(record, s, "zh")
+    assert "drift not checked" in en and "no drift" not in en and "--timeslice-s" in en
+    assert "未检查漂移" in zh and "无漂移" not in zh

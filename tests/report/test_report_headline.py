@@ -87,7 +87,8 @@ def test_a_section_with_nothing_to_show_is_left_out_with_its_number(store, monke
     """Adding a section is one line in SECTIONS; one that returns no blocks leaves no heading and no gap."""
     run_id = build_bench_run(store)
     extra = (Section("h.monitor", lambda x: []), Section("h.repeats", lambda x: [Para("shown")]))
-    monkeypatch.setattr(build, "SECTIONS", build.SECTIONS[:3] + extra + build.SECTIONS[3:])
+    at = [s.heading for s in build.SECTIONS].index("h.scaling") + 1            # right after the scaling
+    monkeypatch.setattr(build, "SECTIONS", build.SECTIONS[:at] + extra + build.SECTIONS[at:])
     text = markdown.render(_doc(store, run_id))
     assert _sections(text)[:3] == ["Concurrency scaling", "Repeatability", "95 % intervals"]
     assert "## 2. Repeatability\n\nshown" in text and "Monitor timelines" not in text

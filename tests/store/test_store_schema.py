@@ -33,14 +33,14 @@ def test_a_version_1_database_is_migrated_in_place(tmp_path):
     path = tmp_path / "v1.db"
     v1_database(path)
     store = Store(path)
-    assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
     runs = {r.id: r for r in store.runs()}
     assert runs["old-done"].status == "done"
     assert runs["old-running"].status == "running"     # no owner recorded then: cannot tell, left as is
     new = store.create_run("bench", "http://y", {}, ["tokenbench"], {})
     assert store.run(new).owner_pid is not None
     store.close()
-    assert Store(path).db.execute("PRAGMA user_version").fetchone()[0] == 9       # reopening is a no-op
+    assert Store(path).db.execute("PRAGMA user_version").fetchone()[0] == 10       # reopening is a no-op
 
 
 def test_migration_5_rebuilds_cells_and_keeps_them_with_their_requests(tmp_path):

@@ -265,3 +265,32 @@ def test_only_scrapes_among_the_measured_requests_count():
     assert quiet.scrapes == 0 and monitor_row(quiet, around).variant.changes == {"monitor_interval_s": 0}
     assert monitor_row(quiet, around).ours == "monitor every 1 s (none in this capture)"
     assert not monitor_row(replace(quiet, monitor_s=0.0), around).differs
+
+
+@pytest.mark.slow
+def test_every_arm_sends_no_traceparent_to_a_deployment_that_exports_spans(tmp_path, monkeypatch):
+    """A server deployed with `deploy up --otlp-listen` makes `bench --base-url` trace its requests; agree's arms
+    do not (no peer sends a traceparent: it would be a header only tokenbench sends, and spans the server exports
+    for tokenbench's requests alone)."""
+    import socket
+
+    from tokenbench.deploy import engines, lifecycle, profiles
+    from tokenbench.spec.study import StudySpec
+    from tokenbench.study.agree_variants import study_spec
+    from tokenbench.study.run import measure
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    profile = engines.traced(profiles.load_profile("reference-sglang"), f"127.0.0.1:{port}")
+    assert profile is not None
+    monkeypatch.setenv("TOKENBENCH_STATE", str(tmp_path / "state"))
+    with lifecycle.deployed(profile, state_dir=tmp_path / "state") as dep:
+        cell = Cell(dep.base_url, "reference-model", "/nonexistent", 16, 4, 1, 2, 0)
+        bench = StudySpec.model_validate({"target": {"base_url": dep.base_url}, "pairs": [[16, 4]],
+                                          "concurrency": [1], "requests": {"num_prompts": 2}})
+        traced = measure(bench).results[0].records
+        assert traced and all(r.trace_id for r in traced)               # the deployment is found exporting
+        for variant in (DEFAULT, combined([PEER_LIKE])):
+            arm = measure(study_spec(cell, variant))
+            assert arm.cells[0].summary.phases is None and not any(r.trace_id for r in arm.results[0].records)

@@ -67,7 +67,8 @@ def test_rate_two_tiers_hold_their_closed_form_boundaries_and_are_reported(tmp_p
     with ReferenceProcess(LINEAR) as ref:
         assert main(["sweep", "--base-url", ref.url, "--pairs", "64:20", "--find-capacity", "rate", "--arrival",
                      "constant", "--slo", "tpot:mean<=20", "--slo-tier", "wide=tpot:mean<=24", "--capacity-start",
-                     "8", "--duration", "6", "--capacity-budget", "14", "--sustain-s", "4", "--db", str(db)]) == 0
+                     "8", "--duration", "6", "--capacity-budget", "14", "--sustain-s", "4", "--timeslice-s", "1",
+                         "--db", str(db)]) == 0
     run, record, cells = _search(db)
     assert record.dimension == "rate" and len(record.tried) <= 14 and len(cells) == len(record.tried)
     assert {c.request_rate for c in cells} == {t.load for t in record.tried}     # every cell at its asked rate

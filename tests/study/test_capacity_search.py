@@ -23,15 +23,20 @@ def tiers(*specs: str) -> tuple[Tier, ...]:
     return tuple(Tier.model_validate({"name": f"t{i}", "limits": text}) for i, text in enumerate(specs))
 
 
-def drive(s: Settings, stat, noise: float = 0.05, n: int = 64, seed: int = 0, status=lambda x: "ok"):
-    """Run the search against a server whose per-request TPOT at load x is stat(x) x U(1 - noise, 1 + noise)."""
+def drive(s: Settings, stat, noise: float = 0.05, seed: int = 0, status=lambda x: "ok",
+          stalled=lambda k, probe: False):
+    """Run the search against a server whose per-request TPOT at load x is stat(x) x U(1 - noise, 1 + noise);
+    the k-th cell is one the client stalled in when `stalled(k, probe)`: its figures 3 s too slow, marked."""
     rng, gen, probes = random.Random(seed), search(s), []
     probe = next(gen)
     while True:
         probes.append(probe)
-        values = [stat(probe.load) * rng.uniform(1 - noise, 1 + noise) for _ in range(n)]
+        values = [stat(probe.load) * rng.uniform(1 - noise, 1 + noise) for _ in range(64)]
+        stop = stalled(len(probes) - 1, probe)
+        values = [v + 3000.0 for v in values] if stop else values
         got = CellSamples(key=f"w/x={probe.load:g}", repeat=probe.repeat, status=status(probe.load),
-                          values={"tpot": values, "ttft": values}, request_rate=4.0)
+                          values={"tpot": values, "ttft": values}, request_rate=4.0,
+                          doubt="client" if stop else None)
         try:
             probe = gen.send(got)
         except StopIteration as end:
@@ -239,3 +244,78 @@ def test_cells_that_disagree_widen_the_pooled_interval_to_their_spread():
     assert pooled.hi is not None and pooled.hi < 86 and pooled.sure == "pass"
     assert both.cells == 2 and both.lo is not None and both.hi is not None and both.lo < 70 and both.hi > 100
     assert both.value == pytest.approx(pooled.value) and judge(tier, [_cell(lucky), _cell(unlucky, 1)]).sure is None
+
+
+def test_cells_the_client_stalled_in_are_measured_again_and_never_pooled():
+    """The client stopped for 3 s in each of the first four cells (every figure in them 3 s slow, marked for
+    the client): each is measured again at once and replaced; the answer is the one an undisturbed search
+    gives, and it says how many cells were measured again. A load no clean cell could be measured at is
+    named, and where the boundary lies there the answer says it could not decide because of the client."""
+    s = Settings("rate", tiers("tpot:mean<=20"), start=1.0, sustain_s=0)
+    clean, _ = drive(s, linear(10, 0.4))
+    rec, probes = drive(s, linear(10, 0.4), stalled=lambda k, p: k < 4)
+    a, b = clean.answers[0], rec.answers[0]
+    assert (b.capacity, b.lo, b.hi) == (a.capacity, a.lo, a.hi) and b.remeasured == 4 == a.remeasured + 4
+    assert [p.role for p in probes[:5]] == ["bracket", "remeasure", "remeasure", "remeasure", "bracket"]
+    assert [p.load for p in probes[:5]] == [1.0, 1.0, 1.0, 1.0, 2.0]        # 1/s given up to the client
+    assert sum(t.doubt == "client" for t in rec.tried) == 4 and b.client_loads == [1.0]
+    assert all(v.cells == 0 or not v.doubted or v.load != 1.0 for v in rec.loads)
+    lines = capacity.describe(rec)
+    assert "4 cells measured again" in lines[0] and "no clean cell at 1 requests/s" in lines[0]
+    # the client stalls in every cell near the boundary: no confident answer, the client named
+    stuck, probes = drive(s, linear(10, 0.4), stalled=lambda k, p: 20 <= p.load <= 30)
+    a = stuck.answers[0]
+    assert a.reason == "client" and a.client_loads == [20.0, 24.0, 28.0] and a.lo == 16 and a.hi == 32
+    assert "could not decide" in capacity.describe(stuck)[0]
+    assert len(probes) < s.budget                                 # no cell wasted on a load given up
+    # nothing fails cleanly above the client's loads: they bound the bracket, and the answer names the client
+    high, _ = drive(s, linear(10, 0.4), stalled=lambda k, p: p.load >= 24)
+    assert high.answers[0].reason == "client" and high.answers[0].capacity is not None
+
+
+def test_a_pass_above_a_fail_reopens_the_search():
+    """One unlucky cell fails the first tier at 8 streams (a noisy server: 16.1 for a limit of 15.9); the second
+    tier (16.2) then tries 12, which passes both, above that fail: the search replicates the fail at 8 before it
+    answers, and the fail that does not hold up no longer caps the first tier's answer (14.75 by the closed
+    form)."""
+    seen = {"n": 0}
+
+    def stat(x: float) -> float:                                    # called once per request: 64 per cell
+        if x == 8 and seen["n"] < 64:
+            seen["n"] += 1
+            return 16.1
+        return 10 + 0.4 * x
+    rec, probes = drive(Settings("concurrency", tiers("tpot:mean<=15.9", "tpot:mean<=16.2"), sustain_s=0), stat,
+                        noise=0.01)
+    first = rec.answers[0]
+    assert sum(p.load == 8 for p in probes) >= 2                     # the fail at 8 was measured again
+    assert first.capacity == 14 and first.fail_load == 15 and not first.nonmonotone
+
+
+def test_cells_near_the_boundary_are_sized_to_the_limits_statistic_and_the_json_has_each_verdict():
+    rec, probes = drive(Settings("rate", tiers("tpot:p99<=20"), start=1.0, sustain_s=0), linear(10, 0.4))
+    assert all(p.requests is None for p in probes if p.role == "bracket")
+    assert all(p.requests == capacity.REQUESTS_FOR["p99"] for p in probes if p.role in ("refine", "replicate"))
+    dumped = rec.model_dump(mode="json")
+    assert all({"passes", "sure"} <= set(v) for load in dumped["loads"] for v in load["verdicts"])
+    assert type(rec).model_validate(dumped) == rec                     # the stored form reads back
+
+
+def test_the_sustain_cell_is_judged_against_the_cells_that_placed_the_boundary():
+    """A sustain cell whose statistic lies apart from what the search's cells read at the same load (here:
+    far faster, as if those cells had been slowed) does not confirm the boundary, though it passes."""
+    s = Settings("concurrency", tiers("tpot:mean<=16"), sustain_s=30)
+    gen, probe = search(s), None
+    probe = next(gen)
+    while True:
+        x = 10 + 0.7 * probe.load if probe.role != "sustain" else 5.0
+        got = CellSamples(key=f"x={probe.load:g}", repeat=probe.repeat, status="ok",
+                          values={"tpot": [x * (1 + 0.01 * (i % 3)) for i in range(64)]}, request_rate=4.0)
+        try:
+            probe = gen.send(got)
+        except StopIteration as end:
+            rec = end.value
+            break
+    assert rec.sustain is not None and rec.sustain.verdicts[0].passes
+    assert rec.sustain.apart == ["tpot:mean<=16"] and not rec.sustain.holds
+    assert "do not confirm it" in capacity.describe(rec)[-1]

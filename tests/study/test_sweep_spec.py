@@ -81,7 +81,7 @@ def test_repeats_draw_fresh_prompts_from_the_next_seeds(tmp_path):
     p = plan(load_file(StudySpec, write(tmp_path, GOOD + "repeats: 3\nseed: 7\n")))
     first = [c for c in p.cells if c.config.name == "slots=2" and c.key == "16:4/c=1"]
     assert [(c.repeat, c.workload.seed) for c in first] == [(0, 7), (1, 8), (2, 9)]
-    target = SimpleNamespace(base_url="http://127.0.0.1:9", model="m", api_key=None, max_model_len=None,
+    target = SimpleNamespace(base_url="http://127.0.0.1:9", model="m", api_key=None, max_model_len=None, token_ids=True,
                              vocab=Vocab.with_margins(32000, "test"))
     prompts = [build_cell(target, c.workload, c.key, 0, 4).measure for c in first]
     ids = [{pr.token_ids for pr in ps} for ps in prompts]

@@ -91,3 +91,36 @@ def test_every_request_joins_and_every_phase_is_the_injected_one_from_1_to_64_st
 def test_spans_sent_over_grpc_join_the_same_way():
     out, log = traced_run([4], "grpc", prompts=12)
     check_cell(out.results[0], out.cells[0], log)
+
+
+def test_a_cell_none_of_whose_requests_joined_says_what_arrived_instead():
+    """Spans came, but none is a request's (no GenAI latencies), or request spans came of other traces: the warning
+    says what arrived; it says nothing came only when nothing did."""
+    import asyncio
+
+    from tests.monitor.test_otlp import export, gen_ai, span
+    from tests.monitor.test_otlp_receiver import post
+    from tokenbench.client.records import RequestRecord
+    from tokenbench.spec.study import Target
+    from tokenbench.study.traces import Traces
+
+    def cell(said: list[str], *payloads: bytes) -> str:
+        traces = Traces(Target(base_url="http://127.0.0.1:9", server_traces="on"), log=said.append)
+        traces.address()
+        assert traces.receiver is not None
+        try:
+            for body in payloads:
+                assert post(traces.receiver, body) in (200, 400)
+            recs = [RequestRecord(index=i, phase="measure", input_len=8, output_len=4, intended_ns=0, sent_ns=0,
+                                  end_ns=1, status=200, token_times_ns=[1], trace_id=f"{i + 1:032x}") for i in range(3)]
+            asyncio.run(traces.join(recs, stopped=True))
+        finally:
+            traces.close()
+        [line] = [x for x in said if "not joined" in x]
+        return line
+
+    plain = export(*(span((i + 1).to_bytes(16, "big"), start=1, end=2, http__route="/v1/completions") for i in range(3)))
+    assert cell([], plain, b"\xff" * 8).startswith("3 spans arrived from the server, none a request's")
+    others = export(span((99).to_bytes(16, "big"), start=1, end=2, **gen_ai(time_to_first_token=0.1)))
+    assert cell([], others).startswith("1 request spans arrived from the server, none with a trace id this cell's")
+    assert cell([]).startswith("no span arrived from the server")

@@ -56,8 +56,9 @@ def test_stall(tmp_path):
     reply, rec = faulty(tmp_path, "stall", stream_body("a b", N))
     assert reply.error is None and len(content_chunks(reply)) == N and reply.lines[-1] == "data: [DONE]"
     gaps = [b - a for a, b in zip(rec["write_ns"], rec["write_ns"][1:], strict=False)]
-    # deadlines are absolute: a chunk before the stall that left a few ms late shortens the gap after it
-    assert max(gaps) >= 0.3e9 - 5e6 and gaps.index(max(gaps)) == N // 2 - 1
+    # deadlines are absolute: a chunk before the stall that left a few ms late shortens the gap after it;
+    # the stall is where it was asked (another process may delay any other write too, so not "the largest")
+    assert gaps[N // 2 - 1] >= 0.3e9 - 5e6
 
 
 def test_malformed_sse(tmp_path):

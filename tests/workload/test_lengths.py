@@ -88,7 +88,7 @@ def test_length_stats_in_one_pass():
 
 
 class _Target(SimpleNamespace):
-    base_url, model, api_key, max_model_len = "http://127.0.0.1:1", "m", None, None
+    base_url, model, api_key, max_model_len, token_ids = "http://127.0.0.1:1", "m", None, None, True
     vocab = Vocab.with_margins(32000, "test")
 
 

@@ -75,7 +75,7 @@ def _dry_run(prof: Profile, compose: bool) -> str:
 
 def _refuse_duplicate(name: str) -> None:
     directory = state.state_dir()
-    running = [s for s in state.load_all(directory) if s.profile == name and lifecycle.is_alive(s)]
+    running = [s for s in state.load_all(directory) if s.profile == name and state.is_alive(s)]
     if running:
         raise UsageError(f"profile '{name}' is already deployed at {running[0].base_url}",
                          f"use it, or stop it first with `tokenbench deploy down {name}`")
@@ -113,7 +113,7 @@ def status() -> None:
 
 
 def _health(s: state.DeploymentState) -> str:
-    if not lifecycle.is_alive(s):
+    if not state.is_alive(s):
         return "exited (run `deploy down` to clear)"
     code, _ = api.call(s.base_url, "/health", timeout=2, quiet=True)
     return "ready" if code == 200 else f"running, /health {code or 'unreachable'}"

@@ -49,8 +49,10 @@ CLIENT_CPUS = Flag("client.cpus", spelled="--client-cpus")
 TARGET = (Flag("target.base_url"), Flag("target.model"), Flag("target.api_key_env"), Flag("target.api_key_file"),
           Flag("target.timeout_s", names=("--timeout",)),
           Flag("target.connect_in_ttft", names=("--count-connect-in-ttft",)), Flag("target.final_usage_only"),
-          Flag("target.no_min_tokens"), Flag("target.extra_body", vllm=("--extra-body",), parse=options.json_object),
-          Flag("target.new_connection_per_request"), Flag("target.server_traces"), Flag("target.otlp_listen"))
+          Flag("target.no_min_tokens"), Flag("target.no_ignore_eos"), Flag("target.no_probe"),
+          Flag("target.extra_body", vllm=("--extra-body",), parse=options.json_object),
+          Flag("target.new_connection_per_request"), Flag("target.server_traces"), Flag("target.otlp_listen"),
+          Flag("target.via_proxy"), Flag("target.server_chunks_per_write"))
 WORKLOAD = (Flag("workload.kind", vllm=("--dataset-name",), parse=serve.dataset_kind,
                  help="random | text | sharegpt | jsonl | prefix | image | trace (text: natural-text token ids cut "
                       "to the exact length; vLLM's custom is jsonl; SGLang's random-ids is random)"),
@@ -91,6 +93,7 @@ SWEEP_ONLY = (Flag("pairs", parse=options.pairs), Flag("kv_capacity"), Flag("sto
               Flag("capacity_precision"), Flag("capacity_budget"),
               Flag("slo_tiers", names=("--slo-tier",), parse=options.slo_tiers), Flag("sustain_s"),
               Flag("slo_attainment"))
+TUNE_ONLY = (Flag("tune.budget_cells"), Flag("tune.budget_minutes"), Flag("tune.baseline"))
 
 
 @dataclass(frozen=True)
@@ -113,10 +116,11 @@ PEERS = (
          "(host 127.0.0.1 unless given) when --base-url is not given"),
     Peer("--port", ("target.base_url",), int, "vLLM/SGLang: the server's port (default 8000; SGLang's own "
          "backends 30000)"),
-    Peer("--backend", ("api",), str, "vLLM/SGLang: the client backend, which chooses the API: openai, vllm, "
-         "sglang, sglang-oai, lmdeploy -> completions; openai-chat, vllm-chat, sglang-oai-chat -> chat (SGLang's "
-         "native /generate is measured on /v1/completions); an SGLang-only backend gives --random-range-ratio "
-         "SGLang's meaning"),
+    Peer("--backend", ("api", "target.backend"), str, "the server kind (vLLM's/SGLang's backend names): openai, "
+         "vllm, sglang, llama.cpp, tgi, tensorrt-llm, lmdeploy, mindie, transformers, gateway (docs/compatibility.md); "
+         "openai, vllm, sglang, sglang-oai, lmdeploy choose /v1/completions, openai-chat, vllm-chat, sglang-oai-chat "
+         "/v1/chat/completions (SGLang's native /generate is measured on /v1/completions); an SGLang-only backend "
+         "gives --random-range-ratio SGLang's meaning"),
     Peer("--endpoint", ("api",), str, "vLLM: the API path, /v1/completions or /v1/chat/completions"),
     Peer("--random-prefix-len", ("workload.kind", "workload.prefix_len", "pairs"), int, "vLLM: P tokens shared by "
          "every prompt before its random ones: a prefix workload (one group) of input P + --random-input-len"),
@@ -193,7 +197,7 @@ def set_key(data: dict, dotted: str, value: Any) -> None:
 
 def spellings(key: str) -> str:
     """Every flag spelling of a study key, for `sweep --fields` ("" when the key has no flag)."""
-    for flag in (*SHARED, *SWEEP_ONLY):
+    for flag in (*SHARED, *SWEEP_ONLY, *TUNE_ONLY):
         if key == flag.key or key.startswith(flag.key + "."):
             return ", ".join(dict.fromkeys((flag.flag, *flag.names, *flag.vllm)))
     return ""
@@ -201,7 +205,7 @@ def spellings(key: str) -> str:
 
 def flag_for(key: str) -> str | None:
     """The flag spelling of a study key, for error messages in the user's terms."""
-    for flag in (*SHARED, *SWEEP_ONLY):
+    for flag in (*SHARED, *SWEEP_ONLY, *TUNE_ONLY):
         if key == flag.key or key.startswith(flag.key + "."):
             return flag.familiar
     return {"pairs": "--input-len/--output-len", "workload.output_len": "--output-len"}.get(key)
@@ -246,7 +250,8 @@ def study_data(kw: dict, flags: tuple[Flag, ...], base: dict | None = None) -> d
     for key, value in given(flags, kw).items():
         set_key(data, key, value)
     _lengths(data, kw.get("input_len"), kw.get("output_len"))
-    for note in serve.fold(data, peers_given(kw)):
+    peers = peers_given(kw)
+    for note in serve.fold(data, peers) if peers else ():
         console.err.print(f"note: {note}", markup=False, highlight=False)
     return data
 

@@ -4,7 +4,9 @@ names its path, any other exception is an internal error (exit 70); `--debug` sh
 
 from __future__ import annotations
 
+import errno
 import importlib
+import resource
 import signal
 import sys
 import threading
@@ -24,6 +26,7 @@ COMMAND_MODULES = [
     "smoke",
     "bench",
     "sweep",
+    "tune",
     "translate",
     "calibrate",
     "setup",
@@ -97,11 +100,21 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(f"error: {_one_line(exc.format_message())}", err=True)
         return exc.exit_code
     except OSError as exc:                   # a path the user gave that no command checked first
-        return _render(TokenbenchError(f"{exc.filename or 'a file'}: {exc.strerror or exc}",
-                                   "check the path, its permissions and free space"), debug)
+        return _render(_os_error(exc), debug)
     except Exception as exc:                 # a bug: still one line, and --debug shows where
         return _render(InternalError(f"internal error: {type(exc).__name__}: {str(exc)[:300]}",
                                      "rerun with --debug and report it"), debug)
+
+
+def _os_error(exc: OSError) -> TokenbenchError:
+    """An OS error no command turned into its own: the process's limit on open files names `ulimit -n`."""
+    where = f"{exc.filename or 'a file'}: {exc.strerror or exc}"
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        return TokenbenchError(f"{where}: this process may open {soft} files (ulimit -n) and had them all open",
+                               "lower --concurrency / --max-concurrency, or raise the limit (`ulimit -n N` in the "
+                               "shell that runs tokenbench)")
+    return TokenbenchError(where, "check the path, its permissions and free space")
 
 
 def _no_nul(argv: list[str] | None) -> None:

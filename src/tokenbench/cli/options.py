@@ -8,6 +8,7 @@ import re
 from datetime import datetime, timedelta, timezone
 
 import click
+import yaml
 
 from tokenbench.errors import UsageError
 from tokenbench.spec.bench import SLO
@@ -153,6 +154,19 @@ def goodput(values: tuple[str, ...]) -> dict:
                              "write e.g. --goodput ttft:500 tpot:50")
         out[f"{name}_ms"] = value
     return out
+
+
+def vary_axis(flag: str, text: str) -> tuple[str, list]:
+    """`KEY=V1,V2,...` -> (KEY, [V1, V2, ...]), each value read as YAML (4 -> 4, true -> True)."""
+    key, eq, values = text.partition("=")
+    parts = [v.strip() for v in values.split(",")]
+    if not eq or not key.strip() or not all(parts):
+        raise UsageError(f"{flag} '{text}' is not KEY=V1,V2,...", f"write e.g. {flag} parallelism.slots=1,2,4 "
+                         "(any profile key; args.NAME for an engine flag)")
+    try:
+        return key.strip(), [yaml.safe_load(v) for v in parts]
+    except yaml.YAMLError:
+        raise UsageError(f"{flag} '{text}': a value is not valid YAML", "quote it, e.g. 'a b'") from None
 
 
 def json_object(flag: str, text: str) -> dict:

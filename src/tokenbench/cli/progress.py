@@ -3,7 +3,6 @@ line, then the matrix and the workload facts. Shared by bench, sweep, demo and a
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 
 from rich.console import Console
@@ -68,7 +67,7 @@ class Display:
 
     def stored(self, cell: PlannedCell, row: CellRow, result: CellResult) -> None:
         """Kept for the workload lines, with the summary as stored (the server's counters included)."""
-        self.results.append(dataclasses.replace(result, summary=row.summary))
+        self.results.append(result)
 
     def target(self, t: Endpoint, facts: dict) -> None:
         self.bar.console.print(f"[bold]tokenbench[/] {t.base_url} model={escape(t.model)} "
@@ -112,18 +111,28 @@ def run(planned: Study, files: Sequence[ResultFile], quiet: bool = False) -> tup
             raise
 
 
+def _phase_lines(key: str, s: CellSummary) -> list[str]:
+    """Where the cell's time went, when the server said (report/phases.py, imported only then: the run
+    model it compares with is not on a cell's path)."""
+    if s.phases is None and s.server_means is None:
+        return []
+    from tokenbench.report import phases
+    return phases.console_lines(key, s)
+
+
 def workload_lines(r: CellResult) -> list[str]:
     """What the table does not show: template/image overheads, cache hits, dataset means, the rate an open
-    loop sent at (and why it is off the asked one), a stream tail that matters, notes."""
+    loop sent at (and why it is off the asked one), a stream tail that matters, answers ended early, notes."""
     shown = [(v, f) for get, f in WORKLOAD_FACTS if (v := get(r.summary)) is not None]
     if r.load.arrival == "trace" and r.summary.p99_queue_ms is not None:
         shown.append((r.summary.p99_queue_ms, "send lateness p99 {:.2f} ms"))
     facts = ", ".join(f.format(v) for v, f in shown)
     told = [explain.send_note(r.key, r.summary) or explain.send_line(r.key, r.summary),
-            explain.tail_note(r.key, r.summary)]
+            explain.schedule_note(r.key, r.summary), explain.tail_note(r.key, r.summary),
+            explain.delivery_note(r.key, r.summary), explain.early_note(r.key, r.summary)]
     turns = _by_turn(r.summary)
     return ([f"{r.key}: {facts}"] if facts else []) + ([f"{r.key}: {turns}"] if turns else []) + \
-        [line for line in told if line] + [f"{r.key}: {n}" for n in r.notes]
+        [line for line in told if line] + _phase_lines(r.key, r.summary) + [f"{r.key}: {n}" for n in r.notes]
 
 
 def _by_turn(s: CellSummary) -> str:

@@ -8,9 +8,9 @@ from typing import get_origin
 
 import click
 
-from tokenbench.cli import flags, run_options
+from tokenbench.cli import flags, run_options, tune
 
-HEAD = """# CLI reference: `bench` and `sweep`
+HEAD = """# CLI reference: `bench`, `sweep` and `tune`
 
 Generated from the study spec (`src/tokenbench/spec/study.py`) by `python -m tokenbench.cli.reference_doc`;
 do not edit by hand. A benchmark is a study with one server configuration and no relaunch, so `bench` and
@@ -133,7 +133,11 @@ def markdown() -> str:
              "`sweep [SPEC.yaml]` also takes `--dry-run`, `--set KEY=VALUE` and `--fields`. `--set` sets any key "
              "of the sweep YAML, with or without a SPEC.yaml (the YAML, then `--set`, then the flags on top); an "
              "unknown key is an error.\n",
-             *TABLE, *_flag_rows(flags.SWEEP_ONLY), "", VLLM_NOTES]
+             *TABLE, *_flag_rows(flags.SWEEP_ONLY),
+             "\n## `tune` only\n",
+             "`tune PROFILE` takes every `sweep` option (the capacity search's among them: `--find-capacity` defaults "
+             "to concurrency) and these; docs/metrics.md, \"Tune\", says how it decides.\n",
+             *TABLE, *_flag_rows(flags.TUNE_ONLY), *_option_rows(tune.OPTIONS), "", VLLM_NOTES]
     return "\n".join(parts)
 
 

@@ -60,6 +60,7 @@ def _sizes(ctx: click.Context, param: click.Parameter, value: str | None) -> tup
 @click.option("--usage/--no-usage", "send_usage", default=True, show_default=True,
               help=_FIELDS["send_usage"].metadata["help"])
 @_opt("--send-log", "send_log", click.Path(dir_okay=False))
+@_opt("--recording", "recording", click.Path(dir_okay=False, exists=True))
 @click.option("--continuous-usage/--no-continuous-usage", "continuous_usage", default=True, show_default=True,
               help=_FIELDS["continuous_usage"].metadata["help"])
 @click.option("--usage-chunk/--no-usage-chunk", "usage_chunk", default=False, show_default=True,

@@ -9,6 +9,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
@@ -16,13 +17,13 @@ from rich.console import Console
 from tokenbench.cli import console, flags, options
 from tokenbench.cli.flags import Flag, peers_given
 from tokenbench.errors import UsageError
-from tokenbench.peers.translate import pasted
 from tokenbench.spec.study import StudySpec
 from tokenbench.store import commands, outputs
 from tokenbench.store.db import Store, default_db_path
-from tokenbench.study.outputs import SglangResults, VllmResults
 from tokenbench.study.run import Outcome, ResultFile, Study
-from tokenbench.study.vllm_result import VllmOptions
+
+if TYPE_CHECKING:
+    from tokenbench.study.vllm_result import VllmOptions
 
 PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
 
@@ -62,6 +63,17 @@ def apply(f: Callable) -> Callable:
     return f
 
 
+def peer_line(words: list[str], own: set[str], positional: bool) -> str | None:
+    """peers/translate.pasted on a line that could be another tool's (it starts with a word that is not an
+    option, or holds an option that is none of `own`); a line of tokenbench's own options is not read against
+    the peers' tables, nor are they imported for it."""
+    names = {"--" + w.partition("=")[0][2:].replace("_", "-") for w in words if w.startswith("--")}
+    if (positional or not words or words[0].startswith("-")) and names <= own:
+        return None
+    from tokenbench.peers.translate import pasted
+    return pasted(words, own, positional)
+
+
 class StudyCommand(click.Command):
     """Command lines as vLLM's and SGLang's parsers read them: an option may be abbreviated to any
     unambiguous prefix (`--random-input` is `--random-input-len`, argparse's rule) and vLLM's underscores
@@ -71,7 +83,7 @@ class StudyCommand(click.Command):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         spelled = {name: p.name or "" for p in self.params for name in (*p.opts, *p.secondary_opts)
                    if name.startswith("--")}
-        peer = pasted(args, set(spelled), positional=any(isinstance(p, click.Argument) for p in self.params))
+        peer = peer_line(args, set(spelled), positional=any(isinstance(p, click.Argument) for p in self.params))
         if peer is not None:
             why, _, hint = peer.partition(": run ")
             raise UsageError(f"a command line of another tool given to `tokenbench {self.name}`: {why}", f"run {hint}")
@@ -174,6 +186,7 @@ def vllm_options(kw: dict) -> VllmOptions:
     if any(p > 100 for p in pcts):
         raise UsageError(f"--metric-percentiles '{kw['metric_percentiles']}': percentiles are in (0, 100]",
                          "write e.g. --metric-percentiles 50,90,99")
+    from tokenbench.study.vllm_result import VllmOptions  # --save-result's: only when it is asked for
     return VllmOptions(kw["result_dir"], kw["result_filename"], metrics, pcts, kw["save_detailed"])
 
 
@@ -210,8 +223,10 @@ def result_files(kw: dict, planned: Study) -> list[ResultFile]:
     """The result files asked for besides tokenbench's JSON (--output, the runner's journal)."""
     files: list[ResultFile] = []
     if kw["save_result"]:
+        from tokenbench.study.outputs import VllmResults  # other tools' result files: only when asked for
         files.append(VllmResults(planned.plan.spec, vllm_options(kw), len(planned.plan.cells)))
     if kw["output_file"]:
+        from tokenbench.study.outputs import SglangResults
         files.append(SglangResults(planned.plan.spec, kw["output_file"], kw["output_details"],
                                    kw.get("peer__backend")))
     return files

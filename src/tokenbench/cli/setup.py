@@ -6,7 +6,7 @@ import click
 from rich.markup import escape
 
 from tokenbench.cli import console
-from tokenbench.local_engines import sglang_cpu, vllm_cpu
+from tokenbench.local_engines import python_servers, sglang_cpu, vllm_cpu
 
 
 def say(message: str) -> None:
@@ -48,6 +48,29 @@ def sglang_cpu_command(check: bool, force: bool) -> None:
     spent = sum(seconds for _, _, seconds in report)
     say(f"SGLang CPU ready in {spent:.0f} s: python {sglang_cpu.python()}, model {vllm_cpu.model_dir()}")
     click.echo(sglang_cpu.venv_dir())
+
+
+def _python_server(name: str, doc: str) -> None:
+    server = python_servers.SERVERS[name]
+
+    @click.option("--check", is_flag=True, help="only say which steps are done; exit 1 if any is not")
+    @click.option("--force", is_flag=True, help="redo every step")
+    def run(check: bool, force: bool) -> None:
+        if check:
+            _check(server.steps())
+            return
+        report = server.setup(say=say, force=force)
+        say(f"{name} ready in {sum(seconds for _, _, seconds in report):.0f} s: python {server.python()}")
+        click.echo(server.venv_dir())
+
+    command.command(name, help=doc)(run)
+
+
+_python_server("transformers-serve", "Hugging Face `transformers serve` (transformers[serving] 5.17.0) in its own "
+               "venv, on the vLLM CPU venv's torch (run `setup vllm-cpu` first): an unpatched OpenAI-compatible "
+               "server for the engine tests. About 30 s and 150 MB once.")
+_python_server("litellm", "The LiteLLM proxy (litellm[proxy] 1.108.7) in its own venv: a gateway for the engine "
+               "tests. 1-2 minutes and 760 MB once.")
 
 
 def _check(steps: list) -> None:

@@ -13,6 +13,13 @@ import urllib.request
 from tokenbench.errors import TargetError
 
 
+def first_line(body: bytes | str, limit: int = 160) -> str:
+    """A response body's first non-empty line, shortened (for messages)."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    line = next((x.strip() for x in text.splitlines() if x.strip()), "(empty body)")
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
 def _request(url: str, body: dict | None, api_key: str | None, timeout: float) -> urllib.request.Request:
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method="POST" if body is not None else "GET")

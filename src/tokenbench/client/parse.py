@@ -24,7 +24,6 @@ from tokenbench.client.bulk import pieces as bulk_pieces
 from tokenbench.client.plain import NotPlain, PlainReader
 from tokenbench.client.records import Phase, RawExchange, RequestRecord, UsageSource
 from tokenbench.client.request import PreparedRequest
-from tokenbench.client.sse import SSEDecoder
 from tokenbench.client.token_counts import Chunk, Counted, resolve, resolve_plain
 from tokenbench.client.tokens import Piece, choice_problem, read_choice
 
@@ -136,6 +135,7 @@ def _on_event(st: _State, t_ns: int, data: str | None, malformed: str | None) ->
 
 def _decode_steps(raw: RawExchange, st: _State, per_step: int) -> Iterator[None]:
     """Decode into `st`, pausing (yield) after every `per_step` body reads."""
+    from tokenbench.client.sse import SSEDecoder  # the strict path: only a stream the other two refused
     dec = SSEDecoder()
     for n, (t_ns, data) in enumerate(raw.chunks, 1):
         for ev in dec.feed(data):
@@ -231,9 +231,15 @@ def _check_lengths(rec: RequestRecord, req: PreparedRequest) -> None:
         problems.append(f"server counted {rec.image_count} images, {req.images} sent")
     if got_out and not rec.token_times_ns:
         problems.append(f"server reported {got_out} output tokens but no chunk carried one (TTFT unknown)")
-    if got_out != req.output_len:
+    if got_out != req.output_len and not _ended_early(rec, req):
         problems.append(f"output {got_out} tokens, expected {req.output_len} (finish_reason={rec.finish_reason!r})")
     rec.length_error = "; ".join(problems)
+
+
+def _ended_early(rec: RequestRecord, req: PreparedRequest) -> bool:
+    """A shorter answer the request could not forbid (the server refused ignore_eos and min_tokens): the
+    server ended it (a finish_reason); it is counted as ended early, not as a wrong length."""
+    return not req.exact and rec.finish_reason is not None and rec.output_tokens < req.output_len
 
 
 def parse_exchange(raw: RawExchange, req: PreparedRequest, index: int, phase: Phase) -> RequestRecord:

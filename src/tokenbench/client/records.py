@@ -13,6 +13,8 @@ Phase = Literal["warmup", "measure"]
 UsageSource = Literal["server", "chunks", "none"]
 
 # Error kinds are data: a failed request keeps its partial timings and one of these kinds.
+OUT_OF_FILES = "the client's limit, ulimit -n, is"    # in a `connect` error's detail: that limit refused it
+
 ERROR_KINDS = (
     "http_status",      # non-200 answer (429, 500, 503, 401 ...): detail holds the status and body head
     "connect",          # could not connect / connection refused

@@ -58,6 +58,7 @@ class PreparedRequest:
     images: int = 0                                    # images sent (checked against usage's image_count)
     image_bytes: int = 0
     new_connection: bool = False                       # sent on a connection of its own, closed after it
+    exact: bool = True                                 # the body forces output_len (ignore_eos or min_tokens)
     session_id: str | None = None                      # a session's turn: which session and turn
     turn: int | None = None
     trace_id: str | None = None                        # the W3C trace id its `traceparent` header carries
@@ -71,7 +72,10 @@ class RequestOptions:
     `min_tokens` out (only max_tokens with ignore_eos, as vllm bench serve and sglang.bench_serving send);
     `extra_body` is merged over the body last (vLLM's --extra-body); `new_connection` sends each request
     on a fresh connection; `trace` sends a W3C `traceparent` header with a random trace id (sampled), which the
-    server's span of the request carries back (docs/metrics.md "Where the time went")."""
+    server's span of the request carries back (docs/metrics.md "Where the time went"). `ignore_eos` False
+    leaves ignore_eos out and `stream_options` False the whole stream_options object (a server that refuses
+    them: load/probe.py); with neither ignore_eos nor min_tokens the output length is measured, not forced
+    (`exact`)."""
 
     final_usage_only: bool = False
     sampling: Mapping[str, float] = field(default_factory=lambda: {"temperature": 0.0})
@@ -79,6 +83,12 @@ class RequestOptions:
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     new_connection: bool = False
     trace: bool = False
+    ignore_eos: bool = True
+    stream_options: bool = True
+
+    @property
+    def exact(self) -> bool:
+        return self.ignore_eos or self.min_tokens
 
 
 def encode_request(url: str, body: bytes, headers: dict[str, str]) -> tuple[tuple[str, int, bool], bytes]:
@@ -96,13 +106,15 @@ def _sampling(output_len: int, options: RequestOptions) -> dict:
     """Exact length (ignore_eos, min = max tokens), the sampling asked (greedy by default), streamed with
     usage. `continuous_usage_stats` asks vLLM and SGLang for the running token count on every chunk, the
     exact count per chunk (servers without it ignore the field); `final_usage_only` leaves it out, as
-    vLLM's client does; `min_tokens` False sends max_tokens with ignore_eos alone."""
-    usage = {"include_usage": True}
+    vLLM's client does; `min_tokens` False sends max_tokens with ignore_eos alone; a field the server
+    refuses is left out (`ignore_eos`, `stream_options` False)."""
+    usage: dict[str, Any] = {"include_usage": True}
     if not options.final_usage_only:
         usage["continuous_usage_stats"] = True
     minimum = {"min_tokens": output_len} if options.min_tokens else {}
-    return {"max_tokens": output_len, **minimum, "ignore_eos": True, **options.sampling, "stream": True,
-            "stream_options": usage}
+    eos = {"ignore_eos": True} if options.ignore_eos else {}
+    stream = {"stream_options": usage} if options.stream_options else {}
+    return {"max_tokens": output_len, **minimum, **eos, **options.sampling, "stream": True, **stream}
 
 
 def completions_body(model: str, prompt: Prompt, options: RequestOptions = RequestOptions()) -> dict:
@@ -150,6 +162,7 @@ def prepare(base_url: str, api: str, model: str, prompt: Prompt, api_key: str | 
         images=len(prompt.images),
         image_bytes=prompt.image_bytes,
         new_connection=options.new_connection,
+        exact=options.exact,
         session_id=None if turn is None else turn.session_id,
         turn=None if turn is None else turn.turn,
         trace_id=trace_id,

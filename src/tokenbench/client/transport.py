@@ -9,13 +9,15 @@ the response ends); SSE and JSON are parsed after the request ended (`client.par
 from __future__ import annotations
 
 import asyncio
+import errno
+import resource
 import socket
 import ssl
 import time
 from collections import defaultdict, deque
 
 from tokenbench.client.framing import FramingError, ResponseFramer
-from tokenbench.client.records import RawExchange
+from tokenbench.client.records import OUT_OF_FILES, RawExchange
 from tokenbench.client.request import PreparedRequest, encode_request
 
 now = time.perf_counter_ns
@@ -147,6 +149,16 @@ class Session:
             self.idle[key].append(conn)
 
 
+def connect_error(exc: BaseException) -> str:
+    """A failed connection's detail; one the client's own limit on open files refused says so, with the
+    limit (`ulimit -n`): the server never saw it."""
+    text = f"{type(exc).__name__}: {exc}"
+    if getattr(exc, "errno", None) in (errno.EMFILE, errno.ENFILE):
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        return f"{text} ({OUT_OF_FILES} {soft})"
+    return text
+
+
 def new_session(timeout_s: float, connect_in_ttft: bool = False) -> Session:
     return Session(timeout_s, connect_in_ttft)
 
@@ -171,7 +183,7 @@ async def _attempt(session: Session, key: tuple, payload: bytes, intended_ns: in
         finally:
             timer.cancel()
     except (asyncio.TimeoutError, TimeoutError, OSError) as exc:
-        raw.error_kind, raw.error_detail, raw.end_ns = "connect", f"{type(exc).__name__}: {exc}", now()
+        raw.error_kind, raw.error_detail, raw.end_ns = "connect", connect_error(exc), now()
     except asyncio.CancelledError:
         raw.error_kind, raw.error_detail, raw.end_ns = "cancelled", "interrupted", now()
         if conn is not None and conn.transport is not None:

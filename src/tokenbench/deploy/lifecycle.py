@@ -19,12 +19,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tokenbench.deploy import local, readiness, secret_refs, state
+from tokenbench.deploy import local, readiness, state
 from tokenbench.deploy.engines import engine_module, served_model
-from tokenbench.deploy.ports import check_port, free_port
 from tokenbench.deploy.state import DeploymentState
 from tokenbench.errors import DeployError
-from tokenbench.local_engines import models
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import ServerFacts
 
@@ -54,7 +52,7 @@ class Deployment:
     def exit_code(self) -> int | None:
         if self.proc is not None:
             return self.proc.poll()
-        return None if local.leader(self.state.pid, self.state.create_time) else -1
+        return None if state.is_alive(self.state) else -1
 
     def stop(self, grace_s: float = GRACE_S) -> None:
         """SIGTERM, then SIGKILL after grace_s, to the whole process group; idempotent."""
@@ -94,6 +92,7 @@ def choose_port(profile: Profile, stable: bool = False, say: Say = lambda m: Non
     """The profile's `port` (refused when a process listens there, naming it; the TIME_WAIT sockets a
     stopped server leaves do not count, see deploy/ports.py); else, when `stable` (`deploy up`), the engine's usual port
     (vLLM 8000, SGLang 30000, llama.cpp 8080) unless it is taken, then a free one, saying so; else a free one."""
+    from tokenbench.deploy.ports import check_port, free_port  # a launch's: reading a deployment needs neither
     if profile.port is not None:
         check_port(profile.host, profile.port)
         return profile.port
@@ -126,11 +125,13 @@ def launch(profile: Profile, state_dir: str | Path | None = None, say: Say = lam
     tied, owned = how.tied, how.owned
     if profile.runs_in == "local":
         say(f"model: {profile.model.bundled or profile.model.path}")
+        from tokenbench.local_engines import models  # a local model's file: only when one is launched
         models.resolve(profile.model)                  # a missing model fails here, before launch
     port = choose_port(profile, how.stable_port, say)
     argv = command_for(profile, port)
     if profile.runs_in == "container":
         _container().preflight(profile, port)          # no docker engine: fails here, nothing created
+    from tokenbench.deploy import secret_refs
     secret = secret_refs.resolve(profile)                  # a missing host variable fails here, before launch
     directory = state.state_dir(state_dir)
     reap_orphans(directory, say)
@@ -219,16 +220,6 @@ def _terminate(st: DeploymentState, grace_s: float) -> None:
         cleanup = getattr(_container(), "cleanup", None)   # e.g. `docker rm -f` a container left behind
         if cleanup is not None:
             cleanup(st)
-
-
-def is_alive(st: DeploymentState) -> bool:
-    return local.leader(st.pid, st.create_time) is not None
-
-
-def serving(directory: Path, base_url: str) -> DeploymentState | None:
-    """The running deployment that tokenbench started at `base_url`, if any: a stale record of a crashed one
-    is skipped, since another server may hold its port now."""
-    return next((st for st in state.at_url(directory, base_url) if is_alive(st)), None)
 
 
 # ---- signals ----

@@ -9,10 +9,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tokenbench.client import api
-from tokenbench.errors import DeployError
+from tokenbench.errors import EngineFailed
 from tokenbench.spec.deploy_profile import Readiness
 
 TAIL_LINES = 20
+
+
+def log_text(log_path: Path, limit: int = 256 * 1024) -> str:
+    """The last `limit` bytes of a log ("" when it cannot be read)."""
+    try:
+        with log_path.open("rb") as f:
+            f.seek(max(0, f.seek(0, 2) - limit))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 def log_tail(log_path: Path, lines: int = TAIL_LINES) -> str:
@@ -24,8 +34,8 @@ def log_tail(log_path: Path, lines: int = TAIL_LINES) -> str:
     return "\n".join(tail) if tail else "(the log is empty)"
 
 
-def failure(cause: str, log_path: Path, hint: str) -> DeployError:
-    return DeployError(f"{cause}; last lines of {log_path}:\n{log_tail(log_path)}", hint)
+def failure(cause: str, log_path: Path, hint: str) -> EngineFailed:
+    return EngineFailed(f"{cause}; last lines of {log_path}:\n{log_tail(log_path)}", hint, str(log_path))
 
 
 def listed_models(base_url: str, path: str, api_key: str | None = None) -> list[str] | None:

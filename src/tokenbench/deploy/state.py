@@ -86,6 +86,18 @@ def at_url(directory: Path, base_url: str) -> list[DeploymentState]:
     return [s for s in load_all(directory) if s.base_url.rstrip("/") == url]
 
 
+def is_alive(state: DeploymentState) -> bool:
+    """The recorded process is still the deployment's (not a later one with the same pid)."""
+    from tokenbench.deploy.local import leader  # the process table: only where a record is found
+    return leader(state.pid, state.create_time) is not None
+
+
+def serving(directory: Path, base_url: str) -> DeploymentState | None:
+    """The running deployment that tokenbench started at `base_url`, if any: a stale record of a crashed one
+    is skipped, since another server may hold its port now."""
+    return next((st for st in at_url(directory, base_url) if is_alive(st)), None)
+
+
 def model_directory(state: DeploymentState) -> str | None:
     """The model directory the deployment was launched with (its --model-path / --model), if a directory."""
     pairs = zip(state.argv, state.argv[1:], strict=False)

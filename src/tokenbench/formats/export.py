@@ -12,9 +12,13 @@ import math
 from dataclasses import asdict, dataclass
 
 from tokenbench.client.records import RequestRecord
+from tokenbench.judge import tune
 from tokenbench.judge.run_verdict import run_verdict
 from tokenbench.judge.status import judge
 from tokenbench.metrics import request as rm
+from tokenbench.metrics.health import claim_ms
+from tokenbench.metrics.server import delivery_flagged, phases_of
+from tokenbench.metrics.summary_groups import PHASES
 from tokenbench.store.db import RunFilter, Store
 from tokenbench.store.records import dumps, to_dict
 from tokenbench.store.rows import CellRow
@@ -67,29 +71,44 @@ def cell_rows(store: Store, run_id: str) -> list[dict]:
 
 def _request(r: RequestRecord) -> dict:
     """A request as export writes it: the stored record (store/records.to_dict) and its TTFT, TPOT, E2EL
-    and stream tail."""
+    and stream tail; joined to the server's span, its phases (`phase_<name>_ms`, docs/metrics.md "Where the
+    time went") and their uncertainty."""
     return {**to_dict(r), "ttft_ms": rm.ttft_ms(r), "tpot_ms": rm.tpot_ms(r), "e2el_ms": rm.e2el_ms(r),
-            "stream_tail_ms": rm.stream_tail_ms(r)}
+            "stream_tail_ms": rm.stream_tail_ms(r), **_phases(r)}
+
+
+def _phases(r: RequestRecord) -> dict:
+    p = phases_of(r)
+    if p is None:
+        return {}
+    return {**{f"phase_{name}_ms": None if (v := p.get(name)) is None else v / 1e6 for name in PHASES},
+            "phase_error_ms": p.error_ns / 1e6,
+            "phase_delivery_flagged": r.ttft_ns is not None and delivery_flagged(p, r.ttft_ns, claim_ms)}
 
 
 def request_rows(store: Store, run_id: str, phases: tuple[str, ...] = ("measure",)) -> list[dict]:
     """Flat rows for CSV: the chunk lists left out."""
     lists = ("token_offsets_ns", "token_counts")
     return [{"config": c.config, "cell": c.key, **{k: v for k, v in _request(r).items() if k not in lists}}
-            for c in store.cells(run_id) for phase in phases for r in store.requests(c.id or 0, phase)]
+            for c in store.cells(run_id) for phase in phases for r in store.requests(c.id, phase)]
 
 
 def to_json(store: Store, run_id: str, requests: bool) -> str:
     run = store.run(run_id)
     shown = ("id", "created_at", "kind", "status", "target", "tool_version", "spec", "command", "environment")
+    configs = store.configs(run_id)
     doc = {"run": {k: v for k, v in asdict(run).items() if k in shown},
            "configs": [{"name": c.name, "overrides": c.overrides,
                         "profile": c.profile.model_dump(mode="json") if c.profile else {}, "facts": c.facts.to_dict(),
-                        "status": c.status} for c in store.configs(run_id)],
-           "cells": [{**_cell_row(c), **({"requests": [_request(r) for r in store.requests(c.id or 0)]}
+                        "status": c.status, **({"launch": c.launch.model_dump(mode="json")} if c.launch else {})}
+                       for c in configs],
+           "cells": [{**_cell_row(c), **({"requests": [_request(r) for r in store.requests(c.id)]}
                                          if requests else {})} for c in store.cells(run_id)]}
-    searches = [{"config": x.config, **x.record.model_dump(mode="json")} for x in store.searches(run_id)]
+    stored = store.searches(run_id)
+    searches = [{"config": x.config, **x.record.model_dump(mode="json")} for x in stored]
     doc.update({"searches": searches} if searches else {})
+    tuning = tune.of_run(run.spec or {}, configs, stored)
+    doc.update({"tune": tuning.model_dump(mode="json")} if tuning is not None else {})
     return dumps(doc, indent=1, ensure_ascii=False) + "\n"
 
 

@@ -14,10 +14,13 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-from tokenbench.deploy.local import Placement
 from tokenbench.errors import UsageError
 from tokenbench.spec.study import Client, cpu_set
+
+if TYPE_CHECKING:                    # an engine's placement: only where tokenbench launches one
+    from tokenbench.deploy.local import Placement
 
 CLIENT_NICE = -5     # the client's niceness where permitted (root, CAP_SYS_NICE, or RLIMIT_NICE)
 ENGINE_NICE = 5      # an engine that shares the client's CPUs yields to it
@@ -37,6 +40,7 @@ class Isolation:
 
     @property
     def engine(self) -> Placement:
+        from tokenbench.deploy.local import Placement
         return Placement(self.engine_cpus, self.engine_nice)
 
     def record(self) -> dict:

@@ -11,6 +11,7 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from tokenbench.monitor._text import clip
 from tokenbench.monitor.nvidia_text import GpuFacts, SmiLog, Topology, parse_query_log, parse_topology
 from tokenbench.spec.deploy_profile import Profile
 
@@ -56,6 +57,15 @@ def applies(profile: Profile | None) -> bool:
     return shutil.which("nvidia-smi") is not None
 
 
+NOT_TOLD = "not told by nvidia-smi -q"
+_NA = ("", "N/A", "[N/A]", "Not Supported", "[Not Supported]")
+
+
+def _told(gpus: list[GpuFacts], value: Callable[[GpuFacts], str | float | None]) -> bool:
+    """Whether nvidia-smi gave the setting for some GPU (N/A and Not Supported give nothing)."""
+    return any((v := value(g)) is not None and str(v).strip() not in _NA for g in gpus)
+
+
 def _by_gpu(gpus: list[GpuFacts], value: Callable[[GpuFacts], str | None]) -> str | None:
     """'Enabled x8', or 'GPU 0: Enabled; GPU 1: Disabled' when they differ."""
     values = [value(g) or "N/A" for g in gpus]
@@ -71,25 +81,33 @@ def _mhz(v: float | None) -> str:
 
 
 def _versions(log: SmiLog) -> list[GpuCheck]:
-    return [GpuCheck("driver", "NVIDIA driver", log.driver, None, "-", "nvidia-smi -q", DRIVER_FIX),
-            GpuCheck("cuda", "CUDA version (driver's highest)", log.cuda, None, "-", "nvidia-smi -q", DRIVER_FIX)]
+    return [GpuCheck("driver", "NVIDIA driver", log.driver or NOT_TOLD, None, "-" if log.driver else "unknown",
+                     "nvidia-smi -q", DRIVER_FIX),
+            GpuCheck("cuda", "CUDA version (driver's highest)", log.cuda or NOT_TOLD, None,
+                     "-" if log.cuda else "unknown", "nvidia-smi -q", DRIVER_FIX)]
+
+
+def _status(told: bool, differs: bool) -> str:
+    return "unknown" if not told else "differs" if differs else "ok"
 
 
 def _persistence(gpus: list[GpuFacts]) -> GpuCheck:
-    ok = all(g.persistence == "Enabled" for g in gpus)
-    return GpuCheck("persistence", "persistence mode", _by_gpu(gpus, lambda g: g.persistence), "Enabled",
-                    "ok" if ok else "differs", "nvidia-smi -q",
+    told = _told(gpus, lambda g: g.persistence)
+    differs = any(g.persistence not in ("Enabled", *_NA) for g in gpus if g.persistence is not None)
+    return GpuCheck("persistence", "persistence mode", _by_gpu(gpus, lambda g: g.persistence) if told else NOT_TOLD,
+                    "Enabled", _status(told, differs), "nvidia-smi -q",
                     "`sudo nvidia-smi -pm 1` (or run nvidia-persistenced): without it the driver tears the GPU "
                     "down between processes and the next start pays for it")
 
 
 def _clocks(gpus: list[GpuFacts]) -> GpuCheck:
     held = [f"GPU {g.reading.index}: {', '.join(g.throttles)}" for g in gpus if g.throttles]
+    told = _told(gpus, lambda g: g.sm_clock_mhz or g.sm_clock_max_mhz or g.mem_clock_mhz or g.mem_clock_max_mhz)
     now = _by_gpu(gpus, lambda g: f"SM {_mhz(g.sm_clock_mhz)}/{_mhz(g.sm_clock_max_mhz)} MHz, memory "
-                                  f"{_mhz(g.mem_clock_mhz)}/{_mhz(g.mem_clock_max_mhz)} MHz")
-    current = f"{now}; held by {'; '.join(held)}" if held and now else now
+                                  f"{_mhz(g.mem_clock_mhz)}/{_mhz(g.mem_clock_max_mhz)} MHz") if told else NOT_TOLD
+    current = f"{now}; held by {'; '.join(held)}" if held else now
     return GpuCheck("clocks", "clocks (now/max) and what holds them", current, "no clock event reason active but idle",
-                    "differs" if held else "ok", "nvidia-smi -q",
+                    "differs" if held else _status(told, False), "nvidia-smi -q",
                     "`nvidia-smi -q -d PERFORMANCE` names the reason: cooling (thermal), the power limit (next row) "
                     "or a clock lock (`sudo nvidia-smi -rgc` removes a lock set with -lgc)")
 
@@ -99,7 +117,8 @@ def _power(gpus: list[GpuFacts]) -> GpuCheck:
            and g.power_limit_w < g.power_default_w]
     known = any(g.power_limit_w is not None for g in gpus)
     now = _by_gpu(gpus, lambda g: None if g.power_limit_w is None else
-                  f"{g.power_limit_w:g} W (default {_mhz(g.power_default_w)}, max {_mhz(g.power_max_w)})")
+                  f"{g.power_limit_w:g} W (default {_mhz(g.power_default_w)}, max {_mhz(g.power_max_w)})") \
+        if known else NOT_TOLD
     fix = "; ".join(f"`sudo nvidia-smi -i {g.reading.index} -pl {g.power_default_w:g}`" for g in low)
     return GpuCheck("power_limit", "power limit", now, "the default limit",
                     "differs" if low else "ok" if known else "unknown", "nvidia-smi -q",
@@ -108,7 +127,9 @@ def _power(gpus: list[GpuFacts]) -> GpuCheck:
 
 def _ecc(gpus: list[GpuFacts]) -> GpuCheck:
     pending = [g for g in gpus if g.ecc and g.ecc_pending and g.ecc != g.ecc_pending]
-    return GpuCheck("ecc", "ECC mode", _by_gpu(gpus, lambda g: g.ecc), None, "differs" if pending else "-",
+    told = _told(gpus, lambda g: g.ecc)
+    return GpuCheck("ecc", "ECC mode", _by_gpu(gpus, lambda g: g.ecc) if told else "N/A (not supported or not told)",
+                    None, "differs" if pending else "-",
                     "nvidia-smi -q",
                     "a change of ECC mode is pending: reboot (or reset the GPU) before measuring" if pending else
                     "ECC (on for data-centre GPUs) reserves memory and bandwidth: state it with the results; "
@@ -117,7 +138,8 @@ def _ecc(gpus: list[GpuFacts]) -> GpuCheck:
 
 def _mig(gpus: list[GpuFacts]) -> GpuCheck:
     on = [g for g in gpus if g.mig == "Enabled"]
-    return GpuCheck("mig", "MIG mode", _by_gpu(gpus, lambda g: g.mig), "Disabled (N/A: not supported)",
+    mig = _by_gpu(gpus, lambda g: g.mig) if _told(gpus, lambda g: g.mig) else "N/A (not supported or not told)"
+    return GpuCheck("mig", "MIG mode", mig, "Disabled (N/A: not supported)",
                     "differs" if on else "ok", "nvidia-smi -q",
                     "a MIG slice is a fraction of the GPU and its figures are not the whole GPU's: `sudo nvidia-smi "
                     "-i N -mig 0`, then reset the GPU")
@@ -146,6 +168,9 @@ def _links(topo: Topology, groups: list[list[int]]) -> tuple[str, list[str]]:
 def _topology(topo: Topology, profile: Profile | None, source: str) -> list[GpuCheck]:
     groups = tp_groups(profile)
     every = sorted({a for a, _ in topo.links} | set(topo.cpus))
+    if not every:
+        return _unknown([("topology", "links between GPUs"), ("numa", "GPU NUMA / CPU affinity")],
+                        f"{source} listed no GPU")
     kinds = sorted(set(topo.links.values()))
     if groups:
         now, slow = _links(topo, groups)
@@ -167,14 +192,20 @@ def _unknown(keys: list[tuple[str, str]], why: str) -> list[GpuCheck]:
                      "where the GPUs are") for k, label in keys]
 
 
+EVERY_ROW = [("driver", "NVIDIA driver"), ("persistence", "persistence mode"), ("clocks", "clocks"),
+             ("power_limit", "power limit"), ("ecc", "ECC mode"), ("mig", "MIG mode"),
+             ("topology", "links between GPUs")]
+
+
 def check(profile: Profile | None = None, run: Runner = run_nvidia_smi) -> list[GpuCheck]:
     """Every GPU row; rows nvidia-smi could not give are `unknown`, saying why."""
     try:
-        log = parse_query_log(run(["-q"]))
+        text = run(["-q"])
+        log = parse_query_log(text)
     except NvidiaSmiError as exc:
-        return _unknown([("driver", "NVIDIA driver"), ("persistence", "persistence mode"), ("clocks", "clocks"),
-                         ("power_limit", "power limit"), ("ecc", "ECC mode"), ("mig", "MIG mode"),
-                         ("topology", "links between GPUs")], str(exc))
+        return _unknown(EVERY_ROW, str(exc))
+    if not log.gpus:
+        return _unknown(EVERY_ROW, f"nvidia-smi -q listed no GPU (it printed {clip(text)!r})")
     rows = [*_versions(log), _persistence(log.gpus), _clocks(log.gpus), _power(log.gpus), _ecc(log.gpus),
             _mig(log.gpus)]
     try:

@@ -16,6 +16,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 from tokenbench.client.records import Phase, RequestRecord
 from tokenbench.client.request import PreparedRequest, Prompt, RequestOptions, prepare
@@ -23,20 +24,23 @@ from tokenbench.client.spool import Spool
 from tokenbench.client.transport import Session
 from tokenbench.errors import UsageError
 from tokenbench.load.arrivals import arrival_seed
+from tokenbench.load.clock import ctrl_c_raises
 from tokenbench.load.executors import Executor, InProcess
 from tokenbench.load.runner import CellRun, Phases, Sessions, Work
 from tokenbench.load.target import Endpoint
-from tokenbench.metrics.cell import Measured, finish
+from tokenbench.metrics.cell import Measured, ServerSide, finish
 from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.health import Delivery
 from tokenbench.metrics.summary import shape_of, turn_figures
 from tokenbench.metrics.summary_groups import ClientHealth, SessionFigures, WorkloadFacts
 from tokenbench.metrics.tally import CellTally, TurnTally
 from tokenbench.metrics.verdict import Verdict, VerdictPolicy
-from tokenbench.spec.bench import Load, Workload
+from tokenbench.spec.bench import SLO, Load, Workload
 from tokenbench.spec.keys import cell_key
-from tokenbench.spec.study import StudySpec
 from tokenbench.workload.build import CellPrompts, build_cell, tokenizer_for
-from tokenbench.workload.sessions import Context, Feedback, Maker, conversations
+
+if TYPE_CHECKING:                    # a sessions cell's conversations: imported where one is made (_sessions)
+    from tokenbench.workload.sessions import Feedback
 
 
 @dataclass
@@ -107,29 +111,47 @@ def _quiet(progress: CellProgress) -> None:
     return None
 
 
+class Watch(Protocol):
+    """Who watches the server while a cell runs (the study's monitor, study/monitoring.CellMonitor): told
+    when the warmup has ended (the measured phase's counters count from there), asked what the server
+    said once the measured phase is over (`records`: the cell's, warmup included, read again on each pass)."""
+
+    def warmed(self) -> None: ...
+    async def read(self, measured: Measured, records: Iterable[RequestRecord]) -> ServerSide: ...
+
+
+class Unwatched:
+    """No monitor: the server says nothing."""
+
+    def warmed(self) -> None:
+        return None
+
+    async def read(self, measured: Measured, records: Iterable[RequestRecord]) -> ServerSide:
+        return ServerSide()
+
+
 @dataclass(frozen=True)
 class CellJob:
-    """One cell, handed down whole: the server, the study's options (how requests are made, the SLOs and
-    the verdict policy: each declared once, on the spec), what to send under which load, and how."""
+    """One cell, handed down whole with what it needs and nothing else: the server, what to send under
+    which load, how each request is made (the client options), what its figures and verdict need (the
+    SLOs for goodput, the timeslice width, the verdict options: each declared once, on the study's spec,
+    and read there by the study's runner), where its requests are sent from, who watches the server."""
 
     endpoint: Endpoint
-    study: StudySpec
     workload: Workload
     load: Load
+    request: RequestOptions              # the client options: each request's shape (study/runner.request_options)
+    policy: VerdictPolicy                # the verdict options: what the cell tolerates, the server it names
+    slo: SLO = field(default_factory=SLO)   # goodput's SLOs
+    timeslice_s: float = 10.0            # the width of the cell's timeslices
     executor: Executor = InProcess()     # chosen once per study (load/executors.executor_for)
     keep_records: bool = False           # also return every record in memory (else read back from the spool)
     on_progress: Progress = _quiet
-    traced: bool = False                 # requests carry a traceparent: the server's spans are received
+    watch: Watch = Unwatched()
 
     @property
     def key(self) -> str:
         return cell_key(self.workload, self.load)
-
-    @property
-    def verdict_policy(self) -> VerdictPolicy:
-        """What the cell's verdict tolerates (the study's options) and names (the server's address)."""
-        s, e = self.study, self.endpoint
-        return VerdictPolicy(s.allow_length_mismatch, s.max_error_rate, e.api_key is not None, e.base_url)
 
 
 PREPARED_BYTES = 512 * 2**20   # a duration cell prepares at most this much request data (memory bound)
@@ -172,14 +194,6 @@ def repeat_first(n_warm: int, measure: Iterable[Prompt]) -> tuple[list[Prompt], 
     return [first] * n_warm, list(both) if isinstance(measure, list) else both
 
 
-def request_options(study: StudySpec, trace: bool = False) -> RequestOptions:
-    """The request shape the study asks for: its target's options and its sampling fields; `trace`: each request
-    carries a W3C traceparent (the server's spans are received)."""
-    t = study.target
-    return RequestOptions(t.final_usage_only, study.sampling.body(), not t.no_min_tokens, dict(t.extra_body),
-                          t.new_connection_per_request, trace)
-
-
 def _prepare(job: CellJob, prompts: Iterable[Prompt]) -> Iterator[PreparedRequest]:
     """Each request's body, made when the request is taken (nothing prepared waits in memory)."""
     return (_prepare_one(job, p) for p in prompts)
@@ -187,7 +201,7 @@ def _prepare(job: CellJob, prompts: Iterable[Prompt]) -> Iterator[PreparedReques
 
 def _prepare_one(job: CellJob, p: Prompt) -> PreparedRequest:
     e = job.endpoint
-    return prepare(e.base_url, job.workload.api, e.model, p, e.api_key, request_options(job.study, job.traced))
+    return prepare(e.base_url, job.workload.api, e.model, p, e.api_key, job.request)
 
 
 @dataclass
@@ -223,6 +237,7 @@ def _session_facts(wl: Workload, warm: CellPrompts) -> WorkloadFacts:
 def _sessions(job: CellJob, n_warm: int) -> _Work:
     """A sessions cell: a warmup of single turn-0-shaped random prompts (no session, nothing shared with
     the measured sessions), then the conversations (workload/sessions.py)."""
+    from tokenbench.workload.sessions import Context, Maker, conversations
     wl, load = job.workload, job.load
     warm_wl = Workload(api=wl.api, input_len=(wl.system_prompt_len or 0) + (wl.input_len or 1),
                        output_len=wl.output_len, seed=wl.seed, tokenizer_path=wl.tokenizer_path,
@@ -240,9 +255,9 @@ class _Intake:
     """Where each finished record goes while the cell runs: the spool, the tally (measured ones), and
     the kept lists when asked; and the cell's progress."""
 
-    def __init__(self, tally: CellTally, keep: bool, on_progress: Progress) -> None:
+    def __init__(self, tally: CellTally, job: CellJob) -> None:
         self.spool, self.tally = Spool(), tally
-        self.keep, self.on_progress = keep, on_progress
+        self.keep, self.on_progress, self.watch = job.keep_records, job.on_progress, job.watch
         self.warmup: list[RequestRecord] = []
         self.records: list[RequestRecord] = []
         self.started_ns: int | None = None
@@ -257,6 +272,8 @@ class _Intake:
                             (time.perf_counter_ns() - self.started_ns) / 1e9)
 
     def done(self, phase: Phase, n: int, total: int | None) -> None:
+        if phase == "warmup" and n == total:
+            self.watch.warmed()
         self.on_progress(self.progress(phase, n, total))
 
     def __call__(self, r: RequestRecord) -> None:
@@ -279,8 +296,7 @@ class _Intake:
 def _warmup_load(load: Load, count: int) -> Load | None:
     if count == 0:
         return None                      # `warmup_requests: 0`: no warmup phase at all
-    width = max(1, min(count, load.in_flight_cap or count))
-    return Load(concurrency=width, num_prompts=count)
+    return Load(concurrency=load.warmup_width, num_prompts=count)
 
 
 async def run_cell(session: Session, job: CellJob) -> CellResult:
@@ -291,16 +307,17 @@ async def run_cell(session: Session, job: CellJob) -> CellResult:
                          "and only it does", "give users (--users) or session_rate (--session-rate) with "
                          "--dataset-name sessions")
     n_warm = load.warmup_count()
-    work = _sessions(job, n_warm) if load.sessions else _requests(job, n_warm)
+    with ctrl_c_raises():
+        work = _sessions(job, n_warm) if load.sessions else _requests(job, n_warm)
+        warmup = list(_prepare(job, work.prompts.warmup))
     prompts = work.prompts
-    phases = Phases(job.key, list(_prepare(job, prompts.warmup)), _warmup_load(load, n_warm),
+    phases = Phases(job.key, warmup, _warmup_load(load, n_warm),
                     work.measure, load, arrival_seed(wl.seed, job.key), work.count,
                     planned_count(load, wl.input_len, "prepared") or 0, prompts.offsets_ns)
     prompts.warmup, prompts.measure = [], []        # the requests being made hold them now (images are large)
-    tally = CellTally(job.study.slo, job.study.timeslice_s, sessions=load.sessions)
-    intake = _Intake(tally, job.keep_records, job.on_progress)
+    intake = _Intake(CellTally(job.slo, job.timeslice_s, sessions=load.sessions), job)
     run = await job.executor.run(session, phases, intake)
-    return _result(job, work, phases, intake, run)
+    return await _result(job, work, phases, intake, run)
 
 
 def _session_figures(job: CellJob, fb: Feedback, turns: TurnTally | None) -> SessionFigures:
@@ -311,13 +328,16 @@ def _session_figures(job: CellJob, fb: Feedback, turns: TurnTally | None) -> Ses
     return SessionFigures.model_validate({**shape.model_dump(exclude_unset=True), **went, **by_turn})
 
 
-def _result(job: CellJob, work: _Work, phases: Phases, sink: _Intake, run: CellRun) -> CellResult:
+async def _result(job: CellJob, work: _Work, phases: Phases, sink: _Intake, run: CellRun) -> CellResult:
     wl, load, prompts, health, tally = job.workload, job.load, work.prompts, run.client_health, sink.tally
     fb = work.feedback
     sessions = _session_figures(job, fb, tally.turns) if fb is not None else None
+    e = job.endpoint
+    delivery = Delivery(e.server_writes, e.server_writes_from, e.via_proxy)
     measured = Measured(tally, load, prompts.nominal_lengths(wl), health, run.slot_waits, phases.seed,
-                        phases.count, run.stopped, sink.cut, (prompts.facts, sessions))
-    summary, verdict = finish(measured, job.verdict_policy)
+                        phases.count, (sink.started_ns, sink.ended_ns), run.stopped, sink.cut, (prompts.facts, sessions),
+                        delivery)
+    summary, verdict = finish(measured, await job.watch.read(measured, sink.spool), job.policy)
     notes = prompts.notes + exhausted_note(health, load, tally.outcomes.n)
     notes += [fb.problem] if fb is not None and fb.problem else []
     records = sorted(sink.records, key=lambda r: r.index)

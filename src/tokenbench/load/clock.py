@@ -58,12 +58,9 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
 
 
 @contextmanager
-def ctrl_c_to_loop() -> Iterator[None]:
-    """While cells run, Ctrl-C is the event loop's (`run`: asyncio's Runner cancels the running task on the
-    first SIGINT, so the cell stops and is stored as interrupted, and raises KeyboardInterrupt on a second),
-    also where a deployment handles SIGINT itself (deploy/lifecycle.stop_on_signal stops the server first):
-    its handler is back afterwards, and the server is stopped when the study leaves it. A SIGINT this
-    process ignores (started in the background) stays ignored."""
+def _python_sigint() -> Iterator[None]:
+    """Python's own SIGINT handler (KeyboardInterrupt) while active, in the main thread; the handler before
+    is back afterwards. A SIGINT this process ignores (started in the background) stays ignored."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -76,3 +73,22 @@ def ctrl_c_to_loop() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+@contextmanager
+def ctrl_c_to_loop() -> Iterator[None]:
+    """While cells run, Ctrl-C is the event loop's (`run`: asyncio's Runner cancels the running task on the
+    first SIGINT, so the cell stops and is stored as interrupted, and raises KeyboardInterrupt on a second),
+    also where a deployment handles SIGINT itself (deploy/lifecycle.stop_on_signal stops the server first):
+    its handler is back afterwards, and the server is stopped when the study leaves it."""
+    with _python_sigint():
+        yield
+
+
+@contextmanager
+def ctrl_c_raises() -> Iterator[None]:
+    """While a cell's requests are made (synchronous work the event loop cannot interrupt: a large warmup,
+    a dataset read), Ctrl-C raises KeyboardInterrupt at once, as a second Ctrl-C does, instead of waiting
+    for the loop to cancel the cell when that work ends. Nothing was sent yet; what was stored stays."""
+    with _python_sigint():
+        yield

@@ -11,16 +11,17 @@ import itertools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from tokenbench.client.raw_log import RawLog
 from tokenbench.client.records import Phase, RequestRecord
 from tokenbench.client.transport import Session, send
 from tokenbench.errors import UsageError
-from tokenbench.load.ray_workers import run_ray
 from tokenbench.load.runner import CellRun, Outlets, Phases, Sessions, run_phase, stopped_before
-from tokenbench.load.workers import WorkerJob, make_jobs, run_workers
 from tokenbench.spec.study import Client
+
+if TYPE_CHECKING:                    # --keep-raw, --workers and --ray bring their modules when asked for
+    from tokenbench.client.raw_log import RawLog
+    from tokenbench.load.workers import WorkerJob
 
 T = TypeVar("T")
 
@@ -44,7 +45,7 @@ class InProcess:
     keep_raw: str | None = None         # a JSONL file each request's raw response is appended to
 
     async def run(self, session: Session, phases: Phases, intake: Intake) -> CellRun:
-        raw = RawLog(self.keep_raw, phases.key) if self.keep_raw else None
+        raw = _raw_log(self.keep_raw, phases.key) if self.keep_raw else None
         try:
             return await _phases_here(session, phases, intake, Outlets(record=intake, raw=raw))
         finally:
@@ -75,6 +76,7 @@ class Processes:
     workers: int
 
     async def run(self, session: Session, phases: Phases, intake: Intake) -> CellRun:
+        from tokenbench.load.workers import run_workers  # only a cell sent from worker processes needs them
         jobs, n = _jobs(self.workers, session, phases), phases.count
         warm, run = await run_workers(jobs, on_done=lambda d: intake.done("measure", d, n))
         return _hand_over(warm, run, intake)
@@ -88,6 +90,7 @@ class RayActors:
     workers: int
 
     async def run(self, session: Session, phases: Phases, intake: Intake) -> CellRun:
+        from tokenbench.load.ray_workers import run_ray  # only a cell sent from Ray actors needs them
         jobs, stop = _jobs(self.workers, session, phases), threading.Event()
         warm, run = await _in_thread(lambda: run_ray(self.address, jobs, stop), stop)
         return _hand_over(warm, run, intake)
@@ -133,6 +136,12 @@ def _settle(loop: asyncio.AbstractEventLoop, done: asyncio.Future, outcome: obje
         loop.call_soon_threadsafe(put)
 
 
+def _raw_log(path: str, key: str) -> RawLog:
+    """--keep-raw's file (client/raw_log.py), imported only when it is asked for."""
+    from tokenbench.client.raw_log import RawLog
+    return RawLog(path, key)
+
+
 def _jobs(workers: int, session: Session, phases: Phases) -> list[WorkerJob]:
     if phases.load.arrival == "trace":
         raise UsageError("a trace replay runs in one client process (its arrivals are one schedule)",
@@ -142,6 +151,7 @@ def _jobs(workers: int, session: Session, phases: Phases) -> list[WorkerJob]:
                          "drop --workers / --ray for sessions workloads")
     phases.count = phases.count if phases.count is not None else phases.limit
     phases.measure = list(itertools.islice(phases.measure, phases.count))
+    from tokenbench.load.workers import make_jobs
     return make_jobs(workers, phases, session.timeout_s, session.connect_in_ttft)
 
 

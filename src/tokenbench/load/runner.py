@@ -30,7 +30,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from tokenbench.client.parse import parse_steps
 from tokenbench.client.records import Phase, RawExchange, RequestRecord
@@ -41,7 +41,9 @@ from tokenbench.load.lag import LoopLagProbe
 from tokenbench.metrics.summary_groups import ClientHealth
 from tokenbench.metrics.tally import UNREACHABLE_AFTER, SlotWaits
 from tokenbench.spec.bench import Load
-from tokenbench.workload.sessions import NextTurn
+
+if TYPE_CHECKING:                    # a sessions cell's turns (workload/sessions.py): only a sessions cell runs them
+    from tokenbench.workload.sessions import NextTurn
 
 T = TypeVar("T")
 Send = Callable[[PreparedRequest, int], Awaitable[RawExchange]]

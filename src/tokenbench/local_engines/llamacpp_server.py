@@ -16,6 +16,8 @@ import signal
 import sys
 import threading
 
+from tokenbench.spec.profile_args import flag_pairs
+
 PROG = "python -m tokenbench.local_engines.llamacpp_server"
 EXIT_WATCHDOG_S = 1    # whole seconds (alarm)
 
@@ -35,17 +37,10 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, dict[str, str | bool]]:
 
 
 def _pairs(parser: argparse.ArgumentParser, rest: list[str]) -> dict[str, str | bool]:
-    out: dict[str, str | bool] = {}
-    i = 0
-    while i < len(rest):
-        if not rest[i].startswith("--"):
-            parser.error(f"unexpected argument '{rest[i]}'")
-        name = rest[i][2:].replace("-", "_")
-        if i + 1 < len(rest) and not rest[i + 1].startswith("--"):
-            out[name], i = rest[i + 1], i + 2
-        else:
-            out[name], i = True, i + 1
-    return out
+    try:
+        return flag_pairs(rest)
+    except ValueError as exc:
+        parser.error(str(exc))
 
 
 def _coerce(current: object, raw: str | bool) -> object:

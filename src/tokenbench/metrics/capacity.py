@@ -19,16 +19,19 @@ from collections.abc import Iterable, Sequence
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, computed_field
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.metrics import request as rm
 from tokenbench.metrics import uncertainty as u
+from tokenbench.metrics.tally import CLIENT_CAUSES
 from tokenbench.metrics.timeslices import Drift, Timeslices
 from tokenbench.spec.bench import SLO
 from tokenbench.spec.slo import Limit, Tier
 
-Role = Literal["bracket", "refine", "replicate", "sustain"]
+Role = Literal["bracket", "refine", "replicate", "sustain", "remeasure"]
+Doubt = Literal["client", "schedule"]      # a cell the client's own delays may have moved (a judged figure marked
+                                          # for the client, or an invalid cell), or whose sends left the schedule
 Sure = Literal["pass", "fail"]
 Samples = list[float] | u.Clusters
 
@@ -51,6 +54,25 @@ class CellSamples(BaseModel):
     bounds: dict[str, float] = {}    # figure (summary key, e.g. p99_ttft_ms) -> the most the client's delays
                                      # could have moved it (FigureHealth.client_bounds)
     marked: list[str] = []           # figures the verdict marked: moved beyond the tolerance (client_marks)
+    doubt: Doubt | None = None       # the client's delays may have moved what the search judges: measured again
+    causes: dict[str, str] = {}      # the marked figures' causes (client_marks)
+    schedule_off: str | None = None  # why its sends left their schedule (send_schedule_off), if they did
+
+    def with_doubt(self, tiers: Sequence[Tier], closed: bool) -> CellSamples:
+        """The cell with its doubt: an invalid cell, or a tier it fails (closed loop: any tier) whose limit's
+        figure is marked for the client's own delays, is in doubt for the client; else a tier it fails while
+        its sends left their schedule for the client's lateness, for the schedule. Delays of the client only
+        make a latency slower, and late sends of an open loop bunch its load (harsher, never gentler), so an
+        open loop's pass stands as it reads; a closed loop held back by a stop let the server idle."""
+        if self.status == "invalid":
+            return self.model_copy(update={"doubt": "client"})
+        for tier in tiers:
+            fails = not judge(tier, [self]).passes
+            if (fails or closed) and any(self.causes.get(figure_key(lim)) in CLIENT_CAUSES for lim in tier.limits):
+                return self.model_copy(update={"doubt": "client"})
+        if self.schedule_off == "client" and any(not judge(t, [self]).passes for t in tiers):
+            return self.model_copy(update={"doubt": "schedule"})
+        return self
 
     def allowance(self, limit: Limit) -> float:
         """How much the client's delays could have raised the limit's statistic (ms); nothing for goodput's
@@ -148,10 +170,12 @@ class TierVerdict(Frozen):
     checks: list[Check]
     client: bool = False           # a figure judged was marked moved by the client: a fail may be the client's
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def passes(self) -> bool:
         return self.ok and all(c.passes for c in self.checks)
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def sure(self) -> Sure | None:
         if not self.ok or any(c.sure == "fail" for c in self.checks):
@@ -194,6 +218,18 @@ def judge(tier: Tier, cells: Sequence[CellSamples]) -> TierVerdict:
     return TierVerdict(tier=tier.name, ok=ok, checks=checks, client=moved)
 
 
+def apart(sustain: TierVerdict, search: TierVerdict) -> list[str]:
+    """The limits whose sustain-cell interval and the search's interval at the same load do not meet: the
+    sustain cell does not confirm what the search's cells read there."""
+    out = []
+    for a, b in zip(sustain.checks, search.checks, strict=True):
+        if None in (a.lo, a.hi, b.lo, b.hi):
+            continue
+        if a.hi < b.lo - a.allowance or b.hi < a.lo - b.allowance:      # type: ignore[operator]
+            out.append(a.limit.text)
+    return out
+
+
 def metrics_of(tiers: Sequence[Tier]) -> set[str]:
     return {limit.metric for tier in tiers for limit in tier.limits}
 
@@ -209,20 +245,25 @@ class Tried(Frozen):
     load: float
     status: str
     verdicts: list[TierVerdict]
+    doubt: Doubt | None = None       # in doubt for the client's delays: measured again, not pooled
 
 
 class LoadVerdict(Frozen):
-    """Every cell run at one load (the sustain cell apart), pooled, per tier."""
+    """Every cell run at one load (the sustain cell apart), pooled, per tier; `doubted`: cells measured there
+    that the client's delays may have moved, replaced by another cell and never pooled."""
 
     load: float
     cells: int
     verdicts: list[TierVerdict]
+    doubted: int = 0
 
     def of(self, tier: str) -> TierVerdict:
         return next(v for v in self.verdicts if v.tier == tier)
 
 
-Reason = Literal["converged", "budget", "above_max", "below_min", "undecided"]
+Reason = Literal["converged", "budget", "above_max", "below_min", "undecided", "client", "outranked", "time"]
+# outranked, time: stopped from outside (`tokenbench tune`): its boundary's interval could no longer reach the
+# best config's, or the time budget was spent (study/capacity.halted)
 
 
 class Answer(Frozen):
@@ -243,6 +284,8 @@ class Answer(Frozen):
     nonmonotone: list[float] = []          # loads that passed above a load that failed
     lo_unreliable: bool = False            # the decision at lo (hi) rests on an unreliable percentile: that
     hi_unreliable: bool = False            # end is not a 95 % bound (Check.unreliable)
+    remeasured: int = 0                    # cells measured again because the client's delays may have moved them
+    client_loads: list[float] = []         # loads no clean cell could be measured at (the client's delays)
 
 
 class Sustain(Frozen):
@@ -256,6 +299,9 @@ class Sustain(Frozen):
     verdicts: list[TierVerdict]
     drift: list[Drift] = []
     steady: bool | None = None
+    apart: list[str] = []                  # the first tier's limits whose sustain interval misses the interval of
+                                           # the search's cells at that load: they do not confirm the boundary
+    doubt: Doubt | None = None             # the client's delays may have moved the sustain cell
 
     @property
     def drifted(self) -> bool:
@@ -263,8 +309,10 @@ class Sustain(Frozen):
 
     @property
     def holds(self) -> bool:
-        """The first tier still met at the answer over the sustain cell, and nothing drifted."""
-        return bool(self.verdicts) and self.verdicts[0].passes and not self.drifted
+        """The first tier still met at the answer over the sustain cell, in line with the cells that placed
+        the boundary (their intervals meet), nothing drifted, and nothing the client did in doubt."""
+        return (bool(self.verdicts) and self.verdicts[0].passes and not self.drifted and not self.apart
+                and self.doubt is None)
 
 
 Dimension = Literal["concurrency", "rate", "users"]

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from tokenbench.metrics.summary_groups import (
     ClientHealth,
+    EarlyEnds,
     FigureHealth,
     Group,
     Interruption,
@@ -177,6 +178,7 @@ class CellSummary(BaseModel):
     # field here; its maker hands it to metrics/cell.finish, which places it with `with_`. The field order
     # is the stored key order.
     tail: StreamTail | None = None           # the tally (metrics/summary.py): last token to the end of the stream
+    early: EarlyEnds | None = None           # the tally (metrics/summary.py): answers ended early, not forbidden
     send: SendRates | None = None            # the tally, open loop only: the send rates asked, scheduled, sent
     health: ClientHealth | None = None       # the load runner (load/runner.py, load/lag.py): the client's own health
     facts: WorkloadFacts | None = None       # the workload builder (workload/build.py)

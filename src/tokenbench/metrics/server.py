@@ -2,9 +2,10 @@
 as the summary's `counters` group: the prefix-cache hit rate (tokens looked up and tokens found), beside the rate
 from the responses' `cached_tokens` that the tally computes; speculative decoding's acceptance rate and
 mean acceptance length, as vLLM defines them, or, where an engine has only gauges (SGLang), their mean
-over the cell's scrapes. Its request-time histograms' means over the phase (the `server_means` group). Its
-span of each request, joined by the trace id the request carried: the clock offset, each request's phases and the
-cell's phase ledger (the `phases` group). Pure. Formulas: docs/metrics.md, "Prefix-cache hit rate", "Speculative
+over the cell's scrapes (the cell's monitor reads them as `Readings`; metrics/cell.finish makes the group of them).
+Its request-time histograms' means over the phase (the `server_means` group). Its span of each request, joined by the
+trace id the request carried: the clock offset, each request's phases and the cell's phase ledger (the `phases`
+group). Pure. Formulas: docs/metrics.md, "Prefix-cache hit rate", "Speculative
 decoding", "Where the time went".
 """
 
@@ -14,15 +15,14 @@ import dataclasses
 import math
 from array import array
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from tokenbench.client.records import RequestRecord
-from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.request import percentile
-from tokenbench.metrics.summary_groups import PHASES, PhaseLedger, PhaseName, ServerMeans
+from tokenbench.metrics.summary_groups import PHASES, PhaseLedger, PhaseName, ServerCounters, ServerMeans
 
 COUNTERS = "counters"
 GAUGES = "gauges"
@@ -47,19 +47,6 @@ def hits_from_counters(queries: float | None, hits: float | None) -> CounterHits
     if queries is None or hits is None:
         return None
     return CounterHits(queries, hits)
-
-
-def fill_in(summary: CellSummary, counters: CounterHits | None) -> tuple[CellSummary, dict[str, Any]]:
-    """The summary with `cache_hit_rate` (and `total_cached_tokens`) from the counters when no response
-    reported cached_tokens, and the server-counter keys: the counters' figures and `cache_hit_source`, which
-    one `cache_hit_rate` is."""
-    out: dict[str, Any] = counters.summary() if counters else {}
-    if summary.cache_hit_rate is not None:
-        return summary, {**out, "cache_hit_source": "usage"}
-    if counters is not None and counters.rate is not None:
-        filled = summary.model_copy(update={"cache_hit_rate": counters.rate, "total_cached_tokens": counters.hit_tokens})
-        return filled, {**out, "cache_hit_source": "counters"}
-    return summary, out
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +81,37 @@ def acceptance_from_gauges(rate: float | None, length: float | None) -> Acceptan
     if rate is None and length is None:
         return None
     return Acceptance(rate, length, source=GAUGES)
+
+
+@dataclass(frozen=True)
+class Readings:
+    """What the server's counters and settings said over a cell's measured phase (study/monitoring.py):
+    prefix-cache hits, speculative acceptance, the server's speculative decoding and why its figures are
+    not what text gets (the `§` mark), and the window the increases span (`server_counters_*` keys)."""
+
+    hits: CounterHits | None = None
+    acceptance: Acceptance | None = None
+    speculative: str | None = None       # the server's speculative decoding ("ngram, 3 draft tokens")
+    random_prompts: str | None = None    # random prompts to a speculative server, and why that matters
+    window: dict[str, float | None] = field(default_factory=dict)
+
+
+def counters(r: Readings, cache_hit_rate: float | None) -> tuple[dict[str, float], ServerCounters | None]:
+    """The summary's `cache_hit_rate` and `total_cached_tokens` from the counters when no response reported
+    cached tokens (`cache_hit_rate` None), and the `counters` group: the counters' figures and
+    `cache_hit_source` (which one `cache_hit_rate` is); None when the server said nothing of them."""
+    out: dict[str, Any] = r.hits.summary() if r.hits else {}
+    fill: dict[str, float] = {}
+    if cache_hit_rate is not None:
+        out["cache_hit_source"] = "usage"
+    elif r.hits is not None and r.hits.rate is not None:
+        fill = {"cache_hit_rate": r.hits.rate, "total_cached_tokens": r.hits.hit_tokens}
+        out["cache_hit_source"] = "counters"
+    out |= r.acceptance.summary() if r.acceptance else {}
+    if r.speculative:
+        out["speculative"] = r.speculative
+        out |= {"spec_random_prompts": r.random_prompts} if r.random_prompts else {}
+    return fill, ServerCounters.model_validate({**out, **r.window}) if out else None
 
 
 # ---- the server's spans: each request's own timings, joined by its trace id (docs/metrics.md "Where the time
@@ -153,18 +171,40 @@ def offset_bounds(r: RequestRecord) -> tuple[int, int] | None:
     return r.server_arrival_ns + r.server_ttft_ns - r.token_times_ns[0], r.server_arrival_ns - r.sent_ns
 
 
+class _Bounds:
+    """The offset's bounds over a cell's joined requests, as they come: the intersection [lo, hi] and the smallest
+    round trip (the fallback where the intersection is empty)."""
+
+    def __init__(self) -> None:
+        self.lo: int | None = None
+        self.hi: int | None = None
+        self.best: tuple[int, int] | None = None
+        self.n = 0
+
+    def add(self, b: tuple[int, int]) -> None:
+        self.lo = b[0] if self.lo is None else max(self.lo, b[0])
+        self.hi = b[1] if self.hi is None else min(self.hi, b[1])
+        if self.best is None or b[1] - b[0] < self.best[1] - self.best[0]:
+            self.best = b
+        self.n += 1
+
+    def offset(self) -> ClockOffset | None:
+        if self.lo is None or self.hi is None or self.best is None:
+            return None
+        if self.lo <= self.hi:
+            mid = self.lo + (self.hi - self.lo) // 2
+            return ClockOffset(mid, self.hi - mid, True, self.n)
+        lo, hi = self.best
+        mid = lo + (hi - lo) // 2
+        return ClockOffset(mid, abs(hi - mid), False, self.n)
+
+
 def clock_offset(bounds: Iterable[tuple[int, int]]) -> ClockOffset | None:
     """The offset from every joined request's bounds (`offset_bounds`); None without any."""
-    seen = list(bounds)
-    if not seen:
-        return None
-    lo, hi = max(b[0] for b in seen), min(b[1] for b in seen)
-    if lo <= hi:
-        mid = lo + (hi - lo) // 2
-        return ClockOffset(mid, hi - mid, True, len(seen))
-    best = min(seen, key=lambda b: b[1] - b[0])            # the smallest round trip
-    mid = best[0] + (best[1] - best[0]) // 2
-    return ClockOffset(mid, abs(best[1] - mid), False, len(seen))
+    acc = _Bounds()
+    for b in bounds:
+        acc.add(b)
+    return acc.offset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,12 +231,14 @@ def _residual(total: int, *parts: int | None) -> int | None:
     return None if any(p is None for p in parts) else total - sum(p for p in parts if p is not None)
 
 
-def phases_of(r: RequestRecord) -> RequestPhases | None:
-    """The phases of a joined request whose clock offset is known (docs/metrics.md "Where the time went")."""
-    if (r.server_arrival_ns is None or r.clock_offset_ns is None or r.server_ttft_ns is None
+def phases_of(r: RequestRecord, offset: int | None = None) -> RequestPhases | None:
+    """The phases of a joined request whose clock offset is known (or given: `offset`; docs/metrics.md "Where the
+    time went")."""
+    theta = r.clock_offset_ns if offset is None else offset
+    if (r.server_arrival_ns is None or theta is None or r.server_ttft_ns is None
             or r.server_e2e_ns is None or not r.token_times_ns):
         return None
-    arrival = r.server_arrival_ns - r.clock_offset_ns          # on the client's clock
+    arrival = r.server_arrival_ns - theta          # on the client's clock
     ttft, e2e = r.server_ttft_ns, r.server_e2e_ns
     decode = r.server_decode_ns
     return RequestPhases(
@@ -208,8 +250,9 @@ def phases_of(r: RequestRecord) -> RequestPhases | None:
 
 
 def delivery_flagged(p: RequestPhases, ttft_ns: int, tolerance_ms: Callable[[float], float]) -> bool:
-    """The client received the first token later than the server emitted it by more than the client's TTFT
-    tolerance, beyond the clock offset's error: the client's own delay shows (a direct check of its stamps)."""
+    """The client read the first token later after the server's first-token time than the client's TTFT tolerance,
+    beyond the clock offset's error (the ledger counts these: `CellJoin.ledger`): a direct check of the client's
+    first-token stamp against the server's own."""
     return (p.delivery - p.error_ns) / 1e6 > tolerance_ms(ttft_ns / 1e6)
 
 
@@ -222,58 +265,70 @@ class SpanCounts:
     dropped_payloads: int = 0        # export payloads that could not be decoded (malformed, hostile), dropped
 
 
-class _Columns:
-    """Each phase's values over a cell's joined requests (int64, ns), the client TTFTs and the delivery flags."""
+SHIFT: dict[PhaseName, int] = {"network": -1, "delivery": 1, "last_delivery": 1}   # how a phase moves with the offset
+
+
+class CellJoin:
+    """One pass over a cell's records, each with its span's timings attached or none: the clock offset's bounds
+    from every joined request (warmup too), and the phases of the measured ok ones taken at offset 0 (network and
+    the deliveries move with the offset, the server's own phases do not), shifted when the offset is known."""
 
     def __init__(self) -> None:
+        self.bounds = _Bounds()
         self.values: dict[PhaseName, array] = {p: array("q") for p in PHASES}
         self.ttft = array("q")
-        self.flagged = 0
-        self.backwards = 0          # requests with network or delivery below -error: the offset is inconsistent
+        self.requests = 0
 
-    def add(self, p: RequestPhases, ttft_ns: int, tolerance_ms: Callable[[float], float]) -> None:
+    def add(self, r: RequestRecord) -> None:
+        b = offset_bounds(r)
+        if b is not None:
+            self.bounds.add(b)
+        if r.phase != "measure" or not r.ok:
+            return
+        self.requests += 1
+        p = phases_of(r, 0)
+        if p is None or r.ttft_ns is None:
+            return
         for name in PHASES:
             v = p.get(name)
             if v is not None:
                 self.values[name].append(v)
-        self.ttft.append(ttft_ns)
-        self.flagged += delivery_flagged(p, ttft_ns, tolerance_ms)
-        self.backwards += min(p.network, p.delivery) < -p.error_ns
+        self.ttft.append(r.ttft_ns)
 
-    def stats(self) -> dict[str, dict[PhaseName, float]]:
-        out: dict[str, dict[PhaseName, float]] = {"mean_ms": {}, "p50_ms": {}, "p99_ms": {}}
-        for name, column in self.values.items():
-            if not column:
-                continue
-            ms = np.sort(np.frombuffer(column, np.int64)) / 1e6
-            out["mean_ms"][name] = math.fsum(ms) / len(ms)
-            out["p50_ms"][name], out["p99_ms"][name] = percentile(ms, 50), percentile(ms, 99)
-        return out
+    def ledger(self, counts: SpanCounts, tolerance_ms: Callable[[float], float]) -> PhaseLedger:
+        """The ledger at the offset the bounds give (`tolerance_ms`: the client's TTFT tolerance at a TTFT)."""
+        joined, off = len(self.ttft), self.bounds.offset()
+        base = PhaseLedger(requests=self.requests, joined=joined, missing=self.requests - joined,
+                           **dataclasses.asdict(counts))
+        if not joined or off is None:
+            return base
+        ns = {p: np.frombuffer(c, np.int64) + SHIFT.get(p, 0) * off.offset_ns for p, c in self.values.items() if c}
+        ttft_ms = np.frombuffer(self.ttft, np.int64) / 1e6
+        late = (ns["delivery"] - off.error_ns) / 1e6 > np.array([tolerance_ms(t) for t in ttft_ms])
+        backwards = np.minimum(ns["network"], ns["delivery"]) < -off.error_ns
+        return base.model_copy(update={
+            **_stats(ns), "clock_offset_ms": off.offset_ns / 1e6, "clock_offset_error_ms": off.error_ns / 1e6,
+            "clock_consistent": not backwards.any(), "client_ttft_mean_ms": math.fsum(ttft_ms) / joined,
+            "delivery_flagged": int(late.sum()), "delivery_max_ms": float(ns["delivery"].max()) / 1e6})
+
+
+def _stats(ns: dict[PhaseName, np.ndarray]) -> dict[str, dict[PhaseName, float]]:
+    """Mean, p50 and p99 of each phase (ms)."""
+    out: dict[str, dict[PhaseName, float]] = {"mean_ms": {}, "p50_ms": {}, "p99_ms": {}}
+    for name, values in ns.items():
+        ms = np.sort(values) / 1e6
+        out["mean_ms"][name] = math.fsum(ms) / len(ms)
+        out["p50_ms"][name], out["p99_ms"][name] = percentile(ms, 50), percentile(ms, 99)
+    return out
 
 
 def ledger(records: Iterable[RequestRecord], counts: SpanCounts, tolerance_ms: Callable[[float], float]
            ) -> PhaseLedger:
-    """The ledger over a cell's measured ok requests (`tolerance_ms`: the client's TTFT tolerance at a TTFT)."""
-    cols, requests = _Columns(), 0
-    offset: tuple[int | None, int | None] = (None, None)
+    """The ledger over a cell's records, their spans' timings attached (the offset found from them)."""
+    join = CellJoin()
     for r in records:
-        if r.phase != "measure" or not r.ok:
-            continue
-        requests += 1
-        p = phases_of(r)
-        if p is not None and r.ttft_ns is not None:
-            cols.add(p, r.ttft_ns, tolerance_ms)
-            offset = (r.clock_offset_ns, r.clock_offset_error_ns)
-    joined = len(cols.ttft)
-    base = PhaseLedger(requests=requests, joined=joined, missing=requests - joined, **dataclasses.asdict(counts))
-    if not joined:
-        return base
-    deliveries = cols.values["delivery"]
-    return base.model_copy(update={
-        **cols.stats(), "clock_offset_ms": (offset[0] or 0) / 1e6, "clock_offset_error_ms": (offset[1] or 0) / 1e6,
-        "clock_consistent": cols.backwards == 0,
-        "client_ttft_mean_ms": math.fsum(cols.ttft) / joined / 1e6, "delivery_flagged": cols.flagged,
-        "delivery_max_ms": max(deliveries) / 1e6})
+        join.add(r)
+    return join.ledger(counts, tolerance_ms)
 
 
 HISTOGRAM_ROLES = ("queue", "prefill", "decode", "inference", "ttft", "e2e")

@@ -8,6 +8,7 @@ written, and the rest of the lateness, the client's own)."""
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 
 import numpy as np
@@ -15,11 +16,18 @@ import numpy as np
 from tokenbench.client.records import RequestRecord
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.request import describe, percentile
-from tokenbench.metrics.summary_groups import OffReason, SendRates, SessionFigures, StreamTail
+from tokenbench.metrics.summary_groups import (
+    EarlyEnds,
+    FigureHealth,
+    FigureMark,
+    OffReason,
+    SendRates,
+    SessionFigures,
+    StreamTail,
+)
 from tokenbench.metrics.tally import CellTally, SendTimes, SlotWaits, Turn, TurnTally
-from tokenbench.metrics.timeslices import Columns
+from tokenbench.metrics.timeslices import Columns, Timeslices
 from tokenbench.metrics.timeslices import compute as timeslices
-from tokenbench.metrics.uncertainty import within
 from tokenbench.spec.bench import SLO, Load, Workload
 
 NS = 1e9
@@ -111,7 +119,8 @@ def _latencies(t: CellTally) -> dict:
                        ("queue", ok.np("queue") / MS)):
         out.update(describe(vals, name))
     tail = stream_tail(end[has_first] - last[has_first])
-    return out if tail is None else {**out, "tail": tail}
+    early = early_ends(np.frombuffer(t.early, dtype=np.int64) if t.early else np.zeros(0, np.int64), len(ok))
+    return {**out, **({} if tail is None else {"tail": tail}), **({} if early is None else {"early": early})}
 
 
 def steady(t: CellTally, window: tuple[int, int] | None) -> dict:
@@ -188,6 +197,16 @@ def window(sent: np.ndarray, end: np.ndarray, load: Load) -> tuple[int, int] | N
     return (start, stop) if stop > start else None
 
 
+def early_ends(outs: np.ndarray, ok: int) -> EarlyEnds | None:
+    """The group over the early-ended answers' output lengths; None when none ended early."""
+    if not len(outs):
+        return None
+    x = np.sort(outs.astype(np.float64))
+    return EarlyEnds(ended_early=len(x), ended_early_share=len(x) / ok if ok else None,
+                     ended_early_out_min=int(x[0]), ended_early_out_median=percentile(x, 50),
+                     ended_early_out_mean=float(x.mean()), ended_early_out_max=int(x[-1]))
+
+
 def stream_tail(tails_ns: np.ndarray) -> StreamTail | None:
     """The group over the requests' tails (ns); None without any."""
     if not len(tails_ns):
@@ -237,9 +256,14 @@ def off_reason(rates: SendRates, load: Load) -> OffReason | None:
     return worst if causes[worst] > 0 else "few_requests"     # type: ignore[return-value]
 
 
+def on_schedule(load: Load) -> bool:
+    """An open loop that is not a sessions cell: its sends keep a schedule, so their rates are figures."""
+    return load.concurrency is None and not load.sessions
+
+
 def send_rates(t: SendTimes, load: Load, waits: SlotWaits, seed: int | None = None) -> SendRates | None:
     """The group of an open-loop cell (None for a closed loop, a sessions cell, or a cell that sent nothing)."""
-    if load.concurrency is not None or load.sessions or not len(t.intended):
+    if not on_schedule(load) or not len(t.intended):
         return None
     late, slot, connect = _means(t, waits)
     capped = load.max_concurrency is not None
@@ -247,10 +271,47 @@ def send_rates(t: SendTimes, load: Load, waits: SlotWaits, seed: int | None = No
              "send_rate_scheduled": rate_over(t.intended), "send_rate_achieved": rate_over(t.wrote),
              "send_late_mean_ms": late, "send_slot_wait_mean_ms": slot if capped else None,
              "send_slot_waits": waits.sends if capped else None, "send_connect_mean_ms": connect,
-             "send_cap": load.rate_cap if capped else None}
+             "send_cap": load.rate_cap if capped else None, **schedule_fidelity(t)}
     rates = SendRates(**{k: v for k, v in given.items() if v is not None})
-    reason = off_reason(rates, load)
-    return rates.model_copy(update={"send_rate_off": reason}) if reason else rates
+    why = {"send_rate_off": off_reason(rates, load), "send_schedule_off": schedule_off(rates)}
+    return rates.model_copy(update={k: v for k, v in why.items() if v is not None})
+
+
+SCHEDULE_SHARE = 0.05       # a send may be late by this share of the mean scheduled gap (at least 1 ms) ...
+SCHEDULE_LATE_MS = 1.0
+SCHEDULE_CV = 0.1           # ... and the sent gaps' CV may differ from the scheduled ones' by this much
+
+
+def _cv(times: np.ndarray) -> float | None:
+    gaps = np.diff(np.sort(times)).astype(np.float64)
+    return float(gaps.std() / gaps.mean()) if len(gaps) >= 2 and gaps.mean() > 0 else None
+
+
+def schedule_fidelity(t: SendTimes) -> dict[str, float | None]:
+    """Each send against its intended time (written - intended - connect): p99 and largest lateness, the
+    tolerance (max(SCHEDULE_LATE_MS, SCHEDULE_SHARE of the mean scheduled gap)) and the share of sends later
+    than it; the CV of the gaps between sends as scheduled and as sent (the shape the server was offered)."""
+    late = np.sort((t.wrote - t.intended - t.connect).astype(np.float64)) / MS
+    sched = rate_over(t.intended)
+    tol = max(SCHEDULE_LATE_MS, SCHEDULE_SHARE * 1e3 / sched) if sched else SCHEDULE_LATE_MS
+    return {"send_late_p99_ms": percentile(late, 99), "send_late_max_ms": float(late[-1]),
+            "send_late_tolerance_ms": tol, "send_late_share": float((late > tol).mean()),
+            "send_gap_cv_scheduled": _cv(t.intended), "send_gap_cv_sent": _cv(t.wrote)}
+
+
+def schedule_off(rates: SendRates) -> OffReason | None:
+    """Why the sends left their schedule (None when they kept it): their p99 lateness beyond the tolerance,
+    or the sent gaps' CV off the scheduled one by more than SCHEDULE_CV; the reason is the largest delay of
+    the cap's slots, new connections and the client's own lateness."""
+    p99, tol = rates.send_late_p99_ms, rates.send_late_tolerance_ms
+    late = p99 is not None and tol is not None and p99 > tol
+    a, b = rates.send_gap_cv_sent, rates.send_gap_cv_scheduled
+    if not late and (a is None or b is None or abs(a - b) <= SCHEDULE_CV):
+        return None
+    causes: dict[OffReason, float] = {"cap": rates.send_slot_wait_mean_ms or 0.0,
+                                      "connect": rates.send_connect_mean_ms or 0.0,
+                                      "client": rates.send_late_mean_ms or 0.0}
+    return max(causes, key=lambda k: causes[k])
 
 
 def shape_of(wl: Workload, load: Load) -> SessionFigures:
@@ -267,6 +328,7 @@ def _mean(values: list) -> float | None:
 
 def turn_figures(turns: TurnTally) -> dict[str, list]:
     """The `turn_*` keys of SessionFigures, turn 0 to the last turn seen."""
+    from tokenbench.metrics.uncertainty import within  # a sessions cell only
     rows = [turns.turns.get(k, Turn()) for k in range(max(turns.turns, default=-1) + 1)]
     ttft = [within(np.asarray(t.ttft), "mean") if t.ttft else None for t in rows]
     return {"turn_requests": [len(t.prompt) for t in rows],
@@ -311,3 +373,59 @@ def summarize(recs: Sequence[RequestRecord], load: Load, input_len: int, output_
               slo: SLO | None = None) -> CellSummary:
     """Summary of one cell's measured requests (warmup records must be filtered out by the caller)."""
     return of_tally(tally_of(recs, slo), load, input_len, output_len)
+
+
+def _mean_value(vals: list):
+    """Mean of numbers (an int when every repeat gave an int and the mean is whole); dicts of counts
+    are summed key by key; anything else is the first repeat's."""
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+        m = statistics.fmean(vals)
+        return int(m) if all(isinstance(v, int) for v in vals) and m.is_integer() else m
+    if all(isinstance(v, dict) and all(isinstance(x, int) for x in v.values()) for v in vals):
+        out: dict = {}
+        for v in vals:
+            for k, x in v.items():
+                out[k] = out.get(k, 0) + x
+        return out
+    return vals[0]
+
+
+def _counts_only(group: list[CellSummary]) -> CellSummary:
+    """The summary of a cell none of whose repeats was ok: counts, and no figure (nothing to average)."""
+    told: set[str] = set().union(*(s.model_fields_set for s in group))
+    counts: dict[str, list[int | float | None]] = {
+        "num_prompts": [s.num_prompts for s in group], "completed": [s.completed for s in group],
+        "failed": [s.failed for s in group], "length_mismatches": [s.length_mismatches for s in group]}
+    return CellSummary.model_validate({k: sum(v or 0 for v in vals) for k, vals in counts.items() if k in told})
+
+
+def _repeat_means(used: list[CellSummary]) -> CellSummary:
+    """Each figure given by every repeat: its mean over them (the stored form, key by key); the timeslices
+    are the first repeat's (slices of different cells do not average)."""
+    stored = [s.to_dict() for s in used]
+    own = set(Timeslices.key_names())
+    keys = [k for k in stored[0] if all(k in s for s in stored) and k not in own]
+    means = CellSummary.from_dict({k: _mean_value([s[k] for s in stored]) for k in keys})
+    return means.with_(used[0].slices)
+
+
+def _with_marks(summary: CellSummary, used: list[CellSummary]) -> CellSummary:
+    """A figure marked in any repeat is marked in their mean (with the largest bound)."""
+    marks: dict[str, FigureMark] = {}
+    for s in used:
+        for key, m in ((s.figures and s.figures.client_marks) or {}).items():
+            if key not in marks or m.bound > marks[key].bound:
+                marks[key] = m
+    if not marks:
+        return summary
+    figures = summary.figures or FigureHealth()
+    return summary.with_(figures.model_copy(update={"client_marks": marks}))
+
+
+def mean_of_repeats(used: list[CellSummary], every: list[CellSummary]) -> CellSummary:
+    """Repeats of one cell as one summary: each figure given by every repeat that is ok (`used`) is its mean
+    over them, a figure marked in any is marked in the mean; when none is ok, the counts of all (`every`)
+    and no figure; the failures by kind of all, summed."""
+    summary = _with_marks(_repeat_means(used), used) if used else _counts_only(every)
+    failed = [s.failed_by_kind for s in every]
+    return summary.model_copy(update={"failed_by_kind": _mean_value(failed) if any(failed) else {}})

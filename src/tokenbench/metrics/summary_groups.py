@@ -186,7 +186,8 @@ class DeviceFigures(BaseModel):
     energy_j: float | None = None
     energy_source: str | None = None             # "counter" (NVML total energy) | "power" (integrated samples)
     coverage_pct: float | None = None            # share of the window within one interval of a sample
-    max_gap_s: float | None = None               # the longest stretch between samples over the window
+    max_gap_s: float | None = None               # the longest stretch between samples over the window (a
+    #                                              counter: between the readings around an edge)
 
 
 class MonitorFigures(Group):
@@ -237,11 +238,10 @@ class MonitorFigures(Group):
     @property
     def power_sparse(self) -> bool:
         """The power (so energy) samples do not cover the measured window: below COVERAGE_MIN_PCT of it, or
-        a gap above GAP_MAX_INTERVALS intervals (docs/monitoring.md, "Coverage")."""
-        if self.accel_coverage_pct is None:
-            return False
+        a gap above GAP_MAX_INTERVALS intervals; an energy counter's readings around an edge of the window
+        that far apart (docs/monitoring.md, "Coverage")."""
         gap = self.accel_max_gap_s or 0.0
-        return (self.accel_coverage_pct < COVERAGE_MIN_PCT
+        return ((self.accel_coverage_pct is not None and self.accel_coverage_pct < COVERAGE_MIN_PCT)
                 or (self.interval_s is not None and gap > GAP_MAX_INTERVALS * self.interval_s))
 
 
@@ -252,7 +252,7 @@ POWER_KEYS = frozenset(MonitorFigures.PREFIX + k for k in (
 
 
 class ServerCounters(Group):
-    """What the server's own counters said over the cell's measured phase (study/monitoring.server_figures):
+    """What the server's own counters said over the cell's measured phase (study/monitoring.readings, metrics/server.counters):
     prefix-cache hits, speculative decoding and its acceptance (metrics/server.py),
     the window the increases span; and the `§` mark of a speculative server fed random prompts. Formulas:
     docs/metrics.md ("Server counters over a cell", "Speculative decoding", "Prefix-cache hit rate")."""
@@ -290,12 +290,30 @@ class SendRates(Group):
     send_connect_mean_ms: float | None = None  # new connections' set-up before the write (over all sends)
     send_rate_off: OffReason | None = None     # achieved off asked by > RATE_TOLERANCE: why
     send_cap: Literal["queue", "gate"] | None = None  # how --max-concurrency held arrivals (--rate-cap)
+    # each send against its own time (metrics/summary.schedule_fidelity): written - intended - connect, ms
+    send_late_p99_ms: float | None = None      # (slot waits included where a cap held them)
+    send_late_max_ms: float | None = None
+    send_late_tolerance_ms: float | None = None   # a send this late is off its time: max(1 ms, 5 % of the mean gap)
+    send_late_share: float | None = None       # the share of sends later than that
+    send_gap_cv_scheduled: float | None = None  # the gaps between sends: their CV as scheduled
+    send_gap_cv_sent: float | None = None       # ... and as sent
+    send_schedule_off: OffReason | None = None  # the sends left the schedule beyond tolerance: why
 
     @property
     def off(self) -> float | None:
         """achieved / asked - 1 (None without both)."""
         a, b = self.send_rate_achieved, self.send_rate_asked
         return a / b - 1 if a is not None and b else None
+
+    @property
+    def reshaped(self) -> bool:
+        """The sends left their schedule enough to offer the server another load: their gaps' CV moved by
+        more than 0.1 from the scheduled one, or the p99 lateness passed a quarter of the mean gap (a few ms
+        of jitter on a busy host does neither)."""
+        a, b, late, sched = self.send_gap_cv_sent, self.send_gap_cv_scheduled, self.send_late_p99_ms, self.send_rate_scheduled
+        cv = a is not None and b is not None and abs(a - b) > 0.1
+        return self.send_schedule_off is not None and (cv or (late is not None and sched is not None
+                                                              and late > 250.0 / sched))
 
 
 class StreamTail(Group):
@@ -312,6 +330,19 @@ class StreamTail(Group):
         """Worth showing: the mean or the p99 tail above FLOOR_MS and above SHARE of the same E2EL figure."""
         pairs = ((self.mean_stream_tail_ms, mean_e2el_ms), (self.p99_stream_tail_ms, p99_e2el_ms))
         return any(tail is not None and e2el and tail > max(FLOOR_MS, SHARE * e2el) for tail, e2el in pairs)
+
+
+class EarlyEnds(Group):
+    """Answers the server ended before their asked output length where the request could not forbid it (the
+    server refused ignore_eos and min_tokens: load/probe.py): not wrong lengths, and not hidden. Over ok
+    requests whose output (usage, else counted) is shorter than asked without a length error."""
+
+    ended_early: Number = 0                        # how many
+    ended_early_share: float | None = None         # of the ok requests
+    ended_early_out_min: Number | None = None      # their output lengths, tokens
+    ended_early_out_median: float | None = None
+    ended_early_out_mean: float | None = None
+    ended_early_out_max: Number | None = None
 
 
 class Interruption(Group):
@@ -373,6 +404,10 @@ class SessionFigures(Group):
         return f"{self.users} users" if self.users is not None else f"{self.rate:g} sessions/s"
 
 
+BurstSource = Literal["server", "proxy", "upstream"]    # the server's own writes (its account), a declared
+                                                      # proxy, or upstream: the server or a proxy, not told apart
+
+
 class FigureBound(BaseModel):
     """The most the measured delays could have moved one figure (in its unit), and what could move it most."""
 
@@ -399,8 +434,17 @@ class FigureHealth(Group):
 
     client_bounds: dict[str, FigureBound] | None = None
     token_chunks: Number | None = None          # token-bearing chunks of the ok requests
-    chunks_after_stall: Number | None = None    # ... stamped just after a stall (in a stall's window)
-    chunks_coalesced: Number | None = None      # ... read together with another chunk while the loop was quiet
+    chunks_after_stall: Number | None = None    # ... stamped in a stall's window (its catch-up included)
+    chunks_coalesced: Number | None = None      # ... read in bursts (2 chunks of a request or more) while the
+                                                # client's loop waited idle: the stream's shape upstream
+    burst_chunks_upstream: Number | None = None  # ... of them in bursts the server's own account does not explain
+    burst_size_median: float | None = None      # those idle bursts: chunks per burst (median, largest)
+    burst_size_max: Number | None = None
+    burst_period_ms: float | None = None        # ... median time since the request's read before
+    burst_source: BurstSource | None = None     # whose shape, on the evidence (metrics/health.py)
+    server_writes: Number | None = None         # chunks the server writes at once, by its own account
+    server_writes_from: str | None = None       # ... where that was read (its server info, the study)
+    held_upstream: bool | None = None           # the streams came in pieces: every stamp bounded by its hold
     client_marks: dict[str, FigureMark] | None = None
 
     def mark(self, key: str) -> FigureMark | None:
@@ -413,6 +457,9 @@ PHASES: tuple[PhaseName, ...] = ("network", "queue", "prefill", "server_other", 
                                  "last_delivery")
 # the phases whose sum is the client's TTFT, in the order the time passes
 TTFT_PHASES: tuple[PhaseName, ...] = ("network", "queue", "prefill", "server_other", "delivery")
+# ... and those whose sum is the client's time to the last token (the first token's way back runs beside decode)
+LAST_PHASES: tuple[PhaseName, ...] = ("network", "queue", "prefill", "server_other", "decode", "decode_other",
+                                      "last_delivery")
 LedgerStat = Literal["mean", "p50", "p99"]
 
 

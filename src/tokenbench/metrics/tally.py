@@ -1,7 +1,7 @@
 """What a cell keeps while it runs, fed every measured record once as it finishes (in any order): a few
 numbers per request in compact arrays (8 bytes each), the token-bearing chunks in a TokenLog (exact up to
 FOLD_CHUNKS chunks, then folded into a histogram of stated error: metrics/token_log.py), the reads of many
-chunks (`Coalesced`), what the verdict needs (`Outcomes`), a sessions cell's requests by turn (`TurnTally`,
+chunks (`Reads`), what the verdict needs (`Outcomes`), a sessions cell's requests by turn (`TurnTally`,
 only there); beside them what the load runner keeps (the sends' slot waits, `SlotWaits`; the stalls its
 loop-lag probe saw, `Stalls`, each with its cause). Never the records themselves: a cell of any length
 is tallied in memory that grows by well under 1 KB per request. The figures are computed from this
@@ -14,11 +14,12 @@ A stall's cause is one of:
 - `client_stopped`: neither running nor waiting for a CPU: the process was stopped (SIGSTOP, a debugger,
   a frozen cgroup) or blocked in a system call or a page fault;
 - `client_delay`: late, cause unknown (the kernel's run delay could not be read);
-- `buffering`: not the client at all: reads that carried several token chunks while its loop was quiet
-  (the server or a proxy held the stream)."""
+- `buffering`: not the client at all: the stream came in pieces while its loop waited idle, held upstream
+  (by the server or a proxy; named only on evidence: metrics/health.py)."""
 
 from __future__ import annotations
 
+import operator
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -29,14 +30,15 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from tokenbench.client.records import RequestRecord
+from tokenbench.client.records import OUT_OF_FILES, RequestRecord
 from tokenbench.metrics import request as rm
 from tokenbench.metrics.token_log import TokenLog
 from tokenbench.spec.bench import SLO
 
 UNREACHABLE_AFTER = 3     # the load runner stops sending after this many consecutive `connect` failures
 KEEP_BAD = 100            # requests with a wrong length kept to diagnose the cause
-BUFFERED_CHUNKS = 4       # a read of at least this many token chunks of one request: the stream came in pieces
+PIECE_CHUNKS = 2          # a read of at least this many token chunks of one request is a burst
+BURSTS_KEPT = 1 << 18     # bursts kept one by one (64 bytes each); later ones are counted
 Cause = Literal["client_cpu", "host_contention", "client_stopped", "client_delay", "buffering"]
 CLIENT_CAUSES: tuple[Cause, ...] = ("client_cpu", "host_contention", "client_stopped", "client_delay")
 CAUSES: tuple[Cause, ...] = (*CLIENT_CAUSES, "buffering")
@@ -77,7 +79,7 @@ class CellTally:
         self.all = _Columns("sent", "end", "intended", "wrote", "connect")
         self.ok = _Columns("sent", "end", "first", "last", "ttfc", "out", "prompt", "queue", "connect")
         self.tokens = TokenLog()                       # chunk times and counts (bounded: metrics/token_log.py)
-        self.coalesced = Coalesced()                   # reads of several chunks (metrics/health.py)
+        self.reads = Reads()                           # what each read carried: bursts, holds (metrics/health.py)
         self.outcomes = Outcomes()                     # what the verdict needs (metrics/verdict.py)
         self.turns = TurnTally() if sessions else None   # a sessions cell's requests by turn
         self.zero_token = 0                            # ok requests without a token-bearing chunk
@@ -88,6 +90,7 @@ class CellTally:
         self.prompt_told = 0
         self.images = [0, 0, 0, 0]                     # any sent (all requests), sent by ok, their bytes, counted
         self.images_counted = False
+        self.early = array("q")                        # output lengths of the answers ended early (EarlyEnds)
 
     def __len__(self) -> int:
         return len(self.all)
@@ -110,8 +113,10 @@ class CellTally:
         self.ok.add(r.sent_ns, r.end_ns, first, last, -1 if r.first_content_ns is None else r.first_content_ns,
                     r.output_tokens, r.prompt_tokens or r.input_len, r.queue_ns, r.connect_ns)
         self.tokens.add(r.token_times_ns, r.token_counts)
-        self.coalesced.add(r.token_times_ns, r.sent_ns)
+        self.reads.add(r.token_times_ns, r.sent_ns)
         self.zero_token += not r.token_times_ns
+        if r.output_tokens < r.output_len and not r.length_error:
+            self.early.append(r.output_tokens)
         self.usage_source[r.usage_source] += 1
         self.count_source[r.count_source] += 1
         self.reasoning_tokens += r.reasoning_tokens
@@ -134,6 +139,14 @@ class CellTally:
             self.images[3] += r.image_count
             self.images_counted = True
 
+    def completed(self) -> int:
+        """The ok requests (the summary's completed)."""
+        return len(self.ok)
+
+    def output_tokens(self) -> int:
+        """Output tokens of the ok requests (the summary's total_output_tokens)."""
+        return int(self.ok.np("out").sum())
+
     def send_times(self) -> SendTimes:
         """Every measured send's due, write and connect times (metrics/summary.send_rates)."""
         return SendTimes(self.all.np("intended"), self.all.np("wrote"), self.all.np("connect"))
@@ -144,35 +157,67 @@ def _reads(times: list[int]) -> list[tuple[int, int]]:
     return [(t, sum(1 for _ in group)) for t, group in groupby(times)]
 
 
-class Coalesced:
-    """Per read of many chunks: its stamp, how late its chunks may be (`delay`), and the ITL gaps it
-    touches. The delay of a chunk in such a read is its stamp minus the stamp two reads earlier (the
-    request's send for the first two reads): a piece may end inside an event, so the chunk's event may
-    have left the server before the previous read."""
+class Reads:
+    """What the client saw, read by read (a read's token chunks share its stamp), kept as the cell's requests
+    are tallied (docs/metrics.md, "Client health"):
+    - every burst, a read that carried PIECE_CHUNKS token chunks of one request or more: its stamp, its
+      `base` (the stamp two reads earlier, the request's send for its first two reads: none of the burst's
+      chunks can have been in the socket before it, a piece may end inside an event), the ITL gaps it
+      touches, its chunks, the stamp of the request's read before (`prev`: its send for a first read), the
+      request's pace (`pace`: its mean time between token chunks, first to last; 0 with one read), its
+      request (`req`: the ok request's place in the tally) and whether it was that request's first read
+      (`pos` bit 1) or last (bit 2);
+    - per ok request, in the tally's order: the bases of its first token's read, of its last token's read
+      and of its end (the read before the last token's: the end comes with the last token or after it),
+      and the largest `stamp - base` of its reads (`hold`).
+    Whether a burst is the client's (a stall held the loop) or the stream's shape upstream (the loop waited
+    idle) is decided once the stalls are known (metrics/health.py). At most BURSTS_KEPT bursts are kept one by
+    one; later ones are counted (`more_chunks`) and taken as the kept ones were."""
 
     def __init__(self) -> None:
-        self.stamp, self.delay, self.gaps, self.chunks = array("q"), array("q"), array("q"), array("q")
+        self.stamp, self.base, self.gaps, self.chunks, self.prev, self.pace, self.req, self.pos = (
+            array("q") for _ in range(8))
+        self.requests = _Columns("first", "last", "end", "hold")
+        self.more_chunks = 0
 
     def add(self, times: list[int], sent: int) -> None:
-        k = BUFFERED_CHUNKS - 1
-        if not any(a == b for a, b in zip(times, times[k:], strict=False)):
-            return                                   # no read of BUFFERED_CHUNKS chunks: the common case
+        if not times:
+            self.requests.add(sent, sent, sent, 0)
+            return
+        if not any(map(operator.eq, times, times[1:])):          # a read per chunk: the common case, in C
+            stamps = [sent, sent, *times]
+            hold = max(times[min(1, len(times) - 1)] - sent, max(map(operator.sub, times[2:], times), default=0))
+            self.requests.add(sent, stamps[len(times) - 1], stamps[len(times)], hold)
+            return
         reads = _reads(times)
-        for g, (stamp, n) in enumerate(reads):
-            if n < BUFFERED_CHUNKS:
+        stamps = [sent, sent, *(t for t, _ in reads)]            # stamps[g]: two reads before read g
+        last = len(reads) - 1
+        hold = max(t - stamps[g] for g, (t, _) in enumerate(reads))
+        self.requests.add(stamps[0], stamps[last], stamps[last + 1], hold)
+        self._bursts(reads, stamps, (times[-1] - times[0]) // (len(times) - 1))
+
+    def _bursts(self, reads: list[tuple[int, int]], stamps: list[int], pace: int) -> None:
+        for g, (t, n) in enumerate(reads):
+            if n < PIECE_CHUNKS:
                 continue
-            base = reads[g - 2][0] if g >= 2 else sent
-            out = g + 1 < len(reads) and reads[g + 1][1] < BUFFERED_CHUNKS   # the gap out, unless the next owns it
-            self.stamp.append(stamp)
-            self.delay.append(stamp - base)
+            if len(self.stamp) >= BURSTS_KEPT:
+                self.more_chunks += n
+                continue
+            out = g + 1 < len(reads) and reads[g + 1][1] < PIECE_CHUNKS    # the gap out, unless the next owns it
+            self.stamp.append(t)
+            self.base.append(stamps[g])
             self.gaps.append(n - 1 + (g > 0) + out)
             self.chunks.append(n)
+            self.prev.append(reads[g - 1][0] if g else stamps[0])
+            self.pace.append(pace)
+            self.req.append(len(self.requests) - 1)
+            self.pos.append((g == 0) | (g == len(reads) - 1) << 1)
 
-    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(stamp, delay, gaps, chunks) of every coalesced read, ns and counts."""
+    def bursts(self) -> dict[str, np.ndarray]:
+        """stamp, base, gaps, chunks, prev, pace, req, pos of every burst kept (ns and counts)."""
         def view(a: array) -> np.ndarray:
             return np.frombuffer(a, np.int64) if a else np.zeros(0, np.int64)
-        return view(self.stamp), view(self.delay), view(self.gaps), view(self.chunks)
+        return {k: view(getattr(self, k)) for k in ("stamp", "base", "gaps", "chunks", "prev", "pace", "req", "pos")}
 
 
 class Outcomes:
@@ -187,6 +232,7 @@ class Outcomes:
         self.first_failed: RequestRecord | None = None
         self.bad: list[RequestRecord] = []
         self.tail: list[tuple[int, int, RequestRecord]] = []
+        self.out_of_files: RequestRecord | None = None     # a connection the client's own file limit refused
 
     @classmethod
     def of(cls, recs: Sequence[RequestRecord]) -> Outcomes:
@@ -208,6 +254,8 @@ class Outcomes:
             self.kinds[r.error_kind] += 1
             if self.first_failed is None or r.index < self.first_failed.index:
                 self.first_failed = r
+            if self.out_of_files is None and r.error_kind == "connect" and OUT_OF_FILES in r.error_detail:
+                self.out_of_files = r
         if r.error_kind == "http_status":
             self.codes[r.status] += 1
         self.tail = sorted([*self.tail, (r.sent_ns, r.index, r)], key=lambda e: e[:2])[-UNREACHABLE_AFTER:]

@@ -16,7 +16,6 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from tokenbench.metrics import uncertainty as u
 from tokenbench.metrics.summary_groups import Group
 
 STEADY_SLICES = 3        # steady state is judged on the last this many full slices
@@ -198,6 +197,7 @@ def drift(s: Timeslices, figures: tuple[DriftFigure, ...] = ("output_tps", "ttft
 def _moved(name: DriftFigure, a: list[float], b: list[float]) -> Drift:
     first, last = sum(a) / len(a), sum(b) / len(b)
     change = last / first - 1 if first else 0.0
+    from tokenbench.metrics import uncertainty as u  # intervals: only a drift (a sustain cell) needs them
     ia, ib = u.interval([a], "mean"), u.interval([b], "mean")
     v = u.verdict(ia, ib, True, DRIFT_MAX) if ia is not None and ib is not None else None
     lo, hi = (v.lo, v.hi) if v is not None else (None, None)

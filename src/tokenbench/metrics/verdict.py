@@ -26,13 +26,18 @@ def _expected(r: RequestRecord) -> int:
     return r.expected_prompt_tokens if r.expected_prompt_tokens is not None else r.input_len
 
 
+EOS_REASONS = ("stop", "eos_token", "eos")     # finish_reason of an answer ended at end-of-sequence (TGI: eos_token)
+
+
 def diagnose_mismatch(recs: Sequence[RequestRecord]) -> str:
     """Name the likely cause of length mismatches from what the server reported."""
     bad = [r for r in recs if r.length_error]
     short = [r for r in bad if r.output_tokens < r.output_len]
-    if short and all(r.finish_reason == "stop" for r in short):
-        return ("the server stopped at end-of-sequence before max_tokens: it likely ignores "
-                "ignore_eos/min_tokens (enable them on the server, or pass --allow-length-mismatch)")
+    if short and all(r.finish_reason in EOS_REASONS for r in short):
+        return ("the server stopped at end-of-sequence before max_tokens: it likely ignores ignore_eos/min_tokens "
+                "(enable them on the server; or name its kind with --backend, e.g. tgi, or pass --no-ignore-eos "
+                "--no-min-tokens: lengths are then measured as they come and early ends counted; or "
+                "--allow-length-mismatch)")
     prompt_off = [r.prompt_tokens - _expected(r) for r in bad if r.prompt_tokens is not None
                   and r.prompt_tokens != _expected(r)]
     if prompt_off:
@@ -58,8 +63,9 @@ def unreachable(recs: Sequence[RequestRecord] | Outcomes) -> str | None:
     return None
 
 
-def refused_requests(seen: Outcomes, api_key_sent: bool) -> str | None:
-    """Every request answered HTTP 4xx: a problem of the requests (or the key), not of load."""
+def refused_requests(seen: Outcomes, api_key_sent: bool, no_probe: bool = False) -> str | None:
+    """Every request answered HTTP 4xx: a problem of the requests (or the key), not of load (`no_probe`: the
+    run skipped the probe that would have left out what the server refuses)."""
     codes = seen.codes
     if not seen.n or sum(codes.values()) != seen.n or not all(c and 400 <= c < 500 and c != 429 for c in codes):
         return None
@@ -68,18 +74,20 @@ def refused_requests(seen: Outcomes, api_key_sent: bool) -> str | None:
         return (f"the server rejected the API key: every request got HTTP {code} ({detail}); check the key's value"
                 if api_key_sent else
                 f"the server requires an API key: every request got HTTP {code} ({detail}); pass --api-key-env VAR")
+    accepts = ("what the server accepts (drop --no-probe: the probe leaves out the fields it refuses; or name "
+               "its kind with --backend)") if no_probe else "what the server accepts"
     return (f"every request was refused with HTTP {code} ({detail}): a request problem, not load; check the model "
-            "name (--model), the API (--api completions|chat) and what the server accepts")
+            f"name (--model), the API (--api completions|chat) and {accepts}")
 
 
 def verdict(recs: Sequence[RequestRecord] | Outcomes, allow_mismatch: bool, max_error_rate: float,
-            api_key_sent: bool = False) -> tuple[Literal["ok", "failed"], str]:
+            api_key_sent: bool = False, no_probe: bool = False) -> tuple[Literal["ok", "failed"], str]:
     """("ok", "") or ("failed", one-line reason). Length mismatches fail unless allowed; a cell whose
     requests all got 4xx, or whose server became unreachable, says so instead of blaming the error budget."""
     seen = recs if isinstance(recs, Outcomes) else Outcomes.of(recs)
     if not seen.n:
         return "failed", "no request was sent"
-    refused = refused_requests(seen, api_key_sent)
+    refused = refused_requests(seen, api_key_sent, no_probe)
     if refused:
         return "failed", refused
     if seen.mismatched and not allow_mismatch:
@@ -100,6 +108,7 @@ class VerdictPolicy:
     max_error_rate: float = 0.0          # --max-error-rate
     api_key_sent: bool = False
     base_url: str = ""                   # named when the server became unreachable
+    no_probe: bool = False               # --no-probe: refused requests name it
 
 
 @dataclass(frozen=True)
@@ -108,17 +117,24 @@ class Verdict:
     message: str = ""                    # why, one line ("" when ok)
     unreachable: str | None = None       # the server stopped accepting connections (the cell stopped sending)
     marks: dict[str, FigureMark] = field(default_factory=dict)   # figures the client's delays may have moved
+    died: str | None = None              # the server died or stopped answering during the cell: what was seen
 
-    def failed(self, why: str) -> Verdict:
+    def failed(self, why: str, died: str) -> Verdict:
         """The same verdict turned "failed" with `why` ahead of its message (a server that died)."""
-        return replace(self, status="failed", message=f"{why}; {self.message}" if self.message else why)
+        message = f"{why}; {self.message}" if self.message else why
+        return replace(self, status="failed", message=message, died=died)
 
 
 def _gone(seen: Outcomes, policy: VerdictPolicy, planned: int | None) -> str | None:
+    """Why the cell stopped sending before its end: the client ran out of descriptors (it stops as for a
+    server gone: every later connection fails the same way), or the server stopped accepting connections."""
     lost = unreachable(seen)
+    left = f"{planned - seen.n} of {planned} requests not sent" if planned else "the rest not sent"
+    if seen.out_of_files is not None:
+        return (f"the client ran out of file descriptors ({seen.out_of_files.error_detail[:160]}): lower "
+                f"--concurrency / --max-concurrency, or raise `ulimit -n`; {left}")
     if not lost:
         return None
-    left = f"{planned - seen.n} of {planned} requests not sent" if planned else "the rest not sent"
     return (f"server unreachable at {policy.base_url}: {UNREACHABLE_AFTER} consecutive connection failures "
             f"({lost}); {left}")
 
@@ -126,10 +142,22 @@ def _gone(seen: Outcomes, policy: VerdictPolicy, planned: int | None) -> str | N
 def cell_verdict(seen: Outcomes, summary: CellSummary, policy: VerdictPolicy, planned: int | None = None) -> Verdict:
     """The cell's verdict: lengths and errors decide its status, a server that went away overrides them
     (`--resume` runs such a cell again); the client's health marks the figures it could have moved."""
-    status, message = verdict(seen, policy.allow_mismatch, policy.max_error_rate, policy.api_key_sent)
+    status, message = verdict(seen, policy.allow_mismatch, policy.max_error_rate, policy.api_key_sent,
+                              policy.no_probe)
     marks = health.marks(summary)
     lost = _gone(seen, policy, planned)
     return Verdict("failed", lost, lost, marks) if lost else Verdict(status, message, marks=marks)
+
+
+def server_gone(v: Verdict, death: str | None, ours: bool) -> Verdict:
+    """A cell that did not end ok, and what became of its server: an engine this run deployed that died
+    fails the cell with the cause (it is relaunched); a server that stopped answering fails it too,
+    unless its connection failures already said so."""
+    if death and ours:
+        return v.failed(f"server died during the cell: {death}", death)
+    if death and not v.unreachable:
+        return v.failed(f"server unreachable: {death}", death)
+    return v
 
 
 def interrupted(summary: CellSummary, finished: int) -> Verdict:

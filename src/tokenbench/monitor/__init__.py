@@ -1,5 +1,6 @@
 """Monitoring: accelerator (npu-smi, nvidia-smi/NVML), server /metrics and host samplers, their
-offline parsers, a background runner on the requests' clock, and the per-cell summary.
+offline parsers, a background runner on the requests' clock, and the per-cell summary; the server's
+OpenTelemetry spans (the OTLP receiver, a process of its own, and their reading).
 
     monitor = Monitor(default_samplers(base_url, engine, pid, names), interval_s=1.0, on_warning=log)
                                        # names: deploy.engines.metric_names()
@@ -10,21 +11,5 @@ offline parsers, a background runner on the requests' clock, and the per-cell su
     warning = queue_cross_check(star, summary)
 """
 
-from tokenbench.monitor.runner import Monitor
-from tokenbench.monitor.samplers import (
-    Availability,
-    HostSampler,
-    NpuSmiSampler,
-    NvidiaSmiSampler,
-    PrometheusSampler,
-    Sampler,
-    default_samplers,
-)
-from tokenbench.monitor.samples import Sample, sample_from_dict
-from tokenbench.monitor.summary import SUMMARY_KEYS, queue_cross_check, summarize
-
-__all__ = [
-    "Availability", "HostSampler", "Monitor", "NpuSmiSampler", "NvidiaSmiSampler", "PrometheusSampler",
-    "SUMMARY_KEYS", "Sample", "Sampler", "default_samplers", "queue_cross_check", "sample_from_dict",
-    "summarize",
-]
+# The modules are imported by name (tokenbench.monitor.runner.Monitor, ...): importing one of them, the OTLP
+# receiver's process included, loads nothing else of the package.

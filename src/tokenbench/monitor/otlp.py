@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from google.protobuf.message import DecodeError
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+if TYPE_CHECKING:       # the receiver's process imports this module with no more than receiving needs
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from tokenbench.metrics.server import ServerTiming
+    from tokenbench.metrics.server import ServerTiming
 
 TTFT = "gen_ai.latency.time_to_first_token"       # marks a request span
 E2E = "gen_ai.latency.e2e"
@@ -81,6 +81,8 @@ def _kept(span) -> Span | None:
 
 def decode(body: bytes) -> Decoded:
     """The kept spans of one export payload (protobuf); PayloadError when it is not one."""
+    from google.protobuf.message import DecodeError
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
     try:
         message = ExportTraceServiceRequest.FromString(body)
     except (DecodeError, ValueError, RecursionError) as exc:
@@ -109,11 +111,21 @@ def _request_id(attributes: dict[str, float | str]) -> str | None:
     return found if isinstance(found, str) else None
 
 
+def _engine_span(spans: list[Span]) -> Span | None:
+    """The trace's request span that is the engine's: of those with a usable TTFT, one that tells the queue or the
+    prefill, else the shortest (a gateway or proxy that exports the GenAI attributes too holds the engine's span
+    inside its own; durations need no common clock), then the latest start; duplicates read the same."""
+    found = [s for s in spans if s.is_request and _ns(s.attributes.get(TTFT)) is not None]
+    return min(found, key=lambda s: (QUEUE not in s.attributes and PREFILL not in s.attributes,
+                                     s.end_ns - s.start_ns, -s.start_ns), default=None)
+
+
 def timing_of(spans: list[Span]) -> ServerTiming | None:
-    """The server's timings of the request one trace's spans describe: its request span's attributes, the queue
-    from the `prefill_waiting` slices where the trace has them (prefill then runs from the last one's end to the
-    first token); None without a request span or a usable TTFT."""
-    root = next((s for s in spans if s.is_request), None)
+    """The server's timings of the request one trace's spans describe: its engine's request span's attributes
+    (`_engine_span`), the queue from the `prefill_waiting` slices where the trace has them (prefill then runs from
+    the last one's end to the first token); None without a request span with a usable TTFT."""
+    from tokenbench.metrics.server import ServerTiming
+    root = _engine_span(spans)
     ttft = _ns(root.attributes.get(TTFT)) if root is not None else None
     if root is None or ttft is None:
         return None

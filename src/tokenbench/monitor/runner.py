@@ -142,6 +142,9 @@ class Monitor:
             except TokenbenchError as exc:
                 self._failed(sampler.name, exc)
                 continue
+            except OSError as exc:          # e.g. /proc unreadable for want of descriptors: a gap, not a lost cell
+                self._failed(sampler.name, TokenbenchError(f"{exc.filename or sampler.name}: {exc.strerror or exc}"))
+                continue
             finally:
                 if on_server:
                     self._not_before[sampler.name] = start + int((self.clock() - start) / self.max_server_share)

@@ -21,8 +21,7 @@ from typing import Protocol
 import psutil
 
 from tokenbench.errors import MeasurementError, TargetError, UsageError
-from tokenbench.monitor import nvidia_smi, nvml
-from tokenbench.monitor.npu_smi import npu_samples, parse_npu_smi
+from tokenbench.monitor import nvml
 from tokenbench.monitor.prometheus import MetricNames, parse_prometheus, server_samples
 from tokenbench.monitor.rapl import POWERCAP, Rapl
 from tokenbench.monitor.samples import Sample, make_samples
@@ -49,18 +48,19 @@ class Sampler(Protocol):
 
 
 class _CommandSampler:
-    """Runs a command-line tool with a timeout and parses its stdout."""
+    """Runs a command-line tool with a timeout and parses its stdout. A tool's parser is imported once the
+    tool is found: a host without it does not load it."""
 
     name = ""
-    command: tuple[str, ...] = ()
+    tool = ""               # the program, looked up on PATH
 
     def __init__(self, timeout_s: float = 5.0, clock: Clock = time.perf_counter_ns) -> None:
         self.timeout_s = timeout_s
         self.clock = clock
 
     def available(self) -> Availability:
-        if shutil.which(self.command[0]) is None:
-            return Availability(False, f"`{self.command[0]}` not found on PATH")
+        if shutil.which(self.tool) is None:
+            return Availability(False, f"`{self.tool}` not found on PATH")
         return Availability(True)
 
     def sample(self) -> list[Sample]:
@@ -70,7 +70,7 @@ class _CommandSampler:
 
     def _run(self) -> str:
         try:
-            done = subprocess.run(self.command, capture_output=True, text=True, timeout=self.timeout_s,
+            done = subprocess.run(self.command(), capture_output=True, text=True, timeout=self.timeout_s,
                                   check=False, errors="replace")
         except subprocess.TimeoutExpired as exc:
             raise MeasurementError(f"{self.name} took over {self.timeout_s} s",
@@ -82,15 +82,22 @@ class _CommandSampler:
                                    "run the command by hand to see why it fails")
         return done.stdout
 
+    def command(self) -> tuple[str, ...]:
+        raise NotImplementedError
+
     def _parse(self, text: str, t_ns: int) -> list[Sample]:
         raise NotImplementedError
 
 
 class NpuSmiSampler(_CommandSampler):
     name = "npu-smi"
-    command = ("npu-smi", "info")
+    tool = "npu-smi"
+
+    def command(self) -> tuple[str, ...]:
+        return (self.tool, "info")
 
     def _parse(self, text: str, t_ns: int) -> list[Sample]:
+        from tokenbench.monitor.npu_smi import npu_samples, parse_npu_smi
         return npu_samples(parse_npu_smi(text), t_ns)
 
 
@@ -98,7 +105,7 @@ class NvidiaSmiSampler(_CommandSampler):
     """NVML (`pynvml`, package nvidia-ml-py) when it imports and initialises, else nvidia-smi CSV."""
 
     name = "nvidia-smi"
-    command = nvidia_smi.COMMAND
+    tool = "nvidia-smi"
 
     def __init__(self, timeout_s: float = 5.0, clock: Clock = time.perf_counter_ns,
                  use_nvml: bool | None = None) -> None:
@@ -108,12 +115,17 @@ class NvidiaSmiSampler(_CommandSampler):
     def available(self) -> Availability:
         return Availability(True) if self._nvml() else super().available()
 
+    def command(self) -> tuple[str, ...]:
+        from tokenbench.monitor.nvidia_smi import COMMAND
+        return COMMAND
+
     def sample(self) -> list[Sample]:
         if not self._nvml():
             return super().sample()
+        from tokenbench.monitor.nvidia_smi import gpu_samples
         start = self.clock()
         readings = nvml.readings()
-        return nvidia_smi.gpu_samples(readings, (start + self.clock()) // 2)
+        return gpu_samples(readings, (start + self.clock()) // 2)
 
     def _nvml(self) -> bool:
         if self.use_nvml is None:
@@ -121,7 +133,8 @@ class NvidiaSmiSampler(_CommandSampler):
         return self.use_nvml
 
     def _parse(self, text: str, t_ns: int) -> list[Sample]:
-        return nvidia_smi.gpu_samples(nvidia_smi.parse_nvidia_smi(text), t_ns)
+        from tokenbench.monitor.nvidia_smi import gpu_samples, parse_nvidia_smi
+        return gpu_samples(parse_nvidia_smi(text), t_ns)
 
 
 class PrometheusSampler:

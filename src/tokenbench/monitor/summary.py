@@ -91,8 +91,10 @@ def _device_key(s: Sample) -> tuple[str, str]:
 
 
 def _energy(samples: list[Sample], w: CellWindow) -> dict:
-    """The device's energy from its NVML total-energy counter when that brackets the window (exact whatever
-    lies between its readings: never marked), else from its power samples; their coverage of the window."""
+    """The device's energy from its NVML total-energy counter when that brackets the window and moved (exact
+    whatever lies between its readings; interpolated across the readings around each edge: `max_gap_s`, the
+    longer of those stretches), else from its power samples (a counter that stays put while power is drawn
+    counts nothing); their coverage of the window."""
     power = _series(samples, "power_w")
     counter = _series(samples, "energy_j")
     if not w.known or not (power or counter):
@@ -100,9 +102,10 @@ def _energy(samples: list[Sample], w: CellWindow) -> dict:
     times = [t for t, _ in power]
     told = {"coverage_pct": win.coverage_pct(times, w), "max_gap_s": win.max_gap_s(times, w)} if power else {}
     used = win.counter_increase(counter, w) if counter else None
-    if used is not None:
+    if used is not None and (used > 0 or not power or not any(v > 0 for _, v in power)):
         mean = used / w.seconds if w.seconds else (win.value_at(power, w.start_ns or 0) if power else None)
-        return {"energy_j": used, "energy_source": "counter", "power_mean_w": mean}
+        return {"energy_j": used, "energy_source": "counter", "power_mean_w": mean,
+                "max_gap_s": win.edge_gap_s([t for t, _ in counter], w)}
     if not power:
         return {}
     joules = win.integral(power, w)
@@ -148,7 +151,7 @@ def _energy_totals(devices: list[DeviceFigures], w: CellWindow) -> dict[str, Num
             "accel_tokens_per_joule": w.output_tokens / energy if energy and w.output_tokens else None,
             "accel_coverage_pct": min((d.coverage_pct for d in integrated if d.coverage_pct is not None),
                                       default=None),
-            "accel_max_gap_s": max((d.max_gap_s for d in integrated if d.max_gap_s is not None), default=None)}
+            "accel_max_gap_s": max((d.max_gap_s for d in devices if d.max_gap_s is not None), default=None)}
 
 
 def _accelerator(accel: list[Sample], w: CellWindow) -> dict:

@@ -124,3 +124,15 @@ def counter_increase(series: Sequence[Point], w: CellWindow) -> float | None:
     if any(b < a for a, b in zip(span, span[1:], strict=False)):
         return None
     return value_at(series, end) - value_at(series, start)
+
+
+def edge_gap_s(times: Sequence[int], w: CellWindow) -> float | None:
+    """The longest stretch between the readings around an edge of the window (a counter's value at the edge
+    is interpolated across it); None when a reading is missing on either side of an edge."""
+    gaps = []
+    for edge in (w.start_ns or 0, w.end_ns or 0):
+        before, after = [t for t in times if t <= edge], [t for t in times if t >= edge]
+        if not before or not after:
+            return None
+        gaps.append((after[0] - before[-1]) / NS)
+    return max(gaps)

@@ -19,7 +19,11 @@ BACKENDS = {**SGLANG_BACKENDS, **VLLM_BACKENDS}
 SGLANG_ONLY = frozenset(SGLANG_BACKENDS) - frozenset(VLLM_BACKENDS)     # a line with these is SGLang's
 NATIVE = frozenset({"sglang", "sglang-native"})
 ENDPOINTS = {"/v1/completions": "completions", "/v1/chat/completions": "chat"}
-DATASETS = {"custom": "jsonl", "random-ids": "random"}     # peers' dataset names with a tokenbench kind
+DATASETS = {"custom": "jsonl", "random-ids": "random"}
+# backend -> the server kind it names (spec/server_kinds.py); the kinds' own names are backends too
+SERVER_OF_BACKEND = {"openai-chat": "openai", "vllm-chat": "vllm", "sglang-native": "sglang", "sglang-oai": "sglang",
+                     "sglang-oai-chat": "sglang", "lmdeploy-chat": "lmdeploy", "llamacpp": "llama.cpp",
+                     "trt-llm": "tensorrt-llm", "tensorrtllm": "tensorrt-llm"}     # peers' dataset names with a tokenbench kind
 
 
 def default_port(backend: str | None) -> int:
@@ -35,12 +39,22 @@ def base_url(host: str | None, port: int | None, backend: str | None = None) -> 
     return f"http://{host or '127.0.0.1'}:{port or default_port(backend)}"
 
 
-def api_of_backend(backend: str) -> str:
-    if backend not in BACKENDS:
+def server_of_backend(backend: str) -> str:
+    """The server kind a backend names (openai-chat: openai, sglang-oai: sglang, tgi: tgi, ...)."""
+    from tokenbench.spec.server_kinds import KINDS
+    kind = SERVER_OF_BACKEND.get(backend, backend)
+    if kind not in KINDS:
         raise UsageError(f"--backend {backend}: tokenbench measures OpenAI completions and chat completions "
-                         "streams only", "use openai (or vllm, sglang) for /v1/completions, openai-chat for "
-                         "/v1/chat/completions")
-    return BACKENDS[backend]
+                         f"streams only, on the server kinds {', '.join(KINDS)}",
+                         "use openai (or vllm, sglang, ...) for /v1/completions, openai-chat for /v1/chat/completions; "
+                         "any other OpenAI-compatible server: openai, or leave --backend out")
+    return kind
+
+
+def api_of_backend(backend: str) -> str | None:
+    """The API a backend chooses (None: a server kind that leaves it to --api)."""
+    server_of_backend(backend)
+    return BACKENDS.get(backend)
 
 
 def api_of_endpoint(endpoint: str) -> str:
@@ -104,6 +118,8 @@ def fold(data: dict, given: Mapping[str, Any]) -> list[str]:
     chosen = api(given.get("--backend"), given.get("--endpoint"))
     if chosen:
         _set(data, "api", chosen, "--backend/--endpoint")
+    if given.get("--backend"):
+        _set(data, "target.backend", server_of_backend(given["--backend"]), "--backend")
     if given.get("--random-prefix-len") is not None:
         _prefix(data, int(given["--random-prefix-len"]))
     return _style(data, given.get("--backend"))

@@ -72,7 +72,7 @@ def _target(eq: Equivalent, given: argv.Given) -> str:
     if given.has("--model"):
         eq.set("--model", given.text("--model"))
     try:
-        eq.set("--api", serve.api_of_backend(backend))
+        eq.set("--api", serve.api_of_backend(backend) or "completions")
     except UsageError as exc:
         raise no_meaning(eq.tool, exc.message, exc.hint) from None
     return backend

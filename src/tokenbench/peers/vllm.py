@@ -55,7 +55,7 @@ def _target(eq: Equivalent, given: argv.Given, default_backend: str) -> None:
     elif given.has("--model"):
         eq.set("--model", given.text("--model"))
     try:
-        eq.set("--api", serve.api(backend, given.text("--endpoint")))
+        eq.set("--api", serve.api(backend, given.text("--endpoint")) or "completions")
     except UsageError as exc:
         raise no_meaning(eq.tool, exc.message, exc.hint) from None
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from tokenbench.judge.bottleneck import label
 from tokenbench.judge.plausibility import Roofline
-from tokenbench.judge.views import CellInfo, RunData
+from tokenbench.judge.views import RunData
 from tokenbench.metrics.capacity import Answer, Check, SearchRecord, Sustain, TierVerdict
 from tokenbench.metrics.timeslices import Drift
 from tokenbench.report import explain
@@ -16,7 +16,7 @@ from tokenbench.report.document import Block, Heading, Para, Table, num, pct, si
 from tokenbench.report.i18n import t
 from tokenbench.report.sections import Numberer
 from tokenbench.report.verdicts import UNRELIABLE
-from tokenbench.store.rows import SearchRow
+from tokenbench.store.rows import CellRow, SearchRow
 
 
 def load_text(x: float | None) -> str:
@@ -31,7 +31,7 @@ def _margin(m: float) -> str:
     return "-" if m == float("-inf") else f"{m:+.1%}"
 
 
-def _cell_at(run: RunData, config: str, record: SearchRecord, x: float | None) -> CellInfo | None:
+def _cell_at(run: RunData, config: str, record: SearchRecord, x: float | None) -> CellRow | None:
     keys = {c.key for c in record.tried if c.load == x and c.role != "sustain"}
     return next((c for c in run.cells_of(config) if c.key in keys), None)
 
@@ -104,6 +104,9 @@ def pooled(row: SearchRow, lang: str) -> Table:
 
 
 def _drift(d: list[Drift], lang: str) -> str:
+    """What the sustain cell's slices showed; nothing checked (no figure on both sides) is said as such."""
+    if not d:
+        return t(lang, "cap.drift_unchecked")
     moved = [t(lang, "cap.drift_item", figure=t(lang, f"fig.{x.figure}"), first=num(x.first), last=num(x.last),
                change=signed_pct(x.change)) for x in d if x.drifted]
     return t(lang, "cap.drifted", what="; ".join(moved)) if moved else t(lang, "cap.no_drift")
@@ -114,6 +117,15 @@ def sustain_text(r: SearchRecord, s: Sustain, lang: str) -> str:
     return t(lang, "cap.sustain", cell=s.key, repeat=s.repeat + 1, duration=f"{s.duration_s:.0f}",
              load=load_text(s.load), verdict=t(lang, "cap.holds" if s.holds else "cap.fails"),
              tier=r.tiers[0].name, drift=_drift(s.drift, lang), steady=steady)
+
+
+def _doubts(r: SearchRecord, lang: str) -> list[Block]:
+    """The cells measured again for the client's delays, and the loads none could be measured cleanly at."""
+    a = r.answers[0] if r.answers else None
+    if a is None or not a.remeasured:
+        return []
+    blocked = t(lang, "cap.blocked", loads=", ".join(map(load_text, a.client_loads))) if a.client_loads else ""
+    return [Para(t(lang, "cap.remeasured", n=a.remeasured, blocked=blocked))]
 
 
 def _dimension(run: RunData, r: SearchRecord, lang: str) -> str:
@@ -128,6 +140,9 @@ def section(run: RunData, lang: str, num_: Numberer, roofs: dict[str, Roofline |
                            dimension=_dimension(run, r, lang))), answers(run, row, roofs.get(row.config), lang)]
         if r.sustain is not None:
             out.append(Para(sustain_text(r, r.sustain, lang)))
+            if r.sustain.apart:
+                out.append(Para(t(lang, "cap.apart", limits=", ".join(r.sustain.apart))))
+        out += _doubts(r, lang)
         out += [Para(t(lang, "cap.nonmonotone", loads=", ".join(map(load_text, a.nonmonotone)), tier=a.tier))
                 for a in r.answers if a.nonmonotone]
         out += [Heading(t(lang, "h.capacity_tried"), 4), pooled(row, lang), tried(row, lang)]

@@ -5,12 +5,20 @@ every number is formatted here, once."""
 
 from __future__ import annotations
 
-from tokenbench.judge.bottleneck import Label
-from tokenbench.judge.fairness import SINGLE_TURN, CacheUse, Issue, Value
-from tokenbench.judge.plausibility import ConfigCheck, Finding, Rate, Roofline, Unknown
+from typing import TYPE_CHECKING
+
+from tokenbench.judge.cells import label_of
 from tokenbench.metrics.cell_summary import CellSummary
-from tokenbench.report.document import Block, Bullets, Para, Table, num, signed_pct
+from tokenbench.metrics.summary_groups import SendRates
+from tokenbench.report.document import Block, Bullets, Para, Table, num, pct, signed_pct
 from tokenbench.report.i18n import t
+from tokenbench.report.marks import source_text
+from tokenbench.spec.server_kinds import Capabilities
+
+if TYPE_CHECKING:                    # types only: a bench run's console says what a cell offered, nothing more
+    from tokenbench.judge.bottleneck import Label
+    from tokenbench.judge.fairness import Issue, Value
+    from tokenbench.judge.plausibility import ConfigCheck, Finding, Rate, Roofline, Unknown
 
 # how each figure of a bottleneck's evidence is written (the rest: as it is)
 EVIDENCE_FORMAT = {"cpu": "{:.0f}", "demand": "{:,}", "capacity": "{:,}", "pct": "{:.0f}", "n": "{:g}",
@@ -32,6 +40,7 @@ def bottleneck_text(label: Label, lang: str) -> str:
 
 # fairness ------------------------------------------------------------------------------------------
 def _value(v: Value | None, lang: str) -> str:
+    from tokenbench.judge.fairness import SINGLE_TURN, CacheUse
     if v is None:
         return "-"
     if isinstance(v, CacheUse):
@@ -99,13 +108,13 @@ def latency_note(f: Finding, r: Roofline, lang: str) -> str:
     """At concurrency c the request rate leaves c / rate per request: what a derived rate implies."""
     c, rps = f.cell, f.cell.summary.request_throughput or 0.0
     ms = 1000 * (c.concurrency or 0) / rps
-    return t(lang, "plaus.latency_note", cell=c.label, c=c.concurrency, rps=num(rps, 2), ms=num(ms),
+    return t(lang, "plaus.latency_note", cell=label_of(c), c=c.concurrency, rps=num(rps, 2), ms=num(ms),
              olen=c.output_len, tokens=num(int(ms / 1000 * r.per_stream)))
 
 
 def why(f: Finding, r: Roofline, lang: str) -> list[str]:
     c = f.cell
-    fields = {"cell": c.label, "stream": num(r.per_stream), "compute": num(r.compute, 0), "c": c.concurrency,
+    fields = {"cell": label_of(c), "stream": num(r.per_stream), "compute": num(r.compute, 0), "c": c.concurrency,
               "how": _how(f.measured, f, lang), "measured": num(f.measured.value), "bound": num(f.bound),
               "times": f"{f.times:,.1f}"}
     if f.check == "compute":
@@ -132,7 +141,7 @@ def plausibility_blocks(checks: list[ConfigCheck], lang: str) -> list[Block]:
             continue
         out.append(Para(t(lang, "plaus.flagged", config=name, n=len(chk.findings))))
         head = [t(lang, k) for k in ("col.cell", "col.check", "col.measured", "col.bound", "col.times")]
-        out.append(Table(head, [[f.cell.label, t(lang, f"plaus.check.{f.check}"), num(f.measured.value),
+        out.append(Table(head, [[label_of(f.cell), t(lang, f"plaus.check.{f.check}"), num(f.measured.value),
                                  num(f.bound), f"{f.times:,.1f}"] for f in chk.findings], role="plausibility",
                          left=2))
         out.append(Bullets([line for f in chk.findings for line in why(f, roof, lang)]))
@@ -158,13 +167,34 @@ def send_note(cell: str, s: CellSummary, lang: str = "en") -> str | None:
     r = s.send
     if r is None or r.send_rate_off is None:
         return None
-    ms = lambda v: f"{v or 0:.1f}"    # noqa: E731
-    why = t(lang, f"send.off.{r.send_rate_off}", n=num(s.num_prompts), scheduled=_rate(r.send_rate_scheduled),
-            waits=num(r.send_slot_waits), wait=ms(r.send_slot_wait_mean_ms), connect=ms(r.send_connect_mean_ms),
-            late=ms(r.send_late_mean_ms))
+    why = _off_why(s, r.send_rate_off, lang)
     off = signed_pct(r.off)
     return t(lang, "send.note", cell=cell, achieved=_rate(r.send_rate_achieved), asked=_rate(r.send_rate_asked),
              off=off, why=why)
+
+
+def schedule_note(cell: str, s: CellSummary, lang: str = "en") -> str | None:
+    """That a cell's sends left their schedule (metrics/summary.schedule_off), with the lateness figures and
+    why; None when they kept it."""
+    r = s.send
+    if r is None or r.send_schedule_off is None:
+        return None
+    cv = lambda v: "-" if v is None else f"{v:.2f}"    # noqa: E731
+    return t(lang, "send.schedule", cell=cell, p99=_ms(r.send_late_p99_ms), max=_ms(r.send_late_max_ms),
+             tol=_ms(r.send_late_tolerance_ms), share=pct(r.send_late_share, 0), cv_sent=cv(r.send_gap_cv_sent),
+             cv_sched=cv(r.send_gap_cv_scheduled), why=_off_why(s, r.send_schedule_off, lang))
+
+
+def _ms(v: float | None) -> str:
+    return f"{v or 0:.1f}"
+
+
+def _off_why(s: CellSummary, reason: str, lang: str) -> str:
+    """Why an open loop's sends were off (a reason code of metrics/summary.off_reason), in words."""
+    r = s.send or SendRates()
+    return t(lang, f"send.off.{reason}", n=num(s.num_prompts), scheduled=_rate(r.send_rate_scheduled),
+             waits=num(r.send_slot_waits), wait=_ms(r.send_slot_wait_mean_ms), connect=_ms(r.send_connect_mean_ms),
+             late=_ms(r.send_late_mean_ms))
 
 
 def tail_note(cell: str, s: CellSummary, lang: str = "en") -> str | None:
@@ -173,3 +203,34 @@ def tail_note(cell: str, s: CellSummary, lang: str = "en") -> str | None:
     if tail is None or not tail.matters(s.mean_e2el_ms, s.p99_e2el_ms):
         return None
     return t(lang, "tail.note", cell=cell, mean=num(tail.mean_stream_tail_ms, 1), p99=num(tail.p99_stream_tail_ms, 1))
+
+
+def delivery_note(cell: str, s: CellSummary, lang: str = "en") -> str | None:
+    """How the stream reached the client when it came in bursts while the client waited idle (metrics/health.py:
+    what was seen, whose shape it is on the evidence, whether every figure is bounded by the holds); None when
+    it did not, or too rarely to matter (no hold bounded beyond its bursts, no server's own writes)."""
+    f = s.figures
+    if f is None or not f.chunks_coalesced or not (f.held_upstream or f.burst_source == "server"):
+        return None
+    note = t(lang, "delivery.note", cell=cell, size=num(f.burst_size_median, 0), largest=num(f.burst_size_max),
+             period=num(f.burst_period_ms, 0), share=pct(f.chunks_coalesced / (f.token_chunks or 1), 0),
+             source=source_text(s, lang))
+    return note + (t(lang, "delivery.held") if f.held_upstream else "")
+
+
+def early_note(cell: str, s: CellSummary, lang: str = "en") -> str | None:
+    """Answers the server ended before the asked length where it could not be forced (metrics/early_ends.py)."""
+    e = s.early
+    if e is None or not e.ended_early:
+        return None
+    return t(lang, "early.note", cell=cell, n=num(e.ended_early), ok=num(s.completed), asked=num(s.output_len),
+             lo=num(e.ended_early_out_min), hi=num(e.ended_early_out_max), median=num(e.ended_early_out_median, 1))
+
+
+def method_notes(config: str, caps: Capabilities | None, lang: str = "en") -> list[str]:
+    """How a server config's requests kept their lengths (the capability probe), and each field left out."""
+    if caps is None:
+        return []
+    how = t(lang, "probe.how.probed", n=caps.requests) if caps.probed else t(lang, "probe.how.assumed")
+    return [t(lang, "probe.method", config=config, method=caps.method or caps.method_line(), how=how),
+            *(t(lang, "probe.refused", config=config, line=line) for line in caps.refused)]

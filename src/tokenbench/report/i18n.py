@@ -13,9 +13,11 @@ from tokenbench.report import (
     i18n_capacity,
     i18n_frontier,
     i18n_marks,
+    i18n_phases,
     i18n_sends,
     i18n_server,
     i18n_sessions,
+    i18n_tune,
     i18n_verdicts,
 )
 
@@ -506,8 +508,12 @@ EN.update(i18n_server.EN)
 ZH.update(i18n_server.ZH)
 EN.update(i18n_sessions.EN)
 ZH.update(i18n_sessions.ZH)
+EN.update(i18n_phases.EN)
+ZH.update(i18n_phases.ZH)
 EN.update(i18n_accel.EN)
 ZH.update(i18n_accel.ZH)
+EN.update(i18n_tune.EN)
+ZH.update(i18n_tune.ZH)
 TEXT = {"en": EN, "zh": ZH}
 
 DEFINITIONS = ("ttft", "tpot", "itl", "e2e", "duration", "req_s", "out_tps", "total_tps", "percentile", "kv",

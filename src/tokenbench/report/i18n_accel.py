@@ -33,6 +33,10 @@ EN: dict[str, str] = {
     "mark.sparse": ("{mark} {cell}: power and energy are not a measurement of the whole window: the power "
                     "samples cover {coverage}% of its {window} s, the longest gap between them is {gap} s (the "
                     "interval is {interval} s); a figure needs 90 % and no gap over two intervals"),
+    "mark.sparse_counter": ("{mark} {cell}: energy is not a measurement of the whole window: the energy "
+                            "counter's readings around an edge of its {window} s lie {gap} s apart (the interval "
+                            "is {interval} s), and its value at the edge is interpolated between them; a figure "
+                            "needs readings no more than two intervals apart"),
     "mark.name.sparse": "power samples do not cover the window (power, energy)",
     "bn.accelerator": "accelerator busy",
     "bn.host": "host CPU-bound",
@@ -44,6 +48,7 @@ EN: dict[str, str] = {
                           "price per hour is that x its devices."),
     "cost.intro.node": "At {price} per node-hour (--price-per-hour, --price-basis node): one node serves the cells.",
     "cost.config": "{config}:",
+    "cost.devices_seen": "{n} (the devices the monitor sampled: a server given by --base-url states none)",
     "cost.by.spans": "prefill / decode time, the server's spans ({pct}% to input)",
     "cost.by.histograms": "prefill / decode time, the server's means ({pct}% to input)",
     "cost.by.tokens": "token share ({pct}% to input)",
@@ -83,6 +88,9 @@ ZH: dict[str, str] = {
     "col.host_j_per_token": "主机每输出 token 能耗 J",
     "mark.sparse": ("{mark} {cell}：功率与能耗不是整个窗口的测量：功率样本只覆盖其 {window} 秒中的 {coverage}%，"
                     "样本间最长间隔 {gap} 秒（采样间隔 {interval} 秒）；需要覆盖 90 % 且间隔不超过两个采样间隔"),
+    "mark.sparse_counter": ("{mark} {cell}：能耗不是整个窗口的测量：能耗计数器在其 {window} 秒窗口某一端前后的两次读数"
+                            "相隔 {gap} 秒（采样间隔 {interval} 秒），窗口端点处的值由两者插值得到；需要两次读数相隔不超过"
+                            "两个采样间隔"),
     "mark.name.sparse": "功率样本未覆盖测量窗口（功率、能耗）",
     "bn.accelerator": "加速卡繁忙",
     "bn.host": "主机 CPU 瓶颈",
@@ -92,6 +100,7 @@ ZH: dict[str, str] = {
     "cost.intro.device": "按每卡每小时 {price}（--price-per-hour，随运行记录）：服务端每小时价格 = 该价格 × 卡数。",
     "cost.intro.node": "按每节点每小时 {price}（--price-per-hour，--price-basis node）：一个节点承担各测试点。",
     "cost.config": "{config}：",
+    "cost.devices_seen": "{n}（监控采样到的卡数：--base-url 给出的服务端未说明卡数）",
     "cost.by.spans": "按 prefill / decode 时间，服务端 span（{pct}% 计入输入）",
     "cost.by.histograms": "按 prefill / decode 时间，服务端均值（{pct}% 计入输入）",
     "cost.by.tokens": "按 token 占比（{pct}% 计入输入）",

@@ -28,9 +28,17 @@ EN: dict[str, str] = {
     "cause.client_stopped": "the client's process was neither running nor waiting for a CPU (stopped, e.g. by "
                             "SIGSTOP or a debugger, or blocked in a system call)",
     "cause.client_delay": "the client's event loop was held up (the kernel's run delay could not be read)",
-    "cause.buffering": "the stream arrived in pieces while the client's loop was quiet ({chunks} token chunks "
-                       "read together with many others): the server or a proxy buffers it, and ITL cannot be "
-                       "measured through it (turn the buffering off, e.g. nginx proxy_buffering off)",
+    "cause.buffering": "the stream arrived in pieces while the client waited idle ({chunks} token chunks in "
+                       "bursts): {source}; a token may have been held before the read that brought it, so each "
+                       "stamp is bounded by that hold (up to its time minus the read two before it)",
+    "delivery.note": "{cell}: tokens arrived in bursts of {size} (at most {largest}) about every {period} ms while "
+                     "the client waited idle ({share} of the token chunks): {source}",
+    "delivery.server": "the server's own writes ({k} chunks at once, by its own account: {told}); its figures are "
+                       "as it sent them",
+    "delivery.proxy": "held and flushed by the proxy on the way (declared: --via-proxy)",
+    "delivery.upstream": "delivered in pieces upstream, by the server or a proxy (not told apart: --via-proxy names "
+                         "a proxy, --server-chunks-per-write a server's own writes)",
+    "delivery.held": "; every figure a hold could move is bounded by it",
     "mark.name.failed": "failed",
     "mark.name.errors": "over the error budget",
     "mark.name.length": "wrong lengths",
@@ -64,8 +72,15 @@ ZH: dict[str, str] = {
                              "请给客户端分配独占的核（--client-cpus）或让主机空闲",
     "cause.client_stopped": "客户端进程既未运行也未等待 CPU（被暂停，如 SIGSTOP 或调试器，或阻塞在系统调用中）",
     "cause.client_delay": "客户端事件循环被阻塞（无法读取内核的运行延迟）",
-    "cause.buffering": "客户端事件循环空闲时数据流成块到达（{chunks} 个 token 块与许多其他块一起读到）："
-                       "服务端或代理在缓冲数据流，无法通过它测量 ITL（请关闭缓冲，如 nginx proxy_buffering off）",
+    "cause.buffering": "客户端空闲等待时数据流成块到达（{chunks} 个 token 块在突发中到达）：{source}；"
+                       "一个 token 在被读到之前可能已被滞留，因此每个时间戳都以该滞留为界（最多为其时间减去前两次读取的时间）",
+    "delivery.note": "{cell}：客户端空闲等待时 token 以每次 {size} 个（最多 {largest} 个）、约每 {period} ms 一次的突发到达"
+                     "（占 token 块的 {share}）：{source}",
+    "delivery.server": "服务端自身的写出（据其自述每次写 {k} 个块：{told}）；其数字即其发送的结果",
+    "delivery.proxy": "由途中的代理滞留后批量转发（已声明：--via-proxy）",
+    "delivery.upstream": "在上游被分块送达，可能是服务端或代理（无法区分：--via-proxy 指明代理，--server-chunks-per-write "
+                         "指明服务端自身的写出）",
+    "delivery.held": "；每个可能被滞留影响的数字都以该滞留为界",
     "mark.skipped": "{mark} {cell}：未测量：{reason}",
     "mark.interrupted": "{mark} {cell}：不是完整的单元，数字只涵盖中断前完成的请求：{reason}",
     "mark.unknown": "{mark} {cell}：本版本不认识的判定：{reason}",

@@ -17,6 +17,15 @@ EN: dict[str, str] = {
     "send.off.client": ("the client sent late, {late} ms on average after the schedule (its event loop, its CPU "
                         "or the host: see the client's health)"),
     "send.line": "{cell}: sent at {achieved}/s (asked {asked}/s, scheduled {scheduled}/s)",
+    "send.schedule": ("{cell}: the sends left their schedule: late by {p99} ms at p99 and {max} ms at most "
+                      "(tolerance {tol} ms; {share} of the sends later), gaps' CV {cv_sent} sent for {cv_sched} "
+                      "scheduled: {why}; the server was offered another load than asked"),
+    "early.note": ("{cell}: {n} of {ok} answers ended before the asked {asked} tokens (output {lo}-{hi}, median "
+                   "{median}): the server would not let the length be forced, so each was measured as it came"),
+    "probe.method": "{config}: {method} ({how})",
+    "probe.how.probed": "probed with {n} requests",
+    "probe.how.assumed": "not probed: assumed",
+    "probe.refused": "{config}: {line}",
     "tail.note": ("{cell}: the stream ended {mean} ms (mean; p99 {p99} ms) after its last token: E2EL includes "
                   "this stream tail, TPOT and ITL end at the last token"),
     "fair.load": "{cell} is not paired: {values}: {why}; no ratio or verdict is given",
@@ -39,6 +48,14 @@ ZH: dict[str, str] = {
     "send.off.connect": "新连接平均用了 {connect} ms 才建立，之后请求才能写出（服务端接受连接较慢：服务端反压，不是客户端）",
     "send.off.client": "客户端发送滞后，平均比调度晚 {late} ms（事件循环、CPU 或主机所致：见客户端健康状况）",
     "send.line": "{cell}：实际发送速率 {achieved}/s（要求 {asked}/s，调度 {scheduled}/s）",
+    "send.schedule": ("{cell}：发送偏离了调度：p99 晚 {p99} ms，最多晚 {max} ms（容差 {tol} ms；{share} 的发送晚于容差），"
+                      "间隔的变异系数实际为 {cv_sent}，调度为 {cv_sched}：{why}；服务端收到的负载与要求的不同"),
+    "early.note": ("{cell}：{ok} 个回答中有 {n} 个在要求的 {asked} 个 token 之前结束（输出 {lo}-{hi}，中位数 {median}）："
+                   "服务端不允许强制长度，每个请求按实际输出计量"),
+    "probe.method": "{config}：{method}（{how}）",
+    "probe.how.probed": "探测用了 {n} 个请求",
+    "probe.how.assumed": "未探测：按假定",
+    "probe.refused": "{config}：{line}",
     "tail.note": "{cell}：最后一个 token 之后还过了 {mean} ms（均值；p99 {p99} ms）流才结束：E2EL 包含这段流尾，TPOT 和 ITL 止于最后一个 token",
     "fair.load": "{cell} 不配对比较：{values}：{why}；不给出比值和判定",
     "fair.load.mode": "固定并发（闭环：一个请求结束才发下一个）与请求速率（开环：按调度发送，不管服务端如何）是不同的负载，即使数值相同",

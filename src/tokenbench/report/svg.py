@@ -1,4 +1,4 @@
-"""Plots as hand-written SVG: line charts and a per-request timeline. No plotting library.
+"""Plots as hand-written SVG: line charts, a per-request timeline and stacked bars. No plotting library.
 
 Every data mark carries a `<title>` (a native tooltip when the .svg file is opened alone) and a
 `data-tip`/`data-s` pair that the report's inline script uses for styled tooltips and for toggling a
@@ -176,6 +176,20 @@ def _band(fr: Frame, band: list[tuple[float, float, float]], color: str) -> list
     return [f'<polygon class="band" points="{pts}" fill="{color}" fill-opacity="0.15" stroke="none"/>']
 
 
+def _rows(title: str, xmax: float, plot_height: float, height: int) -> tuple[Frame, list[str]]:
+    """A chart of horizontal rows over [0, xmax] (`plot_height` pixels of them): its frame, and its opening with the
+    vertical grid and the x ticks."""
+    fr = Frame([0.0, xmax], 1.0, False, xmin=0.0)
+    fr.ph = plot_height
+    out = _open(title, height)
+    base = f(TOP + fr.ph)
+    for x in fr.xticks:
+        xx = f(fr.px(x))
+        out.append(f'<line x1="{xx}" x2="{xx}" y1="{TOP}" y2="{base}" stroke="#e4e4e4"/>')
+        out.append(f'<text x="{xx}" y="{f(TOP + fr.ph + 18)}" text-anchor="middle">{esc(tick_label(x))}</text>')
+    return fr, out
+
+
 def timeline_chart(title: str, xlabel: str, ylabel: str, bars: list[Bar], legend: list[str]) -> str:
     """Horizontal bars, one row per request in send order: client wait, send->first token, decode."""
     if not bars:
@@ -183,14 +197,7 @@ def timeline_chart(title: str, xlabel: str, ylabel: str, bars: list[Bar], legend
     bars = sorted(bars, key=lambda b: (b.sent, b.intended))
     row = max(1.0, min(18.0, 420 / len(bars)))
     height = int(TOP + BOTTOM + row * len(bars) + 10)
-    fr = Frame([0.0, max(b.end for b in bars)], 1.0, False, xmin=0.0)
-    fr.ph = row * len(bars)
-    out = _open(title, height)
-    base = f(TOP + fr.ph)
-    for x in fr.xticks:
-        xx = f(fr.px(x))
-        out.append(f'<line x1="{xx}" x2="{xx}" y1="{TOP}" y2="{base}" stroke="#e4e4e4"/>')
-        out.append(f'<text x="{xx}" y="{f(TOP + fr.ph + 18)}" text-anchor="middle">{esc(tick_label(x))}</text>')
+    fr, out = _rows(title, max(b.end for b in bars), len(bars) * row, height)
     out.append(f'<text x="{f(LEFT + fr.pw / 2)}" y="{height - 12}" text-anchor="middle">{esc(xlabel)}</text>')
     out.append(f'<text transform="translate(16 {f(TOP + fr.ph / 2)}) rotate(-90)" text-anchor="middle">'
                f'{esc(ylabel)}</text>')
@@ -209,6 +216,44 @@ def timeline_chart(title: str, xlabel: str, ylabel: str, bars: list[Bar], legend
     out += _legend(legend, colors)
     out.append("</svg>")
     return "\n".join(out)
+
+
+@dataclass
+class Stack:
+    """One horizontal stacked bar: its label and its parts in legend order (a value in the x unit, a tooltip);
+    a negative part is drawn as nothing (its tooltip still says it)."""
+
+    label: str
+    parts: list[tuple[float, str]]
+
+
+def stacked_chart(title: str, xlabel: str, stacks: list[Stack], legend: list[str], colors: list[str]) -> str:
+    """Horizontal stacked bars, one row per stack (its label above it), the parts coloured as the legend (clicking
+    an entry hides that part in every bar)."""
+    if not stacks:
+        return ""
+    row = 36.0
+    height = int(max(TOP + BOTTOM + row * len(stacks) + 10, TOP + 20 * len(legend) + 20))
+    total = max(sum(max(v, 0.0) for v, _ in st.parts) for st in stacks)
+    fr, out = _rows(title, total or 1.0, row * len(stacks), height)
+    out.append(f'<text x="{f(LEFT + fr.pw / 2)}" y="{f(TOP + fr.ph + 40)}" text-anchor="middle">{esc(xlabel)}</text>')
+    for i, st in enumerate(stacks):
+        out += _stack(fr, st, TOP + i * row, colors)
+    out += _legend(legend, colors)
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _stack(fr: Frame, st: Stack, y: float, colors: list[str]) -> list[str]:
+    out = [f'<text class="stack-label" x="{LEFT + 2}" y="{f(y + 12)}" font-size="11">{esc(st.label)}</text>']
+    at = 0.0
+    for k, (value, tip) in enumerate(st.parts):
+        width = max(value, 0.0)
+        out.append(f'<rect class="series" data-s="{k}" x="{f(fr.px(at))}" y="{f(y + 16)}" '
+                   f'width="{f(max(fr.px(at + width) - fr.px(at), 0.0))}" height="16" fill="{colors[k]}" '
+                   f'data-tip="{esc(tip)}"><title>{esc(tip)}</title></rect>')
+        at += width
+    return out
 
 
 def standalone(svg: str) -> str:

@@ -35,6 +35,12 @@ RANGE_RATIO_STYLE = ("which tool's meaning range_ratio has: vllm (a window aroun
 LENGTH_HISTOGRAM = ("draw each request's (input, output) lengths from weighted buckets: a CSV file of rows "
                     "input_len,output_len,weight[,input_stddev,output_stddev], or AIPerf's --sequence-distribution "
                     "text ISL[|SD],OSL[|SD]:WEIGHT;... (weights in any unit); replaces the pairs")
+MAX_TOKENS = 10_000_000    # a prompt or output length above this fits no model's context
+MIN_RATE = 1e-6           # requests (or sessions) per second: one in 11.6 days; below, a schedule overflows
+MAX_BURSTINESS = 1e6      # gamma shape of Poisson gaps: their spread is 1/sqrt(shape), 0.1 % here (constant enough)
+MAX_WARMUP = 100_000       # warmup requests per cell: they are prepared before the cell starts
+WARMUP_REQUESTS = ("warmup requests per cell; default: as many as the cell runs at once (its concurrency or users, "
+                   "a rate's --max-concurrency; 1 for a rate without one), never more than the cell's own requests")
 WARMUP_FIRST_PROMPT = ("every warmup request sends the cell's first measured prompt, as vllm bench serve "
                        "(--num-warmups) and sglang.bench_serving (--warmup-requests) do: with prefix caching the "
                        "first measured request then finds its prompt cached; default: fresh prompts of the "
@@ -50,7 +56,7 @@ class WorkloadSource(StrictModel):
     kind: WorkloadKind = Field("random", description="random | text | sharegpt | jsonl | prefix | image | trace | "
                                "sessions (text: natural-text token ids cut to the exact length; sessions: multi-turn, "
                                "docs/workloads.md)")
-    output_len: int | None = Field(None, gt=0, description="exact output tokens (max_tokens=min_tokens, ignore_eos); "
+    output_len: int | None = Field(None, gt=0, le=MAX_TOKENS, description="exact output tokens (max_tokens=min_tokens, ignore_eos); "
                                    "for sharegpt/jsonl/trace: forces every request's output length")
     dataset_path: str | None = Field(None, description="local file: ShareGPT JSON/JSONL, prompt JSONL, mooncake "
                                      "trace JSONL; for image: an image file or a folder of images")
@@ -209,7 +215,7 @@ DRAW_FIELDS = ("range_ratio", "input_len_stddev", "output_len_stddev", "length_h
 
 class Workload(WorkloadSource):
     api: Literal["completions", "chat"] = "completions"
-    input_len: int | None = Field(None, gt=0, description="exact prompt tokens (random, prefix: prefix + suffix; "
+    input_len: int | None = Field(None, gt=0, le=MAX_TOKENS, description="exact prompt tokens (random, prefix: prefix + suffix; "
                                   "image: the text part; sessions: the new user tokens of each turn)")
     seed: int = 0
 
@@ -335,10 +341,10 @@ class Load(StrictModel):
     sessions workload, users (closed loop) or a session start rate (open loop)."""
 
     concurrency: int | None = Field(None, gt=0, description="closed loop: requests in flight")
-    request_rate: float | None = Field(None, gt=0, description="open loop: requests/s")
+    request_rate: float | None = Field(None, ge=MIN_RATE, description="open loop: requests/s")
     users: int | None = Field(None, gt=0, description="sessions, closed loop: users, each running one session at a "
                               "time (the next when it ends)")
-    session_rate: float | None = Field(None, gt=0, description="sessions, open loop: sessions started per second")
+    session_rate: float | None = Field(None, ge=MIN_RATE, description="sessions, open loop: sessions started per second")
     num_sessions: int | None = Field(None, gt=0, description="sessions per cell")
     ramp_up_s: float | None = Field(None, gt=0, description="sessions: users start evenly spread over this many "
                                     "seconds (default: all at once)")
@@ -346,11 +352,11 @@ class Load(StrictModel):
         "poisson", description="open-loop arrivals; trace: the trace workload's timestamps (no rate)")
     max_concurrency: int | None = Field(None, gt=0, description="cap on in-flight requests in rate mode")
     rate_cap: Literal["queue", "gate"] = Field("queue", description=RATE_CAP)
-    burstiness: float = Field(1.0, gt=0, description="Poisson arrivals: shape of the gamma-distributed gaps "
+    burstiness: float = Field(1.0, gt=0, le=MAX_BURSTINESS, description="Poisson arrivals: shape of the gamma-distributed gaps "
                               "(vLLM's --burstiness): 1 = Poisson, < 1 burstier, > 1 more even; same mean rate")
     num_prompts: int | None = Field(None, gt=0, description="requests per cell (trace: at most this many rows)")
     duration_s: float | None = Field(None, gt=0, description="seconds per cell (trace: the rows due before this)")
-    warmup_requests: int | None = Field(None, ge=0, description="default: the cell's concurrency")
+    warmup_requests: int | None = Field(None, ge=0, le=MAX_WARMUP, description=WARMUP_REQUESTS)
     warmup_first_prompt: bool = Field(False, description=WARMUP_FIRST_PROMPT)
 
     @model_validator(mode="after")
@@ -414,7 +420,23 @@ class Load(StrictModel):
         """Requests in flight at most: the concurrency, the users (each waits for its answer), or the cap."""
         return self.concurrency or self.users or self.max_concurrency
 
+    @property
+    def at_once(self) -> int | None:
+        """Requests the cell runs at once at most: its concurrency or users, or a rate's cap, never more than
+        its own requests (None: an uncapped rate or a trace, as many as arrive before the first ones end)."""
+        own = self.num_sessions if self.sessions else self.num_prompts
+        cap = self.in_flight_cap
+        return cap if cap is None or own is None else min(cap, own)
+
     def warmup_count(self) -> int:
+        """The warmup's requests: as many as given, else as many as the cell runs at once (one where that is
+        not bounded), so a warmup never sends more than the cell itself will have in flight."""
         if self.warmup_requests is not None:
             return self.warmup_requests
-        return self.in_flight_cap or 1
+        return self.at_once or 1
+
+    @property
+    def warmup_width(self) -> int:
+        """The warmup's requests in flight at once: as many as the cell runs at once, at most its count."""
+        count = self.warmup_count()
+        return max(1, min(count, self.at_once or count))

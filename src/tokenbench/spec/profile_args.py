@@ -25,6 +25,22 @@ def flag_args(args: dict[str, ArgValue]) -> list[str]:
     return out
 
 
+def flag_pairs(words: list[str]) -> dict[str, str | bool]:
+    """argv -> `{name: value}`, the inverse of `flag_args` as an engine's launcher reads it: `--k v` -> `{k: v}`,
+    a bare `--k` -> `{k: True}`, dashes in names as underscores; ValueError on a word that is neither."""
+    out: dict[str, str | bool] = {}
+    i = 0
+    while i < len(words):
+        if not words[i].startswith("--"):
+            raise ValueError(f"unexpected argument '{words[i]}'")
+        name = words[i][2:].replace("-", "_")
+        if i + 1 < len(words) and not words[i + 1].startswith("--"):
+            out[name], i = words[i + 1], i + 2
+        else:
+            out[name], i = True, i + 1
+    return out
+
+
 def secret_flag_list(secret_args: dict[str, str]) -> list[str]:
     """`--flag ${VAR}` for each secret arg: what every rendering shows."""
     return [x for key, var in secret_args.items() for x in (flag_name(key), placeholder(var))]

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from tokenbench.spec.server_kinds import Capabilities
+
 ALWAYS = ("engine", "version", "model", "ctx_per_seq", "kv_capacity_tokens", "slots", "prefix_cache", "speculative",
           "metrics", "source", "raw")      # the facts read from a running server, stored always
 
@@ -91,6 +93,7 @@ class ServerFacts:
     workload: Sampling | None = None
     client: dict[str, Any] | None = None
     graphs: GraphCapture | None = None    # captured decode batch sizes (stored when known)
+    capabilities: Capabilities | None = None   # what the server accepts (load/probe.py), stored when probed or assumed
     other: dict[str, Any] = field(default_factory=dict)   # any other fact given (e.g. speculative_*), as given
     given: tuple[str, ...] = field(default=ALWAYS, compare=False, repr=False)   # the keys stored, in their order
 
@@ -106,6 +109,8 @@ class ServerFacts:
             known["workload"] = Sampling.from_dict(known["workload"])
         if isinstance(known.get("graphs"), dict):
             known["graphs"] = GraphCapture.from_dict(known["graphs"])
+        if isinstance(known.get("capabilities"), dict):
+            known["capabilities"] = Capabilities.model_validate(known["capabilities"])
         other = {k: v for k, v in stored.items() if k not in NAMES}
         return cls(**{"engine": "unknown", **known, "other": other, "given": tuple(known)})
 
@@ -116,8 +121,15 @@ class ServerFacts:
             self.graphs = graphs
             self.given = tuple(dict.fromkeys((*self.given, "graphs")))
 
+    def with_capabilities(self, caps: Capabilities) -> None:
+        """Record what the server accepts (stored with the facts from now on)."""
+        self.capabilities = caps
+        self.given = tuple(dict.fromkeys((*self.given, "capabilities")))
+
 
 def _plain(value: Any) -> Any:
+    if isinstance(value, Capabilities):
+        return value.model_dump(mode="json")
     return value.to_dict() if isinstance(value, Sampling | GraphCapture) else value
 
 

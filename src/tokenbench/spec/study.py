@@ -11,13 +11,19 @@ from pydantic import AfterValidator, Field, ValidationError, field_validator, mo
 from tokenbench.spec.base import StrictModel
 from tokenbench.spec.bench import (
     DATASET_KINDS,
+    MAX_BURSTINESS,
+    MAX_TOKENS,
+    MAX_WARMUP,
+    MIN_RATE,
     PAIR_KINDS,
     RATE_CAP,
     SLO,
     WARMUP_FIRST_PROMPT,
+    WARMUP_REQUESTS,
     Workload,
     WorkloadSource,
 )
+from tokenbench.spec.server_kinds import ServerKind
 from tokenbench.spec.slo import Limit, Tier
 from tokenbench.spec.study_name import derived_name
 
@@ -29,6 +35,15 @@ NO_MIN_TOKENS = ("leave min_tokens out of the request body: only max_tokens with
                  "ignore_eos still gives exactly output_len tokens)")
 EXTRA_BODY = ("JSON object merged over every request body, last (vLLM's --extra-body), e.g. "
               "'{\"logprobs\": null, \"repetition_penalty\": 1.0}'; it may not set model, prompt, messages or stream")
+BACKEND = ("the kind of server at the target (vLLM's --backend spelling): openai, vllm, sglang, llama.cpp, tgi, "
+           "tensorrt-llm, lmdeploy, mindie, transformers or gateway; the probe still checks what it accepts, and "
+           "with --no-probe its known behaviour is taken as is (docs/compatibility.md); default: probe only")
+NO_PROBE = ("skip the capability probe (a few small requests once per target) for a server already known: take "
+            "--backend's known behaviour, else assume every field (ignore_eos, min_tokens, token-id prompts) is "
+            "accepted")
+NO_IGNORE_EOS = ("leave ignore_eos out of the request body (the probe drops it by itself where the server refuses "
+                 "it): output lengths are then forced by min_tokens where accepted, else measured per request and "
+                 "early ends counted")
 NEW_CONNECTION = ("send every request on a new connection, closed after it (as sglang.bench_serving, which opens "
                   "an HTTP session per request); default: keep-alive connections reused")
 FIXED_BODY_KEYS = ("model", "prompt", "messages", "stream")
@@ -71,15 +86,25 @@ class Target(StrictModel):
     api_key_env: str | None = Field(None, description="environment variable that holds the API key "
                                     "(OPENAI_API_KEY is read when set and no key is named)")
     api_key_file: str | None = Field(None, description="file whose first line is the API key")
-    timeout_s: float = Field(600.0, gt=0, description="per-request timeout (whole request), seconds")
+    timeout_s: float = Field(600.0, gt=0, le=1e6, description="per-request timeout (whole request), seconds")
     connect_in_ttft: bool = Field(False, description="count a new connection's set-up (TCP, TLS) in TTFT, as "
                                   "vLLM's client does; default: it is its own figure, connect_ms")
     final_usage_only: bool = Field(False, description=FINAL_USAGE_ONLY)
     no_min_tokens: bool = Field(False, description=NO_MIN_TOKENS)
+    no_ignore_eos: bool = Field(False, description=NO_IGNORE_EOS)
+    backend: ServerKind | None = Field(None, description=BACKEND)
+    no_probe: bool = Field(False, description=NO_PROBE)
     extra_body: dict[str, Any] = Field(default_factory=dict, description=EXTRA_BODY)
     new_connection_per_request: bool = Field(False, description=NEW_CONNECTION)
     server_traces: Literal["auto", "on", "off"] = Field("auto", description=SERVER_TRACES)
     otlp_listen: str | None = Field(None, description=OTLP_LISTEN)
+    via_proxy: bool = Field(False, description="the server is reached through a proxy or gateway: a stream that "
+                            "arrives in pieces is named as that proxy's buffering (default: upstream, the server "
+                            "or a proxy, not told apart)")
+    server_chunks_per_write: int | None = Field(
+        None, ge=1, description="token chunks the server writes at once (its multi-step scheduling or stream "
+        "interval), where its server info does not say: bursts of up to that many while the client waits idle "
+        "are the server's own shape, its figures as sent")
 
     _extra = field_validator("extra_body")(check_extra_body)
 
@@ -105,7 +130,7 @@ class Requests(StrictModel):
                                     "default: max(per_concurrency x concurrency, min)")
     per_concurrency: int = Field(4, ge=1, description="requests per cell per unit of concurrency")
     min: int = Field(16, ge=1, description="fewest requests per cell")
-    duration_s: float | None = Field(None, gt=0, description="seconds per cell instead of a request count "
+    duration_s: float | None = Field(None, gt=0, le=1e7, description="seconds per cell instead of a request count "
                                      "(trace: the rows due before this)")
     num_sessions: int | None = Field(None, ge=1, description="sessions per cell (sessions workload); default: the "
                                      "cell's users, or `min` for session rates")
@@ -160,6 +185,19 @@ class Sampling(StrictModel):
         return self.model_dump(exclude_none=True)
 
 
+class Tune(StrictModel):
+    """`tokenbench tune`: how the best server config for the SLOs is searched (docs/metrics.md, "Tune")."""
+
+    budget_cells: int | None = Field(None, ge=1, description="most cells the tune runs over every config "
+                                     "(default: capacity_budget per config)")
+    budget_minutes: float | None = Field(None, gt=0, description="start no cell after this many minutes of this "
+                                         "session (a resume has the budget again); configs not reached are listed "
+                                         "as not run")
+    baseline: str | None = Field(None, description="the server config the gain is stated against, by name (e.g. "
+                                 "slots=4); default: the profile as given (the varied config equal to it, else one "
+                                 "more config, 'default')")
+
+
 class StudySpec(StrictModel):
     """A study: target x workload x load cells x server configs x repeats. A benchmark is a study with one
     server configuration and no relaunch; `tokenbench sweep --fields` lists every key."""
@@ -180,7 +218,7 @@ class StudySpec(StrictModel):
                                "(N - 1) / rate; the rate sent is stored beside it: docs/metrics.md)")
     arrival: Literal["poisson", "constant"] = Field("poisson", description="open-loop arrivals between requests "
                                                     "(poisson: gaps scaled to the rate exactly, as vLLM)")
-    burstiness: float = Field(1.0, gt=0, description="Poisson arrivals: gamma shape of the gaps (1 = Poisson, "
+    burstiness: float = Field(1.0, gt=0, le=MAX_BURSTINESS, description="Poisson arrivals: gamma shape of the gaps (1 = Poisson, "
                               "< 1 burstier, > 1 more even; same mean rate)")
     users: list[int] = Field(default_factory=list, description="sessions workload, closed-loop cells: users, each "
                              "running one session at a time")
@@ -193,10 +231,9 @@ class StudySpec(StrictModel):
     rate_cap: Literal["queue", "gate"] = Field("queue", description=RATE_CAP)
     vary: dict[str, Annotated[list[Any], AfterValidator(_non_empty_axis)]] = Field(default_factory=dict,
                                        description="server-config axes: profile key -> values (tp, slots, ...)")
-    repeats: int = Field(1, ge=1, description="runs of every cell, each with fresh prompts (seed + repeat)")
+    repeats: int = Field(1, ge=1, le=1000, description="runs of every cell, each with fresh prompts (seed + repeat)")
     requests: Requests = Field(default_factory=Requests)
-    warmup_requests: int | None = Field(None, ge=0, description="warmup requests per cell; "
-                                        "default: the cell's concurrency")
+    warmup_requests: int | None = Field(None, ge=0, le=MAX_WARMUP, description=WARMUP_REQUESTS)
     warmup_first_prompt: bool = Field(False, description=WARMUP_FIRST_PROMPT)
     api: Literal["completions", "chat"] = Field("completions", description="OpenAI API: /v1/completions or "
                                                 "/v1/chat/completions (image workloads: chat)")
@@ -232,7 +269,7 @@ class StudySpec(StrictModel):
                                     "60 s to 30 min; 0: none)")
     slo_attainment: float = Field(0.9, gt=0, le=1, description="share of requests that must meet every "
                                   "per-request SLO (--slo ttft=MS,...) when that is what a capacity search judges")
-    monitor_interval_s: float = Field(1.0, ge=0, description="seconds between monitor samples during a cell; 0: "
+    monitor_interval_s: float = Field(1.0, ge=0, le=3600, description="seconds between monitor samples during a cell; 0: "
                                       "no monitor (no /metrics, host or accelerator samples, and none of the "
                                       "figures read from them), as vllm bench serve sends none")
     price_per_hour: float | None = Field(None, gt=0, description="what an hour of the server costs, per device "
@@ -240,8 +277,10 @@ class StudySpec(StrictModel):
                                          "input and output tokens and output tokens per $ (docs/metrics.md, Cost)")
     price_basis: Literal["device", "node"] = Field("device", description="what price_per_hour is the price of: "
                                                    "one device-hour (x the server's devices) or one node-hour")
-    timeslice_s: float = Field(10.0, gt=0, description="width of the timeslices every cell keeps, seconds "
+    timeslice_s: float = Field(10.0, ge=0.01, description="width of the timeslices every cell keeps, seconds "
                                "(figures per slice, steady state, a sustain cell's drift)")
+    tune: Tune | None = Field(None, description="`tokenbench tune`: rank the server configs (vary) by their "
+                              "capacity under each SLO tier and recommend one")
 
     @field_validator("find_capacity", mode="before")
     @classmethod
@@ -266,6 +305,8 @@ class StudySpec(StrictModel):
         for a, b in v:
             if a <= 0 or b <= 0:
                 raise ValueError(f"pair [{a}, {b}] must have positive input and output lengths")
+            if max(a, b) > MAX_TOKENS:
+                raise ValueError(f"pair [{a}, {b}]: a length above {MAX_TOKENS:,} tokens fits no model's context")
         return v
 
     @field_validator("concurrency", "users")
@@ -278,8 +319,16 @@ class StudySpec(StrictModel):
     @field_validator("session_rates")
     @classmethod
     def _session_rates(cls, v: list[float]) -> list[float]:
-        if any(not 0 < r < float("inf") for r in v):
-            raise ValueError("session rates must be positive and finite (sessions per second)")
+        if any(not MIN_RATE <= r < float("inf") for r in v):
+            raise ValueError(f"session rates must be finite and at least {MIN_RATE:g} (sessions per second)")
+        return v
+
+    @field_validator("rates")
+    @classmethod
+    def _rates(cls, v: list[float]) -> list[float]:
+        if any(r < MIN_RATE for r in v):
+            raise ValueError(f"a request rate is at least {MIN_RATE:g} requests/s (one request in {1 / MIN_RATE / 86400:.1f} "
+                             "days); give requests per second, e.g. 0.5,1,2")
         return v
 
     @field_validator("vary")
@@ -350,6 +399,7 @@ class StudySpec(StrictModel):
             raise ValueError("'vary' needs a profile target (tokenbench must relaunch the server per config)")
         return self
 
+
     def _check_capacity(self) -> None:
         if self.find_capacity == "users" and self.workload.kind != "sessions":
             raise ValueError("find_capacity users searches closed-loop sessions: it needs the sessions workload "
@@ -411,3 +461,17 @@ class StudySpec(StrictModel):
         if self.workload.kind in DATASET_KINDS or self.workload.length_histogram is not None:
             return [Workload(**common)]
         return [Workload(**{**common, "input_len": a, "output_len": b}) for a, b in self.pairs]
+
+    @model_validator(mode="after")
+    def _tune(self) -> "StudySpec":
+        if self.tune is None:
+            return self
+        if not self.target.profile:
+            raise ValueError("tune relaunches the server per config: it needs a profile (tokenbench tune PROFILE)")
+        if not self.find_capacity:
+            raise ValueError("tune ranks configs by their capacity: it needs find_capacity (concurrency, rate "
+                             "or users)")
+        if len(self.workloads()) != 1:
+            raise ValueError("tune ranks configs on one workload: give one pair (--input-len/--output-len) or "
+                             "one dataset; tune each workload in its own run")
+        return self

@@ -14,11 +14,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tokenbench import __version__, userdirs
 from tokenbench.client.records import RequestRecord
 from tokenbench.errors import OutputError, StoreError, UsageError
-from tokenbench.metrics.capacity import SearchRecord
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import ServerFacts
 from tokenbench.store import commands, liveness, outputs
@@ -36,6 +36,10 @@ from tokenbench.store.rows import (
     search_from_db,
 )
 from tokenbench.store.schema import RESERVOIR, SAMPLE_ORDER
+
+if TYPE_CHECKING:
+    from tokenbench.logs.launch import LaunchFailure
+    from tokenbench.metrics.capacity import SearchRecord
 
 
 def default_db_path() -> Path:
@@ -222,6 +226,12 @@ class Store:
         with self._guard("update a server config"):
             self.db.execute("UPDATE server_configs SET status=?, message=? WHERE run_id=? AND name=?",
                             (status, message, run_id, name))
+
+    def set_config_launch(self, run_id: str, name: str, failure: LaunchFailure | None) -> None:
+        """Keep why a server config did not start (None: it started)."""
+        stored = failure.model_dump_json() if failure is not None else "{}"
+        with self._guard("update a server config"):
+            self.db.execute("UPDATE server_configs SET launch_json=? WHERE run_id=? AND name=?", (stored, run_id, name))
 
     def configs(self, run_id: str) -> list[ConfigRow]:
         return [config_from_db(r) for r in self._rows("read server configs",

@@ -125,7 +125,7 @@ class Journal:
         for config in self.store.configs(self.run_id):
             facts.setdefault(config.name, config.facts.to_dict())
         for c in self.store.cells(self.run_id):
-            if c.id is not None:
+            if c.id:
                 self.cells.append(JsonCell({**c.to_json(), "config": c.config},
                                            _Measured(_Stored(self.store, c.id)), (c.config, c.key, c.repeat)))
 

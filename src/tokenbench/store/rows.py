@@ -1,22 +1,25 @@
 """What the results database holds, typed: a run, a server config, a cell, a monitor sample. The store
 takes and gives these (store/db.py); the JSON result writes a cell as `CellRow.to_json()`, the same
 for a cell just measured and one read back by a resumed run. A cell row is made in one of two ways:
-`CellRow.measured` (its verdict and summary) or `CellRow.skipped` (why it was not measured)."""
+`CellRow.from_result` (a measured cell: its verdict and summary) or `CellRow.skipped` (why it was not measured)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import ValidationError
 
-from tokenbench.metrics.capacity import SearchRecord
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.verdict import Verdict
 from tokenbench.spec.bench import Load
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import ServerFacts
+
+if TYPE_CHECKING:
+    from tokenbench.logs.launch import LaunchFailure
+    from tokenbench.metrics.capacity import SearchRecord
 
 T = TypeVar("T")
 
@@ -73,12 +76,15 @@ class CellRow:
     kv_capacity: int | None = None
     over_capacity: bool = False
     started_ns: int | None = None       # the first measured send
-    id: int | None = None               # read back: the stored cell's id, its config's name and when it was stored
-    config: str | None = None
+    id: int = 0                         # read back: the stored cell's id (0: not stored), its config's name and when
+    config: str = ""                    # it was stored
     finished_at: str | None = None
+    # read for a report (judge/views.py), never stored:
+    repeats: tuple[CellRow, ...] = ()   # a merged cell's stored repeats, in order (each is one cell)
+    eager: bool = False                 # its decode batch is above its server's captured graph sizes (the `^` mark)
 
     @classmethod
-    def measured(cls, cell: Planned, result: Measured, kv: KvUse) -> CellRow:
+    def from_result(cls, cell: Planned, result: Measured, kv: KvUse) -> CellRow:
         s = result.summary
         return cls(cell.key, int(s.input_len or 0), int(s.output_len or 0), result.verdict.status, s, cell.repeat,
                    *_axis(cell.load), result.verdict.message, kv.demand, kv.capacity, kv.over, result.started_ns)
@@ -87,9 +93,6 @@ class CellRow:
     def skipped(cls, cell: Planned, lengths: tuple[int, int], reason: str, kv: KvUse) -> CellRow:
         return cls(cell.key, *lengths, "skipped", CellSummary(), cell.repeat, *_axis(cell.load), reason, kv.demand,
                    kv.capacity, kv.over)
-
-    def with_summary(self, summary: CellSummary) -> CellRow:
-        return replace(self, summary=summary)
 
     JSON_COLUMNS = ("key", "repeat", "input_len", "output_len", "concurrency", "request_rate", "status", "message",
                     "kv_demand", "kv_capacity", "over_capacity")
@@ -111,7 +114,7 @@ class CellRow:
     @classmethod
     def from_db(cls, row: Mapping[str, Any]) -> CellRow:
         """A row of `cells` joined with its config's name, its JSON decoded (store/db.py)."""
-        out = _from_db(cls, {**row, "config": row.get("config_name"), "summary": None})
+        out = _from_db(cls, {**row, "config": row.get("config_name") or "", "summary": None})
         return replace(out, summary=CellSummary.from_dict(row.get("summary") or {}),
                        over_capacity=bool(out.over_capacity), message=out.message or "")
 
@@ -161,6 +164,7 @@ class ConfigRow:
     facts: ServerFacts                  # read from the server, or stated by an imported result
     status: str
     message: str = ""
+    launch: LaunchFailure | None = None     # why it did not start (None: it started, or was not tried yet)
 
 
 @dataclass(frozen=True)
@@ -185,6 +189,7 @@ class SearchRow:
 
 def search_from_db(row: Mapping[str, Any]) -> SearchRow | None:
     """A stored search; None for one this version cannot read (stored by another)."""
+    from tokenbench.metrics.capacity import SearchRecord  # a capacity search's record: only where one is read
     try:
         record = SearchRecord.model_validate(row.get("record") or {})
     except ValidationError:
@@ -204,7 +209,18 @@ def run_from_db(row: Mapping[str, Any]) -> RunRow:
 def config_from_db(row: Mapping[str, Any]) -> ConfigRow:
     """The config with its profile and facts as the types they were written as."""
     return replace(_from_db(ConfigRow, row), profile=_profile(row.get("profile") or {}),
-                   facts=ServerFacts.from_dict(row.get("facts") or {}))
+                   facts=ServerFacts.from_dict(row.get("facts") or {}), launch=_launch(row.get("launch") or {}))
+
+
+def _launch(stored: dict[str, Any]) -> LaunchFailure | None:
+    """A stored launch failure; None when there is none, or one this version cannot read."""
+    if not stored:
+        return None
+    from tokenbench.logs.launch import LaunchFailure  # only where a config did not start
+    try:
+        return LaunchFailure.model_validate(stored)
+    except ValidationError:
+        return None
 
 
 def _profile(stored: dict[str, Any]) -> Profile | None:

@@ -178,6 +178,9 @@ MIGRATIONS: list[tuple[int, str | Callable[[sqlite3.Connection], None]]] = [
         "ALTER TABLE requests ADD COLUMN server_e2e_ns INTEGER;\n"
         "ALTER TABLE requests ADD COLUMN clock_offset_ns INTEGER;\n"
         "ALTER TABLE requests ADD COLUMN clock_offset_error_ns INTEGER;"),
+    # 10: a server config that did not start keeps why (logs/launch.LaunchFailure: the cause read from the
+    # engine's log, the line that tells it, an accelerator's error code); '{}' for one that started
+    (10, "ALTER TABLE server_configs ADD COLUMN launch_json TEXT NOT NULL DEFAULT '{}';"),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]
@@ -186,7 +189,8 @@ SCHEMA_VERSION = MIGRATIONS[-1][0]
 REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     "runs": ("id", "created_at", "kind", "status", "target", "tool_version", "spec_json", "command_json",
              "environment_json", "clock_json", "message", "owner_pid", "owner_started"),
-    "server_configs": ("id", "run_id", "name", "overrides_json", "profile_json", "facts_json", "status", "message"),
+    "server_configs": ("id", "run_id", "name", "overrides_json", "profile_json", "facts_json", "status", "message",
+                       "launch_json"),
     "cells": ("id", "run_id", "config_id", "key", "repeat", "input_len", "output_len", "concurrency",
               "request_rate", "status", "message", "kv_demand", "kv_capacity", "over_capacity", "summary_json",
               "started_ns", "finished_at", "superseded"),

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from tokenbench.client import api
-from tokenbench.deploy import lifecycle, state
+from tokenbench.deploy import state
 from tokenbench.errors import MeasurementError, TargetError, UsageError
 from tokenbench.report.document import plain
 from tokenbench.store import outputs
@@ -380,5 +380,5 @@ def local_root(base_url: str, root: object) -> str | None:
     deployment at `base_url` (SGLang lists its served name as root)."""
     if isinstance(root, str) and Path(root).is_dir():
         return root
-    deployed = lifecycle.serving(state.state_dir(), base_url)
+    deployed = state.serving(state.state_dir(), base_url)
     return state.model_directory(deployed) if deployed else None

@@ -57,9 +57,13 @@ def set_key(data: dict, dotted: str, value: Any) -> None:
 
 def study_data(cell: Cell, variant: Variant = DEFAULT) -> dict:
     """The study spec's mapping for one arm of one cell: the cell's workload, closed loop at its concurrency,
-    `concurrency` warmup requests (as both peers are asked for), then the variant's changes."""
+    `concurrency` warmup requests (as both peers are asked for), then the variant's changes. Tracing is off in
+    every arm: no peer sends a `traceparent`, and a server deployed with `deploy up --otlp-listen` would otherwise
+    get one with each of tokenbench's requests (a header the peer's lack, and spans the server exports for them
+    alone)."""
     data: dict[str, Any] = {
-        "name": f"agree-{variant.name}", "target": {"base_url": cell.base_url, "model": cell.model},
+        "name": f"agree-{variant.name}",
+        "target": {"base_url": cell.base_url, "model": cell.model, "server_traces": "off"},
         "workload": {"tokenizer_path": cell.tokenizer}, "pairs": [(variant.input_len or cell.input_len, cell.output_len)],
         "concurrency": [cell.concurrency], "requests": {"num_prompts": cell.num_prompts},
         "warmup_requests": warmup_count(cell, variant), "seed": cell.seed}
@@ -83,7 +87,7 @@ def _flag(key: str, value: Any) -> list[str]:
 def tokenbench_args(cell: Cell, json_path: str, variant: Variant = DEFAULT) -> list[str]:
     """`tokenbench bench` sending what the arm sends (the same study as `study_spec`)."""
     args = ["--name", f"agree-{variant.name}", "--base-url", cell.base_url, "--model", cell.model,
-            "--tokenizer", cell.tokenizer,
+            "--tokenizer", cell.tokenizer, "--server-traces", "off",
             "--input-len", str(variant.input_len or cell.input_len), "--output-len", str(cell.output_len),
             "--concurrency", str(cell.concurrency), "--num-prompts", str(cell.num_prompts),
             "--warmup-requests", str(warmup_count(cell, variant)), "--seed", str(cell.seed)]

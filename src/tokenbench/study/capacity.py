@@ -14,15 +14,23 @@ every cell, so several tiers are answered from one set of cells:
    closer than the precision (closed loop: whole streams; rates rounded to 3 significant digits);
 3. replicate: run more cells at those two loads (fresh prompts and arrivals, samples pooled) until the
    highest one that surely passes and the lowest one that surely fails are that close; a load still
-   undecided after MAX_CELLS_AT_LOAD cells gives way to one a gap further out;
+   undecided after MAX_CELLS_AT_LOAD cells gives way to one a gap further out, and where there is none the
+   search keeps replicating: the budget is spent to decide;
 4. stop at convergence, or when the budget (less the sustain cell) is spent; then the sustain cell at
-   the first tier's answer.
+   the first tier's answer, judged against the cells that placed it there.
+
+A cell the client's own delays may have moved (a figure a limit reads marked for the client, an invalid cell,
+or sends that left their schedule for the client's lateness: `CellSamples.doubt`) is measured again at once
+and replaced, never pooled with clean ones; after MAX_REMEASURE tries the load is the client's to answer for
+(above the highest pass, it bounds the bracket as a fail would, and the answer names the client).
+A load that passed above one that failed reopens the search: both are replicated until each is sure. Cells
+near the boundary (refine, replicate) are sized to the limits' statistics (REQUESTS_FOR: a p99 needs 299).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 
 from tokenbench.metrics.capacity import (
@@ -35,6 +43,7 @@ from tokenbench.metrics.capacity import (
     SearchRecord,
     Sustain,
     Tried,
+    apart,
     judge,
 )
 from tokenbench.metrics.timeslices import drift
@@ -42,6 +51,9 @@ from tokenbench.spec.slo import Tier
 from tokenbench.spec.study import StudySpec
 
 MAX_CELLS_AT_LOAD = 4         # replicates at one load before the search steps a gap further out
+MAX_REMEASURE = 4             # cells in doubt at one load (the client's delays) before the load is the client's
+REQUESTS_FOR = {"p99": 299, "p95": 59, "p90": 29, "p50": 5}   # requests a percentile's largest value bounds at 95 %
+                              # (0.99^299 < 0.05): cells near the boundary are at least this large
 RATE_FLOOR_SHARE = 1 / 64     # a rate search goes down to start / 64 requests/s
 SUSTAIN_REQUESTS = 200        # the default sustain cell: this many requests at the rate measured at the answer
                               # (each half's p99 rests on 100, the floor below which a p99 is marked unreliable),
@@ -82,24 +94,46 @@ class Settings:
 class Probe:
     load: float
     role: Role
-    repeat: int                          # cells already run at this load: 0 for the first
+    repeat: int                          # cells already run at this load (in doubt or not): 0 for the first
     duration_s: float | None = None      # the sustain cell's length
+    requests: int | None = None          # at least this many requests (a cell near the boundary)
 
 
 @dataclass
 class _State:
     s: Settings
     cells: dict[float, list[CellSamples]] = field(default_factory=dict)
+    doubted: dict[float, list[CellSamples]] = field(default_factory=dict)
     tried: list[Tried] = field(default_factory=list)
 
     def add(self, probe: Probe, got: CellSamples) -> None:
-        if probe.role != "sustain":
+        if probe.role == "sustain":
+            pass
+        elif got.doubt is not None:
+            self.doubted.setdefault(probe.load, []).append(got)
+        else:
             self.cells.setdefault(probe.load, []).append(got)
         self.tried.append(Tried(key=got.key, repeat=got.repeat, role=probe.role, load=probe.load,
-                                status=got.status, verdicts=[judge(t, [got]) for t in self.s.tiers]))
+                                status=got.status, verdicts=[judge(t, [got]) for t in self.s.tiers],
+                                doubt=got.doubt))
+
+    def again(self, probe: Probe, got: CellSamples) -> Probe | None:
+        """The same load measured again when the cell is in doubt, MAX_REMEASURE times at most."""
+        if probe.role == "sustain" or got.doubt is None or len(self.doubted[probe.load]) >= MAX_REMEASURE:
+            return None
+        return Probe(probe.load, "remeasure", self.used(probe.load), requests=probe.requests)
+
+    def used(self, x: float) -> int:
+        """Cells run at load x, in doubt or not (the next one's repeat index: fresh prompts and arrivals)."""
+        return len(self.cells.get(x, [])) + len(self.doubted.get(x, []))
+
+    def client_loads(self) -> list[float]:
+        """Loads tried where no clean cell could be measured (every one in doubt)."""
+        return sorted(x for x in self.doubted if x not in self.cells)
 
     def verdict(self, x: float, tier: Tier) -> LoadVerdict:
-        return LoadVerdict(load=x, cells=len(self.cells[x]), verdicts=[judge(tier, self.cells[x])])
+        return LoadVerdict(load=x, cells=len(self.cells[x]), verdicts=[judge(tier, self.cells[x])],
+                           doubted=len(self.doubted.get(x, [])))
 
     def passes(self, tier: Tier) -> dict[float, bool]:
         return {x: self.verdict(x, tier).verdicts[0].passes for x in sorted(self.cells)}
@@ -151,39 +185,95 @@ class _Step:
 
 def _next(st: _State, tier: Tier) -> _Step:
     s, passes = st.s, st.passes(tier)
+    if not passes:                                   # every cell so far in doubt: try the next load up
+        x = _out(st, _grid(s, s.first), +1)
+        return _Step(0, _probe(st, x, "bracket")) if x not in st.doubted else _Step(0, None, "client")
     low, high = bracket(passes)
+    blocked = [x for x in st.client_loads() if low is None or x > low]
+    if high is None and blocked:                     # no clean fail: the client's loads bound the bracket above
+        return _toward(st, tier, low, min(blocked))
     if high is None:
         top = max(passes)
         if top >= s.maximum:
             return _Step(0, None, "above_max")
-        return _Step(0, _probe(st, min(s.maximum, _grid(s, top * 2)), "bracket"))
+        return _Step(0, _probe(st, _out(st, min(s.maximum, _grid(s, top * 2)), +1), "bracket"))
     if low is None:
         if high <= s.floor:
             return _Step(0, None, "below_min")
-        return _Step(0, _probe(st, max(s.floor, _grid(s, high / 2)), "bracket"))
+        return _Step(0, _probe(st, _out(st, max(s.floor, _grid(s, high / 2)), -1), "bracket"))
+    reopen = _reopen(st, tier, high, passes)
+    if reopen is not None:
+        return reopen
     if not narrow(s, low, high):
-        mid = between(s, low, high)
-        return _Step(1, _probe(st, mid, "refine")) if mid is not None else _settle(st, tier, low, high)
+        mid = _open_mid(st, low, high)
+        return _Step(1, _probe(st, mid, "refine", tier)) if mid is not None else _settle(st, tier, low, high)
     return _settle(st, tier, low, high)
+
+
+def _open_mid(st: _State, low: float, high: float) -> float | None:
+    """The load halfway between low and high, or, where no clean cell could be measured there (the
+    client's), halfway across either half, the upper first; None when the grid has none left."""
+    blocked = st.client_loads()
+    mid = between(st.s, low, high)
+    if mid is None or mid not in blocked:
+        return mid
+    for a, b in ((mid, high), (low, mid)):
+        inner = between(st.s, a, b)
+        if inner is not None and inner not in blocked:
+            return inner
+    return None
+
+
+def _toward(st: _State, tier: Tier, low: float | None, blocked: float) -> _Step:
+    """Nothing failed cleanly, but at `blocked` no clean cell could be measured (the client's delays): bisect
+    toward it from the highest pass; once that is as narrow as asked the answer is the client's to give."""
+    if low is None or narrow(st.s, low, blocked):
+        return _Step(0, None, "client")
+    mid = _open_mid(st, low, blocked)
+    return _Step(1, _probe(st, mid, "refine", tier)) if mid is not None else _Step(0, None, "client")
+
+
+def _out(st: _State, x: float, way: int) -> float:
+    """A bracket load: x, or past it while every cell at x was in doubt (the client's), within the limits."""
+    s = st.s
+    while x in st.doubted and x not in st.cells and s.floor < x < s.maximum:
+        x = min(s.maximum, _grid(s, x * 2)) if way > 0 else max(s.floor, _grid(s, x / 2))
+    return x
+
+
+def _reopen(st: _State, tier: Tier, high: float, passes: dict[float, bool]) -> _Step | None:
+    """A load that passed above the lowest that failed: one of the two is wrong, whatever a single cell's
+    interval says. Replicate the fail below, then each pass above, until each rests on two cells or more and
+    is sure, or their cells run out."""
+    above = [x for x, ok in passes.items() if ok and x > high]
+    if not above:
+        return None
+    for x, want in [(high, "fail"), *((x, "pass") for x in above)]:
+        n = len(st.cells[x])
+        if (n < 2 or st.sure(x, tier) != want) and n < MAX_CELLS_AT_LOAD:
+            return _Step(1, _probe(st, x, "replicate", tier))
+    return None
 
 
 def _settle(st: _State, tier: Tier, low: float, high: float) -> _Step:
     """The point bracket is narrow: make its ends sure (replicates), or step out past an end that stays
-    undecided; done when the sure ends are narrow, or when no cell can tell more."""
+    undecided, or keep replicating it (the budget is spent to decide); done when the sure ends are narrow."""
     s = st.s
     lo, hi = sure_ends(st, tier, low, high)
     if lo is not None and hi is not None and narrow(s, lo, hi):
         return _Step(2, None, "converged")
-    for end, ok, out in ((low, lo == low, -1), (high, hi == high, +1)):
-        if ok:
-            continue
+    ends = [(end, out) for end, ok, out in ((low, lo == low, -1), (high, hi == high, +1)) if not ok]
+    for end, out in ends:
         if len(st.cells[end]) < MAX_CELLS_AT_LOAD:
-            return _Step(2, _probe(st, end, "replicate"))
+            return _Step(2, _probe(st, end, "replicate", tier))
         if (lo if out < 0 else hi) is None:
             step = max(high - low, 1.0 if s.integer else 0.0) * 2
             x = max(s.floor, _grid(s, end + out * step)) if out < 0 else min(s.maximum, _grid(s, end + step))
-            if x not in st.cells and x != end:
+            if x not in st.cells and x not in st.doubted and x != end:
                 return _Step(2, _probe(st, x, "bracket"))
+    if ends:
+        end = min(ends, key=lambda e: len(st.cells[e[0]]))[0]
+        return _Step(3, _probe(st, end, "replicate", tier), "undecided")
     return _Step(2, None, "undecided")
 
 
@@ -195,8 +285,10 @@ def sure_ends(st: _State, tier: Tier, low: float, high: float) -> tuple[float | 
     return lo, hi
 
 
-def _probe(st: _State, x: float, role: Role) -> Probe:
-    return Probe(x, role, len(st.cells.get(x, [])))
+def _probe(st: _State, x: float, role: Role, tier: Tier | None = None) -> Probe:
+    """The next cell at x; near the boundary (a tier given) sized to that tier's limits' statistics."""
+    need = max((REQUESTS_FOR.get(lim.stat, 0) for lim in tier.limits), default=0) if tier is not None else 0
+    return Probe(x, role, st.used(x), requests=need or None)
 
 
 # ---- the search ----
@@ -207,22 +299,46 @@ def search(s: Settings) -> Generator[Probe, CellSamples, SearchRecord]:
     reasons: dict[str, Reason] = {}
     probe: Probe | None = Probe(_grid(s, s.first), "bracket", 0)
     while probe is not None and len(st.tried) < room:
-        st.add(probe, (yield probe))
-        steps = sorted(((_next(st, t), t.name) for t in s.tiers), key=lambda step: step[0].priority)
-        reasons = {name: step.reason for step, name in steps if step.probe is None}
-        probe = next((step.probe for step, _ in steps if step.probe is not None), None)
+        got = yield probe
+        st.add(probe, got)
+        probe = st.again(probe, got) or _step(st, reasons)
     answers = [answer(st, t, reasons.get(t.name, "budget")) for t in s.tiers]
     sustain = None
     first = answers[0].capacity
     if s.sustains and first is not None and len(st.tried) < s.budget:
-        probe = Probe(first, "sustain", len(st.cells[first]), sustain_s(s, st.cells[first]))
+        probe = Probe(first, "sustain", st.used(first), sustain_s(s, st.cells[first]))
         got = yield probe
         st.add(probe, got)
-        sustain = _sustain(s, probe, got)
-    loads = [LoadVerdict(load=x, cells=len(c), verdicts=[judge(t, c) for t in s.tiers])
-             for x, c in sorted(st.cells.items())]
+        sustain = _sustain(s, probe, got, st)
+    return _record(st, answers, sustain)
+
+
+def halted(s: Settings, seen: Sequence[tuple[Probe, CellSamples]], reason: Reason) -> SearchRecord:
+    """The record of a search stopped from outside after the cells `seen` (tune: outranked, or out of time):
+    the answers the search gives on those cells; a tier the search had finished keeps its own reason."""
+    st = _State(s)
+    for probe, got in seen:
+        st.add(probe, got)
+    if not st.cells:
+        return _record(st, [Answer(tier=t.name, limits=t.limits, reason=reason) for t in s.tiers], None)
+    done = {t.name: step.reason for t in s.tiers if (step := _next(st, t)).probe is None}
+    return _record(st, [answer(st, t, done.get(t.name, reason)) for t in s.tiers], None)
+
+
+def _record(st: _State, answers: list[Answer], sustain: Sustain | None) -> SearchRecord:
+    s = st.s
+    loads = [LoadVerdict(load=x, cells=len(st.cells.get(x, [])), verdicts=[judge(t, st.cells.get(x, [])) for t in s.tiers],
+                         doubted=len(st.doubted.get(x, []))) for x in sorted({*st.cells, *st.doubted})]
     return SearchRecord(workload=s.workload, dimension=s.dimension, tiers=list(s.tiers), budget=s.budget,
                         precision=s.precision, tried=st.tried, loads=loads, answers=answers, sustain=sustain)
+
+
+def _step(st: _State, reasons: dict[str, Reason]) -> Probe | None:
+    """The next cell any tier needs (the most urgent first); `reasons` gets why each finished tier stopped."""
+    steps = sorted(((_next(st, t), t.name) for t in st.s.tiers), key=lambda step: step[0].priority)
+    reasons.clear()
+    reasons.update({name: step.reason for step, name in steps if step.probe is None})
+    return next((step.probe for step, _ in steps if step.probe is not None), None)
 
 
 def answer(st: _State, tier: Tier, reason: Reason) -> Answer:
@@ -234,8 +350,18 @@ def answer(st: _State, tier: Tier, reason: Reason) -> Answer:
     odd = [x for x, ok in passes.items() if ok and high is not None and x > high]
     shaky = [lo is not None and st.verdict(lo, tier).verdicts[0].unreliable,
              hi is not None and st.verdict(hi, tier).verdicts[0].unreliable]
+    blocked = st.client_loads()
+    if blocked and _between(blocked, low, high) and reason != "converged":
+        reason = "client"
     return Answer(tier=tier.name, limits=tier.limits, capacity=low, fail_load=high, lo=lo, hi=hi, reason=reason,
-                  binding=bind, headroom=room, nonmonotone=odd, lo_unreliable=shaky[0], hi_unreliable=shaky[1])
+                  binding=bind, headroom=room, nonmonotone=odd, lo_unreliable=shaky[0], hi_unreliable=shaky[1],
+                  remeasured=sum(len(v) for v in st.doubted.values()), client_loads=blocked)
+
+
+def _between(loads: list[float], low: float | None, high: float | None) -> bool:
+    """Whether a load lies where the answer is open: between its passing and failing loads (or past either
+    where that is missing)."""
+    return any((low is None or x > low) and (high is None or x < high) for x in loads)
 
 
 def sustain_s(s: Settings, cells: list[CellSamples]) -> float:
@@ -248,11 +374,15 @@ def sustain_s(s: Settings, cells: list[CellSamples]) -> float:
     return min(SUSTAIN_MAX_S, max(SUSTAIN_MIN_S, want))
 
 
-def _sustain(s: Settings, probe: Probe, got: CellSamples) -> Sustain:
+def _sustain(s: Settings, probe: Probe, got: CellSamples, st: _State) -> Sustain:
+    """The sustain cell, judged on its own and against the search's cells at the same load (the boundary it
+    confirms)."""
     slices = got.slices
+    own = [judge(t, [got]) for t in s.tiers]
+    search = judge(s.tiers[0], st.cells[probe.load])
     return Sustain(key=got.key, repeat=got.repeat, load=probe.load, duration_s=probe.duration_s or 0.0,
-                   status=got.status, verdicts=[judge(t, [got]) for t in s.tiers],
-                   drift=drift(slices) if slices is not None else [], steady=slices.steady if slices else None)
+                   status=got.status, verdicts=own, drift=drift(slices) if slices is not None else [],
+                   steady=slices.steady if slices else None, apart=apart(own[0], search), doubt=got.doubt)
 
 
 # ---- from the study spec, and back in words for the console ----
@@ -262,11 +392,14 @@ def settings(spec: StudySpec, workload: str) -> Settings:
                     spec.capacity_max, spec.capacity_precision, spec.capacity_budget, spec.sustain_s, workload)
 
 
+STOPPED = ("outranked", "time", "budget")    # a search stopped before any load met the tier: only below its fail
 UNRELIABLE = "◊"       # an end of the interval that is not a 95 % bound (metrics/capacity.Check.unreliable)
 UNITS = {"concurrency": "streams", "rate": "requests/s", "users": "users"}
 REASONS = {"converged": "converged", "budget": "cell budget spent", "above_max": "every load up to the limit met it",
            "below_min": "the lowest load tried missed it", "undecided": "the loads next to the boundary stayed "
-           "undecided"}
+           "undecided", "client": "could not decide: the client's own delays moved every cell measured "
+           "where the boundary lies", "outranked": "stopped early: its boundary cannot reach the best config's",
+           "time": "time budget spent"}
 
 
 def load_text(x: float | None) -> str:
@@ -276,6 +409,8 @@ def load_text(x: float | None) -> str:
 def _answer_line(r: SearchRecord, a: Answer) -> str:
     head = f"capacity {r.workload} (tier {a.tier}: {', '.join(lim.text for lim in a.limits)}): "
     unit = UNITS[r.dimension]
+    if a.capacity is None and a.reason in STOPPED and a.fail_load is not None:
+        return head + f"below {load_text(a.fail_load)} {unit} ({REASONS[a.reason]})"
     if a.capacity is None:
         return head + f"none ({REASONS[a.reason]}: {load_text(a.fail_load)} {unit})"
     interval = (f"boundary in [{load_text(a.lo)}{UNRELIABLE * a.lo_unreliable}, "
@@ -284,15 +419,34 @@ def _answer_line(r: SearchRecord, a: Answer) -> str:
     b = a.binding
     if b is not None and b.value is not None:
         text += f"; binding {b.limit.text} at {load_text(a.fail_load)}: {b.value:.4g} ({b.margin:+.1%})"
-    return text
+    return text + _doubts(r, a)
+
+
+def _doubts(r: SearchRecord, a: Answer) -> str:
+    """What the answer must be read with: cells measured again for the client's delays, loads no clean cell
+    could be measured at, loads that met the tier above one that failed."""
+    unit, out = UNITS[r.dimension], ""
+    if a.remeasured:
+        out += f"; {a.remeasured} cells measured again: the client's own delays may have moved them"
+    if a.client_loads:
+        out += f"; no clean cell at {', '.join(load_text(x) for x in a.client_loads)} {unit} (the client's delays)"
+    if a.nonmonotone:
+        out += (f"; {', '.join(load_text(x) for x in a.nonmonotone)} {unit} met it above {load_text(a.fail_load)}, "
+                "which failed (non-monotone: the answer stays below the first failure)")
+    return out
 
 
 def _sustain_line(r: SearchRecord, x: Sustain) -> str:
     moved = [f"{d.figure} {d.change:+.1%}" for d in x.drift if d.drifted]
     drifted = f"drifted ({', '.join(moved)})" if moved else "no drift"
     verdict = "holds" if x.holds else "does not hold"
+    told = [x.status, drifted]
+    if x.apart:
+        told.append(f"{', '.join(x.apart)} apart from the search's cells at that load: they do not confirm it")
+    if x.doubt is not None:
+        told.append("the client's own delays may have moved it")
     return (f"sustain {r.workload} at {load_text(x.load)} {UNITS[r.dimension]} for {x.duration_s:.0f} s: "
-            f"{verdict} ({x.status}; {drifted})")
+            f"{verdict} ({'; '.join(told)})")
 
 
 def describe(r: SearchRecord) -> list[str]:

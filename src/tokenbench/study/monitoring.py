@@ -1,22 +1,30 @@
-"""Monitor samplers around one cell: accelerator, server /metrics and host, on the requests' clock."""
+"""The monitor around one cell: accelerator, server /metrics and host samplers on the requests' clock, and
+what they and the server said once the measured phase is over (`CellMonitor.read`: the monitor's figures over
+the measured window, its samples, the server's counters and request-time means over the measured phase, its
+spans joined to the cell's requests where they are traced, and what became of the server), handed to
+metrics/cell.finish as the cell's server side."""
 
 from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from tokenbench.client.records import RequestRecord
+from tokenbench.deploy.address import on_this_host
 from tokenbench.deploy.engines import has_adapter, metric_names, speculative
-from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.cell import Measured, ServerSide
 from tokenbench.metrics.server import (
     Acceptance,
+    Readings,
     acceptance_from_counters,
     acceptance_from_gauges,
-    fill_in,
     hits_from_counters,
     server_means,
 )
-from tokenbench.metrics.summary_groups import MonitorFigures, ServerCounters
+from tokenbench.metrics.summary_groups import Group, MonitorFigures
 from tokenbench.monitor.counters import CounterWindow, Rule, window
 from tokenbench.monitor.runner import Monitor
 from tokenbench.monitor.samplers import HostSampler, NpuSmiSampler, NvidiaSmiSampler, PrometheusSampler
@@ -25,12 +33,30 @@ from tokenbench.monitor.window import CellWindow
 from tokenbench.spec.bench import SYNTHETIC_KINDS, Workload
 from tokenbench.study.servers import Server
 
+if TYPE_CHECKING:
+    from tokenbench.study.traces import Joined, Traces
+
+
+@dataclass(frozen=True)
+class Watched:
+    """What the monitor of one cell watches: the server, the cell's workload, whether the cell is over the
+    KV capacity (the `*` mark), and the run's traces when the cell's requests carry a traceparent."""
+
+    server: Server
+    wl: Workload
+    star: bool = False
+    traces: Traces | None = None
+
 
 class CellMonitor:
-    def __init__(self, monitor: Monitor, devices: frozenset[int] | None = None) -> None:
-        self.monitor = monitor
+    """The monitor of one cell, and the cell's Watch (load/cell.Watch): `warmed` when the warmup ends, `read`
+    when the measured phase is over; `joined` is then the server's spans joined to the cell's requests."""
+
+    def __init__(self, monitor: Monitor, watched: Watched, devices: frozenset[int] | None = None) -> None:
+        self.monitor, self.watched = monitor, watched
         self.devices = devices          # the server's accelerator ids (its profile's), None: every one seen
         self.samples: list = []
+        self.joined: Joined | None = None
 
     def summary(self, window: CellWindow, star: bool = False) -> MonitorFigures:
         """Monitor figures for the cell over its measured `window` (stored prefixed `monitor_`), the
@@ -41,19 +67,35 @@ class CellMonitor:
         update = {"queue_check": queue_cross_check(star, figures)} | ({"host_energy_note": note} if note else {})
         return figures.model_copy(update=update)
 
-    def window(self, started_ns: int | None, ended_ns: int | None, summary: CellSummary) -> CellWindow:
+    def window(self, measured: Measured) -> CellWindow:
         """The cell's measured window (first measured send to last measured byte) and what its figures divide
         by: the output tokens and the requests completed."""
-        return CellWindow(started_ns, ended_ns, self.monitor.interval_ns / 1e9,
-                          int(summary.total_output_tokens or 0), int(summary.completed or 0), self.devices)
+        started_ns, ended_ns = measured.window
+        return CellWindow(started_ns, ended_ns, self.monitor.interval_ns / 1e9, measured.tally.output_tokens(),
+                          measured.tally.completed(), self.devices)
 
     def rows(self) -> list[tuple]:
         return [(s.t_ns, s.source, s.name, s.value, json.dumps(s.labels)) for s in self.samples]
 
-    def mark(self) -> None:
+    def warmed(self) -> None:
         """Scrape the server's /metrics now (when the warmup ends), so the measured phase's counters
         count from there."""
         self.monitor.sample_now()
+
+    async def read(self, measured: Measured, records: Iterable[RequestRecord]) -> ServerSide:
+        """What the monitor and the server said once the cell's measured phase is over (the monitor stops; a
+        traced cell's spans are awaited and joined to its records)."""
+        w = self.watched
+        self.samples = self.monitor.stop()
+        started_ns = measured.window[0]
+        groups: list[Group | None] = [server_means(self.histograms(started_ns))]
+        if w.traces is not None:
+            self.joined = await w.traces.join(records, measured.stopped)
+            groups.append(self.joined.ledger)
+        return ServerSide(self.summary(self.window(measured), w.star),
+                          tuple((x.t_ns, x.name, x.value) for x in self.samples),
+                          readings(self, started_ns, w.wl, w.server), tuple(groups), w.server.death,
+                          w.server.deployment is not None)
 
     def counters(self, start_ns: int | None) -> CounterWindow:
         """The server's counters from the last scrape at or before `start_ns` (the first measured send) to
@@ -89,7 +131,7 @@ def _acceptance(found: CounterWindow) -> Acceptance | None:
             or acceptance_from_gauges(found.gauges.get("spec_accept_rate"), found.gauges.get("spec_accept_length")))
 
 
-def _window_keys(found: CounterWindow, start_ns: int | None) -> dict:
+def _window_keys(found: CounterWindow, start_ns: int | None) -> dict[str, float | None]:
     if found.from_ns is None or found.to_ns is None:
         return {}
     lead = (start_ns - found.from_ns) / 1e9 if start_ns is not None else None
@@ -105,27 +147,15 @@ def random_prompts_reason(wl: Workload, setting: str) -> str | None:
             "what text gets; use --dataset-name text")
 
 
-def server_figures(mon: CellMonitor, summary: CellSummary, started_ns: int | None, wl: Workload,
-                   server: Server) -> CellSummary:
-    """The summary with what the server's counters say about the measured phase (speculative acceptance,
-    prefix-cache hits) and the random-prompt mark of a speculative server's cell, as its `counters` group, and
-    its request-time histograms' means as its `server_means` group (docs/metrics.md); the summary unchanged when
-    they say nothing."""
-    means = server_means(mon.histograms(started_ns))
-    summary = summary.with_(means)
+def readings(mon: CellMonitor, started_ns: int | None, wl: Workload, server: Server) -> Readings:
+    """What the server's counters say about the measured phase (speculative acceptance, prefix-cache hits),
+    its speculative decoding, and the random-prompt mark of a speculative server's cell (docs/metrics.md)."""
     found = mon.counters(started_ns)
     acceptance = _acceptance(found)
-    summary, out = fill_in(summary, hits_from_counters(found.get("prefix_queries"),
-                                                                        found.get("prefix_hits")))
-    out |= acceptance.summary() if acceptance else {}
+    hits = hits_from_counters(found.get("prefix_queries"), found.get("prefix_hits"))
     setting = speculative(server.profile) or server.facts.speculative or ("on" if acceptance else None)
-    if setting:
-        out["speculative"] = setting
-        reason = random_prompts_reason(wl, setting)
-        out |= {"spec_random_prompts": reason} if reason else {}
-    if not out:
-        return summary
-    return summary.with_(ServerCounters.model_validate({**out, **_window_keys(found, started_ns)}))
+    reason = random_prompts_reason(wl, setting) if setting else None
+    return Readings(hits, acceptance, setting, reason, _window_keys(found, started_ns))
 
 
 _warned: set[str] = set()
@@ -139,10 +169,18 @@ def _warn_once(log):
     return warn
 
 
+def remote(server: Server) -> bool:
+    """A server tokenbench did not deploy whose address is not this host's: the accelerators the monitor
+    would see here are not the server's."""
+    return server.profile is None and not on_this_host(server.base_url)
+
+
 def samplers_for(server) -> list:
     engine = server.facts.engine if has_adapter(server.facts.engine) else "auto"
     accel = server.profile.accelerator if server.profile else None
     out = [PrometheusSampler(server.base_url, metric_names(), engine), HostSampler()]
+    if remote(server):
+        return out
     if accel in (None, "ascend"):
         out.append(NpuSmiSampler())
     if accel in (None, "nvidia"):
@@ -158,12 +196,15 @@ def served_devices(server: Server) -> frozenset[int] | None:
 
 
 @contextlib.contextmanager
-def cell_monitor(server, interval_s: float, log=print) -> Iterator[CellMonitor]:
+def cell_monitor(watched: Watched, interval_s: float, log=print) -> Iterator[CellMonitor]:
     """The cell's monitor; with `interval_s` 0 none: no sampler runs and the cell has no monitor samples."""
-    on = interval_s > 0
+    on, server = interval_s > 0, watched.server
     mon = Monitor(samplers_for(server) if on else [], interval_s=interval_s if on else 1.0,
                   on_warning=_warn_once(log))
-    cm = CellMonitor(mon, served_devices(server))
+    cm = CellMonitor(mon, watched, served_devices(server))
+    if on and remote(server):
+        _warn_once(log)(f"monitor: {server.base_url} is not on this host: its accelerators are not sampled (no "
+                        "utilisation, power or energy; run tokenbench on the server's host for them)")
     if on:
         mon.start()
     try:

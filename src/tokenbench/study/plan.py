@@ -48,15 +48,33 @@ class Plan:
         return [c for c in self.cells if c.config == config]
 
 
-def server_configs(spec: StudySpec) -> list[ServerConfig]:
+DEFAULT = ServerConfig("default", ())      # the profile as given
+
+
+def varied(spec: StudySpec) -> list[ServerConfig]:
+    """One config per combination of the `vary` axes (none: the profile as given)."""
     if not spec.vary:
-        return [ServerConfig("default", ())]
+        return [DEFAULT]
     keys = list(spec.vary)
     out = []
     for values in itertools.product(*(spec.vary[k] for k in keys)):
         name = ",".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in zip(keys, values, strict=False))
         out.append(ServerConfig(name, tuple(f"{k}={v}" for k, v in zip(keys, values, strict=False))))
     return out
+
+
+def server_configs(spec: StudySpec) -> list[ServerConfig]:
+    """The study's configs in the order they are deployed; a tune's baseline first (`default`, the profile as
+    given, is added when no varied config is it; study/tune.py names it before the run is stored)."""
+    out = varied(spec)
+    base = spec.tune.baseline if spec.tune is not None else None
+    if base is None:
+        return out
+    first = next((c for c in out if c.name == base), DEFAULT if base == DEFAULT.name else None)
+    if first is None:
+        raise SpecError(f"tune.baseline '{base}' is not one of the server configs",
+                        f"use one of: {', '.join([DEFAULT.name, *(c.name for c in out)])}")
+    return [first, *(c for c in out if c != first)]
 
 
 def _count(spec: StudySpec, width: float) -> int | None:
@@ -106,20 +124,27 @@ def _loads(spec: StudySpec) -> list[Load]:
     return loads
 
 
-def capacity_load(spec: StudySpec, x: float, duration_s: float | None = None) -> Load:
+def capacity_load(spec: StudySpec, x: float, duration_s: float | None = None, requests: int | None = None) -> Load:
     """A capacity search's cell at load x: x streams (closed loop; users: sessions), or x requests/s with the
-    study's arrivals; sized like a sweep's cell, or `duration_s` long (the sustain cell)."""
+    study's arrivals; sized like a sweep's cell (at least `requests` where the search asks for more: a cell
+    near the boundary, sized to its limits' statistics), or `duration_s` long (the sustain cell)."""
     common = dict(warmup_requests=spec.warmup_requests, duration_s=duration_s or spec.requests.duration_s,
                   warmup_first_prompt=spec.warmup_first_prompt)
     if spec.find_capacity == "users":
         load = users_load(spec, int(x))
         return load.model_copy(update={"duration_s": duration_s, "num_sessions": None}) if duration_s else load
     if spec.find_capacity == "rate":
-        count = None if duration_s else _count(spec, spec.max_concurrency or x * 10)
+        count = None if duration_s else _at_least(_count(spec, spec.max_concurrency or x * 10), requests)
         return Load(request_rate=x, arrival=spec.arrival, burstiness=spec.burstiness,
                     max_concurrency=spec.max_concurrency, num_prompts=count, **common)
     streams = int(x)
-    return Load(concurrency=streams, num_prompts=None if duration_s else _count(spec, streams), **common)
+    return Load(concurrency=streams, num_prompts=None if duration_s else _at_least(_count(spec, streams), requests),
+                **common)
+
+
+def _at_least(count: int | None, requests: int | None) -> int | None:
+    """A cell's request count raised to `requests` (a duration-bounded cell, count None, is left as it is)."""
+    return count if count is None or requests is None else max(count, requests)
 
 
 def plan(spec: StudySpec) -> Plan:

@@ -20,6 +20,7 @@ from tokenbench.deploy import address
 from tokenbench.errors import DeployError, Interrupted, MeasurementError, SpecError, TargetError, UsageError
 from tokenbench.host import environment, isolation
 from tokenbench.load.cell import CellResult
+from tokenbench.load.sockets import check_sockets
 from tokenbench.load.target import Endpoint
 from tokenbench.metrics.verdict import how_far
 from tokenbench.spec.loader import load_model
@@ -30,7 +31,8 @@ from tokenbench.store.rows import CellRow
 from tokenbench.study.plan import Plan, PlannedCell, check_context, plan
 from tokenbench.study.runner import CellInterrupted, RunSettings, StudyEvents, StudyRunner, endpoint_for, pending
 from tokenbench.study.servers import expected_ctx, load_profile
-from tokenbench.workload.lengths import Draws
+
+RESUMABLE = ("bench", "sweep", "tune")
 
 
 class ResultFile(Protocol):
@@ -70,14 +72,22 @@ class Outcome:
 
 
 def preflight(p: Plan) -> None:
-    """Everything that can be checked before a deploy: length histograms read, profiles load, contexts fit."""
+    """Everything that can be checked before a deploy: length histograms read, each cell's sockets fit the
+    limit on open files, profiles load, contexts fit."""
     for wl in p.spec.workloads():
-        Draws.of(wl)
+        if wl.draws is not None:
+            from tokenbench.workload.lengths import Draws  # a length distribution: only a workload that draws
+            Draws.of(wl)
+    for cell in p.cells:
+        load = cell.load
+        check_sockets(cell.key, max(load.at_once or 0, load.warmup_width if load.warmup_count() else 0) or None,
+                      p.spec.client.workers)
     if not p.spec.target.profile:
         return
     for config in p.configs:
         profile = load_profile(p.spec.target, config)
-        check_context(p, expected_ctx(profile), f"profile {profile.name} [{config.name}]")
+        if p.spec.tune is None:               # a tune records such a config as not started, and goes on
+            check_context(p, expected_ctx(profile), f"profile {profile.name} [{config.name}]")
 
 
 def create_run(store: Store, p: Plan, settings: RunSettings, argv: Sequence[str], profile=None) -> str:
@@ -94,8 +104,8 @@ def stored_spec(store: Store, run_id: str, kind: str) -> StudySpec:
     """The spec of a stored run, for --resume; a run of another kind says how to resume it."""
     row = store.run(run_id)
     if row.kind != kind:
-        hint = (f"resume it with `{commands.resume(store.path, row.kind, run_id)}`" if row.kind in ("bench", "sweep")
-                else "only bench and sweep runs can be resumed; rerun it as a new run")
+        hint = (f"resume it with `{commands.resume(store.path, row.kind, run_id)}`" if row.kind in RESUMABLE
+                else "only bench, sweep and tune runs can be resumed; rerun it as a new run")
         raise UsageError(f"run {run_id} is a {row.kind} run, not a {kind}: `{kind} --resume` continues "
                          f"{kind} runs", hint)
     spec = dict(row.spec)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tokenbench.errors import DeployError
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import GraphCapture, ServerFacts
 from tokenbench.spec.study import Target
@@ -14,7 +15,8 @@ from tokenbench.study.plan import ServerConfig
 
 if TYPE_CHECKING:
     from tokenbench.deploy.lifecycle import Deployment
-    from tokenbench.deploy.local import Placement
+    from tokenbench.host.isolation import Isolation
+    from tokenbench.logs.launch import LaunchFailure
 
 
 @dataclass
@@ -39,6 +41,17 @@ class Server:
         if status in (200, 401, 403):        # an answer that asks for a key comes from a live server
             return None
         return f"{self.base_url} stopped answering (/v1/models: {status or 'no connection'})"
+
+
+def launch_failure(exc: DeployError) -> LaunchFailure:
+    """Why a launch failed: the cause read from the engine's log (when it started one) and the error."""
+    from pathlib import Path
+
+    from tokenbench.deploy.readiness import log_text
+    from tokenbench.logs.launch import classify
+    log = getattr(exc, "log", None)
+    failure = classify(log_text(Path(log)) if log else "", exc.message, log)
+    return failure.model_copy(update={"message": exc.one_line().split("\\n")[0]})
 
 
 def load_profile(target: Target, config: ServerConfig) -> Profile:
@@ -70,10 +83,10 @@ def _untraced(profile: Profile) -> Profile | None:
 
 
 @contextlib.contextmanager
-def server_for(target: Target, config: ServerConfig, log=print, placement: Placement | None = None,
+def server_for(target: Target, config: ServerConfig, log=print, isolation: Isolation | None = None,
                tracing: Tracing = _untraced) -> Iterator[Server]:
-    """The config's server: the target's URL, or its profile deployed (a local engine on `placement`; `tracing`:
-    the profile exporting its request spans, or None to deploy it as it is)."""
+    """The config's server: the target's URL, or its profile deployed (a local engine placed as `isolation`
+    plans it; `tracing`: the profile exporting its request spans, or None to deploy it as it is)."""
     from tokenbench.deploy import facts_for
     if target.base_url:
         yield Server(target.base_url.rstrip("/"), facts_for(target.base_url))
@@ -83,5 +96,6 @@ def server_for(target: Target, config: ServerConfig, log=print, placement: Place
     profile = load_profile(target, config)
     with_traces = tracing(profile)
     log(f"deploying {profile.name} [{config.name}]" + (" (exporting its request spans)" if with_traces else ""))
-    with deployed(with_traces or profile, placement=placement or Placement()) as dep:
+    placement = isolation.engine if isolation is not None else Placement()
+    with deployed(with_traces or profile, placement=placement) as dep:
         yield Server(dep.base_url, dep.facts or ServerFacts(profile.engine), profile, dep, with_traces is not None)

@@ -51,6 +51,9 @@ class ReferenceConfig:
     tool_calls: bool = field(
         default=False, metadata={"help": "chat: the answer streams as tool-call argument deltas"})
     api_key: str | None = None
+    recording: str | None = field(
+        default=None, metadata={"help": "replay a recorded server (a recording's JSON file: testing/recordings.py), "
+                                        "its events paced by ttft_ms and itl_ms"})
     faults: dict[str, float] = field(default_factory=dict)
     seed: int = field(default=0, metadata={"help": "seed for fault draws and sampling"})
     stall_s: float = field(default=5.0, metadata={"help": "length of the `stall` fault"})
@@ -108,7 +111,7 @@ class ReferenceConfig:
                              "required")
         if (self.itl_end_ms is not None and self.itl_end_ms < 0) or self.ramp_s <= 0:
             raise UsageError("itl_end_ms >= 0 and ramp_s > 0 required")
-        if (self.max_running or 1) < 1 or (self.kv_capacity_tokens or 1) < 1:
+        if any(x is not None and x < 1 for x in (self.max_running, self.kv_capacity_tokens)):
             raise UsageError("max_running and kv_capacity_tokens must be >= 1 when set")
         if self.reasoning_tokens < 0 or self.empty_every < 0:
             raise UsageError("reasoning_tokens and empty_every must be >= 0")

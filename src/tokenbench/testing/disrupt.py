@@ -91,13 +91,15 @@ def _cont(pid: int) -> None:
         pass
 
 
-def stop_when(pid: int, ready: Callable[[], bool], length_s: float, poll_s: float = 0.05) -> tuple[int, int] | None:
-    """Wait until `ready()` is true (polled), then stop `pid` for `length_s`; the stop's times, or None
+def stop_when(proc: subprocess.Popen, ready: Callable[[], bool], length_s: float,
+              poll_s: float = 0.05) -> tuple[int, int] | None:
+    """Wait until `ready()` is true (polled), then stop the process for `length_s`; the stop's times, or None
     when the process ended first."""
     while not ready():
-        if not _alive(pid):
+        if proc.poll() is not None:
             return None
         time.sleep(poll_s)
+    pid = proc.pid
     try:
         os.kill(pid, signal.SIGSTOP)
     except ProcessLookupError:
@@ -106,14 +108,6 @@ def stop_when(pid: int, ready: Callable[[], bool], length_s: float, poll_s: floa
     time.sleep(length_s)
     _cont(pid)
     return began, time.perf_counter_ns()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @contextmanager

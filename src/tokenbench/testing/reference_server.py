@@ -37,6 +37,7 @@ from tokenbench.testing.clock import TimerFd as _TimerFd
 from tokenbench.testing.config import ReferenceConfig
 from tokenbench.testing.handlers import Server
 from tokenbench.testing.process import CONFIG_ENV, READY_PREFIX, ReferenceProcess
+from tokenbench.testing.replay import replay_app
 from tokenbench.testing.tokenizer import SPECIAL, chat_text, detokenize, tokenize, word_id
 
 __all__ = ["READY_PREFIX", "SPECIAL", "ReferenceConfig", "ReferenceProcess", "RunningReference",
@@ -64,7 +65,8 @@ class RunningReference:
 async def start(config: ReferenceConfig, host: str = "127.0.0.1", port: int = 0) -> RunningReference:
     """Listen on host:port (0 = a free port) in the running loop; `await ref.close()` stops it."""
     srv = Server(config, _TimerFd)  # looked up here, so a test can replace the timer
-    runner = web.AppRunner(srv.application(), access_log=None, shutdown_timeout=0.5)
+    app = replay_app(config) if config.recording else srv.application()
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
     await runner.setup()
     try:
         await web.TCPSite(runner, host, port, backlog=4096).start()

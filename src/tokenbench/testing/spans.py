@@ -10,18 +10,19 @@ perf_counter_ns since), shifted by `span_clock_offset_ms` to test a client's clo
 
 from __future__ import annotations
 
+import http.client
 import os
 import queue
 import threading
 import time
-import urllib.request
+import urllib.parse
 from dataclasses import dataclass
 
 from tokenbench.testing.config import ReferenceConfig
 
 ROLES = ("queue", "prefill", "decode", "inference", "ttft", "e2e")
 BATCH = 512                 # spans per export at most (the OpenTelemetry SDK's default batch)
-INTERVAL_S = 0.05           # a batch leaves at least this often while spans wait
+INTERVAL_S = 0.1            # a batch leaves at least this often while spans wait (as tokenbench deploys vLLM)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +100,7 @@ class SpanExporter:
         self.shift = time.time_ns() - time.perf_counter_ns() + round(cfg.span_clock_offset_ms * 1e6)
         self.waiting: queue.SimpleQueue = queue.SimpleQueue()
         self.failures = 0
+        self.conn: http.client.HTTPConnection | None = None
         self.thread = threading.Thread(target=self._run, name="reference-spans", daemon=True)
         self.thread.start()
 
@@ -155,9 +157,25 @@ class SpanExporter:
                                                                        scope_spans=[ScopeSpans(spans=spans)])])
 
     def _post(self, body: bytes) -> None:
-        ask = urllib.request.Request(self.endpoint, data=body, headers={"Content-Type": "application/x-protobuf"})
-        with urllib.request.urlopen(ask, timeout=10) as answer:
-            answer.read()
+        """POST one export on a kept-alive connection (as the SDK's exporter does); a kept connection the receiver
+        closed meanwhile is replaced once by a new one."""
+        try:
+            self._send(body)
+        except (OSError, http.client.HTTPException):
+            self._send(body)
+
+    def _send(self, body: bytes) -> None:
+        url = urllib.parse.urlsplit(self.endpoint)
+        try:
+            if self.conn is None:
+                self.conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port or 80, timeout=10)
+            self.conn.request("POST", url.path or "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
+            self.conn.getresponse().read()
+        except (OSError, http.client.HTTPException):
+            if self.conn is not None:
+                self.conn.close()
+            self.conn = None
+            raise
 
     def _grpc_sender(self):
         import grpc

@@ -15,14 +15,13 @@ import random
 import statistics
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from tokenbench.client.request import Prompt
 from tokenbench.errors import TargetError, UsageError
 from tokenbench.metrics.summary_groups import WorkloadFacts
 from tokenbench.spec.bench import Workload
-from tokenbench.workload import images as img
-from tokenbench.workload import prefix, text_corpus, trace_replay
 from tokenbench.workload.chat import (
     ServerTokenizer,
     Tokenizer,
@@ -33,11 +32,14 @@ from tokenbench.workload.chat import (
 )
 from tokenbench.workload.dataset import Draft, Filters, TextEntry, select
 from tokenbench.workload.jsonl import read_prompts
-from tokenbench.workload.lengths import Draws, length_stats
-from tokenbench.workload.local_tokenizer import LocalTokenizer, tokenizer_file
 from tokenbench.workload.random_ids import cell_rng, random_ids
 from tokenbench.workload.sharegpt import read_sharegpt
 from tokenbench.workload.vocab import Vocab
+
+if TYPE_CHECKING:                    # a kind's own modules are imported where that kind is built
+    from tokenbench.workload import images as img
+    from tokenbench.workload import trace_replay
+    from tokenbench.workload.local_tokenizer import LocalTokenizer
 
 T = TypeVar("T")
 
@@ -55,6 +57,8 @@ class Target(Protocol):
     def vocab(self) -> Vocab: ...
     @property
     def max_model_len(self) -> int | None: ...
+    @property
+    def token_ids(self) -> bool: ...
 
 
 @dataclass
@@ -148,6 +152,7 @@ def _shapes(c: _Cell, phase: str, n: int | None) -> Iterator[tuple[int, int]]:
     if c.wl.draws is None:
         shape = (_given(c.wl.input_len, "input_len"), _given(c.wl.output_len, "output_len"))
         return itertools.repeat(shape, *([] if n is None else [n]))
+    from tokenbench.workload.lengths import Draws  # a length distribution: only a workload that draws lengths
     return Draws.of(c.wl).stream(c.rng(f"lengths-{phase}"), n)
 
 
@@ -155,6 +160,7 @@ def _draw_facts(c: _Cell, n_meas: int | None) -> dict:
     """The distribution in words and, for a counted cell, the drawn lengths' mean, min and max."""
     if c.wl.draws is None:
         return {}
+    from tokenbench.workload.lengths import Draws, length_stats
     stats = length_stats(_shapes(c, "measure", n_meas)) if n_meas is not None else {}
     return {"length_distribution": Draws.of(c.wl).describe(), "length_draws": c.wl.draws, **stats}
 
@@ -168,6 +174,7 @@ def _random(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None)
 def _text(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
     """Natural text: windows of exactly input_len tokens of the corpus (workload/text_corpus.py), or of
     each request's drawn length (a length distribution, as random's)."""
+    from tokenbench.workload import text_corpus
     corpus = text_corpus.corpus_ids(c.tok)
 
     def phase(name: str, count: int | None) -> Iterator[Draft]:
@@ -195,6 +202,7 @@ def _dataset(reader: Callable[[str], list[TextEntry]]):
 
 
 def _prefix(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
+    from tokenbench.workload import prefix
     wl, vocab = c.wl, c.t.vocab
     shared = c.rng("prefix")
     groups, plen = _given(wl.num_groups, "num_groups"), _given(wl.prefix_len, "prefix_len")
@@ -215,6 +223,7 @@ def _prefix(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None)
 
 def _image_source(c: _Cell) -> Callable[[random.Random, int], list[img.Image]]:
     """(rng, global request index) -> that request's images."""
+    from tokenbench.workload import images as img
     wl = c.wl
     if not wl.dataset_path:
         return lambda rng, i: [img.synthetic(rng, wl.image_width, wl.image_height, wl.image_format)
@@ -245,6 +254,7 @@ def _image(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) 
 def _trace_blocks(c: _Cell, rows: list[trace_replay.TraceRow], facts: dict,
                   notes: list[str]) -> trace_replay.BlockIds | None:
     """The hash blocks of a trace with hash_ids (completions: token ids); the trace's own reuse in facts."""
+    from tokenbench.workload import trace_replay
     if not any(r.hash_ids for r in rows):
         return None
     if c.wl.api == "chat":
@@ -270,6 +280,7 @@ def _trace_phase(c: _Cell, rows: list[trace_replay.TraceRow], blocks: trace_repl
 def _trace(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
     """Warmup: fresh content of the first rows' lengths (never the trace's blocks, so the measured phase
     starts with none of them cached); measured: the rows, at their times."""
+    from tokenbench.workload import trace_replay
     wl = c.wl
     rows = trace_replay.read_trace(_given(wl.dataset_path, "dataset_path"), wl.trace_block_size)
     replay = trace_replay.select(rows, wl.time_scale, Filters.of(wl, c.t.max_model_len), wl.output_len, n_meas, duration_s)
@@ -293,6 +304,7 @@ KINDS = {"random": _random, "text": _text, "sharegpt": _dataset(read_sharegpt), 
 def _image_tokens(c: _Cell, drafts: list[Draft], overhead: int) -> dict[str, int]:
     """Prompt tokens per distinct image (by data URI), each measured once with a 1-token probe.
     Synthetic images of one size and format all cost the same: one probe with a fresh image stands for them."""
+    from tokenbench.workload import images as img
     first, text = drafts[0], _given(drafts[0].text, "a chat prompt's text")
     if not c.wl.dataset_path:
         probe = img.synthetic(c.rng("probe"), c.wl.image_width, c.wl.image_height, c.wl.image_format).uri()
@@ -345,26 +357,44 @@ def _length_facts(lengths: list[tuple[int, int]]) -> dict:
 
 @functools.lru_cache(maxsize=4)
 def _local(path: str) -> LocalTokenizer:
+    from tokenbench.workload.local_tokenizer import LocalTokenizer  # only with --tokenizer DIR
     return LocalTokenizer(path)
+
+
+def _tokenizer_file(path: str | None) -> Path | None:
+    """--tokenizer's tokenizer.json, or None (none given, or none there)."""
+    if not path:
+        return None
+    from tokenbench.workload.local_tokenizer import tokenizer_file
+    return tokenizer_file(path)
 
 
 def tokenizer_for(t: Target, wl: Workload) -> Tokenizer:
     """The local tokenizer when --tokenizer names a directory with tokenizer.json, else the server's
     /tokenize (with a fix that fits this workload when the server has none)."""
-    path = wl.tokenizer_path
-    if path and tokenizer_file(path) and (wl.api == "chat" or wl.prompt_as_text
+    path, file = wl.tokenizer_path, _tokenizer_file(wl.tokenizer_path)
+    if path and file and (wl.api == "chat" or wl.prompt_as_text
                                           or wl.kind in ("sharegpt", "jsonl", "text", "sessions")):
         return _local(path)
     hint = "pass --tokenizer DIR (the model's Hugging Face directory, with tokenizer.json)"
-    if path and not tokenizer_file(path):
+    if path and not file:
         hint = f"{path} has no tokenizer.json: pass the model's Hugging Face directory with --tokenizer"
     if wl.api == "chat" and wl.kind in ("random", "prefix", "image", "sessions"):
         hint += ", or use --api completions (token-id prompts need no tokenizer)"
     return ServerTokenizer(t.base_url, t.model, t.api_key, hint)
 
 
+def as_sent(t: Target, wl: Workload) -> Workload:
+    """The workload as the server takes it: completions prompts as text of exact length (prompt_as_text) where
+    the server refuses token ids (load/probe.py)."""
+    if wl.api == "completions" and not wl.prompt_as_text and not t.token_ids:
+        return wl.model_copy(update={"prompt_as_text": True})
+    return wl
+
+
 def _new_cell(t: Target, wl: Workload, key: str) -> _Cell:
     """The cell's context; for text prompts over completions, with the server's special tokens measured."""
+    wl = as_sent(t, wl)
     c = _Cell(t, wl, key, tokenizer_for(t, wl))
     if wl.prompt_as_text:
         c.special = _special_tokens(c)
@@ -377,6 +407,7 @@ def build_cell(t: Target, wl: Workload, key: str, n_warm: int, n_meas: int | Non
     prompts: without end, the load's duration decides); `duration_s` cuts a trace to the rows due before
     it. Random and trace prompts are made one by one as the measured phase takes them."""
     c = _new_cell(t, wl, key)
+    wl = c.wl
     d = KINDS[wl.kind](c, n_warm, n_meas, duration_s)
     warm: list[Prompt]
     meas: Iterable[Prompt]
@@ -389,8 +420,8 @@ def build_cell(t: Target, wl: Workload, key: str, n_warm: int, n_meas: int | Non
         warm, meas, facts = [_completion_prompt(x) for x in d.warmup], map(_completion_prompt, d.measure), {}
         meas = list(meas) if isinstance(d.measure, list) else meas
     facts = {**d.facts, **facts}
-    if isinstance(c.tok, LocalTokenizer):
-        facts["tokenizer"] = f"local {c.tok.source}"
+    if not isinstance(c.tok, ServerTokenizer):        # the local one (tokenizer_for)
+        facts["tokenizer"] = f"local {getattr(c.tok, 'source', '')}"
     if isinstance(meas, list):
         lengths = [(p.input_len, p.output_len) for p in meas]
         if lengths and not wl.fixed_lengths:

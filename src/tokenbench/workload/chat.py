@@ -17,7 +17,6 @@ from tokenbench.client import api
 from tokenbench.client.request import user_content
 from tokenbench.errors import TargetError
 from tokenbench.workload.vocab import Vocab
-from tokenbench.workload.word_pool import FIX, text_of_length
 
 
 class Tokenizer(Protocol):
@@ -54,6 +53,7 @@ def exact_text(tok: Tokenizer, rng: random.Random, n: int, vocab: Vocab, head: s
     (workload/word_pool.py); with `head` (head_len tokens), the text to append to it, starting with its
     separator, so that `head + text` is exactly head_len + n tokens (shared-prefix prompts). One encode
     verifies it."""
+    from tokenbench.workload.word_pool import FIX, text_of_length  # text prompts only: token ids need no words
     text = text_of_length(tok, rng, n, vocab, after=bool(head))
     got = len(tok.encode(head + text)) - head_len
     if got != n:

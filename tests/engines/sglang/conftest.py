@@ -5,24 +5,20 @@ why, except under CI (CI=true), where a missing set-up is a failure (`make test`
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.engines.setup_needed import require
 from tokenbench.local_engines import sglang_cpu
 
 PROFILE = "cpu-gemma3-sglang"
 
 
 def require_setup() -> None:
-    why = sglang_cpu.missing()
-    if why and os.environ.get("CI") == "true":
-        pytest.fail(why)
-    if why:
-        pytest.skip(why)
+    require(sglang_cpu.missing())
 
 
 @dataclass

@@ -14,7 +14,7 @@ from tokenbench.deploy import lifecycle, profiles
 from tokenbench.errors import DeployError
 from tokenbench.local_engines import sglang_cpu, vllm_cpu
 
-NAMES = ["venv", "torch", "engine", "deps", "kernel-stand-in", "model"]
+NAMES = ["venv", "torch", "engine", "deps", "kernel-stand-in", "model", "tracing"]
 SCALAR_TYPE = b"# the real module, as the wheel has it\nscalar_types = object()\n"
 
 
@@ -50,6 +50,7 @@ def test_first_setup_runs_every_step_then_nothing(fake_run):
     assert ["install", "--progress-bar", "off", "--no-deps", "sglang==0.5.23"] in pip
     assert ["install", "--progress-bar", "off", "--no-deps", "-r", str(sglang_cpu.REQUIREMENTS)] in pip
     assert any(c[:2] == ["download", "--no-deps"] and c[-1] == "sglang-kernel==0.4.10" for c in pip)
+    assert ["install", "--progress-bar", "off", "--no-deps", *sglang_cpu.TRACING] in pip
     assert (site / "sgl_kernel" / "scalar_type.py").read_bytes() == SCALAR_TYPE     # from the wheel, as is
     init = (site / "sgl_kernel" / "__init__.py").read_text()
     assert init == sglang_cpu.STANDIN.read_text() and "STAND-IN" in init            # not the wheel's
@@ -64,7 +65,7 @@ def test_a_changed_pin_redoes_its_step_and_the_later_ones(fake_run, monkeypatch)
     sglang_cpu.setup()
     monkeypatch.setattr(sglang_cpu, "ENGINE", "sglang==0.5.24")
     report = dict((name, status) for name, status, _ in sglang_cpu.setup())
-    assert [n for n in NAMES if report[n] == "done"] == ["engine", "deps", "kernel-stand-in", "model"]
+    assert [n for n in NAMES if report[n] == "done"] == ["engine", "deps", "kernel-stand-in", "model", "tracing"]
 
 
 def test_the_vllm_checkpoint_gone_redoes_the_model_step(fake_run, monkeypatch):

@@ -6,22 +6,18 @@ set-up is a failure: CI must exercise the real server (`make test` runs the set-
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 
+from tests.engines.setup_needed import require
 from tokenbench.local_engines import vllm_cpu
 
 PROFILE = "cpu-gemma3-vllm"
 
 
 def require_setup() -> None:
-    why = vllm_cpu.missing()
-    if why and os.environ.get("CI") == "true":
-        pytest.fail(why)
-    if why:
-        pytest.skip(why)
+    require(vllm_cpu.missing())
 
 
 @pytest.fixture(scope="session")

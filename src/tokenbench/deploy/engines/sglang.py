@@ -19,7 +19,6 @@ from typing import Any
 from tokenbench.client import api
 from tokenbench.deploy.engines import arg_of, graphs, profile_args
 from tokenbench.errors import UsageError
-from tokenbench.local_engines import models
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import GraphCapture, ServerFacts
 
@@ -48,6 +47,7 @@ def speculative(profile: Profile) -> str | None:
 def model_arg(profile: Profile) -> str:
     """model.path as given (the server resolves it), or a bundled model resolved on this machine."""
     if profile.model.bundled is not None:
+        from tokenbench.local_engines import models  # a local model's file: only when one is launched
         return str(models.resolve(profile.model))
     if profile.model.path is None:
         raise UsageError(f"profile '{profile.name}': SGLang needs model.path (an HF directory)",

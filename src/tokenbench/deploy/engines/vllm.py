@@ -16,7 +16,6 @@ import sys
 from tokenbench.client import api
 from tokenbench.deploy.engines import arg_of, graphs, profile_args
 from tokenbench.errors import UsageError
-from tokenbench.local_engines import models
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import GraphCapture, ServerFacts
 
@@ -38,6 +37,7 @@ def command_prefix(profile: Profile) -> list[str]:
 def model_arg(profile: Profile) -> str:
     """model.path as given (the server resolves it), or a bundled model resolved on this machine."""
     if profile.model.bundled is not None:
+        from tokenbench.local_engines import models  # a local model's file: only when one is launched
         return str(models.resolve(profile.model))
     if profile.model.path is None:
         raise UsageError(f"profile '{profile.name}': vLLM needs model.path (an HF directory or repo id)",

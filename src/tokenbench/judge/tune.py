@@ -1,0 +1,286 @@
+"""`tokenbench tune`'s judgement, as data: server configs ranked by their capacity under each SLO tier, with
+the boundary's 95 % interval from each config's capacity search (metrics/capacity.Answer: `lo` the highest
+load that surely met the tier, `hi` the lowest that surely missed it), a verdict per config, the gain of
+the best over the baseline with its interval, the binding SLO, and the frontier of all configs. Also the
+rules the tune runs by: a config is stopped early once its interval cannot reach another's (`outranked`),
+and its search starts from the best boundary found so far (`warm_start`). Formulas: docs/metrics.md, "Tune".
+
+- A config is *worse* when its boundary surely lies below another's: its lowest surely-failing load is at or
+  below the other's highest surely-passing one (`hi_X <= lo_Y`: X's capacity < hi_X <= lo_Y <= Y's).
+- The *best* is the highest capacity (ties: the surer low end, then the baseline, then the earlier config);
+  every other config not worse is *indistinguishable* from it: the intervals cannot tell them apart.
+- A config that did not start is *failed* (its cause: logs/launch.py); one the budget did not reach, *not_run*;
+  when no config met the tier at any load tried there is no best, and every config searched is *unmet*.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from tokenbench.logs.launch import LaunchFailure
+from tokenbench.metrics.capacity import Answer, SearchRecord
+from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.slo import Tier
+from tokenbench.store.rows import SearchRow
+
+Verdict = Literal["best", "indistinguishable", "worse", "unmet", "failed", "not_run"]
+VERDICTS: tuple[Verdict, ...] = ("best", "indistinguishable", "worse", "unmet", "failed", "not_run")
+
+
+@dataclass(frozen=True)
+class Entrant:
+    """One server config of a tune: its name and flags (profile overrides), its search (None: not searched)
+    and why it did not start (None: it started, or was not tried)."""
+
+    name: str
+    overrides: dict[str, str] = field(default_factory=dict)
+    record: SearchRecord | None = None
+    launch: LaunchFailure | None = None
+    note: str = ""                     # the stored config's message (why one was not run)
+
+    def answer(self, tier: str) -> Answer | None:
+        if self.record is None:
+            return None
+        return next((a for a in self.record.answers if a.tier == tier), None)
+
+    @property
+    def cells(self) -> int:
+        return len(self.record.tried) if self.record is not None else 0
+
+
+@dataclass(frozen=True)
+class Span:
+    """Where a config's true capacity lies: [low, high] (high None: open, every load up to the maximum met
+    it). Closed loop: whole streams, so at most one below the first sure failure."""
+
+    low: float
+    high: float | None
+
+
+def span(a: Answer, integer: bool) -> Span:
+    high = None if a.hi is None else (a.hi - 1 if integer else a.hi)
+    return Span(a.lo or 0.0, None if high is None else max(high, a.lo or 0.0))
+
+
+def score(a: Answer | None) -> float:
+    """The capacity as ranked: none found (the lowest load missed) is 0."""
+    return a.capacity if a is not None and a.capacity is not None else 0.0
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class Standing(Frozen):
+    """One config under one tier: its verdict, its search's answer, and for a worse one the config whose sure
+    pass lies at or above its sure failure."""
+
+    config: str
+    overrides: dict[str, str] = {}
+    verdict: Verdict
+    answer: Answer | None = None
+    beaten_by: str | None = None
+    cells: int = 0
+    launch: LaunchFailure | None = None
+    note: str = ""
+
+
+class Gain(Frozen):
+    """The best config's capacity over the baseline's, less 1, with its interval (None ends: open). Each end
+    combines one end of each config's interval (two one-sided 97.5 % decisions): each holds with at least
+    95 %, both together with at least 90 %."""
+
+    value: float | None
+    lo: float | None
+    hi: float | None
+
+    def holds(self, x: float) -> bool:
+        return (self.lo is None or self.lo <= x + 1e-12) and (self.hi is None or x <= self.hi + 1e-12)
+
+
+class Ranking(Frozen):
+    """Every config under one tier, in the tune's order; the best, and its gain over the baseline."""
+
+    tier: Tier
+    standings: list[Standing]
+    best: str | None
+    gain: Gain | None
+
+    def of(self, config: str) -> Standing:
+        return next(s for s in self.standings if s.config == config)
+
+    @property
+    def best_answer(self) -> Answer | None:
+        return self.of(self.best).answer if self.best is not None else None
+
+
+class Recommendation(Frozen):
+    """The recommended config ready to start: `tokenbench deploy up PROFILE --set KEY=VALUE ...` as argv, and
+    the profile it was launched with (a file `deploy up` takes; None when it was not stored)."""
+
+    config: str
+    argv: list[str]
+    profile: dict[str, Any] | None = None
+
+
+class Tuning(Frozen):
+    """The tune's judgement: a ranking per tier, the recommended config (the first tier's best), the baseline
+    it is measured against, and the frontier: configs no other one matches or beats in every tier."""
+
+    baseline: str
+    rankings: list[Ranking]
+    frontier: list[str]
+    integer: bool
+    recommendation: Recommendation | None = None
+
+    @property
+    def recommended(self) -> str | None:
+        return self.rankings[0].best if self.rankings else None
+
+    def ranking(self, tier: str) -> Ranking:
+        return next(r for r in self.rankings if r.tier.name == tier)
+
+
+# ---- the verdicts ----
+
+def beaten(x: Answer, answers: dict[str, Answer]) -> str | None:
+    """The config whose sure pass is at or above x's sure failure (the highest such), or None."""
+    if x.hi is None:
+        return None
+    above = [(a.lo, name) for name, a in answers.items() if a.lo is not None and x.hi <= a.lo]
+    return max(above)[1] if above else None
+
+
+def _best(order: Sequence[str], answers: dict[str, Answer], baseline: str) -> str | None:
+    """The highest capacity (None when no config met the tier at any load)."""
+    if not any(score(a) > 0 for a in answers.values()):
+        return None
+    return max(answers, key=lambda n: (score(answers[n]), answers[n].lo or 0.0, n == baseline, -order.index(n)))
+
+
+def _standing(e: Entrant, best: str | None, answers: dict[str, Answer]) -> Standing:
+    a = answers.get(e.name)
+    common: dict[str, Any] = {"config": e.name, "overrides": e.overrides, "cells": e.cells}
+    if a is None:
+        return Standing(verdict="failed" if e.launch is not None else "not_run", launch=e.launch, note=e.note,
+                        **common)
+    if e.name == best:
+        return Standing(verdict="best", answer=a, **common)
+    if best is None:
+        return Standing(verdict="unmet", answer=a, **common)
+    by = beaten(a, {n: x for n, x in answers.items() if n != e.name})
+    return Standing(verdict="worse" if by else "indistinguishable", answer=a, beaten_by=by, **common)
+
+
+def gain(best: Answer, base: Answer, integer: bool) -> Gain:
+    """capacity(best) / capacity(baseline) - 1, its ends from the two configs' spans."""
+    b, d = span(best, integer), span(base, integer)
+    value = score(best) / score(base) - 1 if score(base) > 0 else None
+    lo = b.low / d.high - 1 if d.high else None
+    hi = b.high / d.low - 1 if b.high is not None and d.low > 0 else None
+    return Gain(value=value, lo=lo, hi=hi)
+
+
+def rank(tier: Tier, entrants: Sequence[Entrant], baseline: str, integer: bool) -> Ranking:
+    answers = {e.name: a for e in entrants if (a := e.answer(tier.name)) is not None}
+    order = [e.name for e in entrants]
+    best = _best(order, answers, baseline)
+    standings = [_standing(e, best, answers) for e in entrants]
+    g = None
+    if best is not None and baseline in answers:
+        g = Gain(value=0.0, lo=0.0, hi=0.0) if best == baseline else gain(answers[best], answers[baseline], integer)
+    return Ranking(tier=tier, standings=standings, best=best, gain=g)
+
+
+def frontier(entrants: Sequence[Entrant], tiers: Sequence[Tier]) -> list[str]:
+    """Configs searched that no other one matches or beats in every tier (capacities as ranked)."""
+    scores = {e.name: [score(e.answer(t.name)) for t in tiers] for e in entrants if e.record is not None}
+
+    def dominated(x: list[float]) -> bool:
+        return any(all(a >= b for a, b in zip(y, x, strict=True)) and y != x for y in scores.values())
+    return [name for name, x in scores.items() if not dominated(x)]
+
+
+def judge(tiers: Sequence[Tier], entrants: Sequence[Entrant], baseline: str) -> Tuning:
+    dims = {e.record.dimension for e in entrants if e.record is not None}
+    integer = "rate" not in dims
+    return Tuning(baseline=baseline, rankings=[rank(t, entrants, baseline, integer) for t in tiers],
+                  frontier=frontier(entrants, tiers), integer=integer)
+
+
+class Config(Protocol):
+    """A stored server config as the judgement reads it (store.rows.ConfigRow, judge.views.ConfigInfo)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def overrides(self) -> dict[str, Any]: ...
+    @property
+    def launch(self) -> LaunchFailure | None: ...
+    @property
+    def profile(self) -> Profile | None: ...
+    @property
+    def message(self) -> str: ...
+
+
+def entrants(configs: Sequence[Config], searches: Sequence[SearchRow]) -> list[Entrant]:
+    """The tune's configs in the stored order (the tune's own: it stores them all before it starts), each with
+    its search and its launch failure."""
+    found = {s.config: s.record for s in searches}
+    return [Entrant(c.name, {k: str(v) for k, v in c.overrides.items()}, found.get(c.name), c.launch, c.message or "")
+            for c in configs]
+
+
+def baseline_of(spec: Mapping[str, Any]) -> str | None:
+    """The baseline of a stored tune's spec (None: the run is not a tune)."""
+    tune = spec.get("tune")
+    return str(tune.get("baseline") or "default") if isinstance(tune, dict) else None
+
+
+def recommendation(spec: Mapping[str, Any], config: Config) -> Recommendation:
+    """`tokenbench deploy up` of the config: the study's profile with its overrides and the config's."""
+    target = spec.get("target") or {}
+    given = [*target.get("set", []), *(f"{k}={v}" for k, v in config.overrides.items())]
+    sets = list({x.split("=", 1)[0]: x for x in given}.values())         # a key set twice: the last one holds
+    argv = ["tokenbench", "deploy", "up", str(target.get("profile") or ""), *(w for x in sets for w in ("--set", x))]
+    profile = config.profile.model_dump(mode="json", exclude_none=True) if config.profile is not None else None
+    return Recommendation(config=config.name, argv=argv, profile=profile)
+
+
+def of_run(spec: Mapping[str, Any], configs: Sequence[Config], searches: Sequence[SearchRow]) -> Tuning | None:
+    """The judgement of a stored tune (None for any other run, or a tune with no search stored yet), with the
+    recommended config ready to start."""
+    baseline = baseline_of(spec)
+    if baseline is None or not searches:
+        return None
+    tuning = judge(searches[0].record.tiers, entrants(configs, searches), baseline)
+    best = next((c for c in configs if c.name == tuning.recommended), None)
+    return tuning.model_copy(update={"recommendation": recommendation(spec, best)}) if best is not None else tuning
+
+
+# ---- the rules the tune runs by ----
+
+def rivals(entrants: Sequence[Entrant], tiers: Sequence[Tier]) -> dict[str, float | None]:
+    """Per tier, the highest load any config searched so far surely met (None: none surely met one)."""
+    return {t.name: max((a.lo for e in entrants if (a := e.answer(t.name)) is not None and a.lo is not None),
+                        default=None) for t in tiers}
+
+
+def outranked(answers: Sequence[Answer], rival: dict[str, float | None]) -> bool:
+    """Whether a search's boundary can no longer reach the rivals' in any tier: in every tier its lowest
+    surely-failing load is at or below the highest load another config surely met."""
+    return bool(answers) and all(a.hi is not None and (r := rival.get(a.tier)) is not None and a.hi <= r
+                                 for a in answers)
+
+
+def warm_start(entrants: Sequence[Entrant], tier: Tier) -> float | None:
+    """Where the next config's search starts: the highest load a config searched so far surely met under the
+    first tier (a config that fails there is at once outranked in it), else the highest capacity found (None:
+    nothing found yet: the spec's start)."""
+    sure = [a.lo for e in entrants if (a := e.answer(tier.name)) is not None and a.lo is not None]
+    found = [a.capacity for e in entrants if (a := e.answer(tier.name)) is not None and a.capacity is not None]
+    return max(sure) if sure else max(found) if found else None

@@ -1,0 +1,47 @@
+"""Open sockets against what this process may open: every request in flight holds a connection of its own,
+so a cell that runs N requests at once needs N descriptors besides the few the run itself keeps open
+(the results database and its WAL, logs, the spool, the monitor, stdio). The soft limit (`ulimit -n`) is
+raised toward the need, up to the hard limit, before anything is sent; a cell that still cannot fit is
+refused before it runs, naming `ulimit -n` (a connection refused for want of descriptors would otherwise
+read as a server that went away)."""
+
+from __future__ import annotations
+
+import errno
+import math
+import resource
+
+from tokenbench.errors import UsageError
+
+RESERVE = 64       # descriptors kept for everything but the connections of the requests in flight
+OUT_OF_FILES = (errno.EMFILE, errno.ENFILE)
+
+
+def file_limit(want: int) -> tuple[int, int]:
+    """This process's (soft, hard) limit on open files, the soft one raised toward `want` (at most hard)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    ceiling = want if hard == resource.RLIM_INFINITY else min(want, hard)
+    if soft != resource.RLIM_INFINITY and soft < ceiling:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (ceiling, hard))
+            soft = ceiling
+        except (ValueError, OSError):
+            pass
+    return soft, hard
+
+
+def check_sockets(key: str, at_once: int | None, workers: int = 1) -> None:
+    """UsageError when cell `key`, running `at_once` requests at once over `workers` client processes (each
+    with its own limit), needs more descriptors than a process may open even after raising its soft limit."""
+    if at_once is None:
+        return                          # an uncapped rate: as many as arrive (the client says so if it runs out)
+    need = math.ceil(at_once / max(workers, 1)) + RESERVE
+    soft, hard = file_limit(need)
+    if soft == resource.RLIM_INFINITY or need <= soft:
+        return
+    hard_text = "unlimited" if hard == resource.RLIM_INFINITY else f"{hard:,}"
+    raise UsageError(f"cell {key} runs {at_once:,} requests at once, each on a socket of its own, but a client process "
+                     f"may open {soft:,} files (ulimit -n; hard limit {hard_text})",
+                     f"lower --concurrency / --max-concurrency to at most {max(soft - RESERVE, 1) * max(workers, 1):,}"
+                     f", spread it with --workers, or raise the limit: `ulimit -n {need}` in the shell that runs "
+                     "tokenbench (above the hard limit: as root, or in /etc/security/limits.conf)")
