@@ -7,11 +7,12 @@ of the checkout and the test tier is run against it (`-x`, the tests that name t
 failure, an error or a timeout detects it. Mutants argued equivalent by hand (no input tells them apart)
 are listed with their reason in scripts/mutation_equivalent.yaml and counted apart.
 
-    .venv/bin/python scripts/mutation_check.py src/tokenbench/metrics/stats.py src/tokenbench/load/arrivals.py
+    .venv/bin/python scripts/mutation_check.py          # the modules of DEFAULT_MODULES, fast tier
+    .venv/bin/python scripts/mutation_check.py src/tokenbench/metrics/request.py src/tokenbench/load/arrivals.py
     .venv/bin/python scripts/mutation_check.py --slow src/tokenbench/metrics/*.py   # survivors: the slow tier too
-    .venv/bin/python scripts/mutation_check.py --list src/tokenbench/metrics/stats.py   # the mutants, not run
-    .venv/bin/python scripts/mutation_check.py --only 'percentile:cmp:0 <= q' src/tokenbench/metrics/stats.py
-    .venv/bin/python scripts/mutation_check.py --at 6e2c08c src/tokenbench/metrics/stats.py   # an earlier commit
+    .venv/bin/python scripts/mutation_check.py --list src/tokenbench/metrics/request.py   # the mutants, not run
+    .venv/bin/python scripts/mutation_check.py --only 'percentile:cmp:0 <= q' src/tokenbench/metrics/request.py
+    .venv/bin/python scripts/mutation_check.py --at 6e2c08c src/tokenbench/metrics/request.py   # an earlier commit
 
 Prints one line per mutant (detected / survived / equivalent) and a table per module; exits 1 when fewer
 than --require (default 90 %) of the non-equivalent mutants are detected."""
@@ -39,6 +40,13 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 EQUIVALENT = Path(__file__).with_name("mutation_equivalent.yaml")
+
+# The modules that shape a published number (figure bounds, stream parsing, capacity checks, per-request
+# figures and percentiles, arrival schedules): checked when no module is given.
+DEFAULT_MODULES = ("src/tokenbench/metrics/health.py", "src/tokenbench/client/parse.py",
+                   "src/tokenbench/metrics/capacity.py", "src/tokenbench/metrics/request.py",
+                   "src/tokenbench/load/arrivals.py")
+
 
 @dataclass(frozen=True)
 class Tier:
@@ -374,7 +382,8 @@ def _modules(args: argparse.Namespace, root: Path) -> Iterator[tuple[str, list[M
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("modules", nargs="+", help="module files (src/tokenbench/...)")
+    p.add_argument("modules", nargs="*", default=list(DEFAULT_MODULES),
+                   help="module files (src/tokenbench/...); default: " + " ".join(DEFAULT_MODULES))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--per-module", type=int, default=10)
     p.add_argument("--slow", action="store_true", help="run the slow tier on the fast tier's survivors")
