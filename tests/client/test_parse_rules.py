@@ -199,8 +199,9 @@ def test_unreadable_events_are_typed_errors(event, kind, detail):
 
 
 def test_the_transports_error_wins_and_no_reset_is_added_to_it():
-    rec = every_path(raw(text("a"), error_kind="timeout"))
+    rec = every_path(raw(text("a"), text("b"), error_kind="timeout"))
     assert (rec.error_kind, rec.error_detail) == ("timeout", "transport")
+    assert rec.token_times_ns == [10 * MS, 20 * MS] and rec.text == "ab"         # the partial stream is kept
     nothing = every_path(raw(error_kind="connect"))
     assert nothing.error_kind == "connect" and nothing.token_times_ns == [] and nothing.end_ns == 900 * MS
 
