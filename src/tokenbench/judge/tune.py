@@ -27,8 +27,8 @@ from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.slo import Tier
 from tokenbench.store.rows import SearchRow
 
-Verdict = Literal["best", "indistinguishable", "worse", "unmet", "failed", "not_run"]
-VERDICTS: tuple[Verdict, ...] = ("best", "indistinguishable", "worse", "unmet", "failed", "not_run")
+TuneVerdict = Literal["best", "indistinguishable", "worse", "unmet", "failed", "not_run"]
+VERDICTS: tuple[TuneVerdict, ...] = ("best", "indistinguishable", "worse", "unmet", "failed", "not_run")
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class Standing(Frozen):
 
     config: str
     overrides: dict[str, str] = {}
-    verdict: Verdict
+    verdict: TuneVerdict
     answer: Answer | None = None
     beaten_by: str | None = None
     cells: int = 0
