@@ -13,16 +13,17 @@ from hypothesis import strategies as st
 from tokenbench.deploy.profiles import load_profile
 from tokenbench.judge.cost import PhaseTimes, Price, cell_cost, per_million, phase_times
 from tokenbench.judge.frontier import devices, seen
-from tokenbench.judge.views import CellInfo, ConfigInfo
+from tokenbench.judge.views import ConfigInfo
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.summary_groups import DeviceFigures, MonitorFigures, PhaseLedger, ServerMeans
 from tokenbench.spec.server_facts import ServerFacts
+from tokenbench.store.rows import CellRow
 
 
-def cell(tokens_in: int, tokens_out: int, duration: float) -> CellInfo:
+def cell(tokens_in: int, tokens_out: int, duration: float) -> CellRow:
     summary = CellSummary(total_input_tokens=tokens_in, total_output_tokens=tokens_out, duration=duration,
                           output_throughput=tokens_out / duration, completed=10)
-    return CellInfo("k", 128, 32, "ok", summary, concurrency=4, id=1, config="c")
+    return CellRow("k", 128, 32, "ok", summary, concurrency=4, id=1, config="c")
 
 
 prices = st.floats(min_value=0.01, max_value=500)
@@ -66,7 +67,7 @@ def test_price_as_the_run_states_it():
 
 def test_no_throughput_no_cost():
     c = cell(10, 10, 1.0)
-    empty = CellInfo("k", 128, 32, "failed", CellSummary(), concurrency=4, id=1, config="c")
+    empty = CellRow("k", 128, 32, "failed", CellSummary(), concurrency=4, id=1, config="c")
     assert cell_cost(empty, Price(2.5), 1) is None and cell_cost(c, Price(2.5), 1) is not None
 
 
@@ -85,7 +86,7 @@ def test_the_split_reads_the_servers_spans_else_its_histogram_means():
     assert by_spans.per_m_output == by_means.per_m_output == cell_cost(base, Price(2.5), 1).per_m_output
 
 
-def _monitored(gpus: int) -> CellInfo:
+def _monitored(gpus: int) -> CellRow:
     c = cell(4096, 1024, 10.0)
     devices = [DeviceFigures(source="gpu", device=str(d)) for d in range(gpus)]
     return dataclasses.replace(c, summary=c.summary.with_(MonitorFigures(devices=devices)))

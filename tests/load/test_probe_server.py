@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from tokenbench.errors import UsageError
+from tokenbench.load import probe
 from tokenbench.load.probe import DROP_ORDER, Probe, probed
 from tokenbench.load.target import Endpoint, ModelList
 from tokenbench.spec.study import StudySpec
@@ -137,3 +139,13 @@ def test_an_engine_whose_list_names_every_model_it_serves_refuses_an_unlisted_on
     with pytest.raises(UsageError) as err:
         probed(endpoint("http://127.0.0.1:9", "typo", ("served",)), spec().target, "completions", engine)
     assert err.value.hint == "use one of: served"
+
+
+def test_a_server_that_never_answers_costs_the_probe_two_requests_not_one_per_question(monkeypatch):
+    monkeypatch.setattr(probe, "PROBE_TIMEOUT_S", 0.3)
+    with socket.socket() as silent:                    # accepts connections, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        caps = Probe(f"http://127.0.0.1:{silent.getsockname()[1]}", "m", None, "completions").run()
+    assert caps.requests == 2 and caps.exact                       # nothing left out: the cells record what comes
+    assert "no answer" in caps.refused[-1]

@@ -1,16 +1,17 @@
 """A cell's result has one maker: outside the store and other tools' formats, only metrics/summary.py (the
 figures from the tally, the mean over repeats) and metrics/cell.py (`finish`) build or amend a
 CellSummary; a cell's Verdict is made in metrics/verdict.py only; and the cell types from the measured
-result to the report declare each field once."""
+result to the report are two (CellResult, CellRow), each field declared once."""
 
 from __future__ import annotations
 
 import ast
 from dataclasses import fields
 from pathlib import Path
+from typing import get_type_hints
 
 import tokenbench
-from tokenbench.judge.views import CellInfo
+from tokenbench.judge.views import RunData
 from tokenbench.load.cell import CellJob, CellResult
 from tokenbench.store.rows import CellRow
 
@@ -70,15 +71,27 @@ def test_the_verdict_is_made_in_one_module():
     assert {name for name, tree in _modules().items() if makers(name, tree)} == {"metrics/verdict.py"}
 
 
-def test_each_cell_field_is_declared_once():
-    """What was measured (CellResult) and what was stored (CellRow, which the report reads as CellInfo
-    without declaring any of its fields again)."""
+def _classes() -> dict[str, ast.ClassDef]:
+    every = {f"{path}:{n.name}": n for path, tree in _modules().items() for n in ast.walk(tree)
+             if isinstance(n, ast.ClassDef)}
+    store = {f"store/{p.name}:{n.name}": n for p in (PKG / "store").glob("*.py")
+             for n in ast.walk(ast.parse(p.read_text(encoding="utf-8"))) if isinstance(n, ast.ClassDef)}
+    return {**every, **store}
+
+
+def test_two_cell_types_from_the_measured_result_to_the_report():
+    """What was measured (CellResult) and what was stored (CellRow): the report and the judgements read the
+    stored row itself (a merged cell's repeats are its field), no type derives from either, and no other class
+    declares the row's columns again."""
     row = {f.name for f in fields(CellRow)}
-    own = set(CellInfo.__dataclass_fields__) - row
-    assert own == {"repeats", "eager", "users"}
-    assert all(CellInfo.__dataclass_fields__[f].type == CellRow.__dataclass_fields__[f].type for f in row)
-    assert issubclass(CellInfo, CellRow)
-    assert {"summary", "verdict"} <= {f.name for f in fields(CellResult)}
+    assert {"summary", "verdict"} <= {f.name for f in fields(CellResult)} and {"repeats", "eager"} <= row
+    derived = [name for name, c in _classes().items() if {"CellRow", "CellResult"} & {ast.unparse(b) for b in c.bases}]
+    assert derived == []
+    again = {name for name, c in _classes().items()
+             if len(row & {s.target.id for s in c.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)})
+             > len(row) // 2}
+    assert again == {"store/rows.py:CellRow"}
+    assert get_type_hints(RunData)["cells"] == list[CellRow]
 
 
 def test_a_cell_job_carries_what_the_cell_needs_not_the_study():

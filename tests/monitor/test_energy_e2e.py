@@ -18,6 +18,7 @@ import types
 import pytest
 
 from tokenbench.cli.main import main
+from tokenbench.judge.cells import figure_state_of, label_of
 from tokenbench.judge.frontier import point, run_members
 from tokenbench.judge.intervals import Book
 from tokenbench.judge.plausibility import check_run
@@ -82,9 +83,9 @@ def test_energy_per_output_token_is_power_times_the_measured_window(tmp_path, sm
     # delay the monitor's thread; that is judged from this run's own samples, not from a wall-clock bound)
     assert m.power_sparse == _sparse_by_samples(store, cell, m)
     page = markdown.render(build_report(run, "en", check_run(run), "TEST"))
-    assert f"| {cell.label} | {'gpu 0' if gpus == 1 else f'all {gpus}'} |" in page
+    assert f"| {label_of(cell)} | {'gpu 0' if gpus == 1 else f'all {gpus}'} |" in page
     assert f"{m.accel_energy_per_output_token_j:,.3f}" in page and f"{found.per_joule.value:,.3f}" in page
-    cost = _cost_row(page, cell.label)
+    cost = _cost_row(page, label_of(cell))
     hourly = 2.5 * gpus            # per device-hour x the devices the monitor sampled (no profile states them)
     assert cost[0] == hourly
     assert cost[1] == pytest.approx(hourly / (s.output_throughput * 3600) * 1e6, abs=5e-5)   # as printed
@@ -136,8 +137,8 @@ def test_a_stand_in_that_stops_answering_marks_the_cells_energy(tmp_path, smi_on
     start, end = box["outage"]
     assert (end - start) / 1e9 / m.window_s >= 0.3               # the outage took 30 % of the window or more
     assert m.power_sparse and m.accel_max_gap_s >= 1.5
-    assert cell.figure_state("monitor_accel_energy_j").kind == "sparse"
-    assert cell.figure_state("output_throughput").ok              # the cell's other figures stay clean
+    assert figure_state_of(cell, "monitor_accel_energy_j").kind == "sparse"
+    assert figure_state_of(cell, "output_throughput").ok              # the cell's other figures stay clean
     page = markdown.render(build_report(run, "en", check_run(run), "TEST"))
     assert "◌" in page and "power and energy are not a measurement of the whole window" in page
 

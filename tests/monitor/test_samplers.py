@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import time
 import types
@@ -10,7 +11,9 @@ from collections import namedtuple
 
 import pytest
 
+from tokenbench.deploy.address import on_this_host
 from tokenbench.deploy.engines import metric_names
+from tokenbench.deploy.profiles import load_profile
 from tokenbench.errors import MeasurementError, TargetError
 from tokenbench.monitor.samplers import (
     HostSampler,
@@ -19,6 +22,9 @@ from tokenbench.monitor.samplers import (
     PrometheusSampler,
     default_samplers,
 )
+from tokenbench.spec.server_facts import ServerFacts
+from tokenbench.study.monitoring import samplers_for
+from tokenbench.study.servers import Server
 
 from .helpers import FIXTURES, fixture_text
 
@@ -153,3 +159,17 @@ def test_default_samplers():
     with_server = default_samplers("http://127.0.0.1:8000", "vllm", pid=os.getpid(), names=metric_names())
     assert isinstance(with_server[-1], PrometheusSampler) and with_server[-1].engine == "vllm"
     assert with_server[-1].names == metric_names()
+
+
+@pytest.mark.parametrize("url,here", [("http://127.0.0.1:8000", True), ("http://localhost:8000", True),
+                                      (f"http://{socket.gethostname()}:8000", True),
+                                      ("http://192.0.2.7:8000", False), ("http://no-such-host.invalid:8000", False)])
+def test_a_server_not_on_this_host_has_no_accelerator_samplers(url, here):
+    """The accelerators tokenbench sees here are a server's only when the server runs here (TEST-NET-1 and
+    .invalid are never this host)."""
+    server = Server(url, ServerFacts.from_dict({"engine": "vllm"}), None)
+    names = {type(s).__name__ for s in samplers_for(server)}
+    assert on_this_host(url) == here
+    assert ({"NpuSmiSampler", "NvidiaSmiSampler"} <= names) == here and "HostSampler" in names
+    deployed = Server(url, ServerFacts.from_dict({"engine": "vllm"}), load_profile("nvidia-vllm"))
+    assert "NvidiaSmiSampler" in {type(s).__name__ for s in samplers_for(deployed)}     # deployed here

@@ -14,6 +14,7 @@ from tokenbench.cli.main import main
 from tokenbench.errors import UsageError
 from tokenbench.formats import aisbench as import_aisbench
 from tokenbench.formats.importers import detect, import_file
+from tokenbench.judge.cells import pair_of
 from tokenbench.judge.views import load_run
 
 from .report_fixtures import FIXTURES as REPORT_FIXTURES
@@ -35,7 +36,7 @@ def test_fields_map_onto_tokenbench_names_with_units_converted(store):
     run = load_run(store, import_file(store, CAPTURE), requests=False)
     [cell] = run.cells
     s = cell.summary.to_dict()
-    assert (run.kind, run.configs[0].name, cell.concurrency, cell.pair) == ("import", "tb-reference", 2, (16, 16))
+    assert (run.kind, run.configs[0].name, cell.concurrency, pair_of(cell)) == ("import", "tb-reference", 2, (16, 16))
     assert (s["completed"], s["failed"], s["num_prompts"]) == (8, 0, 8)
     assert (s["total_input_tokens"], s["total_output_tokens"]) == (130, 128)
     assert s["duration"] == pytest.approx(1.6389733)                   # "1638.9733 ms"

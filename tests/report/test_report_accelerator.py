@@ -10,6 +10,7 @@ import re
 import pytest
 
 from tokenbench.judge.bottleneck import label
+from tokenbench.judge.cells import label_of
 from tokenbench.judge.cost import Price, cell_cost
 from tokenbench.judge.frontier import devices
 from tokenbench.judge.plausibility import check_run
@@ -44,8 +45,8 @@ def test_accelerator_table_per_cell_and_device(store, lang, head, all2):
     for c in (1, 2, 4):
         cell = next(x for x in run.cells if x.concurrency == c)
         m = cell.summary.monitor
-        total = row(body, cell.label, all2)
-        gpu0 = row(body, cell.label, "gpu 0")
+        total = row(body, label_of(cell), all2)
+        gpu0 = row(body, label_of(cell), "gpu 0")
         mark = "◌" if c == SPARSE_AT else ""
         assert total[4] == f"{m.accel_power_mean_w:,.0f} / {2 * ACCEL_POWER[c]:,.0f}{mark}"
         assert total[6] == f"{m.accel_energy_per_output_token_j:,.3f}{mark}"
@@ -81,7 +82,7 @@ def test_host_table_and_its_rapl_energy(store):
     run, text = page(store, build_accel_run(store))
     body = section(text, "Accelerator and host over each cell")
     cell = next(x for x in run.cells if x.concurrency == 4)
-    line = next(ln for ln in body.splitlines() if ln.startswith(f"| {cell.label} | 40 / 40 |"))
+    line = next(ln for ln in body.splitlines() if ln.startswith(f"| {label_of(cell)} | 40 / 40 |"))
     assert f"{150.0 * cell.summary.monitor.window_s:,.0f}" in line        # 150 W package over the window
 
 
@@ -112,7 +113,7 @@ def test_cost_section_identity_and_split(store):
         assert (cost.per_m_input_split * s.total_input_tokens + cost.per_m_output_split * s.total_output_tokens
                 ) / 1e6 == pytest.approx(window_cost, rel=1e-9)
         assert cost.split_by == "tokens" and cost.output_per_usd == pytest.approx(s.total_output_tokens / window_cost)
-        line = next(ln for ln in body.splitlines() if ln.startswith(f"| {cell.label} |"))
+        line = next(ln for ln in body.splitlines() if ln.startswith(f"| {label_of(cell)} |"))
         assert re.search(r"token share \(80\.0% to input\)", line)
     assert "per $" in section(text, "Frontier: speed per user")
 

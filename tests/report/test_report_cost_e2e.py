@@ -11,6 +11,7 @@ import socket
 import pytest
 
 from tokenbench.cli.main import main
+from tokenbench.judge.cells import label_of
 from tokenbench.judge.cost import Price, cell_cost
 from tokenbench.judge.plausibility import check_run
 from tokenbench.judge.views import load_run
@@ -51,6 +52,6 @@ def test_price_per_hour_gives_the_identity_and_a_split_by_measured_prefill_and_d
     assert charged == pytest.approx(2.5 * s.duration / 3600, rel=1e-9)
     page = markdown.render(build_report(run, "en", check_run(run), "TEST"))
     row = next(ln for ln in page[page.index("Cost per million tokens"):].splitlines()
-               if ln.startswith(f"| {cell.label} |"))
+               if ln.startswith(f"| {label_of(cell)} |"))
     assert f"prefill / decode time, the server's spans ({100 * cost.input_share:.1f}% to input)" in row
     assert f"{cost.per_m_output:,.4f}" in row or f"{cost.per_m_output:,.2f}" in row

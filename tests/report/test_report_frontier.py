@@ -17,7 +17,7 @@ from tokenbench.formats.importers import import_file
 from tokenbench.judge import frontier as fr
 from tokenbench.judge import hardware
 from tokenbench.judge.intervals import Book
-from tokenbench.judge.views import CellInfo, load_run
+from tokenbench.judge.views import load_run
 from tokenbench.metrics.cell_summary import CellSummary, Metric
 from tokenbench.metrics.summary import summarize
 from tokenbench.report import markdown
@@ -130,7 +130,7 @@ def test_a_point_beaten_on_both_axes_is_dominated_by_the_widest_margin(store):
 
 
 def _pt(u: float, d: float, ok: bool = True) -> fr.Point:
-    cell = CellInfo("k", 1, 1, "ok" if ok else "failed", CellSummary(), concurrency=1, id=0, config="x")
+    cell = CellRow("k", 1, 1, "ok" if ok else "failed", CellSummary(), concurrency=1, id=0, config="x")
     return fr.Point("x", cell, 1, fr.Estimate(u), fr.Estimate(d))
 
 

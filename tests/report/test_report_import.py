@@ -9,6 +9,7 @@ import pytest
 from tokenbench.cli.main import main
 from tokenbench.errors import UsageError
 from tokenbench.formats.importers import ImportOptions, import_file
+from tokenbench.judge.cells import pair_of, value_of
 from tokenbench.judge.plausibility import check_run
 from tokenbench.judge.views import load_run
 from tokenbench.report import render
@@ -37,7 +38,7 @@ def test_sglang_bench_serving_jsonl(store):
     run = load_run(store, import_file(store, FIXTURES / "sglang-bench-serving.jsonl"), requests=False)
     assert [c.config for c in run.cells] == ["sglang", "sglang"]
     c1, c8 = run.cells
-    assert (c1.pair, c1.concurrency, c8.concurrency) == ((512, 128), 1, 8)
+    assert (pair_of(c1), c1.concurrency, c8.concurrency) == ((512, 128), 1, 8)
     assert c8.summary.to_dict()["mean_e2el_ms"] == pytest.approx(480.0 * 8 ** 0.3)
     assert c8.summary.to_dict()["total_token_throughput"] == pytest.approx(9.5 * 640)
     assert c8.summary.to_dict()["achieved_concurrency"] == pytest.approx(8 * 0.97)
@@ -48,7 +49,7 @@ def test_csv_imports_one_config_per_setup(store):
     assert run.config_names() == ["tp1", "tp2"]
     tp1 = run.config("tp1")
     assert tp1.facts.hardware == "ascend-910b4" and tp1.kv_capacity == 1066112
-    over = {(c.config, c.pair, c.concurrency) for c in run.cells if c.over_capacity}
+    over = {(c.config, pair_of(c), c.concurrency) for c in run.cells if c.over_capacity}
     assert over == {("tp1", (16384, 2048), 96)}          # 96 x 18,432 > 1,066,112; TP=2 holds 2,243,968
     head = run.cell_at("tp1", (512, 512), 128)
     assert head.summary.to_dict()["output_throughput"] == 6452.2 and head.summary.to_dict()["total_token_throughput"] == 12904.4
@@ -126,7 +127,7 @@ def test_an_interval_that_does_not_hold_the_files_own_figure_is_not_shown(store)
     run = load_run(store, import_file(store, FIXTURES / "vllm-bench-serve.json", opts=ImportOptions()))
     [cell], book = run.cells, Book(run)
     tpot = Metric("tpot")
-    assert cell.value(tpot) == pytest.approx(20.333, abs=1e-3) and book.interval(cell, tpot) is None
+    assert value_of(cell, tpot) == pytest.approx(20.333, abs=1e-3) and book.interval(cell, tpot) is None
     shown = [(m, iv) for m in (Metric("ttft"), Metric("e2el"), Metric("output_throughput"), Metric("tpot", "p99"))
              if (iv := book.interval(cell, m)) is not None]
-    assert shown and all(iv.lo * 0.999 <= cell.value(m) <= iv.hi * 1.001 for m, iv in shown)
+    assert shown and all(iv.lo * 0.999 <= value_of(cell, m) <= iv.hi * 1.001 for m, iv in shown)

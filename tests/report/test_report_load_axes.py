@@ -12,6 +12,7 @@ import pytest
 
 from tokenbench.judge.load_axes import LoadKey, load_key
 from tokenbench.judge.views import RunData, load_run
+from tokenbench.metrics.summary_groups import SessionFigures
 from tokenbench.report import markdown, plots, svg
 from tokenbench.report.build import build_report
 from tokenbench.report.compare import compare
@@ -80,7 +81,8 @@ def test_rates_with_different_caps_are_separate_series(store):
 
 def test_users_cells_get_their_own_axis(store):
     run = load_run(store, stored(store, "L-4", rates=(), configs=("slots2",)), requests=False)
-    users = [replace(c, id=100 + i, concurrency=None, users=u) for i, (c, u) in enumerate(zip(run.cells, (2, 8), strict=False))]
+    users = [replace(c, id=100 + i, concurrency=u, summary=c.summary.with_(SessionFigures(users=u)))   # users as stored
+             for i, (c, u) in enumerate(zip(run.cells, (2, 8), strict=False))]
     run2 = RunData(**{**run.__dict__, "cells": [*run.cells, *users], "_merged": {}})
     figs = {f.name: f for f in plots.load_figures(run2, "en")}
     assert x_values(figs["throughput"].svg) == {1.0, 2.0, 4.0}

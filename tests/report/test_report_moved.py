@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tokenbench.cli.main import main
+from tokenbench.judge.cells import figure_state_of, state_of
 from tokenbench.judge.intervals import Judging
 from tokenbench.judge.views import load_run
 from tokenbench.metrics.cell_summary import Metric
@@ -52,8 +53,8 @@ def test_only_the_marked_figure_carries_the_mark_and_the_cell_stays_ok(store):
     stored(store, "R1", 2, marked=True)
     run = load_run(store, "R1")
     cell = run.cells_of("a")[0]
-    assert cell.state.ok
-    assert cell.figure_state(MARKED).kind == "moved" and cell.figure_state(CLEAN).ok
+    assert state_of(cell).ok
+    assert figure_state_of(cell, MARKED).kind == "moved" and figure_state_of(cell, CLEAN).ok
     doc = build_report(run, "en", [], "T")
     [scaling] = [r for r in _rows(doc, "scaling")]
     marked = [c for c in scaling if isinstance(c, Cell) and c.mark == "~"]
@@ -122,12 +123,12 @@ def test_compare_of_two_measured_runs_judges_the_clean_figures_and_names_a_buffe
     ids = {r.spec.get("name"): r.id for r in store.runs()}
     cells = {name: load_run(store, ids[name]).cells_of("default")[0] for name in ("plain", "buffered")}
     b = cells["buffered"]
-    assert b.state.ok and {"median_itl_ms", "p99_itl_ms"} <= set(b.summary.figures.client_marks)
+    assert state_of(b).ok and {"median_itl_ms", "p99_itl_ms"} <= set(b.summary.figures.client_marks)
     causes = {k: m.cause for c in cells.values() for k, m in (c.summary.figures.client_marks or {}).items()}
-    assert b.figure_state("p99_itl_ms").reason == "buffering"
+    assert figure_state_of(b, "p99_itl_ms").reason == "buffering"
     assert all(k.endswith("_ms") for k, c in causes.items() if c == "buffering")
     assert b.summary.figures.held_upstream and b.summary.figures.burst_source == "upstream"
-    assert b.figure_state("mean_tpot_ms").reason == "buffering"
+    assert figure_state_of(b, "mean_tpot_ms").reason == "buffering"
     doc, _ = compare(store, [ids["plain"], ids["buffered"]], "en", "T")
     rows, verdicts = _rows(doc, "verdicts"), [b for b in doc.blocks if isinstance(b, Table) and b.role == "verdicts"]
     judged = 0
@@ -135,7 +136,7 @@ def test_compare_of_two_measured_runs_judges_the_clean_figures_and_names_a_buffe
         row = next((r for r in rows if r[1] == t("en", f"vm.{m.name}") + f" {m.stat}"), None)
         if row is None:
             continue
-        moved = any(c.figure_state(m.key).kind == "moved" for c in cells.values())
+        moved = any(figure_state_of(c, m.key).kind == "moved" for c in cells.values())
         refused = isinstance(row[-1], Cell) and row[-1].text.startswith("refused")
         assert refused == moved, (m.key, row[-1])
         judged += not refused

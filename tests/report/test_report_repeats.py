@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import statistics
 
+from tokenbench.judge.cells import ok_repeats, value_of
 from tokenbench.judge.plausibility import check_run
-from tokenbench.judge.views import load_run
+from tokenbench.judge.views import load_run, spread_of
 from tokenbench.metrics.cell_summary import Metric
 from tokenbench.metrics.summary import summarize
 from tokenbench.report import render
@@ -43,12 +44,12 @@ def test_tables_show_the_mean_of_the_ok_repeats(store):
     run = load_run(store, RUN)
     [cell] = run.cells_of("base")
     ok = [summaries[0], summaries[1]]
-    assert len(cell.repeats) == 3 and [c.repeat for c in cell.measured()] == [0, 1]
+    assert len(cell.repeats) == 3 and [c.repeat for c in ok_repeats(cell)] == [0, 1]
     assert cell.status == "ok"
     for m in (OUTPUT, Metric("ttft"), Metric("tpot", "p99")):
-        assert cell.value(m) == statistics.fmean(m.of(s) for s in ok)
-    assert cell.value(OUTPUT) != summaries[0].output_throughput     # not the first repeat
-    spread = cell.spread(OUTPUT)
+        assert value_of(cell, m) == statistics.fmean(m.of(s) for s in ok)
+    assert value_of(cell, OUTPUT) != summaries[0].output_throughput     # not the first repeat
+    spread = spread_of(cell, OUTPUT)
     vals = [s.output_throughput for s in ok]
     assert (spread.n, spread.lo, spread.hi) == (2, min(vals), max(vals))
     assert spread.cv == statistics.stdev(vals) / statistics.fmean(vals)
@@ -62,7 +63,7 @@ def test_report_has_a_repeatability_section_and_marks_noisy_cells(store, tmp_pat
     md = render.write(build_report(run, "en", check_run(run), "TEST"), tmp_path, ["md"])[0].read_text()
     assert "Repeatability" in md and "mean over the repeats that measured ok" in md
     row = next(line for line in md.splitlines() if line.startswith("| base | 128/32 c=4 | 2/3"))
-    cv = run.cells_of("base")[0].spread(OUTPUT).cv
+    cv = spread_of(run.cells_of("base")[0], OUTPUT).cv
     assert (cv > 0.05) == ("†" in row.split("|")[6])
     # the failed repeat is listed on its own, named by its number
     assert "128/32 c=4 #3" in md and "too many errors" in md
@@ -74,7 +75,7 @@ def test_identical_repeats_have_zero_spread_and_no_mark(store, tmp_path):
     stored_repeats(store, slots_per_repeat=(2, 2), failed=())
     run = load_run(store, RUN)
     [cell] = run.cells_of("base")
-    assert cell.spread(OUTPUT).cv == 0
+    assert spread_of(cell, OUTPUT).cv == 0
     md = render.write(build_report(run, "en", check_run(run), "TEST"), tmp_path, ["md"])[0].read_text()
     row = next(line for line in md.splitlines() if line.startswith("| base | 128/32 c=4 | 2/2"))
     assert "†" not in row and "0.0%" in row

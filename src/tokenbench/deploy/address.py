@@ -4,6 +4,7 @@ or the name of a running deployment (its id or its profile, as `deploy status` l
 from __future__ import annotations
 
 import re
+import socket
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -54,3 +55,23 @@ def _deployment(name: str, directory: Path | None) -> str | None:
         raise UsageError(f"{name!r} names {len(running)} running deployments",
                          f"use one id: {', '.join(s.id for s in running)}")
     return running[0].base_url if running else None
+
+
+def on_this_host(url: str) -> bool:
+    """Whether the URL's host is this machine (a loopback or one of its own addresses: one a socket can bind);
+    False when it resolves to none of them, or not at all."""
+    host = urlsplit(url).hostname or ""
+    try:
+        found = {info[4][0] for info in socket.getaddrinfo(host, None, type=socket.SOCK_DGRAM)}
+    except OSError:
+        return False
+    return any(_bindable(str(address)) for address in found)
+
+
+def _bindable(address: str) -> bool:
+    with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.bind((address, 0))
+        except OSError:
+            return False
+    return True

@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from tokenbench.judge import capture
+from tokenbench.judge.cells import load_label_of, load_of, pair_of, state_of, x_of
 from tokenbench.judge.plausibility import ConfigCheck, Roofline
-from tokenbench.judge.views import CellInfo, RunData
+from tokenbench.judge.views import RunData
 from tokenbench.metrics.cell_summary import known
 from tokenbench.metrics.summary_groups import ClientHealth, MonitorFigures
+from tokenbench.store.rows import CellRow
 
 KV_FULL = 0.95              # KV usage peak at or above this share is "full"
 TTFT_GROWTH = 2.0           # mean TTFT this many times the lowest load's is queueing
@@ -51,11 +53,11 @@ class Label:
 Found = tuple[Evidence, dict[str, float | str]] | None
 
 
-def _monitor(c: CellInfo) -> MonitorFigures:
+def _monitor(c: CellRow) -> MonitorFigures:
     return c.summary.monitor or MonitorFigures()
 
 
-def _peak(run: RunData, c: CellInfo, name: str) -> float | None:
+def _peak(run: RunData, c: CellRow, name: str) -> float | None:
     vals = [s.value for r in (c.repeats or (c,)) for s in run.samples.get(r.id, []) if s.name == name]
     m = _monitor(c)
     stored = known(m.server_waiting_max if name == "waiting" else m.server_kv_usage_peak)
@@ -63,9 +65,9 @@ def _peak(run: RunData, c: CellInfo, name: str) -> float | None:
     return max(both) if both else None
 
 
-def _client(c: CellInfo) -> Found:
-    if c.state.kind == "invalid":
-        return "client", {"reason": c.state.reason or "-"}
+def _client(c: CellRow) -> Found:
+    if state_of(c).kind == "invalid":
+        return "client", {"reason": state_of(c).reason or "-"}
     health = c.summary.health or ClientHealth()
     cpu, workers = known(health.client_cpu_percent), health.client_workers or 1
     mark = c.summary.figures.mark("output_throughput") if c.summary.figures else None
@@ -74,7 +76,7 @@ def _client(c: CellInfo) -> Found:
     return None
 
 
-def _kv(run: RunData, c: CellInfo) -> Found:
+def _kv(run: RunData, c: CellRow) -> Found:
     if c.over_capacity:
         return "kv_demand", {"demand": c.kv_demand or 0, "capacity": c.kv_capacity or 0}
     kv = _peak(run, c, "kv_usage")
@@ -84,7 +86,7 @@ def _kv(run: RunData, c: CellInfo) -> Found:
     return ("preempt", {"n": pre}) if pre else None
 
 
-def _graph(run: RunData, c: CellInfo) -> Found:
+def _graph(run: RunData, c: CellRow) -> Found:
     """Above the captured sizes (the TPOT cliff it caused when the batch crossed them into this cell), or a
     TPOT cliff from the batch being padded up to a captured size that rose more than the load did."""
     g = capture.graphs(run, c)
@@ -95,41 +97,41 @@ def _graph(run: RunData, c: CellInfo) -> Found:
     if not g.eager(size):
         if jump is None or jump.padded is None:
             return None
-        return "graph_padding", {"times": jump.tpot_ratio, "load": jump.below.load_label, "batch": size or 0,
+        return "graph_padding", {"times": jump.tpot_ratio, "load": load_label_of(jump.below), "batch": size or 0,
                                  "size": jump.padded[1]}
     if jump is not None and jump.crossed:
-        return "graph_cliff", {"times": jump.tpot_ratio, "load": jump.below.load_label, "max": g.max_size or 0,
+        return "graph_cliff", {"times": jump.tpot_ratio, "load": load_label_of(jump.below), "max": g.max_size or 0,
                                "batch": size or 0}
     return "graph_eager", {"batch": size or 0, "max": g.max_size or 0}
 
 
-def _cliff(run: RunData, c: CellInfo) -> Found:
+def _cliff(run: RunData, c: CellRow) -> Found:
     """A TPOT cliff that neither KV nor graph capture explains."""
     jump = capture.cliff(run, c)
     if jump is None:
         return None
-    return "tpot_cliff", {"times": jump.tpot_ratio, "load": jump.below.load_label, "rise": jump.load_ratio}
+    return "tpot_cliff", {"times": jump.tpot_ratio, "load": load_label_of(jump.below), "rise": jump.load_ratio}
 
 
-def _lowest(run: RunData, c: CellInfo) -> CellInfo | None:
-    same = [o for o in run.cells_of(c.config) if o.pair == c.pair and o.load.dimension == c.load.dimension
-            and o.load.cap == c.load.cap and o.state.ok]
-    low = min(same, key=lambda o: o.x, default=None)
-    return low if low is not None and low.x < c.x else None
+def _lowest(run: RunData, c: CellRow) -> CellRow | None:
+    same = [o for o in run.cells_of(c.config) if pair_of(o) == pair_of(c) and load_of(o).dimension == load_of(c).dimension
+            and load_of(o).cap == load_of(c).cap and state_of(o).ok]
+    low = min(same, key=lambda o: x_of(o), default=None)
+    return low if low is not None and x_of(low) < x_of(c) else None
 
 
-def _queueing(run: RunData, c: CellInfo) -> Found:
+def _queueing(run: RunData, c: CellRow) -> Found:
     waiting = _peak(run, c, "waiting")
     if waiting:
         return "waiting", {"n": waiting}
     low = _lowest(run, c)
     a, b = (known(low.summary.mean_ttft_ms) if low else None), known(c.summary.mean_ttft_ms)
     if low is not None and a and b and b >= TTFT_GROWTH * a:
-        return "ttft_growth", {"times": b / a, "load": low.load_label}
+        return "ttft_growth", {"times": b / a, "load": load_label_of(low)}
     return None
 
 
-def _roof(c: CellInfo, roof: Roofline | None) -> Label | None:
+def _roof(c: CellRow, roof: Roofline | None) -> Label | None:
     out = known(c.summary.output_throughput)
     if roof is None or not out:
         return None
@@ -142,7 +144,7 @@ def _roof(c: CellInfo, roof: Roofline | None) -> Label | None:
     return Label("unknown", "roof_far", figures)
 
 
-def _busy(c: CellInfo) -> Label | None:
+def _busy(c: CellRow) -> Label | None:
     """The accelerator busy over the measured window; on a server without accelerator samples, the host's CPU."""
     m = _monitor(c)
     util, cpu = known(m.accel_util_mean_pct), known(m.host_cpu_mean_pct)
@@ -153,7 +155,7 @@ def _busy(c: CellInfo) -> Label | None:
     return None
 
 
-def _seen(run: RunData, c: CellInfo) -> Label:
+def _seen(run: RunData, c: CellRow) -> Label:
     """Nothing bounds the cell: what the monitor saw of it, or that there was nothing to see."""
     m = _monitor(c)
     util, cpu = known(m.accel_util_mean_pct), known(m.host_cpu_mean_pct)
@@ -163,9 +165,9 @@ def _seen(run: RunData, c: CellInfo) -> Label:
     return Label("unknown", "no_roofline") if run.samples.get(c.id) else Label("unknown", "nothing")
 
 
-def label(run: RunData, c: CellInfo, roof: Roofline | None) -> Label:
-    if not c.state.ok and c.state.kind != "invalid":
-        return Label("unknown", "not_ok", {"mark": c.state.mark})
+def label(run: RunData, c: CellRow, roof: Roofline | None) -> Label:
+    if not state_of(c).ok and state_of(c).kind != "invalid":
+        return Label("unknown", "not_ok", {"mark": state_of(c).mark})
     checks: tuple[tuple[Kind, Callable[[], Found]], ...] = (
         ("client", lambda: _client(c)), ("kv", lambda: _kv(run, c)), ("graph", lambda: _graph(run, c)),
         ("cliff", lambda: _cliff(run, c)), ("queueing", lambda: _queueing(run, c)))

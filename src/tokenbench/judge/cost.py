@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tokenbench.judge.views import CellInfo
 from tokenbench.metrics.cell_summary import known
+from tokenbench.store.rows import CellRow
 
 Basis = Literal["device", "node"]
 SplitBy = Literal["spans", "histograms", "tokens"]
@@ -52,7 +52,7 @@ class PhaseTimes:
     source: Literal["spans", "histograms"] = "spans"
 
 
-def phase_times(c: CellInfo) -> PhaseTimes | None:
+def phase_times(c: CellRow) -> PhaseTimes | None:
     """The cell's prefill and decode time from the server: mean x requests of its joined spans (the phase
     ledger), else of its histograms' means; None when it has neither (or they do not add up to any time)."""
     ledger, means = c.summary.phases, c.summary.server_means
@@ -81,7 +81,7 @@ def per_million(usd_per_hour: float, tokens_per_s: float) -> float:
     return usd_per_hour / (tokens_per_s * SECONDS_PER_HOUR) * MILLION
 
 
-def input_share(c: CellInfo, phases: PhaseTimes | None) -> tuple[float, SplitBy] | None:
+def input_share(c: CellRow, phases: PhaseTimes | None) -> tuple[float, SplitBy] | None:
     """The share of the cost charged to input tokens: prefill time / (prefill + decode time) where the server's
     phase timings exist, else input tokens / (input + output tokens)."""
     if phases is not None and phases.prefill_s + phases.decode_s > 0:
@@ -92,7 +92,7 @@ def input_share(c: CellInfo, phases: PhaseTimes | None) -> tuple[float, SplitBy]
     return tokens_in / (tokens_in + tokens_out), "tokens"
 
 
-def cell_cost(c: CellInfo, price: Price, devices: int, phases: PhaseTimes | None = None) -> Cost | None:
+def cell_cost(c: CellRow, price: Price, devices: int, phases: PhaseTimes | None = None) -> Cost | None:
     """The cell's cost figures at `price` on `devices` devices (`phases`: the server's timings, by default the
     cell's own, `phase_times`); None without its output throughput."""
     out_tps = known(c.summary.output_throughput)

@@ -21,11 +21,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from tokenbench.judge.cells import label_of, load_of, pair_of, x_of
 from tokenbench.judge.load_axes import LoadKey
-from tokenbench.judge.views import CellInfo, ConfigInfo, RunData
+from tokenbench.judge.views import ConfigInfo, RunData
 from tokenbench.metrics.cell_summary import known
 from tokenbench.spec.server_facts import Sampling
 from tokenbench.spec.study import Sampling as SamplingAsked
+from tokenbench.store.rows import CellRow
 
 TOLERANCE = 0.01           # relative difference in tokens per request that counts as different
 OWN_KINDS = ("bench", "sweep")   # runs tokenbench measured: ignore_eos, the sampling its spec asked (temperature=0)
@@ -41,10 +43,10 @@ class Column:
     def __post_init__(self) -> None:
         self.name = self.name or self.label
 
-    def cells(self) -> list[CellInfo]:
+    def cells(self) -> list[CellRow]:
         return self.run.cells_of(self.config.name)
 
-    def cell(self, pair: tuple[int, int], load: LoadKey | float) -> CellInfo | None:
+    def cell(self, pair: tuple[int, int], load: LoadKey | float) -> CellRow | None:
         return self.run.cell_at(self.config.name, pair, load)
 
 
@@ -81,18 +83,18 @@ class Issue:
 Cap = tuple[int, str] | None      # a rate's in-flight cap and how it held arrivals (queue, gate)
 
 
-def load_shape(c: CellInfo) -> tuple[str, float | None, Cap, str | None, float | None]:
+def load_shape(c: CellRow) -> tuple[str, float | None, Cap, str | None, float | None]:
     """What a cell's load is: (its dimension (judge/load_axes.py), its figure, the in-flight cap of a rate, arrival, burstiness);
     None where the cell does not tell (an imported file that does not say how it sent). A cap held
     arrivals as a queue (vLLM's and SGLang's, so any imported cap) unless the cell says gate."""
-    s, key = c.summary, c.load
+    s, key = c.summary, load_of(c)
     if key.dimension in ("concurrency", "users"):
         return (key.dimension, key.value, None, None, None)
     cap = (s.max_concurrency, (s.send.send_cap if s.send else None) or "queue") if s.max_concurrency else None
     return (key.dimension, c.request_rate, cap, s.arrival, s.burstiness or (1.0 if s.arrival else None))
 
 
-def load_difference(a: CellInfo, b: CellInfo) -> LoadDiff | None:
+def load_difference(a: CellRow, b: CellRow) -> LoadDiff | None:
     """Why two cells at the same (pair, load figure) are not the same load, or None when they are."""
     (mode_a, _, cap_a, arr_a, b_a), (mode_b, _, cap_b, arr_b, b_b) = load_shape(a), load_shape(b)
     if mode_a != mode_b:
@@ -103,7 +105,7 @@ def load_difference(a: CellInfo, b: CellInfo) -> LoadDiff | None:
     return "arrival" if told and (arr_a, b_a) != (arr_b, b_b) else None
 
 
-def paired(cells: list[CellInfo | None]) -> bool:
+def paired(cells: list[CellRow | None]) -> bool:
     """Every cell present and all of the same load (so their figures may be set side by side)."""
     present = [c for c in cells if c is not None]
     return len(present) == len(cells) and all(load_difference(present[0], c) is None for c in present[1:])
@@ -112,22 +114,22 @@ def paired(cells: list[CellInfo | None]) -> bool:
 def common_cells(cols: list[Column]) -> list[tuple[tuple[int, int], LoadKey]]:
     """The (pair, load) every column measured, a load matched within its own dimension (load_axes), and
     of the same load there (`paired`: the same arrival process, a cap held the same way)."""
-    keys = [{(c.pair, c.load) for c in col.cells()} for col in cols]
+    keys = [{(pair_of(c), load_of(c)) for c in col.cells()} for col in cols]
     common = sorted(set.intersection(*keys)) if keys else []
     return [(p, k) for p, k in common if paired([col.cell(p, k) for col in cols])]
 
 
 def _same_figure(cols: list[Column]) -> list[tuple[tuple[int, int], float]]:
     """The (pair, load figure) every column measured, whatever the load's dimension ('4' of c=4 and 4/s)."""
-    keys = [{(c.pair, c.x) for c in col.cells()} for col in cols]
+    keys = [{(pair_of(c), x_of(c)) for c in col.cells()} for col in cols]
     return sorted(set.intersection(*keys)) if keys else []
 
 
-def _differing(cols: list[Column], p: tuple[int, int], x: float) -> list[CellInfo] | None:
+def _differing(cols: list[Column], p: tuple[int, int], x: float) -> list[CellRow] | None:
     """The columns' cells at one (pair, load figure) whose loads differ (one per column), or None: at a load
     key they share, those cells when they are not the same load; with none shared, each column's first."""
-    groups = [[c for c in col.cells() if c.pair == p and c.x == x] for col in cols]
-    shared = set.intersection(*({c.load for c in g} for g in groups))
+    groups = [[c for c in col.cells() if pair_of(c) == p and x_of(c) == x] for col in cols]
+    shared = set.intersection(*({load_of(c) for c in g} for g in groups))
     for k in sorted(shared):
         at = [col.cell(p, k) for col in cols]
         if not paired(at):
@@ -144,22 +146,22 @@ def load_issues(cols: list[Column]) -> list[Issue]:
         why = next((d for c in cells[1:] if (d := load_difference(cells[0], c)) is not None), None) if cells else None
         if cells and why is not None:
             out.append(Issue("differs", "load", tuple(col.label for col in cols), tuple(load_text(c) for c in cells),
-                             cells[0].label, why))
+                             label_of(cells[0]), why))
     return out
 
 
-def load_text(c: CellInfo) -> str:
+def load_text(c: CellRow) -> str:
     """The load as the tools spell it: 'c=8', '8/s', '8/s max 4 in flight', '8/s constant', '8/s b=0.5'."""
     mode, x, cap, arrival, burst = load_shape(c)
     if mode in ("concurrency", "users"):
-        return c.load.label
+        return load_of(c).label
     head = "replay" if mode == "replay" else f"{x:g}/s"
     shape = [f"b={burst:g}" if burst not in (None, 1.0) else "", "constant" if arrival == "constant" else "",
              f"max {cap[0]} in flight" + (" (gate)" if cap[1] == "gate" else "") if cap else ""]
     return " ".join([head, *(w for w in shape if w)])
 
 
-def _tokens(c: CellInfo, which: str) -> float | None:
+def _tokens(c: CellRow, which: str) -> float | None:
     """Server-reported tokens per completed request, or None when the server did not report them."""
     if set(c.summary.usage_source) - {"server"}:
         return None
@@ -209,7 +211,7 @@ def ignore_eos(col: Column) -> bool | None:
     return None if v is None else bool(v)
 
 
-def cache_state(col: Column, cells: list[CellInfo]) -> CacheUse | None:
+def cache_state(col: Column, cells: list[CellRow]) -> CacheUse | None:
     cached = prompt = reported = 0
     for c in cells:
         a, b, n = col.run.cache.get(c.id, (0, 0, 0))
@@ -222,7 +224,7 @@ def cache_state(col: Column, cells: list[CellInfo]) -> CacheUse | None:
     return CacheUse(stated=str(v)) if v else None
 
 
-def session_shape(cells: list[CellInfo]) -> str | None:
+def session_shape(cells: list[CellRow]) -> str | None:
     """The session shapes of a column's common cells (SINGLE_TURN for cells that are not sessions)."""
     shapes = {c.summary.sessions.shape_text() if c.summary.sessions is not None else SINGLE_TURN for c in cells}
     return "; ".join(sorted(shapes)) if shapes else None
@@ -249,7 +251,7 @@ def check(cols: list[Column]) -> list[Issue]:
             cells = [col.cell(pair, x) for col in cols]
             vals = [_tokens(c, which) if c else None for c in cells]
             what: Check = "input_tokens" if which == "input" else "output_tokens"
-            found = _compare(what, cols, vals, cells[0].label if cells[0] else "", True)
+            found = _compare(what, cols, vals, label_of(cells[0]) if cells[0] else "", True)
             issues += [i for i in found if i not in issues]
             if any(i.kind == "differs" for i in found):
                 break          # one cell is enough to show it

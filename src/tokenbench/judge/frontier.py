@@ -14,12 +14,14 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from tokenbench.judge import hardware
+from tokenbench.judge.cells import figure_state_of, load_label_of, load_of, pair_of, state_of, value_of
 from tokenbench.judge.cost import SECONDS_PER_HOUR, Price
 from tokenbench.judge.intervals import Book
 from tokenbench.judge.status import State
-from tokenbench.judge.views import CellInfo, ConfigInfo, RunData
+from tokenbench.judge.views import ConfigInfo, RunData
 from tokenbench.metrics import uncertainty as u
 from tokenbench.metrics.cell_summary import Metric, known
+from tokenbench.store.rows import CellRow
 
 OUTPUT = Metric("output_throughput")
 TPOT = Metric("tpot")
@@ -57,14 +59,14 @@ class Member:
     config: ConfigInfo
     book: Book
 
-    def cells(self) -> list[CellInfo]:
+    def cells(self) -> list[CellRow]:
         return self.run.cells_of(self.config.name)
 
 
 @dataclass(frozen=True)
 class Point:
     owner: str
-    cell: CellInfo
+    cell: CellRow
     devices: int
     per_user: Estimate                       # output tok/s per user
     per_device: Estimate                     # output tok/s per device
@@ -78,8 +80,8 @@ class Point:
     def state(self) -> State:
         """The point's own state: its cell's, or the first of its figures (TPOT, output tok/s) that a mark
         moved (a marked TTFT, say, does not move the point)."""
-        moved = [st for m in (TPOT, OUTPUT) if not (st := self.cell.figure_state(m.key)).ok]
-        return moved[0] if moved else self.cell.state
+        moved = [st for m in (TPOT, OUTPUT) if not (st := figure_state_of(self.cell, m.key)).ok]
+        return moved[0] if moved else state_of(self.cell)
 
     @property
     def ok(self) -> bool:
@@ -91,7 +93,7 @@ class Point:
 
     @property
     def label(self) -> str:
-        return f"{self.owner} {self.cell.load_label}"
+        return f"{self.owner} {load_label_of(self.cell)}"
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,7 @@ class Frontier:
 
     pair: tuple[int, int]
     points: list[Point]
-    missing: list[tuple[str, CellInfo, Missing]]
+    missing: list[tuple[str, CellRow, Missing]]
     basis: Basis = "tpot"
 
     def front(self) -> list[Point]:
@@ -117,14 +119,14 @@ class Frontier:
         return any(p.per_usd is not None for p in self.points)
 
 
-def devices(config: ConfigInfo, c: CellInfo | None = None) -> int:
+def devices(config: ConfigInfo, c: CellRow | None = None) -> int:
     """Devices serving the config: the facts' or the imported file's stated count, else TP x DP x PP of the
     profile (or its device list), judge/hardware.py; for a server tokenbench did not deploy (no profile), the
     devices cell `c`'s monitor sampled (`seen`), else 1."""
     return seen(config, c) or max(1, hardware.device_count(config.profile, config.facts))
 
 
-def seen(config: ConfigInfo, c: CellInfo | None) -> int | None:
+def seen(config: ConfigInfo, c: CellRow | None) -> int | None:
     """The accelerator devices cell `c`'s monitor sampled, where nothing states the server's count (a
     --base-url server: every device on the host counts, docs/monitoring.md); None otherwise."""
     m = c.summary.monitor if c is not None else None
@@ -133,60 +135,60 @@ def seen(config: ConfigInfo, c: CellInfo | None) -> int | None:
     return len(m.devices)
 
 
-def _interval(book: Book, c: CellInfo, metric: Metric) -> u.Interval | None:
-    return book.interval(c, metric) if c.figure_state(metric.key).ok else None
+def _interval(book: Book, c: CellRow, metric: Metric) -> u.Interval | None:
+    return book.interval(c, metric) if figure_state_of(c, metric.key).ok else None
 
 
-def per_user(book: Book, c: CellInfo, basis: Basis = "tpot") -> Estimate | None:
+def per_user(book: Book, c: CellRow, basis: Basis = "tpot") -> Estimate | None:
     """Output tok/s per user. Basis `tpot`: 1000 / mean TPOT (ms), its interval the mean TPOT's turned over.
     Basis `per_stream` (a frontier some of whose cells give no TPOT): a closed loop's output tok/s /
     concurrency, derived (it includes the wait for the first token)."""
     if basis == "tpot":
-        tpot = known(c.value(TPOT))
+        tpot = known(value_of(c, TPOT))
         if not tpot:
             return None
         iv = _interval(book, c, TPOT)
         return Estimate(1000 / tpot) if iv is None or iv.lo <= 0 else Estimate(1000 / tpot, 1000 / iv.hi, 1000 / iv.lo)
     out = throughput(book, c)
-    if out is None or c.load.dimension != "concurrency" or not c.concurrency:
+    if out is None or load_of(c).dimension != "concurrency" or not c.concurrency:
         return None
     return replace(out.scaled(1 / c.concurrency), derived=True)
 
 
-def choose_basis(cells: list[tuple[Book, CellInfo]]) -> Basis:
+def choose_basis(cells: list[tuple[Book, CellRow]]) -> Basis:
     """One basis for every point of a frontier, so no point gains from another definition: 1000 / TPOT
     unless output tok/s / concurrency places more of the cells (an import that gives no TPOT)."""
     counts = {b: sum(per_user(book, c, b) is not None for book, c in cells) for b in BASES}
     return "tpot" if counts["tpot"] >= counts["per_stream"] else "per_stream"
 
 
-def _throughput(book: Book, c: CellInfo, out: float) -> Estimate:
+def _throughput(book: Book, c: CellRow, out: float) -> Estimate:
     iv = _interval(book, c, OUTPUT)
     return Estimate(out) if iv is None else Estimate(out, iv.lo, iv.hi)
 
 
-def _closed_loop(c: CellInfo) -> float | None:
+def _closed_loop(c: CellRow) -> float | None:
     """Output tok/s of a closed loop from its latencies (Little's law): concurrency x output tokens / mean
     E2EL, E2EL being mean TTFT + (output - 1) x mean TPOT when the file gives no E2EL."""
     s = c.summary
     e2el = known(s.mean_e2el_ms)
     if e2el is None and known(s.mean_ttft_ms) is not None and known(s.mean_tpot_ms) is not None:
         e2el = s.mean_ttft_ms + (c.output_len - 1) * s.mean_tpot_ms      # type: ignore[operator]
-    if not e2el or c.load.dimension != "concurrency" or not c.concurrency:
+    if not e2el or load_of(c).dimension != "concurrency" or not c.concurrency:
         return None
     return c.concurrency * c.output_len / (e2el / 1000)
 
 
-def throughput(book: Book, c: CellInfo) -> Estimate | None:
+def throughput(book: Book, c: CellRow) -> Estimate | None:
     """The cell's output tok/s with its interval; derived from a closed loop's latencies when not given."""
-    out = known(c.value(OUTPUT))
+    out = known(value_of(c, OUTPUT))
     if out:
         return _throughput(book, c, out)
     derived = _closed_loop(c)
     return None if derived is None else Estimate(derived, derived=True)
 
 
-def _energy(c: CellInfo, out: Estimate) -> tuple[Estimate | None, Estimate | None]:
+def _energy(c: CellRow, out: Estimate) -> tuple[Estimate | None, Estimate | None]:
     """(tok/s per kW, tokens per joule): the cell's output tokens over the accelerator energy of its measured
     window (monitor/summary.py), so that 1 / tokens per joule is its energy per output token exactly; a cell
     stored without it (an earlier version, an import) by its mean power: output tok/s / W. The interval is
@@ -202,7 +204,7 @@ def _energy(c: CellInfo, out: Estimate) -> tuple[Estimate | None, Estimate | Non
     return joule.scaled(1000), joule
 
 
-def point(member: Member, c: CellInfo, basis: Basis = "tpot") -> Point | Missing:
+def point(member: Member, c: CellRow, basis: Basis = "tpot") -> Point | Missing:
     """The cell as an operating point, or why it has none."""
     speed = per_user(member.book, c, basis)
     if speed is None:
@@ -245,24 +247,24 @@ def judge_points(points: list[Point]) -> list[Point]:
 
 def frontier(members: list[Member], pair: tuple[int, int]) -> Frontier | None:
     """The frontier of one pair over every member's cells (None: no cell of that pair)."""
-    cells = [(m, c) for m in members for c in m.cells() if c.pair == pair]
+    cells = [(m, c) for m in members for c in m.cells() if pair_of(c) == pair]
     if not cells:
         return None
     basis = choose_basis([(m.book, c) for m, c in cells])
     points: list[Point] = []
-    missing: list[tuple[str, CellInfo, Missing]] = []
+    missing: list[tuple[str, CellRow, Missing]] = []
     for m, c in cells:
         got = point(m, c, basis)
         if isinstance(got, Point):
             points.append(got)
         else:
-            missing.append((m.label, c, got if c.state.ok else "not_ok"))
+            missing.append((m.label, c, got if state_of(c).ok else "not_ok"))
     return Frontier(pair, judge_points(points), missing, basis)
 
 
 def frontiers(members: list[Member]) -> list[Frontier]:
     """One frontier per (input, output) pair."""
-    pairs = sorted({c.pair for m in members for c in m.cells()})
+    pairs = sorted({pair_of(c) for m in members for c in m.cells()})
     return [fr for pair in pairs if (fr := frontier(members, pair)) is not None]
 
 

@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tokenbench.client.records import RequestRecord
+from tokenbench.judge.cells import figure_state_of, ok_repeats, value_of
 from tokenbench.judge.status import usable
-from tokenbench.judge.views import CellInfo, RunData
+from tokenbench.judge.views import RunData
 from tokenbench.metrics import request as rm
 from tokenbench.metrics import uncertainty as u
 from tokenbench.metrics.cell_summary import LATENCIES, RATES, Metric
 from tokenbench.spec.bench import SLO
+from tokenbench.store.rows import CellRow
 
 STATS: tuple[Literal["mean", "p50", "p90", "p99"], ...] = ("mean", "p50", "p90", "p99")
 
@@ -78,31 +80,31 @@ class Book:
         self._groups: dict[tuple[tuple[int, ...], str], list[list[float] | u.Clusters]] = {}
         self.slo = _slo(run)
 
-    def records(self, cell: CellInfo) -> list[RequestRecord]:
+    def records(self, cell: CellRow) -> list[RequestRecord]:
         if cell.id not in self._recs:
             self._recs[cell.id] = self._read(cell.id)
         return self._recs[cell.id]
 
-    def interval(self, cell: CellInfo, metric: Metric) -> u.Interval | None:
+    def interval(self, cell: CellRow, metric: Metric) -> u.Interval | None:
         """The figure's interval; a rate's is scaled onto the stored figure (tokens as the server counted
         them, not as chunks carried them)."""
         k = (_ids(cell), metric.name, metric.stat)
         if k not in self._ivs:
-            requests = int(sum(c.summary.completed or 0 for c in cell.measured()))
+            requests = int(sum(c.summary.completed or 0 for c in ok_repeats(cell)))
             iv = u.interval(self.groups(cell, metric), metric.stat, requests)
             iv = None if iv is None else iv.scaled(self.scale(cell, metric))
-            self._ivs[k] = iv if iv is None or _holds(iv, cell.value(metric)) else None
+            self._ivs[k] = iv if iv is None or _holds(iv, value_of(cell, metric)) else None
         return self._ivs[k]
 
-    def scale(self, cell: CellInfo, metric: Metric) -> float:
-        stored = cell.value(metric) if metric.name in RATES else None
+    def scale(self, cell: CellRow, metric: Metric) -> float:
+        stored = value_of(cell, metric) if metric.name in RATES else None
         value = u.point(self.groups(cell, metric), metric.stat) if stored else None
         return stored / value if stored and value else 1.0
 
-    def groups(self, cell: CellInfo, metric: Metric) -> list[list[float] | u.Clusters]:
+    def groups(self, cell: CellRow, metric: Metric) -> list[list[float] | u.Clusters]:
         k = (_ids(cell), metric.name)
         if k not in self._groups:
-            self._groups[k] = [g for c in cell.measured() if (g := samples(self.records(c), metric.name, self.slo))]
+            self._groups[k] = [g for c in ok_repeats(cell) if (g := samples(self.records(c), metric.name, self.slo))]
         return self._groups[k]
 
 
@@ -115,7 +117,7 @@ def _holds(iv: u.Interval, stated: float | None) -> bool:
     return iv.lo - slack <= stated <= iv.hi + slack
 
 
-def _ids(cell: CellInfo) -> tuple[int, ...]:
+def _ids(cell: CellRow) -> tuple[int, ...]:
     """A merged cell shares its first repeat's id: key caches by the repeats it stands for."""
     return tuple(c.id for c in cell.repeats) or (cell.id,)
 
@@ -128,11 +130,11 @@ def _slo(run: RunData) -> SLO | None:
         return None
 
 
-def verdict(a_book: Book, a: CellInfo, b_book: Book, b: CellInfo, metric: Metric,
+def verdict(a_book: Book, a: CellRow, b_book: Book, b: CellRow, metric: Metric,
             judging: Judging = Judging()) -> u.Verdict | None:
     """Is B faster than A on `metric`? None when either cell is not ok, either figure was marked moved
     (unless --allow-client-lag), or either has no samples."""
-    if not all(usable(c.figure_state(metric.key), judging.allow_client_lag) for c in (a, b)):
+    if not all(usable(figure_state_of(c, metric.key), judging.allow_client_lag) for c in (a, b)):
         return None
     ia, ib = a_book.interval(a, metric), b_book.interval(b, metric)
     if ia is None or ib is None:

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenbench.client.records import RequestRecord
+from tokenbench.judge.cells import pair_of, state_of
 from tokenbench.judge.fairness import Column, common_cells
-from tokenbench.judge.views import CellInfo
 from tokenbench.metrics import uncertainty as u
 from tokenbench.metrics.server import phases_of
 from tokenbench.metrics.summary_groups import LAST_PHASES, PHASES, TTFT_PHASES, PhaseName
+from tokenbench.store.rows import CellRow
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def _welch_df(a: u.Interval, b: u.Interval) -> int:
     return max(1, int((va + vb) ** 2 / (va**2 / a.df + vb**2 / b.df)))
 
 
-def _scale(cell: CellInfo, phase: PhaseName) -> float:
+def _scale(cell: CellRow, phase: PhaseName) -> float:
     """The time a phase is part of in cell A: its mean client TTFT, or its mean time to the last token."""
     b = cell.summary.phases
     if b is None:
@@ -80,7 +81,7 @@ def _scale(cell: CellInfo, phase: PhaseName) -> float:
     return sum(b.stat(p) or 0.0 for p in LAST_PHASES)
 
 
-def changes(a: CellInfo, a_recs: list[RequestRecord], b_recs: list[RequestRecord], min_effect: float
+def changes(a: CellRow, a_recs: list[RequestRecord], b_recs: list[RequestRecord], min_effect: float
             ) -> list[PhaseChange]:
     """Every phase's change from cell A to cell B, in the order of PHASES."""
     out = [change(p, phase_values(a_recs, p), phase_values(b_recs, p), _scale(a, p), min_effect) for p in PHASES]
@@ -93,11 +94,11 @@ def grew(found: list[PhaseChange]) -> PhaseChange | None:
     return max(up, key=lambda c: c.delta) if up else None
 
 
-def _traced(col: Column) -> list[CellInfo]:
-    return [c for c in col.cells() if c.summary.phases is not None and c.summary.phases.joined and c.state.ok]
+def _traced(col: Column) -> list[CellRow]:
+    return [c for c in col.cells() if c.summary.phases is not None and c.summary.phases.joined and state_of(c).ok]
 
 
-def pairs(base: Column, other: Column) -> list[tuple[CellInfo, CellInfo]]:
+def pairs(base: Column, other: Column) -> list[tuple[CellRow, CellRow]]:
     """The cells of two columns whose phases compare: the common cells both traced, else per length pair the one
     traced cell of each (their loads may differ)."""
     common = [(a, b) for p, k in common_cells([base, other])
@@ -106,9 +107,9 @@ def pairs(base: Column, other: Column) -> list[tuple[CellInfo, CellInfo]]:
     if common:
         return common
     out = []
-    for pair in sorted({c.pair for c in _traced(base)} & {c.pair for c in _traced(other)}):
-        a_cells = [c for c in _traced(base) if c.pair == pair]
-        b_cells = [c for c in _traced(other) if c.pair == pair]
+    for pair in sorted({pair_of(c) for c in _traced(base)} & {pair_of(c) for c in _traced(other)}):
+        a_cells = [c for c in _traced(base) if pair_of(c) == pair]
+        b_cells = [c for c in _traced(other) if pair_of(c) == pair]
         if len(a_cells) == 1 and len(b_cells) == 1:
             out.append((a_cells[0], b_cells[0]))
     return out

@@ -24,10 +24,11 @@ from typing import Literal
 
 from tokenbench.judge import hardware
 from tokenbench.judge import model_facts as mf
-from tokenbench.judge.views import CellInfo, ConfigInfo, RunData
+from tokenbench.judge.views import ConfigInfo, RunData
 from tokenbench.metrics.cell_summary import known
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import ServerFacts
+from tokenbench.store.rows import CellRow
 
 DTYPE_BYTES = mf.DTYPE_BYTES
 
@@ -87,7 +88,7 @@ class Rate:
 
 @dataclass
 class Finding:
-    cell: CellInfo
+    cell: CellRow
     check: Literal["per_stream", "aggregate", "compute"]
     measured: Rate
     bound: float
@@ -155,7 +156,7 @@ def roofline_for(run: RunData, cfg: ConfigInfo, ov: Overrides) -> Roofline | Unk
     return Roofline(dev, ov.devices or hardware.device_count(cfg.profile, cfg.facts), size)
 
 
-def _output_tps(c: CellInfo) -> Rate | None:
+def _output_tps(c: CellRow) -> Rate | None:
     """Reported output tokens/s, or request rate x output length (also when an importer derived it)."""
     rps, out = known(c.summary.request_throughput), known(c.summary.output_throughput)
     derived = any(str(d).startswith("output_throughput") for d in c.summary.derived or [])
@@ -164,14 +165,14 @@ def _output_tps(c: CellInfo) -> Rate | None:
     return None if rps is None else Rate(rps * c.output_len, "derived", rps)
 
 
-def _per_stream(c: CellInfo) -> Rate | None:
+def _per_stream(c: CellRow) -> Rate | None:
     """One stream's decode rate from TPOT (without TPOT, output/concurrency adds nothing to the
     aggregate check)."""
     tpot = known(c.summary.mean_tpot_ms)
     return Rate(1000 / tpot, "tpot", tpot_ms=tpot) if tpot else None
 
 
-def _total_tps(c: CellInfo, out: Rate | None) -> Rate | None:
+def _total_tps(c: CellRow, out: Rate | None) -> Rate | None:
     total, rps = known(c.summary.total_token_throughput), known(c.summary.request_throughput)
     if total is not None:
         return Rate(total, "total")
@@ -180,7 +181,7 @@ def _total_tps(c: CellInfo, out: Rate | None) -> Rate | None:
     return Rate(out.value + rps * c.input_len, "total_derived", rps)
 
 
-def check_cell(c: CellInfo, r: Roofline) -> Finding | None:
+def check_cell(c: CellRow, r: Roofline) -> Finding | None:
     """The worst violation of one cell, or None when every bound holds."""
     out, stream = _output_tps(c), _per_stream(c)
     total = _total_tps(c, out)

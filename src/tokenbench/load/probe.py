@@ -141,9 +141,10 @@ class Probe:
         if models is not None:
             self.caps.models_status, self.caps.models_listed = models.status, len(models.entries)
         self.generation()
-        self.endpoints()
-        self.served(models)
-        self.tokenize()
+        if self.unanswered is None or self.unanswered[0] != 0:      # a server that did not answer twice: no more
+            self.endpoints()
+            self.served(models)
+            self.tokenize()
         self.known_ignored()
         self.caps.seconds = round(time.perf_counter() - self.started, 3)
         return self.caps

@@ -9,10 +9,11 @@ from functools import partial
 
 from tokenbench.judge import tune as judged_tune
 from tokenbench.judge.bottleneck import rooflines
+from tokenbench.judge.cells import label_of, ok_repeats, pair_of, state_of, value_of
 from tokenbench.judge.frontier import run_members
 from tokenbench.judge.intervals import Book, Judging
 from tokenbench.judge.plausibility import ConfigCheck
-from tokenbench.judge.views import CellInfo, RunData
+from tokenbench.judge.views import RunData, spread_of
 from tokenbench.metrics import uncertainty as u
 from tokenbench.metrics.cell_summary import Metric
 from tokenbench.report import (
@@ -34,7 +35,7 @@ from tokenbench.report import (
 from tokenbench.report.document import Block, Cell, Document, Para, Table, num, pct
 from tokenbench.report.explain import plausibility_blocks
 from tokenbench.report.i18n import DEFINITIONS, t
-from tokenbench.store.rows import SampleRow
+from tokenbench.store.rows import CellRow, SampleRow
 
 TEXT_HEAD = 120      # characters of model output shown per sample request
 
@@ -118,7 +119,7 @@ def _environment(run: RunData, lang: str, num_: sections.Numberer) -> list[Block
 def _drawn(run: RunData, cfg: str, pair: tuple[int, int], lang: str) -> list[Block]:
     """The length distribution the pair's cells drew each request's lengths from (docs/workloads.md)."""
     found = sorted({c.summary.facts.length_distribution for c in run.cells_of(cfg)
-                    if c.pair == pair and c.summary.facts and c.summary.facts.length_distribution})
+                    if pair_of(c) == pair and c.summary.facts and c.summary.facts.length_distribution})
     return [Para(t(lang, "note.lengths_drawn", distribution="; ".join(found)))] if found else []
 
 
@@ -189,17 +190,17 @@ def repeatability(run: RunData, lang: str) -> list[Block]:
     head = [t(lang, k) for k in ("col.config", "col.cell", "col.repeats", "col.out_tps", "col.range_out_tps",
                                   "col.cv_out_tps", "col.cv_ttft", "col.cv_tpot")]
     rows: list[list[str | Cell]] = []
-    used: list[CellInfo] = []
+    used: list[CellRow] = []
     for cfg in run.config_names():
         for c in run.cells_of(cfg):
             if not c.repeats:
                 continue
             used.append(c)
-            out = c.spread(OUTPUT)
-            rows.append([cfg, c.label, f"{len(c.measured())}/{len(c.repeats)}",
-                         marks.fig(c, num(c.value(OUTPUT)), over=False, key=OUTPUT.key),
+            out = spread_of(c, OUTPUT)
+            rows.append([cfg, label_of(c), f"{len(ok_repeats(c))}/{len(c.repeats)}",
+                         marks.fig(c, num(value_of(c, OUTPUT)), over=False, key=OUTPUT.key),
                          f"{num(out.lo)} – {num(out.hi)}" if out else "-", _cv(out),
-                         _cv(c.spread(Metric("ttft"))), _cv(c.spread(Metric("tpot")))])
+                         _cv(spread_of(c, Metric("ttft"))), _cv(spread_of(c, Metric("tpot")))])
     table = Table(head, rows, role="repeats", left=3, footnotes=marks.footnotes(used, lang, keys=[OUTPUT.key]))
     return [table, Para(t(lang, "note.repeats_cv", limit=pct(NOISY_CV, 0)))]
 
@@ -210,17 +211,17 @@ def failures(run: RunData, lang: str) -> list[Block]:
     for cfg in run.config_names():
         for c in run.cells_of(cfg):
             for kind, n in sorted(c.summary.failed_by_kind.items()):
-                rows.append([cfg, c.label, kind, num(n)])
+                rows.append([cfg, label_of(c), kind, num(n)])
     out: list[Block] = []
     if rows:
         head = [t(lang, k) for k in ("col.config", "col.cell", "col.kind", "col.count")]
         out.append(Table(head, rows, left=3))
-    bad = [c for c in run.cells if not c.state.ok]
+    bad = [c for c in run.cells if not state_of(c).ok]
     if bad:
         out.append(Para(t(lang, "note.failed_cells")))
         out.append(Table([t(lang, k) for k in ("col.config", "col.cell", "col.status", "col.message")],
-                         [[c.config, c.label, f"{c.state.mark} {t(lang, f'mark.name.{c.state.kind}')}",
-                           c.message[:300] or c.state.reason] for c in bad], role="notok", left=4))
+                         [[c.config, label_of(c), f"{state_of(c).mark} {t(lang, f'mark.name.{state_of(c).kind}')}",
+                           c.message[:300] or state_of(c).reason] for c in bad], role="notok", left=4))
     return out
 
 
@@ -234,7 +235,7 @@ def timeline(run: RunData, lang: str) -> list[Block]:
     fig = plots.timeline_figure(tl, lang) if tl else None
     if tl is None or fig is None:
         return []
-    out: list[Block] = [Para(t(lang, "note.timeline_cell", cell=tl.cell.label, config=tl.cell.config)), fig]
+    out: list[Block] = [Para(t(lang, "note.timeline_cell", cell=label_of(tl.cell), config=tl.cell.config)), fig]
     samples = [r for r in tl.requests if r.text][:3]
     if samples:
         out.append(Para(t(lang, "note.sample_outputs", n=TEXT_HEAD)))
@@ -256,7 +257,7 @@ def monitor(run: RunData, lang: str) -> list[Block]:
         s = run.samples.get(c.id)
         if s:
             kv = _peak(s, "kv_usage", 100.0)
-            rows.append([c.config, c.label, num(_peak(s, "running"), 0), num(_peak(s, "waiting"), 0),
+            rows.append([c.config, label_of(c), num(_peak(s, "running"), 0), num(_peak(s, "waiting"), 0),
                          "-" if kv is None else f"{kv:.1f}%"])
     out: list[Block] = [Table(head, rows, left=2)]
     chosen = run.timeline.cell if run.timeline and run.timeline.cell.id in run.samples else None
@@ -264,7 +265,7 @@ def monitor(run: RunData, lang: str) -> list[Block]:
         chosen = next(c for c in run.cells if c.id == max(run.samples, key=lambda k: len(run.samples[k])))
     fig = plots.monitor_figure(chosen, run.samples[chosen.id], lang)
     if fig:
-        out += [Para(t(lang, "note.monitor_cell", cell=chosen.label, config=chosen.config)), fig]
+        out += [Para(t(lang, "note.monitor_cell", cell=label_of(chosen), config=chosen.config)), fig]
     return out
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from tokenbench.judge.bottleneck import label
 from tokenbench.judge.plausibility import Roofline
-from tokenbench.judge.views import CellInfo, RunData
+from tokenbench.judge.views import RunData
 from tokenbench.metrics.capacity import Answer, Check, SearchRecord, Sustain, TierVerdict
 from tokenbench.metrics.timeslices import Drift
 from tokenbench.report import explain
@@ -16,7 +16,7 @@ from tokenbench.report.document import Block, Heading, Para, Table, num, pct, si
 from tokenbench.report.i18n import t
 from tokenbench.report.sections import Numberer
 from tokenbench.report.verdicts import UNRELIABLE
-from tokenbench.store.rows import SearchRow
+from tokenbench.store.rows import CellRow, SearchRow
 
 
 def load_text(x: float | None) -> str:
@@ -31,7 +31,7 @@ def _margin(m: float) -> str:
     return "-" if m == float("-inf") else f"{m:+.1%}"
 
 
-def _cell_at(run: RunData, config: str, record: SearchRecord, x: float | None) -> CellInfo | None:
+def _cell_at(run: RunData, config: str, record: SearchRecord, x: float | None) -> CellRow | None:
     keys = {c.key for c in record.tried if c.load == x and c.role != "sustain"}
     return next((c for c in run.cells_of(config) if c.key in keys), None)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from tokenbench.errors import MeasurementError, UsageError
 from tokenbench.judge import hardware, plausibility
+from tokenbench.judge.cells import load_label_of, load_of, state_of
 from tokenbench.judge.fairness import Column, Issue, check, common_cells
 from tokenbench.judge.intervals import Judging
 from tokenbench.judge.load_axes import LoadKey
@@ -58,7 +59,7 @@ def column_label(run: RunData, config: str) -> str:
 
 def _workload(col: Column) -> str:
     pairs = ", ".join(f"{a}/{b}" for a, b in col.run.pairs(col.config.name))
-    loads = ", ".join(dict.fromkeys(c.load_label for c in sorted(col.cells(), key=lambda c: c.load)))
+    loads = ", ".join(dict.fromkeys(load_label_of(c) for c in sorted(col.cells(), key=lambda c: load_of(c))))
     return f"{pairs}; {loads}" + "".join(f"; sessions: {s}" for s in _session_shapes(col))
 
 
@@ -140,7 +141,7 @@ def build_compare(cols: list[Column], lang: str, issues: list[Issue], version: s
 
 def comparable(cols: list[Column]) -> list[tuple[tuple[int, int], LoadKey]]:
     """Common cells where every column's cell is ok."""
-    return [(p, x) for p, x in common_cells(cols) if all((c := col.cell(p, x)) is not None and c.state.ok
+    return [(p, x) for p, x in common_cells(cols) if all((c := col.cell(p, x)) is not None and state_of(c).ok
                                                          for col in cols)]
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tokenbench.judge import plausibility
+from tokenbench.judge.cells import figure_state_of, load_label_of, load_of, pair_of, value_of
 from tokenbench.judge.fairness import Column, common_cells, paired
 from tokenbench.judge.frontier import Member
 from tokenbench.judge.intervals import Book, Judging
@@ -47,7 +48,7 @@ def sides(cols: list[Column]) -> list[Side]:
 
 
 def _pairs(cols: list[Column]) -> list[tuple[int, int]]:
-    return sorted({c.pair for col in cols for c in col.cells()})
+    return sorted({pair_of(c) for col in cols for c in col.cells()})
 
 
 def side_by_side(view: _Compared, metric: Metric, digits: int, pair: tuple[int, int]) -> Table | None:
@@ -58,16 +59,16 @@ def side_by_side(view: _Compared, metric: Metric, digits: int, pair: tuple[int, 
     for c in cols[1:]:
         head += [t(lang, "col.speedup", other=c.label, base=base.label),
                  t(lang, "col.verdict", other=c.label, base=base.label)]
-    loads = sorted({c.load for col in cols for c in col.cells() if c.pair == pair})
+    loads = sorted({load_of(c) for col in cols for c in col.cells() if pair_of(c) == pair})
     rows, used, names = [], [], {}
     for load in loads:
         cells = [col.cell(pair, load) for col in cols]
-        vals = [c.value(metric) if c else None for c in cells]
-        if all(v is None for v in vals) and not any(c and not c.figure_state(metric.key).ok for c in cells):
+        vals = [value_of(c, metric) if c else None for c in cells]
+        if all(v is None for v in vals) and not any(c and not figure_state_of(c, metric.key).ok for c in cells):
             continue
         used += cells
         names.update({c.id: col.label for col, c in zip(cols, cells, strict=True) if c is not None})
-        row: list = [next(c.load_label for c in cells if c)]
+        row: list = [next(load_label_of(c) for c in cells if c)]
         row += [_shown(s, c, metric, digits, judging) for s, c in zip(ss, cells, strict=True)]
         for side, other, v in zip(ss[1:], cells[1:], vals[1:], strict=True):
             first = cells[0]
@@ -108,7 +109,7 @@ CMP_PLOTS = [Plot("cmp-throughput", "throughput", "axis.out_tps", Metric("output
 def figures(cols: list[Column], lang: str) -> list[Figure]:
     """Every column on the same axes: output tok/s, p50 TTFT and p50 TPOT against each load axis the
     columns have (concurrency, users, request rate: never mixed, report/load_plots.py)."""
-    sources = [Source(f"{col.label} {pair[0]}/{pair[1]}", col.label, [c for c in col.cells() if c.pair == pair])
+    sources = [Source(f"{col.label} {pair[0]}/{pair[1]}", col.label, [c for c in col.cells() if pair_of(c) == pair])
                for col in cols for pair in col.run.pairs(col.config.name)]
     return load_plots.figures(sources, CMP_PLOTS, lang)
 

@@ -5,12 +5,14 @@ output tokens per $ (judge/cost.py computes; formulas in docs/metrics.md, "Cost"
 
 from __future__ import annotations
 
+from tokenbench.judge.cells import label_of
 from tokenbench.judge.cost import Price, cell_cost
 from tokenbench.judge.frontier import devices, seen
-from tokenbench.judge.views import CellInfo, ConfigInfo, RunData
+from tokenbench.judge.views import ConfigInfo, RunData
 from tokenbench.report.document import Block, Cell, Para, Table, num
 from tokenbench.report.i18n import t
 from tokenbench.report.marks import fig, footnotes
+from tokenbench.store.rows import CellRow
 
 
 def shown(run: RunData) -> bool:
@@ -21,14 +23,14 @@ def _money(v: float | None) -> str:
     return "-" if v is None else f"{v:,.4f}" if v < 10 else f"{v:,.2f}"
 
 
-def _row(c: CellInfo, config: ConfigInfo, price: Price, lang: str) -> list[str | Cell] | None:
+def _row(c: CellRow, config: ConfigInfo, price: Price, lang: str) -> list[str | Cell] | None:
     n = devices(config, c)
     cost = cell_cost(c, price, n)
     if cost is None:
         return None
     split = t(lang, f"cost.by.{cost.split_by}", pct=num(100 * (cost.input_share or 0), 1)) if cost.split_by else "-"
     shown = t(lang, "cost.devices_seen", n=n) if seen(config, c) else num(n)
-    return [fig(c, c.label), shown, _money(cost.usd_per_hour), fig(c, _money(cost.per_m_output), over=False),
+    return [fig(c, label_of(c)), shown, _money(cost.usd_per_hour), fig(c, _money(cost.per_m_output), over=False),
             fig(c, _money(cost.per_m_input_split), over=False), fig(c, _money(cost.per_m_output_split), over=False),
             split, fig(c, num(cost.output_per_usd, 0), over=False)]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tokenbench.judge.cells import label_of
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.summary_groups import SendRates
 from tokenbench.report.document import Block, Bullets, Para, Table, num, pct, signed_pct
@@ -107,13 +108,13 @@ def latency_note(f: Finding, r: Roofline, lang: str) -> str:
     """At concurrency c the request rate leaves c / rate per request: what a derived rate implies."""
     c, rps = f.cell, f.cell.summary.request_throughput or 0.0
     ms = 1000 * (c.concurrency or 0) / rps
-    return t(lang, "plaus.latency_note", cell=c.label, c=c.concurrency, rps=num(rps, 2), ms=num(ms),
+    return t(lang, "plaus.latency_note", cell=label_of(c), c=c.concurrency, rps=num(rps, 2), ms=num(ms),
              olen=c.output_len, tokens=num(int(ms / 1000 * r.per_stream)))
 
 
 def why(f: Finding, r: Roofline, lang: str) -> list[str]:
     c = f.cell
-    fields = {"cell": c.label, "stream": num(r.per_stream), "compute": num(r.compute, 0), "c": c.concurrency,
+    fields = {"cell": label_of(c), "stream": num(r.per_stream), "compute": num(r.compute, 0), "c": c.concurrency,
               "how": _how(f.measured, f, lang), "measured": num(f.measured.value), "bound": num(f.bound),
               "times": f"{f.times:,.1f}"}
     if f.check == "compute":
@@ -140,7 +141,7 @@ def plausibility_blocks(checks: list[ConfigCheck], lang: str) -> list[Block]:
             continue
         out.append(Para(t(lang, "plaus.flagged", config=name, n=len(chk.findings))))
         head = [t(lang, k) for k in ("col.cell", "col.check", "col.measured", "col.bound", "col.times")]
-        out.append(Table(head, [[f.cell.label, t(lang, f"plaus.check.{f.check}"), num(f.measured.value),
+        out.append(Table(head, [[label_of(f.cell), t(lang, f"plaus.check.{f.check}"), num(f.measured.value),
                                  num(f.bound), f"{f.times:,.1f}"] for f in chk.findings], role="plausibility",
                          left=2))
         out.append(Bullets([line for f in chk.findings for line in why(f, roof, lang)]))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import string
 
+from tokenbench.judge.cells import label_of, load_label_of, load_of, state_of
 from tokenbench.judge.frontier import Estimate, Frontier, Member, Point, frontiers
 from tokenbench.metrics.summary_groups import MonitorFigures
 from tokenbench.report.document import Block, Cell, Figure, Para, Table, num
@@ -52,17 +53,17 @@ def _status(p: Point, lang: str) -> str:
 
 def _tip(p: Point, lang: str) -> str:
     c = p.cell
-    star = (" *" if c.over_capacity else "") + ("" if c.state.ok else f" {c.state.mark}")
-    return t(lang, "fr.tip", point=f"{p.owner} {c.label}{star}", user=_est(p.per_user), device=_est(p.per_device),
+    star = (" *" if c.over_capacity else "") + ("" if state_of(c).ok else f" {state_of(c).mark}")
+    return t(lang, "fr.tip", point=f"{p.owner} {label_of(c)}{star}", user=_est(p.per_user), device=_est(p.per_device),
              n=p.devices, status=_status(p, lang))
 
 
 def _dot(p: Point, y: Estimate, series: int, tag: str, lang: str) -> Dot:
     star = ("*" if p.cell.over_capacity else "") + ("" if p.ok else f" {p.state.mark}")
-    return Dot(_range(p.per_user), _range(y), series, f"{tag} {p.cell.load_label}{star}".strip(), _tip(p, lang),
+    return Dot(_range(p.per_user), _range(y), series, f"{tag} {load_label_of(p.cell)}{star}".strip(), _tip(p, lang),
                dominated=p.ok and p.dominated_by is not None, hollow=not p.ok,
-               derived=p.per_user.derived or y.derived, order=(p.cell.load,),
-               line=(p.cell.load.dimension, p.cell.load.cap), load=p.cell.load_label + star)
+               derived=p.per_user.derived or y.derived, order=(load_of(p.cell),),
+               line=(load_of(p.cell).dimension, load_of(p.cell).cap), load=load_label_of(p.cell) + star)
 
 
 def _figure(fr: Frontier, lang: str, per_kw: bool) -> Figure | None:
@@ -83,7 +84,7 @@ def _figure(fr: Frontier, lang: str, per_kw: bool) -> Figure | None:
 
 def _row(p: Point, fr: Frontier, lang: str) -> list[str | Cell]:
     c = p.cell
-    row: list[str | Cell] = [p.owner, fig(c, c.load_label), _status(p, lang), num(p.devices),
+    row: list[str | Cell] = [p.owner, fig(c, load_label_of(c)), _status(p, lang), num(p.devices),
                              fig(c, _est(p.per_user), over=False), fig(c, _est(p.per_device), over=False)]
     if fr.has_power:
         row += [fig(c, _est(p.per_joule, 3), over=False, key=TOKENS_PER_JOULE),
@@ -105,7 +106,7 @@ def table(fr: Frontier, lang: str) -> Table:
                       keys=[TOKENS_PER_JOULE] if fr.has_power else [])
     if any(p.per_user.derived or p.per_device.derived for p in fr.points):
         notes.append(t(lang, "fr.derived", mark=DERIVED))
-    notes += [t(lang, f"fr.missing.{why}", cell=f"{owner} {c.label}") for owner, c, why in fr.missing]
+    notes += [t(lang, f"fr.missing.{why}", cell=f"{owner} {label_of(c)}") for owner, c, why in fr.missing]
     return Table(head, rows, role="frontier", left=3, footnotes=notes)
 
 

@@ -5,12 +5,14 @@ numbered sections (build.py)."""
 
 from __future__ import annotations
 
-from tokenbench.judge.views import CellInfo, RunData
+from tokenbench.judge.cells import label_of, value_of
+from tokenbench.judge.views import RunData
 from tokenbench.metrics.cell_summary import Metric
 from tokenbench.report.document import Block, Cell, Para, Table, num
 from tokenbench.report.i18n import t
 from tokenbench.report.marks import fig, footnotes
 from tokenbench.report.verdicts import DIGITS
+from tokenbench.store.rows import CellRow
 
 FIGURES = ((Metric("request_throughput"), "col.req_s"), (Metric("output_throughput"), "col.out_tps"),
            (Metric("ttft"), "col.ttft_mean"), (Metric("ttft", "p99"), "col.ttft_p99"),
@@ -18,15 +20,15 @@ FIGURES = ((Metric("request_throughput"), "col.req_s"), (Metric("output_throughp
            (Metric("itl", "p99"), "col.itl_p99"), (Metric("e2el"), "col.e2e_mean"))
 
 
-def _done(c: CellInfo) -> str:
+def _done(c: CellRow) -> str:
     s = c.summary
     sent = s.interruption.planned if s.interruption is not None else s.num_prompts
     return f"{num(s.completed)}/{num(sent)}" if sent is not None else num(s.completed)
 
 
-def _row(c: CellInfo, many: bool) -> list[str | Cell]:
-    figures = [fig(c, num(c.value(m), DIGITS.get(m.name, 1)), over=False, key=m.key) for m, _ in FIGURES]
-    return [*([c.config] if many else []), fig(c, c.label), fig(c, _done(c), over=False), *figures]
+def _row(c: CellRow, many: bool) -> list[str | Cell]:
+    figures = [fig(c, num(value_of(c, m), DIGITS.get(m.name, 1)), over=False, key=m.key) for m, _ in FIGURES]
+    return [*([c.config] if many else []), fig(c, label_of(c)), fig(c, _done(c), over=False), *figures]
 
 
 def table(run: RunData, lang: str) -> Table:

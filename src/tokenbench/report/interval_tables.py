@@ -3,6 +3,7 @@ p50/p90/p99 each with its interval (throughputs: the rate with its interval)."""
 
 from __future__ import annotations
 
+from tokenbench.judge.cells import load_label_of, pair_of, value_of
 from tokenbench.judge.intervals import STATS, Book
 from tokenbench.metrics import uncertainty as u
 from tokenbench.metrics.cell_summary import LATENCIES, RATES, Metric
@@ -16,15 +17,15 @@ from tokenbench.report.verdicts import UNRELIABLE, figure, unreliable_in
 def _rows(book: Book, cfg: str, pair: tuple[int, int], lang: str) -> tuple[list[list], bool]:
     rows: list[list] = []
     unreliable = False
-    for c in [c for c in book.run.cells_of(cfg) if c.pair == pair]:
+    for c in [c for c in book.run.cells_of(cfg) if pair_of(c) == pair]:
         for name in LATENCIES:
             shown = [figure(book, c, Metric(name, s)) for s in STATS]
             unreliable = unreliable or unreliable_in(shown)
-            rows.append([c.load_label, t(lang, f"vm.{name}"), *shown])
+            rows.append([load_label_of(c), t(lang, f"vm.{name}"), *shown])
         for rate in RATES:
             m = Metric(rate, "mean")
-            if c.value(m) is not None:
-                rows.append([c.load_label, t(lang, f"vm.{rate}"), figure(book, c, m), "", "", ""])
+            if value_of(c, m) is not None:
+                rows.append([load_label_of(c), t(lang, f"vm.{rate}"), figure(book, c, m), "", "", ""])
     return rows, unreliable
 
 
@@ -35,7 +36,7 @@ def section(book: Book, lang: str, num_: Numberer) -> list[Block]:
         for pair in book.run.pairs(cfg):
             rows, unreliable = _rows(book, cfg, pair, lang)
             keys = [Metric(n, s).key for n in LATENCIES for s in STATS] + [Metric(r).key for r in RATES]
-            notes = footnotes([c for c in book.run.cells_of(cfg) if c.pair == pair], lang, keys=keys)
+            notes = footnotes([c for c in book.run.cells_of(cfg) if pair_of(c) == pair], lang, keys=keys)
             if unreliable:
                 notes.append(t(lang, "note.unreliable", mark=UNRELIABLE, n=u.UNRELIABLE_N))
             out += [num_.sub(t(lang, "h.intervals_pair", config=cfg, input=pair[0], output=pair[1])),

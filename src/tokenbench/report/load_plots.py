@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tokenbench.judge.cells import figure_state_of, label_of, load_of, value_of, x_of
 from tokenbench.judge.load_axes import Dimension
-from tokenbench.judge.views import CellInfo
 from tokenbench.metrics.cell_summary import Metric
 from tokenbench.report.document import Figure, num
 from tokenbench.report.i18n import t
 from tokenbench.report.svg import Series, line_chart
+from tokenbench.store.rows import CellRow
 
 AXES: tuple[Dimension, ...] = ("concurrency", "users", "rate")      # replay has no load axis
 
@@ -26,7 +27,7 @@ class Source:
 
     name: str
     owner: str
-    cells: list[CellInfo]
+    cells: list[CellRow]
 
 
 @dataclass(frozen=True)
@@ -41,19 +42,19 @@ class Plot:
     band: tuple[Metric, Metric] | None = None
 
 
-def dimensions(cells: list[CellInfo]) -> list[Dimension]:
+def dimensions(cells: list[CellRow]) -> list[Dimension]:
     """The load axes these cells need, in the order they are shown."""
-    have = {c.load.dimension for c in cells}
+    have = {load_of(c).dimension for c in cells}
     return [d for d in AXES if d in have]
 
 
-def _caps(cells: list[CellInfo]) -> list[int]:
-    return sorted({c.load.cap for c in cells})
+def _caps(cells: list[CellRow]) -> list[int]:
+    return sorted({load_of(c).cap for c in cells})
 
 
-def axis_title(dim: Dimension, cells: list[CellInfo], lang: str) -> str:
+def axis_title(dim: Dimension, cells: list[CellRow], lang: str) -> str:
     """'concurrency (requests in flight)', 'request rate (requests/s)' with the cap when all share one."""
-    caps = _caps([c for c in cells if c.load.dimension == dim]) if dim == "rate" else []
+    caps = _caps([c for c in cells if load_of(c).dimension == dim]) if dim == "rate" else []
     if len(caps) == 1 and caps[0]:
         return t(lang, "axis.dim.rate_cap", cap=caps[0])
     if len(caps) > 1:
@@ -61,39 +62,39 @@ def axis_title(dim: Dimension, cells: list[CellInfo], lang: str) -> str:
     return t(lang, f"axis.dim.{dim}")
 
 
-def _plain(c: CellInfo, *metrics: Metric) -> bool:
+def _plain(c: CellRow, *metrics: Metric) -> bool:
     """Drawn as a plain point: each figure it plots is shown plain (its cell ok, the figure not moved)."""
-    return all(c.figure_state(m.key).ok for m in metrics)
+    return all(figure_state_of(c, m.key).ok for m in metrics)
 
 
-def _tip(owner: str, c: CellInfo, metric: Metric, y: float, x: float | None = None) -> str:
-    state = c.figure_state(metric.key)
+def _tip(owner: str, c: CellRow, metric: Metric, y: float, x: float | None = None) -> str:
+    state = figure_state_of(c, metric.key)
     star = (" *" if c.over_capacity else "") + ("" if state.ok else f" {state.mark} {state.kind}")
     xs = "" if x is None else f", x={num(x)}"
-    return f"{owner} {c.label}{star}: {metric.key}={num(y)}{xs}"
+    return f"{owner} {label_of(c)}{star}: {metric.key}={num(y)}{xs}"
 
 
-def _band(c: CellInfo, band: tuple[Metric, Metric] | None) -> tuple[float, float] | None:
+def _band(c: CellRow, band: tuple[Metric, Metric] | None) -> tuple[float, float] | None:
     if band is None or not _plain(c, *band):
         return None
-    lo, hi = c.value(band[0]), c.value(band[1])
+    lo, hi = value_of(c, band[0]), value_of(c, band[1])
     return None if lo is None or hi is None else (lo, hi)
 
 
 def _series(src: Source, dim: Dimension, plot: Plot, cap_names: bool) -> list[Series]:
     """One series per in-flight cap of the source's cells on this axis (rate cells only have caps)."""
     out = []
-    for cap in _caps([c for c in src.cells if c.load.dimension == dim]):
+    for cap in _caps([c for c in src.cells if load_of(c).dimension == dim]):
         s = Series(src.name + (f" cap {cap}" if cap_names and cap else ""))
         for c in src.cells:
-            y = c.value(plot.metric)
-            if c.load.dimension != dim or c.load.cap != cap or y is None:
+            y = value_of(c, plot.metric)
+            if load_of(c).dimension != dim or load_of(c).cap != cap or y is None:
                 continue
             plain = _plain(c, plot.metric)
-            (s.points if plain else s.hollow).append((c.x, y, _tip(src.owner, c, plot.metric, y)))
+            (s.points if plain else s.hollow).append((x_of(c), y, _tip(src.owner, c, plot.metric, y)))
             b = _band(c, plot.band) if plain else None
             if b is not None:
-                s.band.append((c.x, *b))
+                s.band.append((x_of(c), *b))
         if s.points or s.hollow:
             out.append(s)
     return out
@@ -104,7 +105,7 @@ def figures(sources: list[Source], plots: list[Plot], lang: str, prefix: str = "
     cells = [c for s in sources for c in s.cells]
     out = []
     for dim in dimensions(cells):
-        caps = len(_caps([c for c in cells if c.load.dimension == dim])) > 1
+        caps = len(_caps([c for c in cells if load_of(c).dimension == dim])) > 1
         xlabel, where = axis_title(dim, cells, lang), t(lang, f"dim.{dim}")
         for plot in plots:
             series = [s for src in sources for s in _series(src, dim, plot, caps)]
@@ -119,21 +120,21 @@ def figure_series(sources: list[Source], ykey: Metric, xkey: Metric) -> list[Ser
     """A figure against another (TPOT against output tok/s): one series per source and load dimension (and
     rate cap), each joined along its own load, so cells of different dimensions never share a line."""
     cells = [c for s in sources for c in s.cells]
-    dims = [d for d in AXES if d in {c.load.dimension for c in cells}]
+    dims = [d for d in AXES if d in {load_of(c).dimension for c in cells}]
     out = []
     for src in sources:
         for dim in dims:
-            for cap in _caps([c for c in src.cells if c.load.dimension == dim]):
+            for cap in _caps([c for c in src.cells if load_of(c).dimension == dim]):
                 name = src.name + (f" ({dim}{f' cap {cap}' if cap else ''})" if len(dims) > 1 or cap else "")
-                out += _joined(src, name, [c for c in src.cells if c.load.dimension == dim and c.load.cap == cap],
+                out += _joined(src, name, [c for c in src.cells if load_of(c).dimension == dim and load_of(c).cap == cap],
                                ykey, xkey)
     return out
 
 
-def _joined(src: Source, name: str, cells: list[CellInfo], ykey: Metric, xkey: Metric) -> list[Series]:
+def _joined(src: Source, name: str, cells: list[CellRow], ykey: Metric, xkey: Metric) -> list[Series]:
     s = Series(name)
-    for c in sorted(cells, key=lambda c: c.load):
-        x, y = c.value(xkey), c.value(ykey)
+    for c in sorted(cells, key=lambda c: load_of(c)):
+        x, y = value_of(c, xkey), value_of(c, ykey)
         if x is not None and y is not None:
             (s.points if _plain(c, ykey, xkey) else s.hollow).append((x, y, _tip(src.owner, c, ykey, y, x)))
     return [s] if s.points or s.hollow else []

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from tokenbench.judge.cells import figure_state_of, label_of, state_of
 from tokenbench.judge.status import MARKS, State
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.report.document import Cell, missing, num
@@ -18,13 +19,13 @@ from tokenbench.report.i18n import t
 
 if TYPE_CHECKING:                    # types only: the console's table needs neither the run model nor compare
     from tokenbench.judge.intervals import Judging
-    from tokenbench.judge.views import CellInfo
+    from tokenbench.store.rows import CellRow
 
 
-def fig(c: CellInfo, text: str, over: bool = True, key: str | None = None) -> Cell:
+def fig(c: CellRow, text: str, over: bool = True, key: str | None = None) -> Cell:
     """`text` (a figure of cell `c`; `key` its summary key) with its not-ok or moved mark, and if `over` the
     `*` of an over-capacity cell and the `^` of a cell above the captured graph sizes."""
-    s = c.state if key is None else c.figure_state(key)
+    s = state_of(c) if key is None else figure_state_of(c, key)
     return Cell(text, over=over and c.over_capacity, mark=s.mark, why="" if s.ok else s.kind, eager=over and c.eager)
 
 
@@ -44,56 +45,56 @@ def source_text(summary: CellSummary, lang: str) -> str:
     return t(lang, f"delivery.{source}", k=num(f.server_writes if f else None), told=(f.server_writes_from if f else "") or "")
 
 
-def _moved(c: CellInfo, keys: Iterable[str]) -> dict[str, list[str]]:
+def _moved(c: CellRow, keys: Iterable[str]) -> dict[str, list[str]]:
     """The cell's moved figures among `keys`, by cause."""
     out: dict[str, list[str]] = {}
     for key in dict.fromkeys(keys):
-        s: State = c.figure_state(key)
+        s: State = figure_state_of(c, key)
         if s.kind == "moved":
             out.setdefault(s.reason, []).append(key)
     return out
 
 
-def moved_footnotes(c: CellInfo, lang: str, keys: Iterable[str], name: str | None = None) -> list[str]:
+def moved_footnotes(c: CellRow, lang: str, keys: Iterable[str], name: str | None = None) -> list[str]:
     """One footnote per cause of the figures of `c` (among `keys`) marked moved."""
     marks = (c.summary.figures.client_marks if c.summary.figures else None) or {}
     out = []
     for cause, figures in _moved(c, keys).items():
         shown = ", ".join(f"{k} ±{marks[k].bound:.3g}" for k in figures)
-        out.append(t(lang, "mark.moved", mark=MARKS["moved"], cell=f"{name or c.config} {c.label}", figures=shown,
+        out.append(t(lang, "mark.moved", mark=MARKS["moved"], cell=f"{name or c.config} {label_of(c)}", figures=shown,
                      reason=cause_text(cause, c.summary, lang)))
     return out
 
 
-def sparse_footnote(c: CellInfo, lang: str, keys: Iterable[str], name: str | None = None) -> list[str]:
+def sparse_footnote(c: CellRow, lang: str, keys: Iterable[str], name: str | None = None) -> list[str]:
     """The footnote of a cell whose power and energy figures (among `keys`) are marked: what the monitor's
     samples covered of the measured window."""
     m = c.summary.monitor
-    if m is None or not any(c.figure_state(k).kind == "sparse" for k in keys):
+    if m is None or not any(figure_state_of(c, k).kind == "sparse" for k in keys):
         return []
     key = "mark.sparse" if m.accel_coverage_pct is not None else "mark.sparse_counter"
-    return [t(lang, key, mark=MARKS["sparse"], cell=f"{name or c.config} {c.label}",
+    return [t(lang, key, mark=MARKS["sparse"], cell=f"{name or c.config} {label_of(c)}",
               coverage=f"{m.accel_coverage_pct or 0:.0f}", gap=f"{m.accel_max_gap_s or 0:.1f}",
               interval=f"{m.interval_s or 0:g}", window=f"{m.window_s or 0:.1f}")]
 
 
-def bad(cells: Iterable[CellInfo | None]) -> list[CellInfo]:
+def bad(cells: Iterable[CellRow | None]) -> list[CellRow]:
     """The cells among `cells` that are not ok, each once, in order."""
-    out: dict[int, CellInfo] = {}
+    out: dict[int, CellRow] = {}
     for c in cells:
-        if c is not None and not c.state.ok:
+        if c is not None and not state_of(c).ok:
             out.setdefault(c.id, c)
     return list(out.values())
 
 
-def footnote(c: CellInfo, lang: str, name: str | None = None) -> str:
+def footnote(c: CellRow, lang: str, name: str | None = None) -> str:
     """Why `c` is marked; `name` (default: its config) says whose cell it is (compare: RUN:CONFIG)."""
-    s = c.state
+    s = state_of(c)
     reason = s.reason or t(lang, "mark.no_reason")
-    return t(lang, f"mark.{s.kind}", mark=s.mark, cell=f"{name or c.config} {c.label}", reason=reason)
+    return t(lang, f"mark.{s.kind}", mark=s.mark, cell=f"{name or c.config} {label_of(c)}", reason=reason)
 
 
-def footnotes(cells: Iterable[CellInfo | None], lang: str, names: dict[int, str] | None = None,
+def footnotes(cells: Iterable[CellRow | None], lang: str, names: dict[int, str] | None = None,
               keys: Iterable[str] = ()) -> list[str]:
     """One footnote per marked cell, and per cause of its figures (among `keys`, the figures shown) marked
     moved; `names` maps a cell id to the column that shows it."""
@@ -102,21 +103,21 @@ def footnotes(cells: Iterable[CellInfo | None], lang: str, names: dict[int, str]
     keys = list(keys)
     seen: set[int] = set()
     for c in cells:
-        if c is not None and c.state.ok and c.id not in seen:
+        if c is not None and state_of(c).ok and c.id not in seen:
             seen.add(c.id)
             out += moved_footnotes(c, lang, keys, (names or {}).get(c.id))
             out += sparse_footnote(c, lang, keys, (names or {}).get(c.id))
     return out
 
 
-def ratio_cell(a: CellInfo | None, b: CellInfo | None, va, vb, judging: Judging | None = None,
+def ratio_cell(a: CellRow | None, b: CellRow | None, va, vb, judging: Judging | None = None,
                key: str | None = None) -> Cell | str:
     """b / a as '1.35x'; built on a cell that is not ok (or, `key` given, a figure marked moved) it is refused
     ('n/a' plus the mark) unless the judging allows it (--allow-not-ok; a moved figure: --allow-client-lag
     too), and then shown with the mark."""
     if a is None or b is None or missing(va) or missing(vb) or not va:
         return "-"
-    states = [c.state if key is None else c.figure_state(key) for c in (a, b)]
+    states = [state_of(c) if key is None else figure_state_of(c, key) for c in (a, b)]
     worst = next((s for s in states if not s.ok), None)
     if worst is None:
         return f"{vb / va:.2f}x"

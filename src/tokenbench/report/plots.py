@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tokenbench.judge.views import CellInfo, RunData, Timeline
+from tokenbench.judge.cells import label_of, pair_of, state_of
+from tokenbench.judge.views import RunData, Timeline
 from tokenbench.metrics import request as rm
 from tokenbench.metrics.cell_summary import Metric
 from tokenbench.report import load_plots
@@ -10,7 +11,7 @@ from tokenbench.report.document import Figure, num
 from tokenbench.report.i18n import t
 from tokenbench.report.load_plots import Plot, Source
 from tokenbench.report.svg import Bar, Series, line_chart, timeline_chart
-from tokenbench.store.rows import SampleRow
+from tokenbench.store.rows import CellRow, SampleRow
 
 OUTPUT = Metric("output_throughput")
 
@@ -22,13 +23,13 @@ def _sources(run: RunData) -> list[Source]:
     for cfg in run.config_names():
         for pair in run.pairs(cfg):
             name = f"{cfg} {pair[0]}/{pair[1]}" if many else f"{pair[0]}/{pair[1]}"
-            out.append(Source(name, cfg, [c for c in run.cells_of(cfg) if c.pair == pair]))
+            out.append(Source(name, cfg, [c for c in run.cells_of(cfg) if pair_of(c) == pair]))
     return out
 
 
 def any_hollow(run: RunData) -> bool:
     """Whether the load figures draw any point hollow (then a note says what hollow means)."""
-    return any(not c.state.ok or (c.summary.figures and c.summary.figures.client_marks)
+    return any(not state_of(c).ok or (c.summary.figures and c.summary.figures.client_marks)
                for cfg in run.config_names() for c in run.cells_of(cfg))
 
 
@@ -63,14 +64,14 @@ def timeline_figure(tl: Timeline, lang: str) -> Figure | None:
     if not tl.requests:
         return None
     t0 = min(r.intended_ns for r in tl.requests)
-    label = f"{tl.cell.config} {tl.cell.label}"
+    label = f"{tl.cell.config} {label_of(tl.cell)}"
     svg = timeline_chart(t(lang, "plot.timeline", cell=label), t(lang, "axis.seconds"), t(lang, "axis.requests"),
                          [_bar(r, t0) for r in tl.requests],
                          [t(lang, "legend.client_wait"), t(lang, "legend.ttft"), t(lang, "legend.decode")])
     return Figure("timeline", t(lang, "plot.timeline", cell=label), svg) if svg else None
 
 
-def monitor_figure(cell: CellInfo, samples: list[SampleRow], lang: str) -> Figure | None:
+def monitor_figure(cell: CellRow, samples: list[SampleRow], lang: str) -> Figure | None:
     t0 = min(s.t_ns for s in samples)
     series = []
     for name in ("running", "waiting", "kv_usage"):
@@ -79,6 +80,6 @@ def monitor_figure(cell: CellInfo, samples: list[SampleRow], lang: str) -> Figur
                for s in samples if s.name == name]
         if pts:
             series.append(Series(t(lang, f"series.{name}"), pts))
-    label = f"{cell.config} {cell.label}"
+    label = f"{cell.config} {label_of(cell)}"
     svg = line_chart(t(lang, "plot.monitor", cell=label), t(lang, "axis.seconds"), t(lang, "axis.count"), series)
     return Figure("monitor", t(lang, "plot.monitor", cell=label), svg) if svg else None

@@ -11,9 +11,10 @@ from typing import Protocol
 
 from tokenbench.judge import hardware, plausibility
 from tokenbench.judge.bottleneck import label
+from tokenbench.judge.cells import label_of, load_label_of, load_of, pair_of
 from tokenbench.judge.intervals import Book
 from tokenbench.judge.plausibility import Roofline
-from tokenbench.judge.views import CellInfo, ConfigInfo, RunData
+from tokenbench.judge.views import ConfigInfo, RunData
 from tokenbench.metrics import uncertainty as u
 from tokenbench.metrics.cell_summary import Metric, known
 from tokenbench.metrics.summary_groups import ServerCounters
@@ -22,6 +23,7 @@ from tokenbench.report.document import Block, Heading, Para, Table, num, pct
 from tokenbench.report.i18n import t
 from tokenbench.report.marks import fig, footnotes
 from tokenbench.report.verdicts import UNRELIABLE, figure, unreliable_in
+from tokenbench.store.rows import CellRow
 
 BASELINE = (Metric("ttft", "mean"), Metric("tpot", "mean"), Metric("e2el", "mean"), Metric("output_throughput", "mean"))
 
@@ -128,7 +130,7 @@ SCALING_KEYS = ["request_throughput", "output_throughput", "total_token_throughp
                 "mean_tpot_ms", "p99_tpot_ms", "mean_e2el_ms", "request_goodput"]
 
 
-def _notes(cells: list[CellInfo], shown: list, lang: str) -> list[str]:
+def _notes(cells: list[CellRow], shown: list, lang: str) -> list[str]:
     """Why each marked cell or figure is marked, and what ◊ means when a shown p99 carries it."""
     extra = [t(lang, "note.unreliable", mark=UNRELIABLE, n=u.UNRELIABLE_N)] if unreliable_in(shown) else []
     return footnotes(cells, lang, keys=SCALING_KEYS) + extra
@@ -151,37 +153,37 @@ def baseline(run: RunData, lang: str, book: Book | None = None) -> list[Block]:
             Table(head, rows, role="baseline", left=2, footnotes=footnotes(used, lang, keys=[m.key for m in BASELINE]))]
 
 
-def _kv_use(c: CellInfo) -> str:
+def _kv_use(c: CellRow) -> str:
     if c.kv_demand is None or not c.kv_capacity:
         return "-"
     return f"{num(c.kv_demand)} / {num(c.kv_capacity)} ({pct(c.kv_demand / c.kv_capacity, 0)})"
 
 
-def bottleneck_text(run: RunData, c: CellInfo, roof: Roofline | None, lang: str) -> str:
+def bottleneck_text(run: RunData, c: CellRow, roof: Roofline | None, lang: str) -> str:
     return explain.bottleneck_text(label(run, c, roof), lang)
 
 
-def _load(c: CellInfo) -> str:
+def _load(c: CellRow) -> str:
     """The load asked; a rate sent off the asked one by more than the tolerance also says the rate sent
     ('20/s → 16.5/s', explained under the table)."""
     r = c.summary.send
     if r is None or r.send_rate_off is None or r.send_rate_achieved is None:
-        return c.load_label
-    return f"{c.load_label} → {r.send_rate_achieved:.3g}/s"
+        return load_label_of(c)
+    return f"{load_label_of(c)} → {r.send_rate_achieved:.3g}/s"
 
 
-def cell_notes(cells: list[CellInfo], lang: str) -> list[str]:
+def cell_notes(cells: list[CellRow], lang: str) -> list[str]:
     """Under a table of these cells: why a cell's sent rate is off the asked one, and a stream tail that
     matters (report/explain.py)."""
-    notes = [explain.send_note(f"{c.config} {c.label}", c.summary, lang) for c in cells]
-    notes += [explain.schedule_note(f"{c.config} {c.label}", c.summary, lang) for c in cells]
-    notes += [explain.tail_note(f"{c.config} {c.label}", c.summary, lang) for c in cells]
-    notes += [explain.delivery_note(f"{c.config} {c.label}", c.summary, lang) for c in cells]
-    notes += [explain.early_note(f"{c.config} {c.label}", c.summary, lang) for c in cells]
+    notes = [explain.send_note(f"{c.config} {label_of(c)}", c.summary, lang) for c in cells]
+    notes += [explain.schedule_note(f"{c.config} {label_of(c)}", c.summary, lang) for c in cells]
+    notes += [explain.tail_note(f"{c.config} {label_of(c)}", c.summary, lang) for c in cells]
+    notes += [explain.delivery_note(f"{c.config} {label_of(c)}", c.summary, lang) for c in cells]
+    notes += [explain.early_note(f"{c.config} {label_of(c)}", c.summary, lang) for c in cells]
     return [n for n in notes if n]
 
 
-def _scaling_row(run: RunData, book: Book, c: CellInfo, goodput: bool, roof: Roofline | None, lang: str) -> list:
+def _scaling_row(run: RunData, book: Book, c: CellRow, goodput: bool, roof: Roofline | None, lang: str) -> list:
     s = c.summary
     sent = s.interruption.planned if s.interruption is not None else s.num_prompts    # interrupted: of the planned
     done = f"{num(s.completed)}/{num(sent)}" if sent is not None else num(s.completed)
@@ -195,35 +197,35 @@ def _scaling_row(run: RunData, book: Book, c: CellInfo, goodput: bool, roof: Roo
     return row + [fig(c, bottleneck_text(run, c, roof, lang), over=False)]
 
 
-def _counters(c: CellInfo) -> ServerCounters:
+def _counters(c: CellRow) -> ServerCounters:
     return c.summary.counters or ServerCounters()
 
 
-def _trace_reuse(c: CellInfo) -> float | None:
+def _trace_reuse(c: CellRow) -> float | None:
     return c.summary.facts.trace_reuse_rate if c.summary.facts else None
 
 
-def _acceptance(c: CellInfo) -> str:
+def _acceptance(c: CellRow) -> str:
     rate, length = _counters(c).spec_acceptance_rate, _counters(c).spec_mean_acceptance_length
     return f"{pct(rate)}, {num(length, 2)}" if rate is not None or length is not None else "-"
 
 
-def _hits(c: CellInfo) -> str:
+def _hits(c: CellRow) -> str:
     rate = c.summary.cache_hit_rate
     return pct(rate) if rate or _trace_reuse(c) is not None else "-"
 
 
 # (i18n key, the cell's text): shown after TPOT where a cell has the figure (a hit rate: where one is above 0)
-SERVER_COLUMNS: tuple[tuple[str, Callable[[CellInfo], str]], ...] = (
+SERVER_COLUMNS: tuple[tuple[str, Callable[[CellRow], str]], ...] = (
     ("spec_accept", _acceptance), ("cache_hit", _hits), ("trace_reuse", lambda c: pct(_trace_reuse(c))))
 
 
-def server_columns(cells: list[CellInfo]) -> list[str]:
+def server_columns(cells: list[CellRow]) -> list[str]:
     """The server-counter columns (i18n keys after `col.`/`def.`) some of these cells have."""
     return [key for key, text in SERVER_COLUMNS if any(text(c) != "-" for c in cells)]
 
 
-def _server_columns(head: list[str], rows: list[list], used: list[CellInfo], lang: str) -> None:
+def _server_columns(head: list[str], rows: list[list], used: list[CellRow], lang: str) -> None:
     """After TPOT: speculative acceptance, prefix-cache hits, a trace's own reuse, where a cell has them."""
     keys = server_columns(used)
     shown = [(f"col.{key}", text) for key, text in SERVER_COLUMNS if key in keys]
@@ -237,7 +239,7 @@ def scaling_table(run: RunData, cfg: str, pair: tuple[int, int], lang: str, roof
                   book: Book | None = None) -> Table:
     """One row per load: the headline figures with their 95 % intervals, KV use, goodput, bottleneck."""
     book = book or Book(run)
-    used = [c for c in run.cells_of(cfg) if c.pair == pair]
+    used = [c for c in run.cells_of(cfg) if pair_of(c) == pair]
     goodput = any(known(c.summary.request_goodput) is not None for c in used)
     keys = ("col.load", "col.requests", "col.req_s", "col.out_tps", "col.total_tps", "col.ttft_mean", "col.ttft_p99",
             "col.tpot_mean", "col.tpot_p99", "col.e2e_mean", "col.kv_use")
@@ -259,7 +261,7 @@ def _capacity(run: RunData, cfg: str) -> int | None:
 
 def matrix(run: RunData, cfg: str, lang: str) -> Table:
     cells = run.cells_of(cfg)
-    loads = sorted({c.load for c in cells})
+    loads = sorted({load_of(c) for c in cells})
     cap = _capacity(run, cfg)
     head = [t(lang, "col.pair")] + [k.label for k in loads] + ([t(lang, "col.max_fit")] if cap else [])
     rows = []

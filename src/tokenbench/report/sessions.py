@@ -5,15 +5,17 @@ the cell ran (metrics/summary.py) and stored in its summary."""
 
 from __future__ import annotations
 
-from tokenbench.judge.views import CellInfo, RunData
+from tokenbench.judge.cells import label_of, state_of
+from tokenbench.judge.views import RunData
 from tokenbench.metrics.summary_groups import SessionFigures
 from tokenbench.report.document import Block, Cell, Figure, Heading, Para, Table, num, pct
 from tokenbench.report.i18n import t
 from tokenbench.report.marks import fig, footnotes
 from tokenbench.report.svg import Series, line_chart
+from tokenbench.store.rows import CellRow
 
 
-def session_cells(run: RunData) -> list[CellInfo]:
+def session_cells(run: RunData) -> list[CellRow]:
     """Every stored sessions cell, each repeat on its own (its figures by turn are its own)."""
     return [c for cfg in run.config_names() for c in run.all_cells_of(cfg) if c.summary.sessions is not None]
 
@@ -29,7 +31,7 @@ def _ttft(f: SessionFigures, k: int) -> str:
     return f"{num(mean)} [{num(lo)} – {num(hi)}]" if lo is not None and hi is not None else num(mean)
 
 
-def turn_table(c: CellInfo, lang: str) -> Table:
+def turn_table(c: CellRow, lang: str) -> Table:
     """One row per turn index: requests, prompt and cached tokens, hit rate, TTFT (with its interval), TPOT."""
     f = c.summary.sessions or SessionFigures()
     head = [t(lang, k) for k in ("col.turn", "col.turn_requests", "col.turn_prompt", "col.turn_cached",
@@ -41,7 +43,7 @@ def turn_table(c: CellInfo, lang: str) -> Table:
     return Table(head, rows, role="turns", left=1, footnotes=footnotes([c], lang))
 
 
-def facts(c: CellInfo, lang: str) -> list[Block]:
+def facts(c: CellRow, lang: str) -> list[Block]:
     """The cell's shape, how its sessions went, what its histories were made of, and its hit rates."""
     f, s = c.summary.sessions or SessionFigures(), c.summary
     out: list[Block] = [
@@ -59,19 +61,19 @@ def facts(c: CellInfo, lang: str) -> list[Block]:
     return out
 
 
-def ttft_by_turn(cells: list[CellInfo], lang: str) -> Figure | None:
+def ttft_by_turn(cells: list[CellRow], lang: str) -> Figure | None:
     """Mean TTFT by turn index, one line per sessions cell, its 95 % interval shaded."""
     series = []
     for c in cells:
         f = c.summary.sessions or SessionFigures()
-        s = Series(f"{c.config} {c.label}")
+        s = Series(f"{c.config} {label_of(c)}")
         for k, mean in enumerate(f.turn_ttft_mean_ms or []):
             lo, hi = _item(f.turn_ttft_lo_ms, k), _item(f.turn_ttft_hi_ms, k)
             if mean is None:
                 continue
-            tip = f"{c.config} {c.label} turn {k}: TTFT {num(mean)} ms [{num(lo)} – {num(hi)}]"
-            (s.points if c.state.ok else s.hollow).append((float(k), mean, tip))
-            if lo is not None and hi is not None and c.state.ok:
+            tip = f"{c.config} {label_of(c)} turn {k}: TTFT {num(mean)} ms [{num(lo)} – {num(hi)}]"
+            (s.points if state_of(c).ok else s.hollow).append((float(k), mean, tip))
+            if lo is not None and hi is not None and state_of(c).ok:
                 s.band.append((float(k), lo, hi))
         if s.points or s.hollow:
             series.append(s)
@@ -86,7 +88,7 @@ def section(run: RunData, lang: str, sub) -> list[Block]:
         return []
     out: list[Block] = [Para(t(lang, "sess.intro"))]
     for c in cells:
-        heading: Heading = sub(t(lang, "h.sessions_cell", config=c.config, cell=c.label))
+        heading: Heading = sub(t(lang, "h.sessions_cell", config=c.config, cell=label_of(c)))
         out += [heading, *facts(c, lang), turn_table(c, lang)]
     figure = ttft_by_turn(cells, lang)
     return out + ([figure] if figure else [])

@@ -5,11 +5,13 @@ charts, with the table when it is short. Rendering only: the slices are stored w
 
 from __future__ import annotations
 
-from tokenbench.judge.views import CellInfo, RunData
+from tokenbench.judge.cells import label_of
+from tokenbench.judge.views import RunData
 from tokenbench.metrics.timeslices import STEADY_SPREAD, Timeslices
 from tokenbench.report.document import Block, Figure, Para, Table, num, pct
 from tokenbench.report.i18n import t
 from tokenbench.report.svg import Series, line_chart
+from tokenbench.store.rows import CellRow
 
 SHORT = 24          # a cell with at most this many slices gets its table in the report too
 
@@ -26,11 +28,11 @@ def steady_table(run: RunData, lang: str) -> Table | None:
     for c in run.cells:
         s = c.summary.slices
         if s is not None and s.full():
-            rows.append([c.config, c.label, f"{len(s)} ({len(s.full())})", _steady(s, lang), pct(s.steady_spread)])
+            rows.append([c.config, label_of(c), f"{len(s)} ({len(s.full())})", _steady(s, lang), pct(s.steady_spread)])
     return Table(head, rows, role="steady", left=2) if rows else None
 
 
-def chosen(run: RunData) -> CellInfo | None:
+def chosen(run: RunData) -> CellRow | None:
     """The sustain cell of the first search that has one, else the timeline's cell, else the longest."""
     have = [c for c in run.cells if c.summary.slices is not None]
     for row in run.searches:
@@ -51,11 +53,11 @@ def _points(s: Timeslices, values: list[float | None] | None, what: str) -> list
             if v is not None]
 
 
-def figures(c: CellInfo, lang: str) -> list[Figure]:
+def figures(c: CellRow, lang: str) -> list[Figure]:
     s = c.summary.slices
     if s is None:
         return []
-    name = f"{c.config} {c.label}"
+    name = f"{c.config} {label_of(c)}"
     out = []
     tps = line_chart(t(lang, "plot.slices_tps", cell=name), t(lang, "axis.seconds"), t(lang, "axis.out_tps"),
                      [Series(t(lang, "series.out_tps"), _points(s, list(s.output_tps or []), "tok/s"))])
@@ -98,7 +100,7 @@ def section(run: RunData, lang: str) -> list[Block]:
     s = c.summary.slices if c is not None else None
     if c is None or s is None:
         return out
-    out.append(Para(t(lang, "note.slices_cell", width=f"{s.width_s:g}", cell=c.label, config=c.config)))
+    out.append(Para(t(lang, "note.slices_cell", width=f"{s.width_s:g}", cell=label_of(c), config=c.config)))
     if len(s) > 1:
         out += figures(c, lang)
     if len(s) <= SHORT:

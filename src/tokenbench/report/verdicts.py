@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tokenbench.judge import bottleneck
+from tokenbench.judge.cells import figure_state_of, load_label_of, value_of
 from tokenbench.judge.intervals import Book, Judging, verdict
 from tokenbench.judge.plausibility import Roofline
 from tokenbench.judge.status import usable
-from tokenbench.judge.views import CellInfo
 from tokenbench.metrics import uncertainty as u
 from tokenbench.metrics.cell_summary import Metric, known
 from tokenbench.report.document import Cell, Table, missing, num
@@ -18,6 +18,7 @@ from tokenbench.report.document import pct as pct_plain
 from tokenbench.report.explain import bottleneck_text
 from tokenbench.report.i18n import t
 from tokenbench.report.marks import fig, footnotes
+from tokenbench.store.rows import CellRow
 
 UNRELIABLE = "◊"           # a p99 from fewer than 100 requests
 DIGITS = {"request_throughput": 2, "tpot": 2, "itl": 2}
@@ -38,7 +39,7 @@ class Side:
     def __post_init__(self) -> None:
         self.name = self.name or self.label
 
-    def cell(self, pair, load) -> CellInfo | None:
+    def cell(self, pair, load) -> CellRow | None:
         return self.book.run.cell_at(self.config, pair, load)
 
 
@@ -59,7 +60,7 @@ def verdict_text(v: u.Verdict | None, a: str, b: str, lang: str) -> str:
     return t(lang, "verdict.faster", who=a if v.winner == "A" else b, x=f"{100 * x:.1f}%", lo=pct(lo), hi=pct(hi))
 
 
-def figure(book: Book, c: CellInfo | None, m: Metric, digits: int | None = None,
+def figure(book: Book, c: CellRow | None, m: Metric, digits: int | None = None,
            judging: Judging = Judging()) -> Cell | str:
     """'22.2 [21.9, 22.5]' (◊ on an unreliable p99), marked when the cell is not ok or the figure was marked
     moved (such a figure gets no interval, unless --allow-client-lag for a moved one: it is shown marked, as
@@ -67,9 +68,9 @@ def figure(book: Book, c: CellInfo | None, m: Metric, digits: int | None = None,
     if c is None:
         return "-"
     digits = DIGITS.get(m.name, 1) if digits is None else digits
-    iv = book.interval(c, m) if usable(c.figure_state(m.key), judging.allow_client_lag) else None
+    iv = book.interval(c, m) if usable(figure_state_of(c, m.key), judging.allow_client_lag) else None
     if iv is None:
-        return fig(c, num(c.value(m), digits), over=False, key=m.key)
+        return fig(c, num(value_of(c, m), digits), over=False, key=m.key)
     cell = fig(c, num(iv.value, digits), over=False, key=m.key)
     cell.interval = f"[{num(iv.lo, digits)}, {num(iv.hi, digits)}]" + (UNRELIABLE if iv.unreliable else "")
     return cell
@@ -80,8 +81,8 @@ def unreliable_in(cells) -> bool:
     return any(isinstance(f, Cell) and f.interval.endswith(UNRELIABLE) for f in cells)
 
 
-def _has(book: Book, c: CellInfo, m: Metric) -> bool:
-    return not missing(c.value(m)) or (m.name == "request_goodput" and book.slo is not None)
+def _has(book: Book, c: CellRow, m: Metric) -> bool:
+    return not missing(value_of(c, m)) or (m.name == "request_goodput" and book.slo is not None)
 
 
 def verdict_table(sides: list[Side], pair, xs: list, lang: str, judging: Judging = Judging(),
@@ -106,24 +107,24 @@ def verdict_table(sides: list[Side], pair, xs: list, lang: str, judging: Judging
             unreliable = unreliable or unreliable_in(shown)
             verdicts = [verdict_cell((base, cells[0]), (s, c), m, lang, judging)
                         for s, c in zip(sides[1:], cells[1:], strict=True)]
-            rows.append([cells[0].load_label, metric_name(m, lang), *shown, *verdicts])
+            rows.append([load_label_of(cells[0]), metric_name(m, lang), *shown, *verdicts])
         if any(known(c.summary.goodput_fraction) is not None for c in cells):
-            rows.append([cells[0].load_label, t(lang, "col.slo_attain"),
+            rows.append([load_label_of(cells[0]), t(lang, "col.slo_attain"),
                          *[fig(c, pct_plain(known(c.summary.goodput_fraction)), over=False) for c in cells],
                          *[""] * (len(sides) - 1)])
-        rows.append([cells[0].load_label, t(lang, "col.bottleneck"),
+        rows.append([load_label_of(cells[0]), t(lang, "col.bottleneck"),
                      *[_bottleneck(s, c, lang) for s, c in zip(sides, cells, strict=True)], *[""] * (len(sides) - 1)])
     notes = footnotes(used, lang, names, [m.key for m in metrics]) + ([t(lang, "note.unreliable", mark=UNRELIABLE, n=u.UNRELIABLE_N)]
                                      if unreliable else [])
     return Table(head, rows, role="verdicts", left=2, footnotes=notes) if rows else None
 
 
-def verdict_cell(base: tuple[Side, CellInfo], other: tuple[Side, CellInfo], m: Metric, lang: str,
+def verdict_cell(base: tuple[Side, CellRow], other: tuple[Side, CellRow], m: Metric, lang: str,
                  judging: Judging = Judging()) -> Cell | str:
     """The verdict of `other` against `base` (each a column's side and its cell) on metric `m`: none where a
     cell is not ok or a figure was marked moved (with --allow-client-lag: given, marked)."""
     (a_side, a), (b_side, b) = base, other
-    worst = next((s for c in (a, b) if not (s := c.figure_state(m.key)).ok), None)
+    worst = next((s for c in (a, b) if not (s := figure_state_of(c, m.key)).ok), None)
     if worst is not None and not usable(worst, judging.allow_client_lag):
         return Cell(t(lang, "verdict.moved" if worst.kind == "moved" else "verdict.not_ok"), mark=worst.mark,
                     why=worst.kind)
@@ -131,5 +132,5 @@ def verdict_cell(base: tuple[Side, CellInfo], other: tuple[Side, CellInfo], m: M
     return text if worst is None else Cell(text, mark=worst.mark, why=worst.kind)
 
 
-def _bottleneck(side: Side, c: CellInfo, lang: str) -> Cell:
+def _bottleneck(side: Side, c: CellRow, lang: str) -> Cell:
     return fig(c, bottleneck_text(bottleneck.label(side.book.run, c, side.roof), lang), over=False)

@@ -79,6 +79,9 @@ class CellRow:
     id: int = 0                         # read back: the stored cell's id (0: not stored), its config's name and when
     config: str = ""                    # it was stored
     finished_at: str | None = None
+    # read for a report (judge/views.py), never stored:
+    repeats: tuple[CellRow, ...] = ()   # a merged cell's stored repeats, in order (each is one cell)
+    eager: bool = False                 # its decode batch is above its server's captured graph sizes (the `^` mark)
 
     @classmethod
     def from_result(cls, cell: Planned, result: Measured, kv: KvUse) -> CellRow:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tokenbench.client.records import RequestRecord
+from tokenbench.deploy.address import on_this_host
 from tokenbench.deploy.engines import has_adapter, metric_names, speculative
 from tokenbench.metrics.cell import Measured, ServerSide
 from tokenbench.metrics.server import (
@@ -168,10 +169,18 @@ def _warn_once(log):
     return warn
 
 
+def remote(server: Server) -> bool:
+    """A server tokenbench did not deploy whose address is not this host's: the accelerators the monitor
+    would see here are not the server's."""
+    return server.profile is None and not on_this_host(server.base_url)
+
+
 def samplers_for(server) -> list:
     engine = server.facts.engine if has_adapter(server.facts.engine) else "auto"
     accel = server.profile.accelerator if server.profile else None
     out = [PrometheusSampler(server.base_url, metric_names(), engine), HostSampler()]
+    if remote(server):
+        return out
     if accel in (None, "ascend"):
         out.append(NpuSmiSampler())
     if accel in (None, "nvidia"):
@@ -193,6 +202,9 @@ def cell_monitor(watched: Watched, interval_s: float, log=print) -> Iterator[Cel
     mon = Monitor(samplers_for(server) if on else [], interval_s=interval_s if on else 1.0,
                   on_warning=_warn_once(log))
     cm = CellMonitor(mon, watched, served_devices(server))
+    if on and remote(server):
+        _warn_once(log)(f"monitor: {server.base_url} is not on this host: its accelerators are not sampled (no "
+                        "utilisation, power or energy; run tokenbench on the server's host for them)")
     if on:
         mon.start()
     try:

@@ -23,6 +23,7 @@ import pytest
 
 from tests.engines.compat.conftest import GATEWAY_KEY
 from tokenbench.cli.main import main
+from tokenbench.judge.cells import value_of
 from tokenbench.judge.intervals import Book, verdict
 from tokenbench.judge.views import load_run
 from tokenbench.metrics.cell_summary import Metric
@@ -68,4 +69,4 @@ def test_the_same_workload_direct_and_through_litellm_agrees_or_is_marked(llamac
             v = verdict(Book(ra), ca, Book(rb), cb, metric)
             marked = cb.summary.figures is not None and cb.summary.figures.mark(metric.key) is not None
             allowed = (None,) if metric == PACING else (None, "A")          # A: direct, B: through the proxy
-            assert marked or (v is not None and v.winner in allowed), (metric, v, ca.value(metric), cb.value(metric))
+            assert marked or (v is not None and v.winner in allowed), (metric, v, value_of(ca, metric), value_of(cb, metric))
