@@ -215,6 +215,8 @@ def test_the_servers_own_account_of_its_writes_explains_its_bursts_and_a_declare
     assert more.figures.held_upstream and {m.cause for m in marks(more).values()} == {"buffering"}
     proxied = cell(recs, [], delivery=Delivery(via_proxy=True))
     assert proxied.figures.burst_source == "proxy" and marks(proxied)
+    both = cell(recs, [], delivery=Delivery(server_writes=4, via_proxy=True))     # the server's writes explain all
+    assert both.figures.burst_source == "server" and marks(both) == {}
 
 
 def test_bursts_past_those_kept_one_by_one_are_taken_as_the_kept_ones_were(monkeypatch):

@@ -266,7 +266,7 @@ def _burst_facts(b: dict[str, np.ndarray], idle: np.ndarray, up: np.ndarray, del
         return {}
     sizes = b["chunks"][idle]
     after = np.where(b["pos"] & 1 > 0, 0, b["stamp"] - b["prev"])[idle]
-    source: BurstSource = "proxy" if delivery.via_proxy else "upstream" if up.any() else "server"
+    source: BurstSource = "server" if not up.any() else "proxy" if delivery.via_proxy else "upstream"
     out = {"burst_size_median": float(np.median(sizes)), "burst_size_max": int(sizes.max()), "burst_source": source,
            "server_writes": delivery.server_writes, "server_writes_from": delivery.told_by or None}
     if (after > 0).any():
