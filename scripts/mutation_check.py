@@ -376,7 +376,7 @@ def _modules(args: argparse.Namespace, root: Path) -> Iterator[tuple[str, list[M
         if not (root / rel).is_file():
             raise SystemExit(f"{arg}: no such module{f' at {args.at}' if args.at else ''}")
         every = candidates(rel, (root / rel).read_text())
-        chosen = [m for m in every if m.ident == args.only] if args.only else pick(every, args.seed, args.per_module)
+        chosen = [m for m in every if m.ident in args.only] if args.only else pick(every, args.seed, args.per_module)
         yield rel, chosen, len(every)
 
 
@@ -388,7 +388,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--per-module", type=int, default=10)
     p.add_argument("--slow", action="store_true", help="run the slow tier on the fast tier's survivors")
     p.add_argument("--list", action="store_true", help="print the mutants (and how many candidates) only")
-    p.add_argument("--only", help="run only the mutant with this ident")
+    p.add_argument("--only", action="append", help="run only the mutant with this ident (repeat for several: e.g. "
+                   "a --quick run's survivors through the whole tier)")
     p.add_argument("--at", help="check the modules and tests of this commit instead of the working tree")
     p.add_argument("--quick", action="store_true", help="only the tests that import the module, not the tier "
                    "(a first look for weak spots: its survivors are an upper bound, not the check's result)")

@@ -256,6 +256,14 @@ def test_several_choices_in_one_chunk_count_each_and_reasoning_is_counted_apart(
     assert rr.reasoning_tokens == 2 and rr.first_content_ns == 20 * MS
 
 
+def test_a_chunk_whose_choices_carry_reasoning_and_no_answer_counts_as_reasoning_whatever_else_they_carry():
+    # a choice that has finished (an empty delta) or sends an empty token beside one that reasons
+    for other in ({"index": 1, "delta": {}, "finish_reason": "stop"}, {"index": 1, "delta": {"content": ""}}):
+        chunk = ev({"choices": [{"index": 0, "delta": {"reasoning_content": "r"}}, other]})
+        rec = every_path(raw(chunk, text("e", finish="length"), DONE), req(output_len=3 if other["delta"] else 2))
+        assert rec.reasoning_tokens == rec.token_counts[0] >= 1 and rec.first_content_ns == 20 * MS
+
+
 def test_token_ids_count_per_chunk_and_a_finish_only_chunk_carries_none():
     def ids(k: list[int], finish=None) -> bytes:
         return ev({"choices": [{"index": 0, "text": "t" * len(k), "token_ids": k, "finish_reason": finish}]})

@@ -30,7 +30,7 @@ from tokenbench.metrics.summary_groups import FigureMark
 
 MS = 1e6
 STATS = ("mean", "median", *(f"p{q}" for q in PERCENTILES))
-Verdict = Literal["clean", "clean_wrong", "covered", "uncovered"]
+TruthVerdict = Literal["clean", "clean_wrong", "covered", "uncovered"]
 
 
 def measured(log: Sequence[dict], n: int, sends: Sequence[int] | None = None) -> list[dict]:
@@ -118,7 +118,7 @@ class Judged:
         return self.value - self.truth
 
     @property
-    def verdict(self) -> Verdict:
+    def verdict(self) -> TruthVerdict:
         """clean (within its tolerance, unmarked); clean_wrong (unmarked, beyond it); covered (marked, the
         error within the bound plus the tolerance); uncovered (marked, the error beyond that)."""
         off = abs(self.error)
