@@ -76,9 +76,10 @@ def stop_cells(ref: ReferenceProcess, proc: subprocess.Popen, lines: list[str], 
 
 def server_side(cell: dict, log: list[dict]) -> str:
     """A cell's p99 TTFT as measured, and by the server's own writes (first write - the client's send, the
-    requests received while the cell sent): a server starved by other work shows there, not as the client's."""
+    first requests received from the cell's first send on, as many as it sent: the next cell's warmup may
+    follow within a second): a server starved by other work shows there, not as the client's."""
     sends = [r["sent_ns"] for r in cell["requests"] if r["phase"] == "measure"]
-    mine = [r for r in log if min(sends) <= r["recv_ns"] <= max(sends) + 1_000_000_000]
+    mine = sorted((r for r in log if r["recv_ns"] >= min(sends)), key=lambda r: r["recv_ns"])[:len(sends)]
     own = sorted(truth.samples(truth.measured(mine, len(sends), sends))["ttft"])
     s = cell["summary"]
     mark = (s.get("client_marks") or {}).get("p99_ttft_ms")
