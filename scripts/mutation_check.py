@@ -7,10 +7,12 @@ of the checkout and the test tier is run against it (`-x`, the tests that name t
 failure, an error or a timeout detects it. Mutants argued equivalent by hand (no input tells them apart)
 are listed with their reason in scripts/mutation_equivalent.yaml and counted apart.
 
-    .venv/bin/python scripts/mutation_check.py src/tokenbench/metrics/stats.py src/tokenbench/load/arrivals.py
+    .venv/bin/python scripts/mutation_check.py          # the modules of DEFAULT_MODULES, fast tier
+    .venv/bin/python scripts/mutation_check.py src/tokenbench/metrics/request.py src/tokenbench/load/arrivals.py
     .venv/bin/python scripts/mutation_check.py --slow src/tokenbench/metrics/*.py   # survivors: the slow tier too
-    .venv/bin/python scripts/mutation_check.py --list src/tokenbench/metrics/stats.py   # the mutants, not run
-    .venv/bin/python scripts/mutation_check.py --only 'percentile:cmp:0 <= q' src/tokenbench/metrics/stats.py
+    .venv/bin/python scripts/mutation_check.py --list src/tokenbench/metrics/request.py   # the mutants, not run
+    .venv/bin/python scripts/mutation_check.py --only 'percentile:cmp:0 <= q' src/tokenbench/metrics/request.py
+    .venv/bin/python scripts/mutation_check.py --at 6e2c08c src/tokenbench/metrics/request.py   # an earlier commit
 
 Prints one line per mutant (detected / survived / equivalent) and a table per module; exits 1 when fewer
 than --require (default 90 %) of the non-equivalent mutants are detected."""
@@ -19,11 +21,15 @@ from __future__ import annotations
 
 import argparse
 import ast
+import io
 import os
 import random
+import re
+import resource
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
@@ -35,6 +41,13 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 EQUIVALENT = Path(__file__).with_name("mutation_equivalent.yaml")
 
+# The modules that shape a published number (figure bounds, stream parsing, capacity checks, per-request
+# figures and percentiles, arrival schedules): checked when no module is given.
+DEFAULT_MODULES = ("src/tokenbench/metrics/health.py", "src/tokenbench/client/parse.py",
+                   "src/tokenbench/metrics/capacity.py", "src/tokenbench/metrics/request.py",
+                   "src/tokenbench/load/arrivals.py")
+
+
 @dataclass(frozen=True)
 class Tier:
     name: str
@@ -42,6 +55,7 @@ class Tier:
     test_timeout_s: int          # a test running longer (a mutant that loops) fails: the mutant is detected
 
 
+MEMORY_LIMIT = 8 << 30       # bytes of address space for one test run
 FAST = Tier("fast", "not engine and not browser and not slow", 60)
 SLOW = Tier("slow", "(slow or browser) and not engine", 600)
 CMP_FLIP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
@@ -231,14 +245,21 @@ class Sandbox:
     timeout_s: float
 
     @classmethod
-    def copy(cls, into: Path, timeout_s: float) -> Sandbox:
-        files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
-                               capture_output=True).stdout.decode().split("\0")
-        for rel in filter(None, files):
-            src, dst = ROOT / rel, into / rel
-            if src.is_file():
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(src, dst)
+    def copy(cls, into: Path, timeout_s: float, at: str | None = None) -> Sandbox:
+        """The working tree's files, or with `at` the files of that commit (a check of an earlier state)."""
+        if at:
+            archive = subprocess.run(["git", "archive", "--format=tar", at], cwd=ROOT, check=True,
+                                     capture_output=True).stdout
+            with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+                tar.extractall(into, filter="data")
+        else:
+            files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
+                                   capture_output=True).stdout.decode().split("\0")
+            for rel in filter(None, files):
+                src, dst = ROOT / rel, into / rel
+                if src.is_file():
+                    dst.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(src, dst)
         (into / ".mutation").mkdir()
         (into / ".mutation" / "mutation_plugin.py").write_text(PLUGIN)
         return cls(into, timeout_s)
@@ -247,20 +268,26 @@ class Sandbox:
         return {**os.environ, "PYTHONPATH": f"{self.root / 'src'}{os.pathsep}{self.root / '.mutation'}",
                 "PYTHONDONTWRITEBYTECODE": "1"}
 
-    def run(self, tier: Tier, tests: list[str]) -> bool:
-        """True when the tests pass (the mutant, if any, survived)."""
+    def run(self, tier: Tier, tests: list[str], show: bool = False) -> str | None:
+        """None when the tests pass (the mutant, if any, survived), else the first test that failed (or
+        "timeout"); `show`: print the end of a failing run."""
         argv = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "mutation_plugin",
                 "--timeout", str(tier.test_timeout_s), "-m", tier.marks, *tests]
         try:
-            done = subprocess.run(argv, cwd=self.root, env=self.env(), stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, timeout=self.timeout_s)
+            done = subprocess.run(argv, cwd=self.root, env=self.env(), capture_output=True, text=True,
+                                  timeout=self.timeout_s, preexec_fn=_limit_memory)
         except subprocess.TimeoutExpired:
-            return False
-        return done.returncode == 0 or done.returncode == 5 and bool(tests)   # 5: none of these tests selected
+            return "timeout"
+        if done.returncode == 0 or done.returncode == 5 and tests:             # 5: none of these tests selected
+            return None
+        if show:
+            print("\n".join((done.stdout + done.stderr).splitlines()[-25:]), file=sys.stderr)
+        failed = re.search(r"^(?:FAILED|ERROR) (\S+)", done.stdout, re.M)
+        return failed.group(1) if failed else f"exit {done.returncode}"
 
-    def test_files(self, module: str) -> list[str]:
-        """Every test file: first the one named after the module, then those importing it, then those
-        naming it, then the rest (so -x stops early on most mutants)."""
+    def test_files(self, module: str) -> tuple[list[str], list[str]]:
+        """(the test files that import the module or are named after it; every test file, those first, then
+        the ones naming it, then the rest), so most mutants are detected by a short first run."""
         stem = Path(module).stem
         dotted = ".".join(Path(module).with_suffix("").parts[1:])          # src/tokenbench/a/b.py -> tokenbench.a.b
         def rank(f: str) -> int:
@@ -268,17 +295,24 @@ class Sandbox:
             return (0 if Path(f).stem == f"test_{stem}" else 1 if dotted in text or f"import {stem}" in text
                     else 2 if stem in text else 3)
         files = sorted(str(p.relative_to(self.root)) for p in (self.root / "tests").rglob("test_*.py"))
-        return sorted(files, key=rank)
+        return [f for f in files if rank(f) < 2], sorted(files, key=rank)
 
 
-def survives(box: Sandbox, mutant: Mutant, tier: Tier) -> bool:
-    """Write the mutant into the sandbox, run the tier (the files naming the module, then the rest)."""
+def _limit_memory() -> None:
+    """A mutant that makes a loop endless may grow a list without end: its test run gets MEMORY_LIMIT of
+    address space (a MemoryError fails the test, detecting it) rather than the shared machine's memory."""
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
+def detected_by(box: Sandbox, mutant: Mutant, tier: Tier, quick: bool = False) -> str | None:
+    """Write the mutant into the sandbox, run the tier's tests of the module, then (if they pass) the whole
+    tier, the files naming the module first: the test that failed, or None (the mutant survived)."""
     path = box.root / mutant.module
     original = path.read_text()
     path.write_text(mutant.apply(original))
     try:
-        files = box.test_files(mutant.module)
-        return box.run(tier, files)
+        near, every = box.test_files(mutant.module)
+        return (box.run(tier, near) if near else None) or (None if quick else box.run(tier, every))
     finally:
         path.write_text(original)
 
@@ -305,49 +339,60 @@ def equivalents(path: Path) -> dict[tuple[str, str], str]:
     return {(e["module"], e["mutant"]): e["reason"] for e in entries}
 
 
-def judge(box: Sandbox, mutant: Mutant, slow: bool) -> str:
-    if not survives(box, mutant, FAST):
-        return "detected (fast)"
-    if slow and not survives(box, mutant, SLOW):
-        return "detected (slow)"
-    return "survived"
+def judge(box: Sandbox, mutant: Mutant, slow: bool, quick: bool = False) -> tuple[str, str]:
+    """("detected (fast)" | "detected (slow)" | "survived", the test that detected it); `quick`: only the
+    module's own tests (a first look for weak spots, not the check)."""
+    by = detected_by(box, mutant, FAST, quick)
+    if by:
+        return "detected (fast)", by
+    by = detected_by(box, mutant, SLOW) if slow else None
+    return ("detected (slow)", by) if by else ("survived", "")
 
 
-def check_module(box: Sandbox, mutants: list[Mutant], known: dict[tuple[str, str], str], slow: bool) -> Tally:
+def check_module(box: Sandbox, mutants: list[Mutant], known: dict[tuple[str, str], str], slow: bool,
+                 quick: bool = False) -> Tally:
     tally = Tally(mutants=len(mutants))
     for m in mutants:
         t0 = time.monotonic()
         reason = known.get((m.module, m.ident))
-        outcome = judge(box, m, slow)
-        if reason is not None and outcome == "survived":
-            tally.equivalent += 1
-            outcome = f"equivalent: {reason}"
-        elif reason is not None:
-            outcome += " -- listed as equivalent, but a test tells it apart: remove it from the list"
+        outcome, by = judge(box, m, slow, quick)
         tally.fast += outcome == "detected (fast)"
         tally.slow += outcome == "detected (slow)"
-        if outcome == "survived":
+        tally.equivalent += reason is not None and outcome == "survived"
+        if reason is None and outcome == "survived":
             tally.survivors.append(m.ident)
-        print(f"  {m.ident}  [{outcome}, {time.monotonic() - t0:.0f} s]", flush=True)
+        shown = (f"equivalent: {reason}" if reason is not None and outcome == "survived" else outcome
+                 + (f" by {by}" if by else "") + (" -- listed as equivalent, but a test tells it apart: remove it "
+                                                  "from the list" if reason is not None and by else ""))
+        print(f"  {m.ident}  [{shown}, {time.monotonic() - t0:.0f} s]", flush=True)
     return tally
 
 
-def _modules(args: argparse.Namespace) -> Iterator[tuple[str, list[Mutant]]]:
+def _modules(args: argparse.Namespace, root: Path) -> Iterator[tuple[str, list[Mutant], int]]:
+    """(module, its chosen mutants, how many candidates it has), each module read from `root` (the sandbox:
+    the working tree's files, or a commit's)."""
     for arg in args.modules:
-        rel = str(Path(arg).resolve().relative_to(ROOT))
-        every = candidates(rel, (ROOT / rel).read_text())
-        chosen = [m for m in every if m.ident == args.only] if args.only else pick(every, args.seed, args.per_module)
-        yield rel, chosen
+        rel = os.path.relpath(Path(arg).resolve(), ROOT)
+        if not (root / rel).is_file():
+            raise SystemExit(f"{arg}: no such module{f' at {args.at}' if args.at else ''}")
+        every = candidates(rel, (root / rel).read_text())
+        chosen = [m for m in every if m.ident in args.only] if args.only else pick(every, args.seed, args.per_module)
+        yield rel, chosen, len(every)
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("modules", nargs="+", help="module files (src/tokenbench/...)")
+    p.add_argument("modules", nargs="*", default=list(DEFAULT_MODULES),
+                   help="module files (src/tokenbench/...); default: " + " ".join(DEFAULT_MODULES))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--per-module", type=int, default=10)
     p.add_argument("--slow", action="store_true", help="run the slow tier on the fast tier's survivors")
     p.add_argument("--list", action="store_true", help="print the mutants (and how many candidates) only")
-    p.add_argument("--only", help="run only the mutant with this ident")
+    p.add_argument("--only", action="append", help="run only the mutant with this ident (repeat for several: e.g. "
+                   "a --quick run's survivors through the whole tier)")
+    p.add_argument("--at", help="check the modules and tests of this commit instead of the working tree")
+    p.add_argument("--quick", action="store_true", help="only the tests that import the module, not the tier "
+                   "(a first look for weak spots: its survivors are an upper bound, not the check's result)")
     p.add_argument("--timeout-s", type=float, default=900, help="a tier run longer than this detects the mutant")
     p.add_argument("--require", type=float, default=0.9, help="share of non-equivalent mutants to detect")
     return p
@@ -369,22 +414,23 @@ def _table(tallies: dict[str, Tally], slow: bool) -> float:
 def main() -> int:
     args = _parser().parse_args()
     known = equivalents(EQUIVALENT)
-    if args.list:
-        for rel, chosen in _modules(args):
-            print(f"{rel}: {len(candidates(rel, (ROOT / rel).read_text()))} candidates")
-            for m in chosen:
-                print(f"  {m.ident}" + (f"  [equivalent: {known[(rel, m.ident)]}]" if (rel, m.ident) in known else ""))
-        return 0
     with tempfile.TemporaryDirectory(prefix="tokenbench-mutants-") as tmp:
-        box = Sandbox.copy(Path(tmp), args.timeout_s)
-        for tier in (FAST, SLOW) if args.slow else (FAST,):
-            if not box.run(tier, []):
+        box = Sandbox.copy(Path(tmp), min(args.timeout_s, 180) if args.quick else args.timeout_s, args.at)
+        modules = list(_modules(args, box.root))
+        if args.list:
+            for rel, chosen, count in modules:
+                print(f"{rel}: {count} candidates")
+                for m in chosen:
+                    print(f"  {m.ident}" + (f"  [equivalent: {known[(rel, m.ident)]}]" if (rel, m.ident) in known else ""))
+            return 0
+        for tier in () if args.quick else (FAST, SLOW) if args.slow else (FAST,):
+            if box.run(tier, [], show=True):
                 print(f"the {tier.name} tier fails without a mutant: fix that first", file=sys.stderr)
                 return 2
         tallies = {}
-        for rel, chosen in _modules(args):
+        for rel, chosen, _ in modules:
             print(f"{rel}: {len(chosen)} mutants (seed {args.seed})", flush=True)
-            tallies[rel] = check_module(box, chosen, known, args.slow)
+            tallies[rel] = check_module(box, chosen, known, args.slow, args.quick)
     share = _table(tallies, args.slow)
     print(f"detected {share:.0%} of the non-equivalent mutants (required {args.require:.0%})")
     return 0 if share >= args.require else 1

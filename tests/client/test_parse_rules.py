@@ -199,8 +199,9 @@ def test_unreadable_events_are_typed_errors(event, kind, detail):
 
 
 def test_the_transports_error_wins_and_no_reset_is_added_to_it():
-    rec = every_path(raw(text("a"), error_kind="timeout"))
+    rec = every_path(raw(text("a"), text("b"), error_kind="timeout"))
     assert (rec.error_kind, rec.error_detail) == ("timeout", "transport")
+    assert rec.token_times_ns == [10 * MS, 20 * MS] and rec.text == "ab"         # the partial stream is kept
     nothing = every_path(raw(error_kind="connect"))
     assert nothing.error_kind == "connect" and nothing.token_times_ns == [] and nothing.end_ns == 900 * MS
 
@@ -253,6 +254,14 @@ def test_several_choices_in_one_chunk_count_each_and_reasoning_is_counted_apart(
                                     {"index": 1, "delta": {"reasoning": "s"}}]})
     rr = every_path(raw(all_reasoning, text("e", finish="length"), DONE))
     assert rr.reasoning_tokens == 2 and rr.first_content_ns == 20 * MS
+
+
+def test_a_chunk_whose_choices_carry_reasoning_and_no_answer_counts_as_reasoning_whatever_else_they_carry():
+    # a choice that has finished (an empty delta) or sends an empty token beside one that reasons
+    for other in ({"index": 1, "delta": {}, "finish_reason": "stop"}, {"index": 1, "delta": {"content": ""}}):
+        chunk = ev({"choices": [{"index": 0, "delta": {"reasoning_content": "r"}}, other]})
+        rec = every_path(raw(chunk, text("e", finish="length"), DONE), req(output_len=3 if other["delta"] else 2))
+        assert rec.reasoning_tokens == rec.token_counts[0] >= 1 and rec.first_content_ns == 20 * MS
 
 
 def test_token_ids_count_per_chunk_and_a_finish_only_chunk_carries_none():

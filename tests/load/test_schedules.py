@@ -134,3 +134,24 @@ def test_slot_waits_are_counted():
 def test_fewer_requests_prepared_than_asked_span_their_own_schedule():
     offs = schedule(Load(request_rate=5.0, num_prompts=100), 3, count=10)      # a dataset of 10 entries
     assert len(offs) == 10 and abs(offs[-1] - 9 / 5.0 * 1e9) <= 1
+
+
+@pytest.mark.parametrize("arrival", ["poisson", "constant", "gamma"])
+def test_a_cell_with_a_count_and_a_duration_keeps_its_count_cut_at_the_duration(arrival):
+    """--num-prompts N with --duration D: the N-request schedule (spanning (N - 1) / rate), its arrivals
+    after D left out; N is never replaced by rate x D (issue 39: a single-point change did that unseen)."""
+    kw = {"arrival": "poisson", "burstiness": 0.5} if arrival == "gamma" else {"arrival": arrival}
+    few = schedule(Load(request_rate=10.0, num_prompts=5, duration_s=2.0, **kw), 3)
+    assert len(few) == 5 and abs(few[-1] - 0.4e9) <= 1                   # 5 arrivals over 0.4 s, not 20 over 2 s
+    full = schedule(Load(request_rate=10.0, num_prompts=50, **kw), 3)
+    cut = schedule(Load(request_rate=10.0, num_prompts=50, duration_s=2.0, **kw), 3)
+    assert cut == [t for t in full if t < 2e9] and 0 < len(cut) < 50
+
+
+@pytest.mark.parametrize("kind", ["poisson", "constant"])
+def test_offsets_without_a_count_take_rate_times_duration_arrivals(kind):
+    """offsets_ns(count=None, duration_s=D): round(rate x D) arrivals (at least 1), as if that count was given."""
+    direct = list(offsets_ns(7.0, kind, random.Random(4), duration_s=3.0))
+    assert direct == list(offsets_ns(7.0, kind, random.Random(4), count=21, duration_s=3.0)) and len(direct) == 21
+    assert abs(direct[-1] - 20 / 7.0 * 1e9) <= 1
+    assert list(offsets_ns(0.1, kind, random.Random(4), duration_s=1.0)) == [0]

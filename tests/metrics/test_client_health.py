@@ -17,6 +17,7 @@ from tests.contention import Waited
 from tokenbench.client.records import RequestRecord
 from tokenbench.judge.status import figure_state, judge, usable
 from tokenbench.load.workers import merge_health
+from tokenbench.metrics import tally
 from tokenbench.metrics.cell import Measured, ServerSide, finish
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.health import CLAIM_ABS_MS, CLAIM_REL, Delays, Delivery, claim_ms, rank_bound, tolerance
@@ -214,6 +215,22 @@ def test_the_servers_own_account_of_its_writes_explains_its_bursts_and_a_declare
     assert more.figures.held_upstream and {m.cause for m in marks(more).values()} == {"buffering"}
     proxied = cell(recs, [], delivery=Delivery(via_proxy=True))
     assert proxied.figures.burst_source == "proxy" and marks(proxied)
+    both = cell(recs, [], delivery=Delivery(server_writes=4, via_proxy=True))     # the server's writes explain all
+    assert both.figures.burst_source == "server" and marks(both) == {}
+
+
+def test_bursts_past_those_kept_one_by_one_are_taken_as_the_kept_ones_were(monkeypatch):
+    """A large cell keeps BURSTS_KEPT bursts one by one and counts the rest: the chunks in bursts the server's
+    account does not explain are then the kept ones' share of the rest, so a cell whose streams all look
+    alike reads the same figures kept whole or not (here 3 of every 7 reads are 8 chunks, above the 4 the
+    server says it writes: 24 of each request's 40 chunks)."""
+    recs = [record(i, i * 50 * MS, reads=[4, 8] * 3 + [4]) for i in range(16)]
+    told = Delivery(server_writes=4)
+    whole = cell(recs, [], delivery=told).figures
+    monkeypatch.setattr(tally, "BURSTS_KEPT", 14)                    # two requests' bursts, the rest counted
+    kept = cell(recs, [], delivery=told).figures
+    assert whole.burst_chunks_upstream == kept.burst_chunks_upstream == 16 * 24
+    assert (kept.held_upstream, kept.chunks_coalesced) == (whole.held_upstream, whole.chunks_coalesced)
 
 
 def test_a_long_stops_catch_up_is_covered_and_its_bursts_are_the_clients():

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.contention import Waited
 from tokenbench.load.lag import LoopLagProbe
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.health import tolerance
@@ -171,7 +172,10 @@ def test_a_busy_process_on_the_clients_core_reads_as_host_contention_with_the_sh
 
 def test_the_probe_names_a_blocking_call_and_its_own_work():
     """A blocking call in the loop (off the CPU, not waiting for it) reads as client_stopped; a busy
-    callback as the client's own CPU (or, on a busy host, the CPU it waited for)."""
+    callback as the client's own CPU (or, on a busy host, the CPU it waited for). On a busy host the thread
+    may also wait for a CPU after the blocking call, longer than the call itself: that stall is then host
+    contention, which the test accepts only when this process waited for a CPU that long (same-run
+    reference, tests/contention.py)."""
     async def scenario() -> list:
         probe = LoopLagProbe()
         probe.start()
@@ -184,8 +188,10 @@ def test_the_probe_names_a_blocking_call_and_its_own_work():
         await asyncio.sleep(0.05)
         health = probe.stop()
         return list(health.stalls)
-    stalls = asyncio.run(scenario())
+    with Waited() as waited:
+        stalls = asyncio.run(scenario())
     long = [s for s in stalls if s.lag_ns > 20_000_000]
     assert len(long) >= 2
-    assert long[0].cause == "client_stopped"
+    assert long[0].cause == "client_stopped" or (long[0].cause == "host_contention" and waited.ms >= 20), (
+        long[0].cause, waited.ms)
     assert long[-1].cause in ("client_cpu", "host_contention")

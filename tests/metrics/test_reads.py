@@ -39,3 +39,13 @@ def test_reads_keep_the_bases_holds_and_bursts_of_every_request(gaps, sent):
     assert tuple(int(r.requests.np(k)[0]) for k in ("first", "last", "end", "hold")) == want
     b = r.bursts()
     assert list(zip(b["stamp"].tolist(), b["base"].tolist(), b["chunks"].tolist(), strict=True)) == bursts
+
+
+def test_bursts_past_the_kept_ones_are_counted_not_kept(monkeypatch):
+    """Memory stays bounded: past BURSTS_KEPT bursts a cell counts their chunks only."""
+    from tokenbench.metrics import tally
+    monkeypatch.setattr(tally, "BURSTS_KEPT", 3)
+    r = Reads()
+    for i in range(5):
+        r.add([10 + i, 10 + i, 20 + i, 30 + i], i)
+    assert len(r.bursts()["stamp"]) == 3 and r.more_chunks == 4 and len(r.requests) == 5

@@ -319,3 +319,28 @@ def test_the_sustain_cell_is_judged_against_the_cells_that_placed_the_boundary()
     assert rec.sustain is not None and rec.sustain.verdicts[0].passes
     assert rec.sustain.apart == ["tpot:mean<=16"] and not rec.sustain.holds
     assert "do not confirm it" in capacity.describe(rec)[-1]
+
+
+def test_a_cell_is_in_doubt_only_where_the_clients_delays_could_have_made_its_verdict():
+    """A p99 TTFT over its 200 ms limit by 19 ms, marked for the client with a 3 s bound (a stop), or with sends
+    up to 3 s late off their schedule: in doubt (measured again). Over it by 7.9 s at an overload, where the
+    client could have added 100 ms at most: a fail that stands. A pass marked for the client stands in an open
+    loop (the client only slows a latency); in a closed loop a stopped client let the server idle: in doubt."""
+    t = tiers("ttft:p99<=200")
+    values = {"ttft": [100.0] * 290 + [219.0] * 10}
+    stopped = CellSamples(key="c", repeat=0, status="ok", values=values, causes={"p99_ttft_ms": "client_stopped"},
+                          bounds={"p99_ttft_ms": 3000.0})
+    assert stopped.with_doubt(t, closed=False).doubt == "client"
+    late = CellSamples(key="c", repeat=0, status="ok", values=values, schedule_off="client", late_ms=3000.0)
+    assert late.with_doubt(t, closed=False).doubt == "schedule"
+    over = {"ttft": [8100.0] * 300}
+    assert CellSamples(key="c", repeat=0, status="ok", values=over, causes={"p99_ttft_ms": "host_contention"},
+                       bounds={"p99_ttft_ms": 100.0}).with_doubt(t, closed=False).doubt is None
+    assert CellSamples(key="c", repeat=0, status="ok", values=over, schedule_off="client",
+                       late_ms=100.0).with_doubt(t, closed=False).doubt is None
+    passing = CellSamples(key="c", repeat=0, status="ok", values={"ttft": [100.0] * 300},
+                          causes={"p99_ttft_ms": "client_stopped"}, bounds={"p99_ttft_ms": 3000.0})
+    assert passing.with_doubt(t, closed=False).doubt is None and passing.with_doubt(t, closed=True).doubt == "client"
+    buffered = stopped.model_copy(update={"causes": {"p99_ttft_ms": "buffering"}})
+    assert buffered.with_doubt(t, closed=False).doubt is None       # the server's delivery: no doubt of the client
+    assert CellSamples(key="c", repeat=0, status="invalid", values=values).with_doubt(t, False).doubt == "client"

@@ -57,20 +57,24 @@ class CellSamples(BaseModel):
     doubt: Doubt | None = None       # the client's delays may have moved what the search judges: measured again
     causes: dict[str, str] = {}      # the marked figures' causes (client_marks)
     schedule_off: str | None = None  # why its sends left their schedule (send_schedule_off), if they did
+    late_ms: float = 0.0             # its latest send's lateness (send_late_max_ms)
 
     def with_doubt(self, tiers: Sequence[Tier], closed: bool) -> CellSamples:
-        """The cell with its doubt: an invalid cell, or a tier it fails (closed loop: any tier) whose limit's
-        figure is marked for the client's own delays, is in doubt for the client; else a tier it fails while
-        its sends left their schedule for the client's lateness, for the schedule. Delays of the client only
-        make a latency slower, and late sends of an open loop bunch its load (harsher, never gentler), so an
-        open loop's pass stands as it reads; a closed loop held back by a stop let the server idle."""
+        """The cell with its doubt: an invalid cell, or a limit's figure marked for the client's own delays
+        where they could have made it fail (it fails, and not by more than the figure's client bound), or
+        (closed loop) marked at all: in doubt for the client. A limit that fails by no more than the latest
+        send's lateness while the sends left their schedule for the client's: in doubt for the schedule.
+        The client's delays only make a latency slower, and late sends of an open loop bunch its load
+        (harsher, never gentler), so an open loop's pass stands as it reads, and so does a fail beyond what
+        they could add; a closed loop held back by a stop let the server idle."""
         if self.status == "invalid":
             return self.model_copy(update={"doubt": "client"})
-        for tier in tiers:
-            fails = not judge(tier, [self]).passes
-            if (fails or closed) and any(self.causes.get(figure_key(lim)) in CLIENT_CAUSES for lim in tier.limits):
+        checks = [c for tier in tiers for c in judge(tier, [self]).checks]
+        for c in checks:
+            figure = figure_key(c.limit)
+            if self.causes.get(figure) in CLIENT_CAUSES and (closed or _flips(c, self.bounds.get(figure, 0.0))):
                 return self.model_copy(update={"doubt": "client"})
-        if self.schedule_off == "client" and any(not judge(t, [self]).passes for t in tiers):
+        if self.schedule_off == "client" and any(_flips(c, self.late_ms) for c in checks):
             return self.model_copy(update={"doubt": "schedule"})
         return self
 
@@ -81,6 +85,14 @@ class CellSamples(BaseModel):
 
     def moved(self, limit: Limit) -> bool:
         return self.status == "invalid" or figure_key(limit) in self.marked
+
+
+def _flips(c: Check, slack: float) -> bool:
+    """Whether a check that fails would pass with its figure `slack` lower (a lower limit, e.g. goodput's
+    share, is taken as possibly flipped)."""
+    if c.passes or c.value is None:
+        return False
+    return not c.limit.upper or c.limit.holds(c.value - slack)
 
 
 def figure_key(limit: Limit) -> str:

@@ -240,17 +240,23 @@ def shape(tally: CellTally, win: Windows, delivery: Delivery, chunks: int) -> Sh
     own = ~client & (b["chunks"] <= (delivery.server_writes or 1))
     up = ~client & ~own
     idle = ~client
-    share_up = float(b["chunks"][up].sum()) / max(float(b["chunks"].sum()), 1.0)
-    up_chunks = float(b["chunks"][up].sum()) + share_up * tally.reads.more_chunks
+    up_chunks = _with_rest(b, up, tally.reads.more_chunks)
     pieces = up_chunks >= PIECES_SHARE * max(chunks, 1) and up_chunks > 0
     bound = up if pieces else up & (b["chunks"] >= LONE_CHUNKS)
     n = len(tally.ok)
     first, last = np.zeros(n, bool), np.zeros(n, bool)
     first[b["req"][bound & (b["pos"] & 1 > 0)]] = True
     last[b["req"][bound & (b["pos"] & 2 > 0)]] = True
-    health = FigureHealth(token_chunks=chunks, chunks_coalesced=int(b["chunks"][idle].sum()),
+    health = FigureHealth(token_chunks=chunks, chunks_coalesced=int(_with_rest(b, idle, tally.reads.more_chunks)),
                           burst_chunks_upstream=int(up_chunks), **_burst_facts(b, idle, up, delivery))
     return Shape(b["stamp"][bound], b["base"][bound], b["gaps"][bound], first, last, pieces, health)
+
+
+def _with_rest(b: dict[str, np.ndarray], part: np.ndarray, more: int) -> float:
+    """The chunks of the kept bursts in `part`, plus their share of the `more` chunks in bursts counted past
+    BURSTS_KEPT (taken as the kept ones were)."""
+    kept = float(b["chunks"][part].sum())
+    return kept + kept * more / max(float(b["chunks"].sum()), 1.0)
 
 
 def _burst_facts(b: dict[str, np.ndarray], idle: np.ndarray, up: np.ndarray, delivery: Delivery) -> dict:
@@ -260,7 +266,7 @@ def _burst_facts(b: dict[str, np.ndarray], idle: np.ndarray, up: np.ndarray, del
         return {}
     sizes = b["chunks"][idle]
     after = np.where(b["pos"] & 1 > 0, 0, b["stamp"] - b["prev"])[idle]
-    source: BurstSource = "proxy" if delivery.via_proxy else "upstream" if up.any() else "server"
+    source: BurstSource = "server" if not up.any() else "proxy" if delivery.via_proxy else "upstream"
     out = {"burst_size_median": float(np.median(sizes)), "burst_size_max": int(sizes.max()), "burst_source": source,
            "server_writes": delivery.server_writes, "server_writes_from": delivery.told_by or None}
     if (after > 0).any():

@@ -38,7 +38,7 @@ from tokenbench.spec.bench import SLO
 UNREACHABLE_AFTER = 3     # the load runner stops sending after this many consecutive `connect` failures
 KEEP_BAD = 100            # requests with a wrong length kept to diagnose the cause
 PIECE_CHUNKS = 2          # a read of at least this many token chunks of one request is a burst
-BURSTS_KEPT = 1 << 18     # bursts kept one by one (64 bytes each); later ones are counted
+BURSTS_KEPT = 1 << 16     # bursts kept one by one (64 bytes each: 4 MiB at most); later ones are counted
 Cause = Literal["client_cpu", "host_contention", "client_stopped", "client_delay", "buffering"]
 CLIENT_CAUSES: tuple[Cause, ...] = ("client_cpu", "host_contention", "client_stopped", "client_delay")
 CAUSES: tuple[Cause, ...] = (*CLIENT_CAUSES, "buffering")

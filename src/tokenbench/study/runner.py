@@ -488,7 +488,8 @@ class StudyRunner:
         marks = {k: m.cause for k, m in ((s.figures.client_marks if s.figures else None) or {}).items()}
         got = CellSamples(key=row.key, repeat=row.repeat, status=row.status, values=values,
                           request_rate=s.request_throughput, slices=s.slices, bounds=bounds, marked=list(marks),
-                          causes=marks, schedule_off=s.send.send_schedule_off if s.send and s.send.reshaped else None)
+                          causes=marks, schedule_off=s.send.send_schedule_off if s.send and s.send.reshaped else None,
+                          late_ms=(s.send.send_late_max_ms or 0.0) if s.send else 0.0)
         return got.with_doubt(spec.capacity_tiers(), spec.find_capacity != "rate")
 
     def job(self, launch: _Launch, cell: PlannedCell, watch: Watch) -> CellJob:

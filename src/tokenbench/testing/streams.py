@@ -162,6 +162,7 @@ async def stream_answer(cfg: ReferenceConfig, clock: Deadlines, request, resp, a
         raise ConnectionResetError
     if ans.fault != "reset_mid_stream":
         pipe.flush()
+        ans.rec["eof_ns"] = perf_counter_ns()          # the body's end goes out now (the client's end)
         await resp.write_eof()
 
 

@@ -7,7 +7,8 @@ between them (a flushing proxy) read their verdict here.
 The truth of a request, from the server's writes (one clock, CLOCK_MONOTONIC, for both processes):
 TTFT = its first token write - its start; TPOT = (last token write - first) / (tokens - 1); ITL = the
 gaps between its token chunks' writes (chunks written together share their write's time); E2EL = the end
-of its answer - its start; the stream tail = the end - the last token write. Its start is the client's
+of its answer (the body's end written, `eof_ns`) - its start; the stream tail = the end - the last token
+write. Its start is the client's
 send when the client's sends are given (`starts`: the i-th send goes with the i-th receipt: the server's
 intake is part of what a user waits, only the delivery to the client is the client's own), else the
 server's receipt. A cell's throughputs divide the tokens (requests) written by the span from the first
@@ -46,6 +47,11 @@ def _start(r: dict) -> int:
     return r.get("start_ns", r["recv_ns"])
 
 
+def _end(r: dict) -> int:
+    """When the answer's end went out: its body's end (a stream), else when the handler finished."""
+    return r.get("eof_ns") or r["end_ns"]
+
+
 def _ok(log: Iterable[dict]) -> list[dict]:
     return [r for r in log if r.get("outcome") == "ok" and r.get("write_ns")]
 
@@ -56,12 +62,12 @@ def samples(log: Iterable[dict]) -> dict[str, np.ndarray]:
     first = np.array([r["write_ns"][0] - _start(r) for r in ok], np.float64) / MS
     multi = [r for r in ok if r["completion_tokens"] > 1]
     tpot = [(r["write_ns"][-1] - r["write_ns"][0]) / (r["completion_tokens"] - 1) / MS for r in multi]
-    e2el = np.array([r["end_ns"] - _start(r) for r in ok], np.float64) / MS
+    e2el = np.array([_end(r) - _start(r) for r in ok], np.float64) / MS
     out = [max(r["completion_tokens"], 1) for r in ok]
     gaps = [np.diff(np.asarray(r["write_ns"], np.int64)) / MS for r in ok]
     return {"ttft": first, "tpot": np.array(tpot, np.float64), "e2el": e2el, "ntpot": e2el / np.array(out),
             "itl": np.concatenate(gaps) if gaps else np.zeros(0),
-            "tail": np.array([r["end_ns"] - r["write_ns"][-1] for r in ok], np.float64) / MS}
+            "tail": np.array([_end(r) - r["write_ns"][-1] for r in ok], np.float64) / MS}
 
 
 def _stats(x: np.ndarray, name: str) -> dict[str, float]:
@@ -89,7 +95,7 @@ def _rates(log: Sequence[dict]) -> dict[str, float]:
     ok = _ok(log)
     if not ok:
         return {}
-    span = (max(r["end_ns"] for r in log) - min(_start(r) for r in log)) / 1e9
+    span = (max(_end(r) for r in log) - min(_start(r) for r in log)) / 1e9
     tokens = sum(r["completion_tokens"] for r in ok)
     prompt = sum(r["prompt_tokens"] for r in ok)
     return {"request_throughput": len(ok) / span, "output_throughput": tokens / span,
