@@ -38,6 +38,7 @@ from tokenbench.client.records import RequestRecord
 from tokenbench.metrics.summary import summarize
 from tokenbench.spec.bench import Load
 from tokenbench.store.db import Store
+from tokenbench.store.rows import CellRow
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 TB = [sys.executable, "-m", "tokenbench.cli.main"]
@@ -182,16 +183,15 @@ def _copy_rows(store: Store, cell_id: int, written: int, n: int) -> None:
 
 def synthetic_row(n: int, db: Path, output_len: int, streams: int) -> dict:
     load = Load(concurrency=streams, num_prompts=n)
-    summary = summarize(list(_records(min(n, SUMMARY_SAMPLE), output_len, n)), load, 32, output_len)
-    summary.update({"num_prompts": n, "completed": n, "synthetic": True})
-    store = Store(db)
+    sample = summarize(list(_records(min(n, SUMMARY_SAMPLE), output_len, n)), load, 32, output_len)
+    summary = sample.model_copy(update={"num_prompts": n, "completed": n})   # figures of the sample; the run's
+    store = Store(db)                                                          # target says "synthetic"
     before = _db_bytes(db)
     t0 = time.perf_counter()
     run_id = store.create_run("bench", "synthetic", {"cells": [], "planned_cells": 1}, ["scale.py"], {})
     config = store.upsert_config(run_id, "target", status="done")
-    cell_id = store.save_cell(run_id, config, {"key": f"32:{output_len}/c={streams}", "input_len": 32,
-                                               "output_len": output_len, "concurrency": streams, "status": "ok",
-                                               "summary": summary}, _records(min(n, WRITE_MAX), output_len, n))
+    cell = CellRow(f"32:{output_len}/c={streams}", 32, output_len, "ok", summary, concurrency=streams)
+    cell_id = store.save_cell(run_id, config, cell, _records(min(n, WRITE_MAX), output_len, n))
     _copy_rows(store, cell_id, min(n, WRITE_MAX), n)
     store.set_run_status(run_id, "done")
     return {"kind": "synthetic", "n": n, "run": run_id, "write_s": time.perf_counter() - t0,

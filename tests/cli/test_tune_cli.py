@@ -21,6 +21,13 @@ def test_the_dry_run_prints_the_configs_in_order_with_their_commands_and_the_cel
     assert "cell budget: 9 cells in all; a config's first search gets at most 3" in out
 
 
+def test_the_dry_run_of_a_new_tune_writes_nothing(tmp_path, capsys):
+    db = tmp_path / "results" / "db.sqlite"
+    assert main([*BASE, "--vary", "slots=2,4", "--db", str(db), "--dry-run"]) == 0
+    assert "tune plan: 2 server configs" in " ".join(capsys.readouterr().out.split())
+    assert not db.exists() and list(tmp_path.iterdir()) == []
+
+
 def test_the_varied_config_equal_to_the_profile_is_the_baseline_or_the_one_named(capsys):
     assert main([*BASE, "--vary", "slots=2,4", "--dry-run"]) == 0
     out = " ".join(capsys.readouterr().out.split())

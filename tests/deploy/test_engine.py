@@ -110,7 +110,7 @@ def test_demo_small_grid(tmp_path, capsys):
     else:
         assert "not isolated" in iso["note"]
     report = (tmp_path / "reports" / run_id / "report.md").read_text()
-    assert f"client on CPU {iso['client_cpus']}" in report
+    assert f"client: CPUs {iso['client_cpus']}, nice " in report and "; engine: CPUs " in report   # tokenbench started it
 
 
 def test_a_fixed_port_is_listened_on_again_at_once_after_down(tmp_path, capsys):

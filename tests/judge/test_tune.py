@@ -121,3 +121,25 @@ def test_when_no_config_meets_the_tier_there_is_no_best_and_nothing_to_recommend
     r = t.rankings[0]
     assert r.best is None and t.recommended is None and r.gain is None
     assert [s.verdict for s in r.standings] == ["unmet", "unmet"]
+
+
+def test_what_the_budget_left_undecided_is_stated_and_a_decided_tier_states_nothing():
+    """The best cannot be told from a rival whose search ran out of cells: the answer names both, the search cut
+    short, and how to decide it; configs not run are named; a tier whose contenders converged (equal boundaries
+    included) or whose rivals are surely worse leaves nothing open."""
+    from tokenbench.judge.tune import undecided
+    from tokenbench.report.tune import headline
+
+    short = judge([SLO], [entrant("a", answer(SLO, 4, 4, 5)), entrant("b", answer(SLO, 2, 2, None, "budget")),
+                          Entrant("c", note="not run: the cell budget was spent")], "a")
+    u = undecided(short.rankings[0])
+    assert u is not None and u.rivals == ["b"] and u.short == [("b", "budget")] and u.not_run == ["c"] and u.budget
+    [line] = [x for x in headline(short, "concurrency", "en") if x.startswith("Undecided")]
+    assert "the best, a, is not surely above b" in line and "b (cell budget spent" in line and "not run: c" in line
+    assert "--budget-cells" in line
+    assert any(x.startswith("档位 slo 下尚未判定") for x in headline(short, "concurrency", "zh"))
+    equal = judge([SLO], [entrant("a", answer(SLO, 4, 4, 5)), entrant("b", answer(SLO, 4, 4, 5))], "a")
+    beaten = judge([SLO], [entrant("a", answer(SLO, 8, 8, 9)), entrant("b", answer(SLO, 2, 2, 3, "budget"))], "a")
+    for decided in (equal, beaten):
+        assert undecided(decided.rankings[0]) is None
+        assert not any(x.startswith("Undecided") for x in headline(decided, "concurrency", "en"))

@@ -51,10 +51,25 @@ def test_two_modules_build_or_amend_a_summary():
 
 
 def _cell_verdict_names(tree: ast.Module) -> set[str]:
-    """The names a module gives the cell's Verdict type (metrics/verdict.Verdict; a comparison's verdict in
-    metrics/uncertainty.py is another thing)."""
+    """The names a module gives the cell's Verdict type (metrics/verdict.Verdict; a comparison of two cells is
+    metrics/uncertainty.Comparison)."""
     return {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
             and n.module == "tokenbench.metrics.verdict" for a in n.names if a.name == "Verdict"}
+
+
+def _top_names(tree: ast.Module) -> set[str]:
+    """The classes and names a module defines at its top level."""
+    targets = [t for n in tree.body if isinstance(n, ast.Assign) for t in n.targets]
+    targets += [n.target for n in tree.body if isinstance(n, ast.AnnAssign)]
+    return {n.name for n in tree.body if isinstance(n, ast.ClassDef)} | {t.id for t in targets if isinstance(t, ast.Name)}
+
+
+def test_verdict_names_one_type():
+    """`Verdict` is the cell's (metrics/verdict.py): no other module defines a type of that name, so a reader
+    (and an import) cannot take a comparison's or a tune's judgement for it."""
+    store = {f"store/{p.name}": ast.parse(p.read_text(encoding="utf-8")) for p in (PKG / "store").glob("*.py")}
+    assert {name for name, tree in {**_modules(), **store}.items() if "Verdict" in _top_names(tree)} == \
+        {"metrics/verdict.py"}
 
 
 def test_the_verdict_is_made_in_one_module():

@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
         _no_nul(argv)
-        cli.main(args=argv, standalone_mode=False)
+        cli.main(args=argv, prog_name="tokenbench", standalone_mode=False)   # not argv[0]: `python -m ...` in-process
         return 0
     except click.exceptions.Exit as exc:
         return exc.exit_code

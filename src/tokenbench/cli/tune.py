@@ -145,9 +145,12 @@ def _options(f):
 def command(profile, axes, profile_sets, dry_run, overrides, profile_out, **kw) -> None:
     """Find the server config of PROFILE with the highest capacity under the SLOs, with its confidence."""
     given = build_spec(profile, axes, profile_sets, list(overrides), kw)
-    if dry_run:
+    if dry_run:                       # a new tune's plan writes nothing (no database either)
+        if given is not None:
+            _dry_run(given)
+            return
         with run_options.opened_store(kw) as store:
-            _dry_run(given or study.stored_spec(store, kw["resume"], KIND))
+            _dry_run(study.stored_spec(store, kw["resume"], KIND))
         return
     run_options.precheck(kw)
     if profile_out:

@@ -131,7 +131,7 @@ def _slo(run: RunData) -> SLO | None:
 
 
 def verdict(a_book: Book, a: CellRow, b_book: Book, b: CellRow, metric: Metric,
-            judging: Judging = Judging()) -> u.Verdict | None:
+            judging: Judging = Judging()) -> u.Comparison | None:
     """Is B faster than A on `metric`? None when either cell is not ok, either figure was marked moved
     (unless --allow-client-lag), or either has no samples."""
     if not all(usable(figure_state_of(c, metric.key), judging.allow_client_lag) for c in (a, b)):

@@ -22,13 +22,13 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from tokenbench.logs.launch import LaunchFailure
-from tokenbench.metrics.capacity import Answer, SearchRecord
+from tokenbench.metrics.capacity import Answer, Reason, SearchRecord
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.slo import Tier
 from tokenbench.store.rows import SearchRow
 
-Verdict = Literal["best", "indistinguishable", "worse", "unmet", "failed", "not_run"]
-VERDICTS: tuple[Verdict, ...] = ("best", "indistinguishable", "worse", "unmet", "failed", "not_run")
+TuneVerdict = Literal["best", "indistinguishable", "worse", "unmet", "failed", "not_run"]
+VERDICTS: tuple[TuneVerdict, ...] = ("best", "indistinguishable", "worse", "unmet", "failed", "not_run")
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class Standing(Frozen):
 
     config: str
     overrides: dict[str, str] = {}
-    verdict: Verdict
+    verdict: TuneVerdict
     answer: Answer | None = None
     beaten_by: str | None = None
     cells: int = 0
@@ -129,7 +129,7 @@ class Recommendation(Frozen):
 
 class Tuning(Frozen):
     """The tune's judgement: a ranking per tier, the recommended config (the first tier's best), the baseline
-    it is measured against, and the frontier: configs no other one matches or beats in every tier."""
+    it is measured against, and the frontier: configs no other one beats in one tier while matching it in the rest."""
 
     baseline: str
     rankings: list[Ranking]
@@ -197,7 +197,7 @@ def rank(tier: Tier, entrants: Sequence[Entrant], baseline: str, integer: bool) 
 
 
 def frontier(entrants: Sequence[Entrant], tiers: Sequence[Tier]) -> list[str]:
-    """Configs searched that no other one matches or beats in every tier (capacities as ranked)."""
+    """Configs searched that no other one beats in one tier while matching it in the rest (capacities as ranked)."""
     scores = {e.name: [score(e.answer(t.name)) for t in tiers] for e in entrants if e.record is not None}
 
     def dominated(x: list[float]) -> bool:
@@ -260,6 +260,38 @@ def of_run(spec: Mapping[str, Any], configs: Sequence[Config], searches: Sequenc
     tuning = judge(searches[0].record.tiers, entrants(configs, searches), baseline)
     best = next((c for c in configs if c.name == tuning.recommended), None)
     return tuning.model_copy(update={"recommendation": recommendation(spec, best)}) if best is not None else tuning
+
+
+@dataclass(frozen=True)
+class Undecided:
+    """What a tier has left open: the configs the best cannot be told from, those of them (the best included)
+    whose search ended before it converged (with why: the cell or time budget, the client's delays, loads left
+    undecided), and the configs never searched for lack of cells or time."""
+
+    rivals: list[str]
+    short: list[tuple[str, Reason]]
+    not_run: list[str]
+
+    @property
+    def budget(self) -> bool:
+        """More cells or time may decide it."""
+        return bool(self.not_run) or any(r in SHORT for _, r in self.short)
+
+
+SHORT = ("budget", "time")                  # a search that ended for lack of cells or of time
+FINAL = ("converged", "above_max", "below_min", "outranked")     # ... or that ended with its answer
+
+
+def undecided(r: Ranking) -> Undecided | None:
+    """The tier's open question: the best not surely above a rival while a search among them ended before it
+    converged, or configs not run; None when the tier is decided (or its contenders' answers are final)."""
+    rivals = [s.config for s in r.standings if s.verdict == "indistinguishable"]
+    short = [(s.config, s.answer.reason) for s in r.standings if s.verdict in ("best", "indistinguishable")
+             and s.answer is not None and s.answer.reason not in FINAL]
+    not_run = [s.config for s in r.standings if s.verdict == "not_run"]
+    if not not_run and not (rivals and short):
+        return None
+    return Undecided(rivals if short else [], short if rivals else [], not_run)
 
 
 # ---- the rules the tune runs by ----

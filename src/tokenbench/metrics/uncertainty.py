@@ -201,7 +201,7 @@ def bin_count(requests: int) -> int:
 
 # verdicts -----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Verdict:
+class Comparison:
     """How much faster B is than A (speed = 1/latency, or the throughput itself): b_speed/a_speed - 1."""
     change: float           # point estimate, e.g. 0.05 = B 5 % faster; negative: A faster
     lo: float
@@ -234,7 +234,7 @@ def drift(groups: Groups, stat: str) -> float:
 
 
 def verdict(a: Interval, b: Interval, higher_is_better: bool, min_effect: float = MIN_EFFECT,
-            floor: float = 0.0) -> Verdict | None:
+            floor: float = 0.0) -> Comparison | None:
     """The change's interval: log(speed_B / speed_A) +- t * sqrt(se_A^2 / A^2 + se_B^2 / B^2) (the delta
     method on each cell's standard error; t at the fewer degrees of freedom), back on the ratio scale and
     widened by `floor` on both sides (the drift within the runs, `drift`: the machine may have moved that
@@ -248,4 +248,4 @@ def verdict(a: Interval, b: Interval, higher_is_better: bool, min_effect: float 
     lo, hi = math.expm1(center - spread) - floor, math.expm1(center + spread) + floor
     detectable = max(min_effect, (hi - lo) / 2)
     real = (lo > 0 or hi < 0) and abs(change) >= min_effect
-    return Verdict(change, lo, hi, detectable, ("B" if change > 0 else "A") if real else None)
+    return Comparison(change, lo, hi, detectable, ("B" if change > 0 else "A") if real else None)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shlex
 
+from tokenbench.judge import tune as judged
 from tokenbench.judge.tune import Gain, Ranking, Standing, Tuning
 from tokenbench.logs.launch import LaunchFailure
 from tokenbench.metrics.capacity import Answer
@@ -91,19 +92,37 @@ def binding_text(a: Answer, unit: str, lang: str) -> str | None:
              where=where)
 
 
+def undecided_text(r: Ranking, lang: str) -> str | None:
+    """What the budget left open under a tier, and how to decide it; None when nothing is."""
+    u = judged.undecided(r)
+    if u is None:
+        return None
+    parts = []
+    if u.rivals:
+        short = ", ".join(f"{c} ({t(lang, f'cap.reason.{why}', budget=r.of(c).cells)})" for c, why in u.short)
+        parts.append(t(lang, "tune.undecided.rivals", best=r.best, rivals=", ".join(u.rivals), short=short))
+    if u.not_run:
+        parts.append(t(lang, "tune.undecided.not_run", configs=", ".join(u.not_run)))
+    if u.budget:
+        parts.append(t(lang, "tune.undecided.more"))
+    return t(lang, "tune.undecided", tier=r.tier.name, what=t(lang, "tune.undecided.sep").join(parts))
+
+
 def headline(tuning: Tuning, dimension: str, lang: str) -> list[str]:
-    """The answer: the recommended config, its command, the gain over the baseline, the binding SLO."""
+    """The answer: the recommended config, its command, the gain over the baseline, the binding SLO, and what
+    the budget left undecided."""
     r = tuning.rankings[0]
     a, unit = r.best_answer, t(lang, f"unit.{dimension}")
+    open_ = [x for x in (undecided_text(x, lang) for x in tuning.rankings) if x]
     if r.best is None or a is None or a.capacity is None:
-        return [t(lang, "tune.none", tier=r.tier.name)]
+        return [t(lang, "tune.none", tier=r.tier.name), *open_]
     out = [t(lang, "tune.recommended", config=r.best, tier=r.tier.name, capacity=capacity_unit(a, unit, lang),
              interval=interval(a))]
     if tuning.recommendation is not None:
         out.append(t(lang, "tune.command", command=shlex.join(tuning.recommendation.argv)))
     out.append(gain_text(r, tuning, lang))
     binding = binding_text(a, unit, lang)
-    return out + ([binding] if binding else [])
+    return out + ([binding] if binding else []) + open_
 
 
 def reason_text(s: Standing, lang: str) -> str:

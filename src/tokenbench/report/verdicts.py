@@ -51,7 +51,7 @@ def pct(x: float) -> str:
     return f"{100 * x:+.1f}%" if x < 0 else f"{100 * x:.1f}%"
 
 
-def verdict_text(v: u.Verdict | None, a: str, b: str, lang: str) -> str:
+def verdict_text(v: u.Comparison | None, a: str, b: str, lang: str) -> str:
     if v is None:
         return t(lang, "verdict.na")
     if v.winner is None:

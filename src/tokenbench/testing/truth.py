@@ -7,8 +7,8 @@ between them (a flushing proxy) read their verdict here.
 The truth of a request, from the server's writes (one clock, CLOCK_MONOTONIC, for both processes):
 TTFT = its first token write - its start; TPOT = (last token write - first) / (tokens - 1); ITL = the
 gaps between its token chunks' writes (chunks written together share their write's time); E2EL = the end
-of its answer (the body's end written, `eof_ns`) - its start; the stream tail = the end - the last token
-write. Its start is the client's
+of its answer - its start, the end being what a client reads as one: `[DONE]` written (`done_ns`), else the
+body's end (`eof_ns`); the stream tail = the end - the last token write. Its start is the client's
 send when the client's sends are given (`starts`: the i-th send goes with the i-th receipt: the server's
 intake is part of what a user waits, only the delivery to the client is the client's own), else the
 server's receipt. A cell's throughputs divide the tokens (requests) written by the span from the first
@@ -30,7 +30,7 @@ from tokenbench.metrics.summary_groups import FigureMark
 
 MS = 1e6
 STATS = ("mean", "median", *(f"p{q}" for q in PERCENTILES))
-Verdict = Literal["clean", "clean_wrong", "covered", "uncovered"]
+TruthVerdict = Literal["clean", "clean_wrong", "covered", "uncovered"]
 
 
 def measured(log: Sequence[dict], n: int, sends: Sequence[int] | None = None) -> list[dict]:
@@ -48,8 +48,9 @@ def _start(r: dict) -> int:
 
 
 def _end(r: dict) -> int:
-    """When the answer's end went out: its body's end (a stream), else when the handler finished."""
-    return r.get("eof_ns") or r["end_ns"]
+    """When the answer's end went out as a client reads it: its `[DONE]`, else its body's end (a stream), else
+    when the handler finished (the body's end follows `[DONE]` a loop turn later: later on a busy server)."""
+    return r.get("done_ns") or r.get("eof_ns") or r["end_ns"]
 
 
 def _ok(log: Iterable[dict]) -> list[dict]:
@@ -117,7 +118,7 @@ class Judged:
         return self.value - self.truth
 
     @property
-    def verdict(self) -> Verdict:
+    def verdict(self) -> TruthVerdict:
         """clean (within its tolerance, unmarked); clean_wrong (unmarked, beyond it); covered (marked, the
         error within the bound plus the tolerance); uncovered (marked, the error beyond that)."""
         off = abs(self.error)
