@@ -13,9 +13,11 @@ from .ray_cluster import local_cluster  # noqa: E402  (needs ray)
 pytestmark = pytest.mark.engine
 
 
-@pytest.fixture
-def ray_head(tmp_path, monkeypatch):
-    with local_cluster(tmp_path, monkeypatch, ['{"node_a": 1}']) as address:
+@pytest.fixture(scope="module")
+def ray_head(tmp_path_factory):
+    """One private cluster for this module's tests (starting one takes 20-60 s on a busy 2-core machine):
+    each test's cells start and end their own actors, and the interrupted one runs last."""
+    with pytest.MonkeyPatch.context() as mp, local_cluster(tmp_path_factory.mktemp("ray"), mp, ['{"node_a": 1}']) as address:
         yield address
 
 

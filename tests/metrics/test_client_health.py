@@ -219,6 +219,16 @@ def test_the_servers_own_account_of_its_writes_explains_its_bursts_and_a_declare
     assert both.figures.burst_source == "server" and marks(both) == {}
 
 
+def test_the_burst_period_is_the_wait_since_the_requests_read_before_and_a_first_read_has_none():
+    """A burst's period is the time since the request's read before it; a request's first read has no read
+    before it (its wait is the TTFT), so it gives no period: a cell whose only bursts are first reads states
+    none, and one with a later burst of 8 chunks (after 8 ITLs of 20 ms) states that burst's 160 ms."""
+    only_first = cell([record(i, i * 50 * MS, reads=[8] + [1] * 32) for i in range(16)], []).figures
+    assert only_first.chunks_coalesced == 16 * 8 and only_first.burst_period_ms is None
+    later = cell([record(i, i * 50 * MS, reads=[8] + [1] * 16 + [8] + [1] * 8) for i in range(16)], []).figures
+    assert later.chunks_coalesced == 16 * 16 and later.burst_period_ms == pytest.approx(160.0)
+
+
 def test_bursts_past_those_kept_one_by_one_are_taken_as_the_kept_ones_were(monkeypatch):
     """A large cell keeps BURSTS_KEPT bursts one by one and counts the rest: the chunks in bursts the server's
     account does not explain are then the kept ones' share of the rest, so a cell whose streams all look

