@@ -113,3 +113,25 @@ def test_a_figure_that_is_not_a_number_is_stored_as_null_and_read_back_as_not_de
     assert store.run(run).environment == {"x": None} and store.run(run).spec == {"bad": [None] * len(bad)}
     for (text,) in store.db.execute("SELECT summary_json FROM cells"):
         strict(text)
+
+
+def test_a_capacity_search_holding_nan_is_stored_and_read_back_with_it(tmp_path):
+    """A search record's required numbers (a load, the precision, a check's value) held as NaN are stored as
+    null and read back as NaN: the search stays in view (it was dropped as unreadable), and its other fields
+    are read as stored."""
+    from tokenbench.metrics.capacity import LoadVerdict, SearchRecord, Tier, Tried
+
+    tier = Tier.model_validate({"name": "slo", "limits": "ttft:p99<=200"})
+    record = SearchRecord(workload="150:16", dimension="rate", tiers=[tier], budget=6, precision=math.nan,
+                          tried=[Tried(key="150:16/r=nan", repeat=1, role="bracket", load=math.nan, status="failed",
+                                       verdicts=[])],
+                          loads=[LoadVerdict(load=2.0, cells=1, verdicts=[])])
+    store = Store(tmp_path / "r.db")
+    run = store.create_run("sweep", "http://x", {}, [], {})
+    store.save_search(run, store.upsert_config(run, "default"), record)
+    [row] = store.searches(run)
+    got = row.record
+    assert math.isnan(got.precision) and math.isnan(got.tried[0].load)
+    assert (got.workload, got.budget, got.tried[0].key, got.loads[0].load) == ("150:16", 6, "150:16/r=nan", 2.0)
+    assert json.loads(sqlite3.connect(tmp_path / "r.db").execute("SELECT record_json FROM searches")
+                      .fetchone()[0])["precision"] is None             # JSON that every SQLite reads

@@ -5,6 +5,7 @@ for a cell just measured and one read back by a resumed run. A cell row is made 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -190,11 +191,28 @@ class SearchRow:
 def search_from_db(row: Mapping[str, Any]) -> SearchRow | None:
     """A stored search; None for one this version cannot read (stored by another)."""
     from tokenbench.metrics.capacity import SearchRecord  # a capacity search's record: only where one is read
+    data = row.get("record") or {}
     try:
-        record = SearchRecord.model_validate(row.get("record") or {})
-    except ValidationError:
-        return None
+        record = SearchRecord.model_validate(data)
+    except ValidationError as exc:
+        try:
+            record = SearchRecord.model_validate(_nan_back(data, exc))
+        except ValidationError:
+            return None
     return SearchRow(str(row.get("config_name") or ""), str(row.get("workload") or ""), record)
+
+
+def _nan_back(data: Any, exc: ValidationError) -> Any:
+    """The record with NaN again where it was stored: a number the search held as NaN is written as null
+    (JSON has no NaN), which its float field refuses on reading; nothing else is repaired."""
+    for err in exc.errors():
+        if err["type"] == "float_type" and err["input"] is None:
+            *path, last = err["loc"]
+            node = data
+            for key in path:
+                node = node[key]
+            node[last] = math.nan
+    return data
 
 
 def _from_db(cls: type[T], row: Mapping[str, Any]) -> T:
