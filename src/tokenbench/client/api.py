@@ -6,6 +6,7 @@ TargetError with the cause and a fix.
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.request
@@ -38,7 +39,7 @@ def call(base_url: str, path: str, body: dict | None = None, api_key: str | None
             return resp.status, resp.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()
-    except (urllib.error.URLError, OSError) as exc:
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:   # HTTPException: an answer cut off
         if quiet:
             return 0, b""
         reason = getattr(exc, "reason", exc)
