@@ -11,6 +11,7 @@ from collections import namedtuple
 
 import pytest
 
+from tests.raw_server import RawServer
 from tokenbench.deploy.address import on_this_host
 from tokenbench.deploy.engines import metric_names
 from tokenbench.deploy.profiles import load_profile
@@ -175,30 +176,8 @@ def test_a_server_not_on_this_host_has_no_accelerator_samplers(url, here):
     assert "NvidiaSmiSampler" in {type(s).__name__ for s in samplers_for(deployed)}     # deployed here
 
 
-class CutOff:
-    """A real server on loopback that answers its first `whole` requests in full and every later one with a
-    Content-Length of 4096 and a few bytes of it, then closes: what a client reads from a server killed in
-    mid-answer."""
-
-    def __init__(self, whole: int = 0) -> None:
-        import threading
-        self.whole = whole
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            body = b"vllm:num_requests_running 1\n"
-            with conn:
-                conn.recv(65536)
-                told = len(body) if self.whole > 0 else 4096
-                self.whole -= 1
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % told + body)
+WHOLE = b"HTTP/1.1 200 OK\r\nContent-Length: 28\r\n\r\nvllm:num_requests_running 1\n"
+CUT = b"HTTP/1.1 200 OK\r\nContent-Length: 4096\r\n\r\nvllm:num_requests_running 1\n"   # then closed
 
 
 def test_an_answer_cut_off_is_a_failed_sample_not_an_internal_error():
@@ -208,18 +187,20 @@ def test_an_answer_cut_off_is_a_failed_sample_not_an_internal_error():
     from tokenbench.client import api
     from tokenbench.monitor.runner import Monitor
 
-    server = CutOff()
+    server = RawServer(CUT)
     try:
         with pytest.raises(TargetError, match="cannot read .*IncompleteRead"):
             PrometheusSampler(server.url, metric_names()).sample()
-        server.whole = 1                                # the monitor's availability check is answered
+        server.reply = WHOLE                            # the monitor's availability check is answered
         warnings: list[str] = []
         monitor = Monitor([PrometheusSampler(server.url, metric_names())], interval_s=0.05,
                           on_warning=warnings.append).start()
+        server.reply = CUT                              # then every answer is cut off
         time.sleep(0.3)
-        assert monitor.stop() == [] and any("server failed" in w and "IncompleteRead" in w for w in warnings)
+        monitor.stop()                                  # raised IncompleteRead
+        assert any("server failed" in w and "IncompleteRead" in w for w in warnings)
         assert api.call(server.url, "/reset_prefix_cache", {}, quiet=True) == (0, b"")
         with pytest.raises(TargetError, match="cannot reach"):
             api.call(server.url, "/v1/models")
     finally:
-        server.sock.close()
+        server.close()

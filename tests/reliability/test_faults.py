@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import sqlite3
-import threading
 from dataclasses import dataclass
 
 import pytest
 
+from tests.raw_server import RawServer
 from tokenbench.cli.main import main
 from tokenbench.client.records import RequestRecord
 from tokenbench.client.request import Prompt, prepare
@@ -237,31 +236,6 @@ def test_max_error_rate_policy(failed, rate, status):
     got, message = verdict(recs, allow_mismatch=False, max_error_rate=rate)
     assert got == status
     assert (message == "") == (status == "ok")
-
-
-class RawServer:
-    """A loopback port that accepts each connection, reads the request, writes `reply` (maybe nothing)
-    and closes."""
-
-    def __init__(self, reply: bytes) -> None:
-        self.reply, self.sock = reply, socket.create_server(("127.0.0.1", 0))
-        self.port, self.accepted = self.sock.getsockname()[1], 0
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            conn.recv(65536)
-            conn.sendall(self.reply)
-            conn.close()
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def send_four(reply: bytes):
