@@ -13,6 +13,10 @@ import urllib.request
 
 from tokenbench.errors import TargetError
 
+# An HTTP exchange that did not complete: no connection, a timeout, or an answer cut off in mid-body
+# (http.client.IncompleteRead is neither OSError nor URLError). HTTPError, an answer, is caught before these.
+UNANSWERED = (urllib.error.URLError, OSError, http.client.HTTPException)
+
 
 def first_line(body: bytes | str, limit: int = 160) -> str:
     """A response body's first non-empty line, shortened (for messages)."""
@@ -39,7 +43,7 @@ def call(base_url: str, path: str, body: dict | None = None, api_key: str | None
             return resp.status, resp.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()
-    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:   # HTTPException: an answer cut off
+    except UNANSWERED as exc:
         if quiet:
             return 0, b""
         reason = getattr(exc, "reason", exc)

@@ -8,7 +8,6 @@ Each sample's time is the midpoint of the read, so a slow tool does not skew its
 
 from __future__ import annotations
 
-import http.client
 import shutil
 import subprocess
 import time
@@ -21,6 +20,7 @@ from typing import Protocol
 
 import psutil
 
+from tokenbench.client.api import UNANSWERED
 from tokenbench.errors import MeasurementError, TargetError, UsageError
 from tokenbench.monitor import nvml
 from tokenbench.monitor.prometheus import MetricNames, parse_prometheus, server_samples
@@ -179,8 +179,8 @@ class PrometheusSampler:
         except urllib.error.HTTPError as exc:
             raise TargetError(f"{self.url} answered HTTP {exc.code}",
                               "start the server with its metrics endpoint enabled") from exc
-        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:   # HTTPException: cut off
-            raise TargetError(f"cannot read {self.url}: {exc!r}", "check that the server is up") from exc
+        except UNANSWERED as exc:
+            raise TargetError(f"cannot read {self.url}: {exc}", "check that the server is up") from exc
 
 
 class HostSampler:
