@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import sqlite3
 from dataclasses import dataclass
 
@@ -262,6 +263,33 @@ def test_connection_closed_before_any_byte_is_one_attempt():
     assert [r.error_kind for r in raws] == ["reset"] * 4
     assert all("before any response byte" in r.error_detail for r in raws)
     assert accepted == 4
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_connection_the_server_closed_before_the_request_is_written_fails_the_request(loop):
+    """The server accepts and closes at once (killed between accept and the request), and the request is
+    started on that connection: a failed exchange (`stale`, which `send` retries on a new connection), not an
+    exception out of the client (uvloop raised RuntimeError "the handler is closed", which ended a sweep as an
+    internal error) nor a request that waits for its timeout (asyncio drops the write)."""
+    from tokenbench.client.records import RawExchange
+    server = socket.create_server(("127.0.0.1", 0))
+
+    async def run():
+        async with new_session(5.0) as session:
+            conn = await session._connect(("127.0.0.1", server.getsockname()[1], False))
+            server.accept()[0].close()
+            while not conn.transport.is_closing():
+                await asyncio.sleep(0.01)
+            raw = RawExchange(intended_ns=0)
+            await conn.start(raw, b"GET / HTTP/1.1\r\n\r\n")
+            return raw
+
+    runner = pytest.importorskip("uvloop").run if loop == "uvloop" else asyncio.run
+    try:
+        raw = runner(asyncio.wait_for(run(), 10))
+    finally:
+        server.close()
+    assert raw.error_kind == "stale" and "before the request was written" in raw.error_detail
 
 
 @pytest.mark.parametrize("reply,detail", [

@@ -46,7 +46,10 @@ class _Conn(asyncio.Protocol):
         self.body_head = bytearray()
         raw.sent_ns = now()
         assert self.transport is not None
-        self.transport.write(payload)
+        if self.transport.is_closing():      # the server closed it first: uvloop refuses the write (RuntimeError)
+            self._finish("stale", "connection closed before the request was written")
+        else:
+            self.transport.write(payload)
         return self.done
 
     def data_received(self, data: bytes) -> None:
