@@ -18,9 +18,8 @@ from hypothesis import strategies as st
 from tokenbench.cli.main import main
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.store.db import Store
-from tokenbench.store.repair import NAN_COLUMNS
 from tokenbench.store.rows import CellRow
-from tokenbench.store.schema import SCHEMA_VERSION
+from tokenbench.store.schema import NAN_COLUMNS, SCHEMA_VERSION
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "store" / "release-0.1.0-nan.db"
 OUT1, ALL_FAILED, DIED = "20261204-210803-77802f", "20261204-210805-506a64", "20261204-210809-a1fcfa"

@@ -1,17 +1,18 @@
 """The results database schema, versioned with `PRAGMA user_version`.
 
 `V1_DDL` is the first schema; every later change is one entry of MIGRATIONS (version it produces, SQL, or
-a function of the connection where SQL cannot do it: store/repair.py). A new database runs V1_DDL then
+a function of the connection where SQL cannot do it, defined here beside it). A new database runs V1_DDL then
 every migration, so the path an old database takes is the path every database takes. To change the
 schema: append a migration; never edit V1_DDL or an earlier migration.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable
 
-from tokenbench.store.repair import non_finite_json_to_null
+from tokenbench.store.records import dumps
 
 V1_DDL = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -121,7 +122,37 @@ RESERVOIR = 1000   # requests per cell and phase kept flagged `sampled` for per-
 SAMPLE_ORDER = "(idx * 2654435761) % 4294967296, idx"
 _RANKED = f"SELECT rowid AS id, ROW_NUMBER() OVER (PARTITION BY cell_id, phase ORDER BY {SAMPLE_ORDER}) AS rn FROM requests"
 
-# a migration is SQL, or a function given the connection where SQL cannot do it (store/repair.py)
+# the JSON columns a release before schema 8 wrote with json.dumps's NaN and Infinity (requests' token lists
+# were always msgspec's integers, and a monitor sample's labels strings)
+NAN_COLUMNS = {"runs": ("spec_json", "command_json", "environment_json", "clock_json"),
+               "server_configs": ("overrides_json", "profile_json", "facts_json"),
+               "cells": ("summary_json",), "searches": ("record_json",)}
+_SUSPECT = "({c} LIKE '%NaN%' OR {c} LIKE '%Infinity%')"
+
+
+def non_finite_json_to_null(db: sqlite3.Connection) -> None:
+    """Migration 8, in Python where SQL cannot: NaN, Infinity and -Infinity in stored JSON (not JSON: SQLite
+    before 3.42 refuses the whole text, so every query that reads into it failed) rewritten as null, "not
+    defined", what tokenbench now writes. store/migrate.py runs it in the transaction of its version bump."""
+    for table, columns in NAN_COLUMNS.items():
+        for column in columns:
+            rows = db.execute(f"SELECT rowid, {column} FROM {table} WHERE {_SUSPECT.format(c=column)}").fetchall()
+            for rowid, text in rows:
+                fixed = _standard(text)
+                if fixed != text:
+                    db.execute(f"UPDATE {table} SET {column} = ? WHERE rowid = ?", (fixed, rowid))
+
+
+def _standard(text: str) -> str:
+    """The same document in standard JSON; text that is not JSON at all is left as it is (it was damaged
+    some other way, and the reader says so)."""
+    try:
+        return dumps(json.loads(text))
+    except ValueError:
+        return text
+
+
+# a migration is SQL, or a function given the connection where SQL cannot do it (non_finite_json_to_null above)
 MIGRATIONS: list[tuple[int, str | Callable[[sqlite3.Connection], None]]] = [
     # 2: the process that owns a running run (pid + its start time), so a dead run reads "interrupted"
     (2, "ALTER TABLE runs ADD COLUMN owner_pid INTEGER;\n"
