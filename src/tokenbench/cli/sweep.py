@@ -17,6 +17,7 @@ from tokenbench.spec.loader import Lines, apply_overrides, load_model, parse_yam
 from tokenbench.spec.study import StudySpec
 from tokenbench.study import run as study
 from tokenbench.study.plan import kv_demand, max_fitting_concurrency, plan
+from tokenbench.study.preflight import preflight
 from tokenbench.study.runner import RunSettings
 from tokenbench.study.servers import planned_graphs
 
@@ -61,7 +62,7 @@ GRAPH_MARK = "^"
 def _dry_run(spec: StudySpec) -> None:
     """The plan, its KV demand and its cells above the captured graph sizes; profiles and contexts are
     checked, nothing is deployed or stored."""
-    study.preflight(p := plan(spec))
+    preflight(p := plan(spec))
     kv = p.spec.kv_capacity
     graphs = {c.name: planned_graphs(spec.target, c) for c in p.configs}
     table = Table(title=f"plan: {len(p.cells)} cells over {len(p.configs)} server config(s)")

@@ -26,6 +26,7 @@ from tokenbench.store.db import Store
 from tokenbench.study import run as study
 from tokenbench.study import tune
 from tokenbench.study.plan import plan, server_configs
+from tokenbench.study.preflight import preflight
 from tokenbench.study.runner import RunSettings
 
 FLAGS = flags.SHARED + flags.SWEEP_ONLY + flags.TUNE_ONLY
@@ -67,7 +68,7 @@ def build_spec(profile: str | None, axes: tuple[str, ...], profile_sets: tuple[s
 
 def _dry_run(spec: StudySpec) -> None:
     """The plan: the configs in the order searched, each one's deploy command, and the cell budget."""
-    study.preflight(p := plan(spec))
+    preflight(p := plan(spec))
     assert spec.tune is not None
     total = tune.total_budget(spec, len(p.configs))
     table = Table(title=f"tune plan: {len(p.configs)} server configs, {spec.find_capacity} search, "

@@ -1,4 +1,7 @@
-"""Open sockets against what this process may open: every request in flight holds a connection of its own,
+"""What a study checks before anything is deployed (`preflight`): length histograms read, profiles load,
+contexts fit, and each cell's sockets fit the limit on open files.
+
+Open sockets against what this process may open: every request in flight holds a connection of its own,
 so a cell that runs N requests at once needs N descriptors besides the few the run itself keeps open
 (the results database and its WAL, logs, the spool, the monitor, stdio). The soft limit (`ulimit -n`) is
 raised toward the need, up to the hard limit, before anything is sent; a cell that still cannot fit is
@@ -12,6 +15,8 @@ import math
 import resource
 
 from tokenbench.errors import UsageError
+from tokenbench.study.plan import Plan, check_context
+from tokenbench.study.servers import expected_ctx, load_profile
 
 RESERVE = 64       # descriptors kept for everything but the connections of the requests in flight
 OUT_OF_FILES = (errno.EMFILE, errno.ENFILE)
@@ -45,3 +50,22 @@ def check_sockets(key: str, at_once: int | None, workers: int = 1) -> None:
                      f"lower --concurrency / --max-concurrency to at most {max(soft - RESERVE, 1) * max(workers, 1):,}"
                      f", spread it with --workers, or raise the limit: `ulimit -n {need}` in the shell that runs "
                      "tokenbench (above the hard limit: as root, or in /etc/security/limits.conf)")
+
+
+def preflight(p: Plan) -> None:
+    """Everything that can be checked before a deploy: length histograms read, each cell's sockets fit the
+    limit on open files, profiles load, contexts fit."""
+    for wl in p.spec.workloads():
+        if wl.draws is not None:
+            from tokenbench.workload.lengths import Draws  # a length distribution: only a workload that draws
+            Draws.of(wl)
+    for cell in p.cells:
+        load = cell.load
+        check_sockets(cell.key, max(load.at_once or 0, load.warmup_width if load.warmup_count() else 0) or None,
+                      p.spec.client.workers)
+    if not p.spec.target.profile:
+        return
+    for config in p.configs:
+        profile = load_profile(p.spec.target, config)
+        if p.spec.tune is None:               # a tune records such a config as not started, and goes on
+            check_context(p, expected_ctx(profile), f"profile {profile.name} [{config.name}]")

@@ -20,7 +20,6 @@ from tokenbench.deploy import address
 from tokenbench.errors import DeployError, Interrupted, MeasurementError, SpecError, TargetError, UsageError
 from tokenbench.host import environment, isolation
 from tokenbench.load.cell import CellResult
-from tokenbench.load.sockets import check_sockets
 from tokenbench.load.target import Endpoint
 from tokenbench.metrics.verdict import how_far
 from tokenbench.spec.loader import load_model
@@ -28,9 +27,10 @@ from tokenbench.spec.study import StudySpec
 from tokenbench.store import commands, run_lock
 from tokenbench.store.db import Store
 from tokenbench.store.rows import CellRow
-from tokenbench.study.plan import Plan, PlannedCell, check_context, plan
+from tokenbench.study.plan import Plan, PlannedCell, plan
+from tokenbench.study.preflight import preflight
 from tokenbench.study.runner import CellInterrupted, RunSettings, StudyEvents, StudyRunner, endpoint_for, pending
-from tokenbench.study.servers import expected_ctx, load_profile
+from tokenbench.study.servers import load_profile
 
 RESUMABLE = ("bench", "sweep", "tune")
 
@@ -69,25 +69,6 @@ class Outcome:
     @property
     def failed(self) -> list[CellRow]:
         return [c for c in self.cells if c.status == "failed"]
-
-
-def preflight(p: Plan) -> None:
-    """Everything that can be checked before a deploy: length histograms read, each cell's sockets fit the
-    limit on open files, profiles load, contexts fit."""
-    for wl in p.spec.workloads():
-        if wl.draws is not None:
-            from tokenbench.workload.lengths import Draws  # a length distribution: only a workload that draws
-            Draws.of(wl)
-    for cell in p.cells:
-        load = cell.load
-        check_sockets(cell.key, max(load.at_once or 0, load.warmup_width if load.warmup_count() else 0) or None,
-                      p.spec.client.workers)
-    if not p.spec.target.profile:
-        return
-    for config in p.configs:
-        profile = load_profile(p.spec.target, config)
-        if p.spec.tune is None:               # a tune records such a config as not started, and goes on
-            check_context(p, expected_ctx(profile), f"profile {profile.name} [{config.name}]")
 
 
 def create_run(store: Store, p: Plan, settings: RunSettings, argv: Sequence[str], profile=None) -> str:
