@@ -14,8 +14,9 @@ import statistics
 import tempfile
 from pathlib import Path
 
+from tokenbench.agreement import agree
+from tokenbench.agreement import aisbench as agree_aisbench
 from tokenbench.formats import aisbench as import_aisbench
-from tokenbench.study import agree, agree_aisbench
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 BEFORE_S = 3.0     # AISBench's warmup requests are sent within this long before its first measured one

@@ -11,12 +11,12 @@ import pytest
 
 import tokenbench
 from tests.workload.hf_tokenizer import make_reference_tokenizer
+from tokenbench.agreement import agree
+from tokenbench.agreement.peers import Cell
 from tokenbench.cli.main import main
 from tokenbench.load.executors import InProcess, Processes, RayActors, executor_for
 from tokenbench.spec import bench as cell_spec
 from tokenbench.spec.study import Client, StudySpec
-from tokenbench.study import agree
-from tokenbench.study.agree_peers import Cell
 from tokenbench.study.runner import StudyRunner
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 

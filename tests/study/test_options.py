@@ -149,8 +149,8 @@ def test_agree_measures_exactly_what_its_documented_bench_command_asks(tmp_path)
     """agree calls the study library; the `tokenbench bench` line of each arm (the default, every single
     change toward a peer's request, all of them together) builds the same study, so a user can send what
     the arm sent."""
-    from tokenbench.study.agree_peers import Cell
-    from tokenbench.study.agree_variants import DEFAULT, Variant, combined, study_spec, tokenbench_args
+    from tokenbench.agreement.peers import Cell
+    from tokenbench.agreement.variants import DEFAULT, Variant, combined, study_spec, tokenbench_args
     cell = Cell("http://127.0.0.1:9", "m", "/tok", 128, 32, 4, 16, 7)
     singles = [Variant("text", "t", {"workload.prompt_as_text": True}, input_len=127),
                Variant("no-min-tokens", "n", {"target.no_min_tokens": True}),

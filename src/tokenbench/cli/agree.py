@@ -2,7 +2,7 @@
 and tokenbench against the same server with the same random workload and concurrency, alternately,
 `--repeat` rounds each, and show their mean TTFT, TPOT, ITL, E2EL and output throughput side by side with
 the relative difference and the round-to-round spread, after a capture of what each client sends (the
-library: study/agree.py). `--explain` also runs tokenbench's default request and each single change toward
+library: agreement/agree.py). `--explain` also runs tokenbench's default request and each single change toward
 the peer's, and shows what each closes. Why the tools can differ: docs/metrics.md ("Agreement, explained"),
 docs/vllm-cpu.md and docs/sglang-cpu.md ("Agreement"), docs/aisbench.md."""
 
@@ -15,9 +15,10 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from tokenbench.agreement import agree
+from tokenbench.agreement import explain as agree_explain
+from tokenbench.agreement.peers import PEERS
 from tokenbench.cli import console, options
-from tokenbench.study import agree, agree_explain
-from tokenbench.study.agree_peers import PEERS
 
 
 def say(message: str) -> None:

@@ -4,7 +4,7 @@ headers, body, the client connection it came on (numbered 1, 2, ... in order of 
 arrived; and from the answer its status and the last `usage` object the server reported.
 
 `tokenbench agree` puts one in front of the server for a short capture of each client's requests
-(study/agree_capture.py), so the comparison of request bodies is what each client sent, not what its
+(agreement/capture.py), so the comparison of request bodies is what each client sent, not what its
 code is believed to send. Run it in a test or script with `async with RecordingProxy(upstream) as p`, or
 from synchronous code with `ProxyThread(upstream)` (its own event loop in a thread). Measuring through
 it adds a hop: capture through it, measure without it.

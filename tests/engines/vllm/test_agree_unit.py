@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from tokenbench.agreement import agree
+from tokenbench.agreement import peers as agree_peers
+from tokenbench.agreement import variants as agree_variants
 from tokenbench.deploy.engines import vllm
 from tokenbench.errors import MeasurementError
-from tokenbench.study import agree, agree_peers, agree_variants
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CELL = agree_peers.Cell("http://127.0.0.1:9", "gemma3-270m", "/models/g", 128, 32, 4, 16, 7, 1)
@@ -69,7 +71,7 @@ def test_kv_capacity_is_what_vllm_says_not_blocks_times_block_size():
 
 
 def test_the_library_writes_the_agreement_and_judges_it(tmp_path):
-    """study/agree.py holds the comparison (cli/agree.py only parses, calls and prints): the files and the
+    """agreement/agree.py holds the comparison (cli/agree.py only parses, calls and prints): the files and the
     --check verdict come from an Agreement, a missing value counting as a disagreement."""
     ok = agree.Row(1, "mean TTFT ms", 101.0, 100.0, (0.01,), (101.0,), (100.0,))
     off = agree.Row(4, "output tok/s", 19.0, None, (), (19.0,), ())

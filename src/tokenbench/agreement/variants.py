@@ -1,5 +1,5 @@
 """The tokenbench runs of `tokenbench agree`: its default request and the variants that each change ONE
-thing toward the peer's request (found from the captured bodies, study/agree_capture.py), and the study
+thing toward the peer's request (found from the captured bodies, agreement/capture.py), and the study
 spec and command line of each. Every change is a declared study option (docs/cli.md), so a user can send
 the same request with `tokenbench bench`."""
 
@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tokenbench.agreement.peers import Cell
 from tokenbench.spec.study import StudySpec
-from tokenbench.study.agree_peers import Cell
 
 
 @dataclass(frozen=True)

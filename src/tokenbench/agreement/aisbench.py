@@ -60,7 +60,7 @@ def work_dir(tag: str, out: Path) -> Path:
 
 def write_configs(cell, out: Path) -> Path:
     """A fresh work folder for the cell with AISBench's model and dataset configs in it; returns the
-    config folder. `cell` is an agree_peers.Cell."""
+    config folder. `cell` is a peers.Cell."""
     work = work_dir(cell.tag, out)
     shutil.rmtree(work, ignore_errors=True)
     cfg = work / "cfg"

@@ -1,5 +1,5 @@
-"""The other benchmark clients `tokenbench agree` (study/agree.py) runs beside tokenbench: how each is started for one cell
-and where its result is read back (AISBench: study/agree_aisbench.py). Each peer asks for the workload tokenbench sends: random token ids
+"""The other benchmark clients `tokenbench agree` (agreement/agree.py) runs beside tokenbench: how each is started for one cell
+and where its result is read back (AISBench: agreement/aisbench.py). Each peer asks for the workload tokenbench sends: random token ids
 of exactly input_len / output_len tokens (ignore_eos, temperature 0), closed loop at the cell's concurrency,
 `concurrency` warmup requests, the same seed."""
 
@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tokenbench.agreement import aisbench
 from tokenbench.errors import MeasurementError, UsageError
 from tokenbench.formats.importers import SGLANG_RENAME
 from tokenbench.local_engines import sglang_cpu, vllm_cpu
-from tokenbench.study import agree_aisbench
 
 
 @dataclass(frozen=True)
@@ -89,8 +89,8 @@ PEERS = {peer.name: peer for peer in (
          lambda p: json.loads(p.read_text()), vllm_cpu.python, vllm_cpu.SETUP_HINT),
     Peer("sglang", "sglang.bench_serving", sglang_argv, lambda c, out: out / f"sglang-{c.tag}.jsonl",
          _last_json_line, sglang_cpu.python, sglang_cpu.SETUP_HINT),
-    Peer(agree_aisbench.NAME, "AISBench", agree_aisbench.argv, agree_aisbench.result, agree_aisbench.read,
-         agree_aisbench.venv_python, agree_aisbench.SETUP_HINT))}
+    Peer(aisbench.NAME, "AISBench", aisbench.argv, aisbench.result, aisbench.read,
+         aisbench.venv_python, aisbench.SETUP_HINT))}
 
 
 def peer_python(peer: Peer, given: str | None) -> str:

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tokenbench.agreement.agree import Bodies, arms_of, round_order
+from tokenbench.agreement.capture import Clock
+from tokenbench.agreement.explain import PEER, Setting, clock_effect, explain, explain_figure, markdown, table_rows
+from tokenbench.agreement.variants import DEFAULT, Variant, combined
 from tokenbench.metrics.uncertainty import mean_interval, t975
-from tokenbench.study.agree import Bodies, arms_of, round_order
-from tokenbench.study.agree_capture import Clock
-from tokenbench.study.agree_explain import PEER, Setting, clock_effect, explain, explain_figure, markdown, table_rows
-from tokenbench.study.agree_variants import DEFAULT, Variant, combined
 
 TEXT = Variant("text", "prompt as text", {"workload.prompt_as_text": True})
 USAGE = Variant("final-usage", "final usage only", {"target.final_usage_only": True})
@@ -94,7 +94,7 @@ def test_rounds_rotate_so_every_arm_runs_once_in_every_position():
 
 
 def test_the_arms_follow_the_capture():
-    from tokenbench.study.agree import AgreeSpec
+    from tokenbench.agreement.agree import AgreeSpec
     bodies = Bodies([], [], [TEXT, USAGE], BOTH)
     plain = AgreeSpec("http://x", explain=False)
     assert arms_of(plain, bodies) == ([BOTH], [])                      # agree: the peer's workload only
@@ -127,8 +127,8 @@ def test_the_tables_show_every_arm_and_the_verdict():
 
 
 def test_variants_are_checked_before_anything_runs():
+    from tokenbench.agreement.agree import AgreeSpec, check_variants
     from tokenbench.errors import UsageError
-    from tokenbench.study.agree import AgreeSpec, check_variants
     check_variants(AgreeSpec("http://x", explain=True, variants=("text", "connection")))
     with pytest.raises(UsageError, match="unknown change txt"):
         check_variants(AgreeSpec("http://x", explain=True, variants=("txt",)))
@@ -156,10 +156,10 @@ def test_the_command_prints_the_capture_and_the_explanation():
 
     from rich.console import Console
 
+    from tokenbench.agreement.agree import Agreement
+    from tokenbench.agreement.capture import Difference
+    from tokenbench.agreement.peers import PEERS
     from tokenbench.cli import agree as command
-    from tokenbench.study.agree import Agreement
-    from tokenbench.study.agree_capture import Difference
-    from tokenbench.study.agree_peers import PEERS
     rows = [Difference("min_tokens", "64", "-", Variant("no-min-tokens", "no min_tokens")),
             Difference("max_tokens", "64", "64")]
     bodies = Bodies(rows, [Difference("max_tokens", "64", "64")], [rows[0].variant], rows[0].variant)

@@ -4,11 +4,11 @@ alternately, `repeat` rounds each; each metric's mean over rounds side by side w
 and the round-to-round spread, written to agreement.json and agreement.md.
 
 Before the rounds, a short run of each client through a recording proxy captures what each really sends
-(study/agree_capture.py); tokenbench then runs with every change toward the peer's request that its options
-can make ("all peer-like changes", study/agree_variants.py), so both clients send the same workload. With
+(agreement/capture.py); tokenbench then runs with every change toward the peer's request that its options
+can make ("all peer-like changes", agreement/variants.py), so both clients send the same workload. With
 `explain`, tokenbench's default request and each single change run as arms of their own, and
-study/agree_explain.py says how much of each difference each change closes. How each peer is run:
-study/agree_peers.py; why the tools can differ: docs/metrics.md ("Agreement, explained"),
+agreement/explain.py says how much of each difference each change closes. How each peer is run:
+agreement/peers.py; why the tools can differ: docs/metrics.md ("Agreement, explained"),
 docs/vllm-cpu.md and docs/sglang-cpu.md ("Agreement")."""
 
 from __future__ import annotations
@@ -18,17 +18,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from tokenbench.agreement import capture
+from tokenbench.agreement.explain import FIGURES, PEER, Explained, Rounds, Setting, explain, figure
+from tokenbench.agreement.explain import markdown as explain_markdown
+from tokenbench.agreement.peers import PEERS, Cell, Peer, peer_python, run_peer
+from tokenbench.agreement.variants import DEFAULT, Variant, combined, study_spec
 from tokenbench.client import api
 from tokenbench.deploy import state
 from tokenbench.errors import MeasurementError, TargetError, UsageError
 from tokenbench.report.document import plain
 from tokenbench.store import outputs
-from tokenbench.study import agree_capture as capture
 from tokenbench.study import run as study
-from tokenbench.study.agree_explain import FIGURES, PEER, Explained, Rounds, Setting, explain, figure
-from tokenbench.study.agree_explain import markdown as explain_markdown
-from tokenbench.study.agree_peers import PEERS, Cell, Peer, peer_python, run_peer
-from tokenbench.study.agree_variants import DEFAULT, Variant, combined, study_spec
 
 Say = Callable[[str], None]
 

@@ -3,7 +3,7 @@ recording proxy (testing/recording_proxy.py) in front of the server, and the com
 requests field by field: the prompt (token ids or text, and how many tokens the server counts), every
 body field (min_tokens, stream_options, sampling fields), the requests sent before the measured ones
 (warmup, readiness checks), connection reuse and headers. Each difference tokenbench can send the peer's
-way names the variant (study/agree_variants.py) that does; the rest is shown as it is."""
+way names the variant (agreement/variants.py) that does; the rest is shown as it is."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tokenbench.agreement.peers import Cell, Peer, run_client, run_peer
+from tokenbench.agreement.variants import Variant, study_spec, tokenbench_args
 from tokenbench.client import api
-from tokenbench.study.agree_peers import Cell, Peer, run_client, run_peer
-from tokenbench.study.agree_variants import Variant, study_spec, tokenbench_args
 from tokenbench.testing.recording_proxy import HOP, Captured, ProxyThread
 
 CAPTURE_PROMPTS = 3        # measured requests per captured client: enough to see whether connections are reused
@@ -109,7 +109,7 @@ def capture_peer(peer: Peer, python: str, cell: Cell, out: Path) -> ClientCaptur
 
 
 def capture_tokenbench(cell: Cell, variant: Variant, out: Path) -> ClientCapture:
-    """tokenbench's requests for one variant: `tokenbench bench` with the arm's flags (agree_variants.
+    """tokenbench's requests for one variant: `tokenbench bench` with the arm's flags (variants.
     tokenbench_args), in a process of its own like the peer, so the proxy shares no interpreter with a client."""
     result = out / f"tokenbench-{variant.name}-{cell.tag}.json"
     with ProxyThread(cell.base_url) as proxy:

@@ -17,10 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tokenbench.deploy import local, state
-from tokenbench.errors import UsageError
-from tokenbench.study import agree
-from tokenbench.study.agree_capture import (
+from tokenbench.agreement import agree
+from tokenbench.agreement.capture import (
     ClientCapture,
     compare,
     generation,
@@ -29,8 +27,10 @@ from tokenbench.study.agree_capture import (
     monitor_row,
     variants,
 )
-from tokenbench.study.agree_peers import Cell
-from tokenbench.study.agree_variants import DEFAULT, Variant, combined
+from tokenbench.agreement.peers import Cell
+from tokenbench.agreement.variants import DEFAULT, Variant, combined
+from tokenbench.deploy import local, state
+from tokenbench.errors import UsageError
 from tokenbench.testing.recording_proxy import ProxyThread
 from tokenbench.testing.reference_server import ReferenceConfig, start
 
@@ -120,8 +120,8 @@ def test_the_same_request_shows_no_difference(tmp_path):
 
 @pytest.mark.parametrize("body", [{"stream": False}, {"model": "x", "top_k": 1}])
 def test_extra_body_may_not_change_what_tokenbench_must_send(body):
+    from tokenbench.agreement.variants import study_spec
     from tokenbench.errors import UsageError
-    from tokenbench.study.agree_variants import study_spec
     cell = Cell("http://127.0.0.1:9", "m", "/tok", 16, 4, 1, 2, 0)
     with pytest.raises(Exception, match="extra_body may not set") as err:
         study_spec(cell, Variant("x", "x", {"target.extra_body": body}))
@@ -132,9 +132,9 @@ def stand_in_peer():
     """A peer client run as agree runs one (a command line, a result file): tokenbench's CLI sending PEER_LIKE."""
     import sys
 
-    from tokenbench.study.agree_capture import read_summary
-    from tokenbench.study.agree_peers import Peer
-    from tokenbench.study.agree_variants import tokenbench_args
+    from tokenbench.agreement.capture import read_summary
+    from tokenbench.agreement.peers import Peer
+    from tokenbench.agreement.variants import tokenbench_args
 
     def argv(python: str, cell: Cell, out: Path) -> list[str]:
         return [python, "-m", "tokenbench.cli.main", "bench",
@@ -149,7 +149,7 @@ def test_agree_explain_end_to_end(tmp_path, monkeypatch):
     the peer-like arm; the explanation covers every figure."""
     import json
 
-    from tokenbench.study import agree_peers
+    from tokenbench.agreement import peers as agree_peers
     monkeypatch.setitem(agree_peers.PEERS, "stand-in", stand_in_peer())
     with reference() as url:
         spec = agree.AgreeSpec(url, "stand-in", tokenizer=str(tmp_path), input_len=16, output_len=4, concurrency=(1,),
@@ -174,7 +174,7 @@ def test_agree_explain_end_to_end(tmp_path, monkeypatch):
 
 def test_equal_values_written_differently_are_the_same_field():
     """AISBench writes `temperature: 0`, tokenbench `0.0`: shown as sent, not a difference."""
-    from tokenbench.study.agree_capture import field_rows
+    from tokenbench.agreement.capture import field_rows
     from tokenbench.testing.recording_proxy import Captured
 
     def cap(body: dict) -> ClientCapture:
@@ -192,7 +192,7 @@ def warmup_peer():
     only = Variant("stand-in", "stand-in peer", {"warmup_first_prompt": True, "monitor_interval_s": 0})
 
     def argv(python: str, cell: Cell, out: Path) -> list[str]:
-        from tokenbench.study.agree_variants import tokenbench_args
+        from tokenbench.agreement.variants import tokenbench_args
         return [python, "-m", "tokenbench.cli.main", "bench",
                 *tokenbench_args(cell, str(out / f"stand-in-{cell.tag}.json"), only)]
     return replace(peer, argv=argv)
@@ -204,7 +204,7 @@ def test_a_cached_warmup_prompt_is_the_cause_explain_names(tmp_path, monkeypatch
     that request finds its prompt cached and the peer's mean TTFT is lower. `--explain` must give the whole
     difference to the warmup variant and leave no remainder; it can only if no run finds another run's
     prompts in the cache (every arm, round and capture has its own seed)."""
-    from tokenbench.study import agree_peers
+    from tokenbench.agreement import peers as agree_peers
     monkeypatch.setitem(agree_peers.PEERS, "stand-in", warmup_peer())
     with reference(prefill_ms_per_token=4.0, prefix_cache_blocks=4096, block_size=16, itl_ms=1.0) as url:
         spec = agree.AgreeSpec(url, "stand-in", tokenizer=str(tmp_path), input_len=65, output_len=4,
@@ -274,9 +274,9 @@ def test_every_arm_sends_no_traceparent_to_a_deployment_that_exports_spans(tmp_p
     for tokenbench's requests alone)."""
     import socket
 
+    from tokenbench.agreement.variants import study_spec
     from tokenbench.deploy import engines, lifecycle, profiles
     from tokenbench.spec.study import StudySpec
-    from tokenbench.study.agree_variants import study_spec
     from tokenbench.study.run import measure
 
     with socket.socket() as s:

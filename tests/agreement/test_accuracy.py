@@ -9,9 +9,9 @@ is issue 2's tolerance plus what the client and the server waited for a CPU duri
 import pytest
 
 from tests.contention import WatchedReference, mean_allowance_ms
+from tokenbench.agreement import calibrate as calibration
+from tokenbench.agreement.calibrate import measure_reference, split_delay, truth
 from tokenbench.spec.study import StudySpec
-from tokenbench.study import calibrate as calibration
-from tokenbench.study.calibrate import measure_reference, split_delay, truth
 from tokenbench.study.run import measure as run_study
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from tokenbench.agreement.capture import Clock
+from tokenbench.agreement.variants import DEFAULT, Variant
 from tokenbench.metrics.uncertainty import Interval, mean_interval
-from tokenbench.study.agree_capture import Clock
-from tokenbench.study.agree_variants import DEFAULT, Variant
 
 PEER = "peer"
 NOISY = 5      # a spread above NOISY x the tolerance: the rounds cannot attribute a difference of that size

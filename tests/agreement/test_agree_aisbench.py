@@ -11,9 +11,10 @@ import pytest
 
 from tests.contention import Waited, mean_allowance_ms
 from tests.workload.hf_tokenizer import make_reference_tokenizer
+from tokenbench.agreement import aisbench as agree_aisbench
+from tokenbench.agreement import peers as agree_peers
 from tokenbench.cli.main import main
 from tokenbench.errors import UsageError
-from tokenbench.study import agree_aisbench, agree_peers
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 CELL = agree_peers.Cell("http://127.0.0.1:9", "gemma3-270m", "/models/g", 128, 32, 4, 16, 7, 1)

@@ -13,8 +13,8 @@ import pytest
 
 from tests.contention import Waited, mean_allowance_ms
 from tests.workload.hf_tokenizer import make_reference_tokenizer
+from tokenbench.agreement.calibrate import split_delay, truth
 from tokenbench.spec.study import StudySpec
-from tokenbench.study.calibrate import split_delay, truth
 from tokenbench.study.run import measure
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
@@ -43,7 +43,7 @@ def ttft_excess(cell, log, allow: float) -> float:
 
 
 def bench(tmp_path, study: dict, target: dict | None = None, **style):
-    """Best of 3 cells by TTFT error, like tests/study/test_accuracy.py: beyond the client's own delivery
+    """Best of 3 cells by TTFT error, like tests/agreement/test_accuracy.py: beyond the client's own delivery
     (server write -> client stamp, < 2 ms), a TTFT excess is the server's request intake,
     which grows when other work shares the machine's two cores."""
     tok = make_reference_tokenizer(tmp_path / "tok")
