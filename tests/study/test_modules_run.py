@@ -11,9 +11,9 @@ import pytest
 from bench.modules_run import run
 
 NOT_ON_THE_PATH = ("tokenbench.workload.sessions", "tokenbench.client.returned", "tokenbench.study.capacity",
-                   "tokenbench.metrics.capacity", "tokenbench.study.outputs", "tokenbench.study.vllm_result",
-                   "tokenbench.study.sglang_result", "tokenbench.load.workers", "tokenbench.load.ray_workers",
-                   "tokenbench.client.raw_log", "tokenbench.workload.images", "tokenbench.workload.trace_replay",
+                   "tokenbench.metrics.capacity", "tokenbench.study.result_files", "tokenbench.load.workers",
+                   "tokenbench.load.ray_workers", "tokenbench.client.raw_log", "tokenbench.workload.images",
+                   "tokenbench.workload.trace_replay",
                    "tokenbench.workload.prefix", "tokenbench.workload.text_corpus", "tokenbench.judge.views",
                    "tokenbench.judge.intervals", "tokenbench.judge.plausibility", "tokenbench.judge.bottleneck",
                    "tokenbench.monitor.npu_smi", "tokenbench.monitor.nvidia_smi", "tokenbench.deploy.lifecycle",

@@ -23,7 +23,7 @@ from tokenbench.store.db import Store, default_db_path
 from tokenbench.study.run import Outcome, ResultFile, Study
 
 if TYPE_CHECKING:
-    from tokenbench.study.vllm_result import VllmOptions
+    from tokenbench.study.result_files import VllmOptions
 
 PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
 
@@ -186,7 +186,7 @@ def vllm_options(kw: dict) -> VllmOptions:
     if any(p > 100 for p in pcts):
         raise UsageError(f"--metric-percentiles '{kw['metric_percentiles']}': percentiles are in (0, 100]",
                          "write e.g. --metric-percentiles 50,90,99")
-    from tokenbench.study.vllm_result import VllmOptions  # --save-result's: only when it is asked for
+    from tokenbench.study.result_files import VllmOptions  # --save-result's: only when it is asked for
     return VllmOptions(kw["result_dir"], kw["result_filename"], metrics, pcts, kw["save_detailed"])
 
 
@@ -223,10 +223,10 @@ def result_files(kw: dict, planned: Study) -> list[ResultFile]:
     """The result files asked for besides tokenbench's JSON (--output, the runner's journal)."""
     files: list[ResultFile] = []
     if kw["save_result"]:
-        from tokenbench.study.outputs import VllmResults  # other tools' result files: only when asked for
+        from tokenbench.study.result_files import VllmResults  # other tools' result files: only when asked for
         files.append(VllmResults(planned.plan.spec, vllm_options(kw), len(planned.plan.cells)))
     if kw["output_file"]:
-        from tokenbench.study.outputs import SglangResults
+        from tokenbench.study.result_files import SglangResults
         files.append(SglangResults(planned.plan.spec, kw["output_file"], kw["output_details"],
                                    kw.get("peer__backend")))
     return files

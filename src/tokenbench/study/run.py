@@ -36,7 +36,8 @@ RESUMABLE = ("bench", "sweep", "tune")
 
 
 class ResultFile(Protocol):
-    """A result file fed as the study runs (outputs.VllmResults; `Kept` keeps the results in memory)."""
+    """A result file fed as the study runs (result_files.VllmResults and SglangResults; `Kept` keeps the
+    results in memory)."""
 
     needs_records: bool        # it reads every record of a cell (the cells then keep them in memory)
 
