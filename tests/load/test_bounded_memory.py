@@ -153,7 +153,7 @@ def test_the_json_result_rewritten_gives_the_same_requests(tmp_path):
     journal.add(None, CellRow("4:3/c=1", 4, 3, "ok"), spool)
     first = json.loads(out.read_text())
     spool.close()                                   # the rewrite no longer needs the records
-    journal.doc["status"] = "done"
+    journal.header.set_status("done")
     journal.write()
     again = json.loads(out.read_text())
     assert again["status"] == "done" and again["cells"] == first["cells"] and len(again["cells"][0]["requests"]) == 30

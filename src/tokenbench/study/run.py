@@ -180,7 +180,7 @@ def _measure(study: Study, events: StudyEvents, files: Sequence[ResultFile]) -> 
     out = Outcome(run_id, store, store.cells(run_id), problems, runner.capacity)
     status = "failed" if out.failed or problems else "done"
     store.set_run_status(run_id, status, "; ".join(problems))
-    runner.journal.doc["status"] = status
+    runner.journal.header.set_status(status)
     runner.journal.write()
     _finish(files, status)
     out.files = [f"wrote {runner.journal.json_path}"] if runner.journal.json_path else []
@@ -194,7 +194,7 @@ def _interrupted(study: Study, runner: StudyRunner, files: Sequence[ResultFile],
     store, run_id, row = study.store, study.run_id, stop.row
     why = f"interrupted by the user in cell {stop.config} {row.key}"
     store.set_run_status(run_id, "interrupted", why)
-    runner.journal.doc["status"] = "interrupted"
+    runner.journal.header.set_status("interrupted")
     runner.journal.write()
     _finish(files, "interrupted")
     where = f"; run {run_id} kept in {store.path}" if store.kept else ""

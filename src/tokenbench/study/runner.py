@@ -33,7 +33,7 @@ from tokenbench.spec.server_kinds import Capabilities
 from tokenbench.spec.study import StudySpec
 from tokenbench.store import commands
 from tokenbench.store.db import Store
-from tokenbench.store.journal import Journal
+from tokenbench.store.journal import Journal, Target
 from tokenbench.store.rows import CellRow, KvUse
 from tokenbench.study.monitoring import Watched, cell_monitor
 from tokenbench.study.plan import (
@@ -266,7 +266,7 @@ class StudyRunner:
                     problem = self._run_config(config)
                     if problem:
                         problems.append(f"{config.name}: {problem}")
-                    self.journal.doc.update(self.settings.searching.doc())
+                    self.journal.header.add_study_facts(self.settings.searching.doc())
         finally:
             self.traces.close()
         self.round = None
@@ -363,7 +363,7 @@ class StudyRunner:
             self.store.upsert_config(self.run_id, config.name, config.as_dict(), server.profile, server.facts,
                                      status="running")
             self.store.set_config_launch(self.run_id, config.name, None)
-            self.journal.doc.setdefault("config_facts", {})[config.name] = server.facts.to_dict()
+            self.journal.header.add_config_facts(config.name, server.facts)
             with ctrl_c_to_loop():
                 if self.plan.spec.find_capacity:
                     run_loop(self._capacity(server, endpoint, config, config_id))
@@ -399,11 +399,8 @@ class StudyRunner:
         target and the method its lengths are kept by."""
         spec = self.plan.spec
         facts = server.facts.to_dict()
-        v = endpoint.vocab
-        self.journal.doc.update(server_facts=facts, target={
-            "base_url": endpoint.base_url, "model": endpoint.model, "max_model_len": endpoint.max_model_len,
-            "vocab": {"size": v.size, "low": v.low, "high": v.high, "source": v.source},
-            "method": method_line(endpoint, spec.target)})
+        self.journal.header.set_target(facts, Target(endpoint.base_url, endpoint.model, endpoint.max_model_len,
+                                                     endpoint.vocab, method_line(endpoint, spec.target)))
         self.ev.target_ready(endpoint, facts)
         kv_cap = spec.kv_capacity or server.facts.kv_capacity_tokens
         traced = self.traces.on_for(server)
@@ -440,9 +437,7 @@ class StudyRunner:
         lines = []
         for record in records:
             self.store.save_search(self.run_id, config_id, record)
-            kept = [e for e in self.journal.doc.get("capacity", [])
-                    if (e["config"], e["workload"]) != (config.name, record.workload)]     # a search visited again
-            self.journal.doc["capacity"] = [*kept, {"config": config.name, **record.model_dump(mode="json")}]
+            self.journal.header.record_search(config.name, record)
             for line in capacity.describe(record):
                 lines.append(line)
                 self.ev.log(f"{config.name}: {line}")
