@@ -10,7 +10,7 @@ from tokenbench.load.workers import split_load
 from tokenbench.spec.bench import Load
 from tokenbench.spec.study import StudySpec
 from tokenbench.study.run import measure
-from tokenbench.study.runner import StudyEvents
+from tokenbench.study.settings import StudyEvents
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 

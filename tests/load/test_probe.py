@@ -14,7 +14,7 @@ from tokenbench.client.request import Prompt, RequestOptions, prepare
 from tokenbench.load.probe import _Ask, assumed
 from tokenbench.spec.server_kinds import KINDS, Capabilities
 from tokenbench.spec.study import StudySpec
-from tokenbench.study.runner import request_options
+from tokenbench.study.cells import request_options
 
 
 def ask() -> _Ask:

@@ -38,7 +38,7 @@ from tokenbench.metrics.verdict import VerdictPolicy
 from tokenbench.spec.bench import Load
 from tokenbench.spec.study import StudySpec
 from tokenbench.study.run import measure
-from tokenbench.study.runner import StudyEvents
+from tokenbench.study.settings import StudyEvents
 
 pytestmark = pytest.mark.client_health      # the verdict itself (tests/conftest.py turns it off elsewhere)
 

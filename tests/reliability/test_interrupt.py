@@ -27,7 +27,7 @@ from tokenbench.spec.study import StudySpec
 from tokenbench.store.db import Store
 from tokenbench.store.rows import CellRow
 from tokenbench.study import run as study
-from tokenbench.study.runner import RunSettings, StudyEvents
+from tokenbench.study.settings import RunSettings, StudyEvents
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 from .helpers import Child, cells, db_problems, error_lines, wait_arrivals

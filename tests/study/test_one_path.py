@@ -1,5 +1,5 @@
 """One run path (issue 25): `bench`, `sweep`, `calibrate` and `agree` run every cell as a `CellJob` through
-the study runner's one cell entry, `StudyRunner._run_cell`, the only caller of `load.cell.run_cell`; the
+the study's one cell entry, `study/cells.Cells.run`, the only caller of `load.cell.run_cell`; the
 executor (this process, worker processes, Ray actors) is chosen once per study from its client options."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tokenbench.cli.main import main
 from tokenbench.load.executors import InProcess, Processes, RayActors, executor_for
 from tokenbench.spec import bench as cell_spec
 from tokenbench.spec.study import Client, StudySpec
-from tokenbench.study.runner import StudyRunner
+from tokenbench.study.cells import Cells
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 PKG = Path(tokenbench.__file__).parent
@@ -52,7 +52,7 @@ def callers(name: str) -> set[tuple[str, str]]:
 
 
 def test_one_function_runs_cells_and_only_executors_run_phases():
-    assert callers("run_cell") == {("study/runner.py", "_run_cell")}
+    assert callers("run_cell") == {("study/cells.py", "run")}
     assert {module for module, _ in callers("run_phase")} == {"load/executors.py", "load/workers.py",
                                                               "load/ray_workers.py"}
     assert not (PKG / "load" / "bench.py").exists() and not hasattr(cell_spec, "BenchSpec")   # one spec shape
@@ -72,13 +72,13 @@ def test_the_executor_follows_the_client_options():
 def cells_run(monkeypatch) -> list[tuple[str, str, str]]:
     """(study name, cell key, status) of every cell the one entry ran: the real runner, watched."""
     seen: list[tuple[str, str, str]] = []
-    real = StudyRunner._run_cell
+    real = Cells.run
 
     async def watched(self, launch, cell):
         row, result = await real(self, launch, cell)
-        seen.append((self.plan.spec.name, row.key, row.status))
+        seen.append((self.ctx.plan.spec.name, row.key, row.status))
         return row, result
-    monkeypatch.setattr(StudyRunner, "_run_cell", watched)
+    monkeypatch.setattr(Cells, "run", watched)
     return seen
 
 

@@ -9,7 +9,7 @@ import click
 
 from tokenbench.cli import flags, progress, run_options
 from tokenbench.study import run as study
-from tokenbench.study.runner import RunSettings
+from tokenbench.study.settings import RunSettings
 
 build_spec = run_options.bench_spec       # the study spec of bench's options (translate checks with it too)
 

@@ -19,8 +19,8 @@ from tokenbench.spec.study import Client, StudySpec
 from tokenbench.store import commands
 from tokenbench.store.db import Store, default_db_path
 from tokenbench.study import run as study
-from tokenbench.study.runner import RunSettings
 from tokenbench.study.servers import Server
+from tokenbench.study.settings import RunSettings
 
 DEFAULT_PROFILE = "cpu-smollm2-llamacpp"
 

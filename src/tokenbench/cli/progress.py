@@ -19,7 +19,7 @@ from tokenbench.store.rows import CellRow
 from tokenbench.study import run as study
 from tokenbench.study.plan import PlannedCell
 from tokenbench.study.run import Outcome, ResultFile, Study
-from tokenbench.study.runner import StudyEvents
+from tokenbench.study.settings import StudyEvents
 
 
 def _facts(s: CellSummary) -> WorkloadFacts:

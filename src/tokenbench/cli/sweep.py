@@ -18,8 +18,8 @@ from tokenbench.spec.study import StudySpec
 from tokenbench.study import run as study
 from tokenbench.study.plan import kv_demand, max_fitting_concurrency, plan
 from tokenbench.study.preflight import preflight
-from tokenbench.study.runner import RunSettings
 from tokenbench.study.servers import planned_graphs
+from tokenbench.study.settings import RunSettings
 
 FLAGS = flags.SHARED + flags.SWEEP_ONLY
 

@@ -27,7 +27,7 @@ from tokenbench.study import run as study
 from tokenbench.study import tune
 from tokenbench.study.plan import plan, server_configs
 from tokenbench.study.preflight import preflight
-from tokenbench.study.runner import RunSettings
+from tokenbench.study.settings import RunSettings
 
 FLAGS = flags.SHARED + flags.SWEEP_ONLY + flags.TUNE_ONLY
 KIND = "tune"

@@ -1,6 +1,6 @@
 """One cell end to end: fresh exact-length prompts, warmup with the real shape, the measured phase,
 then the summary and the length verification. Failures are data; the verdict is in `status`. A cell is
-one `CellJob`, built by the study's runner (study/runner.py) for `bench`, `sweep`, `demo`, `calibrate`,
+one `CellJob`, built by the study's cells (study/cells.py) for `bench`, `sweep`, `demo`, `calibrate`,
 `agree` and the tests alike, and handed down whole: `run_cell(session, job)`.
 
 Bounded memory: requests are prepared as they are due (a duration cell takes as many as it needs) and
@@ -140,7 +140,7 @@ class CellJob:
     endpoint: Endpoint
     workload: Workload
     load: Load
-    request: RequestOptions              # the client options: each request's shape (study/runner.request_options)
+    request: RequestOptions              # the client options: each request's shape (study/cells.request_options)
     policy: VerdictPolicy                # the verdict options: what the cell tolerates, the server it names
     slo: SLO = field(default_factory=SLO)   # goodput's SLOs
     timeslice_s: float = 10.0            # the width of the cell's timeslices

@@ -4,8 +4,8 @@ boundary's 95 % interval, the binding SLO and a sustain cell that confirms it (d
 
 A generator that receives results (STYLE.md, practice 8): it yields a `Probe` (a load, the cell's role
 and its replicate index) and is sent that cell's samples (metrics/capacity.CellSamples); it returns the
-search's record. The runner (study/runner.StudyRunner) runs each probe as a cell on the one run path, or
-finds it stored (a resume replays the stored cells through the same generator). Every tier is judged on
+search's record. The runner's searches (study/searches.Searches) run each probe as a cell on the one run
+path, or find it stored (a resume replays the stored cells through the same generator). Every tier is judged on
 every cell, so several tiers are answered from one set of cells:
 
 1. bracket: from the start load, double while some tier still passes everywhere tried, halve while some

@@ -175,6 +175,13 @@ def visits(p: Plan) -> list[tuple[ServerConfig, int | None]]:
     return out
 
 
+def pending(plan: Plan, done: set[tuple[str, str, int]], config: ServerConfig, round_: int | None = None
+            ) -> list[PlannedCell]:
+    """The config's cells not in `done` ((config, key, repeat) triples), of one repeat or of all (None)."""
+    return [c for c in plan.cells_for(config) if (config.name, c.key, c.repeat) not in done
+            and round_ in (None, c.repeat)]
+
+
 def repeat_workload(wl: Workload, repeat: int) -> Workload:
     """Repeat r > 0 draws its prompts from seed + r: the same shape with fresh prompts, so a prefix
     cache never serves a repeat from the one before it."""

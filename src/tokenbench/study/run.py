@@ -1,10 +1,12 @@
-"""Run a study: plan it, check it before anything is deployed, store it as one run, run every cell not
-yet stored on each server config (relaunching a server tokenbench owns), keep the run's status.
+"""A study as one stored run: plan it, check it before anything is deployed (study/preflight.py), store it
+as one run (`start`), run every cell not yet stored under the run's lock (`execute`: the runner, study/configs.py),
+keep the run's status and its result files, and say how it ended (`Outcome`, `check`).
 
 A benchmark is a study with one server configuration and no relaunch; a sweep is a study over
 several. `bench`, `sweep`, `demo`, `calibrate` and `agree` all run through `start` + `execute` (or
 `measure`, which is both over a temporary database), so resume, storage and the result files behave the
-same everywhere, and every cell is run by the one runner (study/runner.StudyRunner)."""
+same everywhere, and every cell is run by the one runner (study/configs.StudyRunner), through
+study/cells.Cells.run."""
 
 from __future__ import annotations
 
@@ -27,10 +29,13 @@ from tokenbench.spec.study import StudySpec
 from tokenbench.store import commands, run_lock
 from tokenbench.store.db import Store
 from tokenbench.store.rows import CellRow
-from tokenbench.study.plan import Plan, PlannedCell, plan
+from tokenbench.study.cells import CellInterrupted
+from tokenbench.study.configs import StudyRunner
+from tokenbench.study.launch import endpoint_for
+from tokenbench.study.plan import Plan, PlannedCell, pending, plan
 from tokenbench.study.preflight import preflight
-from tokenbench.study.runner import CellInterrupted, RunSettings, StudyEvents, StudyRunner, endpoint_for, pending
 from tokenbench.study.servers import load_profile
+from tokenbench.study.settings import RunSettings, StudyEvents
 
 RESUMABLE = ("bench", "sweep", "tune")
 

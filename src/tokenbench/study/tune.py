@@ -1,6 +1,6 @@
 """`tokenbench tune`: the best server config for the SLOs, found with the fewest cells. A tune is a capacity
 study (study/run.py) over the varied configs whose searches are chosen by `TuneSearches` (the runner's
-`Searching`, study/runner.py): the baseline first, then every other config, each search
+`Searching`, study/settings.py): the baseline first, then every other config, each search
 
 - with a share of the cells left (`--budget-cells`, default capacity_budget per config), split evenly over
   the configs not searched yet, so a config stopped early leaves its cells to the later ones;
@@ -30,7 +30,7 @@ from tokenbench.study.run import Study
 from tokenbench.study.servers import load_profile
 
 if TYPE_CHECKING:
-    from tokenbench.study.runner import Seen
+    from tokenbench.study.settings import Seen
 
 ROUNDS = 4                # passes over the contenders after the first round, at most
 NOT_RUN = {"budget": "not run: the cell budget was spent", "time": "not run: the time budget was spent"}
