@@ -34,10 +34,13 @@ from tokenbench.report import (
 )
 from tokenbench.report.document import Block, Cell, Document, Para, Table, num, pct
 from tokenbench.report.explain import plausibility_blocks
-from tokenbench.report.i18n import DEFINITIONS, t
+from tokenbench.report.i18n import t
 from tokenbench.store.rows import CellRow, SampleRow
 
 TEXT_HEAD = 120      # characters of model output shown per sample request
+# the metric definitions every report shows, in order (texts `def.NAME` and its formula `def.NAME.f`)
+DEFINITIONS = ("ttft", "tpot", "itl", "e2e", "duration", "req_s", "out_tps", "total_tps", "percentile", "kv",
+               "repeat_cv", "roofline", "per_user", "per_device", "per_joule")
 
 
 @dataclass(frozen=True)

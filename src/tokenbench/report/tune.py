@@ -12,7 +12,7 @@ from tokenbench.judge.tune import Gain, Ranking, Standing, Tuning
 from tokenbench.logs.launch import LaunchFailure
 from tokenbench.metrics.capacity import Answer
 from tokenbench.report.document import Block, Heading, Para, Table, signed_pct
-from tokenbench.report.i18n import TEXT, t
+from tokenbench.report.i18n import has, t
 from tokenbench.report.sections import Numberer
 from tokenbench.report.verdicts import UNRELIABLE
 
@@ -49,7 +49,7 @@ def cause_text(f: LaunchFailure, lang: str) -> str:
 
 def meaning(code: str, lang: str) -> str:
     key = f"acl.{code}"
-    return t(lang, key) if key in TEXT[lang] else ""
+    return t(lang, key) if has(lang, key) else ""
 
 
 def code_text(f: LaunchFailure, lang: str) -> str:
