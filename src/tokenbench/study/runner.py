@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -27,6 +28,7 @@ from tokenbench.load.executors import Executor, executor_for
 from tokenbench.load.probe import method_line, probe_lines, probed
 from tokenbench.load.target import Endpoint, resolve
 from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.summary_groups import CacheState
 from tokenbench.metrics.verdict import Verdict, VerdictPolicy
 from tokenbench.spec.bench import Workload
 from tokenbench.spec.server_kinds import Capabilities
@@ -35,6 +37,8 @@ from tokenbench.store import commands
 from tokenbench.store.db import Store
 from tokenbench.store.journal import Journal
 from tokenbench.store.rows import CellRow, KvUse
+from tokenbench.study import prompt_cache
+from tokenbench.study.launches import ServerProcess, identify, launch_facts
 from tokenbench.study.monitoring import Watched, cell_monitor
 from tokenbench.study.plan import (
     Plan,
@@ -57,6 +61,7 @@ if TYPE_CHECKING:
 
     Seen = Sequence[tuple[capacity.Probe, CellSamples]]
 
+UNSALTED_KINDS = ("sharegpt", "jsonl")   # a dataset's prompts are its own: the run's salt leaves them as they are
 MAX_LAUNCHES = 3      # per server config: the first launch and up to two relaunches after a death
 LAUNCH_CAUSES = {"out_of_memory": "out of memory", "port_in_use": "port in use", "unsupported_flag": "a flag the "
                  "engine does not know", "rejected_value": "a value the engine refuses", "accelerator_error":
@@ -164,12 +169,17 @@ class _Launch:
     kv_cap: int | None
     session: Session
     traced: bool = False       # its requests carry a traceparent; each cell is joined to the server's spans
+    process: ServerProcess = ServerProcess("not_found")     # the server's process, found once (study/launches.py)
+    number: int | None = None  # this config's launch in this run (None: the server is not tokenbench's to launch)
 
 
-def reset_prefix_cache(server: Server) -> None:
+def reset_prefix_cache(server: Server) -> bool:
+    """Empty the engine's prefix cache (its adapter's reset endpoint); whether the server said it did (2xx)."""
     path = reset_cache_path(server.facts.engine)
-    if path:
-        api.call(server.base_url, path, {}, quiet=True)
+    if not path:
+        return False
+    status, _ = api.call(server.base_url, path, {}, quiet=True)
+    return 200 <= status < 300
 
 
 def _kv(cell: PlannedCell, kv_cap: int | None) -> KvUse:
@@ -289,7 +299,7 @@ class StudyRunner:
         for launch in range(1, MAX_LAUNCHES + 1):
             failed = None
             try:
-                self._launch_and_run(config, config_id)
+                self._launch_and_run(config, config_id, launch)
                 self._config_status(config, "done", "; ".join(events + self.capacity.get(config.name, [])))
                 return None
             except ServerUnreachable as gone:
@@ -350,7 +360,7 @@ class StudyRunner:
     def _config_status(self, config: ServerConfig, status: str, message: str) -> None:
         self.store.set_config_status(self.run_id, config.name, status, message)
 
-    def _launch_and_run(self, config: ServerConfig, config_id: int) -> None:
+    def _launch_and_run(self, config: ServerConfig, config_id: int, number: int = 1) -> None:
         given = contextlib.nullcontext(self.server) if self.server else None
         where = f"server config {config.name}"
         if not given and self.plan.spec.target.profile:
@@ -366,10 +376,10 @@ class StudyRunner:
             self.journal.doc.setdefault("config_facts", {})[config.name] = server.facts.to_dict()
             with ctrl_c_to_loop():
                 if self.plan.spec.find_capacity:
-                    run_loop(self._capacity(server, endpoint, config, config_id))
+                    run_loop(self._capacity(server, endpoint, config, config_id, number))
                 else:
                     run_loop(self._cells(server, endpoint, config_id,
-                                         [c for c in self.pending(config) if c is not None]))
+                                         [c for c in self.pending(config) if c is not None], number))
 
     def _endpoint(self, server: Server) -> Endpoint:
         """The launch's endpoint with what the server accepts (probed once per launch, or assumed), stored with
@@ -394,9 +404,9 @@ class StudyRunner:
             raise ContextTooSmall(exc.message, exc.hint) from None
 
     @contextlib.asynccontextmanager
-    async def _launched(self, server: Server, endpoint: Endpoint, config_id: int):
-        """The facts, one HTTP session for the launch's cells; the JSON result and the listeners learn the
-        target and the method its lengths are kept by."""
+    async def _launched(self, server: Server, endpoint: Endpoint, config_id: int, number: int = 1):
+        """The facts, one HTTP session for the launch's cells, the server's process (study/launches.py); the JSON
+        result and the listeners learn the target and the method its lengths are kept by."""
         spec = self.plan.spec
         facts = server.facts.to_dict()
         v = endpoint.vocab
@@ -407,14 +417,18 @@ class StudyRunner:
         self.ev.target_ready(endpoint, facts)
         kv_cap = spec.kv_capacity or server.facts.kv_capacity_tokens
         traced = self.traces.on_for(server)
+        dep = server.deployment                  # launched by this process for this run (not `deploy up`'s)
+        ours = dep is not None and dep.state.owner_pid == os.getpid()
         async with new_session(spec.target.timeout_s, spec.target.connect_in_ttft) as session:
-            yield _Launch(server, endpoint, config_id, kv_cap, session, traced)
+            yield _Launch(server, endpoint, config_id, kv_cap, session, traced, identify(server),
+                          number if ours else None)
 
-    async def _cells(self, server: Server, endpoint: Endpoint, config_id: int, todo: list[PlannedCell]) -> None:
+    async def _cells(self, server: Server, endpoint: Endpoint, config_id: int, todo: list[PlannedCell],
+                     number: int = 1) -> None:
         spec = self.plan.spec
         prev: dict[tuple, CellSummary] = {}
         stopped: dict[tuple, str] = {}
-        async with self._launched(server, endpoint, config_id) as launch:
+        async with self._launched(server, endpoint, config_id, number) as launch:
             for cell in todo:
                 pair = (cell.workload.input_len, cell.workload.output_len, cell.repeat, cell.load.request_rate is None)
                 if pair in stopped:
@@ -425,8 +439,9 @@ class StudyRunner:
                     stopped[pair] = f"skipped: throughput saturated at concurrency {cell.load.concurrency}"
                 prev[pair] = row.summary
 
-    async def _capacity(self, server: Server, endpoint: Endpoint, config: ServerConfig, config_id: int) -> None:
-        async with self._launched(server, endpoint, config_id) as launch:
+    async def _capacity(self, server: Server, endpoint: Endpoint, config: ServerConfig, config_id: int,
+                        number: int = 1) -> None:
+        async with self._launched(server, endpoint, config_id, number) as launch:
             await self._searches(launch, config, config_id)
 
     async def _searches(self, launch: _Launch | None, config: ServerConfig, config_id: int) -> None:
@@ -507,10 +522,12 @@ class StudyRunner:
         stored as interrupted, then the run stops (CellInterrupted)."""
         server = launch.server
         _not_stopped()
-        reset_prefix_cache(server)
+        cache = self._cache_state(launch, cell, reset_prefix_cache(server))
         self.ev.cell_started(cell)
         kv = _kv(cell, launch.kv_cap)
-        watched = Watched(server, cell.workload, kv.over, self.traces if launch.traced else None)
+        facts = launch_facts(launch.process, launch.number, launch.number is not None)
+        watched = Watched(server, cell.workload, kv.over, self.traces if launch.traced else None, launch.process,
+                          (cache, facts))
         with cell_monitor(watched, self.plan.spec.monitor_interval_s, self.ev.log) as mon:
             result = await run_cell(launch.session, self.job(launch, cell, mon))
         if result.stopped:
@@ -532,6 +549,15 @@ class StudyRunner:
         if gone:
             raise gone(f"cell {cell.key}: {result.message}")
         return row, result
+
+    def _cache_state(self, launch: _Launch, cell: PlannedCell, reset: bool) -> CacheState:
+        """Could the server's prefix cache hold the cell's prompts (study/prompt_cache.py)?"""
+        spec = self.plan.spec
+        ours = launch.number is not None
+        sent_by = None if reset or ours else prompt_cache.sent_before(
+            self.store, self.store.run(self.run_id).target, spec, cell.key, cell.repeat, launch.process.started)
+        salted = spec.prompt_salt is not None and cell.workload.kind not in UNSALTED_KINDS
+        return prompt_cache.decide(reset, ours, salted, sent_by)
 
     def _skip(self, launch: _Launch, cell: PlannedCell, reason: str) -> None:
         row = CellRow.skipped(cell, (cell.workload.input_len or 0, cell.workload.output_len or 0), reason,
