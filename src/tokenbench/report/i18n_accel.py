@@ -42,6 +42,15 @@ EN: dict[str, str] = {
     "bn.host": "host CPU-bound",
     "ev.accel_busy": "accelerator utilisation {pct}% (max {max}%) over the measured window",
     "ev.host_cpu": "host CPU {pct}% of all cores over the measured window (no accelerator sampled)",
+    "bn.contention": "CPU shared with other work",
+    "ev.host_others": ("other work took {other}% of one core, the server {server}%, the client {client}% (host CPU "
+                       "{pct}% of {cpus} CPUs; CPU pressure {psi})"),
+    "ev.server_cpu": ("host CPU {pct}% of {cpus} CPUs: the server took {server}% of one core, the client {client}%, "
+                      "other work {other}% (CPU pressure {psi})"),
+    "ev.host_unsplit": ("host CPU {pct}% of {cpus} CPUs, the client {client}% of one core: the server's processes "
+                        "are not seen here, so its share and other work's are not told apart"),
+    "ev.quiet_split": ("nothing saturated: host CPU {pct}% of {cpus} CPUs (the server {server}% of one core, the "
+                       "client {client}%, other work {other}%); no queueing or KV evidence, no roofline"),
     "ev.monitor_quiet": ("accelerator {util}% busy, host CPU {cpu}%: nothing saturated; no queueing or KV "
                          "evidence, no roofline"),
     "cost.intro.device": ("At {price} per device-hour (--price-per-hour, stated with the run): the server's "
@@ -96,6 +105,11 @@ ZH: dict[str, str] = {
     "bn.host": "主机 CPU 瓶颈",
     "ev.accel_busy": "测量窗口内加速卡利用率 {pct}%（最大 {max}%）",
     "ev.host_cpu": "测量窗口内主机 CPU 占全部核的 {pct}%（未采样加速卡）",
+    "bn.contention": "CPU 被其他负载占用",
+    "ev.host_others": "其他进程占用单核的 {other}%，服务端 {server}%，客户端 {client}%（主机 CPU 占 {cpus} 个 CPU 的 {pct}%；CPU 压力 {psi}）",
+    "ev.server_cpu": "主机 CPU 占 {cpus} 个 CPU 的 {pct}%：服务端占用单核的 {server}%，客户端 {client}%，其他进程 {other}%（CPU 压力 {psi}）",
+    "ev.host_unsplit": "主机 CPU 占 {cpus} 个 CPU 的 {pct}%，客户端占单核的 {client}%：此处看不到服务端进程，无法区分其占用与其他负载",
+    "ev.quiet_split": "均未饱和：主机 CPU 占 {cpus} 个 CPU 的 {pct}%（服务端占单核的 {server}%，客户端 {client}%，其他进程 {other}%）；无排队或 KV 证据，无屋顶线",
     "ev.monitor_quiet": "加速卡繁忙 {util}%，主机 CPU {cpu}%：均未饱和；无排队或 KV 证据，无屋顶线",
     "cost.intro.device": "按每卡每小时 {price}（--price-per-hour，随运行记录）：服务端每小时价格 = 该价格 × 卡数。",
     "cost.intro.node": "按每节点每小时 {price}（--price-per-hour，--price-basis node）：一个节点承担各测试点。",

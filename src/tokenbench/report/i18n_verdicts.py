@@ -38,6 +38,17 @@ EN: dict[str, str] = {
     "verdict.none": "no difference detectable at this sample size (smallest detectable: {y})",
     "verdict.na": "no verdict: no samples, fewer than two on a side, or a figure of 0",
     "verdict.not_ok": "refused: a cell is not ok",
+    "verdict.refused_cache": "refused: prefix cache {a} vs {b}",
+    "verdict.refused_other": "refused: a busier host could explain it (other work {a} vs {b} of a core)",
+    "verdict.refused_pressure": "refused: a busier host could explain it (CPU pressure {a} vs {b})",
+    "verdict.refused_wait": ("refused: a busier host could explain it (the server's threads waited for a CPU {a} "
+                             "vs {b} of a core)"),
+    "note.refused": ("refused: no verdict where the two sides' prefix-cache states differ, or where a busier host "
+                     "could explain the worse side: with less than one core idle (or its CPU pressure over {psi} "
+                     "points higher), its other work took more than {points} of a core more, or its server's threads "
+                     "waited for a CPU more than {wait} of a core more; where the server's processes are not seen, "
+                     "its CPU pressure was over {psi} points higher (docs/metrics.md, \"Run fingerprints and refused "
+                     "verdicts\")."),
     "verdict.moved": "refused: the client's delays may have moved this figure (--allow-client-lag judges it)",
     "bn.client": "client-bound",
     "bn.kv": "KV-bound",
@@ -99,6 +110,14 @@ ZH: dict[str, str] = {
     "verdict.none": "在此样本量下未检测到差异（可检测的最小差异：{y}）",
     "verdict.na": "无判定：没有样本、某一方少于两个样本，或该数字为 0",
     "verdict.not_ok": "拒绝：有单元不合格",
+    "verdict.refused_cache": "拒绝：前缀缓存 {a} 对 {b}",
+    "verdict.refused_other": "拒绝：主机更忙可以解释该差异（其他进程占用单核 {a} 对 {b}）",
+    "verdict.refused_pressure": "拒绝：主机更忙可以解释该差异（CPU 压力 {a} 对 {b}）",
+    "verdict.refused_wait": "拒绝：主机更忙可以解释该差异（服务端线程等待 CPU 单核占比 {a} 对 {b}）",
+    "note.refused": ("拒绝：两方的前缀缓存状态不同，或主机更忙可以解释较差一方时不给判定：主机空闲不足一个核（或 CPU 压力"
+                     "高出 {psi} 个百分点以上）时，其他进程多占用超过 {points} 个核，或服务端线程等待 CPU 多出 {wait} 个核"
+                     "以上；看不到服务端进程时，CPU 压力高出 {psi} 个百分点以上（docs/metrics.md，\"Run fingerprints "
+                     "and refused verdicts\"）。"),
     "verdict.moved": "拒绝：客户端延迟可能使该数字偏移（--allow-client-lag 可判定）",
     "bn.client": "客户端瓶颈",
     "bn.kv": "KV 瓶颈",
