@@ -23,24 +23,12 @@ from tokenbench.judge.views import load_run
 from tokenbench.report.compare import compare
 from tokenbench.report.document import Cell, Table
 from tokenbench.store.db import Store
-from tokenbench.study.prompt_cache import decide
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 pytestmark = pytest.mark.slow   # a reference server and several runs: seconds per test
 
 BLOCK = 16
 BENCH = ["--input-len", "64", "--output-len", "8", "--concurrency", "2", "--num-prompts", "12"]
-
-
-def test_the_state_follows_what_tokenbench_did_and_found_in_that_order():
-    assert (decide(True, True, False, "r1").state, decide(True, True, False, "r1").reason) == ("cold", "reset")
-    assert decide(False, True, False, "r1").reason == "fresh_launch"
-    warm = decide(False, False, False, "r1")
-    assert (warm.state, warm.reason, warm.sent_by, warm.prompts) == ("warm", "sent_before", "r1", "seeded")
-    fresh = decide(False, False, True, None)
-    assert (fresh.state, fresh.reason, fresh.prompts) == ("cold", "fresh_prompts", "salted")
-    assert (decide(False, False, False, None).state, decide(False, False, False, None).reason) == ("unknown",
-                                                                                                 "no_evidence")
 
 
 def _bench(url: str, db: Path, *more: str) -> str:

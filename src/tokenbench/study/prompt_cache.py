@@ -6,8 +6,9 @@ before each cell, from what tokenbench did and what the results database says wa
   answered 2xx), as `sglang.bench_serving --flush-cache` does;
 - cold, `fresh_launch`: tokenbench launched the server for this run: nothing but this run reached it, and no
   two cells of a run send the same prompts;
-- warm, `sent_before`: a stored cell with the same prompts (the same key and repeat, seed, API and workload, not
-  salted) went to the same target after its server process started (where that start is known);
+- warm, `sent_before`: a stored cell with the same prompts (the same key and repeat, seed, API and workload, and
+  salt: none, or this run's own, an earlier attempt of a resumed cell) went to the same target after its server
+  process started (where that start is known);
 - cold, `fresh_prompts`: the run's prompts are salted (the default without --seed): nothing sent before can
   share them;
 - unknown, `no_evidence`: reproducible prompts to a server tokenbench neither launched nor reset, which nothing
@@ -24,9 +25,9 @@ from tokenbench.store.db import Store
 
 
 def same_prompts(spec: StudySpec, stored: dict) -> bool:
-    """Whether a stored run's spec makes the prompts this study makes (cell by cell): neither salted, the same
-    seed, API and workload."""
-    return (spec.prompt_salt is None and stored.get("prompt_salt") is None and stored.get("seed") == spec.seed
+    """Whether a stored run's spec makes the prompts this study makes (cell by cell): the same salt (none, or
+    this run's own), seed, API and workload."""
+    return (stored.get("prompt_salt") == spec.prompt_salt and stored.get("seed") == spec.seed
             and stored.get("api") == spec.api and stored.get("workload") == spec.workload.model_dump(mode="json"))
 
 
@@ -41,8 +42,6 @@ def sent_before(store: Store, target: str, spec: StudySpec, key: str, repeat: in
                 since: float | None = None) -> str | None:
     """The run that sent this cell's prompts to `target` before (the first stored after `since`, the server
     process's start, where it is known), or None."""
-    if spec.prompt_salt is not None:
-        return None
     for send in store.sends(target, key, repeat):
         stored = _epoch(send.finished_at)
         if same_prompts(spec, send.spec) and (since is None or (stored is not None and stored >= since)):
