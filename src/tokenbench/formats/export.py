@@ -13,8 +13,10 @@ from dataclasses import asdict, dataclass
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.judge import tune
+from tokenbench.judge.fingerprint import Fingerprint
 from tokenbench.judge.run_verdict import run_verdict
 from tokenbench.judge.status import judge
+from tokenbench.judge.views import load_run
 from tokenbench.metrics import request as rm
 from tokenbench.metrics.health import claim_ms
 from tokenbench.metrics.server import delivery_flagged, phases_of
@@ -97,10 +99,12 @@ def to_json(store: Store, run_id: str, requests: bool) -> str:
     run = store.run(run_id)
     shown = ("id", "created_at", "kind", "status", "target", "tool_version", "spec", "command", "environment")
     configs = store.configs(run_id)
+    prints = fingerprints(store, run_id)
     doc = {"run": {k: v for k, v in asdict(run).items() if k in shown},
            "configs": [{"name": c.name, "overrides": c.overrides,
                         "profile": c.profile.model_dump(mode="json") if c.profile else {}, "facts": c.facts.to_dict(),
-                        "status": c.status, **({"launch": c.launch.model_dump(mode="json")} if c.launch else {})}
+                        "status": c.status, **({"launch": c.launch.model_dump(mode="json")} if c.launch else {}),
+                        **({"fingerprint": prints[c.name]} if c.name in prints else {})}
                        for c in configs],
            "cells": [{**_cell_row(c), **({"requests": [_request(r) for r in store.requests(c.id)]}
                                          if requests else {})} for c in store.cells(run_id)]}
@@ -110,6 +114,12 @@ def to_json(store: Store, run_id: str, requests: bool) -> str:
     tuning = tune.of_run(run.spec or {}, configs, stored)
     doc.update({"tune": tuning.model_dump(mode="json")} if tuning is not None else {})
     return dumps(doc, indent=1, ensure_ascii=False) + "\n"
+
+
+def fingerprints(store: Store, run_id: str) -> dict[str, dict]:
+    """Each server config's fingerprint (judge/fingerprint.py): what `compare` and the gate tell apart."""
+    run = load_run(store, run_id, requests=False)
+    return {c.name: asdict(Fingerprint.of(run, c)) for c in run.configs}
 
 
 def _flat(v):

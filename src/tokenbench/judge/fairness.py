@@ -62,6 +62,8 @@ class CacheUse:
 
     percent: int | None = None      # some were (reported by the server), rounded to a whole percent
     stated: str | None = None       # an imported result's own word for it (its prefix-cache setting)
+    state: str | None = None        # whether the cache could hold the prompts (study/prompt_cache.py): cold, warm,
+                                    # unknown; several joined by '+' where the column's cells differ
 
 
 Value = float | bool | str | CacheUse
@@ -211,15 +213,22 @@ def ignore_eos(col: Column) -> bool | None:
     return None if v is None else bool(v)
 
 
+def _states(cells: list[CellRow]) -> str | None:
+    """The prefix-cache states the cells recorded ('cold', 'cold+warm'); None where none did."""
+    found = {r.summary.cache.state for c in cells for r in (c.repeats or (c,)) if r.summary.cache is not None}
+    return "+".join(sorted(str(s) for s in found)) if found else None
+
+
 def cache_state(col: Column, cells: list[CellRow]) -> CacheUse | None:
     cached = prompt = reported = 0
     for c in cells:
         a, b, n = col.run.cache.get(c.id, (0, 0, 0))
         cached, prompt, reported = cached + a, prompt + b, reported + n
+    state = _states(cells)
     if reported and prompt and cached:
-        return CacheUse(percent=int(f"{100 * cached / prompt:.0f}"))
+        return CacheUse(percent=int(f"{100 * cached / prompt:.0f}"), state=state)
     if (reported and prompt) or col.run.kind in OWN_KINDS:
-        return CacheUse()               # reported as 0 cached, or fresh random prompts: the same state
+        return CacheUse(state=state)    # reported as 0 cached, or fresh random prompts: the same state
     v = _workload(col).prefix_cache
     return CacheUse(stated=str(v)) if v else None
 

@@ -240,7 +240,7 @@ def _sessions(job: CellJob, n_warm: int) -> _Work:
     from tokenbench.workload.sessions import Context, Maker, conversations
     wl, load = job.workload, job.load
     warm_wl = Workload(api=wl.api, input_len=(wl.system_prompt_len or 0) + (wl.input_len or 1),
-                       output_len=wl.output_len, seed=wl.seed, tokenizer_path=wl.tokenizer_path,
+                       output_len=wl.output_len, seed=wl.seed, salt=wl.salt, tokenizer_path=wl.tokenizer_path,
                        vocab_size=wl.vocab_size)
     prompts = build_cell(job.endpoint, warm_wl, job.key, n_warm, 0)
     prompts.facts, prompts.length_means = _session_facts(wl, prompts), None

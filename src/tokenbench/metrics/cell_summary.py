@@ -15,11 +15,14 @@ from typing import Any, Literal, cast, get_args
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from tokenbench.metrics.summary_groups import (
+    CacheState,
     ClientHealth,
+    CpuShares,
     EarlyEnds,
     FigureHealth,
     Group,
     Interruption,
+    LaunchFacts,
     MonitorFigures,
     Number,
     PhaseLedger,
@@ -194,6 +197,9 @@ class CellSummary(BaseModel):
                                              # study/traces.py): where the time went, phase by phase
     server_means: ServerMeans | None = None  # the server's request-time histograms over the measured phase
                                              # (metrics/server.py, study/monitoring.py)
+    cpu: CpuShares | None = None             # the cell's monitor (monitor/cpu.py): who used the host's CPUs
+    cache: CacheState | None = None          # the study's runner (study/prompt_cache.py): the prefix cache's state
+    launch: LaunchFacts | None = None        # the study's runner (study/server_process.py): the server's launch
     # other tools' results (`tokenbench import`)
     source: str | None = None
     notes: str | None = None

@@ -513,3 +513,63 @@ class ServerMeans(Group):
     ttft_ms: float | None = None
     e2e_ms: float | None = None
     requests: Number | None = None           # requests the e2e histogram counted over the window
+
+
+ServerSeen = Literal["deployed", "local", "remote", "container", "not_found"]
+
+
+class CpuShares(Group):
+    """Who used the host's CPUs over the cell's measured window (monitor/cpu.py, from the kernel's per-process
+    accounting and /proc/stat; PSI from /proc/pressure/cpu where the kernel has it): tokenbench's own processes
+    (the client), the server's process tree where tokenbench sees it, and everything else. Every share is in %
+    of one core (100: one core busy for the whole window), as `top` shows a process. Formulas: docs/metrics.md
+    ("Who used the host's CPUs")."""
+
+    PREFIX: ClassVar[str] = "cpu_"
+    window_s: float | None = None          # the measured window the counters were read over
+    count: Number | None = None            # the host's CPUs (online, logical)
+    host_pct: float | None = None          # busy: every process's and the kernel's time (steal included)
+    client_pct: float | None = None        # tokenbench: this process, its worker processes and helpers
+    client_wait_pct: float | None = None   # time the client's threads were runnable but waited for a CPU
+    server_pct: float | None = None        # the server's process tree (None: not seen, `server_seen` says why)
+    server_wait_pct: float | None = None   # time the server's threads were runnable but waited for a CPU
+    server_seen: ServerSeen | None = None  # how the server's processes were found, or why they were not
+    other_pct: float | None = None         # host - client - server (None where the server was not seen)
+    psi_some_pct: float | None = None      # share of the window some runnable task waited for a CPU (PSI)
+    psi_full_pct: float | None = None      # ... every non-idle task did (PSI; 0 on hosts that do not count it)
+
+    def idle_pct(self) -> float | None:
+        """The host's idle CPU over the window, % of one core."""
+        if self.count is None or self.host_pct is None:
+            return None
+        return max(0.0, 100.0 * float(self.count) - self.host_pct)
+
+
+CacheStateName = Literal["cold", "warm", "unknown"]
+CacheReason = Literal["reset", "fresh_launch", "fresh_prompts", "sent_before", "no_evidence"]
+
+
+class CacheState(Group):
+    """Could the server's prefix cache hold this cell's prompts when it started (the study's runner decides it
+    before the cell, study/prompt_cache.py)? cold: it could not (tokenbench reset the cache, launched the server
+    for this run, or salted the prompts); warm: the same prompts went to the same server before; unknown:
+    nothing tells. Beside it, the hit rate the server's counters measured over the cell (the usage's own:
+    `cache_hit_rate`). Rules: docs/metrics.md ("Prefix-cache state")."""
+
+    PREFIX: ClassVar[str] = "prefix_cache_"
+    state: CacheStateName | None = None
+    reason: CacheReason | None = None
+    prompts: Literal["salted", "seeded"] | None = None   # fresh per run (the default), or reproducible (--seed)
+    sent_by: str | None = None             # warm: the run that sent these prompts before
+    hit_rate: float | None = None          # the server's counters over the measured phase (None: not reported)
+
+
+class LaunchFacts(Group):
+    """Which launch of the server the cell ran on (the study's runner, study/server_process.py): a deployment's id
+    (tokenbench started it) or the local server process (its pid and start); on another host, nothing."""
+
+    PREFIX: ClassVar[str] = "launch_"
+    id: str | None = None                  # the same id: the same server process
+    number: Number | None = None           # tokenbench's launch of this server config in this run (2: one relaunch)
+    ours: bool | None = None               # tokenbench started the server for this run
+    started: str | None = None             # when the server process started (UTC, ISO 8601), where seen

@@ -8,12 +8,13 @@ from tokenbench.errors import MeasurementError, UsageError
 from tokenbench.judge import hardware, plausibility
 from tokenbench.judge.cells import load_label_of, load_of, state_of
 from tokenbench.judge.fairness import Column, Issue, check, common_cells
+from tokenbench.judge.fingerprint import Fingerprint, summaries
 from tokenbench.judge.intervals import Judging
 from tokenbench.judge.load_axes import LoadKey
 from tokenbench.judge.views import RunData, load_run
 from tokenbench.report import compare_tables as tables
 from tokenbench.report import frontier, phases
-from tokenbench.report.document import Block, Bullets, Document, Para, Table, num
+from tokenbench.report.document import Block, Bullets, Document, Para, Table, num, pct
 from tokenbench.report.explain import issue_text, plausibility_blocks
 from tokenbench.report.i18n import t
 from tokenbench.report.sections import Numberer
@@ -74,6 +75,35 @@ def _hardware(col: Column) -> str:
     return f"{hardware.device_count(col.config.profile, col.config.facts)} x {name}" if name else "-"
 
 
+def _fingerprint(col: Column) -> Fingerprint:
+    return Fingerprint.of(col.run, col.config)
+
+
+def _host(col: Column) -> str:
+    f = _fingerprint(col)
+    return f"{f.host} ({f.cpu_model}, {f.cpus})"
+
+
+HOST_ROWS = (("host.other", "other_pct"), ("host.server", "server_pct"), ("host.client", "client_pct"),
+             ("host.psi", "psi_some_pct"))
+
+
+def _mean_share(col: Column, name: str) -> str:
+    """A CPU share's mean over the column's cells (monitor/cpu.py), as '%' ('-' where no cell tells it)."""
+    side = [s.cpu for s in summaries(col.run.all_cells_of(col.config.name)) if s.cpu is not None]
+    vals = [v for c in side if (v := getattr(c, name)) is not None]
+    return pct(sum(vals) / len(vals) / 100, 0) if vals else "-"
+
+
+def host_table(cols: list[Column], lang: str) -> Table | None:
+    """Who used each column's host CPUs over its measured windows (the means over its cells): the facts a busier
+    host is judged by (judge/fingerprint.HostRule); None where no column read them."""
+    rows = [[t(lang, key), *[_mean_share(c, name) for c in cols]] for key, name in HOST_ROWS]
+    if all(v == "-" for row in rows for v in row[1:]):
+        return None
+    return Table([t(lang, "attr.host_load"), *[c.label for c in cols]], rows, role="host_load", left=1)
+
+
 ATTRIBUTES = (
     ("attr.kind", lambda c: c.run.kind),
     ("attr.engine", lambda c: c.config.engine),
@@ -84,6 +114,9 @@ ATTRIBUTES = (
     ("attr.flags", lambda c: c.config.flags() or "-"),
     ("attr.kv_capacity", lambda c: num(c.config.kv_capacity)),
     ("attr.tool", lambda c: c.run.tool_version),
+    ("attr.host", _host),
+    ("attr.launch", lambda c: _fingerprint(c).launch),
+    ("attr.cache", lambda c: _fingerprint(c).cache),
     ("attr.workload", _workload),
 )
 
@@ -125,6 +158,9 @@ def build_compare(cols: list[Column], lang: str, issues: list[Issue], version: s
     doc = Document(t(lang, "title.compare", runs=" vs ".join(c.label for c in cols)), lang)
     num_ = Numberer()
     doc.add(num_.sec(t(lang, "h.differs")), *differences(cols, lang))
+    host = host_table(cols, lang)
+    if host is not None:
+        doc.add(host)
     doc.add(num_.sec(t(lang, "h.fairness")), *fairness_blocks(issues, lang))
     if not common_cells(cols):
         doc.add(Para(t(lang, "note.no_common")))

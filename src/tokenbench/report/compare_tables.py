@@ -18,7 +18,7 @@ from tokenbench.report.i18n import t
 from tokenbench.report.load_plots import Plot, Source
 from tokenbench.report.marks import footnotes, ratio_cell
 from tokenbench.report.sections import Numberer
-from tokenbench.report.verdicts import Side, figure, verdict_cell, verdict_table
+from tokenbench.report.verdicts import Side, figure, refused_in, refused_note, verdict_cell, verdict_table
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,9 @@ def side_by_side(view: _Compared, metric: Metric, digits: int, pair: tuple[int, 
             row.append(verdict_cell((ss[0], first), (side, other), metric, lang, judging)
                        if first and other else "-")
         rows.append(row)
-    return Table(head, rows, role="compare", footnotes=footnotes(used, lang, names, [metric.key])) if rows else None
+    notes = footnotes(used, lang, names, [metric.key])
+    notes += [refused_note(lang)] if refused_in(c for row in rows for c in row) else []
+    return Table(head, rows, role="compare", footnotes=notes) if rows else None
 
 
 def _shown(side: Side, c, metric: Metric, digits: int, judging: Judging):

@@ -218,6 +218,7 @@ class Workload(WorkloadSource):
     input_len: int | None = Field(None, gt=0, le=MAX_TOKENS, description="exact prompt tokens (random, prefix: prefix + suffix; "
                                   "image: the text part; sessions: the new user tokens of each turn)")
     seed: int = 0
+    salt: str | None = None             # the run's salt in the prompts' content (StudySpec.prompt_salt)
 
     @model_validator(mode="after")
     def _consistent(self) -> "Workload":

@@ -237,7 +237,13 @@ class StudySpec(StrictModel):
     warmup_first_prompt: bool = Field(False, description=WARMUP_FIRST_PROMPT)
     api: Literal["completions", "chat"] = Field("completions", description="OpenAI API: /v1/completions or "
                                                 "/v1/chat/completions (image workloads: chat)")
-    seed: int = Field(0, description="seed of the prompts, drawn lengths and each cell's arrivals (repeat r uses seed + r)")
+    seed: int = Field(0, description="seed of the prompts, drawn lengths and each cell's arrivals (repeat r uses seed + r); "
+                      "given, the prompts are the same in every run (a server's prefix cache may hold them from an "
+                      "earlier one); not given, each run salts its prompts' random content (the same lengths and "
+                      "arrivals, content no earlier run sent)")
+    prompt_salt: str | None = Field(None, description="set by tokenbench when a run starts without a seed: mixed into "
+                                    "the random content of every prompt, so a run's prompts share nothing with another "
+                                    "run's (stored with the run, so a resume sends the same ones); null: --seed given")
     sampling: Sampling = Field(default_factory=Sampling)
     client: Client = Field(default_factory=Client)
     kv_capacity: int | None = Field(None, gt=0, description="override the KV capacity read from the server")
@@ -457,7 +463,7 @@ class StudySpec(StrictModel):
 
     def workloads(self) -> list[Workload]:
         """One workload per pair (random, prefix, image), or the one dataset workload."""
-        common = {**self.workload.model_dump(), "api": self.api, "seed": self.seed}
+        common = {**self.workload.model_dump(), "api": self.api, "seed": self.seed, "salt": self.prompt_salt}
         if self.workload.kind in DATASET_KINDS or self.workload.length_histogram is not None:
             return [Workload(**common)]
         return [Workload(**{**common, "input_len": a, "output_len": b}) for a, b in self.pairs]

@@ -30,6 +30,7 @@ from tokenbench.store.rows import (
     RunRow,
     SampleRow,
     SearchRow,
+    Send,
     config_from_db,
     run_from_db,
     sample_from_db,
@@ -343,6 +344,15 @@ class Store:
                 " COUNT(r.cached_tokens) FROM cells c JOIN requests r ON r.cell_id = c.id AND r.phase = 'measure'"
                 " AND r.sampled = 1 WHERE c.run_id = ? AND c.superseded = 0 GROUP BY r.cell_id", (run_id,)).fetchall()
         return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
+    def sends(self, target: str, key: str, repeat: int) -> list[Send]:
+        """Every stored attempt of the cell `key` (repeat `repeat`) of a run against `target`, superseded ones
+        included (their prompts were sent too), oldest first: what went to that server before."""
+        rows = self._rows("read cells",
+                          "SELECT r.id AS run_id, r.spec_json, c.finished_at FROM cells c JOIN runs r ON r.id = c.run_id"
+                          " WHERE r.target = ? AND c.key = ? AND c.repeat = ? AND c.status != 'skipped'"
+                          " ORDER BY c.finished_at", (target, key, repeat))
+        return [Send(r["run_id"], r["spec"] or {}, r["finished_at"]) for r in rows]
 
     def _rows(self, action: str, sql: str, args: tuple) -> list[dict]:
         with self._guard(action):

@@ -180,6 +180,16 @@ class SampleRow:
 
 
 @dataclass(frozen=True)
+class Send:
+    """One stored attempt of a cell, as the prefix-cache state reads it: the run that sent its prompts, that
+    run's spec (how its prompts were made) and when the cell was stored (UTC, ISO 8601)."""
+
+    run_id: str
+    spec: dict[str, Any]
+    finished_at: str
+
+
+@dataclass(frozen=True)
 class SearchRow:
     """One stored capacity search: its server config's name, the workload and the search's record."""
 

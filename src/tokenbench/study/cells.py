@@ -18,12 +18,15 @@ from tokenbench.load.cell import CellJob, CellResult, Watch, run_cell
 from tokenbench.load.executors import Executor, executor_for
 from tokenbench.load.target import Endpoint
 from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.summary_groups import CacheState
 from tokenbench.metrics.verdict import Verdict, VerdictPolicy
 from tokenbench.spec.server_kinds import Capabilities
 from tokenbench.spec.study import StudySpec
 from tokenbench.store.rows import CellRow, KvUse
+from tokenbench.study import prompt_cache
 from tokenbench.study.monitoring import Watched, cell_monitor
 from tokenbench.study.plan import PlannedCell, kv_demand, over_capacity
+from tokenbench.study.server_process import ServerProcess, launch_facts
 from tokenbench.study.servers import Server
 from tokenbench.study.settings import RunContext
 
@@ -54,6 +57,11 @@ class Launch:
     kv_cap: int | None
     session: Session
     traced: bool = False       # its requests carry a traceparent; each cell is joined to the server's spans
+    process: ServerProcess = ServerProcess("not_found")     # the server's process, found once (study/server_process.py)
+    number: int | None = None  # this config's launch in this run (None: the server is not tokenbench's to launch)
+
+
+UNSALTED_KINDS = ("sharegpt", "jsonl")   # a dataset's prompts are its own: the run's salt leaves them as they are
 
 
 def _not_stopped() -> None:
@@ -63,10 +71,13 @@ def _not_stopped() -> None:
         raise asyncio.CancelledError
 
 
-def reset_prefix_cache(server: Server) -> None:
+def reset_prefix_cache(server: Server) -> bool:
+    """Empty the engine's prefix cache (its adapter's reset endpoint); whether the server said it did (2xx)."""
     path = reset_cache_path(server.facts.engine)
-    if path:
-        api.call(server.base_url, path, {}, quiet=True)
+    if not path:
+        return False
+    status, _ = api.call(server.base_url, path, {}, quiet=True)
+    return 200 <= status < 300
 
 
 def _kv(cell: PlannedCell, kv_cap: int | None) -> KvUse:
@@ -131,10 +142,12 @@ class Cells:
         stored as interrupted, then the run stops (CellInterrupted)."""
         server, ctx, ev = launch.server, self.ctx, self.ctx.events
         _not_stopped()
-        reset_prefix_cache(server)
+        cache = self._cache_state(launch, cell, reset_prefix_cache(server))
         ev.cell_started(cell)
         kv = _kv(cell, launch.kv_cap)
-        watched = Watched(server, cell.workload, kv.over, ctx.traces if launch.traced else None)
+        facts = launch_facts(launch.process, launch.number, launch.number is not None)
+        watched = Watched(server, cell.workload, kv.over, ctx.traces if launch.traced else None, launch.process,
+                          (cache, facts))
         with cell_monitor(watched, ctx.plan.spec.monitor_interval_s, ev.log) as mon:
             result = await run_cell(launch.session, self.job(launch, cell, mon))
         if result.stopped:
@@ -156,6 +169,16 @@ class Cells:
         if gone:
             raise gone(f"cell {cell.key}: {result.message}")
         return row, result
+
+    def _cache_state(self, launch: Launch, cell: PlannedCell, reset: bool) -> CacheState:
+        """Could the server's prefix cache hold the cell's prompts (study/prompt_cache.py)?"""
+        ctx = self.ctx
+        spec = ctx.plan.spec
+        ours = launch.number is not None
+        sent_by = None if reset or ours else prompt_cache.sent_before(
+            ctx.store, ctx.store.run(ctx.run_id).target, spec, cell.key, cell.repeat, launch.process.started)
+        salted = spec.prompt_salt is not None and cell.workload.kind not in UNSALTED_KINDS
+        return prompt_cache.decide(reset, ours, salted, sent_by)
 
     def skip(self, launch: Launch, cell: PlannedCell, reason: str) -> None:
         row = CellRow.skipped(cell, (cell.workload.input_len or 0, cell.workload.output_len or 0), reason,

@@ -9,6 +9,7 @@ result (a tune) goes on from it."""
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,7 @@ from tokenbench.store.journal import Target
 from tokenbench.study.cells import Cells, Launch, ServerDied, ServerUnreachable
 from tokenbench.study.plan import Plan, PlannedCell, ServerConfig, check_context
 from tokenbench.study.searches import Searches
+from tokenbench.study.server_process import identify
 from tokenbench.study.servers import Server, expected_ctx, launch_failure, load_profile, server_for
 from tokenbench.study.settings import RunContext, Searching
 
@@ -111,7 +113,7 @@ class Launcher:
         for attempt in range(1, MAX_LAUNCHES + 1):
             failed = None
             try:
-                self._launch_and_run(config, config_id)
+                self._launch_and_run(config, config_id, attempt)
                 self._status(config, "done", "; ".join(events + self.searches.lines.get(config.name, [])))
                 return None
             except ServerUnreachable as gone:
@@ -154,7 +156,7 @@ class Launcher:
     def _status(self, config: ServerConfig, status: str, message: str) -> None:
         self.ctx.store.set_config_status(self.ctx.run_id, config.name, status, message)
 
-    def _launch_and_run(self, config: ServerConfig, config_id: int) -> None:
+    def _launch_and_run(self, config: ServerConfig, config_id: int, number: int = 1) -> None:
         ctx = self.ctx
         spec, given_server = ctx.plan.spec, ctx.settings.server
         given = contextlib.nullcontext(given_server) if given_server else None
@@ -172,21 +174,22 @@ class Launcher:
             ctx.journal.header.add_config_facts(config.name, server.facts)
             with ctrl_c_to_loop():
                 todo = None if spec.find_capacity else [c for c in self.pending(config) if c is not None]
-                run_loop(self._measure(server, endpoint, config, config_id, todo))
+                run_loop(self._measure(server, endpoint, config, config_id, todo, number))
 
     async def _measure(self, server: Server, endpoint: Endpoint, config: ServerConfig, config_id: int,
-                       todo: list[PlannedCell] | None) -> None:
-        """On one launch: the planned cells `todo` in order, or (None) the config's capacity searches."""
-        async with self._launched(server, endpoint, config_id) as launch:
+                       todo: list[PlannedCell] | None, number: int = 1) -> None:
+        """On one launch (the config's `number`th in this run): the planned cells `todo` in order, or (None)
+        the config's capacity searches."""
+        async with self._launched(server, endpoint, config_id, number) as launch:
             if todo is None:
                 await self.searches.run(launch, config, config_id)
             else:
                 await self.cells.run_planned(launch, todo)
 
     @contextlib.asynccontextmanager
-    async def _launched(self, server: Server, endpoint: Endpoint, config_id: int):
-        """The facts, one HTTP session for the launch's cells; the JSON result and the listeners learn the
-        target and the method its lengths are kept by."""
+    async def _launched(self, server: Server, endpoint: Endpoint, config_id: int, number: int = 1):
+        """The facts, one HTTP session for the launch's cells, the server's process (study/server_process.py); the JSON
+        result and the listeners learn the target and the method its lengths are kept by."""
         ctx = self.ctx
         spec = ctx.plan.spec
         facts = server.facts.to_dict()
@@ -195,5 +198,8 @@ class Launcher:
         ctx.events.target_ready(endpoint, facts)
         kv_cap = spec.kv_capacity or server.facts.kv_capacity_tokens
         traced = ctx.traces.on_for(server)
+        dep = server.deployment                  # launched by this process for this run (not `deploy up`'s)
+        ours = dep is not None and dep.state.owner_pid == os.getpid()
         async with new_session(spec.target.timeout_s, spec.target.connect_in_ttft) as session:
-            yield Launch(server, endpoint, config_id, kv_cap, session, traced)
+            yield Launch(server, endpoint, config_id, kv_cap, session, traced, identify(server),
+                         number if ours else None)

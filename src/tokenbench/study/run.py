@@ -11,6 +11,7 @@ study/cells.Cells.run."""
 from __future__ import annotations
 
 import dataclasses
+import secrets
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -77,6 +78,13 @@ class Outcome:
         return [c for c in self.cells if c.status == "failed"]
 
 
+def salted(spec: StudySpec) -> None:
+    """A new run without a seed gets its salt: its prompts share nothing with another run's (docs/workloads.md,
+    "Fresh prompts"); with --seed (or a seed in the spec) its prompts are the same in every run."""
+    if "seed" not in spec.model_fields_set and spec.prompt_salt is None:
+        spec.prompt_salt = secrets.token_hex(6)
+
+
 def create_run(store: Store, p: Plan, settings: RunSettings, argv: Sequence[str], profile=None) -> str:
     """Store the new run: its spec, command and environment; its target is the server given (demo: the
     profile deployed), else the spec's URL or profile."""
@@ -113,6 +121,8 @@ def start(spec: StudySpec, store: Store, settings: RunSettings, argv: Sequence[s
         spec.target.base_url = address.base_url(spec.target.base_url)     # a deployment name, no scheme
     if resume:                          # another process measuring it: refused before anything is done
         run_lock.refuse_if_held(store, resume, commands.resume_advice(store, settings.kind, resume))
+    else:
+        salted(spec)
     p = plan(spec)
     preflight(p)
     if spec.target.base_url and server is None:

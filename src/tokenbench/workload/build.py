@@ -88,6 +88,12 @@ class _Cell:
     special: int = 0          # prompt_as_text: tokens the server adds to a text prompt (BOS)
 
     def rng(self, phase: str) -> random.Random:
+        """The stream of a phase's content: salted per run (a run's prompts share nothing with another's)."""
+        return cell_rng(self.wl.seed, self.key, phase, self.wl.salt)
+
+    def shape_rng(self, phase: str) -> random.Random:
+        """The stream of a phase's shape (drawn lengths, which dataset entries, which image files): the same in
+        every run of a seed, salted or not, so runs of one seed ask the same workload."""
         return cell_rng(self.wl.seed, self.key, phase)
 
 
@@ -153,7 +159,7 @@ def _shapes(c: _Cell, phase: str, n: int | None) -> Iterator[tuple[int, int]]:
         shape = (_given(c.wl.input_len, "input_len"), _given(c.wl.output_len, "output_len"))
         return itertools.repeat(shape, *([] if n is None else [n]))
     from tokenbench.workload.lengths import Draws  # a length distribution: only a workload that draws lengths
-    return Draws.of(c.wl).stream(c.rng(f"lengths-{phase}"), n)
+    return Draws.of(c.wl).stream(c.shape_rng(f"lengths-{phase}"), n)
 
 
 def _draw_facts(c: _Cell, n_meas: int | None) -> dict:
@@ -193,7 +199,7 @@ def _dataset(reader: Callable[[str], list[TextEntry]]):
     def build(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
         wl, path = c.wl, _given(c.wl.dataset_path, "dataset_path")
         entries = reader(path)
-        sel = select(entries, c.tok, c.rng("dataset"), n_warm + _given(n_meas, "a request count"),
+        sel = select(entries, c.tok, c.shape_rng("dataset"), n_warm + _given(n_meas, "a request count"),
                      Filters.of(wl, c.t.max_model_len), path)
         facts = {"dataset_path": wl.dataset_path, "dataset_entries": len(entries), "dataset_examined": sel.examined,
                  "dataset_rejected": sel.rejected, "dataset_reused": sel.reused}
@@ -230,7 +236,7 @@ def _image_source(c: _Cell) -> Callable[[random.Random, int], list[img.Image]]:
                                for _ in range(wl.image_count)]
     files = img.load_files(wl.dataset_path)
     order = list(range(len(files)))
-    c.rng("images").shuffle(order)
+    c.shape_rng("images").shuffle(order)
     return lambda rng, i: [files[order[(i * wl.image_count + k) % len(files)]] for k in range(wl.image_count)]
 
 
@@ -264,7 +270,8 @@ def _trace_blocks(c: _Cell, rows: list[trace_replay.TraceRow], facts: dict,
     reuse = trace_replay.trace_reuse(rows, c.wl.trace_block_size)
     facts.update(trace_block_size=reuse.block_size, trace_prompt_tokens=reuse.prompt_tokens,
                  trace_reusable_tokens=reuse.reusable_tokens, trace_reuse_rate=reuse.rate)
-    return trace_replay.BlockIds(f"{c.wl.seed}/{c.key}", c.wl.trace_block_size, c.t.vocab)
+    salted = f"{c.wl.seed}/{c.key}" if c.wl.salt is None else f"{c.wl.seed}/{c.wl.salt}/{c.key}"
+    return trace_replay.BlockIds(salted, c.wl.trace_block_size, c.t.vocab)
 
 
 def _trace_phase(c: _Cell, rows: list[trace_replay.TraceRow], blocks: trace_replay.BlockIds | None) -> Iterator[Draft]:

@@ -9,7 +9,9 @@ then gets the same prompts, whatever it generated). Chat sends the history as me
 system and user turns, the answer's text (or a fixed exact text) for the assistant's; the expected prompt
 tokens are the content's plus the chat template's, measured once per turn index with a 1-token request.
 
-Pure and seeded apart from the tokenizer: session n of a cell has the same content in every run. The
+Pure and seeded apart from the tokenizer: session n of a cell has the same content in every run of a seed
+(a run's salt, when it has one, makes its content and think times its own; each session still re-sends its own
+history, turn after turn). The
 load runner drives the conversations (load/runner.py): `first()` is turn 0, `after(answer)` the next turn
 and the user's think time before it, or None when the session is over.
 """
@@ -80,7 +82,8 @@ def think_ns(rng: random.Random, wl: Workload) -> int:
 
 def session_tag(wl: Workload, key: str) -> str:
     """A cell's session ids start with this (distinct per cell and seed): `{tag}-{n}`."""
-    return f"{zlib.crc32(f'{wl.seed}/{key}'.encode()):08x}"
+    salted = f"{wl.seed}/{key}" if wl.salt is None else f"{wl.seed}/{wl.salt}/{key}"
+    return f"{zlib.crc32(salted.encode()):08x}"
 
 
 @dataclass(frozen=True)
@@ -101,10 +104,11 @@ class Maker:
         n = self.wl.system_prompt_len
         if not n:
             return None
-        return self.content(cell_rng(self.wl.seed, self.key, "system") if self.wl.shared_system_prompt else rng, n)
+        shared = cell_rng(self.wl.seed, self.key, "system", self.wl.salt)
+        return self.content(shared if self.wl.shared_system_prompt else rng, n)
 
     def plan(self, n: int) -> SessionPlan:
-        wl, rng = self.wl, cell_rng(self.wl.seed, self.key, f"session:{n}")
+        wl, rng = self.wl, cell_rng(self.wl.seed, self.key, f"session:{n}", self.wl.salt)
         turns, ilen, olen = wl.turns or 1, wl.input_len or 1, wl.output_len or 1
         system = self.system(rng)
         users = tuple(self.content(rng, ilen) for _ in range(turns))
@@ -214,7 +218,8 @@ def template_overheads(t: Target, plan: SessionPlan, maker: Maker) -> list[int]:
     """Chat: the tokens the server's template adds to turn k's prompt, for every k (1-token requests with
     the plan's texts and exact fillers of output_len for the answers): prompt tokens minus content tokens."""
     wl = maker.wl
-    filler = list(plan.replies or [maker.content(random.Random(f"{wl.seed}/filler/{k}"), wl.output_len or 1)
+    salted = str(wl.seed) if wl.salt is None else f"{wl.seed}/{wl.salt}"
+    filler = list(plan.replies or [maker.content(random.Random(f"{salted}/filler/{k}"), wl.output_len or 1)
                                    for k in range(len(plan.users) - 1)])
     out = []
     for k in range(len(plan.users)):
