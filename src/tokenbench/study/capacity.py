@@ -75,7 +75,7 @@ class Settings:
 
     @property
     def integer(self) -> bool:
-        return self.dimension != "rate"
+        return self.dimension in ("concurrency", "users")
 
     @property
     def first(self) -> float:
@@ -394,7 +394,7 @@ def settings(spec: StudySpec, workload: str) -> Settings:
 
 STOPPED = ("outranked", "time", "budget")    # a search stopped before any load met the tier: only below its fail
 UNRELIABLE = "◊"       # an end of the interval that is not a 95 % bound (metrics/capacity.Check.unreliable)
-UNITS = {"concurrency": "streams", "rate": "requests/s", "users": "users"}
+UNITS = {"concurrency": "streams", "rate": "requests/s", "users": "users", "session_rate": "sessions/s"}
 REASONS = {"converged": "converged", "budget": "cell budget spent", "above_max": "every load up to the limit met it",
            "below_min": "the lowest load tried missed it", "undecided": "the loads next to the boundary stayed "
            "undecided", "client": "could not decide: the client's own delays moved every cell measured "

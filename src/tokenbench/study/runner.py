@@ -483,7 +483,7 @@ class StudyRunner:
             row, result = await self._run_cell(launch, cell)
             records = result.all_records()
         spec, s = self.plan.spec, row.summary
-        values = samples_of(records, metrics_of(spec.capacity_tiers()), spec.slo)
+        values = samples_of(records, metrics_of(spec.capacity_tiers()), spec.slo, s.jobs)
         bounds = {k: b.bound for k, b in ((s.figures.client_bounds if s.figures else None) or {}).items()}
         marks = {k: m.cause for k, m in ((s.figures.client_marks if s.figures else None) or {}).items()}
         got = CellSamples(key=row.key, repeat=row.repeat, status=row.status, values=values,
