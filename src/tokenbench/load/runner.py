@@ -126,10 +126,9 @@ class Cutoff:
         if self.all_started:
             self.close(now_ns)
 
-    @property
-    def stopped(self) -> bool:
-        """No turn is to be sent any more (first-user-stop, past the window's end)."""
-        return self.mode == "first-user-stop" and self.end_ns is not None
+    def stops(self, now_ns: int) -> bool:
+        """No turn is to be sent at `now_ns` (first-user-stop, past the window's end)."""
+        return self.mode == "first-user-stop" and self.end_ns is not None and now_ns > self.end_ns
 
     def measured(self, r: RequestRecord) -> bool:
         return self.mode == "all" or self.end_ns is None or r.sent_ns <= self.end_ns
@@ -320,12 +319,12 @@ class _Sender:
                 self.cutoff.ended(raw.end_ns)
                 return
             intended = raw.end_ns + turn.think_ns
-            if self.pool.gone or not self._before(deadline_ns, intended) or self.cutoff.stopped:
+            if self.pool.gone or not self._before(deadline_ns, intended) or self.cutoff.stops(intended):
                 session.cut()
                 return
             await self.clock.sleep_until(intended)
             await self.out.room()
-            if self.cutoff.stopped:
+            if self.cutoff.stops(self.clock.now_ns()):
                 session.cut()
                 return
             req = turn.request
