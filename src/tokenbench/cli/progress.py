@@ -156,7 +156,7 @@ def _corpus(s: CellSummary) -> str | None:
     f = _facts(s)
     if f.corpus_sha256 is None:
         return None
-    passes = f", {f.corpus_passes:g} passes" if f.corpus_passes is not None else ""
+    passes = f", {f.corpus_passes:g} pass{'es' * (f.corpus_passes != 1)}" if f.corpus_passes is not None else ""
     skipped = f", {len(f.corpus_skipped)} skipped" if f.corpus_skipped else ""
     return (f"corpus {f.corpus_format} sha256 {f.corpus_sha256[:16]}: {f.corpus_replayed} of {f.corpus_trajectories} "
             f"trajectories replayed ({f.corpus_turns} turns){skipped}{passes}")
