@@ -66,6 +66,7 @@ EN: dict[str, str] = {
     "unit.concurrency": "streams",
     "unit.rate": "requests/s",
     "unit.users": "users",
+    "unit.session_rate": "sessions/s",
 }
 
 ZH: dict[str, str] = {
@@ -129,4 +130,5 @@ ZH: dict[str, str] = {
     "unit.concurrency": "流",
     "unit.rate": "请求/秒",
     "unit.users": "用户",
+    "unit.session_rate": "会话/秒",
 }
