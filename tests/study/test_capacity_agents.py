@@ -50,3 +50,26 @@ def test_a_search_in_concurrent_agents_under_a_job_slo_holds_the_closed_form_bou
         measured = jobs.completion_ms["p95"].value              # above the closed form by the client's turn steps
         assert job_ms(agents) <= measured < limit if agents == boundary else measured > limit
     assert f"(tier slo: job:p95<={limit:g}): {boundary} users" in capsys.readouterr().out
+
+
+def test_a_search_in_agents_started_per_second_is_stored_and_reported(tmp_path, capsys):
+    """Open-loop agents (`--find-capacity session_rate`): the load is agents started per second, continuous; the
+    search is stored with that dimension and the report names it. Jobs of 2 turns of 8 tokens at 20 ms each take
+    about 2 x (20 + 7 x 10) = 180 ms alone, well within the limit at every load up to the search's maximum."""
+    db = tmp_path / "db.sqlite"
+    with ReferenceProcess(ReferenceConfig(ttft_ms=20, itl_ms=10, itl_per_running_ms=2.0)) as ref:
+        assert main(["sweep", "--base-url", ref.url, "--dataset-name", "trajectories", "--turns", "2",
+                     "--pairs", "32:8", "--num-trajectories", "24", "--find-capacity", "session_rate",
+                     "--slo", "job:p50<=400", "--capacity-start", "4", "--capacity-max", "32",
+                     "--capacity-budget", "4", "--sustain-s", "0", "--db", str(db)]) == 0
+    store = Store(db)
+    run = store.runs()[-1]
+    [search] = store.searches(run.id)
+    [a] = search.record.answers
+    assert search.record.dimension == "session_rate" and all("/sessions=" in t.key for t in search.record.tried)
+    assert [t.load for t in search.record.tried] == [4.0, 8.0, 16.0, 32.0] and a.capacity == 32   # all met it
+    assert a.headroom is not None and a.headroom.limit.text == "job:p50<=400"
+    assert "sessions/s" in capsys.readouterr().out
+    assert main(["report", run.id, "--db", str(db), "-o", str(tmp_path / "r")]) == 0
+    page = (tmp_path / "r" / "report.md").read_text()
+    assert "session starts (sessions/s" in page
