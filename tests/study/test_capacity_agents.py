@@ -34,7 +34,7 @@ def test_a_search_in_concurrent_agents_under_a_job_slo_holds_the_closed_form_bou
         assert main(["sweep", "--base-url", ref.url, "--dataset-name", "trajectories", "--turns", str(TURNS),
                      "--pairs", f"48:{OUT}", "--num-trajectories", "64", "--find-capacity", "users",
                      "--slo", f"job:p95<={limit:g}", "--capacity-start", "4", "--capacity-max", "16",
-                     "--capacity-budget", "10", "--sustain-s", "0", "--db", str(db)]) == 0
+                     "--capacity-budget", "10", "--sustain-s", "0", "--price-per-hour", "2", "--db", str(db)]) == 0
     store = Store(db)
     run = store.runs()[-1]
     [search] = store.searches(run.id)
@@ -49,7 +49,9 @@ def test_a_search_in_concurrent_agents_under_a_job_slo_holds_the_closed_form_bou
         assert jobs is not None and jobs.completion_ms is not None and jobs.complete == 64
         measured = jobs.completion_ms["p95"].value              # above the closed form by the client's turn steps
         assert job_ms(agents) <= measured < limit if agents == boundary else measured > limit
-    assert f"(tier slo: job:p95<={limit:g}): {boundary} users" in capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())          # the console wraps its lines at spaces
+    assert f"(tier slo: job:p95<={limit:g}): {boundary} users" in out
+    assert f"; {boundary} users per device (1 device), {boundary / 2:g} per $/h" in out      # a $2/h device
 
 
 def test_a_search_in_agents_started_per_second_is_stored_and_reported(tmp_path, capsys):

@@ -33,6 +33,7 @@ import math
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 
+from tokenbench.judge.cost import Price, capacity_units
 from tokenbench.metrics.capacity import (
     Answer,
     CellSamples,
@@ -449,9 +450,19 @@ def _sustain_line(r: SearchRecord, x: Sustain) -> str:
             f"{verdict} ({'; '.join(told)})")
 
 
-def describe(r: SearchRecord) -> list[str]:
-    """The console's lines: one per tier, then the sustain cell's, and what ◊ means when it is shown."""
-    out = [_answer_line(r, a) for a in r.answers]
+def _per_unit(r: SearchRecord, a: Answer, devices: int | None, price: Price | None) -> str:
+    """'; 1.25 users per device (4 devices), 0.42 per $/h': the answer per device and at a price."""
+    if a.capacity is None or devices is None:
+        return ""
+    units = capacity_units((a.capacity, a.lo, a.hi), devices, price)
+    text = f"; {units.per_device[0]:.3g} {UNITS[r.dimension]} per device ({units.devices} device{'s' * (units.devices > 1)})"
+    return text + (f", {units.per_usd_hour[0]:.3g} per $/h" if units.per_usd_hour else "")
+
+
+def describe(r: SearchRecord, devices: int | None = None, price: Price | None = None) -> list[str]:
+    """The console's lines: one per tier (per device and per $ an hour where `devices` is known), then the
+    sustain cell's, and what ◊ means when it is shown."""
+    out = [_answer_line(r, a) + _per_unit(r, a, devices, price) for a in r.answers]
     if any(a.lo_unreliable or a.hi_unreliable for a in r.answers):
         out.append(f"{UNRELIABLE} that end rests on a percentile from too few requests to be a 95 % bound (a p99 "
                    "needs 299 at that load: --num-prompts, --duration)")

@@ -51,6 +51,7 @@ from tokenbench.study.servers import Server, expected_ctx, launch_failure, load_
 from tokenbench.study.traces import Traces
 
 if TYPE_CHECKING:
+    from tokenbench.judge.cost import Price
     from tokenbench.logs.launch import LaunchFailure
     from tokenbench.metrics.capacity import CellSamples, Reason, SearchRecord
     from tokenbench.study import capacity
@@ -443,11 +444,22 @@ class StudyRunner:
             kept = [e for e in self.journal.doc.get("capacity", [])
                     if (e["config"], e["workload"]) != (config.name, record.workload)]     # a search visited again
             self.journal.doc["capacity"] = [*kept, {"config": config.name, **record.model_dump(mode="json")}]
-            for line in capacity.describe(record):
+            for line in capacity.describe(record, *self._units(launch)):
                 lines.append(line)
                 self.ev.log(f"{config.name}: {line}")
         self.capacity[config.name] = lines
         self.capacity_done.add(config.name)
+
+    def _units(self, launch: _Launch | None) -> tuple[int | None, Price | None]:
+        """The devices serving the launched config (judge/hardware.py) and the study's price, for the answer per
+        device and per $ an hour; no devices without a launch (a search replayed from the store)."""
+        from tokenbench.judge.cost import Price  # a capacity search's: only a study that searches
+        from tokenbench.judge.hardware import device_count
+        spec = self.plan.spec
+        price = Price(spec.price_per_hour, spec.price_basis) if spec.price_per_hour else None
+        if launch is None:
+            return None, price
+        return device_count(launch.server.profile, launch.server.facts), price
 
     async def _search(self, launch: _Launch | None, config: ServerConfig, wl: Workload,
                       stored: dict[tuple[str, str, int], CellRow]) -> SearchRecord:
