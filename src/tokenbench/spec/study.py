@@ -406,9 +406,9 @@ class StudySpec(StrictModel):
 
     def _check_capacity(self) -> None:
         if self.find_capacity in ("users", "session_rate") and self.workload.kind not in SESSION_KINDS:
-            raise ValueError(f"find_capacity {self.find_capacity} searches sessions: it needs the sessions or "
-                             "trajectories workload (--dataset-name sessions --turns N); for single requests search "
-                             "concurrency or rate")
+            raise ValueError(f"find_capacity {self.find_capacity} searches sessions: it needs the sessions workload "
+                             "(--dataset-name sessions --turns N) or trajectories (--dataset-name trajectories); for "
+                             "single requests search concurrency or rate")
         tiers = self.capacity_tiers()
         if not tiers:
             raise ValueError("find_capacity needs SLOs: e.g. --slo ttft:p99<=2000,tpot:p99<=200, or "
