@@ -48,7 +48,7 @@ from tokenbench.metrics.capacity import (
     judge,
 )
 from tokenbench.metrics.timeslices import drift
-from tokenbench.spec.slo import Tier
+from tokenbench.spec.slo import JOB_METRICS, Tier
 from tokenbench.spec.study import StudySpec
 
 MAX_CELLS_AT_LOAD = 4         # replicates at one load before the search steps a gap further out
@@ -464,6 +464,9 @@ def describe(r: SearchRecord, devices: int | None = None, price: Price | None = 
     sustain cell's, and what ◊ means when it is shown."""
     out = [_answer_line(r, a) + _per_unit(r, a, devices, price) for a in r.answers]
     if any(a.lo_unreliable or a.hi_unreliable for a in r.answers):
+        jobs = any(limit.metric in JOB_METRICS for t in r.tiers for limit in t.limits)
         out.append(f"{UNRELIABLE} that end rests on a percentile from too few requests to be a 95 % bound (a p99 "
-                   "needs 299 at that load: --num-prompts, --duration)")
+                   "needs 299 at that load: --num-prompts, --duration)" if not jobs else
+                   f"{UNRELIABLE} that end rests on a percentile from too few jobs to be a 95 % bound (a p95 needs 59 "
+                   "complete jobs at that load, a p99 299: --num-sessions, or a larger corpus)")
     return out + ([_sustain_line(r, r.sustain)] if r.sustain is not None else [])
