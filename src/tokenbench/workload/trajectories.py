@@ -187,14 +187,16 @@ class Replay:
         lengths = self.lengths(wl)
         ins, outs = [n for n, _ in lengths], [o for _, o in lengths]
         chains = {t.id: t.chain for t in self.corpus.trajectories if t.chain}
-        return base.model_copy(update={
+        told = {
             "workload": "trajectories", "corpus_format": self.corpus.format, "corpus_sha256": self.corpus.sha256,
             "corpus_trajectories": len(self.corpus.trajectories), "corpus_replayed": len(self.trajectories),
             "corpus_turns": self.turns, "corpus_skipped": {s.id: s.cause for s in self.skipped} or None,
             "corpus_chains": chains or None,
             "corpus_passes": sessions / len(self.trajectories) if sessions is not None else None,
             "input_len_mean": sum(ins) / len(ins), "input_len_min": min(ins), "input_len_max": max(ins),
-            "output_len_mean": sum(outs) / len(outs), "output_len_min": min(outs), "output_len_max": max(outs)})
+            "output_len_mean": sum(outs) / len(outs), "output_len_min": min(outs), "output_len_max": max(outs)}
+        return WorkloadFacts.model_validate({**base.model_dump(exclude_unset=True),
+                                             **{k: v for k, v in told.items() if v is not None}})
 
     def notes(self) -> list[str]:
         """What the cell says of its corpus beside its figures: each skipped trajectory, with its cause."""
