@@ -146,6 +146,7 @@ def _families() -> dict[str, tuple[str, ...] | None]:
         "bn.*": args(bottleneck.Kind), "ev.*": args(bottleneck.Evidence),
         "cap.dim.*": args(capacity.Dimension), "unit.*": args(capacity.Dimension),
         "cap.reason.*": args(capacity.Reason), "role.*": args(capacity.Role),
+        "cache.*": args(summary_groups.CacheStateName),   # report/explain.py: a side's prefix-cache states
         "cause.*": args(tally.Cause, launch.Cause),       # the client's delays (marks) and a failed launch (tune)
         "col.*": tuple(intervals.STATS) + tuple(k for k, _ in sections.SERVER_COLUMNS),
         "cost.by.*": args(cost.SplitBy), "cost.intro.*": args(cost.Basis),

@@ -60,7 +60,6 @@ def test_a_sessions_turn_has_exact_lengths_nothing_draws_or_bounds_them(kw):
 
 
 @pytest.mark.parametrize("kw,msg", [
-    ({"users": 2}, "give num_sessions or duration_s"),
     ({"users": 2, "session_rate": 1.0, "num_sessions": 2}, "give exactly one"),
     ({"users": 2, "concurrency": 2, "num_sessions": 2}, "give exactly one"),
     ({"users": 2, "num_prompts": 8}, "counts sessions"),

@@ -54,8 +54,9 @@ TARGET = (Flag("target.base_url"), Flag("target.model"), Flag("target.api_key_en
           Flag("target.new_connection_per_request"), Flag("target.server_traces"), Flag("target.otlp_listen"),
           Flag("target.via_proxy"), Flag("target.server_chunks_per_write"))
 WORKLOAD = (Flag("workload.kind", vllm=("--dataset-name",), parse=serve.dataset_kind,
-                 help="random | text | sharegpt | jsonl | prefix | image | trace (text: natural-text token ids cut "
-                      "to the exact length; vLLM's custom is jsonl; SGLang's random-ids is random)"),
+                 help="random | text | sharegpt | jsonl | prefix | image | trace | sessions | trajectories (text: "
+                      "natural-text token ids cut to the exact length; trajectories: agent traces, docs/workloads.md; "
+                      "vLLM's custom is jsonl; SGLang's random-ids is random)"),
             Flag("workload.dataset_path", vllm=("--dataset-path",)),
             *(Flag(f"workload.{n}") for n in ("min_input_len", "max_input_len", "min_output_len", "max_output_len",
                                               "prefix_len", "num_groups", "image_count", "image_width",
@@ -64,6 +65,8 @@ WORKLOAD = (Flag("workload.kind", vllm=("--dataset-name",), parse=serve.dataset_
             Flag("workload.turns"), Flag("workload.system_prompt_len"), Flag("workload.shared_system_prompt"),
             Flag("workload.think_time_s", names=("--think-time",)), Flag("workload.think_time_dist"),
             Flag("workload.assistant_turns"), Flag("workload.session_header"),
+            *(Flag(f"workload.{n}") for n in ("trajectory_format", "num_trajectories", "turns_dist", "no_salt",
+                                              "unreplayable", "cache_block_size")),
             Flag("workload.tokenizer_path", vllm=("--tokenizer",)),
             Flag("workload.vocab_size"), Flag("workload.prompt_as_text"), Flag("api"), Flag("seed", vllm=("--seed",)))
 LENGTHS = (Flag("workload.range_ratio", vllm=("--random-range-ratio",)), Flag("workload.range_ratio_style"),
@@ -75,7 +78,7 @@ LOAD = (Flag("concurrency", parse=options.int_list),
         Flag("arrival"), Flag("burstiness", vllm=("--burstiness",)), Flag("max_concurrency", vllm=("--max-concurrency",)),
         Flag("rate_cap"),
         Flag("users", parse=options.int_list), Flag("session_rates", names=("--session-rate",), parse=options.float_list),
-        Flag("ramp_up_s"), Flag("requests.num_sessions"),
+        Flag("ramp_up_s"), Flag("window"), Flag("requests.num_sessions"),
         Flag("requests.num_prompts", vllm=("--num-prompts",)), Flag("requests.duration_s", names=("--duration",)),
         Flag("warmup_requests", vllm=("--num-warmups",)), Flag("warmup_first_prompt"), Flag("repeats"))
 CHECKS = (Flag("slo", parse=options.slo_dict, help="SLOs: per-request thresholds in ms for goodput (ttft=500,"
@@ -222,12 +225,22 @@ def length_options(f: Callable) -> Callable:
     return f
 
 
+def _file_lengths(input_len: int | None, output_len: int | None) -> None:
+    """A trajectories dataset gives every turn's lengths."""
+    if input_len is not None or output_len is not None:
+        raise UsageError("--input-len/--output-len do not apply to a trajectories dataset: every turn's lengths "
+                         "come from the file", "drop them (or drop --dataset-path to generate trajectories)")
+
+
 def _lengths(data: dict, input_len: int | None, output_len: int | None) -> None:
     kind = data.get("workload", {}).get("kind", "random")
     for flag, value in (("--input-len", input_len), ("--output-len", output_len)):
         if value is not None and value <= 0:
             raise UsageError(f"{flag} must be a positive number of tokens, got {value}",
                              "use e.g. --input-len 512 --output-len 128")
+    if kind == "trajectories" and data.get("workload", {}).get("dataset_path"):
+        _file_lengths(input_len, output_len)
+        return
     if kind in DATASET_KINDS:
         if input_len is not None:
             raise UsageError(f"--input-len: input_len does not apply to {kind}: prompt lengths come from the "

@@ -39,6 +39,7 @@ WORKLOAD_FACTS: tuple[tuple[Callable[[CellSummary], object], str], ...] = (
     (lambda s: _facts(s).trace_reuse_rate, "the trace's own reuse {:.1%}"),
     (lambda s: _counters(s).server_prefix_cache_hit_rate, "engine prefix-cache counters {:.1%}"),
     (lambda s: _counters(s).speculative, "speculative decoding: {}"),
+    (lambda s: _corpus(s), "{}"),
     (lambda s: _facts(s).input_len_mean, "mean input {:.1f} tokens"),
     (lambda s: _facts(s).output_len_mean, "mean output {:.1f} tokens"))
 
@@ -130,8 +131,8 @@ def workload_lines(r: CellResult) -> list[str]:
     told = [explain.send_note(r.key, r.summary) or explain.send_line(r.key, r.summary),
             explain.schedule_note(r.key, r.summary), explain.tail_note(r.key, r.summary),
             explain.delivery_note(r.key, r.summary), explain.early_note(r.key, r.summary)]
-    turns = _by_turn(r.summary)
-    return ([f"{r.key}: {facts}"] if facts else []) + ([f"{r.key}: {turns}"] if turns else []) + \
+    turns = [line for line in (_by_turn(r.summary), _jobs(r.summary)) if line]
+    return ([f"{r.key}: {facts}"] if facts else []) + [f"{r.key}: {line}" for line in turns] + \
         [line for line in told if line] + _phase_lines(r.key, r.summary) + [f"{r.key}: {n}" for n in r.notes]
 
 
@@ -142,8 +143,41 @@ def _by_turn(s: CellSummary) -> str:
         return ""
     ttft = ", ".join("-" if v is None else f"{v:.1f}" for v in f.turn_ttft_mean_ms or [])
     hits = ", ".join("-" if v is None else f"{v:.0%}" for v in f.turn_hit_rate or [])
+    theory = ", ".join("-" if v is None else f"{v:.0%}" for v in f.turn_theory_hit_rate or [])
+    window = (f"; window {f.window} ended at {f.window_end_s:.1f} s, {f.outside_requests} turns sent after it "
+              "(stored, not measured)" if f.window_end_s is not None and f.outside_requests else "")
     return (f"sessions {f.completed} of {f.started} completed; by turn: TTFT mean {ttft} ms"
-            + (f"; hit rate {hits}" if hits.strip("-, ") else ""))
+            + (f"; hit rate {hits}" if hits.strip("-, ") else "")
+            + (f"; theoretical hit ({f.cache_block_size}-token blocks) {theory}" if theory else "") + window)
+
+
+def _corpus(s: CellSummary) -> str | None:
+    """A trajectories cell's corpus: its format and hash, what was replayed, how many passes."""
+    f = _facts(s)
+    if f.corpus_sha256 is None:
+        return None
+    passes = f", {f.corpus_passes:g} pass{'es' * (f.corpus_passes != 1)}" if f.corpus_passes is not None else ""
+    skipped = f", {len(f.corpus_skipped)} skipped" if f.corpus_skipped else ""
+    return (f"corpus {f.corpus_format} sha256 {f.corpus_sha256[:16]}: {f.corpus_replayed} of {f.corpus_trajectories} "
+            f"trajectories replayed ({f.corpus_turns} turns){skipped}{passes}")
+
+
+def _stat(stats: dict | None, name: str) -> str:
+    x = (stats or {}).get(name)
+    return "-" if x is None else f"{x.value:.1f} [{x.lo:.1f}, {x.hi:.1f}]"
+
+
+def _jobs(s: CellSummary) -> str:
+    """A sessions cell's jobs: how many completed, their completion time and worst turns (95 % intervals), and
+    where their time went."""
+    j = s.jobs
+    if j is None or not j.complete:
+        return ""
+    shares = (f"; server {j.server_share:.0%}, tools {j.tool_share:.0%}, client {j.client_share:.1%} of it"
+              if j.server_share is not None and j.tool_share is not None and j.client_share is not None else "")
+    return (f"jobs {j.complete} of {j.started} complete ({j.turns_mean:.1f} turns each): completion ms p50 "
+            f"{_stat(j.completion_ms, 'p50')}, p95 {_stat(j.completion_ms, 'p95')}{shares}; worst turn TTFT p95 "
+            f"{_stat(j.ttft_max_ms, 'p95')} ms, TPOT p95 {_stat(j.tpot_max_ms, 'p95')} ms")
 
 
 TITLE = "results (ms, tokens/s; * = concurrency x (input+output) > KV capacity)"

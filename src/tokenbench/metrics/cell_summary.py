@@ -22,6 +22,7 @@ from tokenbench.metrics.summary_groups import (
     FigureHealth,
     Group,
     Interruption,
+    JobFigures,
     LaunchFacts,
     MonitorFigures,
     Number,
@@ -192,6 +193,7 @@ class CellSummary(BaseModel):
     figures: FigureHealth | None = None      # client health per figure (metrics/health.py): bounds, the verdict's marks
     counters: ServerCounters | None = None   # the server's counters over the measured phase (metrics/server.py)
     sessions: SessionFigures | None = None   # a sessions cell only: its shape and figures by turn (metrics/summary.py)
+    jobs: JobFigures | None = None           # a sessions cell only: its jobs, each measured whole (metrics/summary.py)
     interruption: Interruption | None = None   # the user stopped the cell (Ctrl-C): how far it got
     phases: PhaseLedger | None = None        # the server's spans joined to the cell's requests (metrics/server.py,
                                              # study/traces.py): where the time went, phase by phase

@@ -20,12 +20,14 @@ from tokenbench.metrics.summary_groups import (
     EarlyEnds,
     FigureHealth,
     FigureMark,
+    JobFigures,
+    JobStat,
     OffReason,
     SendRates,
     SessionFigures,
     StreamTail,
 )
-from tokenbench.metrics.tally import CellTally, SendTimes, SlotWaits, Turn, TurnTally
+from tokenbench.metrics.tally import CellTally, JobTally, JobTurn, SendTimes, SlotWaits, Turn, TurnTally
 from tokenbench.metrics.timeslices import Columns, Timeslices
 from tokenbench.metrics.timeslices import compute as timeslices
 from tokenbench.spec.bench import SLO, Load, Workload
@@ -340,6 +342,73 @@ def turn_figures(turns: TurnTally) -> dict[str, list]:
             "turn_ttft_hi_ms": [i.hi if i else None for i in ttft],
             "turn_ttft_p50_ms": [float(np.median(t.ttft)) if t.ttft else None for t in rows],
             "turn_tpot_mean_ms": [_mean(t.tpot) for t in rows]}
+
+
+def theory_figures(turns: TurnTally, theory: dict[tuple[str, int], int]) -> dict[str, object]:
+    """The theoretical hit by turn (`turn_theory_hit_rate`) and over every turn (`theory_hit_rate`): the
+    tokens the oracle found over the prompt tokens, over the same ok measured requests turn_requests counts."""
+    rows = [turns.turns.get(k, Turn()) for k in range(max(turns.turns, default=-1) + 1)]
+    found = [sum(theory.get((sid, k), 0) for sid in t.sessions) for k, t in enumerate(rows)]
+    prompts = [sum(t.prompt) for t in rows]
+    return {"turn_theory_hit_rate": [f / p if p else None for f, p in zip(found, prompts, strict=True)],
+            "theory_hit_rate": sum(found) / sum(prompts) if sum(prompts) else None}
+
+
+JOB_STATS = ("mean", "p50", "p90", "p95", "p99")
+
+
+def _job_number(sid: str) -> tuple[int, str]:
+    """Jobs in the order they started (a session id ends with its number)."""
+    tail = sid.rsplit("-", 1)[-1]
+    return (int(tail), sid) if tail.isdigit() else (-1, sid)
+
+
+Planned = dict[str, tuple[int, ...]]       # a job's think (tool) time before each of its turns, ns (0 first)
+
+
+def _complete(jobs: JobTally, planned: Planned) -> tuple[list[tuple[str, list[JobTurn]]], int]:
+    """The jobs whose every planned turn was answered ok (in start order), and how many others started."""
+    done, partial = [], 0
+    for sid in sorted(set(jobs.jobs) | set(planned), key=_job_number):
+        turns = jobs.jobs.get(sid, {})
+        row = [turns.get(k) for k in range(len(planned.get(sid, turns)))]
+        if row and all(t is not None and t.ok for t in row):
+            done.append((sid, [t for t in row if t is not None]))
+        else:
+            partial += 1
+    return done, partial
+
+
+def _job_stats(values: list[float]) -> dict[str, JobStat] | None:
+    from tokenbench.metrics.uncertainty import within  # a sessions cell only
+    if not values:
+        return None
+    x = np.asarray(values, dtype=float)
+    return {stat: JobStat(value=i.value, lo=i.lo, hi=i.hi, unreliable=i.unreliable)
+            for stat in JOB_STATS for i in [within(x, stat)]}
+
+
+def job_figures(jobs: JobTally, planned: Planned) -> JobFigures:
+    """A sessions cell's jobs (docs/metrics.md, "Jobs"): each complete job from its first send to its last
+    token, split exactly into its turns' time at the server (send to last token), its tool delays (the
+    trace's, each waited on the client's clock from the previous answer's end) and the rest (stream tails,
+    the client's lateness)."""
+    done, partial = _complete(jobs, planned)
+    jct = [(t[-1].last - t[0].sent) / MS for _, t in done]
+    server = [sum(x.last - x.sent for x in t) / MS for _, t in done]
+    tool = [sum(planned.get(sid, ())) / MS for sid, _ in done]
+    ttft = [max((x.ttft for x in t if x.ttft is not None), default=None) for _, t in done]
+    tpot = [max((x.tpot for x in t if x.tpot is not None), default=None) for _, t in done]
+    shares = [(s / j, o / j) if j > 0 else (0.0, 0.0) for s, o, j in zip(server, tool, jct, strict=True)]
+    return JobFigures(
+        started=len(done) + partial, complete=len(done), incomplete=partial,
+        completion_ms=_job_stats(jct), ttft_max_ms=_job_stats([v for v in ttft if v is not None]),
+        tpot_max_ms=_job_stats([v for v in tpot if v is not None]),
+        turns_mean=_mean([len(t) for _, t in done]), turns_max=max((len(t) for _, t in done), default=None),
+        server_share=_mean([a for a, _ in shares]), tool_share=_mean([b for _, b in shares]),
+        client_share=_mean([1.0 - a - b for a, b in shares]), ids=[sid for sid, _ in done],
+        each_completion_ms=jct, each_server_ms=server, each_tool_ms=tool, each_ttft_max_ms=ttft,
+        each_tpot_max_ms=tpot, each_turns=[len(t) for _, t in done])
 
 
 def tally_of(recs: Sequence[RequestRecord], slo: SLO | None = None) -> CellTally:

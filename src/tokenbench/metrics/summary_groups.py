@@ -155,6 +155,14 @@ class WorkloadFacts(Group):
     image_tokens_per_image: float | None = None
     tokenizer: str | None = None               # "local DIR" when the prompts were counted locally
     prompt_as_text_special_tokens: Number | None = None   # prompt_as_text: tokens the server adds (BOS)
+    corpus_format: str | None = None           # trajectories: mlcommons | mooncake | weka | generated
+    corpus_sha256: str | None = None           # ... the corpus read (or the generated one's lengths)
+    corpus_trajectories: Number | None = None  # ... in the corpus (a Weka trace's chains each count)
+    corpus_replayed: Number | None = None      # ... that this cell could replay
+    corpus_turns: Number | None = None         # ... their turns (one pass)
+    corpus_skipped: dict[str, str] | None = None   # ... each one skipped (unreplayable: skip) -> its cause
+    corpus_chains: dict[str, str] | None = None    # ... a Weka trace's chains replayed apart -> why
+    corpus_passes: float | None = None         # sessions planned / trajectories replayed (None: by duration)
 
     def without_lengths(self) -> WorkloadFacts:
         """Fixed-length workloads state no length statistics (every request asked the same)."""
@@ -390,6 +398,14 @@ class SessionFigures(Group):
     turn_ttft_hi_ms: list[float | None] | None = None
     turn_ttft_p50_ms: list[float | None] | None = None
     turn_tpot_mean_ms: list[float | None] | None = None
+    # trajectories: the theoretical prefix-cache hit (workload/trajectories.CacheOracle) beside turn_hit_rate
+    turn_theory_hit_rate: list[float | None] | None = None
+    theory_hit_rate: float | None = None      # over every measured ok turn
+    cache_block_size: Number | None = None    # the block the theoretical hits count
+    # the measured window (load.window): where it ended, and the turns sent after it (stored, not measured)
+    window: str | None = None
+    window_end_s: float | None = None         # after the first measured send
+    outside_requests: Number | None = None
 
     def shape_text(self) -> str:
         """What two sessions cells must share to be compared, the load's size apart (the cells' x): turns,
@@ -402,6 +418,49 @@ class SessionFigures(Group):
 
     def load_text(self) -> str:
         return f"{self.users} users" if self.users is not None else f"{self.rate:g} sessions/s"
+
+
+class JobStat(BaseModel):
+    """A statistic over a cell's jobs with its 95 % interval (metrics/uncertainty.within)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    value: float
+    lo: float
+    hi: float
+    unreliable: bool = False
+
+
+class JobFigures(Group):
+    """A sessions or trajectories cell's jobs (keys `job_*`; docs/metrics.md, "Jobs"): a job is one session
+    (an agent's trajectory), measured whole from its first send to its last token, the turns sent after the
+    measured window included. Statistics over the complete jobs, each with its interval; each complete job's
+    own figures (`each_*`, in the order of `ids`), which a capacity search's job limits read."""
+
+    PREFIX: ClassVar[str] = "job_"
+    started: Number | None = None
+    complete: Number | None = None            # every planned turn answered ok
+    incomplete: Number | None = None          # a failed turn, or cut by the cell's end
+    completion_ms: dict[str, JobStat] | None = None    # mean, p50, p90, p95, p99 of the completion time
+    ttft_max_ms: dict[str, JobStat] | None = None      # ... of each job's worst turn TTFT
+    tpot_max_ms: dict[str, JobStat] | None = None      # ... of each job's worst turn TPOT (turns of 2+ tokens)
+    turns_mean: float | None = None
+    turns_max: Number | None = None
+    server_share: float | None = None         # mean over jobs of (sum of turns' send to last token) / completion
+    tool_share: float | None = None           # ... of (sum of tool delays) / completion
+    client_share: float | None = None         # ... of the rest: stream tails and the client's lateness
+    ids: list[str] | None = None
+    each_completion_ms: list[float] | None = None
+    each_server_ms: list[float] | None = None
+    each_tool_ms: list[float] | None = None
+    each_ttft_max_ms: list[float | None] | None = None
+    each_tpot_max_ms: list[float | None] | None = None
+    each_turns: list[Number] | None = None
+
+    def each(self, metric: str) -> list[float]:
+        """Each complete job's figure a limit reads: job (completion), job_ttft, job_tpot (ms; none missing)."""
+        values = {"job": self.each_completion_ms, "job_ttft": self.each_ttft_max_ms,
+                  "job_tpot": self.each_tpot_max_ms}[metric] or []
+        return [float(v) for v in values if v is not None]
 
 
 BurstSource = Literal["server", "proxy", "upstream"]    # the server's own writes (its account), a declared

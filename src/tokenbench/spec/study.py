@@ -17,9 +17,12 @@ from tokenbench.spec.bench import (
     MIN_RATE,
     PAIR_KINDS,
     RATE_CAP,
+    SESSION_KINDS,
     SLO,
     WARMUP_FIRST_PROMPT,
     WARMUP_REQUESTS,
+    WINDOW,
+    SessionWindow,
     Workload,
     WorkloadSource,
 )
@@ -224,6 +227,7 @@ class StudySpec(StrictModel):
                              "running one session at a time")
     session_rates: list[float] = Field(default_factory=list, description="sessions workload, open-loop cells: "
                                        "sessions started per second")
+    window: SessionWindow | None = Field(None, description=WINDOW)
     ramp_up_s: float | None = Field(None, gt=0, description="sessions: the users of a cell start evenly spread over "
                                     "this many seconds (default: all at once)")
     max_concurrency: int | None = Field(None, gt=0, description="cap on in-flight requests in rate cells "
@@ -254,10 +258,10 @@ class StudySpec(StrictModel):
                                    "marked '~' with the cause); without it they are shown marked, unjudged")
     max_error_rate: float = Field(0.0, ge=0, le=1, description="fail a cell above this failed fraction")
     stop_on_saturation: bool = Field(False, description="skip higher concurrencies once throughput stops rising")
-    find_capacity: Literal["concurrency", "rate", "users"] | None = Field(
+    find_capacity: Literal["concurrency", "rate", "users", "session_rate"] | None = Field(
         None, description="search the highest load meeting the SLOs per pair and server config: concurrency "
-        "(closed loop, whole streams), rate (open loop, requests/s) or users (closed-loop sessions); "
-        "the flag alone means concurrency")
+        "(closed loop, whole streams), rate (open loop, requests/s), users (closed-loop sessions: concurrent "
+        "agents) or session_rate (open-loop sessions: agents started per second); the flag alone means concurrency")
     capacity_max: float = Field(256, gt=0, description="upper limit of the capacity search (streams or requests/s)")
     capacity_start: float | None = Field(None, gt=0, description="the first load the capacity search tries "
                                          "(default: concurrency 1, rate 1 request/s)")
@@ -343,7 +347,7 @@ class StudySpec(StrictModel):
         return {SHORT_KEYS.get(k, k): vals for k, vals in v.items()}
 
     def _no_session_load(self) -> None:
-        for name in ("users", "session_rates", "ramp_up_s"):
+        for name in ("users", "session_rates", "ramp_up_s", "window"):
             if getattr(self, name):
                 raise ValueError(f"{name} applies to a sessions workload (--dataset-name sessions)")
         if self.requests.num_sessions is not None:
@@ -351,8 +355,8 @@ class StudySpec(StrictModel):
 
     @model_validator(mode="after")
     def _session_axis(self) -> "StudySpec":
-        """A sessions study's load is in users or session starts; other workloads take neither."""
-        if self.workload.kind != "sessions":
+        """A sessions (or trajectories) study's load is in users or session starts; other workloads take neither."""
+        if self.workload.kind not in SESSION_KINDS:
             self._no_session_load()
             return self
         if self.concurrency or self.rates or self.max_concurrency:
@@ -371,7 +375,7 @@ class StudySpec(StrictModel):
             raise ValueError("ramp_up_s spreads the starts of users: it needs users (--users)")
         if self.find_capacity in ("concurrency", "rate"):
             raise ValueError(f"find_capacity {self.find_capacity}: a sessions workload's load is in users: search "
-                             "users (--find-capacity users)")
+                             "users (--find-capacity users) or session starts (--find-capacity session_rate)")
         if not self.users and not self.session_rates and not self.find_capacity:
             raise ValueError("the users axis is empty: give 'users: [1, 4, ...]' (--users) or 'session_rates' "
                              "(--session-rate)")
@@ -389,7 +393,7 @@ class StudySpec(StrictModel):
                                  "the load itself; use a random or dataset workload")
         elif self.find_capacity:
             self._check_capacity()
-        elif self.workload.kind != "sessions" and not self.concurrency and not self.rates and not self.max_concurrency:
+        elif self.workload.kind not in SESSION_KINDS and not self.concurrency and not self.rates and not self.max_concurrency:
             raise ValueError("the concurrency axis is empty: give 'concurrency: [1, 8, ...]' or 'rates: [...]'")
 
     @model_validator(mode="after")
@@ -407,9 +411,10 @@ class StudySpec(StrictModel):
 
 
     def _check_capacity(self) -> None:
-        if self.find_capacity == "users" and self.workload.kind != "sessions":
-            raise ValueError("find_capacity users searches closed-loop sessions: it needs the sessions workload "
-                             "(--dataset-name sessions --turns N); for single requests search concurrency or rate")
+        if self.find_capacity in ("users", "session_rate") and self.workload.kind not in SESSION_KINDS:
+            raise ValueError(f"find_capacity {self.find_capacity} searches sessions: it needs the sessions workload "
+                             "(--dataset-name sessions --turns N) or trajectories (--dataset-name trajectories); for "
+                             "single requests search concurrency or rate")
         tiers = self.capacity_tiers()
         if not tiers:
             raise ValueError("find_capacity needs SLOs: e.g. --slo ttft:p99<=2000,tpot:p99<=200, or "
@@ -448,10 +453,12 @@ class StudySpec(StrictModel):
             if self.pairs:
                 raise ValueError("length_histogram gives every request's lengths: drop 'pairs' (--input-len, "
                                  "--output-len)")
-        elif kind in PAIR_KINDS and not self.pairs:
+        elif (kind in PAIR_KINDS or self.workload.generated) and not self.pairs:
             raise ValueError(f"'pairs' is empty: a {kind} sweep needs [input, output] pairs, e.g. pairs: [[512, 128]]")
-        if kind in PAIR_KINDS and self.workload.output_len is not None:
+        if (kind in PAIR_KINDS or self.workload.generated) and self.workload.output_len is not None:
             raise ValueError("give output lengths in 'pairs', not workload.output_len")
+        if kind == "trajectories" and self.workload.dataset_path and self.pairs:
+            raise ValueError("a trajectories dataset gives every turn's lengths: drop 'pairs' (--input-len, --output-len)")
         if kind in DATASET_KINDS and self.pairs:
             raise ValueError(f"a {kind} sweep takes its lengths from the dataset: drop 'pairs' "
                              "(force output lengths with workload.output_len)")
@@ -464,7 +471,7 @@ class StudySpec(StrictModel):
     def workloads(self) -> list[Workload]:
         """One workload per pair (random, prefix, image), or the one dataset workload."""
         common = {**self.workload.model_dump(), "api": self.api, "seed": self.seed, "salt": self.prompt_salt}
-        if self.workload.kind in DATASET_KINDS or self.workload.length_histogram is not None:
+        if self.workload.from_file or self.workload.length_histogram is not None:
             return [Workload(**common)]
         return [Workload(**{**common, "input_len": a, "output_len": b}) for a, b in self.pairs]
 

@@ -33,6 +33,7 @@ import math
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 
+from tokenbench.judge.cost import Price, capacity_units
 from tokenbench.metrics.capacity import (
     Answer,
     CellSamples,
@@ -47,7 +48,7 @@ from tokenbench.metrics.capacity import (
     judge,
 )
 from tokenbench.metrics.timeslices import drift
-from tokenbench.spec.slo import Tier
+from tokenbench.spec.slo import JOB_METRICS, Tier
 from tokenbench.spec.study import StudySpec
 
 MAX_CELLS_AT_LOAD = 4         # replicates at one load before the search steps a gap further out
@@ -75,7 +76,7 @@ class Settings:
 
     @property
     def integer(self) -> bool:
-        return self.dimension != "rate"
+        return self.dimension in ("concurrency", "users")
 
     @property
     def first(self) -> float:
@@ -394,7 +395,7 @@ def settings(spec: StudySpec, workload: str) -> Settings:
 
 STOPPED = ("outranked", "time", "budget")    # a search stopped before any load met the tier: only below its fail
 UNRELIABLE = "◊"       # an end of the interval that is not a 95 % bound (metrics/capacity.Check.unreliable)
-UNITS = {"concurrency": "streams", "rate": "requests/s", "users": "users"}
+UNITS = {"concurrency": "streams", "rate": "requests/s", "users": "users", "session_rate": "sessions/s"}
 REASONS = {"converged": "converged", "budget": "cell budget spent", "above_max": "every load up to the limit met it",
            "below_min": "the lowest load tried missed it", "undecided": "the loads next to the boundary stayed "
            "undecided", "client": "could not decide: the client's own delays moved every cell measured "
@@ -449,10 +450,23 @@ def _sustain_line(r: SearchRecord, x: Sustain) -> str:
             f"{verdict} ({'; '.join(told)})")
 
 
-def describe(r: SearchRecord) -> list[str]:
-    """The console's lines: one per tier, then the sustain cell's, and what ◊ means when it is shown."""
-    out = [_answer_line(r, a) for a in r.answers]
+def _per_unit(r: SearchRecord, a: Answer, devices: int | None, price: Price | None) -> str:
+    """'; 1.25 users per device (4 devices), 0.42 per $/h': the answer per device and at a price."""
+    if a.capacity is None or devices is None:
+        return ""
+    units = capacity_units((a.capacity, a.lo, a.hi), devices, price)
+    text = f"; {units.per_device[0]:.3g} {UNITS[r.dimension]} per device ({units.devices} device{'s' * (units.devices > 1)})"
+    return text + (f", {units.per_usd_hour[0]:.3g} per $/h" if units.per_usd_hour else "")
+
+
+def describe(r: SearchRecord, devices: int | None = None, price: Price | None = None) -> list[str]:
+    """The console's lines: one per tier (per device and per $ an hour where `devices` is known), then the
+    sustain cell's, and what ◊ means when it is shown."""
+    out = [_answer_line(r, a) + _per_unit(r, a, devices, price) for a in r.answers]
     if any(a.lo_unreliable or a.hi_unreliable for a in r.answers):
+        jobs = any(limit.metric in JOB_METRICS for t in r.tiers for limit in t.limits)
         out.append(f"{UNRELIABLE} that end rests on a percentile from too few requests to be a 95 % bound (a p99 "
-                   "needs 299 at that load: --num-prompts, --duration)")
+                   "needs 299 at that load: --num-prompts, --duration)" if not jobs else
+                   f"{UNRELIABLE} that end rests on a percentile from too few jobs to be a 95 % bound (a p95 needs 59 "
+                   "complete jobs at that load, a p99 299: --num-sessions, or a larger corpus)")
     return out + ([_sustain_line(r, r.sustain)] if r.sustain is not None else [])

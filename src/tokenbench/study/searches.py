@@ -18,6 +18,7 @@ from tokenbench.study.plan import PlannedCell, ServerConfig, capacity_load, repe
 from tokenbench.study.settings import RunContext
 
 if TYPE_CHECKING:
+    from tokenbench.judge.cost import Price
     from tokenbench.metrics.capacity import CellSamples, SearchRecord
     from tokenbench.study import capacity
 
@@ -61,11 +62,22 @@ class Searches:
         for record in records:
             ctx.store.save_search(ctx.run_id, config_id, record)
             ctx.journal.header.record_search(config.name, record)
-            for line in capacity.describe(record):
+            for line in capacity.describe(record, *self._units(launch)):
                 lines.append(line)
                 ctx.events.log(f"{config.name}: {line}")
         self.lines[config.name] = lines
         self.done.add(config.name)
+
+    def _units(self, launch: Launch | None) -> tuple[int | None, Price | None]:
+        """The devices serving the launched config (judge/hardware.py) and the study's price, for the answer per
+        device and per $ an hour; no devices without a launch (a search replayed from the store)."""
+        from tokenbench.judge.cost import Price  # a capacity search's: only a study that searches
+        from tokenbench.judge.hardware import device_count
+        spec = self.ctx.plan.spec
+        price = Price(spec.price_per_hour, spec.price_basis) if spec.price_per_hour else None
+        if launch is None:
+            return None, price
+        return device_count(launch.server.profile, launch.server.facts), price
 
     async def _search(self, launch: Launch | None, config: ServerConfig, wl: Workload,
                       stored: dict[tuple[str, str, int], CellRow]) -> SearchRecord:
@@ -101,7 +113,7 @@ class Searches:
             row, result = await self.cells.run(launch, cell)
             records = result.all_records()
         spec, s = self.ctx.plan.spec, row.summary
-        values = samples_of(records, metrics_of(spec.capacity_tiers()), spec.slo)
+        values = samples_of(records, metrics_of(spec.capacity_tiers()), spec.slo, s.jobs)
         bounds = {k: b.bound for k, b in ((s.figures.client_bounds if s.figures else None) or {}).items()}
         marks = {k: m.cause for k, m in ((s.figures.client_marks if s.figures else None) or {}).items()}
         got = CellSamples(key=row.key, repeat=row.repeat, status=row.status, values=values,

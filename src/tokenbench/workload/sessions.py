@@ -24,6 +24,7 @@ import random
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from tokenbench.client.records import RawExchange
 from tokenbench.client.request import Message, PreparedRequest, Prompt, SessionTurn
@@ -34,6 +35,9 @@ from tokenbench.workload.build import Target
 from tokenbench.workload.chat import Tokenizer, exact_text, probe_messages
 from tokenbench.workload.random_ids import cell_rng, random_ids
 from tokenbench.workload.vocab import Vocab
+
+if TYPE_CHECKING:                    # a trajectories cell's theoretical hits (workload/trajectories.py)
+    from tokenbench.workload.trajectories import CacheOracle
 
 Content = tuple[int, ...] | str      # a turn's token ids (completions) or its text of known token count (chat)
 Make = Callable[[Prompt], PreparedRequest]
@@ -54,7 +58,8 @@ class SessionPlan:
     system: Content | None
     users: tuple[Content, ...]              # one per turn
     replies: tuple[Content, ...] | None     # fixed assistant turns (one per turn but the last), else None
-    think_ns: tuple[int, ...]               # before turns 1 .. T-1
+    think_ns: tuple[int, ...]               # before turns 1 .. T-1 (trajectories: the tool delays)
+    outputs: tuple[int, ...] = ()           # each turn's exact output tokens (trajectories); () : output_len each
 
 
 @dataclass
@@ -127,6 +132,10 @@ class Context:
     tok: Tokenizer
     overheads: list[int] = field(default_factory=list)     # chat: template tokens of turn k's prompt
     feedback: Feedback = field(default_factory=Feedback)
+    oracle: CacheOracle | None = None     # trajectories: the theoretical hit of each turn (completions)
+    theory: dict[tuple[str, int], int] = field(default_factory=dict)   # (session id, turn) -> theoretical hit
+    planned: dict[str, tuple[int, ...]] = field(default_factory=dict)  # session id -> its think (tool) times, ns,
+                                                                       # one per turn (0 before the first)
 
     @property
     def chat(self) -> bool:
@@ -151,12 +160,19 @@ class Conversation:
 
     def first(self) -> PreparedRequest:
         self.ctx.feedback.started += 1
+        self.ctx.planned[self.plan.session_id] = (0, *self.plan.think_ns[:len(self.plan.users) - 1])
         return self._request(0)
 
+    def output(self, k: int) -> int:
+        """Turn k's exact output tokens: the trajectory's, else the workload's output_len."""
+        return self.plan.outputs[k] if self.plan.outputs else self.ctx.wl.output_len or 1
+
     def _request(self, k: int) -> PreparedRequest:
-        user, out = self.plan.users[k], self.ctx.wl.output_len or 1
+        user, out = self.plan.users[k], self.output(k)
         if isinstance(user, tuple):
             ids = (*self.ids, *user)
+            if self.ctx.oracle is not None:
+                self.ctx.theory[(self.plan.session_id, k)] = self.ctx.oracle.look(ids)
             return self.ctx.make(Prompt(ids, None, len(ids), out, len(ids), session=self.session(k)))
         n = self.content + (self.ctx.wl.input_len or 0)
         return self.ctx.make(Prompt(None, user, n, out, n + self.ctx.overheads[k], messages=tuple(self.messages),
@@ -166,6 +182,10 @@ class Conversation:
         """The next turn (its history now holds this answer) and the think time before it; None at the end."""
         k, fb = self.turn, self.ctx.feedback
         answer = returned(raw)
+        if self.ctx.oracle is not None and answer.ok and answer.ids is not None:
+            user = self.plan.users[k]
+            if isinstance(user, tuple):            # what the server keeps: prompt + answer but its last token
+                self.ctx.oracle.store((*self.ids, *user, *answer.ids[:-1]))
         if k + 1 >= len(self.plan.users) or not answer.ok:
             fb.completed += answer.ok
             fb.cut_short += not answer.ok
@@ -190,7 +210,7 @@ class Conversation:
         fb, fixed = self.ctx.feedback, self.plan.replies
         if fixed is not None:
             fb.fixed += 1
-            return fixed[k], self.ctx.wl.output_len or 0
+            return fixed[k], len(fixed[k]) if isinstance(fixed[k], tuple) else self.ctx.wl.output_len or 0
         if not self.ctx.chat and answer.ids is not None:
             fb.returned_ids += 1
             return answer.ids, len(answer.ids)
