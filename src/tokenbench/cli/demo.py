@@ -60,9 +60,9 @@ def command(profile: str, overrides: tuple[str, ...], pairs: str, concurrency: s
         print_facts(dep.facts)
         _stage(2, "smoke test: one chat and one completions request")
         check(smoke(dep.base_url), dep.base_url)
-        server = Server(dep.base_url, dep.facts or ServerFacts(prof.engine), prof)
+        server = Server(dep.base_url, dep.facts or ServerFacts(engine=prof.engine), prof)
         planned = study.start(demo_spec(dep.base_url, grid, concs, num_prompts, client__cpus), store,
-                              RunSettings("sweep", server=server, isolation=placed), sys.argv)
+                              RunSettings(kind="sweep", server=server, isolation=placed), sys.argv)
         _stage(3, f"benchmark {len(planned.plan.cells)} cells (exact token counts, ignore_eos, warmup per cell)")
         out, display = progress.run(planned, [])
         progress.report(out, display, [f"stored run {out.run_id} in {store.path}"])

@@ -43,7 +43,7 @@ if TYPE_CHECKING:                    # a sessions cell's conversations: imported
     from tokenbench.workload.sessions import Feedback
 
 
-@dataclass
+@dataclass(kw_only=True)
 class CellResult:
     key: str
     load: Load
@@ -130,7 +130,7 @@ class Unwatched:
         return ServerSide()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CellJob:
     """One cell, handed down whole with what it needs and nothing else: the server, what to send under
     which load, how each request is made (the client options), what its figures and verdict need (the
@@ -311,9 +311,9 @@ async def run_cell(session: Session, job: CellJob) -> CellResult:
         work = _sessions(job, n_warm) if load.sessions else _requests(job, n_warm)
         warmup = list(_prepare(job, work.prompts.warmup))
     prompts = work.prompts
-    phases = Phases(job.key, warmup, _warmup_load(load, n_warm),
-                    work.measure, load, arrival_seed(wl.seed, job.key), work.count,
-                    planned_count(load, wl.input_len, "prepared") or 0, prompts.offsets_ns)
+    phases = Phases(key=job.key, warmup=warmup, warmup_load=_warmup_load(load, n_warm),
+                    measure=work.measure, load=load, seed=arrival_seed(wl.seed, job.key), count=work.count,
+                    limit=planned_count(load, wl.input_len, "prepared") or 0, offsets=prompts.offsets_ns)
     prompts.warmup, prompts.measure = [], []        # the requests being made hold them now (images are large)
     intake = _Intake(CellTally(job.slo, job.timeslice_s, sessions=load.sessions), job)
     run = await job.executor.run(session, phases, intake)
@@ -334,12 +334,14 @@ async def _result(job: CellJob, work: _Work, phases: Phases, sink: _Intake, run:
     sessions = _session_figures(job, fb, tally.turns) if fb is not None else None
     e = job.endpoint
     delivery = Delivery(e.server_writes, e.server_writes_from, e.via_proxy)
-    measured = Measured(tally, load, prompts.nominal_lengths(wl), health, run.slot_waits, phases.seed,
-                        phases.count, (sink.started_ns, sink.ended_ns), run.stopped, sink.cut, (prompts.facts, sessions),
-                        delivery)
+    measured = Measured(tally=tally, load=load, lengths=prompts.nominal_lengths(wl), health=health,
+                        slot_waits=run.slot_waits, arrival_seed=phases.seed, planned=phases.count,
+                        window=(sink.started_ns, sink.ended_ns), stopped=run.stopped, cut=sink.cut,
+                        groups=(prompts.facts, sessions), delivery=delivery)
     summary, verdict = finish(measured, await job.watch.read(measured, sink.spool), job.policy)
     notes = prompts.notes + exhausted_note(health, load, tally.outcomes.n)
     notes += [fb.problem] if fb is not None and fb.problem else []
     records = sorted(sink.records, key=lambda r: r.index)
-    return CellResult(job.key, load, wl, summary, records, sink.warmup, verdict, notes, sink.spool,
-                      sink.started_ns, sink.ended_ns, run.stopped)
+    return CellResult(key=job.key, load=load, workload=wl, summary=summary, records=records, warmup=sink.warmup,
+                      verdict=verdict, notes=notes, spool=sink.spool, started_ns=sink.started_ns,
+                      ended_ns=sink.ended_ns, stopped=run.stopped)

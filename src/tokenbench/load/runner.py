@@ -118,7 +118,7 @@ class Sessions:
 Work = Iterable[PreparedRequest] | Sessions
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Phases:
     """A cell's requests as an executor takes them (load/executors.py): the warmup, with its own closed-loop
     load (None: no warmup phase), then the measured phase under the cell's load."""
@@ -172,7 +172,7 @@ class _Pool(Generic[T]):
         return i, req
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Sender:
     """What both loops share: the send, the requests, the clock, where exchanges go, the progress call."""
 
@@ -418,7 +418,7 @@ async def run_phase(send: Send, requests: Work, plan: PhasePlan, out: Outlets = 
     clock = clock or MonotonicClock()
     pool, probe = _pool(requests, load, clock), LoopLagProbe()
     reducer = _Reducer(plan.name, out, max(PENDING_HARD, load.in_flight_cap or 0))
-    sender = _Sender(send, pool, clock, reducer, out.done)
+    sender = _Sender(send=send, pool=pool, clock=clock, out=reducer, on_done=out.done)
     schedule = _schedule(plan, pool.count)           # drawn (and scaled) before t0
     stopped = False
     with _young_gc_only():

@@ -55,7 +55,7 @@ class SessionPlan:
     think_ns: tuple[int, ...]               # before turns 1 .. T-1
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Feedback:
     """How a cell's sessions went and what their histories were made of (stated in its summary)."""
 
@@ -153,9 +153,11 @@ class Conversation:
         user, out = self.plan.users[k], self.ctx.wl.output_len or 1
         if isinstance(user, tuple):
             ids = (*self.ids, *user)
-            return self.ctx.make(Prompt(ids, None, len(ids), out, len(ids), session=self.session(k)))
+            return self.ctx.make(Prompt(token_ids=ids, text=None, input_len=len(ids), output_len=out,
+                                        expected_prompt_tokens=len(ids), session=self.session(k)))
         n = self.content + (self.ctx.wl.input_len or 0)
-        return self.ctx.make(Prompt(None, user, n, out, n + self.ctx.overheads[k], messages=tuple(self.messages),
+        return self.ctx.make(Prompt(token_ids=None, text=user, input_len=n, output_len=out,
+                                    expected_prompt_tokens=n + self.ctx.overheads[k], messages=tuple(self.messages),
                                     session=self.session(k)))
 
     async def after(self, raw: RawExchange) -> NextTurn | None:
