@@ -230,8 +230,7 @@ def _session_facts(wl: Workload, warm: CellPrompts) -> WorkloadFacts:
     answers of output_len), and the warmup's tokenizer and chat-template facts."""
     turns, sys, ilen, olen = wl.turns or 1, wl.system_prompt_len or 0, wl.input_len or 0, wl.output_len or 0
     lengths = [sys + (k + 1) * ilen + k * olen for k in range(turns)]
-    return warm.facts.model_copy(update={"workload": "sessions", "input_len_mean": sum(lengths) / turns,
-                                         "input_len_min": lengths[0], "input_len_max": lengths[-1]})
+    return warm.facts.of_sessions(lengths)
 
 
 def _sessions(job: CellJob, n_warm: int) -> _Work:

@@ -432,9 +432,9 @@ async def run_phase(send: Send, requests: Work, plan: PhasePlan, out: Outlets = 
         finally:
             health = probe.stop()
             records = await reducer.close(reducing)
-    health = health.model_copy(update=_exhausted(pool, load, t0))
+    health = health.ran_out(_exhausted(pool, load, t0))
     if stopped:
-        health = health.model_copy(update={"stopped_after_s": (clock.now_ns() - t0) / 1e9})
+        health = health.stopped((clock.now_ns() - t0) / 1e9)
     return CellRun(records=records, client_health=health, stopped=stopped, slot_waits=sender.waits)
 
 
@@ -487,9 +487,9 @@ async def _loop(sender: _Sender, plan: PhasePlan, schedule: Iterable[int] | None
     await sender.open_loop(load, schedule, t0)
 
 
-def _exhausted(pool: _Pool, load: Load, t0: int) -> dict:
-    """A duration cell whose prepared requests ran out before its end: when (seconds after t0)."""
+def _exhausted(pool: _Pool, load: Load, t0: int) -> float | None:
+    """A duration cell whose prepared requests ran out before its end: when (seconds after t0); None if not."""
     if not load.duration_s or pool.exhausted_ns is None:
-        return {}
+        return None
     at = (pool.exhausted_ns - t0) / 1e9
-    return {"prepared_exhausted_s": at} if at < load.duration_s else {}
+    return at if at < load.duration_s else None
