@@ -11,9 +11,7 @@ and what the runner measured go to metrics/cell.finish, which makes the summary 
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
-import os
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -32,8 +30,6 @@ from tokenbench.load.runner import CellRun, Phases, Sessions, Work
 from tokenbench.load.target import Endpoint
 from tokenbench.metrics.cell import Measured, ServerSide, finish
 from tokenbench.metrics.cell_summary import CellSummary
-
-PLANT = os.environ.get("TOKENBENCH_PLANT", "").split(",")   # PLANTED VIOLATIONS: a temporary commit
 from tokenbench.metrics.health import Delivery
 from tokenbench.metrics.summary import shape_of, turn_figures
 from tokenbench.metrics.summary_groups import ClientHealth, SessionFigures, WorkloadFacts
@@ -342,12 +338,6 @@ async def _result(job: CellJob, work: _Work, phases: Phases, sink: _Intake, run:
                         window=(sink.started_ns, sink.ended_ns), stopped=run.stopped, cut=sink.cut,
                         groups=(prompts.facts, sessions), delivery=delivery)
     summary, verdict = finish(measured, await job.watch.read(measured, sink.spool), job.policy)
-    if "receiver" in PLANT:
-        s = summary
-        summary = s.with_()
-    if "replace" in PLANT:
-        v = verdict
-        verdict = dataclasses.replace(v)
     notes = prompts.notes + exhausted_note(health, load, tally.outcomes.n)
     notes += [fb.problem] if fb is not None and fb.problem else []
     records = sorted(sink.records, key=lambda r: r.index)

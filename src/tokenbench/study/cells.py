@@ -6,7 +6,6 @@ of the server (it died, or stopped answering) is raised for the launch to act on
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -19,7 +18,6 @@ from tokenbench.load.cell import CellJob, CellResult, Watch, run_cell
 from tokenbench.load.executors import Executor, executor_for
 from tokenbench.load.target import Endpoint
 from tokenbench.metrics.cell_summary import CellSummary
-from tokenbench.metrics.cell_summary import CellSummary as S
 from tokenbench.metrics.verdict import Verdict, VerdictPolicy
 from tokenbench.spec.server_kinds import Capabilities
 from tokenbench.spec.study import StudySpec
@@ -28,8 +26,6 @@ from tokenbench.study.monitoring import Watched, cell_monitor
 from tokenbench.study.plan import PlannedCell, kv_demand, over_capacity
 from tokenbench.study.servers import Server
 from tokenbench.study.settings import RunContext
-
-PLANT = os.environ.get("TOKENBENCH_PLANT", "").split(",")   # PLANTED VIOLATIONS: a temporary commit
 
 
 class ServerDied(Exception):
@@ -142,11 +138,6 @@ class Cells:
         watched = Watched(server, cell.workload, kv.over, ctx.traces if launch.traced else None)
         with cell_monitor(watched, ctx.plan.spec.monitor_interval_s, ev.log) as mon:
             result = await run_cell(launch.session, self.job(launch, cell, mon))
-        if "alias" in PLANT:
-            S(completed=0)
-        if "failed" in PLANT:
-            v = result.verdict
-            v.failed("planted", "planted")
         if result.stopped:
             ev.log(f"interrupted: storing {cell.config.name} {cell.key} as interrupted "
                    f"(Ctrl-C again stops at once, without storing it)")
