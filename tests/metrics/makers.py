@@ -101,6 +101,7 @@ class Makers:
 
     def __init__(self) -> None:
         self.seen: Counter[Made] = Counter()
+        self._before: tuple[Any, Any] = (None, None)
 
     def _hook(self, frame: FrameType, event: str, arg: Any) -> None:
         if event != "call" or id(frame.f_code) not in WATCHED:
@@ -116,13 +117,14 @@ class Makers:
             self.seen[Made(record, t.__name__, how, module, function)] += 1
 
     def __enter__(self) -> Makers:
+        self._before = (sys.getprofile(), threading.getprofile())
         sys.setprofile(self._hook)
         threading.setprofile(self._hook)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        sys.setprofile(None)
-        threading.setprofile(None)       # type: ignore[arg-type]
+        sys.setprofile(self._before[0])
+        threading.setprofile(self._before[1])
 
     def outside(self) -> list[Made]:
         """The makes and amendments by a maker the rule does not allow."""
