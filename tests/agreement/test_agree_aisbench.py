@@ -17,7 +17,8 @@ from tokenbench.cli.main import main
 from tokenbench.errors import UsageError
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
-CELL = agree_peers.Cell("http://127.0.0.1:9", "gemma3-270m", "/models/g", 128, 32, 4, 16, 7, 1)
+CELL = agree_peers.Cell(base_url="http://127.0.0.1:9", model="gemma3-270m", tokenizer="/models/g", input_len=128,
+                        output_len=32, concurrency=4, num_prompts=16, seed=7, run=1)
 
 
 def _flag(argv: list[str], name: str) -> str:

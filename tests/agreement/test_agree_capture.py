@@ -70,7 +70,8 @@ def body_rows(rows):
 @pytest.mark.slow
 def test_the_differences_name_the_variants_and_together_they_send_what_the_peer_sent(tmp_path):
     with reference() as url:
-        cell = Cell(url, "reference-model", "/nonexistent", 24, 6, 1, 3, 0, kind="capture")
+        cell = Cell(base_url=url, model="reference-model", tokenizer="/nonexistent", input_len=24, output_len=6,
+                    concurrency=1, num_prompts=3, seed=0, kind="capture")
         peer = captured(cell, PEER_LIKE, tmp_path)
         ours = captured(cell, DEFAULT, tmp_path)
         rows = compare(ours, peer, cell)
@@ -103,7 +104,8 @@ def test_a_peer_prompt_of_another_length_is_sent_at_that_length(tmp_path):
     """The text variant takes the peer's prompt length by the server's count (bench_serving's re-tokenized
     random ids are not input_len tokens)."""
     with reference() as url:
-        cell = Cell(url, "reference-model", "/nonexistent", 24, 4, 1, 2, 0, kind="capture")
+        cell = Cell(base_url=url, model="reference-model", tokenizer="/nonexistent", input_len=24, output_len=4,
+                    concurrency=1, num_prompts=2, seed=0, kind="capture")
         shorter = Variant("short", "short", {"workload.prompt_as_text": True}, input_len=19)
         rows = compare(captured(cell, DEFAULT, tmp_path), captured(cell, shorter, tmp_path), cell)
     [text] = [v for v in variants(rows) if v.name == "text"]
@@ -113,7 +115,8 @@ def test_a_peer_prompt_of_another_length_is_sent_at_that_length(tmp_path):
 
 def test_the_same_request_shows_no_difference(tmp_path):
     with reference() as url:
-        cell = Cell(url, "reference-model", "/nonexistent", 16, 4, 2, 4, 0, kind="capture")
+        cell = Cell(base_url=url, model="reference-model", tokenizer="/nonexistent", input_len=16, output_len=4,
+                    concurrency=2, num_prompts=4, seed=0, kind="capture")
         rows = compare(captured(cell, DEFAULT, tmp_path), captured(cell, DEFAULT, tmp_path), cell)
     assert [r.what for r in body_rows(rows) if r.differs] == [] and variants(rows) == []
 
@@ -122,7 +125,8 @@ def test_the_same_request_shows_no_difference(tmp_path):
 def test_extra_body_may_not_change_what_tokenbench_must_send(body):
     from tokenbench.agreement.variants import study_spec
     from tokenbench.errors import UsageError
-    cell = Cell("http://127.0.0.1:9", "m", "/tok", 16, 4, 1, 2, 0)
+    cell = Cell(base_url="http://127.0.0.1:9", model="m", tokenizer="/tok", input_len=16, output_len=4, concurrency=1,
+                num_prompts=2, seed=0)
     with pytest.raises(Exception, match="extra_body may not set") as err:
         study_spec(cell, Variant("x", "x", {"target.extra_body": body}))
     assert not isinstance(err.value, UsageError)        # a spec error; the CLI names the flag
@@ -139,8 +143,9 @@ def stand_in_peer():
     def argv(python: str, cell: Cell, out: Path) -> list[str]:
         return [python, "-m", "tokenbench.cli.main", "bench",
                 *tokenbench_args(cell, str(out / f"stand-in-{cell.tag}.json"), PEER_LIKE)]
-    return Peer("stand-in", "stand-in peer", argv, lambda cell, out: out / f"stand-in-{cell.tag}.json", read_summary,
-                lambda: Path(sys.executable), "")
+    return Peer(name="stand-in", label="stand-in peer", argv=argv,
+                result=lambda cell, out: out / f"stand-in-{cell.tag}.json", read=read_summary,
+                default_python=lambda: Path(sys.executable), hint="")
 
 
 @pytest.mark.slow
@@ -152,8 +157,9 @@ def test_agree_explain_end_to_end(tmp_path, monkeypatch):
     from tokenbench.agreement import peers as agree_peers
     monkeypatch.setitem(agree_peers.PEERS, "stand-in", stand_in_peer())
     with reference() as url:
-        spec = agree.AgreeSpec(url, "stand-in", tokenizer=str(tmp_path), input_len=16, output_len=4, concurrency=(1,),
-                               num_prompts=3, repeat=2, explain=True, variants=("text", "final-usage"))
+        spec = agree.AgreeSpec(base_url=url, peer="stand-in", tokenizer=str(tmp_path), input_len=16, output_len=4,
+                               concurrency=(1,), num_prompts=3, repeat=2, explain=True,
+                               variants=("text", "final-usage"))
         result = agree.run(spec, tmp_path / "out", lambda m: None)
     assert sorted(v.name for v in result.bodies.variants) == ["connection", "final-usage", "no-min-tokens",
                                                               "no-monitor", "sampling", "text", "warmup"]
@@ -179,7 +185,8 @@ def test_equal_values_written_differently_are_the_same_field():
 
     def cap(body: dict) -> ClientCapture:
         import json
-        return ClientCapture("x", (Captured(1, 0, 1, "POST", "/v1/completions", (), json.dumps(body).encode()),), 1)
+        return ClientCapture("x", (Captured(seq=1, arrived_ns=0, connection=1, method="POST", path="/v1/completions",
+                                            headers=(), body=json.dumps(body).encode()),), 1)
     [temp, top] = field_rows(cap({"temperature": 0.0, "top_p": 1}), cap({"temperature": 0, "top_p": 0.9}))
     assert (temp.ours, temp.theirs, temp.differs, temp.variant) == ("0.0", "0", False, None)
     assert top.differs and top.variant.changes == {"target.extra_body": {"top_p": 0.9}}
@@ -207,7 +214,7 @@ def test_a_cached_warmup_prompt_is_the_cause_explain_names(tmp_path, monkeypatch
     from tokenbench.agreement import peers as agree_peers
     monkeypatch.setitem(agree_peers.PEERS, "stand-in", warmup_peer())
     with reference(prefill_ms_per_token=4.0, prefix_cache_blocks=4096, block_size=16, itl_ms=1.0) as url:
-        spec = agree.AgreeSpec(url, "stand-in", tokenizer=str(tmp_path), input_len=65, output_len=4,
+        spec = agree.AgreeSpec(base_url=url, peer="stand-in", tokenizer=str(tmp_path), input_len=65, output_len=4,
                                concurrency=(1,), num_prompts=3, repeat=2, explain=True)
         result = agree.run(spec, tmp_path / "out", lambda m: None)
     assert [v.name for v in result.bodies.variants] == ["warmup", "no-monitor"]
@@ -253,7 +260,8 @@ def test_only_scrapes_among_the_measured_requests_count():
     from tokenbench.testing.recording_proxy import Captured
 
     def req(seq: int, method: str, path: str, at: int, end: int | None = None) -> Captured:
-        return Captured(seq, at, 1, method, path, (), b"{}", 200, None, at, end)
+        return Captured(seq=seq, arrived_ns=at, connection=1, method=method, path=path, headers=(), body=b"{}",
+                        status=200, usage=None, first_chunk_ns=at, last_chunk_ns=end)
     gen = (req(1, "POST", "/v1/completions", 10, 50), req(3, "POST", "/v1/completions", 60, 100))
     around = ClientCapture("peer", gen, 2, metrics=(req(0, "GET", "/metrics", 5), req(9, "GET", "/metrics", 101)))
     among = ClientCapture("tb", gen, 2, metrics=(req(0, "GET", "/metrics", 5), req(2, "GET", "/metrics", 55)))
@@ -286,7 +294,8 @@ def test_every_arm_sends_no_traceparent_to_a_deployment_that_exports_spans(tmp_p
     assert profile is not None
     monkeypatch.setenv("TOKENBENCH_STATE", str(tmp_path / "state"))
     with lifecycle.deployed(profile, state_dir=tmp_path / "state") as dep:
-        cell = Cell(dep.base_url, "reference-model", "/nonexistent", 16, 4, 1, 2, 0)
+        cell = Cell(base_url=dep.base_url, model="reference-model", tokenizer="/nonexistent", input_len=16,
+                    output_len=4, concurrency=1, num_prompts=2, seed=0)
         bench = StudySpec.model_validate({"target": {"base_url": dep.base_url}, "pairs": [[16, 4]],
                                           "concurrency": [1], "requests": {"num_prompts": 2}})
         traced = measure(bench).results[0].records

@@ -96,17 +96,18 @@ def test_rounds_rotate_so_every_arm_runs_once_in_every_position():
 def test_the_arms_follow_the_capture():
     from tokenbench.agreement.agree import AgreeSpec
     bodies = Bodies([], [], [TEXT, USAGE], BOTH)
-    plain = AgreeSpec("http://x", explain=False)
+    plain = AgreeSpec(base_url="http://x", explain=False)
     assert arms_of(plain, bodies) == ([BOTH], [])                      # agree: the peer's workload only
-    assert arms_of(AgreeSpec("http://x", explain=True), bodies) == ([DEFAULT, TEXT, USAGE, BOTH], [TEXT, USAGE, BOTH])
-    assert arms_of(AgreeSpec("http://x", explain=True, variants=("text",)), bodies) == (
+    assert arms_of(AgreeSpec(base_url="http://x", explain=True), bodies) == ([DEFAULT, TEXT, USAGE, BOTH],
+                                                                              [TEXT, USAGE, BOTH])
+    assert arms_of(AgreeSpec(base_url="http://x", explain=True, variants=("text",)), bodies) == (
         [DEFAULT, TEXT, BOTH], [TEXT, BOTH])
     single = Bodies([], [], [TEXT], TEXT)
-    assert arms_of(AgreeSpec("http://x", explain=True), single) == ([DEFAULT, TEXT], [TEXT])
-    assert arms_of(AgreeSpec("http://x", explain=True), Bodies([], [], [], DEFAULT)) == ([DEFAULT], [])
+    assert arms_of(AgreeSpec(base_url="http://x", explain=True), single) == ([DEFAULT, TEXT], [TEXT])
+    assert arms_of(AgreeSpec(base_url="http://x", explain=True), Bodies([], [], [], DEFAULT)) == ([DEFAULT], [])
     from tokenbench.errors import UsageError
     with pytest.raises(UsageError, match="--variants: warmup not among the differences found"):
-        arms_of(AgreeSpec("http://x", explain=True, variants=("warmup",)), bodies)
+        arms_of(AgreeSpec(base_url="http://x", explain=True, variants=("warmup",)), bodies)
 
 
 def test_the_tables_show_every_arm_and_the_verdict():
@@ -129,11 +130,11 @@ def test_the_tables_show_every_arm_and_the_verdict():
 def test_variants_are_checked_before_anything_runs():
     from tokenbench.agreement.agree import AgreeSpec, check_variants
     from tokenbench.errors import UsageError
-    check_variants(AgreeSpec("http://x", explain=True, variants=("text", "connection")))
+    check_variants(AgreeSpec(base_url="http://x", explain=True, variants=("text", "connection")))
     with pytest.raises(UsageError, match="unknown change txt"):
-        check_variants(AgreeSpec("http://x", explain=True, variants=("txt",)))
+        check_variants(AgreeSpec(base_url="http://x", explain=True, variants=("txt",)))
     with pytest.raises(UsageError, match="chooses the single changes of --explain"):
-        check_variants(AgreeSpec("http://x", variants=("text",)))
+        check_variants(AgreeSpec(base_url="http://x", variants=("text",)))
 
 
 def test_the_clients_clocks_give_their_own_remainder():
@@ -165,8 +166,10 @@ def test_the_command_prints_the_capture_and_the_explanation():
     bodies = Bodies(rows, [Difference("max_tokens", "64", "64")], [rows[0].variant], rows[0].variant)
     data = rounds(peer=[100, 100, 100], default=[94, 93, 95], text=[95, 94, 96], final_usage=[98, 97, 99],
                   peer_workload=[99, 98, 100])
-    result = Agreement(PEERS["vllm"], [], {}, 0.02, Path("."), bodies, explain(data, [TEXT, USAGE, BOTH],
-                                                                              Setting(2, 0.02)), 3)
+    result = Agreement(peer=PEERS["vllm"], rows=[], counts={}, tolerance=0.02, out=Path("."), bodies=bodies,
+                       explained=explain(data, [TEXT, USAGE, BOTH],
+Setting(2, 0.02)),
+                       repeat=3)
     console = Console(width=250, record=True)
     console.print(command.body_table(result))
     for t in command.explain_tables(result):

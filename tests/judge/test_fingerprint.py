@@ -111,7 +111,8 @@ def test_a_side_is_the_mean_of_its_cells_and_every_cell_must_tell():
 
 
 def test_a_merged_cell_is_judged_by_its_repeats():
-    a, b = CellRow("k", 1, 1, "ok", side(other=200.0)[0]), CellRow("k", 1, 1, "ok", side(other=10.0)[0])
+    a = CellRow(key="k", input_len=1, output_len=1, status="ok", summary=side(other=200.0)[0])
+    b = CellRow(key="k", input_len=1, output_len=1, status="ok", summary=side(other=10.0)[0])
     merged = replace(a, summary=CellSummary(), repeats=(a, b))
     assert summaries([merged]) == [a.summary, b.summary]
 

@@ -93,8 +93,8 @@ def build_run(store: Store, run_id: str = "20260102-030405-fixed", with_samples:
                 recs = records(c, il, ol, slots, fail=fail, text=text)
                 summary = summarize(recs, Load(concurrency=c, num_prompts=len(recs)), il, ol)
                 demand = c * (il + ol)
-                cell = CellRow(f"{il}:{ol}/c={c}", il, ol, "ok", summary, concurrency=c, kv_demand=demand,
-                               kv_capacity=kv, over_capacity=demand > kv)
+                cell = CellRow(key=f"{il}:{ol}/c={c}", input_len=il, output_len=ol, status="ok", summary=summary,
+                               concurrency=c, kv_demand=demand, kv_capacity=kv, over_capacity=demand > kv)
                 samples = monitor_samples(recs, slots) if with_samples and c == 4 else ()
                 store.save_cell(run_id, cid, cell, recs, samples)
     store.set_run_status(run_id, "done")
@@ -117,8 +117,9 @@ def build_mixed_run(store: Store, run_id: str = "20260102-030405-mixed", closed=
         for load in loads:
             recs = records(load.concurrency or 2, 128, 32, slots)
             summary = summarize(recs, load, 128, 32)
-            store.save_cell(run_id, cid, CellRow(f"128:32/{load.label}", 128, 32, "ok", summary,
-                                                 concurrency=load.concurrency, request_rate=load.request_rate), recs)
+            store.save_cell(run_id, cid, CellRow(key=f"128:32/{load.label}", input_len=128, output_len=32, status="ok",
+                                                 summary=summary, concurrency=load.concurrency,
+                                                 request_rate=load.request_rate), recs)
     store.set_run_status(run_id, "done")
     return run_id
 
@@ -138,7 +139,8 @@ def build_bench_run(store: Store, run_id: str = "20260102-030405-bench", local_e
     for c in cells:
         recs = records(c, 128, 32, 4)
         summary = summarize(recs, Load(concurrency=c, num_prompts=len(recs)), 128, 32)
-        store.save_cell(run_id, cid, CellRow(f"128:32/c={c}", 128, 32, "ok", summary, concurrency=c), recs)
+        store.save_cell(run_id, cid, CellRow(key=f"128:32/c={c}", input_len=128, output_len=32, status="ok",
+                                             summary=summary, concurrency=c), recs)
     store.set_run_status(run_id, "done")
     return run_id
 
@@ -194,6 +196,7 @@ def build_accel_run(store: Store, run_id: str = "20260102-030405-accel", price: 
                             int(summary.total_output_tokens or 0), int(summary.completed or 0))
         summary = summary.with_(monitor_summary(samples, window))
         rows = [(s.t_ns, s.source, s.name, s.value, json.dumps(s.labels)) for s in samples]
-        store.save_cell(run_id, cid, CellRow(f"128:32/c={c}", 128, 32, "ok", summary, concurrency=c), recs, rows)
+        store.save_cell(run_id, cid, CellRow(key=f"128:32/c={c}", input_len=128, output_len=32, status="ok",
+                                             summary=summary, concurrency=c), recs, rows)
     store.set_run_status(run_id, "done")
     return run_id

@@ -36,7 +36,8 @@ def stored(store, run_id: str, slots: int, marked: bool) -> str:
     if marked:
         mark = FigureMark(cause="host_contention", bound=38.0, tolerance=s.p99_ttft_ms * 0.05)
         s = s.with_(ClientHealth(client_wait_percent=12.5), FigureHealth(client_marks={MARKED: mark}))
-    store.save_cell(run_id, cid, CellRow("128:32/c=2", 128, 32, "ok", s, 0, 2, kv_demand=320, kv_capacity=4096), recs)
+    store.save_cell(run_id, cid, CellRow(key="128:32/c=2", input_len=128, output_len=32, status="ok", summary=s,
+                                         repeat=0, concurrency=2, kv_demand=320, kv_capacity=4096), recs)
     store.set_run_status(run_id, "done")
     return run_id
 
@@ -95,7 +96,10 @@ def test_the_terminal_table_marks_the_figure_alone(capsys):
     s = CellSummary(completed=16, failed=0, output_throughput=41.25, mean_ttft_ms=401.5, p99_ttft_ms=612.0)
     s = s.with_(ClientHealth(client_wait_percent=9.0), FigureHealth(client_marks={
         MARKED: FigureMark(cause="host_contention", bound=40.0, tolerance=30.6)}))
-    progress.matrix(Outcome("R", None, [CellRow("128:32/c=4", 128, 32, "ok", s, config="a")], []))
+    progress.matrix(Outcome(run_id="R", store=None,
+                            cells=[CellRow(key="128:32/c=4", input_len=128, output_len=32, status="ok", summary=s,
+                                           config="a")],
+                            problems=[]))
     printed = capsys.readouterr().out
     assert "612.00~" in printed and "41.25 " in printed and "401.50 " in printed
     assert "p99_ttft_ms ±40" in printed and "waited 9.0 %" in printed

@@ -50,7 +50,8 @@ def stored(store, run_id: str, itl_ms: float, seed: int, status: str = "ok", slo
     cid = store.upsert_config(run_id, "ref", overrides={}, profile=profile(4), facts=facts(1 << 20), status="done")
     recs = jittered(itl_ms, seed)
     summary = summarize(recs, Load(concurrency=C, num_prompts=N), 64, OUT, slo)
-    store.save_cell(run_id, cid, CellRow(f"64:{OUT}/c={C}", 64, OUT, status, summary, concurrency=C,
+    store.save_cell(run_id, cid, CellRow(key=f"64:{OUT}/c={C}", input_len=64, output_len=OUT, status=status,
+                                         summary=summary, concurrency=C,
                                          message="" if status == "ok" else "8/160 requests failed", kv_demand=C * 88,
                                          kv_capacity=1 << 20), recs)
     store.set_run_status(run_id, "done")

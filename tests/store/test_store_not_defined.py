@@ -105,7 +105,8 @@ def test_a_figure_that_is_not_a_number_is_stored_as_null_and_read_back_as_not_de
     run = store.create_run("bench", "http://x", {"bad": list(bad.values())}, [], {"x": math.nan})
     config = store.upsert_config(run, "default")
     key = f"8:4/c={store.db.execute('SELECT COUNT(*) FROM cells').fetchone()[0] + 1}"
-    store.save_cell(run, config, CellRow(key, 8, 4, "ok", summary), [], [(1, "server", "x", math.nan, "{}")])
+    store.save_cell(run, config, CellRow(key=key, input_len=8, output_len=4, status="ok", summary=summary), [],
+                    [(1, "server", "x", math.nan, "{}")])
     [row] = [c for c in store.cells(run) if c.key == key]
     assert {k: getattr(row.summary, k) for k in bad} == dict.fromkeys(bad)
     assert {k: getattr(row.summary, k) for k in good} == good

@@ -135,7 +135,7 @@ def test_a_cell_cut_short_by_an_unreachable_server_is_run_again_on_resume(tmp_pa
     run_id = store.create_run("sweep", "http://x", {}, [], {})
     config = store.upsert_config(run_id, "default")
     why = "server unreachable at http://x"
-    store.save_cell(run_id, config, CellRow("8:8/c=1", 8, 8, "failed", message=why), [])
-    store.save_cell(run_id, config, CellRow("8:8/c=2", 8, 8, "failed", CellSummary(server_unreachable=True),
-                                            message=why), [])
+    store.save_cell(run_id, config, CellRow(key="8:8/c=1", input_len=8, output_len=8, status="failed", message=why), [])
+    store.save_cell(run_id, config, CellRow(key="8:8/c=2", input_len=8, output_len=8, status="failed",
+                                            summary=CellSummary(server_unreachable=True), message=why), [])
     assert store.done_keys(run_id) == {("default", "8:8/c=1", 0)}

@@ -89,7 +89,8 @@ def test_bench_sweep_calibrate_and_agree_run_their_cells_through_the_one_entry(c
         assert main(["bench", *given, "--input-len", "8", "--output-len", "4", "--label", "b"]) == 0
         assert main(["sweep", *given, "--pairs", "8:4,16:4", "--label", "s"]) == 0
         tok = make_reference_tokenizer(tmp_path / "tok")
-        summary = agree.run_tokenbench(Cell(ref.url, "reference-model", str(tok), 8, 4, 1, 2, 0), tmp_path)
+        summary = agree.run_tokenbench(Cell(base_url=ref.url, model="reference-model", tokenizer=str(tok), input_len=8,
+                                            output_len=4, concurrency=1, num_prompts=2, seed=0), tmp_path)
     assert main(["calibrate", "--concurrency", "1", "--output-len", "4", "--ttft-ms", "1", "--itl-ms", "1"]) == 0
     assert cells_run == [("b", "8:4/c=1", "ok"), ("s", "8:4/c=1", "ok"), ("s", "16:4/c=1", "ok"),
                          ("agree-default", "8:4/c=1", "ok"), ("calibrate", "32:4/c=1", "ok")]

@@ -110,7 +110,8 @@ def test_one_cell_key_and_one_flag_rendering():
     profile = {"name": "p", "args": {"ctx-size": 4096, "--flash-attn": True, "mlock": False},
                "secret_args": {"--api-key": "KEY"}, "extra_args": ["--x"]}
     typed = Profile.model_validate({**profile, "engine": "llamacpp", "model": {"path": "m.gguf"}})
-    info = ConfigInfo(1, "default", {}, typed, ServerFacts("llamacpp"), "done", "")
+    info = ConfigInfo(id=1, name="default", overrides={}, profile=typed, facts=ServerFacts(engine="llamacpp"),
+                      status="done", message="")
     rendered = " ".join(render_args(profile["args"], profile["secret_args"], profile["extra_args"]))
     assert rendered == "--ctx-size 4096 --flash-attn --api-key ${KEY} --x"
     assert info.flags() == f"profile=p {rendered}"
@@ -151,7 +152,8 @@ def test_agree_measures_exactly_what_its_documented_bench_command_asks(tmp_path)
     the arm sent."""
     from tokenbench.agreement.peers import Cell
     from tokenbench.agreement.variants import DEFAULT, Variant, combined, study_spec, tokenbench_args
-    cell = Cell("http://127.0.0.1:9", "m", "/tok", 128, 32, 4, 16, 7)
+    cell = Cell(base_url="http://127.0.0.1:9", model="m", tokenizer="/tok", input_len=128, output_len=32, concurrency=4,
+                num_prompts=16, seed=7)
     singles = [Variant("text", "t", {"workload.prompt_as_text": True}, input_len=127),
                Variant("no-min-tokens", "n", {"target.no_min_tokens": True}),
                Variant("final-usage", "f", {"target.final_usage_only": True}),

@@ -35,7 +35,7 @@ def stored(store: Store, s: StudySpec, key: str = KEY, repeat: int = 0, target: 
            status: str = "ok") -> str:
     run_id = store.create_run("bench", target, s.model_dump(mode="json"), [], {})
     config = store.upsert_config(run_id, "default")
-    store.save_cell(run_id, config, CellRow(key, 64, 8, status, repeat=repeat, concurrency=2), [])
+    store.save_cell(run_id, config, CellRow(key=key, input_len=64, output_len=8, status=status, repeat=repeat, concurrency=2), [])
     return run_id
 
 

@@ -202,7 +202,7 @@ def _run(trajectories: list[Resolved], window: str) -> tuple[runner.CellRun, run
     server = Server(clock)
     wl = generated()
     r = Replay(corpus_of(wl), trajectories, [])
-    ctx = Context(wl, lambda p: prepare("http://h:1", "completions", "m", p, None), _Words())
+    ctx = Context(wl=wl, make=lambda p: prepare("http://h:1", "completions", "m", p, None), tok=_Words())
     maker = TrajectoryMaker(wl, "k", VOCAB, r)
     cutoff = runner.Cutoff(window)          # type: ignore[arg-type]
     work = runner.Sessions((Conversation(p, ctx) for p in maker.plans(len(trajectories))), len(trajectories), cutoff)

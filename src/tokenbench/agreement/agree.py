@@ -36,7 +36,7 @@ METRICS = FIGURES          # (label, summary key) of every figure compared
 COUNTS = ("completed", "total_input_tokens", "total_output_tokens")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AgreeSpec:
     """What `tokenbench agree` asks for (the CLI's options, parsed)."""
     base_url: str
@@ -66,7 +66,7 @@ class Bodies:
     clock: capture.Clock | None = None     # the two clients' own clocks at the capture's concurrency
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Row:
     concurrency: int
     metric: str
@@ -88,7 +88,7 @@ class Row:
         return self.rel_diff is not None and abs(self.rel_diff) <= tolerance
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Agreement:
     peer: Peer
     rows: list[Row]
@@ -132,8 +132,9 @@ def run(spec: AgreeSpec, out: Path, say: Say = quiet) -> Agreement:
     session = Session(other, peer_python(other, spec.peer_python), out, say)
     model, tokenizer = model_and_tokenizer(spec.base_url, spec.model, spec.tokenizer)
     out.mkdir(parents=True, exist_ok=True)
-    base = Cell(spec.base_url, model, tokenizer, spec.input_len, spec.output_len, min(spec.concurrency),
-                capture.CAPTURE_PROMPTS, seed_for(spec, len(spec.concurrency), 0, 0), kind="capture")
+    base = Cell(base_url=spec.base_url, model=model, tokenizer=tokenizer, input_len=spec.input_len,
+                output_len=spec.output_len, concurrency=min(spec.concurrency), num_prompts=capture.CAPTURE_PROMPTS,
+                seed=seed_for(spec, len(spec.concurrency), 0, 0), kind="capture")
     bodies = capture_bodies(session, base)
     arms, explained_arms = arms_of(spec, bodies)
     rows: list[Row] = []
@@ -147,7 +148,8 @@ def run(spec: AgreeSpec, out: Path, say: Say = quiet) -> Agreement:
         rows += compare(conc, ours, rounds[PEER])
         if spec.explain:
             explained += explain(rounds, explained_arms, Setting(conc, spec.tolerance, spec.output_len, clock))
-    agreement = Agreement(other, rows, counts, spec.tolerance, out, bodies, explained, spec.repeat)
+    agreement = Agreement(peer=other, rows=rows, counts=counts, tolerance=spec.tolerance, out=out, bodies=bodies,
+                          explained=explained, repeat=spec.repeat)
     write(agreement)
     return agreement
 
@@ -267,8 +269,10 @@ def compare(conc: int, ours: Sequence[Mapping], theirs: Sequence[Mapping]) -> li
     for label, key in METRICS:
         pairs = [(figure(a, key), figure(b, key)) for a, b in zip(ours, theirs, strict=False)]
         runs = tuple((a - b) / b for a, b in pairs if a is not None and b)
-        rows.append(Row(conc, label, _mean([a for a, _ in pairs]), _mean([b for _, b in pairs]), runs,
-                        tuple(a for a, _ in pairs if a is not None), tuple(b for _, b in pairs if b is not None)))
+        rows.append(Row(concurrency=conc, metric=label, tokenbench=_mean([a for a, _ in pairs]),
+                        peer=_mean([b for _, b in pairs]), runs=runs,
+                        tokenbench_runs=tuple(a for a, _ in pairs if a is not None),
+                        peer_runs=tuple(b for _, b in pairs if b is not None)))
     return rows
 
 

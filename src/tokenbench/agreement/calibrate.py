@@ -24,7 +24,7 @@ TPOT_LIMIT = 0.02
 DELIVERY_LIMIT_MS = 1.0
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Calibration:
     concurrency: int
     workers: int
@@ -117,10 +117,13 @@ def calibrate(concurrency: int, cfg: ReferenceConfig, output_len: int = 50, work
     s = cell.summary
     ideal = concurrency * output_len / ((cfg.ttft_ms + (output_len - 1) * cfg.itl_ms) / 1e3)
     h = s.health
-    return Calibration(concurrency, workers, _f(s.mean_ttft_ms), t_ttft, _f(s.p99_ttft_ms), _f(s.mean_tpot_ms), t_tpot,
-                       _f(s.output_throughput), throughput_truth(log), ideal,
-                       _f(s.sustained_concurrency or s.achieved_concurrency), h.loop_lag_p99_ms if h else None,
-                       (h.client_cpu_percent if h else None) or 0.0, ingest, delivery, int(s.failed or 0), cell.status)
+    return Calibration(concurrency=concurrency, workers=workers, ttft_ms=_f(s.mean_ttft_ms), ttft_truth_ms=t_ttft,
+                       p99_ttft_ms=_f(s.p99_ttft_ms), tpot_ms=_f(s.mean_tpot_ms), tpot_truth_ms=t_tpot,
+                       output_throughput=_f(s.output_throughput), throughput_truth=throughput_truth(log),
+                       ideal_throughput=ideal, in_flight=_f(s.sustained_concurrency or s.achieved_concurrency),
+                       loop_lag_p99_ms=h.loop_lag_p99_ms if h else None,
+                       client_cpu_percent=(h.client_cpu_percent if h else None) or 0.0, ingest_ms=ingest,
+                       delivery_ms=delivery, failed=int(s.failed or 0), status=cell.status)
 
 
 def _f(value: float | None) -> float:

@@ -95,7 +95,7 @@ class Closed:
     share: float | None            # closes / difference
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Explained:
     """One figure at one concurrency, explained."""
 
@@ -158,9 +158,10 @@ def explain_figure(rounds: Rounds, variants: Sequence[Variant], label_key: tuple
         closed.append(Closed(v, mean(arm), closes, _share(closes, difference, setting.tolerance)))
     last = values(rounds, closest(variants), key)
     worst = [s for s in (spread(peer), spread(last)) if s is not None]
-    return Explained(setting.concurrency, label, scale, mean(default), difference, tuple(closed),
-                     paired(last, peer, scale), max(worst) if worst else None, setting.tolerance,
-                     clock_effect(setting.clock, key, setting.output_len, scale))
+    return Explained(concurrency=setting.concurrency, figure=label, peer=scale, default=mean(default),
+                     difference=difference, closed=tuple(closed), remainder=paired(last, peer, scale),
+                     spread=max(worst) if worst else None, tolerance=setting.tolerance,
+                     clock=clock_effect(setting.clock, key, setting.output_len, scale))
 
 
 def explain(rounds: Rounds, variants: Sequence[Variant], setting: Setting) -> list[Explained]:

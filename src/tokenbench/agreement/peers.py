@@ -18,7 +18,7 @@ from tokenbench.formats.importers import SGLANG_RENAME
 from tokenbench.local_engines import sglang_cpu, vllm_cpu
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Cell:
     base_url: str
     model: str
@@ -36,7 +36,7 @@ class Cell:
         return f"{self.kind}-c{self.concurrency}" if self.kind else f"c{self.concurrency}-r{self.run + 1}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Peer:
     name: str                                          # vllm | sglang | aisbench
     label: str                                         # how tables name it
@@ -85,12 +85,13 @@ def _last_json_line(path: Path) -> dict:
 
 # benchmark clients by name (the engines' own clients, not engines: any of them runs against any server)
 PEERS = {peer.name: peer for peer in (
-    Peer("vllm", "vllm bench serve", vllm_argv, lambda c, out: out / f"vllm-{c.tag}.json",
-         lambda p: json.loads(p.read_text()), vllm_cpu.python, vllm_cpu.SETUP_HINT),
-    Peer("sglang", "sglang.bench_serving", sglang_argv, lambda c, out: out / f"sglang-{c.tag}.jsonl",
-         _last_json_line, sglang_cpu.python, sglang_cpu.SETUP_HINT),
-    Peer(aisbench.NAME, "AISBench", aisbench.argv, aisbench.result, aisbench.read,
-         aisbench.venv_python, aisbench.SETUP_HINT))}
+    Peer(name="vllm", label="vllm bench serve", argv=vllm_argv, result=lambda c, out: out / f"vllm-{c.tag}.json",
+         read=lambda p: json.loads(p.read_text()), default_python=vllm_cpu.python, hint=vllm_cpu.SETUP_HINT),
+    Peer(name="sglang", label="sglang.bench_serving", argv=sglang_argv,
+         result=lambda c, out: out / f"sglang-{c.tag}.jsonl", read=_last_json_line, default_python=sglang_cpu.python,
+         hint=sglang_cpu.SETUP_HINT),
+    Peer(name=aisbench.NAME, label="AISBench", argv=aisbench.argv, result=aisbench.result, read=aisbench.read,
+         default_python=aisbench.venv_python, hint=aisbench.SETUP_HINT))}
 
 
 def peer_python(peer: Peer, given: str | None) -> str:

@@ -61,9 +61,10 @@ def command(base_url: str, peer: str, model: str | None, tokenizer: str | None, 
             tolerance: float, repeat: int, check: bool, explain: bool, variants: str | None) -> None:
     """Agreement with an engine's own benchmark client on the same server, workload and concurrency."""
     chosen = tuple(v.strip() for v in variants.split(",") if v.strip()) if variants else None
-    spec = agree.AgreeSpec(base_url, peer, model, tokenizer, input_len, output_len,
-                           tuple(options.int_list("--concurrency", concurrency)), num_prompts, seed, peer_python_,
-                           tolerance, repeat, explain, chosen)
+    spec = agree.AgreeSpec(base_url=base_url, peer=peer, model=model, tokenizer=tokenizer, input_len=input_len,
+                           output_len=output_len, concurrency=tuple(options.int_list("--concurrency", concurrency)),
+                           num_prompts=num_prompts, seed=seed, peer_python=peer_python_, tolerance=tolerance,
+                           repeat=repeat, explain=explain, variants=chosen)
     out = Path(out_dir or f"results/agree-{time.strftime('%Y%m%d-%H%M%S')}")
     result = agree.run(spec, out, say)
     if result.bodies is not None:

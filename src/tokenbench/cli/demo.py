@@ -76,10 +76,10 @@ def command(profile: str, overrides: tuple[str, ...], pairs: str, concurrency: s
         print_facts(dep.facts)
         _stage(2, "smoke test: one chat and one completions request")
         check(smoke(dep.base_url), dep.base_url)
-        server = Server(dep.base_url, dep.facts or ServerFacts(prof.engine), prof)
+        server = Server(dep.base_url, dep.facts or ServerFacts(engine=prof.engine), prof)
         spec = (agents_spec(dep.base_url, grid[:1], concs, client__cpus) if agents
                 else demo_spec(dep.base_url, grid, concs, num_prompts, client__cpus))
-        planned = study.start(spec, store, RunSettings("sweep", server=server, isolation=placed), sys.argv)
+        planned = study.start(spec, store, RunSettings(kind="sweep", server=server, isolation=placed), sys.argv)
         what = "of agent trajectories" if agents else "(exact token counts, ignore_eos, warmup per cell)"
         _stage(3, f"benchmark {len(planned.plan.cells)} cells {what}")
         out, display = progress.run(planned, [])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, Literal, get_args, get_origin
 
 import click
@@ -24,6 +24,7 @@ from tokenbench.spec.study import StudySpec
 @dataclass(frozen=True)
 class Flag:
     key: str                                     # dotted study-spec key: "workload.dataset_path"
+    _: KW_ONLY                                   # the key first, by position; the rest by keyword
     names: tuple[str, ...] = ()                  # tokenbench's other spellings
     vllm: tuple[str, ...] = ()                   # `vllm bench serve` spellings
     parse: Callable[[str, str], Any] | None = None   # (flag, text) -> value: comma lists, SLO strings
@@ -84,7 +85,8 @@ LOAD = (Flag("concurrency", parse=options.int_list),
 CHECKS = (Flag("slo", parse=options.slo_dict, help="SLOs: per-request thresholds in ms for goodput (ttft=500,"
                "tpot=50,e2el=10000) and/or limits on a statistic for --find-capacity (ttft:p99<=2000,tpot:p99<=200; "
                "metrics ttft, tpot, itl, e2el; stats mean, p50, p90, p95, p99)"),
-          Flag("allow_length_mismatch"), Flag("allow_client_lag"), Flag("max_error_rate"), Flag("name", vllm=("--label",)),
+          Flag("allow_length_mismatch"), Flag("allow_client_lag"), Flag("max_error_rate"), Flag("name",
+                                                                                                vllm=("--label",)),
           Flag("client.workers"), Flag("client.ray_address", names=("--ray",)),
           Flag("client.keep_raw"), CLIENT_CPUS, Flag("timeslice_s"), Flag("monitor_interval_s"),
           Flag("price_per_hour"), Flag("price_basis"))

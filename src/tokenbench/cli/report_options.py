@@ -43,8 +43,8 @@ def plausibility_options(fn):
 
 
 def overrides(kw: dict) -> plausibility.Overrides:
-    return plausibility.Overrides(kw["hardware"], kw["hardware_file"], kw["params_b"], kw["bytes_per_param"],
-                                  kw["devices"])
+    return plausibility.Overrides(hardware=kw["hardware"], hardware_file=kw["hardware_file"], params_b=kw["params_b"],
+                                  bytes_per_param=kw["bytes_per_param"], devices=kw["devices"])
 
 
 def write_report(store: Store, run_id: str, formats: tuple[str, ...] = ("md", "html")) -> list[Path]:

@@ -123,7 +123,7 @@ def command(spec_file, dry_run, overrides, show_fields, **kw) -> None:
     run_options.precheck(kw)
     with run_options.opened_store(kw) as store:
         spec = given or study.stored_spec(store, kw["resume"], "sweep")
-        planned = study.start(spec, store, RunSettings("sweep", output=kw["output"]), sys.argv, kw["resume"])
+        planned = study.start(spec, store, RunSettings(kind="sweep", output=kw["output"]), sys.argv, kw["resume"])
         files = run_options.result_files(kw, planned)
         todo = study.pending_count(planned)
         what = f"{todo} of {len(planned.plan.cells)} cells to run" if todo is not None else "capacity search"

@@ -158,7 +158,7 @@ def command(profile, axes, profile_sets, dry_run, overrides, profile_out, **kw) 
         outputs.check(profile_out, "--profile-out", probe=True)
     with run_options.opened_store(kw) as store:
         spec = given or study.stored_spec(store, kw["resume"], KIND)
-        started = study.start(spec, store, RunSettings(KIND, output=kw["output"]), sys.argv, kw["resume"])
+        started = study.start(spec, store, RunSettings(kind=KIND, output=kw["output"]), sys.argv, kw["resume"])
         planned = tune.prepare(started)
         files = run_options.result_files(kw, planned)
         console.err.print(f"[bold]tune[/] run {planned.run_id}: {len(server_configs(spec))} server configs, budget "

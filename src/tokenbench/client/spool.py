@@ -47,7 +47,7 @@ class Spool:
         try:
             for k in order:
                 self.file.seek(int(offsets[k]))
-                yield RequestRecord(*_decode(self.file.readline()))
+                yield RequestRecord(**dict(zip(FIELDS, _decode(self.file.readline()), strict=True)))
         finally:
             self.file.seek(self.end)
 

@@ -30,7 +30,7 @@ Say = Callable[[str], None]
 GRACE_S = 10.0
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Deployment:
     profile: Profile
     state: DeploymentState
@@ -147,7 +147,7 @@ def launch(profile: Profile, state_dir: str | Path | None = None, say: Say = lam
                              started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), argv=argv,
                              runs_in=profile.runs_in, owner_pid=os.getpid() if owned else None,
                              owner_create_time=local.create_time(os.getpid()) if owned else None)
-        dep = Deployment(profile, st, directory, proc, api_key=secret.api_key)
+        dep = Deployment(profile=profile, state=st, directory=directory, proc=proc, api_key=secret.api_key)
         state.save(directory, st)
     except BaseException:
         with _no_interrupts():

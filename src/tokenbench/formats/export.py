@@ -37,7 +37,7 @@ REQUEST_FIELDS = ("config", "cell", "phase", "index", "input_len", "output_len",
                   "cached_tokens", "usage_source", "finish_reason", "error_kind", "error_detail", "length_error")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunListing:
     """A run as `tokenbench runs` lists it (`--json`: these keys)."""
 
@@ -55,9 +55,10 @@ class RunListing:
 
 def run_rows(store: Store, which: RunFilter = RunFilter()) -> list[RunListing]:
     """The runs `which` selects, oldest first, each with its study name and its verdict."""
-    return [RunListing(r.id, r.created_at, r.name, r.kind, r.target, r.cells_done,
-                       r.planned_cells(len(store.configs(r.id))), r.status, run_verdict(r.status, store.cells(r.id)),
-                       r.message or "") for r in store.runs(which)]
+    return [RunListing(id=r.id, date=r.created_at, name=r.name, kind=r.kind, target=r.target, cells_done=r.cells_done,
+                       cells_total=r.planned_cells(len(store.configs(r.id))), status=r.status,
+                       verdict=run_verdict(r.status, store.cells(r.id)), message=r.message or "")
+            for r in store.runs(which)]
 
 
 def _cell_row(c: CellRow) -> dict:

@@ -66,7 +66,7 @@ def phase_times(c: CellRow) -> PhaseTimes | None:
     return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Cost:
     usd_per_hour: float               # the server's, as priced
     per_m_output: float               # $ / 1e6 output tokens, the whole cost on them
@@ -105,8 +105,9 @@ def cell_cost(c: CellRow, price: Price, devices: int, phases: PhaseTimes | None 
     in_tps = tokens_in / duration if tokens_in and duration else None
     split_in = per_million(hourly * share[0], in_tps) if share and in_tps else None
     split_out = per_million(hourly * (1 - share[0]), out_tps) if share else None
-    return Cost(hourly, per_million(hourly, out_tps), split_in, split_out, share[0] if share else None,
-                share[1] if share else None, out_tps * SECONDS_PER_HOUR / hourly)
+    return Cost(usd_per_hour=hourly, per_m_output=per_million(hourly, out_tps), per_m_input_split=split_in,
+                per_m_output_split=split_out, input_share=share[0] if share else None,
+                split_by=share[1] if share else None, output_per_usd=out_tps * SECONDS_PER_HOUR / hourly)
 
 
 @dataclass(frozen=True)

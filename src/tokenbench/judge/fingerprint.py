@@ -152,7 +152,7 @@ def refused(reasons: Sequence[Reason]) -> bool:
 
 # ---- fingerprints ----
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Fingerprint:
     """What a side's runs stored of how they ran (one server config of a run)."""
 
@@ -171,9 +171,10 @@ class Fingerprint:
     @classmethod
     def of(cls, run: RunData, config: ConfigInfo) -> Fingerprint:
         env, cells = run.environment, run.all_cells_of(config.name)
-        return cls(config.engine, config.version or "-", config.model or "-", config.flags() or "-",
-                   config.image or "-", run.tool_version, str(env.get("hostname") or "-"), str(env.get("cpu") or "-"),
-                   str(env.get("cpu_count") or "-"), _launches(cells), _states(summaries(cells)) or "-")
+        return cls(engine=config.engine, version=config.version or "-", model=config.model or "-",
+                   flags=config.flags() or "-", image=config.image or "-", tool=run.tool_version,
+                   host=str(env.get("hostname") or "-"), cpu_model=str(env.get("cpu") or "-"),
+                   cpus=str(env.get("cpu_count") or "-"), launch=_launches(cells), cache=_states(summaries(cells)) or "-")
 
 
 def _launches(cells: Sequence[CellRow]) -> str:

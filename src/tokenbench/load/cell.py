@@ -43,7 +43,7 @@ if TYPE_CHECKING:                    # a sessions cell's conversations: imported
     from tokenbench.workload.sessions import Context
 
 
-@dataclass
+@dataclass(kw_only=True)
 class CellResult:
     key: str
     load: Load
@@ -130,7 +130,7 @@ class Unwatched:
         return ServerSide()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CellJob:
     """One cell, handed down whole with what it needs and nothing else: the server, what to send under
     which load, how each request is made (the client options), what its figures and verdict need (the
@@ -231,8 +231,7 @@ def _session_facts(wl: Workload, warm: CellPrompts) -> WorkloadFacts:
     answers of output_len), and the warmup's tokenizer and chat-template facts."""
     turns, sys, ilen, olen = wl.turns or 1, wl.system_prompt_len or 0, wl.input_len or 0, wl.output_len or 0
     lengths = [sys + (k + 1) * ilen + k * olen for k in range(turns)]
-    return warm.facts.model_copy(update={"workload": "sessions", "input_len_mean": sum(lengths) / turns,
-                                         "input_len_min": lengths[0], "input_len_max": lengths[-1]})
+    return warm.facts.of_sessions(lengths)
 
 
 def _warmup(job: CellJob, n_warm: int, input_len: int, output_len: int | None) -> CellPrompts:
@@ -257,7 +256,7 @@ def _sessions(job: CellJob, n_warm: int) -> _Work:
     prompts = _warmup(job, n_warm, (wl.system_prompt_len or 0) + (wl.input_len or 1), wl.output_len)
     prompts.facts, prompts.length_means = _session_facts(wl, prompts), None
     tok = tokenizer_for(job.endpoint, wl)
-    ctx = Context(wl, lambda p: _prepare_one(job, p), tok)
+    ctx = Context(wl=wl, make=lambda p: _prepare_one(job, p), tok=tok)
     items = conversations(job.endpoint, Maker(wl, job.key, job.endpoint.vocab, tok), ctx, load.num_sessions)
     count = load.num_sessions * (wl.turns or 1) if load.num_sessions else None
     cutoff = _cutoff(load, wl.kind)
@@ -278,7 +277,7 @@ def _trajectories(job: CellJob, n_warm: int) -> _Work:
     prompts.facts = r.facts(wl, prompts.facts, sessions)
     prompts.length_means = (round(prompts.facts.input_len_mean or 0), round(prompts.facts.output_len_mean or 0))
     prompts.notes += r.notes()
-    ctx = Context(wl, lambda p: _prepare_one(job, p), tok, oracle=CacheOracle(wl.cache_block_size))
+    ctx = Context(wl=wl, make=lambda p: _prepare_one(job, p), tok=tok, oracle=CacheOracle(wl.cache_block_size))
     items = (Conversation(plan, ctx) for plan in TrajectoryMaker(wl, job.key, e.vocab, r).plans(sessions))
     turns = [len(t.news) for t in r.trajectories]
     count = sum(turns[n % len(turns)] for n in range(sessions)) if sessions is not None else None
@@ -352,9 +351,9 @@ async def run_cell(session: Session, job: CellJob) -> CellResult:
         work = _sessions(job, n_warm) if load.sessions else _requests(job, n_warm)
         warmup = list(_prepare(job, work.prompts.warmup))
     prompts = work.prompts
-    phases = Phases(job.key, warmup, _warmup_load(load, n_warm),
-                    work.measure, load, arrival_seed(wl.seed, job.key), work.count,
-                    planned_count(load, wl.input_len, "prepared") or 0, prompts.offsets_ns)
+    phases = Phases(key=job.key, warmup=warmup, warmup_load=_warmup_load(load, n_warm),
+                    measure=work.measure, load=load, seed=arrival_seed(wl.seed, job.key), count=work.count,
+                    limit=planned_count(load, wl.input_len, "prepared") or 0, offsets=prompts.offsets_ns)
     prompts.warmup, prompts.measure = [], []        # the requests being made hold them now (images are large)
     intake = _Intake(CellTally(job.slo, job.timeslice_s, sessions=load.sessions), job, work.cutoff)
     run = await job.executor.run(session, phases, intake)
@@ -384,12 +383,14 @@ async def _result(job: CellJob, work: _Work, phases: Phases, sink: _Intake, run:
     sessions, jobs = _session_groups(job, ctx, tally, (work.cutoff, sink.started_ns)) if ctx else (None, None)
     e = job.endpoint
     delivery = Delivery(e.server_writes, e.server_writes_from, e.via_proxy)
-    measured = Measured(tally, load, prompts.nominal_lengths(wl), health, run.slot_waits, phases.seed,
-                        phases.count, (sink.started_ns, sink.ended_ns), run.stopped, sink.cut, (prompts.facts, sessions, jobs),
-                        delivery)
+    measured = Measured(tally=tally, load=load, lengths=prompts.nominal_lengths(wl), health=health,
+                        slot_waits=run.slot_waits, arrival_seed=phases.seed, planned=phases.count,
+                        window=(sink.started_ns, sink.ended_ns), stopped=run.stopped, cut=sink.cut,
+                        groups=(prompts.facts, sessions, jobs), delivery=delivery)
     summary, verdict = finish(measured, await job.watch.read(measured, sink.spool), job.policy)
     notes = prompts.notes + exhausted_note(health, load, tally.outcomes.n)
     notes += [ctx.feedback.problem] if ctx is not None and ctx.feedback.problem else []
     records = sorted(sink.records, key=lambda r: r.index)
-    return CellResult(job.key, load, wl, summary, records, sink.warmup, verdict, notes, sink.spool,
-                      sink.started_ns, sink.ended_ns, run.stopped)
+    return CellResult(key=job.key, load=load, workload=wl, summary=summary, records=records, warmup=sink.warmup,
+                      verdict=verdict, notes=notes, spool=sink.spool, started_ns=sink.started_ns,
+                      ended_ns=sink.ended_ns, stopped=run.stopped)

@@ -147,7 +147,7 @@ class Sessions:
 Work = Iterable[PreparedRequest] | Sessions
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Phases:
     """A cell's requests as an executor takes them (load/executors.py): the warmup, with its own closed-loop
     load (None: no warmup phase), then the measured phase under the cell's load."""
@@ -201,7 +201,7 @@ class _Pool(Generic[T]):
         return i, req
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Sender:
     """What both loops share: the send, the requests, the clock, where exchanges go, the progress call."""
 
@@ -463,7 +463,7 @@ async def run_phase(send: Send, requests: Work, plan: PhasePlan, out: Outlets = 
     clock = clock or MonotonicClock()
     pool, probe = _pool(requests, load, clock), LoopLagProbe()
     reducer = _Reducer(plan.name, out, max(PENDING_HARD, load.in_flight_cap or 0))
-    sender = _Sender(send, pool, clock, reducer, out.done)
+    sender = _Sender(send=send, pool=pool, clock=clock, out=reducer, on_done=out.done)
     if isinstance(requests, Sessions):
         sender.cutoff = requests.cutoff
     schedule = _schedule(plan, pool.count)           # drawn (and scaled) before t0
@@ -479,9 +479,9 @@ async def run_phase(send: Send, requests: Work, plan: PhasePlan, out: Outlets = 
         finally:
             health = probe.stop()
             records = await reducer.close(reducing)
-    health = health.model_copy(update=_exhausted(pool, load, t0))
+    health = health.ran_out(_exhausted(pool, load, t0))
     if stopped:
-        health = health.model_copy(update={"stopped_after_s": (clock.now_ns() - t0) / 1e9})
+        health = health.stopped((clock.now_ns() - t0) / 1e9)
     return CellRun(records=records, client_health=health, stopped=stopped, slot_waits=sender.waits)
 
 
@@ -534,9 +534,9 @@ async def _loop(sender: _Sender, plan: PhasePlan, schedule: Iterable[int] | None
     await sender.open_loop(load, schedule, t0)
 
 
-def _exhausted(pool: _Pool, load: Load, t0: int) -> dict:
-    """A duration cell whose prepared requests ran out before its end: when (seconds after t0)."""
+def _exhausted(pool: _Pool, load: Load, t0: int) -> float | None:
+    """A duration cell whose prepared requests ran out before its end: when (seconds after t0); None if not."""
     if not load.duration_s or pool.exhausted_ns is None:
-        return {}
+        return None
     at = (pool.exhausted_ns - t0) / 1e9
-    return {"prepared_exhausted_s": at} if at < load.duration_s else {}
+    return at if at < load.duration_s else None

@@ -30,7 +30,7 @@ class ModelList:
         return [str(m.get("id")) for m in self.entries]
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, frozen=True, kw_only=True)
 class Endpoint:
     base_url: str
     model: str
@@ -172,8 +172,9 @@ def resolve(base_url: str, target: Target, workload: WorkloadSource, key_env: st
     entry = _entry(base_url, target, models)
     vocab = discover(base_url, models.entries, workload.tokenizer_path, workload.vocab_size, key)
     writes, told = server_writes(_server_info(base_url, key), target.server_chunks_per_write)
-    return Endpoint(base_url.rstrip("/"), entry["id"], key, vocab, _max_len(entry), models=models,
-                    server_writes=writes, server_writes_from=told, via_proxy=target.via_proxy)
+    return Endpoint(base_url=base_url.rstrip("/"), model=entry["id"], api_key=key, vocab=vocab,
+                    max_model_len=_max_len(entry), models=models, server_writes=writes, server_writes_from=told,
+                    via_proxy=target.via_proxy)
 
 
 def unlisted_note(e: Endpoint) -> str | None:

@@ -22,7 +22,7 @@ from tokenbench.metrics.verdict import Verdict, VerdictPolicy, cell_verdict, int
 from tokenbench.spec.bench import Load
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Measured:
     """What a cell's measured phase left on the client: its tally, the load and the lengths it asked, the
     load runner's client health (with its stalls) and slot waits, the arrival seed, the requests planned,

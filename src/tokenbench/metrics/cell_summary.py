@@ -3,8 +3,10 @@ reports carry vLLM's names (metrics/summary.py computes them from the tally); th
 it, each ONE field below that says who fills it (the group types: metrics/summary_groups.py), so the set of
 group names is fixed: `with_` places a group by its type, and a group without its field fails at run time
 and at type-check time. `to_dict()` is the stored and JSON form (the keys given, flat, the names they have
-always had); `from_dict()` reads it back, keys of other tools' results (an imported p99.9, say) kept as
-they came. Formulas: docs/metrics.md."""
+always had); `from_dict()` reads it back. Unknown keys are refused: keys of other tools' results that no
+field declares (an imported p99.9, say) sit in ONE declared field, `undeclared`, where `from_dict` puts them
+(a summary stored by an older version with such keys flat reads back the same), and `to_dict` writes them
+flat again, as they came. Formulas: docs/metrics.md."""
 
 from __future__ import annotations
 
@@ -44,12 +46,13 @@ LATENCIES: tuple[Latency, ...] = ("ttft", "tpot", "itl", "e2el")           # vLL
 STATISTICS: tuple[Statistic, ...] = ("mean", "median", "std", "min", "max", "p50", "p90", "p95", "p99")
 RATES: tuple[Rate, ...] = ("output_throughput", "request_throughput", "request_goodput")
 KEY_OF_STAT: dict[str, Statistic] = {"mean": "mean", "p50": "median", "p90": "p90", "p99": "p99"}
+UNDECLARED = "undeclared"       # the one field that holds keys no other field declares
 
 
 class CellSummary(BaseModel):
     """One cell's figures. Counts are numbers (a mean over repeats need not be whole)."""
 
-    model_config = ConfigDict(frozen=True, extra="allow")
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     # the cell, as asked
     concurrency: int | None = None           # closed loop
@@ -209,6 +212,9 @@ class CellSummary(BaseModel):
     input_throughput: float | None = None
     max_output_tokens_per_s: float | None = None
     max_concurrent_requests: Number | None = None
+    # keys no field declares (another tool's p99.9, a key an older version stored), as they came: `from_dict`
+    # puts them here, `to_dict` writes them flat after the others
+    undeclared: dict[str, Any] = {}
 
     @model_validator(mode="before")
     @classmethod
@@ -223,16 +229,19 @@ class CellSummary(BaseModel):
             value = getattr(self, name)
             if isinstance(value, Group):
                 out.update(value.flat())
-            elif name in given:
+            elif name in given and name != UNDECLARED:
                 out[name] = value
-        return {**out, **(self.model_extra or {})}
+        return {**out, **self.undeclared}
 
     @classmethod
     def from_dict(cls, stored: dict[str, Any]) -> CellSummary:
-        """A stored (or fresh, or imported) summary; unknown keys are kept as they came."""
+        """A stored (or fresh, or imported) summary; keys no field declares go to `undeclared` as they came."""
         flat = dict(stored)
         groups = {name: group.take(flat) for name, group in GROUPS.items()}
-        return cls.model_validate({**flat, **{k: v for k, v in groups.items() if v is not None}})
+        undeclared = {**(flat.pop(UNDECLARED, None) or {}),
+                      **{k: flat.pop(k) for k in [k for k in flat if k not in cls.model_fields]}}
+        known = {**flat, **{k: v for k, v in groups.items() if v is not None}}
+        return cls.model_validate({**known, UNDECLARED: not_defined(undeclared)} if undeclared else known)
 
     def stat(self, latency: Latency, statistic: Statistic) -> float | None:
         """One latency statistic (`stat("ttft", "p99")` is `p99_ttft_ms`)."""

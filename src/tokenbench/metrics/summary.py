@@ -66,8 +66,8 @@ def _figures(t: CellTally, load: Load, input_len: int, output_len: int) -> dict:
 
 def columns(t: CellTally) -> Columns:
     ok = t.ok
-    return Columns(t.all.np("sent"), t.all.np("end"), t.all.np("intended"), ok.np("sent"),
-                   ok.np("end"), ok.np("first"), ok.np("out"), ok.np("last"))
+    return Columns(sent=t.all.np("sent"), end=t.all.np("end"), intended=t.all.np("intended"), ok_sent=ok.np("sent"),
+                   ok_end=ok.np("end"), ok_first=ok.np("first"), ok_out=ok.np("out"), ok_last=ok.np("last"))
 
 
 def _counts(t: CellTally) -> dict:

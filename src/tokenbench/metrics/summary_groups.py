@@ -101,6 +101,23 @@ class ClientHealth(Group):
         update = {"prepared_exhausted_s": min(ran_out)} if ran_out else {}
         return out.model_copy(update={**update, **({"stopped_after_s": max(stops)} if stops else {})})
 
+    # Amendments, one named method each (the load runner's and the Ray driver's): a copy with those keys given.
+    def ran_out(self, after_s: float | None) -> ClientHealth:
+        """A duration cell whose prepared requests ran out `after_s` seconds in (None: they did not)."""
+        return self if after_s is None else self.model_copy(update={"prepared_exhausted_s": after_s})
+
+    def stopped(self, after_s: float) -> ClientHealth:
+        """Stopped by the user (Ctrl-C) `after_s` seconds in."""
+        return self.model_copy(update={"stopped_after_s": after_s})
+
+    def shifted(self, offset_ns: int) -> ClientHealth:
+        """A Ray actor's health with its stalls on the driver's clock (`offset_ns`: the actor's clock minus it)."""
+        return self.model_copy(update={"stalls": self.stalls.shifted(offset_ns)})
+
+    def on_ray(self, clock_offsets_ns: list[int], ray_nodes: list[str]) -> ClientHealth:
+        """The cell ran on Ray actors: each one's clock offset and node."""
+        return self.model_copy(update={"clock_offsets_ns": clock_offsets_ns, "ray_nodes": ray_nodes})
+
 
 def _worst(values: list[float | None]) -> float | None:
     known = [v for v in values if v is not None]
@@ -163,6 +180,12 @@ class WorkloadFacts(Group):
     corpus_skipped: dict[str, str] | None = None   # ... each one skipped (unreplayable: skip) -> its cause
     corpus_chains: dict[str, str] | None = None    # ... a Weka trace's chains replayed apart -> why
     corpus_passes: float | None = None         # sessions planned / trajectories replayed (None: by duration)
+
+    def of_sessions(self, lengths: list[int]) -> WorkloadFacts:
+        """A sessions cell's facts (these, its warmup's): its kind, and the prompt lengths its turns ask (turn k's
+        at `lengths[k]`, shortest first)."""
+        return self.model_copy(update={"workload": "sessions", "input_len_mean": sum(lengths) / len(lengths),
+                                       "input_len_min": lengths[0], "input_len_max": lengths[-1]})
 
     def without_lengths(self) -> WorkloadFacts:
         """Fixed-length workloads state no length statistics (every request asked the same)."""
@@ -242,6 +265,12 @@ class MonitorFigures(Group):
     proc_cpu_max_pct: Number | None = None
     proc_rss_peak_mb: Number | None = None
     queue_check: str | None = None             # the `*` mark and the server's queue disagree: why
+
+    def checked(self, queue_check: str | None, host_energy_note: str | None = None) -> MonitorFigures:
+        """The figures with the `*` mark's check against the server's queue (None: they agree) and, where the
+        host has no energy figure, why (the cell's monitor: study/monitoring.py)."""
+        update: dict[str, Any] = {"queue_check": queue_check}
+        return self.model_copy(update=update | ({"host_energy_note": host_energy_note} if host_energy_note else {}))
 
     @property
     def power_sparse(self) -> bool:

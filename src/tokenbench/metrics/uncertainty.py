@@ -69,7 +69,7 @@ def values_of(g: Sequence[float] | np.ndarray | Clusters) -> np.ndarray:
     return g.values if isinstance(g, Clusters) else np.asarray(g, dtype=float)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Interval:
     value: float          # the statistic on the data (mean over repeats of the per-repeat statistic)
     lo: float
@@ -83,7 +83,8 @@ class Interval:
         return self.lo <= x <= self.hi
 
     def scaled(self, k: float) -> Interval:
-        return Interval(self.value * k, self.lo * k, self.hi * k, self.n, self.unreliable, self.se * abs(k), self.df)
+        return Interval(value=self.value * k, lo=self.lo * k, hi=self.hi * k, n=self.n, unreliable=self.unreliable,
+                        se=self.se * abs(k), df=self.df)
 
 
 def _stat(x: np.ndarray, stat: str) -> float:
@@ -127,18 +128,20 @@ def within(g: np.ndarray | Clusters, stat: str) -> Interval:
     x, units = values_of(g), _units(g)
     value = _stat(x, stat)
     if units < 2:
-        return Interval(value, value, value, len(x))
+        return Interval(value=value, lo=value, hi=value, n=len(x))
     crit, q = t975(units - 1), STATS[stat]
     if q is None:
         se = _mean_se(g)
         floor = 0.0 if x.min() >= 0 else -math.inf          # latencies and rates are never negative
-        return Interval(value, max(floor, value - crit * se), value + crit * se, len(x), se=se, df=units - 1)
+        return Interval(value=value, lo=max(floor, value - crit * se), hi=value + crit * se, n=len(x), se=se,
+                        df=units - 1)
     p = q / 100
     band = crit * _share_se(g, p, value)
     lo_p, hi_p = p - band, p + band
     lo, hi = (float(v) for v in np.percentile(x, [100 * max(0.0, lo_p), 100 * min(1.0, hi_p)]))
     clipped = lo_p < 0.5 / len(x) or hi_p > 1 - 0.5 / len(x)
-    return Interval(value, min(lo, value), max(hi, value), len(x), clipped, (hi - lo) / (2 * crit), units - 1)
+    return Interval(value=value, lo=min(lo, value), hi=max(hi, value), n=len(x), unreliable=clipped,
+                    se=(hi - lo) / (2 * crit), df=units - 1)
 
 
 # several repeats -----------------------------------------------------------------------------------
@@ -156,7 +159,8 @@ def combine(parts: Sequence[Interval]) -> Interval:
     se_w = math.sqrt(sum(p.se**2 for p in parts)) / k
     se, df, half = (between, k - 1, half_b) if half_b >= half_w else (se_w, min(p.df for p in parts), half_w)
     lo = value - half if value < 0 else max(0.0, value - half)     # every figure here is >= 0
-    return Interval(value, lo, value + half, sum(p.n for p in parts), any(p.unreliable for p in parts), se, df)
+    return Interval(value=value, lo=lo, hi=value + half, n=sum(p.n for p in parts),
+                    unreliable=any(p.unreliable for p in parts), se=se, df=df)
 
 
 def interval(groups: Groups, stat: str, requests: int | None = None) -> Interval | None:
@@ -167,7 +171,7 @@ def interval(groups: Groups, stat: str, requests: int | None = None) -> Interval
         return None
     iv = combine(parts)
     small = stat == "p99" and (requests if requests is not None else iv.n) < UNRELIABLE_N
-    return Interval(iv.value, iv.lo, iv.hi, iv.n, iv.unreliable or small, iv.se, iv.df)
+    return Interval(value=iv.value, lo=iv.lo, hi=iv.hi, n=iv.n, unreliable=iv.unreliable or small, se=iv.se, df=iv.df)
 
 
 def mean_interval(values: Sequence[float]) -> Interval:
@@ -176,10 +180,10 @@ def mean_interval(values: Sequence[float]) -> Interval:
     x = np.asarray(values, dtype=float)
     value = float(x.mean())
     if len(x) < 2:
-        return Interval(value, value, value, len(x))
+        return Interval(value=value, lo=value, hi=value, n=len(x))
     se = float(np.std(x, ddof=1)) / math.sqrt(len(x))
     half = t975(len(x) - 1) * se
-    return Interval(value, value - half, value + half, len(x), se=se, df=len(x) - 1)
+    return Interval(value=value, lo=value - half, hi=value + half, n=len(x), se=se, df=len(x) - 1)
 
 
 # rates --------------------------------------------------------------------------------------------

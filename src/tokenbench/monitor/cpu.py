@@ -109,14 +109,14 @@ class ProcessTree:
 
     root: int
     exclude: int | None = None
-    seen: dict[int, _Seen] = field(default_factory=dict)
-    waits: dict[int, float] = field(default_factory=dict)     # thread id -> its run delay when last read
-    gone_own: float = 0.0                 # own time of the processes seen and gone since
-    gone_direct: float = 0.0              # own + reaped time of the root's children seen and gone since
-    reaped0: float | None = None          # the root's reaped children's time when first read
-    reaped_now: float = 0.0
-    cpu_s: float = 0.0
-    wait_s: float = 0.0
+    seen: dict[int, _Seen] = field(default_factory=dict, init=False)
+    waits: dict[int, float] = field(default_factory=dict, init=False)   # thread id -> its run delay when last read
+    gone_own: float = field(default=0.0, init=False)      # own time of the processes seen and gone since
+    gone_direct: float = field(default=0.0, init=False)   # own + reaped time of the root's children seen and gone
+    reaped0: float | None = field(default=None, init=False)   # the root's reaped children's time when first read
+    reaped_now: float = field(default=0.0, init=False)
+    cpu_s: float = field(default=0.0, init=False)
+    wait_s: float = field(default=0.0, init=False)
 
     def read(self) -> tuple[float, float] | None:
         """(cpu, wait) seconds so far; None once the root has gone."""

@@ -43,7 +43,7 @@ DEFINITIONS = ("ttft", "tpot", "itl", "e2e", "duration", "req_s", "out_tps", "to
                "repeat_cv", "roofline", "per_user", "per_device", "per_joule")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Context:
     """What every section reads: the run, the language, its judged intervals and rooflines."""
 
@@ -107,7 +107,8 @@ def build_report(run: RunData, lang: str, checks: list[ConfigCheck], version: st
     has something to show, environment and definitions last."""
     doc = Document(t(lang, "title.report", run=run.id), lang)
     judging = Judging(min_effect=min_effect, allow_client_lag=bool(run.spec.get("allow_client_lag")))
-    x = Context(run, lang, checks, Book(run), rooflines(checks), sections.Numberer(), judging)
+    x = Context(run=run, lang=lang, checks=checks, book=Book(run), roofs=rooflines(checks), num=sections.Numberer(),
+                judging=judging)
     doc.add(*headline.blocks(run, lang))
     for section in SECTIONS:
         x.num.section(doc, t(lang, section.heading), partial(section.blocks, x))

@@ -62,7 +62,7 @@ def _axis(load: Load) -> tuple[int | None, float | None]:
     return load.concurrency or load.users, load.request_rate or load.session_rate
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CellRow:
     key: str
     input_len: int
@@ -87,13 +87,18 @@ class CellRow:
     @classmethod
     def from_result(cls, cell: Planned, result: Measured, kv: KvUse) -> CellRow:
         s = result.summary
-        return cls(cell.key, int(s.input_len or 0), int(s.output_len or 0), result.verdict.status, s, cell.repeat,
-                   *_axis(cell.load), result.verdict.message, kv.demand, kv.capacity, kv.over, result.started_ns)
+        concurrency, rate = _axis(cell.load)
+        return cls(key=cell.key, input_len=int(s.input_len or 0), output_len=int(s.output_len or 0),
+                   status=result.verdict.status, summary=s, repeat=cell.repeat, concurrency=concurrency,
+                   request_rate=rate, message=result.verdict.message, kv_demand=kv.demand, kv_capacity=kv.capacity,
+                   over_capacity=kv.over, started_ns=result.started_ns)
 
     @classmethod
     def skipped(cls, cell: Planned, lengths: tuple[int, int], reason: str, kv: KvUse) -> CellRow:
-        return cls(cell.key, *lengths, "skipped", CellSummary(), cell.repeat, *_axis(cell.load), reason, kv.demand,
-                   kv.capacity, kv.over)
+        concurrency, rate = _axis(cell.load)
+        return cls(key=cell.key, input_len=lengths[0], output_len=lengths[1], status="skipped", summary=CellSummary(),
+                   repeat=cell.repeat, concurrency=concurrency, request_rate=rate, message=reason,
+                   kv_demand=kv.demand, kv_capacity=kv.capacity, over_capacity=kv.over)
 
     JSON_COLUMNS = ("key", "repeat", "input_len", "output_len", "concurrency", "request_rate", "status", "message",
                     "kv_demand", "kv_capacity", "over_capacity")
@@ -120,7 +125,7 @@ class CellRow:
                        over_capacity=bool(out.over_capacity), message=out.message or "")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunRow:
     id: str
     created_at: str
@@ -155,7 +160,7 @@ class RunRow:
         return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ConfigRow:
     id: int
     run_id: str

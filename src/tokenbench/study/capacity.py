@@ -61,7 +61,7 @@ SUSTAIN_REQUESTS = 200        # the default sustain cell: this many requests at 
 SUSTAIN_MIN_S, SUSTAIN_MAX_S = 60.0, 1800.0     # ... within these bounds (at least 6 timeslices of 10 s)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Settings:
     """What one search is asked (from the study spec: find_capacity, capacity_*, tiers, sustain_s)."""
 
@@ -389,8 +389,9 @@ def _sustain(s: Settings, probe: Probe, got: CellSamples, st: _State) -> Sustain
 # ---- from the study spec, and back in words for the console ----
 
 def settings(spec: StudySpec, workload: str) -> Settings:
-    return Settings(spec.find_capacity or "concurrency", tuple(spec.capacity_tiers()), spec.capacity_start,
-                    spec.capacity_max, spec.capacity_precision, spec.capacity_budget, spec.sustain_s, workload)
+    return Settings(dimension=spec.find_capacity or "concurrency", tiers=tuple(spec.capacity_tiers()),
+                    start=spec.capacity_start, maximum=spec.capacity_max, precision=spec.capacity_precision,
+                    budget=spec.capacity_budget, sustain_s=spec.sustain_s, workload=workload)
 
 
 STOPPED = ("outranked", "time", "budget")    # a search stopped before any load met the tier: only below its fail

@@ -47,7 +47,7 @@ class CellInterrupted(Exception):
         self.config, self.row = config, row
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Launch:
     """One launch of a server config: what every cell run on it shares."""
 
@@ -106,9 +106,9 @@ def request_options(spec: StudySpec, trace: bool = False, caps: Capabilities | N
     server refuses (`caps`, load/probe.py); `trace`: each request carries a W3C traceparent (the server's spans
     are received)."""
     t, c = spec.target, caps or Capabilities()
-    return RequestOptions(t.final_usage_only or "continuous_usage_stats" in c.dropped, spec.sampling.body(),
-                          not t.no_min_tokens and c.min_tokens is not False, dict(t.extra_body),
-                          t.new_connection_per_request, trace,
+    return RequestOptions(final_usage_only=t.final_usage_only or "continuous_usage_stats" in c.dropped,
+                          sampling=spec.sampling.body(), min_tokens=not t.no_min_tokens and c.min_tokens is not False,
+                          extra_body=dict(t.extra_body), new_connection=t.new_connection_per_request, trace=trace,
                           ignore_eos=not t.no_ignore_eos and c.ignore_eos is not False,
                           stream_options=c.stream_options is not False)
 
@@ -132,9 +132,10 @@ class Cells:
         the study's options; its progress goes to the listeners, the server is watched by `watch`."""
         spec, endpoint, ev = self.ctx.plan.spec, launch.endpoint, self.ctx.events
         request = request_options(spec, launch.traced, endpoint.caps)
-        return CellJob(endpoint, cell.workload, cell.load, request, verdict_policy(spec, endpoint),
-                       spec.slo, spec.timeslice_s, self.executor, self.ctx.settings.keep_records,
-                       lambda p: ev.cell_progress(cell, p), watch)
+        return CellJob(endpoint=endpoint, workload=cell.workload, load=cell.load, request=request,
+                       policy=verdict_policy(spec, endpoint), slo=spec.slo, timeslice_s=spec.timeslice_s,
+                       executor=self.executor, keep_records=self.ctx.settings.keep_records,
+                       on_progress=lambda p: ev.cell_progress(cell, p), watch=watch)
 
     async def run(self, launch: Launch, cell: PlannedCell) -> tuple[CellRow, CellResult]:
         """Run one cell on the launched server, store it, tell the listeners; the stored row, and the cell's

@@ -33,8 +33,8 @@ class StudyRunner:
         ev = events or StudyEvents()
         self.attempted: set[tuple[str, str, int]] = set()   # cells run by this process (a cut-short one too)
         self.round: int | None = None                       # the repeat being run (interleaved repeats)
-        ctx = RunContext(plan, store, run_id, settings, ev, self.journal,
-                         Traces(plan.spec.target, ev.log))   # the server's spans: receiver and joins
+        ctx = RunContext(plan=plan, store=store, run_id=run_id, settings=settings, events=ev, journal=self.journal,
+                         traces=Traces(plan.spec.target, ev.log))   # the server's spans: receiver and joins
         cells = Cells(ctx, self.attempted)
         self.searches = Searches(ctx, cells)
         self.capacity = self.searches.lines                 # config name -> capacity result lines

@@ -201,5 +201,5 @@ class Launcher:
         dep = server.deployment                  # launched by this process for this run (not `deploy up`'s)
         ours = dep is not None and dep.state.owner_pid == os.getpid()
         async with new_session(spec.target.timeout_s, spec.target.connect_in_ttft) as session:
-            yield Launch(server, endpoint, config_id, kv_cap, session, traced, identify(server),
-                         number if ours else None)
+            yield Launch(server=server, endpoint=endpoint, config_id=config_id, kv_cap=kv_cap, session=session,
+                         traced=traced, process=identify(server), number=number if ours else None)

@@ -88,8 +88,7 @@ class CellMonitor:
         figures = summarize([s for s in self.samples if s.source != CPU_SOURCE], window)
         hosts = [s for s in self.monitor.samplers if isinstance(s, HostSampler)]
         note = hosts[0].rapl.note if hosts and figures.host_energy_j is None else None
-        update = {"queue_check": queue_cross_check(star, figures)} | ({"host_energy_note": note} if note else {})
-        return figures.model_copy(update=update)
+        return figures.checked(queue_cross_check(star, figures), note)
 
     def window(self, measured: Measured) -> CellWindow:
         """The cell's measured window (first measured send to last measured byte) and what its figures divide

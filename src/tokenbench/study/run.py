@@ -63,7 +63,7 @@ class Study:
     settings: RunSettings
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Outcome:
     run_id: str
     store: Store
@@ -192,7 +192,7 @@ def _measure(study: Study, events: StudyEvents, files: Sequence[ResultFile]) -> 
         store.set_run_status(run_id, "failed", exc.one_line())
         _finish(files, "failed")
         raise
-    out = Outcome(run_id, store, store.cells(run_id), problems, runner.capacity)
+    out = Outcome(run_id=run_id, store=store, cells=store.cells(run_id), problems=problems, capacity=runner.capacity)
     status = "failed" if out.failed or problems else "done"
     store.set_run_status(run_id, status, "; ".join(problems))
     runner.journal.header.set_status(status)

@@ -98,4 +98,5 @@ def server_for(target: Target, config: ServerConfig, log=print, isolation: Isola
     log(f"deploying {profile.name} [{config.name}]" + (" (exporting its request spans)" if with_traces else ""))
     placement = isolation.engine if isolation is not None else Placement()
     with deployed(with_traces or profile, placement=placement) as dep:
-        yield Server(dep.base_url, dep.facts or ServerFacts(profile.engine), profile, dep, with_traces is not None)
+        yield Server(dep.base_url, dep.facts or ServerFacts(engine=profile.engine), profile, dep,
+                     with_traces is not None)

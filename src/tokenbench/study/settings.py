@@ -72,7 +72,7 @@ class Plain:
         return {}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunSettings:
     """How a study's runner runs, fixed when it is made (not what it measures)."""
 
@@ -85,7 +85,7 @@ class RunSettings:
     searching: Searching = Plain()       # a capacity study's searches (tune: study/tune.TuneSearches)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunContext:
     """What the runner's parts (study/configs, launch, searches, cells) share while the study runs: its
     plan, where its cells go (the store under its run id, and the journal: the database and the JSON

@@ -39,7 +39,7 @@ HOP = frozenset({"connection", "keep-alive", "proxy-connection", "transfer-encod
 TAIL = 16384          # bytes of each answer kept to find its last usage object
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Captured:
     """One request as the client sent it, and what came of it."""
 
@@ -153,8 +153,9 @@ class RecordingProxy:
 
     async def _forward(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
-        rec = Captured(len(self.captured) + 1, time.perf_counter_ns(), self._connection(request), request.method,
-                       request.path_qs, tuple(request.headers.items()), body)
+        rec = Captured(seq=len(self.captured) + 1, arrived_ns=time.perf_counter_ns(),
+                       connection=self._connection(request), method=request.method, path=request.path_qs,
+                       headers=tuple(request.headers.items()), body=body)
         self.captured.append(rec)
         assert self._session is not None
         try:

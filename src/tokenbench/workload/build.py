@@ -61,7 +61,7 @@ class Target(Protocol):
     def token_ids(self) -> bool: ...
 
 
-@dataclass
+@dataclass(kw_only=True)
 class CellPrompts:
     warmup: list[Prompt]
     measure: Iterable[Prompt]               # a list, or (random and trace kinds) made one by one when taken
@@ -343,7 +343,8 @@ def _chat_prompts(c: _Cell, d: _Drafts) -> tuple[list[Prompt], Iterable[Prompt],
 
     def shape(x: Draft) -> Prompt:
         expected = x.input_len + overhead + sum(per_image[u] for u in x.images)
-        return Prompt(None, x.text, x.input_len, x.output_len, expected, x.images, x.image_bytes)
+        return Prompt(token_ids=None, text=x.text, input_len=x.input_len, output_len=x.output_len,
+                      expected_prompt_tokens=expected, images=x.images, image_bytes=x.image_bytes)
 
     shaped = map(shape, measure)
     return [shape(x) for x in d.warmup], (list(shaped) if isinstance(measure, list) else shaped), facts
@@ -352,8 +353,10 @@ def _chat_prompts(c: _Cell, d: _Drafts) -> tuple[list[Prompt], Iterable[Prompt],
 def _completion_prompt(x: Draft) -> Prompt:
     """Token ids, or (prompt_as_text) text whose server count, special tokens included, is input_len."""
     if x.ids is None:
-        return Prompt(None, x.text, x.input_len, x.output_len, x.input_len)
-    return Prompt(tuple(x.ids), None, x.input_len, x.output_len, x.input_len)
+        return Prompt(token_ids=None, text=x.text, input_len=x.input_len, output_len=x.output_len,
+                      expected_prompt_tokens=x.input_len)
+    return Prompt(token_ids=tuple(x.ids), text=None, input_len=x.input_len, output_len=x.output_len,
+                  expected_prompt_tokens=x.input_len)
 
 
 def _length_facts(lengths: list[tuple[int, int]]) -> dict:
@@ -435,8 +438,9 @@ def build_cell(t: Target, wl: Workload, key: str, n_warm: int, n_meas: int | Non
             facts.update(_length_facts(lengths))
     told = WorkloadFacts.model_validate({"workload": wl.kind, **facts} if wl.kind != "random" else facts)
     count = len(meas) if isinstance(meas, list) else (len(d.offsets_ns) if d.offsets_ns is not None else n_meas)
-    return CellPrompts(warm, meas, d.offsets_ns, told.without_lengths() if wl.fixed_lengths else told, d.notes,
-                       count, _means(told))
+    return CellPrompts(warmup=warm, measure=meas, offsets_ns=d.offsets_ns,
+                       facts=told.without_lengths() if wl.fixed_lengths else told, notes=d.notes, measure_count=count,
+                       length_means=_means(told))
 
 
 def _means(facts: WorkloadFacts) -> tuple[int, int] | None:

@@ -62,7 +62,7 @@ class SessionPlan:
     outputs: tuple[int, ...] = ()           # each turn's exact output tokens (trajectories); () : output_len each
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Feedback:
     """How a cell's sessions went and what their histories were made of (stated in its summary)."""
 
@@ -122,7 +122,7 @@ class Maker:
         return SessionPlan(f"{session_tag(wl, self.key)}-{n}", system, users, replies, gaps)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Context:
     """What every conversation of a cell shares: the workload, how a prompt becomes a request, the tokenizer
     (re-tokenized answers), the chat template's tokens per turn index, and the cell's counts."""
@@ -173,9 +173,11 @@ class Conversation:
             ids = (*self.ids, *user)
             if self.ctx.oracle is not None:
                 self.ctx.theory[(self.plan.session_id, k)] = self.ctx.oracle.look(ids)
-            return self.ctx.make(Prompt(ids, None, len(ids), out, len(ids), session=self.session(k)))
+            return self.ctx.make(Prompt(token_ids=ids, text=None, input_len=len(ids), output_len=out,
+                                        expected_prompt_tokens=len(ids), session=self.session(k)))
         n = self.content + (self.ctx.wl.input_len or 0)
-        return self.ctx.make(Prompt(None, user, n, out, n + self.ctx.overheads[k], messages=tuple(self.messages),
+        return self.ctx.make(Prompt(token_ids=None, text=user, input_len=n, output_len=out,
+                                    expected_prompt_tokens=n + self.ctx.overheads[k], messages=tuple(self.messages),
                                     session=self.session(k)))
 
     async def after(self, raw: RawExchange) -> NextTurn | None:
