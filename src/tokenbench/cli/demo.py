@@ -62,11 +62,11 @@ def command(profile: str, overrides: tuple[str, ...], pairs: str, concurrency: s
         check(smoke(dep.base_url), dep.base_url)
         server = Server(dep.base_url, dep.facts or ServerFacts(prof.engine), prof)
         planned = study.start(demo_spec(dep.base_url, grid, concs, num_prompts, client__cpus), store,
-                              RunSettings("sweep", server=server, isolation=placed), sys.argv)
+                              RunSettings("demo", server=server, isolation=placed), sys.argv)
         _stage(3, f"benchmark {len(planned.plan.cells)} cells (exact token counts, ignore_eos, warmup per cell)")
         out, display = progress.run(planned, [])
         progress.report(out, display, [f"stored run {out.run_id} in {store.path}"])
-        study.check(out, "sweep")
+        study.check(out, "demo")
         run_id = out.run_id
     console.err.print(f"server {prof.name} stopped")
     _stage(4, f"report of run {run_id}")

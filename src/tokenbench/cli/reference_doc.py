@@ -19,7 +19,7 @@ lists the keys; flags given with a SPEC.yaml override it). vLLM's `vllm bench se
 accepted as aliases, in the third column.
 
 Both run through the same orchestration (`study/`), so they behave alike: every cell is stored in one
-transaction as it finishes (`--resume RUN` runs the cells not stored, with the spec it was stored with: a
+transaction as it finishes (`--resume RUN` runs the cells not stored or stored not ok, with the spec it was stored with: a
 spec flag given with it is refused; one process measures a run at a time), the server's Prometheus metrics
 are sampled during each cell, and an engine with a prefix-cache reset endpoint (vLLM, SGLang) is reset
 before each cell so no cell is served from the previous one's cache.

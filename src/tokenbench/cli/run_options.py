@@ -29,7 +29,7 @@ PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
 
 OPTIONS = (
     click.option("--resume", default=None, metavar="RUN", help="continue this stored run: run only the cells "
-                 "not stored yet (its spec comes from the database)"),
+                 "not stored yet or that did not end ok (its spec comes from the database)"),
     options.DB,
     click.option("--no-store", is_flag=True, help="do not keep a results database (a temporary one is used)"),
     click.option("--output", default=None, type=click.Path(dir_okay=False),
@@ -239,6 +239,9 @@ def table_console(kw: dict) -> Console:
 
 
 def locations(kw: dict, out: Outcome, files: list[ResultFile]) -> list[str]:
+    """Where the run was kept, preceded, for a resume that found nothing to measure, by saying so."""
+    idle = [f"nothing to resume in run {out.run_id}: every cell is stored ok (or skipped on purpose), every "
+            "search complete"] if kw["resume"] and not out.measured else []
     stored = [] if kw["no_store"] else [f"stored run {out.run_id} in {out.store.path}; "
                                         f"report with `{commands.tokenbench(out.store.path, 'report', out.run_id)}`"]
-    return stored + out.files + [line for f in files for line in f.locations()]
+    return idle + stored + out.files + [line for f in files for line in f.locations()]
