@@ -32,7 +32,7 @@ from tokenbench.study.plan import Plan, PlannedCell, check_context, plan
 from tokenbench.study.runner import CellInterrupted, RunSettings, StudyEvents, StudyRunner, endpoint_for, pending
 from tokenbench.study.servers import expected_ctx, load_profile
 
-RESUMABLE = ("bench", "sweep", "tune")
+RESUMABLE = commands.RESUMABLE
 
 
 class ResultFile(Protocol):
@@ -65,6 +65,7 @@ class Outcome:
     capacity: dict[str, list[str]] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)        # "wrote PATH" of tokenbench's JSON result
     results: list[CellResult] = field(default_factory=list)   # this session's cells, when kept (`measure`)
+    measured: int = 0                              # cells measured by this session (0: a resume with nothing left)
 
     @property
     def failed(self) -> list[CellRow]:
@@ -128,7 +129,7 @@ def start(spec: StudySpec, store: Store, settings: RunSettings, argv: Sequence[s
         run_lock.refuse_if_held(store, resume, commands.resume_advice(store, settings.kind, resume))
     p = plan(spec)
     preflight(p)
-    if spec.target.base_url and server is None:
+    if spec.target.base_url and server is None and (not resume or _left(p, store, resume)):
         endpoint_for(spec, spec.target.base_url)        # reachable, model served, vocabulary known: else stop here
     profile = server.profile if server else (load_profile(spec.target, p.configs[0]) if spec.target.profile else None)
     if settings.isolation == isolation.Isolation():          # not planned by the caller (demo plans its own)
@@ -138,6 +139,12 @@ def start(spec: StudySpec, store: Store, settings: RunSettings, argv: Sequence[s
     header = {"tool": {"name": "tokenbench", "version": __version__}, "command": list(argv),
               "environment": store.run(run_id).environment or {}}
     return Study(p, store, run_id, dataclasses.replace(settings, header=header))
+
+
+def _left(p: Plan, store: Store, run_id: str) -> bool:
+    """Whether a resumed run may have cells to measure (a capacity search decides its cells as it goes)."""
+    done = store.done_keys(run_id)
+    return bool(p.spec.find_capacity) or any(pending(p, done, c) for c in p.configs)
 
 
 def pending_count(study: Study) -> int | None:
@@ -195,7 +202,7 @@ def _measure(study: Study, events: StudyEvents, files: Sequence[ResultFile]) -> 
         store.set_run_status(run_id, "failed", exc.one_line())
         _finish(files, "failed")
         raise
-    out = Outcome(run_id, store, store.cells(run_id), problems, runner.capacity)
+    out = Outcome(run_id, store, store.cells(run_id), problems, runner.capacity, measured=len(runner.attempted))
     status = "failed" if out.failed or problems else "done"
     store.set_run_status(run_id, status, "; ".join(problems))
     runner.journal.doc["status"] = status
@@ -229,9 +236,12 @@ def check(out: Outcome, kind: str) -> None:
                           f"fix the cause, then {commands.resume_advice(out.store, kind, out.run_id)}")
     if out.failed:
         first = out.failed[0]
+        kept = (f"`{commands.tokenbench(out.store.path, 'report', out.run_id)}` shows each request's error"
+                if out.store.kept else "the JSON result holds each request's error")
+        again = commands.resume_advice(out.store, kind, out.run_id)
+        again += " (it measures the failed cells again)" if out.store.kept and kind in RESUMABLE else ""
         raise MeasurementError(f"{len(out.failed)} cell(s) failed, first {first.key}: {first.message}",
-                               "results were kept; see `tokenbench report` and the JSON/database for each "
-                               "request's error")
+                               f"results were kept: {kept}; fix the cause, then {again}")
 
 
 class Kept:
