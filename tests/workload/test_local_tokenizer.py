@@ -16,7 +16,7 @@ from tokenbench.workload.local_tokenizer import LocalTokenizer
 
 
 class _T:
-    base_url, model, api_key = "http://127.0.0.1:9", "m", None
+    base_url, model, api_key, token_ids = "http://127.0.0.1:9", "m", None, True
 
 
 def test_local_tokenizer_counts_like_the_reference_server(tmp_path):

@@ -44,7 +44,8 @@ def diagnose_mismatch(recs: Sequence[RequestRecord]) -> str:
         diff = Counter(prompt_off).most_common(1)[0][0]
         return (f"the server counted {diff:+d} prompt tokens versus the workload's count "
                 f"({len(prompt_off)} requests): it likely adds special tokens (BOS) or re-tokenizes text with "
-                "another tokenizer; use --api completions with token ids, or the server's own --tokenizer DIR")
+                "another tokenizer; pass the served model's directory with --tokenizer DIR (or, where the server "
+                "takes token-id prompts, send them: --api completions without --prompt-as-text)")
     output_off = [r.output_tokens - r.output_len for r in bad if r.output_tokens != r.output_len]
     if output_off:
         diff = Counter(output_off).most_common(1)[0][0]
