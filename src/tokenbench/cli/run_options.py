@@ -63,12 +63,12 @@ def apply(f: Callable) -> Callable:
     return f
 
 
-def peer_line(words: list[str], own: set[str], positional: bool) -> str | None:
+def peer_line(words: list[str], own: dict[str, bool], positional: bool) -> str | None:
     """peers/translate.pasted on a line that could be another tool's (it starts with a word that is not an
     option, or holds an option that is none of `own`); a line of tokenbench's own options is not read against
     the peers' tables, nor are they imported for it."""
     names = {"--" + w.partition("=")[0][2:].replace("_", "-") for w in words if w.startswith("--")}
-    if (positional or not words or words[0].startswith("-")) and names <= own:
+    if (positional or not words or words[0].startswith("-")) and names <= own.keys():
         return None
     from tokenbench.peers.translate import pasted
     return pasted(words, own, positional)
@@ -83,10 +83,12 @@ class StudyCommand(click.Command):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         spelled = {name: p.name or "" for p in self.params for name in (*p.opts, *p.secondary_opts)
                    if name.startswith("--")}
-        peer = peer_line(args, set(spelled), positional=any(isinstance(p, click.Argument) for p in self.params))
+        takes = {name: isinstance(p, click.Option) and not p.is_flag and not p.count
+                 for p in self.params for name in (*p.opts, *p.secondary_opts) if name.startswith("--")}
+        peer = peer_line(args, takes, positional=any(isinstance(p, click.Argument) for p in self.params))
         if peer is not None:
             why, _, hint = peer.partition(": run ")
-            raise UsageError(f"a command line of another tool given to `tokenbench {self.name}`: {why}", f"run {hint}")
+            raise UsageError(f"a command line of another tool given to tokenbench {self.name}: {why}", f"run {hint}")
         out, taking = [], False
         for arg in expand_spellings(args, spelled):
             if arg == "--goodput":
