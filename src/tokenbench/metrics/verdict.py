@@ -96,9 +96,27 @@ def verdict(recs: Sequence[RequestRecord] | Outcomes, allow_mismatch: bool, max_
     if seen.failed / seen.n > max_error_rate:
         detail = ", ".join(f"{k}={n}" for k, n in seen.kinds.most_common())
         first = seen.first_failed.error_detail[:200] if seen.first_failed else ""
-        return "failed", (f"{seen.failed}/{seen.n} requests failed ({detail}); first: {first} "
-                          f"(raise --max-error-rate to tolerate failures)")
+        return "failed", f"{seen.failed}/{seen.n} requests failed ({detail}); first: {first} ({_advice(seen, api_key_sent)})"
     return "ok", ""
+
+
+BUDGET = "raise --max-error-rate to tolerate failures"
+
+
+def _advice(seen: Outcomes, api_key_sent: bool) -> str:
+    """What can help a cell whose failures went over the budget: a budget to raise while some requests
+    succeeded; where every request failed, what the failures point to (a budget cannot make a cell of none)."""
+    timeouts = seen.kinds.get("timeout", 0)
+    if timeouts == seen.failed:
+        return ("every failure is a request that outlived --timeout: raise --timeout if the server needs longer"
+                + ("" if seen.failed == seen.n else f", or {BUDGET}"))
+    if seen.failed < seen.n:
+        return BUDGET
+    five = [c for c in seen.codes if c is not None and c >= 500]
+    if five and not api_key_sent:
+        return ("every request failed: the server's log says why; a gateway that requires an API key (LiteLLM "
+                "answers HTTP 500 without one) needs --api-key-env VAR")
+    return "every request failed: the server's log and each request's error_detail say why"
 
 
 @dataclass(frozen=True)
@@ -154,6 +172,7 @@ def server_gone(v: Verdict, death: str | None, ours: bool) -> Verdict:
     """A cell that did not end ok, and what became of its server: an engine this run deployed that died
     fails the cell with the cause (it is relaunched); a server that stopped answering fails it too,
     unless its connection failures already said so."""
+    v = replace(v, message=v.message.replace(f" ({BUDGET})", "")) if death else v    # no budget helps there
     if death and ours:
         return v.failed(f"server died during the cell: {death}", death)
     if death and not v.unreachable:

@@ -189,6 +189,17 @@ class Store:
             if status == "running":
                 self.db.execute("UPDATE runs SET owner_pid=?, owner_started=? WHERE id=?", (*liveness.me(), run_id))
 
+    def discard_run(self, run_id: str) -> bool:
+        """Remove a run that holds no cell (one refused for a usage error before anything was measured), with
+        its server configs and searches; False, and nothing removed, when it holds a cell."""
+        with self._guard("remove the run"), self._tx():
+            if self.db.execute("SELECT 1 FROM cells WHERE run_id=? LIMIT 1", (run_id,)).fetchone():
+                return False
+            for table in ("searches", "server_configs"):
+                self.db.execute(f"DELETE FROM {table} WHERE run_id=?", (run_id,))
+            self.db.execute("DELETE FROM runs WHERE id=?", (run_id,))
+        return True
+
     def run(self, run_id: str) -> RunRow:
         with self._guard("read runs"):
             row = self.db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
