@@ -54,6 +54,7 @@ class Study:
     store: Store
     run_id: str
     settings: RunSettings
+    new: bool = True              # stored by this session (not a resume): a usage error leaves no run behind
 
 
 @dataclass
@@ -138,7 +139,7 @@ def start(spec: StudySpec, store: Store, settings: RunSettings, argv: Sequence[s
     run_id = resume or create_run(store, p, settings, argv, profile)
     header = {"tool": {"name": "tokenbench", "version": __version__}, "command": list(argv),
               "environment": store.run(run_id).environment or {}}
-    return Study(p, store, run_id, dataclasses.replace(settings, header=header))
+    return Study(p, store, run_id, dataclasses.replace(settings, header=header), new=not resume)
 
 
 def _left(p: Plan, store: Store, run_id: str) -> bool:
@@ -198,7 +199,12 @@ def _measure(study: Study, events: StudyEvents, files: Sequence[ResultFile]) -> 
             store.set_run_status(run_id, "interrupted", "interrupted by the user")
         _finish(files, "interrupted")
         raise
-    except (DeployError, MeasurementError, SpecError, TargetError, UsageError) as exc:
+    except UsageError as exc:              # bad input found once the server answered: nothing was measured
+        if not (study.new and store.discard_run(run_id)):
+            store.set_run_status(run_id, "failed", exc.one_line())
+        _finish(files, "failed")
+        raise
+    except (DeployError, MeasurementError, TargetError) as exc:
         store.set_run_status(run_id, "failed", exc.one_line())
         _finish(files, "failed")
         raise
@@ -239,7 +245,8 @@ def check(out: Outcome, kind: str) -> None:
         kept = (f"`{commands.tokenbench(out.store.path, 'report', out.run_id)}` shows each request's error"
                 if out.store.kept else "the JSON result holds each request's error")
         again = commands.resume_advice(out.store, kind, out.run_id)
-        again += " (it measures the failed cells again)" if out.store.kept and kind in RESUMABLE else ""
+        again += (" (it measures the failed cells again, with the options stored; a cause in an option needs a new "
+                  "run)") if out.store.kept and kind in RESUMABLE else ""
         raise MeasurementError(f"{len(out.failed)} cell(s) failed, first {first.key}: {first.message}",
                                f"results were kept: {kept}; fix the cause, then {again}")
 
