@@ -70,7 +70,7 @@ def body_rows(rows):
 @pytest.mark.slow
 def test_the_differences_name_the_variants_and_together_they_send_what_the_peer_sent(tmp_path):
     with reference() as url:
-        cell = Cell(url, "reference-model", "/nonexistent", 24, 6, 1, 3, 0, kind="capture")
+        cell = Cell(url, "reference-model", str(tmp_path), 24, 6, 1, 3, 0, kind="capture")
         peer = captured(cell, PEER_LIKE, tmp_path)
         ours = captured(cell, DEFAULT, tmp_path)
         rows = compare(ours, peer, cell)
@@ -103,7 +103,7 @@ def test_a_peer_prompt_of_another_length_is_sent_at_that_length(tmp_path):
     """The text variant takes the peer's prompt length by the server's count (bench_serving's re-tokenized
     random ids are not input_len tokens)."""
     with reference() as url:
-        cell = Cell(url, "reference-model", "/nonexistent", 24, 4, 1, 2, 0, kind="capture")
+        cell = Cell(url, "reference-model", str(tmp_path), 24, 4, 1, 2, 0, kind="capture")
         shorter = Variant("short", "short", {"workload.prompt_as_text": True}, input_len=19)
         rows = compare(captured(cell, DEFAULT, tmp_path), captured(cell, shorter, tmp_path), cell)
     [text] = [v for v in variants(rows) if v.name == "text"]
@@ -113,7 +113,7 @@ def test_a_peer_prompt_of_another_length_is_sent_at_that_length(tmp_path):
 
 def test_the_same_request_shows_no_difference(tmp_path):
     with reference() as url:
-        cell = Cell(url, "reference-model", "/nonexistent", 16, 4, 2, 4, 0, kind="capture")
+        cell = Cell(url, "reference-model", str(tmp_path), 16, 4, 2, 4, 0, kind="capture")
         rows = compare(captured(cell, DEFAULT, tmp_path), captured(cell, DEFAULT, tmp_path), cell)
     assert [r.what for r in body_rows(rows) if r.differs] == [] and variants(rows) == []
 
@@ -286,7 +286,7 @@ def test_every_arm_sends_no_traceparent_to_a_deployment_that_exports_spans(tmp_p
     assert profile is not None
     monkeypatch.setenv("TOKENBENCH_STATE", str(tmp_path / "state"))
     with lifecycle.deployed(profile, state_dir=tmp_path / "state") as dep:
-        cell = Cell(dep.base_url, "reference-model", "/nonexistent", 16, 4, 1, 2, 0)
+        cell = Cell(dep.base_url, "reference-model", str(tmp_path), 16, 4, 1, 2, 0)
         bench = StudySpec.model_validate({"target": {"base_url": dep.base_url}, "pairs": [[16, 4]],
                                           "concurrency": [1], "requests": {"num_prompts": 2}})
         traced = measure(bench).results[0].records

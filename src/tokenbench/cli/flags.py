@@ -5,6 +5,7 @@ so a flag and its YAML key cannot drift apart. vLLM's `bench serve` spellings ar
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, get_args, get_origin
@@ -43,6 +44,27 @@ class Flag:
     @property
     def dest(self) -> str:
         return self.key.replace(".", "__")
+
+
+TYPED = "tokenbench.typed"     # click's ctx.meta key: {option name: the spelling the user typed} (run_options)
+
+
+def typed() -> dict[str, str]:
+    """The spellings typed on this command line (empty outside a command, or for a YAML spec)."""
+    ctx = click.get_current_context(silent=True)
+    return ctx.find_root().meta.get(TYPED, {}) if ctx is not None else {}
+
+
+def as_typed(text: str) -> str:
+    """`text` with every flag it names in the spelling the user typed (--num-warmups for --warmup-requests)."""
+    said = typed()
+    for flag in (*SHARED, *SWEEP_ONLY, *TUNE_ONLY):
+        mine = said.get(flag.dest)
+        if mine is None:
+            continue
+        for other in {flag.flag, *flag.names, *flag.vllm} - {mine}:
+            text = re.sub(rf"(?<![\w-]){re.escape(other)}(?![\w-])", mine, text)
+    return text
 
 
 CLIENT_CPUS = Flag("client.cpus", spelled="--client-cpus")

@@ -118,6 +118,40 @@ def _peer_rows() -> list[str]:
 TABLE = ["| flag | YAML key | vLLM spelling | type | default | meaning |", "|---|---|---|---|---|---|"]
 
 
+CONFLICTS = """## Options that contradict each other, or say nothing
+
+Refused in one line naming both options (as typed), before anything is stored: one of them would be
+ignored in silence (`spec/conflicts.py`, the workload's own checks, `cli/run_options.said_once`):
+
+- two values of one thing: an option given twice with different values (under one spelling or two:
+  `--dataset-name` and `--kind`); `--base-url` with `--host`/`--port` (vLLM lets `--base-url` win
+  silently); `--api-key-env` with `--api-key-file`; `--backend` and `--endpoint` of different APIs;
+  `--ignore-eos` with `--no-ignore-eos`; `--no-store` with `--db`;
+- two ends of a cell: `--duration` with `--num-prompts` (a trace alone takes both: its rows due in the
+  duration, at most the count); `requests.per_concurrency` / `requests.min` beside either;
+- an option for what is not asked: `--otlp-listen` with `--server-traces off`; `--price-basis` without
+  `--price-per-hour`; a capacity setting (`--capacity-max`, `--capacity-start`, `--capacity-precision`,
+  `--capacity-budget`, `--sustain-s`, `--slo-attainment`, `--slo-tier`) without `--find-capacity`; a load
+  axis (`--concurrency`, `--request-rate`, `--users`, `--session-rate`), `--max-concurrency` (but in a rate
+  search) or `--stop-on-saturation` beside `--find-capacity`, which chooses its loads; `--max-concurrency`
+  with `--concurrency` and no rate (it caps rate cells); `--stop-on-saturation` without a concurrency axis;
+  `--arrival constant` without a rate; `--burstiness` without Poisson arrivals; `--warmup-first-prompt`
+  with no warmup request; `--prompt-as-text` with `--api chat`; a knob of another workload kind (prefix,
+  image, trace, sessions: `--num-groups`, `--image-width`, `--time-scale`, `--turns`, ...);
+  `--range-ratio-style` without a range ratio; two length distributions; a minimum above its maximum;
+  `--resume` with `--no-store` or with a spec option; `--save-detailed`, `--result-dir`,
+  `--result-filename`, `--percentile-metrics`, `--metric-percentiles` without `--save-result`;
+  `--output-details` without `--output-file`;
+- a path that is not there: `--tokenizer`, `--dataset-path`; an empty `--backend` (named in any case:
+  `TGI` is `tgi`).
+
+Every number has the range its figure can mean: lengths up to 10,000,000 tokens, rates up to 10^6 per
+second, latency bounds up to 10^9 ms, waits, ramps and timeslices up to a day, sampling penalties in
+[-2, 2], a price up to $10^6 an hour; a value outside is refused naming its flag
+(`tests/reliability/test_contradictions.py`).
+"""
+
+
 def markdown() -> str:
     parts = [HEAD, "## Options of both commands\n", *TABLE, *_flag_rows(flags.SHARED),
              "\n## Lengths (both commands)\n",
@@ -137,7 +171,7 @@ def markdown() -> str:
              "\n## `tune` only\n",
              "`tune PROFILE` takes every `sweep` option (the capacity search's among them: `--find-capacity` defaults "
              "to concurrency) and these; docs/metrics.md, \"Tune\", says how it decides.\n",
-             *TABLE, *_flag_rows(flags.TUNE_ONLY), *_option_rows(tune.OPTIONS), "", VLLM_NOTES]
+             *TABLE, *_flag_rows(flags.TUNE_ONLY), *_option_rows(tune.OPTIONS), "", VLLM_NOTES, CONFLICTS]
     return "\n".join(parts)
 
 
