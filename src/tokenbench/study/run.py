@@ -23,6 +23,7 @@ from tokenbench.load.cell import CellResult
 from tokenbench.load.sockets import check_sockets
 from tokenbench.load.target import Endpoint
 from tokenbench.metrics.verdict import how_far
+from tokenbench.spec.bench import Workload
 from tokenbench.spec.loader import load_model
 from tokenbench.spec.study import StudySpec
 from tokenbench.store import commands, run_lock
@@ -77,6 +78,7 @@ def preflight(p: Plan) -> None:
     """Everything that can be checked before a deploy: length histograms read, each cell's sockets fit the
     limit on open files, profiles load, contexts fit."""
     for wl in p.spec.workloads():
+        _paths_exist(wl)
         if wl.draws is not None:
             from tokenbench.workload.lengths import Draws  # a length distribution: only a workload that draws
             Draws.of(wl)
@@ -90,6 +92,15 @@ def preflight(p: Plan) -> None:
         profile = load_profile(p.spec.target, config)
         if p.spec.tune is None:               # a tune records such a config as not started, and goes on
             check_context(p, expected_ctx(profile), f"profile {profile.name} [{config.name}]")
+
+
+def _paths_exist(wl: Workload) -> None:
+    """The workload's tokenizer directory and dataset file are there (a run is not stored for a missing one)."""
+    given = (("--tokenizer", wl.tokenizer_path, "the model's Hugging Face directory (with tokenizer.json)"),
+             ("--dataset-path", wl.dataset_path, "a local file (nothing is downloaded)"))
+    for flag, path, what in given:
+        if path and not Path(path).expanduser().exists():
+            raise UsageError(f"{flag} {path}: no such file or directory", f"give {what}")
 
 
 def create_run(store: Store, p: Plan, settings: RunSettings, argv: Sequence[str], profile=None) -> str:

@@ -57,7 +57,7 @@ def launch_failure(exc: DeployError) -> LaunchFailure:
 def load_profile(target: Target, config: ServerConfig) -> Profile:
     from tokenbench.deploy.profiles import load_profile as _load
     name = target.profile or ""
-    return _load(name, [*target.set, *config.overrides], f"sweep override for {name}:")
+    return _load(name, [*target.set, *config.overrides], f"--vary/--profile-set (vary, target.set) of {name}:")
 
 
 def expected_ctx(profile: Profile) -> int | None:
