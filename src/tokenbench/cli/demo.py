@@ -14,6 +14,7 @@ from tokenbench.deploy import lifecycle, profiles
 from tokenbench.deploy.smoke import smoke
 from tokenbench.host import isolation
 from tokenbench.spec.loader import load_model
+from tokenbench.spec.ports import PortRange
 from tokenbench.spec.server_facts import ServerFacts
 from tokenbench.spec.study import Client, StudySpec
 from tokenbench.store import commands
@@ -44,9 +45,10 @@ def demo_spec(base_url: str, pairs: list[tuple[int, int]], concurrency: list[int
 @click.option("--concurrency", default="1,2,4", show_default=True, help="closed-loop concurrency levels")
 @click.option("--num-prompts", type=click.IntRange(min=1), default=None, help="requests per cell (default max(4, 2xC))")
 @options.DB
+@options.PORTS
 @flags.apply((flags.CLIENT_CPUS,))
 def command(profile: str, overrides: tuple[str, ...], pairs: str, concurrency: str, num_prompts: int | None,  # noqa: PLR0913 (a click command)
-            db: str | None, client__cpus: str | None) -> None:
+            db: str | None, ports: PortRange | None, client__cpus: str | None) -> None:
     """Deploy a real engine (llama.cpp + SmolLM2-135M on the CPU by default), smoke-test it,
     benchmark a small grid, store it as one run, write its report, then stop the server."""
     grid, concs = options.pairs("--pairs", pairs), options.int_list("--concurrency", concurrency)
@@ -56,7 +58,7 @@ def command(profile: str, overrides: tuple[str, ...], pairs: str, concurrency: s
     placed = isolation.plan(client, prof.runs_in == "local")
     _stage(1, f"deploy {prof.name}: {prof.description}")
     say(f"CPUs: client {placed.record()['client_cpus']}, engine {placed.record()['engine_cpus']} ({placed.note})")
-    with lifecycle.deployed(prof, say=say, placement=placed.engine) as dep:
+    with lifecycle.deployed(prof, say=say, how=lifecycle.LaunchOptions(placement=placed.engine, ports=ports)) as dep:
         print_facts(dep.facts)
         _stage(2, "smoke test: one chat and one completions request")
         check(smoke(dep.base_url), dep.base_url)

@@ -74,6 +74,7 @@ TARGET = (Flag("target.base_url"), Flag("target.model"), Flag("target.api_key_en
           Flag("target.no_min_tokens"), Flag("target.no_ignore_eos"), Flag("target.no_probe"),
           Flag("target.extra_body", vllm=("--extra-body",), parse=options.json_object),
           Flag("target.new_connection_per_request"), Flag("target.server_traces"), Flag("target.otlp_listen"),
+          Flag("target.ports"),
           Flag("target.via_proxy"), Flag("target.server_chunks_per_write"))
 WORKLOAD = (Flag("workload.kind", vllm=("--dataset-name",), parse=serve.dataset_kind,
                  help="random | text | sharegpt | jsonl | prefix | image | trace (text: natural-text token ids cut "

@@ -12,6 +12,7 @@ import yaml
 
 from tokenbench.errors import UsageError
 from tokenbench.spec.bench import SLO
+from tokenbench.spec.ports import PORTS_HELP, PortRange
 from tokenbench.spec.slo import FORM, parse_limit, parse_tiers
 from tokenbench.store.db import db_path
 
@@ -27,6 +28,22 @@ class DatabasePath(click.Path):
         db_path(str(value))
         return super().convert(value, param, ctx)
 
+
+class Ports(click.ParamType):
+    """A port or a range of them (spec/ports.PortRange), refused in one line naming the flag."""
+
+    name = "PORT|LO-HI"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, PortRange):
+            return value
+        try:
+            return PortRange.parse(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+PORTS = click.option("--ports", default=None, type=Ports(), help=PORTS_HELP)
 
 DB = click.option("--db", default=None, type=DatabasePath(), help="results database (default: "
                   "$TOKENBENCH_RESULTS/tokenbench.db, else ~/.local/share/tokenbench/tokenbench.db)")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tokenbench.spec.ports import PortRange, split_listen
+
 if TYPE_CHECKING:
     from tokenbench.spec.study import StudySpec
 
@@ -33,6 +35,15 @@ def _target(s: StudySpec) -> str | None:
     if t.server_traces == "off" and t.otlp_listen:
         return ("target.otlp_listen (--otlp-listen) with target.server_traces off (--server-traces off): a receiver "
                 "for spans that are never asked; drop one of them")
+    if t.ports and t.otlp_listen:
+        inside = PortRange.parse(t.ports)
+        asked = split_listen(t.otlp_listen)[1]
+        if not asked.any and not (inside.lo <= asked.lo and asked.hi <= inside.hi):
+            return (f"target.otlp_listen (--otlp-listen) {t.otlp_listen} is outside target.ports (--ports) {t.ports}: "
+                    "the receiver would open a port the range excludes; give a port of the range, or HOST:0")
+    if t.ports and not t.profile and t.server_traces == "off":
+        return ("target.ports (--ports) with a running server (--base-url) and target.server_traces off: tokenbench "
+                "opens no port then (no engine, no span receiver); drop it")
     if t.api_key_env and t.api_key_file:
         return ("target.api_key_env (--api-key-env) with target.api_key_file (--api-key-file): two API keys, one "
                 "would be sent; give one")

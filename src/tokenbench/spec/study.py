@@ -26,6 +26,7 @@ from tokenbench.spec.bench import (
     Workload,
     WorkloadSource,
 )
+from tokenbench.spec.ports import PORTS_HELP, check_ports, split_listen
 from tokenbench.spec.server_kinds import ServerKind
 from tokenbench.spec.slo import Limit, Tier
 from tokenbench.spec.study_name import derived_name
@@ -56,8 +57,8 @@ SERVER_TRACES = ("the server's own per-request timings (OpenTelemetry spans): au
                  "carries a W3C traceparent and an OTLP receiver listens; a server that exports nothing leaves every "
                  "request unjoined, counted); off = never")
 OTLP_LISTEN = ("HOST:PORT of tokenbench's OTLP receiver (HTTP/protobuf and gRPC on one port), for a server you point "
-               "at it yourself (vLLM: --otlp-traces-endpoint http://HOST:PORT/v1/traces); default 127.0.0.1 and a "
-               "free port")
+               "at it yourself (vLLM: --otlp-traces-endpoint http://HOST:PORT/v1/traces); HOST:LO-HI: the first free "
+               "port of that range; default 127.0.0.1 and a free port (of --ports, when given)")
 
 SHORT_KEYS = {"tp": "parallelism.tp", "dp": "parallelism.dp", "slots": "parallelism.slots",
               "threads": "parallelism.threads", "ctx": "parallelism.ctx"}
@@ -101,6 +102,7 @@ class Target(StrictModel):
     new_connection_per_request: bool = Field(False, description=NEW_CONNECTION)
     server_traces: Literal["auto", "on", "off"] = Field("auto", description=SERVER_TRACES)
     otlp_listen: str | None = Field(None, description=OTLP_LISTEN)
+    ports: Annotated[str | None, AfterValidator(check_ports)] = Field(None, description=PORTS_HELP)
     via_proxy: bool = Field(False, description="the server is reached through a proxy or gateway: a stream that "
                             "arrives in pieces is named as that proxy's buffering (default: upstream, the server "
                             "or a proxy, not told apart)")
@@ -120,9 +122,8 @@ class Target(StrictModel):
     @field_validator("otlp_listen")
     @classmethod
     def _host_port(cls, v: str | None) -> str | None:
-        host, sep, port = (v or "").rpartition(":")
-        if v is not None and (not sep or not host.strip("[]") or not port.isdigit() or int(port) > 65535):
-            raise ValueError(f"'{v}' is not HOST:PORT (e.g. 127.0.0.1:4318; port 0: a free one)")
+        if v is not None:
+            split_listen(v)
         return v
 
     @model_validator(mode="after")
