@@ -69,6 +69,10 @@ PAIRS: list[tuple[list[str], tuple[str, ...]]] = [
     (["--min-input-len", "9", "--max-input-len", "4", "--random-range-ratio", "0.5"], ("min_input_len",)),
     (["--random-range-ratio", "0.5", "--input-len-stddev", "2"], ("range_ratio",)),
     (["--request-rate", "2", "--concurrency", "3"], ("--request-rate", "--concurrency")),
+    (["--slo", "ttft=100", "--goodput", "ttft:500"], ("--goodput", "--slo")),
+    (["--goodput", "ttft:500", "ttft:600"], ("--goodput",)),
+    (["--ports", "20000-20010", "--otlp-listen", "127.0.0.1:4318"], ("--otlp-listen", "--ports")),
+    (["--ports", "20000-20010", "--server-traces", "off"], ("--ports",)),
 ]
 
 # spellings a user may type for the same option (each refusal must name the one typed)

@@ -169,6 +169,8 @@ def goodput(values: tuple[str, ...]) -> dict:
         if value is None or value <= 0:
             raise UsageError(f"--goodput '{item}' is not KEY:MS with KEY in ttft, tpot, e2el and MS > 0",
                              "write e.g. --goodput ttft:500 tpot:50")
+        if out.get(f"{name}_ms", value) != value:
+            raise UsageError(f"--goodput gives {name} twice ({out[f'{name}_ms']:g} and {value:g})", "give it once")
         out[f"{name}_ms"] = value
     return out
 

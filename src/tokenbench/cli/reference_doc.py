@@ -126,7 +126,9 @@ ignored in silence (`spec/conflicts.py`, the workload's own checks, `cli/run_opt
 - two values of one thing: an option given twice with different values (under one spelling or two:
   `--dataset-name` and `--kind`); `--base-url` with `--host`/`--port` (vLLM lets `--base-url` win
   silently); `--api-key-env` with `--api-key-file`; `--backend` and `--endpoint` of different APIs;
-  `--ignore-eos` with `--no-ignore-eos`; `--no-store` with `--db`;
+  `--ignore-eos` with `--no-ignore-eos`; `--no-store` with `--db`; `--goodput` and `--slo` (or `--goodput`
+  twice) setting one SLO to two values; `--vocab-size` and a `--tokenizer` whose config.json says another;
+  `--otlp-listen` on a port outside `--ports`;
 - two ends of a cell: `--duration` with `--num-prompts` (a trace alone takes both: its rows due in the
   duration, at most the count); `requests.per_concurrency` / `requests.min` beside either;
 - an option for what is not asked: `--otlp-listen` with `--server-traces off`; `--price-basis` without
@@ -141,7 +143,8 @@ ignored in silence (`spec/conflicts.py`, the workload's own checks, `cli/run_opt
   `--range-ratio-style` without a range ratio; two length distributions; a minimum above its maximum;
   `--resume` with `--no-store` or with a spec option; `--save-detailed`, `--result-dir`,
   `--result-filename`, `--percentile-metrics`, `--metric-percentiles` without `--save-result`;
-  `--output-details` without `--output-file`;
+  `--output-details` without `--output-file`; `--ports` where tokenbench opens no port (a running server with
+  `--server-traces off`);
 - a path that is not there: `--tokenizer`, `--dataset-path`; an empty `--backend` (named in any case:
   `TGI` is `tgi`).
 

@@ -191,7 +191,12 @@ def translate(data: dict, kw: dict) -> dict:
     """Apply the vLLM spellings that are not plain aliases to the study mapping."""
     _rate_and_concurrency(kw)
     if kw["goodput"]:
-        data["slo"] = {**data.get("slo", {}), **options.goodput(kw["goodput"])}
+        given, goodput = data.get("slo", {}), options.goodput(kw["goodput"])
+        clash = next((k for k in goodput if k in given and given[k] != goodput[k]), None)
+        if clash:
+            raise UsageError(f"--goodput and --slo both set {clash}, to {goodput[clash]:g} and {given[clash]:g}",
+                             "give it once (--goodput ttft:500 is --slo ttft=500)")
+        data["slo"] = {**given, **goodput}
     _infinite_rate(data)
     return data
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tokenbench.client import api
-from tokenbench.errors import TargetError
+from tokenbench.errors import TargetError, UsageError
 
 
 @dataclass(slots=True, frozen=True)
@@ -57,6 +57,10 @@ def discover(base_url: str, models: list[dict], tokenizer_path: str | None = Non
              vocab_size: int | None = None, api_key: str | None = None) -> Vocab:
     """Explicit size, then a local tokenizer/config dir, then the server's model list or server info."""
     if vocab_size:
+        told = _from_tokenizer_dir(tokenizer_path) if tokenizer_path else None
+        if told is not None and told != vocab_size:
+            raise UsageError(f"--vocab-size {vocab_size} and --tokenizer {tokenizer_path} (its config.json: vocab_size "
+                             f"{told}) give two vocabularies", "give one of them (the served model's)")
         return Vocab.with_margins(vocab_size, "--vocab-size")
     if tokenizer_path and (size := _from_tokenizer_dir(tokenizer_path)):
         return Vocab.with_margins(size, f"{tokenizer_path}/config.json")
