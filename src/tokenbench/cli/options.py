@@ -158,7 +158,7 @@ def slo_dict(flag: str, text: str | None) -> dict:
 
 def goodput(values: tuple[str, ...]) -> dict:
     """vLLM's `--goodput ttft:500 tpot:50` (KEY:MS, KEY in ttft, tpot, e2el) as SLO keys."""
-    out = {}
+    out: dict[str, float] = {}
     for item in values:
         name, sep, ms = item.partition(":")
         name = name.strip().lower()
