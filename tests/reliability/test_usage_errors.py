@@ -95,7 +95,9 @@ def test_the_error_budget_is_named_only_where_raising_it_could_keep_the_cell():
     assert "raise --timeout" in verdict(timeouts, False, 0.0)[1] and BUDGET not in verdict(timeouts, False, 0.0)[1]
 
 
-def test_a_server_that_went_away_is_no_budget_to_raise():
-    status, message = verdict(Outcomes.of([rec(0), rec(1, "reset", None)]), False, 0.0)
+@pytest.mark.parametrize("recs", [[rec(0), rec(1, "reset", None)], [rec(0, "reset", None), rec(1, "reset", None)]])
+def test_a_server_that_went_away_is_no_budget_to_raise_nor_a_log_to_read(recs):
+    status, message = verdict(Outcomes.of(recs), False, 0.0)
     gone = server_gone(Verdict(status, message), "/v1/models: no connection", ours=False)
-    assert gone.status == "failed" and "server unreachable" in gone.message and BUDGET not in gone.message
+    assert gone.status == "failed" and "server unreachable" in gone.message, gone.message
+    assert BUDGET not in gone.message and "every request failed" not in gone.message, gone.message

@@ -8,6 +8,7 @@ Formulas: docs/metrics.md ("Client health")."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -101,6 +102,7 @@ def verdict(recs: Sequence[RequestRecord] | Outcomes, allow_mismatch: bool, max_
 
 
 BUDGET = "raise --max-error-rate to tolerate failures"
+ADVICE = re.compile(r" \((?:raise --max-error-rate|every )[^()]*\)$")      # what _advice adds to a message
 
 
 def _advice(seen: Outcomes, api_key_sent: bool) -> str:
@@ -172,7 +174,7 @@ def server_gone(v: Verdict, death: str | None, ours: bool) -> Verdict:
     """A cell that did not end ok, and what became of its server: an engine this run deployed that died
     fails the cell with the cause (it is relaunched); a server that stopped answering fails it too,
     unless its connection failures already said so."""
-    v = replace(v, message=v.message.replace(f" ({BUDGET})", "")) if death else v    # no budget helps there
+    v = replace(v, message=ADVICE.sub("", v.message)) if death else v    # the failures' advice: the server went away
     if death and ours:
         return v.failed(f"server died during the cell: {death}", death)
     if death and not v.unreachable:
