@@ -70,7 +70,7 @@ def body_rows(rows):
 @pytest.mark.slow
 def test_the_differences_name_the_variants_and_together_they_send_what_the_peer_sent(tmp_path):
     with reference() as url:
-        cell = Cell(base_url=url, model="reference-model", tokenizer="/nonexistent", input_len=24, output_len=6,
+        cell = Cell(base_url=url, model="reference-model", tokenizer=str(tmp_path), input_len=24, output_len=6,
                     concurrency=1, num_prompts=3, seed=0, kind="capture")
         peer = captured(cell, PEER_LIKE, tmp_path)
         ours = captured(cell, DEFAULT, tmp_path)
@@ -104,7 +104,7 @@ def test_a_peer_prompt_of_another_length_is_sent_at_that_length(tmp_path):
     """The text variant takes the peer's prompt length by the server's count (bench_serving's re-tokenized
     random ids are not input_len tokens)."""
     with reference() as url:
-        cell = Cell(base_url=url, model="reference-model", tokenizer="/nonexistent", input_len=24, output_len=4,
+        cell = Cell(base_url=url, model="reference-model", tokenizer=str(tmp_path), input_len=24, output_len=4,
                     concurrency=1, num_prompts=2, seed=0, kind="capture")
         shorter = Variant("short", "short", {"workload.prompt_as_text": True}, input_len=19)
         rows = compare(captured(cell, DEFAULT, tmp_path), captured(cell, shorter, tmp_path), cell)
@@ -115,7 +115,7 @@ def test_a_peer_prompt_of_another_length_is_sent_at_that_length(tmp_path):
 
 def test_the_same_request_shows_no_difference(tmp_path):
     with reference() as url:
-        cell = Cell(base_url=url, model="reference-model", tokenizer="/nonexistent", input_len=16, output_len=4,
+        cell = Cell(base_url=url, model="reference-model", tokenizer=str(tmp_path), input_len=16, output_len=4,
                     concurrency=2, num_prompts=4, seed=0, kind="capture")
         rows = compare(captured(cell, DEFAULT, tmp_path), captured(cell, DEFAULT, tmp_path), cell)
     assert [r.what for r in body_rows(rows) if r.differs] == [] and variants(rows) == []
@@ -294,7 +294,7 @@ def test_every_arm_sends_no_traceparent_to_a_deployment_that_exports_spans(tmp_p
     assert profile is not None
     monkeypatch.setenv("TOKENBENCH_STATE", str(tmp_path / "state"))
     with lifecycle.deployed(profile, state_dir=tmp_path / "state") as dep:
-        cell = Cell(base_url=dep.base_url, model="reference-model", tokenizer="/nonexistent", input_len=16,
+        cell = Cell(base_url=dep.base_url, model="reference-model", tokenizer=str(tmp_path), input_len=16,
                     output_len=4, concurrency=1, num_prompts=2, seed=0)
         bench = StudySpec.model_validate({"target": {"base_url": dep.base_url}, "pairs": [[16, 4]],
                                           "concurrency": [1], "requests": {"num_prompts": 2}})

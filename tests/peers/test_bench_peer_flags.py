@@ -40,8 +40,8 @@ def test_host_port_backend_endpoint_temperature_and_prefix():
                 "--concurrency", "1").target.base_url == "http://127.0.0.1:30001"
     assert spec("--host", "h", "--backend", "sglang", "--input-len", "8", "--output-len", "2",
                 "--concurrency", "1").target.base_url == "http://h:30000"          # SGLang's own backend's port
-    assert spec("--base-url", "http://b:1", "--host", "h", "--input-len", "8", "--output-len", "2",
-                "--concurrency", "1").target.base_url == "http://b:1"              # vLLM: --base-url wins
+    with pytest.raises(UsageError, match="two addresses"):     # vLLM lets --base-url win in silence; refused here
+        spec("--base-url", "http://b:1", "--host", "h", "--input-len", "8", "--output-len", "2", "--concurrency", "1")
 
 
 def test_sampling_reaches_every_request_body():

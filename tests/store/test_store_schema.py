@@ -130,12 +130,18 @@ def test_a_reused_pid_is_not_taken_for_the_owner(tmp_path):
     assert store.run(run_id).status == "interrupted"
 
 
-def test_a_cell_cut_short_by_an_unreachable_server_is_run_again_on_resume(tmp_path):
+def test_a_resume_runs_again_every_cell_that_did_not_end_ok(tmp_path):
+    """Failed (for any cause), cut short by a server that went away, interrupted: run again; ok and skipped
+    on purpose (saturation): kept."""
     store = Store(tmp_path / "r.db")
     run_id = store.create_run("sweep", "http://x", {}, [], {})
     config = store.upsert_config(run_id, "default")
     why = "server unreachable at http://x"
-    store.save_cell(run_id, config, CellRow(key="8:8/c=1", input_len=8, output_len=8, status="failed", message=why), [])
+    store.save_cell(run_id, config, CellRow(key="8:8/c=1", input_len=8, output_len=8, status="failed", message="2/4 requests failed"), [])
     store.save_cell(run_id, config, CellRow(key="8:8/c=2", input_len=8, output_len=8, status="failed",
-                                            summary=CellSummary(server_unreachable=True), message=why), [])
-    assert store.done_keys(run_id) == {("default", "8:8/c=1", 0)}
+                                            summary=CellSummary(server_unreachable=True),
+                                            message=why), [])
+    store.save_cell(run_id, config, CellRow(key="8:8/c=3", input_len=8, output_len=8, status="interrupted", message="interrupted"), [])
+    store.save_cell(run_id, config, CellRow(key="8:8/c=4", input_len=8, output_len=8, status="ok"), [])
+    store.save_cell(run_id, config, CellRow(key="8:8/c=5", input_len=8, output_len=8, status="skipped", message="skipped: saturated"), [])
+    assert store.done_keys(run_id) == {("default", "8:8/c=4", 0), ("default", "8:8/c=5", 0)}

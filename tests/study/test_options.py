@@ -37,9 +37,9 @@ def test_every_shared_flag_is_a_yaml_key_with_its_help():
 
 def test_flags_set_the_same_keys_as_yaml():
     spec = bench_spec("--input-len", "64", "--output-len", "32", "--concurrency", "1,4", "--vocab-size", "32000",
-                      "--tokenizer", "/tok", "--api-key-file", "/k", "--timeout", "30", "--image-width", "64")
+                      "--tokenizer", "/tok", "--api-key-file", "/k", "--timeout", "30")
     assert (spec.workload.vocab_size, spec.workload.tokenizer_path) == (32000, "/tok")
-    assert (spec.target.api_key_file, spec.target.timeout_s, spec.workload.image_width) == ("/k", 30.0, 64)
+    assert (spec.target.api_key_file, spec.target.timeout_s) == ("/k", 30.0)
     assert [c.key for c in plan(spec).cells] == ["64:32/c=1", "64:32/c=4"]
 
 

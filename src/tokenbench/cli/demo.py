@@ -14,6 +14,7 @@ from tokenbench.deploy import lifecycle, profiles
 from tokenbench.deploy.smoke import smoke
 from tokenbench.host import isolation
 from tokenbench.spec.loader import load_model
+from tokenbench.spec.ports import PortRange
 from tokenbench.spec.server_facts import ServerFacts
 from tokenbench.spec.study import Client, StudySpec
 from tokenbench.store import commands
@@ -60,9 +61,10 @@ def agents_spec(base_url: str, pairs: list[tuple[int, int]], users: list[int], c
               "each turn --pairs' first INPUT new tokens and OUTPUT answered ones, tool delays of 0.2 s on average, "
               "one pass per number of concurrent agents in --concurrency (docs/workloads.md, \"Trajectories\")")
 @options.DB
+@options.PORTS
 @flags.apply((flags.CLIENT_CPUS,))
 def command(profile: str, overrides: tuple[str, ...], pairs: str, concurrency: str, num_prompts: int | None,  # noqa: PLR0913 (a click command)
-            agents: bool, db: str | None, client__cpus: str | None) -> None:
+            agents: bool, db: str | None, ports: PortRange | None, client__cpus: str | None) -> None:
     """Deploy a real engine (llama.cpp + SmolLM2-135M on the CPU by default), smoke-test it,
     benchmark a small grid, store it as one run, write its report, then stop the server."""
     grid, concs = options.pairs("--pairs", pairs), options.int_list("--concurrency", concurrency)
@@ -72,19 +74,19 @@ def command(profile: str, overrides: tuple[str, ...], pairs: str, concurrency: s
     placed = isolation.plan(client, prof.runs_in == "local")
     _stage(1, f"deploy {prof.name}: {prof.description}")
     say(f"CPUs: client {placed.record()['client_cpus']}, engine {placed.record()['engine_cpus']} ({placed.note})")
-    with lifecycle.deployed(prof, say=say, placement=placed.engine) as dep:
+    with lifecycle.deployed(prof, say=say, how=lifecycle.LaunchOptions(placement=placed.engine, ports=ports)) as dep:
         print_facts(dep.facts)
         _stage(2, "smoke test: one chat and one completions request")
         check(smoke(dep.base_url), dep.base_url)
         server = Server(dep.base_url, dep.facts or ServerFacts(engine=prof.engine), prof)
         spec = (agents_spec(dep.base_url, grid[:1], concs, client__cpus) if agents
                 else demo_spec(dep.base_url, grid, concs, num_prompts, client__cpus))
-        planned = study.start(spec, store, RunSettings(kind="sweep", server=server, isolation=placed), sys.argv)
+        planned = study.start(spec, store, RunSettings(kind="demo", server=server, isolation=placed), sys.argv)
         what = "of agent trajectories" if agents else "(exact token counts, ignore_eos, warmup per cell)"
         _stage(3, f"benchmark {len(planned.plan.cells)} cells {what}")
         out, display = progress.run(planned, [])
         progress.report(out, display, [f"stored run {out.run_id} in {store.path}"])
-        study.check(out, "sweep")
+        study.check(out, "demo")
         run_id = out.run_id
     console.err.print(f"server {prof.name} stopped")
     _stage(4, f"report of run {run_id}")

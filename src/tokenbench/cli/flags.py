@@ -5,6 +5,7 @@ so a flag and its YAML key cannot drift apart. vLLM's `bench serve` spellings ar
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, Literal, get_args, get_origin
@@ -46,6 +47,27 @@ class Flag:
         return self.key.replace(".", "__")
 
 
+TYPED = "tokenbench.typed"     # click's ctx.meta key: {option name: the spelling the user typed} (run_options)
+
+
+def typed() -> dict[str, str]:
+    """The spellings typed on this command line (empty outside a command, or for a YAML spec)."""
+    ctx = click.get_current_context(silent=True)
+    return ctx.find_root().meta.get(TYPED, {}) if ctx is not None else {}
+
+
+def as_typed(text: str) -> str:
+    """`text` with every flag it names in the spelling the user typed (--num-warmups for --warmup-requests)."""
+    said = typed()
+    for flag in (*SHARED, *SWEEP_ONLY, *TUNE_ONLY):
+        mine = said.get(flag.dest)
+        if mine is None:
+            continue
+        for other in {flag.flag, *flag.names, *flag.vllm} - {mine}:
+            text = re.sub(rf"(?<![\w-]){re.escape(other)}(?![\w-])", mine, text)
+    return text
+
+
 CLIENT_CPUS = Flag("client.cpus", spelled="--client-cpus")
 TARGET = (Flag("target.base_url"), Flag("target.model"), Flag("target.api_key_env"), Flag("target.api_key_file"),
           Flag("target.timeout_s", names=("--timeout",)),
@@ -53,6 +75,7 @@ TARGET = (Flag("target.base_url"), Flag("target.model"), Flag("target.api_key_en
           Flag("target.no_min_tokens"), Flag("target.no_ignore_eos"), Flag("target.no_probe"),
           Flag("target.extra_body", vllm=("--extra-body",), parse=options.json_object),
           Flag("target.new_connection_per_request"), Flag("target.server_traces"), Flag("target.otlp_listen"),
+          Flag("target.ports"),
           Flag("target.via_proxy"), Flag("target.server_chunks_per_write"))
 WORKLOAD = (Flag("workload.kind", vllm=("--dataset-name",), parse=serve.dataset_kind,
                  help="random | text | sharegpt | jsonl | prefix | image | trace | sessions | trajectories (text: "

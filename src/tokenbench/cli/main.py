@@ -80,8 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
         _no_nul(argv)
-        cli.main(args=argv, prog_name="tokenbench", standalone_mode=False)   # not argv[0]: `python -m ...` in-process
-        return 0
+        # not argv[0]: `python -m ...` in-process; outside standalone mode click returns a command's ctx.exit(N)
+        # (`setup X --check`: 1 when a step is not done) as the value, not as an exception
+        code = cli.main(args=argv, prog_name="tokenbench", standalone_mode=False)
+        return code if type(code) is int else 0
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.UsageError as exc:

@@ -12,6 +12,7 @@ import yaml
 
 from tokenbench.errors import UsageError
 from tokenbench.spec.bench import SLO
+from tokenbench.spec.ports import PORTS_HELP, PortRange
 from tokenbench.spec.slo import FORM, parse_limit, parse_tiers
 from tokenbench.store.db import db_path
 
@@ -27,6 +28,22 @@ class DatabasePath(click.Path):
         db_path(str(value))
         return super().convert(value, param, ctx)
 
+
+class Ports(click.ParamType):
+    """A port or a range of them (spec/ports.PortRange), refused in one line naming the flag."""
+
+    name = "PORT|LO-HI"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, PortRange):
+            return value
+        try:
+            return PortRange.parse(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+PORTS = click.option("--ports", default=None, type=Ports(), help=PORTS_HELP)
 
 DB = click.option("--db", default=None, type=DatabasePath(), help="results database (default: "
                   "$TOKENBENCH_RESULTS/tokenbench.db, else ~/.local/share/tokenbench/tokenbench.db)")
@@ -141,7 +158,7 @@ def slo_dict(flag: str, text: str | None) -> dict:
 
 def goodput(values: tuple[str, ...]) -> dict:
     """vLLM's `--goodput ttft:500 tpot:50` (KEY:MS, KEY in ttft, tpot, e2el) as SLO keys."""
-    out = {}
+    out: dict[str, float] = {}
     for item in values:
         name, sep, ms = item.partition(":")
         name = name.strip().lower()
@@ -152,6 +169,8 @@ def goodput(values: tuple[str, ...]) -> dict:
         if value is None or value <= 0:
             raise UsageError(f"--goodput '{item}' is not KEY:MS with KEY in ttft, tpot, e2el and MS > 0",
                              "write e.g. --goodput ttft:500 tpot:50")
+        if out.get(f"{name}_ms", value) != value:
+            raise UsageError(f"--goodput gives {name} twice ({out[f'{name}_ms']:g} and {value:g})", "give it once")
         out[f"{name}_ms"] = value
     return out
 

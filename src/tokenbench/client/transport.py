@@ -72,9 +72,9 @@ class _Conn(asyncio.Protocol):
         if framer.complete:
             self._finish(None, "")
 
-    def abort_timeout(self) -> None:
+    def abort_timeout(self, timeout_s: float) -> None:
         if self.done is not None and not self.done.done():
-            self._finish("timeout", "request exceeded the per-request timeout")
+            self._finish("timeout", f"no complete answer within the per-request timeout (--timeout {timeout_s:g} s)")
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -100,6 +100,9 @@ class _Conn(asyncio.Protocol):
             self.closed = True
             transport.close()
         done.set_result(None)
+
+
+CONNECT_CAP_S = 30.0     # the longest a connection's set-up is waited for (the request's own timeout when shorter)
 
 
 class Session:
@@ -130,7 +133,7 @@ class Session:
         loop = asyncio.get_running_loop()
         transport, conn = await asyncio.wait_for(
             loop.create_connection(_Conn, host, port, ssl=self._ssl if tls else None),
-            timeout=min(self.timeout_s, 30))
+            timeout=min(self.timeout_s, CONNECT_CAP_S))
         conn.transport = conn.transport or transport     # uvloop calls connection_made only after this returns
         self.all.add(conn)
         return conn
@@ -162,6 +165,15 @@ def connect_error(exc: BaseException) -> str:
     return text
 
 
+def _connect_timeout(exc: BaseException, timeout_s: float) -> tuple[str, str]:
+    """(kind, detail) of a connection not made in time: within the per-request timeout, the request timed out
+    (the limit may be too short for the server, which is not taken for gone); within the 30 s cap on a
+    connection's set-up, the server did not accept it."""
+    if timeout_s <= CONNECT_CAP_S:
+        return "timeout", f"no connection within the per-request timeout (--timeout {timeout_s:g} s)"
+    return "connect", f"{type(exc).__name__}: no connection within {CONNECT_CAP_S:g} s"
+
+
 def new_session(timeout_s: float, connect_in_ttft: bool = False) -> Session:
     return Session(timeout_s, connect_in_ttft)
 
@@ -180,12 +192,14 @@ async def _attempt(session: Session, key: tuple, payload: bytes, intended_ns: in
         done = conn.start(raw, payload)
         if session.connect_in_ttft and raw.connect_ns:
             raw.sent_ns -= raw.connect_ns             # the clock started before the connection
-        timer = asyncio.get_running_loop().call_later(session.timeout_s, conn.abort_timeout)
+        timer = asyncio.get_running_loop().call_later(session.timeout_s, conn.abort_timeout, session.timeout_s)
         try:
             await done
         finally:
             timer.cancel()
-    except (asyncio.TimeoutError, TimeoutError, OSError) as exc:
+    except (asyncio.TimeoutError, TimeoutError) as exc:      # the connection was not made in time
+        (raw.error_kind, raw.error_detail), raw.end_ns = _connect_timeout(exc, session.timeout_s), now()
+    except OSError as exc:
         raw.error_kind, raw.error_detail, raw.end_ns = "connect", connect_error(exc), now()
     except asyncio.CancelledError:
         raw.error_kind, raw.error_detail, raw.end_ns = "cancelled", "interrupted", now()

@@ -30,7 +30,7 @@ from tokenbench.spec.study import Sampling as SamplingAsked
 from tokenbench.store.rows import CellRow
 
 TOLERANCE = 0.01           # relative difference in tokens per request that counts as different
-OWN_KINDS = ("bench", "sweep")   # runs tokenbench measured: ignore_eos, the sampling its spec asked (temperature=0)
+OWN_KINDS = ("bench", "sweep", "demo")   # runs tokenbench measured: ignore_eos, the sampling its spec asked (temperature=0)
 
 
 @dataclass

@@ -93,4 +93,5 @@ def _marked(summary: CellSummary, verdict: Verdict) -> CellSummary:
     if verdict.marks:
         figures = summary.figures or FigureHealth()
         summary = summary.with_(figures.model_copy(update={"client_marks": dict(verdict.marks)}))
-    return summary.model_copy(update={"server_unreachable": True}) if verdict.unreachable else summary
+    gone = verdict.unreachable or verdict.died          # cut short: a resume (and a capacity search) measures it again
+    return summary.model_copy(update={"server_unreachable": True}) if gone else summary

@@ -354,7 +354,11 @@ def _need(eq: Equivalent, g: Guide) -> list[float]:
 
 def _bounds(eq: Equivalent, g: Guide) -> None:
     """GuideLLM's bounds apply to each benchmark; without one v0.3 ended at its 1000 synthetic rows (samples)."""
-    if g.seconds:
+    if g.seconds and g.requests is not None:     # tokenbench ends a cell by a count or a duration, not both
+        eq.differ(f"the line bounds each benchmark by --max-requests {g.requests} and --max-seconds {g.seconds:g}, "
+                  "whichever comes first; a tokenbench cell ends by one bound: it measures the requests "
+                  f"(--num-prompts {g.requests}); give --duration alone for the time bound")
+    elif g.seconds:
         eq.set("--duration", g.seconds)
     count = g.requests
     if count is None and not g.seconds and ("samples" in g.data or g.v3):

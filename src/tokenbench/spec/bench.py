@@ -56,6 +56,9 @@ MAX_TOKENS = 10_000_000    # a prompt or output length above this fits no model'
 MIN_RATE = 1e-6           # requests (or sessions) per second: one in 11.6 days; below, a schedule overflows
 MAX_BURSTINESS = 1e6      # gamma shape of Poisson gaps: their spread is 1/sqrt(shape), 0.1 % here (constant enough)
 MAX_WARMUP = 100_000       # warmup requests per cell: they are prepared before the cell starts
+MAX_RATE = 1e6            # requests (or sessions) per second: above, every gap is below a microsecond
+MAX_MS = 1e9              # a latency bound in ms (11.6 days; a request's timeout is at most 1e6 s)
+DAY_S = 86_400.0          # a wait between requests, a ramp, a timeslice: at most a day
 WARMUP_REQUESTS = ("warmup requests per cell; default: as many as the cell runs at once (its concurrency or users, "
                    "a rate's --max-concurrency; 1 for a rate without one), never more than the cell's own requests")
 WARMUP_FIRST_PROMPT = ("every warmup request sends the cell's first measured prompt, as vllm bench serve "
@@ -77,31 +80,31 @@ class WorkloadSource(StrictModel):
                                    "for sharegpt/jsonl/trace: forces every request's output length")
     dataset_path: str | None = Field(None, description="local file: ShareGPT JSON/JSONL, prompt JSONL, mooncake "
                                      "trace JSONL; for image: an image file or a folder of images")
-    min_input_len: int | None = Field(None, gt=0, description="datasets: drop prompts shorter than this; drawn "
+    min_input_len: int | None = Field(None, gt=0, le=MAX_TOKENS, description="datasets: drop prompts shorter than this; drawn "
                                       "lengths: the shortest input drawn" + BOUNDS)
-    max_input_len: int | None = Field(None, gt=0, description="datasets: drop prompts longer than this; drawn "
+    max_input_len: int | None = Field(None, gt=0, le=MAX_TOKENS, description="datasets: drop prompts longer than this; drawn "
                                       "lengths: the longest input drawn" + BOUNDS)
-    min_output_len: int | None = Field(None, gt=0, description="datasets: drop entries asking fewer tokens; drawn "
+    min_output_len: int | None = Field(None, gt=0, le=MAX_TOKENS, description="datasets: drop entries asking fewer tokens; drawn "
                                        "lengths: the shortest output drawn" + BOUNDS)
-    max_output_len: int | None = Field(None, gt=0, description="datasets: drop entries asking more tokens; drawn "
+    max_output_len: int | None = Field(None, gt=0, le=MAX_TOKENS, description="datasets: drop entries asking more tokens; drawn "
                                        "lengths: the longest output drawn" + BOUNDS)
-    prefix_len: int | None = Field(None, gt=0, description="prefix: tokens shared by every prompt of a group")
-    num_groups: int = Field(1, gt=0, description="prefix: groups, each with its own shared prefix")
-    image_count: int = Field(1, gt=0, description="image: images per request")
+    prefix_len: int | None = Field(None, gt=0, le=MAX_TOKENS, description="prefix: tokens shared by every prompt of a group")
+    num_groups: int = Field(1, gt=0, le=1_000_000, description="prefix: groups, each with its own shared prefix")
+    image_count: int = Field(1, gt=0, le=1000, description="image: images per request")
     image_width: int = Field(512, gt=0, le=8192, description="image: synthetic image width, pixels")
     image_height: int = Field(512, gt=0, le=8192, description="image: synthetic image height, pixels")
     image_format: Literal["png", "bmp"] = Field("png", description="image: synthetic image format")
-    time_scale: float = Field(1.0, gt=0, description="trace: multiply the trace's gaps (0.5 replays twice as fast)")
-    trace_block_size: int = Field(TRACE_BLOCK_SIZE, gt=0, description="trace: tokens per hash_ids block (Mooncake: "
+    time_scale: float = Field(1.0, ge=1e-6, le=1e6, description="trace: multiply the trace's gaps (0.5 replays twice as fast)")
+    trace_block_size: int = Field(TRACE_BLOCK_SIZE, gt=0, le=MAX_TOKENS, description="trace: tokens per hash_ids block (Mooncake: "
                                   "512); a row's hash_ids number ceil(input_length / this), equal ids are equal "
                                   "token blocks")
     turns: int | None = Field(None, gt=0, le=1000, description="sessions: turns per session; turn k re-sends the "
                               "history (system prompt, earlier user and assistant turns) + input_len new tokens")
-    system_prompt_len: int | None = Field(None, gt=0, description="sessions: tokens of the system prompt that opens "
+    system_prompt_len: int | None = Field(None, gt=0, le=MAX_TOKENS, description="sessions: tokens of the system prompt that opens "
                                           "every session")
     shared_system_prompt: bool = Field(False, description="sessions: one system prompt for every user (default: "
                                        "each user its own)")
-    think_time_s: float = Field(0.0, ge=0, description="sessions: mean seconds from the end of an answer to the "
+    think_time_s: float = Field(0.0, ge=0, le=DAY_S, description="sessions: mean seconds from the end of an answer to the "
                                 "user's next turn")
     think_time_dist: Literal["fixed", "exponential", "uniform"] = Field(
         "fixed", description="sessions: think times fixed, exponential (mean think_time_s) or uniform on "
@@ -125,13 +128,13 @@ class WorkloadSource(StrictModel):
     tokenizer_path: str | None = Field(None, description="local Hugging Face tokenizer dir (tokenizer.json; "
                                        "config.json gives the vocab size): builds chat prompts and counts "
                                        "datasets without the server's /tokenize; default: ask the server")
-    vocab_size: int | None = Field(None, ge=2, description="vocabulary size, for a server that does not report it")
+    vocab_size: int | None = Field(None, ge=2, le=MAX_TOKENS, description="vocabulary size, for a server that does not report it")
     range_ratio: float | None = Field(None, ge=0, le=1, description=RANGE_RATIO)
     range_ratio_style: Literal["vllm", "sglang"] = Field("vllm", description=RANGE_RATIO_STYLE)
-    input_len_stddev: float | None = Field(None, ge=0, description="draw each request's input length from a normal "
+    input_len_stddev: float | None = Field(None, ge=0, le=MAX_TOKENS, description="draw each request's input length from a normal "
                                            "distribution of this standard deviation around the asked input length "
                                            "(AIPerf's --synthetic-input-tokens-stddev), rounded, at least 1")
-    output_len_stddev: float | None = Field(None, ge=0, description="the same for each request's output length "
+    output_len_stddev: float | None = Field(None, ge=0, le=MAX_TOKENS, description="the same for each request's output length "
                                             "(AIPerf's --output-tokens-stddev)")
     length_histogram: str | None = Field(None, description=LENGTH_HISTOGRAM)
     prompt_as_text: bool = Field(False, description=PROMPT_AS_TEXT)
@@ -254,6 +257,13 @@ class WorkloadSource(StrictModel):
         kind = self.kind
         if kind != "prefix" and self.prefix_len is not None:
             raise ValueError("prefix_len applies to prefix workloads only")
+        for name, only in (("num_groups", "prefix"), *((n, "image") for n in IMAGE_KNOBS)):
+            if kind != only and getattr(self, name) != WorkloadSource.model_fields[name].default:
+                raise ValueError(f"{name} (--{name.replace('_', '-')}) applies to {only} workloads only "
+                                 f"(--dataset-name {only}), not {kind}")
+        if self.range_ratio_style != "vllm" and self.range_ratio is None:
+            raise ValueError("range_ratio_style (--range-ratio-style) says how a range ratio draws lengths, and none "
+                             "is given (--random-range-ratio); drop it")
         self._trace_only()
         if self.dataset_path is not None and kind in ("random", "text", "prefix", "sessions"):
             raise ValueError(f"dataset_path does not apply to {kind} workloads")
@@ -278,6 +288,7 @@ class WorkloadSource(StrictModel):
                                  "give both (or a range ratio or standard deviation to clip)")
 
 
+IMAGE_KNOBS = ("image_count", "image_width", "image_height", "image_format")
 LENGTH_FILTERS = ("min_input_len", "max_input_len", "min_output_len", "max_output_len")
 SESSION_KNOBS = ("turns", "system_prompt_len", "shared_system_prompt", "think_time_s", "think_time_dist",
                  "assistant_turns", "session_header")
@@ -408,9 +419,9 @@ class SLO(StrictModel):
     """Per-request thresholds (a request meets them or not: goodput) and limits on a cell's statistics
     (`ttft:p99<=2000`: what a capacity search answers against; spec/slo.py)."""
 
-    ttft_ms: float | None = Field(None, gt=0, description="goodput SLO: time to first token, ms")
-    tpot_ms: float | None = Field(None, gt=0, description="goodput SLO: time per output token, ms")
-    e2el_ms: float | None = Field(None, gt=0, description="goodput SLO: end-to-end latency, ms")
+    ttft_ms: float | None = Field(None, gt=0, le=MAX_MS, description="goodput SLO: time to first token, ms")
+    tpot_ms: float | None = Field(None, gt=0, le=MAX_MS, description="goodput SLO: time per output token, ms")
+    e2el_ms: float | None = Field(None, gt=0, le=MAX_MS, description="goodput SLO: end-to-end latency, ms")
     limits: list[Limit] = Field(default_factory=list, description="limits on a cell's statistics, e.g. "
                                 "[ttft:p99<=2000, tpot:p99<=200]: the capacity search's SLOs (tier 'slo')")
 

@@ -106,6 +106,8 @@ def apply_overrides(data: dict, overrides: list[str], lines: Lines | None = None
             path = tuple(keys)
             for known in [k for k in lines if k[:len(path)] == path]:
                 del lines[known]
+            for n in range(1, len(path)):            # a section the override made names it too (an unknown one)
+                lines.setdefault(path[:n], f"{label} {item}")
             lines[path] = f"{label} {item}"
     return data
 

@@ -32,7 +32,7 @@ class Limit(StrictModel):
     metric: LimitMetric
     stat: LimitStat
     op: Literal["<=", "<", ">="] = "<="
-    value: float = Field(gt=0)
+    value: float = Field(gt=0, le=1e9)         # ms (a latency), or a share (goodput)
 
     @model_validator(mode="before")
     @classmethod

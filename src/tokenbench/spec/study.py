@@ -8,10 +8,13 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
+from tokenbench.spec import conflicts
 from tokenbench.spec.base import StrictModel
 from tokenbench.spec.bench import (
     DATASET_KINDS,
+    DAY_S,
     MAX_BURSTINESS,
+    MAX_RATE,
     MAX_TOKENS,
     MAX_WARMUP,
     MIN_RATE,
@@ -26,6 +29,7 @@ from tokenbench.spec.bench import (
     Workload,
     WorkloadSource,
 )
+from tokenbench.spec.ports import PORTS_HELP, check_ports, split_listen
 from tokenbench.spec.server_kinds import ServerKind
 from tokenbench.spec.slo import Limit, Tier
 from tokenbench.spec.study_name import derived_name
@@ -56,8 +60,8 @@ SERVER_TRACES = ("the server's own per-request timings (OpenTelemetry spans): au
                  "carries a W3C traceparent and an OTLP receiver listens; a server that exports nothing leaves every "
                  "request unjoined, counted); off = never")
 OTLP_LISTEN = ("HOST:PORT of tokenbench's OTLP receiver (HTTP/protobuf and gRPC on one port), for a server you point "
-               "at it yourself (vLLM: --otlp-traces-endpoint http://HOST:PORT/v1/traces); default 127.0.0.1 and a "
-               "free port")
+               "at it yourself (vLLM: --otlp-traces-endpoint http://HOST:PORT/v1/traces); HOST:LO-HI: the first free "
+               "port of that range; default 127.0.0.1 and a free port (of --ports, when given)")
 
 SHORT_KEYS = {"tp": "parallelism.tp", "dp": "parallelism.dp", "slots": "parallelism.slots",
               "threads": "parallelism.threads", "ctx": "parallelism.ctx"}
@@ -101,22 +105,28 @@ class Target(StrictModel):
     new_connection_per_request: bool = Field(False, description=NEW_CONNECTION)
     server_traces: Literal["auto", "on", "off"] = Field("auto", description=SERVER_TRACES)
     otlp_listen: str | None = Field(None, description=OTLP_LISTEN)
+    ports: Annotated[str | None, AfterValidator(check_ports)] = Field(None, description=PORTS_HELP)
     via_proxy: bool = Field(False, description="the server is reached through a proxy or gateway: a stream that "
                             "arrives in pieces is named as that proxy's buffering (default: upstream, the server "
                             "or a proxy, not told apart)")
     server_chunks_per_write: int | None = Field(
-        None, ge=1, description="token chunks the server writes at once (its multi-step scheduling or stream "
+        None, ge=1, le=MAX_TOKENS, description="token chunks the server writes at once (its multi-step scheduling or stream "
         "interval), where its server info does not say: bursts of up to that many while the client waits idle "
         "are the server's own shape, its figures as sent")
 
     _extra = field_validator("extra_body")(check_extra_body)
 
+    @field_validator("backend", mode="before")
+    @classmethod
+    def _any_case(cls, v: Any) -> Any:
+        """A server kind in any case (TGI is tgi), as --backend takes it."""
+        return v.strip().lower() if isinstance(v, str) else v
+
     @field_validator("otlp_listen")
     @classmethod
     def _host_port(cls, v: str | None) -> str | None:
-        host, sep, port = (v or "").rpartition(":")
-        if v is not None and (not sep or not host.strip("[]") or not port.isdigit() or int(port) > 65535):
-            raise ValueError(f"'{v}' is not HOST:PORT (e.g. 127.0.0.1:4318; port 0: a free one)")
+        if v is not None:
+            split_listen(v)
         return v
 
     @model_validator(mode="after")
@@ -131,11 +141,11 @@ class Requests(StrictModel):
 
     num_prompts: int | None = Field(None, ge=1, description="requests per cell (trace: at most this many rows); "
                                     "default: max(per_concurrency x concurrency, min)")
-    per_concurrency: int = Field(4, ge=1, description="requests per cell per unit of concurrency")
-    min: int = Field(16, ge=1, description="fewest requests per cell")
+    per_concurrency: int = Field(4, ge=1, le=1_000_000, description="requests per cell per unit of concurrency")
+    min: int = Field(16, ge=1, le=1_000_000_000, description="fewest requests per cell")
     duration_s: float | None = Field(None, gt=0, le=1e7, description="seconds per cell instead of a request count "
                                      "(trace: the rows due before this)")
-    num_sessions: int | None = Field(None, ge=1, description="sessions per cell (sessions workload); default: the "
+    num_sessions: int | None = Field(None, ge=1, le=1_000_000_000, description="sessions per cell (sessions workload); default: the "
                                      "cell's users, or `min` for session rates")
 
 
@@ -159,7 +169,7 @@ def _cpus(value: str | None) -> str | None:
 class Client(StrictModel):
     """How the client side runs (not what is measured)."""
 
-    workers: int = Field(1, ge=1, description="client processes sharing the load (each with its own event loop)")
+    workers: int = Field(1, ge=1, le=4096, description="client processes sharing the load (each with its own event loop)")
     ray_address: str | None = Field(None, description="run the workers as Ray actors on this cluster (ADDRESS)")
     keep_raw: str | None = Field(None, description="also append every request's raw response body, each read with "
                                  "its arrival time, to this JSONL file (one process; raw bytes are otherwise "
@@ -175,13 +185,13 @@ class Sampling(StrictModel):
     """Sampling parameters of every request (vLLM's and SGLang's sampling flags). Output lengths stay exact
     whatever they are: every request also asks ignore_eos and min_tokens = max_tokens."""
 
-    temperature: float = Field(0.0, ge=0, description="sampling temperature; default 0 (greedy)")
+    temperature: float = Field(0.0, ge=0, le=100, description="sampling temperature; default 0 (greedy)")
     top_p: float | None = Field(None, gt=0, le=1, description="nucleus sampling: top-p (default: the server's)")
-    top_k: int | None = Field(None, ge=-1, description="top-k sampling, -1 = off (default: the server's)")
+    top_k: int | None = Field(None, ge=-1, le=MAX_TOKENS, description="top-k sampling, -1 = off (default: the server's)")
     min_p: float | None = Field(None, ge=0, le=1, description="min-p sampling (default: the server's)")
-    frequency_penalty: float | None = Field(None, description="frequency penalty (default: the server's)")
-    presence_penalty: float | None = Field(None, description="presence penalty (default: the server's)")
-    repetition_penalty: float | None = Field(None, gt=0, description="repetition penalty (default: the server's)")
+    frequency_penalty: float | None = Field(None, ge=-2, le=2, description="frequency penalty (default: the server's)")
+    presence_penalty: float | None = Field(None, ge=-2, le=2, description="presence penalty (default: the server's)")
+    repetition_penalty: float | None = Field(None, gt=0, le=100, description="repetition penalty (default: the server's)")
 
     def body(self) -> dict[str, float]:
         """The fields a request body carries: temperature always, the others when given."""
@@ -191,9 +201,9 @@ class Sampling(StrictModel):
 class Tune(StrictModel):
     """`tokenbench tune`: how the best server config for the SLOs is searched (docs/metrics.md, "Tune")."""
 
-    budget_cells: int | None = Field(None, ge=1, description="most cells the tune runs over every config "
+    budget_cells: int | None = Field(None, ge=1, le=1_000_000, description="most cells the tune runs over every config "
                                      "(default: capacity_budget per config)")
-    budget_minutes: float | None = Field(None, gt=0, description="start no cell after this many minutes of this "
+    budget_minutes: float | None = Field(None, gt=0, le=1e6, description="start no cell after this many minutes of this "
                                          "session (a resume has the budget again); configs not reached are listed "
                                          "as not run")
     baseline: str | None = Field(None, description="the server config the gain is stated against, by name (e.g. "
@@ -228,9 +238,9 @@ class StudySpec(StrictModel):
     session_rates: list[float] = Field(default_factory=list, description="sessions workload, open-loop cells: "
                                        "sessions started per second")
     window: SessionWindow | None = Field(None, description=WINDOW)
-    ramp_up_s: float | None = Field(None, gt=0, description="sessions: the users of a cell start evenly spread over "
+    ramp_up_s: float | None = Field(None, gt=0, le=DAY_S, description="sessions: the users of a cell start evenly spread over "
                                     "this many seconds (default: all at once)")
-    max_concurrency: int | None = Field(None, gt=0, description="cap on in-flight requests in rate cells "
+    max_concurrency: int | None = Field(None, gt=0, le=1_000_000, description="cap on in-flight requests in rate cells "
                                         "(alone: one closed-loop cell at this concurrency, as vLLM)")
     rate_cap: Literal["queue", "gate"] = Field("queue", description=RATE_CAP)
     vary: dict[str, Annotated[list[Any], AfterValidator(_non_empty_axis)]] = Field(default_factory=dict,
@@ -250,7 +260,7 @@ class StudySpec(StrictModel):
                                     "run's (stored with the run, so a resume sends the same ones); null: --seed given")
     sampling: Sampling = Field(default_factory=Sampling)
     client: Client = Field(default_factory=Client)
-    kv_capacity: int | None = Field(None, gt=0, description="override the KV capacity read from the server")
+    kv_capacity: int | None = Field(None, gt=0, le=10**12, description="override the KV capacity read from the server")
     slo: SLO = Field(default_factory=SLO)
     allow_length_mismatch: bool = Field(False, description="keep cells whose token counts differ from the ask")
     allow_client_lag: bool = Field(False, description="in this run's report, give intervals and verdicts to the "
@@ -262,19 +272,19 @@ class StudySpec(StrictModel):
         None, description="search the highest load meeting the SLOs per pair and server config: concurrency "
         "(closed loop, whole streams), rate (open loop, requests/s), users (closed-loop sessions: concurrent "
         "agents) or session_rate (open-loop sessions: agents started per second); the flag alone means concurrency")
-    capacity_max: float = Field(256, gt=0, description="upper limit of the capacity search (streams or requests/s)")
-    capacity_start: float | None = Field(None, gt=0, description="the first load the capacity search tries "
+    capacity_max: float = Field(256, gt=0, le=MAX_RATE, description="upper limit of the capacity search (streams or requests/s)")
+    capacity_start: float | None = Field(None, gt=0, le=MAX_RATE, description="the first load the capacity search tries "
                                          "(default: concurrency 1, rate 1 request/s)")
     capacity_precision: float = Field(0.1, gt=0, lt=1, description="the capacity search stops once the "
                                       "boundary's 95 % interval is narrower than this share of its upper end "
                                       "(concurrency: or one stream wide)")
-    capacity_budget: int = Field(24, ge=2, description="most cells one capacity search runs per pair and "
+    capacity_budget: int = Field(24, ge=2, le=100_000, description="most cells one capacity search runs per pair and "
                                  "server config, its sustain cell included")
     slo_tiers: list[Tier] = Field(default_factory=list, description="named SLO tiers the capacity search "
                                   "answers from the same cells: a preset (mlperf-llama2-70b-server, "
                                   "mlperf-llama2-70b-interactive, ...) or NAME=LIMIT,LIMIT; several "
                                   "separated by ';'")
-    sustain_s: float | None = Field(None, ge=0, description="seconds of the sustain cell run at the capacity "
+    sustain_s: float | None = Field(None, ge=0, le=7 * DAY_S, description="seconds of the sustain cell run at the capacity "
                                     "found (default: long enough for 200 requests at the rate measured there, "
                                     "60 s to 30 min; 0: none)")
     slo_attainment: float = Field(0.9, gt=0, le=1, description="share of requests that must meet every "
@@ -282,12 +292,12 @@ class StudySpec(StrictModel):
     monitor_interval_s: float = Field(1.0, ge=0, le=3600, description="seconds between monitor samples during a cell; 0: "
                                       "no monitor (no /metrics, host or accelerator samples, and none of the "
                                       "figures read from them), as vllm bench serve sends none")
-    price_per_hour: float | None = Field(None, gt=0, description="what an hour of the server costs, per device "
+    price_per_hour: float | None = Field(None, gt=0, le=1e6, description="what an hour of the server costs, per device "
                                          "(default) or per node (price_basis): the report gives $ per million "
                                          "input and output tokens and output tokens per $ (docs/metrics.md, Cost)")
     price_basis: Literal["device", "node"] = Field("device", description="what price_per_hour is the price of: "
                                                    "one device-hour (x the server's devices) or one node-hour")
-    timeslice_s: float = Field(10.0, ge=0.01, description="width of the timeslices every cell keeps, seconds "
+    timeslice_s: float = Field(10.0, ge=0.01, le=DAY_S, description="width of the timeslices every cell keeps, seconds "
                                "(figures per slice, steady state, a sustain cell's drift)")
     tune: Tune | None = Field(None, description="`tokenbench tune`: rank the server configs (vary) by their "
                               "capacity under each SLO tier and recommend one")
@@ -324,13 +334,15 @@ class StudySpec(StrictModel):
     def _conc(cls, v: list[int]) -> list[int]:
         if any(c <= 0 for c in v):
             raise ValueError("concurrency and users must be positive")
+        if any(c > 1_000_000 for c in v):
+            raise ValueError("concurrency and users are at most 1,000,000 (each holds a connection)")
         return v
 
     @field_validator("session_rates")
     @classmethod
     def _session_rates(cls, v: list[float]) -> list[float]:
-        if any(not MIN_RATE <= r < float("inf") for r in v):
-            raise ValueError(f"session rates must be finite and at least {MIN_RATE:g} (sessions per second)")
+        if any(not MIN_RATE <= r <= MAX_RATE for r in v):
+            raise ValueError(f"session rates are from {MIN_RATE:g} to {MAX_RATE:g} sessions per second")
         return v
 
     @field_validator("rates")
@@ -339,6 +351,9 @@ class StudySpec(StrictModel):
         if any(r < MIN_RATE for r in v):
             raise ValueError(f"a request rate is at least {MIN_RATE:g} requests/s (one request in {1 / MIN_RATE / 86400:.1f} "
                              "days); give requests per second, e.g. 0.5,1,2")
+        if any(r > MAX_RATE for r in v):
+            raise ValueError(f"a request rate is at most {MAX_RATE:g} requests/s (gaps below a microsecond); for "
+                             "every request at once give inf with --max-concurrency")
         return v
 
     @field_validator("vary")
@@ -431,6 +446,11 @@ class StudySpec(StrictModel):
             goodput = Limit(metric="goodput", stat="fraction", op=">=", value=self.slo_attainment)
             tiers = [Tier(name="slo", limits=[goodput])]
         return tiers
+
+    @model_validator(mode="after")
+    def _said_once(self) -> "StudySpec":
+        conflicts.check(self)
+        return self
 
     @model_validator(mode="after")
     def _named(self) -> "StudySpec":

@@ -69,9 +69,9 @@ def new_run_id() -> str:
 
 BUSY_S = 30.0           # a write waits this long for another writer (several processes share one database)
 BUSY_STEP_S = 0.1       # ... in steps of this, so a Ctrl-C is handled meanwhile (store.begin)
-# a cell a resume skips: its current row, neither cut short by an unreachable server nor stopped by the user
-DONE = ("c.superseded = 0 AND c.status != 'interrupted'"
-        " AND json_extract(c.summary_json, '$.server_unreachable') IS NULL")
+# a cell a resume skips: its current row ended ok (or was skipped on purpose: saturation); one that failed, was
+# interrupted or was cut short by a server that went away is measured again
+DONE = "c.superseded = 0 AND c.status IN ('ok', 'skipped')"
 
 
 @dataclass(frozen=True)
@@ -190,6 +190,17 @@ class Store:
             if status == "running":
                 self.db.execute("UPDATE runs SET owner_pid=?, owner_started=? WHERE id=?", (*liveness.me(), run_id))
 
+    def discard_run(self, run_id: str) -> bool:
+        """Remove a run that holds no cell (one refused for a usage error before anything was measured), with
+        its server configs and searches; False, and nothing removed, when it holds a cell."""
+        with self._guard("remove the run"), self._tx():
+            if self.db.execute("SELECT 1 FROM cells WHERE run_id=? LIMIT 1", (run_id,)).fetchone():
+                return False
+            for table in ("searches", "server_configs"):
+                self.db.execute(f"DELETE FROM {table} WHERE run_id=?", (run_id,))
+            self.db.execute("DELETE FROM runs WHERE id=?", (run_id,))
+        return True
+
     def run(self, run_id: str) -> RunRow:
         with self._guard("read runs"):
             row = self.db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
@@ -278,12 +289,12 @@ class Store:
         return cell_id
 
     def _make_way(self, run_id: str, config_id: int, cell: CellRow) -> None:
-        """The key's current row makes way for a new one: an interrupted one is kept as data, numbered as the
-        n-th superseded attempt (its requests stay; no figure reads them), any other is replaced (e.g. a cell
-        run again after the server became unreachable)."""
+        """The key's current row makes way for a new one: one a resume measures again (interrupted, failed, cut
+        short by a server that went away) is kept as data, numbered as the n-th superseded attempt (its
+        requests stay; no figure reads them); one that ended ok (or was skipped) is replaced."""
         same, key = "run_id=? AND config_id=? AND key=? AND repeat=?", (run_id, config_id, cell.key, cell.repeat)
         self.db.execute(f"UPDATE cells SET superseded = (SELECT MAX(superseded) + 1 FROM cells WHERE {same})"
-                        f" WHERE {same} AND superseded = 0 AND status = 'interrupted'", key + key)
+                        f" WHERE {same} AND superseded = 0 AND status NOT IN ('ok', 'skipped')", key + key)
         self.db.execute(f"DELETE FROM cells WHERE {same} AND superseded = 0", key)
 
     def cells(self, run_id: str) -> list[CellRow]:
@@ -295,8 +306,8 @@ class Store:
             " c.repeat", (run_id,))]
 
     def done_keys(self, run_id: str) -> set[tuple[str, str, int]]:
-        """(config, key, repeat) of the cells a resume skips: all stored ones except cells cut short
-        because the server was unreachable or the user stopped them (those are run again, in full)."""
+        """(config, key, repeat) of the cells a resume skips: those that ended ok or were skipped on purpose
+        (every other is run again, in full: failed, interrupted, cut short by a server that went away)."""
         with self._guard("read cells"):
             rows = self.db.execute(
                 "SELECT s.name, c.key, c.repeat FROM cells c JOIN server_configs s ON s.id=c.config_id"

@@ -1,5 +1,5 @@
-"""What a study checks before anything is deployed (`preflight`): length histograms read, profiles load,
-contexts fit, and each cell's sockets fit the limit on open files.
+"""What a study checks before anything is deployed (`preflight`): the tokenizer and dataset paths exist, length
+histograms read, profiles load, contexts fit, and each cell's sockets fit the limit on open files.
 
 Open sockets against what this process may open: every request in flight holds a connection of its own,
 so a cell that runs N requests at once needs N descriptors besides the few the run itself keeps open
@@ -13,8 +13,10 @@ from __future__ import annotations
 import errno
 import math
 import resource
+from pathlib import Path
 
 from tokenbench.errors import UsageError
+from tokenbench.spec.bench import Workload
 from tokenbench.study.plan import Plan, check_context
 from tokenbench.study.servers import expected_ctx, load_profile
 
@@ -52,10 +54,20 @@ def check_sockets(key: str, at_once: int | None, workers: int = 1) -> None:
                      "tokenbench (above the hard limit: as root, or in /etc/security/limits.conf)")
 
 
+def _paths_exist(wl: Workload) -> None:
+    """The workload's tokenizer directory and dataset file are there (a run is not stored for a missing one)."""
+    given = (("--tokenizer", wl.tokenizer_path, "the model's Hugging Face directory (with tokenizer.json)"),
+             ("--dataset-path", wl.dataset_path, "a local file (nothing is downloaded)"))
+    for flag, path, what in given:
+        if path and not Path(path).expanduser().exists():
+            raise UsageError(f"{flag} {path}: no such file or directory", f"give {what}")
+
+
 def preflight(p: Plan) -> None:
     """Everything that can be checked before a deploy: length histograms read, each cell's sockets fit the
     limit on open files, profiles load, contexts fit."""
     for wl in p.spec.workloads():
+        _paths_exist(wl)
         if wl.draws is not None:
             from tokenbench.workload.lengths import Draws  # a length distribution: only a workload that draws
             Draws.of(wl)

@@ -38,7 +38,7 @@ from tokenbench.study.preflight import preflight
 from tokenbench.study.servers import load_profile
 from tokenbench.study.settings import RunSettings, StudyEvents
 
-RESUMABLE = ("bench", "sweep", "tune")
+RESUMABLE = commands.RESUMABLE
 
 
 class ResultFile(Protocol):
@@ -61,6 +61,7 @@ class Study:
     store: Store
     run_id: str
     settings: RunSettings
+    new: bool = True              # stored by this session (not a resume): a usage error leaves no run behind
 
 
 @dataclass(kw_only=True)
@@ -72,6 +73,7 @@ class Outcome:
     capacity: dict[str, list[str]] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)        # "wrote PATH" of tokenbench's JSON result
     results: list[CellResult] = field(default_factory=list)   # this session's cells, when kept (`measure`)
+    measured: int = 0                              # cells measured by this session (0: a resume with nothing left)
 
     @property
     def failed(self) -> list[CellRow]:
@@ -125,7 +127,7 @@ def start(spec: StudySpec, store: Store, settings: RunSettings, argv: Sequence[s
         salted(spec)
     p = plan(spec)
     preflight(p)
-    if spec.target.base_url and server is None:
+    if spec.target.base_url and server is None and (not resume or _left(p, store, resume)):
         endpoint_for(spec, spec.target.base_url)        # reachable, model served, vocabulary known: else stop here
     profile = server.profile if server else (load_profile(spec.target, p.configs[0]) if spec.target.profile else None)
     if settings.isolation == isolation.Isolation():          # not planned by the caller (demo plans its own)
@@ -134,7 +136,13 @@ def start(spec: StudySpec, store: Store, settings: RunSettings, argv: Sequence[s
     run_id = resume or create_run(store, p, settings, argv, profile)
     header = {"tool": {"name": "tokenbench", "version": __version__}, "command": list(argv),
               "environment": store.run(run_id).environment or {}}
-    return Study(p, store, run_id, dataclasses.replace(settings, header=header))
+    return Study(p, store, run_id, dataclasses.replace(settings, header=header), new=not resume)
+
+
+def _left(p: Plan, store: Store, run_id: str) -> bool:
+    """Whether a resumed run may have cells to measure (a capacity search decides its cells as it goes)."""
+    done = store.done_keys(run_id)
+    return bool(p.spec.find_capacity) or any(pending(p, done, c) for c in p.configs)
 
 
 def pending_count(study: Study) -> int | None:
@@ -188,11 +196,17 @@ def _measure(study: Study, events: StudyEvents, files: Sequence[ResultFile]) -> 
             store.set_run_status(run_id, "interrupted", "interrupted by the user")
         _finish(files, "interrupted")
         raise
-    except (DeployError, MeasurementError, SpecError, TargetError, UsageError) as exc:
+    except UsageError as exc:              # bad input found once the server answered: nothing was measured
+        if not (study.new and store.discard_run(run_id)):
+            store.set_run_status(run_id, "failed", exc.one_line())
+        _finish(files, "failed")
+        raise
+    except (DeployError, MeasurementError, TargetError) as exc:
         store.set_run_status(run_id, "failed", exc.one_line())
         _finish(files, "failed")
         raise
-    out = Outcome(run_id=run_id, store=store, cells=store.cells(run_id), problems=problems, capacity=runner.capacity)
+    out = Outcome(run_id=run_id, store=store, cells=store.cells(run_id), problems=problems, capacity=runner.capacity,
+                  measured=len(runner.attempted))
     status = "failed" if out.failed or problems else "done"
     store.set_run_status(run_id, status, "; ".join(problems))
     runner.journal.header.set_status(status)
@@ -226,9 +240,13 @@ def check(out: Outcome, kind: str) -> None:
                           f"fix the cause, then {commands.resume_advice(out.store, kind, out.run_id)}")
     if out.failed:
         first = out.failed[0]
+        kept = (f"`{commands.tokenbench(out.store.path, 'report', out.run_id)}` shows each request's error"
+                if out.store.kept else "the JSON result holds each request's error")
+        again = commands.resume_advice(out.store, kind, out.run_id)
+        again += (" (it measures the failed cells again, with the options stored; a cause in an option needs a new "
+                  "run)") if out.store.kept and kind in RESUMABLE else ""
         raise MeasurementError(f"{len(out.failed)} cell(s) failed, first {first.key}: {first.message}",
-                               "results were kept; see `tokenbench report` and the JSON/database for each "
-                               "request's error")
+                               f"results were kept: {kept}; fix the cause, then {again}")
 
 
 class Kept:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from tokenbench.errors import DeployError
 from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.ports import PortRange
 from tokenbench.spec.server_facts import GraphCapture, ServerFacts
 from tokenbench.spec.study import Target
 from tokenbench.study.plan import ServerConfig
@@ -57,7 +58,7 @@ def launch_failure(exc: DeployError) -> LaunchFailure:
 def load_profile(target: Target, config: ServerConfig) -> Profile:
     from tokenbench.deploy.profiles import load_profile as _load
     name = target.profile or ""
-    return _load(name, [*target.set, *config.overrides], f"sweep override for {name}:")
+    return _load(name, [*target.set, *config.overrides], f"--vary/--profile-set (vary, target.set) of {name}:")
 
 
 def expected_ctx(profile: Profile) -> int | None:
@@ -91,12 +92,13 @@ def server_for(target: Target, config: ServerConfig, log=print, isolation: Isola
     if target.base_url:
         yield Server(target.base_url.rstrip("/"), facts_for(target.base_url))
         return
-    from tokenbench.deploy.lifecycle import deployed
+    from tokenbench.deploy.lifecycle import LaunchOptions, deployed
     from tokenbench.deploy.local import Placement
     profile = load_profile(target, config)
     with_traces = tracing(profile)
     log(f"deploying {profile.name} [{config.name}]" + (" (exporting its request spans)" if with_traces else ""))
     placement = isolation.engine if isolation is not None else Placement()
-    with deployed(with_traces or profile, placement=placement) as dep:
+    ports = PortRange.parse(target.ports) if target.ports else None
+    with deployed(with_traces or profile, how=LaunchOptions(placement=placement, ports=ports)) as dep:
         yield Server(dep.base_url, dep.facts or ServerFacts(engine=profile.engine), profile, dep,
                      with_traces is not None)
