@@ -163,8 +163,8 @@ def corpus_line(s: CellSummary) -> str | None:
     if f.corpus_sha256 is None:
         return None
     passes = f", {f.corpus_passes:g} pass{'es' * (f.corpus_passes != 1)}" if f.corpus_passes is not None else ""
-    skipped = f", {len(f.corpus_skipped)} skipped ({', '.join(sorted(f.corpus_skipped)[:3])}...)" \
-        if f.corpus_skipped else ""
+    named = sorted(f.corpus_skipped or {})
+    skipped = f", {len(named)} skipped ({', '.join(named[:3])}{', ...' * (len(named) > 3)})" if named else ""
     return (f"corpus {f.corpus_format} sha256 {f.corpus_sha256[:16]}: {f.corpus_replayed} of {f.corpus_trajectories} "
             f"trajectories replayed ({f.corpus_turns} turns){skipped}{passes}")
 
