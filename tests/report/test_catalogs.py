@@ -131,9 +131,10 @@ def _families() -> dict[str, tuple[str, ...] | None]:
     `i18n.has` first and shows nothing for a code without a text."""
     from tokenbench.judge import bottleneck, cost, fairness, frontier, intervals, plausibility, status
     from tokenbench.judge import tune as judged_tune
+    from tokenbench.judge.load_axes import SESSION_AXES
     from tokenbench.logs import launch
     from tokenbench.metrics import capacity, cell_summary, summary_groups, tally, timeslices
-    from tokenbench.report import build, compare_tables, load_plots, phases, plots, sections
+    from tokenbench.report import build, compare_tables, jobs, load_plots, phases, plots, sections
 
     def args(*kinds) -> tuple[str, ...]:
         return tuple(v for k in kinds for v in get_args(k))
@@ -143,8 +144,11 @@ def _families() -> dict[str, tuple[str, ...] | None]:
         "accel.src.*": ("counter", "power"),              # DeviceFigures.energy_source, split at '+'
         "acl.*": None,                                    # report/tune.meaning: the codes a launch log printed
         "axis.dim.*": axes, "dim.*": axes,
+        "axis.agents.*": SESSION_AXES, "dim.agents.*": SESSION_AXES,     # a session axis whose cells are agents
         "bn.*": args(bottleneck.Kind), "ev.*": args(bottleneck.Evidence),
         "cap.dim.*": args(capacity.Dimension), "unit.*": args(capacity.Dimension),
+        "cap.dim.agents.*": SESSION_AXES, "unit.agents.*": SESSION_AXES,
+        "cap.per_usd.*": args(cost.Basis),
         "cap.reason.*": args(capacity.Reason), "role.*": args(capacity.Role),
         "cache.*": args(summary_groups.CacheStateName),   # report/explain.py: a side's prefix-cache states
         "cause.*": args(tally.Cause, launch.Cause),       # the client's delays (marks) and a failed launch (tune)
@@ -162,13 +166,13 @@ def _families() -> dict[str, tuple[str, ...] | None]:
         "plaus.check.*": args(get_type_hints(plausibility.Finding)["check"]),
         "plaus.why.*": args(get_type_hints(plausibility.Finding)["check"]),
         "plaus.how.*": args(plausibility.How),
-        "plot.dim.*": tuple({p.title for p in plots.LOAD_PLOTS + compare_tables.CMP_PLOTS}),
+        "plot.dim.*": tuple({p.title for p in plots.LOAD_PLOTS + compare_tables.CMP_PLOTS + jobs.JOB_PLOTS}),
         "send.off.*": args(summary_groups.OffReason),
         "series.*": ("running", "waiting", "kv_usage",    # report/plots.monitor_figure
                      "ttft_mean", "ttft_p99", "tpot_mean"),    # report/slices.py
         "tune.gain_why.*": ("base_failed", "base_not_run", "base_zero"),      # report/tune.gain_text
         "tune.verdict.*": args(judged_tune.TuneVerdict),
-        "vm.*": tuple(cell_summary.LATENCIES) + tuple(cell_summary.RATES),
+        "vm.*": tuple(cell_summary.LATENCIES) + tuple(cell_summary.RATES) + tuple(cell_summary.JOBS),
     }
 
 

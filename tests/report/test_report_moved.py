@@ -8,7 +8,7 @@ import pytest
 
 from tokenbench.cli.main import main
 from tokenbench.judge.cells import figure_state_of, state_of
-from tokenbench.judge.intervals import Judging
+from tokenbench.judge.intervals import FIGURES, Judging
 from tokenbench.judge.views import load_run
 from tokenbench.metrics.cell_summary import Metric
 from tokenbench.metrics.summary import summarize
@@ -17,7 +17,6 @@ from tokenbench.report.build import build_report
 from tokenbench.report.compare import compare
 from tokenbench.report.document import Cell, Table
 from tokenbench.report.i18n import t
-from tokenbench.report.verdicts import VERDICT_METRICS
 from tokenbench.spec.bench import Load
 from tokenbench.store.rows import CellRow
 
@@ -136,7 +135,7 @@ def test_compare_of_two_measured_runs_judges_the_clean_figures_and_names_a_buffe
     doc, _ = compare(store, [ids["plain"], ids["buffered"]], "en", "T")
     rows, verdicts = _rows(doc, "verdicts"), [b for b in doc.blocks if isinstance(b, Table) and b.role == "verdicts"]
     judged = 0
-    for m in VERDICT_METRICS:
+    for m in FIGURES:
         row = next((r for r in rows if r[1] == t("en", f"vm.{m.name}") + f" {m.stat}"), None)
         if row is None:
             continue

@@ -11,6 +11,10 @@ from __future__ import annotations
 import pytest
 
 from tokenbench.cli.main import main
+from tokenbench.judge.views import load_run
+from tokenbench.report.build import build_report
+from tokenbench.report.document import Table
+from tokenbench.report.i18n import t
 from tokenbench.store.db import Store
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
@@ -52,6 +56,17 @@ def test_a_search_in_concurrent_agents_under_a_job_slo_holds_the_closed_form_bou
     out = " ".join(capsys.readouterr().out.split())          # the console wraps its lines at spaces
     assert f"(tier slo: job:p95<={limit:g}): {boundary} users" in out
     assert f"; {boundary} users per device (1 device), {boundary / 2:g} per $/h" in out      # a $2/h device
+    for lang in ("en", "zh"):                 # the report's capacity table says the same, and what the job limit read
+        doc = build_report(load_run(store, run.id), lang, [], "T")
+        [table] = [b for b in doc.blocks if isinstance(b, Table) and b.role == "capacity"]
+        unit = t(lang, "unit.agents.users")
+        assert table.headers[-2:] == [t(lang, "col.cap_per_device", unit=unit, devices=1),
+                                      t(lang, "col.cap_per_usd_hour", unit=unit)]
+        [row] = table.rows
+        assert row[-2].startswith(f"{boundary:g} [{a.lo:.3g}, ") and row[-1].startswith(f"{boundary / 2:g} [")
+        jobs = f"{a.fail_load:g}: {a.binding.n}, {a.capacity:g}: {a.headroom.n}"      # the jobs each end judged
+        notes = [n for n in table.footnotes if f"job:p95<={limit:g}" in n]
+        assert notes == [t(lang, "cap.job_limit", limit=f"job:p95<={limit:g}", tier="slo", jobs=jobs, tool="0.0%")]
 
 
 def test_a_search_in_agents_started_per_second_is_stored_and_reported(tmp_path, capsys):
@@ -74,4 +89,4 @@ def test_a_search_in_agents_started_per_second_is_stored_and_reported(tmp_path, 
     assert "sessions/s" in capsys.readouterr().out
     assert main(["report", run.id, "--db", str(db), "-o", str(tmp_path / "r")]) == 0
     page = (tmp_path / "r" / "report.md").read_text()
-    assert "session starts (sessions/s" in page
+    assert "agents started per second (agents/s" in page and "agents/s per device (1)" in page

@@ -19,12 +19,13 @@ def pair_of(c: CellRow) -> tuple[int, int]:
 
 
 def load_of(c: CellRow) -> LoadKey:
-    """The cell's load dimension and its value there (judge/load_axes.py): concurrency, users, or a request
-    rate with the in-flight cap it ran under. A sessions cell stores its users as its concurrency."""
+    """The cell's load dimension and its value there (judge/load_axes.py): concurrency, users, a request rate
+    with the in-flight cap it ran under, or sessions started per second. A sessions cell stores its users as
+    its concurrency, its session rate as its request rate."""
     from tokenbench.judge.load_axes import load_key  # a report's axes: the console's marks need no load key
     cap = c.summary.max_concurrency if c.concurrency is None else None
-    users = c.concurrency if c.summary.sessions is not None else None
-    return load_key(c.concurrency, c.request_rate, users, cap)
+    sessions = c.summary.sessions is not None
+    return load_key(c.concurrency, c.request_rate, c.concurrency if sessions else None, cap, sessions)
 
 
 def x_of(c: CellRow) -> float:
@@ -34,9 +35,26 @@ def x_of(c: CellRow) -> float:
 
 
 def load_label_of(c: CellRow) -> str:
-    if c.summary.sessions is not None and c.concurrency is None and c.request_rate is not None:
-        return f"{c.request_rate:g} sessions/s"      # session starts per second
     return load_of(c).label
+
+
+def agents(c: CellRow) -> bool:
+    """A trajectories cell: its sessions are agents replaying a corpus (its users: concurrent agents)."""
+    return c.summary.facts is not None and c.summary.facts.corpus_sha256 is not None
+
+
+def session_shape_of(c: CellRow) -> str | None:
+    """What two sessions cells must share to be compared, the load apart (None: not a sessions cell): a
+    trajectories cell's corpus (its format and hash: its trajectories, turns and lengths), what its assistant
+    turns are, the API and the measured window; a sessions cell's turns, lengths, system prompt, think time."""
+    s, f = c.summary.sessions, c.summary.facts
+    if s is None:
+        return None
+    if f is None or f.corpus_sha256 is None:
+        return s.shape_text()
+    ramp = f", ramp {s.ramp_up_s:g} s" if s.ramp_up_s else ""
+    return (f"corpus {f.corpus_format} sha256 {f.corpus_sha256[:16]}, {s.assistant_turns} replies, {s.api}, "
+            f"window {s.window}{ramp}")
 
 
 def label_of(c: CellRow) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from tokenbench.judge.cells import label_of, load_of, pair_of, x_of
+from tokenbench.judge.cells import label_of, load_of, pair_of, session_shape_of, x_of
 from tokenbench.judge.load_axes import LoadKey
 from tokenbench.judge.views import ConfigInfo, RunData
 from tokenbench.metrics.cell_summary import known
@@ -157,7 +157,7 @@ def load_text(c: CellRow) -> str:
     mode, x, cap, arrival, burst = load_shape(c)
     if mode in ("concurrency", "users"):
         return load_of(c).label
-    head = "replay" if mode == "replay" else f"{x:g}/s"
+    head = "replay" if mode == "replay" else f"{x:g} sessions/s" if mode == "session_rate" else f"{x:g}/s"
     shape = [f"b={burst:g}" if burst not in (None, 1.0) else "", "constant" if arrival == "constant" else "",
              f"max {cap[0]} in flight" + (" (gate)" if cap[1] == "gate" else "") if cap else ""]
     return " ".join([head, *(w for w in shape if w)])
@@ -235,7 +235,7 @@ def cache_state(col: Column, cells: list[CellRow]) -> CacheUse | None:
 
 def session_shape(cells: list[CellRow]) -> str | None:
     """The session shapes of a column's common cells (SINGLE_TURN for cells that are not sessions)."""
-    shapes = {c.summary.sessions.shape_text() if c.summary.sessions is not None else SINGLE_TURN for c in cells}
+    shapes = {session_shape_of(c) or SINGLE_TURN for c in cells}
     return "; ".join(sorted(shapes)) if shapes else None
 
 

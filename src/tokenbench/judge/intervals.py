@@ -17,7 +17,7 @@ from tokenbench.judge.status import usable
 from tokenbench.judge.views import RunData
 from tokenbench.metrics import request as rm
 from tokenbench.metrics import uncertainty as u
-from tokenbench.metrics.cell_summary import LATENCIES, RATES, Metric
+from tokenbench.metrics.cell_summary import JOBS, LATENCIES, RATES, Metric
 from tokenbench.spec.bench import SLO
 from tokenbench.store.rows import CellRow
 
@@ -35,7 +35,15 @@ class Judging:
     allow_client_lag: bool = False
 
 
-HEADLINE = [Metric(n, s) for n in LATENCIES for s in STATS] + [Metric(r, "mean") for r in RATES]
+# The figures a comparison judges, ONE catalogue: `compare`'s verdict tables (and the report's config comparison
+# where it names none) and the regression gate read it; a figure a cell lacks (goodput without SLOs, the job
+# figures of a cell without sessions) is skipped where it is judged. Job figures are statistics over a
+# sessions or trajectories cell's complete jobs (docs/metrics.md, "Jobs").
+FIGURES: tuple[Metric, ...] = (
+    Metric("request_throughput"), Metric("output_throughput"), Metric("request_goodput"),
+    *(Metric(n, s) for n in LATENCIES for s in ("mean", "p50", "p99")),
+    Metric("job", "mean"), Metric("job", "p50"), Metric("job", "p95"), Metric("job_ttft", "p95"),
+    Metric("job_tpot", "p95"))
 
 
 def _latencies(recs: list[RequestRecord], name: str) -> list[float] | u.Clusters:
@@ -90,8 +98,7 @@ class Book:
         them, not as chunks carried them)."""
         k = (_ids(cell), metric.name, metric.stat)
         if k not in self._ivs:
-            requests = int(sum(c.summary.completed or 0 for c in ok_repeats(cell)))
-            iv = u.interval(self.groups(cell, metric), metric.stat, requests)
+            iv = u.interval(self.groups(cell, metric), metric.stat, self._units(cell, metric))
             iv = None if iv is None else iv.scaled(self.scale(cell, metric))
             self._ivs[k] = iv if iv is None or _holds(iv, value_of(cell, metric)) else None
         return self._ivs[k]
@@ -101,11 +108,24 @@ class Book:
         value = u.point(self.groups(cell, metric), metric.stat) if stored else None
         return stored / value if stored and value else 1.0
 
+    def _units(self, cell: CellRow, metric: Metric) -> int:
+        """What a p99 is taken over (too few: unreliable): the requests, or a job figure's complete jobs."""
+        if metric.name in JOBS:
+            return sum(len(g) for g in self.groups(cell, metric))
+        return int(sum(c.summary.completed or 0 for c in ok_repeats(cell)))
+
     def groups(self, cell: CellRow, metric: Metric) -> list[list[float] | u.Clusters]:
+        """Each ok repeat's samples: per request or per bin from its records, a job figure's per complete job
+        from its summary (JobFigures.each: in the order the jobs started)."""
         k = (_ids(cell), metric.name)
         if k not in self._groups:
-            self._groups[k] = [g for c in ok_repeats(cell) if (g := samples(self.records(c), metric.name, self.slo))]
+            self._groups[k] = [g for c in ok_repeats(cell) if (g := self._samples(c, metric))]
         return self._groups[k]
+
+    def _samples(self, c: CellRow, metric: Metric) -> list[float] | u.Clusters:
+        if metric.name in JOBS:
+            return c.summary.jobs.each(metric.name) if c.summary.jobs is not None else []
+        return samples(self.records(c), metric.name, self.slo)
 
 
 def _holds(iv: u.Interval, stated: float | None) -> bool:

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 from tokenbench.client.records import RequestRecord
 from tokenbench.metrics import request as rm
 from tokenbench.metrics import uncertainty as u
-from tokenbench.metrics.summary_groups import JobFigures
+from tokenbench.metrics.summary_groups import TURN_FIGURE, JobFigures
 from tokenbench.metrics.tally import CLIENT_CAUSES
 from tokenbench.metrics.timeslices import Drift, Timeslices
 from tokenbench.spec.bench import SLO
@@ -96,14 +96,10 @@ def _flips(c: Check, slack: float) -> bool:
     return not c.limit.upper or c.limit.holds(c.value - slack)
 
 
-JOB_FIGURES = {"job": "e2el", "job_ttft": "ttft", "job_tpot": "tpot"}   # the request figure whose client bound and
-                                                                       # mark a job limit is read with (per turn)
-
-
 def figure_key(limit: Limit) -> str:
     """The summary's name of the limit's figure: `ttft:p99` -> p99_ttft_ms; a job limit's, the request figure
     its turns are made of (`job:p95` -> p95_e2el_ms), whose client bound and mark it is read with."""
-    return f"{limit.stat}_{JOB_FIGURES.get(limit.metric, limit.metric)}_ms"
+    return f"{limit.stat}_{TURN_FIGURE.get(limit.metric, limit.metric)}_ms"
 
 
 def samples_of(records: Iterable[RequestRecord], metrics: set[str], slo: SLO,

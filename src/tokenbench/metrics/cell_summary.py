@@ -38,6 +38,7 @@ from tokenbench.metrics.summary_groups import (
     not_defined,
 )
 from tokenbench.metrics.timeslices import Timeslices
+from tokenbench.spec.slo import JOB_METRICS, JobMetric
 
 Latency = Literal["ttft", "tpot", "itl", "e2el", "ntpot", "queue", "ttfc", "connect"]
 Statistic = Literal["mean", "median", "std", "min", "max", "p50", "p90", "p95", "p99"]
@@ -45,7 +46,8 @@ Rate = Literal["request_throughput", "output_throughput", "total_token_throughpu
 LATENCIES: tuple[Latency, ...] = ("ttft", "tpot", "itl", "e2el")           # vLLM's four
 STATISTICS: tuple[Statistic, ...] = ("mean", "median", "std", "min", "max", "p50", "p90", "p95", "p99")
 RATES: tuple[Rate, ...] = ("output_throughput", "request_throughput", "request_goodput")
-KEY_OF_STAT: dict[str, Statistic] = {"mean": "mean", "p50": "median", "p90": "p90", "p99": "p99"}
+JOBS: tuple[JobMetric, ...] = JOB_METRICS      # a sessions or trajectories cell's job figures (JobFigures)
+KEY_OF_STAT: dict[str, Statistic] = {"mean": "mean", "p50": "median", "p90": "p90", "p95": "p95", "p99": "p99"}
 UNDECLARED = "undeclared"       # the one field that holds keys no other field declares
 
 
@@ -284,10 +286,11 @@ def field_of(group: type) -> str:
 
 @dataclass(frozen=True)
 class Metric:
-    """One headline figure of a cell: a latency statistic or a rate (docs/metrics.md)."""
+    """One headline figure of a cell: a latency statistic, a rate, or a statistic over a sessions cell's jobs
+    (`job`: completion time; `job_ttft`, `job_tpot`: the worst turn's; docs/metrics.md, "Jobs")."""
 
-    name: Latency | Rate
-    stat: Literal["mean", "p50", "p90", "p99"] = "mean"     # "mean" for rates
+    name: Latency | Rate | JobMetric
+    stat: Literal["mean", "p50", "p90", "p95", "p99"] = "mean"     # "mean" for rates
 
     @property
     def higher_is_better(self) -> bool:
@@ -295,7 +298,8 @@ class Metric:
 
     @property
     def key(self) -> str:
-        """The summary key of the same figure (vLLM names)."""
+        """The summary key of the same figure (vLLM names); a job figure's is named alike (`p95_job_ms`), and
+        marked as its turn figure is (summary_groups.JOB_MARK_KEYS)."""
         if self.name in RATES:
             return self.name
         return f"{KEY_OF_STAT[self.stat]}_{self.name}_ms"
@@ -304,6 +308,9 @@ class Metric:
         """The figure in a summary; None where it is missing or not a number (NaN)."""
         if self.name in RATES:
             return known(summary.rate(cast(Rate, self.name)))
+        if self.name in JOBS:
+            found = summary.jobs.stat(cast(JobMetric, self.name), self.stat) if summary.jobs else None
+            return None if found is None else known(found.value)
         return known(summary.stat(cast(Latency, self.name), KEY_OF_STAT[self.stat]))
 
 

@@ -380,12 +380,18 @@ def _complete(jobs: JobTally, planned: Planned) -> tuple[list[tuple[str, list[Jo
 
 
 def _job_stats(values: list[float]) -> dict[str, JobStat] | None:
-    from tokenbench.metrics.uncertainty import within  # a sessions cell only
-    if not values:
+    return _job_stats_over([values])
+
+
+def _job_stats_over(repeats: list[list[float]]) -> dict[str, JobStat] | None:
+    """Each statistic of a job figure with its 95 % interval: one repeat's, or the mean over several of each
+    one's statistic with the interval of that mean (uncertainty.interval, as the report's intervals)."""
+    from tokenbench.metrics.uncertainty import interval  # a sessions cell only
+    groups = [r for r in repeats if r]
+    if not groups:
         return None
-    x = np.asarray(values, dtype=float)
     return {stat: JobStat(value=i.value, lo=i.lo, hi=i.hi, unreliable=i.unreliable)
-            for stat in JOB_STATS for i in [within(x, stat)]}
+            for stat in JOB_STATS if (i := interval(groups, stat, sum(map(len, groups)))) is not None}
 
 
 def job_figures(jobs: JobTally, planned: Planned) -> JobFigures:
@@ -475,7 +481,26 @@ def _repeat_means(used: list[CellSummary]) -> CellSummary:
     own = set(Timeslices.key_names())
     keys = [k for k in stored[0] if all(k in s for s in stored) and k not in own]
     means = CellSummary.from_dict({k: _mean_value([s[k] for s in stored]) for k in keys})
-    return means.with_(used[0].slices)
+    return means.with_(used[0].slices, _merged_jobs(means.jobs, used))
+
+
+def _merged_jobs(means: JobFigures | None, used: list[CellSummary]) -> JobFigures | None:
+    """Repeats' jobs as one (None: not every repeat has jobs): counts and shares their means, as every figure;
+    each statistic the mean of the repeats' with the interval of that mean; each job of every repeat, in
+    repeat order."""
+    parts = [s.jobs for s in used]
+    if means is None or any(p is None for p in parts) or len(parts) < 2:
+        return means
+    jobs = [p for p in parts if p is not None]
+
+    def each(name: str) -> list:
+        return [v for p in jobs for v in (getattr(p, name) or [])]
+
+    stats = {field: _job_stats_over([p.each(metric) for p in jobs])
+             for field, metric in (("completion_ms", "job"), ("ttft_max_ms", "job_ttft"), ("tpot_max_ms", "job_tpot"))}
+    lists = {name: each(name) for name in ("ids", "each_completion_ms", "each_server_ms", "each_tool_ms",
+                                           "each_ttft_max_ms", "each_tpot_max_ms", "each_turns")}
+    return means.model_copy(update={**stats, **lists})
 
 
 def _with_marks(summary: CellSummary, used: list[CellSummary]) -> CellSummary:

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tokenbench.metrics.tally import CAUSES, Cause, Stalls
+from tokenbench.spec.slo import JobMetric
 
 Number = int | float
 OffReason = Literal["few_requests", "cap", "connect", "client"]     # why an open loop's sent rate is off
@@ -449,6 +450,14 @@ class SessionFigures(Group):
         return f"{self.users} users" if self.users is not None else f"{self.rate:g} sessions/s"
 
 
+# the request figure a job figure is made of, turn by turn: the client's delays that could move that figure's
+# statistic are those a job figure is read with (its mark, its client bound: metrics/capacity.py)
+TURN_FIGURE: dict[str, str] = {"job": "e2el", "job_ttft": "ttft", "job_tpot": "tpot"}
+# a job figure's key (cell_summary.Metric.key: `p95_job_ms`) -> its turn figure's (`p95_e2el_ms`)
+JOB_MARK_KEYS: dict[str, str] = {f"{stat}_{job}_ms": f"{stat}_{turn}_ms" for job, turn in TURN_FIGURE.items()
+                                 for stat in ("mean", "median", "p90", "p95", "p99")}
+
+
 class JobStat(BaseModel):
     """A statistic over a cell's jobs with its 95 % interval (metrics/uncertainty.within)."""
 
@@ -490,6 +499,11 @@ class JobFigures(Group):
         values = {"job": self.each_completion_ms, "job_ttft": self.each_ttft_max_ms,
                   "job_tpot": self.each_tpot_max_ms}[metric] or []
         return [float(v) for v in values if v is not None]
+
+    def stat(self, metric: JobMetric, stat: str) -> JobStat | None:
+        """One statistic of a job figure with its interval (`stat("job", "p95")`), None where not told."""
+        stats = {"job": self.completion_ms, "job_ttft": self.ttft_max_ms, "job_tpot": self.tpot_max_ms}[metric]
+        return (stats or {}).get(stat)
 
 
 BurstSource = Literal["server", "proxy", "upstream"]    # the server's own writes (its account), a declared
@@ -536,7 +550,8 @@ class FigureHealth(Group):
     client_marks: dict[str, FigureMark] | None = None
 
     def mark(self, key: str) -> FigureMark | None:
-        return (self.client_marks or {}).get(key)
+        """The figure's mark; a job figure's is its turn figure's (JOB_MARK_KEYS: `p95_job_ms` -> `p95_e2el_ms`)."""
+        return (self.client_marks or {}).get(JOB_MARK_KEYS.get(key, key))
 
 
 PhaseName = Literal["network", "queue", "prefill", "server_other", "delivery", "decode", "decode_other",

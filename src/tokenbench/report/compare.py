@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from tokenbench.errors import MeasurementError, UsageError
 from tokenbench.judge import hardware, plausibility
-from tokenbench.judge.cells import load_label_of, load_of, state_of
+from tokenbench.judge.cells import load_label_of, load_of, session_shape_of, state_of
 from tokenbench.judge.fairness import Column, Issue, check, common_cells
 from tokenbench.judge.fingerprint import Fingerprint, summaries
 from tokenbench.judge.intervals import Judging
@@ -67,7 +67,7 @@ def _workload(col: Column) -> str:
 def _session_shapes(col: Column) -> list[str]:
     """The session shapes of a column's sessions cells (turns, system prompt, think time...): what the
     pairs alone do not say of a sessions workload."""
-    return sorted({c.summary.sessions.shape_text() for c in col.cells() if c.summary.sessions is not None})
+    return sorted({shape for c in col.cells() if (shape := session_shape_of(c)) is not None})
 
 
 def _hardware(col: Column) -> str:

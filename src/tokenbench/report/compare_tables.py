@@ -105,15 +105,24 @@ def _section(cols: list[Column], lang: str, num_: Numberer, heading: str, make) 
 
 CMP_PLOTS = [Plot("cmp-throughput", "throughput", "axis.out_tps", Metric("output_throughput")),
              Plot("cmp-ttft", "ttft_p50", "axis.ttft_median_ms", Metric("ttft", "p50")),
-             Plot("cmp-tpot", "tpot_p50", "axis.tpot_median_ms", Metric("tpot", "p50"))]
+             Plot("cmp-tpot", "tpot_p50", "axis.tpot_median_ms", Metric("tpot", "p50")),
+             Plot("cmp-jct", "jct", "axis.jct_ms", Metric("job", "p50"), more=(Metric("job", "p95"),), intervals=True)]
+JOB_P95 = Metric("job", "p95")
 
 
 def figures(cols: list[Column], lang: str) -> list[Figure]:
     """Every column on the same axes: output tok/s, p50 TTFT and p50 TPOT against each load axis the
-    columns have (concurrency, users, request rate: never mixed, report/load_plots.py)."""
-    sources = [Source(f"{col.label} {pair[0]}/{pair[1]}", col.label, [c for c in col.cells() if pair_of(c) == pair])
+    columns have (concurrency, users, request rate, session rate: never mixed, report/load_plots.py), and
+    where cells have jobs their completion time (p50 and p95, each with its 95 % interval)."""
+    books: dict[str, Book] = {}
+    sources = [Source(f"{col.label} {pair[0]}/{pair[1]}", col.label, [c for c in col.cells() if pair_of(c) == pair],
+                      books.setdefault(col.run.id, Book(col.run)))
                for col in cols for pair in col.run.pairs(col.config.name)]
     return load_plots.figures(sources, CMP_PLOTS, lang)
+
+
+def _jobs(cols: list[Column]) -> bool:
+    return any(c.summary.jobs is not None for col in cols for c in col.cells())
 
 
 def all_tables(cols: list[Column], lang: str, num_: Numberer, judging: Judging) -> list[Block]:
@@ -130,6 +139,8 @@ def all_tables(cols: list[Column], lang: str, num_: Numberer, judging: Judging) 
         view, Metric("request_throughput", "mean"), 2, p))
     out += _section(cols, lang, num_, "h.cmp_output", lambda p: side_by_side(
         view, Metric("output_throughput", "mean"), 1, p))
+    if _jobs(cols):
+        out += _section(cols, lang, num_, "h.cmp_jobs", lambda p: side_by_side(view, JOB_P95, 1, p))
     figs = figures(cols, lang)
     if figs:
         out += [num_.sec(t(lang, "h.plots")), *figs]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from tokenbench.judge.cells import figure_state_of, label_of, state_of
 from tokenbench.judge.status import MARKS, State
 from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.summary_groups import JOB_MARK_KEYS, FigureHealth, FigureMark
 from tokenbench.report.document import Cell, missing, num
 from tokenbench.report.i18n import t
 
@@ -57,13 +58,19 @@ def _moved(c: CellRow, keys: Iterable[str]) -> dict[str, list[str]]:
 
 def moved_footnotes(c: CellRow, lang: str, keys: Iterable[str], name: str | None = None) -> list[str]:
     """One footnote per cause of the figures of `c` (among `keys`) marked moved."""
-    marks = (c.summary.figures.client_marks if c.summary.figures else None) or {}
+    health = c.summary.figures or FigureHealth()
     out = []
     for cause, figures in _moved(c, keys).items():
-        shown = ", ".join(f"{k} ±{marks[k].bound:.3g}" for k in figures)
+        shown = ", ".join(_bound(k, m) for k in figures if (m := health.mark(k)) is not None)
         out.append(t(lang, "mark.moved", mark=MARKS["moved"], cell=f"{name or c.config} {label_of(c)}", figures=shown,
                      reason=cause_text(cause, c.summary, lang)))
     return out
+
+
+def _bound(key: str, m: FigureMark) -> str:
+    """'p99_ttft_ms ±16.5'; a job figure's is its turn figure's: 'p95_job_ms (p95_e2el_ms ±15.2)'."""
+    turn = JOB_MARK_KEYS.get(key)
+    return f"{key} ({turn} ±{m.bound:.3g})" if turn else f"{key} ±{m.bound:.3g}"
 
 
 def sparse_footnote(c: CellRow, lang: str, keys: Iterable[str], name: str | None = None) -> list[str]:

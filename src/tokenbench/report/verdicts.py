@@ -4,11 +4,12 @@ Used by the report's server-config comparison and by `compare`."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tokenbench.judge import bottleneck, fingerprint
 from tokenbench.judge.cells import figure_state_of, load_label_of, value_of
-from tokenbench.judge.intervals import Book, Judging, verdict
+from tokenbench.judge.intervals import FIGURES, Book, Judging, verdict
 from tokenbench.judge.plausibility import Roofline
 from tokenbench.judge.status import usable
 from tokenbench.metrics import uncertainty as u
@@ -22,9 +23,6 @@ from tokenbench.store.rows import CellRow
 
 UNRELIABLE = "◊"           # a p99 from fewer than 100 requests
 DIGITS = {"request_throughput": 2, "tpot": 2, "itl": 2}
-VERDICT_METRICS = ([Metric("request_throughput", "mean"), Metric("output_throughput", "mean"),
-                    Metric("request_goodput", "mean")]
-                   + [Metric(n, s) for n in ("ttft", "tpot", "itl", "e2el") for s in ("mean", "p50", "p99")])
 
 
 @dataclass
@@ -86,9 +84,10 @@ def _has(book: Book, c: CellRow, m: Metric) -> bool:
 
 
 def verdict_table(sides: list[Side], pair, xs: list, lang: str, judging: Judging = Judging(),
-                  metrics: list[Metric] = VERDICT_METRICS) -> Table | None:
+                  metrics: Sequence[Metric] = FIGURES) -> Table | None:
     """Rows (load, metric); columns: each side's figure with its interval, then per extra side the
-    verdict against the first. Headers name run id and config."""
+    verdict against the first: every figure of the catalogue (judge/intervals.FIGURES) some side's cell has.
+    Headers name run id and config."""
     base = sides[0]
     head = [t(lang, "col.load"), t(lang, "col.metric"), *[s.label for s in sides]]
     head += [t(lang, "col.verdict", other=s.label, base=base.label) for s in sides[1:]]

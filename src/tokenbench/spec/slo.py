@@ -18,7 +18,8 @@ from pydantic import Field, model_serializer, model_validator
 from tokenbench.spec.base import StrictModel
 
 LimitMetric = Literal["ttft", "tpot", "itl", "e2el", "goodput", "job", "job_ttft", "job_tpot"]
-JOB_METRICS = ("job", "job_ttft", "job_tpot")
+JobMetric = Literal["job", "job_ttft", "job_tpot"]
+JOB_METRICS: tuple[JobMetric, ...] = ("job", "job_ttft", "job_tpot")
 LimitStat = Literal["mean", "p50", "p90", "p95", "p99", "fraction"]
 LATENCY_STATS = ("mean", "p50", "p90", "p95", "p99")
 _TEXT = re.compile(r"^\s*(?P<metric>\w+)\s*:\s*(?P<stat>\w+)\s*(?P<op><=|<|>=)\s*(?P<value>[0-9.eE+-]+)\s*(ms)?\s*$")
