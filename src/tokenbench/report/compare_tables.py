@@ -103,10 +103,11 @@ def _section(cols: list[Column], lang: str, num_: Numberer, heading: str, make) 
     return out if len(out) > 1 else out + [Para(t(lang, "note.no_data"))]
 
 
-CMP_PLOTS = [Plot("cmp-throughput", "throughput", "axis.out_tps", Metric("output_throughput")),
-             Plot("cmp-ttft", "ttft_p50", "axis.ttft_median_ms", Metric("ttft", "p50")),
-             Plot("cmp-tpot", "tpot_p50", "axis.tpot_median_ms", Metric("tpot", "p50")),
-             Plot("cmp-jct", "jct", "axis.jct_ms", Metric("job", "p50"), more=(Metric("job", "p95"),), intervals=True)]
+CMP_PLOTS = [Plot("cmp-throughput", title="throughput", ylabel="axis.out_tps", metric=Metric("output_throughput")),
+             Plot("cmp-ttft", title="ttft_p50", ylabel="axis.ttft_median_ms", metric=Metric("ttft", "p50")),
+             Plot("cmp-tpot", title="tpot_p50", ylabel="axis.tpot_median_ms", metric=Metric("tpot", "p50")),
+             Plot("cmp-jct", title="jct", ylabel="axis.jct_ms", metric=Metric("job", "p50"),
+                  more=(Metric("job", "p95"),), intervals=True)]
 JOB_P95 = Metric("job", "p95")
 
 

@@ -24,7 +24,8 @@ from tokenbench.store.rows import CellRow
 # the job figures the table shows, each with its interval (and its column's key)
 SHOWN = (("col.jct_p50", Metric("job", "p50")), ("col.jct_p95", Metric("job", "p95")),
          ("col.job_ttft_p95", Metric("job_ttft", "p95")), ("col.job_tpot_p95", Metric("job_tpot", "p95")))
-JOB_PLOTS = [Plot("jct", "jct", "axis.jct_ms", Metric("job", "p50"), more=(Metric("job", "p95"),), intervals=True)]
+JOB_PLOTS = [Plot("jct", title="jct", ylabel="axis.jct_ms", metric=Metric("job", "p50"), more=(Metric("job", "p95"),),
+                  intervals=True)]
 P95_JOBS = 59          # complete jobs a p95's Woodruff interval needs for its largest to bound it
 SKIPPED_SHOWN = 5      # skipped trajectories (or split chains) named, the rest counted
 

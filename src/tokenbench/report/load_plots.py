@@ -8,7 +8,7 @@ report (plots.py) and by `compare` (compare_tables.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 from tokenbench.judge.cells import agents, figure_state_of, label_of, load_of, value_of, x_of
 from tokenbench.judge.intervals import Book
@@ -39,6 +39,7 @@ class Plot:
     '-users' / '-rate'), the metric's title and axis keys (i18n), the metric and an optional p90-p99 band."""
 
     name: str
+    _: KW_ONLY                          # the name first, by position; the rest by keyword
     title: str
     ylabel: str
     metric: Metric
