@@ -71,9 +71,9 @@ def _cells(make: Callable[[Context], list[Block]]) -> Callable[[Context], list[B
 
 
 def _tune(x: Context) -> list[Block]:
-    """A tune's ranking and recommendation (nothing for any other run)."""
+    """A tune's rankings behind its answer (nothing for any other run; the answer opens the report)."""
     tuning = judged_tune.of_run(x.run.spec, x.run.configs, x.run.searches)
-    return [] if tuning is None else tune.section(tuning, x.run.searches[0].record.dimension, x.lang, x.num)
+    return [] if tuning is None else tune.section(tuning, x.lang, x.num)
 
 
 SECTIONS: tuple[Section, ...] = (
@@ -108,7 +108,8 @@ def build_report(run: RunData, lang: str, checks: list[ConfigCheck], version: st
     doc = Document(t(lang, "title.report", run=run.id), lang)
     judging = Judging(min_effect=min_effect, allow_client_lag=bool(run.spec.get("allow_client_lag")))
     x = Context(run, lang, checks, Book(run), rooflines(checks), sections.Numberer(), judging)
-    doc.add(*headline.blocks(run, lang))
+    tuning = judged_tune.of_run(run.spec, run.configs, run.searches)
+    doc.add(*(tune.answer(tuning, lang) if tuning is not None else []), *headline.blocks(run, lang))
     for section in SECTIONS:
         x.num.section(doc, t(lang, section.heading), partial(section.blocks, x))
     doc.add(*_notes(run, lang), Para(t(lang, "note.rendered", version=version)))
