@@ -37,10 +37,12 @@ KIND = "tune"
 def merged_axes(given: dict[str, list], axes: list[tuple[str, list]]) -> dict[str, list]:
     """The --vary axes merged with those --set gave: a key given again (or by its short name) adds its values
     (the union); a value given twice is refused in one line."""
-    try:
-        return merge_axes([*given.items(), *axes])
-    except ValueError as exc:
-        raise UsageError(f"--vary {exc}", "give each value once: one config per combination") from None
+    for flag, pairs in (("--set vary", list(given.items())), ("--vary", [*given.items(), *axes])):
+        try:
+            merged = merge_axes(pairs)
+        except ValueError as exc:
+            raise UsageError(f"{flag} {exc}", "give each value once: one config per combination") from None
+    return merged
 
 
 def _data(profile: str | None, axes: tuple[str, ...], profile_sets: tuple[str, ...], overrides: list[str],
