@@ -157,6 +157,8 @@ def test_the_stand_in_engine_takes_its_death_fault_and_refuses_it_half_given(cap
     small, _, _, _ = reference_engine.engine(["--max-running-requests", "4"])
     assert not death.applies(small)
     assert reference_engine.engine(["--port", "0"])[3] is None
+    never = reference_engine.engine(["--die-after-s", "inf"])
+    assert never[3] is not None and not never[3].applies(never[0])
     for argv, says in ((["--die-if-running-above", "4"], "needs --die-after-s"),
                        (["--die-after-s", "0"], "--die-after-s must be greater than 0")):
         with pytest.raises(SystemExit) as exit_:

@@ -82,9 +82,8 @@ def plan_lines(spec: StudySpec, count: int) -> list[str]:
     """What the plan implies, said before it starts: its configs and cells, and what a smaller budget leaves
     of them; a budget that leaves no config a cell is refused."""
     size = tune.plan_size(spec, count)
-    grid = " x ".join(str(n) for n in size.axes)
-    what = (f"{size.configs:,} server configs ({grid} values{' and the baseline' if size.configs > math.prod(size.axes) else ''}), "
-            f"up to {size.per_search} cells a search: {size.implied:,} cells")
+    grid = " x ".join(str(n) for n in size.axes) + " values" + (" and the baseline" * (count > math.prod(size.axes)))
+    what = f"{size.configs:,} server configs ({grid}), up to {size.per_search} cells a search: {size.implied:,} cells"
     if size.share < 1:
         raise UsageError(f"tune: {what}, and the cell budget is {size.budget:,}: no config would get a cell",
                          f"narrow --vary, or give --budget-cells {size.configs} or more (a few cells a config: "

@@ -48,10 +48,13 @@ def label_of(c: CellRow) -> str:
     return f"{base} #{c.repeat + 1}" if c.repeat and not c.repeats else base
 
 
+MEASURED = ("output_throughput", "request_throughput", "mean_ttft_ms", "mean_tpot_ms", "mean_e2el_ms")
+
+
 def measured(cells: Iterable[CellRow]) -> bool:
-    """Whether any of the cells completed a request: else every figure of theirs is missing, and a table of
-    them would hold only dashes."""
-    return any(c.summary.completed for c in cells)
+    """Whether any of the cells completed a request or states a figure (an imported cell may state figures and
+    no request count): else every figure of theirs is missing, and a table of them would hold only dashes."""
+    return any(c.summary.completed or any(getattr(c.summary, k, None) for k in MEASURED) for c in cells)
 
 
 def state_of(c: CellRow) -> State:

@@ -41,8 +41,8 @@ Outcome = Literal["confirmed", "missed", "in_doubt", "died"]
 
 @dataclass(frozen=True)
 class Entrant:
-    """One server config of a tune: its name and flags (profile overrides), its search (None: not searched)
-    and why it did not start (None: it started, or was not tried)."""
+    """One server config of a tune: its name and flags (profile overrides), its search (None: not searched),
+    why it did not start (None: it started, or was not tried) and each death of its engine after it started."""
 
     name: str
     overrides: dict[str, str] = field(default_factory=dict)
@@ -72,10 +72,7 @@ class Entrant:
         if died is not None:
             return Confirmation(config=self.name, outcome="died", death=died)
         sustain = self.record.sustain if self.record is not None else None
-        return None if sustain is None else Confirmation(config=self.name, outcome=outcome(sustain), load=sustain.load,
-                                                         duration_s=sustain.duration_s, verdict=sustain.verdicts[0]
-                                                         if sustain.verdicts else None, drifted=sustain.drifted,
-                                                         apart=sustain.apart)
+        return None if sustain is None else confirmation(self.name, sustain)
 
     @property
     def cells(self) -> int:
@@ -120,6 +117,12 @@ class Confirmation(Frozen):
     death: Death | None = None
     drifted: bool = False
     apart: list[str] = []
+
+
+def confirmation(config: str, s: Sustain) -> Confirmation:
+    """What the sustain cell at a config's answer says of it."""
+    return Confirmation(config=config, outcome=outcome(s), load=s.load, duration_s=s.duration_s,
+                        verdict=s.verdicts[0] if s.verdicts else None, drifted=s.drifted, apart=s.apart)
 
 
 def outcome(s: Sustain) -> Outcome:

@@ -226,10 +226,10 @@ class TuneSearches:
         tried: set[str] = set()
         while self.confirms and (best := self.tuning().recommended) is not None and best not in tried:
             if self.entrant(best).confirmation is not None:
-                return                                        # confirmed (or in doubt) already
+                break                                         # confirmed (or in doubt) already
             if self.out_of_time():
                 self.stopped = "time"
-                return
+                break
             tried.add(best)
             self.confirming = best
             self.budgets[best] = self.entrant(best).cells + 1

@@ -18,7 +18,8 @@ does, and so does a refused value (exit 2).
 A fault of the engine itself, for studies that must survive a config whose engine dies under load (a tune):
 `--die-after-s S` ends the process S seconds after it started with an out-of-memory line in its log (exit 1),
 as an engine whose memory grows with its work runs out; with `--die-if-running-above N` only an engine whose
-`--max-running-requests` is above N does (a bigger batch needs more memory), so one profile's configs differ.
+`--max-running-requests` is above N does (a bigger batch needs more memory), so one profile's configs differ;
+`--die-after-s inf` never dies (a value of a varied axis that is no death).
 """
 
 from __future__ import annotations
@@ -54,7 +55,10 @@ class Death:
     above: int | None = None
 
     def applies(self, cfg: ReferenceConfig) -> bool:
-        return self.above is None or cfg.max_running is None or cfg.max_running > self.above
+        """Whether this engine dies: a finite time (inf: never, so one value of a varied axis can be no death)
+        and a batch cap above `above`."""
+        capped = self.above is None or cfg.max_running is None or cfg.max_running > self.above
+        return capped and self.after_s != float("inf")
 
 
 def _death(pairs: dict[str, str | bool]) -> Death | None:
