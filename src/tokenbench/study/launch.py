@@ -91,6 +91,18 @@ def failed_launch(ctx: RunContext, config: ServerConfig, exc: DeployError | Cont
     return failure
 
 
+def launched(ctx: RunContext) -> dict[str, int]:
+    """Per config, the highest launch number the store holds for the run (its cells' launch facts, its deaths):
+    what a resume counts on from."""
+    out: dict[str, int] = {}
+    seen = [(c.config, c.summary.launch.number) for c in ctx.store.cells(ctx.run_id) if c.summary.launch is not None]
+    seen += [(c.name, d.launch) for c in ctx.store.configs(ctx.run_id) for d in c.deaths]
+    for name, number in seen:
+        if number is not None:
+            out[name] = max(out.get(name, 0), int(number))
+    return out
+
+
 def relaunchable(ctx: RunContext) -> bool:
     """tokenbench deploys the config's server itself (a profile, no server given), so it can launch it again."""
     return ctx.settings.server is None and bool(ctx.plan.spec.target.profile)
@@ -101,7 +113,7 @@ class Launcher:
 
     def __init__(self, ctx: RunContext, searches: Searches, cells: Cells, pending: Pending) -> None:
         self.ctx, self.searches, self.cells, self.pending = ctx, searches, cells, pending
-        self.launches: dict[str, int] = {}      # config name -> its launches so far in the run
+        self.launches: dict[str, int] | None = None      # config name -> its launches so far in the run
 
     def run_config(self, config: ServerConfig) -> str | None:
         """Deploy and run the config's pending cells; relaunch after a server death (bounded). A capacity
@@ -141,14 +153,10 @@ class Launcher:
 
     def _number(self, config: ServerConfig) -> int:
         """The next launch's number among the config's launches in this run (those a resume finds stored, in
-        its cells and its deaths, counted)."""
-        if config.name not in self.launches:
-            store, run_id = self.ctx.store, self.ctx.run_id
-            seen = [c.summary.launch.number for c in store.cells(run_id)
-                    if c.config == config.name and c.summary.launch is not None]
-            seen += [d.launch for c in store.configs(run_id) if c.name == config.name for d in c.deaths]
-            self.launches[config.name] = int(max((n for n in seen if n is not None), default=0))
-        self.launches[config.name] += 1
+        its cells and its deaths, counted: read once, when the runner first launches)."""
+        if self.launches is None:
+            self.launches = launched(self.ctx)
+        self.launches[config.name] = self.launches.get(config.name, 0) + 1
         return self.launches[config.name]
 
     def _died(self, config: ServerConfig, died: ServerDied, number: int, events: list[str]) -> bool:
