@@ -170,7 +170,8 @@ def _families() -> dict[str, tuple[str, ...] | None]:
         "send.off.*": args(summary_groups.OffReason),
         "series.*": ("running", "waiting", "kv_usage",    # report/plots.monitor_figure
                      "ttft_mean", "ttft_p99", "tpot_mean"),    # report/slices.py
-        "tune.gain_why.*": ("base_failed", "base_not_run", "base_zero"),      # report/tune.gain_text
+        "tune.gain_why.*": ("base_failed", "base_died", "base_not_run", "base_zero"),     # report/tune.gain_text
+        "tune.confirm.*": args(judged_tune.Outcome),                          # report/tune.confirmation_text
         "tune.verdict.*": args(judged_tune.TuneVerdict),
         "vm.*": tuple(cell_summary.LATENCIES) + tuple(cell_summary.RATES) + tuple(cell_summary.JOBS),
     }

@@ -121,7 +121,7 @@ SWEEP_ONLY = (Flag("pairs", parse=options.pairs), Flag("kv_capacity"), Flag("sto
               Flag("capacity_precision"), Flag("capacity_budget"),
               Flag("slo_tiers", names=("--slo-tier",), parse=options.slo_tiers), Flag("sustain_s"),
               Flag("slo_attainment"))
-TUNE_ONLY = (Flag("tune.budget_cells"), Flag("tune.budget_minutes"), Flag("tune.baseline"))
+TUNE_ONLY = (Flag("tune.budget_cells"), Flag("tune.budget_minutes"), Flag("tune.baseline"), Flag("tune.no_confirm"))
 
 
 @dataclass(frozen=True)

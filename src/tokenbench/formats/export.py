@@ -105,6 +105,7 @@ def to_json(store: Store, run_id: str, requests: bool) -> str:
            "configs": [{"name": c.name, "overrides": c.overrides,
                         "profile": c.profile.model_dump(mode="json") if c.profile else {}, "facts": c.facts.to_dict(),
                         "status": c.status, **({"launch": c.launch.model_dump(mode="json")} if c.launch else {}),
+                        **({"deaths": [d.model_dump(mode="json") for d in c.deaths]} if c.deaths else {}),
                         **({"fingerprint": prints[c.name]} if c.name in prints else {})}
                        for c in configs],
            "cells": [{**_cell_row(c), **({"requests": [_request(r) for r in store.requests(c.id)]}

@@ -4,6 +4,7 @@ its headline figures and how many requests decoded together."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from tokenbench.judge.status import State, figure_state, judge
@@ -63,6 +64,15 @@ def label_of(c: CellRow) -> str:
     drawn = c.summary.facts.length_draws if c.summary.facts else None   # the distribution's tag
     base = f"{c.input_len}/{c.output_len}{' ' + drawn if drawn else ''} {load_label_of(c)}"
     return f"{base} #{c.repeat + 1}" if c.repeat and not c.repeats else base
+
+
+MEASURED = ("output_throughput", "request_throughput", "mean_ttft_ms", "mean_tpot_ms", "mean_e2el_ms")
+
+
+def measured(cells: Iterable[CellRow]) -> bool:
+    """Whether any of the cells completed a request or states a figure (an imported cell may state figures and
+    no request count): else every figure of theirs is missing, and a table of them would hold only dashes."""
+    return any(c.summary.completed or any(getattr(c.summary, k, None) for k in MEASURED) for c in cells)
 
 
 def state_of(c: CellRow) -> State:

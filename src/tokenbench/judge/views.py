@@ -24,7 +24,7 @@ from tokenbench.store.db import Store, db_path
 from tokenbench.store.rows import CellRow, ConfigRow, RunRow, SampleRow, SearchRow
 
 if TYPE_CHECKING:
-    from tokenbench.logs.launch import LaunchFailure
+    from tokenbench.logs.launch import Death, LaunchFailure
 
 MONITOR_NAMES = ("running", "waiting", "kv_usage")
 
@@ -48,6 +48,7 @@ class ConfigInfo:
     status: str
     message: str
     launch: LaunchFailure | None = None      # why it did not start (logs/launch.py)
+    deaths: tuple[Death, ...] = ()           # each time its engine started and then died (logs/launch.py)
 
     @property
     def engine(self) -> str:
@@ -193,7 +194,7 @@ def _order(c: CellRow) -> tuple:
 
 def _config(row: ConfigRow) -> ConfigInfo:
     return ConfigInfo(id=row.id, name=row.name, overrides=row.overrides or {}, profile=row.profile, facts=row.facts,
-                      status=row.status, message=row.message or "", launch=row.launch)
+                      status=row.status, message=row.message or "", launch=row.launch, deaths=row.deaths)
 
 
 def _monitor(store: Store, cells: list[CellRow]) -> dict[int, list[SampleRow]]:

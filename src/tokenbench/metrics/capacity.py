@@ -279,9 +279,10 @@ class LoadVerdict(Frozen):
         return next(v for v in self.verdicts if v.tier == tier)
 
 
-Reason = Literal["converged", "budget", "above_max", "below_min", "undecided", "client", "outranked", "time"]
+Reason = Literal["converged", "budget", "above_max", "below_min", "undecided", "client", "outranked", "time", "died"]
 # outranked, time: stopped from outside (`tokenbench tune`): its boundary's interval could no longer reach the
-# best config's, or the time budget was spent (study/capacity.halted)
+# best config's, or the time budget was spent (study/capacity.halted); died: the engine died under load (the
+# search as far as it got, study/searches.py)
 
 
 class Answer(Frozen):

@@ -9,7 +9,7 @@ from functools import partial
 
 from tokenbench.judge import tune as judged_tune
 from tokenbench.judge.bottleneck import rooflines
-from tokenbench.judge.cells import label_of, ok_repeats, pair_of, state_of, value_of
+from tokenbench.judge.cells import label_of, measured, ok_repeats, pair_of, state_of, value_of
 from tokenbench.judge.frontier import run_members
 from tokenbench.judge.intervals import Book, Judging
 from tokenbench.judge.plausibility import ConfigCheck
@@ -67,14 +67,20 @@ class Section:
 
 
 def _cells(make: Callable[[Context], list[Block]]) -> Callable[[Context], list[Block]]:
-    """A section about measured cells: nothing without them."""
+    """A section about cells' figures: nothing where no cell measured one (every table would hold only dashes;
+    the report opens with why, and the failures section gives each cell's)."""
+    return lambda x: make(x) if measured(x.run.cells) else []
+
+
+def _stored(make: Callable[[Context], list[Block]]) -> Callable[[Context], list[Block]]:
+    """A section about the cells stored, measured or not (their failures, their timeline)."""
     return lambda x: make(x) if x.run.cells else []
 
 
 def _tune(x: Context) -> list[Block]:
-    """A tune's ranking and recommendation (nothing for any other run)."""
+    """A tune's rankings behind its answer (nothing for any other run; the answer opens the report)."""
     tuning = judged_tune.of_run(x.run.spec, x.run.configs, x.run.searches)
-    return [] if tuning is None else tune.section(tuning, x.run.searches[0].record.dimension, x.lang, x.num)
+    return [] if tuning is None else tune.section(tuning, x.lang, x.num)
 
 
 SECTIONS: tuple[Section, ...] = (
@@ -90,7 +96,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("h.configcmp", _cells(lambda x: _configcmp(x.run, x.lang, x.num, x.book, x.judging))),
     Section("h.frontier", _cells(lambda x: frontier.blocks(run_members(x.run, x.book), x.lang, x.num))),
     Section("h.repeats", lambda x: repeatability(x.run, x.lang) if x.run.has_repeats() else []),
-    Section("h.failures", _cells(lambda x: failures(x.run, x.lang))),
+    Section("h.failures", _stored(lambda x: failures(x.run, x.lang))),
     Section("h.timeline", _cells(lambda x: timeline(x.run, x.lang))),
     Section("h.monitor", lambda x: monitor(x.run, x.lang) if x.run.samples else []),
     Section("h.accel", lambda x: accelerator.section(x.run, x.lang, x.num) if accelerator.shown(x.run) else []),
@@ -111,7 +117,8 @@ def build_report(run: RunData, lang: str, checks: list[ConfigCheck], version: st
     judging = Judging(min_effect=min_effect, allow_client_lag=bool(run.spec.get("allow_client_lag")))
     x = Context(run=run, lang=lang, checks=checks, book=Book(run), roofs=rooflines(checks), num=sections.Numberer(),
                 judging=judging)
-    doc.add(*headline.blocks(run, lang))
+    tuning = judged_tune.of_run(run.spec, run.configs, run.searches)
+    doc.add(*(tune.answer(tuning, lang) if tuning is not None else []), *headline.blocks(run, lang))
     for section in SECTIONS:
         x.num.section(doc, t(lang, section.heading), partial(section.blocks, x))
     doc.add(*_notes(run, lang), Para(t(lang, "note.rendered", version=version)))

@@ -4,6 +4,7 @@ meet. A benchmark is a study with one server configuration; each option is decla
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
@@ -65,6 +66,21 @@ OTLP_LISTEN = ("HOST:PORT of tokenbench's OTLP receiver (HTTP/protobuf and gRPC 
 
 SHORT_KEYS = {"tp": "parallelism.tp", "dp": "parallelism.dp", "slots": "parallelism.slots",
               "threads": "parallelism.threads", "ctx": "parallelism.ctx"}
+
+
+def merge_axes(axes: Iterable[tuple[str, list[Any]]]) -> dict[str, list[Any]]:
+    """Server-config axes under their full keys, the values of one key given again (or by its short name:
+    slots and parallelism.slots) merged in order; a value given twice for one key is refused, as it would
+    plan the same config twice (ValueError)."""
+    out: dict[str, list[Any]] = {}
+    for key, values in axes:
+        out.setdefault(SHORT_KEYS.get(key, key), []).extend(values)
+    for key, values in out.items():
+        seen = [str(x) for x in values]
+        twice = next((x for i, x in enumerate(seen) if x in seen[:i]), None)
+        if twice is not None:
+            raise ValueError(f"{key}={twice} is given twice (values {', '.join(seen)})")
+    return out
 
 
 def _non_empty_axis(values: list[Any]) -> list[Any]:
@@ -209,6 +225,9 @@ class Tune(StrictModel):
     baseline: str | None = Field(None, description="the server config the gain is stated against, by name (e.g. "
                                  "slots=4); default: the profile as given (the varied config equal to it, else one "
                                  "more config, 'default')")
+    no_confirm: bool = Field(False, description="do not confirm the recommended config on a fresh launch (by "
+                             "default it is, with a sustain cell at its answer, sustain_s long, before it is printed; "
+                             "one that misses the SLO there or whose engine dies gives way to the next-ranked config)")
 
 
 class StudySpec(StrictModel):
@@ -359,7 +378,10 @@ class StudySpec(StrictModel):
     @field_validator("vary")
     @classmethod
     def _axes(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
-        return {SHORT_KEYS.get(k, k): vals for k, vals in v.items()}
+        try:
+            return merge_axes(v.items())
+        except ValueError as exc:
+            raise ValueError(f"{exc}: give each value once, one config per combination") from None
 
     def _no_session_load(self) -> None:
         for name in ("users", "session_rates", "ramp_up_s", "window"):
@@ -507,4 +529,10 @@ class StudySpec(StrictModel):
         if len(self.workloads()) != 1:
             raise ValueError("tune ranks configs on one workload: give one pair (--input-len/--output-len) or "
                              "one dataset; tune each workload in its own run")
+        if self.tune.no_confirm and self.sustain_s:
+            raise ValueError("sustain_s is the length of the confirmation tune.no_confirm skips: drop one of "
+                             "--sustain-s and --no-confirm")
+        if not self.tune.no_confirm and self.sustain_s == 0:
+            raise ValueError("sustain_s 0 asks no sustain cell, and a tune confirms its answer with one: give "
+                             "--no-confirm to skip the confirmation")
         return self

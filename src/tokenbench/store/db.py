@@ -39,7 +39,7 @@ from tokenbench.store.rows import (
 from tokenbench.store.schema import RESERVOIR, SAMPLE_ORDER
 
 if TYPE_CHECKING:
-    from tokenbench.logs.launch import LaunchFailure
+    from tokenbench.logs.launch import Death, LaunchFailure
     from tokenbench.metrics.capacity import SearchRecord
 
 
@@ -244,6 +244,12 @@ class Store:
         stored = failure.model_dump_json() if failure is not None else "{}"
         with self._guard("update a server config"):
             self.db.execute("UPDATE server_configs SET launch_json=? WHERE run_id=? AND name=?", (stored, run_id, name))
+
+    def add_config_death(self, run_id: str, name: str, death: Death) -> None:
+        """Keep that a server config's engine died after it started (every death, in order)."""
+        with self._guard("update a server config"):
+            self.db.execute("UPDATE server_configs SET deaths_json=json_insert(deaths_json, '$[#]', json(?))"
+                            " WHERE run_id=? AND name=?", (death.model_dump_json(), run_id, name))
 
     def configs(self, run_id: str) -> list[ConfigRow]:
         return [config_from_db(r) for r in self._rows("read server configs",

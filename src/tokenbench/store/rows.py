@@ -19,7 +19,7 @@ from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import ServerFacts
 
 if TYPE_CHECKING:
-    from tokenbench.logs.launch import LaunchFailure
+    from tokenbench.logs.launch import Death, LaunchFailure
     from tokenbench.metrics.capacity import SearchRecord
 
 T = TypeVar("T")
@@ -171,6 +171,7 @@ class ConfigRow:
     status: str
     message: str = ""
     launch: LaunchFailure | None = None     # why it did not start (None: it started, or was not tried yet)
+    deaths: tuple[Death, ...] = ()          # each time its engine started and then died, in order
 
 
 @dataclass(frozen=True)
@@ -242,7 +243,8 @@ def run_from_db(row: Mapping[str, Any]) -> RunRow:
 def config_from_db(row: Mapping[str, Any]) -> ConfigRow:
     """The config with its profile and facts as the types they were written as."""
     return replace(_from_db(ConfigRow, row), profile=_profile(row.get("profile") or {}),
-                   facts=ServerFacts.from_dict(row.get("facts") or {}), launch=_launch(row.get("launch") or {}))
+                   facts=ServerFacts.from_dict(row.get("facts") or {}), launch=_launch(row.get("launch") or {}),
+                   deaths=_deaths(row.get("deaths") or []))
 
 
 def _launch(stored: dict[str, Any]) -> LaunchFailure | None:
@@ -254,6 +256,21 @@ def _launch(stored: dict[str, Any]) -> LaunchFailure | None:
         return LaunchFailure.model_validate(stored)
     except ValidationError:
         return None
+
+
+def _deaths(stored: list[Any]) -> tuple[Death, ...]:
+    """The stored deaths of a config's engine (one this version cannot read is kept as a death of unknown
+    cause: that it died is the fact)."""
+    if not stored:
+        return ()
+    from tokenbench.logs.launch import Death, LaunchFailure  # only where an engine died
+    out = []
+    for d in stored:
+        try:
+            out.append(Death.model_validate(d))
+        except ValidationError:
+            out.append(Death(failure=LaunchFailure(cause="exited")))
+    return tuple(out)
 
 
 def _profile(stored: dict[str, Any]) -> Profile | None:

@@ -212,6 +212,9 @@ MIGRATIONS: list[tuple[int, str | Callable[[sqlite3.Connection], None]]] = [
     # 10: a server config that did not start keeps why (logs/launch.LaunchFailure: the cause read from the
     # engine's log, the line that tells it, an accelerator's error code); '{}' for one that started
     (10, "ALTER TABLE server_configs ADD COLUMN launch_json TEXT NOT NULL DEFAULT '{}';"),
+    # 11: a server config whose engine started and then died keeps each death (logs/launch.Death: the launch,
+    # the cell it died during, the cause read from its log); '[]' for one that never died (or stored before)
+    (11, "ALTER TABLE server_configs ADD COLUMN deaths_json TEXT NOT NULL DEFAULT '[]';"),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]
@@ -221,7 +224,7 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     "runs": ("id", "created_at", "kind", "status", "target", "tool_version", "spec_json", "command_json",
              "environment_json", "clock_json", "message", "owner_pid", "owner_started"),
     "server_configs": ("id", "run_id", "name", "overrides_json", "profile_json", "facts_json", "status", "message",
-                       "launch_json"),
+                       "launch_json", "deaths_json"),
     "cells": ("id", "run_id", "config_id", "key", "repeat", "input_len", "output_len", "concurrency",
               "request_rate", "status", "message", "kv_demand", "kv_capacity", "over_capacity", "summary_json",
               "started_ns", "finished_at", "superseded"),

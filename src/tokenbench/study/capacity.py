@@ -394,14 +394,14 @@ def settings(spec: StudySpec, workload: str) -> Settings:
                     budget=spec.capacity_budget, sustain_s=spec.sustain_s, workload=workload)
 
 
-STOPPED = ("outranked", "time", "budget")    # a search stopped before any load met the tier: only below its fail
+STOPPED = ("outranked", "time", "budget", "died")    # a search stopped before any load met the tier: only below its fail
 UNRELIABLE = "◊"       # an end of the interval that is not a 95 % bound (metrics/capacity.Check.unreliable)
 UNITS = {"concurrency": "streams", "rate": "requests/s", "users": "users", "session_rate": "sessions/s"}
 REASONS = {"converged": "converged", "budget": "cell budget spent", "above_max": "every load up to the limit met it",
            "below_min": "the lowest load tried missed it", "undecided": "the loads next to the boundary stayed "
            "undecided", "client": "could not decide: the client's own delays moved every cell measured "
            "where the boundary lies", "outranked": "stopped early: its boundary cannot reach the best config's",
-           "time": "time budget spent"}
+           "time": "time budget spent", "died": "stopped: the engine died under load"}
 
 
 def load_text(x: float | None) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tokenbench.client import api
 from tokenbench.client.records import RequestRecord
@@ -30,9 +31,21 @@ from tokenbench.study.server_process import ServerProcess, launch_facts
 from tokenbench.study.servers import Server
 from tokenbench.study.settings import RunContext
 
+if TYPE_CHECKING:
+    from tokenbench.metrics.capacity import SearchRecord
+
 
 class ServerDied(Exception):
-    """The server under test died during a cell; the cell is stored as failed with the cause."""
+    """The server under test died during a cell; the cell is stored as failed with the cause. What the launch
+    keeps of the death: the cell (`cell`, its key; `role`, its part in a capacity search, set there), what was
+    seen of the server (`seen`: its exit code and log tail) and its engine's log (`log`, where tokenbench
+    started it)."""
+
+    def __init__(self, text: str, cell: str = "", seen: str = "", log: str | None = None) -> None:
+        super().__init__(text)
+        self.cell, self.seen, self.log = cell, seen, log
+        self.role: str | None = None
+        self.record: SearchRecord | None = None     # a capacity search cut short by the death, as far as it got
 
 
 class ServerUnreachable(ServerDied):
@@ -168,7 +181,8 @@ class Cells:
         if result.stopped:
             raise CellInterrupted(cell.config.name, row)
         if gone:
-            raise gone(f"cell {cell.key}: {result.message}")
+            log = str(server.deployment.log_path) if server.deployment is not None else None
+            raise gone(f"cell {cell.key}: {result.message}", cell.key, result.verdict.died or result.message, log)
         return row, result
 
     def _cache_state(self, launch: Launch, cell: PlannedCell, reset: bool) -> CacheState:

@@ -4,7 +4,10 @@ study/searches.py). A server that dies mid-cell fails that cell with the cause, 
 again (at most MAX_LAUNCHES times, when tokenbench owns the server); one that stops answering stops the run.
 A launch that fails is kept with its cause read from the engine's log (logs/launch.py): one a relaunch cannot
 change (out of memory, an unknown flag, a refused value) is not repeated, and a study that takes it as a
-result (a tune) goes on from it."""
+result (a tune) goes on from it. An engine that started and then died is kept with the config too (a `Death`:
+the launch, the cell, the cause read from the end of its log); a study that picks a config (a tune) takes the
+death as its result and does not launch it again. Launches are numbered per config over the whole run (every
+visit of a config, and what a resume finds stored), so a number names one launch."""
 
 from __future__ import annotations
 
@@ -28,14 +31,14 @@ from tokenbench.study.cells import Cells, Launch, ServerDied, ServerUnreachable
 from tokenbench.study.plan import Plan, PlannedCell, ServerConfig, check_context
 from tokenbench.study.searches import Searches
 from tokenbench.study.server_process import identify
-from tokenbench.study.servers import Server, expected_ctx, launch_failure, load_profile, server_for
+from tokenbench.study.servers import Server, death_cause, expected_ctx, launch_failure, load_profile, server_for
 from tokenbench.study.settings import RunContext, Searching
 
 if TYPE_CHECKING:
     from tokenbench.logs.launch import LaunchFailure
 
 MAX_LAUNCHES = 3      # per server config: the first launch and up to two relaunches after a death
-LAUNCH_CAUSES = {"out_of_memory": "out of memory", "port_in_use": "port in use", "unsupported_flag": "a flag the "
+LAUNCH_CAUSES = {"command_missing": "the engine's command not found", "out_of_memory": "out of memory", "port_in_use": "port in use", "unsupported_flag": "a flag the "
                  "engine does not know", "rejected_value": "a value the engine refuses", "accelerator_error":
                  "accelerator error", "model_missing": "model missing", "context_too_small": "a context too small "
                  "for the workload", "not_ready": "not ready in time", "exited": "exited"}
@@ -88,6 +91,18 @@ def failed_launch(ctx: RunContext, config: ServerConfig, exc: DeployError | Cont
     return failure
 
 
+def launched(ctx: RunContext) -> dict[str, int]:
+    """Per config, the highest launch number the store holds for the run (its cells' launch facts, its deaths):
+    what a resume counts on from."""
+    out: dict[str, int] = {}
+    seen = [(c.config, c.summary.launch.number) for c in ctx.store.cells(ctx.run_id) if c.summary.launch is not None]
+    seen += [(c.name, d.launch) for c in ctx.store.configs(ctx.run_id) for d in c.deaths]
+    for name, number in seen:
+        if number is not None:
+            out[name] = max(out.get(name, 0), int(number))
+    return out
+
+
 def relaunchable(ctx: RunContext) -> bool:
     """tokenbench deploys the config's server itself (a profile, no server given), so it can launch it again."""
     return ctx.settings.server is None and bool(ctx.plan.spec.target.profile)
@@ -98,6 +113,7 @@ class Launcher:
 
     def __init__(self, ctx: RunContext, searches: Searches, cells: Cells, pending: Pending) -> None:
         self.ctx, self.searches, self.cells, self.pending = ctx, searches, cells, pending
+        self.launches: dict[str, int] | None = None      # config name -> its launches so far in the run
 
     def run_config(self, config: ServerConfig) -> str | None:
         """Deploy and run the config's pending cells; relaunch after a server death (bounded). A capacity
@@ -110,22 +126,21 @@ class Launcher:
         config_id = ctx.store.upsert_config(ctx.run_id, config.name, config.as_dict(), status="deploying")
         events: list[str] = []
         failed: LaunchFailure | None = None
-        for attempt in range(1, MAX_LAUNCHES + 1):
+        for _ in range(MAX_LAUNCHES):
             failed = None
+            number = self._number(config)
             try:
-                self._launch_and_run(config, config_id, attempt)
+                self._launch_and_run(config, config_id, number)
                 self._status(config, "done", "; ".join(events + self.searches.lines.get(config.name, [])))
                 return None
             except ServerUnreachable as gone:
-                events.append(f"server unreachable during {gone} (launch {attempt})")
-                if not relaunchable(ctx):
-                    self._status(config, "failed", "; ".join(events))
-                    raise self._stopped(gone) from None
+                self._unreachable(config, gone, number, events)
             except ServerDied as died:
-                events.append(f"server died during {died} (launch {attempt})")
+                if self._died(config, died, number, events):
+                    return None
             except (DeployError, ContextTooSmall) as exc:
                 failed = failed_launch(ctx, config, exc)
-                events.append(f"launch {attempt} failed ({LAUNCH_CAUSES[failed.cause]}): {exc.one_line()}")
+                events.append(f"launch {number} failed ({LAUNCH_CAUSES[failed.cause]}): {exc.one_line()}")
             ctx.events.log(f"{config.name}: {events[-1]}")
             if failed is not None and not failed.retried:
                 break                                   # a relaunch starts it no better
@@ -135,6 +150,38 @@ class Launcher:
             if not relaunchable(ctx):
                 break                                   # not ours to relaunch
         return self._unfinished(config, events, failed)
+
+    def _number(self, config: ServerConfig) -> int:
+        """The next launch's number among the config's launches in this run (those a resume finds stored, in
+        its cells and its deaths, counted: read once, when the runner first launches)."""
+        if self.launches is None:
+            self.launches = launched(self.ctx)
+        self.launches[config.name] = self.launches.get(config.name, 0) + 1
+        return self.launches[config.name]
+
+    def _died(self, config: ServerConfig, died: ServerDied, number: int, events: list[str]) -> bool:
+        """The death kept with the config (its launch, the cell, the cause read from the end of the engine's log)
+        and said in `events`; whether the config is done with: a study that picks a config takes the death as
+        its result and does not launch it again."""
+        from tokenbench.logs.launch import Death
+        ctx = self.ctx
+        death = Death(launch=number, cell=died.cell, sustain=died.role == "sustain",
+                      failure=death_cause(died.seen, died.log))
+        ctx.store.add_config_death(ctx.run_id, config.name, death)
+        events.append(f"server died during {died} (launch {number}; {LAUNCH_CAUSES[death.failure.cause]})")
+        if ctx.settings.searching.relaunch_after_death(config, death):
+            return False
+        ctx.events.log(f"{config.name}: {events[-1]}; not launched again: a config whose engine dies under load "
+                       "is not one to pick")
+        self._status(config, "failed", "; ".join(events))
+        return True
+
+    def _unreachable(self, config: ServerConfig, gone: ServerUnreachable, number: int, events: list[str]) -> None:
+        """Said in `events`; a server tokenbench cannot relaunch stops the run (TargetError)."""
+        events.append(f"server unreachable during {gone} (launch {number})")
+        if not relaunchable(self.ctx):
+            self._status(config, "failed", "; ".join(events))
+            raise self._stopped(gone) from None
 
     def _stopped(self, gone: ServerUnreachable) -> TargetError:
         """The run stops: a server it cannot relaunch stopped answering (or the client ran out of files)."""

@@ -13,7 +13,7 @@ from tokenbench.client.records import RequestRecord
 from tokenbench.load.clock import run as run_loop
 from tokenbench.spec.bench import Workload
 from tokenbench.store.rows import CellRow
-from tokenbench.study.cells import Cells, Launch
+from tokenbench.study.cells import Cells, Launch, ServerDied
 from tokenbench.study.plan import PlannedCell, ServerConfig, capacity_load, repeat_workload
 from tokenbench.study.settings import RunContext
 
@@ -57,7 +57,13 @@ class Searches:
         ctx = self.ctx
         stored = {(c.config, c.key, c.repeat): c for c in ctx.store.cells(ctx.run_id)
                   if not c.summary.server_unreachable and c.status != "interrupted"}
-        records = [await self._search(launch, config, wl, stored) for wl in ctx.plan.spec.workloads()]
+        try:
+            records = [await self._search(launch, config, wl, stored) for wl in ctx.plan.spec.workloads()]
+        except ServerDied as died:
+            if died.record is not None:                   # the search as far as it got, kept with the death
+                ctx.store.save_search(ctx.run_id, config_id, died.record)
+                ctx.journal.header.record_search(config.name, died.record)
+            raise
         lines = []
         for record in records:
             ctx.store.save_search(ctx.run_id, config_id, record)
@@ -95,7 +101,13 @@ class Searches:
             if halt is not None:
                 gen.close()
                 return capacity.halted(s, seen, halt)
-            got = await self._cell(launch, cell, row)
+            try:
+                got = await self._cell(launch, cell, row)
+            except ServerDied as died:
+                died.role = probe.role                  # the launch keeps whether it died confirming the answer
+                if probe.role != "sustain":             # a search cut short; a sustain cell's keeps its record
+                    died.record = capacity.halted(s, seen, "died")
+                raise
             seen.append((probe, got))
             try:
                 probe = gen.send(got)

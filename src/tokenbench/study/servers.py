@@ -55,6 +55,19 @@ def launch_failure(exc: DeployError) -> LaunchFailure:
     return failure.model_copy(update={"message": exc.one_line().split("\\n")[0]})
 
 
+DEATH_LINES = 100     # the end of a dead engine's log its cause is read from (what it did before is no cause)
+
+
+def death_cause(seen: str, log: str | None) -> LaunchFailure:
+    """Why an engine that had started died: the cause read from the end of its log (the lines it wrote as it
+    died) as a failed launch's is, with what was seen of it (its exit code)."""
+    from pathlib import Path
+
+    from tokenbench.deploy.readiness import log_tail
+    from tokenbench.logs.launch import classify
+    return classify(log_tail(Path(log), DEATH_LINES) if log else "", seen, log)
+
+
 def load_profile(target: Target, config: ServerConfig) -> Profile:
     from tokenbench.deploy.profiles import load_profile as _load
     name = target.profile or ""

@@ -19,7 +19,7 @@ from tokenbench.study.servers import Server
 from tokenbench.study.traces import Traces
 
 if TYPE_CHECKING:
-    from tokenbench.logs.launch import LaunchFailure
+    from tokenbench.logs.launch import Death, LaunchFailure
     from tokenbench.metrics.capacity import CellSamples, Reason
     from tokenbench.study import capacity
 
@@ -48,6 +48,7 @@ class Searching(Protocol):
     def settings(self, config: ServerConfig, base: capacity.Settings) -> capacity.Settings: ...
     def halt(self, config: ServerConfig, s: capacity.Settings, seen: Seen, fresh: bool) -> Reason | None: ...
     def launch_is_result(self, failure: LaunchFailure) -> bool: ...
+    def relaunch_after_death(self, config: ServerConfig, death: Death) -> bool: ...
     def doc(self) -> dict[str, Any]: ...
 
 
@@ -66,6 +67,11 @@ class Plain:
     def launch_is_result(self, failure: LaunchFailure) -> bool:
         """Whether a config that did not start is a result the study goes on from (not a problem to fix)."""
         return False
+
+    def relaunch_after_death(self, config: ServerConfig, death: Death) -> bool:
+        """Whether a config whose engine died under load is launched again to finish its cells (a study that
+        measures every config does; one that picks a config takes the death as its result)."""
+        return True
 
     def doc(self) -> dict[str, Any]:
         """What the JSON result holds beside the searches."""
