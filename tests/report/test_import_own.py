@@ -151,9 +151,9 @@ def test_a_real_bench_imports_from_stdout_export_and_recovery_with_its_figures(t
     bench whose database fills after its first cell leaves a recovery file that imports with every cell."""
     db = tmp_path / "src.db"
     bench = ["--input-len", "16", "--output-len", "4", "--concurrency", "1,2", "--num-prompts", "4",
-             "--allow-client-lag", "--db", str(db)]
+             "--allow-client-lag"]
     with ReferenceProcess(ReferenceConfig(ttft_ms=3, itl_ms=2)) as ref:
-        assert main(["bench", "--base-url", ref.url, *bench, "--output", "-"]) == 0
+        assert main(["bench", "--base-url", ref.url, *bench, "--db", str(db), "--output", "-"]) == 0
         stdout = capsys.readouterr().out
         real_save = Store.save_cell
 
