@@ -165,3 +165,33 @@ def test_other_work_is_what_neither_tree_used():
     assert got.server_pct is not None
     assert 100 * (s_start1 - s_end0 - 2 * TICK) / wall <= got.server_pct <= 100 * (s_end1 - s_start0 + 2 * TICK) / wall
     assert got.other_pct is not None and got.other_pct >= 100 * (o_start1 - o_end0) / wall - 10
+
+
+def _spin() -> None:
+    while True:
+        pass
+
+
+def test_the_client_is_tokenbench_and_its_workers_not_its_callers_other_children():
+    """A library caller's own child (a server a test fixture started) is not the client's; a process
+    multiprocessing started (a --workers process) is: each against the process's own accounting."""
+    import multiprocessing as mp
+    theirs = _busy_child()
+    ours = mp.get_context("spawn").Process(target=_spin, daemon=True)
+    ours.start()
+    try:
+        sampler = CpuSampler()
+        first = {s.name: s.value for s in sampler.sample()}
+        start = (_cpu_s(theirs.pid), _cpu_s(ours.pid))
+        while _cpu_s(theirs.pid) - start[0] < 0.5 or _cpu_s(ours.pid) - start[1] < 0.5:
+            time.sleep(0.05)
+        last = {s.name: s.value for s in sampler.sample()}
+        end = (_cpu_s(theirs.pid), _cpu_s(ours.pid))
+    finally:
+        theirs.kill()
+        theirs.wait()
+        ours.kill()
+        ours.join()
+    grew = last[cpu.CLIENT] - first[cpu.CLIENT]
+    assert grew >= end[1] - start[1] - 0.1 - 2 * TICK    # the worker's time (read a little before and after)
+    assert grew < end[1] - start[1] + 0.4                 # and not the caller's other child's 0.5 s or more

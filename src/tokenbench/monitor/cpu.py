@@ -1,5 +1,6 @@
-"""Who used the host's CPUs while a cell ran: tokenbench's own processes (the client), the server's process tree
-where tokenbench sees it, and everything else, read from the kernel's cumulative counters.
+"""Who used the host's CPUs while a cell ran: tokenbench's own processes (the client: the process that runs it and
+the children it started for itself, not its caller's other children), the server's process tree where
+tokenbench sees it, and everything else, read from the kernel's cumulative counters.
 
 A `CpuSampler` reads, each time it is asked, every counter as seconds since some fixed point: the host's busy
 and total CPU time (/proc/stat), the CPU time and the run delay (time runnable but waiting for a CPU,
@@ -102,13 +103,71 @@ class _Seen:
     counted: bool = True        # its own time is the tree's (False: the excluded subtree's root)
 
 
+def children_of(pid: int, proc: str = "/proc") -> list[int] | None:
+    """The children of `pid`, read from its threads' children lists (/proc/PID/task/TID/children: a few small
+    reads, where psutil's `children` reads the stat file of every process on the host, each read giving up the
+    GIL, on the event loop's thread at a cell's edges); None where the kernel keeps no such list (built without
+    CONFIG_PROC_CHILDREN). A process that has gone has none."""
+    if not os.path.exists(f"{proc}/self/task/{os.getpid()}/children"):
+        return None
+    try:
+        tids = os.listdir(f"{proc}/{pid}/task")
+    except OSError:                   # ended since it was listed
+        return []
+    out: list[int] = []
+    for tid in tids:
+        try:
+            with open(f"{proc}/{pid}/task/{tid}/children") as f:
+                out += [int(x) for x in f.read().split()]
+        except (OSError, ValueError):     # the thread ended
+            continue
+    return out
+
+
+def _children(p: psutil.Process) -> list[psutil.Process]:
+    pids = children_of(p.pid)
+    if pids is None:
+        return p.children()
+    procs = []
+    for pid in dict.fromkeys(pids):
+        try:
+            procs.append(psutil.Process(pid))
+        except psutil.Error:          # ended since it was listed
+            continue
+    return procs
+
+
+def _below(kids: list[psutil.Process]) -> list[psutil.Process]:
+    """`kids` and all below them."""
+    out: list[psutil.Process] = []
+    todo = list(kids)
+    while todo:
+        at = todo.pop()
+        out.append(at)
+        todo += _children(at)
+    return out
+
+
+def tokenbench_child(p: psutil.Process) -> bool:
+    """A child tokenbench started for itself: what multiprocessing started (a --workers process, its resource
+    tracker), a tokenbench module (`-m tokenbench.…`: the OTLP receiver), an accelerator tool the monitor runs
+    (`*-smi`); not the other children the process that runs tokenbench may have (a library caller's servers)."""
+    try:
+        args = p.cmdline()
+    except psutil.Error:
+        return False
+    return (any(a.startswith(("from multiprocessing.", "tokenbench.")) for a in args)
+            or bool(args) and os.path.basename(args[0]).endswith("-smi"))
+
+
 @dataclass
 class ProcessTree:
-    """The CPU time and run delay of a process and its descendants (less the subtree of `exclude`), as counters
-    that only grow (module doc)."""
+    """The CPU time and run delay of a process and its descendants (less the subtree of `exclude`, and the
+    children `member` does not keep, with theirs), as counters that only grow (module doc)."""
 
     root: int
     exclude: int | None = None
+    member: Callable[[psutil.Process], bool] | None = None     # which of the root's children are the tree's
     seen: dict[int, _Seen] = field(default_factory=dict, init=False)
     waits: dict[int, float] = field(default_factory=dict, init=False)   # thread id -> its run delay when last read
     gone_own: float = field(default=0.0, init=False)      # own time of the processes seen and gone since
@@ -122,10 +181,12 @@ class ProcessTree:
         """(cpu, wait) seconds so far; None once the root has gone."""
         try:
             root = psutil.Process(self.root)
-            procs = [root, *root.children(recursive=True)]
+            kids = _children(root)
         except psutil.Error:
             return None
-        live = self._walk(root, procs)
+        outside = [c for c in kids if self.member is not None and not self.member(c)]
+        procs = [root, *outside, *_below([c for c in kids if c not in outside])]
+        live = self._walk(root, procs, {c.pid for c in outside})
         self._forget({pid for pid in self.seen if pid not in live})
         extra = max(0.0, self.reaped_now - (self.reaped0 or 0.0) - self.gone_direct)
         own = sum(s.own for s in self.seen.values() if s.counted)
@@ -133,8 +194,10 @@ class ProcessTree:
         self.wait_s = max(self.wait_s, sum(self.waits.values()))
         return self.cpu_s, self.wait_s
 
-    def _walk(self, root: psutil.Process, procs: list[psutil.Process]) -> set[int]:
-        excluded = self._excluded(procs)
+    def _walk(self, root: psutil.Process, procs: list[psutil.Process], outside: set[int]) -> set[int]:
+        """Read each process; `outside`: the root's children that are not the tree's (kept as the excluded
+        subtree's root is, so their time is not counted twice once they are reaped)."""
+        excluded = self._excluded(procs) | outside
         live: set[int] = set()
         for p in procs:
             try:
@@ -142,7 +205,7 @@ class ProcessTree:
                 direct = p.pid != root.pid and p.ppid() == root.pid
             except psutil.Error:          # ended since it was listed
                 continue
-            if p.pid in excluded and not (p.pid == self.exclude and direct):
+            if p.pid in excluded and not (direct and (p.pid == self.exclude or p.pid in outside)):
                 continue
             known = self.seen.get(p.pid)
             if known is not None and known.started != started:      # the pid is another process now
@@ -198,7 +261,8 @@ class CpuSampler:
         self.clock = clock
         self.proc_stat, self.pressure_file = proc_stat, pressure_file
         own = client_pid or os.getpid()
-        self.client = ProcessTree(own, exclude=server_pid)
+        self.client = ProcessTree(own, exclude=server_pid,
+                                  member=tokenbench_child if client_pid is None else None)
         self.server = ProcessTree(server_pid) if server_pid is not None else None
         self._lock = threading.Lock()
 

@@ -210,12 +210,12 @@ class Store:
         return liveness.shown_status(run_from_db(_decode(dict(row))))
 
     def runs(self, which: RunFilter = RunFilter()) -> list[RunRow]:
-        """The runs `which` selects, oldest first."""
+        """The runs `which` selects, oldest first (created_at is to the second: ties in the order stored)."""
         with self._guard("read runs"):
             where, args = which.where()
             rows = self.db.execute(
                 f"SELECT r.*, (SELECT COUNT(*) FROM cells c WHERE c.run_id=r.id AND {DONE}) AS cells_done"
-                f" FROM runs r{where} ORDER BY created_at, id", args).fetchall()
+                f" FROM runs r{where} ORDER BY created_at, r.rowid", args).fetchall()
             return [liveness.shown_status(run_from_db(_decode(dict(r)))) for r in rows]
 
     # server configs -----------------------------------------------------------------------------
@@ -368,7 +368,7 @@ class Store:
         rows = self._rows("read cells",
                           "SELECT r.id AS run_id, r.spec_json, c.finished_at FROM cells c JOIN runs r ON r.id = c.run_id"
                           " WHERE r.target = ? AND c.key = ? AND c.repeat = ? AND c.status != 'skipped'"
-                          " ORDER BY c.finished_at", (target, key, repeat))
+                          " ORDER BY c.finished_at, c.id", (target, key, repeat))
         return [Send(r["run_id"], r["spec"] or {}, r["finished_at"]) for r in rows]
 
     def _rows(self, action: str, sql: str, args: tuple) -> list[dict]:

@@ -17,6 +17,7 @@ before each cell, from what tokenbench did and what the results database says wa
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 
 from tokenbench.metrics.summary_groups import CacheState
@@ -41,10 +42,12 @@ def _epoch(iso: str) -> float | None:
 def sent_before(store: Store, target: str, spec: StudySpec, key: str, repeat: int,
                 since: float | None = None) -> str | None:
     """The run that sent this cell's prompts to `target` before (the first stored after `since`, the server
-    process's start, where it is known), or None."""
+    process's start, where it is known), or None. A cell's finish is stored to the whole second (truncated): one
+    stored in the second the process started counts as after it (a short run can finish within that second)."""
+    start = math.floor(since) if since is not None else None
     for send in store.sends(target, key, repeat):
         stored = _epoch(send.finished_at)
-        if same_prompts(spec, send.spec) and (since is None or (stored is not None and stored >= since)):
+        if same_prompts(spec, send.spec) and (start is None or (stored is not None and stored >= start)):
             return send.run_id
     return None
 
