@@ -3,8 +3,11 @@ distribution, and verdicts name a real 5 % difference and stay silent on none.""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
+import scipy.stats as st
 
 from tokenbench.metrics import uncertainty as u
 
@@ -158,10 +161,64 @@ def test_woodruff_interval_is_between_the_order_statistics_binomial_ranks_give()
     assert iv.value == pytest.approx(np.percentile(x, 90)) and not iv.unreliable
 
 
-def test_t_quantiles_match_the_table_and_the_normal_limit():
-    assert u.t975(1) == pytest.approx(12.706, abs=1e-3) and u.t975(30) == pytest.approx(2.0423, abs=1e-4)
-    assert u.t975(31) == pytest.approx(2.0395, abs=2e-4) and u.t975(120) == pytest.approx(1.9799, abs=2e-4)
-    assert u.t975(10**9) == pytest.approx(1.95996, abs=1e-4)
+def test_t975_equals_scipy_at_every_degree_of_freedom():
+    """By value at 1..200 and beyond (a quantile off at 7 or 19 degrees of freedom widens every interval)."""
+    for df in [*range(1, 201), 250, 1000, 10**6, 2.5, 7.5]:
+        assert u.t975(df) == pytest.approx(st.t.ppf(0.975, df), rel=1e-9), df
+    assert u.t975(0) == u.t975(-3) == pytest.approx(st.norm.ppf(0.975), rel=1e-12)
+
+
+def _reference_verdict(a: u.Interval, b: u.Interval, higher: bool, min_effect: float, floor: float,
+                       between: u.Between) -> tuple[float, float, float, float, str | None]:
+    change = (b.value / a.value if higher else a.value / b.value) - 1
+    v = np.array([(a.se / a.value) ** 2, (b.se / b.value) ** 2, between.variance])
+    dfs = np.array([a.df, b.df, between.df])
+    finite = (v > 0) & np.isfinite(dfs)
+    df = v.sum() ** 2 / (v[finite] ** 2 / dfs[finite]).sum() if finite.any() else np.inf
+    half = st.t.ppf(0.975, df) * np.sqrt(v.sum())
+    lo, hi = np.exp(np.log1p(change) - half) - 1 - floor, np.exp(np.log1p(change) + half) - 1 + floor
+    winner = ("B" if change > 0 else "A") if (lo > 0 or hi < 0) and abs(change) >= min_effect else None
+    return change, lo, hi, max(min_effect, (hi - lo) / 2), winner
+
+
+def test_verdict_arithmetic_by_value_against_scipy():
+    rng = np.random.default_rng(8)
+    for _ in range(300):
+        va, vb = rng.uniform(0.05, 500, 2)         # figures below 1 too (a request rate of 0.76/s)
+        a = u.Interval(va, 0, 0, 30, se=va * rng.uniform(0.001, 0.2), df=int(rng.integers(1, 60)))
+        b = u.Interval(vb, 0, 0, 30, se=vb * rng.uniform(0.001, 0.2), df=int(rng.integers(1, 60)))
+        higher, min_effect, floor = bool(rng.integers(2)), float(rng.choice([0.0, 0.02, 0.1])), float(rng.choice([0, 0.01]))
+        between = u.Between(float(rng.choice([0.0, 0.01, 0.09])), float(rng.choice([4, 14, math.inf])), "default")
+        got = u.verdict(a, b, higher, min_effect, floor, between)
+        want = _reference_verdict(a, b, higher, min_effect, floor, between)
+        assert got is not None and got.noise == "default"
+        assert (got.change, got.lo, got.hi, got.detectable) == pytest.approx(want[:4], rel=1e-9, abs=1e-12)
+        assert got.winner == want[4]
+
+
+def test_satterthwaite_degrees_of_freedom_by_value():
+    assert u.satterthwaite([(0.01, 9), (0.01, 9)]) == pytest.approx(18)
+    assert u.satterthwaite([(0.04, 4), (0.01, 20)]) == pytest.approx(0.05 ** 2 / (0.04 ** 2 / 4 + 0.01 ** 2 / 20))
+    assert u.satterthwaite([(0.02, 3), (0.0, 1), (0.03, math.inf)]) == pytest.approx(0.05 ** 2 / (0.02 ** 2 / 3))
+    assert u.satterthwaite([(0.02, math.inf)]) == math.inf and u.satterthwaite([(0.0, 5)]) == math.inf
+
+
+def test_verdict_on_figures_below_one_and_at_zero():
+    a, b = u.Interval(0.5, 0, 0, 40, se=0.005, df=39), u.Interval(0.8, 0, 0, 40, se=0.008, df=39)
+    v = u.verdict(a, b, True)
+    assert v is not None and v.winner == "B" and v.change == pytest.approx(0.6)
+    assert u.verdict(a, u.Interval(0.0, 0, 0, 40, se=0.1, df=39), True) is None
+    assert u.verdict(u.Interval(0.0, 0, 0, 40, se=0.1, df=39), a, True) is None
+    assert u.verdict(a, u.Interval(0.8, 0, 0, 1, se=0.0, df=0), True) is None
+
+
+def test_a_between_run_floor_hides_what_within_run_errors_would_call():
+    a, b = u.Interval(100.0, 0, 0, 100, se=1.0, df=99), u.Interval(110.0, 0, 0, 100, se=1.1, df=99)
+    alone = u.verdict(a, b, False)
+    floored = u.verdict(a, b, False, between=u.Between(2 * 0.1 ** 2, 14, "default"))
+    assert alone is not None and alone.winner == "A" and alone.noise == "within"
+    assert floored is not None and floored.winner is None and floored.noise == "default"
+    assert floored.detectable > 0.25
 
 
 def test_a_percentile_band_past_the_sample_extremes_is_unreliable():

@@ -62,8 +62,24 @@ def test_cached_prompts_are_a_difference(store, stored_run):
     other = build_run(store, "20260103-000000-cache")
     store.db.execute("UPDATE requests SET cached_tokens = prompt_tokens WHERE cell_id IN "
                      "(SELECT id FROM cells WHERE run_id = ?)", (other,))
-    _, issues = _md(store, [f"{stored_run}:slots2", f"{other}:slots2"])
+    text, issues = _md(store, [f"{stored_run}:slots2", f"{other}:slots2"])
     assert any("prefix cache state differ" in issue_text(i) for i in issues)
+    # and no verdict is given on any figure of a cell whose cache states differ: each says why
+    verdicts = text[text.index("Verdicts with 95 % intervals"):text.index("Requests per second")]
+    assert verdicts.count("refused: the prefix-cache states differ (cold (0 %) against warm (100 %))") >= 14
+    assert "faster by" not in verdicts and "no difference detectable" not in verdicts
+
+
+def test_a_warm_side_is_refused_at_any_share_past_the_threshold_and_unknown_is_not(store, stored_run):
+    other = build_run(store, "20260103-000000-cache5")
+    store.db.execute("UPDATE requests SET cached_tokens = prompt_tokens / 10 WHERE cell_id IN "
+                     "(SELECT id FROM cells WHERE run_id = ?)", (other,))
+    text, _ = _md(store, [f"{stored_run}:slots2", f"{other}:slots2"])
+    assert "refused: the prefix-cache states differ (cold (0 %) against warm (10 %))" in text
+    store.db.execute("UPDATE requests SET cached_tokens = prompt_tokens / 50 WHERE cell_id IN "
+                     "(SELECT id FROM cells WHERE run_id = ?)", (other,))
+    text, _ = _md(store, [f"{stored_run}:slots2", f"{other}:slots2"])
+    assert "refused: the prefix-cache" not in text          # 2 % of prompt tokens: still cold
 
 
 def test_zero_cached_equals_fresh_prompts_unreported(store, stored_run):

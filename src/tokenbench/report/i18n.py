@@ -24,6 +24,60 @@ from tokenbench.report import (
 LANGS = ("en", "zh")
 
 EN: dict[str, str] = {
+    # the regression gate (report/gate.py, `tokenbench gate`)
+    "gate.title": "tokenbench regression gate: {cand} against {base}",
+    "gate.outcome": "gate: {outcome} ({counts})",
+    "gate.o.pass": "pass",
+    "gate.o.regressed": "REGRESSED",
+    "gate.o.inconclusive": "inconclusive",
+    "gate.o.refused": "refused",
+    "gate.v.regressed": "regressed",
+    "gate.v.improved": "improved",
+    "gate.v.no_change": "no change",
+    "gate.v.inconclusive": "inconclusive",
+    "gate.v.refused": "refused: {why}",
+    "gate.refused_count": "refused",
+    "gate.refusal_values": " (baseline {a}; candidate {b})",
+    "gate.why.cache": "the prefix-cache states differ",
+    "gate.why.host": "other processes took a different share of the host's CPU",
+    "gate.why.not_ok": "no ok cell on a side",
+    "gate.why.moved": "the client's delays may have moved it (--allow-client-lag judges it)",
+    "gate.why.no_data": "not measured on a side",
+    "gate.sides": "baseline: {base}; candidate: {cand}",
+    "gate.how": ("false-alarm rate {alpha} over the whole gate (Holm over the {m} figures x cells tested), "
+                 "look {look} at {alpha_look}; no change: within {min_effect} (two one-sided tests); the smallest "
+                 "detectable change at {power} power"),
+    "gate.noise": "between-run noise: {text}",
+    "gate.noise.repeats": "{n} figures from the sides' repeated runs",
+    "gate.noise.learned": ("{n} figures from a floor learned from earlier runs of this engine build, host and cell "
+                           "(the baseline has one run)"),
+    "gate.noise.default": ("{n} figures from the default floor (the baseline has one run and the database no earlier "
+                           "runs of it: docs/metrics.md, \"The default noise floor\")"),
+    "gate.fingerprints": ("the engine builds differ between the sides (version, model, flags or image): what a gate "
+                          "compares"),
+    "gate.col.baseline": "baseline (runs)",
+    "gate.col.candidate": "candidate (runs)",
+    "gate.col.change": "change [interval]",
+    "gate.col.detectable": "smallest detectable",
+    "gate.col.verdict": "verdict",
+    "gate.note": ("Each figure's log over runs is y = mu + u_run + e_run: between-run noise u (learned from the sides' "
+                  "repeats, or a noise floor) beside each run's own error e. Change is candidate / baseline - 1 (the "
+                  "means of each side's runs), its interval at Holm's strictest level (alpha / m); regressed or "
+                  "improved: Holm rejects no change and the change is at least the minimum effect in the worse or "
+                  "better direction (higher throughput, lower latency is better). docs/metrics.md, \"Between-run "
+                  "noise and the gate\"."),
+    # between-run noise and refusals of compare's verdicts (judge/intervals.py, judge/comparable.py)
+    "noise.note": ("Runs differ by more than their own intervals say (a relaunch, other work on the host, the "
+                   "time of day): a verdict's interval also holds the between-run noise, from the sides' repeats "
+                   "where both have two or more, else a noise floor per side measured once, learned from the "
+                   "database's earlier runs of the same engine build, host and cell (three or more), else the "
+                   "default floor measured on llama.cpp (docs/metrics.md, \"Between-run noise and the gate\"). "
+                   "A verdict is refused where the sides' prefix-cache states differ."),
+    "noise.used.repeats": "[noise: between repeats]",
+    "noise.used.learned": "[noise: floor learned from earlier runs]",
+    "noise.used.default": "[noise: default floor]",
+    "noise.refused.cache": "refused: the prefix-cache states differ ({a} against {b})",
+    "noise.refused.host": "refused: other processes took a different share of the host's CPU ({a} against {b})",
     # titles and headings
     "title.report": "tokenbench report: run {run}",
     "title.compare": "tokenbench comparison: {runs}",
@@ -269,6 +323,52 @@ EN: dict[str, str] = {
 }
 
 ZH: dict[str, str] = {
+    # 回归门（report/gate.py，`tokenbench gate`）
+    "gate.title": "tokenbench 回归门：{cand} 对 {base}",
+    "gate.outcome": "回归门：{outcome}（{counts}）",
+    "gate.o.pass": "通过",
+    "gate.o.regressed": "已回归",
+    "gate.o.inconclusive": "无定论",
+    "gate.o.refused": "拒绝",
+    "gate.v.regressed": "回归",
+    "gate.v.improved": "改进",
+    "gate.v.no_change": "无变化",
+    "gate.v.inconclusive": "无定论",
+    "gate.v.refused": "拒绝：{why}",
+    "gate.refused_count": "拒绝",
+    "gate.refusal_values": "（基线 {a}；候选 {b}）",
+    "gate.why.cache": "前缀缓存状态不同",
+    "gate.why.host": "其他进程占用主机 CPU 的比例不同",
+    "gate.why.not_ok": "某一方没有合格的单元",
+    "gate.why.moved": "客户端延迟可能使其偏移（--allow-client-lag 可判定）",
+    "gate.why.no_data": "某一方未测量",
+    "gate.sides": "基线：{base}；候选：{cand}",
+    "gate.how": ("整个回归门的误报率 {alpha}（对所检验的 {m} 个指标 x 单元做 Holm 校正），第 {look} 次查看用 {alpha_look}；"
+                 "无变化：在 {min_effect} 以内（双单侧检验）；最小可检测变化按 {power} 功效计"),
+    "gate.noise": "运行间噪声：{text}",
+    "gate.noise.repeats": "{n} 个指标取自双方的重复运行",
+    "gate.noise.learned": "{n} 个指标取自由同一引擎构建、主机与单元的此前运行学得的下限（基线只有一次运行）",
+    "gate.noise.default": "{n} 个指标取自默认下限（基线只有一次运行，数据库中也没有其此前运行：docs/metrics.md）",
+    "gate.fingerprints": "双方的引擎构建不同（版本、模型、参数或镜像）：这正是回归门所比较的",
+    "gate.col.baseline": "基线（运行数）",
+    "gate.col.candidate": "候选（运行数）",
+    "gate.col.change": "变化 [区间]",
+    "gate.col.detectable": "最小可检测",
+    "gate.col.verdict": "判定",
+    "gate.note": ("每个指标在各次运行上的对数为 y = mu + u_run + e_run：运行间噪声 u（由双方重复学得，或取噪声下限）加上每次运行"
+                  "自身的误差 e。变化 = 候选 / 基线 - 1（各方运行的均值），区间取 Holm 最严格的水平（alpha / m）；回归或改进："
+                  "Holm 拒绝“无变化”且变化在更差或更好的方向上至少为最小效应（吞吐越高、延迟越低越好）。"
+                  "docs/metrics.md，“Between-run noise and the gate”。"),
+    # 运行间噪声与 compare 判定的拒绝（judge/intervals.py、judge/comparable.py）
+    "noise.note": ("不同运行之间的差异大于各自区间所示（重启、主机上的其他负载、时段）：判定的区间还包含运行间噪声，"
+                   "双方都有两次以上重复时取自重复之间，否则对只测一次的一方取噪声下限：由数据库中同一引擎构建、主机与单元的"
+                   "此前运行（三次以上）学得，否则取在 llama.cpp 上测得的默认下限（docs/metrics.md，“Between-run noise "
+                   "and the gate”）。双方前缀缓存状态不同时拒绝判定。"),
+    "noise.used.repeats": "［噪声：重复之间］",
+    "noise.used.learned": "［噪声：由此前运行学得的下限］",
+    "noise.used.default": "［噪声：默认下限］",
+    "noise.refused.cache": "拒绝：前缀缓存状态不同（{a} 对 {b}）",
+    "noise.refused.host": "拒绝：其他进程占用主机 CPU 的比例不同（{a} 对 {b}）",
     "title.report": "tokenbench 测试报告：运行 {run}",
     "title.compare": "tokenbench 对比报告：{runs}",
     "h.environment": "测试环境与来源",

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from tokenbench.judge import bottleneck
 from tokenbench.judge.cells import figure_state_of, load_label_of, value_of
-from tokenbench.judge.intervals import Book, Judging, verdict
+from tokenbench.judge.comparable import Refusal
+from tokenbench.judge.intervals import Book, Judging, refusal, verdict
 from tokenbench.judge.plausibility import Roofline
 from tokenbench.judge.status import usable
 from tokenbench.metrics import uncertainty as u
@@ -52,12 +53,22 @@ def pct(x: float) -> str:
 
 
 def verdict_text(v: u.Comparison | None, a: str, b: str, lang: str) -> str:
+    """The verdict, and the between-run noise it took (the sides' repeats, or a noise floor: learned from
+    the database's earlier runs, or the default)."""
     if v is None:
         return t(lang, "verdict.na")
     if v.winner is None:
-        return t(lang, "verdict.none", y=f"{100 * v.detectable:.1f}%")
-    x, lo, hi = v.faster_by()
-    return t(lang, "verdict.faster", who=a if v.winner == "A" else b, x=f"{100 * x:.1f}%", lo=pct(lo), hi=pct(hi))
+        text = t(lang, "verdict.none", y=f"{100 * v.detectable:.1f}%")
+    else:
+        x, lo, hi = v.faster_by()
+        text = t(lang, "verdict.faster", who=a if v.winner == "A" else b, x=f"{100 * x:.1f}%", lo=pct(lo), hi=pct(hi))
+    return f"{text} {t(lang, 'noise.used.' + v.noise)}" if v.noise != "within" else text
+
+
+def refusal_text(r: Refusal, lang: str) -> str:
+    """'refused: the prefix-cache states differ (cold (0 %) against warm (98 %))'."""
+    a, b = (", ".join(v) for v in r.values)
+    return t(lang, f"noise.refused.{r.reason}", a=a, b=b)
 
 
 def figure(book: Book, c: CellRow | None, m: Metric, digits: int | None = None,
@@ -128,6 +139,9 @@ def verdict_cell(base: tuple[Side, CellRow], other: tuple[Side, CellRow], m: Met
     if worst is not None and not usable(worst, judging.allow_client_lag):
         return Cell(t(lang, "verdict.moved" if worst.kind == "moved" else "verdict.not_ok"), mark=worst.mark,
                     why=worst.kind)
+    refused = refusal(a_side.book, a, b_side.book, b)
+    if refused is not None:
+        return refusal_text(refused, lang)
     text = verdict_text(verdict(a_side.book, a, b_side.book, b, m, judging), a_side.name, b_side.name, lang)
     return text if worst is None else Cell(text, mark=worst.mark, why=worst.kind)
 

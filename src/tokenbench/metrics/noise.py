@@ -1,0 +1,314 @@
+"""Between-run noise, and the decisions that rest on it: a figure's random-effects model over runs, the
+difference of two sides, Holm's step-down over many figures, equivalence within a margin, the minimum
+detectable effect, and alpha spent over sequential looks. Pure functions in closed form; every quantile is
+computed (Student's t from the regularized incomplete beta function), none read from a table.
+
+The model (docs/metrics.md, "Between-run noise and the gate"): a positive figure's log in run j is
+    y_j = mu + u_j + e_j,    u_j ~ N(0, tau^2) between runs,    e_j ~ N(0, w_j^2) within run j,
+w_j its within-run relative standard error (the run's interval: metrics/uncertainty.py). With repeated runs
+the sides' own spread estimates Var(y_j) = tau^2 + w_j^2 whole (a two-sample t-test on the logs); a side
+measured once takes a noise floor for tau (earlier runs of the same target and config, else
+`DEFAULT_FLOOR`) and adds its own w_j^2."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Literal
+
+_NORMAL = NormalDist()
+_TINY = 1e-300
+_EPS = 1e-15
+
+
+# distributions ------------------------------------------------------------------------------------
+def normal_quantile(p: float) -> float:
+    return _NORMAL.inv_cdf(p)
+
+
+def normal_cdf(x: float) -> float:
+    return _NORMAL.cdf(x)
+
+
+def _beta_fraction(a: float, b: float, x: float) -> float:
+    """The continued fraction 1 / (1 + d1 / (1 + d2 / (1 + ...))) of the incomplete beta function, by
+    the modified Lentz method: d_2m = m (b - m) x / ((a + 2m - 1)(a + 2m)),
+    d_2m+1 = -(a + m)(a + b + m) x / ((a + 2m)(a + 2m + 1))."""
+    c, d, f = 1.0, 0.0, 1.0
+    for j in range(1, 2000):
+        m = j // 2
+        num = (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)) if j % 2 == 0
+               else -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)))
+        d = 1.0 + num * d
+        d = 1.0 / (d if abs(d) > _TINY else _TINY)
+        c = 1.0 + num / c
+        c = c if abs(c) > _TINY else _TINY
+        f *= c * d
+        if abs(c * d - 1.0) < _EPS:
+            break
+    return 1.0 / f
+
+
+def beta_inc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b), for a, b > 0 and 0 <= x <= 1."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    if x > (a + 1) / (a + b + 2):                  # the fraction converges fast below its mean only
+        return 1.0 - beta_inc(b, a, 1.0 - x)
+    log_front = a * math.log(x) + b * math.log1p(-x) + math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+    return math.exp(log_front) / a * _beta_fraction(a, b, x)
+
+
+def t_tail(x: float, df: float) -> float:
+    """P(T > x) for Student's t with `df` degrees of freedom (math.inf: the normal); computed directly in
+    the tail (no 1 - cdf cancellation)."""
+    if math.isinf(df):
+        return 1.0 - normal_cdf(x)
+    half = beta_inc(df / 2, 0.5, df / (df + x * x)) / 2
+    return half if x >= 0 else 1.0 - half
+
+
+def t_cdf(x: float, df: float) -> float:
+    return 1.0 - t_tail(x, df)
+
+
+def t_pdf(x: float, df: float) -> float:
+    return math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+                    - (df + 1) / 2 * math.log1p(x * x / df))
+
+
+def t_quantile(p: float, df: float) -> float:
+    """Student's t quantile of `p` (0 < p < 1) with `df` > 0 degrees of freedom (math.inf: the normal):
+    closed forms at 1 and 2 degrees of freedom, else Newton's method on the tail from the normal quantile,
+    kept inside a bracket (bisection where a step leaves it)."""
+    if not 0.0 < p < 1.0 or not df > 0:
+        raise ValueError(f"t quantile of p={p} with df={df}: p must be in (0, 1) and df > 0")
+    if math.isinf(df):
+        return normal_quantile(p)
+    if df == 1:                                         # Cauchy: -cot(pi p), exact in either tail
+        q = min(p, 1 - p)
+        return math.copysign(1 / math.tan(math.pi * q), p - 0.5) if q < 0.5 else 0.0
+    if df == 2:
+        return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
+    x = _upper_tail_point(min(p, 1 - p), df)
+    return x if p > 0.5 else -x
+
+
+def _upper_tail_point(q: float, df: float) -> float:
+    """The x >= 0 with P(T > x) = q (q <= 0.5)."""
+    lo, hi = 0.0, max(1.0, -normal_quantile(q))
+    while t_tail(hi, df) > q:
+        lo, hi = hi, 2 * hi
+    x = min(max(-normal_quantile(q), lo), hi)
+    for _ in range(200):
+        gap = t_tail(x, df) - q
+        if gap == 0.0:
+            return x
+        lo, hi = (x, hi) if gap > 0 else (lo, x)
+        step = x + gap / t_pdf(x, df)
+        x = step if lo < step < hi else (lo + hi) / 2
+        if hi - lo < 1e-13 * max(1.0, x):
+            break
+    return x
+
+
+# one figure over runs -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunFigure:
+    """One run's figure (> 0) and its within-run standard error (0: not known)."""
+
+    value: float
+    se: float = 0.0
+
+    @property
+    def log(self) -> float:
+        return math.log(self.value)
+
+    @property
+    def within(self) -> float:
+        """Its within-run variance on the log scale (the delta method: (se / value)^2)."""
+        return (self.se / self.value) ** 2
+
+
+NoiseSource = Literal["repeats", "learned", "default"]
+
+
+@dataclass(frozen=True)
+class Noise:
+    """How much a run's figure varies between runs, on the log scale (about its relative standard deviation),
+    the degrees of freedom of that estimate (math.inf: taken as known) and where it came from: the sides' own
+    repeated runs (`tau` is then the whole standard deviation of a run), or a floor for a side measured once:
+    learned from earlier runs of the same target and config, or the default (each run's own within-run
+    error is then added to it: `adds_within`)."""
+
+    tau: float
+    df: float
+    source: NoiseSource
+    runs: int = 0             # the runs it was learned from
+
+    @property
+    def adds_within(self) -> bool:
+        return self.source != "repeats"
+
+
+def spread(groups: Sequence[Sequence[RunFigure]], source: NoiseSource = "repeats") -> Noise | None:
+    """The runs' own spread: the pooled standard deviation of the logs around each group's mean,
+    s = sqrt(sum (y_j - mean_g)^2 / df), df = sum (k_g - 1) (groups: the two sides, or the earlier runs of one
+    configuration). It estimates Var(y_j) = tau^2 + w_j^2 whole: a run's within-run error is part of what
+    makes runs differ, so it is not taken off. None below df 1."""
+    used = [g for g in groups if len(g) >= 2]
+    df = sum(len(g) - 1 for g in used)
+    if df < 1:
+        return None
+    squares = sum(_squares([r.log for r in g]) for g in used)
+    return Noise(math.sqrt(squares / df), df, source, sum(len(g) for g in used))
+
+
+def _squares(values: Sequence[float]) -> float:
+    mean = sum(values) / len(values)
+    return sum((v - mean) ** 2 for v in values)
+
+
+def side_mean(runs: Sequence[RunFigure], noise: Noise) -> tuple[float, float]:
+    """(mean, variance) of mu on the log scale: the runs weigh equally; a run's variance is tau^2 (the sides'
+    spread), or tau^2 + w_j^2 under a floor, and the mean's is their mean over k. Not weighted by each run's
+    own error: that is itself an estimate (a p99's, from order statistics the sample's extremes clip, may
+    read 0), and such weights would let one run with an understated interval carry its side."""
+    k = len(runs)
+    within = sum(r.within for r in runs) / k if noise.adds_within else 0.0
+    return sum(r.log for r in runs) / k, (noise.tau ** 2 + within) / k
+
+
+# two sides ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Shift:
+    """The candidate against the baseline on one figure: d = log(candidate / baseline) with its standard
+    error and degrees of freedom (those of the noise estimate: conservative)."""
+
+    d: float
+    se: float
+    df: float
+
+    @property
+    def change(self) -> float:
+        """candidate / baseline - 1."""
+        return math.expm1(self.d)
+
+    def p_value(self) -> float:
+        """Two-sided p of no change: 2 P(T > |d| / se)."""
+        if self.se <= 0:
+            return 0.0 if self.d else 1.0
+        return min(1.0, 2 * t_tail(abs(self.d) / self.se, self.df))
+
+    def interval(self, alpha: float) -> tuple[float, float]:
+        """The two-sided (1 - alpha) interval of the change, on the ratio scale: exp(d -+ t se) - 1."""
+        half = t_quantile(1 - alpha / 2, self.df) * self.se
+        return math.expm1(self.d - half), math.expm1(self.d + half)
+
+    def equivalent(self, margin: float, alpha: float) -> bool:
+        """Within the margin (two one-sided tests at `alpha`): the (1 - 2 alpha) interval of d lies inside
+        (-log(1 + margin), log(1 + margin)), the ratio within [1 / (1 + margin), 1 + margin]."""
+        if margin <= 0:
+            return False
+        half = t_quantile(1 - alpha, self.df) * self.se
+        bound = math.log1p(margin)
+        return -bound < self.d - half and self.d + half < bound
+
+    def detectable(self, alpha: float, power: float) -> float:
+        """The smallest change a two-sided test at `alpha` sees with probability `power`, as a ratio - 1:
+        exp((t_{1 - alpha/2} + t_{power}) se) - 1, both at this shift's degrees of freedom."""
+        return math.expm1((t_quantile(1 - alpha / 2, self.df) + t_quantile(power, self.df)) * self.se)
+
+
+def shift(base: Sequence[RunFigure], cand: Sequence[RunFigure], noise: Noise) -> Shift:
+    """d = mean_c - mean_b, se^2 = var_b + var_c (`side_mean`)."""
+    (mb, vb), (mc, vc) = side_mean(base, noise), side_mean(cand, noise)
+    return Shift(mc - mb, math.sqrt(vb + vc), noise.df)
+
+
+# many figures -------------------------------------------------------------------------------------
+def holm(p_values: Sequence[float], alpha: float) -> list[bool]:
+    """Holm's step-down: sorted p_(1) <= ... <= p_(m), reject H_(1..i) while p_(i) <= alpha / (m - i + 1);
+    the family-wise error rate is at most alpha whatever the dependence between the tests."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    rejected = [False] * len(p_values)
+    for rank, i in enumerate(order):
+        if p_values[i] > alpha / (len(p_values) - rank):
+            break
+        rejected[i] = True
+    return rejected
+
+
+def holm_adjusted(p_values: Sequence[float]) -> list[float]:
+    """Holm-adjusted p values: p~_(i) = max over j <= i of min(1, (m - j + 1) p_(j)); H_i is rejected at
+    alpha exactly when p~_i <= alpha."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    out = [1.0] * len(p_values)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
+        out[i] = running
+    return out
+
+
+# sequential looks ---------------------------------------------------------------------------------
+def obf_spent(alpha: float, fraction: float) -> float:
+    """Alpha spent by information fraction t (Lan-DeMets, O'Brien-Fleming type):
+    alpha(t) = 2 - 2 Phi(z_{1 - alpha/2} / sqrt(t)); alpha(1) = alpha, alpha(0) = 0."""
+    if fraction <= 0:
+        return 0.0
+    t = min(1.0, fraction)
+    return 2.0 - 2.0 * normal_cdf(normal_quantile(1 - alpha / 2) / math.sqrt(t))
+
+
+def look_alpha(alpha: float, before: float, now: float) -> float:
+    """The alpha a look at fraction `now` may use after looks up to `before`: alpha(now) - alpha(before).
+    Each look tests at its own share; by the union bound the looks together err at most alpha."""
+    return max(0.0, obf_spent(alpha, now) - obf_spent(alpha, before))
+
+
+# decisions ----------------------------------------------------------------------------------------
+Decision = Literal["regressed", "improved", "no change", "inconclusive"]
+
+
+def worse_by(s: Shift, higher_is_better: bool) -> float:
+    """How much worse the candidate is, on the log scale (> 0: worse; throughput down or latency up)."""
+    return -s.d if higher_is_better else s.d
+
+
+def decide(s: Shift, higher_is_better: bool, rejected: bool, alpha: float, min_effect: float) -> Decision:
+    """regressed (improved): the test of no change rejected (Holm, over the gate) and the candidate worse
+    (better) by at least `min_effect`; no change: equivalent within `min_effect` at `alpha`; else
+    inconclusive."""
+    worse = worse_by(s, higher_is_better)
+    if rejected and abs(worse) >= math.log1p(min_effect):
+        return "regressed" if worse > 0 else "improved"
+    return "no change" if s.equivalent(min_effect, alpha) else "inconclusive"
+
+
+# the default floor --------------------------------------------------------------------------------
+# Between-run noise of each figure where nothing better is known (`spread`: the standard deviation of the
+# figure's log between runs, about its relative standard deviation), measured on the embedded llama.cpp
+# profile (cpu-smollm2-llamacpp, 1 thread, 4 slots) by bench/gate_aa.py: 8 runs of 64:32 at c=1 and c=4,
+# 24 requests each, relaunched every two runs, on a 2-core host shared with other work (load average
+# 2.9-6.3), pooled over the two cells (df 14). docs/metrics.md, "The default noise floor". A figure not
+# listed takes the largest.
+DEFAULT_FLOOR: dict[str, float] = {
+    "output_throughput": 0.252, "request_throughput": 0.252,
+    "mean_ttft_ms": 0.272, "median_ttft_ms": 0.316, "p99_ttft_ms": 0.284,
+    "mean_tpot_ms": 0.233, "median_tpot_ms": 0.274, "p99_tpot_ms": 0.234,
+    "mean_itl_ms": 0.237, "median_itl_ms": 0.271, "p99_itl_ms": 0.449,
+    "mean_e2el_ms": 0.252, "median_e2el_ms": 0.285, "p99_e2el_ms": 0.259,
+}
+DEFAULT_FLOOR_DF = 14           # the degrees of freedom of that measurement
+DEFAULT_FLOOR_RUNS = 8
+
+
+def default_floor(key: str) -> Noise:
+    """The default floor of the figure with summary key `key` (Metric.key)."""
+    tau = DEFAULT_FLOOR.get(key, max(DEFAULT_FLOOR.values()))
+    return Noise(tau, DEFAULT_FLOOR_DF, "default", DEFAULT_FLOOR_RUNS)
