@@ -17,12 +17,24 @@ The host's load average is printed beside each run: the machine is shared. A ben
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
+import random
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
+
+from tokenbench.judge.fairness import Column, common_cells
+from tokenbench.judge.floors import Floors, observed
+from tokenbench.judge.gate import GATE_METRICS, GateRun, Policy, judge
+from tokenbench.judge.intervals import Book, Judging, default_floor, verdict
+from tokenbench.judge.views import load_run
+from tokenbench.metrics import noise
+from tokenbench.report.verdicts import VERDICT_METRICS
+from tokenbench.store.db import Store
 
 PROFILE = "cpu-smollm2-llamacpp"
 BENCH = ["--input-len", "64", "--output-len", "32", "--concurrency", "1,4", "--num-prompts", "24"]
@@ -52,6 +64,84 @@ def measure(db: str, runs: int, per_launch: int, first_seed: int) -> None:
             _tb(["deploy", "down", PROFILE], env)
 
 
+def gate_splits(runs: list[GateRun], splits: int, alpha: float, seed: int) -> None:
+    """The gate between random halves: how often each figure was flagged, and how many gates flagged any."""
+    rng, flagged, gates_flagged, verdicts = random.Random(seed), Counter(), 0, Counter()
+    for _ in range(splits):
+        order = rng.sample(range(len(runs)), len(runs))
+        half = len(runs) // 2
+        for lag in (False, True):
+            result = judge(([runs[i] for i in order[:half]], [runs[i] for i in order[half:]]),
+                           Policy(alpha=alpha, allow_client_lag=lag), Floors(None))
+            verdicts.update((lag, f.verdict) for f in result.figures)
+            hits = [f for f in result.figures if f.verdict in ("regressed", "improved")]
+            flagged.update((lag, f.cell, f.metric.key) for f in hits)
+            gates_flagged += bool(hits) and lag
+    figures = len(GATE_METRICS) * 2
+    for lag in (False, True):
+        n = sum(k for (lg, _), k in verdicts.items() if lg == lag)
+        worst = max((k for (lg, *_), k in flagged.items() if lg == lag), default=0)
+        print(f"gate {half} vs {len(runs) - half}, {splits} random splits, alpha {alpha:g} over the gate"
+              f"{' (--allow-client-lag: every figure judged)' if lag else ''}: {n} figure verdicts "
+              f"{dict(sorted((v, k) for (lg, v), k in verdicts.items() if lg == lag))}; "
+              f"flagged regressed or improved: {sum(k for (lg, *_), k in flagged.items() if lg == lag)}; "
+              f"the most flagged figure {worst} of {splits} splits (its alpha allows {alpha * splits:.1f})")
+    print(f"gates with any flag (every figure judged): {gates_flagged} of {splits} (alpha {alpha:g}: "
+          f"{alpha * splits:.1f} expected at most); figures per gate {figures}")
+
+
+def compare_pairs(store: Store, ids: list[str], learned: bool) -> None:
+    """`compare`'s judgement of every pair of single runs: verdicts naming a faster side, of all given."""
+    runs = [load_run(store, i, requests=False) for i in ids]
+    books = {r.id: Book(r) for r in runs}
+    judging = Judging(floor=Floors(store) if learned else default_floor)
+    named = total = 0
+    sources: Counter = Counter()
+    for a, b in itertools.combinations(runs, 2):
+        cols = [Column(r, r.config("default"), r.id) for r in (a, b)]
+        for pair, load in common_cells(cols):
+            ca, cb = a.cell_at("default", pair, load), b.cell_at("default", pair, load)
+            for m in VERDICT_METRICS:
+                v = verdict(books[a.id], ca, books[b.id], cb, m, judging) if ca and cb else None
+                if v is not None:
+                    total += 1
+                    named += v.winner is not None
+                    sources[v.noise] += 1
+    within = Judging(floor=lambda *a: noise.Noise(0.0, float("inf"), "default"))
+    old = sum(1 for a, b in itertools.combinations(runs, 2)
+              for pair, load in common_cells([Column(r, r.config("default"), r.id) for r in (a, b)])
+              for m in VERDICT_METRICS
+              if (v := verdict(books[a.id], a.cell_at("default", pair, load), books[b.id],
+                               b.cell_at("default", pair, load), m, within)) is not None and v.winner is not None)
+    print(f"compare, {len(runs) * (len(runs) - 1) // 2} pairs of single runs, noise {dict(sources)}: "
+          f"{named} of {total} verdicts name a faster side ({100 * named / max(total, 1):.1f} %; its 95 % "
+          f"intervals allow 5 %); with within-run intervals only: {old} of {total} "
+          f"({100 * old / max(total, 1):.1f} %)")
+
+
+def floor_table(runs: list[GateRun]) -> None:
+    """Each figure's spread over the runs (pooled over the cells): what metrics/noise.DEFAULT_FLOOR holds."""
+    cells = sorted({(c.input_len, c.output_len, c.concurrency) for r in runs for c in r.run.cells_of(r.config)})
+    out = {}
+    for m in GATE_METRICS:
+        groups = [[f for r in runs if (f := observed(r.run, r.run.cell_at(r.config, (i, o), c), m, r.book))]
+                  for i, o, c in cells]
+        est = noise.spread(groups, "default")
+        out[m.key] = round(est.tau, 3) if est else None
+    print(f"between-run spread of log(figure), pooled over {len(cells)} cells (df {2 * (len(runs) - 1)}): {out}")
+
+
+def judge_all(db: str, args: argparse.Namespace) -> None:
+    store = Store(db)
+    ids = [r.id for r in store.runs()]
+    runs = [GateRun.of(load_run(store, i, requests=False), "default") for i in ids]
+    print(f"{len(runs)} runs of one config in {db}")
+    floor_table(runs)
+    gate_splits(runs, args.splits, args.alpha, args.seed)
+    compare_pairs(store, ids, learned=False)
+    compare_pairs(store, ids, learned=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=8)
@@ -65,7 +155,7 @@ def main() -> int:
     db = args.db or str(Path(tempfile.mkdtemp(prefix="tokenbench-aa-")) / "results.db")
     if not args.no_measure:
         measure(db, args.runs, args.per_launch, args.seed)
-    print(f"runs in {db}")
+    judge_all(db, args)
     return 0
 
 

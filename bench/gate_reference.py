@@ -3,8 +3,10 @@ built-in `reference-sglang` profile: TTFT 100 ms, ITL 5 ms, no load model, so ev
 closed form), 64:16 at c=4 and c=8, 96 requests. The candidate has ITL raised 10 % (5.5 ms), or separately
 TTFT raised 10 % (110 ms). Each repetition measures 3 runs a side (interleaved, each a new launch, fresh
 prompts), then `tokenbench gate --repeat-until-decided --max-runs 6` measures more until every figure is
-decided (at most 6 runs a side). A repetition succeeds when every figure the change moves by at least
---min-effect is found regressed and no other figure is called regressed or improved.
+decided (at most 6 runs a side). A repetition succeeds when every figure the change moves is found regressed
+and no other figure is called regressed or improved; a figure the client's own delays moved beyond its
+tolerance in some run (marked `~`, docs/metrics.md "Client health") is refused by the gate, not judged, and
+counted apart (on a busy host the p99 gaps are the client's, not the server's).
 
 True changes at 64:16 (E2EL = TTFT + 15 x ITL, the same at c=4 and c=8: no load model, 8 run at once):
   ITL +10 %:  TPOT, ITL +10 %; E2EL +4.3 %; output and request throughput -4.1 %; TTFT 0
@@ -22,7 +24,6 @@ import json
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from tokenbench.cli.main import main
@@ -45,28 +46,43 @@ def sweep(db: str, args: dict[str, float], seed: int) -> str:
     return Store(db).runs()[-1].id
 
 
-def repetition(change: str, n: int, folder: Path, min_effect: float) -> tuple[bool, dict]:
-    db, out = str(folder / f"{change}-{n}.db"), folder / f"{change}-{n}.json"
+def verdicts(change: str, doc: dict) -> tuple[list[str], list[str], int]:
+    """The moved figures judged and not regressed, the others called regressed or improved, and how many were
+    refused because the client's own delays moved them."""
+    lagged = sum(f["why"] == "moved" for f in doc["figures"])
+    moved = [f for f in doc["figures"] if f["metric"] in MOVED[change] and f["why"] != "moved"]
+    missed = [f"{f['cell']} {f['figure']} ({f['verdict']})" for f in moved if f["verdict"] != "regressed"]
+    wrong = [f"{f['cell']} {f['figure']} ({f['verdict']})" for f in doc["figures"]
+             if f["verdict"] == "improved" or f["verdict"] == "regressed" and f["metric"] not in MOVED[change]]
+    return missed, wrong, lagged
+
+
+def repetition(change: str, n: int, folder: Path, min_effect: float) -> tuple[bool, bool]:
+    """Three runs a side, then the sequential gate judging every figure (--allow-client-lag) up to 6 runs a
+    side; then the default gate (a figure the client's delays moved is refused) on the same runs. Whether
+    each found every moved figure it judged regressed and flagged nothing else."""
+    db = str(folder / f"{change}-{n}.db")
     base, cand = [], []
     for k in range(3):                      # interleaved: a drift of the host falls on both sides
         base.append(sweep(db, BASE, 1000 * n + 10 * k))
         cand.append(sweep(db, {**BASE, **CHANGES[change]}, 1000 * n + 10 * k + 5))
-    started = time.monotonic()
-    code = main(["gate", "--db", db, "--baseline", ",".join(base), "--candidate", ",".join(cand),
-                 "--repeat-until-decided", "--max-runs", "6", "--min-effect", f"{min_effect:g}",
-                 "--allow-client-lag", "--json", str(out)])
-    doc = json.loads(out.read_text())
-    moved = [f for f in doc["figures"] if f["metric"] in MOVED[change]]
-    missed = [f"{f['cell']} {f['figure']} ({f['verdict']})" for f in moved if f["verdict"] != "regressed"]
-    wrong = [f"{f['cell']} {f['figure']} ({f['verdict']})" for f in doc["figures"]
-             if f["verdict"] == "improved" or f["verdict"] == "regressed" and f["metric"] not in MOVED[change]]
-    runs = (len(doc["baseline"]), len(doc["candidate"]))
-    print(f"{change} #{n + 1}: exit {code}, looks {doc['look']}, runs {runs[0]}+{runs[1]}, "
-          f"gate {time.monotonic() - started:.0f} s, moved {len(moved) - len(missed)}/{len(moved)} regressed, "
-          f"others flagged {len(wrong)}; load average {os.getloadavg()[0]:.1f}", flush=True)
-    for line in missed[:6] + wrong[:6]:
-        print("   ", line)
-    return not missed and not wrong, {"missed": missed, "wrong": wrong, "runs": runs, "look": doc["look"]}
+    every, plain = folder / f"{change}-{n}.json", folder / f"{change}-{n}-default.json"
+    main(["gate", "--db", db, "--baseline", ",".join(base), "--candidate", ",".join(cand), "--repeat-until-decided",
+          "--max-runs", "6", "--min-effect", f"{min_effect:g}", "--allow-client-lag", "--json", str(every)])
+    doc = json.loads(every.read_text())
+    main(["gate", "--db", db, "--baseline", ",".join(doc["baseline"]), "--candidate", ",".join(doc["candidate"]),
+          "--min-effect", f"{min_effect:g}", "--json", str(plain)])
+    out = []
+    for name, d in (("every figure judged", doc), ("default (lagged refused)", json.loads(plain.read_text()))):
+        missed, wrong, lagged = verdicts(change, d)
+        judged = sum(f["metric"] in MOVED[change] and f["why"] != "moved" for f in d["figures"])
+        print(f"{change} #{n + 1} {name}: {d['outcome']}, looks {doc['look']}, runs {len(d['baseline'])}+"
+              f"{len(d['candidate'])}, moved {judged - len(missed)}/{judged} regressed, others flagged {len(wrong)}, "
+              f"refused as moved by the client {lagged}; load average {os.getloadavg()[0]:.1f}", flush=True)
+        for line in missed[:8] + wrong[:8]:
+            print("   ", line)
+        out.append(not missed and not wrong)
+    return out[0], out[1]
 
 
 def main_() -> int:
@@ -81,10 +97,12 @@ def main_() -> int:
     os.environ.setdefault("TOKENBENCH_STATE", str(folder / "state"))
     failed = 0
     for change in ("itl", "ttft") if args.change == "both" else (args.change,):
-        ok = sum(repetition(change, n, folder, args.min_effect)[0] for n in range(args.repetitions))
-        print(f"{change} +10 %: found regressed in every figure it moves and no other in {ok} of "
-              f"{args.repetitions} repetitions (target: at least 8 of 10)")
-        failed += ok < 0.8 * args.repetitions
+        results = [repetition(change, n, folder, args.min_effect) for n in range(args.repetitions)]
+        every, plain = sum(r[0] for r in results), sum(r[1] for r in results)
+        print(f"{change} +10 %: every moved figure regressed and no other flagged in {every} of {args.repetitions} "
+              f"repetitions judging every figure, {plain} of {args.repetitions} refusing what the client's delays "
+              f"moved (target: at least 8 of 10)")
+        failed += every < 0.8 * args.repetitions
     print(f"databases and gate JSON in {folder}")
     return 1 if failed else 0
 
