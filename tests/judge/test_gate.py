@@ -163,6 +163,15 @@ def test_cache_states_that_differ_refuse_every_figure_with_the_reason(store):
     assert f.refusal.values == (("cold (0 %)",) * 3, ("warm (100 %)",) * 3)
 
 
+def test_a_cell_that_failed_in_one_run_refuses_its_figures(store):
+    base, cand = side(store, "B", 3), side(store, "C", 3, first=4)
+    store.db.execute("UPDATE cells SET status = 'failed', message = '3/60 requests failed' "
+                     "WHERE run_id = 'C1' AND key = '64:16/c=4'")
+    result = judge((runs(store, base), runs(store, cand)), Policy(), Floors(store))
+    refused = {f.cell for f in result.figures if f.verdict == "refused" and f.why == "not_ok"}
+    assert refused == {"64/16 c=4"} and result.outcome == "refused"
+
+
 def test_a_cell_only_one_side_measured_is_not_judged(store):
     base = side(store, "B", 3)
     cand = side(store, "C", 3, first=4)

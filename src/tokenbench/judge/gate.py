@@ -147,15 +147,17 @@ class _Item:
 
 
 def _side(runs: Sequence[GateRun], pair, load, metric: Metric, policy: Policy) -> tuple[list, Why | None]:
-    """The side's observations of a figure, or why there are none usable."""
+    """The side's observations of a figure, or why it is not judged: a run's cell is not ok (a failure is
+    never averaged away), or the client's delays moved the figure in a run."""
     cells = [(r, c) for r in runs if (c := r.cell(pair, load)) is not None]
     if not cells:
         return [], "no_data"
-    if any(not usable(figure_state_of(c, metric.key), policy.allow_client_lag)
-           for _, c in cells if state_of(c).ok):
+    if not all(state_of(c).ok for _, c in cells):
+        return [], "not_ok"
+    if not all(usable(figure_state_of(c, metric.key), policy.allow_client_lag) for _, c in cells):
         return [], "moved"
     found = [f for r, c in cells if (f := observed(r.run, c, metric, r.book)) is not None]
-    return found, None if found else "not_ok"
+    return found, None if found else "no_data"
 
 
 def _noise(base: Sequence[GateRun], cand: Sequence[GateRun], item: tuple[list, list],
