@@ -1,18 +1,21 @@
 """A real change, and whether the gate finds it and only it: the reference server as a deployed engine (the
-built-in `reference-sglang` profile: TTFT 100 ms, ITL 5 ms, no load model, so every figure's true change has a
-closed form), 64:16 at c=4 and c=8, 96 requests. The candidate has ITL raised 10 % (5.5 ms), or separately
-TTFT raised 10 % (110 ms). Each repetition measures 3 runs a side (interleaved, each a new launch, fresh
+built-in `reference-sglang` profile: TTFT 200 ms, ITL 10 ms, no load model, so every figure's true change has a
+closed form), 64:16 at c=8, 192 requests. The candidate has ITL raised 10 % (11 ms), or separately TTFT
+raised 10 % (220 ms). Each repetition measures 3 runs a side (interleaved, each a new launch, fresh
 prompts), then `tokenbench gate --repeat-until-decided --max-runs 6` measures more until every figure is
 decided (at most 6 runs a side). A repetition succeeds when every figure the change moves is found regressed
 and no other figure is called regressed or improved; a figure the client's own delays moved beyond its
 tolerance in some run (marked `~`, docs/metrics.md "Client health") is refused by the gate, not judged, and
 counted apart (on a busy host the p99 gaps are the client's, not the server's).
 
-True changes at 64:16 (E2EL = TTFT + 15 x ITL, the same at c=4 and c=8: no load model, 8 run at once):
+True changes at 64:16 (E2EL = TTFT + 15 x ITL at c=8: no load model, 8 run at once):
   ITL +10 %:  TPOT, ITL +10 %; E2EL +4.3 %; output and request throughput -4.1 %; TTFT 0
   TTFT +10 %: TTFT +10 %; E2EL +5.7 %; throughputs -5.4 %; TPOT, ITL 0
 
-    .venv/bin/python bench/gate_reference.py [--repetitions 10] [--change itl|ttft|both] [--keep DIR]
+    .venv/bin/python bench/gate_reference.py [--repetitions 10] [--change itl|ttft|both|aa] [--keep DIR]
+
+`--change aa` measures the baseline's config on both sides: where the gate has the power to call a few %,
+how often it calls a figure that did not change.
 
 A benchmark, not a test (tests/judge/test_gate_cli.py runs the same against the reference server, fewer).
 """
@@ -29,17 +32,17 @@ from pathlib import Path
 from tokenbench.cli.main import main
 from tokenbench.store.db import Store
 
-BASE = {"ttft-ms": 100.0, "itl-ms": 5.0}
-CHANGES = {"itl": {"itl-ms": 5.5}, "ttft": {"ttft-ms": 110.0}}
+BASE = {"ttft-ms": 200.0, "itl-ms": 10.0}
+CHANGES = {"itl": {"itl-ms": 11.0}, "ttft": {"ttft-ms": 220.0}, "aa": {}}
 OUT = 16
 MOVED = {"itl": {"tpot", "itl", "e2el", "output_throughput", "request_throughput"},
-         "ttft": {"ttft", "e2el", "output_throughput", "request_throughput"}}
+         "ttft": {"ttft", "e2el", "output_throughput", "request_throughput"}, "aa": set()}
 
 
 def sweep(db: str, args: dict[str, float], seed: int) -> str:
     sets = [f"args.{k}={v:g}" for k, v in {**args, "itl-per-running-ms": 0, "prefill-ms-per-token": 0}.items()]
     code = main(["sweep", "--set", "target.profile=reference-sglang", "--set", f"target.set=[{', '.join(sets)}]",
-                 "--pairs", f"64:{OUT}", "--concurrency", "4,8", "--num-prompts", "96", "--seed", str(seed),
+                 "--pairs", f"64:{OUT}", "--concurrency", "8", "--num-prompts", "192", "--seed", str(seed),
                  "--db", db, "--disable-tqdm"])
     if code != 0:
         raise SystemExit(f"sweep exited {code}")
@@ -88,7 +91,8 @@ def repetition(change: str, n: int, folder: Path, min_effect: float) -> tuple[bo
 def main_() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repetitions", type=int, default=10)
-    ap.add_argument("--change", choices=("itl", "ttft", "both"), default="both")
+    ap.add_argument("--change", choices=("itl", "ttft", "both", "aa"), default="both",
+                    help="aa: the candidate is the baseline's config (where the gate has power: its false alarms)")
     ap.add_argument("--min-effect", type=float, default=0.02)
     ap.add_argument("--keep", default=None, help="keep the databases and gate JSON here")
     args = ap.parse_args()
@@ -102,6 +106,11 @@ def main_() -> int:
         print(f"{change} +10 %: every moved figure regressed and no other flagged in {every} of {args.repetitions} "
               f"repetitions judging every figure, {plain} of {args.repetitions} refusing what the client's delays "
               f"moved (target: at least 8 of 10)")
+        if change == "aa":
+            flags = sum(len(verdicts(change, json.loads(p.read_text()))[1])
+                        for p in folder.glob("aa-*.json"))
+            print(f"A/A: {flags} figures called regressed or improved over {2 * args.repetitions} gates of 28 "
+                  f"figures (alpha 5 % over each gate)")
         failed += every < 0.8 * args.repetitions
     print(f"databases and gate JSON in {folder}")
     return 1 if failed else 0

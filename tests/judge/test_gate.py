@@ -101,6 +101,7 @@ def test_a_10_percent_slower_token_interval_regresses_what_it_moves_and_nothing_
         if "ttft" in key:
             assert v not in ("regressed", "improved"), (cell, key, v)
     assert result.outcome == "regressed" and result.alpha_look == 0.05
+    assert result.look.number == 1 and {f.look for f in result.figures} == {1}
     tpot = next(f for f in result.figures if f.metric.key == "mean_tpot_ms")
     assert 0.08 < tpot.change < 0.12 and tpot.lo < 0.1 < tpot.hi and tpot.detectable < 0.1
     assert tpot.noise is not None and tpot.noise.source == "repeats" and tpot.noise.df == 6
@@ -158,6 +159,7 @@ def test_cache_states_that_differ_refuse_every_figure_with_the_reason(store):
     base, cand = side(store, "B", 3), side(store, "C", 3, first=4, cached=True)
     result = judge((runs(store, base), runs(store, cand)), Policy(), Floors(store))
     assert {f.verdict for f in result.figures} == {"refused"} and result.outcome == "refused"
+    assert result.look.number == 1 and {f.look for f in result.figures} == {1}       # one look: the first
     f = result.figures[0]
     assert f.why == "cache" and f.refusal is not None
     assert f.refusal.values == (("cold (0 %)",) * 3, ("warm (100 %)",) * 3)

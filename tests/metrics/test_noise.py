@@ -147,7 +147,11 @@ def test_equivalence_is_two_one_sided_tests_against_the_margin():
         bound = math.log1p(margin)
         p_tost = max(st.t.sf((d + bound) / se, df), st.t.cdf((d - bound) / se, df))
         assert n.Shift(d, se, df).equivalent(margin, alpha) == (p_tost < alpha), (d, se, df, margin, alpha)
-    assert not n.Shift(0.0, 1e-9, 10).equivalent(0.0, 0.05)
+    assert not n.Shift(0.0, 1e-9, 10).equivalent(0.0, 0.05) and not n.Shift(0.0, 0.0, 10).equivalent(0.0, 0.05)
+    # exactly at the margin is not within it, on either side
+    assert not n.Shift(math.log1p(0.05), 0.0, 10).equivalent(0.05, 0.05)
+    assert not n.Shift(-math.log1p(0.05), 0.0, 10).equivalent(0.05, 0.05)
+    assert n.Shift(0.999 * math.log1p(0.05), 0.0, 10).equivalent(0.05, 0.05)
 
 
 def test_detectable_change_is_the_t_quantile_sum_and_has_its_power():

@@ -211,9 +211,8 @@ class Shift:
 
     def equivalent(self, margin: float, alpha: float) -> bool:
         """Within the margin (two one-sided tests at `alpha`): the (1 - 2 alpha) interval of d lies inside
-        (-log(1 + margin), log(1 + margin)), the ratio within [1 / (1 + margin), 1 + margin]."""
-        if margin <= 0:
-            return False
+        (-log(1 + margin), log(1 + margin)), the ratio within [1 / (1 + margin), 1 + margin] (a margin of 0:
+        never)."""
         half = t_quantile(1 - alpha, self.df) * self.se
         bound = math.log1p(margin)
         return -bound < self.d - half and self.d + half < bound
