@@ -7,10 +7,12 @@ spend alpha; the CLI's exit codes, JUnit XML, JSON and summary."""
 from __future__ import annotations
 
 import json
+import math
 import random
 import xml.etree.ElementTree as ET
 
 import pytest
+import scipy.stats as st
 
 from tests.report.report_fixtures import ENV, facts, profile
 from tokenbench.cli.main import main
@@ -104,6 +106,11 @@ def test_a_10_percent_slower_token_interval_regresses_what_it_moves_and_nothing_
     assert result.look.number == 1 and {f.look for f in result.figures} == {1}
     tpot = next(f for f in result.figures if f.metric.key == "mean_tpot_ms")
     assert 0.08 < tpot.change < 0.12 and tpot.lo < 0.1 < tpot.hi and tpot.detectable < 0.1
+    # the interval and the detectable change at Holm's strictest level, alpha / m (m = 28 figures), df 6
+    t_level = st.t.ppf(1 - 0.05 / (2 * 28), 6)
+    se = (math.log1p(tpot.hi) - math.log1p(tpot.lo)) / (2 * t_level)
+    assert math.log1p(tpot.change) == pytest.approx((math.log1p(tpot.hi) + math.log1p(tpot.lo)) / 2)
+    assert tpot.detectable == pytest.approx(math.expm1((t_level + st.t.ppf(0.8, 6)) * se), rel=1e-9)
     assert tpot.noise is not None and tpot.noise.source == "repeats" and tpot.noise.df == 6
     assert tpot.p_holm >= tpot.p and len(tpot.base) == len(tpot.cand) == 4
 
@@ -143,6 +150,12 @@ def test_one_baseline_run_takes_the_default_floor_and_then_a_learned_one(store):
     tpot = next(f for f in result.figures if f.metric.key == "mean_tpot_ms")
     assert tpot.noise is not None and (tpot.noise.source, tpot.noise.runs, tpot.noise.df) == ("learned", 8, 7)
     assert tpot.verdict == "regressed"
+
+
+def test_two_baseline_runs_are_repeats_enough(store):
+    base, cand = side(store, "B", 2), side(store, "C", 1, first=4)
+    result = judge((runs(store, base), runs(store, cand)), Policy(), Floors(store))
+    assert {(f.noise.source, f.noise.df, f.noise.runs) for f in result.figures if f.noise} == {("repeats", 1, 2)}   # the lone candidate run adds no spread
 
 
 def test_a_floor_is_learned_from_the_same_build_only(store):

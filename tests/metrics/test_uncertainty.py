@@ -201,6 +201,7 @@ def test_satterthwaite_degrees_of_freedom_by_value():
     assert u.satterthwaite([(0.04, 4), (0.01, 20)]) == pytest.approx(0.05 ** 2 / (0.04 ** 2 / 4 + 0.01 ** 2 / 20))
     assert u.satterthwaite([(0.02, 3), (0.0, 1), (0.03, math.inf)]) == pytest.approx(0.05 ** 2 / (0.02 ** 2 / 3))
     assert u.satterthwaite([(0.02, math.inf)]) == math.inf and u.satterthwaite([(0.0, 5)]) == math.inf
+    assert u.satterthwaite([(0.0, 0), (0.01, 5)]) == pytest.approx(5)     # a part of no variance: none below
 
 
 def test_verdict_on_figures_below_one_and_at_zero():
@@ -247,3 +248,50 @@ def test_two_repeats_that_disagree_never_give_a_negative_lower_bound():
     rng = np.random.default_rng(3)
     iv = u.interval([rng.normal(180, 5, 3), rng.normal(120, 5, 3)], "mean")
     assert iv.lo == 0.0 and iv.hi > 2 * iv.value
+
+
+def test_one_repeat_standard_errors_and_degrees_of_freedom_by_value():
+    rng = np.random.default_rng(21)
+    x = rng.lognormal(MU, SIGMA, 40)
+    mean, p50 = u.within(x, "mean"), u.within(x, "p50")
+    assert mean.se == pytest.approx(np.std(x, ddof=1) / math.sqrt(40), rel=1e-12) and mean.df == 39
+    half = st.t.ppf(0.975, 39) * mean.se
+    assert (mean.lo, mean.hi) == (pytest.approx(x.mean() - half), pytest.approx(x.mean() + half))
+    assert p50.df == 39 and p50.se == pytest.approx((p50.hi - p50.lo) / (2 * st.t.ppf(0.975, 39)))
+    # ITL's cluster-robust standard error: sqrt(m / (m - 1) * sum (s_i - R k_i)^2) / sum k_i
+    reqs = [list(rng.lognormal(MU, SIGMA, k)) for k in (3, 5, 2, 7, 4)]
+    s_i, k_i = np.array([sum(r) for r in reqs]), np.array([len(r) for r in reqs])
+    ratio = s_i.sum() / k_i.sum()
+    want = math.sqrt(5 / 4 * float(((s_i - ratio * k_i) ** 2).sum())) / k_i.sum()
+    itl = u.within(u.Clusters.of(reqs), "mean")
+    assert itl.se == pytest.approx(want, rel=1e-12) and itl.df == 4 and itl.value == pytest.approx(ratio)
+
+
+def test_a_mean_of_values_below_zero_keeps_its_lower_end():
+    """Paired differences may be negative: no floor at 0 then (a latency or a rate is never below 0)."""
+    x = np.array([-3.0, -1.0, 0.5, -2.0, 1.0, -0.5])
+    iv = u.within(x, "mean")
+    assert iv.lo < iv.value < iv.hi and iv.lo == pytest.approx(x.mean() - st.t.ppf(0.975, 5) * np.std(x, ddof=1) / math.sqrt(6))
+    assert u.within(np.array([0.1, 0.2, 5.0]), "mean").lo == 0.0
+
+
+def test_combine_by_value_the_wider_of_between_and_within():
+    """k repeats: the mean of their values, half-width max(t_{k-1} sd / sqrt k, sqrt(sum h_j^2) / k)."""
+    agree = [u.Interval(10.0, 8.0, 12.0, 50, se=1.0, df=49), u.Interval(10.2, 8.2, 12.2, 50, se=1.0, df=49),
+             u.Interval(9.9, 7.9, 11.9, 50, se=1.0, df=49)]
+    iv = u.combine(agree)                          # within dominates: sqrt(3 x 2^2) / 3
+    assert iv.value == pytest.approx(10.033333333) and iv.hi - iv.value == pytest.approx(math.sqrt(12) / 3)
+    assert iv.se == pytest.approx(math.sqrt(3) / 3) and iv.df == 49 and iv.n == 150
+    apart = [u.Interval(v, v - 0.1, v + 0.1, 50, se=0.05, df=49) for v in (10.0, 14.0, 12.0)]
+    iv = u.combine(apart)                          # between dominates: t_2 sd / sqrt 3
+    between = np.std([10.0, 14.0, 12.0], ddof=1) / math.sqrt(3)
+    assert iv.hi - iv.value == pytest.approx(st.t.ppf(0.975, 2) * between) and iv.df == 2
+    assert iv.se == pytest.approx(between) and iv.lo == pytest.approx(12.0 - st.t.ppf(0.975, 2) * between)
+    below = u.combine([u.Interval(v, v - 0.1, v + 0.1, 50, se=0.05, df=49) for v in (-0.4, -0.6, -0.5)])
+    assert below.lo < below.value == pytest.approx(-0.5)         # a negative mean keeps its lower end
+
+
+def test_bins_place_each_event_in_its_own_bin():
+    start, end = 0, 10_000_000_000                          # 10 s, 5 bins of 2 s
+    events = [(int(t * 1e9), 1.0) for t in (0.5, 2.5, 2.6, 4.5, 7.0, 7.1, 7.2, 9.9, 12.0, -1.0)]
+    assert u.bins(events, start, end, 5) == [1.0, 1.0, 0.5, 1.5, 1.0]    # before start: the first; after: the last
