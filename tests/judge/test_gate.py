@@ -284,6 +284,9 @@ def test_cli_refuses_bad_flags_in_one_line(store, tmp_path, capsys):
     assert main(["gate", "--db", str(store.path), "--baseline", base[0], "--candidate", base[0],
                  "--figures", "ttft:p42"]) == 2
     assert main(["gate", "--db", str(store.path), "--baseline", "nope", "--candidate", base[0]]) == 6
+    missing = tmp_path / "missing.db"
+    assert main(["gate", "--db", str(missing), "--baseline", "B0", "--candidate", "B0"]) == 6
+    assert not missing.exists()                          # reading runs never makes a database
     err = capsys.readouterr().err
     assert "--repeat-until-decided and --max-runs go together" in err and "'ttft:p42' is not a figure" in err
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +17,7 @@ from tokenbench.errors import SpecError, UsageError
 from tokenbench.formats.importers import import_file
 from tokenbench.judge.floors import Floors
 from tokenbench.judge.gate import GateResult, GateRun, Look, Policy, judge
-from tokenbench.judge.views import RunData, load_run
+from tokenbench.judge.views import RunData, load_run, open_store
 from tokenbench.spec.loader import load_model
 from tokenbench.spec.study import StudySpec
 from tokenbench.store.db import Store
@@ -53,7 +53,8 @@ def _config(run: RunData, asked: str, selector: str) -> str:
 
 
 def _member(selector: str, store: Callable[[], Store], files: Callable[[], Store]) -> GateRun:
-    """A side's member: a result file (imported into a temporary store), or RUN / RUN:CONFIG."""
+    """A side's member: a result file (imported into a temporary store), or RUN / RUN:CONFIG of the results
+    database (which must exist: reading one never makes one)."""
     path = Path(selector)
     if path.is_file():
         into = files()
@@ -67,11 +68,12 @@ def _member(selector: str, store: Callable[[], Store], files: Callable[[], Store
 @contextmanager
 def sides(request: GateRequest, db: Path) -> Iterator[tuple[Sides, Callable[[], Store]]]:
     """Both sides loaded (files imported into a temporary store kept open while they are judged), and the
-    results database (opened when first needed: reruns and floors are stored and learned there)."""
+    results database, opened when first needed to read runs (one that does not exist is refused, never
+    made)."""
     opened: dict[str, Store] = {}
     with ExitStack() as stack:
         def store() -> Store:
-            return opened.get("db") or opened.setdefault("db", Store(db))
+            return opened.get("db") or opened.setdefault("db", open_store(str(db)))
 
         def files() -> Store:
             if "files" not in opened:
@@ -144,19 +146,20 @@ def _grow(s: Sides, budget: Budget, store: Store, log: Callable[[str], None]) ->
     return base, cand
 
 
-def sequential(s: Sides, request: GateRequest, store: Callable[[], Store],
-               log: Callable[[str], None]) -> GateResult:
+def sequential(s: Sides, request: GateRequest, db: Path, log: Callable[[str], None]) -> GateResult:
     """Look, then measure more while a figure is undecided and the budget lasts; each look tests at the alpha
-    spent since the one before (its information fraction: runs so far over the most the budget allows)."""
-    floor = Floors(store())
+    spent since the one before (its information fraction: runs so far over the most the budget allows). The
+    runs measured again are stored in `db` (made if missing)."""
     budget = Budget(request.max_runs or 0, all(redeploys(m.run) for m in s[0]))
     most = budget.most(s)
-    look = Look(1, 0.0, budget.fraction(s, most) if budget.left(s) else 1.0)
-    result = judge(s, request.policy, floor, look)
-    while result.undecided() and budget.left(s):
-        s = _grow(s, budget, store(), log)
-        look = Look(look.number + 1, look.now, budget.fraction(s, most) if budget.left(s) else 1.0)
-        result = judge(s, request.policy, floor, look, result.figures)
+    with closing(Store(db)) as store:
+        floor = Floors(store)
+        look = Look(1, 0.0, budget.fraction(s, most) if budget.left(s) else 1.0)
+        result = judge(s, request.policy, floor, look)
+        while result.undecided() and budget.left(s):
+            s = _grow(s, budget, store, log)
+            look = Look(look.number + 1, look.now, budget.fraction(s, most) if budget.left(s) else 1.0)
+            result = judge(s, request.policy, floor, look, result.figures)
     return result
 
 
@@ -164,7 +167,7 @@ def gate(request: GateRequest, db: Path, log: Callable[[str], None] = print) -> 
     """Judge the sides once, or sequentially when `max_runs` is given."""
     with sides(request, db) as (loaded, store):
         if request.max_runs is not None:
-            return sequential(loaded, request, store, log)
+            return sequential(loaded, request, db, log)
         return judge(loaded, request.policy, Floors(store() if db.is_file() else None))
 
 
