@@ -73,8 +73,8 @@ def gate_splits(runs: list[GateRun], splits: int, alpha: float, seed: int) -> No
         for lag in (False, True):
             result = judge(([runs[i] for i in order[:half]], [runs[i] for i in order[half:]]),
                            Policy(alpha=alpha, allow_client_lag=lag), Floors(None))
-            verdicts.update((lag, f.verdict) for f in result.figures)
-            hits = [f for f in result.figures if f.verdict in ("regressed", "improved")]
+            verdicts.update((lag, f.decision) for f in result.figures)
+            hits = [f for f in result.figures if f.decision in ("regressed", "improved")]
             flagged.update((lag, f.cell, f.metric.key) for f in hits)
             gates_flagged += bool(hits) and lag
     figures = len(GATE_METRICS) * 2

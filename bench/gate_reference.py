@@ -54,9 +54,9 @@ def verdicts(change: str, doc: dict) -> tuple[list[str], list[str], int]:
     refused because the client's own delays moved them."""
     lagged = sum(f["why"] == "moved" for f in doc["figures"])
     moved = [f for f in doc["figures"] if f["metric"] in MOVED[change] and f["why"] != "moved"]
-    missed = [f"{f['cell']} {f['figure']} ({f['verdict']})" for f in moved if f["verdict"] != "regressed"]
-    wrong = [f"{f['cell']} {f['figure']} ({f['verdict']})" for f in doc["figures"]
-             if f["verdict"] == "improved" or f["verdict"] == "regressed" and f["metric"] not in MOVED[change]]
+    missed = [f"{f['cell']} {f['figure']} ({f['decision']})" for f in moved if f["decision"] != "regressed"]
+    wrong = [f"{f['cell']} {f['figure']} ({f['decision']})" for f in doc["figures"]
+             if f["decision"] == "improved" or f["decision"] == "regressed" and f["metric"] not in MOVED[change]]
     return missed, wrong, lagged
 
 

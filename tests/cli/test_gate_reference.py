@@ -34,7 +34,7 @@ def gate(db, base, cand, tmp_path, *more) -> tuple[int, dict]:
 
 
 def verdicts(doc: dict) -> dict[str, str]:
-    return {f["figure"]: f["verdict"] for f in doc["figures"]}
+    return {f["figure"]: f["decision"] for f in doc["figures"]}
 
 
 def test_gate_against_the_reference_server(tmp_path, capsys):
@@ -70,7 +70,7 @@ def test_gate_against_the_reference_server(tmp_path, capsys):
         # one candidate run, measured again at its URL until decided (at most 3 runs)
         code, doc = gate(db, base, cand[:1], tmp_path, "--allow-client-lag", "--repeat-until-decided",
                          "--max-runs", "3")
-        assert len(doc["candidate"]) == 3 or not any(f["verdict"] == "inconclusive" for f in doc["figures"])
+        assert len(doc["candidate"]) == 3 or not any(f["decision"] == "inconclusive" for f in doc["figures"])
         assert len(doc["baseline"]) == 3                  # a URL baseline is not measured again
         assert verdicts(doc)["median_ttft_ms"] not in ("regressed", "improved")
         assert doc["information_fraction"] == 1.0 or code != 11

@@ -88,7 +88,7 @@ def store(tmp_path):
 
 
 def by_figure(result) -> dict[tuple[str, str], str]:
-    return {(f.cell, f.metric.key): f.verdict for f in result.figures}
+    return {(f.cell, f.metric.key): f.decision for f in result.figures}
 
 
 # the judgement ----------------------------------------------------------------------------------
@@ -149,7 +149,7 @@ def test_one_baseline_run_takes_the_default_floor_and_then_a_learned_one(store):
     result = judge((runs(store, base), runs(store, cand)), Policy(), Floors(store))
     tpot = next(f for f in result.figures if f.metric.key == "mean_tpot_ms")
     assert tpot.noise is not None and (tpot.noise.source, tpot.noise.runs, tpot.noise.df) == ("learned", 8, 7)
-    assert tpot.verdict == "regressed"
+    assert tpot.decision == "regressed"
 
 
 def test_two_baseline_runs_are_repeats_enough(store):
@@ -171,7 +171,7 @@ def test_a_floor_is_learned_from_the_same_build_only(store):
 def test_cache_states_that_differ_refuse_every_figure_with_the_reason(store):
     base, cand = side(store, "B", 3), side(store, "C", 3, first=4, cached=True)
     result = judge((runs(store, base), runs(store, cand)), Policy(), Floors(store))
-    assert {f.verdict for f in result.figures} == {"refused"} and result.outcome == "refused"
+    assert {f.decision for f in result.figures} == {"refused"} and result.outcome == "refused"
     assert result.look.number == 1 and {f.look for f in result.figures} == {1}       # one look: the first
     f = result.figures[0]
     assert f.why == "cache" and f.refusal is not None
@@ -183,7 +183,7 @@ def test_a_cell_that_failed_in_one_run_refuses_its_figures(store):
     store.db.execute("UPDATE cells SET status = 'failed', message = '3/60 requests failed' "
                      "WHERE run_id = 'C1' AND key = '64:16/c=4'")
     result = judge((runs(store, base), runs(store, cand)), Policy(), Floors(store))
-    refused = {f.cell for f in result.figures if f.verdict == "refused" and f.why == "not_ok"}
+    refused = {f.cell for f in result.figures if f.decision == "refused" and f.why == "not_ok"}
     assert refused == {"64/16 c=4"} and result.outcome == "refused"
 
 

@@ -54,7 +54,7 @@ def print_summary(result: GateResult, lang: str) -> None:
         for f in listed:
             table.add_row(*[escape(c) for c in words.row(f, lang)])
         console.out.print(table)
-    rest = len([f for f in result.figures if f.verdict != "no change"]) - len(listed)
+    rest = len([f for f in result.figures if f.decision != "no change"]) - len(listed)
     if rest > 0:
         console.out.print(f"  (+{rest} more in the JSON and the report)")
 

@@ -15,12 +15,12 @@ def _pct(x: float | None) -> str:
 
 def describe(f: FigureResult) -> str:
     """One line: the verdict, the change with its interval, the smallest change it could have seen."""
-    if f.verdict == "refused":
+    if f.decision == "refused":
         values = "" if f.refusal is None else f": baseline {', '.join(f.refusal.values[0])}; candidate " \
                                               f"{', '.join(f.refusal.values[1])}"
         return f"refused ({f.why}){values}"
     noise = f"; noise {f.noise.source} tau {100 * f.noise.tau:.1f} % df {f.noise.df:g}" if f.noise else ""
-    return (f"{f.verdict}: {_pct(f.change)} [{_pct(f.lo)}, {_pct(f.hi)}], Holm p {f.p_holm:.3g}, "
+    return (f"{f.decision}: {_pct(f.change)} [{_pct(f.lo)}, {_pct(f.hi)}], Holm p {f.p_holm:.3g}, "
             f"smallest detectable {_pct(f.detectable)}{noise}; runs {len(f.base)} vs {len(f.cand)}")
 
 
@@ -28,9 +28,9 @@ def _case(f: FigureResult) -> ET.Element:
     name = f"{f.metric.name} {f.metric.stat}" if f.metric.name in ("ttft", "tpot", "itl", "e2el") else f.metric.name
     case = ET.Element("testcase", classname=f"tokenbench.gate.{f.cell}", name=name)
     text = describe(f)
-    if f.verdict == "regressed":
+    if f.decision == "regressed":
         ET.SubElement(case, "failure", message=text, type="regressed").text = text
-    elif f.verdict in ("inconclusive", "refused"):
+    elif f.decision in ("inconclusive", "refused"):
         ET.SubElement(case, "skipped", message=text)
     else:
         ET.SubElement(case, "system-out").text = text

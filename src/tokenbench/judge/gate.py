@@ -30,7 +30,7 @@ GATE_METRICS: tuple[Metric, ...] = (
     *(Metric(n, s) for n in ("ttft", "tpot", "itl", "e2el") for s in ("mean", "p50", "p99")))
 POWER = 0.8
 
-Verdict = Literal["regressed", "improved", "no change", "inconclusive", "refused"]
+Decision = Literal["regressed", "improved", "no change", "inconclusive", "refused"]
 Why = Literal["cache", "host", "not_ok", "moved", "no_data"]
 Outcome = Literal["pass", "regressed", "refused", "inconclusive"]
 
@@ -85,7 +85,7 @@ class FigureResult:
     pair: tuple[int, int]
     load: LoadKey
     metric: Metric
-    verdict: Verdict
+    decision: Decision
     base: tuple[float, ...] = ()
     cand: tuple[float, ...] = ()
     why: Why | None = None                 # a refused verdict's reason
@@ -105,7 +105,7 @@ class FigureResult:
 
     @property
     def decided(self) -> bool:
-        return self.verdict in ("regressed", "improved", "no change")
+        return self.decision in ("regressed", "improved", "no change")
 
 
 @dataclass(frozen=True)
@@ -121,18 +121,18 @@ class GateResult:
 
     @property
     def outcome(self) -> Outcome:
-        verdicts = {f.verdict for f in self.figures}
+        verdicts = {f.decision for f in self.figures}
         if "regressed" in verdicts:
             return "regressed"
         if "refused" in verdicts:
             return "refused"
         return "inconclusive" if "inconclusive" in verdicts or not self.figures else "pass"
 
-    def count(self, verdict: Verdict) -> int:
-        return sum(f.verdict == verdict for f in self.figures)
+    def count(self, decision: Decision) -> int:
+        return sum(f.decision == decision for f in self.figures)
 
     def undecided(self) -> list[FigureResult]:
-        return [f for f in self.figures if f.verdict == "inconclusive"]
+        return [f for f in self.figures if f.decision == "inconclusive"]
 
 
 # one figure ---------------------------------------------------------------------------------------
@@ -195,7 +195,7 @@ def _item(sides: tuple[Sequence[GateRun], Sequence[GateRun]], pair, load, metric
         return _Item(replace(head, why=why_b or why_c), b, c)
     n = _noise(base, cand, (b, c), (first, metric), floor)
     s = noise.shift(b, c, n)
-    return _Item(replace(head, verdict="inconclusive", change=s.change, p=s.p_value(), noise=n), b, c, s)
+    return _Item(replace(head, decision="inconclusive", change=s.change, p=s.p_value(), noise=n), b, c, s)
 
 
 # the gate -----------------------------------------------------------------------------------------
@@ -222,9 +222,9 @@ def _decide(head: FigureResult, s: noise.Shift, holm: tuple[bool, float], level:
     """The verdict (noise.decide), with the interval and detectable change at Holm's strictest level
     alpha / m (Bonferroni's)."""
     rejected, p_holm = holm
-    verdict = noise.decide(s, head.metric.higher_is_better, rejected, level.alpha, policy.min_effect)
+    decided = noise.decide(s, head.metric.higher_is_better, rejected, level.alpha, policy.min_effect)
     lo, hi = s.interval(level.alpha / level.m)
-    return replace(head, verdict=verdict, lo=lo, hi=hi, p_holm=p_holm,
+    return replace(head, decision=decided, lo=lo, hi=hi, p_holm=p_holm,
                    detectable=s.detectable(level.alpha / level.m, policy.power), look=level.look)
 
 
@@ -262,7 +262,7 @@ def _ordered(figures: list[FigureResult], policy: Policy) -> list[FigureResult]:
 def figure_dict(f: FigureResult) -> dict:
     return {"cell": f.cell, "input_len": f.pair[0], "output_len": f.pair[1], "load": f.load.label,
             "figure": f.metric.key, "metric": f.metric.name, "stat": f.metric.stat,
-            "higher_is_better": f.metric.higher_is_better, "verdict": f.verdict, "why": f.why,
+            "higher_is_better": f.metric.higher_is_better, "decision": f.decision, "why": f.why,
             "refusal": None if f.refusal is None else {"reason": f.refusal.reason, "baseline": list(f.refusal.values[0]),
                                                        "candidate": list(f.refusal.values[1])},
             "baseline": list(f.base), "candidate": list(f.cand), "change": f.change, "lo": f.lo, "hi": f.hi,

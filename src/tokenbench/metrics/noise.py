@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from statistics import NormalDist
 from typing import Literal
 
@@ -81,6 +82,7 @@ def t_pdf(x: float, df: float) -> float:
                     - (df + 1) / 2 * math.log1p(x * x / df))
 
 
+@lru_cache(maxsize=4096)
 def t_quantile(p: float, df: float) -> float:
     """Student's t quantile of `p` (0 < p < 1) with `df` > 0 degrees of freedom (math.inf: the normal):
     closed forms at 1 and 2 degrees of freedom, else Newton's method on the tail from the normal quantile,

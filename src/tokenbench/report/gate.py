@@ -20,8 +20,8 @@ def _pct(x: float | None) -> str:
 
 def verdict_word(f: FigureResult, lang: str) -> str:
     """'regressed', 'no change', ...; a refused one with its reason."""
-    if f.verdict != "refused":
-        return t(lang, "gate.v." + f.verdict.replace(" ", "_"))
+    if f.decision != "refused":
+        return t(lang, "gate.v." + f.decision.replace(" ", "_"))
     values = "" if f.refusal is None else t(lang, "gate.refusal_values", a=", ".join(f.refusal.values[0]),
                                             b=", ".join(f.refusal.values[1]))
     return t(lang, "gate.v.refused", why=t(lang, f"gate.why.{f.why}")) + values
@@ -47,7 +47,7 @@ def headers(lang: str) -> list[str]:
 
 
 def counts(result: GateResult, lang: str) -> str:
-    found = Counter(f.verdict for f in result.figures)
+    found = Counter(f.decision for f in result.figures)
     return ", ".join(f"{found[v]} {t(lang, 'gate.v.' + v.replace(' ', '_'))}" for v in
                      ("regressed", "improved", "no change", "inconclusive") if found[v]) + \
         (f", {found['refused']} {t(lang, 'gate.refused_count')}" if found["refused"] else "")
@@ -77,7 +77,7 @@ def summary_lines(result: GateResult, lang: str) -> list[str]:
 def shown(result: GateResult) -> list[FigureResult]:
     """The figures the console lists: those that did not pass plainly (regressed first), at most SHOWN_ROWS."""
     order = {"regressed": 0, "refused": 1, "inconclusive": 2, "improved": 3}
-    return sorted((f for f in result.figures if f.verdict in order), key=lambda f: order[f.verdict])[:SHOWN_ROWS]
+    return sorted((f for f in result.figures if f.decision in order), key=lambda f: order[f.decision])[:SHOWN_ROWS]
 
 
 def section(result: GateResult, lang: str) -> list[Block]:
