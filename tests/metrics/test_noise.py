@@ -8,6 +8,8 @@ from __future__ import annotations
 import itertools
 import math
 import random
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -268,3 +270,12 @@ def test_holm_over_a_gate_of_figures_holds_its_alpha_under_the_model():
     assert with_flag <= 45
     single = sum(_gate_flags(rng, 1, 3, 3, 0.2) for _ in range(gates))
     assert 90 <= single <= 150               # one figure, no multiplicity: alpha itself (mean 120)
+
+
+def test_the_documented_default_floor_is_the_one_used():
+    """docs/metrics.md states where the default floor came from (runs, degrees of freedom) and each value."""
+    doc = (Path(__file__).parents[2] / "docs" / "metrics.md").read_text()
+    section = doc.split("### The default noise floor", 1)[1].split("\n## ", 1)[0]
+    assert f"({n.DEFAULT_FLOOR_RUNS} runs, " in section and f"(df {n.DEFAULT_FLOOR_DF})" in section
+    shown = [float(v) for v in re.findall(r"\| (0\.\d{3}) ", section)]
+    assert sorted(shown) == sorted([*n.DEFAULT_FLOOR.values(), max(n.DEFAULT_FLOOR.values())])
