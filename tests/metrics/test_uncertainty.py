@@ -293,5 +293,21 @@ def test_combine_by_value_the_wider_of_between_and_within():
 
 def test_bins_place_each_event_in_its_own_bin():
     start, end = 0, 10_000_000_000                          # 10 s, 5 bins of 2 s
-    events = [(int(t * 1e9), 1.0) for t in (0.5, 2.5, 2.6, 4.5, 7.0, 7.1, 7.2, 9.9, 12.0, -1.0)]
+    events = [(int(t * 1e9), 1.0) for t in (0.5, 2.5, 2.6, 4.5, 7.0, 7.1, 7.2, 9.9, 12.0, -3.0)]
     assert u.bins(events, start, end, 5) == [1.0, 1.0, 0.5, 1.5, 1.0]    # before start: the first; after: the last
+
+
+def test_two_samples_give_an_interval_one_none_and_a_p99_needs_100_requests():
+    two = u.within(np.array([1.0, 3.0]), "mean")
+    assert two.df == 1 and two.se == pytest.approx(1.0) and two.hi == pytest.approx(2.0 + st.t.ppf(0.975, 1))
+    one = u.within(np.array([2.0]), "mean")
+    assert (one.lo, one.hi, one.se, one.df) == (2.0, 2.0, 0.0, 0)
+    x = np.random.default_rng(2).lognormal(MU, SIGMA, 2000)
+    assert not u.interval([x], "p99", requests=100).unreliable
+    assert u.interval([x], "p99", requests=99).unreliable
+
+
+def test_repeats_are_unreliable_when_any_of_them_is():
+    sure, unsure = u.Interval(10.0, 9.0, 11.0, 50, se=0.5, df=49), u.Interval(10.1, 9.1, 11.1, 50, True, 0.5, 49)
+    assert u.combine([sure, unsure]).unreliable and u.combine([unsure, sure]).unreliable
+    assert not u.combine([sure, sure]).unreliable

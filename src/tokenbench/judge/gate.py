@@ -238,7 +238,7 @@ def judge(sides: tuple[Sequence[GateRun], Sequence[GateRun]], policy: Policy, fl
     items = [_item(sides, p, x, m, policy, floor) for p, x in cells for m in policy.metrics
              if (p, x, m.key) not in kept]
     tested = [(i, i.shift) for i in items if i.shift is not None]
-    level = _Level(look.alpha(policy.alpha), max(1, len(tested)), look.number)
+    level = _Level(look.alpha(policy.alpha), len(tested), look.number)
     p_values = [i.result.p or 0.0 for i, _ in tested]
     holm = zip(noise.holm(p_values, level.alpha), noise.holm_adjusted(p_values), strict=True)
     judged = {id(i): _decide(i.result, s, h, level, policy) for (i, s), h in zip(tested, holm, strict=True)}
