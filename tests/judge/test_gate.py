@@ -18,7 +18,8 @@ from tests.report.report_fixtures import ENV, facts, profile
 from tokenbench.cli.main import main
 from tokenbench.client.records import RequestRecord
 from tokenbench.formats.junit import junit_xml
-from tokenbench.judge.floors import Floors
+from tokenbench.judge.cells import load_of
+from tokenbench.judge.floors import Floors, observed
 from tokenbench.judge.gate import GATE_METRICS, GateRun, Look, Policy, judge, result_dict
 from tokenbench.judge.views import load_run
 from tokenbench.metrics.cell_summary import Metric
@@ -156,6 +157,28 @@ def test_two_baseline_runs_are_repeats_enough(store):
     base, cand = side(store, "B", 2), side(store, "C", 1, first=4)
     result = judge((runs(store, base), runs(store, cand)), Policy(), Floors(store))
     assert {(f.noise.source, f.noise.df, f.noise.runs) for f in result.figures if f.noise} == {("repeats", 1, 2)}   # the lone candidate run adds no spread
+
+
+def test_a_floor_is_learned_from_three_earlier_runs_and_not_two(store):
+    base, cand = side(store, "B", 1), side(store, "C", 1, first=4)
+    side(store, "E", 2, first=1)
+    result = judge((runs(store, base), runs(store, cand)), Policy(), Floors(store))
+    assert {f.noise.source for f in result.figures if f.noise is not None} == {"default"}
+    side(store, "F", 1, first=3)
+    result = judge((runs(store, base), runs(store, cand)), Policy(), Floors(store))
+    assert {(f.noise.source, f.noise.runs) for f in result.figures if f.noise is not None} == {("learned", 3)}
+    assert {f.noise.source for f in judge((runs(store, base), runs(store, cand)), Policy(), Floors(None)).figures
+            if f.noise is not None} == {"default"}
+
+
+def test_a_figure_of_zero_is_not_an_observation(store):
+    side(store, "B", 3)
+    store.db.execute("UPDATE cells SET summary_json = json_set(summary_json, '$.mean_ttft_ms', 0.0) "
+                     "WHERE run_id = 'B1'")
+    member = runs(store, ["B1"])[0]
+    cell = member.cell((64, 16), load_of(member.run.cells_of("default")[0]))
+    assert observed(member.run, cell, Metric("ttft", "mean"), member.book) is None
+    assert observed(member.run, cell, Metric("tpot", "mean"), member.book) is not None
 
 
 def test_a_floor_is_learned_from_the_same_build_only(store):

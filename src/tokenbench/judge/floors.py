@@ -58,29 +58,27 @@ class Floors:
         return learned or noise.default_floor(metric.key)
 
     def learned(self, run: RunData, cell: CellRow, metric: Metric, exclude: Collection[str]) -> noise.Noise | None:
+        if self._store is None:
+            return None
         key = (fingerprint(run.config(cell.config)), host_of(run.environment))
-        found = [f for rid, name in self._index().get(key, []) if rid not in exclude
-                 if (f := self._figure(rid, name, cell, metric)) is not None]
+        found = [f for rid, name in self._index(self._store).get(key, []) if rid not in exclude
+                 if (f := self._figure(self._store, (rid, name), cell, metric)) is not None]
         return noise.spread([found[-MAX_RUNS:]], "learned") if len(found) >= MIN_RUNS else None
 
-    def _index(self) -> dict[tuple[str, str], list[tuple[str, str]]]:
+    def _index(self, store: Store) -> dict[tuple[str, str], list[tuple[str, str]]]:
         """Every stored (run, config) by its fingerprint and host, oldest first."""
         if self._keys is None:
             self._keys = {}
-            if self._store is not None:
-                self._read_index(self._store, self._keys)
+            for row in store.runs():
+                for c in store.configs(row.id):
+                    key = (fingerprint(config_info(c)), host_of(row.environment or {}))
+                    self._keys.setdefault(key, []).append((row.id, c.name))
         return self._keys
 
-    @staticmethod
-    def _read_index(store: Store, into: dict[tuple[str, str], list[tuple[str, str]]]) -> None:
-        for row in store.runs():
-            for c in store.configs(row.id):
-                into.setdefault((fingerprint(config_info(c)), host_of(row.environment or {})), []).append(
-                    (row.id, c.name))
-
-    def _figure(self, run_id: str, config: str, like: CellRow, metric: Metric) -> noise.RunFigure | None:
-        if run_id not in self._runs and self._store is not None:
-            other = load_run(self._store, run_id, requests=False)
+    def _figure(self, store: Store, where: tuple[str, str], like: CellRow, metric: Metric) -> noise.RunFigure | None:
+        run_id, config = where
+        if run_id not in self._runs:
+            other = load_run(store, run_id, requests=False)
             self._runs[run_id] = (other, Book(other))
         other, book = self._runs[run_id]
         return observed(other, other.cell_at(config, (like.input_len, like.output_len), load_of(like)), metric, book)
