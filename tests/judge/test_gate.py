@@ -178,7 +178,9 @@ def test_a_figure_of_zero_is_not_an_observation(store):
     member = runs(store, ["B1"])[0]
     cell = member.cell((64, 16), load_of(member.run.cells_of("default")[0]))
     assert observed(member.run, cell, Metric("ttft", "mean"), member.book) is None
-    assert observed(member.run, cell, Metric("tpot", "mean"), member.book) is not None
+    tpot = observed(member.run, cell, Metric("tpot", "mean"), member.book)
+    iv = member.book.interval(cell, Metric("tpot", "mean"))
+    assert tpot is not None and iv is not None and tpot.se == iv.se > 0 and tpot.value == iv.value
 
 
 def test_a_floor_is_learned_from_the_same_build_only(store):
