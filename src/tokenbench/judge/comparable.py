@@ -49,10 +49,10 @@ def cache_state(run: RunData, cell: CellRow) -> tuple[CacheState, float | None]:
     server reported no prompt tokens (no counter)."""
     cached = prompt = 0
     for part in cell.repeats or (cell,):
-        c, p, reported = run.cache.get(part.id, (0, 0, 0))
-        if not reported or not p:
+        counted = run.cache.get(part.id)
+        if counted is None or not counted[2] or not counted[1]:
             return "unknown", None
-        cached, prompt = cached + c, prompt + p
+        cached, prompt = cached + counted[0], prompt + counted[1]
     share = cached / prompt
     return ("warm" if share >= WARM_SHARE else "cold"), share
 
