@@ -183,6 +183,26 @@ def test_a_figure_of_zero_is_not_an_observation(store):
     assert tpot is not None and iv is not None and tpot.se == iv.se > 0 and tpot.value == iv.value
 
 
+def test_the_floor_is_the_baselines_build_not_the_candidates(store):
+    base, cand = side(store, "B", 1), side(store, "C", 1, first=4)
+    store.db.execute("UPDATE server_configs SET facts_json = json_set(facts_json, '$.version', 'b7000') "
+                     "WHERE run_id = 'C0'")
+    side(store, "E", 3, first=1)                      # earlier runs of the baseline's build
+    result = judge((runs(store, base), runs(store, cand)), Policy(), Floors(store))
+    assert {f.noise.source for f in result.figures if f.noise is not None} == {"learned"}
+    assert result.fingerprints_differ
+    swapped = judge((runs(store, cand), runs(store, base)), Policy(), Floors(store))
+    assert {f.noise.source for f in swapped.figures if f.noise is not None} == {"default"}
+
+
+def test_undecided_are_the_inconclusive_figures(store):
+    base, cand = side(store, "B", 4), side(store, "C", 4, first=4, itl_ms=11.0)
+    result = judge((runs(store, base), runs(store, cand)), Policy(), Floors(store))
+    undecided = result.undecided()
+    assert all(f.decision == "inconclusive" for f in undecided) and len(undecided) == result.count("inconclusive")
+    assert result.count("regressed") > 0 and len(undecided) < len(result.figures)
+
+
 def test_a_floor_is_learned_from_the_same_build_only(store):
     base, cand = side(store, "B", 1), side(store, "C", 1, first=4)
     for j in range(4):                               # earlier runs of another engine version

@@ -311,3 +311,12 @@ def test_repeats_are_unreliable_when_any_of_them_is():
     sure, unsure = u.Interval(10.0, 9.0, 11.0, 50, se=0.5, df=49), u.Interval(10.1, 9.1, 11.1, 50, True, 0.5, 49)
     assert u.combine([sure, unsure]).unreliable and u.combine([unsure, sure]).unreliable
     assert not u.combine([sure, sure]).unreliable
+
+
+def test_an_interval_holds_its_ends_and_scales_with_its_error():
+    iv = u.Interval(1.0, 0.5, 2.0, 10, se=0.25, df=9)
+    assert iv.contains(0.5) and iv.contains(2.0) and iv.contains(1.0)
+    assert not iv.contains(0.4999) and not iv.contains(2.0001)
+    doubled, flipped = iv.scaled(2.0), iv.scaled(-3.0)
+    assert (doubled.value, doubled.lo, doubled.hi, doubled.se, doubled.df) == (2.0, 1.0, 4.0, 0.5, 9)
+    assert flipped.se == 0.75 and flipped.value == -3.0

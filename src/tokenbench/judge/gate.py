@@ -160,16 +160,15 @@ def _side(runs: Sequence[GateRun], pair, load, metric: Metric, policy: Policy) -
     return found, None if found else "no_data"
 
 
-def _noise(base: Sequence[GateRun], cand: Sequence[GateRun], item: tuple[list, list],
-           at: tuple[CellRow, Metric], floor: Floor) -> noise.Noise:
-    """From the sides' repeats when the baseline has two runs or more, else the baseline's floor."""
-    b, c = item
+def _noise(obs: tuple[list, list], at: tuple[GateRun, CellRow, Metric], ids: set[str], floor: Floor) -> noise.Noise:
+    """From the sides' repeats when the baseline has two runs or more, else the floor of the baseline's run
+    (its engine build, host and cell), learned from runs other than the gate's own (`ids`)."""
+    b, c = obs
     learned = noise.spread([b, c]) if len(b) >= 2 else None
     if learned is not None:
         return learned
-    first = base[0]
-    ids = {r.run.id for r in (*base, *cand)}
-    return floor(first.run, at[0], at[1], ids)
+    member, cell, metric = at
+    return floor(member.run, cell, metric, ids)
 
 
 def _facts(runs: Sequence[GateRun], pair, load) -> list[SideFacts]:
@@ -193,7 +192,8 @@ def _item(sides: tuple[Sequence[GateRun], Sequence[GateRun]], pair, load, metric
     head = replace(head, base=tuple(f.value for f in b), cand=tuple(f.value for f in c))
     if why_b or why_c:
         return _Item(replace(head, why=why_b or why_c), b, c)
-    n = _noise(base, cand, (b, c), (first, metric), floor)
+    owner = next(r for r in base if r.cell(pair, load) is not None)
+    n = _noise((b, c), (owner, owner.cell(pair, load) or first, metric), {r.run.id for r in (*base, *cand)}, floor)
     s = noise.shift(b, c, n)
     return _Item(replace(head, decision="inconclusive", change=s.change, p=s.p_value(), noise=n), b, c, s)
 

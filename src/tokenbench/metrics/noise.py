@@ -85,8 +85,8 @@ def t_pdf(x: float, df: float) -> float:
 @lru_cache(maxsize=4096)
 def t_quantile(p: float, df: float) -> float:
     """Student's t quantile of `p` (0 < p < 1) with `df` > 0 degrees of freedom (math.inf: the normal):
-    closed forms at 1 and 2 degrees of freedom, else Newton's method on the tail from the normal quantile,
-    kept inside a bracket (bisection where a step leaves it)."""
+    the closed form at 1 degree of freedom (Cauchy), else Newton's method on the tail from the normal
+    quantile, kept inside a bracket (bisection where a step leaves it)."""
     if not 0.0 < p < 1.0 or not df > 0:
         raise ValueError(f"t quantile of p={p} with df={df}: p must be in (0, 1) and df > 0")
     if math.isinf(df):
@@ -94,8 +94,6 @@ def t_quantile(p: float, df: float) -> float:
     if df == 1:                                         # Cauchy: -cot(pi p), exact in either tail
         q = min(p, 1 - p)
         return math.copysign(1 / math.tan(math.pi * q), p - 0.5) if q < 0.5 else 0.0
-    if df == 2:
-        return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
     x = _upper_tail_point(min(p, 1 - p), df)
     return x if p > 0.5 else -x
 
