@@ -183,6 +183,15 @@ def test_a_figure_of_zero_is_not_an_observation(store):
     assert tpot is not None and iv is not None and tpot.se == iv.se > 0 and tpot.value == iv.value
 
 
+def test_a_floor_reads_the_most_recent_30_earlier_runs(store):
+    """docs/metrics.md: 'the most recent 30, at least 3'."""
+    base, cand = side(store, "B", 1), side(store, "C", 1, first=4)
+    for j in range(31):
+        stored(store, f"E{j:02d}", seed=100 + j, level=LEVELS[j % len(LEVELS)])
+    result = judge((runs(store, base), runs(store, cand)), Policy(metrics=(Metric("tpot", "mean"),)), Floors(store))
+    assert {(f.noise.source, f.noise.runs) for f in result.figures if f.noise} == {("learned", 30)}
+
+
 def test_the_floor_is_the_baselines_build_not_the_candidates(store):
     base, cand = side(store, "B", 1), side(store, "C", 1, first=4)
     store.db.execute("UPDATE server_configs SET facts_json = json_set(facts_json, '$.version', 'b7000') "

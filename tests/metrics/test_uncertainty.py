@@ -320,3 +320,10 @@ def test_an_interval_holds_its_ends_and_scales_with_its_error():
     doubled, flipped = iv.scaled(2.0), iv.scaled(-3.0)
     assert (doubled.value, doubled.lo, doubled.hi, doubled.se, doubled.df) == (2.0, 1.0, 4.0, 0.5, 9)
     assert flipped.se == 0.75 and flipped.value == -3.0
+
+
+def test_a_floor_at_zero_for_values_from_zero_and_the_fewest_degrees_of_freedom_over_repeats():
+    iv = u.within(np.array([0.0, 0.0, 0.0, 5.0]), "mean")          # latencies of 0: still never below 0
+    assert iv.lo == 0.0 and iv.hi > iv.value
+    parts = [u.Interval(10.0, 8.0, 12.0, 10, se=1.0, df=9), u.Interval(10.0, 8.0, 12.0, 50, se=1.0, df=49)]
+    assert u.combine(parts).df == 9                               # within-repeat errors: the fewer df
