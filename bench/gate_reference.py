@@ -103,14 +103,14 @@ def main_() -> int:
     for change in ("itl", "ttft") if args.change == "both" else (args.change,):
         results = [repetition(change, n, folder, args.min_effect) for n in range(args.repetitions)]
         every, plain = sum(r[0] for r in results), sum(r[1] for r in results)
-        print(f"{change} +10 %: every moved figure regressed and no other flagged in {every} of {args.repetitions} "
+        print(f"{change}{'' if change == 'aa' else ' +10 %'}: every moved figure regressed and no other flagged in {every} of {args.repetitions} "
               f"repetitions judging every figure, {plain} of {args.repetitions} refusing what the client's delays "
               f"moved (target: at least 8 of 10)")
         if change == "aa":
-            flags = sum(len(verdicts(change, json.loads(p.read_text()))[1])
-                        for p in folder.glob("aa-*.json"))
-            print(f"A/A: {flags} figures called regressed or improved over {2 * args.repetitions} gates of 28 "
-                  f"figures (alpha 5 % over each gate)")
+            docs = [json.loads(p.read_text()) for p in folder.glob("aa-*.json")]
+            flags = sum(len(verdicts(change, d)[1]) for d in docs)
+            print(f"A/A: {flags} of {sum(len(d['figures']) for d in docs)} figures called regressed or improved "
+                  f"over {len(docs)} gates (alpha 5 % over each gate)")
         failed += every < 0.8 * args.repetitions
     print(f"databases and gate JSON in {folder}")
     return 1 if failed else 0
