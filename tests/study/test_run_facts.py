@@ -70,8 +70,10 @@ def test_fresh_prompts_hit_nothing_and_a_seed_sent_twice_is_warm_and_compare_ref
     store = Store(db)
     doc, issues = compare(store, [seeded, again], "en", "T")
     verdicts = [v for v in _verdicts(doc) if not str(v).startswith("no verdict")]
-    assert verdicts and all(isinstance(v, Cell) and v.why == "refused" and v.text == "refused: prefix cache unknown vs warm"
-                            for v in verdicts)
+    # the first seeded run's state is unknown before it ran, but its server served none of it from its cache:
+    # cold, by the server's own counters (judge/fingerprint.cache_state), against the second's warm
+    said = f"refused: prefix cache cold (0% from the cache) vs warm ({100 * d.cache_hit_rate:.0f}% from the cache)"
+    assert verdicts and all(isinstance(v, Cell) and v.why == "refused" and v.text == said for v in verdicts)
     assert [i.check for i in issues if i.kind == "differs"] == ["cache"]
     # two fresh runs: the same state, no refusal for the cache
     doc, issues = compare(store, [first, second], "en", "T")

@@ -34,6 +34,7 @@ COMMAND_MODULES = [
     "runs",
     "report",
     "compare",
+    "gate",
     "import_",
     "export",
     "reference_server",
