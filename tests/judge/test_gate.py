@@ -200,6 +200,9 @@ def test_the_floor_is_the_baselines_build_not_the_candidates(store):
     result = judge((runs(store, base), runs(store, cand)), Policy(), Floors(store))
     assert {f.noise.source for f in result.figures if f.noise is not None} == {"learned"}
     assert [(d.fact, d.b) for d in result.differences] == [("version", "b7000")]      # stated, never refused
+    from tokenbench.report.gate import summary_lines
+    said = [line for line in summary_lines(result, "en") if line.startswith("the sides differ")]
+    assert len(said) == 1 and "engine version: " in said[0] and " against b7000 (" in said[0]
     assert "refused" not in {f.decision for f in result.figures}
     swapped = judge((runs(store, cand), runs(store, base)), Policy(), Floors(store))
     assert {f.noise.source for f in swapped.figures if f.noise is not None} == {"default"}
@@ -361,3 +364,135 @@ def test_junit_and_json_forms_agree(store):
     assert doc["counts"]["regressed"] == int(suite.get("failures"))
     assert int(suite.get("tests")) == len(doc["figures"]) == len(result.figures)
     assert json.loads(json.dumps(doc)) == doc
+
+
+# the refusal rule compare applies (judge/fingerprint.refusals) ----------------------------------------
+QUIET = {"count": 2, "host_pct": 120.0, "client_pct": 20.0, "server_pct": 60.0, "server_wait_pct": 5.0,
+         "server_seen": "local", "other_pct": 10.0, "psi_some_pct": 20.0}
+BUSY = {**QUIET, "host_pct": 199.0, "other_pct": 150.0, "psi_some_pct": 90.0}
+
+
+def set_summary(store: Store, run_ids: list[str], **flat) -> None:
+    """Set keys of every stored cell's summary of these runs (as a run that recorded them stores them)."""
+    for key, value in flat.items():
+        store.db.execute(f"UPDATE cells SET summary_json = json_set(summary_json, '$.{key}', json(?)) "
+                         f"WHERE run_id IN ({', '.join('?' * len(run_ids))})", (json.dumps(value), *run_ids))
+
+
+def cpu(store: Store, run_ids: list[str], shares: dict) -> None:
+    set_summary(store, run_ids, **{f"cpu_{k}": v for k, v in shares.items()})
+
+
+def test_a_busier_candidate_host_refuses_its_regression_and_no_change_as_compare_does(store, tmp_path):
+    base, cand = side(store, "B", 3), side(store, "C", 3, first=4, itl_ms=11.0)
+    cpu(store, base, QUIET)
+    cpu(store, cand, BUSY)
+    result = judge((runs(store, base), runs(store, cand)), Policy(), Floors(store))
+    assert {f.decision for f in result.figures} == {"refused"} and result.outcome == "refused"
+    tpot = next(f for f in result.figures if f.metric.key == "mean_tpot_ms")
+    (r,) = [x for x in tpot.reasons if x.refuses]
+    assert (tpot.why, r.code, r.side, r.a, r.b) == ("other_work", "other_work", "b", 10.0, 150.0)
+    assert tpot.rejected and tpot.p is not None              # tested and rejected, then refused: kept so
+    ttft = next(f for f in result.figures if f.metric.key == "median_ttft_ms")
+    assert ttft.why == "other_work" and not ttft.rejected    # no difference: checked both ways, refused too
+    words = " ".join(" ".join(row) for row in (words_row(f) for f in result.figures))
+    assert "refused: a busier host could explain it (other work 10% vs 150% of a core)" in words
+
+
+def words_row(f) -> list[str]:
+    from tokenbench.report.gate import row
+    return row(f, "en")
+
+
+def test_a_busier_baseline_host_cannot_explain_a_slower_candidate(store):
+    """The baseline's host was the busier one: a regression of the candidate stands; a figure that did not
+    move is refused (a busier host could hide a difference either way)."""
+    base, cand = side(store, "B", 3), side(store, "C", 3, first=4, itl_ms=11.0)
+    cpu(store, base, BUSY)
+    cpu(store, cand, QUIET)
+    found = by_figure(judge((runs(store, base), runs(store, cand)), Policy(), Floors(store)))
+    assert found[("64/16 c=1", "mean_tpot_ms")] == found[("64/16 c=4", "median_itl_ms")] == "regressed"
+    assert found[("64/16 c=1", "median_ttft_ms")] == "refused"
+
+
+def test_an_unknown_host_is_counted_not_refused(store):
+    base, cand = side(store, "B", 3), side(store, "C", 3, first=4, itl_ms=11.0)
+    result = judge((runs(store, base), runs(store, cand)), Policy(), Floors(store))
+    assert "refused" not in {f.decision for f in result.figures}
+    assert all(f.host_unchecked for f in result.figures if f.p is not None)
+    from tokenbench.report.gate import summary_lines
+    assert f"the host could not be checked for {len(result.figures)} figures" in " ".join(summary_lines(result, "en"))
+
+
+def test_an_unknown_cache_state_is_decided_by_the_share_the_server_served_from_its_cache(store):
+    """Both sides recorded 'unknown' (a --seed run to a server tokenbench did not launch): the baseline's
+    server served nothing from its cache (cold), the candidate's 100 % (warm): refused, with the shares."""
+    base, cand = side(store, "B", 3), side(store, "C", 3, first=4, cached=True)
+    set_summary(store, base + cand, prefix_cache_state="unknown", prefix_cache_reason="no_evidence")
+    result = judge((runs(store, base), runs(store, cand)), Policy(), Floors(store))
+    f = result.figures[0]
+    assert f.why == "cache_differs" and (f.reasons[0].a, f.reasons[0].b) == ("cold", "warm")
+    # recorded cold on both: the recorded state stands, whatever the server measured (a prefix workload hits
+    # its own prefixes)
+    set_summary(store, base + cand, prefix_cache_state="cold", prefix_cache_reason="fresh_prompts")
+    result = judge((runs(store, base), runs(store, cand)), Policy(), Floors(store))
+    assert "cache_differs" not in {f.why for f in result.figures}
+
+
+# runs of one launch ---------------------------------------------------------------------------------
+def launch(store: Store, run_ids: list[str], launch_id: str) -> None:
+    set_summary(store, run_ids, launch_id=launch_id)
+
+
+def test_runs_of_one_launch_count_once(store):
+    """Four runs a side on two launches each: two units a side, the spread at df 2, and the figure's test is
+    Student's on the launches' mean logs (scipy)."""
+    base, cand = side(store, "B", 4), side(store, "C", 4, first=4, itl_ms=11.0)
+    for k, ids in enumerate((base[:2], base[2:], cand[:2], cand[2:])):
+        launch(store, ids, f"launch-{k}")
+    result = judge((runs(store, base), runs(store, cand)), Policy(), Floors(store))
+    tpot = next(f for f in result.figures if f.metric.key == "mean_tpot_ms" and f.cell == "64/16 c=1")
+    assert tpot.units == (2, 2) and tpot.noise.df == 2 and tpot.noise.units == 4 and len(tpot.base) == 4
+    logs = [[(math.log(a) + math.log(b)) / 2 for a, b in zip(v[::2], v[1::2], strict=True)] for v in (tpot.base, tpot.cand)]
+    assert tpot.p == pytest.approx(st.ttest_ind(logs[1], logs[0]).pvalue, rel=1e-6)
+    assert "(4 / 2)" in words_row(tpot)[2]
+
+
+def test_both_sides_on_one_launch_compare_run_by_run(store):
+    base, cand = side(store, "B", 3), side(store, "C", 3, first=4, itl_ms=11.0)
+    launch(store, base + cand, "the-one")
+    tpot = next(f for f in judge((runs(store, base), runs(store, cand)), Policy(), Floors(store)).figures
+                if f.metric.key == "mean_tpot_ms")
+    assert tpot.units == (3, 3) and tpot.noise.df == 4 and tpot.decision == "regressed"
+
+
+def test_one_launch_a_side_takes_the_floor(store):
+    base, cand = side(store, "B", 3), side(store, "C", 3, first=4, itl_ms=11.0)
+    launch(store, base, "base-launch")
+    launch(store, cand, "cand-launch")
+    result = judge((runs(store, base), runs(store, cand)), Policy(), Floors(store))
+    assert {(f.units, f.noise.source) for f in result.figures if f.noise} == {((1, 1), "default")}
+
+
+# the client's delays --------------------------------------------------------------------------------
+def moved(store: Store, run_id: str, key: str) -> None:
+    mark = {key: {"cause": "host_contention", "bound": 5.0, "tolerance": 0.1}}
+    set_summary(store, [run_id], client_marks=mark)
+
+
+def test_a_run_the_clients_delays_moved_is_left_out_of_that_figure_only(store):
+    base, cand = side(store, "B", 4), side(store, "C", 4, first=4, itl_ms=11.0)
+    moved(store, cand[0], "mean_tpot_ms")
+    result = judge((runs(store, base), runs(store, cand)), Policy(), Floors(store))
+    tpot = next(f for f in result.figures if f.metric.key == "mean_tpot_ms" and f.cell == "64/16 c=1")
+    assert tpot.decision == "regressed" and tpot.left_out == (0, 1) and len(tpot.cand) == 3
+    itl = next(f for f in result.figures if f.metric.key == "mean_itl_ms" and f.cell == "64/16 c=1")
+    assert itl.left_out == (0, 0) and len(itl.cand) == 4
+    assert "1 left out: the client's delays moved it there" in words_row(tpot)[3]
+    every = judge((runs(store, base), runs(store, cand)), Policy(allow_client_lag=True), Floors(store))
+    assert {f.left_out for f in every.figures} == {(0, 0)}
+    for r in cand:                                      # moved in every candidate run: refused, not judged
+        moved(store, r, "mean_tpot_ms")
+    tpot = next(f for f in judge((runs(store, base), runs(store, cand)), Policy(), Floors(store)).figures
+                if f.metric.key == "mean_tpot_ms")
+    assert (tpot.decision, tpot.why, tpot.left_out) == ("refused", "moved", (0, 4))

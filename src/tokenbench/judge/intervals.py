@@ -162,13 +162,13 @@ def one_launch(a: CellRow, b: CellRow) -> bool:
 def between(sides: tuple[tuple[Book, CellRow], tuple[Book, CellRow]], metric: Metric,
             floor: Floor) -> u.Between:
     """The between-run noise a verdict adds: none where both sides' ok repeats span two launches or more
-    (their intervals are then the between-repeat ones, `u.combine`), or where both ran on one and the same
-    launch with two ok repeats or more each; else each side measured on one launch adds its floor's tau^2, at
-    the floor's degrees of freedom (the fewest of the two)."""
+    (their intervals are then the between-repeat ones, `u.combine`); else each side measured on one launch adds
+    its floor's tau^2, at the floor's degrees of freedom (the fewest of the two). Where both sides ran on one and
+    the same launch, what it drew cancels between them: each repeat is a unit, and only a side measured once
+    adds its floor."""
     (_, a), (_, b) = sides
-    if one_launch(a, b) and min(len(ok_repeats(a)), len(ok_repeats(b))) >= 2:
-        return u.Between(source="repeats")
-    single = [(book, c) for book, c in sides if units(c) < 2]
+    count: Callable[[CellRow], int] = (lambda c: len(ok_repeats(c))) if one_launch(a, b) else units
+    single = [(book, c) for book, c in sides if count(c) < 2]
     if not single:
         return u.Between(source="repeats")
     runs = {book.run.id for book, _ in sides}
