@@ -15,7 +15,6 @@ from tokenbench.cli import console, options
 from tokenbench.errors import GateInconclusive, GateNotPassed, GateRefused, GateRegressed, UsageError
 from tokenbench.formats.junit import junit_xml
 from tokenbench.judge.gate import GATE_METRICS, GateResult, Policy, result_dict
-from tokenbench.metrics.cell_summary import LATENCIES, RATES, Metric
 from tokenbench.metrics.uncertainty import MIN_EFFECT
 from tokenbench.report import gate as words
 from tokenbench.report import render
@@ -27,22 +26,6 @@ from tokenbench.study.gate import GateRequest, gate, runs_of
 
 OUTCOMES: dict[str, type[GateNotPassed]] = {"regressed": GateRegressed, "inconclusive": GateInconclusive,
                                             "refused": GateRefused}
-
-
-def figures(text: str | None) -> tuple[Metric, ...]:
-    """--figures ttft:p50,tpot:mean,output_throughput (a latency's statistic: mean, p50, p90, p99)."""
-    if not text:
-        return GATE_METRICS
-    out = []
-    for part in (p.strip() for p in text.split(",") if p.strip()):
-        name, _, stat = part.partition(":")
-        if name in RATES and not stat or name in LATENCIES and stat in ("mean", "p50", "p90", "p99"):
-            out.append(Metric(name, stat or "mean"))  # type: ignore[arg-type]
-            continue
-        raise UsageError(f"--figures: '{part}' is not a figure", "write NAME:STAT for a latency (ttft, tpot, itl, "
-                         "e2el with mean, p50, p90, p99) or a throughput (output_throughput, request_throughput, "
-                         "request_goodput), e.g. --figures ttft:p50,tpot:mean,output_throughput")
-    return tuple(out)
 
 
 def print_summary(result: GateResult, lang: str) -> None:
@@ -112,7 +95,7 @@ def command(baseline: tuple[str, ...], candidate: tuple[str, ...], db: str | Non
     for path, flag in ((json_path, "--json"), (junit, "--junit")):
         if path:
             outputs.check(path, flag, probe=True)          # a path it cannot write fails before any run
-    policy = Policy(alpha, min_effect, power, allow_client_lag, figures(figure_list))
+    policy = Policy(alpha, min_effect, power, allow_client_lag, options.figures("--figures", figure_list, GATE_METRICS))
     request = GateRequest(runs_of(baseline), runs_of(candidate), policy, max_runs)
     result = gate(request, db_path(db), log=lambda m: console.err.print(escape(m)))
     print_summary(result, lang)

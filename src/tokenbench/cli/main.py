@@ -35,6 +35,7 @@ COMMAND_MODULES = [
     "report",
     "compare",
     "gate",
+    "history",
     "import_",
     "export",
     "reference_server",

@@ -110,10 +110,11 @@ def redeploys(run: RunData) -> bool:
 
 def fresh(spec: StudySpec, n: int) -> StudySpec:
     """The spec of the n-th run again, with prompts no earlier run sent: a salted run (the default) a new salt;
-    a seeded one (--seed) seed + SEED_STEP x n, reproducible."""
+    a seeded one (--seed) seed + SEED_STEP x n, reproducible. Not in the run's series: a gate's runs are its
+    own, not the series' history."""
     if spec.prompt_salt is not None:
-        return spec.model_copy(update={"prompt_salt": secrets.token_hex(6)})
-    return spec.model_copy(update={"seed": spec.seed + SEED_STEP * n})
+        return spec.model_copy(update={"prompt_salt": secrets.token_hex(6), "series": None})
+    return spec.model_copy(update={"seed": spec.seed + SEED_STEP * n, "series": None})
 
 
 def measure_again(member: GateRun, store: Store, n: int, log: Callable[[str], None]) -> GateRun:
