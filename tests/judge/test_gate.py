@@ -488,7 +488,7 @@ def test_a_run_the_clients_delays_moved_is_left_out_of_that_figure_only(store):
     assert tpot.decision == "regressed" and tpot.left_out == (0, 1) and len(tpot.cand) == 3
     itl = next(f for f in result.figures if f.metric.key == "mean_itl_ms" and f.cell == "64/16 c=1")
     assert itl.left_out == (0, 0) and len(itl.cand) == 4
-    assert "1 left out: the client's delays moved it there" in words_row(tpot)[3]
+    assert "(3; 1 left out ~)" in words_row(tpot)[3]
     every = judge((runs(store, base), runs(store, cand)), Policy(allow_client_lag=True), Floors(store))
     assert {f.left_out for f in every.figures} == {(0, 0)}
     for r in cand:                                      # moved in every candidate run: refused, not judged
