@@ -34,6 +34,18 @@ from pathlib import Path
 from tokenbench.cli.main import main
 from tokenbench.store.db import Store
 
+
+def ids(db) -> set[str]:
+    return {r.id for r in Store(db).runs()}
+
+
+def added(db, before: set[str]) -> str:
+    """The run the last call stored: runs started in the same second share `created_at`, so the last of
+    Store.runs() (ordered by it, then by id) need not be it."""
+    [new] = [r.id for r in Store(db).runs() if r.id not in before]
+    return new
+
+
 BASE = {"ttft-ms": 200.0, "itl-ms": 10.0}
 CHANGES = {"itl": {"itl-ms": 11.0}, "ttft": {"ttft-ms": 220.0}, "aa": {}}
 OUT = 16
@@ -42,13 +54,14 @@ MOVED = {"itl": {"tpot", "itl", "e2el", "output_throughput", "request_throughput
 
 
 def sweep(db: str, args: dict[str, float], seed: int) -> str:
+    before = ids(db)
     sets = [f"args.{k}={v:g}" for k, v in {**args, "itl-per-running-ms": 0, "prefill-ms-per-token": 0}.items()]
     code = main(["sweep", "--set", "target.profile=reference-sglang", "--set", f"target.set=[{', '.join(sets)}]",
                  "--pairs", f"64:{OUT}", "--concurrency", "8", "--num-prompts", "192", "--seed", str(seed),
                  "--db", db, "--disable-tqdm"])
     if code != 0:
         raise SystemExit(f"sweep exited {code}")
-    return Store(db).runs()[-1].id
+    return added(db, before)
 
 
 def verdicts(change: str, doc: dict) -> tuple[list[str], list[str], int]:

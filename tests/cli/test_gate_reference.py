@@ -18,16 +18,29 @@ from tokenbench.cli.main import main
 from tokenbench.store.db import Store
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
+
+def ids(db) -> set[str]:
+    return {r.id for r in Store(db).runs()}
+
+
+def added(db, before: set[str]) -> str:
+    """The run the last call stored: runs started in the same second share `created_at`, so the last of
+    Store.runs() (ordered by it, then by id) need not be it."""
+    [new] = [r.id for r in Store(db).runs() if r.id not in before]
+    return new
+
+
 pytestmark = pytest.mark.slow
 
 FIGURES = "tpot:mean,tpot:p50,ttft:p50,e2el:mean,output_throughput"
 
 
 def bench(url: str, db, seed: int, out=None) -> str:
+    before = ids(db)
     args = ["bench", "--base-url", url, "--input-len", "16", "--output-len", "12", "--concurrency", "4",
             "--num-prompts", "32", "--seed", str(seed), "--db", str(db), "--disable-tqdm"]
     assert main(args + (["--output", str(out)] if out else [])) == 0
-    return Store(db).runs()[-1].id
+    return added(db, before)
 
 
 def gate(db, base, cand, tmp_path, *more) -> tuple[int, dict]:
@@ -103,11 +116,12 @@ def test_runs_of_one_launch_count_once_and_a_url_is_not_measured_again(tmp_path,
 
 def sweep(db, itl_ms: float, seed: int) -> str:
     """One run of the reference engine deployed from its profile (a new launch each)."""
+    before = ids(db)
     sets = f"target.set=[args.ttft-ms=40, args.itl-ms={itl_ms:g}, args.itl-per-running-ms=0, args.prefill-ms-per-token=0]"
     assert main(["sweep", "--set", "target.profile=reference-sglang", "--set", sets, "--pairs", "16:12",
                  "--concurrency", "4", "--num-prompts", "32", "--seed", str(seed), "--db", str(db),
                  "--disable-tqdm"]) == 0
-    return Store(db).runs()[-1].id
+    return added(db, before)
 
 
 def test_the_sequential_gate_measures_a_deployed_side_again_with_fresh_prompts(tmp_path, monkeypatch):

@@ -17,16 +17,29 @@ from tokenbench.report.history import REPORT_METRICS
 from tokenbench.store.db import Store
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
+
+def ids(db) -> set[str]:
+    return {r.id for r in Store(db).runs()}
+
+
+def added(db, before: set[str]) -> str:
+    """The run the last call stored: runs started in the same second share `created_at`, so the last of
+    Store.runs() (ordered by it, then by id) need not be it."""
+    [new] = [r.id for r in Store(db).runs() if r.id not in before]
+    return new
+
+
 pytestmark = pytest.mark.slow
 SERIES = "nightly-ref"
 
 
 def bench(config: ReferenceConfig, db, series: str = SERIES) -> str:
+    before = ids(db)
     with ReferenceProcess(config) as server:            # a launch of its own
         assert main(["bench", "--base-url", server.url, "--input-len", "16", "--output-len", "12",
                      "--concurrency", "4", "--num-prompts", "32", "--series", series, "--db", str(db),
                      "--disable-tqdm"]) == 0
-    return Store(db).runs()[-1].id
+    return added(db, before)
 
 
 def test_a_changed_server_at_the_end_of_a_series_is_outside_its_band(tmp_path, capsys):

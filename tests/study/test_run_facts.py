@@ -25,6 +25,18 @@ from tokenbench.report.document import Cell, Table
 from tokenbench.store.db import Store
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
+
+def ids(db) -> set[str]:
+    return {r.id for r in Store(db).runs()}
+
+
+def added(db, before: set[str]) -> str:
+    """The run the last call stored: runs started in the same second share `created_at`, so the last of
+    Store.runs() (ordered by it, then by id) need not be it."""
+    [new] = [r.id for r in Store(db).runs() if r.id not in before]
+    return new
+
+
 pytestmark = pytest.mark.slow   # a reference server and several runs: seconds per test
 
 BLOCK = 16
@@ -32,8 +44,9 @@ BENCH = ["--input-len", "64", "--output-len", "8", "--concurrency", "2", "--num-
 
 
 def _bench(url: str, db: Path, *more: str) -> str:
+    before = ids(db)
     assert main(["bench", "--base-url", url, *BENCH, "--db", str(db), *more]) == 0
-    return Store(db).runs()[-1].id
+    return added(db, before)
 
 
 def _cell(db: Path, run_id: str):
@@ -105,10 +118,11 @@ def _tree_cpu(proc: subprocess.Popen) -> float:
 
 def _client(url: str, db: Path, *more: str) -> str:
     """`bench` in a process of its own: the busy processes are then neither the client's nor the server's."""
+    before = ids(db)
     done = subprocess.run([*CLIENT, "--base-url", url, *more, "--db", str(db)], stdin=subprocess.DEVNULL,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
-    return Store(db).runs()[-1].id
+    return added(db, before)
 
 
 def _busy_run(url: str, db: Path, hogs: int, *more: str) -> tuple[str, float]:
