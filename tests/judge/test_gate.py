@@ -233,6 +233,7 @@ def test_cache_states_that_differ_refuse_every_figure_with_the_reason(store):
     assert result.look.number == 1 and {f.look for f in result.figures} == {1}       # one look: the first
     f = result.figures[0]
     assert f.why == "cache_differs" and f.p is None                # refused before any test: not in Holm's m
+    assert (f.units, f.left_out, f.base, f.cand, f.rejected) == ((0, 0), (0, 0), (), (), False)
     (r,) = f.reasons
     assert (r.code, r.refuses, r.a, r.b, r.shares) == ("cache_differs", True, "cold", "warm", (0.0, 1.0))
 

@@ -392,8 +392,8 @@ def nominal_level(alpha: float, fractions: Sequence[float]) -> float:
     """The two-sided nominal significance level of the last look (2 (1 - Phi(c_K)), `sequential_bounds`): a
     figure is rejected at this look when its own two-sided p is at most this. One look at fraction 1: alpha."""
     fractions = tuple(fractions)
-    if fractions == (1.0,) or len(fractions) == 1 and fractions[0] >= 1.0:
-        return alpha
+    if len(fractions) == 1 and fractions[0] >= 1.0:
+        return alpha                  # exactly (the boundary gives it to the bisection's precision)
     bound = sequential_bounds(alpha, fractions)[-1]
     return 0.0 if math.isinf(bound) else 2.0 * (1.0 - normal_cdf(bound))
 
