@@ -7,7 +7,18 @@ from dataclasses import replace
 
 import pytest
 
-from tokenbench.judge.fingerprint import FactDiff, Fingerprint, HostRule, differences, refusals, refused, summaries
+from tokenbench.judge.fingerprint import (
+    WARM_SHARE,
+    FactDiff,
+    Fingerprint,
+    HostRule,
+    cache_state,
+    differences,
+    refusals,
+    refused,
+    side_print,
+    summaries,
+)
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.summary_groups import CacheState, CpuShares
 from tokenbench.store.rows import CellRow
@@ -128,3 +139,25 @@ def test_differences_list_each_fact_with_both_values_in_order():
     got = differences(_print(), _print(version="0.12", launch="pid 2 started y", cache="warm"))
     assert got == [FactDiff("version", "0.11", "0.12"), FactDiff("launch", "pid 1 started x", "pid 2 started y"),
                    FactDiff("cache", "cold", "warm")]
+
+
+def test_a_cells_cache_state_is_the_recorded_one_else_the_share_the_server_served_from_its_cache():
+    def s(state: str | None, share: float | None) -> CellSummary:
+        return CellSummary(cache_hit_rate=share).with_(CacheState(state=state) if state else None)
+    assert WARM_SHARE == 0.05
+    assert [cache_state(s(x, 0.5)) for x in ("cold", "warm")] == ["cold", "warm"]       # recorded: it stands
+    assert [cache_state(s("unknown", v)) for v in (0.0, 0.0499, 0.05, 0.98)] == ["cold", "cold", "warm", "warm"]
+    assert [cache_state(s(None, v)) for v in (0.01, 0.2)] == ["cold", "warm"]           # an older run: measured
+    assert cache_state(s("unknown", None)) == "unknown" and cache_state(s(None, None)) is None
+    assert cache_state(s(None, float("nan"))) is None
+    got = refusals([s("unknown", 0.0)], [s("unknown", 0.98)], "b")
+    assert codes(got) == [("cache_differs", True), ("host_unknown", False)]
+    assert (got[0].a, got[0].b, got[0].shares) == ("cold", "warm", (0.0, 0.98))
+    unknown = refusals([s("unknown", None)], [s("cold", 0.0)], None)
+    assert codes(unknown)[0] == ("cache_differs", True)            # a recorded unknown against cold: refused
+
+
+def test_a_side_print_joins_each_facts_distinct_values():
+    joined = side_print([_print(), _print(version="0.12"), _print()])
+    assert joined.version == "0.11, 0.12" and joined.engine == "vllm"
+    assert differences(joined, _print(), ("engine", "version")) == [FactDiff("version", "0.11, 0.12", "0.11")]

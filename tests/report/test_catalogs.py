@@ -129,11 +129,11 @@ def _families() -> dict[str, tuple[str, ...] | None]:
     `*` for the value, and the values it can take: the catalogs must hold every member, and a member counts as
     used. None: an open family whose values come from outside (an accelerator's error codes): the code asks
     `i18n.has` first and shows nothing for a code without a text."""
-    from tokenbench.judge import bottleneck, cost, fairness, frontier, intervals, plausibility, status
+    from tokenbench.judge import bottleneck, cost, fairness, frontier, gate, intervals, plausibility, status
     from tokenbench.judge import tune as judged_tune
     from tokenbench.judge.load_axes import SESSION_AXES
     from tokenbench.logs import launch
-    from tokenbench.metrics import capacity, cell_summary, summary_groups, tally, timeslices
+    from tokenbench.metrics import capacity, cell_summary, noise, summary_groups, tally, timeslices
     from tokenbench.report import build, compare_tables, jobs, load_plots, phases, plots, sections
 
     def args(*kinds) -> tuple[str, ...]:
@@ -160,7 +160,10 @@ def _families() -> dict[str, tuple[str, ...] | None]:
         "fair.*": args(fairness.Check), "fair.load.*": args(fairness.LoadDiff),
         "fig.*": args(timeslices.DriftFigure),
         "fr.missing.*": args(frontier.Missing),
+        "gate.o.*": args(gate.Outcome),                   # report/gate.py: the gate's outcome
+        "gate.noise.*": args(noise.NoiseSource),          # report/gate.py: where a figure's noise came from
         "mark.*": tuple(status.MARKS), "mark.name.*": tuple(status.MARKS),
+        "noise.used.*": args(noise.NoiseSource),          # report/verdicts.verdict_text: a verdict's noise
         "ph.*": tuple(summary_groups.PHASES), "ph.mean.*": tuple(phases.MEANS), "ph.plot.*": ("ttft", "last"),
         "plaus.*": args(get_type_hints(plausibility.Unknown)["reason"]),
         "plaus.check.*": args(get_type_hints(plausibility.Finding)["check"]),

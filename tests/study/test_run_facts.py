@@ -25,6 +25,18 @@ from tokenbench.report.document import Cell, Table
 from tokenbench.store.db import Store
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
+
+def ids(db) -> set[str]:
+    return {r.id for r in Store(db).runs()}
+
+
+def added(db, before: set[str]) -> str:
+    """The run the last call stored: runs started in the same second share `created_at`, so the last of
+    Store.runs() (ordered by it, then by id) need not be it."""
+    [new] = [r.id for r in Store(db).runs() if r.id not in before]
+    return new
+
+
 pytestmark = pytest.mark.slow   # a reference server and several runs: seconds per test
 
 BLOCK = 16
@@ -32,8 +44,9 @@ BENCH = ["--input-len", "64", "--output-len", "8", "--concurrency", "2", "--num-
 
 
 def _bench(url: str, db: Path, *more: str) -> str:
+    before = ids(db)
     assert main(["bench", "--base-url", url, *BENCH, "--db", str(db), *more]) == 0
-    return Store(db).runs()[-1].id
+    return added(db, before)
 
 
 def _cell(db: Path, run_id: str):
@@ -70,8 +83,10 @@ def test_fresh_prompts_hit_nothing_and_a_seed_sent_twice_is_warm_and_compare_ref
     store = Store(db)
     doc, issues = compare(store, [seeded, again], "en", "T")
     verdicts = [v for v in _verdicts(doc) if not str(v).startswith("no verdict")]
-    assert verdicts and all(isinstance(v, Cell) and v.why == "refused" and v.text == "refused: prefix cache unknown vs warm"
-                            for v in verdicts)
+    # the first seeded run's state is unknown before it ran, but its server served none of it from its cache:
+    # cold, by the server's own counters (judge/fingerprint.cache_state), against the second's warm
+    said = f"refused: prefix cache cold (0% from the cache) vs warm ({100 * d.cache_hit_rate:.0f}% from the cache)"
+    assert verdicts and all(isinstance(v, Cell) and v.why == "refused" and v.text == said for v in verdicts)
     assert [i.check for i in issues if i.kind == "differs"] == ["cache"]
     # two fresh runs: the same state, no refusal for the cache
     doc, issues = compare(store, [first, second], "en", "T")
@@ -103,10 +118,11 @@ def _tree_cpu(proc: subprocess.Popen) -> float:
 
 def _client(url: str, db: Path, *more: str) -> str:
     """`bench` in a process of its own: the busy processes are then neither the client's nor the server's."""
+    before = ids(db)
     done = subprocess.run([*CLIENT, "--base-url", url, *more, "--db", str(db)], stdin=subprocess.DEVNULL,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
-    return Store(db).runs()[-1].id
+    return added(db, before)
 
 
 def _busy_run(url: str, db: Path, hogs: int, *more: str) -> tuple[str, float]:

@@ -110,6 +110,7 @@ CHECKS = (Flag("slo", parse=options.slo_dict, help="SLOs: per-request thresholds
                "metrics ttft, tpot, itl, e2el; stats mean, p50, p90, p95, p99)"),
           Flag("allow_length_mismatch"), Flag("allow_client_lag"), Flag("max_error_rate"), Flag("name",
                                                                                                 vllm=("--label",)),
+          Flag("series"),
           Flag("client.workers"), Flag("client.ray_address", names=("--ray",)),
           Flag("client.keep_raw"), CLIENT_CPUS, Flag("timeslice_s"), Flag("monitor_interval_s"),
           Flag("price_per_hour"), Flag("price_basis"))

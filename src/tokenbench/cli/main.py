@@ -34,6 +34,8 @@ COMMAND_MODULES = [
     "runs",
     "report",
     "compare",
+    "gate",
+    "history",
     "import_",
     "export",
     "reference_server",

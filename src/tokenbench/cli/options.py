@@ -11,6 +11,7 @@ import click
 import yaml
 
 from tokenbench.errors import UsageError
+from tokenbench.metrics.cell_summary import LATENCIES, RATES, Metric
 from tokenbench.spec.bench import SLO
 from tokenbench.spec.ports import PORTS_HELP, PortRange
 from tokenbench.spec.slo import FORM, parse_limit, parse_tiers
@@ -223,3 +224,20 @@ def _moment(text: str, end_of_day: bool) -> datetime:
     if end_of_day and re.fullmatch(r"\d{4}-?\d{2}-?\d{2}", text):       # a date alone: up to its end
         when += timedelta(days=1, seconds=-1)
     return when.replace(tzinfo=when.tzinfo or timezone.utc).astimezone(timezone.utc)
+
+
+def figures(flag: str, text: str | None, default: tuple[Metric, ...]) -> tuple[Metric, ...]:
+    """ttft:p50,tpot:mean,output_throughput: figures a decision is made on (a latency's statistic: mean, p50,
+    p90, p99); `default` when not given."""
+    if not text:
+        return default
+    out = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        name, _, stat = part.partition(":")
+        if name in RATES and not stat or name in LATENCIES and stat in ("mean", "p50", "p90", "p99"):
+            out.append(Metric(name, stat or "mean"))  # type: ignore[arg-type]
+            continue
+        raise UsageError(f"{flag}: '{part}' is not a figure", "write NAME:STAT for a latency (ttft, tpot, itl, "
+                         "e2el with mean, p50, p90, p99) or a throughput (output_throughput, request_throughput, "
+                         f"request_goodput), e.g. {flag} ttft:p50,tpot:mean,output_throughput")
+    return tuple(out)

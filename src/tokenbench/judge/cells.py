@@ -91,6 +91,14 @@ def ok_repeats(c: CellRow) -> list[CellRow]:
     return [r for r in group if state_of(r).ok]
 
 
+def launch_of(c: CellRow) -> str | None:
+    """The server launch a cell ran on (`launch_id`, study/server_process.py); a merged cell's where every
+    repeat ran on one; None where that is not recorded (a remote server, an older or imported run) or its
+    repeats ran on several."""
+    ids = {r.summary.launch.id if r.summary.launch is not None else None for r in (c.repeats or (c,))}
+    return ids.pop() if len(ids) == 1 else None
+
+
 def value_of(c: CellRow, metric: Metric) -> float | None:
     """A headline figure (None: missing or NaN)."""
     return metric.of(c.summary)

@@ -1,15 +1,18 @@
 """What varies between two compared sides besides what was changed on purpose, and when a verdict between them
-cannot be given (docs/metrics.md, "Run fingerprints and refused verdicts").
+cannot be given (docs/metrics.md, "Run fingerprints and refused verdicts"): the one rule `compare` and `gate`
+apply, said the same way by both (report/explain.refusal_text).
 
 A side's `Fingerprint` is what its runs stored: the engine, its version, flags, model and image, tokenbench's
 version, the host and its CPU, the server launches its cells ran on and their prefix-cache states. `differences`
 lists the facts that differ, each with both values: another engine build is the point of a comparison, a
-relaunch or another host is not, and a reader should see both.
+relaunch or another host is not, and a reader should see both. The engine build and the host (`build_and_host`)
+are also what a noise floor is learned within (judge/floors.py).
 
 `refusals` is the rule a verdict obeys, given the facts of each side's cells (a figure's cells: one per run or
-repeat on each side): a verdict is refused where the two sides' prefix-cache states differ, or where a busier
-host could explain the worse side's figure (`HostRule`). `compare` applies it to each verdict, and so can any
-other decision (the gate): the reasons are data, report/ says them in words.
+repeat on each side): a verdict is refused where the two sides' prefix-cache states differ (`cache_state`: the
+state recorded before the cell, else the share the server served from its cache), or where a busier host could
+explain the worse side's figure (`HostRule`, from the CPU shares each cell recorded). The reasons are data,
+report/ says them in words.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tokenbench.judge.views import ConfigInfo, RunData
-from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.cell_summary import CellSummary, known
 from tokenbench.metrics.summary_groups import CpuShares
 from tokenbench.store.rows import CellRow
 
@@ -50,11 +53,15 @@ class HostRule:
     wait_points: float = 10.0      # the server's threads waited for a CPU a tenth of a core more
 
 
-@dataclass(frozen=True)
+WARM_SHARE = 0.05         # a cell whose server served this share of its prompt tokens from its prefix cache is warm
+
+
+@dataclass(frozen=True, kw_only=True)
 class Reason:
     """Why a verdict is refused (`refuses`), or what could not be checked (not refusing). `side` names the side
     the reason is about (the busier host, the side whose state is unknown), `a` and `b` are the two sides'
-    values (means over their cells), `limit` the rule's threshold that was crossed."""
+    values (means over their cells), `limit` the rule's threshold that was crossed; `shares`: for a cache
+    reason, each side's mean share of prompt tokens the server served from its cache (None: not reported)."""
 
     code: ReasonCode
     refuses: bool
@@ -62,6 +69,7 @@ class Reason:
     a: float | str | None = None
     b: float | str | None = None
     limit: float | None = None
+    shares: tuple[float | None, float | None] = (None, None)
 
 
 def summaries(cells: Sequence[CellRow]) -> list[CellSummary]:
@@ -92,8 +100,10 @@ def busier(worse: Sequence[CellSummary], better: Sequence[CellSummary], worse_si
            rule: HostRule = HostRule()) -> Reason | None:
     """The reason a busier host could explain the worse side's figure (HostRule), a `host_unknown` reason where
     it cannot be checked, or None where the hosts were alike enough."""
-    def values(x: float, y: float) -> dict[str, float]:
-        return {"a": y, "b": x} if worse_side == "b" else {"a": x, "b": y}
+    def said(code: ReasonCode, limit: float, x: float, y: float) -> Reason:
+        """The reason, A's value first (x is the worse side's)."""
+        a, b = (y, x) if worse_side == "b" else (x, y)
+        return Reason(code=code, refuses=True, side=worse_side, a=a, b=b, limit=limit)
 
     other_w, other_b = _field(worse, "other_pct"), _field(better, "other_pct")
     psi_w, psi_b = _field(worse, "psi_some_pct"), _field(better, "psi_some_pct")
@@ -103,32 +113,55 @@ def busier(worse: Sequence[CellSummary], better: Sequence[CellSummary], worse_si
         if not ((idle is not None and idle < rule.idle_below) or pressed):
             return None
         if other_w - other_b > rule.other_points:
-            return Reason("other_work", True, worse_side, limit=rule.other_points, **values(other_w, other_b))
+            return said("other_work", rule.other_points, other_w, other_b)
         wait_w, wait_b = _field(worse, "server_wait_pct"), _field(better, "server_wait_pct")
         if wait_w is not None and wait_b is not None and wait_w - wait_b > rule.wait_points and other_w >= other_b:
-            return Reason("server_wait", True, worse_side, limit=rule.wait_points, **values(wait_w, wait_b))
+            return said("server_wait", rule.wait_points, wait_w, wait_b)
         return None
     if psi_w is not None and psi_b is not None:
-        return Reason("cpu_pressure", True, worse_side, limit=rule.psi_points, **values(psi_w, psi_b)) if pressed else None
-    return Reason("host_unknown", False)
+        return said("cpu_pressure", rule.psi_points, psi_w, psi_b) if pressed else None
+    return Reason(code="host_unknown", refuses=False)
+
+
+def cache_state(s: CellSummary) -> str | None:
+    """A cell's prefix-cache state: as recorded before it ran (study/prompt_cache.py) where that is cold or warm;
+    else what the server measured over it, the share of prompt tokens it served from its cache
+    (`cache_hit_rate`: the responses' usage, else its counters): warm from WARM_SHARE, cold below; else the
+    recorded 'unknown', or None where the cell recorded no state and the server no share (an older or imported
+    run). A recorded state is not overridden by the share: a cold cell of a prefix workload hits its own
+    shared prefixes, and a warm one's may have been evicted since."""
+    recorded = s.cache.state if s.cache is not None else None
+    if recorded in ("cold", "warm"):
+        return recorded
+    share = known(s.cache_hit_rate)
+    if share is not None:
+        return "warm" if share >= WARM_SHARE else "cold"
+    return recorded
 
 
 def _states(side: Sequence[CellSummary]) -> str | None:
     """The side's prefix-cache states ('cold', 'cold+warm'); None where a cell does not say."""
-    found = [s.cache.state if s.cache is not None else None for s in side]
+    found = [cache_state(s) for s in side]
     if not found or None in found:
         return None
     return "+".join(sorted({str(x) for x in found}))
 
 
+def _share(side: Sequence[CellSummary]) -> float | None:
+    """The side's mean share of prompt tokens served from the cache (None unless every cell tells it)."""
+    return _mean([known(s.cache_hit_rate) for s in side]) if side else None
+
+
 def cache_reason(a: Sequence[CellSummary], b: Sequence[CellSummary]) -> Reason | None:
-    """The two sides' prefix-cache states differ (refused), or one side's is not recorded (said)."""
+    """The two sides' prefix-cache states differ (refused, whichever side is worse: it does not depend on the
+    verdict), or one side's is not known (said)."""
     sa, sb = _states(a), _states(b)
     if sa is None and sb is None:
         return None
+    shares = (_share(a), _share(b))
     if sa is None or sb is None:
-        return Reason("cache_unknown", False, "a" if sa is None else "b", sa, sb)
-    return Reason("cache_differs", True, None, sa, sb) if sa != sb else None
+        return Reason(code="cache_unknown", refuses=False, side="a" if sa is None else "b", a=sa, b=sb, shares=shares)
+    return Reason(code="cache_differs", refuses=True, a=sa, b=sb, shares=shares) if sa != sb else None
 
 
 def refusals(a: Sequence[CellSummary], b: Sequence[CellSummary], worse: Side | None,
@@ -170,11 +203,22 @@ class Fingerprint:
 
     @classmethod
     def of(cls, run: RunData, config: ConfigInfo) -> Fingerprint:
-        env, cells = run.environment, run.all_cells_of(config.name)
-        return cls(engine=config.engine, version=config.version or "-", model=config.model or "-",
-                   flags=config.flags() or "-", image=config.image or "-", tool=run.tool_version,
-                   host=str(env.get("hostname") or "-"), cpu_model=str(env.get("cpu") or "-"),
-                   cpus=str(env.get("cpu_count") or "-"), launch=_launches(cells), cache=_states(summaries(cells)) or "-")
+        cells = run.all_cells_of(config.name)
+        return cls(**build_and_host(config, run.environment), tool=run.tool_version, launch=_launches(cells),
+                   cache=_states(summaries(cells)) or "-")
+
+
+BUILD: tuple[Fact, ...] = ("engine", "version", "model", "flags", "image")     # the engine build
+HOST: tuple[Fact, ...] = ("host", "cpu_model", "cpus")                          # the machine it ran on
+
+
+def build_and_host(config: ConfigInfo, environment: dict) -> dict[str, str]:
+    """The facts of a config's engine build (BUILD) and of the host it ran on (HOST), as a Fingerprint holds
+    them ('-': not recorded): what a noise floor is learned within (judge/floors.py)."""
+    env = environment or {}
+    return {"engine": config.engine, "version": config.version or "-", "model": config.model or "-",
+            "flags": config.flags() or "-", "image": config.image or "-", "host": str(env.get("hostname") or "-"),
+            "cpu_model": str(env.get("cpu") or "-"), "cpus": str(env.get("cpu_count") or "-")}
 
 
 def _launches(cells: Sequence[CellRow]) -> str:
@@ -195,6 +239,13 @@ class FactDiff:
     b: str
 
 
-def differences(a: Fingerprint, b: Fingerprint) -> list[FactDiff]:
+def differences(a: Fingerprint, b: Fingerprint, facts: Sequence[Fact] = FACTS) -> list[FactDiff]:
     """The facts that differ, in FACTS order ('-': not recorded, which differs from a recorded value too)."""
-    return [FactDiff(f, getattr(a, f), getattr(b, f)) for f in FACTS if getattr(a, f) != getattr(b, f)]
+    return [FactDiff(f, getattr(a, f), getattr(b, f)) for f in facts if getattr(a, f) != getattr(b, f)]
+
+
+def side_print(prints: Sequence[Fingerprint]) -> Fingerprint:
+    """One fingerprint for a side of several runs: each fact's distinct values, in order, joined by ', '."""
+    def joined(fact: str) -> str:
+        return ", ".join(dict.fromkeys(getattr(p, fact) for p in prints)) or "-"
+    return Fingerprint(**{f: joined(f) for f in FACTS})

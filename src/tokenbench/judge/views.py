@@ -192,7 +192,7 @@ def _order(c: CellRow) -> tuple:
     return (c.input_len, c.output_len, load_of(c), c.repeat)
 
 
-def _config(row: ConfigRow) -> ConfigInfo:
+def config_info(row: ConfigRow) -> ConfigInfo:
     return ConfigInfo(id=row.id, name=row.name, overrides=row.overrides or {}, profile=row.profile, facts=row.facts,
                       status=row.status, message=row.message or "", launch=row.launch, deaths=row.deaths)
 
@@ -232,7 +232,7 @@ def _eager(cell: CellRow, configs: dict[str, ConfigInfo]) -> CellRow:
 
 def load_run(store: Store, run_id: str, timeline_cell: str | None = None, requests: bool = True) -> RunData:
     row: RunRow = store.run(run_id)
-    configs = [_config(r) for r in store.configs(run_id)]
+    configs = [config_info(r) for r in store.configs(run_id)]
     by_name = {c.name: c for c in configs}
     cells = [_eager(r, by_name) for r in store.cells(run_id)]
     run = RunData(id=row.id, created_at=row.created_at, kind=row.kind, status=row.status, target=row.target,

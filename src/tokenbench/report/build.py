@@ -11,6 +11,7 @@ from tokenbench.judge import tune as judged_tune
 from tokenbench.judge.bottleneck import rooflines
 from tokenbench.judge.cells import label_of, measured, ok_repeats, pair_of, state_of, value_of
 from tokenbench.judge.frontier import run_members
+from tokenbench.judge.history import History
 from tokenbench.judge.intervals import Book, Judging
 from tokenbench.judge.plausibility import ConfigCheck
 from tokenbench.judge.views import RunData, spread_of
@@ -23,6 +24,7 @@ from tokenbench.report import (
     cost,
     frontier,
     headline,
+    history,
     interval_tables,
     jobs,
     marks,
@@ -55,6 +57,7 @@ class Context:
     roofs: dict
     num: sections.Numberer
     judging: Judging
+    series: History | None = None      # the history of the run's series up to it (judge/history.of_run)
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("h.configcmp", _cells(lambda x: _configcmp(x.run, x.lang, x.num, x.book, x.judging))),
     Section("h.frontier", _cells(lambda x: frontier.blocks(run_members(x.run, x.book), x.lang, x.num))),
     Section("h.repeats", lambda x: repeatability(x.run, x.lang) if x.run.has_repeats() else []),
+    Section("h.series", lambda x: history.blocks(x.series, x.lang) if x.series is not None else []),
     Section("h.failures", _stored(lambda x: failures(x.run, x.lang))),
     Section("h.timeline", _cells(lambda x: timeline(x.run, x.lang))),
     Section("h.monitor", lambda x: monitor(x.run, x.lang) if x.run.samples else []),
@@ -110,13 +114,14 @@ SECTIONS: tuple[Section, ...] = (
 
 
 def build_report(run: RunData, lang: str, checks: list[ConfigCheck], version: str,
-                 min_effect: float = u.MIN_EFFECT) -> Document:
+                 min_effect: float = u.MIN_EFFECT, series: History | None = None) -> Document:
     """The headline first (what was run, every cell's figures with their marks), then each section that
-    has something to show, environment and definitions last."""
+    has something to show, environment and definitions last. `series`: the history of the run's series up to
+    it, shown as a section of its own."""
     doc = Document(t(lang, "title.report", run=run.id), lang)
     judging = Judging(min_effect=min_effect, allow_client_lag=bool(run.spec.get("allow_client_lag")))
     x = Context(run=run, lang=lang, checks=checks, book=Book(run), roofs=rooflines(checks), num=sections.Numberer(),
-                judging=judging)
+                judging=judging, series=series)
     tuning = judged_tune.of_run(run.spec, run.configs, run.searches)
     doc.add(*(tune.answer(tuning, lang) if tuning is not None else []), *headline.blocks(run, lang))
     for section in SECTIONS:

@@ -4,12 +4,15 @@ against the first column, and plots of every column on the same axes (report/com
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tokenbench.errors import MeasurementError, UsageError
 from tokenbench.judge import hardware, plausibility
 from tokenbench.judge.cells import load_label_of, load_of, session_shape_of, state_of
 from tokenbench.judge.fairness import Column, Issue, check, common_cells
 from tokenbench.judge.fingerprint import Fingerprint, summaries
-from tokenbench.judge.intervals import Judging
+from tokenbench.judge.floors import Floors
+from tokenbench.judge.intervals import Judging, default_floor
 from tokenbench.judge.load_axes import LoadKey
 from tokenbench.judge.views import RunData, load_run
 from tokenbench.report import compare_tables as tables
@@ -204,6 +207,8 @@ def compare(store: Store, selectors: list[str], lang: str, version: str, strict:
             judging: Judging = Judging()) -> tuple[Document, list[Issue]]:
     cols = select(store, selectors)
     issues = check(cols)
+    if judging.floor is default_floor:          # a side measured once: the floor learned from this database
+        judging = replace(judging, floor=Floors(store))
     if strict:
         enforce(issues)
         enforce_comparable(cols)

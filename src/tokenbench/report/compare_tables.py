@@ -136,6 +136,7 @@ def all_tables(cols: list[Column], lang: str, num_: Numberer, judging: Judging) 
 
     out: list[Block] = _section(cols, lang, num_, "h.cmp_verdicts", verdicts)
     out.append(Para(t(lang, "note.verdicts", floor=f"{100 * judging.min_effect:g}%")))
+    out.append(Para(t(lang, "noise.note")))
     out += _section(cols, lang, num_, "h.cmp_requests", lambda p: side_by_side(
         view, Metric("request_throughput", "mean"), 2, p))
     out += _section(cols, lang, num_, "h.cmp_output", lambda p: side_by_side(

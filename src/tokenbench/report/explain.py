@@ -83,10 +83,17 @@ def refusal_text(reasons: Sequence[Reason], lang: str) -> str:
     """Why a verdict is refused (judge/fingerprint.refusals): the first refusing reason, A's value then B's."""
     r = next(x for x in reasons if x.refuses)
     if r.code == "cache_differs":
-        return t(lang, "verdict.refused_cache", a=cache_state_text(str(r.a), lang), b=cache_state_text(str(r.b), lang))
+        a, b = (_cache_side(str(state), share, lang) for state, share in zip((r.a, r.b), r.shares, strict=True))
+        return t(lang, "verdict.refused_cache", a=a, b=b)
     key = {"other_work": "verdict.refused_other", "server_wait": "verdict.refused_wait"}.get(r.code,
                                                                                          "verdict.refused_pressure")
     return t(lang, key, a=pct(_fraction(r.a), 0), b=pct(_fraction(r.b), 0))
+
+
+def _cache_side(state: str, share: float | None, lang: str) -> str:
+    """'cold', or 'warm (98 % from the cache)' where the server told the share it served from its cache."""
+    text = cache_state_text(state, lang)
+    return text if share is None else t(lang, "verdict.cache_share", state=text, share=pct(share, 0))
 
 
 def _fraction(value: float | str | None) -> float | None:

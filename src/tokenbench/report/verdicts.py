@@ -50,12 +50,16 @@ def pct(x: float) -> str:
 
 
 def verdict_text(v: u.Comparison | None, a: str, b: str, lang: str) -> str:
+    """The verdict, and the between-run noise it took (the sides' repeats, or a noise floor: learned from
+    the database's earlier runs, or the default)."""
     if v is None:
         return t(lang, "verdict.na")
     if v.winner is None:
-        return t(lang, "verdict.none", y=f"{100 * v.detectable:.1f}%")
-    x, lo, hi = v.faster_by()
-    return t(lang, "verdict.faster", who=a if v.winner == "A" else b, x=f"{100 * x:.1f}%", lo=pct(lo), hi=pct(hi))
+        text = t(lang, "verdict.none", y=f"{100 * v.detectable:.1f}%")
+    else:
+        x, lo, hi = v.faster_by()
+        text = t(lang, "verdict.faster", who=a if v.winner == "A" else b, x=f"{100 * x:.1f}%", lo=pct(lo), hi=pct(hi))
+    return f"{text} {t(lang, f'noise.used.{v.noise}')}" if v.noise != "within" else text
 
 
 def figure(book: Book, c: CellRow | None, m: Metric, digits: int | None = None,

@@ -238,6 +238,10 @@ class StudySpec(StrictModel):
     name: str | None = Field(None, description="study name (vLLM's --label): in the stored run, its report, "
                              "compare's columns and the result files; default: the target and the loads, e.g. "
                              "'127.0.0.1:8000 c=1,8,32'")
+    series: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,79}$",
+                               description="a series this run belongs to (e.g. nightly-vllm-h100): runs of one series "
+                               "are a history, each figure over time with the noise band learned from its earlier "
+                               "launches (`tokenbench history NAME`, and the run's report)")
     target: Target
     workload: WorkloadSource = Field(default_factory=WorkloadSource,
                                      description="kind and knobs (docs/workloads.md); random, text, prefix and "

@@ -77,18 +77,21 @@ DONE = "c.superseded = 0 AND c.status IN ('ok', 'skipped')"
 @dataclass(frozen=True)
 class RunFilter:
     """Which runs `Store.runs` gives: the study name and the target containing these texts (any case),
-    created from `since` until `until` (ISO timestamps in UTC, as stored; either end open)."""
+    created from `since` until `until` (ISO timestamps in UTC, as stored; either end open), of the series
+    named exactly `series` (the run's spec: no column of its own, the runs table is scanned once)."""
 
     name: str | None = None
     target: str | None = None
     since: str | None = None
     until: str | None = None
+    series: str | None = None
 
     def where(self) -> tuple[str, tuple]:
         """The SQL condition on `runs r` (with its leading WHERE) and its arguments."""
         parts = [(f"COALESCE(json_extract(r.spec_json, '$.name'), '') LIKE ? ESCAPE '{LIKE_ESCAPE}'", _like(self.name)),
                  (f"r.target LIKE ? ESCAPE '{LIKE_ESCAPE}'", _like(self.target)),
-                 ("r.created_at >= ?", self.since), ("r.created_at <= ?", self.until)]
+                 ("r.created_at >= ?", self.since), ("r.created_at <= ?", self.until),
+                 ("json_extract(r.spec_json, '$.series') = ?", self.series)]
         kept = [(sql, arg) for sql, arg in parts if arg is not None]
         return (" WHERE " + " AND ".join(sql for sql, _ in kept) if kept else "", tuple(arg for _, arg in kept))
 
