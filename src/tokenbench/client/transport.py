@@ -110,7 +110,7 @@ class Session:
         self.connect_in_ttft = connect_in_ttft      # vLLM's way: a new connection's set-up is in TTFT
         self.idle: dict[tuple, deque[_Conn]] = defaultdict(deque)
         self.all: set[_Conn] = set()
-        self._ssl = ssl.create_default_context()
+        self._ssl: ssl.SSLContext | None = None     # made for the first https connection (loading the CAs: 70 ms)
 
     async def __aenter__(self) -> "Session":
         return self
@@ -129,11 +129,16 @@ class Session:
         host, port, tls = key
         loop = asyncio.get_running_loop()
         transport, conn = await asyncio.wait_for(
-            loop.create_connection(_Conn, host, port, ssl=self._ssl if tls else None),
+            loop.create_connection(_Conn, host, port, ssl=self._tls() if tls else None),
             timeout=min(self.timeout_s, 30))
         conn.transport = conn.transport or transport     # uvloop calls connection_made only after this returns
         self.all.add(conn)
         return conn
+
+    def _tls(self) -> ssl.SSLContext:
+        if self._ssl is None:
+            self._ssl = ssl.create_default_context()
+        return self._ssl
 
     def _idle_conn(self, key: tuple) -> _Conn | None:
         pool = self.idle[key]
