@@ -47,6 +47,13 @@ class ResponseFramer:
             return self._head(data)
         return self._plain_body(data)
 
+    @property
+    def between_chunks(self) -> bool:
+        """A chunked body between two chunks (nothing carried): a read of one whole chunk, `a7\\r\\n...\\r\\n`
+        with a size line in CHUNK_SIZES, is all body and leaves the framer as it is, so a caller may take it
+        without feeding it (the transport's usual read)."""
+        return self._chunked and self._state == _SIZE and not self._carry and not self.complete
+
     def eof(self) -> None:
         """The peer closed: a body delimited by close is complete; anything else is truncated."""
         if self.head_done and not self._chunked and self._remaining is None:
@@ -158,6 +165,7 @@ def _size(line: bytes) -> int:
 
 
 _SIZES: dict[bytes, int] = {}
+CHUNK_SIZES = _SIZES        # the chunk-size lines seen, and their sizes (see `between_chunks`)
 
 
 def _decimal(text: str) -> bool:
