@@ -47,3 +47,18 @@ def test_the_root_help_loads_no_command_and_nothing_heavy():
     ours = sorted(m for m in loaded if m.startswith("tokenbench"))
     assert ours == ["tokenbench", "tokenbench.cli", "tokenbench.cli.main", "tokenbench.errors"]
     assert not {m.split(".")[0] for m in loaded} & set(HEAVY)
+
+
+def test_listing_runs_executes_no_numpy(tmp_path, monkeypatch):
+    """`tokenbench runs` reads stored summaries and computes nothing: numpy (a quarter of its start-up) stays
+    unloaded (tokenbench/lazy.py); the run it lists has a stored cell, so its verdict was judged."""
+    from bench import scale
+    monkeypatch.setattr(scale, "SUMMARY_SAMPLE", 20)
+    monkeypatch.setattr(scale, "WRITE_MAX", 20)
+    scale.synthetic_row(20, tmp_path / "r.db", output_len=4, streams=2)
+    code = ("from tokenbench.cli.main import main\nimport contextlib, io\nout = io.StringIO()\n"
+            f"with contextlib.redirect_stdout(out): main(['runs', '--db', {str(tmp_path / 'r.db')!r}])\n"
+            "assert '1/1' in out.getvalue(), out.getvalue()")
+    loaded = _loaded_by(code)
+    assert "tokenbench.cli.runs" in loaded
+    assert not {m for m in loaded if m.startswith("numpy.")}
