@@ -75,9 +75,16 @@ REQUEST_COLUMNS = ("cell_id", *(f.column for f in FIELDS))
 _LISTS = {f.column for f in FIELDS if f.column.endswith("_json")}
 
 
+_values = attrgetter(*(f.name for f in FIELDS))            # read in C, in the columns' order
+_ROW_PUT = [(i, f.put, f.column in _LISTS) for i, f in enumerate(FIELDS) if f.put is not _same or f.column in _LISTS]
+
+
 def to_row(cell_id: int, r: RequestRecord) -> tuple:
-    values = (f.put(getattr(r, f.name), r.sent_ns) for f in FIELDS)
-    return (cell_id, *(_encode(v).decode() if f.column in _LISTS else v for f, v in zip(FIELDS, values, strict=True)))
+    values = [cell_id, *_values(r)]
+    for i, put, as_json in _ROW_PUT:
+        v = put(values[i + 1], r.sent_ns)
+        values[i + 1] = _encode(v).decode() if as_json else v
+    return tuple(values)
 
 
 def from_row(row: dict) -> RequestRecord:
