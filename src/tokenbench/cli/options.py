@@ -8,7 +8,6 @@ import re
 from datetime import datetime, timedelta, timezone
 
 import click
-import yaml
 
 from tokenbench.errors import UsageError
 from tokenbench.metrics.cell_summary import LATENCIES, RATES, Metric
@@ -183,6 +182,8 @@ def vary_axis(flag: str, text: str) -> tuple[str, list]:
     if not eq or not key.strip() or not all(parts):
         raise UsageError(f"{flag} '{text}' is not KEY=V1,V2,...", f"write e.g. {flag} parallelism.slots=1,2,4 "
                          "(any profile key; args.NAME for an engine flag)")
+    # only --vary reads YAML here: its import was 17 ms of `tokenbench runs` (docs/architecture.md)
+    import yaml
     try:
         return key.strip(), [yaml.safe_load(v) for v in parts]
     except yaml.YAMLError:

@@ -1,4 +1,5 @@
-"""Stored runs as data: the run list (`tokenbench runs`) and cell / request rows (`tokenbench export`).
+"""Stored runs as data: cell / request rows (`tokenbench export`; the run list of `tokenbench runs` is
+judge/run_verdict.py's).
 
 Cell rows carry the summary under the same vLLM-style keys `bench` prints and stores; request rows carry
 the per-request metrics (TTFT, TPOT, E2EL in ms) next to the raw integer-ns timings.
@@ -9,19 +10,18 @@ from __future__ import annotations
 import csv
 import io
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.judge import tune
 from tokenbench.judge.fingerprint import Fingerprint
-from tokenbench.judge.run_verdict import run_verdict
 from tokenbench.judge.status import judge
 from tokenbench.judge.views import load_run
 from tokenbench.metrics import request as rm
 from tokenbench.metrics.health import claim_ms
 from tokenbench.metrics.server import delivery_flagged, phases_of
 from tokenbench.metrics.summary_groups import PHASES
-from tokenbench.store.db import RunFilter, Store
+from tokenbench.store.db import Store
 from tokenbench.store.records import dumps, to_dict
 from tokenbench.store.rows import CellRow
 
@@ -35,30 +35,6 @@ REQUEST_FIELDS = ("config", "cell", "phase", "index", "input_len", "output_len",
                   "end_ns", "status", "ttft_ms", "tpot_ms", "e2el_ms", "stream_tail_ms", "prompt_tokens",
                   "completion_tokens",
                   "cached_tokens", "usage_source", "finish_reason", "error_kind", "error_detail", "length_error")
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunListing:
-    """A run as `tokenbench runs` lists it (`--json`: these keys)."""
-
-    id: str
-    date: str
-    name: str
-    kind: str
-    target: str
-    cells_done: int | None
-    cells_total: int | None
-    status: str
-    verdict: str                        # one word (judge/run_verdict.py)
-    message: str
-
-
-def run_rows(store: Store, which: RunFilter = RunFilter()) -> list[RunListing]:
-    """The runs `which` selects, oldest first, each with its study name and its verdict."""
-    return [RunListing(id=r.id, date=r.created_at, name=r.name, kind=r.kind, target=r.target, cells_done=r.cells_done,
-                       cells_total=r.planned_cells(len(store.configs(r.id))), status=r.status,
-                       verdict=run_verdict(r.status, store.cells(r.id)), message=r.message or "")
-            for r in store.runs(which)]
 
 
 def _cell_row(c: CellRow) -> dict:

@@ -39,13 +39,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
-
+from tokenbench.lazy import lazy_module
 from tokenbench.metrics.cell_summary import CellSummary, known
 from tokenbench.metrics.summary_groups import BurstSource, FigureBound, FigureHealth, FigureMark
 from tokenbench.metrics.tally import CAUSES, PROBE_RESOLUTION_NS, Cause, CellTally, Stalls
 from tokenbench.metrics.token_log import at_rank
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")   # imported where first used (tokenbench/lazy.py)
 
 MS = 1e6
 STATS = ("mean", "median", "p50", "p90", "p95", "p99")

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from tokenbench.client.records import RequestRecord
+from tokenbench.lazy import lazy_module
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.request import describe, percentile
 from tokenbench.metrics.summary_groups import (
@@ -31,6 +31,11 @@ from tokenbench.metrics.tally import CellTally, JobTally, JobTurn, SendTimes, Sl
 from tokenbench.metrics.timeslices import Columns, Timeslices
 from tokenbench.metrics.timeslices import compute as timeslices
 from tokenbench.spec.bench import SLO, Load, Workload
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")   # imported where first used (tokenbench/lazy.py)
 
 NS = 1e9
 MS = 1e6

@@ -25,15 +25,20 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import groupby
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from tokenbench.client.records import OUT_OF_FILES, RequestRecord
+from tokenbench.lazy import lazy_module
 from tokenbench.metrics import request as rm
 from tokenbench.metrics.token_log import TokenLog
 from tokenbench.spec.bench import SLO
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")   # imported where first used (tokenbench/lazy.py)
 
 UNREACHABLE_AFTER = 3     # the load runner stops sending after this many consecutive `connect` failures
 KEEP_BAD = 100            # requests with a wrong length kept to diagnose the cause

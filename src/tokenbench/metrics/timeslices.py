@@ -12,11 +12,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
-import numpy as np
-
+from tokenbench.lazy import lazy_module
 from tokenbench.metrics.summary_groups import Group
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")   # imported where first used (tokenbench/lazy.py)
 
 STEADY_SLICES = 3        # steady state is judged on the last this many full slices
 STEADY_SPREAD = 0.10     # ... whose output tok/s lie within this share of their mean (max - min <= 10 %)

@@ -102,21 +102,21 @@ class Journal:
             samples: Iterable[tuple] = (), config: str | None = None) -> None:
         """Store one finished cell everywhere; OutputError (after keeping it elsewhere) when a sink fails.
         `records` is read once per sink (a cell's spool reads them back from disk each time), and the JSON
-        result keeps a reference to it, not the records, until it is written."""
-        cell_id, db_error = self._to_db(config_id, row, records, samples)
-        stored = _Stored(self.store, cell_id) if self.store is not None and cell_id is not None else None
+        result keeps a reference to it, not the records, until it is written (the same records the database
+        stored, read from the spool rather than back from the database: the store's round trip is lossless,
+        store/records.py, and reading 3,072 requests back cost 0.07 s)."""
+        _, db_error = self._to_db(config_id, row, records, samples)
         which = (config, row.key, row.repeat)
         self.cells = [c for c in self.cells if c.cell != which]     # an interrupted cell, measured again
         self.cells.append(JsonCell({**row.to_json(), **({"config": config} if config else {})},
-                                   _Measured(stored or records) if self.wants_json or db_error else None, which))
+                                   _Measured(records) if self.wants_json or db_error else None, which))
         json_error = self._write_json()
         if db_error or json_error:
             self._fail(row.key, db_error, json_error)
 
     def _to_db(self, config_id: int | None, row: CellRow, records: Iterable[RequestRecord],
                samples: Iterable[tuple]) -> tuple[int | None, StoreError | None]:
-        """The stored cell's id (its requests are then written to the JSON result as the store holds them,
-        in index order, as a resumed run writes them), or why the database refused it."""
+        """The stored cell's id, or why the database refused it."""
         if self.store is None or config_id is None or self.run_id is None:
             return None, None
         try:
