@@ -130,6 +130,10 @@ def test_the_sequential_gate_measures_a_deployed_side_again_with_fresh_prompts(t
     base = [sweep(db, 5, 10 + k) for k in range(2)]
     cand = [sweep(db, 10, 20)]
     code, doc = gate(db, base, cand, tmp_path, "--allow-client-lag", "--repeat-until-decided", "--max-runs", "3")
+    host = {"other_work", "server_wait", "cpu_pressure"}
+    if code == 12 and len(doc["baseline"]) == 2:   # refused before a rerun: only a busier host (other work here
+        assert {f["why"] for f in doc["figures"] if f["decision"] == "refused"} <= host   # varying) may say so
+        return
     assert len(doc["baseline"]) == len(doc["candidate"]) == 3 or not any(
         f["decision"] == "inconclusive" for f in doc["figures"])
     assert verdicts(doc)["median_ttft_ms"] not in ("regressed", "improved")

@@ -157,6 +157,19 @@ def test_a_cells_cache_state_is_the_recorded_one_else_the_share_the_server_serve
     assert codes(unknown)[0] == ("cache_differs", True)            # a recorded unknown against cold: refused
 
 
+
+def test_the_share_decides_nothing_for_a_cell_whose_own_prompts_share_prefixes():
+    """Turns that hold their history, a shared-prefix workload, a trace whose blocks repeat: the server serves part
+    of the cell's prompts from its cache whatever it held before, so a recorded unknown stays unknown."""
+    from tokenbench.metrics.summary_groups import SessionFigures, WorkloadFacts
+    base = CellSummary(cache_hit_rate=0.49).with_(CacheState(state="unknown"))
+    assert cache_state(base) == "warm"                                      # no reuse of its own: measured
+    for own in (base.model_copy(update={"sessions": SessionFigures()}),
+                base.model_copy(update={"facts": WorkloadFacts(prefix_len=64)}),
+                base.model_copy(update={"facts": WorkloadFacts(trace_reuse_rate=0.3)})):
+        assert cache_state(own) == "unknown"
+    assert cache_state(base.model_copy(update={"facts": WorkloadFacts(prefix_len=0)})) == "warm"
+
 def test_a_side_print_joins_each_facts_distinct_values():
     joined = side_print([_print(), _print(version="0.12"), _print()])
     assert joined.version == "0.11, 0.12" and joined.engine == "vllm"

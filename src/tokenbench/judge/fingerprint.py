@@ -123,18 +123,26 @@ def busier(worse: Sequence[CellSummary], better: Sequence[CellSummary], worse_si
     return Reason(code="host_unknown", refuses=False)
 
 
+def own_reuse(s: CellSummary) -> bool:
+    """The cell's own prompts share prefixes: turns of conversations or agent trajectories (each turn's prompt
+    holds the history), a shared-prefix workload, a trace whose blocks repeat."""
+    f = s.facts
+    return s.sessions is not None or (f is not None and bool(f.prefix_len or f.trace_reuse_rate))
+
+
 def cache_state(s: CellSummary) -> str | None:
     """A cell's prefix-cache state: as recorded before it ran (study/prompt_cache.py) where that is cold or warm;
     else what the server measured over it, the share of prompt tokens it served from its cache
     (`cache_hit_rate`: the responses' usage, else its counters): warm from WARM_SHARE, cold below; else the
     recorded 'unknown', or None where the cell recorded no state and the server no share (an older or imported
     run). A recorded state is not overridden by the share: a cold cell of a prefix workload hits its own
-    shared prefixes, and a warm one's may have been evicted since."""
+    shared prefixes, and a warm one's may have been evicted since; nor does the share decide for a cell whose
+    own prompts share prefixes (`own_reuse`), which the server serves from its cache whatever it held before."""
     recorded = s.cache.state if s.cache is not None else None
     if recorded in ("cold", "warm"):
         return recorded
     share = known(s.cache_hit_rate)
-    if share is not None:
+    if share is not None and not own_reuse(s):
         return "warm" if share >= WARM_SHARE else "cold"
     return recorded
 

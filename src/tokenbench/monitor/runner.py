@@ -61,7 +61,13 @@ class Monitor:
             raise UsageError("the monitor is already running", "call stop() before starting it again")
         self._active = [sampler for sampler in self.samplers if self._usable(sampler)]
         self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="tokenbench-monitor", daemon=True)
+        t0 = self.clock()
+        self.ticks.append((t0, t0))
+        try:        # the first tick in the caller's thread: a reading lies before whatever it starts next (a
+            self._tick()        # cell's first send), however late a busy host schedules the monitor's thread
+        except Exception as exc:  # handed to the caller by stop(), as the thread's are
+            self._error = exc
+        self._thread = threading.Thread(target=self._run, args=(t0,), name="tokenbench-monitor", daemon=True)
         self._thread.start()
         return self
 
@@ -109,17 +115,18 @@ class Monitor:
             self.on_warning(f"monitor: {sampler.name} unavailable ({availability.reason}); continuing without it")
         return bool(availability)
 
-    def _run(self) -> None:
+    def _run(self, t0: int) -> None:
         try:
-            self._loop()
+            self._loop(t0)
             if self.final_sample:
                 self._tick(final=True)
         except BaseException as exc:  # handed to the caller by stop(), not swallowed
             self._error = exc
 
-    def _loop(self) -> None:
-        t0 = self.clock()
-        k = 0
+    def _loop(self, t0: int) -> None:
+        """Tick k is due at t0 + k x interval; tick 0 was start()'s."""
+        k = next_index(t0, self.interval_ns, 0, self.clock())
+        self.skipped_ticks += k - 1
         while True:
             due = t0 + k * self.interval_ns
             if self._stop.wait(max(0, due - self.clock()) / 1e9):
