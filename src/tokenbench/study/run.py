@@ -126,7 +126,7 @@ def start(spec: StudySpec, store: Store, settings: RunSettings, argv: Sequence[s
     else:
         salted(spec)
     p = plan(spec)
-    preflight(p)
+    preflight(p, settings.warn)
     if spec.target.base_url and server is None and (not resume or _left(p, store, resume)):
         endpoint_for(spec, spec.target.base_url)        # reachable, model served, vocabulary known: else stop here
     profile = server.profile if server else (load_profile(spec.target, p.configs[0]) if spec.target.profile else None)
