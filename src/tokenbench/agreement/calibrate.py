@@ -104,9 +104,15 @@ def measure_reference(concurrency: int, num_prompts: int, lengths: tuple[int, in
     iso = isolation.plan(Client(workers=workers, cpus=client_cpus), local_engine=True)
     server = set(iso.engine_cpus) if iso.engine_cpus else None
     with ReferenceProcess(cfg or ReferenceConfig(ttft_ms=100.0, itl_ms=20.0), cpu=server) as ref, isolation.applied(iso):
-        [cell] = study.measure(reference_spec(ref.url, concurrency, num_prompts, lengths, workers)).results
+        [cell] = study.measure(reference_spec(ref.url, concurrency, num_prompts, lengths, workers),
+                               warn=_beyond_the_ceiling_on_purpose).results
         log = sorted(ref.send_log(), key=lambda r: r["recv_ns"])[-len(cell.records):]
     return cell, log
+
+
+def _beyond_the_ceiling_on_purpose(line: str) -> None:
+    """Calibration measures the client at the load asked, beyond this machine's client ceiling too (that is how
+    the ceiling is found): the preflight's warning is not for it."""
 
 
 def calibrate(concurrency: int, cfg: ReferenceConfig, output_len: int = 50, workers: int = 1,
@@ -165,6 +171,7 @@ def find_ceiling(levels: Iterable[int], cfg: ReferenceConfig, output_len: int = 
     return steps, Ceiling(streams=best.concurrency, chunks_per_s=best.output_throughput / cfg.tokens_per_chunk,
                           bounded=failed is not None, failed_at=failed, ttft_error=best.ttft_error(),
                           delivery_ms=best.delivery_ms, client_cpu_percent=best.client_cpu_percent, client_cpus=cpus,
+                          server_pace=best.throughput_truth / best.ideal_throughput,
                           load=f"reference TTFT {cfg.ttft_ms:g} ms, ITL {cfg.itl_ms:g} ms, {output_len} output tokens, "
                                f"{cfg.tokens_per_chunk} per chunk",
                           measured_at=datetime.now(UTC).isoformat(timespec="seconds"), tool_version=__version__)

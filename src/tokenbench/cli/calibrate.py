@@ -20,6 +20,8 @@ from tokenbench.host import ceiling as stored
 from tokenbench.host.ceiling import Ceiling
 from tokenbench.testing.reference_server import ReferenceConfig
 
+SERVER_BEHIND = 0.9     # the reference server's tok/s below this share of its schedule: it set the pace
+
 HEAD = ("conc", "workers", "TTFT ms", "truth", "err", "intake", "delivery", "p99 TTFT", "TPOT ms", "truth", "err",
         "out tok/s", "truth", "err", "in flight / C", "loop lag p99", "client CPU %", "verdict")
 
@@ -85,9 +87,12 @@ def _ceiling(concurrency: str, output_len: int, reference: ReferenceConfig, work
 def ceiling_line(c: Ceiling) -> str:
     bound = (f"(the client left its tolerance at {c.failed_at:,} streams)" if c.bounded else
              "(at least: every step kept within tolerance; give higher --concurrency steps to find the limit)")
+    behind = (f"; the reference server wrote {c.server_pace:.0%} of the tokens its TTFT and ITL allow at that step "
+              "(it, not the client, set the pace: the client may sustain more chunks/s than measured here)"
+              if c.server_pace < SERVER_BEHIND else "")
     return (f"client ceiling: {c.streams:,} streams, {c.chunks_per_s:,.0f} chunks/s per client process on CPU "
             f"{c.client_cpus} {bound}; TTFT error {c.ttft_error:+.1%}, the client's share {c.delivery_ms:.2f} ms; "
-            f"{c.load}")
+            f"{c.load}{behind}")
 
 
 def _verdict(r: Calibration) -> str:

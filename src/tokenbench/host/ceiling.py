@@ -33,6 +33,8 @@ class Ceiling:
     delivery_ms: float           # the client's own share of it (server first write -> client stamp)
     client_cpu_percent: float
     client_cpus: str             # the CPU(s) the one client process ran on
+    server_pace: float = 1.0     # the reference server's tok/s at that step / what its TTFT and ITL allow: below
+                                 # about 0.9 it fell behind, and the client may sustain more than measured here
     load: str                    # the reference server's answer: TTFT, ITL, output tokens, tokens per chunk
     measured_at: str             # ISO 8601, UTC
     tool_version: str
