@@ -4,6 +4,7 @@
 |---|---|---|
 | results database and reports | `$TOKENBENCH_RESULTS` | `$XDG_DATA_HOME/tokenbench` (`~/.local/share/tokenbench`) |
 | running deployments (state files, engine logs) | `$TOKENBENCH_STATE` | `$XDG_STATE_HOME/tokenbench/deployments` (`~/.local/state/...`) |
+| this machine's measured client ceiling | `$TOKENBENCH_STATE/machine` | `$XDG_STATE_HOME/tokenbench/machine` |
 | engine venvs and converted models | `$TOKENBENCH_CACHE` | `$XDG_CACHE_HOME/tokenbench` (`~/.cache/tokenbench`) |
 
 `--db PATH` overrides the database of one command; its reports go beside it."""
@@ -33,3 +34,9 @@ def state_dir() -> Path:
 
 def cache_root() -> Path:
     return Path(os.environ.get(CACHE_ENV) or _xdg("XDG_CACHE_HOME", ".cache") / "tokenbench")
+
+
+def machine_dir() -> Path:
+    """What was measured of this machine (the client ceiling: host/ceiling.py), beside the deployments."""
+    override = os.environ.get(STATE_ENV)
+    return Path(override) / "machine" if override else _xdg("XDG_STATE_HOME", ".local/state") / "tokenbench" / "machine"

@@ -1,9 +1,18 @@
-"""Shared by the sweep tests."""
+"""Shared by the sweep tests, and a client ceiling record for the tests that store one."""
 
 import psutil
+
+from tokenbench.host.ceiling import Ceiling
 
 
 def engines() -> set[int]:
     """pids of running llama.cpp launchers (other tests' session-scoped engines may be among them)."""
     return {p.pid for p in psutil.process_iter(["cmdline"])
             if "tokenbench.local_engines.llamacpp_server" in " ".join(p.info["cmdline"] or [])}
+
+
+def ceiling(streams: int = 16, chunks: float = 1000.0, bounded: bool = True) -> Ceiling:
+    return Ceiling(streams=streams, chunks_per_s=chunks, bounded=bounded, failed_at=streams * 2 if bounded else None,
+                   ttft_error=0.012, delivery_ms=0.2, client_cpu_percent=40.0, client_cpus="1",
+                   load="reference TTFT 100 ms, ITL 20 ms, 50 output tokens, 1 per chunk",
+                   measured_at="2026-01-02T03:04:05+00:00", tool_version="0.0.1")

@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
+from tokenbench import __version__
 from tokenbench.host import isolation
+from tokenbench.host.ceiling import Ceiling
 from tokenbench.load.cell import CellResult
 from tokenbench.spec.study import Client, StudySpec
 from tokenbench.study import run as study
@@ -100,9 +104,15 @@ def measure_reference(concurrency: int, num_prompts: int, lengths: tuple[int, in
     iso = isolation.plan(Client(workers=workers, cpus=client_cpus), local_engine=True)
     server = set(iso.engine_cpus) if iso.engine_cpus else None
     with ReferenceProcess(cfg or ReferenceConfig(ttft_ms=100.0, itl_ms=20.0), cpu=server) as ref, isolation.applied(iso):
-        [cell] = study.measure(reference_spec(ref.url, concurrency, num_prompts, lengths, workers)).results
+        [cell] = study.measure(reference_spec(ref.url, concurrency, num_prompts, lengths, workers),
+                               warn=_beyond_the_ceiling_on_purpose).results
         log = sorted(ref.send_log(), key=lambda r: r["recv_ns"])[-len(cell.records):]
     return cell, log
+
+
+def _beyond_the_ceiling_on_purpose(line: str) -> None:
+    """Calibration measures the client at the load asked, beyond this machine's client ceiling too (that is how
+    the ceiling is found): the preflight's warning is not for it."""
 
 
 def calibrate(concurrency: int, cfg: ReferenceConfig, output_len: int = 50, workers: int = 1,
@@ -124,6 +134,47 @@ def calibrate(concurrency: int, cfg: ReferenceConfig, output_len: int = 50, work
                        loop_lag_p99_ms=h.loop_lag_p99_ms if h else None,
                        client_cpu_percent=(h.client_cpu_percent if h else None) or 0.0, ingest_ms=ingest,
                        delivery_ms=delivery, failed=int(s.failed or 0), status=cell.status)
+
+
+def ceiling_steps(start: int = 16, top: int = 4096) -> list[int]:
+    """The ceiling's steps: concurrency doubling from `start` up to `top`."""
+    return [start * 2**i for i in range(int(math.log2(top / start)) + 1)] if top >= start else [start]
+
+
+def step(concurrency: int, cfg: ReferenceConfig, output_len: int, client_cpus: str | None,
+         tries: int = 2) -> Calibration:
+    """One ceiling step, one client process: a step beyond tolerance is measured again (up to `tries` in
+    all), so that one try slowed by something else on the machine does not set the ceiling low."""
+    r = calibrate(concurrency, cfg, output_len, 1, client_cpus=client_cpus)
+    for _ in range(tries - 1):
+        if r.ok():
+            break
+        r = calibrate(concurrency, cfg, output_len, 1, client_cpus=client_cpus)
+    return r
+
+
+def find_ceiling(levels: Iterable[int], cfg: ReferenceConfig, output_len: int = 50, client_cpus: str | None = None,
+                 seen: Callable[[Calibration], None] = lambda r: None) -> tuple[list[Calibration], Ceiling | None]:
+    """Step the concurrency up until the client (one process) leaves its tolerance (`Calibration.ok`);
+    the ceiling is the last step within it (None: not even the first)."""
+    steps: list[Calibration] = []
+    for c in levels:
+        steps.append(step(c, cfg, output_len, client_cpus))
+        seen(steps[-1])
+        if not steps[-1].ok():
+            break
+    passed = [r for r in steps if r.ok()]
+    if not passed:
+        return steps, None
+    best, failed = passed[-1], next((r.concurrency for r in steps if not r.ok()), None)
+    cpus = isolation.plan(Client(workers=1, cpus=client_cpus), local_engine=True).record()["client_cpus"]
+    return steps, Ceiling(streams=best.concurrency, chunks_per_s=best.output_throughput / cfg.tokens_per_chunk,
+                          bounded=failed is not None, failed_at=failed, ttft_error=best.ttft_error(),
+                          delivery_ms=best.delivery_ms, client_cpu_percent=best.client_cpu_percent, client_cpus=cpus,
+                          server_pace=best.throughput_truth / best.ideal_throughput,
+                          load=f"reference TTFT {cfg.ttft_ms:g} ms, ITL {cfg.itl_ms:g} ms, {output_len} output tokens, "
+                               f"{cfg.tokens_per_chunk} per chunk",
+                          measured_at=datetime.now(UTC).isoformat(timespec="seconds"), tool_version=__version__)
 
 
 def _f(value: float | None) -> float:

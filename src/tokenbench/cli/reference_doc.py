@@ -1,5 +1,5 @@
 """docs/cli.md, generated from the declarations of the `bench` and `sweep` options (cli/flags.py,
-cli/run_options.py), so the reference cannot drift from the code. Regenerate:
+cli/run_options.py) and `calibrate`'s, so the reference cannot drift from the code. Regenerate:
 `python -m tokenbench.cli.reference_doc > docs/cli.md` (tests/study/test_cli_doc.py checks it is current)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import get_origin
 
 import click
 
-from tokenbench.cli import flags, run_options, tune
+from tokenbench.cli import calibrate, flags, run_options, tune
 
 HEAD = """# CLI reference: `bench`, `sweep` and `tune`
 
@@ -110,10 +110,27 @@ def _option_rows(decorators) -> list[str]:
     return rows
 
 
+def _command_rows(command: click.Command) -> list[str]:
+    return [_row([*p.opts, *p.secondary_opts], "", "", "flag" if getattr(p, "is_flag", False) else p.type.name,
+                 _default(p), p.help or "") for p in command.params]
+
+
 def _peer_rows() -> list[str]:
     return ["| " + " | ".join((f"`{p.flag}`", ", ".join(f"`{k}`" for k in p.keys), p.kind.__name__,
                               p.help.replace("|", "\\|"))) + " |" for p in flags.PEERS]
 
+
+CALIBRATE = """## `calibrate`
+
+`tokenbench calibrate` runs cells against the reference server (`tokenbench/testing/reference_server.py`) and
+compares the client's figures with the server's send log (docs/metrics.md, "Isolation" and the paragraphs after it). With
+`--ceiling` it finds this machine's client ceiling: one client process, concurrency doubling from 16 to 4,096
+(or the `--concurrency` steps given) until a step leaves the tolerance; the last step within it is stored
+for this machine (`$TOKENBENCH_STATE/machine/client-ceilings.json`, default
+`$XDG_STATE_HOME/tokenbench/machine/`). Every later run here states it in its report's environment table, and
+a `bench`, `sweep` or `tune` whose cell asks one client process for more streams (or, at a rate, more chunks
+per second) warns before it starts, suggesting `--workers N` (docs/metrics.md, "Client ceiling").
+"""
 
 TABLE = ["| flag | YAML key | vLLM spelling | type | default | meaning |", "|---|---|---|---|---|---|"]
 
@@ -174,7 +191,8 @@ def markdown() -> str:
              "\n## `tune` only\n",
              "`tune PROFILE` takes every `sweep` option (the capacity search's among them: `--find-capacity` defaults "
              "to concurrency) and these; docs/metrics.md, \"Tune\", says how it decides.\n",
-             *TABLE, *_flag_rows(flags.TUNE_ONLY), *_option_rows(tune.OPTIONS), "", VLLM_NOTES, CONFLICTS]
+             *TABLE, *_flag_rows(flags.TUNE_ONLY), *_option_rows(tune.OPTIONS), "", CALIBRATE, *TABLE,
+             *_command_rows(calibrate.command), "", VLLM_NOTES, CONFLICTS]
     return "\n".join(parts)
 
 

@@ -2,7 +2,8 @@
 
 Beyond OS, kernel, CPU, memory and Python packages: the accelerators (`npu-smi info`, `nvidia-smi`;
 model, count, driver), the CANN toolkit version from its install files, the Ascend driver version,
-the host-tuning values in effect (via `host.doctor`) and, for a profile that names a container image,
+the host-tuning values in effect (via `host.doctor`), the client ceiling measured on this machine
+(`calibrate --ceiling`, host/ceiling.py) and, for a profile that names a container image,
 the image and the component versions its FlagRelease tag encodes. Nothing here fails when a tool or file
 is absent: that item is simply left out. Package versions are those of the environment tokenbench runs
 in; when the server runs in a container its stack is described by the image and its tag instead.
@@ -46,7 +47,7 @@ def _os_release() -> str:
         return platform.system()
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     try:
         for line in open("/proc/cpuinfo"):
             if line.startswith("model name"):
@@ -149,6 +150,13 @@ def container_image(profile) -> dict | None:
     return {"image": tag.image, "tag": tag.tag, "components": tag.components(), "unrecognised": tag.extra}
 
 
+def client_ceiling() -> dict | None:
+    """This machine's client ceiling where `calibrate --ceiling` measured one (host/ceiling.py)."""
+    from tokenbench.host import ceiling
+    found = ceiling.load()
+    return found.record() if found else None
+
+
 def capture(profile=None, root: str | Path = "/", run: Run = run_tool, isolation: dict | None = None) -> dict:
     """Everything above; `profile` adds its container image; `isolation`: where the client and a local
     engine ran (host/isolation.Isolation.record); `root`/`run` are for tests."""
@@ -158,7 +166,7 @@ def capture(profile=None, root: str | Path = "/", run: Run = run_tool, isolation
         "os": _os_release(),
         "kernel": platform.release(),
         "arch": platform.machine(),
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
         "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
         "python": sys.version.split()[0],
@@ -167,6 +175,6 @@ def capture(profile=None, root: str | Path = "/", run: Run = run_tool, isolation
         "host_tuning": doctor.current_values(root),
     }
     optional = {"cann": cann_version(root), "ascend_driver": ascend_driver(root), "container": container_image(profile),
-                "isolation": isolation}
+                "isolation": isolation, "client_ceiling": client_ceiling()}
     env.update({k: v for k, v in optional.items() if v})
     return env

@@ -19,7 +19,7 @@ from tokenbench.metrics import uncertainty as u
 from tokenbench.metrics.cell_summary import Metric, known
 from tokenbench.metrics.summary_groups import ServerCounters
 from tokenbench.report import explain
-from tokenbench.report.document import Block, Heading, Para, Table, num, pct
+from tokenbench.report.document import Block, Heading, Para, Table, num, pct, signed_pct
 from tokenbench.report.i18n import t
 from tokenbench.report.marks import fig, footnotes
 from tokenbench.report.verdicts import UNRELIABLE, figure, unreliable_in
@@ -73,6 +73,7 @@ def environment(run: RunData, lang: str) -> list[Block]:
             ("env.packages", ", ".join(f"{k} {v}" for k, v in sorted((env.get("packages") or {}).items()))),
             ("env.accelerators", ", ".join(_acc(a) for a in env.get("accelerators") or [])),
             ("env.isolation", _isolation(env.get("isolation"), lang)),
+            ("env.client_ceiling", _ceiling(env.get("client_ceiling"), lang)),
             ("env.source", (run.spec.get("import") or {}).get("source", ""))]
     table = Table([t(lang, "col.item"), t(lang, "col.value")],
                   [[t(lang, k), str(v)] for k, v in rows if v not in (None, "", [])], left=2)
@@ -94,6 +95,15 @@ def _isolation(iso, lang: str) -> str | None:
     if local:
         text += t(lang, "env.isolation_engine", cpus=iso.get("engine_cpus", "?"), nice=iso.get("engine_nice", "?"))
     return f"{text}: {iso['note']}" if iso.get("note") else text
+
+
+def _ceiling(c, lang: str) -> str | None:
+    """This machine's client ceiling when the run started (host/ceiling.py), as stored with the run."""
+    if not isinstance(c, dict) or not c.get("streams"):
+        return None
+    text = t(lang, "env.client_ceiling_value", streams=num(c["streams"]), chunks=num(c.get("chunks_per_s"), 0),
+             cpus=c.get("client_cpus", "?"), error=signed_pct(c.get("ttft_error")), date=c.get("measured_at", "?"))
+    return text if c.get("bounded", True) else text + t(lang, "env.client_ceiling_open")
 
 
 def _cpu(env: dict) -> str | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -36,7 +36,7 @@ from tokenbench.study.launch import endpoint_for
 from tokenbench.study.plan import Plan, PlannedCell, pending, plan
 from tokenbench.study.preflight import preflight
 from tokenbench.study.servers import load_profile
-from tokenbench.study.settings import RunSettings, StudyEvents
+from tokenbench.study.settings import RunSettings, StudyEvents, to_stderr
 
 RESUMABLE = commands.RESUMABLE
 
@@ -126,7 +126,7 @@ def start(spec: StudySpec, store: Store, settings: RunSettings, argv: Sequence[s
     else:
         salted(spec)
     p = plan(spec)
-    preflight(p)
+    preflight(p, settings.warn)
     if spec.target.base_url and server is None and (not resume or _left(p, store, resume)):
         endpoint_for(spec, spec.target.base_url)        # reachable, model served, vocabulary known: else stop here
     profile = server.profile if server else (load_profile(spec.target, p.configs[0]) if spec.target.profile else None)
@@ -271,17 +271,17 @@ class Kept:
 
 
 def measure(spec: StudySpec, json_path: str | None = None, events: StudyEvents | None = None,
-            records: bool = True) -> Outcome:
+            records: bool = True, warn: Callable[[str], None] = to_stderr) -> Outcome:
     """A study kept only in a temporary database (calibrate, agree, scripts, the tests): the outcome's cells
     carry the stored rows and its `results` every cell's result (with its records unless `records` is
-    False), in the order run; `json_path` also writes tokenbench's JSON result. A failed cell is returned
-    like any other (`check` raises for it)."""
+    False), in the order run; `json_path` also writes tokenbench's JSON result; `warn` is told the preflight's
+    warnings. A failed cell is returned like any other (`check` raises for it)."""
     kept = Kept(records)
     with tempfile.TemporaryDirectory(prefix="tokenbench-") as folder:
         store = Store(Path(folder) / "results.db")
         store.kept = False              # removed on return: nothing to resume from
         try:
-            study = start(spec, store, RunSettings(kind="bench", output=json_path))
+            study = start(spec, store, RunSettings(kind="bench", output=json_path, warn=warn))
             out = execute(study, events or StudyEvents(log=lambda m: None), [kept])
         finally:
             store.close()

@@ -4,6 +4,7 @@ study/tune.TuneSearches), and what the runner's parts share while it runs (`RunC
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -24,6 +25,11 @@ if TYPE_CHECKING:
     from tokenbench.study import capacity
 
     Seen = Sequence[tuple[capacity.Probe, CellSamples]]
+
+
+def to_stderr(line: str) -> None:
+    """A warning before anything runs (study/preflight.py: a load beyond the client's ceiling)."""
+    print(f"warning: {line}", file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -89,6 +95,7 @@ class RunSettings:
     header: dict = field(default_factory=dict)    # the JSON result's facts: tool, command, environment
     isolation: Isolation = Isolation()   # the client's and a local engine's CPUs and priorities (host/isolation.py)
     searching: Searching = Plain()       # a capacity study's searches (tune: study/tune.TuneSearches)
+    warn: Callable[[str], None] = to_stderr   # told the preflight's warnings, before anything runs
 
 
 @dataclass(frozen=True, kw_only=True)
