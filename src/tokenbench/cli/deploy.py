@@ -12,7 +12,7 @@ from rich.table import Table
 from tokenbench.cli import console, options
 from tokenbench.cli.servers import SET_HELP, print_facts, say
 from tokenbench.client import api
-from tokenbench.deploy import engines, lifecycle, profiles, readiness, state
+from tokenbench.deploy import container, engines, lifecycle, profiles, readiness, state
 from tokenbench.errors import DeployError, UsageError
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.ports import PortRange
@@ -70,7 +70,6 @@ def _dry_run(prof: Profile, compose: bool, ports: PortRange | None) -> str:
             raise UsageError(f"profile '{prof.name}' runs locally; --compose is for container profiles",
                              "drop --compose")
         return shlex.join(lifecycle.command_for(prof, port))
-    from tokenbench.deploy import container
 
     return container.render_compose(prof, port) if compose else \
         container.format_command(lifecycle.command_for(prof, port))

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from tokenbench.cli import console, options
 from tokenbench.errors import UsageError
 from tokenbench.peers import serve
-from tokenbench.spec.bench import DATASET_KINDS
+from tokenbench.spec.bench import DATASET_KINDS, Workload
 from tokenbench.spec.fields import default_of, field_at
 from tokenbench.spec.loader import Lines, validation_error
 from tokenbench.spec.study import StudySpec
@@ -243,7 +243,6 @@ def flag_for(key: str) -> str | None:
 def length_options(f: Callable) -> Callable:
     """--input-len / --output-len (vLLM: --random-input-len / --random-output-len): one [input, output]
     pair for random, prefix and image workloads; --output-len alone forces a dataset's output lengths."""
-    from tokenbench.spec.bench import Workload
     for name in ("output_len", "input_len"):
         dash = name.replace("_", "-")
         f = click.option(f"--{dash}", f"--random-{dash}", name, type=int, default=None,

@@ -13,11 +13,10 @@ from tokenbench.judge.views import load_run
 from tokenbench.report import render
 from tokenbench.report.build import build_report
 from tokenbench.report.history import REPORT_METRICS
-from tokenbench.store.db import Store
+from tokenbench.store.db import Store, default_db_path
 
 
 def default_dir(db: str | None, name: str) -> Path:
-    from tokenbench.store.db import default_db_path
     return (Path(db) if db else default_db_path()).parent / "reports" / name
 
 

@@ -24,6 +24,7 @@ from tokenbench.client.bulk import pieces as bulk_pieces
 from tokenbench.client.plain import NotPlain, PlainReader
 from tokenbench.client.records import Phase, RawExchange, RequestRecord, UsageSource
 from tokenbench.client.request import PreparedRequest
+from tokenbench.client.sse import SSEDecoder
 from tokenbench.client.token_counts import Chunk, Counted, resolve, resolve_plain
 from tokenbench.client.tokens import Piece, choice_problem, read_choice
 
@@ -137,7 +138,6 @@ def _on_event(st: _State, t_ns: int, data: str | None, malformed: str | None) ->
 
 def _decode_steps(raw: RawExchange, st: _State, per_step: int) -> Iterator[None]:
     """Decode into `st`, pausing (yield) after every `per_step` body reads."""
-    from tokenbench.client.sse import SSEDecoder  # the strict path: only a stream the other two refused
     dec = SSEDecoder()
     for n, (t_ns, data) in enumerate(raw.chunks, 1):
         for ev in dec.feed(data):

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import yaml
 
+from tokenbench.deploy import local
+from tokenbench.deploy.engines import engine_module
 from tokenbench.errors import DeployError, UsageError
 from tokenbench.spec.deploy_profile import Container, HostTuning, Profile
 
@@ -164,7 +166,6 @@ def argv_of(p: Plan) -> list[str]:
 
 
 def _engine_argv(profile: Profile, port: int) -> list[str]:
-    from tokenbench.deploy.engines import engine_module
     return engine_module(profile.engine).launch_argv(profile, port)
 
 
@@ -352,7 +353,6 @@ def preflight(profile: Profile, port: int) -> None:
 def start(profile: Profile, port: int, log_path: str | Path) -> subprocess.Popen:
     """Run the container in the foreground under the docker CLI, output to log_path.
     Refuses (DeployError, nothing created, no log written) when no docker engine answers."""
-    from tokenbench.deploy import local
     argv = run_argv(profile, port, _engine_argv(profile, port))     # render errors come first
     preflight(profile, port)
     return local.spawn(argv, {}, Path(log_path))

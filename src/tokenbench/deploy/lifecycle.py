@@ -20,10 +20,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tokenbench.deploy import local, readiness, state
+from tokenbench.deploy import local, readiness, secret_refs, state
 from tokenbench.deploy.engines import engine_module, served_model
+from tokenbench.deploy.ports import check_port, free_port
 from tokenbench.deploy.state import DeploymentState
 from tokenbench.errors import DeployError
+from tokenbench.local_engines import models
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.ports import PortRange
 from tokenbench.spec.server_facts import ServerFacts
@@ -96,7 +98,6 @@ def choose_port(profile: Profile, stable: bool = False, say: Say = lambda m: Non
     stopped server leaves do not count, see deploy/ports.py; refused outside `within`, --ports); else, when `stable`
     (`deploy up`), the engine's usual port (vLLM 8000, SGLang 30000, llama.cpp 8080) unless it is taken or outside
     `within`, then a free one, saying so; else a free one (the first free of `within`)."""
-    from tokenbench.deploy.ports import check_port, free_port  # a launch's: reading a deployment needs neither
     inside = within if within is not None and not within.any else None
     if profile.port is not None:
         if inside is not None and not inside.lo <= profile.port <= inside.hi:
@@ -134,13 +135,11 @@ def launch(profile: Profile, state_dir: str | Path | None = None, say: Say = lam
     tied, owned = how.tied, how.owned
     if profile.runs_in == "local":
         say(f"model: {profile.model.bundled or profile.model.path}")
-        from tokenbench.local_engines import models  # a local model's file: only when one is launched
         models.resolve(profile.model)                  # a missing model fails here, before launch
     port = choose_port(profile, how.stable_port, say, how.ports)
     argv = command_for(profile, port)
     if profile.runs_in == "container":
         _container().preflight(profile, port)          # no docker engine: fails here, nothing created
-    from tokenbench.deploy import secret_refs
     secret = secret_refs.resolve(profile)                  # a missing host variable fails here, before launch
     directory = state.state_dir(state_dir)
     reap_orphans(directory, say)

@@ -24,6 +24,7 @@ from pathlib import Path
 import psutil
 
 from tokenbench.errors import TokenbenchError
+from tokenbench.host.image_tag import parse_image
 
 Run = Callable[[list[str]], "str | None"]
 CANN_INFO_GLOBS = (   # relative to the root; first match wins
@@ -145,7 +146,6 @@ def container_image(profile) -> dict | None:
     """The profile's image and what its name encodes (FlagRelease components, engine image versions)."""
     if profile is None or profile.container is None:
         return None
-    from tokenbench.host.image_tag import parse_image
     tag = parse_image(profile.container.image)
     return {"image": tag.image, "tag": tag.tag, "components": tag.components(), "unrecognised": tag.extra}
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from tokenbench.judge.load_axes import load_key
 from tokenbench.judge.status import State, figure_state, judge
 
 if TYPE_CHECKING:
@@ -23,7 +24,6 @@ def load_of(c: CellRow) -> LoadKey:
     """The cell's load dimension and its value there (judge/load_axes.py): concurrency, users, a request rate
     with the in-flight cap it ran under, or sessions started per second. A sessions cell stores its users as
     its concurrency, its session rate as its request rate."""
-    from tokenbench.judge.load_axes import load_key  # a report's axes: the console's marks need no load key
     cap = c.summary.max_concurrency if c.concurrency is None else None
     sessions = c.summary.sessions is not None
     return load_key(c.concurrency, c.request_rate, c.concurrency if sessions else None, cap, sessions)

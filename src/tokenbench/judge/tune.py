@@ -25,12 +25,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tokenbench.logs.launch import Death, LaunchFailure
 from tokenbench.metrics.capacity import Answer, Reason, SearchRecord, Sustain, TierVerdict
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.slo import Tier
+from tokenbench.spec.study import StudySpec
 from tokenbench.store.rows import SearchRow
 
 TuneVerdict = Literal["best", "indistinguishable", "worse", "unmet", "unconfirmed", "died", "failed", "not_run"]
@@ -371,9 +372,6 @@ def recommendation(spec: Mapping[str, Any], config: Config) -> Recommendation:
 
 def _spec_tiers(spec: Mapping[str, Any]) -> tuple[list[Tier], str] | None:
     """A stored tune's tiers and search dimension from its spec (None: a spec this version cannot read)."""
-    from pydantic import ValidationError
-
-    from tokenbench.spec.study import StudySpec
     try:
         s = StudySpec.model_validate({k: v for k, v in spec.items() if k != "planned_cells"})   # the run's, not the spec's
     except ValidationError:

@@ -13,14 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from tokenbench.client.raw_log import RawLog
 from tokenbench.client.records import Phase, RequestRecord
 from tokenbench.client.transport import Session, send
 from tokenbench.errors import UsageError
 from tokenbench.load.runner import CellRun, Outlets, Phases, Sessions, run_phase, stopped_before
 from tokenbench.spec.study import Client
 
-if TYPE_CHECKING:                    # --keep-raw, --workers and --ray bring their modules when asked for
-    from tokenbench.client.raw_log import RawLog
+if TYPE_CHECKING:
     from tokenbench.load.workers import WorkerJob
 
 T = TypeVar("T")
@@ -138,7 +138,6 @@ def _settle(loop: asyncio.AbstractEventLoop, done: asyncio.Future, outcome: obje
 
 def _raw_log(path: str, key: str) -> RawLog:
     """--keep-raw's file (client/raw_log.py), imported only when it is asked for."""
-    from tokenbench.client.raw_log import RawLog
     return RawLog(path, key)
 
 

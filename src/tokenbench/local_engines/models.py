@@ -16,6 +16,7 @@ from pathlib import Path
 
 from tokenbench import userdirs
 from tokenbench.errors import DeployError
+from tokenbench.local_engines import vllm_cpu
 from tokenbench.spec.deploy_profile import ModelRef
 
 CACHE_ENV = userdirs.CACHE_ENV
@@ -64,7 +65,6 @@ def resolve(ref: ModelRef) -> Path:
 
 def bundled_path(name: str) -> Path:
     if name == "gemma3-270m-hf":                      # made by `tokenbench setup vllm-cpu`
-        from tokenbench.local_engines import vllm_cpu
         return vllm_cpu.model_path()
     model = BUNDLED.get(name)
     if model is None:
@@ -113,7 +113,6 @@ def describe(ref: ModelRef) -> dict:
     if ref.bundled is None:
         return {"path": ref.path}
     if ref.bundled == "gemma3-270m-hf":
-        from tokenbench.local_engines import vllm_cpu
         return vllm_cpu.describe_model()
     model = BUNDLED[ref.bundled]
     try:

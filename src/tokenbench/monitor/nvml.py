@@ -8,12 +8,10 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tokenbench.errors import MeasurementError
-
-if TYPE_CHECKING:                    # the readings' type: imported once NVML answers
-    from tokenbench.monitor.nvidia_smi import GpuReading
+from tokenbench.monitor.nvidia_smi import GpuReading
 
 _MB = 1024 * 1024
 
@@ -41,7 +39,6 @@ def readings() -> list[GpuReading]:
 
 
 def _reading(nv: ModuleType, index: int) -> GpuReading:
-    from tokenbench.monitor.nvidia_smi import GpuReading
     handle = nv.nvmlDeviceGetHandleByIndex(index)
     memory = _optional(nv, nv.nvmlDeviceGetMemoryInfo, handle)
     util = _optional(nv, nv.nvmlDeviceGetUtilizationRates, handle)

@@ -15,10 +15,10 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:       # the receiver's process imports this module with no more than receiving needs
-    from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from tokenbench.metrics.server import ServerTiming
 
-    from tokenbench.metrics.server import ServerTiming
+if TYPE_CHECKING:
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 TTFT = "gen_ai.latency.time_to_first_token"       # marks a request span
 E2E = "gen_ai.latency.e2e"
@@ -124,7 +124,6 @@ def timing_of(spans: list[Span]) -> ServerTiming | None:
     """The server's timings of the request one trace's spans describe: its engine's request span's attributes
     (`_engine_span`), the queue from the `prefill_waiting` slices where the trace has them (prefill then runs from
     the last one's end to the first token); None without a request span with a usable TTFT."""
-    from tokenbench.metrics.server import ServerTiming
     root = _engine_span(spans)
     ttft = _ns(root.attributes.get(TTFT)) if root is not None else None
     if root is None or ttft is None:

@@ -23,6 +23,7 @@ import psutil
 from tokenbench.client.api import UNANSWERED
 from tokenbench.errors import MeasurementError, TargetError, UsageError
 from tokenbench.monitor import nvml
+from tokenbench.monitor.nvidia_smi import COMMAND, gpu_samples, parse_nvidia_smi
 from tokenbench.monitor.prometheus import MetricNames, load_parser, parse_prometheus, server_samples
 from tokenbench.monitor.rapl import POWERCAP, Rapl
 from tokenbench.monitor.samples import Sample, make_samples
@@ -117,13 +118,11 @@ class NvidiaSmiSampler(_CommandSampler):
         return Availability(True) if self._nvml() else super().available()
 
     def command(self) -> tuple[str, ...]:
-        from tokenbench.monitor.nvidia_smi import COMMAND
         return COMMAND
 
     def sample(self) -> list[Sample]:
         if not self._nvml():
             return super().sample()
-        from tokenbench.monitor.nvidia_smi import gpu_samples
         start = self.clock()
         readings = nvml.readings()
         return gpu_samples(readings, (start + self.clock()) // 2)
@@ -134,7 +133,6 @@ class NvidiaSmiSampler(_CommandSampler):
         return self.use_nvml
 
     def _parse(self, text: str, t_ns: int) -> list[Sample]:
-        from tokenbench.monitor.nvidia_smi import gpu_samples, parse_nvidia_smi
         return gpu_samples(parse_nvidia_smi(text), t_ns)
 
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tokenbench.errors import UsageError
+from tokenbench.spec.server_kinds import KINDS
 
 # backend -> API; SGLang's native `sglang` backend posts to /generate, which tokenbench measures on
 # /v1/completions (the same engine path: tokenize, schedule, decode)
@@ -41,7 +42,6 @@ def base_url(host: str | None, port: int | None, backend: str | None = None) -> 
 
 def server_of_backend(backend: str) -> str:
     """The server kind a backend names (openai-chat: openai, sglang-oai: sglang, tgi: tgi, ...), in any case."""
-    from tokenbench.spec.server_kinds import KINDS
     if not backend.strip():
         raise UsageError("--backend '': an empty server kind says nothing",
                          f"give one of {', '.join(KINDS)} (or openai-chat, vllm-chat, ...), or leave --backend out")

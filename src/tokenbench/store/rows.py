@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import ValidationError
 
+from tokenbench.logs.launch import Death, LaunchFailure
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.verdict import Verdict
 from tokenbench.spec.bench import Load
@@ -19,7 +20,6 @@ from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import ServerFacts
 
 if TYPE_CHECKING:
-    from tokenbench.logs.launch import Death, LaunchFailure
     from tokenbench.metrics.capacity import SearchRecord
 
 T = TypeVar("T")
@@ -251,7 +251,6 @@ def _launch(stored: dict[str, Any]) -> LaunchFailure | None:
     """A stored launch failure; None when there is none, or one this version cannot read."""
     if not stored:
         return None
-    from tokenbench.logs.launch import LaunchFailure  # only where a config did not start
     try:
         return LaunchFailure.model_validate(stored)
     except ValidationError:
@@ -263,7 +262,6 @@ def _deaths(stored: list[Any]) -> tuple[Death, ...]:
     cause: that it died is the fact)."""
     if not stored:
         return ()
-    from tokenbench.logs.launch import Death, LaunchFailure  # only where an engine died
     out = []
     for d in stored:
         try:

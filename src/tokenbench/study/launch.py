@@ -19,11 +19,13 @@ from typing import TYPE_CHECKING
 from tokenbench.client.records import OUT_OF_FILES
 from tokenbench.client.transport import new_session
 from tokenbench.deploy.engines import with_graphs
+from tokenbench.deploy.secret_refs import api_key_var
 from tokenbench.errors import DeployError, SpecError, TargetError
 from tokenbench.load.clock import ctrl_c_to_loop
 from tokenbench.load.clock import run as run_loop
 from tokenbench.load.probe import method_line, probe_lines, probed
 from tokenbench.load.target import Endpoint, resolve
+from tokenbench.logs.launch import Death, too_small
 from tokenbench.spec.study import StudySpec
 from tokenbench.store import commands
 from tokenbench.store.journal import Target
@@ -55,7 +57,6 @@ def endpoint_for(spec: StudySpec, base_url: str, profile=None) -> Endpoint:
     secret `--api-key` variable (the server requires it, so the client must send it)."""
     key_var = None
     if profile is not None:
-        from tokenbench.deploy.secret_refs import api_key_var  # a deployed profile's secret references
         key_var = api_key_var(profile)
     return resolve(base_url, spec.target, spec.workload, key_var)
 
@@ -77,7 +78,6 @@ def fits(plan: Plan, searching: Searching, ctx_per_seq: int | None, where: str) 
     try:
         check_context(plan, ctx_per_seq, where)
     except SpecError as exc:
-        from tokenbench.logs.launch import too_small
         if not searching.launch_is_result(too_small(exc.message)):
             raise
         raise ContextTooSmall(exc.message, exc.hint) from None
@@ -85,7 +85,6 @@ def fits(plan: Plan, searching: Searching, ctx_per_seq: int | None, where: str) 
 
 def failed_launch(ctx: RunContext, config: ServerConfig, exc: DeployError | ContextTooSmall) -> LaunchFailure:
     """Why the config did not start, stored with it."""
-    from tokenbench.logs.launch import too_small  # why a config did not start: only when one did not
     failure = too_small(exc.message) if isinstance(exc, ContextTooSmall) else launch_failure(exc)
     ctx.store.set_config_launch(ctx.run_id, config.name, failure)
     return failure
@@ -163,7 +162,6 @@ class Launcher:
         """The death kept with the config (its launch, the cell, the cause read from the end of the engine's log)
         and said in `events`; whether the config is done with: a study that picks a config takes the death as
         its result and does not launch it again."""
-        from tokenbench.logs.launch import Death
         ctx = self.ctx
         death = Death(launch=number, cell=died.cell, sustain=died.role == "sustain",
                       failure=death_cause(died.seen, died.log))

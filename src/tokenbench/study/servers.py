@@ -5,9 +5,15 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tokenbench.client import api
+from tokenbench.deploy import facts_for
+from tokenbench.deploy.engines import expected_ctx as adapter_ctx
+from tokenbench.deploy.engines import graph_capture
 from tokenbench.errors import DeployError
+from tokenbench.logs.launch import classify
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.ports import PortRange
 from tokenbench.spec.server_facts import GraphCapture, ServerFacts
@@ -37,7 +43,6 @@ class Server:
             from tokenbench.deploy.readiness import log_tail
             tail = log_tail(self.deployment.log_path, 5).replace("\n", " | ")
             return f"the engine process exited with code {code}; log tail: {tail}"
-        from tokenbench.client import api
         status, _ = api.call(self.base_url, "/v1/models", quiet=True, timeout=5)
         if status in (200, 401, 403):        # an answer that asks for a key comes from a live server
             return None
@@ -46,10 +51,8 @@ class Server:
 
 def launch_failure(exc: DeployError) -> LaunchFailure:
     """Why a launch failed: the cause read from the engine's log (when it started one) and the error."""
-    from pathlib import Path
 
     from tokenbench.deploy.readiness import log_text
-    from tokenbench.logs.launch import classify
     log = getattr(exc, "log", None)
     failure = classify(log_text(Path(log)) if log else "", exc.message, log)
     return failure.model_copy(update={"message": exc.one_line().split("\\n")[0]})
@@ -61,10 +64,8 @@ DEATH_LINES = 100     # the end of a dead engine's log its cause is read from (w
 def death_cause(seen: str, log: str | None) -> LaunchFailure:
     """Why an engine that had started died: the cause read from the end of its log (the lines it wrote as it
     died) as a failed launch's is, with what was seen of it (its exit code)."""
-    from pathlib import Path
 
     from tokenbench.deploy.readiness import log_tail
-    from tokenbench.logs.launch import classify
     return classify(log_tail(Path(log), DEATH_LINES) if log else "", seen, log)
 
 
@@ -76,7 +77,6 @@ def load_profile(target: Target, config: ServerConfig) -> Profile:
 
 def expected_ctx(profile: Profile) -> int | None:
     """Per-sequence context a profile will give, when it can be known before launch (the engine's adapter)."""
-    from tokenbench.deploy.engines import expected_ctx as adapter_ctx
     return adapter_ctx(profile)
 
 
@@ -85,7 +85,6 @@ def planned_graphs(target: Target, config: ServerConfig) -> GraphCapture | None:
     engine without such a rule); before anything is deployed."""
     if not target.profile:
         return None
-    from tokenbench.deploy.engines import graph_capture
     return graph_capture(load_profile(target, config))
 
 
@@ -101,7 +100,6 @@ def server_for(target: Target, config: ServerConfig, log=print, isolation: Isola
                tracing: Tracing = _untraced) -> Iterator[Server]:
     """The config's server: the target's URL, or its profile deployed (a local engine placed as `isolation`
     plans it; `tracing`: the profile exporting its request spans, or None to deploy it as it is)."""
-    from tokenbench.deploy import facts_for
     if target.base_url:
         yield Server(target.base_url.rstrip("/"), facts_for(target.base_url))
         return

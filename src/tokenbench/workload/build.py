@@ -22,6 +22,7 @@ from tokenbench.client.request import Prompt
 from tokenbench.errors import TargetError, UsageError
 from tokenbench.metrics.summary_groups import WorkloadFacts
 from tokenbench.spec.bench import Workload
+from tokenbench.workload import text_corpus, trace_replay
 from tokenbench.workload.chat import (
     ServerTokenizer,
     Tokenizer,
@@ -32,14 +33,14 @@ from tokenbench.workload.chat import (
 )
 from tokenbench.workload.dataset import Draft, Filters, TextEntry, select
 from tokenbench.workload.jsonl import read_prompts
+from tokenbench.workload.lengths import Draws, length_stats
+from tokenbench.workload.local_tokenizer import LocalTokenizer, tokenizer_file
 from tokenbench.workload.random_ids import cell_rng, random_ids
 from tokenbench.workload.sharegpt import read_sharegpt
 from tokenbench.workload.vocab import Vocab
 
-if TYPE_CHECKING:                    # a kind's own modules are imported where that kind is built
+if TYPE_CHECKING:
     from tokenbench.workload import images as img
-    from tokenbench.workload import trace_replay
-    from tokenbench.workload.local_tokenizer import LocalTokenizer
 
 T = TypeVar("T")
 
@@ -192,7 +193,6 @@ def _shapes(c: _Cell, phase: str, n: int | None) -> Iterator[tuple[int, int]]:
     if c.wl.draws is None:
         shape = (_given(c.wl.input_len, "input_len"), _given(c.wl.output_len, "output_len"))
         return itertools.repeat(shape, *([] if n is None else [n]))
-    from tokenbench.workload.lengths import Draws  # a length distribution: only a workload that draws lengths
     return Draws.of(c.wl).stream(c.shape_rng(f"lengths-{phase}"), n)
 
 
@@ -200,7 +200,6 @@ def _draw_facts(c: _Cell, n_meas: int | None) -> dict:
     """The distribution in words and, for a counted cell, the drawn lengths' mean, min and max."""
     if c.wl.draws is None:
         return {}
-    from tokenbench.workload.lengths import Draws, length_stats
     stats = length_stats(_shapes(c, "measure", n_meas)) if n_meas is not None else {}
     return {"length_distribution": Draws.of(c.wl).describe(), "length_draws": c.wl.draws, **stats}
 
@@ -214,7 +213,6 @@ def _random(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None)
 def _text(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
     """Natural text: windows of exactly input_len tokens of the corpus (workload/text_corpus.py), or of
     each request's drawn length (a length distribution, as random's)."""
-    from tokenbench.workload import text_corpus
     corpus = text_corpus.corpus_ids(c.tok)
 
     def phase(name: str, count: int | None) -> Iterator[Draft]:
@@ -294,7 +292,6 @@ def _image(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) 
 def _trace_blocks(c: _Cell, rows: list[trace_replay.TraceRow], facts: dict,
                   notes: list[str]) -> trace_replay.BlockIds | None:
     """The hash blocks of a trace with hash_ids (completions: token ids); the trace's own reuse in facts."""
-    from tokenbench.workload import trace_replay
     if not any(r.hash_ids for r in rows):
         return None
     if c.wl.api == "chat":
@@ -321,7 +318,6 @@ def _trace_phase(c: _Cell, rows: list[trace_replay.TraceRow], blocks: trace_repl
 def _trace(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
     """Warmup: fresh content of the first rows' lengths (never the trace's blocks, so the measured phase
     starts with none of them cached); measured: the rows, at their times."""
-    from tokenbench.workload import trace_replay
     wl = c.wl
     rows = trace_replay.read_trace(_given(wl.dataset_path, "dataset_path"), wl.trace_block_size)
     replay = trace_replay.select(rows, wl.time_scale, Filters.of(wl, c.t.max_model_len), wl.output_len, n_meas, duration_s)
@@ -415,7 +411,6 @@ def _length_facts(lengths: list[tuple[int, int]]) -> dict:
 
 @functools.lru_cache(maxsize=4)
 def _local(path: str) -> LocalTokenizer:
-    from tokenbench.workload.local_tokenizer import LocalTokenizer  # only with --tokenizer DIR
     return LocalTokenizer(path)
 
 
@@ -423,7 +418,6 @@ def _tokenizer_file(path: str | None) -> Path | None:
     """--tokenizer's tokenizer.json, or None (none given, or none there)."""
     if not path:
         return None
-    from tokenbench.workload.local_tokenizer import tokenizer_file
     return tokenizer_file(path)
 
 

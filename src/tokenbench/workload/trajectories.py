@@ -27,6 +27,7 @@ from tokenbench.errors import UsageError
 from tokenbench.metrics.summary_groups import WorkloadFacts
 from tokenbench.spec.bench import Workload
 from tokenbench.workload.chat import Tokenizer
+from tokenbench.workload.lengths import Draws
 from tokenbench.workload.random_ids import cell_rng, random_ids
 from tokenbench.workload.sessions import SessionPlan, session_tag, think_ns
 from tokenbench.workload.trajectory_formats import Corpus, Step, Trajectory, read_corpus
@@ -51,7 +52,6 @@ def _turns(rng: random.Random, wl: Workload) -> int:
 def _lengths(rng: random.Random, wl: Workload) -> tuple[int, int]:
     if wl.draws is None:
         return wl.input_len or 1, wl.output_len or 1
-    from tokenbench.workload.lengths import Draws  # only a generator that draws its lengths
     return Draws.of(wl).draw(rng)
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from tokenbench.client import api
 from tokenbench.errors import TargetError, UsageError
+from tokenbench.workload.local_tokenizer import LocalTokenizer, tokenizer_file
 
 
 @dataclass(slots=True, frozen=True)
@@ -49,7 +50,6 @@ def _from_tokenizer_dir(path: str) -> int | None:
 
 def _from_tokenizer_file(path: str) -> int | None:
     """The vocabulary of the directory's tokenizer.json (with its added tokens), where it has no config.json."""
-    from tokenbench.workload.local_tokenizer import LocalTokenizer, tokenizer_file  # only with --tokenizer DIR
     return LocalTokenizer(path).vocab_size if tokenizer_file(path) else None
 
 

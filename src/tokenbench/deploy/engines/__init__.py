@@ -34,6 +34,7 @@ from typing import Any, Protocol
 from tokenbench.client import api
 from tokenbench.deploy.engines import graphs
 from tokenbench.errors import DeployError, UsageError
+from tokenbench.local_engines import models
 from tokenbench.spec.deploy_profile import ArgValue, Engine, Profile
 from tokenbench.spec.profile_args import flag_args, render_args  # noqa: F401  (argv rendering, one definition)
 from tokenbench.spec.server_facts import GraphCapture, ServerFacts
@@ -169,7 +170,6 @@ def model_arg(profile: Profile, engine: str, path: str, fix: str) -> str:
     """model.path as given (the server resolves it), or a bundled model resolved on this machine; a profile
     with neither is refused: `engine` needs model.path (`path`: what it takes there; `fix`: the hint)."""
     if profile.model.bundled is not None:
-        from tokenbench.local_engines import models  # a local model's file: only when one is launched
         return str(models.resolve(profile.model))
     if profile.model.path is None:
         raise UsageError(f"profile '{profile.name}': {engine} needs model.path ({path})", fix)

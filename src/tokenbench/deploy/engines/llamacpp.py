@@ -15,6 +15,7 @@ from pathlib import Path
 
 from tokenbench.client import api
 from tokenbench.deploy.engines import arg_of, profile_args
+from tokenbench.local_engines import models
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import ServerFacts
 
@@ -55,7 +56,6 @@ def command_prefix(profile: Profile) -> list[str]:
 
 def launch_argv(profile: Profile, port: int) -> list[str]:
     par = profile.parallelism
-    from tokenbench.local_engines import models  # a local model's file: only when one is launched
     argv = [*command_prefix(profile), "--model", str(models.resolve(profile.model)),
             "--host", profile.host, "--port", str(port), "--alias", served_model(profile)]
     for flag, value in (("--slots", par.slots), ("--ctx", par.ctx), ("--threads", par.threads)):
