@@ -326,17 +326,21 @@ class Sandbox:
         failed = re.search(r"^(?:FAILED|ERROR) (\S+)", done.stdout, re.M)
         return failed.group(1) if failed else f"exit {done.returncode}"
 
-    def test_files(self, module: str) -> tuple[list[str], list[str]]:
-        """(the test files that import the module or are named after it; every test file, those first, then
-        the ones naming it, then the rest), so most mutants are detected by a short first run."""
-        stem = Path(module).stem
+    def test_files(self, module: str) -> tuple[list[str], list[str], list[str]]:
+        """(the module's own test files: tests/<its package>/test_<its name>*.py; the test files that import it
+        or are named after it; every test file, those first, then the ones naming it, then the rest), so most
+        mutants are detected by a short first run."""
+        stem, package = Path(module).stem, Path(module).parent.name
         dotted = ".".join(Path(module).with_suffix("").parts[1:])          # src/tokenbench/a/b.py -> tokenbench.a.b
         def rank(f: str) -> int:
             text = (self.root / f).read_text(errors="replace")
             return (0 if Path(f).stem == f"test_{stem}" else 1 if dotted in text or f"import {stem}" in text
                     else 2 if stem in text else 3)
+        def own(f: str) -> bool:
+            name = Path(f).stem
+            return Path(f).parent.name == package and (name == f"test_{stem}" or name.startswith(f"test_{stem}_"))
         files = sorted(str(p.relative_to(self.root)) for p in (self.root / "tests").rglob("test_*.py"))
-        return [f for f in files if rank(f) < 2], sorted(files, key=rank)
+        return [f for f in files if own(f)], [f for f in files if rank(f) < 2], sorted(files, key=rank)
 
 
 def _limit_memory() -> None:
@@ -346,14 +350,17 @@ def _limit_memory() -> None:
 
 
 def detected_by(box: Sandbox, mutant: Mutant, tier: Tier, quick: bool = False) -> str | None:
-    """Write the mutant into the sandbox, run the tier's tests of the module, then (if they pass) the whole
-    tier, the files naming the module first: the test that failed, or None (the mutant survived)."""
+    """Write the mutant into the sandbox, run the tier's tests of the module: its own test files, then the
+    others that name it, then (if they pass) the whole tier, the files naming the module first: the test
+    that failed, or None (the mutant survived)."""
     path = box.root / mutant.module
     original = path.read_text()
     path.write_text(mutant.apply(original))
     try:
-        near, every = box.test_files(mutant.module)
-        return (box.run(tier, near) if near else None) or (None if quick else box.run(tier, every))
+        own, near, every = box.test_files(mutant.module)
+        rest = [f for f in near if f not in own]
+        return ((box.run(tier, own) if own else None) or (box.run(tier, rest) if rest else None)
+                or (None if quick else box.run(tier, every)))
     finally:
         path.write_text(original)
 
