@@ -32,6 +32,7 @@ import random
 import re
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -477,6 +478,8 @@ def _table(tallies: dict[str, Tally], slow: bool) -> dict[str, float]:
 
 def main() -> int:
     args = _parser().parse_args()
+    # stopped with SIGTERM (a background job ignores SIGINT): the test run is killed and the sandbox removed
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     known = equivalents(EQUIVALENT)
     with tempfile.TemporaryDirectory(prefix="tokenbench-mutants-") as tmp:
         box = Sandbox.copy(Path(tmp), min(args.timeout_s, 180) if args.quick else args.timeout_s, args.at)
