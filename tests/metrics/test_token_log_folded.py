@@ -112,3 +112,9 @@ def test_a_constant_gap_has_exactly_its_mean_and_no_spread_once_folded():
     assert got["mean_itl_ms"] == 7.0 and got["std_itl_ms"] == 0.0
     assert got["min_itl_ms"] == 7.0 and got["max_itl_ms"] == 7.0 and got["p99_itl_ms"] == pytest.approx(7.0)
     assert log.moments[0] == 160
+
+
+def test_one_folded_batch_has_exactly_its_own_mean():
+    """Chunks read together share a stamp: gaps of 0 and 1 ns, a mean of a third of a ns, exactly numpy's."""
+    log = folded([([0, 0, 0, 1], [1, 1, 1, 1])], fold_at=10)
+    assert log.moments[1] == float(np.mean([0, 0, 1])) and log.itl()["mean_itl_ms"] == float(np.mean([0, 0, 1])) / 1e6
