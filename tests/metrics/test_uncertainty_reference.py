@@ -448,3 +448,12 @@ def test_drift_reads_the_halves_in_time_order_from_8_samples():
     assert u.drift([[1.0] * 5 + [3.0] * 4], "mean") == pytest.approx((2.6 - 1.0) / (17 / 9))
     assert u.drift([[0.0] * 8], "mean") == 0.0
     assert u.drift([u.Clusters.of([[1.0] * 4, [3.0] * 4])], "mean") == pytest.approx(1.0)
+
+
+def test_no_difference_at_all_names_no_winner_even_without_a_minimum_effect():
+    """Two cells of the same constant figure: a change of 0 with an interval of no width, [0, 0], which does not
+    exclude 0: no winner, whatever the minimum effect."""
+    same = u.within(np.array([5.0, 5.0, 5.0]), "mean")
+    v = u.verdict(same, same, True, min_effect=0.0)
+    assert (v.change, v.lo, v.hi, v.winner) == (0.0, 0.0, 0.0, None)
+    assert u.verdict(same, same, False, min_effect=0.0).winner is None
