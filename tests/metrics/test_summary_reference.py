@@ -265,3 +265,36 @@ def test_send_rates_of_an_open_loop_only():
     assert plain.arrival_seed is None and plain.send_slot_wait_mean_ms is None and plain.send_cap is None
     assert sm.send_rates(t, Load(concurrency=2, num_prompts=3), SlotWaits()) is None
     assert sm.send_rates(_send_times([], [], []), capped, SlotWaits()) is None
+
+
+# ---- repeats merged -------------------------------------------------------------------------------
+def test_repeats_merge_into_the_mean_of_each_figure_every_ok_repeat_gives():
+    from tokenbench.metrics.cell_summary import CellSummary
+    from tokenbench.metrics.summary_groups import FigureHealth, FigureMark
+    from tokenbench.metrics.timeslices import Timeslices
+
+    mark = lambda b: FigureHealth(client_marks={"p99_ttft_ms": FigureMark(cause="client_cpu", bound=b, tolerance=1.0)})  # noqa: E731
+    a = CellSummary(completed=10, num_prompts=10, mean_ttft_ms=10.0, p99_ttft_ms=30.0, usage_source={"server": 10},
+                    failed_by_kind={"timeout": 1}, arrival="poisson").with_(Timeslices(width_s=10.0), mark(2.0))
+    b = CellSummary(completed=11, num_prompts=10, mean_ttft_ms=20.0, usage_source={"server": 9, "none": 2},
+                    failed_by_kind={"timeout": 2, "connect": 1}, arrival="constant").with_(mark(5.0))
+    c = CellSummary(completed=12, num_prompts=10, mean_ttft_ms=60.0, failed_by_kind={"http_status": 4})
+    got = sm.mean_of_repeats([a, b], [a, b, c])
+    assert got.completed == 10.5 and got.num_prompts == 10 and isinstance(got.num_prompts, int)
+    assert got.mean_ttft_ms == 15.0 and got.p99_ttft_ms is None                  # only one repeat gave a p99
+    assert got.usage_source == {"server": 19, "none": 2} and got.arrival == "poisson"
+    assert got.failed_by_kind == {"timeout": 3, "connect": 1, "http_status": 4}   # every repeat's failures
+    assert got.slices == Timeslices(width_s=10.0) and got.figures.client_marks["p99_ttft_ms"].bound == 5.0
+    whole = sm.mean_of_repeats([a, c.model_copy(update={"completed": 12})], [a, c])
+    assert whole.completed == 11 and isinstance(whole.completed, int)
+
+
+def test_repeats_none_of_which_is_ok_keep_their_counts_only():
+    from tokenbench.metrics.cell_summary import CellSummary
+    a = CellSummary(completed=0, num_prompts=5, failed=5, length_mismatches=1, mean_ttft_ms=3.0,
+                    failed_by_kind={"timeout": 5})
+    b = CellSummary(completed=1, num_prompts=5, failed=4, failed_by_kind={"connect": 4})
+    got = sm.mean_of_repeats([], [a, b])
+    assert (got.completed, got.num_prompts, got.failed, got.length_mismatches) == (1, 10, 9, 1)
+    assert got.mean_ttft_ms is None and got.failed_by_kind == {"timeout": 5, "connect": 4}
+    assert sm.mean_of_repeats([], [CellSummary(num_prompts=2)]).failed_by_kind == {}
