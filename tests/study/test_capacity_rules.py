@@ -162,3 +162,55 @@ def test_a_rate_answer_and_the_sustain_line():
     assert cap.describe(_record(_answer(capacity=2.5), "users", held))[1] == (
         "sustain 32:16 at 2.5 users for 80 s: holds (ok; no drift)")
     assert cap.load_text(None) == "-" and cap.load_text(2.0) == "2" and math.isclose(float(cap.load_text(0.125)), 0.125)
+
+
+def _seen(s: Settings, stat, until: int) -> list[tuple[cap.Probe, CellSamples]]:
+    """The first `until` probes of a search and the cells they got (a server whose TPOT is stat(load))."""
+    gen, out = cap.search(s), []
+    probe = next(gen)
+    for _ in range(until):
+        got = CellSamples(key=f"x={probe.load:g}", repeat=probe.repeat, status="ok",
+                          values={"tpot": [stat(probe.load) * f for f in (0.99, 1.0, 1.01) * 3]}, request_rate=2.0)
+        out.append((probe, got))
+        try:
+            probe = gen.send(got)
+        except StopIteration:
+            break
+    return out
+
+
+def test_a_search_stopped_from_outside_answers_from_the_cells_it_saw():
+    s = Settings("concurrency", (TIER,), sustain_s=0, budget=30)
+    seen = _seen(s, lambda x: 10 + 0.7 * x, 5)                         # 1, 2, 4, 8 pass; 16 fails
+    [a] = cap.halted(s, seen, "outranked").answers
+    assert (a.capacity, a.fail_load, a.reason) == (8.0, 16.0, "outranked")
+    [none] = cap.halted(s, [], "time").answers
+    assert (none.capacity, none.fail_load, none.lo, none.hi, none.reason) == (None, None, None, None, "time")
+    done = _seen(s, lambda x: 10 + 0.7 * x, 30)
+    assert cap.halted(s, done, "time").answers[0].reason == "converged"     # a finished tier keeps its reason
+
+
+def test_with_nothing_failing_cleanly_the_search_bisects_toward_the_clients_loads():
+    """Cells at 24 requests/s and above are always in doubt (the client's): the boundary is sought up to them."""
+    s = Settings("rate", (Tier(name="t", limits=["tpot:mean<=20"]),), start=1.0, sustain_s=0, budget=40)
+    probes = _drive(s, lambda x: 10 + 0.4 * x, doubt=lambda p: p.load >= 24)
+    rec_loads = sorted({p.load for p in probes})
+    assert 16.0 in rec_loads and any(16.0 < x < 24.0 for x in rec_loads)      # refined above the last clean pass
+    assert max(x for x in rec_loads if x < 24.0) >= 22.0
+
+
+def test_an_undecided_end_steps_out_by_twice_the_gap_of_the_bracket():
+    """The highest pass stays unsure after MAX_CELLS_AT_LOAD cells (its mean sits on the limit) and nothing
+    below surely passed: the search tries a load twice the bracket's gap further out (a rate: 24 - 2 x 0.5;
+    streams: at least one stream a side)."""
+    t = Tier(name="t", limits=["tpot:mean<=20"])
+    def state(dimension: str, low: float, high: float) -> cap._State:
+        st = cap._State(Settings(dimension, (t,), sustain_s=0))
+        on = [CellSamples(key="lo", repeat=i, status="ok", values={"tpot": [19.0, 21.0, 20.0]}) for i in range(4)]
+        over = [CellSamples(key="hi", repeat=i, status="ok", values={"tpot": [30.0, 30.1, 29.9]}) for i in range(4)]
+        st.cells = {low: on, high: over}
+        return st
+    rate = cap._settle(state("rate", 24.0, 24.5), t, 24.0, 24.5)
+    assert rate.probe is not None and (rate.probe.load, rate.probe.role, rate.priority) == (23.0, "bracket", 2)
+    streams = cap._settle(state("concurrency", 8.0, 9.0), t, 8.0, 9.0)
+    assert (streams.probe.load, streams.probe.role) == (6.0, "bracket")
