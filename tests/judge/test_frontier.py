@@ -117,6 +117,8 @@ def test_devices_seen_by_the_monitor_only_where_nothing_states_them():
     assert fr.devices(CONFIG, cell()) == 1 and fr.devices(CONFIG) == 1 and fr.seen(CONFIG, None) is None
     stated = ConfigInfo(1, "d", {}, None, ServerFacts("reference", devices=2), "done", "")
     assert fr.seen(stated, c) is None and fr.devices(stated, c) == 2
+    nonsense = ConfigInfo(1, "d", {}, None, ServerFacts("reference", devices=-2), "done", "")
+    assert fr.devices(nonsense, c) == 1                                    # a stated count below 1: one device
 
 
 # ---- dominance -----------------------------------------------------------------------------------

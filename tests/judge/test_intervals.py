@@ -133,6 +133,15 @@ def test_a_p99_is_judged_by_the_requests_the_repeats_completed_not_the_reservoir
     assert iv.Book(run([edge], {1: recs})).interval(edge, metric).unreliable
 
 
+def test_a_repeat_that_states_no_count_adds_no_request_to_the_p99s_judgement():
+    """Two ok repeats, one stating 99 completed requests and one stating none: 99 in all, under 100: marked."""
+    recs = records(16, n=60, failed=0)
+    one = cell(1, recs, summary=cell(1, recs).summary.model_copy(update={"completed": 99}))
+    untold = cell(2, recs, summary=cell(2, recs).summary.model_copy(update={"completed": None}))
+    merged = cell(1, recs, repeats=(one, untold), summary=one.summary)
+    assert iv.Book(run([merged], {1: recs, 2: recs})).interval(merged, Metric("ttft", "p99")).unreliable
+
+
 @pytest.mark.parametrize("name", ["output_throughput", "request_throughput"])
 def test_a_rates_interval_is_scaled_onto_the_stored_figure(name):
     recs = records(8, failed=0)

@@ -120,6 +120,8 @@ def test_a_span_is_lo_to_one_below_the_sure_failure_for_whole_streams():
 def test_a_gain_holds_what_its_ends_hold():
     g = tn.Gain(value=0.5, lo=0.2, hi=0.8)
     assert g.holds(0.2) and g.holds(0.8) and not g.holds(0.19) and not g.holds(0.81)
+    assert g.holds(0.2 - 0.95e-12) and not g.holds(0.2 - 1.05e-12)          # the ends' float rounding, 1e-12
+    assert g.holds(0.8 + 0.95e-12) and not g.holds(0.8 + 1.05e-12)
     assert tn.Gain(value=None, lo=None, hi=0.1).holds(-5.0) and tn.Gain(value=None, lo=0.1, hi=None).holds(1e9)
 
 
@@ -182,6 +184,12 @@ def test_what_is_left_undecided():
     time_left = tn.rank(SLO, [entrant("a", answer(SLO, 8.0, 6.0, 9.0, "client")), entrant("b", rival)], "a", True)
     open_ = tn.undecided(time_left)
     assert open_.short == [("a", "client")] and not open_.budget
+    short = tn.rank(SLO, [entrant("a", best), entrant("b", answer(SLO, 7.0, 5.0, 9.0, "client"))], "a", True)
+    got = tn.undecided(short)
+    assert got.short == [("a", "budget"), ("b", "client")] and got.not_run == [] and got.budget
+    unreached = tn.rank(SLO, [entrant("a", answer(SLO, 8.0, 6.0, 9.0, "client")), entrant("b", rival),
+                              entrant("c", searched=False)], "a", True)
+    assert tn.undecided(unreached).budget                                        # a config not run: more may tell
     alone = tn.rank(SLO, [entrant("a", best), entrant("c", searched=False)], "a", True)
     assert (tn.undecided(alone).rivals, tn.undecided(alone).short) == ([], [])
     assert set(tn.SHORT) == {"budget", "time"} and set(tn.FINAL) == {"converged", "above_max", "below_min", "outranked"}

@@ -20,7 +20,7 @@ times = st.lists(st.integers(0, 120), max_size=15, unique=True).map(sorted)
 
 @st.composite
 def windows(draw) -> CellWindow:
-    start = draw(st.integers(10, 100))
+    start = draw(st.integers(0, 100))              # a window may start at 0 on the clock
     reach = draw(st.integers(1, 20))
     w = CellWindow(start, start + draw(st.integers(0, 60)), interval_s=reach / 1e9)
     assume(w.interval_ns == reach)
@@ -110,6 +110,13 @@ def test_the_integral_is_numpys_trapezoid_over_the_lines_between_samples(points,
     grid = np.array(sorted({w.start_ns, w.end_ns, *(t for t in xs if w.start_ns < t < w.end_ns)}), dtype=float)
     want = float(np.trapezoid(np.interp(grid, xs, ys), grid)) / S
     assert win.integral(points, w) == pytest.approx(want, rel=1e-9, abs=1e-15)
+
+
+def test_a_window_starting_at_0_reads_its_edge_at_0():
+    w = CellWindow(0, 20)
+    assert win.edge_gap_s([0, 10, 20], w) == 0.0 and win.edge_gap_s([0, 30], w) == 30 / S
+    assert win.counter_increase([(0, 1.0), (20, 5.0)], w) == 4.0 and win.integral([(0, 2.0), (20, 2.0)], w) == 40 / S
+    assert win.max_gap_s([0, 20], w) == 20 / S and win.coverage_pct([0], CellWindow(0, 20, interval_s=10 / 1e9)) == 50.0
 
 
 def test_constant_power_over_a_window_is_power_times_its_seconds():
