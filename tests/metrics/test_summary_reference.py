@@ -5,6 +5,8 @@ counts, prompts and cached tokens, closed and open loops; then each rule's edge 
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -37,7 +39,9 @@ def records(draw, n_max: int = 14) -> list[RequestRecord]:
             completion_tokens=draw(st.none() | st.integers(0, 20)), cached_tokens=draw(st.none() | st.integers(0, 8)),
             error_kind=failed, connect_ns=draw(st.sampled_from([0, 0, 3 * MS])),
             expected_prompt_tokens=draw(st.none() | st.integers(1, 40)),
-            first_content_ns=times[-1] if times and draw(st.booleans()) else None))
+            first_content_ns=times[-1] if times and draw(st.booleans()) else None,
+            length_error=draw(st.sampled_from(["", "", "", "short"])), usage_source=draw(st.sampled_from(["server", "none"])),
+            count_source=draw(st.sampled_from(["usage", "tokenizer", "none"])), reasoning_tokens=draw(st.integers(0, 2))))
     return out
 
 
@@ -54,7 +58,13 @@ def _reference(recs: list[RequestRecord], slo: SLO) -> dict:
     ok = [r for r in recs if r.ok]
     out = {"num_prompts": len(recs), "completed": len(ok), "failed": len(recs) - len(ok),
            "total_input_tokens": sum(r.prompt_tokens or r.input_len for r in ok),
-           "total_output_tokens": sum(r.output_tokens for r in ok)}
+           "total_output_tokens": sum(r.output_tokens for r in ok),
+           "failed_by_kind": dict(sorted(Counter(r.error_kind for r in recs if not r.ok).items())),
+           "length_mismatches": sum(bool(r.length_error) for r in recs),
+           "usage_source": dict(Counter(r.usage_source for r in ok)), "count_source": dict(Counter(r.count_source for r in ok)),
+           "total_reasoning_tokens": sum(r.reasoning_tokens for r in ok),
+           "reasoning_requests": sum(bool(r.reasoning_tokens) for r in ok),
+           "zero_token_requests": sum(not r.token_times_ns for r in ok)}
     dur = (max(r.end_ns for r in recs) - min(r.intended_ns for r in recs)) / S
     out |= {"duration": dur, "request_throughput": len(ok) / dur,
             "output_throughput": out["total_output_tokens"] / dur,
@@ -64,13 +74,14 @@ def _reference(recs: list[RequestRecord], slo: SLO) -> dict:
     out |= {"request_goodput": len(good) / dur, "goodput_fraction": len(good) / len(recs)}
     told = [r for r in ok if r.cached_tokens is not None and r.prompt_tokens]
     if told:
-        out |= {"total_cached_tokens": sum(r.cached_tokens for r in told),
+        out |= {"total_cached_tokens": sum(r.cached_tokens for r in told), "cache_reported_requests": len(told),
                 "cache_hit_rate": sum(r.cached_tokens for r in told) / sum(r.prompt_tokens for r in told)}
     diffs = [r.prompt_tokens - r.expected_prompt_tokens for r in ok
              if r.prompt_tokens is not None and r.expected_prompt_tokens is not None]
     if diffs:
         out |= {"prompt_tokens_disagreeing": sum(d != 0 for d in diffs),
-                "prompt_tokens_diff_mean": sum(diffs) / len(diffs)}
+                "prompt_tokens_diff_mean": sum(diffs) / len(diffs),
+                "prompt_tokens_diff_max": next(d for d in diffs if abs(d) == max(map(abs, diffs)))}
     timed = [r for r in ok if r.token_times_ns]
     out |= _stats([(r.token_times_ns[0] - r.sent_ns) / MS for r in timed], "ttft")
     out |= _stats([(r.token_times_ns[-1] - r.token_times_ns[0]) / (r.output_tokens - 1) / MS
@@ -102,7 +113,7 @@ def test_every_figure_is_its_formula_over_the_records(recs, c):
     s = sm.summarize(recs, Load(concurrency=c, num_prompts=len(recs)), 16, 12, slo)
     flat = s.to_dict()
     for key, want in _reference(recs, slo).items():
-        assert flat.get(key) == pytest.approx(want, rel=1e-9, abs=1e-9), key
+        assert flat.get(key) == (pytest.approx(want, rel=1e-9, abs=1e-9) if not isinstance(want, dict) else want), key
     assert (s.concurrency, s.input_len, s.output_len, s.request_rate) == (c, 16, 12, None)
 
 
