@@ -124,6 +124,13 @@ def test_a_cell_of_failed_requests_only_counts_them():
     assert (s.request_throughput, s.duration, s.mean_ttft_ms) == (0.0, 0.001, None)
 
 
+def test_a_cell_without_a_first_answer_stamp_states_no_ttfc():
+    recs = [RequestRecord(i, "measure", 16, 2, 0, 0, 9 * MS, 200, token_times_ns=[MS, 2 * MS], token_counts=[1, 1])
+            for i in range(3)]
+    s = sm.summarize(recs, Load(concurrency=1, num_prompts=3), 16, 2)
+    assert s.mean_ttfc_ms is None and s.p99_ttfc_ms is None and s.mean_ttft_ms == 1.0
+
+
 def test_the_load_keys_and_a_burstiness_other_than_1():
     s = sm.summarize([], Load(request_rate=2.0, burstiness=0.5, max_concurrency=3, num_prompts=4), 8, 4)
     assert (s.request_rate, s.burstiness, s.max_concurrency, s.arrival, s.concurrency) == (2.0, 0.5, 3, "poisson", None)
