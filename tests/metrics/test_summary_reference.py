@@ -316,3 +316,13 @@ def test_repeats_none_of_which_is_ok_keep_their_counts_only():
     assert (got.completed, got.num_prompts, got.failed, got.length_mismatches) == (1, 10, 9, 1)
     assert got.mean_ttft_ms is None and got.failed_by_kind == {"timeout": 5, "connect": 4}
     assert sm.mean_of_repeats([], [CellSummary(num_prompts=2)]).failed_by_kind == {}
+
+
+def test_a_sessions_cells_shape_is_what_it_asked():
+    from tokenbench.spec.bench import Workload
+    wl = Workload(kind="sessions", input_len=32, output_len=8, turns=3, think_time_s=0.5)
+    got = sm.shape_of(wl, Load(users=4, num_sessions=8, ramp_up_s=2.0))
+    assert (got.users, got.rate, got.ramp_up_s, got.turns, got.user_len, got.output_len) == (4, None, 2.0, 3, 32, 8)
+    assert got.system_len == 0 and got.think_time_s == 0.5
+    with_system = sm.shape_of(wl.model_copy(update={"system_prompt_len": 64}), Load(session_rate=1.5, num_sessions=8))
+    assert with_system.system_len == 64 and with_system.rate == 1.5 and with_system.users is None
