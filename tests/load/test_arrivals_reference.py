@@ -53,6 +53,13 @@ def test_a_duration_cell_has_round_rate_times_duration_arrivals_at_least_1(rate,
     assert ar.schedule(load, 3) == reference(rate, "poisson", 3, n, duration_s=duration)
 
 
+@pytest.mark.parametrize(("rate", "duration", "n"), [(1.2, 1.0, 1), (1.6, 1.0, 2), (0.2, 1.0, 1), (4.4, 1.0, 4)])
+@pytest.mark.parametrize("kind", ["constant", "poisson"])
+def test_offsets_without_a_count_take_round_rate_times_duration_at_least_1(rate, duration, n, kind):
+    got = list(ar.offsets_ns(rate, kind, random.Random(4), duration_s=duration))
+    assert got == reference(rate, kind, 4, n, duration_s=duration)
+
+
 def test_a_count_cut_at_the_duration_and_an_unbounded_schedule():
     load = Load(request_rate=10.0, num_prompts=100, duration_s=2.0, arrival="constant")
     assert ar.schedule(load, 0) == [round(i / 10.0 * 1e9) for i in range(20)]
