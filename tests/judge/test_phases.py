@@ -75,6 +75,26 @@ def test_welchs_degrees_of_freedom_are_scipys_rounded_down_at_least_1(a, b):
     assert ph._welch_df(ia, ib) in welch_dfs(a, b)
 
 
+def _other_sides_df(b: list[float], n: int) -> None:
+    flat, spread = u.within(np.zeros(n), "mean"), u.within(np.asarray(b), "mean")
+    assert ph._welch_df(flat, spread) == len(b) - 1 and ph._welch_df(spread, flat) == len(b) - 1
+
+
+@pytest.mark.parametrize("b", [[91.1, 74.9, 22.8, 57.6, 97.4, 69.4, 28.8, 92.9],
+                               [70.2, 5.6, 15.0, 1.6, 66.6, 93.3, 4.1, 2.3]])
+def test_a_side_of_equal_values_leaves_exactly_the_other_sides_degrees_of_freedom(b):
+    """No queue in any of A's requests (all 0): Welch's degrees of freedom are B's own, n - 1, never one fewer
+    from rounding (6.9999999 read as 6: the t of 6 degrees instead of 7, an interval 3.5 % wider; of 1 instead of 2,
+    3 x wider)."""
+    _other_sides_df(b, 3)
+
+
+@settings(deadline=None)
+@given(st.lists(ms, min_size=2, max_size=30).filter(lambda b: len(set(b)) > 1), st.integers(2, 30))
+def test_any_side_of_equal_values_leaves_the_other_sides_degrees_of_freedom(b, n):
+    _other_sides_df(b, n)
+
+
 def test_welch_follows_the_spread_side():
     """Three tight values against twelve spread ones: about 11 degrees of freedom (the spread side's), not 13."""
     queued = [400.0, 650.0, 900.0, 520.0, 710.0, 880.0, 610.0, 430.0, 760.0, 690.0, 540.0, 820.0]
