@@ -319,3 +319,14 @@ def test_a_histogram_without_its_sum_gives_no_mean():
     assert got.queue_ms is None and got.prefill_ms == 250.0 and got.requests is None
     assert sv.server_means({"queue_count": 4}) is None
     assert math.isclose(sv.server_means({"e2e_sum": 2.0, "e2e_count": 1}).e2e_ms, 2000.0)
+
+
+@pytest.mark.parametrize("share", [0.95, 1.05])
+def test_the_ledger_flags_a_delivery_at_the_tolerances_edge(share):
+    """A TTFT of 10 ms has a tolerance of 1 ms: deliveries 0.95 and 1.05 ms beyond the offset's error."""
+    def request(i: int, delivery_ns: int) -> RequestRecord:
+        return _joined(0, 10 * MS, 20 * MS, sv.ServerTiming(0, 10 * MS - delivery_ns, 15 * MS), index=i)
+    records = [request(0, 0), request(1, int(share * MS))]          # the first pins the offset at 0, error 0
+    book = sv.ledger(records, sv.SpanCounts(), claim_ms)
+    assert (book.clock_offset_ms, book.clock_offset_error_ms) == (0.0, 0.0)
+    assert book.delivery_flagged == (share > 1) and book.delivery_max_ms == pytest.approx(share)

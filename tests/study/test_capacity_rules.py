@@ -214,3 +214,19 @@ def test_an_undecided_end_steps_out_by_twice_the_gap_of_the_bracket():
     assert rate.probe is not None and (rate.probe.load, rate.probe.role, rate.priority) == (23.0, "bracket", 2)
     streams = cap._settle(state("concurrency", 8.0, 9.0), t, 8.0, 9.0)
     assert (streams.probe.load, streams.probe.role) == (6.0, "bracket")
+
+
+def test_the_tiers_steps_are_taken_in_their_order_the_most_urgent_kind_first():
+    """At 4 streams a loose tier passes (it brackets up: 8) and a strict one fails (it brackets down: 2), both
+    bracket steps: the first tier's goes first; a bracket step goes before a refine step whatever the tier."""
+    loose, strict = Tier(name="loose", limits=["tpot:mean<=100"]), Tier(name="strict", limits=["tpot:mean<=5"])
+    st = cap._State(Settings("concurrency", (loose, strict), sustain_s=0))
+    st.cells = {4.0: [CellSamples(key="x", repeat=0, status="ok", values={"tpot": [10.0, 10.1, 9.9]})]}
+    reasons: dict = {}
+    assert cap._step(st, reasons).load == 8.0 and reasons == {}
+    st.s = Settings("concurrency", (strict, loose), sustain_s=0)
+    assert cap._step(st, reasons).load == 2.0
+    st.cells[8.0] = [CellSamples(key="y", repeat=0, status="ok", values={"tpot": [200.0] * 3})]
+    st.s = Settings("concurrency", (loose, strict), sustain_s=0)
+    got = cap._step(st, reasons)                                # loose refines 4..8 (6), strict brackets down (2)
+    assert (got.load, got.role) == (2.0, "bracket")
