@@ -122,6 +122,8 @@ def test_a_gain_holds_what_its_ends_hold():
     assert g.holds(0.2) and g.holds(0.8) and not g.holds(0.19) and not g.holds(0.81)
     assert g.holds(0.2 - 0.95e-12) and not g.holds(0.2 - 1.05e-12)          # the ends' float rounding, 1e-12
     assert g.holds(0.8 + 0.95e-12) and not g.holds(0.8 + 1.05e-12)
+    edge = tn.Gain(value=0.7, lo=0.5, hi=0.9)
+    assert 0.5 - 1e-12 + 1e-12 == 0.5 and edge.holds(0.5 - 1e-12) and edge.holds(0.9 + 1e-12)     # at the tolerance
     assert tn.Gain(value=None, lo=None, hi=0.1).holds(-5.0) and tn.Gain(value=None, lo=0.1, hi=None).holds(1e9)
 
 

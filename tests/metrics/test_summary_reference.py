@@ -258,6 +258,7 @@ def test_a_gated_schedule_that_waited_for_slots_is_the_caps_and_a_trace_has_no_a
     gated = Load(request_rate=10.0, max_concurrency=2, rate_cap="gate", num_prompts=4)
     assert sm.off_reason(rates, gated) == "cap"
     assert sm.off_reason(rates.model_copy(update={"send_slot_waits": 0}), gated) == "few_requests"
+    assert sm.off_reason(rates.model_copy(update={"send_slot_waits": 1}), gated) == "cap"
     assert sm.off_reason(rates, Load(arrival="trace", num_prompts=4)) is None
     assert sm.off_reason(_rates(send_rate_asked=None), Load(request_rate=10.0, num_prompts=4)) is None
 

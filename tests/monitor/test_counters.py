@@ -58,6 +58,7 @@ def test_a_window_of_counters_and_gauges():
     whole = ct.window(samples, {"hits": "hits"}, {"rate": "rate"})
     assert whole.increases == {"hits": 2.0 + 8.0 + 3.0 + 4.0 + 43.0} and whole.gauge_scrapes == 4
     assert (whole.from_ns, whole.to_ns) == (5, 30)
+    assert ct.CounterWindow(None, None) == ct.CounterWindow(None, None, {}, {}, 0)      # no scrape: none counted
     empty = ct.window([], {"hits": "hits"})
     assert (empty.from_ns, empty.to_ns, empty.increases, empty.gauges, empty.gauge_scrapes) == (None, None, {}, {}, 0)
 
