@@ -230,3 +230,14 @@ def test_the_tiers_steps_are_taken_in_their_order_the_most_urgent_kind_first():
     st.s = Settings("concurrency", (loose, strict), sustain_s=0)
     got = cap._step(st, reasons)                                # loose refines 4..8 (6), strict brackets down (2)
     assert (got.load, got.role) == (2.0, "bracket")
+
+
+def test_a_tier_of_means_needs_no_larger_cell_near_the_boundary():
+    """Only percentiles need a cell large enough for their largest value to bound them; a mean limit leaves
+    the cell as asked (no request count), and a tier mixing both takes the percentile's."""
+    mean_only = _drive(Settings("concurrency", (TIER,), sustain_s=0), lambda x: 10 + 0.7 * x)
+    assert any(p.role in ("refine", "replicate") for p in mean_only)
+    assert all(p.requests is None for p in mean_only)
+    mixed = Tier(name="m", limits=["tpot:mean<=16", "tpot:p90<=30"])
+    both = _drive(Settings("concurrency", (mixed,), sustain_s=0), lambda x: 10 + 0.7 * x)
+    assert {p.requests for p in both if p.role in ("refine", "replicate")} == {cap.REQUESTS_FOR["p90"]}
