@@ -304,6 +304,9 @@ def test_repeats_merge_into_the_mean_of_each_figure_every_ok_repeat_gives():
     assert got.usage_source == {"server": 19, "none": 2} and got.arrival == "poisson"
     assert got.failed_by_kind == {"timeout": 3, "connect": 1, "http_status": 4}   # every repeat's failures
     assert got.slices == Timeslices(width_s=10.0) and got.figures.client_marks["p99_ttft_ms"].bound == 5.0
+    tie = b.with_(FigureHealth(client_marks={"p99_ttft_ms": FigureMark(cause="host_contention", bound=2.0,
+                                                                      tolerance=1.0)}))
+    assert sm.mean_of_repeats([a, tie], [a, tie]).figures.client_marks["p99_ttft_ms"].cause == "client_cpu"  # the first
     whole = sm.mean_of_repeats([a, c.model_copy(update={"completed": 12})], [a, c])
     assert whole.completed == 11 and isinstance(whole.completed, int)
 

@@ -147,3 +147,12 @@ def test_images_sent_by_every_request_and_by_the_ok_ones_with_their_bytes_and_th
     assert only_failed.total_images == 0
     none = summarize([rec(0, 0, None)], Load(concurrency=1, num_prompts=1), 16, 1)
     assert none.total_images is None
+
+
+def test_up_to_65536_bursts_are_kept_one_by_one_and_later_ones_counted():
+    """docs/metrics.md: 64 bytes a burst, 4 MiB at most; the rest counted by their chunks."""
+    r = ta.Reads()
+    r.add([t for k in range(65_536) for t in (2 * k + 1, 2 * k + 1)], 0)          # 65,536 reads of 2 chunks
+    assert len(r.bursts()["stamp"]) == 65_536 and r.more_chunks == 0
+    r.add([10**9, 10**9, 10**9], 0)
+    assert len(r.bursts()["stamp"]) == 65_536 and r.more_chunks == 3

@@ -118,3 +118,11 @@ def test_one_folded_batch_has_exactly_its_own_mean():
     """Chunks read together share a stamp: gaps of 0 and 1 ns, a mean of a third of a ns, exactly numpy's."""
     log = folded([([0, 0, 0, 1], [1, 1, 1, 1])], fold_at=10)
     assert log.moments[1] == float(np.mean([0, 0, 1])) and log.itl()["mean_itl_ms"] == float(np.mean([0, 0, 1])) / 1e6
+
+
+def test_a_rank_outside_the_samples_has_no_value():
+    """Above the last rank there is no value (+inf), below the first none either (-inf): a percentile bound then
+    reads as unbounded on that side, never as the nearest sample."""
+    x = np.array([1.0, 2.0, 4.0])
+    assert token_log.at_rank(x, -0.1) == -np.inf and token_log.at_rank(x, 2.1) == np.inf
+    assert token_log.at_rank(x, 0.0) == 1.0 and token_log.at_rank(x, 2.0) == 4.0 and token_log.at_rank(x, 1.5) == 3.0
