@@ -156,3 +156,12 @@ def test_up_to_65536_bursts_are_kept_one_by_one_and_later_ones_counted():
     assert len(r.bursts()["stamp"]) == 65_536 and r.more_chunks == 0
     r.add([10**9, 10**9, 10**9], 0)
     assert len(r.bursts()["stamp"]) == 65_536 and r.more_chunks == 3
+
+
+def test_stalls_are_equal_where_every_stall_is():
+    one = ta.Stall(after_ns=0, due_ns=10, woke_ns=15, cause="host_contention")
+    two = ta.Stall(after_ns=20, due_ns=30, woke_ns=38, cause="client_cpu", worker=1, caught_ns=40)
+    kept = [one.model_copy(update={"caught_ns": 15}), two]  # a stall caught up at its wake reads back so
+    assert ta.Stalls.of([one, two]) == ta.Stalls.of([one, two]) and list(ta.Stalls.of([one, two])) == kept
+    assert ta.Stalls.of([one, two]) != ta.Stalls.of([one]) and ta.Stalls.of([one]) != kept[:1]
+    assert ta.Stalls.of([one, two]) != ta.Stalls.of([two, one]) and ta.Stalls() == ta.Stalls()
