@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
 
-.PHONY: setup demo test test-fast check clean vllm-cpu sglang-cpu old-sqlite python-servers
+.PHONY: setup demo demo-agents test test-fast check clean catalogs vllm-cpu sglang-cpu old-sqlite python-servers
 
 setup: $(VENV)/.stamp
 
@@ -17,6 +17,10 @@ $(VENV)/.stamp: pyproject.toml Makefile
 
 demo: setup
 	$(VENV)/bin/tokenbench demo
+
+# The same engine under agent trajectories (docs/workloads.md, "Trajectories"): 8 generated agents' tasks
+demo-agents: setup
+	$(VENV)/bin/tokenbench demo --agents --pairs 64:16 --concurrency 1,4
 
 # The fast tier: in-process tests well under a second each (no subprocesses, engines, browsers).
 test-fast: setup
@@ -52,6 +56,14 @@ check: setup
 	$(VENV)/bin/ruff check src tests bench scripts
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
+
+# The report's and console's texts: one gettext catalog per language (docs/reports.md). After adding or removing
+# a text in the English catalog, carry the change into every other language's catalog: a new key arrives there
+# with its English text and translator comments, to translate in place; a removed key goes.
+CATALOGS := src/tokenbench/report/catalogs
+catalogs: setup
+	$(VENV)/bin/pybabel update -i $(CATALOGS)/en/LC_MESSAGES/tokenbench.po -d $(CATALOGS) -D tokenbench \
+		--no-fuzzy-matching --ignore-obsolete
 
 clean:
 	rm -rf $(VENV) build *.egg-info

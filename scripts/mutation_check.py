@@ -60,6 +60,7 @@ MODULES: tuple[tuple[str, str], ...] = (
     ("bounds", "tokenbench.metrics.health"),            # the client's health: each figure's bound and mark
     ("intervals", "tokenbench.metrics.uncertainty"),    # intervals and the verdict on a difference
     ("intervals", "tokenbench.judge.intervals"),        # a report's cells' intervals and verdicts
+    ("intervals", "tokenbench.metrics.noise"),          # the between-run noise model, t quantiles, alpha spending
     ("verdicts", "tokenbench.metrics.verdict"),         # a cell's status
     ("verdicts", "tokenbench.judge.status"),            # a stored cell's and figure's state
     ("ledger", "tokenbench.metrics.server"),            # the clock offset, the phase ledger, server counters
@@ -72,6 +73,7 @@ MODULES: tuple[tuple[str, str], ...] = (
     ("tune", "tokenbench.judge.tune"),                  # the recommended config
     ("cost", "tokenbench.judge.cost"),                  # cost per token
     ("cost", "tokenbench.judge.frontier"),              # the cost / SLO frontier
+    ("gate", "tokenbench.judge.gate"),                  # the regression gate's per-figure decisions
 )
 
 

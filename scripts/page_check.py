@@ -89,6 +89,26 @@ FOLD = """<script>
 </script>"""
 
 
+# Run inside the page: where the first block (paragraph, heading, table cell, list item) whose text contains
+# each of NEEDLES is drawn, and where the headline table is, so a test can tell that a report's answer is in the
+# first viewport and above its tables.
+TEXTS = """<script>
+(function(){
+  function box(n){ if (!n) return null; var r = n.getBoundingClientRect();
+    return {top: Math.round(r.top), bottom: Math.round(r.bottom), left: Math.round(r.left), right: Math.round(r.right)}; }
+  var blocks = Array.from(document.body.querySelectorAll('p, h1, h2, h3, h4, li, td, th, figcaption'));
+  var found = {};
+  %s.forEach(function(needle){
+    found[needle] = box(blocks.find(function(n){ return n.textContent.indexOf(needle) >= 0; }));
+  });
+  var pre = document.createElement('pre'); pre.id = 'texts';
+  pre.textContent = JSON.stringify({viewport: {width: window.innerWidth, height: window.innerHeight}, found: found,
+    table: box(document.querySelector('table.headline')), first_section: box(document.querySelector('h2'))});
+  document.body.appendChild(pre);
+})();
+</script>"""
+
+
 def chromium(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     if CHROMIUM is None:
         raise SystemExit("no chromium/chromium-browser binary: run scripts/test-deps.sh")
@@ -120,6 +140,12 @@ def fold(page: Path, width: int = 1280, height: int = 720) -> dict:
     """Boxes (px from the viewport's top-left) of the headline table, its header row and first row, the first
     section heading and the contents, in a `width` x `height` window, and the viewport's size."""
     return _run_in_page(page, FOLD, "fold", width, height)
+
+
+def texts(page: Path, needles: list[str], width: int = 1280, height: int = 720) -> dict:
+    """Boxes (px from the viewport's top-left) of the first block holding each of `needles` (None: not on the
+    page), of the headline table and the first section heading, in a `width` x `height` window."""
+    return _run_in_page(page, TEXTS % json.dumps(needles), "texts", width, height)
 
 
 def probe(page: Path, width: int = 1280) -> dict:

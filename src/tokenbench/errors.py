@@ -77,6 +77,30 @@ class OutputError(StoreError):
     the message says what was kept where."""
 
 
+class GateNotPassed(TokenbenchError):
+    """The regression gate did not pass; its summary, JSON, JUnit XML and report were written first. Each
+    outcome has its own exit code, so a CI job can branch on it."""
+
+
+class GateRegressed(GateNotPassed):
+    """At least one figure regressed beyond --min-effect, at the gate's stated false-alarm rate."""
+
+    exit_code = 10
+
+
+class GateInconclusive(GateNotPassed):
+    """No figure regressed, but some could not be decided with the runs given (run more)."""
+
+    exit_code = 11
+
+
+class GateRefused(GateNotPassed):
+    """No figure regressed, but some were not judged: the two sides' runs cannot be compared there (their
+    prefix-cache states or host load differ, a cell failed, or the client's delays moved a figure)."""
+
+    exit_code = 12
+
+
 class Interrupted(TokenbenchError):
     """SIGINT/SIGTERM: everything already measured has been kept."""
 
@@ -98,6 +122,9 @@ EXIT_CODES: dict[int, str] = {
     DeployError.exit_code: "a server could not be started, became unhealthy, or could not be stopped",
     MeasurementError.exit_code: "a cell ran but failed or cannot be trusted (results were kept)",
     StoreError.exit_code: "results database or output file problem (the message says what was kept where)",
+    GateRegressed.exit_code: "gate: a figure regressed (at the gate's stated false-alarm rate)",
+    GateInconclusive.exit_code: "gate: nothing regressed, but some figure is undecided (run more)",
+    GateRefused.exit_code: "gate: nothing regressed, but some figure was refused (the sides cannot be compared there)",
     InternalError.exit_code: "internal error (a bug; rerun with --debug and report it)",
     Interrupted.exit_code: "interrupted (Ctrl-C or SIGTERM); results measured so far were kept",
 }

@@ -16,7 +16,8 @@ pytestmark = pytest.mark.slow
 
 
 def two_requests(url: str, connect_in_ttft: bool):
-    req = prepare(url, "completions", "reference-model", Prompt((5, 6, 7), None, 3, 2, 3), None)
+    req = prepare(url, "completions", "reference-model", Prompt(token_ids=(5, 6, 7), text=None, input_len=3,
+                                                                output_len=2, expected_prompt_tokens=3), None)
 
     async def main():
         async with new_session(30, connect_in_ttft) as session:

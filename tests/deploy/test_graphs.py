@@ -57,10 +57,10 @@ def test_vllm_rule(sets, max_size, has):
 
 def test_llamacpp_has_no_rule_and_the_server_wins_over_the_profile():
     assert graph_capture(load_profile("cpu-smollm2-llamacpp")) is None
-    told = ServerFacts("sglang")
+    told = ServerFacts(engine="sglang")
     told.with_graphs(GraphCapture((1, 2, 4), 4, "/server_info"))
     assert with_graphs(told, load_profile("study-a-minicpm5-sglang-flagos-910b4")).graphs.max_size == 4
-    silent = with_graphs(ServerFacts("sglang"), load_profile("study-a-minicpm5-sglang-flagos-910b4"))
+    silent = with_graphs(ServerFacts(engine="sglang"), load_profile("study-a-minicpm5-sglang-flagos-910b4"))
     assert silent.graphs is not None and silent.graphs.max_size == 128 and "graphs" in silent.to_dict()
     assert ServerFacts.from_dict(silent.to_dict()).graphs == silent.graphs
 

@@ -78,7 +78,7 @@ BENCH_SCRIPT = script("""
     from tokenbench.deploy.profiles import load_profile
     from tokenbench.spec.study import StudySpec
     from tokenbench.study.run import measure
-    from tokenbench.study.runner import StudyEvents
+    from tokenbench.study.settings import StudyEvents
 
     with deployed(load_profile("cpu-smollm2-llamacpp")) as dep:
         spec = StudySpec(target={"base_url": dep.base_url}, pairs=[(16, 600)], concurrency=[2],

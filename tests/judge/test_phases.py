@@ -135,11 +135,11 @@ def test_no_value_on_either_side_is_no_change():
 def _request(i: int, queue_ms: float, phase: str = "measure", error: str | None = None, joined: bool = True,
              offset: int | None = 0) -> RequestRecord:
     sent, ttft, decode = 1_000 * MS * i, int((queue_ms + 20) * MS), 30 * MS
-    r = RequestRecord(i, phase, 8, 4, sent, sent, sent + ttft + decode + 2 * MS, 200,
+    r = RequestRecord(index=i, phase=phase, input_len=8, output_len=4, intended_ns=sent, sent_ns=sent, end_ns=sent + ttft + decode + 2 * MS, status=200,
                       token_times_ns=[sent + ttft + MS, sent + ttft + decode + MS], token_counts=[1, 1],
                       error_kind=error)
     if joined:
-        attach(r, ServerTiming(sent, ttft, ttft + decode, int(queue_ms * MS), 20 * MS, decode))
+        attach(r, ServerTiming(arrival_ns=sent, ttft_ns=ttft, e2e_ns=ttft + decode, queue_ns=int(queue_ms * MS), prefill_ns=20 * MS, decode_ns=decode))
         r.clock_offset_ns, r.clock_offset_error_ns = offset, 0 if offset is not None else None
     return r
 
@@ -161,8 +161,8 @@ def test_a_phase_the_span_does_not_tell_has_no_values():
 def _cell(ledger: PhaseLedger | None, status: str = "ok", concurrency: int = 4, lengths: tuple[int, int] = (8, 4),
           cid: int = 1) -> CellRow:
     summary = CellSummary().with_(ledger) if ledger is not None else CellSummary()
-    return CellRow(f"{lengths[0]}:{lengths[1]}/c={concurrency}", *lengths, status, summary, concurrency=concurrency,
-                   id=cid, config="default")
+    return CellRow(key=f"{lengths[0]}:{lengths[1]}/c={concurrency}", input_len=lengths[0], output_len=lengths[1],
+                   status=status, summary=summary, concurrency=concurrency, id=cid, config="default")
 
 
 LEDGER = PhaseLedger(requests=3, joined=3, client_ttft_mean_ms=40.0,
@@ -192,8 +192,8 @@ def test_changes_come_in_the_order_of_the_phases_each_scaled_by_cell_a():
 
 
 def _pc(phase: str, delta: float, moved: bool) -> ph.PhaseChange:
-    iv = u.Interval(0.0, 0.0, 0.0, 1)
-    return ph.PhaseChange(phase, iv, iv, delta, delta - 1, delta + 1, moved)
+    iv = u.Interval(value=0.0, lo=0.0, hi=0.0, n=1)
+    return ph.PhaseChange(phase=phase, a=iv, b=iv, delta=delta, lo=delta - 1, hi=delta + 1, moved=moved)
 
 
 def test_the_phase_that_grew_most_among_those_that_moved_up():
@@ -205,8 +205,11 @@ def test_the_phase_that_grew_most_among_those_that_moved_up():
 
 # ---- pairs of cells --------------------------------------------------------------------------
 def _column(cells: list[CellRow], name: str = "default") -> Column:
-    config = ConfigInfo(1, "default", {}, None, ServerFacts("reference"), "done", "")
-    run = RunData(name, "2026-03-01", "bench", "done", "http://x", "test", {}, [], {}, "", [config], cells)
+    config = ConfigInfo(id=1, name="default", overrides={}, profile=None,
+                        facts=ServerFacts(engine="reference"), status="done", message="")
+    run = RunData(id=name, created_at="2026-03-01", kind="bench", status="done", target="http://x",
+                  tool_version="test", spec={}, command=[], environment={}, message="", configs=[config],
+                  cells=cells)
     return Column(run, config, name)
 
 

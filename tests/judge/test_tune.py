@@ -4,12 +4,15 @@ another, start where the best sure pass lies). Properties hold for any true capa
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tokenbench.judge.tune import Entrant, judge, outranked, rivals, warm_start
-from tokenbench.logs.launch import LaunchFailure
-from tokenbench.metrics.capacity import Answer, SearchRecord
+from tokenbench.logs.launch import Death, LaunchFailure
+from tokenbench.metrics.capacity import Answer, Check, SearchRecord, Sustain, TierVerdict
+from tokenbench.report.tune import headline
 from tokenbench.spec.slo import Tier
 
 SLO = Tier(name="slo", limits=["tpot:mean<=20"])
@@ -134,12 +137,113 @@ def test_what_the_budget_left_undecided_is_stated_and_a_decided_tier_states_noth
                           Entrant("c", note="not run: the cell budget was spent")], "a")
     u = undecided(short.rankings[0])
     assert u is not None and u.rivals == ["b"] and u.short == [("b", "budget")] and u.not_run == ["c"] and u.budget
-    [line] = [x for x in headline(short, "concurrency", "en") if x.startswith("Undecided")]
+    [line] = [x for x in headline(short, "en") if x.startswith("Undecided")]
     assert "the best, a, is not surely above b" in line and "b (cell budget spent" in line and "not run: c" in line
     assert "--budget-cells" in line
-    assert any(x.startswith("档位 slo 下尚未判定") for x in headline(short, "concurrency", "zh"))
+    assert any(x.startswith("档位 slo 下尚未判定") for x in headline(short, "zh"))
     equal = judge([SLO], [entrant("a", answer(SLO, 4, 4, 5)), entrant("b", answer(SLO, 4, 4, 5))], "a")
     beaten = judge([SLO], [entrant("a", answer(SLO, 8, 8, 9)), entrant("b", answer(SLO, 2, 2, 3, "budget"))], "a")
     for decided in (equal, beaten):
         assert undecided(decided.rankings[0]) is None
-        assert not any(x.startswith("Undecided") for x in headline(decided, "concurrency", "en"))
+        assert not any(x.startswith("Undecided") for x in headline(decided, "en"))
+
+
+# ---- deaths under load and the confirmation on a fresh launch
+
+OOM = LaunchFailure(cause="out_of_memory", evidence="RuntimeError: out of memory", exit_code=1)
+
+
+def died(launch: int = 1, sustain: bool = False) -> Death:
+    return Death(launch=launch, cell="32:16/c=5", sustain=sustain, failure=OOM)
+
+
+def confirmed(e: Entrant, load: float, passes: bool, doubt=None) -> Entrant:
+    """`e` with a sustain cell at `load` whose first tier reads `passes` (its TPOT limit met or not)."""
+    limit = e.record.tiers[0].limits[0]
+    check = Check(limit=limit, value=limit.value - 1 if passes else limit.value + 1, lo=0.0, hi=100.0, n=200)
+    verdict = TierVerdict(tier=e.record.tiers[0].name, ok=True, checks=[check])
+    sustain = Sustain(key=f"c={load:g}", repeat=1, load=load, duration_s=60.0, status="ok", verdicts=[verdict],
+                      doubt=doubt)
+    return dataclasses.replace(e, record=e.record.model_copy(update={"sustain": sustain}))
+
+
+def test_a_config_whose_engine_died_is_never_the_best_nor_a_rival_whatever_its_capacity():
+    """The highest capacity died under load (in any launch): it is `died` in every tier with its answer kept, in
+    no frontier, no rival another is stopped against, and no config is 'worse' for being below it."""
+    dead = dataclasses.replace(entrant("16", answer(SLO, 8, 8, 9), answer(WIDE, 16, 16, None, "above_max")),
+                               deaths=(died(launch=2),))
+    a = entrant("4", answer(SLO, 4, 4, 5), answer(WIDE, 6, 6, 7))
+    b = entrant("2", answer(SLO, 2, 2, 3), answer(WIDE, 3, 3, 4))
+    t = judge([SLO, WIDE], [a, b, dead], "4")
+    for r in t.rankings:
+        s = r.of("16")
+        assert s.verdict == "died" and s.answer is not None and s.answer.capacity in (8, 16) and s.deaths[0].launch == 2
+        assert r.best == "4" and all(x.beaten_by != "16" for x in r.standings)
+    assert t.recommended == "4" and "16" not in t.frontier
+    assert rivals([dead], [SLO, WIDE]) == {"slo": None, "wide": None} and warm_start([dead, b], SLO) == 2
+
+
+def test_the_best_that_misses_its_confirmation_gives_way_to_the_next_ranked_in_the_first_tier_only():
+    top = confirmed(entrant("8", answer(SLO, 8, 8, 9), answer(WIDE, 16, 16, None, "above_max")), 8, passes=False)
+    nxt = confirmed(entrant("4", answer(SLO, 4, 4, 5), answer(WIDE, 6, 6, 7)), 4, passes=True)
+    t = judge([SLO, WIDE], [nxt, top], "4")
+    assert t.ranking("slo").of("8").verdict == "unconfirmed" and t.recommended == "4"
+    assert t.ranking("wide").best == "8"                        # the confirmation is at the first tier's answer
+    assert [(c.config, c.outcome) for c in t.confirmations] == [("8", "missed"), ("4", "confirmed")]
+    assert t.confirmed is not None and t.confirmed.outcome == "confirmed" and t.empty is None
+    lines = headline(t, "en")
+    assert lines[0].startswith("Recommended: 4 ") and any(x.startswith("Not confirmed: 8 missed tier slo") for x in lines)
+    assert any(x.startswith("Confirmed on a fresh launch: 4 met tier slo over a sustain cell at 4 streams") for x in lines)
+
+
+def test_a_death_on_the_confirmation_launch_is_said_and_the_next_ranked_is_recommended():
+    top = dataclasses.replace(entrant("8", answer(SLO, 8, 8, 9)), deaths=(died(launch=2, sustain=True),))
+    nxt = confirmed(entrant("4", answer(SLO, 4, 4, 5)), 4, passes=True)
+    t = judge([SLO], [nxt, top], "4")
+    assert t.recommended == "4" and [(c.config, c.outcome) for c in t.confirmations] == [("8", "died"), ("4", "confirmed")]
+    en, zh = headline(t, "en"), headline(t, "zh")
+    assert any("8's engine died on its confirmation (launch 2, cell 32:16/c=5: out of memory: RuntimeError: out "
+               "of memory)" in x for x in en)
+    assert any("8 的引擎在确认中崩溃" in x for x in zh)
+
+
+def test_a_confirmation_in_doubt_keeps_the_best_and_says_it_is_unconfirmed():
+    top = confirmed(entrant("8", answer(SLO, 8, 8, 9)), 8, passes=False, doubt="client")
+    t = judge([SLO], [entrant("4", answer(SLO, 4, 4, 5)), top], "4")
+    assert t.recommended == "8" and t.confirmed is not None and t.confirmed.outcome == "in_doubt"
+    assert any(x.startswith("Recommended unconfirmed: the client's own delays") for x in headline(t, "en"))
+
+
+def test_no_confirmation_is_said_with_why():
+    t = judge([SLO], [entrant("4", answer(SLO, 4, 4, 5))], "4", confirm=False)
+    assert "4 was not confirmed on a fresh launch (--no-confirm)" in headline(t, "en")
+    t = judge([SLO], [entrant("4", answer(SLO, 4, 4, 5))], "4")
+    assert any(x.startswith("4 is not confirmed yet") for x in headline(t, "en"))
+
+
+def test_nothing_to_recommend_says_why_not_loosen_the_slo_when_no_config_started():
+    missing = LaunchFailure(cause="command_missing", evidence="cannot start '/opt/x': No such file or directory")
+    none = judge([SLO], [Entrant("a", launch=missing), Entrant("b", launch=missing)], "a")
+    assert none.empty == "none_started" and none.recommended is None
+    [first, *_] = headline(none, "en")
+    assert first == ("No config started: nothing to recommend (the engine's command was not found (cannot start "
+                     "'/opt/x': No such file or directory): a, b)")
+    held = judge([SLO], [dataclasses.replace(entrant("a", answer(SLO, 4, 4, 5)), deaths=(died(),)),
+                         confirmed(entrant("b", answer(SLO, 2, 2, 3)), 2, passes=False)], "a")
+    assert held.empty == "none_held" and headline(held, "en")[0].startswith("Nothing to recommend: every config that met")
+    unmet = judge([SLO], [entrant("a", answer(SLO, None, None, 1, "below_min"))], "a")
+    assert unmet.empty == "none_met" and headline(unmet, "en")[0].startswith("No config met tier slo")
+
+
+@given(tunes(), st.data())
+def test_whatever_dies_the_recommendation_is_a_config_that_never_died(configs, data):
+    entrants = [entrant(str(i), a) for i, (_, a) in enumerate(configs)]
+    dead = data.draw(st.sets(st.sampled_from([e.name for e in entrants])))
+    entrants = [dataclasses.replace(e, deaths=(died(),)) if e.name in dead else e for e in entrants]
+    t = judge([SLO], entrants, "0")
+    alive = [e for e in entrants if e.name not in dead]
+    assert t.recommended not in dead
+    assert (t.recommended is None) == (not alive)
+    if alive:
+        assert t.recommended == max(alive, key=lambda e: (e.answer("slo").capacity, e.answer("slo").lo,
+                                                            e.name == "0", -entrants.index(e))).name

@@ -194,13 +194,14 @@ def test_what_is_left_undecided():
     assert tn.undecided(unreached).budget                                        # a config not run: more may tell
     alone = tn.rank(SLO, [entrant("a", best), entrant("c", searched=False)], "a", True)
     assert (tn.undecided(alone).rivals, tn.undecided(alone).short) == ([], [])
-    assert set(tn.SHORT) == {"budget", "time"} and set(tn.FINAL) == {"converged", "above_max", "below_min", "outranked"}
+    assert set(tn.SHORT) == {"budget", "time"} and set(tn.FINAL) == {"converged", "above_max", "below_min", "outranked", "died"}
 
 
 # ---- a stored tune -----------------------------------------------------------------------------
 class _Config:
     def __init__(self, name: str, overrides: dict, message: str = "") -> None:
         self.name, self.overrides, self.launch, self.profile, self.message = name, overrides, None, None, message
+        self.deaths = ()
 
 
 def test_the_recommendation_is_deploy_up_with_the_studys_sets_and_the_configs_last_holding():

@@ -98,7 +98,8 @@ def test_the_json_result_is_written_from_the_spools(tmp_path):
         spool = Spool()
         for i in range(20):
             spool.add(_record(i))
-        journal.add(None, CellRow(key, 4, 3, "ok", CellSummary(mean_ttft_ms=float("nan"))), spool)
+        journal.add(None, CellRow(key=key, input_len=4, output_len=3, status="ok",
+                                  summary=CellSummary(mean_ttft_ms=float("nan"))), spool)
     doc = json.loads(out.read_text())
     assert doc["spec"] == {"a": [1, 2]} and [c["key"] for c in doc["cells"]] == ["4:3/c=1", "4:3/c=2"]
     assert [len(c["requests"]) for c in doc["cells"]] == [20, 20]
@@ -150,10 +151,10 @@ def test_the_json_result_rewritten_gives_the_same_requests(tmp_path):
     spool = Spool()
     for i in range(30):
         spool.add(_record(i))
-    journal.add(None, CellRow("4:3/c=1", 4, 3, "ok"), spool)
+    journal.add(None, CellRow(key="4:3/c=1", input_len=4, output_len=3, status="ok"), spool)
     first = json.loads(out.read_text())
     spool.close()                                   # the rewrite no longer needs the records
-    journal.doc["status"] = "done"
+    journal.header.set_status("done")
     journal.write()
     again = json.loads(out.read_text())
     assert again["status"] == "done" and again["cells"] == first["cells"] and len(again["cells"][0]["requests"]) == 30

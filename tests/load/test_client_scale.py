@@ -2,6 +2,7 @@
 
 import sys
 import threading
+import time
 
 import pytest
 
@@ -10,7 +11,7 @@ from tokenbench.load.workers import split_load
 from tokenbench.spec.bench import Load
 from tokenbench.spec.study import StudySpec
 from tokenbench.study.run import measure
-from tokenbench.study.runner import StudyEvents
+from tokenbench.study.settings import StudyEvents
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 
@@ -37,22 +38,33 @@ def reference():
 @pytest.mark.client_health
 def test_starved_client_marks_the_figures_it_moved_with_its_own_work(reference):
     stop = threading.Event()
+    old = sys.getswitchinterval()
 
     def hog():   # pure-Python spinning holds the GIL in long slices, starving the event loop
-        while not stop.is_set():
+        end = time.monotonic() + 60          # a bound: the cell's own progress stops it long before
+        while not stop.is_set() and time.monotonic() < end:
             sum(i * i for i in range(200_000))
 
-    def starve(cell) -> None:    # once the cell starts (the study's set-up is not what is tested)
-        sys.setswitchinterval(0.2)   # the hog keeps the GIL 200 ms at a time, like a C extension would
-        thread.start()
+    def starve_while_sending(cell, progress) -> None:
+        """From the cell's first measured request done until its last one, the hog runs: the study's set-up,
+        the cell's CPU readings at its edges (/proc file by file: each read gives the GIL up and waits a whole
+        slice to get it back) and storing the cell (SQLite row by row) are not what is tested, and under the hog
+        they would take minutes."""
+        if progress.phase == "measure" and not thread.is_alive() and not stop.is_set():
+            sys.setswitchinterval(0.2)   # the hog keeps the GIL 200 ms at a time, like a C extension would
+            thread.start()
+        if progress.phase == "measure" and progress.total is not None and progress.done >= progress.total:
+            stop.set()
+            sys.setswitchinterval(old)
 
     thread = threading.Thread(target=hog, daemon=True)
-    old = sys.getswitchinterval()
     try:
-        [cell] = measure(spec(reference.url), events=StudyEvents(log=lambda m: None, cell_started=starve)).results
+        [cell] = measure(spec(reference.url), events=StudyEvents(log=lambda m: None,
+                                                                 cell_progress=starve_while_sending)).results
     finally:
         stop.set()
-        thread.join()
+        if thread.is_alive():
+            thread.join()
         sys.setswitchinterval(old)
     marks = cell.summary.figures.client_marks or {}
     assert cell.status == "ok" and marks                  # the figures it moved are marked, the cell stays ok

@@ -14,7 +14,7 @@ from tokenbench.client.request import Prompt, RequestOptions, prepare
 from tokenbench.load.probe import _Ask, assumed
 from tokenbench.spec.server_kinds import KINDS, Capabilities
 from tokenbench.spec.study import StudySpec
-from tokenbench.study.runner import request_options
+from tokenbench.study.cells import request_options
 
 
 def ask() -> _Ask:
@@ -58,7 +58,8 @@ def spec(**target) -> StudySpec:
 
 
 def body(options: RequestOptions, ids: bool = True) -> dict:
-    prompt = Prompt((1, 2, 3) if ids else None, None if ids else "a b c", 3, 4, 3)
+    prompt = Prompt(token_ids=(1, 2, 3) if ids else None, text=None if ids else "a b c", input_len=3, output_len=4,
+                    expected_prompt_tokens=3)
     return json.loads(prepare("http://h:1", "completions", "m", prompt, None, options).body)
 
 
@@ -94,14 +95,16 @@ def _answer(tokens: int, finish: str) -> RawExchange:
 @pytest.mark.parametrize("exact", [True, False])
 def test_a_short_answer_is_a_wrong_length_only_where_the_length_was_forced(exact):
     options = RequestOptions(ignore_eos=exact, min_tokens=exact)
-    req = prepare("http://h:1", "completions", "m", Prompt((1, 2, 3), None, 3, 16, 3), None, options)
+    req = prepare("http://h:1", "completions", "m", Prompt(token_ids=(1, 2, 3), text=None, input_len=3, output_len=16,
+                                                           expected_prompt_tokens=3), None, options)
     rec = parse_exchange(_answer(9, "stop"), req, 0, "measure")
     assert rec.ok and rec.output_tokens == 9
     assert bool(rec.length_error) == exact
 
 
 def test_a_longer_answer_is_a_wrong_length_either_way():
-    req = prepare("http://h:1", "completions", "m", Prompt((1, 2, 3), None, 3, 4, 3), None,
+    req = prepare("http://h:1", "completions", "m", Prompt(token_ids=(1, 2, 3), text=None, input_len=3, output_len=4,
+                                                           expected_prompt_tokens=3), None,
                   RequestOptions(ignore_eos=False, min_tokens=False))
     assert parse_exchange(_answer(6, "length"), req, 0, "measure").length_error
 

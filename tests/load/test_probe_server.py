@@ -110,7 +110,8 @@ def spec(**target) -> StudySpec:
 
 def endpoint(url: str, model: str = "m", listed: tuple[str, ...] = ()) -> Endpoint:
     models = ModelList(200, [{"id": m} for m in listed], "{}")
-    return Endpoint(url, model, None, Vocab.with_margins(32000, "test"), None, models=models)
+    return Endpoint(base_url=url, model=model, api_key=None, vocab=Vocab.with_margins(32000, "test"),
+                    max_model_len=None, models=models)
 
 
 @pytest.mark.parametrize("api,other", [("completions", "chat"), ("chat", "completions")])

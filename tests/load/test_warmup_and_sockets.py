@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from tokenbench.cli.main import main
 from tokenbench.errors import UsageError
-from tokenbench.load.sockets import RESERVE, check_sockets
 from tokenbench.spec.bench import MAX_WARMUP, Load
+from tokenbench.study.preflight import RESERVE, check_sockets
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 counts = st.integers(1, 10**7)

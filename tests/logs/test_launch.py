@@ -63,3 +63,28 @@ def test_without_a_telling_line_only_what_was_seen_is_said():
 def test_ordinary_log_lines_name_no_cause(lines):
     got = classify("\n".join(lines), EXITED)
     assert got.cause == "exited" and got.evidence == "" and got.cause in CAUSES
+
+
+@pytest.mark.parametrize(("message", "log"), [
+    ("cannot start '/opt/llama/bin/llama-server': No such file or directory", ""),
+    ("cannot start '/models/engine': Permission denied", ""),              # a path that names a model, too
+    ("the engine exited with code 127 before it was ready", "sh: 1: vllm: command not found"),
+])
+def test_an_engine_whose_command_cannot_run_is_named_so_and_not_relaunched(message, log):
+    got = classify(log, message)
+    assert got.cause == "command_missing" and not got.retried
+    assert got.evidence in (message, log)
+
+
+def test_a_death_after_the_start_is_read_from_the_end_of_its_log():
+    """An engine that served and then died: the cause is the line it wrote as it died (out of memory), kept
+    with the launch and cell it died on; no line: what was seen (its exit code)."""
+    from tokenbench.logs.launch import Death
+    from tokenbench.study.servers import death_cause
+    seen = "the engine process exited with code 1; log tail: serving | RuntimeError: out of memory"
+    got = classify("INFO serving on :8000\nINFO 200 POST /v1/completions\nRuntimeError: out of memory\n", seen)
+    assert (got.cause, got.exit_code, got.evidence) == ("out_of_memory", 1, "RuntimeError: out of memory")
+    d = Death(launch=2, cell="32:16/c=8", failure=got)
+    assert Death.model_validate_json(d.model_dump_json()) == d
+    killed = death_cause("the engine process exited with code -9; log tail: INFO 200 POST /v1/completions", None)
+    assert (killed.cause, killed.exit_code, killed.evidence) == ("exited", -9, "")

@@ -38,7 +38,7 @@ from tokenbench.metrics.verdict import VerdictPolicy
 from tokenbench.spec.bench import Load
 from tokenbench.spec.study import StudySpec
 from tokenbench.study.run import measure
-from tokenbench.study.runner import StudyEvents
+from tokenbench.study.settings import StudyEvents
 
 pytestmark = pytest.mark.client_health      # the verdict itself (tests/conftest.py turns it off elsewhere)
 
@@ -64,8 +64,8 @@ def record(i: int, sent: int, ttft_ms: float = 100.0, itl_ms: float = 20.0, n: i
 
 def cell(records: list[RequestRecord], stalls: list[Stall], load: Load = CLOSED,
          delivery: Delivery = Delivery()) -> CellSummary:
-    measured = Measured(tally_of(records), load, (16, 40), ClientHealth(stalls=Stalls.of(stalls)), SlotWaits(),
-                        delivery=delivery)
+    measured = Measured(tally=tally_of(records), load=load, lengths=(16, 40),
+                        health=ClientHealth(stalls=Stalls.of(stalls)), slot_waits=SlotWaits(), delivery=delivery)
     summary, verdict = finish(measured, ServerSide(), VerdictPolicy())
     assert verdict.status == "ok"                        # the client's health never changes the cell's status
     return summary

@@ -175,7 +175,7 @@ def figure_bounds(values: list[float], pairs: list[tuple[float, int]], name: str
     return out
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Burst:
     stamp: int
     base: int
@@ -208,8 +208,8 @@ def bursts_of(r: RequestRecord, wins: list[Window]) -> list[Burst]:
         held = min(late(wins, t)[0] * MS, t - prev)
         explained = n <= 1 + 2 * held / max(pace, 1) if pace > 0 else 2 * held >= t - prev
         out_gap = g + 1 < len(reads) and reads[g + 1][1] < 2
-        out.append(Burst(t, before[g], n, n - 1 + (g > 0) + out_gap, held > 0 and explained, g == 0,
-                         g == len(reads) - 1))
+        out.append(Burst(stamp=t, base=before[g], chunks=n, gaps=n - 1 + (g > 0) + out_gap,
+                         client=held > 0 and explained, first=g == 0, last=g == len(reads) - 1))
     return out
 
 

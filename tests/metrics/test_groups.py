@@ -88,3 +88,19 @@ def test_a_misspelt_group_fails_the_type_check(tmp_path):
                           env={**os.environ, "MYPYPATH": str(package_root)})
     errors = [line for line in done.stdout.splitlines() if ": error:" in line]
     assert [int(line.split(":")[1]) for line in errors] == [4, 5], done.stdout
+
+
+def test_a_group_is_amended_through_its_named_methods_and_keeps_what_it_is_given():
+    """The amendments the load runner, the Ray driver, the workload builder and the cell's monitor make: each a
+    method of the group's type, giving exactly those keys (a None given is kept, as the monitor's queue check)."""
+    health = ClientHealth(loop_lag_p99_ms=2.0)
+    assert health.ran_out(None) is health and health.shifted(7).stalls == health.stalls.shifted(7)
+    assert health.ran_out(3.5).stopped(4.0).on_ray([5, -5], ["n1", "n2"]).flat() == {
+        "loop_lag_p99_ms": 2.0, "prepared_exhausted_s": 3.5, "stopped_after_s": 4.0, "clock_offsets_ns": [5, -5],
+        "ray_nodes": ["n1", "n2"]}
+    facts = WorkloadFacts(tokenizer="local /m").of_sessions([10, 30, 50])
+    assert facts.flat() == {"workload": "sessions", "input_len_mean": 30.0, "input_len_min": 10, "input_len_max": 50,
+                            "tokenizer": "local /m"}
+    assert MonitorFigures(samples=4).checked(None).flat() == {"monitor_samples": 4, "monitor_queue_check": None}
+    assert MonitorFigures().checked("x", "no powercap").flat() == {"monitor_queue_check": "x",
+                                                                  "monitor_host_energy_note": "no powercap"}

@@ -116,7 +116,7 @@ def test_sustained_concurrency_counts_the_replacement_gaps_only():
 
 
 def test_throughput_truth_is_what_the_server_wrote_over_its_own_span():
-    from tokenbench.study.calibrate import throughput_truth
+    from tokenbench.agreement.calibrate import throughput_truth
     log = [{"recv_ns": 1 * MS, "write_ns": [100 * MS, 300 * MS], "completion_tokens": 10},
            {"recv_ns": 2 * MS, "write_ns": [101 * MS, 501 * MS], "completion_tokens": 30},
            {"recv_ns": 3 * MS, "write_ns": [], "completion_tokens": 0}]          # failed before a token

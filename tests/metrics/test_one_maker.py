@@ -1,60 +1,93 @@
 """A cell's result has one maker: outside the store and other tools' formats, only metrics/summary.py (the
-figures from the tally, the mean over repeats) and metrics/cell.py (`finish`) build or amend a
-CellSummary; a cell's Verdict is made in metrics/verdict.py only; and the cell types from the measured
-result to the report are two (CellResult, CellRow), each field declared once."""
+figures from the tally, the mean over repeats) and metrics/cell.py (`finish`) build or amend a CellSummary; a
+cell's Verdict is made and amended in metrics/verdict.py only; a group is amended by string (model_copy) only
+in metrics/ (elsewhere through its own named methods). Checked by behaviour: a real bench, sweep and capacity
+search against the reference server (real sockets), their reports, a comparison, an export and its import,
+with every maker recorded as it runs (tests/metrics/makers.py), whatever name it gives the class or the record.
+And the cell types from the measured result to the report are two (CellResult, CellRow), each field declared
+once."""
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 from dataclasses import fields
 from pathlib import Path
 from typing import get_type_hints
 
+import pytest
+
 import tokenbench
+from tests.metrics.makers import Makers
+from tokenbench.cli.main import main
 from tokenbench.judge.views import RunData
 from tokenbench.load.cell import CellJob, CellResult
+from tokenbench.metrics.cell_summary import CellSummary as Alias
+from tokenbench.metrics.summary import summarize
+from tokenbench.metrics.verdict import Verdict
+from tokenbench.spec.bench import Load
+from tokenbench.store.db import Store
 from tokenbench.store.rows import CellRow
+from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 PKG = Path(tokenbench.__file__).parent
-ASIDE = ("store", "formats")
+HERE = __name__
+
+
+def _four_ways(s: Alias, v: Verdict) -> None:
+    """What a name-reading check misses: an aliased class, a receiver not named `summary`, a verdict replaced,
+    a verdict's amendment called elsewhere."""
+    Alias(completed=1)
+    s.with_()
+    dataclasses.replace(v, message="x")
+    v.failed("died", "x")
+
+
+def test_the_recorder_puts_each_make_down_to_its_maker_whatever_the_names():
+    s, v = summarize([], Load(concurrency=1, num_prompts=1), 8, 4), Verdict(status="ok")
+    with Makers() as makers:
+        _four_ways(s, v)
+        summarize([], Load(concurrency=1, num_prompts=1), 8, 4)
+    mine = {(m.record, m.how) for m in makers.outside() if (m.module, m.function) == (HERE, "_four_ways")}
+    assert mine == {("CellSummary", "__init__"), ("CellSummary", "model_copy"), ("Verdict", "Verdict.__init__")}
+    assert sum(n for m, n in makers.seen.items() if m.function == "_four_ways" and m.record == "Verdict") == 2
+    assert ("tokenbench.metrics.summary", "of_tally") in makers.makers("CellSummary")
+    assert all(m.function == "_four_ways" for m in makers.outside())
+
+
+@pytest.mark.slow
+def test_only_the_makers_make_a_summary_or_a_verdict_in_a_bench_a_sweep_and_a_capacity_search(tmp_path):
+    db, again = str(tmp_path / "r.db"), str(tmp_path / "again.db")
+    with Makers() as makers:
+        with ReferenceProcess(ReferenceConfig(ttft_ms=2, itl_ms=1)) as ref, \
+                ReferenceProcess(ReferenceConfig(ttft_ms=1, itl_ms=1, faults={"http_500": 1.0})) as failing:
+            cell = ["--input-len", "16", "--output-len", "4", "--num-prompts", "6", "--db", db]
+            assert main(["bench", "--base-url", ref.url, *cell, "--concurrency", "2"]) == 0
+            assert main(["bench", "--base-url", failing.url, *cell, "--concurrency", "1", "--no-probe"]) != 0
+            assert main(["sweep", "--base-url", ref.url, "--pairs", "16:4,32:4", "--concurrency", "1,2",
+                         "--num-prompts", "4", "--repeats", "2", "--db", db]) == 0
+            assert main(["sweep", "--base-url", ref.url, "--pairs", "16:8", "--find-capacity", "--slo",
+                         "tpot:mean<=500", "--capacity-max", "4", "--capacity-budget", "4", "--sustain-s", "1",
+                         "--num-prompts", "4", "--db", db]) == 0
+        runs = [r.id for r in Store(db).runs()]
+        for run in runs:
+            assert main(["report", run, "--db", db, "--output", str(tmp_path / run)]) == 0
+        assert main(["compare", runs[0], runs[2], "--db", db, "--output", str(tmp_path / "cmp")]) == 0
+        assert main(["export", runs[2], "--db", db, "--format", "json", "-o", str(tmp_path / "s.json")]) == 0
+        assert main(["import", str(tmp_path / "s.json"), "--db", again]) == 0
+    assert makers.outside() == []
+    summary, verdict = makers.makers("CellSummary"), makers.makers("Verdict")
+    assert {("tokenbench.metrics.summary", "of_tally"), ("tokenbench.metrics.cell", "_figures"),
+            ("tokenbench.metrics.summary", "mean_of_repeats"), ("tokenbench.store.rows", "CellRow.from_db"),
+            ("tokenbench.store.rows", "CellRow.from_json")} <= summary       # what ran was seen
+    assert verdict == {("tokenbench.metrics.verdict", "cell_verdict")}
+    assert ("tokenbench.metrics.summary_groups", "MonitorFigures.checked") in makers.makers("group")
 
 
 def _modules() -> dict[str, ast.Module]:
+    """Every module of the package but the store's and the formats' (which read and write the stored form)."""
     return {str(p.relative_to(PKG)): ast.parse(p.read_text(encoding="utf-8")) for p in sorted(PKG.rglob("*.py"))
-            if p.relative_to(PKG).parts[0] not in ASIDE}
-
-
-def _names(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | \
-        {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
-
-
-def _makes_summary(call: ast.Call) -> bool:
-    """CellSummary(...), CellSummary.<anything>(...), x.with_(...), or a model_copy of a summary."""
-    f = call.func
-    if isinstance(f, ast.Name) and f.id == "CellSummary":
-        return True
-    if not isinstance(f, ast.Attribute):
-        return False
-    if f.attr == "with_" or (isinstance(f.value, ast.Name) and f.value.id == "CellSummary"):
-        return True
-    return f.attr == "model_copy" and any("summary" in n.lower() for n in _names(f.value))
-
-
-def _calls(tree: ast.Module, test) -> bool:
-    return any(isinstance(n, ast.Call) and test(n) for n in ast.walk(tree))
-
-
-def test_two_modules_build_or_amend_a_summary():
-    makers = {name for name, tree in _modules().items() if _calls(tree, _makes_summary)}
-    assert makers == {"metrics/summary.py", "metrics/cell.py"}
-
-
-def _cell_verdict_names(tree: ast.Module) -> set[str]:
-    """The names a module gives the cell's Verdict type (metrics/verdict.Verdict; a comparison of two cells is
-    metrics/uncertainty.Comparison)."""
-    return {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
-            and n.module == "tokenbench.metrics.verdict" for a in n.names if a.name == "Verdict"}
+            if p.relative_to(PKG).parts[0] not in ("store", "formats")}
 
 
 def _top_names(tree: ast.Module) -> set[str]:
@@ -70,20 +103,6 @@ def test_verdict_names_one_type():
     store = {f"store/{p.name}": ast.parse(p.read_text(encoding="utf-8")) for p in (PKG / "store").glob("*.py")}
     assert {name for name, tree in {**_modules(), **store}.items() if "Verdict" in _top_names(tree)} == \
         {"metrics/verdict.py"}
-
-
-def test_the_verdict_is_made_in_one_module():
-    """Only metrics/verdict.py makes or amends a cell's Verdict (Verdict(...), .failed(...), replace(verdict))."""
-    def makers(name: str, tree: ast.Module) -> bool:
-        own = _cell_verdict_names(tree) | ({"Verdict"} if name == "metrics/verdict.py" else set())
-        def makes(call: ast.Call) -> bool:
-            f = call.func
-            named = isinstance(f, ast.Name) and f.id in own
-            amended = isinstance(f, ast.Attribute) and f.attr == "failed" and "verdict" in str(_names(f.value))
-            replaced = isinstance(f, ast.Name) and f.id == "replace" and "verdict" in str(_names(call)).lower()
-            return named or amended or replaced
-        return _calls(tree, makes)
-    assert {name for name, tree in _modules().items() if makers(name, tree)} == {"metrics/verdict.py"}
 
 
 def _classes() -> dict[str, ast.ClassDef]:

@@ -39,9 +39,10 @@ def round_trips(draw, theta: int):
     arrival = sent + up
     first = arrival + ttft + down
     last = arrival + ttft + decode + after + draw(st.integers(0, 50 * MS))
-    r = RequestRecord(0, "measure", 8, 4, sent, sent, last + 1, 200, token_times_ns=[first, max(first, last)],
-                      token_counts=[1, 1])
-    return attach(r, ServerTiming(arrival + theta, ttft, ttft + decode + after, queue, prefill, decode, "rid"))
+    r = RequestRecord(index=0, phase="measure", input_len=8, output_len=4, intended_ns=sent, sent_ns=sent,
+                      end_ns=last + 1, status=200, token_times_ns=[first, max(first, last)], token_counts=[1, 1])
+    return attach(r, ServerTiming(arrival_ns=arrival + theta, ttft_ns=ttft, e2e_ns=ttft + decode + after,
+                                  queue_ns=queue, prefill_ns=prefill, decode_ns=decode, request_id="rid"))
 
 
 @settings(max_examples=200, deadline=None)
@@ -76,9 +77,12 @@ def test_the_phases_add_up_to_the_client_ttft_and_last_token_exactly(records):
 def test_the_ledger_means_add_up_to_the_mean_client_ttft(records):
     off = clock_offset(offset_bounds(r) for r in records)
     joined = [apply_offset(r, off) for r in records]
-    failed = RequestRecord(1, "measure", 8, 4, 0, 0, 1, 500, error_kind="http_status")
-    warm = RequestRecord(2, "warmup", 8, 4, 0, 0, 1, 200)
-    plain = RequestRecord(3, "measure", 8, 4, 0, 0, 5, 200, token_times_ns=[3], token_counts=[1])
+    failed = RequestRecord(index=1, phase="measure", input_len=8, output_len=4, intended_ns=0, sent_ns=0, end_ns=1,
+                           status=500, error_kind="http_status")
+    warm = RequestRecord(index=2, phase="warmup", input_len=8, output_len=4, intended_ns=0, sent_ns=0, end_ns=1,
+                         status=200)
+    plain = RequestRecord(index=3, phase="measure", input_len=8, output_len=4, intended_ns=0, sent_ns=0, end_ns=5,
+                          status=200, token_times_ns=[3], token_counts=[1])
     book = ledger([*joined, failed, warm, plain], SpanCounts(unjoined_spans=2), claim_ms)
     assert (book.requests, book.joined, book.missing, book.unjoined_spans) == (len(records) + 1, len(records), 1, 2)
     assert book.mean_ms is not None and set(book.mean_ms) == set(PHASES)
@@ -95,10 +99,12 @@ def test_intervals_that_do_not_meet_fall_back_to_the_smallest_round_trip_marked(
 
 
 def test_a_late_delivery_is_flagged_beyond_the_client_tolerance_and_the_offset_error():
-    fast = attach(RequestRecord(0, "measure", 8, 4, 0, 0, 200 * MS, 200, token_times_ns=[100 * MS],
-                                token_counts=[1]), ServerTiming(1 * MS, 98 * MS, 150 * MS, 0, 90 * MS, 50 * MS))
-    slow = attach(RequestRecord(1, "measure", 8, 4, 0, 0, 200 * MS, 200, token_times_ns=[120 * MS],
-                                token_counts=[1]), ServerTiming(1 * MS, 98 * MS, 150 * MS, 0, 90 * MS, 50 * MS))
+    timing = ServerTiming(arrival_ns=1 * MS, ttft_ns=98 * MS, e2e_ns=150 * MS, queue_ns=0, prefill_ns=90 * MS,
+                          decode_ns=50 * MS)
+    fast = attach(RequestRecord(index=0, phase="measure", input_len=8, output_len=4, intended_ns=0, sent_ns=0,
+                                end_ns=200 * MS, status=200, token_times_ns=[100 * MS], token_counts=[1]), timing)
+    slow = attach(RequestRecord(index=1, phase="measure", input_len=8, output_len=4, intended_ns=0, sent_ns=0,
+                                end_ns=200 * MS, status=200, token_times_ns=[120 * MS], token_counts=[1]), timing)
     off = clock_offset(offset_bounds(r) for r in (fast, slow))
     book = ledger([apply_offset(fast, off), apply_offset(slow, off)], SpanCounts(), claim_ms)
     assert book.delivery_flagged == 1 and book.delivery_max_ms is not None and book.delivery_max_ms > 20

@@ -23,7 +23,8 @@ def prepared(n: int) -> list[PreparedRequest]:
 
 def measured(n: int, load: Load, seed: int) -> Phases:
     """A cell of n requests and no warmup."""
-    return Phases("4:2/cell", [], None, prepared(n), load, seed, n, n)
+    return Phases(key="4:2/cell", warmup=[], warmup_load=None, measure=prepared(n), load=load, seed=seed, count=n,
+                  limit=n)
 
 
 def test_constant_arrivals_interleave_across_workers():

@@ -3,8 +3,11 @@ distribution, and verdicts name a real 5 % difference and stay silent on none.""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
+import scipy.stats as st
 
 from tokenbench.metrics import uncertainty as u
 
@@ -158,10 +161,65 @@ def test_woodruff_interval_is_between_the_order_statistics_binomial_ranks_give()
     assert iv.value == pytest.approx(np.percentile(x, 90)) and not iv.unreliable
 
 
-def test_t_quantiles_match_the_table_and_the_normal_limit():
-    assert u.t975(1) == pytest.approx(12.706, abs=1e-3) and u.t975(30) == pytest.approx(2.0423, abs=1e-4)
-    assert u.t975(31) == pytest.approx(2.0395, abs=2e-4) and u.t975(120) == pytest.approx(1.9799, abs=2e-4)
-    assert u.t975(10**9) == pytest.approx(1.95996, abs=1e-4)
+def test_t975_equals_scipy_at_every_degree_of_freedom():
+    """By value at 1..200 and beyond (a quantile off at 7 or 19 degrees of freedom widens every interval)."""
+    for df in [*range(1, 201), 250, 1000, 10**6, 2.5, 7.5]:
+        assert u.t975(df) == pytest.approx(st.t.ppf(0.975, df), rel=1e-9), df
+    assert u.t975(0) == u.t975(-3) == pytest.approx(st.norm.ppf(0.975), rel=1e-12)
+
+
+def _reference_verdict(a: u.Interval, b: u.Interval, higher: bool, min_effect: float, floor: float,
+                       between: u.Between) -> tuple[float, float, float, float, str | None]:
+    change = (b.value / a.value if higher else a.value / b.value) - 1
+    v = np.array([(a.se / a.value) ** 2, (b.se / b.value) ** 2, between.variance])
+    dfs = np.array([a.df, b.df, between.df])
+    finite = (v > 0) & np.isfinite(dfs)
+    df = v.sum() ** 2 / (v[finite] ** 2 / dfs[finite]).sum() if finite.any() else np.inf
+    half = st.t.ppf(0.975, df) * np.sqrt(v.sum())
+    lo, hi = np.exp(np.log1p(change) - half) - 1 - floor, np.exp(np.log1p(change) + half) - 1 + floor
+    winner = ("B" if change > 0 else "A") if (lo > 0 or hi < 0) and abs(change) >= min_effect else None
+    return change, lo, hi, max(min_effect, (hi - lo) / 2), winner
+
+
+def test_verdict_arithmetic_by_value_against_scipy():
+    rng = np.random.default_rng(8)
+    for _ in range(300):
+        va, vb = rng.uniform(0.05, 500, 2)         # figures below 1 too (a request rate of 0.76/s)
+        a = u.Interval(value=va, lo=0, hi=0, n=30, se=va * rng.uniform(0.001, 0.2), df=int(rng.integers(1, 60)))
+        b = u.Interval(value=vb, lo=0, hi=0, n=30, se=vb * rng.uniform(0.001, 0.2), df=int(rng.integers(1, 60)))
+        higher, min_effect, floor = bool(rng.integers(2)), float(rng.choice([0.0, 0.02, 0.1])), float(rng.choice([0, 0.01]))
+        between = u.Between(float(rng.choice([0.0, 0.01, 0.09])), float(rng.choice([4, 14, math.inf])), "default")
+        got = u.verdict(a, b, higher, min_effect, floor, between)
+        want = _reference_verdict(a, b, higher, min_effect, floor, between)
+        assert got is not None and got.noise == "default"
+        assert (got.change, got.lo, got.hi, got.detectable) == pytest.approx(want[:4], rel=1e-9, abs=1e-12)
+        assert got.winner == want[4]
+
+
+def test_satterthwaite_degrees_of_freedom_by_value():
+    assert u.satterthwaite([(0.01, 9), (0.01, 9)]) == pytest.approx(18)
+    assert u.satterthwaite([(0.04, 4), (0.01, 20)]) == pytest.approx(0.05 ** 2 / (0.04 ** 2 / 4 + 0.01 ** 2 / 20))
+    assert u.satterthwaite([(0.02, 3), (0.0, 1), (0.03, math.inf)]) == pytest.approx(0.05 ** 2 / (0.02 ** 2 / 3))
+    assert u.satterthwaite([(0.02, math.inf)]) == math.inf and u.satterthwaite([(0.0, 5)]) == math.inf
+    assert u.satterthwaite([(0.0, 0), (0.01, 5)]) == pytest.approx(5)     # a part of no variance: none below
+
+
+def test_verdict_on_figures_below_one_and_at_zero():
+    a, b = u.Interval(value=0.5, lo=0, hi=0, n=40, se=0.005, df=39), u.Interval(value=0.8, lo=0, hi=0, n=40, se=0.008, df=39)
+    v = u.verdict(a, b, True)
+    assert v is not None and v.winner == "B" and v.change == pytest.approx(0.6)
+    assert u.verdict(a, u.Interval(value=0.0, lo=0, hi=0, n=40, se=0.1, df=39), True) is None
+    assert u.verdict(u.Interval(value=0.0, lo=0, hi=0, n=40, se=0.1, df=39), a, True) is None
+    assert u.verdict(a, u.Interval(value=0.8, lo=0, hi=0, n=1, se=0.0, df=0), True) is None
+
+
+def test_a_between_run_floor_hides_what_within_run_errors_would_call():
+    a, b = u.Interval(value=100.0, lo=0, hi=0, n=100, se=1.0, df=99), u.Interval(value=110.0, lo=0, hi=0, n=100, se=1.1, df=99)
+    alone = u.verdict(a, b, False)
+    floored = u.verdict(a, b, False, between=u.Between(2 * 0.1 ** 2, 14, "default"))
+    assert alone is not None and alone.winner == "A" and alone.noise == "within"
+    assert floored is not None and floored.winner is None and floored.noise == "default"
+    assert floored.detectable > 0.25
 
 
 def test_a_percentile_band_past_the_sample_extremes_is_unreliable():
@@ -190,3 +248,82 @@ def test_two_repeats_that_disagree_never_give_a_negative_lower_bound():
     rng = np.random.default_rng(3)
     iv = u.interval([rng.normal(180, 5, 3), rng.normal(120, 5, 3)], "mean")
     assert iv.lo == 0.0 and iv.hi > 2 * iv.value
+
+
+def test_one_repeat_standard_errors_and_degrees_of_freedom_by_value():
+    rng = np.random.default_rng(21)
+    x = rng.lognormal(MU, SIGMA, 40)
+    mean, p50 = u.within(x, "mean"), u.within(x, "p50")
+    assert mean.se == pytest.approx(np.std(x, ddof=1) / math.sqrt(40), rel=1e-12) and mean.df == 39
+    half = st.t.ppf(0.975, 39) * mean.se
+    assert (mean.lo, mean.hi) == (pytest.approx(x.mean() - half), pytest.approx(x.mean() + half))
+    assert p50.df == 39 and p50.se == pytest.approx((p50.hi - p50.lo) / (2 * st.t.ppf(0.975, 39)))
+    # ITL's cluster-robust standard error: sqrt(m / (m - 1) * sum (s_i - R k_i)^2) / sum k_i
+    reqs = [list(rng.lognormal(MU, SIGMA, k)) for k in (3, 5, 2, 7, 4)]
+    s_i, k_i = np.array([sum(r) for r in reqs]), np.array([len(r) for r in reqs])
+    ratio = s_i.sum() / k_i.sum()
+    want = math.sqrt(5 / 4 * float(((s_i - ratio * k_i) ** 2).sum())) / k_i.sum()
+    itl = u.within(u.Clusters.of(reqs), "mean")
+    assert itl.se == pytest.approx(want, rel=1e-12) and itl.df == 4 and itl.value == pytest.approx(ratio)
+
+
+def test_a_mean_of_values_below_zero_keeps_its_lower_end():
+    """Paired differences may be negative: no floor at 0 then (a latency or a rate is never below 0)."""
+    x = np.array([-3.0, -1.0, 0.5, -2.0, 1.0, -0.5])
+    iv = u.within(x, "mean")
+    assert iv.lo < iv.value < iv.hi and iv.lo == pytest.approx(x.mean() - st.t.ppf(0.975, 5) * np.std(x, ddof=1) / math.sqrt(6))
+    assert u.within(np.array([0.1, 0.2, 5.0]), "mean").lo == 0.0
+
+
+def test_combine_by_value_the_wider_of_between_and_within():
+    """k repeats: the mean of their values, half-width max(t_{k-1} sd / sqrt k, sqrt(sum h_j^2) / k)."""
+    agree = [u.Interval(value=10.0, lo=8.0, hi=12.0, n=50, se=1.0, df=49), u.Interval(value=10.2, lo=8.2, hi=12.2, n=50, se=1.0, df=49),
+             u.Interval(value=9.9, lo=7.9, hi=11.9, n=50, se=1.0, df=49)]
+    iv = u.combine(agree)                          # within dominates: sqrt(3 x 2^2) / 3
+    assert iv.value == pytest.approx(10.033333333) and iv.hi - iv.value == pytest.approx(math.sqrt(12) / 3)
+    assert iv.se == pytest.approx(math.sqrt(3) / 3) and iv.df == 49 and iv.n == 150
+    apart = [u.Interval(value=v, lo=v - 0.1, hi=v + 0.1, n=50, se=0.05, df=49) for v in (10.0, 14.0, 12.0)]
+    iv = u.combine(apart)                          # between dominates: t_2 sd / sqrt 3
+    between = np.std([10.0, 14.0, 12.0], ddof=1) / math.sqrt(3)
+    assert iv.hi - iv.value == pytest.approx(st.t.ppf(0.975, 2) * between) and iv.df == 2
+    assert iv.se == pytest.approx(between) and iv.lo == pytest.approx(12.0 - st.t.ppf(0.975, 2) * between)
+    below = u.combine([u.Interval(value=v, lo=v - 0.1, hi=v + 0.1, n=50, se=0.05, df=49) for v in (-0.4, -0.6, -0.5)])
+    assert below.lo < below.value == pytest.approx(-0.5)         # a negative mean keeps its lower end
+
+
+def test_bins_place_each_event_in_its_own_bin():
+    start, end = 0, 10_000_000_000                          # 10 s, 5 bins of 2 s
+    events = [(int(t * 1e9), 1.0) for t in (0.5, 2.5, 2.6, 4.5, 7.0, 7.1, 7.2, 9.9, 12.0, -3.0)]
+    assert u.bins(events, start, end, 5) == [1.0, 1.0, 0.5, 1.5, 1.0]    # before start: the first; after: the last
+
+
+def test_two_samples_give_an_interval_one_none_and_a_p99_needs_100_requests():
+    two = u.within(np.array([1.0, 3.0]), "mean")
+    assert two.df == 1 and two.se == pytest.approx(1.0) and two.hi == pytest.approx(2.0 + st.t.ppf(0.975, 1))
+    one = u.within(np.array([2.0]), "mean")
+    assert (one.lo, one.hi, one.se, one.df) == (2.0, 2.0, 0.0, 0)
+    x = np.random.default_rng(2).lognormal(MU, SIGMA, 2000)
+    assert not u.interval([x], "p99", requests=100).unreliable
+    assert u.interval([x], "p99", requests=99).unreliable
+
+
+def test_repeats_are_unreliable_when_any_of_them_is():
+    sure, unsure = u.Interval(value=10.0, lo=9.0, hi=11.0, n=50, se=0.5, df=49), u.Interval(value=10.1, lo=9.1, hi=11.1, n=50, unreliable=True, se=0.5, df=49)
+    assert u.combine([sure, unsure]).unreliable and u.combine([unsure, sure]).unreliable
+    assert not u.combine([sure, sure]).unreliable
+
+
+def test_an_interval_holds_its_ends_and_scales_with_its_error():
+    iv = u.Interval(value=1.0, lo=0.5, hi=2.0, n=10, se=0.25, df=9)
+    assert iv.contains(0.5) and iv.contains(2.0) and iv.contains(1.0)
+    assert not iv.contains(0.4999) and not iv.contains(2.0001)
+    doubled, flipped = iv.scaled(2.0), iv.scaled(-3.0)
+    assert (doubled.value, doubled.lo, doubled.hi, doubled.se, doubled.df) == (2.0, 1.0, 4.0, 0.5, 9)
+    assert flipped.se == 0.75 and flipped.value == -3.0
+
+
+def test_a_floor_at_zero_for_values_from_zero_and_the_fewest_degrees_of_freedom_over_repeats():
+    iv = u.within(np.array([0.0, 0.0, 0.0, 5.0]), "mean")          # latencies of 0: still never below 0
+    assert iv.lo == 0.0 and iv.hi > iv.value
+    parts = [u.Interval(value=10.0, lo=8.0, hi=12.0, n=10, se=1.0, df=9), u.Interval(value=10.0, lo=8.0, hi=12.0, n=50, se=1.0, df=49)]
+    assert u.combine(parts).df == 9                               # within-repeat errors: the fewer df

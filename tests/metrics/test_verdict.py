@@ -24,7 +24,7 @@ def rec(i: int, kind: str | None = None, sent: int | None = None, **fields) -> R
     record's own (status, error_detail, length_error, completion_tokens, prompt_tokens, finish_reason, ...)."""
     sent = i * 10 if sent is None else sent
     fields = {"status": 200, "finish_reason": "length", **fields}
-    return RequestRecord(i, "measure", 8, 4, sent, sent, sent + 5, token_times_ns=[sent + 1], token_counts=[4],
+    return RequestRecord(index=i, phase="measure", input_len=8, output_len=4, intended_ns=sent, sent_ns=sent, end_ns=sent + 5, token_times_ns=[sent + 1], token_counts=[4],
                          error_kind=kind, **fields)
 
 
@@ -46,7 +46,7 @@ def test_the_failure_message_counts_each_kind_most_common_first_and_names_the_fi
     _, message = v.verdict(recs, False, 0.0)
     assert message.startswith("5/6 requests failed (timeout=3, connect=1, http_status=1); first: h1 ")
     long = [rec(0, "timeout", error_detail="x" * 300), rec(1)]
-    assert f"first: {'x' * 200} (raise" in v.verdict(long, False, 0.0)[1]
+    assert f"first: {'x' * 200} (every failure is a request that outlived --timeout" in v.verdict(long, False, 0.0)[1]
 
 
 def test_no_request_sent_fails():
@@ -197,7 +197,7 @@ def test_a_server_that_died_fails_the_cell_with_the_cause_first():
     theirs = v.server_gone(v.Verdict("failed", "2/4 requests failed"), "no answer", ours=False)
     assert theirs.message == "server unreachable: no answer; 2/4 requests failed" and theirs.died == "no answer"
     said = v.Verdict("failed", "gone", unreachable="gone")
-    assert v.server_gone(said, "no answer", ours=False) is said
+    assert v.server_gone(said, "no answer", ours=False) == said
     assert v.server_gone(ok, None, ours=True) is ok and v.server_gone(ok, "", ours=False) is ok
 
 

@@ -112,8 +112,8 @@ def _cost_row(page: str, label: str) -> list[float]:
 
 
 def _outage_after_start(ref: ReferenceProcess, smi, seconds: float, mode: str, box: dict) -> threading.Thread:
-    """Once the measured phase is under way (the server has answered 3 requests, none of them warmup: the cell
-    has no warmup), the stand-in stops answering for `seconds`."""
+    """Once the measured phase is under way (the server has answered 3 requests, none of them warmup or probe:
+    the cell has no warmup and the bench no probe), the stand-in stops answering for `seconds`."""
     def run() -> None:
         deadline = time.monotonic() + 60
         while len(ref.send_log()) < 3 and time.monotonic() < deadline:
@@ -130,7 +130,8 @@ def test_a_stand_in_that_stops_answering_marks_the_cells_energy(tmp_path, smi_on
     box: dict = {}
     with ReferenceProcess(CONFIG) as ref:
         waiter = _outage_after_start(ref, smi, 2.0, mode, box)
-        store, run_id = bench(ref.url, tmp_path, "--duration", "4", "--warmup-requests", "0", interval="0.1")
+        store, run_id = bench(ref.url, tmp_path, "--duration", "4", "--warmup-requests", "0", "--no-probe",
+                               interval="0.1")
         waiter.join(timeout=5)
     run, cell = only_cell(store, run_id)
     m = cell.summary.monitor
@@ -153,7 +154,8 @@ def test_an_nvml_energy_counter_stays_exact_through_a_gap(tmp_path, monkeypatch)
     with ReferenceProcess(CONFIG) as ref:
         waiter = _outage_after_start(ref, types.SimpleNamespace(outage=lambda s, mode: _set(outage, s)), 1.5,
                                      "fail", {})
-        store, run_id = bench(ref.url, tmp_path, "--duration", "4", "--warmup-requests", "0", interval="0.1")
+        store, run_id = bench(ref.url, tmp_path, "--duration", "4", "--warmup-requests", "0", "--no-probe",
+                               interval="0.1")
         waiter.join(timeout=5)
     _, cell = only_cell(store, run_id)
     m = cell.summary.monitor

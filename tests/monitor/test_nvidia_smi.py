@@ -16,8 +16,10 @@ GB10 = "nvidia-smi/unsloth-10703-gb10-na.csv"
 
 def test_header_with_units_and_extra_columns():
     first, second = parse_nvidia_smi(fixture_text(BPYTOP))
-    assert first == GpuReading(0, "GeForce GTX 1080 Ti", "", 36.0, 2856.0, 11175.0, 106.56, 60.0)
-    assert second == GpuReading(1, "GeForce GTX 1060 6GB", "", 0.0, 4.0, 6078.0, 5.68, 49.0)
+    assert first == GpuReading(index=0, name="GeForce GTX 1080 Ti", uuid="", util_pct=36.0, mem_used_mb=2856.0,
+                               mem_total_mb=11175.0, power_w=106.56, temp_c=60.0)
+    assert second == GpuReading(index=1, name="GeForce GTX 1060 6GB", uuid="", util_pct=0.0, mem_used_mb=4.0,
+                                mem_total_mb=6078.0, power_w=5.68, temp_c=49.0)
 
 
 def test_noheader_nounits_needs_the_query_it_was_run_with():
@@ -50,7 +52,8 @@ def test_default_query_in_all_three_formats():
     units = "0, NVIDIA H200, GPU-5e37, 87 %, 70123 MiB, 143771 MiB, 512.31 W, 61"
     header = ("index, name, uuid, utilization.gpu [%], memory.used [MiB], memory.total [MiB], "
               "power.draw [W], temperature.gpu")
-    expected = [GpuReading(0, "NVIDIA H200", "GPU-5e37", 87.0, 70123.0, 143771.0, 512.31, 61.0)]
+    expected = [GpuReading(index=0, name="NVIDIA H200", uuid="GPU-5e37", util_pct=87.0, mem_used_mb=70123.0,
+                           mem_total_mb=143771.0, power_w=512.31, temp_c=61.0)]
     assert parse_nvidia_smi(values) == expected
     assert parse_nvidia_smi(header + "\n" + units) == expected
     assert parse_nvidia_smi(header.replace(" [%]", "").replace(" [MiB]", "").replace(" [W]", "")

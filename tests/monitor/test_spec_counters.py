@@ -124,7 +124,8 @@ def scrape_cell(metrics_server) -> tuple[CellMonitor, int]:
     (at stop) the capture after it; the measured phase starts between the two."""
     metrics_server.body = fixture_text(BEFORE)
     mon = Monitor([PrometheusSampler(metrics_server.url, metric_names())], interval_s=3600)
-    cm = CellMonitor(mon, Watched(Server(metrics_server.url, ServerFacts("vllm")), Workload(input_len=512, output_len=64)))
+    cm = CellMonitor(mon, Watched(Server(metrics_server.url, ServerFacts(engine="vllm")),
+                                  Workload(input_len=512, output_len=64)))
     mon.start()
     while not mon.snapshot():
         time.sleep(0.01)
@@ -136,7 +137,8 @@ def scrape_cell(metrics_server) -> tuple[CellMonitor, int]:
 
 def with_counters(cm: CellMonitor, started: int, wl: Workload, server: Server) -> CellSummary:
     """A cell's summary with what the server's counters said (no request of its own: the counters only)."""
-    measured = Measured(tally_of([]), Load(concurrency=1, num_prompts=4), (512, 64), ClientHealth())
+    measured = Measured(tally=tally_of([]), load=Load(concurrency=1, num_prompts=4), lengths=(512, 64),
+                        health=ClientHealth())
     return finish(measured, ServerSide(readings=readings(cm, started, wl, server)), VerdictPolicy())[0]
 
 
@@ -146,7 +148,8 @@ def store_cell(tmp_path, summary: CellSummary, profile: Profile, facts: ServerFa
     cid = store.upsert_config(run_id, "default", profile=profile, facts=facts, status="done")
     figures = summary.model_copy(update={"concurrency": 1, "input_len": 512, "output_len": 64, "num_prompts": 4,
                                          "completed": 4, "mean_tpot_ms": 21.5, "p99_tpot_ms": 23.0})
-    store.save_cell(run_id, cid, CellRow("512:64/c=1", 512, 64, "ok", figures, concurrency=1), [])
+    store.save_cell(run_id, cid, CellRow(key="512:64/c=1", input_len=512, output_len=64, status="ok", summary=figures,
+                                         concurrency=1), [])
     store.set_run_status(run_id, "done")
     return store, run_id
 

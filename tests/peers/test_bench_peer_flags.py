@@ -40,15 +40,16 @@ def test_host_port_backend_endpoint_temperature_and_prefix():
                 "--concurrency", "1").target.base_url == "http://127.0.0.1:30001"
     assert spec("--host", "h", "--backend", "sglang", "--input-len", "8", "--output-len", "2",
                 "--concurrency", "1").target.base_url == "http://h:30000"          # SGLang's own backend's port
-    assert spec("--base-url", "http://b:1", "--host", "h", "--input-len", "8", "--output-len", "2",
-                "--concurrency", "1").target.base_url == "http://b:1"              # vLLM: --base-url wins
+    with pytest.raises(UsageError, match="two addresses"):     # vLLM lets --base-url win in silence; refused here
+        spec("--base-url", "http://b:1", "--host", "h", "--input-len", "8", "--output-len", "2", "--concurrency", "1")
 
 
 def test_sampling_reaches_every_request_body():
     import json
 
     from tokenbench.client.request import RequestOptions
-    body = json.loads(prepare("http://h:1", "completions", "m", Prompt((1, 2), None, 2, 3, 2), None,
+    body = json.loads(prepare("http://h:1", "completions", "m", Prompt(token_ids=(1, 2), text=None, input_len=2,
+                                                                       output_len=3, expected_prompt_tokens=2), None,
                               RequestOptions(sampling={"temperature": 0.5, "top_p": 0.9})).body)
     assert (body["temperature"], body["top_p"], body["max_tokens"], body["min_tokens"], body["ignore_eos"]) == (
         0.5, 0.9, 3, 3, True)
@@ -117,7 +118,8 @@ def test_rate_cap_gate_waits_with_the_schedule_queue_keeps_it():
             clock.t += 100
             return RawExchange(intended_ns=due, sent_ns=sent, end_ns=clock.t, status=500)
 
-        reqs = [prepare("http://h:1", "completions", "m", Prompt((5,), None, 1, 1, 1), None) for _ in range(4)]
+        reqs = [prepare("http://h:1", "completions", "m", Prompt(token_ids=(5,), text=None, input_len=1, output_len=1,
+                                                                 expected_prompt_tokens=1), None) for _ in range(4)]
         load = Load(request_rate=1, max_concurrency=1, rate_cap=cap, num_prompts=4)
         run = asyncio.run(run_phase(send, reqs, PhasePlan("measure", load, offsets=[0, 10, 20, 30]), clock=clock))
         return [r.intended_ns for r in sorted(run.records, key=lambda r: r.index)]

@@ -138,19 +138,19 @@ def test_translates_own_options_still_work_before_the_separator(capsys, tmp_path
 # ---- a peer's line given to bench ----
 
 @pytest.mark.parametrize("args,program", [
-    (["serve", "--model", "m", "--port", "8000"], "vllm bench serve --model m"),
-    (["vllm", "bench", "serve", "--model", "m"], "vllm bench serve --model m"),
-    (["python3", "-m", "sglang.bench_serving", "--backend", "sglang"], "python3 -m sglang.bench_serving --backend"),
+    (["serve", "--model", "m", "--port", "8000"], "-- vllm bench serve --model m"),
+    (["vllm", "bench", "serve", "--model", "m"], "-- vllm bench serve --model m"),
+    (["python3", "-m", "sglang.bench_serving", "--backend", "sglang"], "-- python3 -m sglang.bench_serving --backend"),
     (["--target", "http://localhost:8000", "--data", "prompt_tokens=256,output_tokens=128", "--rate-type", "sweep"],
-     "guidellm benchmark --target"),
-    (["--url", "localhost:8000", "--endpoint-type", "chat", "--streaming"], "aiperf profile --url"),
+     "-- guidellm benchmark --target"),
+    (["--url", "localhost:8000", "--endpoint-type", "chat", "--streaming"], "-- aiperf profile --url"),
     (["--base-url", "http://x:1", "--input-len", "8", "--output-len", "2", "--concurrency", "1",
-      "--trust-remote-code"], "vllm bench serve --base-url"),
-    (["benchmark", "--target", "http://h:1"], "guidellm benchmark --target")])
+      "--trust-remote-code"], "--concurrency 1 -- vllm bench serve --base-url"),   # bench's own: before --
+    (["benchmark", "--target", "http://h:1"], "-- guidellm benchmark --target")])
 def test_a_peers_line_given_to_bench_points_to_translate(capsys, args, program):
     assert main(["bench", *args]) == UsageError.exit_code
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and f"run `tokenbench translate -- {program}" in err
+    assert len(err.splitlines()) == 1 and f"run `tokenbench translate {program}" in err
 
 
 def test_benchs_own_spellings_are_not_taken_for_a_peers(capsys, tmp_path):

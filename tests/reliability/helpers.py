@@ -265,3 +265,20 @@ def cells(db: Path) -> list[tuple]:
                 con.execute("SELECT key, status, superseded, summary_json FROM cells ORDER BY id")]
     finally:
         con.close()
+
+
+def kill_when_cells(db, n: int, pid: int, done: threading.Event) -> None:
+    """SIGKILL `pid` once `n` cells are committed and the next one has started sending."""
+    while not done.is_set():
+        try:
+            con = sqlite3.connect(db)
+            count = con.execute("SELECT COUNT(*) FROM cells").fetchone()[0]
+            con.close()
+        except sqlite3.Error:
+            count = 0
+        if count >= n:
+            time.sleep(0.3)
+            os.kill(pid, signal.SIGKILL)
+            done.killed_at = time.monotonic()
+            return
+        time.sleep(0.02)

@@ -27,7 +27,7 @@ from tokenbench.spec.study import StudySpec
 from tokenbench.store.db import Store
 from tokenbench.store.rows import CellRow
 from tokenbench.study import run as study
-from tokenbench.study.runner import RunSettings, StudyEvents
+from tokenbench.study.settings import RunSettings, StudyEvents
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 from .helpers import Child, cells, db_problems, error_lines, wait_arrivals
@@ -214,7 +214,7 @@ def _record(i: int, kind: str | None = None) -> RequestRecord:
 def _row(status: str, completed: int, cut: int = 0) -> CellRow:
     s = CellSummary(num_prompts=completed, completed=completed, failed=0,
                     interruption=Interruption(planned=N, cut=cut) if status == "interrupted" else None)
-    return CellRow("8:4/c=1", 8, 4, status, s, concurrency=1)
+    return CellRow(key="8:4/c=1", input_len=8, output_len=4, status=status, summary=s, concurrency=1)
 
 
 def test_a_complete_cell_supersedes_an_interrupted_one_and_keeps_its_requests(tmp_path):

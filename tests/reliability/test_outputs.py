@@ -92,7 +92,8 @@ def record(i: int) -> RequestRecord:
 
 
 def row(key: str) -> CellRow:
-    return CellRow(key, 4, 2, "ok", CellSummary(num_prompts=2, failed=0), concurrency=1)
+    return CellRow(key=key, input_len=4, output_len=2, status="ok", summary=CellSummary(num_prompts=2, failed=0),
+                   concurrency=1)
 
 
 class RefusingStore(Store):

@@ -1,6 +1,6 @@
 """Server death mid-sweep: the engine process is SIGKILLed while a cell runs.
 
-What the sweep does (study/runner.py): the cell in progress stops sending after a few consecutive `connect`
+What the sweep does (study/launch.py, study/cells.py): the cell in progress stops sending after a few consecutive `connect`
 failures (every request sent is recorded), it is marked failed with the engine's exit code and log
 tail in its message and the errors in `failed_by_kind`; the server is relaunched (at most
 MAX_LAUNCHES launches per config) for the config's remaining cells, the next server config is launched

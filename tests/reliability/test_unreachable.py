@@ -4,8 +4,6 @@ answered 4xx is a request problem, 401/403 with a key a wrong key."""
 
 from __future__ import annotations
 
-import os
-import signal
 import sqlite3
 import threading
 import time
@@ -19,7 +17,7 @@ from tokenbench.metrics.tally import UNREACHABLE_AFTER
 from tokenbench.metrics.verdict import unreachable, verdict
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
-from .helpers import db_problems, error_lines
+from .helpers import db_problems, error_lines, kill_when_cells
 
 
 def rec(i: int, kind: str | None = None, status: int | None = 200, detail: str = "") -> RequestRecord:
@@ -63,23 +61,6 @@ def test_wrong_key_at_model_discovery_is_told_as_such(tmp_path, monkeypatch, cap
                      "--api-key-env", "BENCH_KEY", "--db", str(tmp_path / "r.db")])
     [line] = error_lines(capsys.readouterr().err)
     assert code == 3 and "rejected the API key" in line and "pass the key" not in line
-
-
-def kill_when_cells(db, n: int, pid: int, done: threading.Event) -> None:
-    """SIGKILL `pid` once `n` cells are committed and the next one has started sending."""
-    while not done.is_set():
-        try:
-            con = sqlite3.connect(db)
-            count = con.execute("SELECT COUNT(*) FROM cells").fetchone()[0]
-            con.close()
-        except sqlite3.Error:
-            count = 0
-        if count >= n:
-            time.sleep(0.3)
-            os.kill(pid, signal.SIGKILL)
-            done.killed_at = time.monotonic()
-            return
-        time.sleep(0.02)
 
 
 @pytest.mark.slow

@@ -93,8 +93,8 @@ def build_run(store: Store, run_id: str = "20260102-030405-fixed", with_samples:
                 recs = records(c, il, ol, slots, fail=fail, text=text)
                 summary = summarize(recs, Load(concurrency=c, num_prompts=len(recs)), il, ol)
                 demand = c * (il + ol)
-                cell = CellRow(f"{il}:{ol}/c={c}", il, ol, "ok", summary, concurrency=c, kv_demand=demand,
-                               kv_capacity=kv, over_capacity=demand > kv)
+                cell = CellRow(key=f"{il}:{ol}/c={c}", input_len=il, output_len=ol, status="ok", summary=summary,
+                               concurrency=c, kv_demand=demand, kv_capacity=kv, over_capacity=demand > kv)
                 samples = monitor_samples(recs, slots) if with_samples and c == 4 else ()
                 store.save_cell(run_id, cid, cell, recs, samples)
     store.set_run_status(run_id, "done")
@@ -117,8 +117,9 @@ def build_mixed_run(store: Store, run_id: str = "20260102-030405-mixed", closed=
         for load in loads:
             recs = records(load.concurrency or 2, 128, 32, slots)
             summary = summarize(recs, load, 128, 32)
-            store.save_cell(run_id, cid, CellRow(f"128:32/{load.label}", 128, 32, "ok", summary,
-                                                 concurrency=load.concurrency, request_rate=load.request_rate), recs)
+            store.save_cell(run_id, cid, CellRow(key=f"128:32/{load.label}", input_len=128, output_len=32, status="ok",
+                                                 summary=summary, concurrency=load.concurrency,
+                                                 request_rate=load.request_rate), recs)
     store.set_run_status(run_id, "done")
     return run_id
 
@@ -138,7 +139,8 @@ def build_bench_run(store: Store, run_id: str = "20260102-030405-bench", local_e
     for c in cells:
         recs = records(c, 128, 32, 4)
         summary = summarize(recs, Load(concurrency=c, num_prompts=len(recs)), 128, 32)
-        store.save_cell(run_id, cid, CellRow(f"128:32/c={c}", 128, 32, "ok", summary, concurrency=c), recs)
+        store.save_cell(run_id, cid, CellRow(key=f"128:32/c={c}", input_len=128, output_len=32, status="ok",
+                                             summary=summary, concurrency=c), recs)
     store.set_run_status(run_id, "done")
     return run_id
 
@@ -194,6 +196,70 @@ def build_accel_run(store: Store, run_id: str = "20260102-030405-accel", price: 
                             int(summary.total_output_tokens or 0), int(summary.completed or 0))
         summary = summary.with_(monitor_summary(samples, window))
         rows = [(s.t_ns, s.source, s.name, s.value, json.dumps(s.labels)) for s in samples]
-        store.save_cell(run_id, cid, CellRow(f"128:32/c={c}", 128, 32, "ok", summary, concurrency=c), recs, rows)
+        store.save_cell(run_id, cid, CellRow(key=f"128:32/c={c}", input_len=128, output_len=32, status="ok",
+                                             summary=summary, concurrency=c), recs, rows)
     store.set_run_status(run_id, "done")
+    return run_id
+
+
+# a tune (study/tune.py): three configs searched, one whose engine died under load, the best confirmed ---------
+TUNE_SLO = "tpot:mean<=30"
+TUNE_CAPS = {"slots=4": 4, "slots=2": 2, "slots=8": 8}      # the capacity each config's search found
+
+
+def _tune_record(capacity: int, sustain: bool):
+    from tokenbench.metrics.capacity import Answer, Check, SearchRecord, Sustain, TierVerdict, Tried
+    from tokenbench.spec.slo import Tier
+    tier = Tier(name="slo", limits=[TUNE_SLO])
+    answer = Answer(tier="slo", limits=tier.limits, capacity=capacity, fail_load=capacity + 1, lo=capacity,
+                    hi=capacity + 1)
+    check = Check(limit=tier.limits[0], value=24.0, lo=23.0, hi=25.0, n=200)
+    held = Sustain(key=f"128:32/c={capacity}", repeat=1, load=capacity, duration_s=60.0, status="ok",
+                   verdicts=[TierVerdict(tier="slo", ok=True, checks=[check])]) if sustain else None
+    tried = [Tried(key=f"128:32/c={c}", repeat=0, role="bracket", load=c, status="ok", verdicts=[])
+             for c in (1, 2, 4)]
+    return SearchRecord(workload="128:32", dimension="concurrency", tiers=[tier], budget=24, precision=0.1,
+                        tried=tried, answers=[answer], sustain=held)
+
+
+def build_tune_run(store: Store, run_id: str = "20260102-030405-tune") -> str:
+    """A tune of three configs (slots 4, the baseline; 2; 8), four cells each with a failed one, whose best by
+    capacity (slots=8) died under load on its second launch: slots=4 is recommended, confirmed on a fresh launch."""
+    from tokenbench.logs.launch import Death, LaunchFailure
+    spec = {"target": {"profile": "cpu-smollm2"}, "pairs": [[128, 32]], "find_capacity": "concurrency",
+            "slo": {"limits": [TUNE_SLO]}, "vary": {"slots": [4, 2, 8]}, "tune": {"baseline": "slots=4"}}
+    store.create_run("tune", "cpu-smollm2", spec, ["tokenbench", "tune", "cpu-smollm2"], ENV, run_id=run_id)
+    for name, cap in TUNE_CAPS.items():
+        slots = int(name.split("=")[1])
+        cid = store.upsert_config(run_id, name, overrides={"parallelism.slots": slots}, profile=profile(slots),
+                                  facts=facts(1 << 20), status="done")
+        for c in (1, 2, 4, 8):
+            recs = records(c, 128, 32, slots, fail=c == 8)
+            summary = summarize(recs, Load(concurrency=c, num_prompts=len(recs)), 128, 32)
+            store.save_cell(run_id, cid, CellRow(key=f"128:32/c={c}", input_len=128, output_len=32,
+                                                 status="failed" if c == 8 else "ok", summary=summary,
+                                                 message="1/16 requests failed (timeout=1)" if c == 8 else "",
+                                                 concurrency=c), recs)
+        store.save_search(run_id, cid, _tune_record(cap, sustain=name == "slots=4"))
+    oom = LaunchFailure(cause="out_of_memory", evidence="ggml_aligned_malloc: insufficient memory", exit_code=1,
+                        log="/state/cpu-smollm2-8.log")
+    store.add_config_death(run_id, "slots=8", Death(launch=2, cell="128:32/c=8", failure=oom))
+    store.set_run_status(run_id, "done")
+    return run_id
+
+
+def build_failed_run(store: Store, run_id: str = "20260102-030405-failed") -> str:
+    """A `bench` whose four cells all failed before any request completed (the server answered 500)."""
+    store.create_run("bench", "http://127.0.0.1:8000", {}, ["tokenbench", "bench"], ENV, run_id=run_id)
+    cid = store.upsert_config(run_id, "default", status="done")
+    for c in (1, 2, 4, 8):
+        recs = records(c, 128, 32, 4)
+        for r in recs:
+            r.status, r.error_kind, r.error_detail = 500, "http_status", "HTTP 500: injected fault"
+            r.token_times_ns, r.token_counts, r.completion_tokens, r.finish_reason = [], [], None, None
+        summary = summarize(recs, Load(concurrency=c, num_prompts=len(recs)), 128, 32)
+        message = f"{len(recs)}/{len(recs)} requests failed (http_status={len(recs)}); first: HTTP 500: injected fault"
+        store.save_cell(run_id, cid, CellRow(key=f"128:32/c={c}", input_len=128, output_len=32, status="failed",
+                                             summary=summary, message=message, concurrency=c), recs)
+    store.set_run_status(run_id, "failed")
     return run_id

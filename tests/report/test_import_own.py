@@ -44,10 +44,11 @@ def add_odd_cells(store: Store, run_id: str) -> None:
             "ray_nodes": ["n1", "n2"], "derived": ["output_throughput = request_throughput x output_len"],
             "notes": "[1, 2]", "source": "12", "p99.9_ttft_ms": 12.5, "mean_itl_ms": float("nan"),
             "failed_by_kind": {"timeout": 1}, "server_unreachable": True}
-    cut = CellRow("16:32/r=2.5", 16, 32, "interrupted", CellSummary.from_dict(flat), request_rate=2.5,
+    cut = CellRow(key="16:32/r=2.5", input_len=16, output_len=32, status="interrupted",
+                  summary=CellSummary.from_dict(flat), request_rate=2.5,
                   message="interrupted by the user, \"after\" 1 of 10,\nsecond line")
-    skipped = CellRow("512:64/c=8", 512, 64, "skipped", CellSummary(), concurrency=8, message="skipped: saturated",
-                      kv_demand=4608, kv_capacity=2048, over_capacity=True)
+    skipped = CellRow(key="512:64/c=8", input_len=512, output_len=64, status="skipped", summary=CellSummary(),
+                      concurrency=8, message="skipped: saturated", kv_demand=4608, kv_capacity=2048, over_capacity=True)
     store.save_cell(run_id, config.id, cut, store.requests(store.cells(run_id)[0].id or 0))
     store.save_cell(run_id, config.id, skipped, [])
 
@@ -150,9 +151,9 @@ def test_a_real_bench_imports_from_stdout_export_and_recovery_with_its_figures(t
     bench whose database fills after its first cell leaves a recovery file that imports with every cell."""
     db = tmp_path / "src.db"
     bench = ["--input-len", "16", "--output-len", "4", "--concurrency", "1,2", "--num-prompts", "4",
-             "--allow-client-lag", "--db", str(db)]
+             "--allow-client-lag"]
     with ReferenceProcess(ReferenceConfig(ttft_ms=3, itl_ms=2)) as ref:
-        assert main(["bench", "--base-url", ref.url, *bench, "--output", "-"]) == 0
+        assert main(["bench", "--base-url", ref.url, *bench, "--db", str(db), "--output", "-"]) == 0
         stdout = capsys.readouterr().out
         real_save = Store.save_cell
 

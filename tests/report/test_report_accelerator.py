@@ -114,7 +114,8 @@ def test_cost_section_identity_and_split(store):
                 ) / 1e6 == pytest.approx(window_cost, rel=1e-9)
         assert cost.split_by == "tokens" and cost.output_per_usd == pytest.approx(s.total_output_tokens / window_cost)
         line = next(ln for ln in body.splitlines() if ln.startswith(f"| {label_of(cell)} |"))
-        assert re.search(r"token share \(80\.0% to input\)", line)
+        assert re.search(r"token share, proportional by construction \(80\.0% to input\)", line)
+    assert body.count("their split is proportional by construction") == 1      # said once under the table
     assert "per $" in section(text, "Frontier: speed per user")
 
 

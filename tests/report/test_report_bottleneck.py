@@ -46,3 +46,32 @@ def test_ttft_growth_without_monitor_samples_is_queueing(store):
     assert lab.kind == "queueing" and evidence(lab).startswith("mean TTFT x11.6 vs c=1")
     bw = Roofline(Device("bw", "bw", 0.5, 1e6, "test"), 1, ModelSize(0.135, 0.56))    # 6.6 tok/s per stream
     assert label(run, _cell(run, "slots4", (128, 32), 1), bw).kind == "bandwidth"
+
+
+def _with_cpu(cell, **shares):
+    from tokenbench.metrics.summary_groups import CpuShares
+    return replace(cell, summary=cell.summary.with_(CpuShares(count=2, **shares)))
+
+
+def test_a_full_host_is_said_as_who_took_it_never_the_host_when_other_work_did(store, stored_run):
+    """Issue 43, item 6: on a CPU server (no accelerator samples) the host's CPUs full over the window are said
+    by the cell's CPU shares: other work at half a core or more is contention, never "host CPU-bound"; the
+    server and the client filling it is; a server not seen here cannot be told from other work."""
+    run = load_run(store, stored_run)
+    one = _cell(run, "slots4", (128, 32), 1)
+    held = label(run, _with_cpu(one, host_pct=196.0, client_pct=30.0, server_pct=66.0, other_pct=100.0,
+                                psi_some_pct=80.0), None)
+    assert (held.kind, held.evidence) == ("contention", "host_others")
+    assert evidence(held) == ("other work took 100% of one core, the server 66%, the client 30% (host CPU 98% of 2 "
+                              "CPUs; CPU pressure 80%)")
+    assert "其他进程占用单核的 100%" in evidence(held, "zh")
+    at_edge = label(run, _with_cpu(one, host_pct=196.0, client_pct=46.0, server_pct=100.0, other_pct=50.0), None)
+    assert at_edge.kind == "contention"
+    server = label(run, _with_cpu(one, host_pct=196.0, client_pct=46.0, server_pct=100.1, other_pct=49.9), None)
+    assert (server.kind, server.evidence) == ("host", "server_cpu")
+    assert evidence(server).startswith("host CPU 98% of 2 CPUs: the server took 100% of one core") and "pressure -" in evidence(server)
+    unseen = label(run, _with_cpu(one, host_pct=196.0, client_pct=30.0, server_seen="remote"), None)
+    assert (unseen.kind, unseen.evidence) == ("unknown", "host_unsplit")
+    quiet = label(run, _with_cpu(one, host_pct=100.0, client_pct=30.0, server_pct=20.0, other_pct=50.0), None)
+    assert (quiet.kind, quiet.evidence) == ("unknown", "quiet_split")
+    assert evidence(quiet).startswith("nothing saturated: host CPU 50% of 2 CPUs (the server 20% of one core")

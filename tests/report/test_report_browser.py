@@ -15,7 +15,7 @@ from tokenbench.judge.views import load_run
 from tokenbench.report import render
 from tokenbench.report.build import build_report
 
-from .report_fixtures import build_accel_run, build_mixed_run
+from .report_fixtures import build_accel_run, build_failed_run, build_mixed_run, build_tune_run
 
 
 def _load(name: str, path: Path):
@@ -130,3 +130,35 @@ def test_the_accelerator_table_in_headless_chromium(store, tmp_path, lang, head)
     assert len(rows) == 1 + 3 * 3 and "◌" in found.group(1)      # header, and per cell its sum and two GPUs
     probe = PAGE_CHECK.probe(page, 1280)
     assert probe["missing"] == [] and probe["cut"] == [], probe
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize(("kind", "answer"), [
+    ("tune", {"en": "Recommended: slots=4", "zh": "推荐：slots=4"}),
+    ("failed", {"en": "Nothing was measured", "zh": "没有测得任何数据"}),
+])
+def test_a_tune_and_an_all_failed_run_open_with_their_answer_in_the_first_viewport(store, tmp_path, lang, kind, answer):
+    """Issue 43: a tune's report opens with its recommendation (its confirmation, and the config whose engine
+    died under load, with the cause), an all-failed run's with why nothing was measured: in a 1,280 x 720
+    window the answer is drawn whole above the headline table and the first section, and an all-failed run
+    shows no section of figures (every table of them would hold only dashes)."""
+    import os
+    run_id = build_tune_run(store) if kind == "tune" else build_failed_run(store)
+    page = _html(store, run_id, tmp_path, lang)
+    died = {"en": "slots=8 died under load", "zh": "slots=8 在负载下崩溃"}[lang]
+    confirmed = {"en": "Confirmed on a fresh launch: slots=4", "zh": "已在重新启动的服务器上确认：slots=4"}[lang]
+    needles = [answer[lang], *([died, confirmed] if kind == "tune" else [])]
+    seen = PAGE_CHECK.texts(page, needles, 1280, 720)
+    view = seen["viewport"]
+    assert view["width"] == 1280 and 600 <= view["height"] <= 720, seen
+    for needle in needles:
+        box = seen["found"][needle]
+        assert box is not None and 0 <= box["top"] < box["bottom"] <= view["height"], (needle, seen)
+        assert box["bottom"] <= seen["table"]["top"] and box["bottom"] <= seen["first_section"]["top"], (needle, seen)
+    text = page.read_text(encoding="utf-8")
+    if kind == "failed":
+        for heading in ("Single-request baseline", "95 % intervals", "Frontier", "单请求基线"):
+            assert heading not in text
+    shot = Path(os.environ.get("TOKENBENCH_SHOT_DIR", tmp_path)) / f"answer-{kind}-1280.{lang}.png"
+    PAGE_CHECK.shoot(page, shot, 1280, 720)
+    assert shot.stat().st_size > 20_000

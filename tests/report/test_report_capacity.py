@@ -38,7 +38,7 @@ def _stored_search(store) -> str:
     told.with_graphs(GraphCapture((1, 2), 2, "/server_info cuda_graph_config.decode"))
     config_id = store.upsert_config(run_id, "default", {}, profile(2), told, status="done")
     tiers = (Tier.model_validate({"name": "slo", "limits": "tpot:p99<=25"}),)
-    gen = search(Settings("concurrency", tiers, maximum=8, budget=8, sustain_s=0, workload="128:32"))
+    gen = search(Settings(dimension="concurrency", tiers=tiers, maximum=8, budget=8, sustain_s=0, workload="128:32"))
     probe = next(gen)
     while True:
         c = int(probe.load)
@@ -100,9 +100,11 @@ def test_a_drifted_sustain_cell_names_each_moved_figure_in_both_languages():
     from tokenbench.metrics.capacity import Sustain
     from tokenbench.metrics.timeslices import Drift
     from tokenbench.report.capacity import sustain_text
-    drift = [Drift("output_tps", 30.0, 36.3, 0.211, 0.1, 0.3, 2, True),
-             Drift("ttft_mean_ms", 300.0, 210.0, -0.3, -0.4, -0.2, 2, True),
-             Drift("tpot_mean_ms", 31.0, 31.5, 0.016, -0.1, 0.1, 2, False)]
+    drift = [Drift(figure="output_tps", first=30.0, last=36.3, change=0.211, lo=0.1, hi=0.3, slices=2, drifted=True),
+             Drift(figure="ttft_mean_ms", first=300.0, last=210.0, change=-0.3, lo=-0.4, hi=-0.2, slices=2,
+                   drifted=True),
+             Drift(figure="tpot_mean_ms", first=31.0, last=31.5, change=0.016, lo=-0.1, hi=0.1, slices=2,
+                   drifted=False)]
     s = Sustain(key="16:8", repeat=0, load=2, duration_s=12, status="ok", verdicts=[], drift=drift, steady=False)
     record = SimpleNamespace(tiers=[SimpleNamespace(name="slo")])
     en, zh = sustain_text(record, s, "en"), sustain_text(record, s, "zh")

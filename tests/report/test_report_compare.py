@@ -58,12 +58,34 @@ def test_different_output_tokens_are_flagged_and_strict_refuses(store, stored_ru
         compare(store, [f"{stored_run}:slots2", f"{other}:slots2"], "en", "T", strict=True)
 
 
+def _cached(store, run_id: str, divisor: int) -> None:
+    """The run's server served 1 / divisor of every prompt from its cache: each request's usage says so, and the
+    cells' summaries hold the share (as a run measured so stores them)."""
+    store.db.execute("UPDATE requests SET cached_tokens = prompt_tokens / ? WHERE cell_id IN "
+                     "(SELECT id FROM cells WHERE run_id = ?)", (divisor, run_id))
+    store.db.execute("UPDATE cells SET summary_json = json_set(summary_json, '$.cache_hit_rate', ?) "
+                     "WHERE run_id = ?", (1 / divisor, run_id))
+
+
 def test_cached_prompts_are_a_difference(store, stored_run):
     other = build_run(store, "20260103-000000-cache")
-    store.db.execute("UPDATE requests SET cached_tokens = prompt_tokens WHERE cell_id IN "
-                     "(SELECT id FROM cells WHERE run_id = ?)", (other,))
-    _, issues = _md(store, [f"{stored_run}:slots2", f"{other}:slots2"])
+    _cached(store, other, 1)
+    text, issues = _md(store, [f"{stored_run}:slots2", f"{other}:slots2"])
     assert any("prefix cache state differ" in issue_text(i) for i in issues)
+    # and no verdict is given on any figure of a cell whose cache states differ: each says why
+    verdicts = text[text.index("Verdicts with 95 % intervals"):text.index("Requests per second")]
+    assert verdicts.count("refused: prefix cache cold (0% from the cache) vs warm (100% from the cache)") >= 14
+    assert "faster by" not in verdicts and "no difference detectable" not in verdicts
+
+
+def test_a_warm_side_is_refused_at_any_share_past_the_threshold_and_unknown_is_not(store, stored_run):
+    other = build_run(store, "20260103-000000-cache5")
+    _cached(store, other, 10)
+    text, _ = _md(store, [f"{stored_run}:slots2", f"{other}:slots2"])
+    assert "refused: prefix cache cold (0% from the cache) vs warm (10% from the cache)" in text
+    _cached(store, other, 50)
+    text, _ = _md(store, [f"{stored_run}:slots2", f"{other}:slots2"])
+    assert "refused: prefix cache" not in text          # 2 % of prompt tokens: still cold
 
 
 def test_zero_cached_equals_fresh_prompts_unreported(store, stored_run):

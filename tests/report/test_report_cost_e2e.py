@@ -54,4 +54,5 @@ def test_price_per_hour_gives_the_identity_and_a_split_by_measured_prefill_and_d
     row = next(ln for ln in page[page.index("Cost per million tokens"):].splitlines()
                if ln.startswith(f"| {label_of(cell)} |"))
     assert f"prefill / decode time, the server's spans ({100 * cost.input_share:.1f}% to input)" in row
+    assert "proportional by construction" not in page           # a measured split is not said to be one
     assert f"{cost.per_m_output:,.4f}" in row or f"{cost.per_m_output:,.2f}" in row

@@ -28,6 +28,9 @@ def test_export_json_cells_and_requests(stored_run, db_path, tmp_path, capsys):
     for key in ("request_throughput", "output_throughput", "total_token_throughput", "mean_ttft_ms",
                 "p99_ttft_ms", "median_e2el_ms", "p90_e2el_ms", "config", "over_capacity", "kv_demand"):
         assert key in cell, key
+    prints = {c["name"]: c["fingerprint"] for c in doc["configs"]}       # what compare and the gate tell apart
+    assert set(prints) == {c["config"] for c in doc["cells"]}
+    assert {p["engine"] for p in prints.values()} == {"llamacpp"} and all(p["version"] == "b6500" for p in prints.values())
     assert main(["export", stored_run, "--db", str(db_path), "--requests"]) == 0
     doc = json.loads(capsys.readouterr().out)
     reqs = doc["cells"][0]["requests"]

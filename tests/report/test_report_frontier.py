@@ -73,7 +73,8 @@ def stored(store, run_id: str, configs: dict[str, tuple[Profile, dict[int, float
             if power_w is not None:
                 summary = CellSummary.from_dict({**summary.to_dict(), "monitor_accel_power_mean_w": power_w})
             status = "failed" if bad == (name, c) else "ok"
-            store.save_cell(run_id, cid, CellRow(f"{PAIR[0]}:{PAIR[1]}/c={c}", *PAIR, status, summary, concurrency=c,
+            store.save_cell(run_id, cid, CellRow(key=f"{PAIR[0]}:{PAIR[1]}/c={c}", input_len=PAIR[0],
+                                                 output_len=PAIR[1], status=status, summary=summary, concurrency=c,
                                                  message="" if status == "ok" else "3/48 requests failed"), recs)
     store.set_run_status(run_id, "done")
     return run_id
@@ -130,8 +131,9 @@ def test_a_point_beaten_on_both_axes_is_dominated_by_the_widest_margin(store):
 
 
 def _pt(u: float, d: float, ok: bool = True) -> fr.Point:
-    cell = CellRow("k", 1, 1, "ok" if ok else "failed", CellSummary(), concurrency=1, id=0, config="x")
-    return fr.Point("x", cell, 1, fr.Estimate(u), fr.Estimate(d))
+    cell = CellRow(key="k", input_len=1, output_len=1, status="ok" if ok else "failed", summary=CellSummary(),
+                   concurrency=1, id=0, config="x")
+    return fr.Point(owner="x", cell=cell, devices=1, per_user=fr.Estimate(u), per_device=fr.Estimate(d))
 
 
 @settings(max_examples=200, deadline=None)
@@ -149,11 +151,11 @@ def test_the_frontier_is_exactly_the_set_no_ok_point_beats(raw):
 
 
 def test_devices_are_tp_x_dp_x_pp_or_what_the_facts_state():
-    none = ServerFacts("vllm")
+    none = ServerFacts(engine="vllm")
     assert hardware.device_count(prof(tp=2, dp=2), none) == 4
     assert hardware.device_count(prof(tp=2, args={"pipeline-parallel-size": 2}), none) == 4
     assert hardware.device_count(prof(tp=4, dp=2, args={"pp-size": 2}), none) == 16
-    assert hardware.device_count(prof(tp=2), ServerFacts("vllm", devices=8)) == 8
+    assert hardware.device_count(prof(tp=2), ServerFacts(engine="vllm", devices=8)) == 8
 
 
 def _figure(doc, stem: str) -> Figure:
@@ -247,8 +249,9 @@ def test_long_column_names_letter_their_points_and_the_legend_says_which(store):
 def test_a_failed_cell_without_figures_is_listed_not_dropped(store):
     run_id = stored(store, "F-6", {"tp1": (prof(), {1: 10.0})})
     cid = store.upsert_config(run_id, "tp1", profile=prof(), facts=facts(1 << 20), status="done")
-    store.save_cell(run_id, cid, CellRow(f"{PAIR[0]}:{PAIR[1]}/c=8", *PAIR, "failed", CellSummary(num_prompts=8,
-                                         completed=0, failed=8), concurrency=8, message="no request was answered"), [])
+    store.save_cell(run_id, cid, CellRow(key=f"{PAIR[0]}:{PAIR[1]}/c=8", input_len=PAIR[0], output_len=PAIR[1],
+                                         status="failed", summary=CellSummary(num_prompts=8, completed=0, failed=8),
+                                         concurrency=8, message="no request was answered"), [])
     front = _front(store, run_id)
     assert [(owner, c.concurrency, why) for owner, c, why in front.missing] == [("tp1", 8, "not_ok")]
     md = markdown.render(build_report(load_run(store, run_id), "en", [], "T"))

@@ -114,5 +114,9 @@ def test_load_keys_sort_by_dimension_then_value_and_say_their_unit():
             load_key(None, None, users=16), load_key(None, None)]
     assert [k.label for k in sorted(keys)] == ["c=2", "c=4", "users=16", "0.5/s cap 8", "3/s", "replay"]
     assert load_key(3, None) != load_key(None, 3.0) and isinstance(load_key(1, None), LoadKey)
+    sessions = load_key(None, 2.0, sessions=True)          # sessions (agents) started per second: an axis of its own
+    assert sessions.dimension == "session_rate" and sessions.label == "2 sessions/s"
+    assert sessions != load_key(None, 2.0) and sorted([sessions, load_key(None, 8.0), load_key(None, None)]) == [
+        load_key(None, 8.0), sessions, load_key(None, None)]
     with pytest.raises(AttributeError):
         load_key(1, None).rank = 2           # frozen: a key never changes under a dict

@@ -8,7 +8,7 @@ import pytest
 
 from tokenbench.cli.main import main
 from tokenbench.judge.cells import figure_state_of, state_of
-from tokenbench.judge.intervals import Judging
+from tokenbench.judge.intervals import FIGURES, Judging
 from tokenbench.judge.views import load_run
 from tokenbench.metrics.cell_summary import Metric
 from tokenbench.metrics.summary import summarize
@@ -17,7 +17,6 @@ from tokenbench.report.build import build_report
 from tokenbench.report.compare import compare
 from tokenbench.report.document import Cell, Table
 from tokenbench.report.i18n import t
-from tokenbench.report.verdicts import VERDICT_METRICS
 from tokenbench.spec.bench import Load
 from tokenbench.store.rows import CellRow
 
@@ -36,7 +35,8 @@ def stored(store, run_id: str, slots: int, marked: bool) -> str:
     if marked:
         mark = FigureMark(cause="host_contention", bound=38.0, tolerance=s.p99_ttft_ms * 0.05)
         s = s.with_(ClientHealth(client_wait_percent=12.5), FigureHealth(client_marks={MARKED: mark}))
-    store.save_cell(run_id, cid, CellRow("128:32/c=2", 128, 32, "ok", s, 0, 2, kv_demand=320, kv_capacity=4096), recs)
+    store.save_cell(run_id, cid, CellRow(key="128:32/c=2", input_len=128, output_len=32, status="ok", summary=s,
+                                         repeat=0, concurrency=2, kv_demand=320, kv_capacity=4096), recs)
     store.set_run_status(run_id, "done")
     return run_id
 
@@ -95,7 +95,10 @@ def test_the_terminal_table_marks_the_figure_alone(capsys):
     s = CellSummary(completed=16, failed=0, output_throughput=41.25, mean_ttft_ms=401.5, p99_ttft_ms=612.0)
     s = s.with_(ClientHealth(client_wait_percent=9.0), FigureHealth(client_marks={
         MARKED: FigureMark(cause="host_contention", bound=40.0, tolerance=30.6)}))
-    progress.matrix(Outcome("R", None, [CellRow("128:32/c=4", 128, 32, "ok", s, config="a")], []))
+    progress.matrix(Outcome(run_id="R", store=None,
+                            cells=[CellRow(key="128:32/c=4", input_len=128, output_len=32, status="ok", summary=s,
+                                           config="a")],
+                            problems=[]))
     printed = capsys.readouterr().out
     assert "612.00~" in printed and "41.25 " in printed and "401.50 " in printed
     assert "p99_ttft_ms ±40" in printed and "waited 9.0 %" in printed
@@ -132,7 +135,7 @@ def test_compare_of_two_measured_runs_judges_the_clean_figures_and_names_a_buffe
     doc, _ = compare(store, [ids["plain"], ids["buffered"]], "en", "T")
     rows, verdicts = _rows(doc, "verdicts"), [b for b in doc.blocks if isinstance(b, Table) and b.role == "verdicts"]
     judged = 0
-    for m in VERDICT_METRICS:
+    for m in FIGURES:
         row = next((r for r in rows if r[1] == t("en", f"vm.{m.name}") + f" {m.stat}"), None)
         if row is None:
             continue

@@ -48,8 +48,9 @@ def stored_bad_run(store, repeats: int = 1) -> str:
                                   status="done")
         for c, status, message in VERDICTS:
             for rep in range(repeats):
-                cell = CellRow(f"128:32/c={c}", 128, 32, status, _summary(c, slots, status == "ok"), rep, c,
-                               message=message, kv_demand=c * 160, kv_capacity=4096)
+                cell = CellRow(key=f"128:32/c={c}", input_len=128, output_len=32, status=status,
+                               summary=_summary(c, slots, status == "ok"), repeat=rep, concurrency=c, message=message,
+                               kv_demand=c * 160, kv_capacity=4096)
                 store.save_cell(RUN, cid, cell, records(c, 128, 32, slots))
     store.set_run_status(RUN, "done")
     return RUN
@@ -142,7 +143,8 @@ def test_one_ok_repeat_is_the_mean_and_an_invalid_one_is_left_out(store):
     cid = store.upsert_config(RUN, "a", overrides={}, profile=profile(2), facts=facts(4096), status="done")
     sums = [_summary(2, slots, False) for slots in (1, 2)]
     for rep, (status, s) in enumerate(zip(("ok", "invalid"), sums, strict=True)):
-        store.save_cell(RUN, cid, CellRow("128:32/c=2", 128, 32, status, s, rep, 2, kv_demand=320, kv_capacity=4096),
+        store.save_cell(RUN, cid, CellRow(key="128:32/c=2", input_len=128, output_len=32, status=status, summary=s,
+                                          repeat=rep, concurrency=2, kv_demand=320, kv_capacity=4096),
                         records(2, 128, 32, 1))
     cell = load_run(store, RUN).cell_at("a", (128, 32), 2)
     assert state_of(cell).ok and cell.summary.output_throughput == sums[0].output_throughput
@@ -166,12 +168,13 @@ def test_the_terminal_table_of_bench_and_sweep_marks_cells_that_are_not_ok(capsy
     ok = {"completed": 16, "failed": 0, "output_throughput": 41.25, "mean_ttft_ms": 401.5}
     invalid = {"completed": 16, "failed": 0, "output_throughput": 5.51, "mean_ttft_ms": 2219.0}
     failed = {"completed": 8, "failed": 8, "output_throughput": 7.75, "mean_ttft_ms": 733.5}
-    cells = [CellRow("128:32/c=4", 128, 32, "ok", CellSummary(**ok), config="a"),
-             CellRow("128:32/c=1", 128, 32, "invalid", CellSummary(**invalid), config="a",
-                     message="client overloaded: event-loop lag p99 8.5 ms"),
-             CellRow("128:32/c=8", 128, 32, "failed", CellSummary(**failed), config="a",
-                     message="8/16 requests failed (timeout=8)")]
-    progress.matrix(Outcome("R", None, cells, []))
+    cells = [CellRow(key="128:32/c=4", input_len=128, output_len=32, status="ok", summary=CellSummary(**ok),
+                     config="a"),
+             CellRow(key="128:32/c=1", input_len=128, output_len=32, status="invalid", summary=CellSummary(**invalid),
+                     config="a", message="client overloaded: event-loop lag p99 8.5 ms"),
+             CellRow(key="128:32/c=8", input_len=128, output_len=32, status="failed", summary=CellSummary(**failed),
+                     config="a", message="8/16 requests failed (timeout=8)")]
+    progress.matrix(Outcome(run_id="R", store=None, cells=cells, problems=[]))
     printed = capsys.readouterr().out
     assert "41.25 " in printed and "41.25‡" not in printed                         # ok: plain
     assert "5.51‡" in printed and "2,219‡" in printed and "5.51 " not in printed      # invalid: marked

@@ -50,7 +50,8 @@ def traced(i: int, queue_ms: float, rng: random.Random, prefill_ms: float = 20.0
                       end_ns=times[-1] + MS, status=200, token_times_ns=times, token_counts=[1] * OUT,
                       prompt_tokens=IN, completion_tokens=OUT, usage_source="server", finish_reason="length",
                       trace_id=f"{i:032x}")
-    return attach(r, ServerTiming(sent + up + OFFSET, ttft, ttft + decode, queue, prefill, decode, f"cmpl-{i}"))
+    return attach(r, ServerTiming(arrival_ns=sent + up + OFFSET, ttft_ns=ttft, e2e_ns=ttft + decode, queue_ns=queue,
+                                  prefill_ns=prefill, decode_ns=decode, request_id=f"cmpl-{i}"))
 
 
 def traced_run(store: Store, run_id: str, concurrency: int, queue_ms: float, counts: SpanCounts = SpanCounts(),
@@ -71,7 +72,8 @@ def stored(store: Store, run_id: str, cells: list[tuple[int, float, float]], cou
         means = ServerMeans(queue_ms=q, prefill_ms=prefill_ms, decode_ms=35.0, requests=N)
         summary = summarize(recs, Load(concurrency=c, num_prompts=N), IN, OUT).with_(ledger(recs, counts, claim_ms),
                                                                                      means)
-        store.save_cell(run_id, cid, CellRow(f"{IN}:{OUT}/c={c}", IN, OUT, "ok", summary, concurrency=c), recs)
+        store.save_cell(run_id, cid, CellRow(key=f"{IN}:{OUT}/c={c}", input_len=IN, output_len=OUT, status="ok",
+                                             summary=summary, concurrency=c), recs)
     store.set_run_status(run_id, "done")
     return run_id
 

@@ -75,7 +75,8 @@ def test_missing_size_or_hardware_is_said(store, stored_run):
     assert [c.skipped.reason for c in check_run(run)] == ["no_size", "no_size"]
     over = check_run(run, Overrides(params_b=0.135, bytes_per_param=0.56))
     assert [c.skipped.reason for c in over] == ["no_hw", "no_hw"]
-    assert all(c.roofline for c in check_run(run, Overrides("cpu", None, 0.135, 0.56)))
+    assert all(c.roofline for c in check_run(run, Overrides(hardware="cpu", hardware_file=None, params_b=0.135,
+                                                            bytes_per_param=0.56)))
 
 
 def test_fast_fake_results_are_caught(store, stored_run):

@@ -32,9 +32,10 @@ def stored_repeats(store, slots_per_repeat=(1, 2, 4), failed=(2,)) -> list[dict]
         recs = records(4, 128, 32, slots, fail=rep in failed)
         summary = summarize(recs, Load(concurrency=4, num_prompts=len(recs)), 128, 32)
         summaries.append(summary)
-        store.save_cell(RUN, cid, CellRow("128:32/c=4", 128, 32, "failed" if rep in failed else "ok", summary, rep, 4,
-                                          message="too many errors" if rep in failed else "", kv_demand=640,
-                                          kv_capacity=4096), recs)
+        store.save_cell(RUN, cid, CellRow(key="128:32/c=4", input_len=128, output_len=32,
+                                          status="failed" if rep in failed else "ok", summary=summary, repeat=rep,
+                                          concurrency=4, message="too many errors" if rep in failed else "",
+                                          kv_demand=640, kv_capacity=4096), recs)
     store.set_run_status(RUN, "done")
     return summaries
 

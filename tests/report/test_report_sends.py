@@ -38,7 +38,8 @@ def stored(store, rates: dict[float, tuple[SendRates, float]]) -> str:
         load = Load(request_rate=rate, num_prompts=16)
         recs = records(send.send_rate_achieved or rate, tail_ms)
         summary = summarize(recs, load, 8, 4).with_(send)
-        store.save_cell(run_id, cid, CellRow(f"8:4/rate={rate:g}/s", 8, 4, "ok", summary, request_rate=rate), recs)
+        store.save_cell(run_id, cid, CellRow(key=f"8:4/rate={rate:g}/s", input_len=8, output_len=4, status="ok",
+                                             summary=summary, request_rate=rate), recs)
     store.set_run_status(run_id, "done")
     return run_id
 

@@ -68,7 +68,8 @@ def sessions_cell(store: Store, run_id: str, think: float = 0.0, ttft=TTFT) -> s
     store.create_run("bench", "http://127.0.0.1:8000", {}, ["tokenbench", "bench"], {}, run_id=run_id)
     cid = store.upsert_config(run_id, "default", status="done")
     key = f"{wl.label}/{load.label}"
-    store.save_cell(run_id, cid, CellRow(key, USER, OUT, "ok", summary, concurrency=USERS), recs)
+    store.save_cell(run_id, cid, CellRow(key=key, input_len=USER, output_len=OUT, status="ok", summary=summary,
+                                         concurrency=USERS), recs)
     store.set_run_status(run_id, "done")
     return run_id
 
@@ -126,8 +127,8 @@ def test_a_single_turn_cell_is_not_a_session(store):
     cid = store.upsert_config("r-single", "default", status="done")
     recs = single(USERS, USER, OUT, 4)
     summary = summarize(recs, Load(concurrency=USERS, num_prompts=len(recs)), USER, OUT)
-    store.save_cell("r-single", cid, CellRow(f"{USER}:{OUT}/c={USERS}", USER, OUT, "ok", summary,
-                                             concurrency=USERS), recs)
+    store.save_cell("r-single", cid, CellRow(key=f"{USER}:{OUT}/c={USERS}", input_len=USER, output_len=OUT, status="ok",
+                                             summary=summary, concurrency=USERS), recs)
     _, issues = compare(store, [a, "r-single"], "en", "T")
     shape = next(i for i in issues if i.check == "session_shape")
     assert "single-turn" in issue_text(shape)

@@ -50,11 +50,18 @@ def stored(store, run_id: str, itl_ms: float, seed: int, status: str = "ok", slo
     cid = store.upsert_config(run_id, "ref", overrides={}, profile=profile(4), facts=facts(1 << 20), status="done")
     recs = jittered(itl_ms, seed)
     summary = summarize(recs, Load(concurrency=C, num_prompts=N), 64, OUT, slo)
-    store.save_cell(run_id, cid, CellRow(f"64:{OUT}/c={C}", 64, OUT, status, summary, concurrency=C,
+    store.save_cell(run_id, cid, CellRow(key=f"64:{OUT}/c={C}", input_len=64, output_len=OUT, status=status,
+                                         summary=summary, concurrency=C,
                                          message="" if status == "ok" else "8/160 requests failed", kv_demand=C * 88,
                                          kv_capacity=1 << 20), recs)
     store.set_run_status(run_id, "done")
     return run_id
+
+
+def earlier(store, runs: int = 3) -> None:
+    """Earlier runs of the same server, engine build and host: what a floor is learned from."""
+    for k in range(runs):
+        stored(store, f"R-E{k}", 10.0, 100 + k)
 
 
 def verdict_rows(doc) -> dict[str, str]:
@@ -79,11 +86,22 @@ def test_the_same_server_twice_is_no_difference_on_every_metric(store):
     assert "R-A1:ref" in md and "verdict R-A2:ref vs R-A1:ref" in md
 
 
+def test_single_runs_take_the_default_floor_and_say_so(store):
+    """Two runs measured once with no earlier runs of that server: the default floor (tens of %) hides a 5 %
+    difference their own intervals would call, and every verdict says which noise it took."""
+    a, b = stored(store, "R-A", 10.0, 1), stored(store, "R-B", 10.5, 2)
+    rows = verdict_rows(compare(store, [a, b], "en", "T")[0])
+    assert all(v.startswith("no difference detectable") and v.endswith("[noise: default floor]")
+               for v in rows.values()), rows
+
+
 def test_a_5_percent_slower_token_interval_is_named_with_an_interval_containing_5(store):
+    earlier(store)
     a, b = stored(store, "R-A", 10.0, 1), stored(store, "R-B", 10.5, 2)
     rows = verdict_rows(compare(store, [a, b], "en", "T")[0])
     for metric in ("TPOT (ms) mean", "TPOT (ms) p50", "ITL (ms) mean", "ITL (ms) p50"):
-        m = re.fullmatch(r"R-A:ref faster by ([\d.]+)% \[([\d.]+)%, ([\d.]+)%\]", rows[metric])
+        m = re.fullmatch(r"R-A:ref faster by ([\d.]+)% \[([\d.]+)%, ([\d.]+)%\] "
+                         r"\[noise: floor learned from earlier runs\]", rows[metric])
         assert m, (metric, rows[metric])
         x, lo, hi = map(float, m.groups())
         assert lo <= 5.0 <= hi and abs(x - 5.0) < 1.0, rows[metric]
@@ -92,6 +110,8 @@ def test_a_5_percent_slower_token_interval_is_named_with_an_interval_containing_
 
 def test_goodput_and_slo_attainment_with_an_slo(store):
     slo = SLO(tpot_ms=10.5)                # A (10 ms) meets it, B (10.5 ms) half the time
+    for k in range(3):
+        stored(store, f"R-E{k}", 10.0, 100 + k, slo=slo)
     a, b = stored(store, "R-A", 10.0, 1, slo=slo), stored(store, "R-B", 10.5, 2, slo=slo)
     doc, _ = compare(store, [a, b], "en", "T")
     rows = verdict_rows(doc)
@@ -109,6 +129,7 @@ def test_zh_verdicts_and_strict_refuses_when_no_cell_is_comparable(store):
 
 
 def test_compare_prints_a_terminal_table(store, db_path, tmp_path, capsys):
+    earlier(store)
     a, b = stored(store, "R-A", 10.0, 1), stored(store, "R-B", 10.5, 2)
     assert main(["compare", a, b, "--db", str(db_path), "-o", str(tmp_path)]) == 0
     printed = capsys.readouterr().out

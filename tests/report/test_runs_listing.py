@@ -29,8 +29,9 @@ VERDICT = {"r-ok": "ok", "r-marked": "marked", "r-skipped": "marked", "r-cell-fa
 
 
 def _cell(i: int, status: str) -> CellRow:
-    return CellRow(f"8:4/c={2 ** i}", 8, 4, status, CellSummary(num_prompts=0, completed=0, failed=0),
-                   concurrency=2 ** i, message="why" if status != "ok" else "")
+    return CellRow(key=f"8:4/c={2 ** i}", input_len=8, output_len=4, status=status,
+                   summary=CellSummary(num_prompts=0, completed=0, failed=0), concurrency=2 ** i,
+                   message="why" if status != "ok" else "")
 
 
 @pytest.fixture

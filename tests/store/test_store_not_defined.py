@@ -18,9 +18,8 @@ from hypothesis import strategies as st
 from tokenbench.cli.main import main
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.store.db import Store
-from tokenbench.store.repair import NAN_COLUMNS
 from tokenbench.store.rows import CellRow
-from tokenbench.store.schema import SCHEMA_VERSION
+from tokenbench.store.schema import NAN_COLUMNS, SCHEMA_VERSION
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "store" / "release-0.1.0-nan.db"
 OUT1, ALL_FAILED, DIED = "20261204-210803-77802f", "20261204-210805-506a64", "20261204-210809-a1fcfa"
@@ -106,7 +105,8 @@ def test_a_figure_that_is_not_a_number_is_stored_as_null_and_read_back_as_not_de
     run = store.create_run("bench", "http://x", {"bad": list(bad.values())}, [], {"x": math.nan})
     config = store.upsert_config(run, "default")
     key = f"8:4/c={store.db.execute('SELECT COUNT(*) FROM cells').fetchone()[0] + 1}"
-    store.save_cell(run, config, CellRow(key, 8, 4, "ok", summary), [], [(1, "server", "x", math.nan, "{}")])
+    store.save_cell(run, config, CellRow(key=key, input_len=8, output_len=4, status="ok", summary=summary), [],
+                    [(1, "server", "x", math.nan, "{}")])
     [row] = [c for c in store.cells(run) if c.key == key]
     assert {k: getattr(row.summary, k) for k in bad} == dict.fromkeys(bad)
     assert {k: getattr(row.summary, k) for k in good} == good

@@ -64,7 +64,7 @@ def server_timings(draw) -> dict:
 def _store_one(store: Store, rec: RequestRecord) -> RequestRecord:
     run = store.create_run("bench", "http://x", {}, [], {})
     config = store.upsert_config(run, "default")
-    cell_id = store.save_cell(run, config, CellRow("k", 1, 1, "ok"), [rec])
+    cell_id = store.save_cell(run, config, CellRow(key="k", input_len=1, output_len=1, status="ok"), [rec])
     return store.requests(cell_id, rec.phase)[0]
 
 
@@ -90,13 +90,14 @@ def test_a_record_comes_back_from_the_store_equal_in_every_field(rec):
 @given(records())
 def test_the_json_result_holds_every_field_but_text_and_worker(rec):
     back = from_dict(to_dict(rec))
-    assert back == dataclasses.replace(rec, **{k: getattr(RequestRecord(0, "measure", 0, 0, 0, 0, 0), k)
-                                               for k in NOT_IN_JSON})
+    blank = RequestRecord(index=0, phase="measure", input_len=0, output_len=0, intended_ns=0, sent_ns=0, end_ns=0)
+    assert back == dataclasses.replace(rec, **{k: getattr(blank, k) for k in NOT_IN_JSON})
 
 
 def test_connection_set_up_is_not_read_back_as_queue_time(tmp_path):
     """The case that was lost: a new connection of 700 ns before a send 1000 ns late is 300 ns of queue."""
-    rec = RequestRecord(0, "measure", 8, 8, intended_ns=1_000, sent_ns=2_000, end_ns=9_000, connect_ns=700)
+    rec = RequestRecord(index=0, phase="measure", input_len=8, output_len=8, intended_ns=1_000, sent_ns=2_000,
+                        end_ns=9_000, connect_ns=700)
     back = _store_one(Store(tmp_path / "t.db"), rec)
     assert back.queue_ns == rec.queue_ns == 300 and back.connect_ns == 700
 
@@ -130,7 +131,9 @@ def test_profiles_and_server_facts_come_back_as_the_types_they_were_written_as(t
     store = Store(tmp_path / "t.db")
     run = store.create_run("sweep", "http://x", {}, [], {})
     profile = load_profile("cpu-smollm2-llamacpp")
-    facts = ServerFacts("llamacpp", "b1", "m", 2048, 4096, 2, "enabled", {"running": "x"}, {"slots": "/props"}, {"a": 1})
+    facts = ServerFacts(engine="llamacpp", version="b1", model="m", ctx_per_seq=2048, kv_capacity_tokens=4096, slots=2,
+                        prefix_cache="enabled", speculative={"running": "x"}, metrics={"slots": "/props"},
+                        source={"a": 1})
     imported = {"engine": "vllm", "model": "m", "workload": {"temperature": None, "ignore_eos": True},
                 "hardware": "h100", "speculative_num_draft_tokens": 4}
     store.upsert_config(run, "mine", profile=profile, facts=facts)

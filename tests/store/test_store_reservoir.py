@@ -20,7 +20,8 @@ def rec(i: int, phase: str = "measure") -> RequestRecord:
 def cell(store: Store, n: int, key: str = "4:2/c=1") -> int:
     run = store.create_run("bench", "http://x", {}, [], {})
     config = store.upsert_config(run, "target")
-    return store.save_cell(run, config, CellRow(key, 4, 2, "ok"), [*(rec(i) for i in range(n)), *(rec(i, "warmup") for i in range(3))])
+    return store.save_cell(run, config, CellRow(key=key, input_len=4, output_len=2, status="ok"),
+                           [*(rec(i) for i in range(n)), *(rec(i, "warmup") for i in range(3))])
 
 
 def test_a_large_cell_keeps_a_spread_reservoir(tmp_path):

@@ -33,14 +33,14 @@ def test_a_version_1_database_is_migrated_in_place(tmp_path):
     path = tmp_path / "v1.db"
     v1_database(path)
     store = Store(path)
-    assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
     runs = {r.id: r for r in store.runs()}
     assert runs["old-done"].status == "done"
     assert runs["old-running"].status == "running"     # no owner recorded then: cannot tell, left as is
     new = store.create_run("bench", "http://y", {}, ["tokenbench"], {})
     assert store.run(new).owner_pid is not None
     store.close()
-    assert Store(path).db.execute("PRAGMA user_version").fetchone()[0] == 10       # reopening is a no-op
+    assert Store(path).db.execute("PRAGMA user_version").fetchone()[0] == 11       # reopening is a no-op
 
 
 def test_migration_5_rebuilds_cells_and_keeps_them_with_their_requests(tmp_path):
@@ -130,12 +130,43 @@ def test_a_reused_pid_is_not_taken_for_the_owner(tmp_path):
     assert store.run(run_id).status == "interrupted"
 
 
-def test_a_cell_cut_short_by_an_unreachable_server_is_run_again_on_resume(tmp_path):
+def test_a_resume_runs_again_every_cell_that_did_not_end_ok(tmp_path):
+    """Failed (for any cause), cut short by a server that went away, interrupted: run again; ok and skipped
+    on purpose (saturation): kept."""
     store = Store(tmp_path / "r.db")
     run_id = store.create_run("sweep", "http://x", {}, [], {})
     config = store.upsert_config(run_id, "default")
     why = "server unreachable at http://x"
-    store.save_cell(run_id, config, CellRow("8:8/c=1", 8, 8, "failed", message=why), [])
-    store.save_cell(run_id, config, CellRow("8:8/c=2", 8, 8, "failed", CellSummary(server_unreachable=True),
+    store.save_cell(run_id, config, CellRow(key="8:8/c=1", input_len=8, output_len=8, status="failed", message="2/4 requests failed"), [])
+    store.save_cell(run_id, config, CellRow(key="8:8/c=2", input_len=8, output_len=8, status="failed",
+                                            summary=CellSummary(server_unreachable=True),
                                             message=why), [])
-    assert store.done_keys(run_id) == {("default", "8:8/c=1", 0)}
+    store.save_cell(run_id, config, CellRow(key="8:8/c=3", input_len=8, output_len=8, status="interrupted", message="interrupted"), [])
+    store.save_cell(run_id, config, CellRow(key="8:8/c=4", input_len=8, output_len=8, status="ok"), [])
+    store.save_cell(run_id, config, CellRow(key="8:8/c=5", input_len=8, output_len=8, status="skipped", message="skipped: saturated"), [])
+    assert store.done_keys(run_id) == {("default", "8:8/c=4", 0), ("default", "8:8/c=5", 0)}
+
+
+def test_migration_11_keeps_each_death_of_a_configs_engine_in_order(tmp_path):
+    """A config stored before migration 11 reads as one whose engine never died; each death added after it is
+    kept in order with its launch, cell and cause, and a death stored by another version reads as a death of
+    unknown cause (that it died is the fact)."""
+    from tokenbench.logs.launch import Death, LaunchFailure
+    path = tmp_path / "v1.db"
+    v1_database(path)
+    con = sqlite3.connect(path)
+    con.execute("INSERT INTO server_configs (id, run_id, name) VALUES (1, 'old-done', 'slots=4')")
+    con.commit()
+    con.close()
+    store = Store(path)
+    [config] = store.configs("old-done")
+    assert config.deaths == () and config.launch is None
+    oom = LaunchFailure(cause="out_of_memory", evidence="CUDA out of memory", exit_code=1, log="/x.log")
+    store.add_config_death("old-done", "slots=4", Death(launch=1, cell="32:16/c=8", failure=oom))
+    store.add_config_death("old-done", "slots=4", Death(launch=3, cell="32:16/c=4", sustain=True,
+                                                        failure=LaunchFailure(cause="exited", exit_code=-9)))
+    store.db.execute("UPDATE server_configs SET deaths_json=json_insert(deaths_json, '$[#]', json('{\"x\": 1}'))")
+    [config] = store.configs("old-done")
+    assert [(d.launch, d.cell, d.sustain, d.failure.cause) for d in config.deaths] == [
+        (1, "32:16/c=8", False, "out_of_memory"), (3, "32:16/c=4", True, "exited"), (None, "", False, "exited")]
+    assert config.deaths[0].failure == oom

@@ -31,21 +31,21 @@ def test_a_cell_near_the_boundary_holds_the_fewest_requests_whose_largest_bounds
                                             (2.0, 100.0), (200 / 1800, 1800.0), (0.05, 1800.0)])
 def test_the_sustain_cell_is_200_requests_at_the_measured_rate_within_60_s_and_30_min(rate, want):
     cells = [CellSamples(key="k", repeat=0, status="ok", request_rate=rate)]
-    assert cap.sustain_s(Settings("rate", (TIER,)), cells) == pytest.approx(want)
-    assert cap.sustain_s(Settings("rate", (TIER,), sustain_s=42.0), cells) == 42.0
+    assert cap.sustain_s(Settings(dimension="rate", tiers=(TIER,)), cells) == pytest.approx(want)
+    assert cap.sustain_s(Settings(dimension="rate", tiers=(TIER,), sustain_s=42.0), cells) == 42.0
 
 
 def test_the_sustain_rate_is_the_mean_of_the_cells_that_measured_one():
     cells = [CellSamples(key="k", repeat=i, status="ok", request_rate=r) for i, r in enumerate((1.0, None, 3.0))]
-    assert cap.sustain_s(Settings("rate", (TIER,)), cells) == pytest.approx(100.0)
+    assert cap.sustain_s(Settings(dimension="rate", tiers=(TIER,)), cells) == pytest.approx(100.0)
 
 
 def test_the_settings_of_a_search():
-    rate = Settings("rate", (TIER,), start=8.0)
+    rate = Settings(dimension="rate", tiers=(TIER,), start=8.0)
     assert not rate.integer and rate.first == 8.0 and rate.floor == 8.0 / 64 and rate.sustains
-    streams = Settings("concurrency", (TIER,), sustain_s=0)
+    streams = Settings(dimension="concurrency", tiers=(TIER,), sustain_s=0)
     assert streams.integer and streams.first == 1.0 and streams.floor == 1.0 and not streams.sustains
-    assert Settings("users", (TIER,)).integer and Settings("rate", (TIER,)).floor == 1 / 64
+    assert Settings(dimension="users", tiers=(TIER,)).integer and Settings(dimension="rate", tiers=(TIER,)).floor == 1 / 64
 
 
 @settings(deadline=None)
@@ -61,12 +61,12 @@ def test_the_bracket_is_the_lowest_fail_and_the_highest_pass_below_it(passes):
     (90.0, 100.0, False, True), (89.9, 100.0, False, False), (9.0, 10.0, True, True), (8.0, 10.0, True, False),
     (0.5, 1.4, True, True), (1.0, 2.0, False, False), (1.8, 2.0, False, True)])
 def test_narrow_is_within_precision_of_the_high_end_or_one_stream_apart(lo, hi, integer, want):
-    s = Settings("concurrency" if integer else "rate", (TIER,), precision=0.1)
+    s = Settings(dimension="concurrency" if integer else "rate", tiers=(TIER,), precision=0.1)
     assert cap.narrow(s, lo, hi) == want
 
 
 def test_the_midpoint_on_the_dimensions_grid():
-    streams, rate = Settings("concurrency", (TIER,)), Settings("rate", (TIER,))
+    streams, rate = Settings(dimension="concurrency", tiers=(TIER,)), Settings(dimension="rate", tiers=(TIER,))
     assert cap.between(streams, 4, 9) == 6.0 and cap.between(streams, 4, 6) == 5.0 and cap.between(streams, 4, 5) is None
     assert cap.between(rate, 1.0, 2.0) == 1.5 and cap.between(rate, 100.0, 100.5) == 100.2
     assert cap.between(rate, 100.0, 100.02) == 100.01 and cap.between(rate, 1000.0, 1000.02) == 1000.01
@@ -90,7 +90,7 @@ def _drive(s: Settings, stat, doubt=lambda probe: False) -> list[cap.Probe]:
 
 
 def test_a_load_in_doubt_is_measured_again_four_times_at_most():
-    probes = _drive(Settings("concurrency", (TIER,), sustain_s=0, budget=30), lambda x: 10 + 0.7 * x,
+    probes = _drive(Settings(dimension="concurrency", tiers=(TIER,), sustain_s=0, budget=30), lambda x: 10 + 0.7 * x,
                     doubt=lambda p: p.load == 4)
     at4 = [p for p in probes if p.load == 4]
     assert len(at4) == cap.MAX_REMEASURE == 4 and [p.role for p in at4] == ["bracket", *["remeasure"] * 3]
@@ -98,15 +98,15 @@ def test_a_load_in_doubt_is_measured_again_four_times_at_most():
 
 
 def test_the_budget_holds_the_sustain_cell_back():
-    probes = _drive(Settings("concurrency", (TIER,), budget=3), lambda x: 10 + 0.7 * x)
+    probes = _drive(Settings(dimension="concurrency", tiers=(TIER,), budget=3), lambda x: 10 + 0.7 * x)
     assert [p.role for p in probes] == ["bracket", "bracket", "sustain"]
-    none = _drive(Settings("concurrency", (TIER,), budget=3, sustain_s=0), lambda x: 10 + 0.7 * x)
+    none = _drive(Settings(dimension="concurrency", tiers=(TIER,), budget=3, sustain_s=0), lambda x: 10 + 0.7 * x)
     assert [p.role for p in none] == ["bracket"] * 3
 
 
 def test_the_first_probe_is_the_start_on_the_grid():
-    assert _drive(Settings("rate", (TIER,), start=3.14159, budget=1, sustain_s=0), lambda x: 1.0)[0].load == 3.14
-    assert _drive(Settings("concurrency", (TIER,), start=5.7, budget=1, sustain_s=0), lambda x: 1.0)[0].load == 5.0
+    assert _drive(Settings(dimension="rate", tiers=(TIER,), start=3.14159, budget=1, sustain_s=0), lambda x: 1.0)[0].load == 3.14
+    assert _drive(Settings(dimension="concurrency", tiers=(TIER,), start=5.7, budget=1, sustain_s=0), lambda x: 1.0)[0].load == 5.0
 
 
 # ---- the console -------------------------------------------------------------------------------
@@ -180,7 +180,7 @@ def _seen(s: Settings, stat, until: int) -> list[tuple[cap.Probe, CellSamples]]:
 
 
 def test_a_search_stopped_from_outside_answers_from_the_cells_it_saw():
-    s = Settings("concurrency", (TIER,), sustain_s=0, budget=30)
+    s = Settings(dimension="concurrency", tiers=(TIER,), sustain_s=0, budget=30)
     seen = _seen(s, lambda x: 10 + 0.7 * x, 5)                         # 1, 2, 4, 8 pass; 16 fails
     [a] = cap.halted(s, seen, "outranked").answers
     assert (a.capacity, a.fail_load, a.reason) == (8.0, 16.0, "outranked")
@@ -192,7 +192,7 @@ def test_a_search_stopped_from_outside_answers_from_the_cells_it_saw():
 
 def test_with_nothing_failing_cleanly_the_search_bisects_toward_the_clients_loads():
     """Cells at 24 requests/s and above are always in doubt (the client's): the boundary is sought up to them."""
-    s = Settings("rate", (Tier(name="t", limits=["tpot:mean<=20"]),), start=1.0, sustain_s=0, budget=40)
+    s = Settings(dimension="rate", tiers=(Tier(name="t", limits=["tpot:mean<=20"]),), start=1.0, sustain_s=0, budget=40)
     probes = _drive(s, lambda x: 10 + 0.4 * x, doubt=lambda p: p.load >= 24)
     rec_loads = sorted({p.load for p in probes})
     assert 16.0 in rec_loads and any(16.0 < x < 24.0 for x in rec_loads)      # refined above the last clean pass
@@ -205,7 +205,7 @@ def test_an_undecided_end_steps_out_by_twice_the_gap_of_the_bracket():
     streams: at least one stream a side)."""
     t = Tier(name="t", limits=["tpot:mean<=20"])
     def state(dimension: str, low: float, high: float) -> cap._State:
-        st = cap._State(Settings(dimension, (t,), sustain_s=0))
+        st = cap._State(Settings(dimension=dimension, tiers=(t,), sustain_s=0))
         on = [CellSamples(key="lo", repeat=i, status="ok", values={"tpot": [19.0, 21.0, 20.0]}) for i in range(4)]
         over = [CellSamples(key="hi", repeat=i, status="ok", values={"tpot": [30.0, 30.1, 29.9]}) for i in range(4)]
         st.cells = {low: on, high: over}
@@ -220,14 +220,14 @@ def test_the_tiers_steps_are_taken_in_their_order_the_most_urgent_kind_first():
     """At 4 streams a loose tier passes (it brackets up: 8) and a strict one fails (it brackets down: 2), both
     bracket steps: the first tier's goes first; a bracket step goes before a refine step whatever the tier."""
     loose, strict = Tier(name="loose", limits=["tpot:mean<=100"]), Tier(name="strict", limits=["tpot:mean<=5"])
-    st = cap._State(Settings("concurrency", (loose, strict), sustain_s=0))
+    st = cap._State(Settings(dimension="concurrency", tiers=(loose, strict), sustain_s=0))
     st.cells = {4.0: [CellSamples(key="x", repeat=0, status="ok", values={"tpot": [10.0, 10.1, 9.9]})]}
     reasons: dict = {}
     assert cap._step(st, reasons).load == 8.0 and reasons == {}
-    st.s = Settings("concurrency", (strict, loose), sustain_s=0)
+    st.s = Settings(dimension="concurrency", tiers=(strict, loose), sustain_s=0)
     assert cap._step(st, reasons).load == 2.0
     st.cells[8.0] = [CellSamples(key="y", repeat=0, status="ok", values={"tpot": [200.0] * 3})]
-    st.s = Settings("concurrency", (loose, strict), sustain_s=0)
+    st.s = Settings(dimension="concurrency", tiers=(loose, strict), sustain_s=0)
     got = cap._step(st, reasons)                                # loose refines 4..8 (6), strict brackets down (2)
     assert (got.load, got.role) == (2.0, "bracket")
 
@@ -235,9 +235,9 @@ def test_the_tiers_steps_are_taken_in_their_order_the_most_urgent_kind_first():
 def test_a_tier_of_means_needs_no_larger_cell_near_the_boundary():
     """Only percentiles need a cell large enough for their largest value to bound them; a mean limit leaves
     the cell as asked (no request count), and a tier mixing both takes the percentile's."""
-    mean_only = _drive(Settings("concurrency", (TIER,), sustain_s=0), lambda x: 10 + 0.7 * x)
+    mean_only = _drive(Settings(dimension="concurrency", tiers=(TIER,), sustain_s=0), lambda x: 10 + 0.7 * x)
     assert any(p.role in ("refine", "replicate") for p in mean_only)
     assert all(p.requests is None for p in mean_only)
     mixed = Tier(name="m", limits=["tpot:mean<=16", "tpot:p90<=30"])
-    both = _drive(Settings("concurrency", (mixed,), sustain_s=0), lambda x: 10 + 0.7 * x)
+    both = _drive(Settings(dimension="concurrency", tiers=(mixed,), sustain_s=0), lambda x: 10 + 0.7 * x)
     assert {p.requests for p in both if p.role in ("refine", "replicate")} == {cap.REQUESTS_FOR["p90"]}

@@ -49,7 +49,7 @@ def linear(a: float, b: float):
 
 def test_concurrency_brackets_bisects_and_brackets_the_true_boundary():
     # tpot = 10 + 0.7 x <= 16  <=>  x <= 8.57: the highest passing concurrency is 8
-    rec, probes = drive(Settings("concurrency", tiers("tpot:mean<=16"), sustain_s=30), linear(10, 0.7))
+    rec, probes = drive(Settings(dimension="concurrency", tiers=tiers("tpot:mean<=16"), sustain_s=30), linear(10, 0.7))
     [a] = rec.answers
     assert (a.capacity, a.fail_load, a.lo, a.hi, a.reason) == (8, 9, 8, 9, "converged")
     assert a.binding is not None and a.binding.limit.text == "tpot:mean<=16" and a.binding.margin < 0
@@ -62,8 +62,8 @@ def test_concurrency_brackets_bisects_and_brackets_the_true_boundary():
 
 def test_rate_is_continuous_and_several_tiers_come_from_one_set_of_cells():
     # tpot = 10 + 0.4 r: mean <= 20 up to 25/s; p99 (about 1.05 x) <= 30 up to about 46/s
-    rec, probes = drive(Settings("rate", tiers("tpot:mean<=20", "tpot:p99<=30"), start=1.0, sustain_s=0),
-                        linear(10, 0.4))
+    rec, probes = drive(Settings(dimension="rate", tiers=tiers("tpot:mean<=20", "tpot:p99<=30"), start=1.0,
+                                 sustain_s=0), linear(10, 0.4))
     first, second = rec.answers
     assert first.lo is not None and first.hi is not None and first.lo <= 25 <= first.hi
     assert first.hi - first.lo <= 0.1 * first.hi and first.reason == "converged"
@@ -84,7 +84,8 @@ def test_the_interval_holds_the_boundary_and_the_budget_holds(b, limit, budget, 
     boundary: its low end's statistic is within the limit and its high end's beyond it, up to the noise of
     a sure decision (per-request noise 1 %: a cell's mean is within 0.15 % with 95 %, a wrong sure
     decision needs 4 standard errors, 0.3 %)."""
-    s = Settings(dim, tiers(f"tpot:mean<={limit}"), start=1.0, maximum=4096, precision=precision, budget=budget)
+    s = Settings(dimension=dim, tiers=tiers(f"tpot:mean<={limit}"), start=1.0, maximum=4096, precision=precision,
+                 budget=budget)
     stat = linear(10, b)
     rec, probes = drive(s, stat, noise=0.01, seed=seed)
     assert len(probes) <= budget
@@ -100,39 +101,40 @@ def test_the_interval_holds_the_boundary_and_the_budget_holds(b, limit, budget, 
 def test_a_load_at_the_boundary_stays_undecided_and_the_search_steps_out():
     """tpot = 16 exactly at 8 streams: 8 can never be told apart; after MAX_CELLS_AT_LOAD cells there the
     search takes a load a gap further out, and says why it stopped."""
-    rec, probes = drive(Settings("concurrency", tiers("tpot:mean<=16"), sustain_s=0), linear(10, 0.75))
+    rec, probes = drive(Settings(dimension="concurrency", tiers=tiers("tpot:mean<=16"), sustain_s=0), linear(10, 0.75))
     [a] = rec.answers
     assert a.lo is not None and a.hi is not None and a.lo <= 8 <= a.hi
     assert sum(p.load in (8, 9) for p in probes) >= capacity.MAX_CELLS_AT_LOAD
 
 
 def test_edges_none_and_above_the_limit_and_failed_cells():
-    none, _ = drive(Settings("concurrency", tiers("tpot:mean<=5"), sustain_s=0), linear(10, 1))
+    none, _ = drive(Settings(dimension="concurrency", tiers=tiers("tpot:mean<=5"), sustain_s=0), linear(10, 1))
     assert (none.answers[0].capacity, none.answers[0].reason) == (None, "below_min")
     assert none.sustain is None
-    top, probes = drive(Settings("concurrency", tiers("tpot:mean<=1000"), maximum=16, sustain_s=0), linear(10, 1))
+    top, probes = drive(Settings(dimension="concurrency", tiers=tiers("tpot:mean<=1000"), maximum=16, sustain_s=0),
+                        linear(10, 1))
     assert (top.answers[0].capacity, top.answers[0].reason) == (16, "above_max")
     assert [p.load for p in probes] == [1, 2, 4, 8, 16]
-    down, probes = drive(Settings("rate", tiers("tpot:mean<=14"), start=64, sustain_s=0), linear(10, 1))
+    down, probes = drive(Settings(dimension="rate", tiers=tiers("tpot:mean<=14"), start=64, sustain_s=0), linear(10, 1))
     assert [p.load for p in probes][:4] == [64, 32, 16, 8]                  # halving from the start
-    failed, _ = drive(Settings("concurrency", tiers("tpot:mean<=1000"), maximum=64, sustain_s=0), linear(10, 1),
-                      status=lambda x: "failed" if x > 4 else "ok")          # the server gives up above 4
+    failed, _ = drive(Settings(dimension="concurrency", tiers=tiers("tpot:mean<=1000"), maximum=64, sustain_s=0),
+                      linear(10, 1), status=lambda x: "failed" if x > 4 else "ok")   # the server gives up above 4
     assert (failed.answers[0].capacity, failed.answers[0].fail_load) == (4, 5)
 
 
 def test_a_resume_replays_the_same_probes():
     """The generator decides only from what it is sent: the same results give the same cells (a resumed
     search replays the stored cells and asks for the same next one)."""
-    s = Settings("rate", tiers("tpot:mean<=20"), start=3.0, budget=12)
+    s = Settings(dimension="rate", tiers=tiers("tpot:mean<=20"), start=3.0, budget=12)
     one, a = drive(s, linear(10, 0.4), seed=3)
     two, b = drive(s, linear(10, 0.4), seed=3)
     assert a == b and one == two
 
 
 def test_the_grid():
-    s = Settings("rate", tiers("tpot:mean<=1"))
+    s = Settings(dimension="rate", tiers=tiers("tpot:mean<=1"))
     assert between(s, 24.0, 28.0) == 26.0 and between(s, 1.0, 1.001) == 1.0005
-    assert between(Settings("concurrency", s.tiers), 6, 7) is None
+    assert between(Settings(dimension="concurrency", tiers=s.tiers), 6, 7) is None
     assert bracket({1: True, 2: True, 4: False, 8: True}) == (2, 4)          # a pass above a fail is not the answer
     assert bracket({1: False}) == (None, 1) and bracket({4: True}) == (4, None)
 
@@ -251,7 +253,7 @@ def test_cells_the_client_stalled_in_are_measured_again_and_never_pooled():
     the client): each is measured again at once and replaced; the answer is the one an undisturbed search
     gives, and it says how many cells were measured again. A load no clean cell could be measured at is
     named, and where the boundary lies there the answer says it could not decide because of the client."""
-    s = Settings("rate", tiers("tpot:mean<=20"), start=1.0, sustain_s=0)
+    s = Settings(dimension="rate", tiers=tiers("tpot:mean<=20"), start=1.0, sustain_s=0)
     clean, _ = drive(s, linear(10, 0.4))
     rec, probes = drive(s, linear(10, 0.4), stalled=lambda k, p: k < 4)
     a, b = clean.answers[0], rec.answers[0]
@@ -285,15 +287,16 @@ def test_a_pass_above_a_fail_reopens_the_search():
             seen["n"] += 1
             return 16.1
         return 10 + 0.4 * x
-    rec, probes = drive(Settings("concurrency", tiers("tpot:mean<=15.9", "tpot:mean<=16.2"), sustain_s=0), stat,
-                        noise=0.01)
+    rec, probes = drive(Settings(dimension="concurrency", tiers=tiers("tpot:mean<=15.9", "tpot:mean<=16.2"),
+                                 sustain_s=0), stat, noise=0.01)
     first = rec.answers[0]
     assert sum(p.load == 8 for p in probes) >= 2                     # the fail at 8 was measured again
     assert first.capacity == 14 and first.fail_load == 15 and not first.nonmonotone
 
 
 def test_cells_near_the_boundary_are_sized_to_the_limits_statistic_and_the_json_has_each_verdict():
-    rec, probes = drive(Settings("rate", tiers("tpot:p99<=20"), start=1.0, sustain_s=0), linear(10, 0.4))
+    rec, probes = drive(Settings(dimension="rate", tiers=tiers("tpot:p99<=20"), start=1.0, sustain_s=0),
+                        linear(10, 0.4))
     assert all(p.requests is None for p in probes if p.role == "bracket")
     assert all(p.requests == capacity.REQUESTS_FOR["p99"] for p in probes if p.role in ("refine", "replicate"))
     dumped = rec.model_dump(mode="json")
@@ -304,7 +307,7 @@ def test_cells_near_the_boundary_are_sized_to_the_limits_statistic_and_the_json_
 def test_the_sustain_cell_is_judged_against_the_cells_that_placed_the_boundary():
     """A sustain cell whose statistic lies apart from what the search's cells read at the same load (here:
     far faster, as if those cells had been slowed) does not confirm the boundary, though it passes."""
-    s = Settings("concurrency", tiers("tpot:mean<=16"), sustain_s=30)
+    s = Settings(dimension="concurrency", tiers=tiers("tpot:mean<=16"), sustain_s=30)
     gen, probe = search(s), None
     probe = next(gen)
     while True:

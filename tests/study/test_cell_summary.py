@@ -66,7 +66,7 @@ def test_the_server_counter_and_trace_keys_are_typed_and_stored_unchanged():
               "spec_random_prompts": "fed random token ids", "server_counters_window_s": 3.5,
               "server_counters_lead_s": None}
     s = CellSummary.from_dict(stored)
-    assert not s.model_extra and s.facts is not None and s.counters is not None
+    assert not s.undeclared and s.facts is not None and s.counters is not None
     assert (s.facts.trace_reuse_rate, s.facts.text_corpus_tokens) == (0.4, 70000)
     assert (s.counters.spec_acceptance_rate, s.counters.speculative, s.counters.server_counters_lead_s) == \
         (0.5, "ngram, 3 draft tokens", None)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from tokenbench.spec.study import StudySpec
 from tokenbench.store.db import Store
+from tokenbench.study.configs import StudyRunner
 from tokenbench.study.plan import plan, visits
-from tokenbench.study.runner import StudyRunner
 
 
 def _spec(repeats: int, seed: int = 0, configs: int = 2) -> StudySpec:

@@ -1,5 +1,5 @@
 """One run path (issue 25): `bench`, `sweep`, `calibrate` and `agree` run every cell as a `CellJob` through
-the study runner's one cell entry, `StudyRunner._run_cell`, the only caller of `load.cell.run_cell`; the
+the study's one cell entry, `study/cells.Cells.run`, the only caller of `load.cell.run_cell`; the
 executor (this process, worker processes, Ray actors) is chosen once per study from its client options."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ import pytest
 
 import tokenbench
 from tests.workload.hf_tokenizer import make_reference_tokenizer
+from tokenbench.agreement import agree
+from tokenbench.agreement.peers import Cell
 from tokenbench.cli.main import main
 from tokenbench.load.executors import InProcess, Processes, RayActors, executor_for
 from tokenbench.spec import bench as cell_spec
 from tokenbench.spec.study import Client, StudySpec
-from tokenbench.study import agree
-from tokenbench.study.agree_peers import Cell
-from tokenbench.study.runner import StudyRunner
+from tokenbench.study.cells import Cells
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 PKG = Path(tokenbench.__file__).parent
@@ -52,7 +52,7 @@ def callers(name: str) -> set[tuple[str, str]]:
 
 
 def test_one_function_runs_cells_and_only_executors_run_phases():
-    assert callers("run_cell") == {("study/runner.py", "_run_cell")}
+    assert callers("run_cell") == {("study/cells.py", "run")}
     assert {module for module, _ in callers("run_phase")} == {"load/executors.py", "load/workers.py",
                                                               "load/ray_workers.py"}
     assert not (PKG / "load" / "bench.py").exists() and not hasattr(cell_spec, "BenchSpec")   # one spec shape
@@ -72,13 +72,13 @@ def test_the_executor_follows_the_client_options():
 def cells_run(monkeypatch) -> list[tuple[str, str, str]]:
     """(study name, cell key, status) of every cell the one entry ran: the real runner, watched."""
     seen: list[tuple[str, str, str]] = []
-    real = StudyRunner._run_cell
+    real = Cells.run
 
     async def watched(self, launch, cell):
         row, result = await real(self, launch, cell)
-        seen.append((self.plan.spec.name, row.key, row.status))
+        seen.append((self.ctx.plan.spec.name, row.key, row.status))
         return row, result
-    monkeypatch.setattr(StudyRunner, "_run_cell", watched)
+    monkeypatch.setattr(Cells, "run", watched)
     return seen
 
 
@@ -89,7 +89,8 @@ def test_bench_sweep_calibrate_and_agree_run_their_cells_through_the_one_entry(c
         assert main(["bench", *given, "--input-len", "8", "--output-len", "4", "--label", "b"]) == 0
         assert main(["sweep", *given, "--pairs", "8:4,16:4", "--label", "s"]) == 0
         tok = make_reference_tokenizer(tmp_path / "tok")
-        summary = agree.run_tokenbench(Cell(ref.url, "reference-model", str(tok), 8, 4, 1, 2, 0), tmp_path)
+        summary = agree.run_tokenbench(Cell(base_url=ref.url, model="reference-model", tokenizer=str(tok), input_len=8,
+                                            output_len=4, concurrency=1, num_prompts=2, seed=0), tmp_path)
     assert main(["calibrate", "--concurrency", "1", "--output-len", "4", "--ttft-ms", "1", "--itl-ms", "1"]) == 0
     assert cells_run == [("b", "8:4/c=1", "ok"), ("s", "8:4/c=1", "ok"), ("s", "16:4/c=1", "ok"),
                          ("agree-default", "8:4/c=1", "ok"), ("calibrate", "32:4/c=1", "ok")]

@@ -37,9 +37,9 @@ def test_every_shared_flag_is_a_yaml_key_with_its_help():
 
 def test_flags_set_the_same_keys_as_yaml():
     spec = bench_spec("--input-len", "64", "--output-len", "32", "--concurrency", "1,4", "--vocab-size", "32000",
-                      "--tokenizer", "/tok", "--api-key-file", "/k", "--timeout", "30", "--image-width", "64")
+                      "--tokenizer", "/tok", "--api-key-file", "/k", "--timeout", "30")
     assert (spec.workload.vocab_size, spec.workload.tokenizer_path) == (32000, "/tok")
-    assert (spec.target.api_key_file, spec.target.timeout_s, spec.workload.image_width) == ("/k", 30.0, 64)
+    assert (spec.target.api_key_file, spec.target.timeout_s) == ("/k", 30.0)
     assert [c.key for c in plan(spec).cells] == ["64:32/c=1", "64:32/c=4"]
 
 
@@ -110,7 +110,8 @@ def test_one_cell_key_and_one_flag_rendering():
     profile = {"name": "p", "args": {"ctx-size": 4096, "--flash-attn": True, "mlock": False},
                "secret_args": {"--api-key": "KEY"}, "extra_args": ["--x"]}
     typed = Profile.model_validate({**profile, "engine": "llamacpp", "model": {"path": "m.gguf"}})
-    info = ConfigInfo(1, "default", {}, typed, ServerFacts("llamacpp"), "done", "")
+    info = ConfigInfo(id=1, name="default", overrides={}, profile=typed, facts=ServerFacts(engine="llamacpp"),
+                      status="done", message="")
     rendered = " ".join(render_args(profile["args"], profile["secret_args"], profile["extra_args"]))
     assert rendered == "--ctx-size 4096 --flash-attn --api-key ${KEY} --x"
     assert info.flags() == f"profile=p {rendered}"
@@ -149,9 +150,10 @@ def test_agree_measures_exactly_what_its_documented_bench_command_asks(tmp_path)
     """agree calls the study library; the `tokenbench bench` line of each arm (the default, every single
     change toward a peer's request, all of them together) builds the same study, so a user can send what
     the arm sent."""
-    from tokenbench.study.agree_peers import Cell
-    from tokenbench.study.agree_variants import DEFAULT, Variant, combined, study_spec, tokenbench_args
-    cell = Cell("http://127.0.0.1:9", "m", "/tok", 128, 32, 4, 16, 7)
+    from tokenbench.agreement.peers import Cell
+    from tokenbench.agreement.variants import DEFAULT, Variant, combined, study_spec, tokenbench_args
+    cell = Cell(base_url="http://127.0.0.1:9", model="m", tokenizer="/tok", input_len=128, output_len=32, concurrency=4,
+                num_prompts=16, seed=7)
     singles = [Variant("text", "t", {"workload.prompt_as_text": True}, input_len=127),
                Variant("no-min-tokens", "n", {"target.no_min_tokens": True}),
                Variant("final-usage", "f", {"target.final_usage_only": True}),

@@ -87,3 +87,15 @@ def test_repeats_draw_fresh_prompts_from_the_next_seeds(tmp_path):
     ids = [{pr.token_ids for pr in ps} for ps in prompts]
     assert all(len(pr.token_ids) == 16 for ps in prompts for pr in ps)
     assert not (ids[0] & ids[1]) and not (ids[1] & ids[2])      # no repeat reuses a prompt
+
+
+def test_a_vary_axis_named_twice_is_one_axis_and_a_value_given_twice_is_refused(tmp_path):
+    """A spec file's axes: a key and its short name are one axis (their values merged, in order), so the plan
+    has one config per value; a value given twice would plan one config twice, and is refused at its line."""
+    merged = load_file(StudySpec, write(tmp_path, GOOD.replace("  slots: [2, 4]", "  slots: [2, 4]\n"
+                                                                   "  parallelism.slots: [8]")))
+    assert merged.vary == {"parallelism.slots": [2, 4, 8]}
+    assert [c.name for c in plan(merged).configs] == ["slots=2", "slots=4", "slots=8"]
+    with pytest.raises(Exception) as refused:
+        load_file(StudySpec, write(tmp_path, GOOD.replace("[2, 4]", "[2, 4, 2]")))
+    assert "parallelism.slots=2 is given twice (values 2, 4, 2): give each value once" in str(refused.value)

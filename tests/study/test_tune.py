@@ -64,7 +64,7 @@ def test_tune_picks_the_closed_form_best_per_tier_stops_losers_early_and_states_
     assert truth["batch"] == {name(4, 3): 16, name(4, 6): 2, name(16, 3): 4, name(16, 6): 2}
     db, out_json, profile_out = tmp_path / "db.sqlite", tmp_path / "tune.json", tmp_path / "best.yaml"
     assert main(["tune", "reference-sglang", *BASE, "--vary", "args.max-running-requests=4,16", "--vary",
-                 "args.itl-per-running-ms=3,6", *SEARCH, "--budget-cells", "40", "--db", str(db), "--output",
+                 "args.itl-per-running-ms=3,6", *SEARCH, "--budget-cells", "40", "--sustain-s", "5", "--db", str(db), "--output",
                  str(out_json), "--profile-out", str(profile_out)]) == 0
     printed = capsys.readouterr().out
     run_id, tuning, store = _tuning(db)
@@ -81,8 +81,9 @@ def test_tune_picks_the_closed_form_best_per_tier_stops_losers_early_and_states_
     assert slo.gain is not None and slo.gain.holds(5 / 4 - 1) and slo.gain.value == pytest.approx(0.25)
     stopped = [s for s in slo.standings if s.answer is not None and s.answer.reason == "outranked"]
     assert {s.config for s in stopped} >= {name(4, 6)} and all(s.cells <= 2 for s in stopped)
-    assert sum(s.cells for s in slo.standings) == len(store.cells(run_id)) <= 40
+    assert sum(s.cells for s in slo.standings) == len(store.cells(run_id)) <= 40 + 1     # the confirmation's cell
     assert tuning.recommendation is not None and tuning.recommended == name(16, 3)
+    assert tuning.confirmed is not None and tuning.confirmed.load == 5 and tuning.confirmed.duration_s == 5
     command = " ".join(tuning.recommendation.argv)
     assert command in printed and command.count("args.max-running-requests=") == 1
     assert "args.max-running-requests=16" in command and "Gain over the baseline" in printed

@@ -20,14 +20,16 @@ def test_tune_on_llamacpp_names_a_best_config_within_budget_and_its_command_star
     db = tmp_path / "db.sqlite"
     assert main(["tune", "cpu-smollm2-llamacpp", "--vary", "slots=2,4", "--vary", "args.n_batch=16,2048",
                  "--baseline", DEFAULT, "--input-len", "32", "--output-len", "8", "--slo", "ttft:p99<=60000",
-                 "--capacity-max", "2", "--num-prompts", "4", "--budget-cells", "10", "--allow-client-lag",
+                 "--capacity-max", "2", "--num-prompts", "4", "--budget-cells", "10", "--sustain-s", "5",
+                 "--allow-client-lag",
                  "--db", str(db)]) == 0
     store = Store(db)
     [run] = store.runs()
     tuning = judged.of_run(run.spec, store.configs(run.id), store.searches(run.id))
     assert tuning is not None and tuning.baseline == DEFAULT
     r = tuning.rankings[0]
-    assert len(r.standings) == 4 and len(store.cells(run.id)) <= 10
+    assert len(r.standings) == 4 and len(store.cells(run.id)) <= 10 + 1        # the confirmation's cell beside
+    assert tuning.confirmed is not None and tuning.confirmed.duration_s == 5
     assert r.best is not None and r.of(r.best).verdict == "best"
     assert r.of(DEFAULT).verdict in ("best", "indistinguishable", "worse") and r.gain is not None
     assert tuning.recommendation is not None

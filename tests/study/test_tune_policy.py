@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from tokenbench.metrics.capacity import Answer, SearchRecord, Tried
+from tokenbench.judge import tune as judged
+from tokenbench.logs.launch import Death, LaunchFailure
+from tokenbench.metrics.capacity import Answer, Check, SearchRecord, Sustain, TierVerdict, Tried
 from tokenbench.spec.study import StudySpec
 from tokenbench.store.db import Store
 from tokenbench.study import capacity
@@ -18,9 +20,10 @@ SLO = "tpot:mean<=20"
 
 
 def spec(**tune) -> StudySpec:
+    """The tune's spec; the confirmation is left out unless `no_confirm=False` asks it."""
     return StudySpec(target={"profile": "cpu-smollm2-llamacpp"}, pairs=[[16, 8]], find_capacity="concurrency",
                      slo={"limits": [SLO]}, vary={"slots": [1, 2, 4]}, capacity_budget=8,
-                     tune={"baseline": "slots=4", **tune})
+                     tune={"baseline": "slots=4", "no_confirm": True, **tune})
 
 
 class Driver:
@@ -37,11 +40,23 @@ class Driver:
         self.answers, self.cost, self.seen = answers, cost, []
         self.base = capacity.settings(s, "16:8")
 
-    def run_all(self) -> list[tuple[str, int, float | None]]:
+    def run_all(self, dies: frozenset[str] = frozenset(), sustains: dict[str, bool] | None = None
+                ) -> list[tuple[str, int, float | None]]:
+        """Visit as the runner does. A config in `dies` dies under load in its search (its death stored, its
+        search not); one given in `sustains` passes (True) or misses (False) the tier on its sustain cell, one
+        not given dies there."""
         for config in self.tune.visits(self.order):
             st = self.tune.settings(config, self.base)
             self.seen.append((config.name, st.budget, st.start))
-            self.store.save_search(self.run, self.ids[config.name], self.record(config.name, st.budget))
+            confirming = st.sustain_s != 0
+            if config.name in dies or (confirming and config.name not in (sustains or {})):
+                self.store.add_config_death(self.run, config.name, Death(launch=len(self.seen), cell="c=1",
+                                            sustain=confirming, failure=LaunchFailure(cause="out_of_memory")))
+                continue
+            record = self.record(config.name, st.budget)
+            if confirming:
+                record = record.model_copy(update={"sustain": self.sustain(record, (sustains or {})[config.name])})
+            self.store.save_search(self.run, self.ids[config.name], record)
         return self.seen
 
     def record(self, name: str, budget: int) -> SearchRecord:
@@ -52,6 +67,14 @@ class Driver:
         answer = Answer(tier="slo", limits=[SLO], capacity=cap, fail_load=hi, lo=lo, hi=hi, reason=reason)
         return SearchRecord(workload="16:8", dimension="concurrency", tiers=[{"name": "slo", "limits": [SLO]}],
                             budget=budget, precision=0.1, tried=tried, answers=[answer])
+
+    @staticmethod
+    def sustain(record: SearchRecord, passes: bool) -> Sustain:
+        limit = record.tiers[0].limits[0]
+        check = Check(limit=limit, value=limit.value + (-1 if passes else 1), lo=0.0, hi=99.0, n=200)
+        load = record.answers[0].capacity or 1
+        return Sustain(key=f"c={load:g}", repeat=1, load=load, duration_s=60.0, status="ok",
+                       verdicts=[TierVerdict(tier="slo", ok=True, checks=[check])])
 
 
 def test_the_baseline_goes_first_and_each_config_gets_an_even_share_of_what_is_left(tmp_path):
@@ -93,3 +116,33 @@ def test_the_time_budget_stops_the_tune_and_says_which_configs_were_not_run(tmp_
         next(visits)
     configs = {c.name: c for c in d.store.configs(d.run)}
     assert configs["slots=1"].message == "not run: the time budget was spent" and configs["slots=1"].status == "pending"
+
+
+def test_the_best_is_confirmed_last_and_one_that_dies_or_misses_there_gives_way_to_the_next(tmp_path):
+    """The ranking's best (slots=2) dies on its confirmation, the next (slots=4) misses the tier there, the third
+    (slots=1) holds it: each is confirmed once, in the ranking's order, with a sustain cell of the default
+    length (sustain_s None) and one cell more than its search; slots=1 is the answer."""
+    answers = {"slots=4": (4, 4, 5, "converged"), "slots=1": (2, 2, 3, "converged"),
+               "slots=2": (6, 6, 7, "converged")}
+    d = Driver(tmp_path, spec(no_confirm=False), answers, {"slots=4": 3, "slots=1": 2, "slots=2": 3})
+    seen = d.run_all(sustains={"slots=4": False, "slots=1": True})
+    assert [name for name, _, _ in seen] == ["slots=4", "slots=1", "slots=2", "slots=2", "slots=4", "slots=1"]
+    assert [b for _, b, _ in seen[3:]] == [4, 4, 3]
+    tuning = d.tune.judged()
+    assert tuning is not None and tuning.recommended == "slots=1"
+    assert [(c.config, c.outcome) for c in tuning.confirmations] == [("slots=2", "died"), ("slots=4", "missed"),
+                                                                       ("slots=1", "confirmed")]
+    again = TuneSearches(d.store, d.run, d.tune.spec, d.order)           # a resume finds it confirmed: no visit
+    assert [c.name for c in again._confirm()] == []
+
+
+def test_a_config_that_dies_in_its_search_is_never_visited_again_nor_recommended(tmp_path):
+    answers = {"slots=4": (4, 4, 5, "converged"), "slots=1": (2, 2, 3, "converged"), "slots=2": (8, 6, 9, "x")}
+    d = Driver(tmp_path, spec(no_confirm=False, budget_cells=30), answers, {"slots=4": 3, "slots=1": 2, "slots=2": 3})
+    seen = d.run_all(dies=frozenset({"slots=2"}), sustains={"slots=4": True})
+    assert [name for name, _, _ in seen] == ["slots=4", "slots=1", "slots=2", "slots=4"]
+    tuning = d.tune.judged()
+    assert tuning is not None and tuning.recommended == "slots=4"
+    assert tuning.rankings[0].of("slots=2").verdict == "died"
+    assert not d.tune.relaunch_after_death(d.order[2], Death(failure=LaunchFailure(cause="out_of_memory")))
+    assert judged.rivals(d.tune.entrants(), d.tune.spec.capacity_tiers()) == {"slo": 4}

@@ -118,6 +118,17 @@ def test_without_model_the_error_names_the_status_the_body_and_the_fix(models_50
     assert code != 0 and result is None
     assert "HTTP 500 (Internal Server Error)" in err and "pass --model NAME" in err
     assert len([line for line in err.splitlines() if line.strip()]) == 1
+    assert "--api-key-env" in err               # no key was sent: a gateway answers 500 without its key
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_with_a_key_sent_a_failed_model_list_does_not_ask_for_one(models_500, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SOME_KEY", "sk-test")
+    with replayed(models_500) as ref:
+        code, _ = bench(ref.url, tmp_path, "--api-key-env", "SOME_KEY")
+    err = capsys.readouterr().err
+    assert code != 0 and "pass --model NAME" in err and "--api-key-env" not in err
 
 
 @pytest.mark.slow

@@ -220,13 +220,15 @@ def test_data_uri_and_local_files(tmp_path):
 
 
 def test_image_parts_follow_the_text_in_one_user_message():
-    p = Prompt(None, "hello", 1, 2, 4, images=("data:image/png;base64,AA==",), image_bytes=1)
+    p = Prompt(token_ids=None, text="hello", input_len=1, output_len=2, expected_prompt_tokens=4,
+               images=("data:image/png;base64,AA==",), image_bytes=1)
     req = prepare("http://h:1", "chat", "m", p, None)
     content = json.loads(req.body)["messages"][0]["content"]
     assert content == [{"type": "text", "text": "hello"},
                        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}]
     assert (req.images, req.image_bytes) == (1, 1)
-    plain = prepare("http://h:1", "chat", "m", Prompt(None, "hi", 1, 2, 4), None)
+    plain = prepare("http://h:1", "chat", "m", Prompt(token_ids=None, text="hi", input_len=1, output_len=2,
+                                                      expected_prompt_tokens=4), None)
     assert json.loads(plain.body)["messages"][0]["content"] == "hi" and plain.images == 0
 
 
@@ -285,7 +287,8 @@ class FakeClock:
 
 def test_open_loop_follows_explicit_offsets_on_absolute_times():
     clock = FakeClock()
-    reqs = [prepare("http://h:1", "completions", "m", Prompt((5,), None, 1, 1, 1), None) for _ in range(4)]
+    reqs = [prepare("http://h:1", "completions", "m", Prompt(token_ids=(5,), text=None, input_len=1, output_len=1,
+                                                             expected_prompt_tokens=1), None) for _ in range(4)]
 
     async def send(req, intended):
         return RawExchange(intended_ns=intended, sent_ns=clock.now_ns(), end_ns=clock.now_ns() + 5, status=500)

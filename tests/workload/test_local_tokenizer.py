@@ -16,7 +16,7 @@ from tokenbench.workload.local_tokenizer import LocalTokenizer
 
 
 class _T:
-    base_url, model, api_key = "http://127.0.0.1:9", "m", None
+    base_url, model, api_key, token_ids = "http://127.0.0.1:9", "m", None, True
 
 
 def test_local_tokenizer_counts_like_the_reference_server(tmp_path):
@@ -98,3 +98,15 @@ def test_sharegpt_bench_and_sweep_without_tokenize(tmp_path, api, capsys):
         [cell] = json.loads(out.read_text())["cells"]
         assert cell["status"] == "ok" and cell["summary"]["length_mismatches"] == 0
         assert cell["summary"]["tokenizer"].startswith("local ")
+
+
+def test_a_vocab_size_and_a_tokenizer_config_that_disagree_are_refused(tmp_path):
+    """Two sources of one fact: refused naming both, never one taken in silence."""
+    import json
+
+    from tokenbench.errors import UsageError
+    from tokenbench.workload.vocab import discover
+    (tmp_path / "config.json").write_text(json.dumps({"vocab_size": 32000}))
+    assert discover("http://127.0.0.1:9", [], str(tmp_path), 32000).size == 32000
+    with pytest.raises(UsageError, match="two vocabularies"):
+        discover("http://127.0.0.1:9", [], str(tmp_path), 49152)

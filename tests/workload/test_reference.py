@@ -109,7 +109,8 @@ def test_local_image_files_are_probed_and_counted(ref, tmp_path):
 
 
 def test_an_image_count_the_server_disagrees_with_is_a_length_error():
-    req = prepare("http://h:1/", "chat", "m", Prompt(None, "a", 1, 1, 5, images=("data:,", "data:,")), None)
+    req = prepare("http://h:1/", "chat", "m", Prompt(token_ids=None, text="a", input_len=1, output_len=1,
+                                                     expected_prompt_tokens=5, images=("data:,", "data:,")), None)
     chunk = (b'data: {"choices":[{"index":0,"delta":{"content":" w5"},"token_ids":[5],"finish_reason":"length"}],'
              b'"usage":{"prompt_tokens":5,"completion_tokens":1,"prompt_tokens_details":{"image_count":1}}}\n\n'
              b'data: [DONE]\n\n')

@@ -60,7 +60,6 @@ def test_a_sessions_turn_has_exact_lengths_nothing_draws_or_bounds_them(kw):
 
 
 @pytest.mark.parametrize("kw,msg", [
-    ({"users": 2}, "give num_sessions or duration_s"),
     ({"users": 2, "session_rate": 1.0, "num_sessions": 2}, "give exactly one"),
     ({"users": 2, "concurrency": 2, "num_sessions": 2}, "give exactly one"),
     ({"users": 2, "num_prompts": 8}, "counts sessions"),
@@ -220,7 +219,7 @@ class Server:
 
 
 def drive(wl: Workload, load: Load, server: Server, count: int | None):
-    ctx = Context(wl, lambda p: prepare("http://h:1", "completions", "m", p, None), _Words())
+    ctx = Context(wl=wl, make=lambda p: prepare("http://h:1", "completions", "m", p, None), tok=_Words())
     work = runner.Sessions(conversations(None, maker(wl), ctx, count), count)
     run = asyncio.run(runner.run_phase(server.send, work, runner.PhasePlan("measure", load), clock=server.clock))
     return run, ctx.feedback
@@ -323,7 +322,7 @@ def test_a_tokenizer_that_fails_ends_the_session_and_says_why():
     clock = FakeClock()
     server = Server(clock, give_ids=False)
     wl = sessions()
-    ctx = Context(wl, lambda p: prepare("http://h:1", "completions", "m", p, None), Broken())
+    ctx = Context(wl=wl, make=lambda p: prepare("http://h:1", "completions", "m", p, None), tok=Broken())
     run = asyncio.run(runner.run_phase(server.send, runner.Sessions(conversations(None, maker(wl), ctx, 2), 2),
                                        runner.PhasePlan("measure", Load(users=2, num_sessions=2)), clock=clock))
     assert len(run.records) == 2 and all(r.ok for r in run.records)          # what was measured is kept

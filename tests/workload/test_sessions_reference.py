@@ -18,7 +18,7 @@ from tokenbench.spec.study import StudySpec
 from tokenbench.store.db import Store
 from tokenbench.study import run as study
 from tokenbench.study.run import measure
-from tokenbench.study.runner import RunSettings, StudyEvents
+from tokenbench.study.settings import RunSettings, StudyEvents
 from tokenbench.testing.prefix_cache import cacheable_tokens
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 

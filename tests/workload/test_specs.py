@@ -34,7 +34,7 @@ def error(**kw) -> str:
     ({"kind": "image", "input_len": 8, "output_len": 2}, "image workloads use the chat API"),
     ({"input_len": 8, "output_len": 2, "time_scale": 2}, "time_scale applies to trace workloads only"),
     ({"kind": "text", "input_len": 8, "output_len": 2, "trace_block_size": 16},
-     "trace_block_size applies to trace workloads only"),
+     "trace_block_size applies to trace workloads"),
     ({"kind": "text", "input_len": 8}, "text workload needs input_len and output_len"),
     ({"kind": "text", "input_len": 8, "output_len": 2, "dataset_path": "x"}, "dataset_path does not apply to text"),
     ({"input_len": 8, "output_len": 2, "dataset_path": "x"}, "dataset_path does not apply to random"),

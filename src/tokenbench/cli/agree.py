@@ -2,7 +2,7 @@
 and tokenbench against the same server with the same random workload and concurrency, alternately,
 `--repeat` rounds each, and show their mean TTFT, TPOT, ITL, E2EL and output throughput side by side with
 the relative difference and the round-to-round spread, after a capture of what each client sends (the
-library: study/agree.py). `--explain` also runs tokenbench's default request and each single change toward
+library: agreement/agree.py). `--explain` also runs tokenbench's default request and each single change toward
 the peer's, and shows what each closes. Why the tools can differ: docs/metrics.md ("Agreement, explained"),
 docs/vllm-cpu.md and docs/sglang-cpu.md ("Agreement"), docs/aisbench.md."""
 
@@ -15,9 +15,10 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from tokenbench.agreement import agree
+from tokenbench.agreement import explain as agree_explain
+from tokenbench.agreement.peers import PEERS
 from tokenbench.cli import console, options
-from tokenbench.study import agree, agree_explain
-from tokenbench.study.agree_peers import PEERS
 
 
 def say(message: str) -> None:
@@ -60,9 +61,10 @@ def command(base_url: str, peer: str, model: str | None, tokenizer: str | None, 
             tolerance: float, repeat: int, check: bool, explain: bool, variants: str | None) -> None:
     """Agreement with an engine's own benchmark client on the same server, workload and concurrency."""
     chosen = tuple(v.strip() for v in variants.split(",") if v.strip()) if variants else None
-    spec = agree.AgreeSpec(base_url, peer, model, tokenizer, input_len, output_len,
-                           tuple(options.int_list("--concurrency", concurrency)), num_prompts, seed, peer_python_,
-                           tolerance, repeat, explain, chosen)
+    spec = agree.AgreeSpec(base_url=base_url, peer=peer, model=model, tokenizer=tokenizer, input_len=input_len,
+                           output_len=output_len, concurrency=tuple(options.int_list("--concurrency", concurrency)),
+                           num_prompts=num_prompts, seed=seed, peer_python=peer_python_, tolerance=tolerance,
+                           repeat=repeat, explain=explain, variants=chosen)
     out = Path(out_dir or f"results/agree-{time.strftime('%Y%m%d-%H%M%S')}")
     result = agree.run(spec, out, say)
     if result.bodies is not None:

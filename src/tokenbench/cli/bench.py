@@ -9,7 +9,7 @@ import click
 
 from tokenbench.cli import flags, progress, run_options
 from tokenbench.study import run as study
-from tokenbench.study.runner import RunSettings
+from tokenbench.study.settings import RunSettings
 
 build_spec = run_options.bench_spec       # the study spec of bench's options (translate checks with it too)
 
@@ -28,7 +28,7 @@ def command(**kw) -> None:
     run_options.precheck(kw)
     with run_options.opened_store(kw) as store:
         spec = given or study.stored_spec(store, kw["resume"], "bench")
-        planned = study.start(spec, store, RunSettings("bench", output=kw["output"]), sys.argv, kw["resume"])
+        planned = study.start(spec, store, RunSettings(kind="bench", output=kw["output"]), sys.argv, kw["resume"])
         files = run_options.result_files(kw, planned)
         out, display = progress.run(planned, files, quiet=kw["disable_tqdm"])
         progress.report(out, display, run_options.locations(kw, out, files), run_options.table_console(kw))

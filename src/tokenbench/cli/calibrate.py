@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
+from tokenbench.agreement.calibrate import DELIVERY_LIMIT_MS, TPOT_LIMIT, TTFT_LIMIT, calibrate
 from tokenbench.cli import console, flags, options
-from tokenbench.study.calibrate import DELIVERY_LIMIT_MS, TPOT_LIMIT, TTFT_LIMIT, calibrate
 from tokenbench.testing.reference_server import ReferenceConfig
 
 HEAD = ("conc", "workers", "TTFT ms", "truth", "err", "intake", "delivery", "p99 TTFT", "TPOT ms", "truth", "err",

@@ -36,6 +36,18 @@ def print_verdicts(doc: Document) -> None:
                 console.out.print(f"  {escape(note)}")
 
 
+def print_differences(doc: Document) -> None:
+    """What the columns ran with differently (engine, launch, host, cache...) and who used their hosts' CPUs,
+    one line each, before the verdicts."""
+    for block in doc.blocks:
+        if isinstance(block, Table) and block.role in ("differs", "host_load"):
+            columns = block.headers[1:]
+            for attr, *vals in block.rows:
+                told = "; ".join(f"{c}: {_text(v)}" for c, v in zip(columns, vals, strict=True))
+                head = "differs" if block.role == "differs" else escape(block.headers[0])
+                console.out.print(f"[bold]{head}:[/] {_text(attr)}: {told}")
+
+
 @click.command("compare")
 @click.argument("selectors", nargs=-1, required=True)
 @options.DB
@@ -59,6 +71,7 @@ def command(selectors: tuple[str, ...], db: str | None, formats: str, lang: str,
     store = open_store(db)
     doc, issues = compare(store, list(selectors), lang, __version__, strict, Judging(allow_not_ok, min_effect, allow_client_lag))
     if not quiet:
+        print_differences(doc)
         print_verdicts(doc)
     name = "compare-" + "-vs-".join(s.replace(":", "_") for s in selectors)
     for path in render.write(doc, out_dir or default_dir(db, name), fmts, stem="compare"):

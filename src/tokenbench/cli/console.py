@@ -10,11 +10,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from tokenbench.judge.status import MARKS, State, figure_state, judge
+from tokenbench.judge.status import State, figure_state, judge
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.report.document import plain
-from tokenbench.report.i18n import t
-from tokenbench.report.marks import cause_text
+from tokenbench.report.marks import Note, said_once
 
 out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
@@ -77,22 +76,19 @@ def cells_table(rows: list[Row], title: str = "results (ms, tokens/s)") -> Table
 
 
 def notes(rows: list[Row]) -> list[str]:
-    """One line per marked cell: its mark, the cell and why (the report's footnote, in English)."""
-    out = []
+    """Why cells are marked (the report's footnotes, in English): one line per mark and reason, a reason that
+    repeats across cells said once with the cells it covers."""
+    said: list[Note] = []
     for label, summary, status, message in rows:
         s = state(status, message, summary)
-        if not s.ok:
-            out.append(t("en", f"mark.{s.kind}", mark=s.mark, cell=label, reason=s.reason or t("en", "mark.no_reason")))
-        else:
-            out += moved_notes(label, summary)
-    return out
+        said += [Note(label, s.kind, s.reason or "", summary)] if not s.ok else moved_notes(label, summary)
+    return said_once(said, "en")
 
 
-def moved_notes(label: str, summary: CellSummary) -> list[str]:
-    """One line per cause of the cell's figures marked moved: which, by how much, why and what to do."""
+def moved_notes(label: str, summary: CellSummary) -> list[Note]:
+    """One note per cause of the cell's figures marked moved: which, by how much (the cause says why)."""
     marks = (summary.figures.client_marks if summary.figures else None) or {}
     by_cause: dict[str, list[str]] = {}
     for key, m in marks.items():
         by_cause.setdefault(m.cause, []).append(f"{key} ±{m.bound:.3g}")
-    return [t("en", "mark.moved", mark=MARKS["moved"], cell=label, figures=", ".join(figures),
-              reason=cause_text(cause, summary, "en")) for cause, figures in by_cause.items()]
+    return [Note(label, "moved", cause, summary, ", ".join(figures)) for cause, figures in by_cause.items()]

@@ -9,12 +9,13 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from tokenbench.cli import console
+from tokenbench.cli import console, options
 from tokenbench.cli.servers import SET_HELP, print_facts, say
 from tokenbench.client import api
 from tokenbench.deploy import engines, lifecycle, profiles, readiness, state
 from tokenbench.errors import DeployError, UsageError
 from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.ports import PortRange
 
 
 @click.group("deploy")
@@ -31,21 +32,23 @@ def command() -> None:
 @click.option("--otlp-listen", metavar="HOST:PORT", help="the engine exports each request's OpenTelemetry span to "
               "an OTLP receiver at HOST:PORT (vLLM, SGLang); `bench --base-url` against this deployment then "
               "listens there and joins them")
+@options.PORTS
 def up(profile: str, overrides: tuple[str, ...], foreground: bool, dry_run: bool, compose: bool,  # noqa: PLR0913
-       otlp_listen: str | None) -> None:
+       otlp_listen: str | None, ports: PortRange | None) -> None:
     """Start PROFILE (a built-in name or a YAML file) and wait until it is ready; print its URL."""
     prof = profiles.load_profile(profile, overrides)
     if otlp_listen:
         prof = _traced(prof, otlp_listen)
     if dry_run or compose:
-        click.echo(_dry_run(prof, compose))
+        click.echo(_dry_run(prof, compose, ports))
         return
     _refuse_duplicate(prof.name)
+    how = lifecycle.LaunchOptions(stable_port=True, ports=ports)
     if foreground:
-        _foreground(prof)
+        _foreground(prof, how)
         return
     with lifecycle.stop_on_signal() as live:
-        dep = lifecycle.start(prof, say=say, on_launch=live.append, how=lifecycle.LaunchOptions(stable_port=True))
+        dep = lifecycle.start(prof, say=say, on_launch=live.append, how=how)
     print_facts(dep.facts)
     console.err.print(f"running in the background (pid {dep.state.pid}); stop it with "
                       f"`tokenbench deploy down {prof.name}`")
@@ -60,8 +63,8 @@ def _traced(prof: Profile, address: str) -> Profile:
     return traced
 
 
-def _dry_run(prof: Profile, compose: bool) -> str:
-    port = lifecycle.choose_port(prof, stable=True)
+def _dry_run(prof: Profile, compose: bool, ports: PortRange | None) -> str:
+    port = lifecycle.choose_port(prof, stable=True, within=ports)
     if prof.runs_in != "container":
         if compose:
             raise UsageError(f"profile '{prof.name}' runs locally; --compose is for container profiles",
@@ -81,8 +84,8 @@ def _refuse_duplicate(name: str) -> None:
                          f"use it, or stop it first with `tokenbench deploy down {name}`")
 
 
-def _foreground(prof: Profile) -> None:
-    with lifecycle.deployed(prof, say=say, stable_port=True) as dep:
+def _foreground(prof: Profile, how: lifecycle.LaunchOptions) -> None:
+    with lifecycle.deployed(prof, say=say, how=how) as dep:
         print_facts(dep.facts)
         click.echo(dep.base_url)
         console.err.print("serving in the foreground; Ctrl-C stops it")

@@ -5,8 +5,9 @@ so a flag and its YAML key cannot drift apart. vLLM's `bench serve` spellings ar
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, Literal, get_args, get_origin
 
 import click
@@ -24,6 +25,7 @@ from tokenbench.spec.study import StudySpec
 @dataclass(frozen=True)
 class Flag:
     key: str                                     # dotted study-spec key: "workload.dataset_path"
+    _: KW_ONLY                                   # the key first, by position; the rest by keyword
     names: tuple[str, ...] = ()                  # tokenbench's other spellings
     vllm: tuple[str, ...] = ()                   # `vllm bench serve` spellings
     parse: Callable[[str, str], Any] | None = None   # (flag, text) -> value: comma lists, SLO strings
@@ -45,6 +47,27 @@ class Flag:
         return self.key.replace(".", "__")
 
 
+TYPED = "tokenbench.typed"     # click's ctx.meta key: {option name: the spelling the user typed} (run_options)
+
+
+def typed() -> dict[str, str]:
+    """The spellings typed on this command line (empty outside a command, or for a YAML spec)."""
+    ctx = click.get_current_context(silent=True)
+    return ctx.find_root().meta.get(TYPED, {}) if ctx is not None else {}
+
+
+def as_typed(text: str) -> str:
+    """`text` with every flag it names in the spelling the user typed (--num-warmups for --warmup-requests)."""
+    said = typed()
+    for flag in (*SHARED, *SWEEP_ONLY, *TUNE_ONLY):
+        mine = said.get(flag.dest)
+        if mine is None:
+            continue
+        for other in {flag.flag, *flag.names, *flag.vllm} - {mine}:
+            text = re.sub(rf"(?<![\w-]){re.escape(other)}(?![\w-])", mine, text)
+    return text
+
+
 CLIENT_CPUS = Flag("client.cpus", spelled="--client-cpus")
 TARGET = (Flag("target.base_url"), Flag("target.model"), Flag("target.api_key_env"), Flag("target.api_key_file"),
           Flag("target.timeout_s", names=("--timeout",)),
@@ -52,10 +75,12 @@ TARGET = (Flag("target.base_url"), Flag("target.model"), Flag("target.api_key_en
           Flag("target.no_min_tokens"), Flag("target.no_ignore_eos"), Flag("target.no_probe"),
           Flag("target.extra_body", vllm=("--extra-body",), parse=options.json_object),
           Flag("target.new_connection_per_request"), Flag("target.server_traces"), Flag("target.otlp_listen"),
+          Flag("target.ports"),
           Flag("target.via_proxy"), Flag("target.server_chunks_per_write"))
 WORKLOAD = (Flag("workload.kind", vllm=("--dataset-name",), parse=serve.dataset_kind,
-                 help="random | text | sharegpt | jsonl | prefix | image | trace (text: natural-text token ids cut "
-                      "to the exact length; vLLM's custom is jsonl; SGLang's random-ids is random)"),
+                 help="random | text | sharegpt | jsonl | prefix | image | trace | sessions | trajectories (text: "
+                      "natural-text token ids cut to the exact length; trajectories: agent traces, docs/workloads.md; "
+                      "vLLM's custom is jsonl; SGLang's random-ids is random)"),
             Flag("workload.dataset_path", vllm=("--dataset-path",)),
             *(Flag(f"workload.{n}") for n in ("min_input_len", "max_input_len", "min_output_len", "max_output_len",
                                               "prefix_len", "num_groups", "image_count", "image_width",
@@ -64,6 +89,8 @@ WORKLOAD = (Flag("workload.kind", vllm=("--dataset-name",), parse=serve.dataset_
             Flag("workload.turns"), Flag("workload.system_prompt_len"), Flag("workload.shared_system_prompt"),
             Flag("workload.think_time_s", names=("--think-time",)), Flag("workload.think_time_dist"),
             Flag("workload.assistant_turns"), Flag("workload.session_header"),
+            *(Flag(f"workload.{n}") for n in ("trajectory_format", "num_trajectories", "turns_dist", "no_salt",
+                                              "unreplayable", "cache_block_size")),
             Flag("workload.tokenizer_path", vllm=("--tokenizer",)),
             Flag("workload.vocab_size"), Flag("workload.prompt_as_text"), Flag("api"), Flag("seed", vllm=("--seed",)))
 LENGTHS = (Flag("workload.range_ratio", vllm=("--random-range-ratio",)), Flag("workload.range_ratio_style"),
@@ -75,13 +102,15 @@ LOAD = (Flag("concurrency", parse=options.int_list),
         Flag("arrival"), Flag("burstiness", vllm=("--burstiness",)), Flag("max_concurrency", vllm=("--max-concurrency",)),
         Flag("rate_cap"),
         Flag("users", parse=options.int_list), Flag("session_rates", names=("--session-rate",), parse=options.float_list),
-        Flag("ramp_up_s"), Flag("requests.num_sessions"),
+        Flag("ramp_up_s"), Flag("window"), Flag("requests.num_sessions"),
         Flag("requests.num_prompts", vllm=("--num-prompts",)), Flag("requests.duration_s", names=("--duration",)),
         Flag("warmup_requests", vllm=("--num-warmups",)), Flag("warmup_first_prompt"), Flag("repeats"))
 CHECKS = (Flag("slo", parse=options.slo_dict, help="SLOs: per-request thresholds in ms for goodput (ttft=500,"
                "tpot=50,e2el=10000) and/or limits on a statistic for --find-capacity (ttft:p99<=2000,tpot:p99<=200; "
                "metrics ttft, tpot, itl, e2el; stats mean, p50, p90, p95, p99)"),
-          Flag("allow_length_mismatch"), Flag("allow_client_lag"), Flag("max_error_rate"), Flag("name", vllm=("--label",)),
+          Flag("allow_length_mismatch"), Flag("allow_client_lag"), Flag("max_error_rate"), Flag("name",
+                                                                                                vllm=("--label",)),
+          Flag("series"),
           Flag("client.workers"), Flag("client.ray_address", names=("--ray",)),
           Flag("client.keep_raw"), CLIENT_CPUS, Flag("timeslice_s"), Flag("monitor_interval_s"),
           Flag("price_per_hour"), Flag("price_basis"))
@@ -93,7 +122,7 @@ SWEEP_ONLY = (Flag("pairs", parse=options.pairs), Flag("kv_capacity"), Flag("sto
               Flag("capacity_precision"), Flag("capacity_budget"),
               Flag("slo_tiers", names=("--slo-tier",), parse=options.slo_tiers), Flag("sustain_s"),
               Flag("slo_attainment"))
-TUNE_ONLY = (Flag("tune.budget_cells"), Flag("tune.budget_minutes"), Flag("tune.baseline"))
+TUNE_ONLY = (Flag("tune.budget_cells"), Flag("tune.budget_minutes"), Flag("tune.baseline"), Flag("tune.no_confirm"))
 
 
 @dataclass(frozen=True)
@@ -222,12 +251,22 @@ def length_options(f: Callable) -> Callable:
     return f
 
 
+def _file_lengths(input_len: int | None, output_len: int | None) -> None:
+    """A trajectories dataset gives every turn's lengths."""
+    if input_len is not None or output_len is not None:
+        raise UsageError("--input-len/--output-len do not apply to a trajectories dataset: every turn's lengths "
+                         "come from the file", "drop them (or drop --dataset-path to generate trajectories)")
+
+
 def _lengths(data: dict, input_len: int | None, output_len: int | None) -> None:
     kind = data.get("workload", {}).get("kind", "random")
     for flag, value in (("--input-len", input_len), ("--output-len", output_len)):
         if value is not None and value <= 0:
             raise UsageError(f"{flag} must be a positive number of tokens, got {value}",
                              "use e.g. --input-len 512 --output-len 128")
+    if kind == "trajectories" and data.get("workload", {}).get("dataset_path"):
+        _file_lengths(input_len, output_len)
+        return
     if kind in DATASET_KINDS:
         if input_len is not None:
             raise UsageError(f"--input-len: input_len does not apply to {kind}: prompt lengths come from the "

@@ -35,8 +35,9 @@ from tokenbench.store.db import Store, default_db_path
 def command(file: str, fmt: str | None, db: str | None, **kw) -> None:
     """Import results of vllm bench serve, SGLang bench_serving, AISBench, a CSV of published figures, or a
     file tokenbench wrote (--output JSON, recovery file, export JSON or CSV)."""
-    opts = ImportOptions(kw["engine"], kw["engine_version"], kw["model"], kw["hardware"], kw["devices"],
-                         kw["params_b"], kw["bytes_per_param"], kw["config"])
+    opts = ImportOptions(engine=kw["engine"], engine_version=kw["engine_version"], model=kw["model"],
+                         hardware=kw["hardware"], devices=kw["devices"], params_b=kw["params_b"],
+                         bytes_per_param=kw["bytes_per_param"], config=kw["config"])
     store = Store(db or default_db_path())
     run_id = import_file(store, file, fmt, opts, ["tokenbench", *sys.argv[1:]])
     run = load_run(store, run_id, requests=False)

@@ -8,10 +8,11 @@ import re
 from datetime import datetime, timedelta, timezone
 
 import click
-import yaml
 
 from tokenbench.errors import UsageError
+from tokenbench.metrics.cell_summary import LATENCIES, RATES, Metric
 from tokenbench.spec.bench import SLO
+from tokenbench.spec.ports import PORTS_HELP, PortRange
 from tokenbench.spec.slo import FORM, parse_limit, parse_tiers
 from tokenbench.store.db import db_path
 
@@ -27,6 +28,22 @@ class DatabasePath(click.Path):
         db_path(str(value))
         return super().convert(value, param, ctx)
 
+
+class Ports(click.ParamType):
+    """A port or a range of them (spec/ports.PortRange), refused in one line naming the flag."""
+
+    name = "PORT|LO-HI"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, PortRange):
+            return value
+        try:
+            return PortRange.parse(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+PORTS = click.option("--ports", default=None, type=Ports(), help=PORTS_HELP)
 
 DB = click.option("--db", default=None, type=DatabasePath(), help="results database (default: "
                   "$TOKENBENCH_RESULTS/tokenbench.db, else ~/.local/share/tokenbench/tokenbench.db)")
@@ -141,7 +158,7 @@ def slo_dict(flag: str, text: str | None) -> dict:
 
 def goodput(values: tuple[str, ...]) -> dict:
     """vLLM's `--goodput ttft:500 tpot:50` (KEY:MS, KEY in ttft, tpot, e2el) as SLO keys."""
-    out = {}
+    out: dict[str, float] = {}
     for item in values:
         name, sep, ms = item.partition(":")
         name = name.strip().lower()
@@ -152,6 +169,8 @@ def goodput(values: tuple[str, ...]) -> dict:
         if value is None or value <= 0:
             raise UsageError(f"--goodput '{item}' is not KEY:MS with KEY in ttft, tpot, e2el and MS > 0",
                              "write e.g. --goodput ttft:500 tpot:50")
+        if out.get(f"{name}_ms", value) != value:
+            raise UsageError(f"--goodput gives {name} twice ({out[f'{name}_ms']:g} and {value:g})", "give it once")
         out[f"{name}_ms"] = value
     return out
 
@@ -163,6 +182,8 @@ def vary_axis(flag: str, text: str) -> tuple[str, list]:
     if not eq or not key.strip() or not all(parts):
         raise UsageError(f"{flag} '{text}' is not KEY=V1,V2,...", f"write e.g. {flag} parallelism.slots=1,2,4 "
                          "(any profile key; args.NAME for an engine flag)")
+    # only --vary reads YAML here: its import was 17 ms of `tokenbench runs` (docs/architecture.md)
+    import yaml
     try:
         return key.strip(), [yaml.safe_load(v) for v in parts]
     except yaml.YAMLError:
@@ -204,3 +225,20 @@ def _moment(text: str, end_of_day: bool) -> datetime:
     if end_of_day and re.fullmatch(r"\d{4}-?\d{2}-?\d{2}", text):       # a date alone: up to its end
         when += timedelta(days=1, seconds=-1)
     return when.replace(tzinfo=when.tzinfo or timezone.utc).astimezone(timezone.utc)
+
+
+def figures(flag: str, text: str | None, default: tuple[Metric, ...]) -> tuple[Metric, ...]:
+    """ttft:p50,tpot:mean,output_throughput: figures a decision is made on (a latency's statistic: mean, p50,
+    p90, p99); `default` when not given."""
+    if not text:
+        return default
+    out = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        name, _, stat = part.partition(":")
+        if name in RATES and not stat or name in LATENCIES and stat in ("mean", "p50", "p90", "p99"):
+            out.append(Metric(name, stat or "mean"))  # type: ignore[arg-type]
+            continue
+        raise UsageError(f"{flag}: '{part}' is not a figure", "write NAME:STAT for a latency (ttft, tpot, itl, "
+                         "e2el with mean, p50, p90, p99) or a throughput (output_throughput, request_throughput, "
+                         f"request_goodput), e.g. {flag} ttft:p50,tpot:mean,output_throughput")
+    return tuple(out)

@@ -11,15 +11,16 @@ from rich.markup import escape
 from tokenbench.cli import console
 from tokenbench.load.cell import CellProgress, CellResult
 from tokenbench.load.target import Endpoint
-from tokenbench.metrics.cell_summary import CellSummary
+from tokenbench.metrics.cell_summary import CellSummary, Metric
 from tokenbench.metrics.summary_groups import ServerCounters, WorkloadFacts
 from tokenbench.report import explain
+from tokenbench.spec.slo import JobMetric
 from tokenbench.store import commands
 from tokenbench.store.rows import CellRow
 from tokenbench.study import run as study
 from tokenbench.study.plan import PlannedCell
 from tokenbench.study.run import Outcome, ResultFile, Study
-from tokenbench.study.runner import StudyEvents
+from tokenbench.study.settings import StudyEvents
 
 
 def _facts(s: CellSummary) -> WorkloadFacts:
@@ -130,20 +131,69 @@ def workload_lines(r: CellResult) -> list[str]:
     told = [explain.send_note(r.key, r.summary) or explain.send_line(r.key, r.summary),
             explain.schedule_note(r.key, r.summary), explain.tail_note(r.key, r.summary),
             explain.delivery_note(r.key, r.summary), explain.early_note(r.key, r.summary)]
-    turns = _by_turn(r.summary)
-    return ([f"{r.key}: {facts}"] if facts else []) + ([f"{r.key}: {turns}"] if turns else []) + \
+    turns = [line for line in (_by_turn(r.summary), _jobs(r.summary)) if line]
+    return ([f"{r.key}: {facts}"] if facts else []) + [f"{r.key}: {line}" for line in turns] + \
         [line for line in told if line] + _phase_lines(r.key, r.summary) + [f"{r.key}: {n}" for n in r.notes]
 
 
+def _rates(values: list[float | None] | None) -> str:
+    return ", ".join("-" if v is None else f"{v:.0%}" for v in values or [])
+
+
 def _by_turn(s: CellSummary) -> str:
-    """A sessions cell: its sessions and its mean TTFT and hit rate by turn (the report has the intervals)."""
+    """A sessions cell: its sessions (a trajectories cell's jobs say it), its mean TTFT and hit rate by turn, the
+    theoretical hit beside it (the report has the intervals), and where a window that ends early ended."""
     f = s.sessions
     if f is None:
         return ""
     ttft = ", ".join("-" if v is None else f"{v:.1f}" for v in f.turn_ttft_mean_ms or [])
-    hits = ", ".join("-" if v is None else f"{v:.0%}" for v in f.turn_hit_rate or [])
-    return (f"sessions {f.completed} of {f.started} completed; by turn: TTFT mean {ttft} ms"
-            + (f"; hit rate {hits}" if hits.strip("-, ") else ""))
+    hits, theory = _rates(f.turn_hit_rate), _rates(f.turn_theory_hit_rate)
+    window = ("" if f.window_end_s is None or (f.window == "all" and not f.outside_requests) else
+              f"; window {f.window} ended at {f.window_end_s:.1f} s, {f.outside_requests or 0} turns sent after it"
+              + (" (stored, in the jobs, in no request figure)" if f.outside_requests else ""))
+    told = "" if s.jobs is not None and s.jobs.complete else f"sessions {f.completed} of {f.started} completed; "
+    return (f"{told}by turn: TTFT mean {ttft} ms"
+            + (f"; hit rate {hits}" if hits.strip("-, ") else "")
+            + (f" (theory {theory}, {f.cache_block_size}-token blocks)" if theory else "") + window)
+
+
+def corpus_line(s: CellSummary) -> str | None:
+    """A trajectories cell's corpus: its format and hash, what was replayed, what was skipped, how many passes."""
+    f = _facts(s)
+    if f.corpus_sha256 is None:
+        return None
+    passes = f", {f.corpus_passes:g} pass{'es' * (f.corpus_passes != 1)}" if f.corpus_passes is not None else ""
+    named = sorted(f.corpus_skipped or {})
+    skipped = f", {len(named)} skipped ({', '.join(named[:3])}{', ...' * (len(named) > 3)})" if named else ""
+    return (f"corpus {f.corpus_format} sha256 {f.corpus_sha256[:16]}: {f.corpus_replayed} of {f.corpus_trajectories} "
+            f"trajectories replayed ({f.corpus_turns} turns){skipped}{passes}")
+
+
+def _stat(s: CellSummary, name: JobMetric, stat: str) -> str:
+    """'392.7 [389.6, 393.3]◊': a job figure with its interval, `◊` where an end is no 95 % bound, `~` where the
+    client's delays could have moved its turns' figure (metrics/summary_groups.JOB_MARK_KEYS)."""
+    x = s.jobs.stat(name, stat) if s.jobs is not None else None
+    if x is None:
+        return "-"
+    moved = "~" if s.figures is not None and s.figures.mark(Metric(name, stat).key) else ""   # type: ignore[arg-type]
+    return f"{x.value:.1f}{moved} [{x.lo:.1f}, {x.hi:.1f}]{'◊' * x.unreliable}"
+
+
+JOB_MARKS = ("◊ an interval's end that is no 95 % bound (a p95 needs 59 complete jobs); ~ the client's delays "
+             "could have moved the figure of the turns it is made of")
+
+
+def _jobs(s: CellSummary) -> str:
+    """A sessions cell's jobs: how many completed, their completion time and worst turns (95 % intervals), and
+    where their time went."""
+    j = s.jobs
+    if j is None or not j.complete:
+        return ""
+    shares = (f"; server {j.server_share:.0%}, tools {j.tool_share:.0%}, client {j.client_share:.1%} of it"
+              if j.server_share is not None and j.tool_share is not None and j.client_share is not None else "")
+    return (f"jobs {j.complete} of {j.started} complete ({j.turns_mean:.1f} turns each): completion ms p50 "
+            f"{_stat(s, 'job', 'p50')}, p95 {_stat(s, 'job', 'p95')}{shares}; worst turn TTFT p95 "
+            f"{_stat(s, 'job_ttft', 'p95')} ms, TPOT p95 {_stat(s, 'job_tpot', 'p95')} ms")
 
 
 TITLE = "results (ms, tokens/s; * = concurrency x (input+output) > KV capacity)"
@@ -165,8 +215,20 @@ def report(out: Outcome, display: Display, locations: list[str], to: Console = c
     """The results table and workload facts on `to` (stderr when stdout carries the JSON result), then
     where everything was kept, on stderr."""
     matrix(out, to=to)
-    for r in display.results:
-        for line in workload_lines(r):
+    corpora = [corpus_line(r.summary) for r in display.results]
+    shared = corpora[0] if corpora and all(c == corpora[0] for c in corpora) else None
+    if shared is not None:
+        to.print(f"every cell: {shared}", highlight=False)
+    marked = False
+    for r, corpus in zip(display.results, corpora, strict=True):
+        lines = workload_lines(r)
+        if corpus is not None and shared is None:
+            lines.insert(0, f"{r.key}: {corpus}")
+        for line in lines:
             to.print(line, highlight=False)
+        jobs = _jobs(r.summary)
+        marked = marked or "◊" in jobs or "~ [" in jobs
+    if marked:
+        to.print(f"jobs: {JOB_MARKS}", highlight=False)
     for where in locations:
         console.err.print(where, markup=False, highlight=False, soft_wrap=True)    # one line, to paste

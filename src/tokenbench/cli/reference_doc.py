@@ -19,7 +19,7 @@ lists the keys; flags given with a SPEC.yaml override it). vLLM's `vllm bench se
 accepted as aliases, in the third column.
 
 Both run through the same orchestration (`study/`), so they behave alike: every cell is stored in one
-transaction as it finishes (`--resume RUN` runs the cells not stored, with the spec it was stored with: a
+transaction as it finishes (`--resume RUN` runs the cells not stored or stored not ok, with the spec it was stored with: a
 spec flag given with it is refused; one process measures a run at a time), the server's Prometheus metrics
 are sampled during each cell, and an engine with a prefix-cache reset endpoint (vLLM, SGLang) is reset
 before each cell so no cell is served from the previous one's cache.
@@ -118,6 +118,43 @@ def _peer_rows() -> list[str]:
 TABLE = ["| flag | YAML key | vLLM spelling | type | default | meaning |", "|---|---|---|---|---|---|"]
 
 
+CONFLICTS = """## Options that contradict each other, or say nothing
+
+Refused in one line naming both options (as typed), before anything is stored: one of them would be
+ignored in silence (`spec/conflicts.py`, the workload's own checks, `cli/run_options.said_once`):
+
+- two values of one thing: an option given twice with different values (under one spelling or two:
+  `--dataset-name` and `--kind`); `--base-url` with `--host`/`--port` (vLLM lets `--base-url` win
+  silently); `--api-key-env` with `--api-key-file`; `--backend` and `--endpoint` of different APIs;
+  `--ignore-eos` with `--no-ignore-eos`; `--no-store` with `--db`; `--goodput` and `--slo` (or `--goodput`
+  twice) setting one SLO to two values; `--vocab-size` and a `--tokenizer` whose config.json says another;
+  `--otlp-listen` on a port outside `--ports`;
+- two ends of a cell: `--duration` with `--num-prompts` (a trace alone takes both: its rows due in the
+  duration, at most the count); `requests.per_concurrency` / `requests.min` beside either;
+- an option for what is not asked: `--otlp-listen` with `--server-traces off`; `--price-basis` without
+  `--price-per-hour`; a capacity setting (`--capacity-max`, `--capacity-start`, `--capacity-precision`,
+  `--capacity-budget`, `--sustain-s`, `--slo-attainment`, `--slo-tier`) without `--find-capacity`; a load
+  axis (`--concurrency`, `--request-rate`, `--users`, `--session-rate`), `--max-concurrency` (but in a rate
+  search) or `--stop-on-saturation` beside `--find-capacity`, which chooses its loads; `--max-concurrency`
+  with `--concurrency` and no rate (it caps rate cells); `--stop-on-saturation` without a concurrency axis;
+  `--arrival constant` without a rate; `--burstiness` without Poisson arrivals; `--warmup-first-prompt`
+  with no warmup request; `--prompt-as-text` with `--api chat`; a knob of another workload kind (prefix,
+  image, trace, sessions: `--num-groups`, `--image-width`, `--time-scale`, `--turns`, ...);
+  `--range-ratio-style` without a range ratio; two length distributions; a minimum above its maximum;
+  `--resume` with `--no-store` or with a spec option; `--save-detailed`, `--result-dir`,
+  `--result-filename`, `--percentile-metrics`, `--metric-percentiles` without `--save-result`;
+  `--output-details` without `--output-file`; `--ports` where tokenbench opens no port (a running server with
+  `--server-traces off`);
+- a path that is not there: `--tokenizer`, `--dataset-path`; an empty `--backend` (named in any case:
+  `TGI` is `tgi`).
+
+Every number has the range its figure can mean: lengths up to 10,000,000 tokens, rates up to 10^6 per
+second, latency bounds up to 10^9 ms, waits, ramps and timeslices up to a day, sampling penalties in
+[-2, 2], a price up to $10^6 an hour; a value outside is refused naming its flag
+(`tests/reliability/test_contradictions.py`).
+"""
+
+
 def markdown() -> str:
     parts = [HEAD, "## Options of both commands\n", *TABLE, *_flag_rows(flags.SHARED),
              "\n## Lengths (both commands)\n",
@@ -137,7 +174,7 @@ def markdown() -> str:
              "\n## `tune` only\n",
              "`tune PROFILE` takes every `sweep` option (the capacity search's among them: `--find-capacity` defaults "
              "to concurrency) and these; docs/metrics.md, \"Tune\", says how it decides.\n",
-             *TABLE, *_flag_rows(flags.TUNE_ONLY), *_option_rows(tune.OPTIONS), "", VLLM_NOTES]
+             *TABLE, *_flag_rows(flags.TUNE_ONLY), *_option_rows(tune.OPTIONS), "", VLLM_NOTES, CONFLICTS]
     return "\n".join(parts)
 
 

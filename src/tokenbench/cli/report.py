@@ -7,10 +7,11 @@ import click
 from tokenbench import __version__
 from tokenbench.cli import console, options
 from tokenbench.cli.report_options import default_dir, overrides, plausibility_options, warn_flagged
-from tokenbench.judge import plausibility
+from tokenbench.judge import history, plausibility
 from tokenbench.judge.views import load_run, open_store
 from tokenbench.report import render
 from tokenbench.report.build import build_report
+from tokenbench.report.history import REPORT_METRICS
 from tokenbench.report.i18n import LANGS
 
 
@@ -31,7 +32,7 @@ def command(run_id: str, db: str | None, formats: str, lang: str, out_dir: str |
     store = open_store(db)
     run = load_run(store, run_id, timeline_cell)
     checks = plausibility.check_run(run, overrides(kw))
-    doc = build_report(run, lang, checks, __version__)
+    doc = build_report(run, lang, checks, __version__, series=history.of_run(store, run, REPORT_METRICS))
     for path in render.write(doc, out_dir or default_dir(db, run_id), fmts):
         console.out.print(str(path))
     warn_flagged(checks, run_id)

@@ -8,10 +8,11 @@ import click
 
 from tokenbench import __version__
 from tokenbench.cli import console
-from tokenbench.judge import plausibility
+from tokenbench.judge import history, plausibility
 from tokenbench.judge.views import load_run
 from tokenbench.report import render
 from tokenbench.report.build import build_report
+from tokenbench.report.history import REPORT_METRICS
 from tokenbench.store.db import Store
 
 
@@ -43,13 +44,13 @@ def plausibility_options(fn):
 
 
 def overrides(kw: dict) -> plausibility.Overrides:
-    return plausibility.Overrides(kw["hardware"], kw["hardware_file"], kw["params_b"], kw["bytes_per_param"],
-                                  kw["devices"])
+    return plausibility.Overrides(hardware=kw["hardware"], hardware_file=kw["hardware_file"], params_b=kw["params_b"],
+                                  bytes_per_param=kw["bytes_per_param"], devices=kw["devices"])
 
 
 def write_report(store: Store, run_id: str, formats: tuple[str, ...] = ("md", "html")) -> list[Path]:
     """Render a stored run's report next to its database (reports/RUN), in English."""
     run = load_run(store, run_id)
     checks = plausibility.check_run(run, plausibility.Overrides())
-    doc = build_report(run, "en", checks, __version__)
+    doc = build_report(run, "en", checks, __version__, series=history.of_run(store, run, REPORT_METRICS))
     return render.write(doc, store.path.parent / "reports" / run_id, list(formats))

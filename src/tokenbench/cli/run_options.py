@@ -16,20 +16,20 @@ from rich.console import Console
 
 from tokenbench.cli import console, flags, options
 from tokenbench.cli.flags import Flag, peers_given
-from tokenbench.errors import UsageError
+from tokenbench.errors import TokenbenchError, UsageError
 from tokenbench.spec.study import StudySpec
 from tokenbench.store import commands, outputs
 from tokenbench.store.db import Store, default_db_path
 from tokenbench.study.run import Outcome, ResultFile, Study
 
 if TYPE_CHECKING:
-    from tokenbench.study.vllm_result import VllmOptions
+    from tokenbench.study.result_files import VllmOptions
 
 PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
 
 OPTIONS = (
     click.option("--resume", default=None, metavar="RUN", help="continue this stored run: run only the cells "
-                 "not stored yet (its spec comes from the database)"),
+                 "not stored yet or that did not end ok (its spec comes from the database)"),
     options.DB,
     click.option("--no-store", is_flag=True, help="do not keep a results database (a temporary one is used)"),
     click.option("--output", default=None, type=click.Path(dir_okay=False),
@@ -63,12 +63,12 @@ def apply(f: Callable) -> Callable:
     return f
 
 
-def peer_line(words: list[str], own: set[str], positional: bool) -> str | None:
+def peer_line(words: list[str], own: dict[str, bool], positional: bool) -> str | None:
     """peers/translate.pasted on a line that could be another tool's (it starts with a word that is not an
     option, or holds an option that is none of `own`); a line of tokenbench's own options is not read against
     the peers' tables, nor are they imported for it."""
     names = {"--" + w.partition("=")[0][2:].replace("_", "-") for w in words if w.startswith("--")}
-    if (positional or not words or words[0].startswith("-")) and names <= own:
+    if (positional or not words or words[0].startswith("-")) and names <= own.keys():
         return None
     from tokenbench.peers.translate import pasted
     return pasted(words, own, positional)
@@ -83,12 +83,16 @@ class StudyCommand(click.Command):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         spelled = {name: p.name or "" for p in self.params for name in (*p.opts, *p.secondary_opts)
                    if name.startswith("--")}
-        peer = peer_line(args, set(spelled), positional=any(isinstance(p, click.Argument) for p in self.params))
+        takes = {name: isinstance(p, click.Option) and not p.is_flag and not p.count
+                 for p in self.params for name in (*p.opts, *p.secondary_opts) if name.startswith("--")}
+        peer = peer_line(args, takes, positional=any(isinstance(p, click.Argument) for p in self.params))
         if peer is not None:
             why, _, hint = peer.partition(": run ")
-            raise UsageError(f"a command line of another tool given to `tokenbench {self.name}`: {why}", f"run {hint}")
+            raise UsageError(f"a command line of another tool given to tokenbench {self.name}: {why}", f"run {hint}")
+        expanded = expand_spellings(args, spelled)
+        ctx.meta[flags.TYPED] = _typed_and_once(args, expanded, self.params)
         out, taking = [], False
-        for arg in expand_spellings(args, spelled):
+        for arg in expanded:
             if arg == "--goodput":
                 taking = True
                 continue
@@ -98,6 +102,40 @@ class StudyCommand(click.Command):
             taking = False
             out.append(arg)
         return super().parse_args(ctx, out)
+
+    def invoke(self, ctx: click.Context):
+        """The command; an error it raises names each option in the spelling typed (flags.as_typed)."""
+        try:
+            return super().invoke(ctx)
+        except TokenbenchError as exc:
+            exc.message, exc.hint = flags.as_typed(exc.message), flags.as_typed(exc.hint)
+            raise
+
+
+def _typed_and_once(typed_args: list[str], args: list[str], params: list[click.Parameter]) -> dict[str, str]:
+    """{option's name: the spelling typed} (`typed_args`: as typed; `args`: the same, spelled out); an option
+    that takes one value given twice with different values (under one spelling or two: --dataset-name and
+    --kind) is refused, as click would keep the last in silence."""
+    by_spelling = {s: p for p in params if isinstance(p, click.Option) for s in (*p.opts, *p.secondary_opts)}
+    typed: dict[str, str] = {}
+    values: dict[str, tuple[str, str]] = {}
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        name, eq, value = arg.partition("=")
+        p = by_spelling.get(name)
+        if p is None or p.name is None:
+            continue
+        name = typed_args[i].partition("=")[0]
+        typed.setdefault(p.name, name)
+        if p.multiple or p.is_flag or p.count:
+            continue
+        given = value if eq else (args[i + 1] if i + 1 < len(args) else "")
+        first = values.setdefault(p.name, (name, given))
+        if first[1] != given:
+            raise UsageError(f"{first[0]} {first[1]} and {name} {given}: the same option twice, one value would be "
+                             "ignored", "give it once")
+    return typed
 
 
 def expand_spellings(args: list[str], spelled: dict[str, str]) -> list[str]:
@@ -145,13 +183,20 @@ def _infinite_rate(data: dict) -> None:
                          "--num-prompts", "e.g. --request-rate inf --max-concurrency 8")
     data["rates"] = [r for r in rates if not math.isinf(r)]
     data["concurrency"] = [*data.get("concurrency", []), width]
+    if not data["rates"]:
+        data.pop("max_concurrency", None)        # it became the closed loop's width: no rate is left to cap
 
 
 def translate(data: dict, kw: dict) -> dict:
     """Apply the vLLM spellings that are not plain aliases to the study mapping."""
     _rate_and_concurrency(kw)
     if kw["goodput"]:
-        data["slo"] = {**data.get("slo", {}), **options.goodput(kw["goodput"])}
+        given, goodput = data.get("slo", {}), options.goodput(kw["goodput"])
+        clash = next((k for k in goodput if k in given and given[k] != goodput[k]), None)
+        if clash:
+            raise UsageError(f"--goodput and --slo both set {clash}, to {goodput[clash]:g} and {given[clash]:g}",
+                             "give it once (--goodput ttft:500 is --slo ttft=500)")
+        data["slo"] = {**given, **goodput}
     _infinite_rate(data)
     return data
 
@@ -186,7 +231,7 @@ def vllm_options(kw: dict) -> VllmOptions:
     if any(p > 100 for p in pcts):
         raise UsageError(f"--metric-percentiles '{kw['metric_percentiles']}': percentiles are in (0, 100]",
                          "write e.g. --metric-percentiles 50,90,99")
-    from tokenbench.study.vllm_result import VllmOptions  # --save-result's: only when it is asked for
+    from tokenbench.study.result_files import VllmOptions  # --save-result's: only when it is asked for
     return VllmOptions(kw["result_dir"], kw["result_filename"], metrics, pcts, kw["save_detailed"])
 
 
@@ -205,8 +250,34 @@ def opened_store(kw: dict) -> Iterator[Store]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+SAVE_RESULT_ONLY = (("save_detailed", "--save-detailed"), ("result_dir", "--result-dir"),
+                    ("result_filename", "--result-filename"))
+
+
+def said_once(kw: dict) -> None:
+    """Options of how the tool runs that contradict each other, or say nothing without another (refused in one
+    line: one of them would be ignored in silence)."""
+    pairs = [(kw["no_store"] and kw["db"], "--no-store with --db: a temporary database, or this one; give one"),
+             (kw["no_store"] and kw["resume"], "--resume with --no-store: a run is resumed from its database; "
+                                               "drop --no-store"),
+             (kw["ignore_eos"] and kw.get("target__no_ignore_eos"), "--ignore-eos with --no-ignore-eos: give one"),
+             (kw["output_details"] and not kw["output_file"], "--output-details says what --output-file writes, "
+                                                               "and there is none; add --output-file FILE or drop it")]
+    pairs += [(kw[name] and not kw["save_result"], f"{flag} shapes --save-result's file, and it is not asked; add "
+               "--save-result or drop it") for name, flag in SAVE_RESULT_ONLY]
+    pairs += [(kw[name] != default and not kw["save_result"], f"{flag} chooses what --save-result writes, and it is "
+               "not asked; add --save-result or drop it") for name, flag, default in
+              (("percentile_metrics", "--percentile-metrics", "ttft,tpot,itl"),
+               ("metric_percentiles", "--metric-percentiles", "99"))]
+    said = next((text for bad, text in pairs if bad), None)
+    if said:
+        cause, _, fix = said.rpartition("; ")
+        raise UsageError(cause, fix)
+
+
 def precheck(kw: dict) -> None:
     """Result paths and vLLM result options are checked before a run is stored or anything measured."""
+    said_once(kw)
     if kw["output"]:
         outputs.check(kw["output"], probe=True)
     if kw.get("client__keep_raw"):
@@ -223,10 +294,10 @@ def result_files(kw: dict, planned: Study) -> list[ResultFile]:
     """The result files asked for besides tokenbench's JSON (--output, the runner's journal)."""
     files: list[ResultFile] = []
     if kw["save_result"]:
-        from tokenbench.study.outputs import VllmResults  # other tools' result files: only when asked for
+        from tokenbench.study.result_files import VllmResults  # other tools' result files: only when asked for
         files.append(VllmResults(planned.plan.spec, vllm_options(kw), len(planned.plan.cells)))
     if kw["output_file"]:
-        from tokenbench.study.outputs import SglangResults
+        from tokenbench.study.result_files import SglangResults
         files.append(SglangResults(planned.plan.spec, kw["output_file"], kw["output_details"],
                                    kw.get("peer__backend")))
     return files
@@ -239,6 +310,9 @@ def table_console(kw: dict) -> Console:
 
 
 def locations(kw: dict, out: Outcome, files: list[ResultFile]) -> list[str]:
+    """Where the run was kept, preceded, for a resume that found nothing to measure, by saying so."""
+    idle = [f"nothing to resume in run {out.run_id}: every cell is stored ok (or skipped on purpose), every "
+            "search complete"] if kw["resume"] and not out.measured else []
     stored = [] if kw["no_store"] else [f"stored run {out.run_id} in {out.store.path}; "
                                         f"report with `{commands.tokenbench(out.store.path, 'report', out.run_id)}`"]
-    return stored + out.files + [line for f in files for line in f.locations()]
+    return idle + stored + out.files + [line for f in files for line in f.locations()]

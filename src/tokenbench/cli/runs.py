@@ -13,7 +13,7 @@ from rich.table import Table
 
 from tokenbench.cli import console, options
 from tokenbench.errors import UsageError
-from tokenbench.formats.export import run_rows
+from tokenbench.judge.run_verdict import run_rows
 from tokenbench.judge.views import open_store
 from tokenbench.store.db import RunFilter
 

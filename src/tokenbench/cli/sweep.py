@@ -17,8 +17,9 @@ from tokenbench.spec.loader import Lines, apply_overrides, load_model, parse_yam
 from tokenbench.spec.study import StudySpec
 from tokenbench.study import run as study
 from tokenbench.study.plan import kv_demand, max_fitting_concurrency, plan
-from tokenbench.study.runner import RunSettings
+from tokenbench.study.preflight import preflight
 from tokenbench.study.servers import planned_graphs
+from tokenbench.study.settings import RunSettings
 
 FLAGS = flags.SHARED + flags.SWEEP_ONLY
 
@@ -61,7 +62,7 @@ GRAPH_MARK = "^"
 def _dry_run(spec: StudySpec) -> None:
     """The plan, its KV demand and its cells above the captured graph sizes; profiles and contexts are
     checked, nothing is deployed or stored."""
-    study.preflight(p := plan(spec))
+    preflight(p := plan(spec))
     kv = p.spec.kv_capacity
     graphs = {c.name: planned_graphs(spec.target, c) for c in p.configs}
     table = Table(title=f"plan: {len(p.cells)} cells over {len(p.configs)} server config(s)")
@@ -122,7 +123,7 @@ def command(spec_file, dry_run, overrides, show_fields, **kw) -> None:
     run_options.precheck(kw)
     with run_options.opened_store(kw) as store:
         spec = given or study.stored_spec(store, kw["resume"], "sweep")
-        planned = study.start(spec, store, RunSettings("sweep", output=kw["output"]), sys.argv, kw["resume"])
+        planned = study.start(spec, store, RunSettings(kind="sweep", output=kw["output"]), sys.argv, kw["resume"])
         files = run_options.result_files(kw, planned)
         todo = study.pending_count(planned)
         what = f"{todo} of {len(planned.plan.cells)} cells to run" if todo is not None else "capacity search"

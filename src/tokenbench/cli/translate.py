@@ -17,7 +17,7 @@ import click
 from tokenbench.cli import console, options, run_options
 from tokenbench.errors import UsageError
 from tokenbench.peers.equivalent import GUIDELLM_MAX_CONCURRENCY, Equivalent
-from tokenbench.peers.translate import translate
+from tokenbench.peers.translate import help_of, translate
 from tokenbench.store.rows import CellRow
 
 OWN = {"--run": 0, "--db": 1, "--no-store": 0, "--help": 0, "-h": 0}     # translate's options, by values taken
@@ -101,6 +101,10 @@ def command(run_it: bool, db: str | None, no_store: bool, line: tuple[str, ...])
     """Print the tokenbench command equivalent to a vllm bench serve, sglang.bench_serving, aiperf profile or
     guidellm command line (give it after --), and every difference in meaning; exit 2 when it has none.
     Options before -- are tokenbench's: any `bench` option given there is added to the command."""
+    told = help_of(list(line))
+    if told is not None:
+        console.out.print(told, markup=False, highlight=False, soft_wrap=True)
+        return
     eq = translate(list(line))
     _add(eq, click.get_current_context().meta.get("translate.bench_options", []))
     extra = (["--db", db] if db else []) + (["--no-store"] if no_store else [])

@@ -6,6 +6,7 @@ docs/metrics.md "Tune" says how it decides."""
 
 from __future__ import annotations
 
+import math
 import shlex
 import sys
 from pathlib import Path
@@ -16,20 +17,32 @@ from rich.table import Table
 
 from tokenbench.cli import console, flags, options, progress, run_options
 from tokenbench.deploy.profiles import to_yaml
-from tokenbench.errors import TokenbenchError, UsageError
+from tokenbench.errors import DeployError, MeasurementError, TokenbenchError, UsageError
 from tokenbench.judge import tune as judged
 from tokenbench.report import tune as words
 from tokenbench.spec.loader import Lines, apply_overrides
-from tokenbench.spec.study import StudySpec
+from tokenbench.spec.study import StudySpec, merge_axes
 from tokenbench.store import outputs
 from tokenbench.store.db import Store
 from tokenbench.study import run as study
 from tokenbench.study import tune
 from tokenbench.study.plan import plan, server_configs
-from tokenbench.study.runner import RunSettings
+from tokenbench.study.preflight import preflight
+from tokenbench.study.settings import RunSettings
 
 FLAGS = flags.SHARED + flags.SWEEP_ONLY + flags.TUNE_ONLY
 KIND = "tune"
+
+
+def merged_axes(given: dict[str, list], axes: list[tuple[str, list]]) -> dict[str, list]:
+    """The --vary axes merged with those --set gave: a key given again (or by its short name) adds its values
+    (the union); a value given twice is refused in one line."""
+    for flag, pairs in (("--set vary", list(given.items())), ("--vary", [*given.items(), *axes])):
+        try:
+            merged = merge_axes(pairs)
+        except ValueError as exc:
+            raise UsageError(f"{flag} {exc}", "give each value once: one config per combination") from None
+    return merged
 
 
 def _data(profile: str | None, axes: tuple[str, ...], profile_sets: tuple[str, ...], overrides: list[str],
@@ -43,7 +56,7 @@ def _data(profile: str | None, axes: tuple[str, ...], profile_sets: tuple[str, .
     if profile is not None:
         target["profile"] = profile
     target["set"] = [*target.get("set", []), *profile_sets]
-    data["vary"] = {**data.get("vary", {}), **dict(options.vary_axis("--vary", a) for a in axes)}
+    data["vary"] = merged_axes(data.get("vary", {}), [options.vary_axis("--vary", a) for a in axes])
     if not data["vary"]:
         raise UsageError("give the server configs to compare", "e.g. --vary slots=1,2,4 --vary args.n_batch=64,512 "
                          "(any profile key; one config per combination)")
@@ -65,11 +78,29 @@ def build_spec(profile: str | None, axes: tuple[str, ...], profile_sets: tuple[s
     return tune.resolved(spec)
 
 
+def plan_lines(spec: StudySpec, count: int) -> list[str]:
+    """What the plan implies, said before it starts: its configs and cells, and what a smaller budget leaves
+    of them; a budget that leaves no config a cell is refused."""
+    size = tune.plan_size(spec, count)
+    grid = " x ".join(str(n) for n in size.axes) + " values" + (" and the baseline" * (count > math.prod(size.axes)))
+    what = f"{size.configs:,} server configs ({grid}), up to {size.per_search} cells a search: {size.implied:,} cells"
+    if size.share < 1:
+        raise UsageError(f"tune: {what}, and the cell budget is {size.budget:,}: no config would get a cell",
+                         f"narrow --vary, or give --budget-cells {size.configs} or more (a few cells a config: "
+                         f"{3 * size.configs})")
+    if not size.over:
+        return [f"plan: {what}"]
+    return [f"plan: {what}; the budget is {size.budget:,} cells (--budget-cells): a first search gets at most "
+            f"{size.share}, what early stops leave goes to the contenders, and configs the budget does not reach "
+            "are listed as not run"]
+
+
 def _dry_run(spec: StudySpec) -> None:
     """The plan: the configs in the order searched, each one's deploy command, and the cell budget."""
-    study.preflight(p := plan(spec))
+    preflight(p := plan(spec))
     assert spec.tune is not None
     total = tune.total_budget(spec, len(p.configs))
+    lines = plan_lines(spec, len(p.configs))
     table = Table(title=f"tune plan: {len(p.configs)} server configs, {spec.find_capacity} search, "
                         f"tiers {'; '.join(f'{x.name}={x.text}' for x in spec.capacity_tiers())}")
     for name in ("#", "config", "deploy command"):
@@ -84,6 +115,8 @@ def _dry_run(spec: StudySpec) -> None:
                              f"{min(spec.capacity_budget, total // len(p.configs))} (an even share of what is "
                              f"left, up to capacity_budget {spec.capacity_budget}); what early stops leave goes to "
                              f"the contenders; time budget: {minutes}"), highlight=False)
+    for line in lines:
+        console.out.print(escape(line), highlight=False, soft_wrap=True)
 
 
 def profile_file(store: Store, run_id: str, tuning: judged.Tuning, where: str | None) -> str | None:
@@ -102,11 +135,10 @@ def profile_file(store: Store, run_id: str, tuning: judged.Tuning, where: str | 
 
 def _answer(store: Store, run_id: str, where: str | None, to) -> judged.Tuning | None:
     run = store.run(run_id)
-    searches = store.searches(run_id)
-    tuning = judged.of_run(run.spec or {}, store.configs(run_id), searches)
+    tuning = judged.of_run(run.spec or {}, store.configs(run_id), store.searches(run_id))
     if tuning is None:
         return None
-    for line in words.console_lines(tuning, searches[0].record.dimension):
+    for line in words.console_lines(tuning):
         to.print(escape(line), highlight=False, soft_wrap=True)
     written = profile_file(store, run_id, tuning, where)
     if written:
@@ -117,8 +149,9 @@ def _answer(store: Store, run_id: str, where: str | None, to) -> judged.Tuning |
 
 OPTIONS = (
     click.option("--vary", "axes", multiple=True, metavar="KEY=V1,V2,...",
-                 help="a server-config axis: a profile key and its values (repeatable; one config per combination), "
-                      "e.g. --vary slots=1,2,4 --vary args.n_batch=64,512"),
+                 help="a server-config axis: a profile key and its values (repeatable: a key given again adds its "
+                      "values, a value given twice is refused; one config per combination), e.g. --vary slots=1,2,4 "
+                      "--vary args.n_batch=64,512"),
     click.option("--profile-set", "profile_sets", multiple=True, metavar="KEY=VALUE",
                  help="a profile override applied to every config (repeatable)"),
     click.option("--dry-run", is_flag=True, help="print the configs in the order searched and the cell budget, run "
@@ -155,9 +188,11 @@ def command(profile, axes, profile_sets, dry_run, overrides, profile_out, **kw) 
     run_options.precheck(kw)
     if profile_out:
         outputs.check(profile_out, "--profile-out", probe=True)
+    for line in plan_lines(given, len(server_configs(given))) if given is not None else []:
+        console.err.print(escape(line), highlight=False, soft_wrap=True)
     with run_options.opened_store(kw) as store:
         spec = given or study.stored_spec(store, kw["resume"], KIND)
-        started = study.start(spec, store, RunSettings(KIND, output=kw["output"]), sys.argv, kw["resume"])
+        started = study.start(spec, store, RunSettings(kind=KIND, output=kw["output"]), sys.argv, kw["resume"])
         planned = tune.prepare(started)
         files = run_options.result_files(kw, planned)
         console.err.print(f"[bold]tune[/] run {planned.run_id}: {len(server_configs(spec))} server configs, budget "
@@ -167,7 +202,21 @@ def command(profile, axes, profile_sets, dry_run, overrides, profile_out, **kw) 
         progress.report(out, display, run_options.locations(kw, out, files), to)
         tuning = _answer(store, planned.run_id, profile_out, to)
     if tuning is None or tuning.recommended is None:
-        raise TokenbenchError("tune: no config met the first tier at any load tried, nothing to recommend",
-                              "see the report; loosen the SLO, or search lower loads (--capacity-start)")
+        raise nothing_to_recommend(tuning)
     if out.problems:
         study.check(out, KIND)
+
+
+def nothing_to_recommend(tuning: judged.Tuning | None) -> TokenbenchError:
+    """Why the tune ends with no answer, in one line: no config started (the causes: the profile to fix), none
+    that met the first tier held (died, or missed it on its confirmation), or none met it (the SLO)."""
+    why = tuning.empty if tuning is not None else "none_met"
+    if tuning is not None and why == "none_started":
+        return DeployError(f"tune: no config started ({'; '.join(words.failure_causes(tuning, 'en'))})",
+                           "fix the profile (its command, model or flags: the causes above, read from each engine's "
+                           "log), then run the tune again")
+    if tuning is not None and why == "none_held":
+        return MeasurementError(f"tune: {words.empty_text(tuning, 'en')}", "see the report: each config's death or "
+                                "confirmation, with its cause")
+    return TokenbenchError("tune: no config met the first tier at any load tried, nothing to recommend",
+                           "see the report; loosen the SLO, or search lower loads (--capacity-start)")

@@ -1,13 +1,19 @@
 """HTTP/1.1 response framing without I/O: status line, headers, then a body delimited by chunked
-transfer encoding, Content-Length, or connection close. `feed(bytes) -> body bytes`; `complete`."""
+transfer encoding, Content-Length, or connection close. `feed(bytes) -> body bytes`; `complete`.
+
+A chunked body is read in one pass over each read, by position (no copy of what is left), so a read that
+carries many chunks (a client that fell behind) costs the same per chunk as a read of one; an unfinished
+line (a size line, the CRLF after a chunk's data, a trailer) is carried to the next read."""
 
 from __future__ import annotations
 
 import string
 
 MAX_HEAD = 64 * 1024
+MAX_LINE = 64 * 1024          # a chunk-size or trailer line longer than this is no HTTP
 HEX = frozenset(string.hexdigits)
-HEX_BYTES = frozenset(string.hexdigits.encode())
+
+_SIZE, _DATA, _DATA_CRLF, _TRAILER = range(4)     # chunked: the state between two reads
 
 
 class FramingError(Exception):
@@ -16,7 +22,7 @@ class FramingError(Exception):
 
 class ResponseFramer:
     def __init__(self) -> None:
-        self._buf = bytearray()
+        self._buf = bytearray()              # the head, until its blank line
         self.status: int | None = None
         self.headers: dict[str, str] = {}
         self.head_done = False
@@ -24,63 +30,45 @@ class ResponseFramer:
         self.keep_alive = True
         self._chunked = False
         self._remaining: int | None = None   # body bytes left (content-length) or in the current chunk
-        self._state = "size"                 # chunked: size | data | data_crlf | trailer
+        self._state = _SIZE
+        self._carry = b""                    # chunked: an unfinished line from the previous read
 
     def feed(self, data: bytes) -> bytes:
         if self.complete:
             return b""
-        if self._chunked and not self._buf:
-            if self._state == "size":
+        if self._chunked:
+            if self._state == _SIZE and not self._carry:
                 nl = data.find(b"\r\n")
                 size = _SIZES.get(data[:nl]) if nl > 0 else None
                 if size and len(data) == nl + size + 4 and data.endswith(b"\r\n"):
                     return data[nl + 2:-2]        # the usual read: exactly one whole chunk
-            body, data = self._quick(data)
-            return body + self._slow(data) if data else body
-        return self._slow(data)
+            return self._chunks(data)
+        if not self.head_done:
+            return self._head(data)
+        return self._plain_body(data)
 
-    def _quick(self, data: bytes) -> tuple[bytes, bytes]:
-        """Whole chunks, and a chunk's data split across reads, taken without the state machine's
-        copies: (body, the bytes left for the state machine, which judges anything else)."""
-        out: list[bytes] = []
-        while data:
-            if self._state == "data":
-                assert self._remaining is not None
-                take = data[:self._remaining]
-                out.append(take)
-                self._remaining -= len(take)
-                data = data[len(take):]
-                if not self._remaining:
-                    self._state = "data_crlf"
-            elif self._state == "data_crlf" and data.startswith(b"\r\n"):
-                self._state, data = "size", data[2:]
-            elif self._state == "size" and (nl := data.find(b"\r\n")) > 0 and (size := _size(data[:nl])):
-                self._remaining, self._state, data = size, "data", data[nl + 2:]
-            else:
-                break
-        return b"".join(out), data
-
-    def _slow(self, data: bytes) -> bytes:
-        self._buf += data
-        if not self.head_done and not self._head():
-            return b""
-        if self._chunked:
-            return self._chunked_body()
-        return self._plain_body()
+    @property
+    def between_chunks(self) -> bool:
+        """A chunked body between two chunks (nothing carried): a read of one whole chunk, `a7\\r\\n...\\r\\n`
+        with a size line in CHUNK_SIZES, is all body and leaves the framer as it is, so a caller may take it
+        without feeding it (the transport's usual read)."""
+        return self._chunked and self._state == _SIZE and not self._carry and not self.complete
 
     def eof(self) -> None:
         """The peer closed: a body delimited by close is complete; anything else is truncated."""
         if self.head_done and not self._chunked and self._remaining is None:
             self.complete = True
 
-    def _head(self) -> bool:
+    def _head(self, data: bytes) -> bytes:
+        self._buf += data
         end = self._buf.find(b"\r\n\r\n")
         if end < 0:
             if len(self._buf) > MAX_HEAD:
                 raise FramingError("response headers larger than 64 KiB")
-            return False
+            return b""
         lines = bytes(self._buf[:end]).decode("latin-1").split("\r\n")
-        del self._buf[: end + 4]
+        rest = bytes(self._buf[end + 4:])
+        self._buf = bytearray()
         parts = lines[0].split(" ", 2)
         if len(parts) < 2 or not parts[0].startswith("HTTP/") or not _decimal(parts[1]):
             raise FramingError(f"not an HTTP response: {lines[0][:80]!r}")
@@ -90,7 +78,9 @@ class ResponseFramer:
             self.headers[name.strip().lower()] = value.strip()
         self._setup(parts[0])
         self.head_done = True
-        return True
+        if self.complete or not rest:
+            return b""
+        return self._chunks(rest) if self._chunked else self._plain_body(rest)
 
     def _setup(self, version: str) -> None:
         conn = self.headers.get("connection", "").lower()
@@ -108,62 +98,74 @@ class ResponseFramer:
         else:
             self.keep_alive = False           # delimited by close
 
-    def _plain_body(self) -> bytes:
-        data = bytes(self._buf)
-        self._buf.clear()
+    def _plain_body(self, data: bytes) -> bytes:
         if self._remaining is not None:
             data = data[: self._remaining]
             self._remaining -= len(data)
             self.complete = self._remaining == 0
         return data
 
-    def _chunked_body(self) -> bytes:
-        out = bytearray()
-        while self._buf and not self.complete:
-            if self._state == "data":
-                assert self._remaining is not None        # set by the chunk-size line before "data"
-                take = bytes(self._buf[: self._remaining])
-                del self._buf[: len(take)]
-                out += take
-                self._remaining -= len(take)
-                if self._remaining == 0:
-                    self._state = "data_crlf"
+    def _chunks(self, data: bytes) -> bytes:
+        """Every chunk in `data` (after what the previous read left unfinished), by position."""
+        if self._carry:
+            data, self._carry = self._carry + data, b""
+        out: list[bytes] = []
+        pos, end, state = 0, len(data), self._state
+        while pos < end and not self.complete:
+            if state == _DATA:
+                assert self._remaining is not None        # set by the chunk-size line before _DATA
+                stop = min(pos + self._remaining, end)
+                out.append(data[pos:stop])
+                self._remaining -= stop - pos
+                pos = stop
+                if self._remaining:
+                    break
+                state = self._state = _DATA_CRLF
+            if state == _DATA_CRLF and data.startswith(b"\r\n", pos):    # the usual end of a chunk's data
+                pos += 2
+                state = self._state = _SIZE
+            nl = data.find(b"\r\n", pos)
+            if state == _SIZE and nl > pos and (size := _SIZES.get(data[pos:nl])):   # a size seen before
+                self._remaining, pos = size, nl + 2
+                state = self._state = _DATA
                 continue
-            nl = self._buf.find(b"\r\n")
             if nl < 0:
+                self._carry = data[pos:]
+                if len(self._carry) > MAX_LINE:
+                    raise FramingError("a chunk line longer than 64 KiB")
                 break
-            line = bytes(self._buf[:nl])
-            del self._buf[: nl + 2]
-            self._line(line)
-        return bytes(out)
+            self._line(data[pos:nl])
+            pos, state = nl + 2, self._state
+        return b"".join(out)
 
     def _line(self, line: bytes) -> None:
-        if self._state == "data_crlf":
-            self._state = "size"
-        elif self._state == "size":
-            digits = line.split(b";", 1)[0].strip().decode("latin-1")
-            if not digits or not HEX.issuperset(digits):   # int(.., 16) would take "-5", "0x5", "+5"
-                raise FramingError(f"bad chunk size line {line[:40]!r}")
-            size = int(digits, 16)
+        if self._state == _DATA_CRLF:
+            self._state = _SIZE
+        elif self._state == _SIZE:
+            size = _size(line)
             self._remaining = size
-            self._state = "data" if size else "trailer"
-        elif self._state == "trailer" and not line:
+            self._state = _DATA if size else _TRAILER
+        elif not line:                        # _TRAILER: its blank line ends the body
             self.complete = True
 
 
 def _size(line: bytes) -> int:
-    """A chunk-size line's size; 0 for the last chunk or a line the state machine must judge. Servers
-    repeat a few sizes, so they are remembered (a bounded number of them)."""
+    """A chunk-size line's size (FramingError if it is none). Servers repeat a few lines, so the valid
+    ones are remembered (a bounded number of them) for the one-chunk read of `feed`."""
     size = _SIZES.get(line)
-    if size is None:
-        digits = line.split(b";", 1)[0].strip()
-        size = int(digits, 16) if digits and HEX_BYTES.issuperset(digits) else 0
-        if len(_SIZES) < 4096:
-            _SIZES[line] = size
+    if size is not None:
+        return size
+    digits = line.split(b";", 1)[0].strip().decode("latin-1")
+    if not digits or not HEX.issuperset(digits):   # int(.., 16) would take "-5", "0x5", "+5"
+        raise FramingError(f"bad chunk size line {line[:40]!r}")
+    size = int(digits, 16)
+    if len(_SIZES) < 4096:
+        _SIZES[line] = size
     return size
 
 
 _SIZES: dict[bytes, int] = {}
+CHUNK_SIZES = _SIZES        # the chunk-size lines seen, and their sizes (see `between_chunks`)
 
 
 def _decimal(text: str) -> bool:

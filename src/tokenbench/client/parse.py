@@ -31,7 +31,7 @@ MAX_TEXT = 2000  # characters of generated text kept per request (for smoke test
 PLAIN_STEP = 16  # the plain path costs about a sixteenth per read: it pauses after 16 x per_step reads
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class _State:
     chunks: list[Chunk] = field(default_factory=list)
     counted: Counted = field(default_factory=Counted)
@@ -101,16 +101,18 @@ def _add(st: _State, t_ns: int, pairs: list[tuple[Piece, str | None]], usage: di
 def _chunk(t_ns: int, pairs: list[tuple[Piece, str | None]], mark: int | None) -> Chunk:
     if len(pairs) == 1:
         [(p, reason)] = pairs
-        return Chunk(t_ns, p.guess, p.ids is not None or not p.guess, mark, bool(p.content),
-                     bool(p.reasoning) and not p.content, bool(reason) and not (p.text or p.ids),
-                     not p.guess or (p.empty_token and not p.ids))
+        return Chunk(t_ns=t_ns, guess=p.guess, all_ids=p.ids is not None or not p.guess, mark=mark,
+                     content=bool(p.content), reasoning_only=bool(p.reasoning) and not p.content,
+                     empty_finish=bool(reason) and not (p.text or p.ids),
+                     empty_only=not p.guess or (p.empty_token and not p.ids))
     pieces = [p for p, _ in pairs]
     finish = any(f for _, f in pairs)
-    return Chunk(
-        t_ns, sum(p.guess for p in pieces), all(p.ids is not None for p in pieces if p.guess),
-        mark, any(p.content for p in pieces), any(p.reasoning for p in pieces) and not any(p.content for p in pieces),
-        finish and not any(p.text or p.ids for p in pieces),
-        all(p.empty_token and not p.ids for p in pieces if p.guess))
+    return Chunk(t_ns=t_ns, guess=sum(p.guess for p in pieces),
+                 all_ids=all(p.ids is not None for p in pieces if p.guess), mark=mark,
+                 content=any(p.content for p in pieces),
+                 reasoning_only=any(p.reasoning for p in pieces) and not any(p.content for p in pieces),
+                 empty_finish=finish and not any(p.text or p.ids for p in pieces),
+                 empty_only=all(p.empty_token and not p.ids for p in pieces if p.guess))
 
 
 def _on_event(st: _State, t_ns: int, data: str | None, malformed: str | None) -> None:

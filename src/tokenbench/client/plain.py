@@ -21,11 +21,40 @@ from typing import Any
 
 import msgspec
 
-from tokenbench.client.bulk import UNSET, Event, utf8
+from tokenbench.client.bulk import UNSET, utf8
 
-_decode_all = msgspec.json.Decoder(list[Event]).decode
 _SEP = b"\n\ndata: "
 _SEP_DONE = b"\n\ndata: [DONE]\n\n"
+_READ = b"\n\n\xff"               # an event's end at the end of a read, in the reads joined by 0xFF (a byte
+                                  # neither ASCII nor UTF-8 holds: the reads are checked for both first)
+
+
+# What the plain shape may hold, typed so that msgspec refuses the rest while it decodes (a ValidationError:
+# the per-event path then reads the stream): an `error` of any value, token ids, reasoning or tool calls
+# (anything but null), a null `text`. What types cannot say (one choice, usage beside choices, an empty
+# text, a choice that carries nothing) `_events` checks.
+class _Delta(msgspec.Struct):
+    role: Any = UNSET
+    content: str | None = None
+    reasoning: None = None
+    reasoning_content: None = None
+    tool_calls: None = None
+
+
+class _Choice(msgspec.Struct):
+    text: str | msgspec.UnsetType = UNSET
+    delta: _Delta | None = None
+    finish_reason: str | None = None
+    token_ids: None = None
+
+
+class _Event(msgspec.Struct):
+    choices: list[_Choice] | None = None
+    usage: dict[str, Any] | None = None
+    error: msgspec.UnsetType = UNSET
+
+
+_decode_all = msgspec.json.Decoder(list[_Event]).decode
 
 
 @dataclass(slots=True)
@@ -61,39 +90,43 @@ class PlainReader:
         last = blob.rfind(b"\n\n")
         cut = done if done >= 0 else last + 2 if last >= 0 else 0
         events = _decode(blob[:cut])
-        times = self._times(ts, datas)[:len(events) + (done >= 0)]
+        times = self._times(ts, datas, len(events) + (done >= 0))
         self._rest = blob[cut:]
         self._events(events, times)
         if done >= 0:
             self.stream.done_ns = times[len(events)]
 
-    def _times(self, ts: tuple[int, ...], datas: tuple[bytes, ...]) -> list[int]:
-        """The arrival of each event that ends in these reads: the read that brought its `\n\n`
+    def _times(self, ts: tuple[int, ...], datas: tuple[bytes, ...], n: int) -> list[int]:
+        """The arrival of the first `n` events that end in these reads: the read that brought its `\n\n`
         (newlines come in pairs once the events are checked, so pair k ends where the 2k-th does)."""
+        if not self._rest and len(datas) == n and b"\xff".join(datas).count(_READ) == n - 1 and \
+                datas[-1].endswith(b"\n\n"):
+            return list(ts)                       # the usual reads: one whole event each
         lines = list(map(bytes.count, datas, repeat(b"\n")))
-        if not self._rest and lines.count(2) == len(lines) and all(map(bytes.endswith, datas, repeat(b"\n\n"))):
-            return list(ts)                       # the usual read: one whole event
-        pairs = [n // 2 for n in accumulate(lines, initial=self._rest.count(b"\n"))]
-        return list(chain.from_iterable(map(repeat, ts, map(sub, pairs[1:], pairs))))
+        pairs = [k // 2 for k in accumulate(lines, initial=self._rest.count(b"\n"))]
+        return list(chain.from_iterable(map(repeat, ts, map(sub, pairs[1:], pairs))))[:n]
 
     def end(self) -> PlainStream:
         if self.stream.done_ns is None and self._rest:
             raise NotPlain            # an unterminated last event: the per-event path judges
         return self.stream            # with or without [DONE] (client.parse decides whether it is complete)
 
-    def _events(self, events: list[Event], times: list[int]) -> None:
+    def _events(self, events: list[_Event], times: list[int]) -> None:
         out = self.stream
         for t, ev in zip(times, events, strict=False):
             choices = ev.choices
-            if ev.error is not UNSET:
-                raise NotPlain
             if not choices:
                 if ev.usage:
                     out.usages.append(ev.usage)
                 continue
             if ev.usage or len(choices) != 1:
                 raise NotPlain
-            text, finish = _text(choices[0])
+            c = choices[0]
+            text, finish = c.text, c.finish_reason
+            if text is UNSET:
+                text = _delta_text(c)
+            elif not text or c.delta is not None:
+                raise NotPlain       # an empty `text` is an empty-text token (or a finish one): not plain
             if finish:
                 out.finish_reason = finish
             if text:
@@ -104,37 +137,34 @@ class PlainReader:
                 out.empty_finish_last_ns = t if finish is not None else None
 
 
-def _decode(body: bytes) -> list[Event]:
-    """Whole `data: {json}\n\n` events (no other newline) decoded as one JSON array; NotPlain otherwise."""
+def _decode(body: bytes) -> list[_Event]:
+    """Whole `data: {json}\n\n` events (no other newline) decoded as one JSON array; NotPlain otherwise.
+    Each separator `\n\ndata: ` becomes a comma, so a newline left over is a line that is not `data: `
+    (a comment, a multi-line event, a blank line too many), and the array holds one value per event."""
     if not body:
         return []
-    n = (b"\n\n" + body).count(_SEP)
-    if not body.endswith(b"\n\n") or body.count(b"\n") != 2 * n:
-        raise NotPlain                # a multi-line event, a comment, a blank line too many, not `data: `
+    if not body.startswith(b"data: ") or not body.endswith(b"\n\n"):
+        raise NotPlain
+    inner = body[6:-2]
+    joined = inner.replace(_SEP, b",")
+    if b"\n" in joined:
+        raise NotPlain
     try:
-        decoded = _decode_all(b"[" + body[6:-2].replace(_SEP, b",") + b"]")
+        decoded = _decode_all(b"[%b]" % joined)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
         raise NotPlain from exc
-    if len(decoded) != n:
-        raise NotPlain                # one line held two JSON values
+    if len(decoded) != (len(inner) - len(joined)) // (len(_SEP) - 1) + 1:
+        raise NotPlain                # one value spanned two events, or one event held two values
     return decoded
 
 
-def _text(c: Any) -> tuple[str, str | None]:
-    """A plain choice's text ('' for a role-only or a text-less finish choice) and finish_reason."""
-    if c.token_ids is not None:
-        raise NotPlain
-    finish = c.finish_reason
+def _delta_text(c: _Choice) -> str:
+    """A chat choice's text ('' for a role-only or a text-less finish choice)."""
     d = c.delta
-    if c.text is not UNSET:
-        if d is not None or not c.text:
-            raise NotPlain           # an empty `text` is an empty-text token (or a finish one): not plain
-        return c.text, finish
-    if d is None or d.reasoning is not None or d.reasoning_content is not None or d.tool_calls is not None:
+    if d is None:
         raise NotPlain
-    content = d.content
-    if content:
-        return content, finish
-    if finish is None and d.role is UNSET:
+    if d.content:
+        return d.content
+    if c.finish_reason is None and d.role is UNSET:
         raise NotPlain               # an empty-text token, or an event carrying nothing: the per-event path
-    return "", finish
+    return ""

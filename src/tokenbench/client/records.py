@@ -28,7 +28,7 @@ ERROR_KINDS = (
 )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class RawExchange:
     """What the transport saw. Only timestamps and bytes; no parsing happened yet."""
 
@@ -44,7 +44,7 @@ class RawExchange:
     error_detail: str = ""
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class RequestRecord:
     """One request after parsing: the unit stored in the database and fed to metrics."""
 

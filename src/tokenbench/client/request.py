@@ -28,7 +28,7 @@ class SessionTurn:
 Message = tuple[str, str]        # (role, content) of a chat message
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, frozen=True, kw_only=True)
 class Prompt:
     """One workload item: exact token ids (completions) or text with its known token count (chat),
     and for vision workloads the images that travel with the text as `image_url` data URIs. A session's
@@ -45,7 +45,7 @@ class Prompt:
     session: SessionTurn | None = None
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, frozen=True, kw_only=True)
 class PreparedRequest:
     url: str
     body: bytes
@@ -64,7 +64,7 @@ class PreparedRequest:
     trace_id: str | None = None                        # the W3C trace id its `traceparent` header carries
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, frozen=True, kw_only=True)
 class RequestOptions:
     """How every request is shaped beyond its prompt and lengths (the study target's options; docs/cli.md):
     `final_usage_only` leaves `continuous_usage_stats` out; `sampling` replaces the greedy default

@@ -9,6 +9,7 @@ import dataclasses
 import tempfile
 from array import array
 from collections.abc import Iterator
+from operator import attrgetter
 
 import msgspec
 import numpy as np
@@ -16,6 +17,7 @@ import numpy as np
 from tokenbench.client.records import RequestRecord
 
 FIELDS = tuple(f.name for f in dataclasses.fields(RequestRecord))
+_values = attrgetter(*FIELDS)             # a record's fields in order, as a tuple (read in C)
 PHASE_RANK = {"warmup": 0, "measure": 1}
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder(list).decode
@@ -28,7 +30,7 @@ class Spool:
         self.end = 0
 
     def add(self, r: RequestRecord) -> None:
-        line = _encode([getattr(r, f) for f in FIELDS]) + b"\n"
+        line = _encode(_values(r)) + b"\n"
         self.file.write(line)
         self.keys.append(PHASE_RANK[r.phase] << 40 | r.index)
         self.offsets.append(self.end)
@@ -47,7 +49,7 @@ class Spool:
         try:
             for k in order:
                 self.file.seek(int(offsets[k]))
-                yield RequestRecord(*_decode(self.file.readline()))
+                yield RequestRecord(**dict(zip(FIELDS, _decode(self.file.readline()), strict=True)))
         finally:
             self.file.seek(self.end)
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Chunk:
     """One event with choices: when it came, what its choices carry, its cumulative usage if any."""
 

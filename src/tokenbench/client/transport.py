@@ -16,7 +16,7 @@ import ssl
 import time
 from collections import defaultdict, deque
 
-from tokenbench.client.framing import FramingError, ResponseFramer
+from tokenbench.client.framing import CHUNK_SIZES, FramingError, ResponseFramer
 from tokenbench.client.records import OUT_OF_FILES, RawExchange
 from tokenbench.client.request import PreparedRequest, encode_request
 
@@ -33,6 +33,7 @@ class _Conn(asyncio.Protocol):
         self.done: asyncio.Future | None = None
         self.closed = False
         self.body_head = bytearray()
+        self.streaming = False      # a 200 answer's chunked body, between two chunks: the one-chunk read below
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]    # uvloop's transports are not asyncio.Transport subclasses
@@ -54,6 +55,16 @@ class _Conn(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         t = now()
+        if self.streaming:
+            nl = data.find(b"\r\n")
+            size = CHUNK_SIZES.get(data[:nl])
+            if size and len(data) == nl + size + 4 and data.endswith(b"\r\n"):
+                self.raw.chunks.append((t, data[nl + 2:-2]))    # type: ignore[union-attr]  # set while streaming
+                return                  # the usual read: one whole chunk, which leaves the framer where it was
+        self._read(t, data)
+
+    def _read(self, t: int, data: bytes) -> None:
+        """Any read: through the framer; the head's stamp and status, the body, the end."""
         raw, framer = self.raw, self.framer
         if raw is None or framer is None or self.done is None or self.done.done():
             return
@@ -71,10 +82,12 @@ class _Conn(asyncio.Protocol):
                 self.body_head += body
         if framer.complete:
             self._finish(None, "")
+        else:
+            self.streaming = framer.status == 200 and framer.between_chunks
 
-    def abort_timeout(self) -> None:
+    def abort_timeout(self, timeout_s: float) -> None:
         if self.done is not None and not self.done.done():
-            self._finish("timeout", "request exceeded the per-request timeout")
+            self._finish("timeout", f"no complete answer within the per-request timeout (--timeout {timeout_s:g} s)")
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -92,6 +105,7 @@ class _Conn(asyncio.Protocol):
         raw, framer, done, transport = self.raw, self.framer, self.done, self.transport
         assert raw is not None and framer is not None and done is not None and transport is not None
         raw.end_ns = now()
+        self.streaming = False
         if kind is None and raw.status != 200:
             kind = "http_status"
             detail = f"HTTP {raw.status}: {self.body_head[:512].decode('utf-8', 'replace')}"
@@ -102,6 +116,9 @@ class _Conn(asyncio.Protocol):
         done.set_result(None)
 
 
+CONNECT_CAP_S = 30.0     # the longest a connection's set-up is waited for (the request's own timeout when shorter)
+
+
 class Session:
     """Keep-alive connection pools per (host, port, tls); no connection cap."""
 
@@ -110,7 +127,7 @@ class Session:
         self.connect_in_ttft = connect_in_ttft      # vLLM's way: a new connection's set-up is in TTFT
         self.idle: dict[tuple, deque[_Conn]] = defaultdict(deque)
         self.all: set[_Conn] = set()
-        self._ssl = ssl.create_default_context()
+        self._ssl: ssl.SSLContext | None = None     # made for the first https connection (loading the CAs: 70 ms)
 
     async def __aenter__(self) -> "Session":
         return self
@@ -129,11 +146,16 @@ class Session:
         host, port, tls = key
         loop = asyncio.get_running_loop()
         transport, conn = await asyncio.wait_for(
-            loop.create_connection(_Conn, host, port, ssl=self._ssl if tls else None),
-            timeout=min(self.timeout_s, 30))
+            loop.create_connection(_Conn, host, port, ssl=self._tls() if tls else None),
+            timeout=min(self.timeout_s, CONNECT_CAP_S))
         conn.transport = conn.transport or transport     # uvloop calls connection_made only after this returns
         self.all.add(conn)
         return conn
+
+    def _tls(self) -> ssl.SSLContext:
+        if self._ssl is None:
+            self._ssl = ssl.create_default_context()
+        return self._ssl
 
     def _idle_conn(self, key: tuple) -> _Conn | None:
         pool = self.idle[key]
@@ -162,6 +184,15 @@ def connect_error(exc: BaseException) -> str:
     return text
 
 
+def _connect_timeout(exc: BaseException, timeout_s: float) -> tuple[str, str]:
+    """(kind, detail) of a connection not made in time: within the per-request timeout, the request timed out
+    (the limit may be too short for the server, which is not taken for gone); within the 30 s cap on a
+    connection's set-up, the server did not accept it."""
+    if timeout_s <= CONNECT_CAP_S:
+        return "timeout", f"no connection within the per-request timeout (--timeout {timeout_s:g} s)"
+    return "connect", f"{type(exc).__name__}: no connection within {CONNECT_CAP_S:g} s"
+
+
 def new_session(timeout_s: float, connect_in_ttft: bool = False) -> Session:
     return Session(timeout_s, connect_in_ttft)
 
@@ -180,12 +211,14 @@ async def _attempt(session: Session, key: tuple, payload: bytes, intended_ns: in
         done = conn.start(raw, payload)
         if session.connect_in_ttft and raw.connect_ns:
             raw.sent_ns -= raw.connect_ns             # the clock started before the connection
-        timer = asyncio.get_running_loop().call_later(session.timeout_s, conn.abort_timeout)
+        timer = asyncio.get_running_loop().call_later(session.timeout_s, conn.abort_timeout, session.timeout_s)
         try:
             await done
         finally:
             timer.cancel()
-    except (asyncio.TimeoutError, TimeoutError, OSError) as exc:
+    except (asyncio.TimeoutError, TimeoutError) as exc:      # the connection was not made in time
+        (raw.error_kind, raw.error_detail), raw.end_ns = _connect_timeout(exc, session.timeout_s), now()
+    except OSError as exc:
         raw.error_kind, raw.error_detail, raw.end_ns = "connect", connect_error(exc), now()
     except asyncio.CancelledError:
         raw.error_kind, raw.error_detail, raw.end_ns = "cancelled", "interrupted", now()

@@ -33,7 +33,7 @@ DOCKER_TIMEOUT_S = 20
 _NAME_BAD = re.compile(r"[^a-zA-Z0-9_.-]")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Plan:
     """Everything docker needs, before rendering as argv or compose."""
 

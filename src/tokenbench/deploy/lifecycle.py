@@ -9,6 +9,7 @@ recorded by any earlier invocation.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -24,13 +25,14 @@ from tokenbench.deploy.engines import engine_module, served_model
 from tokenbench.deploy.state import DeploymentState
 from tokenbench.errors import DeployError
 from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.ports import PortRange
 from tokenbench.spec.server_facts import ServerFacts
 
 Say = Callable[[str], None]
 GRACE_S = 10.0
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Deployment:
     profile: Profile
     state: DeploymentState
@@ -88,22 +90,28 @@ def _container():
     return container
 
 
-def choose_port(profile: Profile, stable: bool = False, say: Say = lambda m: None) -> int:
+def choose_port(profile: Profile, stable: bool = False, say: Say = lambda m: None, within: PortRange | None = None
+                ) -> int:
     """The profile's `port` (refused when a process listens there, naming it; the TIME_WAIT sockets a
-    stopped server leaves do not count, see deploy/ports.py); else, when `stable` (`deploy up`), the engine's usual port
-    (vLLM 8000, SGLang 30000, llama.cpp 8080) unless it is taken, then a free one, saying so; else a free one."""
+    stopped server leaves do not count, see deploy/ports.py; refused outside `within`, --ports); else, when `stable`
+    (`deploy up`), the engine's usual port (vLLM 8000, SGLang 30000, llama.cpp 8080) unless it is taken or outside
+    `within`, then a free one, saying so; else a free one (the first free of `within`)."""
     from tokenbench.deploy.ports import check_port, free_port  # a launch's: reading a deployment needs neither
+    inside = within if within is not None and not within.any else None
     if profile.port is not None:
+        if inside is not None and not inside.lo <= profile.port <= inside.hi:
+            raise DeployError(f"profile '{profile.name}' fixes port {profile.port}, outside --ports {inside.text}",
+                              "drop the profile's port (--set port=null) or give a range that holds it")
         check_port(profile.host, profile.port)
         return profile.port
     usual = getattr(engine_module(profile.engine), "DEFAULT_PORT", None) if stable else None
-    if usual is None:
-        return free_port(profile.host)
+    if usual is None or (inside is not None and not inside.lo <= usual <= inside.hi):
+        return free_port(profile.host, inside)
     try:
         check_port(profile.host, usual)
         return usual
     except DeployError:
-        port = free_port(profile.host)
+        port = free_port(profile.host, inside)
         say(f"port {usual} (the usual {profile.engine} port) is in use on {profile.host}; using {port}")
         return port
 
@@ -116,6 +124,7 @@ class LaunchOptions:
     owned: bool = False         # this process tears it down on exit; a later tokenbench reaps it if this one
                                 # dies first (reap_orphans)
     stable_port: bool = False   # the engine's usual port when it is free (see choose_port)
+    ports: PortRange | None = None   # the ports it may listen on (--ports); None: any free one
     placement: local.Placement = local.Placement()   # a local engine's CPUs and priority (host/isolation.py)
 
 
@@ -127,7 +136,7 @@ def launch(profile: Profile, state_dir: str | Path | None = None, say: Say = lam
         say(f"model: {profile.model.bundled or profile.model.path}")
         from tokenbench.local_engines import models  # a local model's file: only when one is launched
         models.resolve(profile.model)                  # a missing model fails here, before launch
-    port = choose_port(profile, how.stable_port, say)
+    port = choose_port(profile, how.stable_port, say, how.ports)
     argv = command_for(profile, port)
     if profile.runs_in == "container":
         _container().preflight(profile, port)          # no docker engine: fails here, nothing created
@@ -147,7 +156,7 @@ def launch(profile: Profile, state_dir: str | Path | None = None, say: Say = lam
                              started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), argv=argv,
                              runs_in=profile.runs_in, owner_pid=os.getpid() if owned else None,
                              owner_create_time=local.create_time(os.getpid()) if owned else None)
-        dep = Deployment(profile, st, directory, proc, api_key=secret.api_key)
+        dep = Deployment(profile=profile, state=st, directory=directory, proc=proc, api_key=secret.api_key)
         state.save(directory, st)
     except BaseException:
         with _no_interrupts():
@@ -178,14 +187,13 @@ def start(profile: Profile, state_dir: str | Path | None = None, say: Say = lamb
 
 @contextmanager
 def deployed(profile: Profile, state_dir: str | Path | None = None, say: Say = lambda m: None,
-             grace_s: float = GRACE_S, stable_port: bool = False,
-             placement: local.Placement = local.Placement()) -> Iterator[Deployment]:
-    """The server for the duration of the block; torn down on any exit, Ctrl-C or SIGTERM. `placement`:
-    a local engine's CPUs and priority."""
+             grace_s: float = GRACE_S, how: LaunchOptions = LaunchOptions()) -> Iterator[Deployment]:
+    """The server for the duration of the block; torn down on any exit, Ctrl-C or SIGTERM. `how`: its port (the
+    usual one, the ranges of --ports) and a local engine's CPUs and priority; it is tied to this process and
+    owned by it."""
     with stop_on_signal() as live:
         dep = start(profile, state_dir, say, live.append,
-                    LaunchOptions(tied=profile.runs_in == "local", owned=True, stable_port=stable_port,
-                                  placement=placement))
+                    dataclasses.replace(how, tied=profile.runs_in == "local", owned=True))
         try:
             yield dep
         finally:

@@ -19,6 +19,7 @@ import psutil
 
 from tokenbench.deploy import state
 from tokenbench.errors import DeployError
+from tokenbench.spec.ports import PortRange
 
 COMMAND_CHARS = 72          # of the listener's command line shown in the error
 OTHER_PORT = "pick another with --set port=N, or drop `port` to get a free one"
@@ -44,10 +45,23 @@ class Listener:
         return f"stop it (`kill {self.pid}`)" if self.pid else "stop it"
 
 
-def free_port(host: str) -> int:
-    with socket.socket(_family(host), socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+def free_port(host: str, within: PortRange | None = None) -> int:
+    """A port free on `host` now: any (the kernel's choice), or the first of `within` that a socket can bind
+    (as an engine binds it: TIME_WAIT is free); DeployError naming the range when none is."""
+    if within is None or within.any:
+        with socket.socket(_family(host), socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            return s.getsockname()[1]
+    for port in within:
+        with socket.socket(_family(host), socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
+    raise DeployError(f"no port of {within.text} is free on {host}",
+                      "give a wider range with --ports LO-HI, or stop what listens there")
 
 
 def check_port(host: str, port: int) -> None:

@@ -12,7 +12,7 @@ PROMPT = "The three primary colours are"
 MAX_TOKENS = 24
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class SmokeResult:
     api: str                       # chat | completions
     ok: bool
@@ -41,12 +41,13 @@ def one(base_url: str, api_name: str, model: str, api_key: str | None = None,
     elapsed = (time.perf_counter_ns() - t0) / 1e6
     if status != 200 or not isinstance(answer, dict):
         detail = (answer or {}).get("error") if isinstance(answer, dict) else None
-        return SmokeResult(api_name, False, elapsed_ms=elapsed, error=f"HTTP {status}: {detail or 'no JSON body'}")
+        return SmokeResult(api=api_name, ok=False, elapsed_ms=elapsed,
+                           error=f"HTTP {status}: {detail or 'no JSON body'}")
     usage = answer.get("usage") or {}
     told = answer.get("timings")
     timings = told if isinstance(told, dict) else {}
-    return SmokeResult(api_name, True, _answer(api_name, answer), usage.get("prompt_tokens"),
-                       usage.get("completion_tokens"), elapsed, timings)
+    return SmokeResult(api=api_name, ok=True, text=_answer(api_name, answer), prompt_tokens=usage.get("prompt_tokens"),
+                       completion_tokens=usage.get("completion_tokens"), elapsed_ms=elapsed, server_timings=timings)
 
 
 def smoke(base_url: str, model: str | None = None, api_key: str | None = None,

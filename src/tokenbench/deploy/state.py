@@ -15,7 +15,7 @@ from tokenbench.errors import UsageError
 STATE_ENV = userdirs.STATE_ENV
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class DeploymentState:
     id: str                 # <profile>-<port>
     profile: str

@@ -1,4 +1,5 @@
-"""Stored runs as data: the run list (`tokenbench runs`) and cell / request rows (`tokenbench export`).
+"""Stored runs as data: cell / request rows (`tokenbench export`; the run list of `tokenbench runs` is
+judge/run_verdict.py's).
 
 Cell rows carry the summary under the same vLLM-style keys `bench` prints and stores; request rows carry
 the per-request metrics (TTFT, TPOT, E2EL in ms) next to the raw integer-ns timings.
@@ -9,17 +10,18 @@ from __future__ import annotations
 import csv
 import io
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 from tokenbench.client.records import RequestRecord
 from tokenbench.judge import tune
-from tokenbench.judge.run_verdict import run_verdict
+from tokenbench.judge.fingerprint import Fingerprint
 from tokenbench.judge.status import judge
+from tokenbench.judge.views import load_run
 from tokenbench.metrics import request as rm
 from tokenbench.metrics.health import claim_ms
 from tokenbench.metrics.server import delivery_flagged, phases_of
 from tokenbench.metrics.summary_groups import PHASES
-from tokenbench.store.db import RunFilter, Store
+from tokenbench.store.db import Store
 from tokenbench.store.records import dumps, to_dict
 from tokenbench.store.rows import CellRow
 
@@ -33,29 +35,6 @@ REQUEST_FIELDS = ("config", "cell", "phase", "index", "input_len", "output_len",
                   "end_ns", "status", "ttft_ms", "tpot_ms", "e2el_ms", "stream_tail_ms", "prompt_tokens",
                   "completion_tokens",
                   "cached_tokens", "usage_source", "finish_reason", "error_kind", "error_detail", "length_error")
-
-
-@dataclass(frozen=True)
-class RunListing:
-    """A run as `tokenbench runs` lists it (`--json`: these keys)."""
-
-    id: str
-    date: str
-    name: str
-    kind: str
-    target: str
-    cells_done: int | None
-    cells_total: int | None
-    status: str
-    verdict: str                        # one word (judge/run_verdict.py)
-    message: str
-
-
-def run_rows(store: Store, which: RunFilter = RunFilter()) -> list[RunListing]:
-    """The runs `which` selects, oldest first, each with its study name and its verdict."""
-    return [RunListing(r.id, r.created_at, r.name, r.kind, r.target, r.cells_done,
-                       r.planned_cells(len(store.configs(r.id))), r.status, run_verdict(r.status, store.cells(r.id)),
-                       r.message or "") for r in store.runs(which)]
 
 
 def _cell_row(c: CellRow) -> dict:
@@ -97,10 +76,13 @@ def to_json(store: Store, run_id: str, requests: bool) -> str:
     run = store.run(run_id)
     shown = ("id", "created_at", "kind", "status", "target", "tool_version", "spec", "command", "environment")
     configs = store.configs(run_id)
+    prints = fingerprints(store, run_id)
     doc = {"run": {k: v for k, v in asdict(run).items() if k in shown},
            "configs": [{"name": c.name, "overrides": c.overrides,
                         "profile": c.profile.model_dump(mode="json") if c.profile else {}, "facts": c.facts.to_dict(),
-                        "status": c.status, **({"launch": c.launch.model_dump(mode="json")} if c.launch else {})}
+                        "status": c.status, **({"launch": c.launch.model_dump(mode="json")} if c.launch else {}),
+                        **({"deaths": [d.model_dump(mode="json") for d in c.deaths]} if c.deaths else {}),
+                        **({"fingerprint": prints[c.name]} if c.name in prints else {})}
                        for c in configs],
            "cells": [{**_cell_row(c), **({"requests": [_request(r) for r in store.requests(c.id)]}
                                          if requests else {})} for c in store.cells(run_id)]}
@@ -110,6 +92,12 @@ def to_json(store: Store, run_id: str, requests: bool) -> str:
     tuning = tune.of_run(run.spec or {}, configs, stored)
     doc.update({"tune": tuning.model_dump(mode="json")} if tuning is not None else {})
     return dumps(doc, indent=1, ensure_ascii=False) + "\n"
+
+
+def fingerprints(store: Store, run_id: str) -> dict[str, dict]:
+    """Each server config's fingerprint (judge/fingerprint.py): what `compare` and the gate tell apart."""
+    run = load_run(store, run_id, requests=False)
+    return {c.name: asdict(Fingerprint.of(run, c)) for c in run.configs}
 
 
 def _flat(v):

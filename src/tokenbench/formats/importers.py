@@ -62,7 +62,7 @@ CSV_CELL = ("input_len", "output_len", "concurrency", "request_rate", "max_concu
 CSV_COLUMNS = tuple(dict.fromkeys(CSV_REQUIRED + CSV_FACTS + CSV_CELL))
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ImportOptions:
     """Facts the file does not carry (flags of `tokenbench import`); they override the file's."""
 
@@ -172,9 +172,9 @@ def _cell(lengths: tuple[int, int], load: Load, summary: dict, kv: int | None = 
     if over is None:
         over = bool(kv and demand and demand > kv)
     typed = CellSummary.from_dict({**summary, "input_len": il, "output_len": ol, **_load_keys(load)})
-    return CellRow(cell_key(il, ol, load), il, ol, "ok" if typed.completed != 0 else "failed", typed,
-                   concurrency=load.concurrency, request_rate=load.request_rate, kv_demand=demand, kv_capacity=kv,
-                   over_capacity=over)
+    return CellRow(key=cell_key(il, ol, load), input_len=il, output_len=ol,
+                   status="ok" if typed.completed != 0 else "failed", summary=typed, concurrency=load.concurrency,
+                   request_rate=load.request_rate, kv_demand=demand, kv_capacity=kv, over_capacity=over)
 
 
 def _lengths(doc: dict, asked_in: int | None = None, asked_out: int | None = None) -> tuple[int, int]:

@@ -154,6 +154,7 @@ def capture(profile=None, root: str | Path = "/", run: Run = run_tool, isolation
     engine ran (host/isolation.Isolation.record); `root`/`run` are for tests."""
     from tokenbench.host import doctor
     env = {
+        "hostname": platform.node(),
         "os": _os_release(),
         "kernel": platform.release(),
         "arch": platform.machine(),

@@ -43,7 +43,7 @@ _VERSIONISH = re.compile(r"^v?\d+(\.\d+)+[\w.]*$")
 _BUILD = re.compile(r"^(\d{4})(\d{2})(\d{2})(\d{2})(\d{2})(?:-(.+))?$")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class ImageTag:
     image: str
     registry: str | None = None

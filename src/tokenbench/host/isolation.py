@@ -26,7 +26,7 @@ CLIENT_NICE = -5     # the client's niceness where permitted (root, CAP_SYS_NICE
 ENGINE_NICE = 5      # an engine that shares the client's CPUs yields to it
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Isolation:
     """Where the client and a local engine run, their niceness, and why (one line)."""
 
@@ -111,10 +111,12 @@ def _plan(client: Client, local_engine: bool, available: frozenset[int] | None) 
 
 def _priority(iso: Isolation) -> Isolation:
     if _may_raise_priority():
-        return Isolation(iso.client_cpus, iso.engine_cpus, os.getpriority(os.PRIO_PROCESS, 0) + CLIENT_NICE,
-                         iso.engine_nice, iso.note)
-    return Isolation(iso.client_cpus, iso.engine_cpus, None, iso.engine_nice, iso.note,
-                     (f"client priority unchanged (raising it by {-CLIENT_NICE} is not permitted here)",))
+        return Isolation(client_cpus=iso.client_cpus, engine_cpus=iso.engine_cpus,
+                         client_nice=os.getpriority(os.PRIO_PROCESS, 0) + CLIENT_NICE, engine_nice=iso.engine_nice,
+                         note=iso.note)
+    return Isolation(client_cpus=iso.client_cpus, engine_cpus=iso.engine_cpus, client_nice=None,
+                     engine_nice=iso.engine_nice, note=iso.note,
+                     notes=(f"client priority unchanged (raising it by {-CLIENT_NICE} is not permitted here)",))
 
 
 @contextmanager

@@ -21,7 +21,7 @@ DRIVER_FIX = ("the engine's CUDA build needs a driver whose CUDA version (the `C
               "at least its own; upgrade the driver, or use an engine image built for this CUDA")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GpuCheck:
     key: str
     label: str
@@ -81,10 +81,10 @@ def _mhz(v: float | None) -> str:
 
 
 def _versions(log: SmiLog) -> list[GpuCheck]:
-    return [GpuCheck("driver", "NVIDIA driver", log.driver or NOT_TOLD, None, "-" if log.driver else "unknown",
-                     "nvidia-smi -q", DRIVER_FIX),
-            GpuCheck("cuda", "CUDA version (driver's highest)", log.cuda or NOT_TOLD, None,
-                     "-" if log.cuda else "unknown", "nvidia-smi -q", DRIVER_FIX)]
+    return [GpuCheck(key="driver", label="NVIDIA driver", current=log.driver or NOT_TOLD, recommended=None,
+                     status="-" if log.driver else "unknown", source="nvidia-smi -q", fix=DRIVER_FIX),
+            GpuCheck(key="cuda", label="CUDA version (driver's highest)", current=log.cuda or NOT_TOLD,
+                     recommended=None, status="-" if log.cuda else "unknown", source="nvidia-smi -q", fix=DRIVER_FIX)]
 
 
 def _status(told: bool, differs: bool) -> str:
@@ -94,9 +94,10 @@ def _status(told: bool, differs: bool) -> str:
 def _persistence(gpus: list[GpuFacts]) -> GpuCheck:
     told = _told(gpus, lambda g: g.persistence)
     differs = any(g.persistence not in ("Enabled", *_NA) for g in gpus if g.persistence is not None)
-    return GpuCheck("persistence", "persistence mode", _by_gpu(gpus, lambda g: g.persistence) if told else NOT_TOLD,
-                    "Enabled", _status(told, differs), "nvidia-smi -q",
-                    "`sudo nvidia-smi -pm 1` (or run nvidia-persistenced): without it the driver tears the GPU "
+    return GpuCheck(key="persistence", label="persistence mode",
+                    current=_by_gpu(gpus, lambda g: g.persistence) if told else NOT_TOLD, recommended="Enabled",
+                    status=_status(told, differs), source="nvidia-smi -q",
+                    fix="`sudo nvidia-smi -pm 1` (or run nvidia-persistenced): without it the driver tears the GPU "
                     "down between processes and the next start pays for it")
 
 
@@ -106,10 +107,11 @@ def _clocks(gpus: list[GpuFacts]) -> GpuCheck:
     now = _by_gpu(gpus, lambda g: f"SM {_mhz(g.sm_clock_mhz)}/{_mhz(g.sm_clock_max_mhz)} MHz, memory "
                                   f"{_mhz(g.mem_clock_mhz)}/{_mhz(g.mem_clock_max_mhz)} MHz") if told else NOT_TOLD
     current = f"{now}; held by {'; '.join(held)}" if held else now
-    return GpuCheck("clocks", "clocks (now/max) and what holds them", current, "no clock event reason active but idle",
-                    "differs" if held else _status(told, False), "nvidia-smi -q",
-                    "`nvidia-smi -q -d PERFORMANCE` names the reason: cooling (thermal), the power limit (next row) "
-                    "or a clock lock (`sudo nvidia-smi -rgc` removes a lock set with -lgc)")
+    return GpuCheck(key="clocks", label="clocks (now/max) and what holds them", current=current,
+                    recommended="no clock event reason active but idle",
+                    status="differs" if held else _status(told, False), source="nvidia-smi -q",
+                    fix="`nvidia-smi -q -d PERFORMANCE` names the reason: cooling (thermal), the power limit (next "
+                    "row) or a clock lock (`sudo nvidia-smi -rgc` removes a lock set with -lgc)")
 
 
 def _power(gpus: list[GpuFacts]) -> GpuCheck:
@@ -120,18 +122,18 @@ def _power(gpus: list[GpuFacts]) -> GpuCheck:
                   f"{g.power_limit_w:g} W (default {_mhz(g.power_default_w)}, max {_mhz(g.power_max_w)})") \
         if known else NOT_TOLD
     fix = "; ".join(f"`sudo nvidia-smi -i {g.reading.index} -pl {g.power_default_w:g}`" for g in low)
-    return GpuCheck("power_limit", "power limit", now, "the default limit",
-                    "differs" if low else "ok" if known else "unknown", "nvidia-smi -q",
-                    fix or "a limit below the default caps throughput: `sudo nvidia-smi -i N -pl W` sets it")
+    return GpuCheck(key="power_limit", label="power limit", current=now, recommended="the default limit",
+                    status="differs" if low else "ok" if known else "unknown", source="nvidia-smi -q",
+                    fix=fix or "a limit below the default caps throughput: `sudo nvidia-smi -i N -pl W` sets it")
 
 
 def _ecc(gpus: list[GpuFacts]) -> GpuCheck:
     pending = [g for g in gpus if g.ecc and g.ecc_pending and g.ecc != g.ecc_pending]
     told = _told(gpus, lambda g: g.ecc)
-    return GpuCheck("ecc", "ECC mode", _by_gpu(gpus, lambda g: g.ecc) if told else "N/A (not supported or not told)",
-                    None, "differs" if pending else "-",
-                    "nvidia-smi -q",
-                    "a change of ECC mode is pending: reboot (or reset the GPU) before measuring" if pending else
+    return GpuCheck(key="ecc", label="ECC mode",
+                    current=_by_gpu(gpus, lambda g: g.ecc) if told else "N/A (not supported or not told)",
+                    recommended=None, status="differs" if pending else "-", source="nvidia-smi -q",
+                    fix="a change of ECC mode is pending: reboot (or reset the GPU) before measuring" if pending else
                     "ECC (on for data-centre GPUs) reserves memory and bandwidth: state it with the results; "
                     "`sudo nvidia-smi -e 0|1` changes it after a reset")
 
@@ -139,10 +141,10 @@ def _ecc(gpus: list[GpuFacts]) -> GpuCheck:
 def _mig(gpus: list[GpuFacts]) -> GpuCheck:
     on = [g for g in gpus if g.mig == "Enabled"]
     mig = _by_gpu(gpus, lambda g: g.mig) if _told(gpus, lambda g: g.mig) else "N/A (not supported or not told)"
-    return GpuCheck("mig", "MIG mode", mig, "Disabled (N/A: not supported)",
-                    "differs" if on else "ok", "nvidia-smi -q",
-                    "a MIG slice is a fraction of the GPU and its figures are not the whole GPU's: `sudo nvidia-smi "
-                    "-i N -mig 0`, then reset the GPU")
+    return GpuCheck(key="mig", label="MIG mode", current=mig, recommended="Disabled (N/A: not supported)",
+                    status="differs" if on else "ok", source="nvidia-smi -q",
+                    fix="a MIG slice is a fraction of the GPU and its figures are not the whole GPU's: `sudo "
+                    "nvidia-smi -i N -mig 0`, then reset the GPU")
 
 
 def tp_groups(profile: Profile | None) -> list[list[int]]:
@@ -174,22 +176,25 @@ def _topology(topo: Topology, profile: Profile | None, source: str) -> list[GpuC
     kinds = sorted(set(topo.links.values()))
     if groups:
         now, slow = _links(topo, groups)
-        link = GpuCheck("topology", "links within each TP group", now, "NVLink (NV#) between TP ranks",
-                        "differs" if slow else "ok", source,
-                        f"put the tensor-parallel ranks on NVLink-connected GPUs (profile `devices`); not NVLink: "
+        link = GpuCheck(key="topology", label="links within each TP group", current=now,
+                        recommended="NVLink (NV#) between TP ranks", status="differs" if slow else "ok", source=source,
+                        fix=f"put the tensor-parallel ranks on NVLink-connected GPUs (profile `devices`); not NVLink: "
                         f"{', '.join(slow)}" if slow else "tensor parallelism's all-reduces run over NVLink")
     else:
-        link = GpuCheck("topology", "links between GPUs", f"{'/'.join(kinds) or 'one GPU'} ({len(every)} GPUs)",
-                        None, "-", source, "with tensor parallelism (tp > 1) keep its ranks on NVLink (NV#) GPUs")
+        link = GpuCheck(key="topology", label="links between GPUs",
+                        current=f"{'/'.join(kinds) or 'one GPU'} ({len(every)} GPUs)", recommended=None, status="-",
+                        source=source, fix="with tensor parallelism (tp > 1) keep its ranks on NVLink (NV#) GPUs")
     numa = "; ".join(f"GPU {g}: NUMA {topo.numa.get(g, '?')} (CPUs {topo.cpus.get(g, '?')})" for g in every)
-    return [link, GpuCheck("numa", "GPU NUMA / CPU affinity", numa or None, None, "-", source,
-                           "run the server's CPU threads on its GPUs' NUMA node (`numactl --cpunodebind=N`) and the "
-                           "client elsewhere (--client-cpus)")]
+    return [link, GpuCheck(key="numa", label="GPU NUMA / CPU affinity", current=numa or None, recommended=None,
+                           status="-", source=source,
+                           fix="run the server's CPU threads on its GPUs' NUMA node (`numactl --cpunodebind=N`) and "
+                           "the client elsewhere (--client-cpus)")]
 
 
 def _unknown(keys: list[tuple[str, str]], why: str) -> list[GpuCheck]:
-    return [GpuCheck(k, label, None, None, "unknown", why, "install the NVIDIA driver (it ships nvidia-smi), or run "
-                     "where the GPUs are") for k, label in keys]
+    return [GpuCheck(key=k, label=label, current=None, recommended=None, status="unknown", source=why,
+                     fix="install the NVIDIA driver (it ships nvidia-smi), or run "
+"where the GPUs are") for k, label in keys]
 
 
 EVERY_ROW = [("driver", "NVIDIA driver"), ("persistence", "persistence mode"), ("clocks", "clocks"),

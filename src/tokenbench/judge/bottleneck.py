@@ -5,9 +5,12 @@ usage near 100 %, preemptions), graph capture (the decode batch above the captur
 the TPOT cliff it caused when the batch crossed them), a TPOT cliff nothing above explains, queueing
 (requests waiting at the server, or TTFT growing with load), compute- or bandwidth-bound (output tok/s
 near the decode roofline), accelerator busy (its utilisation over the measured window) or, on a server
-without accelerator samples, host CPU-bound, else unknown, saying what was seen and what was missing. Pure:
-reads the cell's summary (its monitor figures over the measured window), the monitor samples, the config's
-facts and the roofline, nothing else.
+without accelerator samples, the host's CPUs full: said as what took them (the cell's CPU shares: the client's,
+the server's and other work's, monitor/cpu.py): CPU shared with other work when other processes took at least
+half a core, host CPU-bound (the server and the client filled it) otherwise, and unknown where the server's
+processes are not seen; else unknown, saying what was seen and what was missing. Pure: reads the cell's summary
+(its monitor figures and CPU shares over the measured window), the monitor samples, the config's facts and the
+roofline, nothing else.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from tokenbench.judge.cells import load_label_of, load_of, pair_of, state_of, x_
 from tokenbench.judge.plausibility import ConfigCheck, Roofline
 from tokenbench.judge.views import RunData
 from tokenbench.metrics.cell_summary import known
-from tokenbench.metrics.summary_groups import ClientHealth, MonitorFigures
+from tokenbench.metrics.summary_groups import ClientHealth, CpuShares, MonitorFigures
 from tokenbench.store.rows import CellRow
 
 KV_FULL = 0.95              # KV usage peak at or above this share is "full"
@@ -30,14 +33,16 @@ ROOF_NEAR = 0.5             # output tok/s at or above this share of the rooflin
 CLIENT_CPU_NEAR = 80.0      # % of a core per client process
 ACCEL_BUSY = 90.0           # mean accelerator utilisation over the window at or above this is "busy"
 HOST_BUSY = 90.0            # mean host CPU (% of all cores) at or above this bounds a server without accelerator
+OTHERS_HELD = 50.0          # ... unless other work took at least this (% of one core): the CPU was shared with it
 
 
 Kind = Literal["client", "kv", "graph", "cliff", "queueing", "compute", "bandwidth", "accelerator", "host",
-               "unknown"]
+               "contention", "unknown"]
 Evidence = Literal["client", "client_cpu", "kv_demand", "kv_usage", "preempt", "graph_cliff", "graph_eager",
                    "graph_padding",
                    "tpot_cliff", "waiting", "ttft_growth", "roof_compute", "roof_bandwidth", "roof_far", "not_ok",
-                   "accel_busy", "host_cpu", "monitor_quiet", "no_roofline", "no_monitor", "nothing"]
+                   "accel_busy", "host_cpu", "server_cpu", "host_others", "host_unsplit", "monitor_quiet",
+                   "quiet_split", "no_roofline", "no_monitor", "nothing"]
 
 
 @dataclass(frozen=True)
@@ -144,21 +149,55 @@ def _roof(c: CellRow, roof: Roofline | None) -> Label | None:
     return Label("unknown", "roof_far", figures)
 
 
+def _host_pct(c: CellRow) -> float | None:
+    """The host's CPU over the measured window, % of all cores: from the CPU shares, else the monitor's samples."""
+    split = c.summary.cpu
+    if split is not None and split.host_pct is not None and split.count:
+        return split.host_pct / float(split.count)
+    return known(_monitor(c).host_cpu_mean_pct)
+
+
+def _shares(split: CpuShares, pct: float | None) -> dict[str, float | str]:
+    """What took the host's CPUs, for the label: each share in % of one core, the CPUs, the host's CPU (% of all
+    cores), and the CPU pressure ("-" where the kernel does not tell it)."""
+    told = {"client": split.client_pct, "server": split.server_pct, "other": split.other_pct, "pct": pct,
+            "cpus": split.count, "psi": split.psi_some_pct}
+    return {k: "-" if v is None else float(v) for k, v in told.items()}
+
+
+def _host(c: CellRow, pct: float) -> Label:
+    """The host's CPUs full: who took them (the cell's CPU shares), never the host alone where other work did."""
+    split = c.summary.cpu
+    if split is None:
+        return Label("unknown", "host_cpu", {"pct": pct})      # stored without shares: nothing tells who took it
+    values = _shares(split, pct)
+    if split.other_pct is None:
+        return Label("unknown", "host_unsplit", values)
+    if split.other_pct >= OTHERS_HELD:
+        return Label("contention", "host_others", values)
+    return Label("host", "server_cpu", values)
+
+
 def _busy(c: CellRow) -> Label | None:
-    """The accelerator busy over the measured window; on a server without accelerator samples, the host's CPU."""
+    """The accelerator busy over the measured window; on a server without accelerator samples, the host's CPUs
+    full, said as who took them."""
     m = _monitor(c)
-    util, cpu = known(m.accel_util_mean_pct), known(m.host_cpu_mean_pct)
+    util, cpu = known(m.accel_util_mean_pct), _host_pct(c)
     if util is not None and util >= ACCEL_BUSY:
         return Label("accelerator", "accel_busy", {"pct": util, "max": known(m.accel_util_max_pct) or util})
     if util is None and cpu is not None and cpu >= HOST_BUSY:
-        return Label("host", "host_cpu", {"pct": cpu})
+        return _host(c, cpu)
     return None
 
 
 def _seen(run: RunData, c: CellRow) -> Label:
-    """Nothing bounds the cell: what the monitor saw of it, or that there was nothing to see."""
+    """Nothing bounds the cell: what the monitor saw of it (with the CPU shares where they were read), or that
+    there was nothing to see."""
     m = _monitor(c)
-    util, cpu = known(m.accel_util_mean_pct), known(m.host_cpu_mean_pct)
+    util, cpu = known(m.accel_util_mean_pct), _host_pct(c)
+    split = c.summary.cpu
+    if util is None and split is not None and split.other_pct is not None:
+        return Label("unknown", "quiet_split", _shares(split, cpu))
     if util is not None or cpu is not None:
         return Label("unknown", "monitor_quiet", {"util": "-" if util is None else f"{util:.0f}",
                                                   "cpu": "-" if cpu is None else f"{cpu:.0f}"})

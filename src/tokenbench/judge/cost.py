@@ -1,7 +1,8 @@
 """What a cell's tokens cost at a stated price (the study spec's `price_per_hour`, per device-hour or per
 node-hour), as data: $ per million output tokens with the whole cost on them, the cost split between input
 and output tokens (by the server's measured prefill and decode time where the cell has it, else by token
-share, and saying which), and output tokens per $. Formulas: docs/metrics.md, "Cost".
+share, and saying which), and output tokens per $; a capacity answer per device and per $ an hour (agents per device:
+`capacity_units`). Formulas: docs/metrics.md, "Cost", "Capacity search".
 
 The split reads the server's own timings where the cell has them (`phase_times`): its request spans joined
 to the measured requests (the phase ledger), else its request-time histograms' means over the measured phase;
@@ -65,7 +66,7 @@ def phase_times(c: CellRow) -> PhaseTimes | None:
     return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Cost:
     usd_per_hour: float               # the server's, as priced
     per_m_output: float               # $ / 1e6 output tokens, the whole cost on them
@@ -104,5 +105,26 @@ def cell_cost(c: CellRow, price: Price, devices: int, phases: PhaseTimes | None 
     in_tps = tokens_in / duration if tokens_in and duration else None
     split_in = per_million(hourly * share[0], in_tps) if share and in_tps else None
     split_out = per_million(hourly * (1 - share[0]), out_tps) if share else None
-    return Cost(hourly, per_million(hourly, out_tps), split_in, split_out, share[0] if share else None,
-                share[1] if share else None, out_tps * SECONDS_PER_HOUR / hourly)
+    return Cost(usd_per_hour=hourly, per_m_output=per_million(hourly, out_tps), per_m_input_split=split_in,
+                per_m_output_split=split_out, input_share=share[0] if share else None,
+                split_by=share[1] if share else None, output_per_usd=out_tps * SECONDS_PER_HOUR / hourly)
+
+
+@dataclass(frozen=True)
+class CapacityUnits:
+    """A capacity answer (agents, users, streams or a rate) per device and, at a price, per $ an hour: the
+    answer and its 95 % interval's ends, each divided alike (docs/metrics.md, "Capacity search")."""
+
+    devices: int
+    per_device: tuple[float | None, float | None, float | None]      # capacity, lo, hi per device
+    per_usd_hour: tuple[float | None, float | None, float | None] | None = None
+
+
+def capacity_units(answer: tuple[float | None, float | None, float | None], devices: int,
+                   price: Price | None = None) -> CapacityUnits:
+    """`answer` (capacity, lo, hi: metrics/capacity.Answer's) per device, and per $ an hour at `price` on
+    `devices` devices (the device price x devices, or the node's)."""
+    def over(d: float) -> tuple[float | None, float | None, float | None]:
+        return tuple(None if x is None else x / d for x in answer)      # type: ignore[return-value]
+    n = max(1, devices)
+    return CapacityUnits(n, over(n), over(price.hourly(n)) if price is not None else None)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from tokenbench.judge.cells import label_of, load_of, pair_of, x_of
+from tokenbench.judge.cells import label_of, load_of, pair_of, session_shape_of, x_of
 from tokenbench.judge.load_axes import LoadKey
 from tokenbench.judge.views import ConfigInfo, RunData
 from tokenbench.metrics.cell_summary import known
@@ -30,7 +30,7 @@ from tokenbench.spec.study import Sampling as SamplingAsked
 from tokenbench.store.rows import CellRow
 
 TOLERANCE = 0.01           # relative difference in tokens per request that counts as different
-OWN_KINDS = ("bench", "sweep")   # runs tokenbench measured: ignore_eos, the sampling its spec asked (temperature=0)
+OWN_KINDS = ("bench", "sweep", "demo")   # runs tokenbench measured: ignore_eos, the sampling its spec asked (temperature=0)
 
 
 @dataclass
@@ -62,6 +62,8 @@ class CacheUse:
 
     percent: int | None = None      # some were (reported by the server), rounded to a whole percent
     stated: str | None = None       # an imported result's own word for it (its prefix-cache setting)
+    state: str | None = None        # whether the cache could hold the prompts (study/prompt_cache.py): cold, warm,
+                                    # unknown; several joined by '+' where the column's cells differ
 
 
 Value = float | bool | str | CacheUse
@@ -155,7 +157,7 @@ def load_text(c: CellRow) -> str:
     mode, x, cap, arrival, burst = load_shape(c)
     if mode in ("concurrency", "users"):
         return load_of(c).label
-    head = "replay" if mode == "replay" else f"{x:g}/s"
+    head = "replay" if mode == "replay" else f"{x:g} sessions/s" if mode == "session_rate" else f"{x:g}/s"
     shape = [f"b={burst:g}" if burst not in (None, 1.0) else "", "constant" if arrival == "constant" else "",
              f"max {cap[0]} in flight" + (" (gate)" if cap[1] == "gate" else "") if cap else ""]
     return " ".join([head, *(w for w in shape if w)])
@@ -211,22 +213,29 @@ def ignore_eos(col: Column) -> bool | None:
     return None if v is None else bool(v)
 
 
+def _states(cells: list[CellRow]) -> str | None:
+    """The prefix-cache states the cells recorded ('cold', 'cold+warm'); None where none did."""
+    found = {r.summary.cache.state for c in cells for r in (c.repeats or (c,)) if r.summary.cache is not None}
+    return "+".join(sorted(str(s) for s in found)) if found else None
+
+
 def cache_state(col: Column, cells: list[CellRow]) -> CacheUse | None:
     cached = prompt = reported = 0
     for c in cells:
         a, b, n = col.run.cache.get(c.id, (0, 0, 0))
         cached, prompt, reported = cached + a, prompt + b, reported + n
+    state = _states(cells)
     if reported and prompt and cached:
-        return CacheUse(percent=int(f"{100 * cached / prompt:.0f}"))
+        return CacheUse(percent=int(f"{100 * cached / prompt:.0f}"), state=state)
     if (reported and prompt) or col.run.kind in OWN_KINDS:
-        return CacheUse()               # reported as 0 cached, or fresh random prompts: the same state
+        return CacheUse(state=state)    # reported as 0 cached, or fresh random prompts: the same state
     v = _workload(col).prefix_cache
     return CacheUse(stated=str(v)) if v else None
 
 
 def session_shape(cells: list[CellRow]) -> str | None:
     """The session shapes of a column's common cells (SINGLE_TURN for cells that are not sessions)."""
-    shapes = {c.summary.sessions.shape_text() if c.summary.sessions is not None else SINGLE_TURN for c in cells}
+    shapes = {session_shape_of(c) or SINGLE_TURN for c in cells}
     return "; ".join(sorted(shapes)) if shapes else None
 
 

@@ -63,7 +63,7 @@ class Member:
         return self.run.cells_of(self.config.name)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Point:
     owner: str
     cell: CellRow
@@ -216,7 +216,8 @@ def point(member: Member, c: CellRow, basis: Basis = "tpot") -> Point | Missing:
     per_kw, per_joule = _energy(c, out)
     price = Price.of(member.run.spec)
     per_usd = out.scaled(SECONDS_PER_HOUR / price.hourly(n)) if price else None
-    return Point(member.label, c, n, speed, out.scaled(1 / n), per_kw, per_joule, per_usd)
+    return Point(owner=member.label, cell=c, devices=n, per_user=speed, per_device=out.scaled(1 / n), per_kw=per_kw,
+                 per_joule=per_joule, per_usd=per_usd)
 
 
 def _beats(q: Point, p: Point) -> bool:

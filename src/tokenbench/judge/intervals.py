@@ -7,35 +7,54 @@ marked instead, judge/status.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Literal
 
 from tokenbench.client.records import RequestRecord
-from tokenbench.judge.cells import figure_state_of, ok_repeats, value_of
+from tokenbench.judge.cells import figure_state_of, launch_of, ok_repeats, value_of
 from tokenbench.judge.status import usable
 from tokenbench.judge.views import RunData
+from tokenbench.metrics import noise
 from tokenbench.metrics import request as rm
 from tokenbench.metrics import uncertainty as u
-from tokenbench.metrics.cell_summary import LATENCIES, RATES, Metric
+from tokenbench.metrics.cell_summary import JOBS, LATENCIES, RATES, Metric
 from tokenbench.spec.bench import SLO
 from tokenbench.store.rows import CellRow
 
 STATS: tuple[Literal["mean", "p50", "p90", "p99"], ...] = ("mean", "p50", "p90", "p99")
 
 
+# the between-run noise floor of a figure of a cell of a run, not learned from the runs named (judge/floors.py)
+Floor = Callable[[RunData, CellRow, Metric, Collection[str]], noise.Noise]
+
+
+def default_floor(run: RunData, cell: CellRow, metric: Metric, exclude: Collection[str] = ()) -> noise.Noise:
+    return noise.default_floor(metric.key)
+
+
 @dataclass(frozen=True)
 class Judging:
     """How `compare` judges its columns: with --allow-not-ok a cell that is not ok still shows its (marked)
     figures; --min-effect is the smallest difference a verdict calls one; with --allow-client-lag a figure
-    the client's delays may have moved (marked `~`) still gets its interval and verdict, marked."""
+    the client's delays may have moved (marked `~`) still gets its interval and verdict, marked; `floor`:
+    the between-run noise of a side measured once (learned from the database, else the default)."""
 
     allow_not_ok: bool = False
     min_effect: float = u.MIN_EFFECT
     allow_client_lag: bool = False
+    floor: Floor = default_floor
 
 
-HEADLINE = [Metric(n, s) for n in LATENCIES for s in STATS] + [Metric(r, "mean") for r in RATES]
+# The figures a comparison judges, ONE catalogue: `compare`'s verdict tables (and the report's config comparison
+# where it names none) and the regression gate read it; a figure a cell lacks (goodput without SLOs, the job
+# figures of a cell without sessions) is skipped where it is judged. Job figures are statistics over a
+# sessions or trajectories cell's complete jobs (docs/metrics.md, "Jobs").
+FIGURES: tuple[Metric, ...] = (
+    Metric("request_throughput"), Metric("output_throughput"), Metric("request_goodput"),
+    *(Metric(n, s) for n in LATENCIES for s in ("mean", "p50", "p99")),
+    Metric("job", "mean"), Metric("job", "p50"), Metric("job", "p95"), Metric("job_ttft", "p95"),
+    Metric("job_tpot", "p95"))
 
 
 def _latencies(recs: list[RequestRecord], name: str) -> list[float] | u.Clusters:
@@ -90,8 +109,7 @@ class Book:
         them, not as chunks carried them)."""
         k = (_ids(cell), metric.name, metric.stat)
         if k not in self._ivs:
-            requests = int(sum(c.summary.completed or 0 for c in ok_repeats(cell)))
-            iv = u.interval(self.groups(cell, metric), metric.stat, requests)
+            iv = u.interval(self.groups(cell, metric), metric.stat, self._units(cell, metric))
             iv = None if iv is None else iv.scaled(self.scale(cell, metric))
             self._ivs[k] = iv if iv is None or _holds(iv, value_of(cell, metric)) else None
         return self._ivs[k]
@@ -101,11 +119,24 @@ class Book:
         value = u.point(self.groups(cell, metric), metric.stat) if stored else None
         return stored / value if stored and value else 1.0
 
+    def _units(self, cell: CellRow, metric: Metric) -> int:
+        """What a p99 is taken over (too few: unreliable): the requests, or a job figure's complete jobs."""
+        if metric.name in JOBS:
+            return sum(len(g) for g in self.groups(cell, metric))
+        return int(sum(c.summary.completed or 0 for c in ok_repeats(cell)))
+
     def groups(self, cell: CellRow, metric: Metric) -> list[list[float] | u.Clusters]:
+        """Each ok repeat's samples: per request or per bin from its records, a job figure's per complete job
+        from its summary (JobFigures.each: in the order the jobs started)."""
         k = (_ids(cell), metric.name)
         if k not in self._groups:
-            self._groups[k] = [g for c in ok_repeats(cell) if (g := samples(self.records(c), metric.name, self.slo))]
+            self._groups[k] = [g for c in ok_repeats(cell) if (g := self._samples(c, metric))]
         return self._groups[k]
+
+    def _samples(self, c: CellRow, metric: Metric) -> list[float] | u.Clusters:
+        if metric.name in JOBS:
+            return c.summary.jobs.each(metric.name) if c.summary.jobs is not None else []
+        return samples(self.records(c), metric.name, self.slo)
 
 
 def _holds(iv: u.Interval, stated: float | None) -> bool:
@@ -130,14 +161,52 @@ def _slo(run: RunData) -> SLO | None:
         return None
 
 
+def launches(c: CellRow) -> list[str | None]:
+    """The server launch of each of a cell's ok repeats (None: not recorded)."""
+    return [launch_of(r) for r in ok_repeats(c)]
+
+
+def units(c: CellRow) -> int:
+    """How many independent units a cell's ok repeats are: their distinct launches (runs of one launch share
+    what it drew, metrics/noise.by_launch), a repeat whose launch is not recorded one of its own."""
+    ids = launches(c)
+    return len({i for i in ids if i is not None}) + ids.count(None)
+
+
+def one_launch(a: CellRow, b: CellRow) -> bool:
+    """Both cells' ok repeats all ran on one and the same launch: what it drew cancels between them."""
+    ids = {*launches(a), *launches(b)}
+    return len(ids) == 1 and None not in ids
+
+
+def between(sides: tuple[tuple[Book, CellRow], tuple[Book, CellRow]], metric: Metric,
+            floor: Floor) -> u.Between:
+    """The between-run noise a verdict adds: none where both sides' ok repeats span two launches or more
+    (their intervals are then the between-repeat ones, `u.combine`); else each side measured on one launch adds
+    its floor's tau^2, at the floor's degrees of freedom (the fewest of the two). Where both sides ran on one and
+    the same launch, what it drew cancels between them: each repeat is a unit, and only a side measured once
+    adds its floor."""
+    (_, a), (_, b) = sides
+    count: Callable[[CellRow], int] = (lambda c: len(ok_repeats(c))) if one_launch(a, b) else units
+    single = [(book, c) for book, c in sides if count(c) < 2]
+    if not single:
+        return u.Between(source="repeats")
+    runs = {book.run.id for book, _ in sides}
+    floors = [floor(book.run, c, metric, runs) for book, c in single]
+    worst = min(floors, key=lambda f: (f.df, f.source != "default"))
+    return u.Between(sum(f.tau ** 2 for f in floors), min(f.df for f in floors), worst.source)
+
+
 def verdict(a_book: Book, a: CellRow, b_book: Book, b: CellRow, metric: Metric,
             judging: Judging = Judging()) -> u.Comparison | None:
     """Is B faster than A on `metric`? None when either cell is not ok, either figure was marked moved
-    (unless --allow-client-lag), or either has no samples."""
+    (unless --allow-client-lag), or either has no samples. Its interval holds the between-run noise
+    (`between`) beside each cell's own."""
     if not all(usable(figure_state_of(c, metric.key), judging.allow_client_lag) for c in (a, b)):
         return None
     ia, ib = a_book.interval(a, metric), b_book.interval(b, metric)
     if ia is None or ib is None:
         return None
     floor = max(u.drift(a_book.groups(a, metric), metric.stat), u.drift(b_book.groups(b, metric), metric.stat))
-    return u.verdict(ia, ib, metric.higher_is_better, judging.min_effect, floor)
+    noise_ = between(((a_book, a), (b_book, b)), metric, judging.floor)
+    return u.verdict(ia, ib, metric.higher_is_better, judging.min_effect, floor, noise_)

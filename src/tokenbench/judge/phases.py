@@ -25,7 +25,7 @@ from tokenbench.metrics.summary_groups import LAST_PHASES, PHASES, TTFT_PHASES, 
 from tokenbench.store.rows import CellRow
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PhaseChange:
     """One phase of two cells: each mean's interval, B - A with its interval (ms), and whether it moved."""
 
@@ -61,7 +61,8 @@ def change(phase: PhaseName, a: list[float], b: list[float], scale_ms: float, mi
     delta = ib.value - ia.value
     half = math.hypot(ia.se, ib.se) * u.t975(_welch_df(ia, ib)) if ia.df and ib.df else math.inf
     lo, hi = delta - half, delta + half
-    return PhaseChange(phase, ia, ib, delta, lo, hi, (lo > 0 or hi < 0) and abs(delta) >= min_effect * scale_ms)
+    return PhaseChange(phase=phase, a=ia, b=ib, delta=delta, lo=lo, hi=hi,
+                       moved=(lo > 0 or hi < 0) and abs(delta) >= min_effect * scale_ms)
 
 
 def _welch_df(a: u.Interval, b: u.Interval) -> int:

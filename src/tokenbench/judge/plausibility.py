@@ -108,7 +108,7 @@ class ConfigCheck:
     cells: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Overrides:
     hardware: str | None = None
     hardware_file: str | None = None

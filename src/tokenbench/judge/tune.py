@@ -11,6 +11,12 @@ and its search starts from the best boundary found so far (`warm_start`). Formul
   every other config not worse is *indistinguishable* from it: the intervals cannot tell them apart.
 - A config that did not start is *failed* (its cause: logs/launch.py); one the budget did not reach, *not_run*;
   when no config met the tier at any load tried there is no best, and every config searched is *unmet*.
+- A config whose engine died after it started, in any launch, is *died* in every tier (the death and its
+  cause: logs/launch.Death), and one whose last launch did not start is *failed*: neither is ever the best,
+  whatever its search found, nor a rival another is stopped against or beaten by.
+- The first tier's best is confirmed on a fresh launch: a sustain cell at its answer (`Confirmation`). One
+  that missed the tier there is *unconfirmed* in that tier, and the next-ranked config is its best; one
+  whose engine died there is *died*. The recommendation is the first tier's best.
 """
 
 from __future__ import annotations
@@ -21,31 +27,52 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from tokenbench.logs.launch import LaunchFailure
-from tokenbench.metrics.capacity import Answer, Reason, SearchRecord
+from tokenbench.logs.launch import Death, LaunchFailure
+from tokenbench.metrics.capacity import Answer, Reason, SearchRecord, Sustain, TierVerdict
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.slo import Tier
 from tokenbench.store.rows import SearchRow
 
-TuneVerdict = Literal["best", "indistinguishable", "worse", "unmet", "failed", "not_run"]
-VERDICTS: tuple[TuneVerdict, ...] = ("best", "indistinguishable", "worse", "unmet", "failed", "not_run")
+TuneVerdict = Literal["best", "indistinguishable", "worse", "unmet", "unconfirmed", "died", "failed", "not_run"]
+VERDICTS: tuple[TuneVerdict, ...] = ("best", "indistinguishable", "worse", "unmet", "unconfirmed", "died", "failed",
+                                     "not_run")
+Outcome = Literal["confirmed", "missed", "in_doubt", "died"]
 
 
 @dataclass(frozen=True)
 class Entrant:
-    """One server config of a tune: its name and flags (profile overrides), its search (None: not searched)
-    and why it did not start (None: it started, or was not tried)."""
+    """One server config of a tune: its name and flags (profile overrides), its search (None: not searched),
+    why it did not start (None: it started, or was not tried) and each death of its engine after it started."""
 
     name: str
     overrides: dict[str, str] = field(default_factory=dict)
     record: SearchRecord | None = None
     launch: LaunchFailure | None = None
     note: str = ""                     # the stored config's message (why one was not run)
+    deaths: tuple[Death, ...] = ()     # each time its engine started and then died
 
     def answer(self, tier: str) -> Answer | None:
         if self.record is None:
             return None
         return next((a for a in self.record.answers if a.tier == tier), None)
+
+    @property
+    def out(self) -> TuneVerdict | None:
+        """Why it can be no tier's best whatever its search found: its engine died (in any launch), or its last
+        launch did not start (None: it can be)."""
+        if self.deaths:
+            return "died"
+        return "failed" if self.launch is not None and self.record is not None else None
+
+    @property
+    def confirmation(self) -> Confirmation | None:
+        """Its confirmation: the sustain cell at its first tier's answer, or its engine's death there (None: not
+        tried)."""
+        died = next((d for d in self.deaths if d.sustain), None)
+        if died is not None:
+            return Confirmation(config=self.name, outcome="died", death=died)
+        sustain = self.record.sustain if self.record is not None else None
+        return None if sustain is None else confirmation(self.name, sustain)
 
     @property
     def cells(self) -> int:
@@ -75,6 +102,35 @@ class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True)
 
 
+class Confirmation(Frozen):
+    """A config confirmed on a fresh launch: a sustain cell at its first tier's answer (`load`, `duration_s`
+    long) and what came of it: *confirmed* (the tier met over the cell), *missed* (not met, or the cell
+    failed), *in_doubt* (the client's own delays may have moved the cell: it neither confirms nor refutes),
+    *died* (the engine died: `death`). `drifted` and `apart`: the cell's figures drifted over it, or read
+    apart from the search's cells at that load (the limits named): said, not held against it."""
+
+    config: str
+    outcome: Outcome
+    load: float | None = None
+    duration_s: float | None = None
+    verdict: TierVerdict | None = None
+    death: Death | None = None
+    drifted: bool = False
+    apart: list[str] = []
+
+
+def confirmation(config: str, s: Sustain) -> Confirmation:
+    """What the sustain cell at a config's answer says of it."""
+    return Confirmation(config=config, outcome=outcome(s), load=s.load, duration_s=s.duration_s,
+                        verdict=s.verdicts[0] if s.verdicts else None, drifted=s.drifted, apart=s.apart)
+
+
+def outcome(s: Sustain) -> Outcome:
+    if s.verdicts and s.verdicts[0].passes and s.status == "ok":
+        return "confirmed"
+    return "in_doubt" if s.doubt is not None else "missed"
+
+
 class Standing(Frozen):
     """One config under one tier: its verdict, its search's answer, and for a worse one the config whose sure
     pass lies at or above its sure failure."""
@@ -87,6 +143,8 @@ class Standing(Frozen):
     cells: int = 0
     launch: LaunchFailure | None = None
     note: str = ""
+    deaths: list[Death] = []
+    confirmation: Confirmation | None = None
 
 
 class Gain(Frozen):
@@ -127,19 +185,43 @@ class Recommendation(Frozen):
     profile: dict[str, Any] | None = None
 
 
+Empty = Literal["none_started", "none_met", "none_held"]
+
+
 class Tuning(Frozen):
     """The tune's judgement: a ranking per tier, the recommended config (the first tier's best), the baseline
-    it is measured against, and the frontier: configs no other one beats in one tier while matching it in the rest."""
+    it is measured against, the frontier (configs no other one beats in one tier while matching it in the
+    rest), the confirmations tried in the order they were (each config once: the first tier's best, then the
+    next-ranked where one failed), and whether the tune confirms its answer (`confirm`; --no-confirm: not)."""
 
     baseline: str
     rankings: list[Ranking]
     frontier: list[str]
     integer: bool
+    dimension: str = "concurrency"
+    confirm: bool = True
+    confirmations: list[Confirmation] = []
     recommendation: Recommendation | None = None
 
     @property
     def recommended(self) -> str | None:
         return self.rankings[0].best if self.rankings else None
+
+    @property
+    def confirmed(self) -> Confirmation | None:
+        """The recommended config's confirmation (None: not run)."""
+        return next((c for c in self.confirmations if c.config == self.recommended), None)
+
+    @property
+    def empty(self) -> Empty | None:
+        """Why there is nothing to recommend (None: there is): no config started; none met the first tier at
+        any load tried; or every one that met it died or missed it on its confirmation."""
+        if self.recommended is not None:
+            return None
+        standings = self.rankings[0].standings if self.rankings else []
+        if not any(s.answer is not None or s.deaths for s in standings):
+            return "none_started" if any(s.verdict == "failed" for s in standings) else "none_met"
+        return "none_held" if any(score(s.answer) > 0 or s.deaths for s in standings) else "none_met"
 
     def ranking(self, tier: str) -> Ranking:
         return next(r for r in self.rankings if r.tier.name == tier)
@@ -155,19 +237,37 @@ def beaten(x: Answer, answers: dict[str, Answer]) -> str | None:
     return max(above)[1] if above else None
 
 
+def _key(order: Sequence[str], answers: dict[str, Answer], baseline: str):
+    """The ranking's order: the highest capacity, then the surer low end, the baseline, the earlier config."""
+    return lambda n: (score(answers[n]), answers[n].lo or 0.0, n == baseline, -order.index(n))
+
+
 def _best(order: Sequence[str], answers: dict[str, Answer], baseline: str) -> str | None:
     """The highest capacity (None when no config met the tier at any load)."""
     if not any(score(a) > 0 for a in answers.values()):
         return None
-    return max(answers, key=lambda n: (score(answers[n]), answers[n].lo or 0.0, n == baseline, -order.index(n)))
+    return max(answers, key=_key(order, answers, baseline))
 
 
-def _standing(e: Entrant, best: str | None, answers: dict[str, Answer]) -> Standing:
-    a = answers.get(e.name)
-    common: dict[str, Any] = {"config": e.name, "overrides": e.overrides, "cells": e.cells}
+def excluded(e: Entrant, first: bool) -> TuneVerdict | None:
+    """Why the config cannot be the tier's best: its engine died, its last launch did not start, or (the first
+    tier) it missed the tier on its confirmation (None: it can be)."""
+    if e.out is not None:
+        return e.out
+    c = e.confirmation
+    return "unconfirmed" if first and c is not None and c.outcome == "missed" else None
+
+
+def _standing(e: Entrant, tier: str, best: str | None, answers: dict[str, Answer], first: bool) -> Standing:
+    """The config's verdict under the tier; `answers`: those of the configs that can be its best."""
+    a = e.answer(tier)
+    common: dict[str, Any] = {"config": e.name, "overrides": e.overrides, "cells": e.cells, "launch": e.launch,
+                              "deaths": list(e.deaths), "confirmation": e.confirmation if first else None}
+    out = excluded(e, first)
     if a is None:
-        return Standing(verdict="failed" if e.launch is not None else "not_run", launch=e.launch, note=e.note,
-                        **common)
+        return Standing(verdict=out or ("failed" if e.launch is not None else "not_run"), note=e.note, **common)
+    if out is not None:
+        return Standing(verdict=out, answer=a, **common)
     if e.name == best:
         return Standing(verdict="best", answer=a, **common)
     if best is None:
@@ -185,31 +285,47 @@ def gain(best: Answer, base: Answer, integer: bool) -> Gain:
     return Gain(value=value, lo=lo, hi=hi)
 
 
-def rank(tier: Tier, entrants: Sequence[Entrant], baseline: str, integer: bool) -> Ranking:
-    answers = {e.name: a for e in entrants if (a := e.answer(tier.name)) is not None}
+def rank(tier: Tier, entrants: Sequence[Entrant], baseline: str, integer: bool, first: bool = True) -> Ranking:
+    """The tier's verdicts over the configs that can be its best (`excluded` ones are listed, not ranked)."""
+    answers = {e.name: a for e in entrants if (a := e.answer(tier.name)) is not None and excluded(e, first) is None}
     order = [e.name for e in entrants]
     best = _best(order, answers, baseline)
-    standings = [_standing(e, best, answers) for e in entrants]
+    standings = [_standing(e, tier.name, best, answers, first) for e in entrants]
     g = None
     if best is not None and baseline in answers:
         g = Gain(value=0.0, lo=0.0, hi=0.0) if best == baseline else gain(answers[best], answers[baseline], integer)
     return Ranking(tier=tier, standings=standings, best=best, gain=g)
 
 
+def confirmations(entrants: Sequence[Entrant], tier: Tier, baseline: str) -> list[Confirmation]:
+    """The confirmations tried, in the order the tune tries them: the first tier's ranking (the highest
+    capacity first), each config once."""
+    tried = {e.name: (e, c) for e in entrants if (c := e.confirmation) is not None and e.answer(tier.name) is not None}
+    answers = {n: a for n, (e, _) in tried.items() if (a := e.answer(tier.name)) is not None}
+    order = [e.name for e in entrants]
+    return [tried[n][1] for n in sorted(answers, key=_key(order, answers, baseline), reverse=True)]
+
+
 def frontier(entrants: Sequence[Entrant], tiers: Sequence[Tier]) -> list[str]:
-    """Configs searched that no other one beats in one tier while matching it in the rest (capacities as ranked)."""
-    scores = {e.name: [score(e.answer(t.name)) for t in tiers] for e in entrants if e.record is not None}
+    """Configs searched that no other one beats in one tier while matching it in the rest (capacities as ranked);
+    a config whose engine died or whose last launch did not start is in no frontier."""
+    scores = {e.name: [score(e.answer(t.name)) for t in tiers] for e in entrants
+              if e.record is not None and e.out is None}
 
     def dominated(x: list[float]) -> bool:
         return any(all(a >= b for a, b in zip(y, x, strict=True)) and y != x for y in scores.values())
     return [name for name, x in scores.items() if not dominated(x)]
 
 
-def judge(tiers: Sequence[Tier], entrants: Sequence[Entrant], baseline: str) -> Tuning:
+def judge(tiers: Sequence[Tier], entrants: Sequence[Entrant], baseline: str, confirm: bool = True,
+          dimension: str | None = None) -> Tuning:
     dims = {e.record.dimension for e in entrants if e.record is not None}
+    dim = dimension or next(iter(sorted(dims)), "concurrency")
     integer = "rate" not in dims
-    return Tuning(baseline=baseline, rankings=[rank(t, entrants, baseline, integer) for t in tiers],
-                  frontier=frontier(entrants, tiers), integer=integer)
+    rankings = [rank(t, entrants, baseline, integer, i == 0) for i, t in enumerate(tiers)]
+    tried = confirmations(entrants, tiers[0], baseline) if tiers else []
+    return Tuning(baseline=baseline, rankings=rankings, frontier=frontier(entrants, tiers), integer=integer,
+                  dimension=dim, confirm=confirm, confirmations=tried)
 
 
 class Config(Protocol):
@@ -225,14 +341,16 @@ class Config(Protocol):
     def profile(self) -> Profile | None: ...
     @property
     def message(self) -> str: ...
+    @property
+    def deaths(self) -> tuple[Death, ...]: ...
 
 
 def entrants(configs: Sequence[Config], searches: Sequence[SearchRow]) -> list[Entrant]:
     """The tune's configs in the stored order (the tune's own: it stores them all before it starts), each with
     its search and its launch failure."""
     found = {s.config: s.record for s in searches}
-    return [Entrant(c.name, {k: str(v) for k, v in c.overrides.items()}, found.get(c.name), c.launch, c.message or "")
-            for c in configs]
+    return [Entrant(c.name, {k: str(v) for k, v in c.overrides.items()}, found.get(c.name), c.launch, c.message or "",
+                    tuple(c.deaths)) for c in configs]
 
 
 def baseline_of(spec: Mapping[str, Any]) -> str | None:
@@ -251,13 +369,35 @@ def recommendation(spec: Mapping[str, Any], config: Config) -> Recommendation:
     return Recommendation(config=config.name, argv=argv, profile=profile)
 
 
-def of_run(spec: Mapping[str, Any], configs: Sequence[Config], searches: Sequence[SearchRow]) -> Tuning | None:
-    """The judgement of a stored tune (None for any other run, or a tune with no search stored yet), with the
-    recommended config ready to start."""
-    baseline = baseline_of(spec)
-    if baseline is None or not searches:
+def _spec_tiers(spec: Mapping[str, Any]) -> tuple[list[Tier], str] | None:
+    """A stored tune's tiers and search dimension from its spec (None: a spec this version cannot read)."""
+    from pydantic import ValidationError
+
+    from tokenbench.spec.study import StudySpec
+    try:
+        s = StudySpec.model_validate({k: v for k, v in spec.items() if k != "planned_cells"})   # the run's, not the spec's
+    except ValidationError:
         return None
-    tuning = judge(searches[0].record.tiers, entrants(configs, searches), baseline)
+    return s.capacity_tiers(), s.find_capacity or "concurrency"
+
+
+def confirms(spec: Mapping[str, Any]) -> bool:
+    """Whether a stored tune confirms its answer (not --no-confirm)."""
+    tune = spec.get("tune")
+    return not (isinstance(tune, dict) and tune.get("no_confirm"))
+
+
+def of_run(spec: Mapping[str, Any], configs: Sequence[Config], searches: Sequence[SearchRow]) -> Tuning | None:
+    """The judgement of a stored tune (None for any other run, or a tune with nothing stored yet: no search,
+    no config that failed to start), with the recommended config ready to start."""
+    baseline = baseline_of(spec)
+    tried = any(c.launch is not None or c.deaths for c in configs)
+    if baseline is None or not (searches or tried):
+        return None
+    found = (searches[0].record.tiers, searches[0].record.dimension) if searches else _spec_tiers(spec)
+    if found is None:
+        return None
+    tuning = judge(found[0], entrants(configs, searches), baseline, confirms(spec), found[1])
     best = next((c for c in configs if c.name == tuning.recommended), None)
     return tuning.model_copy(update={"recommendation": recommendation(spec, best)}) if best is not None else tuning
 
@@ -279,7 +419,7 @@ class Undecided:
 
 
 SHORT = ("budget", "time")                  # a search that ended for lack of cells or of time
-FINAL = ("converged", "above_max", "below_min", "outranked")     # ... or that ended with its answer
+FINAL = ("converged", "above_max", "below_min", "outranked", "died")     # ... or that ended with its answer
 
 
 def undecided(r: Ranking) -> Undecided | None:
@@ -297,8 +437,10 @@ def undecided(r: Ranking) -> Undecided | None:
 # ---- the rules the tune runs by ----
 
 def rivals(entrants: Sequence[Entrant], tiers: Sequence[Tier]) -> dict[str, float | None]:
-    """Per tier, the highest load any config searched so far surely met (None: none surely met one)."""
-    return {t.name: max((a.lo for e in entrants if (a := e.answer(t.name)) is not None and a.lo is not None),
+    """Per tier, the highest load any config searched so far surely met (None: none surely met one); a config
+    whose engine died, or whose last launch did not start, is no rival."""
+    alive = [e for e in entrants if e.out is None]
+    return {t.name: max((a.lo for e in alive if (a := e.answer(t.name)) is not None and a.lo is not None),
                         default=None) for t in tiers}
 
 
@@ -313,6 +455,7 @@ def warm_start(entrants: Sequence[Entrant], tier: Tier) -> float | None:
     """Where the next config's search starts: the highest load a config searched so far surely met under the
     first tier (a config that fails there is at once outranked in it), else the highest capacity found (None:
     nothing found yet: the spec's start)."""
-    sure = [a.lo for e in entrants if (a := e.answer(tier.name)) is not None and a.lo is not None]
-    found = [a.capacity for e in entrants if (a := e.answer(tier.name)) is not None and a.capacity is not None]
+    alive = [e for e in entrants if e.out is None]
+    sure = [a.lo for e in alive if (a := e.answer(tier.name)) is not None and a.lo is not None]
+    found = [a.capacity for e in alive if (a := e.answer(tier.name)) is not None and a.capacity is not None]
     return max(sure) if sure else max(found) if found else None

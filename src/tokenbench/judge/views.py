@@ -24,7 +24,7 @@ from tokenbench.store.db import Store, db_path
 from tokenbench.store.rows import CellRow, ConfigRow, RunRow, SampleRow, SearchRow
 
 if TYPE_CHECKING:
-    from tokenbench.logs.launch import LaunchFailure
+    from tokenbench.logs.launch import Death, LaunchFailure
 
 MONITOR_NAMES = ("running", "waiting", "kv_usage")
 
@@ -38,7 +38,7 @@ def open_store(db: str | None) -> Store:
     return Store(path)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ConfigInfo:
     id: int
     name: str
@@ -48,6 +48,7 @@ class ConfigInfo:
     status: str
     message: str
     launch: LaunchFailure | None = None      # why it did not start (logs/launch.py)
+    deaths: tuple[Death, ...] = ()           # each time its engine started and then died (logs/launch.py)
 
     @property
     def engine(self) -> str:
@@ -133,7 +134,7 @@ class Timeline:
     requests: list[RequestRecord]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RunData:
     id: str
     created_at: str
@@ -191,9 +192,9 @@ def _order(c: CellRow) -> tuple:
     return (c.input_len, c.output_len, load_of(c), c.repeat)
 
 
-def _config(row: ConfigRow) -> ConfigInfo:
-    return ConfigInfo(row.id, row.name, row.overrides or {}, row.profile, row.facts, row.status, row.message or "",
-                      row.launch)
+def config_info(row: ConfigRow) -> ConfigInfo:
+    return ConfigInfo(id=row.id, name=row.name, overrides=row.overrides or {}, profile=row.profile, facts=row.facts,
+                      status=row.status, message=row.message or "", launch=row.launch, deaths=row.deaths)
 
 
 def _monitor(store: Store, cells: list[CellRow]) -> dict[int, list[SampleRow]]:
@@ -231,11 +232,12 @@ def _eager(cell: CellRow, configs: dict[str, ConfigInfo]) -> CellRow:
 
 def load_run(store: Store, run_id: str, timeline_cell: str | None = None, requests: bool = True) -> RunData:
     row: RunRow = store.run(run_id)
-    configs = [_config(r) for r in store.configs(run_id)]
+    configs = [config_info(r) for r in store.configs(run_id)]
     by_name = {c.name: c for c in configs}
     cells = [_eager(r, by_name) for r in store.cells(run_id)]
-    run = RunData(row.id, row.created_at, row.kind, row.status, row.target, row.tool_version, row.spec or {},
-                  row.command or [], row.environment or {}, row.message or "", configs, cells)
+    run = RunData(id=row.id, created_at=row.created_at, kind=row.kind, status=row.status, target=row.target,
+                  tool_version=row.tool_version, spec=row.spec or {}, command=row.command or [],
+                  environment=row.environment or {}, message=row.message or "", configs=configs, cells=cells)
     run.searches = store.searches(run_id)
     run.cache = store.cache_totals(run_id)
     run.reader = store.sampled_requests          # a bounded reservoir per cell (store.schema.RESERVOIR)

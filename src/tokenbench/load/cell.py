@@ -1,6 +1,6 @@
 """One cell end to end: fresh exact-length prompts, warmup with the real shape, the measured phase,
 then the summary and the length verification. Failures are data; the verdict is in `status`. A cell is
-one `CellJob`, built by the study's runner (study/runner.py) for `bench`, `sweep`, `demo`, `calibrate`,
+one `CellJob`, built by the study's cells (study/cells.py) for `bench`, `sweep`, `demo`, `calibrate`,
 `agree` and the tests alike, and handed down whole: `run_cell(session, job)`.
 
 Bounded memory: requests are prepared as they are due (a duration cell takes as many as it needs) and
@@ -26,24 +26,24 @@ from tokenbench.errors import UsageError
 from tokenbench.load.arrivals import arrival_seed
 from tokenbench.load.clock import ctrl_c_raises
 from tokenbench.load.executors import Executor, InProcess
-from tokenbench.load.runner import CellRun, Phases, Sessions, Work
+from tokenbench.load.runner import CellRun, Cutoff, Phases, Sessions, Work
 from tokenbench.load.target import Endpoint
 from tokenbench.metrics.cell import Measured, ServerSide, finish
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.health import Delivery
-from tokenbench.metrics.summary import shape_of, turn_figures
-from tokenbench.metrics.summary_groups import ClientHealth, SessionFigures, WorkloadFacts
-from tokenbench.metrics.tally import CellTally, TurnTally
+from tokenbench.metrics.summary import job_figures, shape_of, theory_figures, turn_figures
+from tokenbench.metrics.summary_groups import ClientHealth, JobFigures, SessionFigures, WorkloadFacts
+from tokenbench.metrics.tally import CellTally
 from tokenbench.metrics.verdict import Verdict, VerdictPolicy
 from tokenbench.spec.bench import SLO, Load, Workload
 from tokenbench.spec.keys import cell_key
 from tokenbench.workload.build import CellPrompts, build_cell, tokenizer_for
 
 if TYPE_CHECKING:                    # a sessions cell's conversations: imported where one is made (_sessions)
-    from tokenbench.workload.sessions import Feedback
+    from tokenbench.workload.sessions import Context
 
 
-@dataclass
+@dataclass(kw_only=True)
 class CellResult:
     key: str
     load: Load
@@ -130,7 +130,7 @@ class Unwatched:
         return ServerSide()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CellJob:
     """One cell, handed down whole with what it needs and nothing else: the server, what to send under
     which load, how each request is made (the client options), what its figures and verdict need (the
@@ -140,7 +140,7 @@ class CellJob:
     endpoint: Endpoint
     workload: Workload
     load: Load
-    request: RequestOptions              # the client options: each request's shape (study/runner.request_options)
+    request: RequestOptions              # the client options: each request's shape (study/cells.request_options)
     policy: VerdictPolicy                # the verdict options: what the cell tolerates, the server it names
     slo: SLO = field(default_factory=SLO)   # goodput's SLOs
     timeslice_s: float = 10.0            # the width of the cell's timeslices
@@ -208,12 +208,13 @@ def _prepare_one(job: CellJob, p: Prompt) -> PreparedRequest:
 class _Work:
     """A cell's requests before it runs: the warmup's prompts (and the workload's facts and notes), the
     measured work (requests made as they are taken, or a sessions cell's conversations), the measured
-    requests planned, and how a sessions cell's conversations went (filled in as they run)."""
+    requests planned, and what a sessions cell's conversations share (how they went, filled in as they run)."""
 
     prompts: CellPrompts
     measure: Work
     count: int | None
-    feedback: Feedback | None = None
+    context: Context | None = None
+    cutoff: Cutoff = field(default_factory=Cutoff)
 
 
 def _requests(job: CellJob, n_warm: int) -> _Work:
@@ -230,33 +231,66 @@ def _session_facts(wl: Workload, warm: CellPrompts) -> WorkloadFacts:
     answers of output_len), and the warmup's tokenizer and chat-template facts."""
     turns, sys, ilen, olen = wl.turns or 1, wl.system_prompt_len or 0, wl.input_len or 0, wl.output_len or 0
     lengths = [sys + (k + 1) * ilen + k * olen for k in range(turns)]
-    return warm.facts.model_copy(update={"workload": "sessions", "input_len_mean": sum(lengths) / turns,
-                                         "input_len_min": lengths[0], "input_len_max": lengths[-1]})
+    return warm.facts.of_sessions(lengths)
+
+
+def _warmup(job: CellJob, n_warm: int, input_len: int, output_len: int | None) -> CellPrompts:
+    """A sessions cell's warmup: single random prompts of the first turn's shape (no session, nothing shared
+    with the measured sessions)."""
+    wl = job.workload
+    warm_wl = Workload(api=wl.api, input_len=max(1, input_len), output_len=output_len, seed=wl.seed,
+                       salt=wl.salt, tokenizer_path=wl.tokenizer_path, vocab_size=wl.vocab_size)
+    return build_cell(job.endpoint, warm_wl, job.key, n_warm, 0)
+
+
+def _cutoff(load: Load, kind: str) -> Cutoff:
+    return Cutoff(load.window or ("first-user" if kind == "trajectories" else "all"))
 
 
 def _sessions(job: CellJob, n_warm: int) -> _Work:
-    """A sessions cell: a warmup of single turn-0-shaped random prompts (no session, nothing shared with
-    the measured sessions), then the conversations (workload/sessions.py)."""
+    """A sessions cell: the warmup, then the conversations (workload/sessions.py); trajectories: _trajectories."""
     from tokenbench.workload.sessions import Context, Maker, conversations
     wl, load = job.workload, job.load
-    warm_wl = Workload(api=wl.api, input_len=(wl.system_prompt_len or 0) + (wl.input_len or 1),
-                       output_len=wl.output_len, seed=wl.seed, tokenizer_path=wl.tokenizer_path,
-                       vocab_size=wl.vocab_size)
-    prompts = build_cell(job.endpoint, warm_wl, job.key, n_warm, 0)
+    if wl.kind == "trajectories":
+        return _trajectories(job, n_warm)
+    prompts = _warmup(job, n_warm, (wl.system_prompt_len or 0) + (wl.input_len or 1), wl.output_len)
     prompts.facts, prompts.length_means = _session_facts(wl, prompts), None
     tok = tokenizer_for(job.endpoint, wl)
-    ctx = Context(wl, lambda p: _prepare_one(job, p), tok)
+    ctx = Context(wl=wl, make=lambda p: _prepare_one(job, p), tok=tok)
     items = conversations(job.endpoint, Maker(wl, job.key, job.endpoint.vocab, tok), ctx, load.num_sessions)
     count = load.num_sessions * (wl.turns or 1) if load.num_sessions else None
-    return _Work(prompts, Sessions(items, load.num_sessions), count, ctx.feedback)
+    cutoff = _cutoff(load, wl.kind)
+    return _Work(prompts, Sessions(items, load.num_sessions, cutoff), count, ctx, cutoff)
+
+
+def _trajectories(job: CellJob, n_warm: int) -> _Work:
+    """A trajectories cell: its corpus resolved (refused, or its unreplayable trajectories stated), a warmup
+    of the first turn's shape, then one session per trajectory of each pass (workload/trajectories.py)."""
+    from tokenbench.workload.sessions import Context, Conversation
+    from tokenbench.workload.trajectories import CacheOracle, TrajectoryMaker, replay
+    wl, load, e = job.workload, job.load, job.endpoint
+    tok = tokenizer_for(e, wl)
+    r = replay(wl, job.key, e.vocab, tok, e.max_model_len)
+    first = r.trajectories[0]
+    prompts = _warmup(job, n_warm, len(first.system) + len(first.news[0]), first.outputs[0])
+    sessions = load.num_sessions or (None if load.duration_s else len(r.trajectories))
+    prompts.facts = r.facts(wl, prompts.facts, sessions)
+    prompts.length_means = (round(prompts.facts.input_len_mean or 0), round(prompts.facts.output_len_mean or 0))
+    prompts.notes += r.notes()
+    ctx = Context(wl=wl, make=lambda p: _prepare_one(job, p), tok=tok, oracle=CacheOracle(wl.cache_block_size))
+    items = (Conversation(plan, ctx) for plan in TrajectoryMaker(wl, job.key, e.vocab, r).plans(sessions))
+    turns = [len(t.news) for t in r.trajectories]
+    count = sum(turns[n % len(turns)] for n in range(sessions)) if sessions is not None else None
+    cutoff = _cutoff(load, wl.kind)
+    return _Work(prompts, Sessions(items, sessions, cutoff), count, ctx, cutoff)
 
 
 class _Intake:
     """Where each finished record goes while the cell runs: the spool, the tally (measured ones), and
     the kept lists when asked; and the cell's progress."""
 
-    def __init__(self, tally: CellTally, job: CellJob) -> None:
-        self.spool, self.tally = Spool(), tally
+    def __init__(self, tally: CellTally, job: CellJob, cutoff: Cutoff) -> None:
+        self.spool, self.tally, self.cutoff = Spool(), tally, cutoff
         self.keep, self.on_progress, self.watch = job.keep_records, job.on_progress, job.watch
         self.warmup: list[RequestRecord] = []
         self.records: list[RequestRecord] = []
@@ -285,7 +319,10 @@ class _Intake:
         if r.error_kind == "cancelled":       # cut off by a stop: stored, not measured
             self.cut += 1
             return
-        self.tally.add(r)
+        in_window = self.cutoff.measured(r)
+        self.tally.add(r, in_window)
+        if not in_window:
+            return
         self.tokens += r.output_tokens if r.ok else 0
         self.started_ns = r.sent_ns if self.started_ns is None else min(self.started_ns, r.sent_ns)
         self.ended_ns = r.end_ns if self.ended_ns is None else max(self.ended_ns, r.end_ns)
@@ -302,44 +339,58 @@ def _warmup_load(load: Load, count: int) -> Load | None:
 async def run_cell(session: Session, job: CellJob) -> CellResult:
     """Prompts, warmup, the measured phase (on the job's executor), then the summary and the verdict."""
     wl, load = job.workload, job.load
-    if (wl.kind == "sessions") != load.sessions:
+    if wl.sessions_like != load.sessions:
         raise UsageError(f"cell {job.key}: a sessions workload runs under a load of users or session starts, "
                          "and only it does", "give users (--users) or session_rate (--session-rate) with "
                          "--dataset-name sessions")
+    if wl.kind == "sessions" and load.num_sessions is None and load.duration_s is None:
+        raise UsageError(f"cell {job.key}: a sessions cell needs a count of sessions or a duration",
+                         "give num_sessions (--num-sessions) or duration_s (--duration)")
     n_warm = load.warmup_count()
     with ctrl_c_raises():
         work = _sessions(job, n_warm) if load.sessions else _requests(job, n_warm)
         warmup = list(_prepare(job, work.prompts.warmup))
     prompts = work.prompts
-    phases = Phases(job.key, warmup, _warmup_load(load, n_warm),
-                    work.measure, load, arrival_seed(wl.seed, job.key), work.count,
-                    planned_count(load, wl.input_len, "prepared") or 0, prompts.offsets_ns)
+    phases = Phases(key=job.key, warmup=warmup, warmup_load=_warmup_load(load, n_warm),
+                    measure=work.measure, load=load, seed=arrival_seed(wl.seed, job.key), count=work.count,
+                    limit=planned_count(load, wl.input_len, "prepared") or 0, offsets=prompts.offsets_ns)
     prompts.warmup, prompts.measure = [], []        # the requests being made hold them now (images are large)
-    intake = _Intake(CellTally(job.slo, job.timeslice_s, sessions=load.sessions), job)
+    intake = _Intake(CellTally(job.slo, job.timeslice_s, sessions=load.sessions), job, work.cutoff)
     run = await job.executor.run(session, phases, intake)
     return await _result(job, work, phases, intake, run)
 
 
-def _session_figures(job: CellJob, fb: Feedback, turns: TurnTally | None) -> SessionFigures:
+def _session_groups(job: CellJob, ctx: Context, tally: CellTally, window: tuple[Cutoff, int | None]
+                    ) -> tuple[SessionFigures, JobFigures | None]:
+    """A sessions cell's groups: its shape, how its sessions went, its figures by turn (with the theoretical
+    hit where an oracle counted it), where its measured window ended; and its jobs."""
+    fb, (cutoff, started) = ctx.feedback, window
     went = {"started": fb.started, "completed": fb.completed, "cut_short": fb.cut_short,
             "replies_returned_ids": fb.returned_ids, "replies_retokenized": fb.retokenized, "replies_fixed": fb.fixed}
     shape = shape_of(job.workload, job.load)
-    by_turn = turn_figures(turns) if turns is not None else {}
-    return SessionFigures.model_validate({**shape.model_dump(exclude_unset=True), **went, **by_turn})
+    by_turn: dict[str, object] = {**turn_figures(tally.turns)} if tally.turns is not None else {}
+    if ctx.oracle is not None and tally.turns is not None:
+        by_turn = {**by_turn, **theory_figures(tally.turns, ctx.theory), "cache_block_size": ctx.oracle.block}
+    end = (cutoff.end_ns - started) / 1e9 if cutoff.end_ns is not None and started is not None else None
+    told = {"window": cutoff.mode, "window_end_s": end, "outside_requests": tally.outside}
+    groups = SessionFigures.model_validate({**shape.model_dump(exclude_unset=True), **went, **by_turn, **told})
+    return groups, job_figures(tally.jobs, ctx.planned) if tally.jobs is not None else None
 
 
 async def _result(job: CellJob, work: _Work, phases: Phases, sink: _Intake, run: CellRun) -> CellResult:
     wl, load, prompts, health, tally = job.workload, job.load, work.prompts, run.client_health, sink.tally
-    fb = work.feedback
-    sessions = _session_figures(job, fb, tally.turns) if fb is not None else None
+    ctx = work.context
+    sessions, jobs = _session_groups(job, ctx, tally, (work.cutoff, sink.started_ns)) if ctx else (None, None)
     e = job.endpoint
     delivery = Delivery(e.server_writes, e.server_writes_from, e.via_proxy)
-    measured = Measured(tally, load, prompts.nominal_lengths(wl), health, run.slot_waits, phases.seed,
-                        phases.count, (sink.started_ns, sink.ended_ns), run.stopped, sink.cut, (prompts.facts, sessions),
-                        delivery)
+    measured = Measured(tally=tally, load=load, lengths=prompts.nominal_lengths(wl), health=health,
+                        slot_waits=run.slot_waits, arrival_seed=phases.seed, planned=phases.count,
+                        window=(sink.started_ns, sink.ended_ns), stopped=run.stopped, cut=sink.cut,
+                        groups=(prompts.facts, sessions, jobs), delivery=delivery)
     summary, verdict = finish(measured, await job.watch.read(measured, sink.spool), job.policy)
     notes = prompts.notes + exhausted_note(health, load, tally.outcomes.n)
-    notes += [fb.problem] if fb is not None and fb.problem else []
+    notes += [ctx.feedback.problem] if ctx is not None and ctx.feedback.problem else []
     records = sorted(sink.records, key=lambda r: r.index)
-    return CellResult(job.key, load, wl, summary, records, sink.warmup, verdict, notes, sink.spool,
-                      sink.started_ns, sink.ended_ns, run.stopped)
+    return CellResult(key=job.key, load=load, workload=wl, summary=summary, records=records, warmup=sink.warmup,
+                      verdict=verdict, notes=notes, spool=sink.spool, started_ns=sink.started_ns,
+                      ended_ns=sink.ended_ns, stopped=run.stopped)

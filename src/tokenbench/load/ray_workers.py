@@ -210,7 +210,7 @@ def _collect(ray, actors: list, offsets: list[int], halt: _Halt
             got += len(batch)
             if h is not None:
                 part, waits = h
-                health[i] = (part.model_copy(update={"stalls": part.stalls.shifted(offsets[i])}), waits)  # driver's clock
+                health[i] = (part.shifted(offsets[i]), waits)          # on the driver's clock
         if not got and len(health) < len(actors):
             time.sleep(POLL_S)
     return records, [health[i] for i in range(len(actors))]
@@ -242,7 +242,7 @@ def run_ray(address: str, jobs: list[WorkerJob], stop: threading.Event | None = 
             ray.kill(a)
         ray.util.remove_placement_group(group)
     warm = to_driver_clock(warm, 0)
-    health = merge_health([h for h, _ in parts]).model_copy(update={"clock_offsets_ns": offsets, "ray_nodes": nodes})
+    health = merge_health([h for h, _ in parts]).on_ray(offsets, nodes)
     waits = SlotWaits().merged([w for _, w in parts])
     stopped = any(h.stopped_after_s is not None for h, _ in parts)
     return sorted(warm, key=lambda r: r.index), CellRun(sorted(recs, key=lambda r: r.index), health, stopped, waits)

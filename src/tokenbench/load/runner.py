@@ -40,7 +40,7 @@ from tokenbench.load.clock import Clock, MonotonicClock
 from tokenbench.load.lag import LoopLagProbe
 from tokenbench.metrics.summary_groups import ClientHealth
 from tokenbench.metrics.tally import UNREACHABLE_AFTER, SlotWaits
-from tokenbench.spec.bench import Load
+from tokenbench.spec.bench import Load, SessionWindow
 
 if TYPE_CHECKING:                    # a sessions cell's turns (workload/sessions.py): only a sessions cell runs them
     from tokenbench.workload.sessions import NextTurn
@@ -107,18 +107,47 @@ class Session(Protocol):
 
 
 @dataclass
+class Cutoff:
+    """Where a sessions cell's measured window ends (spec/bench.Load.window): once every session has started,
+    the end of the first one that finishes (MLCommons' performance window: `end_ns`, found in every mode).
+    Under `first-user` a turn sent after it is stored but not measured; under `first-user-stop` none is sent
+    after it either (the sessions cut are counted); under `all` every turn is measured."""
+
+    mode: SessionWindow = "all"
+    end_ns: int | None = None
+    all_started: bool = False
+
+    def close(self, now_ns: int) -> None:
+        if self.end_ns is None:
+            self.end_ns = now_ns
+
+    def ended(self, now_ns: int) -> None:
+        """A session ended at `now_ns`: once every one has started, the window ends at the first such end."""
+        if self.all_started:
+            self.close(now_ns)
+
+    def stops(self, now_ns: int) -> bool:
+        """No turn is to be sent at `now_ns` (first-user-stop, past the window's end)."""
+        return self.mode == "first-user-stop" and self.end_ns is not None and now_ns > self.end_ns
+
+    def measured(self, r: RequestRecord) -> bool:
+        return self.mode == "all" or self.end_ns is None or r.sent_ns <= self.end_ns
+
+
+@dataclass
 class Sessions:
     """A sessions cell's measured work: its conversations, taken by users (closed loop) or started on a
-    schedule of session arrivals (open loop)."""
+    schedule of session arrivals (open loop), and where its measured window ends."""
 
     items: Iterable[Session]
     count: int | None                 # sessions; None: as many as the duration takes
+    cutoff: Cutoff = field(default_factory=Cutoff)
 
 
 Work = Iterable[PreparedRequest] | Sessions
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Phases:
     """A cell's requests as an executor takes them (load/executors.py): the warmup, with its own closed-loop
     load (None: no warmup phase), then the measured phase under the cell's load."""
@@ -172,7 +201,7 @@ class _Pool(Generic[T]):
         return i, req
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Sender:
     """What both loops share: the send, the requests, the clock, where exchanges go, the progress call."""
 
@@ -183,6 +212,7 @@ class _Sender:
     on_done: Callable[[], None]
     waits: SlotWaits = field(default_factory=SlotWaits)
     numbers: Iterator[int] = field(default_factory=itertools.count)   # request indices (sessions)
+    cutoff: Cutoff = field(default_factory=Cutoff)                      # sessions: the measured window
 
     async def closed_loop(self, concurrency: int, deadline_ns: int | None) -> None:
         async def worker() -> None:
@@ -249,15 +279,24 @@ class _Sender:
         async def user(u: int) -> None:
             due = t0 + ramp * u // n                   # the user's start; then each time a session ends
             await self.clock.sleep_until(due)
+            ran = False
             while self._before(deadline_ns, due) and await self.out.room() and (item := self.pool.take()):
                 await self._converse(item[1], due, deadline_ns)
-                due = self.clock.now_ns()
+                due, ran = self.clock.now_ns(), True
+            if self.pool.exhausted_ns is not None:     # every session has started
+                self.cutoff.all_started = True
+                if ran:                                # ... and this user's last one ended: the first ends the window
+                    self.cutoff.close(due)
 
         await asyncio.gather(*(user(u) for u in range(n)))
 
     async def session_starts(self, schedule: Iterable[int], t0: int, deadline_ns: int | None) -> None:
         """Open loop of sessions: conversation i starts at t0 + schedule[i], whatever the others do."""
-        await self._arrivals(schedule, t0, lambda item, due: self._converse(item[1], due, deadline_ns))
+
+        def all_started() -> None:
+            self.cutoff.all_started = True
+
+        await self._arrivals(schedule, t0, lambda item, due: self._converse(item[1], due, deadline_ns), then=all_started)
 
     @staticmethod
     def _before(deadline_ns: int | None, t: int) -> bool:
@@ -277,19 +316,24 @@ class _Sender:
             self.on_done()
             turn = await session.after(raw)
             if turn is None:
+                self.cutoff.ended(raw.end_ns)
                 return
             intended = raw.end_ns + turn.think_ns
-            if self.pool.gone or not self._before(deadline_ns, intended):
+            if self.pool.gone or not self._before(deadline_ns, intended) or self.cutoff.stops(intended):
                 session.cut()
                 return
             await self.clock.sleep_until(intended)
             await self.out.room()
+            if self.cutoff.stops(self.clock.now_ns()):
+                session.cut()
+                return
             req = turn.request
 
     async def _arrivals(self, schedule: Iterable[int], t0: int, start: Callable[[tuple[int, Any], int], Awaitable[None]],
-                        gate: asyncio.Semaphore | None = None) -> None:
+                        gate: asyncio.Semaphore | None = None, then: Callable[[], None] = _nothing) -> None:
         """Take the next item at each arrival t0 + offset and start it there (a task per item); with a
-        `gate`, the schedule waits for a slot and every later arrival shifts by that wait."""
+        `gate`, the schedule waits for a slot and every later arrival shifts by that wait; `then` once every
+        item has started."""
         tasks: set[asyncio.Future] = set()
         shift = 0
         try:
@@ -305,6 +349,7 @@ class _Sender:
                 sending = asyncio.ensure_future(start(item, due))
                 tasks.add(sending)
                 sending.add_done_callback(tasks.discard)       # a soak keeps only the requests in flight
+            then()
             await asyncio.gather(*tasks)
         except asyncio.CancelledError:
             for left in tasks:
@@ -384,7 +429,7 @@ class _Reducer:
 
 @contextmanager
 def _young_gc_only() -> Iterator[None]:
-    gc.collect()
+    gc.collect(1)             # the young garbage; a full collection here walked the whole heap (70 ms)
     gc.freeze()
     thresholds = gc.get_threshold()
     gc.set_threshold(thresholds[0], thresholds[1], NO_FULL_GC)
@@ -418,7 +463,9 @@ async def run_phase(send: Send, requests: Work, plan: PhasePlan, out: Outlets = 
     clock = clock or MonotonicClock()
     pool, probe = _pool(requests, load, clock), LoopLagProbe()
     reducer = _Reducer(plan.name, out, max(PENDING_HARD, load.in_flight_cap or 0))
-    sender = _Sender(send, pool, clock, reducer, out.done)
+    sender = _Sender(send=send, pool=pool, clock=clock, out=reducer, on_done=out.done)
+    if isinstance(requests, Sessions):
+        sender.cutoff = requests.cutoff
     schedule = _schedule(plan, pool.count)           # drawn (and scaled) before t0
     stopped = False
     with _young_gc_only():
@@ -432,9 +479,9 @@ async def run_phase(send: Send, requests: Work, plan: PhasePlan, out: Outlets = 
         finally:
             health = probe.stop()
             records = await reducer.close(reducing)
-    health = health.model_copy(update=_exhausted(pool, load, t0))
+    health = health.ran_out(_exhausted(pool, load, t0))
     if stopped:
-        health = health.model_copy(update={"stopped_after_s": (clock.now_ns() - t0) / 1e9})
+        health = health.stopped((clock.now_ns() - t0) / 1e9)
     return CellRun(records=records, client_health=health, stopped=stopped, slot_waits=sender.waits)
 
 
@@ -487,9 +534,9 @@ async def _loop(sender: _Sender, plan: PhasePlan, schedule: Iterable[int] | None
     await sender.open_loop(load, schedule, t0)
 
 
-def _exhausted(pool: _Pool, load: Load, t0: int) -> dict:
-    """A duration cell whose prepared requests ran out before its end: when (seconds after t0)."""
+def _exhausted(pool: _Pool, load: Load, t0: int) -> float | None:
+    """A duration cell whose prepared requests ran out before its end: when (seconds after t0); None if not."""
     if not load.duration_s or pool.exhausted_ns is None:
-        return {}
+        return None
     at = (pool.exhausted_ns - t0) / 1e9
-    return {"prepared_exhausted_s": at} if at < load.duration_s else {}
+    return at if at < load.duration_s else None

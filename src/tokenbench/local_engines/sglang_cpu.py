@@ -105,19 +105,25 @@ def steps() -> list[Step]:
     v = venv_dir()
     standin_key = f"{KERNEL_WHEEL} {STANDIN.read_text()} {GUARD.read_text()}"
     return [
-        Step("venv", f"python -m venv {v}", "5 s", sys.version.split()[0], _make_venv, v / ".stamp-venv"),
-        Step("torch", f"pip install {TORCH} (CPU build; refuses CUDA)", "1 min, 700 MB", TORCH, _install_torch,
-             v / ".stamp-torch"),
-        Step("engine", f"pip install --no-deps {ENGINE}", "20 s", ENGINE, _install_engine, v / ".stamp-engine"),
-        Step("deps", f"pip install --no-deps -r {REQUIREMENTS.name} (126 pins, no CUDA)", "3-8 min, 2 GB",
-             _requirements_key(), _install_deps, v / ".stamp-deps"),
-        Step("kernel-stand-in", f"write the sgl_kernel stand-in (+ scalar_type.py from {KERNEL_WHEEL}) and the "
-             "torchvision guard", "30 s (a 370 MB download)", standin_key, _write_standin, v / ".stamp-standin"),
-        Step("model", "the Gemma 3 270M bf16 checkpoint of `tokenbench setup vllm-cpu` (its steps not done yet)",
-             "0 s if done, else 3-4 min", vllm_cpu._model_key(), _model, v / ".stamp-model",
+        Step(name="venv", what=f"python -m venv {v}", cost="5 s", key=sys.version.split()[0], action=_make_venv,
+             stamp=v / ".stamp-venv"),
+        Step(name="torch", what=f"pip install {TORCH} (CPU build; refuses CUDA)", cost="1 min, 700 MB", key=TORCH,
+             action=_install_torch, stamp=v / ".stamp-torch"),
+        Step(name="engine", what=f"pip install --no-deps {ENGINE}", cost="20 s", key=ENGINE, action=_install_engine,
+             stamp=v / ".stamp-engine"),
+        Step(name="deps", what=f"pip install --no-deps -r {REQUIREMENTS.name} (126 pins, no CUDA)",
+             cost="3-8 min, 2 GB", key=_requirements_key(), action=_install_deps, stamp=v / ".stamp-deps"),
+        Step(name="kernel-stand-in",
+             what=f"write the sgl_kernel stand-in (+ scalar_type.py from {KERNEL_WHEEL}) and the "
+"torchvision guard",
+             cost="30 s (a 370 MB download)", key=standin_key, action=_write_standin, stamp=v / ".stamp-standin"),
+        Step(name="model",
+             what="the Gemma 3 270M bf16 checkpoint of `tokenbench setup vllm-cpu` (its steps not done yet)",
+             cost="0 s if done, else 3-4 min", key=vllm_cpu._model_key(), action=_model, stamp=v / ".stamp-model",
              also=lambda: vllm_cpu.missing() is None),
-        Step("tracing", "pip install --no-deps SGLang's OpenTelemetry SDK and OTLP exporters (--enable-trace)",
-             "20 s, 15 MB", " ".join(TRACING), _install_tracing, v / ".stamp-tracing"),
+        Step(name="tracing",
+             what="pip install --no-deps SGLang's OpenTelemetry SDK and OTLP exporters (--enable-trace)",
+             cost="20 s, 15 MB", key=" ".join(TRACING), action=_install_tracing, stamp=v / ".stamp-tracing"),
     ]
 
 

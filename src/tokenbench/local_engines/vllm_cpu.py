@@ -81,15 +81,18 @@ def _model_key() -> str:
 def steps() -> list[Step]:
     v, pins = venv_dir(), " ".join(ENGINE_PINS)
     return [
-        Step("venv", f"python -m venv {v}", "5 s", sys.version.split()[0], _make_venv, v / ".stamp-venv"),
-        Step("engine", f"pip install {pins}", "2 min, 3.4 GB", pins, _install_engine, v / ".stamp-engine"),
-        Step("trim", f"pip uninstall {' '.join(REMOVE)}", "2 s", pins, _trim, v / ".stamp-trim"),
-        Step("vllm-name", "add a `vllm` dist-info so `vllm serve` / `vllm bench serve` work", "10 s",
-             f"vllm=={VERSION}+cpu", _vllm_dist_info, v / ".stamp-vllm-name"),
-        Step("tools", f"pip install {' '.join(TOOL_PINS)}", "10 s", " ".join(TOOL_PINS), _install_tools,
-             v / ".stamp-tools"),
-        Step("model", f"convert Gemma 3 270M GGUF -> {model_dir()} (bf16)", "1-1.5 min, 544 MB", _model_key(),
-             _convert, model_dir() / ".tokenbench-done"),
+        Step(name="venv", what=f"python -m venv {v}", cost="5 s", key=sys.version.split()[0], action=_make_venv,
+             stamp=v / ".stamp-venv"),
+        Step(name="engine", what=f"pip install {pins}", cost="2 min, 3.4 GB", key=pins, action=_install_engine,
+             stamp=v / ".stamp-engine"),
+        Step(name="trim", what=f"pip uninstall {' '.join(REMOVE)}", cost="2 s", key=pins, action=_trim,
+             stamp=v / ".stamp-trim"),
+        Step(name="vllm-name", what="add a `vllm` dist-info so `vllm serve` / `vllm bench serve` work", cost="10 s",
+             key=f"vllm=={VERSION}+cpu", action=_vllm_dist_info, stamp=v / ".stamp-vllm-name"),
+        Step(name="tools", what=f"pip install {' '.join(TOOL_PINS)}", cost="10 s", key=" ".join(TOOL_PINS),
+             action=_install_tools, stamp=v / ".stamp-tools"),
+        Step(name="model", what=f"convert Gemma 3 270M GGUF -> {model_dir()} (bf16)", cost="1-1.5 min, 544 MB",
+             key=_model_key(), action=_convert, stamp=model_dir() / ".tokenbench-done"),
     ]
 
 

@@ -41,7 +41,7 @@ class Hit:
     label: str          # the message's operator text, e.g. FILL_SCALAR_
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class OpCount:
     op: str
     layer: str
@@ -52,7 +52,7 @@ class OpCount:
     blacklisted: bool
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class GemsReport:
     ops: list[OpCount]
     total_lines: int
@@ -118,7 +118,8 @@ def report(text: str, env: dict[str, str] | None = None) -> GemsReport:
         else:
             counts[hit] += 1
     banned = set(blacklist)
-    ops = [OpCount(h.op, h.layer, h.module, h.backend, h.label, n, h.op in banned)
+    ops = [OpCount(op=h.op, layer=h.layer, module=h.module, backend=h.backend, label=h.label, lines=n,
+                   blacklisted=h.op in banned)
            for h, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0].op, kv[0].backend))]
     once = env.get("SGLANG_FLAGGEMS_LOG_ONCE")
     return GemsReport(ops=ops, total_lines=total, unparsed_lines=len(unparsed), unparsed_samples=unparsed[:5],

@@ -1,6 +1,7 @@
-"""Why an engine did not start, read from its log: out of memory, a port in use, a flag the engine does not
-know, a value it refuses, an accelerator error (Ascend ACL and runtime codes), a missing model; or, where no
-line tells, only what was seen (it exited, or was not ready in time). Pure: text in, a typed cause out.
+"""Why an engine did not start, read from its log: its command not found, out of memory, a port in use, a flag
+the engine does not know, a value it refuses, an accelerator error (Ascend ACL and runtime codes), a missing
+model; or, where no line tells, only what was seen (it exited, or was not ready in time). Pure: text in, a
+typed cause out. An engine that started and then died (`Death`) is read the same way, from the log it left.
 
 A cause is named only on a line that says it; that line is kept as the evidence. The patterns come from the
 engines' own messages (real logs in tests/fixtures/launch/: llama.cpp, vLLM, Python's argparse) and, for
@@ -16,11 +17,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-Cause = Literal["out_of_memory", "port_in_use", "unsupported_flag", "rejected_value", "accelerator_error",
+Cause = Literal["command_missing", "out_of_memory", "port_in_use", "unsupported_flag", "rejected_value", "accelerator_error",
                 "model_missing", "context_too_small", "not_ready", "exited"]
-CAUSES: tuple[Cause, ...] = ("out_of_memory", "port_in_use", "unsupported_flag", "rejected_value",
+CAUSES: tuple[Cause, ...] = ("command_missing", "out_of_memory", "port_in_use", "unsupported_flag", "rejected_value",
                              "accelerator_error", "model_missing", "context_too_small", "not_ready", "exited")
-FIRST: tuple[Cause, ...] = ("out_of_memory", "port_in_use", "unsupported_flag")   # told before an accelerator code
+FIRST: tuple[Cause, ...] = ("command_missing", "out_of_memory", "port_in_use", "unsupported_flag")   # told before an accelerator code
 RETRIED: tuple[Cause, ...] = ("port_in_use", "not_ready", "exited")   # a relaunch may fare otherwise
 EVIDENCE_CHARS = 300
 
@@ -29,6 +30,9 @@ MEMORY_CODES = frozenset({"207001", "EL0004"})
 
 _I = re.IGNORECASE
 PATTERNS: tuple[tuple[Cause, re.Pattern[str]], ...] = (
+    # the engine's program itself: tokenbench could not execute it (deploy/local.py), or a shell did not find it
+    ("command_missing", re.compile(r"cannot start '[^']*': (?:No such file or directory|Permission denied|"
+                                   r"Exec format error)|: command not found$|exec: \S+: not found", _I)),
     ("out_of_memory", re.compile(r"out of memory|OutOfMemoryError|insufficient memory|failed to allocate|"
                                  r"cannot allocate memory|std::bad_alloc|\bMemoryError\b|no available memory for "
                                  r"the cache blocks|KV cache is needed, which is larger than the available|not enough memory|"
@@ -66,6 +70,19 @@ class LaunchFailure(BaseModel):
         """Whether a relaunch may start it (a port taken by another process, a slow or unexplained start);
         out of memory, an unknown flag or a refused value start no better a second time."""
         return self.cause in RETRIED
+
+
+class Death(BaseModel):
+    """A server config's engine that started and then died: on which of the config's launches in the run
+    (tokenbench's number), during which cell (its key), whether that cell was the sustain cell at a capacity
+    search's answer (a tune's confirmation of the config, on a fresh launch), and why, read from the end of
+    the log it left as a failed launch's cause is (`failure`: the cause, the line that tells it, the exit code)."""
+
+    model_config = ConfigDict(frozen=True)
+    launch: int | None = None
+    cell: str = ""
+    sustain: bool = False
+    failure: LaunchFailure
 
 
 def _clip(line: str) -> str:

@@ -24,10 +24,11 @@ from pydantic import BaseModel, ConfigDict, computed_field
 from tokenbench.client.records import RequestRecord
 from tokenbench.metrics import request as rm
 from tokenbench.metrics import uncertainty as u
+from tokenbench.metrics.summary_groups import TURN_FIGURE, JobFigures
 from tokenbench.metrics.tally import CLIENT_CAUSES
 from tokenbench.metrics.timeslices import Drift, Timeslices
 from tokenbench.spec.bench import SLO
-from tokenbench.spec.slo import Limit, Tier
+from tokenbench.spec.slo import JOB_METRICS, Limit, Tier
 
 Role = Literal["bracket", "refine", "replicate", "sustain", "remeasure"]
 Doubt = Literal["client", "schedule"]      # a cell the client's own delays may have moved (a judged figure marked
@@ -96,19 +97,24 @@ def _flips(c: Check, slack: float) -> bool:
 
 
 def figure_key(limit: Limit) -> str:
-    """The summary's name of the limit's figure: `ttft:p99` -> p99_ttft_ms."""
-    return f"{limit.stat}_{limit.metric}_ms"
+    """The summary's name of the limit's figure: `ttft:p99` -> p99_ttft_ms; a job limit's, the request figure
+    its turns are made of (`job:p95` -> p95_e2el_ms), whose client bound and mark it is read with."""
+    return f"{limit.stat}_{TURN_FIGURE.get(limit.metric, limit.metric)}_ms"
 
 
-def samples_of(records: Iterable[RequestRecord], metrics: set[str], slo: SLO) -> dict[str, Samples]:
+def samples_of(records: Iterable[RequestRecord], metrics: set[str], slo: SLO,
+               jobs: JobFigures | None = None) -> dict[str, Samples]:
     """Per-request samples of each metric a limit reads: TTFT, TPOT, E2EL (ms) of ok requests; ITL's gaps
-    grouped by request; goodput: 1 for a request meeting every per-request SLO, else 0 (failed ones too)."""
+    grouped by request; goodput: 1 for a request meeting every per-request SLO, else 0 (failed ones too);
+    a job limit's: each complete job's figure (a sessions cell's `jobs`: metrics/summary.job_figures)."""
     recs = [r for r in records if r.phase == "measure" and r.error_kind != "cancelled"]
     ok = [r for r in recs if r.ok]
     out: dict[str, Samples] = {}
     per = {"ttft": rm.ttft_ms, "tpot": rm.tpot_ms, "e2el": rm.e2el_ms}
     for name in metrics:
-        if name == "itl":
+        if name in JOB_METRICS:
+            out[name] = jobs.each(name) if jobs is not None else []
+        elif name == "itl":
             out[name] = u.Clusters.of([rm.itl_ms(r) for r in ok])
         elif name == "goodput":
             out[name] = [1.0 if rm.meets_slo(r, slo) else 0.0 for r in recs]
@@ -273,9 +279,10 @@ class LoadVerdict(Frozen):
         return next(v for v in self.verdicts if v.tier == tier)
 
 
-Reason = Literal["converged", "budget", "above_max", "below_min", "undecided", "client", "outranked", "time"]
+Reason = Literal["converged", "budget", "above_max", "below_min", "undecided", "client", "outranked", "time", "died"]
 # outranked, time: stopped from outside (`tokenbench tune`): its boundary's interval could no longer reach the
-# best config's, or the time budget was spent (study/capacity.halted)
+# best config's, or the time budget was spent (study/capacity.halted); died: the engine died under load (the
+# search as far as it got, study/searches.py)
 
 
 class Answer(Frozen):
@@ -327,7 +334,7 @@ class Sustain(Frozen):
                 and self.doubt is None)
 
 
-Dimension = Literal["concurrency", "rate", "users"]
+Dimension = Literal["concurrency", "rate", "users", "session_rate"]
 
 
 class SearchRecord(Frozen):

@@ -22,7 +22,7 @@ from tokenbench.metrics.verdict import Verdict, VerdictPolicy, cell_verdict, int
 from tokenbench.spec.bench import Load
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Measured:
     """What a cell's measured phase left on the client: its tally, the load and the lengths it asked, the
     load runner's client health (with its stalls) and slot waits, the arrival seed, the requests planned,
@@ -93,4 +93,5 @@ def _marked(summary: CellSummary, verdict: Verdict) -> CellSummary:
     if verdict.marks:
         figures = summary.figures or FigureHealth()
         summary = summary.with_(figures.model_copy(update={"client_marks": dict(verdict.marks)}))
-    return summary.model_copy(update={"server_unreachable": True}) if verdict.unreachable else summary
+    gone = verdict.unreachable or verdict.died          # cut short: a resume (and a capacity search) measures it again
+    return summary.model_copy(update={"server_unreachable": True}) if gone else summary

@@ -3,8 +3,10 @@ reports carry vLLM's names (metrics/summary.py computes them from the tally); th
 it, each ONE field below that says who fills it (the group types: metrics/summary_groups.py), so the set of
 group names is fixed: `with_` places a group by its type, and a group without its field fails at run time
 and at type-check time. `to_dict()` is the stored and JSON form (the keys given, flat, the names they have
-always had); `from_dict()` reads it back, keys of other tools' results (an imported p99.9, say) kept as
-they came. Formulas: docs/metrics.md."""
+always had); `from_dict()` reads it back. Unknown keys are refused: keys of other tools' results that no
+field declares (an imported p99.9, say) sit in ONE declared field, `undeclared`, where `from_dict` puts them
+(a summary stored by an older version with such keys flat reads back the same), and `to_dict` writes them
+flat again, as they came. Formulas: docs/metrics.md."""
 
 from __future__ import annotations
 
@@ -15,11 +17,15 @@ from typing import Any, Literal, cast, get_args
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from tokenbench.metrics.summary_groups import (
+    CacheState,
     ClientHealth,
+    CpuShares,
     EarlyEnds,
     FigureHealth,
     Group,
     Interruption,
+    JobFigures,
+    LaunchFacts,
     MonitorFigures,
     Number,
     PhaseLedger,
@@ -32,6 +38,7 @@ from tokenbench.metrics.summary_groups import (
     not_defined,
 )
 from tokenbench.metrics.timeslices import Timeslices
+from tokenbench.spec.slo import JOB_METRICS, JobMetric
 
 Latency = Literal["ttft", "tpot", "itl", "e2el", "ntpot", "queue", "ttfc", "connect"]
 Statistic = Literal["mean", "median", "std", "min", "max", "p50", "p90", "p95", "p99"]
@@ -39,13 +46,15 @@ Rate = Literal["request_throughput", "output_throughput", "total_token_throughpu
 LATENCIES: tuple[Latency, ...] = ("ttft", "tpot", "itl", "e2el")           # vLLM's four
 STATISTICS: tuple[Statistic, ...] = ("mean", "median", "std", "min", "max", "p50", "p90", "p95", "p99")
 RATES: tuple[Rate, ...] = ("output_throughput", "request_throughput", "request_goodput")
-KEY_OF_STAT: dict[str, Statistic] = {"mean": "mean", "p50": "median", "p90": "p90", "p99": "p99"}
+JOBS: tuple[JobMetric, ...] = JOB_METRICS      # a sessions or trajectories cell's job figures (JobFigures)
+KEY_OF_STAT: dict[str, Statistic] = {"mean": "mean", "p50": "median", "p90": "p90", "p95": "p95", "p99": "p99"}
+UNDECLARED = "undeclared"       # the one field that holds keys no other field declares
 
 
 class CellSummary(BaseModel):
     """One cell's figures. Counts are numbers (a mean over repeats need not be whole)."""
 
-    model_config = ConfigDict(frozen=True, extra="allow")
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     # the cell, as asked
     concurrency: int | None = None           # closed loop
@@ -189,11 +198,15 @@ class CellSummary(BaseModel):
     figures: FigureHealth | None = None      # client health per figure (metrics/health.py): bounds, the verdict's marks
     counters: ServerCounters | None = None   # the server's counters over the measured phase (metrics/server.py)
     sessions: SessionFigures | None = None   # a sessions cell only: its shape and figures by turn (metrics/summary.py)
+    jobs: JobFigures | None = None           # a sessions cell only: its jobs, each measured whole (metrics/summary.py)
     interruption: Interruption | None = None   # the user stopped the cell (Ctrl-C): how far it got
     phases: PhaseLedger | None = None        # the server's spans joined to the cell's requests (metrics/server.py,
                                              # study/traces.py): where the time went, phase by phase
     server_means: ServerMeans | None = None  # the server's request-time histograms over the measured phase
                                              # (metrics/server.py, study/monitoring.py)
+    cpu: CpuShares | None = None             # the cell's monitor (monitor/cpu.py): who used the host's CPUs
+    cache: CacheState | None = None          # the study's runner (study/prompt_cache.py): the prefix cache's state
+    launch: LaunchFacts | None = None        # the study's runner (study/server_process.py): the server's launch
     # other tools' results (`tokenbench import`)
     source: str | None = None
     notes: str | None = None
@@ -201,6 +214,9 @@ class CellSummary(BaseModel):
     input_throughput: float | None = None
     max_output_tokens_per_s: float | None = None
     max_concurrent_requests: Number | None = None
+    # keys no field declares (another tool's p99.9, a key an older version stored), as they came: `from_dict`
+    # puts them here, `to_dict` writes them flat after the others
+    undeclared: dict[str, Any] = {}
 
     @model_validator(mode="before")
     @classmethod
@@ -215,16 +231,19 @@ class CellSummary(BaseModel):
             value = getattr(self, name)
             if isinstance(value, Group):
                 out.update(value.flat())
-            elif name in given:
+            elif name in given and name != UNDECLARED:
                 out[name] = value
-        return {**out, **(self.model_extra or {})}
+        return {**out, **self.undeclared}
 
     @classmethod
     def from_dict(cls, stored: dict[str, Any]) -> CellSummary:
-        """A stored (or fresh, or imported) summary; unknown keys are kept as they came."""
+        """A stored (or fresh, or imported) summary; keys no field declares go to `undeclared` as they came."""
         flat = dict(stored)
         groups = {name: group.take(flat) for name, group in GROUPS.items()}
-        return cls.model_validate({**flat, **{k: v for k, v in groups.items() if v is not None}})
+        undeclared = {**(flat.pop(UNDECLARED, None) or {}),
+                      **{k: flat.pop(k) for k in [k for k in flat if k not in cls.model_fields]}}
+        known = {**flat, **{k: v for k, v in groups.items() if v is not None}}
+        return cls.model_validate({**known, UNDECLARED: not_defined(undeclared)} if undeclared else known)
 
     def stat(self, latency: Latency, statistic: Statistic) -> float | None:
         """One latency statistic (`stat("ttft", "p99")` is `p99_ttft_ms`)."""
@@ -267,10 +286,11 @@ def field_of(group: type) -> str:
 
 @dataclass(frozen=True)
 class Metric:
-    """One headline figure of a cell: a latency statistic or a rate (docs/metrics.md)."""
+    """One headline figure of a cell: a latency statistic, a rate, or a statistic over a sessions cell's jobs
+    (`job`: completion time; `job_ttft`, `job_tpot`: the worst turn's; docs/metrics.md, "Jobs")."""
 
-    name: Latency | Rate
-    stat: Literal["mean", "p50", "p90", "p99"] = "mean"     # "mean" for rates
+    name: Latency | Rate | JobMetric
+    stat: Literal["mean", "p50", "p90", "p95", "p99"] = "mean"     # "mean" for rates
 
     @property
     def higher_is_better(self) -> bool:
@@ -278,7 +298,8 @@ class Metric:
 
     @property
     def key(self) -> str:
-        """The summary key of the same figure (vLLM names)."""
+        """The summary key of the same figure (vLLM names); a job figure's is named alike (`p95_job_ms`), and
+        marked as its turn figure is (summary_groups.JOB_MARK_KEYS)."""
         if self.name in RATES:
             return self.name
         return f"{KEY_OF_STAT[self.stat]}_{self.name}_ms"
@@ -287,6 +308,9 @@ class Metric:
         """The figure in a summary; None where it is missing or not a number (NaN)."""
         if self.name in RATES:
             return known(summary.rate(cast(Rate, self.name)))
+        if self.name in JOBS:
+            found = summary.jobs.stat(cast(JobMetric, self.name), self.stat) if summary.jobs else None
+            return None if found is None else known(found.value)
         return known(summary.stat(cast(Latency, self.name), KEY_OF_STAT[self.stat]))
 
 

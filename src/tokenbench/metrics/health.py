@@ -39,13 +39,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
-
+from tokenbench.lazy import lazy_module
 from tokenbench.metrics.cell_summary import CellSummary, known
 from tokenbench.metrics.summary_groups import BurstSource, FigureBound, FigureHealth, FigureMark
 from tokenbench.metrics.tally import CAUSES, PROBE_RESOLUTION_NS, Cause, CellTally, Stalls
 from tokenbench.metrics.token_log import at_rank
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")   # imported where first used (tokenbench/lazy.py)
 
 MS = 1e6
 STATS = ("mean", "median", "p50", "p90", "p95", "p99")
@@ -207,7 +212,7 @@ def _larger(*pairs: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarr
 
 # ---- what the bursts tell ----
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Shape:
     """The cell's bursts sorted out: in a stall's window (the client's), idle and up to the server's own
     writes (its shape), or idle and unexplained (held upstream: `upstream`, their stamps, bases and the gaps
@@ -248,7 +253,8 @@ def shape(tally: CellTally, win: Windows, delivery: Delivery, chunks: int) -> Sh
     last[b["req"][bound & (b["pos"] & 2 > 0)]] = True
     health = FigureHealth(token_chunks=chunks, chunks_coalesced=int(_with_rest(b, idle, tally.reads.more_chunks)),
                           burst_chunks_upstream=int(up_chunks), **_burst_facts(b, idle, up, delivery))
-    return Shape(b["stamp"][bound], b["base"][bound], b["gaps"][bound], first, last, pieces, health)
+    return Shape(upstream_stamp=b["stamp"][bound], upstream_base=b["base"][bound], upstream_gaps=b["gaps"][bound],
+                 first=first, last=last, pieces=pieces, health=health)
 
 
 def _with_rest(b: dict[str, np.ndarray], part: np.ndarray, more: int) -> float:

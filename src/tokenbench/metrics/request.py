@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from tokenbench.client.records import RequestRecord
+from tokenbench.lazy import lazy_module
 from tokenbench.spec.bench import SLO
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")   # imported where first used (tokenbench/lazy.py)
 
 NS_PER_MS = 1_000_000
 PERCENTILES = (50, 90, 95, 99)

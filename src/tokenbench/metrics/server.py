@@ -124,7 +124,7 @@ def counters(r: Readings, cache_hit_rate: float | None) -> tuple[dict[str, float
 # the intervals do not meet (a clock stepped, or a server stamping out of order), the smallest round trip's
 # middle is used and the offset is marked inconsistent.
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ServerTiming:
     """What a server's span says of one request: its arrival on the server's clock (Unix ns) and its phases (ns);
     queue, prefill and decode None where the span does not tell them."""
@@ -207,7 +207,7 @@ def clock_offset(bounds: Iterable[tuple[int, int]]) -> ClockOffset | None:
     return acc.offset()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RequestPhases:
     """One request's phases, ns on the client's clock (None where the span does not tell it): the first five sum
     to the client's TTFT; `error_ns` is the clock offset's, by which network and delivery may each be off

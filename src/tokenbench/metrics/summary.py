@@ -10,25 +10,32 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from tokenbench.client.records import RequestRecord
+from tokenbench.lazy import lazy_module
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.request import describe, percentile
 from tokenbench.metrics.summary_groups import (
     EarlyEnds,
     FigureHealth,
     FigureMark,
+    JobFigures,
+    JobStat,
     OffReason,
     SendRates,
     SessionFigures,
     StreamTail,
 )
-from tokenbench.metrics.tally import CellTally, SendTimes, SlotWaits, Turn, TurnTally
+from tokenbench.metrics.tally import CellTally, JobTally, JobTurn, SendTimes, SlotWaits, Turn, TurnTally
 from tokenbench.metrics.timeslices import Columns, Timeslices
 from tokenbench.metrics.timeslices import compute as timeslices
 from tokenbench.spec.bench import SLO, Load, Workload
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")   # imported where first used (tokenbench/lazy.py)
 
 NS = 1e9
 MS = 1e6
@@ -64,8 +71,8 @@ def _figures(t: CellTally, load: Load, input_len: int, output_len: int) -> dict:
 
 def columns(t: CellTally) -> Columns:
     ok = t.ok
-    return Columns(t.all.np("sent"), t.all.np("end"), t.all.np("intended"), ok.np("sent"),
-                   ok.np("end"), ok.np("first"), ok.np("out"), ok.np("last"))
+    return Columns(sent=t.all.np("sent"), end=t.all.np("end"), intended=t.all.np("intended"), ok_sent=ok.np("sent"),
+                   ok_end=ok.np("end"), ok_first=ok.np("first"), ok_out=ok.np("out"), ok_last=ok.np("last"))
 
 
 def _counts(t: CellTally) -> dict:
@@ -342,6 +349,79 @@ def turn_figures(turns: TurnTally) -> dict[str, list]:
             "turn_tpot_mean_ms": [_mean(t.tpot) for t in rows]}
 
 
+def theory_figures(turns: TurnTally, theory: dict[tuple[str, int], int]) -> dict[str, object]:
+    """The theoretical hit by turn (`turn_theory_hit_rate`) and over every turn (`theory_hit_rate`): the
+    tokens the oracle found over the prompt tokens, over the same ok measured requests turn_requests counts."""
+    rows = [turns.turns.get(k, Turn()) for k in range(max(turns.turns, default=-1) + 1)]
+    found = [sum(theory.get((sid, k), 0) for sid in t.sessions) for k, t in enumerate(rows)]
+    prompts = [sum(t.prompt) for t in rows]
+    return {"turn_theory_hit_rate": [f / p if p else None for f, p in zip(found, prompts, strict=True)],
+            "theory_hit_rate": sum(found) / sum(prompts) if sum(prompts) else None}
+
+
+JOB_STATS = ("mean", "p50", "p90", "p95", "p99")
+
+
+def _job_number(sid: str) -> tuple[int, str]:
+    """Jobs in the order they started (a session id ends with its number)."""
+    tail = sid.rsplit("-", 1)[-1]
+    return (int(tail), sid) if tail.isdigit() else (-1, sid)
+
+
+Planned = dict[str, tuple[int, ...]]       # a job's think (tool) time before each of its turns, ns (0 first)
+
+
+def _complete(jobs: JobTally, planned: Planned) -> tuple[list[tuple[str, list[JobTurn]]], int]:
+    """The jobs whose every planned turn was answered ok (in start order), and how many others started."""
+    done, partial = [], 0
+    for sid in sorted(set(jobs.jobs) | set(planned), key=_job_number):
+        turns = jobs.jobs.get(sid, {})
+        row = [turns.get(k) for k in range(len(planned.get(sid, turns)))]
+        if row and all(t is not None and t.ok for t in row):
+            done.append((sid, [t for t in row if t is not None]))
+        else:
+            partial += 1
+    return done, partial
+
+
+def _job_stats(values: list[float]) -> dict[str, JobStat] | None:
+    return _job_stats_over([values])
+
+
+def _job_stats_over(repeats: list[list[float]]) -> dict[str, JobStat] | None:
+    """Each statistic of a job figure with its 95 % interval: one repeat's, or the mean over several of each
+    one's statistic with the interval of that mean (uncertainty.interval, as the report's intervals)."""
+    from tokenbench.metrics.uncertainty import interval  # a sessions cell only
+    groups = [r for r in repeats if r]
+    if not groups:
+        return None
+    return {stat: JobStat(value=i.value, lo=i.lo, hi=i.hi, unreliable=i.unreliable)
+            for stat in JOB_STATS if (i := interval(groups, stat, sum(map(len, groups)))) is not None}
+
+
+def job_figures(jobs: JobTally, planned: Planned) -> JobFigures:
+    """A sessions cell's jobs (docs/metrics.md, "Jobs"): each complete job from its first send to its last
+    token, split exactly into its turns' time at the server (send to last token), its tool delays (the
+    trace's, each waited on the client's clock from the previous answer's end) and the rest (stream tails,
+    the client's lateness)."""
+    done, partial = _complete(jobs, planned)
+    jct = [(t[-1].last - t[0].sent) / MS for _, t in done]
+    server = [sum(x.last - x.sent for x in t) / MS for _, t in done]
+    tool = [sum(planned.get(sid, ())) / MS for sid, _ in done]
+    ttft = [max((x.ttft for x in t if x.ttft is not None), default=None) for _, t in done]
+    tpot = [max((x.tpot for x in t if x.tpot is not None), default=None) for _, t in done]
+    shares = [(s / j, o / j) if j > 0 else (0.0, 0.0) for s, o, j in zip(server, tool, jct, strict=True)]
+    return JobFigures(
+        started=len(done) + partial, complete=len(done), incomplete=partial,
+        completion_ms=_job_stats(jct), ttft_max_ms=_job_stats([v for v in ttft if v is not None]),
+        tpot_max_ms=_job_stats([v for v in tpot if v is not None]),
+        turns_mean=_mean([len(t) for _, t in done]), turns_max=max((len(t) for _, t in done), default=None),
+        server_share=_mean([a for a, _ in shares]), tool_share=_mean([b for _, b in shares]),
+        client_share=_mean([1.0 - a - b for a, b in shares]), ids=[sid for sid, _ in done],
+        each_completion_ms=jct, each_server_ms=server, each_tool_ms=tool, each_ttft_max_ms=ttft,
+        each_tpot_max_ms=tpot, each_turns=[len(t) for _, t in done])
+
+
 def tally_of(recs: Sequence[RequestRecord], slo: SLO | None = None) -> CellTally:
     out = CellTally(slo)
     for r in recs:
@@ -406,7 +486,26 @@ def _repeat_means(used: list[CellSummary]) -> CellSummary:
     own = set(Timeslices.key_names())
     keys = [k for k in stored[0] if all(k in s for s in stored) and k not in own]
     means = CellSummary.from_dict({k: _mean_value([s[k] for s in stored]) for k in keys})
-    return means.with_(used[0].slices)
+    return means.with_(used[0].slices, _merged_jobs(means.jobs, used))
+
+
+def _merged_jobs(means: JobFigures | None, used: list[CellSummary]) -> JobFigures | None:
+    """Repeats' jobs as one (None: not every repeat has jobs): counts and shares their means, as every figure;
+    each statistic the mean of the repeats' with the interval of that mean; each job of every repeat, in
+    repeat order."""
+    parts = [s.jobs for s in used]
+    if means is None or any(p is None for p in parts) or len(parts) < 2:
+        return means
+    jobs = [p for p in parts if p is not None]
+
+    def each(name: str) -> list:
+        return [v for p in jobs for v in (getattr(p, name) or [])]
+
+    stats = {field: _job_stats_over([p.each(metric) for p in jobs])
+             for field, metric in (("completion_ms", "job"), ("ttft_max_ms", "job_ttft"), ("tpot_max_ms", "job_tpot"))}
+    lists = {name: each(name) for name in ("ids", "each_completion_ms", "each_server_ms", "each_tool_ms",
+                                           "each_ttft_max_ms", "each_tpot_max_ms", "each_turns")}
+    return means.model_copy(update={**stats, **lists})
 
 
 def _with_marks(summary: CellSummary, used: list[CellSummary]) -> CellSummary:

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tokenbench.metrics.tally import CAUSES, Cause, Stalls
+from tokenbench.spec.slo import JobMetric
 
 Number = int | float
 OffReason = Literal["few_requests", "cap", "connect", "client"]     # why an open loop's sent rate is off
@@ -101,6 +102,23 @@ class ClientHealth(Group):
         update = {"prepared_exhausted_s": min(ran_out)} if ran_out else {}
         return out.model_copy(update={**update, **({"stopped_after_s": max(stops)} if stops else {})})
 
+    # Amendments, one named method each (the load runner's and the Ray driver's): a copy with those keys given.
+    def ran_out(self, after_s: float | None) -> ClientHealth:
+        """A duration cell whose prepared requests ran out `after_s` seconds in (None: they did not)."""
+        return self if after_s is None else self.model_copy(update={"prepared_exhausted_s": after_s})
+
+    def stopped(self, after_s: float) -> ClientHealth:
+        """Stopped by the user (Ctrl-C) `after_s` seconds in."""
+        return self.model_copy(update={"stopped_after_s": after_s})
+
+    def shifted(self, offset_ns: int) -> ClientHealth:
+        """A Ray actor's health with its stalls on the driver's clock (`offset_ns`: the actor's clock minus it)."""
+        return self.model_copy(update={"stalls": self.stalls.shifted(offset_ns)})
+
+    def on_ray(self, clock_offsets_ns: list[int], ray_nodes: list[str]) -> ClientHealth:
+        """The cell ran on Ray actors: each one's clock offset and node."""
+        return self.model_copy(update={"clock_offsets_ns": clock_offsets_ns, "ray_nodes": ray_nodes})
+
 
 def _worst(values: list[float | None]) -> float | None:
     known = [v for v in values if v is not None]
@@ -155,6 +173,20 @@ class WorkloadFacts(Group):
     image_tokens_per_image: float | None = None
     tokenizer: str | None = None               # "local DIR" when the prompts were counted locally
     prompt_as_text_special_tokens: Number | None = None   # prompt_as_text: tokens the server adds (BOS)
+    corpus_format: str | None = None           # trajectories: mlcommons | mooncake | weka | generated
+    corpus_sha256: str | None = None           # ... the corpus read (or the generated one's lengths)
+    corpus_trajectories: Number | None = None  # ... in the corpus (a Weka trace's chains each count)
+    corpus_replayed: Number | None = None      # ... that this cell could replay
+    corpus_turns: Number | None = None         # ... their turns (one pass)
+    corpus_skipped: dict[str, str] | None = None   # ... each one skipped (unreplayable: skip) -> its cause
+    corpus_chains: dict[str, str] | None = None    # ... a Weka trace's chains replayed apart -> why
+    corpus_passes: float | None = None         # sessions planned / trajectories replayed (None: by duration)
+
+    def of_sessions(self, lengths: list[int]) -> WorkloadFacts:
+        """A sessions cell's facts (these, its warmup's): its kind, and the prompt lengths its turns ask (turn k's
+        at `lengths[k]`, shortest first)."""
+        return self.model_copy(update={"workload": "sessions", "input_len_mean": sum(lengths) / len(lengths),
+                                       "input_len_min": lengths[0], "input_len_max": lengths[-1]})
 
     def without_lengths(self) -> WorkloadFacts:
         """Fixed-length workloads state no length statistics (every request asked the same)."""
@@ -234,6 +266,12 @@ class MonitorFigures(Group):
     proc_cpu_max_pct: Number | None = None
     proc_rss_peak_mb: Number | None = None
     queue_check: str | None = None             # the `*` mark and the server's queue disagree: why
+
+    def checked(self, queue_check: str | None, host_energy_note: str | None = None) -> MonitorFigures:
+        """The figures with the `*` mark's check against the server's queue (None: they agree) and, where the
+        host has no energy figure, why (the cell's monitor: study/monitoring.py)."""
+        update: dict[str, Any] = {"queue_check": queue_check}
+        return self.model_copy(update=update | ({"host_energy_note": host_energy_note} if host_energy_note else {}))
 
     @property
     def power_sparse(self) -> bool:
@@ -390,6 +428,14 @@ class SessionFigures(Group):
     turn_ttft_hi_ms: list[float | None] | None = None
     turn_ttft_p50_ms: list[float | None] | None = None
     turn_tpot_mean_ms: list[float | None] | None = None
+    # trajectories: the theoretical prefix-cache hit (workload/trajectories.CacheOracle) beside turn_hit_rate
+    turn_theory_hit_rate: list[float | None] | None = None
+    theory_hit_rate: float | None = None      # over every measured ok turn
+    cache_block_size: Number | None = None    # the block the theoretical hits count
+    # the measured window (load.window): where it ended, and the turns sent after it (stored, not measured)
+    window: str | None = None
+    window_end_s: float | None = None         # after the first measured send
+    outside_requests: Number | None = None
 
     def shape_text(self) -> str:
         """What two sessions cells must share to be compared, the load's size apart (the cells' x): turns,
@@ -402,6 +448,62 @@ class SessionFigures(Group):
 
     def load_text(self) -> str:
         return f"{self.users} users" if self.users is not None else f"{self.rate:g} sessions/s"
+
+
+# the request figure a job figure is made of, turn by turn: the client's delays that could move that figure's
+# statistic are those a job figure is read with (its mark, its client bound: metrics/capacity.py)
+TURN_FIGURE: dict[str, str] = {"job": "e2el", "job_ttft": "ttft", "job_tpot": "tpot"}
+# a job figure's key (cell_summary.Metric.key: `p95_job_ms`) -> its turn figure's (`p95_e2el_ms`)
+JOB_MARK_KEYS: dict[str, str] = {f"{stat}_{job}_ms": f"{stat}_{turn}_ms" for job, turn in TURN_FIGURE.items()
+                                 for stat in ("mean", "median", "p90", "p95", "p99")}
+
+
+class JobStat(BaseModel):
+    """A statistic over a cell's jobs with its 95 % interval (metrics/uncertainty.within)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    value: float
+    lo: float
+    hi: float
+    unreliable: bool = False
+
+
+class JobFigures(Group):
+    """A sessions or trajectories cell's jobs (keys `job_*`; docs/metrics.md, "Jobs"): a job is one session
+    (an agent's trajectory), measured whole from its first send to its last token, the turns sent after the
+    measured window included. Statistics over the complete jobs, each with its interval; each complete job's
+    own figures (`each_*`, in the order of `ids`), which a capacity search's job limits read."""
+
+    PREFIX: ClassVar[str] = "job_"
+    started: Number | None = None
+    complete: Number | None = None            # every planned turn answered ok
+    incomplete: Number | None = None          # a failed turn, or cut by the cell's end
+    completion_ms: dict[str, JobStat] | None = None    # mean, p50, p90, p95, p99 of the completion time
+    ttft_max_ms: dict[str, JobStat] | None = None      # ... of each job's worst turn TTFT
+    tpot_max_ms: dict[str, JobStat] | None = None      # ... of each job's worst turn TPOT (turns of 2+ tokens)
+    turns_mean: float | None = None
+    turns_max: Number | None = None
+    server_share: float | None = None         # mean over jobs of (sum of turns' send to last token) / completion
+    tool_share: float | None = None           # ... of (sum of tool delays) / completion
+    client_share: float | None = None         # ... of the rest: stream tails and the client's lateness
+    ids: list[str] | None = None
+    each_completion_ms: list[float] | None = None
+    each_server_ms: list[float] | None = None
+    each_tool_ms: list[float] | None = None
+    each_ttft_max_ms: list[float | None] | None = None
+    each_tpot_max_ms: list[float | None] | None = None
+    each_turns: list[Number] | None = None
+
+    def each(self, metric: str) -> list[float]:
+        """Each complete job's figure a limit reads: job (completion), job_ttft, job_tpot (ms; none missing)."""
+        values = {"job": self.each_completion_ms, "job_ttft": self.each_ttft_max_ms,
+                  "job_tpot": self.each_tpot_max_ms}[metric] or []
+        return [float(v) for v in values if v is not None]
+
+    def stat(self, metric: JobMetric, stat: str) -> JobStat | None:
+        """One statistic of a job figure with its interval (`stat("job", "p95")`), None where not told."""
+        stats = {"job": self.completion_ms, "job_ttft": self.ttft_max_ms, "job_tpot": self.tpot_max_ms}[metric]
+        return (stats or {}).get(stat)
 
 
 BurstSource = Literal["server", "proxy", "upstream"]    # the server's own writes (its account), a declared
@@ -448,7 +550,8 @@ class FigureHealth(Group):
     client_marks: dict[str, FigureMark] | None = None
 
     def mark(self, key: str) -> FigureMark | None:
-        return (self.client_marks or {}).get(key)
+        """The figure's mark; a job figure's is its turn figure's (JOB_MARK_KEYS: `p95_job_ms` -> `p95_e2el_ms`)."""
+        return (self.client_marks or {}).get(JOB_MARK_KEYS.get(key, key))
 
 
 PhaseName = Literal["network", "queue", "prefill", "server_other", "delivery", "decode", "decode_other",
@@ -513,3 +616,63 @@ class ServerMeans(Group):
     ttft_ms: float | None = None
     e2e_ms: float | None = None
     requests: Number | None = None           # requests the e2e histogram counted over the window
+
+
+ServerSeen = Literal["deployed", "local", "remote", "container", "not_found"]
+
+
+class CpuShares(Group):
+    """Who used the host's CPUs over the cell's measured window (monitor/cpu.py, from the kernel's per-process
+    accounting and /proc/stat; PSI from /proc/pressure/cpu where the kernel has it): tokenbench's own processes
+    (the client), the server's process tree where tokenbench sees it, and everything else. Every share is in %
+    of one core (100: one core busy for the whole window), as `top` shows a process. Formulas: docs/metrics.md
+    ("Who used the host's CPUs")."""
+
+    PREFIX: ClassVar[str] = "cpu_"
+    window_s: float | None = None          # the measured window the counters were read over
+    count: Number | None = None            # the host's CPUs (online, logical)
+    host_pct: float | None = None          # busy: every process's and the kernel's time (steal included)
+    client_pct: float | None = None        # tokenbench: this process, its worker processes and helpers
+    client_wait_pct: float | None = None   # time the client's threads were runnable but waited for a CPU
+    server_pct: float | None = None        # the server's process tree (None: not seen, `server_seen` says why)
+    server_wait_pct: float | None = None   # time the server's threads were runnable but waited for a CPU
+    server_seen: ServerSeen | None = None  # how the server's processes were found, or why they were not
+    other_pct: float | None = None         # host - client - server (None where the server was not seen)
+    psi_some_pct: float | None = None      # share of the window some runnable task waited for a CPU (PSI)
+    psi_full_pct: float | None = None      # ... every non-idle task did (PSI; 0 on hosts that do not count it)
+
+    def idle_pct(self) -> float | None:
+        """The host's idle CPU over the window, % of one core."""
+        if self.count is None or self.host_pct is None:
+            return None
+        return max(0.0, 100.0 * float(self.count) - self.host_pct)
+
+
+CacheStateName = Literal["cold", "warm", "unknown"]
+CacheReason = Literal["reset", "fresh_launch", "fresh_prompts", "sent_before", "no_evidence"]
+
+
+class CacheState(Group):
+    """Could the server's prefix cache hold this cell's prompts when it started (the study's runner decides it
+    before the cell, study/prompt_cache.py)? cold: it could not (tokenbench reset the cache, launched the server
+    for this run, or salted the prompts); warm: the same prompts went to the same server before; unknown:
+    nothing tells. Beside it, the hit rate the server's counters measured over the cell (the usage's own:
+    `cache_hit_rate`). Rules: docs/metrics.md ("Prefix-cache state")."""
+
+    PREFIX: ClassVar[str] = "prefix_cache_"
+    state: CacheStateName | None = None
+    reason: CacheReason | None = None
+    prompts: Literal["salted", "seeded"] | None = None   # fresh per run (the default), or reproducible (--seed)
+    sent_by: str | None = None             # warm: the run that sent these prompts before
+    hit_rate: float | None = None          # the server's counters over the measured phase (None: not reported)
+
+
+class LaunchFacts(Group):
+    """Which launch of the server the cell ran on (the study's runner, study/server_process.py): a deployment's id
+    (tokenbench started it) or the local server process (its pid and start); on another host, nothing."""
+
+    PREFIX: ClassVar[str] = "launch_"
+    id: str | None = None                  # the same id: the same server process
+    number: Number | None = None           # tokenbench's launch of this server config in this run (2: one relaunch)
+    ours: bool | None = None               # tokenbench started the server for this run
+    started: str | None = None             # when the server process started (UTC, ISO 8601), where seen

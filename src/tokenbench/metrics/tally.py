@@ -25,15 +25,20 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import groupby
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from tokenbench.client.records import OUT_OF_FILES, RequestRecord
+from tokenbench.lazy import lazy_module
 from tokenbench.metrics import request as rm
 from tokenbench.metrics.token_log import TokenLog
 from tokenbench.spec.bench import SLO
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")   # imported where first used (tokenbench/lazy.py)
 
 UNREACHABLE_AFTER = 3     # the load runner stops sending after this many consecutive `connect` failures
 KEEP_BAD = 100            # requests with a wrong length kept to diagnose the cause
@@ -81,6 +86,8 @@ class CellTally:
         self.reads = Reads()                           # what each read carried: bursts, holds (metrics/health.py)
         self.outcomes = Outcomes()                     # what the verdict needs (metrics/verdict.py)
         self.turns = TurnTally() if sessions else None   # a sessions cell's requests by turn
+        self.jobs = JobTally() if sessions else None     # ... and by job, every turn of each
+        self.outside = 0                               # measured-phase requests sent after the window ended
         self.zero_token = 0                            # ok requests without a token-bearing chunk
         self.kinds, self.usage_source, self.count_source = Counter[str](), Counter[str](), Counter[str]()
         self.length_mismatches = self.reasoning_tokens = self.reasoning_requests = self.good = 0
@@ -94,7 +101,14 @@ class CellTally:
     def __len__(self) -> int:
         return len(self.all)
 
-    def add(self, r: RequestRecord) -> None:
+    def add(self, r: RequestRecord, in_window: bool = True) -> None:
+        """A measured record; one sent after a sessions cell's window ended (`in_window` False) counts for its
+        job only."""
+        if self.jobs is not None:
+            self.jobs.add(r)
+        if not in_window:
+            self.outside += 1
+            return
         self.outcomes.add(r)
         if self.turns is not None:
             self.turns.add(r)
@@ -267,6 +281,7 @@ class Turn:
     cached_prompt: list[int] = field(default_factory=list)
     ttft: list[float] = field(default_factory=list)
     tpot: list[float] = field(default_factory=list)
+    sessions: list[str] = field(default_factory=list)     # whose prompts `prompt` holds, in order
 
 
 class TurnTally:
@@ -281,6 +296,7 @@ class TurnTally:
         t = self.turns.setdefault(r.turn, Turn())
         prompt = r.prompt_tokens if r.prompt_tokens is not None else r.input_len
         t.prompt.append(prompt)
+        t.sessions.append(r.session_id or "")
         if r.cached_tokens is not None:
             t.cached.append(r.cached_tokens)
             t.cached_prompt.append(prompt)
@@ -288,6 +304,36 @@ class TurnTally:
             t.ttft.append(ttft)
         if (tpot := rm.tpot_ms(r)) is not None:
             t.tpot.append(tpot)
+
+
+@dataclass(frozen=True, slots=True)
+class JobTurn:
+    """One turn of a job (a session, a trajectory), as the job figures need it (ns; ms for TTFT and TPOT)."""
+
+    sent: int
+    last: int                 # the last token (or the end, without a token)
+    ok: bool
+    ttft: float | None
+    tpot: float | None
+
+    @classmethod
+    def of(cls, r: RequestRecord) -> JobTurn:
+        last = r.token_times_ns[-1] if r.token_times_ns else r.end_ns
+        return cls(r.sent_ns, last, r.ok, rm.ttft_ms(r) if r.ok else None,
+                   rm.tpot_ms(r) if r.ok else None)
+
+
+class JobTally:
+    """Every measured turn of a sessions cell by job (session id) and turn index, the turns sent after its
+    measured window ended included (a job is measured whole: metrics/summary.job_figures)."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, dict[int, JobTurn]] = {}
+
+    def add(self, r: RequestRecord) -> None:
+        if r.session_id is None or r.turn is None or r.phase != "measure":
+            return
+        self.jobs.setdefault(r.session_id, {})[r.turn] = JobTurn.of(r)
 
 
 @dataclass

@@ -12,11 +12,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
-import numpy as np
-
+from tokenbench.lazy import lazy_module
 from tokenbench.metrics.summary_groups import Group
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")   # imported where first used (tokenbench/lazy.py)
 
 STEADY_SLICES = 3        # steady state is judged on the last this many full slices
 STEADY_SPREAD = 0.10     # ... whose output tok/s lie within this share of their mean (max - min <= 10 %)
@@ -74,7 +78,7 @@ class Timeslices(Group):
             "waiting_max": [_max(p, "waiting") for p in per], "kv_usage_max": [_max(p, "kv_usage") for p in per]})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Columns:
     """What the slices are made of, in ns (the tally's columns): every request's send, end and intended
     start; the ok ones' send, end, first and last token and output tokens; and a token counter by arrival
@@ -161,7 +165,7 @@ def steady(s: Timeslices) -> tuple[bool | None, float | None]:
 DriftFigure = Literal["output_tps", "ttft_mean_ms", "tpot_mean_ms"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Drift:
     """One figure's move from the first quarter of a cell's full slices to the last: the means over those
     slices, the relative change (last / first - 1) and its 95 % interval when each side has two slices or
@@ -202,4 +206,5 @@ def _moved(name: DriftFigure, a: list[float], b: list[float]) -> Drift:
     v = u.verdict(ia, ib, True, DRIFT_MAX) if ia is not None and ib is not None else None
     lo, hi = (v.lo, v.hi) if v is not None else (None, None)
     detectable = v.winner is not None if v is not None else abs(change) >= DRIFT_MAX
-    return Drift(name, first, last, change, lo, hi, len(a), detectable and abs(change) >= DRIFT_MAX)
+    return Drift(figure=name, first=first, last=last, change=change, lo=lo, hi=hi, slices=len(a),
+                 drifted=detectable and abs(change) >= DRIFT_MAX)

@@ -17,10 +17,15 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import numpy as np
-
+from tokenbench.lazy import lazy_module
 from tokenbench.metrics.request import PERCENTILES, describe
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")   # imported where first used (tokenbench/lazy.py)
 
 FOLD_CHUNKS = 1 << 18            # exact up to this many token-bearing chunks in a cell
 SUB_BITS = 9                     # histogram buckets per power of two: 512 (relative error 2**-10)

@@ -19,26 +19,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tokenbench.metrics.noise import t_quantile
+
 LEVEL = 0.95              # nominal coverage
 Z = 1.959963984540054     # the normal quantile of 0.975
 UNRELIABLE_N = 100        # a p99 from fewer requests than this is marked unreliable
 MIN_EFFECT = 0.02         # differences below this share are "not detectable" (run-to-run drift)
 STATS = {"mean": None, "p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0}
-# Student's t quantile of 0.975 for 1..30 degrees of freedom (beyond: Cornish-Fisher expansion)
-T975 = (12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281, 2.2010, 2.1788,
-        2.1604, 2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860, 2.0796, 2.0739, 2.0687, 2.0639,
-        2.0595, 2.0555, 2.0518, 2.0484, 2.0452, 2.0423)
 
 
-def t975(df: int) -> float:
-    """Student's t quantile of 0.975 with `df` degrees of freedom (the normal one for df < 1)."""
-    if df < 1:
-        return Z
-    if df <= len(T975):
-        return T975[df - 1]
-    z = Z
-    return (z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
-            + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3))
+def t975(df: float) -> float:
+    """Student's t quantile of 0.975 with `df` degrees of freedom (metrics/noise.py computes it; the normal
+    one for df < 1)."""
+    return Z if df < 1 else t_quantile(0.975, df)
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,7 +62,7 @@ def values_of(g: Sequence[float] | np.ndarray | Clusters) -> np.ndarray:
     return g.values if isinstance(g, Clusters) else np.asarray(g, dtype=float)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Interval:
     value: float          # the statistic on the data (mean over repeats of the per-repeat statistic)
     lo: float
@@ -83,7 +76,8 @@ class Interval:
         return self.lo <= x <= self.hi
 
     def scaled(self, k: float) -> Interval:
-        return Interval(self.value * k, self.lo * k, self.hi * k, self.n, self.unreliable, self.se * abs(k), self.df)
+        return Interval(value=self.value * k, lo=self.lo * k, hi=self.hi * k, n=self.n, unreliable=self.unreliable,
+                        se=self.se * abs(k), df=self.df)
 
 
 def _stat(x: np.ndarray, stat: str) -> float:
@@ -127,18 +121,20 @@ def within(g: np.ndarray | Clusters, stat: str) -> Interval:
     x, units = values_of(g), _units(g)
     value = _stat(x, stat)
     if units < 2:
-        return Interval(value, value, value, len(x))
+        return Interval(value=value, lo=value, hi=value, n=len(x))
     crit, q = t975(units - 1), STATS[stat]
     if q is None:
         se = _mean_se(g)
         floor = 0.0 if x.min() >= 0 else -math.inf          # latencies and rates are never negative
-        return Interval(value, max(floor, value - crit * se), value + crit * se, len(x), se=se, df=units - 1)
+        return Interval(value=value, lo=max(floor, value - crit * se), hi=value + crit * se, n=len(x), se=se,
+                        df=units - 1)
     p = q / 100
     band = crit * _share_se(g, p, value)
     lo_p, hi_p = p - band, p + band
     lo, hi = (float(v) for v in np.percentile(x, [100 * max(0.0, lo_p), 100 * min(1.0, hi_p)]))
     clipped = lo_p < 0.5 / len(x) or hi_p > 1 - 0.5 / len(x)
-    return Interval(value, min(lo, value), max(hi, value), len(x), clipped, (hi - lo) / (2 * crit), units - 1)
+    return Interval(value=value, lo=min(lo, value), hi=max(hi, value), n=len(x), unreliable=clipped,
+                    se=(hi - lo) / (2 * crit), df=units - 1)
 
 
 # several repeats -----------------------------------------------------------------------------------
@@ -156,7 +152,8 @@ def combine(parts: Sequence[Interval]) -> Interval:
     se_w = math.sqrt(sum(p.se**2 for p in parts)) / k
     se, df, half = (between, k - 1, half_b) if half_b >= half_w else (se_w, min(p.df for p in parts), half_w)
     lo = value - half if value < 0 else max(0.0, value - half)     # every figure here is >= 0
-    return Interval(value, lo, value + half, sum(p.n for p in parts), any(p.unreliable for p in parts), se, df)
+    return Interval(value=value, lo=lo, hi=value + half, n=sum(p.n for p in parts),
+                    unreliable=any(p.unreliable for p in parts), se=se, df=df)
 
 
 def interval(groups: Groups, stat: str, requests: int | None = None) -> Interval | None:
@@ -167,7 +164,7 @@ def interval(groups: Groups, stat: str, requests: int | None = None) -> Interval
         return None
     iv = combine(parts)
     small = stat == "p99" and (requests if requests is not None else iv.n) < UNRELIABLE_N
-    return Interval(iv.value, iv.lo, iv.hi, iv.n, iv.unreliable or small, iv.se, iv.df)
+    return Interval(value=iv.value, lo=iv.lo, hi=iv.hi, n=iv.n, unreliable=iv.unreliable or small, se=iv.se, df=iv.df)
 
 
 def mean_interval(values: Sequence[float]) -> Interval:
@@ -176,10 +173,10 @@ def mean_interval(values: Sequence[float]) -> Interval:
     x = np.asarray(values, dtype=float)
     value = float(x.mean())
     if len(x) < 2:
-        return Interval(value, value, value, len(x))
+        return Interval(value=value, lo=value, hi=value, n=len(x))
     se = float(np.std(x, ddof=1)) / math.sqrt(len(x))
     half = t975(len(x) - 1) * se
-    return Interval(value, value - half, value + half, len(x), se=se, df=len(x) - 1)
+    return Interval(value=value, lo=value - half, hi=value + half, n=len(x), se=se, df=len(x) - 1)
 
 
 # rates --------------------------------------------------------------------------------------------
@@ -208,6 +205,7 @@ class Comparison:
     hi: float
     detectable: float       # smallest difference this sample size can tell (>= MIN_EFFECT)
     winner: str | None      # "A", "B", or None (no difference detectable)
+    noise: str = "within"   # the between-run noise it took: "repeats", a floor ("learned", "default"), or none
 
     def faster_by(self) -> tuple[float, float, float]:
         """(x, lo, hi): how much faster the winner is, in its own terms (A: a_speed/b_speed - 1)."""
@@ -233,19 +231,39 @@ def drift(groups: Groups, stat: str) -> float:
     return worst
 
 
+@dataclass(frozen=True)
+class Between:
+    """Between-run noise a verdict adds to the two cells' own errors: a variance on the log scale (a floor's
+    tau^2 for each side measured once), the degrees of freedom of its estimate, and where it came from."""
+    variance: float = 0.0
+    df: float = math.inf
+    source: str = "within"
+
+
+def satterthwaite(parts: Sequence[tuple[float, float]]) -> float:
+    """The degrees of freedom of a sum of variance estimates (v_i with df_i each): (sum v_i)^2 /
+    sum (v_i^2 / df_i) (Welch-Satterthwaite); a part taken as known (df inf) or of no variance adds nothing
+    below. inf where every part is known."""
+    total = sum(v for v, _ in parts)
+    below = sum(v * v / df for v, df in parts if v > 0 and not math.isinf(df))
+    return total * total / below if below > 0 else math.inf
+
+
 def verdict(a: Interval, b: Interval, higher_is_better: bool, min_effect: float = MIN_EFFECT,
-            floor: float = 0.0) -> Comparison | None:
-    """The change's interval: log(speed_B / speed_A) +- t * sqrt(se_A^2 / A^2 + se_B^2 / B^2) (the delta
-    method on each cell's standard error; t at the fewer degrees of freedom), back on the ratio scale and
+            floor: float = 0.0, between: Between = Between()) -> Comparison | None:
+    """The change's interval: log(speed_B / speed_A) +- t * sqrt(se_A^2 / A^2 + se_B^2 / B^2 + between) (the
+    delta method on each cell's standard error, plus the between-run variance of the sides measured once; t
+    at the Welch-Satterthwaite degrees of freedom of that sum, `satterthwaite`), back on the ratio scale and
     widened by `floor` on both sides (the drift within the runs, `drift`: the machine may have moved that
     much between them). A winner is named only when that interval excludes 0 and the change is at least
     `min_effect`. None without a standard error on either side (fewer than two samples)."""
     if a.value <= 0 or b.value <= 0 or a.df < 1 or b.df < 1:
         return None
     change = speed_ratio(a.value, b.value, higher_is_better)
-    spread = math.hypot(a.se / a.value, b.se / b.value) * t975(min(a.df, b.df))
+    parts = ((a.se / a.value) ** 2, a.df), ((b.se / b.value) ** 2, b.df), (between.variance, between.df)
+    spread = math.sqrt(sum(v for v, _ in parts)) * t975(satterthwaite(parts))
     center = math.log1p(change)
     lo, hi = math.expm1(center - spread) - floor, math.expm1(center + spread) + floor
     detectable = max(min_effect, (hi - lo) / 2)
     real = (lo > 0 or hi < 0) and abs(change) >= min_effect
-    return Comparison(change, lo, hi, detectable, ("B" if change > 0 else "A") if real else None)
+    return Comparison(change, lo, hi, detectable, ("B" if change > 0 else "A") if real else None, between.source)

@@ -8,6 +8,7 @@ Formulas: docs/metrics.md ("Client health")."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -44,7 +45,8 @@ def diagnose_mismatch(recs: Sequence[RequestRecord]) -> str:
         diff = Counter(prompt_off).most_common(1)[0][0]
         return (f"the server counted {diff:+d} prompt tokens versus the workload's count "
                 f"({len(prompt_off)} requests): it likely adds special tokens (BOS) or re-tokenizes text with "
-                "another tokenizer; use --api completions with token ids, or the server's own --tokenizer DIR")
+                "another tokenizer; pass the served model's directory with --tokenizer DIR (or, where the server "
+                "takes token-id prompts, send them: --api completions without --prompt-as-text)")
     output_off = [r.output_tokens - r.output_len for r in bad if r.output_tokens != r.output_len]
     if output_off:
         diff = Counter(output_off).most_common(1)[0][0]
@@ -95,9 +97,28 @@ def verdict(recs: Sequence[RequestRecord] | Outcomes, allow_mismatch: bool, max_
     if seen.failed / seen.n > max_error_rate:
         detail = ", ".join(f"{k}={n}" for k, n in seen.kinds.most_common())
         first = seen.first_failed.error_detail[:200] if seen.first_failed else ""
-        return "failed", (f"{seen.failed}/{seen.n} requests failed ({detail}); first: {first} "
-                          f"(raise --max-error-rate to tolerate failures)")
+        return "failed", f"{seen.failed}/{seen.n} requests failed ({detail}); first: {first} ({_advice(seen, api_key_sent)})"
     return "ok", ""
+
+
+BUDGET = "raise --max-error-rate to tolerate failures"
+ADVICE = re.compile(r" \((?:raise --max-error-rate|every )[^()]*\)$")      # what _advice adds to a message
+
+
+def _advice(seen: Outcomes, api_key_sent: bool) -> str:
+    """What can help a cell whose failures went over the budget: a budget to raise while some requests
+    succeeded; where every request failed, what the failures point to (a budget cannot make a cell of none)."""
+    timeouts = seen.kinds.get("timeout", 0)
+    if timeouts == seen.failed:
+        return ("every failure is a request that outlived --timeout: raise --timeout if the server needs longer"
+                + ("" if seen.failed == seen.n else f", or {BUDGET}"))
+    if seen.failed < seen.n:
+        return BUDGET
+    five = [c for c in seen.codes if c is not None and c >= 500]
+    if five and not api_key_sent:
+        return ("every request failed: the server's log says why; a gateway that requires an API key (LiteLLM "
+                "answers HTTP 500 without one) needs --api-key-env VAR")
+    return "every request failed: the server's log and each request's error_detail say why"
 
 
 @dataclass(frozen=True)
@@ -153,6 +174,7 @@ def server_gone(v: Verdict, death: str | None, ours: bool) -> Verdict:
     """A cell that did not end ok, and what became of its server: an engine this run deployed that died
     fails the cell with the cause (it is relaunched); a server that stopped answering fails it too,
     unless its connection failures already said so."""
+    v = replace(v, message=ADVICE.sub("", v.message)) if death else v    # the failures' advice: the server went away
     if death and ours:
         return v.failed(f"server died during the cell: {death}", death)
     if death and not v.unreachable:

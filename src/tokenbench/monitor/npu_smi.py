@@ -34,7 +34,7 @@ _DEFAULT_PROC = ("npu", "pid", "name", "mem", "container_pid")
 Field = str | tuple[str, str]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NpuChip:
     npu: int
     chip: int | None

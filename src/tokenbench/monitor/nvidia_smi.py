@@ -24,7 +24,7 @@ POWER_COLUMNS = ("power.draw", "power.draw.average", "power.draw.instant")   # t
 _UNIT = re.compile(r"\s*\[[^\]]*\]\s*$")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GpuReading:
     index: int
     name: str

@@ -26,7 +26,7 @@ _HEAD = re.compile(r"^(\s*)(\S.*?)\s*$")
 _NOT_THROTTLES = {"idle", "applications clocks setting", "display clock setting", "sync boost"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GpuFacts:
     """One GPU of `nvidia-smi -q`: its reading and the settings that move inference numbers."""
 
@@ -138,12 +138,15 @@ def _facts(position: int, bus_id: str, v: dict[str, str]) -> GpuFacts:
         mem_used_mb=_num(v, "FB Memory Usage/Used"), mem_total_mb=_num(v, "FB Memory Usage/Total"),
         power_w=_power(v, "Power Draw") or _power(v, "Average Power Draw") or _power(v, "Instantaneous Power Draw"),
         temp_c=_num(v, "Temperature/GPU Current Temp", "Temperature/Gpu"))
-    return GpuFacts(
-        reading, bus_id, _first(v, "Persistence Mode"), _first(v, "MIG Mode/Current"), _first(v, "MIG Mode/Pending"),
-        _first(v, "ECC Mode/Current"), _first(v, "ECC Mode/Pending"),
-        _num(v, "Clocks/SM"), _num(v, "Max Clocks/SM"), _num(v, "Clocks/Memory"), _num(v, "Max Clocks/Memory"),
-        _power(v, "Current Power Limit") or _power(v, "Enforced Power Limit") or _power(v, "Power Limit"),
-        _power(v, "Default Power Limit"), _power(v, "Max Power Limit"), _throttles(v))
+    return GpuFacts(reading=reading, bus_id=bus_id, persistence=_first(v, "Persistence Mode"),
+                    mig=_first(v, "MIG Mode/Current"), mig_pending=_first(v, "MIG Mode/Pending"),
+                    ecc=_first(v, "ECC Mode/Current"), ecc_pending=_first(v, "ECC Mode/Pending"),
+                    sm_clock_mhz=_num(v, "Clocks/SM"), sm_clock_max_mhz=_num(v, "Max Clocks/SM"),
+                    mem_clock_mhz=_num(v, "Clocks/Memory"), mem_clock_max_mhz=_num(v, "Max Clocks/Memory"),
+                    power_limit_w=(_power(v, "Current Power Limit") or _power(v, "Enforced Power Limit")
+                                   or _power(v, "Power Limit")),
+                    power_default_w=_power(v, "Default Power Limit"), power_max_w=_power(v, "Max Power Limit"),
+                    throttles=_throttles(v))
 
 
 def parse_query_log(text: str) -> SmiLog:
@@ -170,9 +173,11 @@ def _table_reading(index: int, name: str, stats: list[str]) -> GpuReading:
     found = _STATS.search(stats[0])
     memory = _MEMORY.search(stats[1]) if len(stats) > 1 else None
     util = _UTIL.search(stats[2]) if len(stats) > 2 else None
-    return GpuReading(index, name, "", number(util.group(1)) if util else None,
-                      number(memory.group(1)) if memory else None, number(memory.group(2)) if memory else None,
-                      number(found.group("power")) if found else None, number(found.group("temp")) if found else None)
+    return GpuReading(index=index, name=name, uuid="", util_pct=number(util.group(1)) if util else None,
+                      mem_used_mb=number(memory.group(1)) if memory else None,
+                      mem_total_mb=number(memory.group(2)) if memory else None,
+                      power_w=number(found.group("power")) if found else None,
+                      temp_c=number(found.group("temp")) if found else None)
 
 
 def parse_table(text: str) -> list[GpuReading]:
@@ -219,8 +224,9 @@ def parse_dmon(text: str) -> list[GpuReading]:
         if index is None:
             continue
         values = {field: number(row[col]) for col, field in _DMON.items() if col in row}
-        out.append(GpuReading(index, "", "", values.get("util_pct"), values.get("mem_used_mb"), None,
-                              values.get("power_w"), values.get("temp_c")))
+        out.append(GpuReading(index=index, name="", uuid="", util_pct=values.get("util_pct"),
+                              mem_used_mb=values.get("mem_used_mb"), mem_total_mb=None, power_w=values.get("power_w"),
+                              temp_c=values.get("temp_c")))
     return out
 
 

@@ -137,5 +137,6 @@ def timing_of(spans: list[Span]) -> ServerTiming | None:
         prefill: int | None = root.start_ns + ttft - max(s.end_ns for s in waits)
     else:
         queue, prefill = _ns(a.get(QUEUE)), _ns(a.get(PREFILL))
-    return ServerTiming(root.start_ns, ttft, e2e if e2e is not None else max(ttft, root.end_ns - root.start_ns),
-                        queue, prefill, _ns(a.get(DECODE)), _request_id(a))
+    return ServerTiming(arrival_ns=root.start_ns, ttft_ns=ttft,
+                        e2e_ns=e2e if e2e is not None else max(ttft, root.end_ns - root.start_ns), queue_ns=queue,
+                        prefill_ns=prefill, decode_ns=_ns(a.get(DECODE)), request_id=_request_id(a))

@@ -32,8 +32,10 @@ import msgspec
 
 from tokenbench.errors import TargetError, UsageError
 from tokenbench.monitor.otlp import PayloadError, Span, decode
+from tokenbench.spec.ports import PortRange, split_listen
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"     # how every HTTP/2 (gRPC) connection opens
+ANY = PortRange(0, 0)          # a free port, the kernel's choice
 MAX_BODY = 16 * 2**20           # bytes of one export (decompressed): OTLP exporters send batches of 512 spans
 MAX_SPANS = 1_000_000           # kept spans waiting to be taken
 DRAIN = 4 * MAX_BODY            # a refused body up to this size is read before the answer (beyond it: closed)
@@ -274,16 +276,22 @@ def _answer(kept: _Kept) -> None:
     os._exit(0)
 
 
-def _main(host: str, port: int) -> None:
-    """The receiver's process: listen, say `ready PORT` (or `error WHY`) on stdout, then answer on stdin. A Ctrl-C
-    at the terminal is tokenbench's to handle: the receiver keeps what it has until tokenbench takes it."""
+def _main(host: str, ports: PortRange) -> None:
+    """The receiver's process: listen on the first port of `ports` it can bind (0..0: a free one), say `ready PORT`
+    (or `error WHY`) on stdout, then answer on stdin. A Ctrl-C at the terminal is tokenbench's to handle: the
+    receiver keeps what it has until tokenbench takes it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     kept = _Kept()
     loop = asyncio.new_event_loop()
-    try:
-        _, bound = loop.run_until_complete(_serve(kept, host, port))
-    except OSError as exc:
-        print(f"error {exc.strerror or exc}", flush=True)
+    why = ""
+    for port in ports:
+        try:
+            _, bound = loop.run_until_complete(_serve(kept, host, port))
+            break
+        except OSError as exc:
+            why = str(exc.strerror or exc)
+    else:
+        print(f"error {why}" + (f" (every port of {ports.text})" if ports.lo != ports.hi else ""), flush=True)
         sys.exit(2)
     print(f"ready {bound}", flush=True)
     threading.Thread(target=_answer, args=(kept,), daemon=True).start()
@@ -292,15 +300,15 @@ def _main(host: str, port: int) -> None:
 
 # ---- tokenbench's side ----
 
-def parse_listen(listen: str | None) -> tuple[str, int]:
-    """HOST:PORT (an IPv6 host in brackets) -> (host, port); None -> 127.0.0.1 and a free port."""
+def parse_listen(listen: str | None) -> tuple[str, PortRange]:
+    """HOST:PORT or HOST:LO-HI (an IPv6 host in brackets) -> (host, ports); None -> 127.0.0.1 and a free port."""
     if not listen:
-        return LOCAL, 0
-    host, sep, port = listen.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise UsageError(f"--otlp-listen {listen!r} is not HOST:PORT", "give e.g. 127.0.0.1:4318 (port 0: a free one)")
-    return host, int(port)
+        return LOCAL, ANY
+    try:
+        return split_listen(listen)
+    except ValueError as exc:
+        raise UsageError(f"--otlp-listen {listen!r}: {exc}", "give e.g. 127.0.0.1:4318 (port 0: a free one) or "
+                         "127.0.0.1:20000-20100") from None
 
 
 class Receiver:
@@ -359,11 +367,15 @@ def _exactly(pipe, n: int) -> bytes:
     return data
 
 
-def start(listen: str | None = None) -> Receiver:
-    """Start the receiver's process and wait until it listens (UsageError when the address cannot be bound)."""
-    host, port = parse_listen(listen)
-    proc = subprocess.Popen([sys.executable, "-m", __name__, host, str(port)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+def start(listen: str | None = None, within: PortRange | None = None) -> Receiver:
+    """Start the receiver's process and wait until it listens (UsageError when the address cannot be bound): at
+    `listen` (HOST:PORT or HOST:LO-HI), its port free of `within` (--ports) when it names none."""
+    host, ports = parse_listen(listen)
+    if ports.any and within is not None:
+        ports = within
+    port = ports.text
+    proc = subprocess.Popen([sys.executable, "-m", __name__, host, str(ports.lo), str(ports.hi)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert proc.stdout is not None
     with selectors.DefaultSelector() as sel:          # it says `ready PORT` or `error WHY`, or exits (EOF)
         sel.register(proc.stdout, selectors.EVENT_READ)
@@ -373,9 +385,10 @@ def start(listen: str | None = None) -> Receiver:
         proc.wait()
         why = said[1].strip() if said[:1] == ["error"] else f"it did not start within {START_S:g} s"
         raise UsageError(f"cannot listen for OTLP spans on {host}:{port}: {why}",
-                         "give a free port with --otlp-listen HOST:PORT (0: any free port)")
+                         "give a free port with --otlp-listen HOST:PORT (0: any free port), or a range of free ones "
+                         "(--otlp-listen HOST:LO-HI, --ports LO-HI)")
     return Receiver(proc, host, int(said[1]))
 
 
 if __name__ == "__main__":
-    _main(sys.argv[1], int(sys.argv[2]))
+    _main(sys.argv[1], PortRange(int(sys.argv[2]), int(sys.argv[3])))

@@ -21,8 +21,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from tokenbench.errors import UsageError
 from tokenbench.monitor._text import clip, number
 from tokenbench.monitor.samples import Sample
@@ -66,7 +64,15 @@ def server_samples(metrics: ServerMetrics, t_ns: int) -> list[Sample]:
     return samples
 
 
+def load_parser() -> None:
+    """Import prometheus_client's parser now: where a monitor runs, before its thread does (the import,
+    270M instructions and 60 ms, would otherwise hold the GIL in the middle of a cell); a server that
+    serves no /metrics never needs it (docs/architecture.md, "Start-up")."""
+    import prometheus_client.parser  # noqa: F401
+
+
 def _all_samples(text: str) -> list[RawSample]:
+    from prometheus_client.parser import text_string_to_metric_families
     try:
         families = list(text_string_to_metric_families(text))
     except (ValueError, TypeError, IndexError, KeyError) as exc:

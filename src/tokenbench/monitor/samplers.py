@@ -23,7 +23,7 @@ import psutil
 from tokenbench.client.api import UNANSWERED
 from tokenbench.errors import MeasurementError, TargetError, UsageError
 from tokenbench.monitor import nvml
-from tokenbench.monitor.prometheus import MetricNames, parse_prometheus, server_samples
+from tokenbench.monitor.prometheus import MetricNames, load_parser, parse_prometheus, server_samples
 from tokenbench.monitor.rapl import POWERCAP, Rapl
 from tokenbench.monitor.samples import Sample, make_samples
 
@@ -159,6 +159,7 @@ class PrometheusSampler:
             self._get()
         except TargetError as exc:
             return Availability(False, exc.message)
+        load_parser()                 # in the caller's thread, before the monitor's starts
         return Availability(True)
 
     def sample(self) -> list[Sample]:

@@ -13,6 +13,7 @@ accelerator is an Ascend NPU or an NVIDIA GPU:
 | server | `running`, `waiting`, `kv_usage` (0..1), `preemptions`, `prompt_tokens`,     |
 |        | `generation_tokens`, `kv_capacity_tokens`; and each raw metric (`vllm:...`) |
 | host | `cpu_pct`, `mem_used_mb`, `mem_pct`, `proc_cpu_pct`, `proc_rss_mb` |
+| cpu | `cpu_busy_s`, `cpu_total_s`, `cpu_client_s`, `cpu_server_s`, `cpu_psi_some_s`, ... (cumulative, monitor/cpu.py) |
 
 Raw engine metric names always contain a `:`; common names never do.
 """
@@ -23,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-SOURCES = ("npu", "gpu", "server", "host")
+SOURCES = ("npu", "gpu", "server", "host", "cpu")
 ACCELERATOR_SOURCES = ("npu", "gpu")
 
 

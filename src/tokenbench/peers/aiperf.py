@@ -132,7 +132,11 @@ def _load(eq: Equivalent, given: argv.Given) -> None:
     """No load flag: one request in flight; no count or duration: 10 requests (AIPerf 0.13's code)."""
     rate, conc = given.text("--request-rate"), given.text("--concurrency")
     count, duration = given.text("--request-count"), given.text("--benchmark-duration")
-    if duration:
+    if duration and count:                  # tokenbench ends a cell by a count or a duration, not both
+        eq.differ(f"the line stops at --request-count {count} or --benchmark-duration {duration}, whichever comes "
+                  f"first; a tokenbench cell ends by one bound: it measures the requests (--num-prompts {count}); "
+                  "give --duration alone for the time bound")
+    elif duration:
         eq.set("--duration", duration)
         eq.differ("AIPerf waits up to --benchmark-grace-period (30 s) for requests in flight when the duration "
                   "ends; tokenbench's duration cell stops sending at the end and counts the requests that finish")

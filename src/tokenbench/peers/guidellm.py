@@ -29,7 +29,7 @@ DROPPED = {"--output-path": "tokenbench stores every cell in its database (token
            "with the server's /tokenize (or a local --tokenizer DIR)", "--data-loader": ""}
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Guide:
     """What a GuideLLM line asks, in its own terms."""
 
@@ -55,7 +55,7 @@ class Guide:
 # ---- the classic `guidellm benchmark` -------------------------------------------------------------------
 
 def from_benchmark(given: argv.Given) -> Guide:
-    g = Guide("guidellm benchmark", v3=given.spellings.get("--profile") == "--rate-type")
+    g = Guide(tool="guidellm benchmark", v3=given.spellings.get("--profile") == "--rate-type")
     g.target = given.text("--target") or ""
     g.model = given.text("--model")
     g.api = "completions" if g.v3 else "chat"
@@ -125,7 +125,7 @@ def _backend_kwargs(g: Guide, text: str) -> None:
 # ---- 0.8.1's `guidellm run` ------------------------------------------------------------------------------
 
 def from_run(given: argv.Given) -> Guide:
-    g = Guide("guidellm run")
+    g = Guide(tool="guidellm run")
     backend = _registry(g.tool, given.text("--backend") or "kind=openai_http")
     if backend.get("kind") != "openai_http":
         raise no_meaning(g.tool, f"--backend kind={backend.get('kind')}: tokenbench measures an OpenAI HTTP server",
@@ -354,7 +354,11 @@ def _need(eq: Equivalent, g: Guide) -> list[float]:
 
 def _bounds(eq: Equivalent, g: Guide) -> None:
     """GuideLLM's bounds apply to each benchmark; without one v0.3 ended at its 1000 synthetic rows (samples)."""
-    if g.seconds:
+    if g.seconds and g.requests is not None:     # tokenbench ends a cell by a count or a duration, not both
+        eq.differ(f"the line bounds each benchmark by --max-requests {g.requests} and --max-seconds {g.seconds:g}, "
+                  "whichever comes first; a tokenbench cell ends by one bound: it measures the requests "
+                  f"(--num-prompts {g.requests}); give --duration alone for the time bound")
+    elif g.seconds:
         eq.set("--duration", g.seconds)
     count = g.requests
     if count is None and not g.seconds and ("samples" in g.data or g.v3):

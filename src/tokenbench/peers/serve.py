@@ -40,8 +40,12 @@ def base_url(host: str | None, port: int | None, backend: str | None = None) -> 
 
 
 def server_of_backend(backend: str) -> str:
-    """The server kind a backend names (openai-chat: openai, sglang-oai: sglang, tgi: tgi, ...)."""
+    """The server kind a backend names (openai-chat: openai, sglang-oai: sglang, tgi: tgi, ...), in any case."""
     from tokenbench.spec.server_kinds import KINDS
+    if not backend.strip():
+        raise UsageError("--backend '': an empty server kind says nothing",
+                         f"give one of {', '.join(KINDS)} (or openai-chat, vllm-chat, ...), or leave --backend out")
+    backend = backend.strip().lower()
     kind = SERVER_OF_BACKEND.get(backend, backend)
     if kind not in KINDS:
         raise UsageError(f"--backend {backend}: tokenbench measures OpenAI completions and chat completions "
@@ -54,7 +58,7 @@ def server_of_backend(backend: str) -> str:
 def api_of_backend(backend: str) -> str | None:
     """The API a backend chooses (None: a server kind that leaves it to --api)."""
     server_of_backend(backend)
-    return BACKENDS.get(backend)
+    return BACKENDS.get(backend.strip().lower())
 
 
 def api_of_endpoint(endpoint: str) -> str:
@@ -95,8 +99,12 @@ def _set(data: dict, dotted: str, value: Any, flag: str) -> None:
 
 def _target(data: dict, given: Mapping[str, Any]) -> None:
     host, port, backend = given.get("--host"), given.get("--port"), given.get("--backend")
-    if (host or port) and not (data.get("target") or {}).get("base_url"):      # vLLM: --base-url wins
-        _set(data, "target.base_url", base_url(host, port, backend), "--host/--port")
+    if host is None and port is None:
+        return
+    if (data.get("target") or {}).get("base_url"):     # vLLM lets --base-url win in silence; tokenbench says so
+        raise UsageError("--base-url with --host/--port: two addresses of the server, one would be measured",
+                         "give --base-url alone, or --host/--port alone")
+    _set(data, "target.base_url", base_url(host, port, backend), "--host/--port")
 
 
 def _prefix(data: dict, prefix_len: int) -> None:
@@ -113,7 +121,11 @@ def _prefix(data: dict, prefix_len: int) -> None:
 
 
 def fold(data: dict, given: Mapping[str, Any]) -> list[str]:
-    """Apply the peer flags given ({spelling: value}) to the study mapping; returns notes to print."""
+    """Apply the peer flags given ({spelling: value}) to the study mapping; returns notes to print. A backend
+    is named in any case (TGI is tgi); an empty one is refused."""
+    if given.get("--backend") is not None:
+        server_of_backend(given["--backend"])
+        given = {**given, "--backend": given["--backend"].strip().lower()}
     _target(data, given)
     chosen = api(given.get("--backend"), given.get("--endpoint"))
     if chosen:

@@ -9,8 +9,9 @@ from functools import partial
 
 from tokenbench.judge import tune as judged_tune
 from tokenbench.judge.bottleneck import rooflines
-from tokenbench.judge.cells import label_of, ok_repeats, pair_of, state_of, value_of
+from tokenbench.judge.cells import label_of, measured, ok_repeats, pair_of, state_of, value_of
 from tokenbench.judge.frontier import run_members
+from tokenbench.judge.history import History
 from tokenbench.judge.intervals import Book, Judging
 from tokenbench.judge.plausibility import ConfigCheck
 from tokenbench.judge.views import RunData, spread_of
@@ -23,7 +24,9 @@ from tokenbench.report import (
     cost,
     frontier,
     headline,
+    history,
     interval_tables,
+    jobs,
     marks,
     phases,
     plots,
@@ -34,13 +37,16 @@ from tokenbench.report import (
 )
 from tokenbench.report.document import Block, Cell, Document, Para, Table, num, pct
 from tokenbench.report.explain import plausibility_blocks
-from tokenbench.report.i18n import DEFINITIONS, t
+from tokenbench.report.i18n import t
 from tokenbench.store.rows import CellRow, SampleRow
 
 TEXT_HEAD = 120      # characters of model output shown per sample request
+# the metric definitions every report shows, in order (texts `def.NAME` and its formula `def.NAME.f`)
+DEFINITIONS = ("ttft", "tpot", "itl", "e2e", "duration", "req_s", "out_tps", "total_tps", "percentile", "kv",
+               "repeat_cv", "roofline", "per_user", "per_device", "per_joule")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Context:
     """What every section reads: the run, the language, its judged intervals and rooflines."""
 
@@ -51,6 +57,7 @@ class Context:
     roofs: dict
     num: sections.Numberer
     judging: Judging
+    series: History | None = None      # the history of the run's series up to it (judge/history.of_run)
 
 
 @dataclass(frozen=True)
@@ -63,14 +70,20 @@ class Section:
 
 
 def _cells(make: Callable[[Context], list[Block]]) -> Callable[[Context], list[Block]]:
-    """A section about measured cells: nothing without them."""
+    """A section about cells' figures: nothing where no cell measured one (every table would hold only dashes;
+    the report opens with why, and the failures section gives each cell's)."""
+    return lambda x: make(x) if measured(x.run.cells) else []
+
+
+def _stored(make: Callable[[Context], list[Block]]) -> Callable[[Context], list[Block]]:
+    """A section about the cells stored, measured or not (their failures, their timeline)."""
     return lambda x: make(x) if x.run.cells else []
 
 
 def _tune(x: Context) -> list[Block]:
-    """A tune's ranking and recommendation (nothing for any other run)."""
+    """A tune's rankings behind its answer (nothing for any other run; the answer opens the report)."""
     tuning = judged_tune.of_run(x.run.spec, x.run.configs, x.run.searches)
-    return [] if tuning is None else tune.section(tuning, x.run.searches[0].record.dimension, x.lang, x.num)
+    return [] if tuning is None else tune.section(tuning, x.lang, x.num)
 
 
 SECTIONS: tuple[Section, ...] = (
@@ -79,13 +92,15 @@ SECTIONS: tuple[Section, ...] = (
     Section("h.baseline", _cells(lambda x: sections.baseline(x.run, x.lang, x.book))),
     Section("h.scaling", _cells(lambda x: _scaling(x.run, x.lang, x.num, x.roofs, x.book))),
     Section("h.sessions", lambda x: sessions.section(x.run, x.lang, x.num.sub) if sessions.session_cells(x.run) else []),
+    Section("h.jobs", lambda x: jobs.section(x.run, x.book, x.lang, x.num.sub)),
     Section("h.phases", lambda x: phases.section(x.run, x.lang) if phases.cells_with(x.run) else []),
     Section("h.intervals", _cells(lambda x: interval_tables.section(x.book, x.lang, x.num))),
     Section("h.matrix", _cells(lambda x: _matrix(x.run, x.lang, x.num))),
     Section("h.configcmp", _cells(lambda x: _configcmp(x.run, x.lang, x.num, x.book, x.judging))),
     Section("h.frontier", _cells(lambda x: frontier.blocks(run_members(x.run, x.book), x.lang, x.num))),
     Section("h.repeats", lambda x: repeatability(x.run, x.lang) if x.run.has_repeats() else []),
-    Section("h.failures", _cells(lambda x: failures(x.run, x.lang))),
+    Section("h.series", lambda x: history.blocks(x.series, x.lang) if x.series is not None else []),
+    Section("h.failures", _stored(lambda x: failures(x.run, x.lang))),
     Section("h.timeline", _cells(lambda x: timeline(x.run, x.lang))),
     Section("h.monitor", lambda x: monitor(x.run, x.lang) if x.run.samples else []),
     Section("h.accel", lambda x: accelerator.section(x.run, x.lang, x.num) if accelerator.shown(x.run) else []),
@@ -99,13 +114,16 @@ SECTIONS: tuple[Section, ...] = (
 
 
 def build_report(run: RunData, lang: str, checks: list[ConfigCheck], version: str,
-                 min_effect: float = u.MIN_EFFECT) -> Document:
+                 min_effect: float = u.MIN_EFFECT, series: History | None = None) -> Document:
     """The headline first (what was run, every cell's figures with their marks), then each section that
-    has something to show, environment and definitions last."""
+    has something to show, environment and definitions last. `series`: the history of the run's series up to
+    it, shown as a section of its own."""
     doc = Document(t(lang, "title.report", run=run.id), lang)
     judging = Judging(min_effect=min_effect, allow_client_lag=bool(run.spec.get("allow_client_lag")))
-    x = Context(run, lang, checks, Book(run), rooflines(checks), sections.Numberer(), judging)
-    doc.add(*headline.blocks(run, lang))
+    x = Context(run=run, lang=lang, checks=checks, book=Book(run), roofs=rooflines(checks), num=sections.Numberer(),
+                judging=judging, series=series)
+    tuning = judged_tune.of_run(run.spec, run.configs, run.searches)
+    doc.add(*(tune.answer(tuning, lang) if tuning is not None else []), *headline.blocks(run, lang))
     for section in SECTIONS:
         x.num.section(doc, t(lang, section.heading), partial(section.blocks, x))
     doc.add(*_notes(run, lang), Para(t(lang, "note.rendered", version=version)))

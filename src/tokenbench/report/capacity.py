@@ -6,7 +6,11 @@ judge/bottleneck.py."""
 
 from __future__ import annotations
 
+from tokenbench.judge import hardware
 from tokenbench.judge.bottleneck import label
+from tokenbench.judge.cells import agents
+from tokenbench.judge.cost import Price, capacity_units
+from tokenbench.judge.load_axes import SESSION_AXES
 from tokenbench.judge.plausibility import Roofline
 from tokenbench.judge.views import RunData
 from tokenbench.metrics.capacity import Answer, Check, SearchRecord, Sustain, TierVerdict
@@ -16,6 +20,7 @@ from tokenbench.report.document import Block, Heading, Para, Table, num, pct, si
 from tokenbench.report.i18n import t
 from tokenbench.report.sections import Numberer
 from tokenbench.report.verdicts import UNRELIABLE
+from tokenbench.spec.slo import JOB_METRICS
 from tokenbench.store.rows import CellRow, SearchRow
 
 
@@ -32,7 +37,7 @@ def _margin(m: float) -> str:
 
 
 def _cell_at(run: RunData, config: str, record: SearchRecord, x: float | None) -> CellRow | None:
-    keys = {c.key for c in record.tried if c.load == x and c.role != "sustain"}
+    keys = _keys_at(record, x)
     return next((c for c in run.cells_of(config) if c.key in keys), None)
 
 
@@ -64,17 +69,96 @@ def _binding(row: SearchRow, a: Answer, lang: str) -> str:
     return text
 
 
+def _searched(run: RunData, row: SearchRow) -> list[CellRow]:
+    keys = {c.key for c in row.record.tried}
+    return [c for c in run.all_cells_of(row.config) if c.key in keys]
+
+
+def _agents(run: RunData, row: SearchRow) -> bool:
+    """A search in concurrent agents (or agents started per second): its cells replayed trajectories."""
+    cells = _searched(run, row)
+    return row.record.dimension in SESSION_AXES and bool(cells) and all(agents(c) for c in cells)
+
+
+def unit_text(run: RunData, row: SearchRow, lang: str) -> str:
+    """What the search's loads count: streams, requests/s, users, sessions/s; agents, agents/s."""
+    dim = row.record.dimension
+    return t(lang, f"unit.agents.{dim}") if _agents(run, row) else t(lang, f"unit.{dim}")
+
+
+def _per_units(a: Answer, devices: int, price: Price | None) -> list[str]:
+    """The answer per device, and at a price per $ an hour (only then)."""
+    units = None if a.capacity is None else capacity_units((a.capacity, a.lo, a.hi), devices, price)
+    per_device = _per(units.per_device if units else None)
+    return [per_device] if price is None else [per_device, _per(units.per_usd_hour if units else None)]
+
+
+def _per(values: tuple[float | None, float | None, float | None] | None) -> str:
+    """'1.25 [1, 1.5]': an answer per device or per $/h with its interval's ends so divided."""
+    if values is None or values[0] is None:
+        return "-"
+    return f"{values[0]:.3g} [{_g(values[1])}, {_g(values[2])}]"
+
+
+def _g(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3g}"
+
+
 def answers(run: RunData, row: SearchRow, roof: Roofline | None, lang: str) -> Table:
+    """One row per tier: its answer, the boundary's interval, why the search ended, the binding limit, the
+    headroom at the answer, why the boundary is there; the answer per device and, at the study's price, per $
+    an hour (judge/cost.capacity_units)."""
     r = row.record
+    cfg = run.config(row.config)
+    devices, price = hardware.device_count(cfg.profile, cfg.facts), Price.of(run.spec)
+    unit = unit_text(run, row, lang)
     head = [t(lang, k) for k in ("col.tier", "col.limits", "col.capacity", "col.interval", "col.stopped",
                                   "col.binding", "col.headroom", "col.why")]
+    head += [t(lang, "col.cap_per_device", unit=unit, devices=devices)]
+    head += [t(lang, "col.cap_per_usd_hour", unit=unit)] if price is not None else []
     rows = [[a.tier, ", ".join(x.text for x in a.limits), _capacity(a, lang),
              f"[{load_text(a.lo)}{UNRELIABLE * a.lo_unreliable}, {load_text(a.hi)}{UNRELIABLE * a.hi_unreliable}]",
              t(lang, f"cap.reason.{a.reason}", budget=r.budget),
-             _binding(row, a, lang), _check(a.headroom, a.capacity, lang), _why(run, row, a, roof, lang)]
+             _binding(row, a, lang), _check(a.headroom, a.capacity, lang), _why(run, row, a, roof, lang),
+             *_per_units(a, devices, price)]
             for a in r.answers]
-    shaky = any(a.lo_unreliable or a.hi_unreliable for a in r.answers)
-    return Table(head, rows, role="capacity", left=2, footnotes=[t(lang, "cap.unreliable")] if shaky else [])
+    notes = [t(lang, "cap.unreliable_jobs" if _job_limits(r) else "cap.unreliable")] \
+        if any(a.lo_unreliable or a.hi_unreliable for a in r.answers) else []
+    if price is not None:
+        notes.append(t(lang, f"cap.per_usd.{price.basis}", price=f"{price.per_hour:g}", hourly=f"{price.hourly(devices):g}",
+                       devices=devices))
+    return Table(head, rows, role="capacity", left=2, footnotes=notes + job_limit_notes(run, row, lang))
+
+
+def _job_limits(r: SearchRecord) -> bool:
+    return any(limit.metric in JOB_METRICS for tier in r.tiers for limit in tier.limits)
+
+
+def job_limit_notes(run: RunData, row: SearchRow, lang: str) -> list[str]:
+    """Under the answers, one per job limit that binds (fails first, or is closest to failing at the answer): what
+    it read, the complete jobs pooled at each such load, each from its first send to its last token, its tool time
+    included (the tools' share of a job in the cells there), and how many a percentile needs to be a bound."""
+    out = []
+    for a in row.record.answers:
+        found = [(c, x) for c, x in ((a.binding, a.fail_load), (a.headroom, a.capacity))
+                 if c is not None and c.limit.metric in JOB_METRICS]
+        for limit in dict.fromkeys(c.limit.text for c, _ in found):
+            at = [(c, x) for c, x in found if c.limit.text == limit]
+            keys = set().union(*(_keys_at(row.record, x) for _, x in at))
+            tool = _tool_share([c for c in run.all_cells_of(row.config) if c.key in keys])
+            out.append(t(lang, "cap.job_limit", tier=a.tier, limit=limit, tool=tool,
+                         jobs=", ".join(f"{load_text(x)}: {c.n}" for c, x in at)))
+    return out
+
+
+def _tool_share(cells: list[CellRow]) -> str:
+    """The mean over these cells of their jobs' tool share (a job's tool delays over its completion time)."""
+    shares = [c.summary.jobs.tool_share for c in cells if c.summary.jobs and c.summary.jobs.tool_share is not None]
+    return pct(sum(shares) / len(shares)) if shares else "-"
+
+
+def _keys_at(r: SearchRecord, x: float | None) -> set[str]:
+    return {c.key for c in r.tried if c.load == x and c.role != "sustain"}
 
 
 def _verdict(v: TierVerdict, lang: str) -> str:
@@ -128,8 +212,10 @@ def _doubts(r: SearchRecord, lang: str) -> list[Block]:
     return [Para(t(lang, "cap.remeasured", n=a.remeasured, blocked=blocked))]
 
 
-def _dimension(run: RunData, r: SearchRecord, lang: str) -> str:
-    return t(lang, f"cap.dim.{r.dimension}", arrival=run.spec.get("arrival", "poisson"))
+def _dimension(run: RunData, row: SearchRow, lang: str) -> str:
+    r = row.record
+    key = f"cap.dim.agents.{r.dimension}" if _agents(run, row) else f"cap.dim.{r.dimension}"
+    return t(lang, key, arrival=run.spec.get("arrival", "poisson"))
 
 
 def section(run: RunData, lang: str, num_: Numberer, roofs: dict[str, Roofline | None]) -> list[Block]:
@@ -137,7 +223,7 @@ def section(run: RunData, lang: str, num_: Numberer, roofs: dict[str, Roofline |
     for row in run.searches:
         r = row.record
         out += [num_.sub(t(lang, "h.capacity_search", config=row.config, workload=r.workload,
-                           dimension=_dimension(run, r, lang))), answers(run, row, roofs.get(row.config), lang)]
+                           dimension=_dimension(run, row, lang))), answers(run, row, roofs.get(row.config), lang)]
         if r.sustain is not None:
             out.append(Para(sustain_text(r, r.sustain, lang)))
             if r.sustain.apart:

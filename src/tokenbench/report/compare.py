@@ -4,16 +4,20 @@ against the first column, and plots of every column on the same axes (report/com
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tokenbench.errors import MeasurementError, UsageError
 from tokenbench.judge import hardware, plausibility
-from tokenbench.judge.cells import load_label_of, load_of, state_of
+from tokenbench.judge.cells import load_label_of, load_of, session_shape_of, state_of
 from tokenbench.judge.fairness import Column, Issue, check, common_cells
-from tokenbench.judge.intervals import Judging
+from tokenbench.judge.fingerprint import Fingerprint, summaries
+from tokenbench.judge.floors import Floors
+from tokenbench.judge.intervals import Judging, default_floor
 from tokenbench.judge.load_axes import LoadKey
 from tokenbench.judge.views import RunData, load_run
 from tokenbench.report import compare_tables as tables
 from tokenbench.report import frontier, phases
-from tokenbench.report.document import Block, Bullets, Document, Para, Table, num
+from tokenbench.report.document import Block, Bullets, Document, Para, Table, num, pct
 from tokenbench.report.explain import issue_text, plausibility_blocks
 from tokenbench.report.i18n import t
 from tokenbench.report.sections import Numberer
@@ -66,12 +70,41 @@ def _workload(col: Column) -> str:
 def _session_shapes(col: Column) -> list[str]:
     """The session shapes of a column's sessions cells (turns, system prompt, think time...): what the
     pairs alone do not say of a sessions workload."""
-    return sorted({c.summary.sessions.shape_text() for c in col.cells() if c.summary.sessions is not None})
+    return sorted({shape for c in col.cells() if (shape := session_shape_of(c)) is not None})
 
 
 def _hardware(col: Column) -> str:
     name = hardware.hardware_name(col.config.profile, col.config.facts, col.run.environment)
     return f"{hardware.device_count(col.config.profile, col.config.facts)} x {name}" if name else "-"
+
+
+def _fingerprint(col: Column) -> Fingerprint:
+    return Fingerprint.of(col.run, col.config)
+
+
+def _host(col: Column) -> str:
+    f = _fingerprint(col)
+    return f"{f.host} ({f.cpu_model}, {f.cpus})"
+
+
+HOST_ROWS = (("host.other", "other_pct"), ("host.server", "server_pct"), ("host.client", "client_pct"),
+             ("host.psi", "psi_some_pct"))
+
+
+def _mean_share(col: Column, name: str) -> str:
+    """A CPU share's mean over the column's cells (monitor/cpu.py), as '%' ('-' where no cell tells it)."""
+    side = [s.cpu for s in summaries(col.run.all_cells_of(col.config.name)) if s.cpu is not None]
+    vals = [v for c in side if (v := getattr(c, name)) is not None]
+    return pct(sum(vals) / len(vals) / 100, 0) if vals else "-"
+
+
+def host_table(cols: list[Column], lang: str) -> Table | None:
+    """Who used each column's host CPUs over its measured windows (the means over its cells): the facts a busier
+    host is judged by (judge/fingerprint.HostRule); None where no column read them."""
+    rows = [[t(lang, key), *[_mean_share(c, name) for c in cols]] for key, name in HOST_ROWS]
+    if all(v == "-" for row in rows for v in row[1:]):
+        return None
+    return Table([t(lang, "attr.host_load"), *[c.label for c in cols]], rows, role="host_load", left=1)
 
 
 ATTRIBUTES = (
@@ -84,6 +117,9 @@ ATTRIBUTES = (
     ("attr.flags", lambda c: c.config.flags() or "-"),
     ("attr.kv_capacity", lambda c: num(c.config.kv_capacity)),
     ("attr.tool", lambda c: c.run.tool_version),
+    ("attr.host", _host),
+    ("attr.launch", lambda c: _fingerprint(c).launch),
+    ("attr.cache", lambda c: _fingerprint(c).cache),
     ("attr.workload", _workload),
 )
 
@@ -125,6 +161,9 @@ def build_compare(cols: list[Column], lang: str, issues: list[Issue], version: s
     doc = Document(t(lang, "title.compare", runs=" vs ".join(c.label for c in cols)), lang)
     num_ = Numberer()
     doc.add(num_.sec(t(lang, "h.differs")), *differences(cols, lang))
+    host = host_table(cols, lang)
+    if host is not None:
+        doc.add(host)
     doc.add(num_.sec(t(lang, "h.fairness")), *fairness_blocks(issues, lang))
     if not common_cells(cols):
         doc.add(Para(t(lang, "note.no_common")))
@@ -168,6 +207,8 @@ def compare(store: Store, selectors: list[str], lang: str, version: str, strict:
             judging: Judging = Judging()) -> tuple[Document, list[Issue]]:
     cols = select(store, selectors)
     issues = check(cols)
+    if judging.floor is default_floor:          # a side measured once: the floor learned from this database
+        judging = replace(judging, floor=Floors(store))
     if strict:
         enforce(issues)
         enforce_comparable(cols)

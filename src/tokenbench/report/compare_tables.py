@@ -18,7 +18,7 @@ from tokenbench.report.i18n import t
 from tokenbench.report.load_plots import Plot, Source
 from tokenbench.report.marks import footnotes, ratio_cell
 from tokenbench.report.sections import Numberer
-from tokenbench.report.verdicts import Side, figure, verdict_cell, verdict_table
+from tokenbench.report.verdicts import Side, figure, refused_in, refused_note, verdict_cell, verdict_table
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,9 @@ def side_by_side(view: _Compared, metric: Metric, digits: int, pair: tuple[int, 
             row.append(verdict_cell((ss[0], first), (side, other), metric, lang, judging)
                        if first and other else "-")
         rows.append(row)
-    return Table(head, rows, role="compare", footnotes=footnotes(used, lang, names, [metric.key])) if rows else None
+    notes = footnotes(used, lang, names, [metric.key])
+    notes += [refused_note(lang)] if refused_in(c for row in rows for c in row) else []
+    return Table(head, rows, role="compare", footnotes=notes) if rows else None
 
 
 def _shown(side: Side, c, metric: Metric, digits: int, judging: Judging):
@@ -101,17 +103,27 @@ def _section(cols: list[Column], lang: str, num_: Numberer, heading: str, make) 
     return out if len(out) > 1 else out + [Para(t(lang, "note.no_data"))]
 
 
-CMP_PLOTS = [Plot("cmp-throughput", "throughput", "axis.out_tps", Metric("output_throughput")),
-             Plot("cmp-ttft", "ttft_p50", "axis.ttft_median_ms", Metric("ttft", "p50")),
-             Plot("cmp-tpot", "tpot_p50", "axis.tpot_median_ms", Metric("tpot", "p50"))]
+CMP_PLOTS = [Plot("cmp-throughput", title="throughput", ylabel="axis.out_tps", metric=Metric("output_throughput")),
+             Plot("cmp-ttft", title="ttft_p50", ylabel="axis.ttft_median_ms", metric=Metric("ttft", "p50")),
+             Plot("cmp-tpot", title="tpot_p50", ylabel="axis.tpot_median_ms", metric=Metric("tpot", "p50")),
+             Plot("cmp-jct", title="jct", ylabel="axis.jct_ms", metric=Metric("job", "p50"),
+                  more=(Metric("job", "p95"),), intervals=True)]
+JOB_P95 = Metric("job", "p95")
 
 
 def figures(cols: list[Column], lang: str) -> list[Figure]:
     """Every column on the same axes: output tok/s, p50 TTFT and p50 TPOT against each load axis the
-    columns have (concurrency, users, request rate: never mixed, report/load_plots.py)."""
-    sources = [Source(f"{col.label} {pair[0]}/{pair[1]}", col.label, [c for c in col.cells() if pair_of(c) == pair])
+    columns have (concurrency, users, request rate, session rate: never mixed, report/load_plots.py), and
+    where cells have jobs their completion time (p50 and p95, each with its 95 % interval)."""
+    books: dict[str, Book] = {}
+    sources = [Source(f"{col.label} {pair[0]}/{pair[1]}", col.label, [c for c in col.cells() if pair_of(c) == pair],
+                      books.setdefault(col.run.id, Book(col.run)))
                for col in cols for pair in col.run.pairs(col.config.name)]
     return load_plots.figures(sources, CMP_PLOTS, lang)
+
+
+def _jobs(cols: list[Column]) -> bool:
+    return any(c.summary.jobs is not None for col in cols for c in col.cells())
 
 
 def all_tables(cols: list[Column], lang: str, num_: Numberer, judging: Judging) -> list[Block]:
@@ -124,10 +136,13 @@ def all_tables(cols: list[Column], lang: str, num_: Numberer, judging: Judging) 
 
     out: list[Block] = _section(cols, lang, num_, "h.cmp_verdicts", verdicts)
     out.append(Para(t(lang, "note.verdicts", floor=f"{100 * judging.min_effect:g}%")))
+    out.append(Para(t(lang, "noise.note")))
     out += _section(cols, lang, num_, "h.cmp_requests", lambda p: side_by_side(
         view, Metric("request_throughput", "mean"), 2, p))
     out += _section(cols, lang, num_, "h.cmp_output", lambda p: side_by_side(
         view, Metric("output_throughput", "mean"), 1, p))
+    if _jobs(cols):
+        out += _section(cols, lang, num_, "h.cmp_jobs", lambda p: side_by_side(view, JOB_P95, 1, p))
     figs = figures(cols, lang)
     if figs:
         out += [num_.sec(t(lang, "h.plots")), *figs]

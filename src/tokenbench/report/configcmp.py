@@ -10,7 +10,7 @@ from tokenbench.metrics.cell_summary import Metric
 from tokenbench.report.document import Cell, Table, num
 from tokenbench.report.i18n import t
 from tokenbench.report.marks import fig, footnotes, ratio_cell
-from tokenbench.report.verdicts import Side, verdict_cell
+from tokenbench.report.verdicts import Side, refused_in, refused_note, verdict_cell
 from tokenbench.store.rows import CellRow
 
 CMP_METRICS = (("col.out_tps", Metric("output_throughput", "mean"), 1), ("col.tpot_mean", Metric("tpot", "mean"), 2),
@@ -37,4 +37,5 @@ def config_pair_table(run: RunData, base: str, other: str, lang: str, book: Book
                          ratio_cell(a, b, va, vb, Judging(allow_client_lag=judging.allow_client_lag), m.key),
                          verdict_cell((a_side, a), (b_side, b), m, lang, judging)])
     keys = [m.key for _, m, _ in CMP_METRICS]
-    return Table(head, rows, role="configcmp", left=3, footnotes=footnotes(used, lang, keys=keys)) if rows else None
+    notes = footnotes(used, lang, keys=keys) + ([refused_note(lang)] if refused_in(r[-1] for r in rows) else [])
+    return Table(head, rows, role="configcmp", left=3, footnotes=notes) if rows else None

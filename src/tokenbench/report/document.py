@@ -104,7 +104,7 @@ def num(v, digits: int = 1) -> str:
 
 def plain(value) -> str:
     """The terminal's number style: 2 decimals below 1,000, none above, thousands separators; '-' for
-    unknown (the CLI's tables and study/agree.py's markdown)."""
+    unknown (the CLI's tables and agreement/agree.py's markdown)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if isinstance(value, float):

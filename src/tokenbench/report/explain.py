@@ -5,6 +5,7 @@ every number is formatted here, once."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tokenbench.judge.cells import label_of
@@ -18,12 +19,14 @@ from tokenbench.spec.server_kinds import Capabilities
 if TYPE_CHECKING:                    # types only: a bench run's console says what a cell offered, nothing more
     from tokenbench.judge.bottleneck import Label
     from tokenbench.judge.fairness import Issue, Value
+    from tokenbench.judge.fingerprint import Reason
     from tokenbench.judge.plausibility import ConfigCheck, Finding, Rate, Roofline, Unknown
 
 # how each figure of a bottleneck's evidence is written (the rest: as it is)
 EVIDENCE_FORMAT = {"cpu": "{:.0f}", "demand": "{:,}", "capacity": "{:,}", "pct": "{:.0f}", "n": "{:g}",
                    "times": "{:.1f}", "out": "{:,.0f}", "bound": "{:,.0f}", "max": "{:g}", "batch": "{:.3g}", "size": "{:g}",
-                   "rise": "{:.2g}"}
+                   "rise": "{:.2g}", "client": "{:.0f}", "server": "{:.0f}", "other": "{:.0f}", "cpus": "{:g}",
+                   "psi": "{:.0f}%"}
 
 
 # bottleneck ----------------------------------------------------------------------------------------
@@ -46,7 +49,10 @@ def _value(v: Value | None, lang: str) -> str:
     if isinstance(v, CacheUse):
         if v.stated is not None:
             return v.stated
-        return t(lang, "fair.cached", pct=f"{v.percent}%") if v.percent is not None else t(lang, "fair.no_reuse")
+        what = t(lang, "fair.cached", pct=f"{v.percent}%") if v.percent is not None else t(lang, "fair.no_reuse")
+        if v.state is None:
+            return what
+        return t(lang, "fair.cache_state", state=cache_state_text(v.state, lang), what=what)
     if isinstance(v, bool):
         return str(v).lower()
     if v == SINGLE_TURN:
@@ -65,6 +71,34 @@ def issue_text(issue: Issue, lang: str = "en") -> str:
     if issue.cell:
         return t(lang, "fair.differs", what=what, cell=issue.cell, values=values)
     return t(lang, "fair.differs_all", what=what, values=values)
+
+
+def cache_state_text(state: str, lang: str) -> str:
+    """'cold', 'warm', or several joined ('cold+warm': cells of one side in different states)."""
+    return "+".join(t(lang, f"cache.{s}") for s in state.split("+"))
+
+
+# refused verdicts ----------------------------------------------------------------------------------
+def refusal_text(reasons: Sequence[Reason], lang: str) -> str:
+    """Why a verdict is refused (judge/fingerprint.refusals): the first refusing reason, A's value then B's."""
+    r = next(x for x in reasons if x.refuses)
+    if r.code == "cache_differs":
+        a, b = (_cache_side(str(state), share, lang) for state, share in zip((r.a, r.b), r.shares, strict=True))
+        return t(lang, "verdict.refused_cache", a=a, b=b)
+    key = {"other_work": "verdict.refused_other", "server_wait": "verdict.refused_wait"}.get(r.code,
+                                                                                         "verdict.refused_pressure")
+    return t(lang, key, a=pct(_fraction(r.a), 0), b=pct(_fraction(r.b), 0))
+
+
+def _cache_side(state: str, share: float | None, lang: str) -> str:
+    """'cold', or 'warm (98 % from the cache)' where the server told the share it served from its cache."""
+    text = cache_state_text(state, lang)
+    return text if share is None else t(lang, "verdict.cache_share", state=text, share=pct(share, 0))
+
+
+def _fraction(value: float | str | None) -> float | None:
+    """A share in % (of one core, or of the window) as a fraction, for `pct`."""
+    return value / 100.0 if isinstance(value, int | float) else None
 
 
 # plausibility --------------------------------------------------------------------------------------

@@ -60,8 +60,8 @@ def _tip(p: Point, lang: str) -> str:
 
 def _dot(p: Point, y: Estimate, series: int, tag: str, lang: str) -> Dot:
     star = ("*" if p.cell.over_capacity else "") + ("" if p.ok else f" {p.state.mark}")
-    return Dot(_range(p.per_user), _range(y), series, f"{tag} {load_label_of(p.cell)}{star}".strip(), _tip(p, lang),
-               dominated=p.ok and p.dominated_by is not None, hollow=not p.ok,
+    return Dot(x=_range(p.per_user), y=_range(y), series=series, label=f"{tag} {load_label_of(p.cell)}{star}".strip(),
+               tip=_tip(p, lang), dominated=p.ok and p.dominated_by is not None, hollow=not p.ok,
                derived=p.per_user.derived or y.derived, order=(load_of(p.cell),),
                line=(load_of(p.cell).dimension, load_of(p.cell).cap), load=load_label_of(p.cell) + star)
 

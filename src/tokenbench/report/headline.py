@@ -5,7 +5,7 @@ numbered sections (build.py)."""
 
 from __future__ import annotations
 
-from tokenbench.judge.cells import label_of, value_of
+from tokenbench.judge.cells import label_of, measured, value_of
 from tokenbench.judge.views import RunData
 from tokenbench.metrics.cell_summary import Metric
 from tokenbench.report.document import Block, Cell, Para, Table, num
@@ -31,15 +31,20 @@ def _row(c: CellRow, many: bool) -> list[str | Cell]:
     return [*([c.config] if many else []), fig(c, label_of(c)), fig(c, _done(c), over=False), *figures]
 
 
-def table(run: RunData, lang: str) -> Table:
-    """Every cell of the run, config by config, in the order the run measured them."""
+def _cells(run: RunData) -> list[CellRow]:
+    return [c for cfg in run.config_names() for c in run.cells_of(cfg)]
+
+
+def table(run: RunData, lang: str, notes: bool = True) -> Table:
+    """Every cell of the run, config by config, in the order the run measured them (`notes`: why each marked
+    one is marked, under it)."""
     many = len(run.config_names()) > 1
-    cells = [c for cfg in run.config_names() for c in run.cells_of(cfg)]
+    cells = _cells(run)
     head = [*([t(lang, "col.config")] if many else []), t(lang, "col.cell"), t(lang, "col.requests"),
             *[t(lang, key) for _, key in FIGURES]]
-    notes = footnotes(cells, lang, keys=[m.key for m, _ in FIGURES])
-    notes += [t(lang, "note.over_capacity")] if any(c.over_capacity for c in cells) else []
-    return Table(head, [_row(c, many) for c in cells], role="headline", left=2 if many else 1, footnotes=notes)
+    said = footnotes(cells, lang, keys=[m.key for m, _ in FIGURES]) if notes else []
+    said += [t(lang, "note.over_capacity")] if notes and any(c.over_capacity for c in cells) else []
+    return Table(head, [_row(c, many) for c in cells], role="headline", left=2 if many else 1, footnotes=said)
 
 
 def _when(run: RunData) -> str:
@@ -47,10 +52,19 @@ def _when(run: RunData) -> str:
 
 
 def blocks(run: RunData, lang: str) -> list[Block]:
-    """The lead of the report: what was run, and its cells' figures (or why there are none)."""
+    """The lead of the report: what was run, and its cells' figures (or why there are none). A run none of whose
+    cells completed a request opens with that answer and why (each reason once, with the cells it covers); its
+    table then shows the requests sent and no figure, and the sections of figures are left out (build.py)."""
     what = Para(t(lang, "note.headline", kind=run.kind, target=run.target, when=_when(run), cells=len(run.cells),
                   status=run.status))
-    out: list[Block] = [what, table(run, lang)] if run.cells else [what, Para(t(lang, "note.no_cells"))]
+    if run.cells and not measured(run.cells):
+        why = " ".join(footnotes(_cells(run), lang))
+        short = Para(t(lang, "note.headline_short", kind=run.kind, target=run.target, when=_when(run),
+                       cells=len(run.cells), status=run.status))
+        out: list[Block] = [Para(t(lang, "note.nothing_measured", cells=len(run.cells), why=why)), short,
+                            table(run, lang, notes=False)]
+    else:
+        out = [what, table(run, lang)] if run.cells else [what, Para(t(lang, "note.no_cells"))]
     if run.kind == "import":
         out.append(Para(t(lang, "note.import", source=(run.spec.get("import") or {}).get("source") or run.target)))
     return out

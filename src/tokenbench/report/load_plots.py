@@ -1,23 +1,25 @@
 """Figures against the load, one set per load dimension, never mixed: closed-loop concurrency (requests in
-flight), users (closed-loop sessions) and open-loop request rate (requests/s) each get their own plots with
-their own axis title, so a 3 req/s cell is never drawn at x = 3 of a concurrency axis. A rate cell that ran
+flight), users (closed-loop sessions; concurrent agents where every cell on the axis replays trajectories),
+open-loop request rate (requests/s) and session rate (sessions, or agents, started per second) each get their
+own plots with their own axis title, so a 3 req/s cell is never drawn at x = 3 of a concurrency axis. A rate cell that ran
 with an in-flight cap stays on the rate axis; its cap is in the series name and, when every rate cell
 shares it, in the axis title. Trace replays have no load axis and are not drawn here. Used by the run
 report (plots.py) and by `compare` (compare_tables.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
-from tokenbench.judge.cells import figure_state_of, label_of, load_of, value_of, x_of
-from tokenbench.judge.load_axes import Dimension
+from tokenbench.judge.cells import agents, figure_state_of, label_of, load_of, value_of, x_of
+from tokenbench.judge.intervals import Book
+from tokenbench.judge.load_axes import SESSION_AXES, Dimension
 from tokenbench.metrics.cell_summary import Metric
 from tokenbench.report.document import Figure, num
 from tokenbench.report.i18n import t
 from tokenbench.report.svg import Series, line_chart
 from tokenbench.store.rows import CellRow
 
-AXES: tuple[Dimension, ...] = ("concurrency", "users", "rate")      # replay has no load axis
+AXES: tuple[Dimension, ...] = ("concurrency", "users", "rate", "session_rate")      # replay has no load axis
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,7 @@ class Source:
     name: str
     owner: str
     cells: list[CellRow]
+    book: Book | None = None        # its cells' intervals, for a plot that shades each point's own
 
 
 @dataclass(frozen=True)
@@ -36,10 +39,13 @@ class Plot:
     '-users' / '-rate'), the metric's title and axis keys (i18n), the metric and an optional p90-p99 band."""
 
     name: str
+    _: KW_ONLY                          # the name first, by position; the rest by keyword
     title: str
     ylabel: str
     metric: Metric
     band: tuple[Metric, Metric] | None = None
+    more: tuple[Metric, ...] = ()      # further statistics of the figure, each a line of its own (p95 beside p50)
+    intervals: bool = False            # shade each point's 95 % interval (its source's book) instead of a band
 
 
 def dimensions(cells: list[CellRow]) -> list[Dimension]:
@@ -52,14 +58,28 @@ def _caps(cells: list[CellRow]) -> list[int]:
     return sorted({load_of(c).cap for c in cells})
 
 
+def _agents(dim: Dimension, cells: list[CellRow]) -> bool:
+    """Every cell on this session axis replays trajectories: its users are concurrent agents."""
+    on = [c for c in cells if load_of(c).dimension == dim]
+    return dim in SESSION_AXES and bool(on) and all(agents(c) for c in on)
+
+
 def axis_title(dim: Dimension, cells: list[CellRow], lang: str) -> str:
-    """'concurrency (requests in flight)', 'request rate (requests/s)' with the cap when all share one."""
+    """'concurrency (requests in flight)', 'request rate (requests/s)' with the cap when all share one,
+    'concurrent agents' where every cell on a session axis replays trajectories."""
+    if _agents(dim, cells):
+        return t(lang, f"axis.agents.{dim}")
     caps = _caps([c for c in cells if load_of(c).dimension == dim]) if dim == "rate" else []
     if len(caps) == 1 and caps[0]:
         return t(lang, "axis.dim.rate_cap", cap=caps[0])
     if len(caps) > 1:
         return t(lang, "axis.dim.rate_caps")
     return t(lang, f"axis.dim.{dim}")
+
+
+def dim_name(dim: Dimension, cells: list[CellRow], lang: str) -> str:
+    """The dimension's name in a plot's title: 'concurrency', 'users', 'concurrent agents'..."""
+    return t(lang, f"dim.agents.{dim}") if _agents(dim, cells) else t(lang, f"dim.{dim}")
 
 
 def _plain(c: CellRow, *metrics: Metric) -> bool:
@@ -74,7 +94,13 @@ def _tip(owner: str, c: CellRow, metric: Metric, y: float, x: float | None = Non
     return f"{owner} {label_of(c)}{star}: {metric.key}={num(y)}{xs}"
 
 
-def _band(c: CellRow, band: tuple[Metric, Metric] | None) -> tuple[float, float] | None:
+def _band(src: Source, c: CellRow, plot: Plot, metric: Metric) -> tuple[float, float] | None:
+    """What is shaded at a plain point: the figure's own 95 % interval (`plot.intervals`), or the plot's band
+    (p90 to p99 of the same cell)."""
+    if plot.intervals:
+        iv = src.book.interval(c, metric) if src.book is not None else None
+        return None if iv is None else (iv.lo, iv.hi)
+    band = plot.band
     if band is None or not _plain(c, *band):
         return None
     lo, hi = value_of(c, band[0]), value_of(c, band[1])
@@ -82,21 +108,24 @@ def _band(c: CellRow, band: tuple[Metric, Metric] | None) -> tuple[float, float]
 
 
 def _series(src: Source, dim: Dimension, plot: Plot, cap_names: bool) -> list[Series]:
-    """One series per in-flight cap of the source's cells on this axis (rate cells only have caps)."""
+    """One series per in-flight cap of the source's cells on this axis (rate cells only have caps), and per
+    statistic where the plot draws several."""
     out = []
     for cap in _caps([c for c in src.cells if load_of(c).dimension == dim]):
-        s = Series(src.name + (f" cap {cap}" if cap_names and cap else ""))
-        for c in src.cells:
-            y = value_of(c, plot.metric)
-            if load_of(c).dimension != dim or load_of(c).cap != cap or y is None:
-                continue
-            plain = _plain(c, plot.metric)
-            (s.points if plain else s.hollow).append((x_of(c), y, _tip(src.owner, c, plot.metric, y)))
-            b = _band(c, plot.band) if plain else None
-            if b is not None:
-                s.band.append((x_of(c), *b))
-        if s.points or s.hollow:
-            out.append(s)
+        for metric in (plot.metric, *plot.more):
+            stat = f" {metric.stat}" if plot.more else ""
+            s = Series(src.name + (f" cap {cap}" if cap_names and cap else "") + stat)
+            for c in src.cells:
+                y = value_of(c, metric)
+                if load_of(c).dimension != dim or load_of(c).cap != cap or y is None:
+                    continue
+                plain = _plain(c, metric)
+                (s.points if plain else s.hollow).append((x_of(c), y, _tip(src.owner, c, metric, y)))
+                b = _band(src, c, plot, metric) if plain else None
+                if b is not None:
+                    s.band.append((x_of(c), *b))
+            if s.points or s.hollow:
+                out.append(s)
     return out
 
 
@@ -106,7 +135,7 @@ def figures(sources: list[Source], plots: list[Plot], lang: str, prefix: str = "
     out = []
     for dim in dimensions(cells):
         caps = len(_caps([c for c in cells if load_of(c).dimension == dim])) > 1
-        xlabel, where = axis_title(dim, cells, lang), t(lang, f"dim.{dim}")
+        xlabel, where = axis_title(dim, cells, lang), dim_name(dim, cells, lang)
         for plot in plots:
             series = [s for src in sources for s in _series(src, dim, plot, caps)]
             title = t(lang, f"plot.dim.{plot.title}", dim=where)

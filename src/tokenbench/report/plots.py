@@ -33,9 +33,11 @@ def any_hollow(run: RunData) -> bool:
                for cfg in run.config_names() for c in run.cells_of(cfg))
 
 
-LOAD_PLOTS = [Plot("throughput", "throughput", "axis.out_tps", OUTPUT),
-              Plot("ttft", "ttft_p50", "axis.ttft_p50_ms", Metric("ttft", "p50"), (Metric("ttft", "p90"), Metric("ttft", "p99"))),
-              Plot("tpot", "tpot_p50", "axis.tpot_p50_ms", Metric("tpot", "p50"), (Metric("tpot", "p90"), Metric("tpot", "p99")))]
+LOAD_PLOTS = [Plot("throughput", title="throughput", ylabel="axis.out_tps", metric=OUTPUT),
+              Plot("ttft", title="ttft_p50", ylabel="axis.ttft_p50_ms", metric=Metric("ttft", "p50"),
+                   band=(Metric("ttft", "p90"), Metric("ttft", "p99"))),
+              Plot("tpot", title="tpot_p50", ylabel="axis.tpot_p50_ms", metric=Metric("tpot", "p50"),
+                   band=(Metric("tpot", "p90"), Metric("tpot", "p99")))]
 
 
 def load_figures(run: RunData, lang: str) -> list[Figure]:

@@ -5,7 +5,7 @@ the cell ran (metrics/summary.py) and stored in its summary."""
 
 from __future__ import annotations
 
-from tokenbench.judge.cells import label_of, state_of
+from tokenbench.judge.cells import label_of, session_shape_of, state_of
 from tokenbench.judge.views import RunData
 from tokenbench.metrics.summary_groups import SessionFigures
 from tokenbench.report.document import Block, Cell, Figure, Heading, Para, Table, num, pct
@@ -32,23 +32,31 @@ def _ttft(f: SessionFigures, k: int) -> str:
 
 
 def turn_table(c: CellRow, lang: str) -> Table:
-    """One row per turn index: requests, prompt and cached tokens, hit rate, TTFT (with its interval), TPOT."""
+    """One row per turn index: requests, prompt and cached tokens, hit rate (a trajectories cell's theoretical
+    hit beside it, with the block it counts), TTFT (with its interval), TPOT."""
     f = c.summary.sessions or SessionFigures()
+    theory = f.turn_theory_hit_rate is not None
     head = [t(lang, k) for k in ("col.turn", "col.turn_requests", "col.turn_prompt", "col.turn_cached",
-                                  "col.turn_hit_rate", "col.turn_ttft", "col.turn_ttft_p50", "col.turn_tpot")]
-    rows: list[list[str | Cell]] = [[str(k), num(n, 0), num(_item(f.turn_prompt_tokens_mean, k)), num(_item(f.turn_cached_tokens_mean, k)),
-             pct(_item(f.turn_hit_rate, k)), fig(c, _ttft(f, k), over=False),
-             fig(c, num(_item(f.turn_ttft_p50_ms, k)), over=False), fig(c, num(_item(f.turn_tpot_mean_ms, k)), over=False)]
-            for k, n in enumerate(f.turn_requests or [])]
-    return Table(head, rows, role="turns", left=1, footnotes=footnotes([c], lang))
+                                  "col.turn_hit_rate")]
+    head += [t(lang, "col.turn_theory", block=num(f.cache_block_size, 0))] if theory else []
+    head += [t(lang, k) for k in ("col.turn_ttft", "col.turn_ttft_p50", "col.turn_tpot")]
+    rows: list[list[str | Cell]] = [
+        [str(k), num(n, 0), num(_item(f.turn_prompt_tokens_mean, k)), num(_item(f.turn_cached_tokens_mean, k)),
+         pct(_item(f.turn_hit_rate, k)), *([pct(_item(f.turn_theory_hit_rate, k))] if theory else []),
+         fig(c, _ttft(f, k), over=False), fig(c, num(_item(f.turn_ttft_p50_ms, k)), over=False),
+         fig(c, num(_item(f.turn_tpot_mean_ms, k)), over=False)]
+        for k, n in enumerate(f.turn_requests or [])]
+    notes = [t(lang, "sess.theory", block=num(f.cache_block_size, 0), theory=pct(f.theory_hit_rate),
+               achieved=pct(c.summary.cache_hit_rate))] if theory else []
+    return Table(head, rows, role="turns", left=1, footnotes=footnotes([c], lang) + notes)
 
 
 def facts(c: CellRow, lang: str) -> list[Block]:
     """The cell's shape, how its sessions went, what its histories were made of, and its hit rates."""
     f, s = c.summary.sessions or SessionFigures(), c.summary
     out: list[Block] = [
-        Para(t(lang, "sess.shape", shape=f"{f.load_text()} x {f.shape_text()}", started=num(f.started, 0), completed=num(f.completed, 0),
-               cut=num(f.cut_short, 0))),
+        Para(t(lang, "sess.shape", shape=f"{f.load_text()} x {session_shape_of(c)}", started=num(f.started, 0),
+               completed=num(f.completed, 0), cut=num(f.cut_short, 0))),
         Para(t(lang, "sess.replies", ids=num(f.replies_returned_ids, 0), retok=num(f.replies_retokenized, 0),
                fixed=num(f.replies_fixed, 0)))]
     told = s.cache_reported_requests

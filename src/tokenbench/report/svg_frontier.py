@@ -31,7 +31,7 @@ class Range:
     hi: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Dot:
     """One operating point: x and y with their intervals, its owner (series index), its load label, its
     tooltip and how it is drawn."""

@@ -11,14 +11,18 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, mod
 from tokenbench.spec.base import StrictModel
 from tokenbench.spec.slo import Limit
 
-WorkloadKind = Literal["random", "text", "sharegpt", "jsonl", "prefix", "image", "trace", "sessions"]
+WorkloadKind = Literal["random", "text", "sharegpt", "jsonl", "prefix", "image", "trace", "sessions", "trajectories"]
 FIXED_LENGTH_KINDS = ("random", "text", "prefix", "image")   # input_len / output_len given; sweeps take them from pairs
 DATASET_KINDS = ("sharegpt", "jsonl", "trace")          # lengths come from the file (output_len may force)
 PAIR_KINDS = (*FIXED_LENGTH_KINDS, "sessions")          # take [input, output] pairs (sessions: per turn)
 HISTOGRAM_KINDS = ("random", "text")                    # a length histogram alone gives every request's lengths
-SYNTHETIC_KINDS = ("random", "prefix", "image", "trace", "sessions")  # prompts of random ids (or random words): not text
+SYNTHETIC_KINDS = ("random", "prefix", "image", "trace", "sessions", "trajectories")  # prompts of random ids (or
+                                                        # random words): not text
+SESSION_KINDS = ("sessions", "trajectories")            # conversations: each turn re-sends the history (users, agents)
+TrajectoryFormat = Literal["auto", "mlcommons", "mooncake", "weka"]
 TRACE_BLOCK_SIZE = 512                                  # Mooncake's hash_ids block, in tokens
 SESSION_HEADER = "X-Session-ID"
+CACHE_BLOCK = 16                                        # the prefix-cache block the theoretical hits count (vLLM's)
 
 
 BOUNDS = (" (random, text, prefix, image: a drawn length is clipped to the bounds; min and max without another "
@@ -35,10 +39,26 @@ RANGE_RATIO_STYLE = ("which tool's meaning range_ratio has: vllm (a window aroun
 LENGTH_HISTOGRAM = ("draw each request's (input, output) lengths from weighted buckets: a CSV file of rows "
                     "input_len,output_len,weight[,input_stddev,output_stddev], or AIPerf's --sequence-distribution "
                     "text ISL[|SD],OSL[|SD]:WEIGHT;... (weights in any unit); replaces the pairs")
+TRAJECTORY_FORMAT = ("trajectories: the dataset's format: mlcommons (MLCommons Endpoints' agentic JSONL, one row per "
+                     "message), mooncake (AIPerf's multi-turn Mooncake JSONL: session_id, delay), weka (InferenceX "
+                     "AgentX's kv-cache-tester JSON traces); auto: told by the first record's fields")
+NO_SALT = ("trajectories: send no salt; by default a deterministic salt per pass over the corpus heads every prompt, "
+           "and one per trajectory follows its system prompt (MLCommons' enable_salt), so a prefix cache reuses within "
+           "a trajectory and never across passes; without it a second pass can hit what the first left")
+UNREPLAYABLE = ("trajectories that cannot be replayed (longer than the server's context, a prompt shorter than its "
+                "history): refuse the run, naming them (default), or skip them, each stated with its cause")
+WINDOW = ("sessions and trajectories: where the measured window ends: all (every session to its last turn; "
+          "sessions' default), first-user (MLCommons' performance window: once every trajectory has started, at the "
+          "end of the first one that finishes; turns sent after it are stored, not measured; trajectories' default), "
+          "first-user-stop (the same, and no turn is sent after it: cut trajectories are counted)")
+SessionWindow = Literal["all", "first-user", "first-user-stop"]
 MAX_TOKENS = 10_000_000    # a prompt or output length above this fits no model's context
 MIN_RATE = 1e-6           # requests (or sessions) per second: one in 11.6 days; below, a schedule overflows
 MAX_BURSTINESS = 1e6      # gamma shape of Poisson gaps: their spread is 1/sqrt(shape), 0.1 % here (constant enough)
 MAX_WARMUP = 100_000       # warmup requests per cell: they are prepared before the cell starts
+MAX_RATE = 1e6            # requests (or sessions) per second: above, every gap is below a microsecond
+MAX_MS = 1e9              # a latency bound in ms (11.6 days; a request's timeout is at most 1e6 s)
+DAY_S = 86_400.0          # a wait between requests, a ramp, a timeslice: at most a day
 WARMUP_REQUESTS = ("warmup requests per cell; default: as many as the cell runs at once (its concurrency or users, "
                    "a rate's --max-concurrency; 1 for a rate without one), never more than the cell's own requests")
 WARMUP_FIRST_PROMPT = ("every warmup request sends the cell's first measured prompt, as vllm bench serve "
@@ -60,31 +80,31 @@ class WorkloadSource(StrictModel):
                                    "for sharegpt/jsonl/trace: forces every request's output length")
     dataset_path: str | None = Field(None, description="local file: ShareGPT JSON/JSONL, prompt JSONL, mooncake "
                                      "trace JSONL; for image: an image file or a folder of images")
-    min_input_len: int | None = Field(None, gt=0, description="datasets: drop prompts shorter than this; drawn "
+    min_input_len: int | None = Field(None, gt=0, le=MAX_TOKENS, description="datasets: drop prompts shorter than this; drawn "
                                       "lengths: the shortest input drawn" + BOUNDS)
-    max_input_len: int | None = Field(None, gt=0, description="datasets: drop prompts longer than this; drawn "
+    max_input_len: int | None = Field(None, gt=0, le=MAX_TOKENS, description="datasets: drop prompts longer than this; drawn "
                                       "lengths: the longest input drawn" + BOUNDS)
-    min_output_len: int | None = Field(None, gt=0, description="datasets: drop entries asking fewer tokens; drawn "
+    min_output_len: int | None = Field(None, gt=0, le=MAX_TOKENS, description="datasets: drop entries asking fewer tokens; drawn "
                                        "lengths: the shortest output drawn" + BOUNDS)
-    max_output_len: int | None = Field(None, gt=0, description="datasets: drop entries asking more tokens; drawn "
+    max_output_len: int | None = Field(None, gt=0, le=MAX_TOKENS, description="datasets: drop entries asking more tokens; drawn "
                                        "lengths: the longest output drawn" + BOUNDS)
-    prefix_len: int | None = Field(None, gt=0, description="prefix: tokens shared by every prompt of a group")
-    num_groups: int = Field(1, gt=0, description="prefix: groups, each with its own shared prefix")
-    image_count: int = Field(1, gt=0, description="image: images per request")
+    prefix_len: int | None = Field(None, gt=0, le=MAX_TOKENS, description="prefix: tokens shared by every prompt of a group")
+    num_groups: int = Field(1, gt=0, le=1_000_000, description="prefix: groups, each with its own shared prefix")
+    image_count: int = Field(1, gt=0, le=1000, description="image: images per request")
     image_width: int = Field(512, gt=0, le=8192, description="image: synthetic image width, pixels")
     image_height: int = Field(512, gt=0, le=8192, description="image: synthetic image height, pixels")
     image_format: Literal["png", "bmp"] = Field("png", description="image: synthetic image format")
-    time_scale: float = Field(1.0, gt=0, description="trace: multiply the trace's gaps (0.5 replays twice as fast)")
-    trace_block_size: int = Field(TRACE_BLOCK_SIZE, gt=0, description="trace: tokens per hash_ids block (Mooncake: "
+    time_scale: float = Field(1.0, ge=1e-6, le=1e6, description="trace: multiply the trace's gaps (0.5 replays twice as fast)")
+    trace_block_size: int = Field(TRACE_BLOCK_SIZE, gt=0, le=MAX_TOKENS, description="trace: tokens per hash_ids block (Mooncake: "
                                   "512); a row's hash_ids number ceil(input_length / this), equal ids are equal "
                                   "token blocks")
     turns: int | None = Field(None, gt=0, le=1000, description="sessions: turns per session; turn k re-sends the "
                               "history (system prompt, earlier user and assistant turns) + input_len new tokens")
-    system_prompt_len: int | None = Field(None, gt=0, description="sessions: tokens of the system prompt that opens "
+    system_prompt_len: int | None = Field(None, gt=0, le=MAX_TOKENS, description="sessions: tokens of the system prompt that opens "
                                           "every session")
     shared_system_prompt: bool = Field(False, description="sessions: one system prompt for every user (default: "
                                        "each user its own)")
-    think_time_s: float = Field(0.0, ge=0, description="sessions: mean seconds from the end of an answer to the "
+    think_time_s: float = Field(0.0, ge=0, le=DAY_S, description="sessions: mean seconds from the end of an answer to the "
                                 "user's next turn")
     think_time_dist: Literal["fixed", "exponential", "uniform"] = Field(
         "fixed", description="sessions: think times fixed, exponential (mean think_time_s) or uniform on "
@@ -94,24 +114,51 @@ class WorkloadSource(StrictModel):
                                 "fixed seeded ones of output_len (every engine then gets the same prompts)")
     session_header: str = Field(SESSION_HEADER, description="sessions: the request header carrying the session id "
                                 "(servers and routers that route by it); empty: none")
+    trajectory_format: TrajectoryFormat = Field("auto", description=TRAJECTORY_FORMAT)
+    num_trajectories: int = Field(16, gt=0, le=100_000, description="trajectories without a dataset: how many the "
+                                  "generator makes (the corpus a cell passes over)")
+    turns_dist: Literal["fixed", "uniform", "geometric"] = Field(
+        "fixed", description="trajectories without a dataset: turns per trajectory fixed (turns), uniform on "
+                             "[1, 2 x turns - 1] or geometric with mean turns; seeded per trajectory")
+    no_salt: bool = Field(False, description=NO_SALT)
+    unreplayable: Literal["refuse", "skip"] = Field("refuse", description=UNREPLAYABLE)
+    cache_block_size: int = Field(CACHE_BLOCK, gt=0, le=MAX_TOKENS, description="trajectories: the server's "
+                                  "prefix-cache block in tokens (vLLM 16, SGLang 1): the theoretical hit of each "
+                                  "turn counts full blocks of this size")
     tokenizer_path: str | None = Field(None, description="local Hugging Face tokenizer dir (tokenizer.json; "
                                        "config.json gives the vocab size): builds chat prompts and counts "
                                        "datasets without the server's /tokenize; default: ask the server")
-    vocab_size: int | None = Field(None, ge=2, description="vocabulary size, for a server that does not report it")
+    vocab_size: int | None = Field(None, ge=2, le=MAX_TOKENS, description="vocabulary size, for a server that does not report it")
     range_ratio: float | None = Field(None, ge=0, le=1, description=RANGE_RATIO)
     range_ratio_style: Literal["vllm", "sglang"] = Field("vllm", description=RANGE_RATIO_STYLE)
-    input_len_stddev: float | None = Field(None, ge=0, description="draw each request's input length from a normal "
+    input_len_stddev: float | None = Field(None, ge=0, le=MAX_TOKENS, description="draw each request's input length from a normal "
                                            "distribution of this standard deviation around the asked input length "
                                            "(AIPerf's --synthetic-input-tokens-stddev), rounded, at least 1")
-    output_len_stddev: float | None = Field(None, ge=0, description="the same for each request's output length "
+    output_len_stddev: float | None = Field(None, ge=0, le=MAX_TOKENS, description="the same for each request's output length "
                                             "(AIPerf's --output-tokens-stddev)")
     length_histogram: str | None = Field(None, description=LENGTH_HISTOGRAM)
     prompt_as_text: bool = Field(False, description=PROMPT_AS_TEXT)
 
+    @property
+    def sessions_like(self) -> bool:
+        """Conversations (sessions, trajectories): each turn re-sends the history; the load is in users."""
+        return self.kind in SESSION_KINDS
+
+    @property
+    def generated(self) -> bool:
+        """Trajectories without a dataset: the seeded generator makes them from the asked distributions."""
+        return self.kind == "trajectories" and self.dataset_path is None
+
+    @property
+    def from_file(self) -> bool:
+        """Every prompt's lengths come from a file (a dataset, a trace, a trajectories corpus)."""
+        return self.kind in DATASET_KINDS or (self.kind == "trajectories" and self.dataset_path is not None)
+
     def _trace_only(self) -> None:
-        for name, default in (("time_scale", 1.0), ("trace_block_size", TRACE_BLOCK_SIZE)):
-            if self.kind != "trace" and getattr(self, name) != default:
-                raise ValueError(f"{name} applies to trace workloads only")
+        if self.kind != "trace" and self.time_scale != 1.0:
+            raise ValueError("time_scale applies to trace workloads only")
+        if self.kind not in ("trace", "trajectories") and self.trace_block_size != TRACE_BLOCK_SIZE:
+            raise ValueError("trace_block_size applies to trace workloads (and trajectories' hash_ids) only")
 
     def _check_kind(self, input_len: int | None) -> None:
         self._check_lengths(input_len)
@@ -120,18 +167,40 @@ class WorkloadSource(StrictModel):
         self._check_sessions()
 
     def _check_sessions(self) -> None:
-        """Session knobs belong to sessions; a sessions workload needs its turns."""
-        if self.kind != "sessions":
-            for name in SESSION_KNOBS:
-                if getattr(self, name) != WorkloadSource.model_fields[name].default:
-                    raise ValueError(f"{name} applies to sessions workloads only (--dataset-name sessions)")
+        """Session knobs belong to sessions and trajectories; a sessions workload needs its turns."""
+        if self.kind not in SESSION_KINDS:
+            for name in (*SESSION_KNOBS, *TRAJECTORY_KNOBS):
+                self._default_only(name, "sessions workloads", "--dataset-name sessions or trajectories")
             return
-        if self.turns is None:
+        if self.kind == "sessions":
+            for name in TRAJECTORY_KNOBS:
+                self._default_only(name, "trajectories workloads", "--dataset-name trajectories")
+        if self.kind == "trajectories":
+            self._check_trajectories()
+        elif self.turns is None:
             raise ValueError("a sessions workload needs turns per session (--turns N)")
         if self.shared_system_prompt and self.system_prompt_len is None:
             raise ValueError("shared_system_prompt needs a system prompt: give system_prompt_len (--system-prompt-len N)")
         if self.think_time_dist != "fixed" and not self.think_time_s:
             raise ValueError(f"think_time_dist {self.think_time_dist} needs a mean think time (--think-time-s S)")
+
+    def _default_only(self, name: str, where: str, hint: str) -> None:
+        if getattr(self, name) != WorkloadSource.model_fields[name].default:
+            raise ValueError(f"{name} applies to {where} only ({hint})")
+
+    def _check_trajectories(self) -> None:
+        """A corpus file gives every turn (the generator's knobs do not apply); without one, the generator needs
+        its turns (and the pair, checked with the lengths)."""
+        if self.dataset_path is None:
+            if self.turns is None:
+                raise ValueError("trajectories without a dataset are generated: give turns per trajectory (--turns N)")
+            if self.trajectory_format != "auto":
+                raise ValueError("trajectory_format names a dataset's format: give the dataset (--dataset-path FILE)")
+            return
+        for name in GENERATOR_KNOBS:
+            if getattr(self, name) != WorkloadSource.model_fields[name].default:
+                raise ValueError(f"{name} shapes generated trajectories; a dataset's come from the file: drop it "
+                                 "(or drop --dataset-path to generate them)")
 
     def _check_draws(self) -> None:
         """At most one length distribution, on a kind whose lengths are asked (not read from a file)."""
@@ -140,9 +209,10 @@ class WorkloadSource(StrictModel):
         self._check_bounds(given)
         if not given:
             return
-        if self.kind not in FIXED_LENGTH_KINDS:
+        if self.kind not in FIXED_LENGTH_KINDS and not self.generated:
             raise ValueError(f"{given[0]} draws lengths around asked ones: it applies to random, text, prefix and "
-                             f"image workloads, not {self.kind} (whose lengths come from the file)")
+                             f"image workloads and generated trajectories, not {self.kind} (whose lengths come "
+                             "from the file)")
         if self.range_ratio is not None and len(given) > 1:
             raise ValueError(f"give one length distribution: range_ratio or {given[-1]}, not both")
         if self.length_histogram is not None and len(given) > 1:
@@ -167,8 +237,12 @@ class WorkloadSource(StrictModel):
                 raise ValueError("length_histogram gives every request's lengths: it applies to random and text "
                                  "workloads, without input/output lengths (drop --input-len/--output-len, pairs)")
             return
-        if kind in PAIR_KINDS and (input_len is None or self.output_len is None):
-            raise ValueError(f"a {kind} workload needs input_len and output_len (--input-len, --output-len)")
+        if (kind in PAIR_KINDS or self.generated) and (input_len is None or self.output_len is None):
+            what = "generated trajectories need" if self.generated else f"a {kind} workload needs"
+            raise ValueError(f"{what} input_len and output_len (--input-len, --output-len; per turn)")
+        if kind == "trajectories" and self.dataset_path and (input_len is not None or self.output_len is not None):
+            raise ValueError("input_len and output_len do not apply to a trajectories dataset: every turn's new "
+                             "input and output lengths come from the file")
         if kind in DATASET_KINDS and input_len is not None:
             raise ValueError(f"input_len does not apply to {kind}: prompt lengths come from the dataset "
                              "(filter them with min_input_len / max_input_len)")
@@ -183,6 +257,13 @@ class WorkloadSource(StrictModel):
         kind = self.kind
         if kind != "prefix" and self.prefix_len is not None:
             raise ValueError("prefix_len applies to prefix workloads only")
+        for name, only in (("num_groups", "prefix"), *((n, "image") for n in IMAGE_KNOBS)):
+            if kind != only and getattr(self, name) != WorkloadSource.model_fields[name].default:
+                raise ValueError(f"{name} (--{name.replace('_', '-')}) applies to {only} workloads only "
+                                 f"(--dataset-name {only}), not {kind}")
+        if self.range_ratio_style != "vllm" and self.range_ratio is None:
+            raise ValueError("range_ratio_style (--range-ratio-style) says how a range ratio draws lengths, and none "
+                             "is given (--random-range-ratio); drop it")
         self._trace_only()
         if self.dataset_path is not None and kind in ("random", "text", "prefix", "sessions"):
             raise ValueError(f"dataset_path does not apply to {kind} workloads")
@@ -194,7 +275,7 @@ class WorkloadSource(StrictModel):
     def _check_bounds(self, given: list[str]) -> None:
         """Bounds of drawn lengths: clip another distribution, or alone draw uniformly (both ends needed)."""
         bounds = [f for f in LENGTH_FILTERS if getattr(self, f) is not None]
-        if self.kind in DATASET_KINDS or not bounds:
+        if self.kind in DATASET_KINDS or not bounds or (self.kind == "trajectories" and not self.generated):
             return
         if self.length_histogram is not None:
             raise ValueError(f"{bounds[0]} does not apply to a length histogram (its buckets give the lengths)")
@@ -207,9 +288,15 @@ class WorkloadSource(StrictModel):
                                  "give both (or a range ratio or standard deviation to clip)")
 
 
+IMAGE_KNOBS = ("image_count", "image_width", "image_height", "image_format")
 LENGTH_FILTERS = ("min_input_len", "max_input_len", "min_output_len", "max_output_len")
 SESSION_KNOBS = ("turns", "system_prompt_len", "shared_system_prompt", "think_time_s", "think_time_dist",
                  "assistant_turns", "session_header")
+TRAJECTORY_KNOBS = ("trajectory_format", "num_trajectories", "turns_dist", "no_salt", "unreplayable",
+                    "cache_block_size")
+GENERATOR_KNOBS = ("turns", "system_prompt_len", "shared_system_prompt", "think_time_s", "think_time_dist",
+                   "num_trajectories", "turns_dist", "range_ratio", "input_len_stddev", "output_len_stddev",
+                   *LENGTH_FILTERS)
 DRAW_FIELDS = ("range_ratio", "input_len_stddev", "output_len_stddev", "length_histogram")
 
 
@@ -218,10 +305,14 @@ class Workload(WorkloadSource):
     input_len: int | None = Field(None, gt=0, le=MAX_TOKENS, description="exact prompt tokens (random, prefix: prefix + suffix; "
                                   "image: the text part; sessions: the new user tokens of each turn)")
     seed: int = 0
+    salt: str | None = None             # the run's salt in the prompts' content (StudySpec.prompt_salt)
 
     @model_validator(mode="after")
     def _consistent(self) -> "Workload":
         self._check_kind(self.input_len)
+        if self.kind == "trajectories" and self.api == "chat":
+            raise ValueError("trajectories are replayed over the completions API (--api completions): each turn's "
+                             "prompt is the history's token ids plus the new ones, exact by construction")
         if self.kind == "image" and self.api != "chat":
             raise ValueError("image workloads use the chat API (--api chat): images travel as image_url parts")
         if self.prompt_as_text and (self.kind != "random" or self.api != "completions"):
@@ -253,7 +344,7 @@ class Workload(WorkloadSource):
         return f"sd{self.input_len_stddev or 0:g},{self.output_len_stddev or 0:g}"
 
     def _bound_tags(self) -> list[str]:
-        if self.kind not in FIXED_LENGTH_KINDS:
+        if self.kind not in FIXED_LENGTH_KINDS and not self.generated:
             return []                       # datasets: the bounds filter entries, they draw nothing
         out = []
         for side, short in (("input", "in"), ("output", "out")):
@@ -285,6 +376,8 @@ class Workload(WorkloadSource):
             return f"text:{lengths}"
         if self.kind == "sessions":
             return f"sessions({self.session_shape}):{lengths}"
+        if self.kind == "trajectories":
+            return f"trajectories({self.trajectory_shape})" + (f":{lengths}" if self.generated else "")
         return f"{self.kind}({name}){out}"
 
     @property
@@ -301,6 +394,20 @@ class Workload(WorkloadSource):
         return ",".join(parts)
 
     @property
+    def trajectory_shape(self) -> str:
+        """A trajectories workload apart from its lengths: "agents.jsonl,mlcommons" or, generated,
+        "16x6t-geo,sys64,think2s-exp"; then what changes what is sent: no salt, skipped trajectories, fixed replies."""
+        if self.dataset_path is not None:
+            parts = [Path(self.dataset_path).name] + ([self.trajectory_format] if self.trajectory_format != "auto" else [])
+        else:
+            dist = "" if self.turns_dist == "fixed" else f"-{self.turns_dist[:3]}"
+            parts = [f"{self.num_trajectories}x{self.session_shape.replace(f'{self.turns}t', f'{self.turns}t{dist}', 1)}"]
+            parts = [p for p in parts[0].split(",") if p != "fixed-replies"]
+        parts += [flag for flag, on in (("nosalt", self.no_salt), ("skip", self.unreplayable == "skip"),
+                                        ("fixed-replies", self.assistant_turns == "fixed")) if on]
+        return ",".join(parts)
+
+    @property
     def last_turn_len(self) -> int | None:
         """Prompt tokens of a session's last turn: system + turns x input + (turns - 1) x output."""
         if self.kind != "sessions" or self.turns is None or self.input_len is None or self.output_len is None:
@@ -312,9 +419,9 @@ class SLO(StrictModel):
     """Per-request thresholds (a request meets them or not: goodput) and limits on a cell's statistics
     (`ttft:p99<=2000`: what a capacity search answers against; spec/slo.py)."""
 
-    ttft_ms: float | None = Field(None, gt=0, description="goodput SLO: time to first token, ms")
-    tpot_ms: float | None = Field(None, gt=0, description="goodput SLO: time per output token, ms")
-    e2el_ms: float | None = Field(None, gt=0, description="goodput SLO: end-to-end latency, ms")
+    ttft_ms: float | None = Field(None, gt=0, le=MAX_MS, description="goodput SLO: time to first token, ms")
+    tpot_ms: float | None = Field(None, gt=0, le=MAX_MS, description="goodput SLO: time per output token, ms")
+    e2el_ms: float | None = Field(None, gt=0, le=MAX_MS, description="goodput SLO: end-to-end latency, ms")
     limits: list[Limit] = Field(default_factory=list, description="limits on a cell's statistics, e.g. "
                                 "[ttft:p99<=2000, tpot:p99<=200]: the capacity search's SLOs (tier 'slo')")
 
@@ -348,6 +455,7 @@ class Load(StrictModel):
     num_sessions: int | None = Field(None, gt=0, description="sessions per cell")
     ramp_up_s: float | None = Field(None, gt=0, description="sessions: users start evenly spread over this many "
                                     "seconds (default: all at once)")
+    window: SessionWindow | None = Field(None, description=WINDOW)
     arrival: Literal["poisson", "constant", "trace"] = Field(
         "poisson", description="open-loop arrivals; trace: the trace workload's timestamps (no rate)")
     max_concurrency: int | None = Field(None, gt=0, description="cap on in-flight requests in rate mode")
@@ -368,8 +476,8 @@ class Load(StrictModel):
             return self
         if self.sessions:
             return self._session_mode()
-        if self.num_sessions is not None or self.ramp_up_s is not None:
-            raise ValueError("num_sessions and ramp_up_s apply to sessions loads (users or session_rate)")
+        if self.num_sessions is not None or self.ramp_up_s is not None or self.window is not None:
+            raise ValueError("num_sessions, ramp_up_s and window apply to sessions loads (users or session_rate)")
         if (self.concurrency is None) == (self.request_rate is None):
             raise ValueError("give exactly one of concurrency or request_rate")
         if self.burstiness != 1.0 and (self.request_rate is None or self.arrival != "poisson"):
@@ -385,8 +493,6 @@ class Load(StrictModel):
             raise ValueError("a sessions load is users (closed loop) or session_rate (open loop): give exactly one")
         if self.num_prompts is not None:
             raise ValueError("a sessions load counts sessions: give num_sessions (each runs the workload's turns)")
-        if self.num_sessions is None and self.duration_s is None:
-            raise ValueError("give num_sessions or duration_s")
         if self.ramp_up_s is not None and self.users is None:
             raise ValueError("ramp_up_s spreads the users' starts: it needs users (session_rate sets its own starts)")
         if self.burstiness != 1.0 and (self.session_rate is None or self.arrival != "poisson"):
@@ -400,10 +506,12 @@ class Load(StrictModel):
 
     @property
     def label(self) -> str:
+        window = f",window={self.window}" if self.window is not None else ""
         if self.users is not None:
-            return f"users={self.users}" + (f",ramp={self.ramp_up_s:g}s" if self.ramp_up_s else "")
+            return f"users={self.users}" + (f",ramp={self.ramp_up_s:g}s" if self.ramp_up_s else "") + window
         if self.session_rate is not None:
-            return f"sessions={self.session_rate:g}/s" + (f",b={self.burstiness:g}" if self.burstiness != 1.0 else "")
+            return (f"sessions={self.session_rate:g}/s" + (f",b={self.burstiness:g}" if self.burstiness != 1.0 else "")
+                    + window)
         if self.concurrency is not None:
             return f"c={self.concurrency}"
         if self.arrival == "trace":

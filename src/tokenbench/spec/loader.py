@@ -7,19 +7,25 @@ are validated exactly like file contents.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from tokenbench.errors import SpecError
 from tokenbench.spec.fields import model_at
+
+if TYPE_CHECKING:
+    import yaml
+
+# yaml is imported where YAML is read (a spec file, a --set value): a bench given by flags reads none, and
+# the import was 123M instructions (30 ms) of every such bench's start-up (docs/architecture.md, "Start-up")
 
 M = TypeVar("M", bound=BaseModel)
 
 
 def _line_map(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dict[tuple, int | str]:
     """Map every key path in a composed YAML node tree to its 1-based line number."""
+    import yaml
     out = {} if out is None else out
     out[path] = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
@@ -35,6 +41,7 @@ def _line_map(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dic
 
 
 def parse_yaml(text: str, source: str) -> tuple[Any, Lines]:
+    import yaml
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
@@ -106,11 +113,14 @@ def apply_overrides(data: dict, overrides: list[str], lines: Lines | None = None
             path = tuple(keys)
             for known in [k for k in lines if k[:len(path)] == path]:
                 del lines[known]
+            for n in range(1, len(path)):            # a section the override made names it too (an unknown one)
+                lines.setdefault(path[:n], f"{label} {item}")
             lines[path] = f"{label} {item}"
     return data
 
 
 def _override_value(item: str, raw: str) -> Any:
+    import yaml
     try:
         return yaml.safe_load(raw) if raw.strip() else ""
     except (yaml.YAMLError, RecursionError) as exc:

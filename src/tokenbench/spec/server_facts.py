@@ -66,7 +66,7 @@ class GraphCapture:
                    str(stored.get("source") or ""), str(stored.get("note") or ""))
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class ServerFacts:
     engine: str                       # llamacpp | vllm | sglang | reference | unknown
     version: str | None = None

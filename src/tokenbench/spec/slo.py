@@ -3,7 +3,9 @@ answers against (`--find-capacity`, docs/metrics.md "Capacity search"). Pure dat
 
 A limit is METRIC:STAT OP VALUE: a latency (ttft, tpot, itl, e2el; ms) with a statistic (mean, p50,
 p90, p95, p99) under `<=` or `<` a bound; or `goodput:fraction>=X`, the share of requests meeting every
-per-request SLO (`--slo ttft=500,...`). A tier is a named set of limits that must all hold. MLPerf's
+per-request SLO (`--slo ttft=500,...`). A sessions or trajectories cell also has job limits, over its complete
+jobs (sessions): `job` (a job's completion time, first send to last token), `job_ttft` and `job_tpot` (its worst
+turn's TTFT and TPOT); the request limits then judge every turn. A tier is a named set of limits that must all hold. MLPerf's
 published server and interactive limits are built in (PRESETS; sources in docs/metrics.md)."""
 
 from __future__ import annotations
@@ -15,11 +17,14 @@ from pydantic import Field, model_serializer, model_validator
 
 from tokenbench.spec.base import StrictModel
 
-LimitMetric = Literal["ttft", "tpot", "itl", "e2el", "goodput"]
+LimitMetric = Literal["ttft", "tpot", "itl", "e2el", "goodput", "job", "job_ttft", "job_tpot"]
+JobMetric = Literal["job", "job_ttft", "job_tpot"]
+JOB_METRICS: tuple[JobMetric, ...] = ("job", "job_ttft", "job_tpot")
 LimitStat = Literal["mean", "p50", "p90", "p95", "p99", "fraction"]
 LATENCY_STATS = ("mean", "p50", "p90", "p95", "p99")
 _TEXT = re.compile(r"^\s*(?P<metric>\w+)\s*:\s*(?P<stat>\w+)\s*(?P<op><=|<|>=)\s*(?P<value>[0-9.eE+-]+)\s*(ms)?\s*$")
-FORM = "METRIC:STAT<=MS, e.g. ttft:p99<=2000 (metrics ttft, tpot, itl, e2el; stats mean, p50, p90, p95, p99)"
+FORM = ("METRIC:STAT<=MS, e.g. ttft:p99<=2000 (metrics ttft, tpot, itl, e2el; sessions' jobs: job, job_ttft, "
+        "job_tpot; stats mean, p50, p90, p95, p99)")
 
 
 class Limit(StrictModel):
@@ -28,7 +33,7 @@ class Limit(StrictModel):
     metric: LimitMetric
     stat: LimitStat
     op: Literal["<=", "<", ">="] = "<="
-    value: float = Field(gt=0)
+    value: float = Field(gt=0, le=1e9)         # ms (a latency), or a share (goodput)
 
     @model_validator(mode="before")
     @classmethod

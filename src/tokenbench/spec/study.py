@@ -4,25 +4,33 @@ meet. A benchmark is a study with one server configuration; each option is decla
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
+from tokenbench.spec import conflicts
 from tokenbench.spec.base import StrictModel
 from tokenbench.spec.bench import (
     DATASET_KINDS,
+    DAY_S,
     MAX_BURSTINESS,
+    MAX_RATE,
     MAX_TOKENS,
     MAX_WARMUP,
     MIN_RATE,
     PAIR_KINDS,
     RATE_CAP,
+    SESSION_KINDS,
     SLO,
     WARMUP_FIRST_PROMPT,
     WARMUP_REQUESTS,
+    WINDOW,
+    SessionWindow,
     Workload,
     WorkloadSource,
 )
+from tokenbench.spec.ports import PORTS_HELP, check_ports, split_listen
 from tokenbench.spec.server_kinds import ServerKind
 from tokenbench.spec.slo import Limit, Tier
 from tokenbench.spec.study_name import derived_name
@@ -53,11 +61,26 @@ SERVER_TRACES = ("the server's own per-request timings (OpenTelemetry spans): au
                  "carries a W3C traceparent and an OTLP receiver listens; a server that exports nothing leaves every "
                  "request unjoined, counted); off = never")
 OTLP_LISTEN = ("HOST:PORT of tokenbench's OTLP receiver (HTTP/protobuf and gRPC on one port), for a server you point "
-               "at it yourself (vLLM: --otlp-traces-endpoint http://HOST:PORT/v1/traces); default 127.0.0.1 and a "
-               "free port")
+               "at it yourself (vLLM: --otlp-traces-endpoint http://HOST:PORT/v1/traces); HOST:LO-HI: the first free "
+               "port of that range; default 127.0.0.1 and a free port (of --ports, when given)")
 
 SHORT_KEYS = {"tp": "parallelism.tp", "dp": "parallelism.dp", "slots": "parallelism.slots",
               "threads": "parallelism.threads", "ctx": "parallelism.ctx"}
+
+
+def merge_axes(axes: Iterable[tuple[str, list[Any]]]) -> dict[str, list[Any]]:
+    """Server-config axes under their full keys, the values of one key given again (or by its short name:
+    slots and parallelism.slots) merged in order; a value given twice for one key is refused, as it would
+    plan the same config twice (ValueError)."""
+    out: dict[str, list[Any]] = {}
+    for key, values in axes:
+        out.setdefault(SHORT_KEYS.get(key, key), []).extend(values)
+    for key, values in out.items():
+        seen = [str(x) for x in values]
+        twice = next((x for i, x in enumerate(seen) if x in seen[:i]), None)
+        if twice is not None:
+            raise ValueError(f"{key}={twice} is given twice (values {', '.join(seen)})")
+    return out
 
 
 def _non_empty_axis(values: list[Any]) -> list[Any]:
@@ -98,22 +121,28 @@ class Target(StrictModel):
     new_connection_per_request: bool = Field(False, description=NEW_CONNECTION)
     server_traces: Literal["auto", "on", "off"] = Field("auto", description=SERVER_TRACES)
     otlp_listen: str | None = Field(None, description=OTLP_LISTEN)
+    ports: Annotated[str | None, AfterValidator(check_ports)] = Field(None, description=PORTS_HELP)
     via_proxy: bool = Field(False, description="the server is reached through a proxy or gateway: a stream that "
                             "arrives in pieces is named as that proxy's buffering (default: upstream, the server "
                             "or a proxy, not told apart)")
     server_chunks_per_write: int | None = Field(
-        None, ge=1, description="token chunks the server writes at once (its multi-step scheduling or stream "
+        None, ge=1, le=MAX_TOKENS, description="token chunks the server writes at once (its multi-step scheduling or stream "
         "interval), where its server info does not say: bursts of up to that many while the client waits idle "
         "are the server's own shape, its figures as sent")
 
     _extra = field_validator("extra_body")(check_extra_body)
 
+    @field_validator("backend", mode="before")
+    @classmethod
+    def _any_case(cls, v: Any) -> Any:
+        """A server kind in any case (TGI is tgi), as --backend takes it."""
+        return v.strip().lower() if isinstance(v, str) else v
+
     @field_validator("otlp_listen")
     @classmethod
     def _host_port(cls, v: str | None) -> str | None:
-        host, sep, port = (v or "").rpartition(":")
-        if v is not None and (not sep or not host.strip("[]") or not port.isdigit() or int(port) > 65535):
-            raise ValueError(f"'{v}' is not HOST:PORT (e.g. 127.0.0.1:4318; port 0: a free one)")
+        if v is not None:
+            split_listen(v)
         return v
 
     @model_validator(mode="after")
@@ -128,11 +157,11 @@ class Requests(StrictModel):
 
     num_prompts: int | None = Field(None, ge=1, description="requests per cell (trace: at most this many rows); "
                                     "default: max(per_concurrency x concurrency, min)")
-    per_concurrency: int = Field(4, ge=1, description="requests per cell per unit of concurrency")
-    min: int = Field(16, ge=1, description="fewest requests per cell")
+    per_concurrency: int = Field(4, ge=1, le=1_000_000, description="requests per cell per unit of concurrency")
+    min: int = Field(16, ge=1, le=1_000_000_000, description="fewest requests per cell")
     duration_s: float | None = Field(None, gt=0, le=1e7, description="seconds per cell instead of a request count "
                                      "(trace: the rows due before this)")
-    num_sessions: int | None = Field(None, ge=1, description="sessions per cell (sessions workload); default: the "
+    num_sessions: int | None = Field(None, ge=1, le=1_000_000_000, description="sessions per cell (sessions workload); default: the "
                                      "cell's users, or `min` for session rates")
 
 
@@ -156,7 +185,7 @@ def _cpus(value: str | None) -> str | None:
 class Client(StrictModel):
     """How the client side runs (not what is measured)."""
 
-    workers: int = Field(1, ge=1, description="client processes sharing the load (each with its own event loop)")
+    workers: int = Field(1, ge=1, le=4096, description="client processes sharing the load (each with its own event loop)")
     ray_address: str | None = Field(None, description="run the workers as Ray actors on this cluster (ADDRESS)")
     keep_raw: str | None = Field(None, description="also append every request's raw response body, each read with "
                                  "its arrival time, to this JSONL file (one process; raw bytes are otherwise "
@@ -172,13 +201,13 @@ class Sampling(StrictModel):
     """Sampling parameters of every request (vLLM's and SGLang's sampling flags). Output lengths stay exact
     whatever they are: every request also asks ignore_eos and min_tokens = max_tokens."""
 
-    temperature: float = Field(0.0, ge=0, description="sampling temperature; default 0 (greedy)")
+    temperature: float = Field(0.0, ge=0, le=100, description="sampling temperature; default 0 (greedy)")
     top_p: float | None = Field(None, gt=0, le=1, description="nucleus sampling: top-p (default: the server's)")
-    top_k: int | None = Field(None, ge=-1, description="top-k sampling, -1 = off (default: the server's)")
+    top_k: int | None = Field(None, ge=-1, le=MAX_TOKENS, description="top-k sampling, -1 = off (default: the server's)")
     min_p: float | None = Field(None, ge=0, le=1, description="min-p sampling (default: the server's)")
-    frequency_penalty: float | None = Field(None, description="frequency penalty (default: the server's)")
-    presence_penalty: float | None = Field(None, description="presence penalty (default: the server's)")
-    repetition_penalty: float | None = Field(None, gt=0, description="repetition penalty (default: the server's)")
+    frequency_penalty: float | None = Field(None, ge=-2, le=2, description="frequency penalty (default: the server's)")
+    presence_penalty: float | None = Field(None, ge=-2, le=2, description="presence penalty (default: the server's)")
+    repetition_penalty: float | None = Field(None, gt=0, le=100, description="repetition penalty (default: the server's)")
 
     def body(self) -> dict[str, float]:
         """The fields a request body carries: temperature always, the others when given."""
@@ -188,14 +217,17 @@ class Sampling(StrictModel):
 class Tune(StrictModel):
     """`tokenbench tune`: how the best server config for the SLOs is searched (docs/metrics.md, "Tune")."""
 
-    budget_cells: int | None = Field(None, ge=1, description="most cells the tune runs over every config "
+    budget_cells: int | None = Field(None, ge=1, le=1_000_000, description="most cells the tune runs over every config "
                                      "(default: capacity_budget per config)")
-    budget_minutes: float | None = Field(None, gt=0, description="start no cell after this many minutes of this "
+    budget_minutes: float | None = Field(None, gt=0, le=1e6, description="start no cell after this many minutes of this "
                                          "session (a resume has the budget again); configs not reached are listed "
                                          "as not run")
     baseline: str | None = Field(None, description="the server config the gain is stated against, by name (e.g. "
                                  "slots=4); default: the profile as given (the varied config equal to it, else one "
                                  "more config, 'default')")
+    no_confirm: bool = Field(False, description="do not confirm the recommended config on a fresh launch (by "
+                             "default it is, with a sustain cell at its answer, sustain_s long, before it is printed; "
+                             "one that misses the SLO there or whose engine dies gives way to the next-ranked config)")
 
 
 class StudySpec(StrictModel):
@@ -206,6 +238,10 @@ class StudySpec(StrictModel):
     name: str | None = Field(None, description="study name (vLLM's --label): in the stored run, its report, "
                              "compare's columns and the result files; default: the target and the loads, e.g. "
                              "'127.0.0.1:8000 c=1,8,32'")
+    series: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,79}$",
+                               description="a series this run belongs to (e.g. nightly-vllm-h100): runs of one series "
+                               "are a history, each figure over time with the noise band learned from its earlier "
+                               "launches (`tokenbench history NAME`, and the run's report)")
     target: Target
     workload: WorkloadSource = Field(default_factory=WorkloadSource,
                                      description="kind and knobs (docs/workloads.md); random, text, prefix and "
@@ -224,9 +260,10 @@ class StudySpec(StrictModel):
                              "running one session at a time")
     session_rates: list[float] = Field(default_factory=list, description="sessions workload, open-loop cells: "
                                        "sessions started per second")
-    ramp_up_s: float | None = Field(None, gt=0, description="sessions: the users of a cell start evenly spread over "
+    window: SessionWindow | None = Field(None, description=WINDOW)
+    ramp_up_s: float | None = Field(None, gt=0, le=DAY_S, description="sessions: the users of a cell start evenly spread over "
                                     "this many seconds (default: all at once)")
-    max_concurrency: int | None = Field(None, gt=0, description="cap on in-flight requests in rate cells "
+    max_concurrency: int | None = Field(None, gt=0, le=1_000_000, description="cap on in-flight requests in rate cells "
                                         "(alone: one closed-loop cell at this concurrency, as vLLM)")
     rate_cap: Literal["queue", "gate"] = Field("queue", description=RATE_CAP)
     vary: dict[str, Annotated[list[Any], AfterValidator(_non_empty_axis)]] = Field(default_factory=dict,
@@ -237,10 +274,16 @@ class StudySpec(StrictModel):
     warmup_first_prompt: bool = Field(False, description=WARMUP_FIRST_PROMPT)
     api: Literal["completions", "chat"] = Field("completions", description="OpenAI API: /v1/completions or "
                                                 "/v1/chat/completions (image workloads: chat)")
-    seed: int = Field(0, description="seed of the prompts, drawn lengths and each cell's arrivals (repeat r uses seed + r)")
+    seed: int = Field(0, description="seed of the prompts, drawn lengths and each cell's arrivals (repeat r uses seed + r); "
+                      "given, the prompts are the same in every run (a server's prefix cache may hold them from an "
+                      "earlier one); not given, each run salts its prompts' random content (the same lengths and "
+                      "arrivals, content no earlier run sent)")
+    prompt_salt: str | None = Field(None, description="set by tokenbench when a run starts without a seed: mixed into "
+                                    "the random content of every prompt, so a run's prompts share nothing with another "
+                                    "run's (stored with the run, so a resume sends the same ones); null: --seed given")
     sampling: Sampling = Field(default_factory=Sampling)
     client: Client = Field(default_factory=Client)
-    kv_capacity: int | None = Field(None, gt=0, description="override the KV capacity read from the server")
+    kv_capacity: int | None = Field(None, gt=0, le=10**12, description="override the KV capacity read from the server")
     slo: SLO = Field(default_factory=SLO)
     allow_length_mismatch: bool = Field(False, description="keep cells whose token counts differ from the ask")
     allow_client_lag: bool = Field(False, description="in this run's report, give intervals and verdicts to the "
@@ -248,23 +291,23 @@ class StudySpec(StrictModel):
                                    "marked '~' with the cause); without it they are shown marked, unjudged")
     max_error_rate: float = Field(0.0, ge=0, le=1, description="fail a cell above this failed fraction")
     stop_on_saturation: bool = Field(False, description="skip higher concurrencies once throughput stops rising")
-    find_capacity: Literal["concurrency", "rate", "users"] | None = Field(
+    find_capacity: Literal["concurrency", "rate", "users", "session_rate"] | None = Field(
         None, description="search the highest load meeting the SLOs per pair and server config: concurrency "
-        "(closed loop, whole streams), rate (open loop, requests/s) or users (closed-loop sessions); "
-        "the flag alone means concurrency")
-    capacity_max: float = Field(256, gt=0, description="upper limit of the capacity search (streams or requests/s)")
-    capacity_start: float | None = Field(None, gt=0, description="the first load the capacity search tries "
+        "(closed loop, whole streams), rate (open loop, requests/s), users (closed-loop sessions: concurrent "
+        "agents) or session_rate (open-loop sessions: agents started per second); the flag alone means concurrency")
+    capacity_max: float = Field(256, gt=0, le=MAX_RATE, description="upper limit of the capacity search (streams or requests/s)")
+    capacity_start: float | None = Field(None, gt=0, le=MAX_RATE, description="the first load the capacity search tries "
                                          "(default: concurrency 1, rate 1 request/s)")
     capacity_precision: float = Field(0.1, gt=0, lt=1, description="the capacity search stops once the "
                                       "boundary's 95 % interval is narrower than this share of its upper end "
                                       "(concurrency: or one stream wide)")
-    capacity_budget: int = Field(24, ge=2, description="most cells one capacity search runs per pair and "
+    capacity_budget: int = Field(24, ge=2, le=100_000, description="most cells one capacity search runs per pair and "
                                  "server config, its sustain cell included")
     slo_tiers: list[Tier] = Field(default_factory=list, description="named SLO tiers the capacity search "
                                   "answers from the same cells: a preset (mlperf-llama2-70b-server, "
                                   "mlperf-llama2-70b-interactive, ...) or NAME=LIMIT,LIMIT; several "
                                   "separated by ';'")
-    sustain_s: float | None = Field(None, ge=0, description="seconds of the sustain cell run at the capacity "
+    sustain_s: float | None = Field(None, ge=0, le=7 * DAY_S, description="seconds of the sustain cell run at the capacity "
                                     "found (default: long enough for 200 requests at the rate measured there, "
                                     "60 s to 30 min; 0: none)")
     slo_attainment: float = Field(0.9, gt=0, le=1, description="share of requests that must meet every "
@@ -272,12 +315,12 @@ class StudySpec(StrictModel):
     monitor_interval_s: float = Field(1.0, ge=0, le=3600, description="seconds between monitor samples during a cell; 0: "
                                       "no monitor (no /metrics, host or accelerator samples, and none of the "
                                       "figures read from them), as vllm bench serve sends none")
-    price_per_hour: float | None = Field(None, gt=0, description="what an hour of the server costs, per device "
+    price_per_hour: float | None = Field(None, gt=0, le=1e6, description="what an hour of the server costs, per device "
                                          "(default) or per node (price_basis): the report gives $ per million "
                                          "input and output tokens and output tokens per $ (docs/metrics.md, Cost)")
     price_basis: Literal["device", "node"] = Field("device", description="what price_per_hour is the price of: "
                                                    "one device-hour (x the server's devices) or one node-hour")
-    timeslice_s: float = Field(10.0, ge=0.01, description="width of the timeslices every cell keeps, seconds "
+    timeslice_s: float = Field(10.0, ge=0.01, le=DAY_S, description="width of the timeslices every cell keeps, seconds "
                                "(figures per slice, steady state, a sustain cell's drift)")
     tune: Tune | None = Field(None, description="`tokenbench tune`: rank the server configs (vary) by their "
                               "capacity under each SLO tier and recommend one")
@@ -314,13 +357,15 @@ class StudySpec(StrictModel):
     def _conc(cls, v: list[int]) -> list[int]:
         if any(c <= 0 for c in v):
             raise ValueError("concurrency and users must be positive")
+        if any(c > 1_000_000 for c in v):
+            raise ValueError("concurrency and users are at most 1,000,000 (each holds a connection)")
         return v
 
     @field_validator("session_rates")
     @classmethod
     def _session_rates(cls, v: list[float]) -> list[float]:
-        if any(not MIN_RATE <= r < float("inf") for r in v):
-            raise ValueError(f"session rates must be finite and at least {MIN_RATE:g} (sessions per second)")
+        if any(not MIN_RATE <= r <= MAX_RATE for r in v):
+            raise ValueError(f"session rates are from {MIN_RATE:g} to {MAX_RATE:g} sessions per second")
         return v
 
     @field_validator("rates")
@@ -329,15 +374,21 @@ class StudySpec(StrictModel):
         if any(r < MIN_RATE for r in v):
             raise ValueError(f"a request rate is at least {MIN_RATE:g} requests/s (one request in {1 / MIN_RATE / 86400:.1f} "
                              "days); give requests per second, e.g. 0.5,1,2")
+        if any(r > MAX_RATE for r in v):
+            raise ValueError(f"a request rate is at most {MAX_RATE:g} requests/s (gaps below a microsecond); for "
+                             "every request at once give inf with --max-concurrency")
         return v
 
     @field_validator("vary")
     @classmethod
     def _axes(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
-        return {SHORT_KEYS.get(k, k): vals for k, vals in v.items()}
+        try:
+            return merge_axes(v.items())
+        except ValueError as exc:
+            raise ValueError(f"{exc}: give each value once, one config per combination") from None
 
     def _no_session_load(self) -> None:
-        for name in ("users", "session_rates", "ramp_up_s"):
+        for name in ("users", "session_rates", "ramp_up_s", "window"):
             if getattr(self, name):
                 raise ValueError(f"{name} applies to a sessions workload (--dataset-name sessions)")
         if self.requests.num_sessions is not None:
@@ -345,8 +396,8 @@ class StudySpec(StrictModel):
 
     @model_validator(mode="after")
     def _session_axis(self) -> "StudySpec":
-        """A sessions study's load is in users or session starts; other workloads take neither."""
-        if self.workload.kind != "sessions":
+        """A sessions (or trajectories) study's load is in users or session starts; other workloads take neither."""
+        if self.workload.kind not in SESSION_KINDS:
             self._no_session_load()
             return self
         if self.concurrency or self.rates or self.max_concurrency:
@@ -365,7 +416,7 @@ class StudySpec(StrictModel):
             raise ValueError("ramp_up_s spreads the starts of users: it needs users (--users)")
         if self.find_capacity in ("concurrency", "rate"):
             raise ValueError(f"find_capacity {self.find_capacity}: a sessions workload's load is in users: search "
-                             "users (--find-capacity users)")
+                             "users (--find-capacity users) or session starts (--find-capacity session_rate)")
         if not self.users and not self.session_rates and not self.find_capacity:
             raise ValueError("the users axis is empty: give 'users: [1, 4, ...]' (--users) or 'session_rates' "
                              "(--session-rate)")
@@ -383,7 +434,7 @@ class StudySpec(StrictModel):
                                  "the load itself; use a random or dataset workload")
         elif self.find_capacity:
             self._check_capacity()
-        elif self.workload.kind != "sessions" and not self.concurrency and not self.rates and not self.max_concurrency:
+        elif self.workload.kind not in SESSION_KINDS and not self.concurrency and not self.rates and not self.max_concurrency:
             raise ValueError("the concurrency axis is empty: give 'concurrency: [1, 8, ...]' or 'rates: [...]'")
 
     @model_validator(mode="after")
@@ -401,9 +452,10 @@ class StudySpec(StrictModel):
 
 
     def _check_capacity(self) -> None:
-        if self.find_capacity == "users" and self.workload.kind != "sessions":
-            raise ValueError("find_capacity users searches closed-loop sessions: it needs the sessions workload "
-                             "(--dataset-name sessions --turns N); for single requests search concurrency or rate")
+        if self.find_capacity in ("users", "session_rate") and self.workload.kind not in SESSION_KINDS:
+            raise ValueError(f"find_capacity {self.find_capacity} searches sessions: it needs the sessions workload "
+                             "(--dataset-name sessions --turns N) or trajectories (--dataset-name trajectories); for "
+                             "single requests search concurrency or rate")
         tiers = self.capacity_tiers()
         if not tiers:
             raise ValueError("find_capacity needs SLOs: e.g. --slo ttft:p99<=2000,tpot:p99<=200, or "
@@ -420,6 +472,11 @@ class StudySpec(StrictModel):
             goodput = Limit(metric="goodput", stat="fraction", op=">=", value=self.slo_attainment)
             tiers = [Tier(name="slo", limits=[goodput])]
         return tiers
+
+    @model_validator(mode="after")
+    def _said_once(self) -> "StudySpec":
+        conflicts.check(self)
+        return self
 
     @model_validator(mode="after")
     def _named(self) -> "StudySpec":
@@ -442,10 +499,12 @@ class StudySpec(StrictModel):
             if self.pairs:
                 raise ValueError("length_histogram gives every request's lengths: drop 'pairs' (--input-len, "
                                  "--output-len)")
-        elif kind in PAIR_KINDS and not self.pairs:
+        elif (kind in PAIR_KINDS or self.workload.generated) and not self.pairs:
             raise ValueError(f"'pairs' is empty: a {kind} sweep needs [input, output] pairs, e.g. pairs: [[512, 128]]")
-        if kind in PAIR_KINDS and self.workload.output_len is not None:
+        if (kind in PAIR_KINDS or self.workload.generated) and self.workload.output_len is not None:
             raise ValueError("give output lengths in 'pairs', not workload.output_len")
+        if kind == "trajectories" and self.workload.dataset_path and self.pairs:
+            raise ValueError("a trajectories dataset gives every turn's lengths: drop 'pairs' (--input-len, --output-len)")
         if kind in DATASET_KINDS and self.pairs:
             raise ValueError(f"a {kind} sweep takes its lengths from the dataset: drop 'pairs' "
                              "(force output lengths with workload.output_len)")
@@ -457,8 +516,8 @@ class StudySpec(StrictModel):
 
     def workloads(self) -> list[Workload]:
         """One workload per pair (random, prefix, image), or the one dataset workload."""
-        common = {**self.workload.model_dump(), "api": self.api, "seed": self.seed}
-        if self.workload.kind in DATASET_KINDS or self.workload.length_histogram is not None:
+        common = {**self.workload.model_dump(), "api": self.api, "seed": self.seed, "salt": self.prompt_salt}
+        if self.workload.from_file or self.workload.length_histogram is not None:
             return [Workload(**common)]
         return [Workload(**{**common, "input_len": a, "output_len": b}) for a, b in self.pairs]
 
@@ -474,4 +533,10 @@ class StudySpec(StrictModel):
         if len(self.workloads()) != 1:
             raise ValueError("tune ranks configs on one workload: give one pair (--input-len/--output-len) or "
                              "one dataset; tune each workload in its own run")
+        if self.tune.no_confirm and self.sustain_s:
+            raise ValueError("sustain_s is the length of the confirmation tune.no_confirm skips: drop one of "
+                             "--sustain-s and --no-confirm")
+        if not self.tune.no_confirm and self.sustain_s == 0:
+            raise ValueError("sustain_s 0 asks no sustain cell, and a tune confirms its answer with one: give "
+                             "--no-confirm to skip the confirmation")
         return self

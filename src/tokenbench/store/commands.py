@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from tokenbench.store.db import Store
 
 NOT_KEPT = "rerun it to measure the rest (--no-store keeps no database to resume from)"
+RESUMABLE = ("bench", "sweep", "tune")      # the kinds of run `KIND --resume RUN` continues
 
 
 def tokenbench(db: str | Path | None, *words: str) -> str:
@@ -33,5 +34,8 @@ def resume(db: str | Path | None, kind: str, run_id: str) -> str:
 
 
 def resume_advice(store: Store, kind: str, run_id: str) -> str:
-    """'resume with `tokenbench KIND --resume RUN [--db PATH]`', or, for a --no-store run, that it cannot be."""
+    """'resume with `tokenbench KIND --resume RUN [--db PATH]`', or, for a --no-store run or a kind that cannot
+    be resumed (a demo: its server stops with it), to run it again."""
+    if kind not in RESUMABLE:
+        return f"run the same `tokenbench {kind}` command again (a {kind} run is not resumed: its server stops with it)"
     return f"resume with `{resume(store.path, kind, run_id)}`" if store.kept else NOT_KEPT

@@ -30,6 +30,7 @@ from tokenbench.store.rows import (
     RunRow,
     SampleRow,
     SearchRow,
+    Send,
     config_from_db,
     run_from_db,
     sample_from_db,
@@ -38,7 +39,7 @@ from tokenbench.store.rows import (
 from tokenbench.store.schema import RESERVOIR, SAMPLE_ORDER
 
 if TYPE_CHECKING:
-    from tokenbench.logs.launch import LaunchFailure
+    from tokenbench.logs.launch import Death, LaunchFailure
     from tokenbench.metrics.capacity import SearchRecord
 
 
@@ -68,26 +69,29 @@ def new_run_id() -> str:
 
 BUSY_S = 30.0           # a write waits this long for another writer (several processes share one database)
 BUSY_STEP_S = 0.1       # ... in steps of this, so a Ctrl-C is handled meanwhile (store.begin)
-# a cell a resume skips: its current row, neither cut short by an unreachable server nor stopped by the user
-DONE = ("c.superseded = 0 AND c.status != 'interrupted'"
-        " AND json_extract(c.summary_json, '$.server_unreachable') IS NULL")
+# a cell a resume skips: its current row ended ok (or was skipped on purpose: saturation); one that failed, was
+# interrupted or was cut short by a server that went away is measured again
+DONE = "c.superseded = 0 AND c.status IN ('ok', 'skipped')"
 
 
 @dataclass(frozen=True)
 class RunFilter:
     """Which runs `Store.runs` gives: the study name and the target containing these texts (any case),
-    created from `since` until `until` (ISO timestamps in UTC, as stored; either end open)."""
+    created from `since` until `until` (ISO timestamps in UTC, as stored; either end open), of the series
+    named exactly `series` (the run's spec: no column of its own, the runs table is scanned once)."""
 
     name: str | None = None
     target: str | None = None
     since: str | None = None
     until: str | None = None
+    series: str | None = None
 
     def where(self) -> tuple[str, tuple]:
         """The SQL condition on `runs r` (with its leading WHERE) and its arguments."""
         parts = [(f"COALESCE(json_extract(r.spec_json, '$.name'), '') LIKE ? ESCAPE '{LIKE_ESCAPE}'", _like(self.name)),
                  (f"r.target LIKE ? ESCAPE '{LIKE_ESCAPE}'", _like(self.target)),
-                 ("r.created_at >= ?", self.since), ("r.created_at <= ?", self.until)]
+                 ("r.created_at >= ?", self.since), ("r.created_at <= ?", self.until),
+                 ("json_extract(r.spec_json, '$.series') = ?", self.series)]
         kept = [(sql, arg) for sql, arg in parts if arg is not None]
         return (" WHERE " + " AND ".join(sql for sql, _ in kept) if kept else "", tuple(arg for _, arg in kept))
 
@@ -189,6 +193,17 @@ class Store:
             if status == "running":
                 self.db.execute("UPDATE runs SET owner_pid=?, owner_started=? WHERE id=?", (*liveness.me(), run_id))
 
+    def discard_run(self, run_id: str) -> bool:
+        """Remove a run that holds no cell (one refused for a usage error before anything was measured), with
+        its server configs and searches; False, and nothing removed, when it holds a cell."""
+        with self._guard("remove the run"), self._tx():
+            if self.db.execute("SELECT 1 FROM cells WHERE run_id=? LIMIT 1", (run_id,)).fetchone():
+                return False
+            for table in ("searches", "server_configs"):
+                self.db.execute(f"DELETE FROM {table} WHERE run_id=?", (run_id,))
+            self.db.execute("DELETE FROM runs WHERE id=?", (run_id,))
+        return True
+
     def run(self, run_id: str) -> RunRow:
         with self._guard("read runs"):
             row = self.db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
@@ -198,12 +213,12 @@ class Store:
         return liveness.shown_status(run_from_db(_decode(dict(row))))
 
     def runs(self, which: RunFilter = RunFilter()) -> list[RunRow]:
-        """The runs `which` selects, oldest first."""
+        """The runs `which` selects, oldest first (created_at is to the second: ties in the order stored)."""
         with self._guard("read runs"):
             where, args = which.where()
             rows = self.db.execute(
                 f"SELECT r.*, (SELECT COUNT(*) FROM cells c WHERE c.run_id=r.id AND {DONE}) AS cells_done"
-                f" FROM runs r{where} ORDER BY created_at, id", args).fetchall()
+                f" FROM runs r{where} ORDER BY created_at, r.rowid", args).fetchall()
             return [liveness.shown_status(run_from_db(_decode(dict(r)))) for r in rows]
 
     # server configs -----------------------------------------------------------------------------
@@ -232,6 +247,12 @@ class Store:
         stored = failure.model_dump_json() if failure is not None else "{}"
         with self._guard("update a server config"):
             self.db.execute("UPDATE server_configs SET launch_json=? WHERE run_id=? AND name=?", (stored, run_id, name))
+
+    def add_config_death(self, run_id: str, name: str, death: Death) -> None:
+        """Keep that a server config's engine died after it started (every death, in order)."""
+        with self._guard("update a server config"):
+            self.db.execute("UPDATE server_configs SET deaths_json=json_insert(deaths_json, '$[#]', json(?))"
+                            " WHERE run_id=? AND name=?", (death.model_dump_json(), run_id, name))
 
     def configs(self, run_id: str) -> list[ConfigRow]:
         return [config_from_db(r) for r in self._rows("read server configs",
@@ -277,12 +298,12 @@ class Store:
         return cell_id
 
     def _make_way(self, run_id: str, config_id: int, cell: CellRow) -> None:
-        """The key's current row makes way for a new one: an interrupted one is kept as data, numbered as the
-        n-th superseded attempt (its requests stay; no figure reads them), any other is replaced (e.g. a cell
-        run again after the server became unreachable)."""
+        """The key's current row makes way for a new one: one a resume measures again (interrupted, failed, cut
+        short by a server that went away) is kept as data, numbered as the n-th superseded attempt (its
+        requests stay; no figure reads them); one that ended ok (or was skipped) is replaced."""
         same, key = "run_id=? AND config_id=? AND key=? AND repeat=?", (run_id, config_id, cell.key, cell.repeat)
         self.db.execute(f"UPDATE cells SET superseded = (SELECT MAX(superseded) + 1 FROM cells WHERE {same})"
-                        f" WHERE {same} AND superseded = 0 AND status = 'interrupted'", key + key)
+                        f" WHERE {same} AND superseded = 0 AND status NOT IN ('ok', 'skipped')", key + key)
         self.db.execute(f"DELETE FROM cells WHERE {same} AND superseded = 0", key)
 
     def cells(self, run_id: str) -> list[CellRow]:
@@ -294,8 +315,8 @@ class Store:
             " c.repeat", (run_id,))]
 
     def done_keys(self, run_id: str) -> set[tuple[str, str, int]]:
-        """(config, key, repeat) of the cells a resume skips: all stored ones except cells cut short
-        because the server was unreachable or the user stopped them (those are run again, in full)."""
+        """(config, key, repeat) of the cells a resume skips: those that ended ok or were skipped on purpose
+        (every other is run again, in full: failed, interrupted, cut short by a server that went away)."""
         with self._guard("read cells"):
             rows = self.db.execute(
                 "SELECT s.name, c.key, c.repeat FROM cells c JOIN server_configs s ON s.id=c.config_id"
@@ -343,6 +364,15 @@ class Store:
                 " COUNT(r.cached_tokens) FROM cells c JOIN requests r ON r.cell_id = c.id AND r.phase = 'measure'"
                 " AND r.sampled = 1 WHERE c.run_id = ? AND c.superseded = 0 GROUP BY r.cell_id", (run_id,)).fetchall()
         return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
+    def sends(self, target: str, key: str, repeat: int) -> list[Send]:
+        """Every stored attempt of the cell `key` (repeat `repeat`) of a run against `target`, superseded ones
+        included (their prompts were sent too), oldest first: what went to that server before."""
+        rows = self._rows("read cells",
+                          "SELECT r.id AS run_id, r.spec_json, c.finished_at FROM cells c JOIN runs r ON r.id = c.run_id"
+                          " WHERE r.target = ? AND c.key = ? AND c.repeat = ? AND c.status != 'skipped'"
+                          " ORDER BY c.finished_at, c.id", (target, key, repeat))
+        return [Send(r["run_id"], r["spec"] or {}, r["finished_at"]) for r in rows]
 
     def _rows(self, action: str, sql: str, args: tuple) -> list[dict]:
         with self._guard(action):

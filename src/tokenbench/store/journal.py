@@ -2,16 +2,17 @@
 after every cell. Each cell goes to every sink that still works. When the database refuses a write
 (disk full, read-only, I/O error) or the JSON file cannot be written, the cell's records are kept in the
 other sink, or in a recovery file when there is no other, and the run stops with an OutputError that says
-what was kept where; the database's run is then shown "interrupted" and `--resume` runs the rest."""
+what was kept where; the database's run is then shown "interrupted" and `--resume` runs the rest. The JSON
+result's header, the run's facts before its cells, is the journal's too (`Header`)."""
 
 from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING, Any
 
 import msgspec
 
@@ -22,13 +23,71 @@ from tokenbench.store.db import Store
 from tokenbench.store.records import dumps, to_dict
 from tokenbench.store.rows import CellRow
 
+if TYPE_CHECKING:
+    from tokenbench.metrics.capacity import SearchRecord
+    from tokenbench.spec.server_facts import ServerFacts
+    from tokenbench.workload.vocab import Vocab
+
+
+@dataclass(frozen=True)
+class Target:
+    """The server a launch measured, as the JSON result's `target` says it: its address and model, the
+    context it serves, the vocabulary prompts are drawn from, and how output lengths are kept."""
+
+    base_url: str
+    model: str
+    max_model_len: int | None
+    vocab: Vocab            # its size, the ids drawn (low to high, exclusive) and where the size came from
+    method: str
+
+
+class Header:
+    """The JSON result's header: the run's facts, written before its cells. It opens with the run (id,
+    kind, spec, tool, command, environment: the dict it is made with); each later fact is placed when it is
+    first learnt (a config's server facts, the target, the capacity searches, a study's own facts such as a
+    tune's judgement, the status), so the keys come in the order they always have. Changed only through the
+    methods below."""
+
+    def __init__(self, opening: dict) -> None:
+        self._facts = opening
+
+    def to_dict(self) -> dict:
+        return self._facts
+
+    def seed_config_facts(self, stored: Iterable[tuple[str, ServerFacts]]) -> None:
+        """The facts of the server configs stored before (a resumed run); the section opens even when none."""
+        known = self._facts.setdefault("config_facts", {})
+        for config, facts in stored:
+            known.setdefault(config, facts.to_dict())
+
+    def add_config_facts(self, config: str, facts: ServerFacts) -> None:
+        """A server config's facts as its launch read them."""
+        self._facts.setdefault("config_facts", {})[config] = facts.to_dict()
+
+    def set_target(self, server_facts: dict, target: Target) -> None:
+        """The server the cells that follow measure: its facts (ServerFacts.to_dict()) and the target."""
+        self._facts.update(server_facts=server_facts, target=asdict(target))
+
+    def record_search(self, config: str, record: SearchRecord) -> None:
+        """A config's capacity search; one visited again replaces its earlier record."""
+        kept = [e for e in self._facts.get("capacity", [])
+                if (e["config"], e["workload"]) != (config, record.workload)]
+        self._facts["capacity"] = [*kept, {"config": config, **record.model_dump(mode="json")}]
+
+    def add_study_facts(self, facts: Mapping[str, Any]) -> None:
+        """What a study adds beside its searches (a tune: its judgement so far)."""
+        self._facts.update(facts)
+
+    def set_status(self, status: str) -> None:
+        self._facts["status"] = status
+
 
 class Journal:
-    def __init__(self, store: Store | None, run_id: str | None, doc: dict, json_path: str | Path | None,
+    def __init__(self, store: Store | None, run_id: str | None, header: dict, json_path: str | Path | None,
                  resume_hint: str = "") -> None:
         if json_path is not None:
             outputs.check(json_path, probe=True)
-        self.store, self.run_id, self.doc = store, run_id, doc
+        self.store, self.run_id, self.header = store, run_id, Header(header)
         self.json_path = Path(json_path) if json_path and str(json_path) != outputs.STDOUT else None
         self.to_stdout = str(json_path) == outputs.STDOUT      # printed once, by write()
         self.resume_hint = resume_hint
@@ -43,21 +102,21 @@ class Journal:
             samples: Iterable[tuple] = (), config: str | None = None) -> None:
         """Store one finished cell everywhere; OutputError (after keeping it elsewhere) when a sink fails.
         `records` is read once per sink (a cell's spool reads them back from disk each time), and the JSON
-        result keeps a reference to it, not the records, until it is written."""
-        cell_id, db_error = self._to_db(config_id, row, records, samples)
-        stored = _Stored(self.store, cell_id) if self.store is not None and cell_id is not None else None
+        result keeps a reference to it, not the records, until it is written (the same records the database
+        stored, read from the spool rather than back from the database: the store's round trip is lossless,
+        store/records.py, and reading 3,072 requests back cost 0.07 s)."""
+        _, db_error = self._to_db(config_id, row, records, samples)
         which = (config, row.key, row.repeat)
         self.cells = [c for c in self.cells if c.cell != which]     # an interrupted cell, measured again
         self.cells.append(JsonCell({**row.to_json(), **({"config": config} if config else {})},
-                                   _Measured(stored or records) if self.wants_json or db_error else None, which))
+                                   _Measured(records) if self.wants_json or db_error else None, which))
         json_error = self._write_json()
         if db_error or json_error:
             self._fail(row.key, db_error, json_error)
 
     def _to_db(self, config_id: int | None, row: CellRow, records: Iterable[RequestRecord],
                samples: Iterable[tuple]) -> tuple[int | None, StoreError | None]:
-        """The stored cell's id (its requests are then written to the JSON result as the store holds them,
-        in index order, as a resumed run writes them), or why the database refused it."""
+        """The stored cell's id, or why the database refused it."""
         if self.store is None or config_id is None or self.run_id is None:
             return None, None
         try:
@@ -71,7 +130,7 @@ class Journal:
         if self.json_path is None:
             return None
         try:
-            outputs.write_text(self.json_path, json_pieces(self.doc, self.cells))
+            outputs.write_text(self.json_path, json_pieces(self.header.to_dict(), self.cells))
         except OutputError as exc:
             return exc
         return None
@@ -95,7 +154,7 @@ class Journal:
     def _recover(self, key: str) -> str:
         name = f"tokenbench-recovery-{self.run_id or os.getpid()}.json"
         near = [p.parent / name for p in (self.json_path, self.store.path if self.store else None) if p]
-        where, _ = outputs.first_writable("".join(json_pieces(self.doc, self.cells)),
+        where, _ = outputs.first_writable("".join(json_pieces(self.header.to_dict(), self.cells)),
                                           [*near, Path.cwd() / name, Path(tempfile.gettempdir()) / name])
         return f"cell {key} and earlier in recovery file {where}" if where else f"cell {key} LOST (no disk took it)"
 
@@ -110,7 +169,7 @@ class Journal:
     def write(self) -> None:
         """Rewrite the JSON result (e.g. with final facts); OutputError when it cannot be written."""
         if self.to_stdout:
-            outputs.write_text(outputs.STDOUT, [*json_pieces(self.doc, self.cells), "\n"])
+            outputs.write_text(outputs.STDOUT, [*json_pieces(self.header.to_dict(), self.cells), "\n"])
         err = self._write_json()
         if err:
             where = (f"the cells are in {self.store.path} (run {self.run_id})" if self.store
@@ -121,9 +180,7 @@ class Journal:
         """A resumed run's JSON result starts with the cells already stored, so rewriting it loses none."""
         if self.store is None or self.run_id is None or self.json_path is None:
             return
-        facts = self.doc.setdefault("config_facts", {})
-        for config in self.store.configs(self.run_id):
-            facts.setdefault(config.name, config.facts.to_dict())
+        self.header.seed_config_facts((c.name, c.facts) for c in self.store.configs(self.run_id))
         for c in self.store.cells(self.run_id):
             if c.id:
                 self.cells.append(JsonCell({**c.to_json(), "config": c.config},

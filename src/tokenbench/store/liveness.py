@@ -6,14 +6,16 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-import psutil
-
 from tokenbench.store.rows import RunRow
+
+# psutil is imported where an owner is looked up (a run that says "running", the run's own lock): its
+# import was 22 ms of `tokenbench runs`, which reads no owner when no run is running (docs/architecture.md)
 
 START_TOLERANCE_S = 1.0     # psutil's create_time is rounded differently across calls on some kernels
 
 
 def me() -> tuple[int, float]:
+    import psutil
     pid = os.getpid()
     return pid, psutil.Process(pid).create_time()
 
@@ -21,6 +23,7 @@ def me() -> tuple[int, float]:
 def alive(pid: int | None, started: float | None) -> bool:
     if pid is None:
         return True                    # runs stored before owners were recorded: cannot tell
+    import psutil
     try:
         proc = psutil.Process(pid)
         if proc.status() == psutil.STATUS_ZOMBIE:

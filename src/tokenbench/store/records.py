@@ -16,6 +16,7 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -74,9 +75,16 @@ REQUEST_COLUMNS = ("cell_id", *(f.column for f in FIELDS))
 _LISTS = {f.column for f in FIELDS if f.column.endswith("_json")}
 
 
+_values = attrgetter(*(f.name for f in FIELDS))            # read in C, in the columns' order
+_ROW_PUT = [(i, f.put, f.column in _LISTS) for i, f in enumerate(FIELDS) if f.put is not _same or f.column in _LISTS]
+
+
 def to_row(cell_id: int, r: RequestRecord) -> tuple:
-    values = (f.put(getattr(r, f.name), r.sent_ns) for f in FIELDS)
-    return (cell_id, *(_encode(v).decode() if f.column in _LISTS else v for f, v in zip(FIELDS, values, strict=True)))
+    values = [cell_id, *_values(r)]
+    for i, put, as_json in _ROW_PUT:
+        v = put(values[i + 1], r.sent_ns)
+        values[i + 1] = _encode(v).decode() if as_json else v
+    return tuple(values)
 
 
 def from_row(row: dict) -> RequestRecord:
@@ -85,9 +93,18 @@ def from_row(row: dict) -> RequestRecord:
                             for f in FIELDS})
 
 
+_IN_JSON = [f for f in FIELDS if f.key is not None]
+_JSON_KEYS = [f.key for f in _IN_JSON]
+_json_values = attrgetter(*(f.name for f in _IN_JSON))      # read in C, in the keys' order
+_JSON_PUT = [(i, f.put) for i, f in enumerate(_IN_JSON) if f.put is not _same]
+
+
 def to_dict(r: RequestRecord) -> dict:
     """JSON form for result files: times of chunks relative to the request's send, in ns."""
-    return {f.key: f.put(getattr(r, f.name), r.sent_ns) for f in FIELDS if f.key is not None}
+    values = list(_json_values(r))
+    for i, put in _JSON_PUT:
+        values[i] = put(values[i], r.sent_ns)
+    return dict(zip(_JSON_KEYS, values, strict=True))
 
 
 def from_dict(d: dict) -> RequestRecord:

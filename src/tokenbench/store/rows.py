@@ -19,7 +19,7 @@ from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import ServerFacts
 
 if TYPE_CHECKING:
-    from tokenbench.logs.launch import LaunchFailure
+    from tokenbench.logs.launch import Death, LaunchFailure
     from tokenbench.metrics.capacity import SearchRecord
 
 T = TypeVar("T")
@@ -62,7 +62,7 @@ def _axis(load: Load) -> tuple[int | None, float | None]:
     return load.concurrency or load.users, load.request_rate or load.session_rate
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CellRow:
     key: str
     input_len: int
@@ -87,13 +87,18 @@ class CellRow:
     @classmethod
     def from_result(cls, cell: Planned, result: Measured, kv: KvUse) -> CellRow:
         s = result.summary
-        return cls(cell.key, int(s.input_len or 0), int(s.output_len or 0), result.verdict.status, s, cell.repeat,
-                   *_axis(cell.load), result.verdict.message, kv.demand, kv.capacity, kv.over, result.started_ns)
+        concurrency, rate = _axis(cell.load)
+        return cls(key=cell.key, input_len=int(s.input_len or 0), output_len=int(s.output_len or 0),
+                   status=result.verdict.status, summary=s, repeat=cell.repeat, concurrency=concurrency,
+                   request_rate=rate, message=result.verdict.message, kv_demand=kv.demand, kv_capacity=kv.capacity,
+                   over_capacity=kv.over, started_ns=result.started_ns)
 
     @classmethod
     def skipped(cls, cell: Planned, lengths: tuple[int, int], reason: str, kv: KvUse) -> CellRow:
-        return cls(cell.key, *lengths, "skipped", CellSummary(), cell.repeat, *_axis(cell.load), reason, kv.demand,
-                   kv.capacity, kv.over)
+        concurrency, rate = _axis(cell.load)
+        return cls(key=cell.key, input_len=lengths[0], output_len=lengths[1], status="skipped", summary=CellSummary(),
+                   repeat=cell.repeat, concurrency=concurrency, request_rate=rate, message=reason,
+                   kv_demand=kv.demand, kv_capacity=kv.capacity, over_capacity=kv.over)
 
     JSON_COLUMNS = ("key", "repeat", "input_len", "output_len", "concurrency", "request_rate", "status", "message",
                     "kv_demand", "kv_capacity", "over_capacity")
@@ -120,7 +125,7 @@ class CellRow:
                        over_capacity=bool(out.over_capacity), message=out.message or "")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunRow:
     id: str
     created_at: str
@@ -155,7 +160,7 @@ class RunRow:
         return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ConfigRow:
     id: int
     run_id: str
@@ -166,6 +171,7 @@ class ConfigRow:
     status: str
     message: str = ""
     launch: LaunchFailure | None = None     # why it did not start (None: it started, or was not tried yet)
+    deaths: tuple[Death, ...] = ()          # each time its engine started and then died, in order
 
 
 @dataclass(frozen=True)
@@ -177,6 +183,16 @@ class SampleRow:
     name: str
     value: float
     labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Send:
+    """One stored attempt of a cell, as the prefix-cache state reads it: the run that sent its prompts, that
+    run's spec (how its prompts were made) and when the cell was stored (UTC, ISO 8601)."""
+
+    run_id: str
+    spec: dict[str, Any]
+    finished_at: str
 
 
 @dataclass(frozen=True)
@@ -227,7 +243,8 @@ def run_from_db(row: Mapping[str, Any]) -> RunRow:
 def config_from_db(row: Mapping[str, Any]) -> ConfigRow:
     """The config with its profile and facts as the types they were written as."""
     return replace(_from_db(ConfigRow, row), profile=_profile(row.get("profile") or {}),
-                   facts=ServerFacts.from_dict(row.get("facts") or {}), launch=_launch(row.get("launch") or {}))
+                   facts=ServerFacts.from_dict(row.get("facts") or {}), launch=_launch(row.get("launch") or {}),
+                   deaths=_deaths(row.get("deaths") or []))
 
 
 def _launch(stored: dict[str, Any]) -> LaunchFailure | None:
@@ -239,6 +256,21 @@ def _launch(stored: dict[str, Any]) -> LaunchFailure | None:
         return LaunchFailure.model_validate(stored)
     except ValidationError:
         return None
+
+
+def _deaths(stored: list[Any]) -> tuple[Death, ...]:
+    """The stored deaths of a config's engine (one this version cannot read is kept as a death of unknown
+    cause: that it died is the fact)."""
+    if not stored:
+        return ()
+    from tokenbench.logs.launch import Death, LaunchFailure  # only where an engine died
+    out = []
+    for d in stored:
+        try:
+            out.append(Death.model_validate(d))
+        except ValidationError:
+            out.append(Death(failure=LaunchFailure(cause="exited")))
+    return tuple(out)
 
 
 def _profile(stored: dict[str, Any]) -> Profile | None:

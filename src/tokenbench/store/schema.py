@@ -1,17 +1,18 @@
 """The results database schema, versioned with `PRAGMA user_version`.
 
 `V1_DDL` is the first schema; every later change is one entry of MIGRATIONS (version it produces, SQL, or
-a function of the connection where SQL cannot do it: store/repair.py). A new database runs V1_DDL then
+a function of the connection where SQL cannot do it, defined here beside it). A new database runs V1_DDL then
 every migration, so the path an old database takes is the path every database takes. To change the
 schema: append a migration; never edit V1_DDL or an earlier migration.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable
 
-from tokenbench.store.repair import non_finite_json_to_null
+from tokenbench.store.records import dumps
 
 V1_DDL = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -121,7 +122,37 @@ RESERVOIR = 1000   # requests per cell and phase kept flagged `sampled` for per-
 SAMPLE_ORDER = "(idx * 2654435761) % 4294967296, idx"
 _RANKED = f"SELECT rowid AS id, ROW_NUMBER() OVER (PARTITION BY cell_id, phase ORDER BY {SAMPLE_ORDER}) AS rn FROM requests"
 
-# a migration is SQL, or a function given the connection where SQL cannot do it (store/repair.py)
+# the JSON columns a release before schema 8 wrote with json.dumps's NaN and Infinity (requests' token lists
+# were always msgspec's integers, and a monitor sample's labels strings)
+NAN_COLUMNS = {"runs": ("spec_json", "command_json", "environment_json", "clock_json"),
+               "server_configs": ("overrides_json", "profile_json", "facts_json"),
+               "cells": ("summary_json",), "searches": ("record_json",)}
+_SUSPECT = "({c} LIKE '%NaN%' OR {c} LIKE '%Infinity%')"
+
+
+def non_finite_json_to_null(db: sqlite3.Connection) -> None:
+    """Migration 8, in Python where SQL cannot: NaN, Infinity and -Infinity in stored JSON (not JSON: SQLite
+    before 3.42 refuses the whole text, so every query that reads into it failed) rewritten as null, "not
+    defined", what tokenbench now writes. store/migrate.py runs it in the transaction of its version bump."""
+    for table, columns in NAN_COLUMNS.items():
+        for column in columns:
+            rows = db.execute(f"SELECT rowid, {column} FROM {table} WHERE {_SUSPECT.format(c=column)}").fetchall()
+            for rowid, text in rows:
+                fixed = _standard(text)
+                if fixed != text:
+                    db.execute(f"UPDATE {table} SET {column} = ? WHERE rowid = ?", (fixed, rowid))
+
+
+def _standard(text: str) -> str:
+    """The same document in standard JSON; text that is not JSON at all is left as it is (it was damaged
+    some other way, and the reader says so)."""
+    try:
+        return dumps(json.loads(text))
+    except ValueError:
+        return text
+
+
+# a migration is SQL, or a function given the connection where SQL cannot do it (non_finite_json_to_null above)
 MIGRATIONS: list[tuple[int, str | Callable[[sqlite3.Connection], None]]] = [
     # 2: the process that owns a running run (pid + its start time), so a dead run reads "interrupted"
     (2, "ALTER TABLE runs ADD COLUMN owner_pid INTEGER;\n"
@@ -181,6 +212,9 @@ MIGRATIONS: list[tuple[int, str | Callable[[sqlite3.Connection], None]]] = [
     # 10: a server config that did not start keeps why (logs/launch.LaunchFailure: the cause read from the
     # engine's log, the line that tells it, an accelerator's error code); '{}' for one that started
     (10, "ALTER TABLE server_configs ADD COLUMN launch_json TEXT NOT NULL DEFAULT '{}';"),
+    # 11: a server config whose engine started and then died keeps each death (logs/launch.Death: the launch,
+    # the cell it died during, the cause read from its log); '[]' for one that never died (or stored before)
+    (11, "ALTER TABLE server_configs ADD COLUMN deaths_json TEXT NOT NULL DEFAULT '[]';"),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]
@@ -190,7 +224,7 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     "runs": ("id", "created_at", "kind", "status", "target", "tool_version", "spec_json", "command_json",
              "environment_json", "clock_json", "message", "owner_pid", "owner_started"),
     "server_configs": ("id", "run_id", "name", "overrides_json", "profile_json", "facts_json", "status", "message",
-                       "launch_json"),
+                       "launch_json", "deaths_json"),
     "cells": ("id", "run_id", "config_id", "key", "repeat", "input_len", "output_len", "concurrency",
               "request_rate", "status", "message", "kv_demand", "kv_capacity", "over_capacity", "summary_json",
               "started_ns", "finished_at", "superseded"),

@@ -4,8 +4,8 @@ boundary's 95 % interval, the binding SLO and a sustain cell that confirms it (d
 
 A generator that receives results (STYLE.md, practice 8): it yields a `Probe` (a load, the cell's role
 and its replicate index) and is sent that cell's samples (metrics/capacity.CellSamples); it returns the
-search's record. The runner (study/runner.StudyRunner) runs each probe as a cell on the one run path, or
-finds it stored (a resume replays the stored cells through the same generator). Every tier is judged on
+search's record. The runner's searches (study/searches.Searches) run each probe as a cell on the one run
+path, or find it stored (a resume replays the stored cells through the same generator). Every tier is judged on
 every cell, so several tiers are answered from one set of cells:
 
 1. bracket: from the start load, double while some tier still passes everywhere tried, halve while some
@@ -33,6 +33,7 @@ import math
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 
+from tokenbench.judge.cost import Price, capacity_units
 from tokenbench.metrics.capacity import (
     Answer,
     CellSamples,
@@ -47,7 +48,7 @@ from tokenbench.metrics.capacity import (
     judge,
 )
 from tokenbench.metrics.timeslices import drift
-from tokenbench.spec.slo import Tier
+from tokenbench.spec.slo import JOB_METRICS, Tier
 from tokenbench.spec.study import StudySpec
 
 MAX_CELLS_AT_LOAD = 4         # replicates at one load before the search steps a gap further out
@@ -60,7 +61,7 @@ SUSTAIN_REQUESTS = 200        # the default sustain cell: this many requests at 
 SUSTAIN_MIN_S, SUSTAIN_MAX_S = 60.0, 1800.0     # ... within these bounds (at least 6 timeslices of 10 s)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Settings:
     """What one search is asked (from the study spec: find_capacity, capacity_*, tiers, sustain_s)."""
 
@@ -75,7 +76,7 @@ class Settings:
 
     @property
     def integer(self) -> bool:
-        return self.dimension != "rate"
+        return self.dimension in ("concurrency", "users")
 
     @property
     def first(self) -> float:
@@ -388,18 +389,19 @@ def _sustain(s: Settings, probe: Probe, got: CellSamples, st: _State) -> Sustain
 # ---- from the study spec, and back in words for the console ----
 
 def settings(spec: StudySpec, workload: str) -> Settings:
-    return Settings(spec.find_capacity or "concurrency", tuple(spec.capacity_tiers()), spec.capacity_start,
-                    spec.capacity_max, spec.capacity_precision, spec.capacity_budget, spec.sustain_s, workload)
+    return Settings(dimension=spec.find_capacity or "concurrency", tiers=tuple(spec.capacity_tiers()),
+                    start=spec.capacity_start, maximum=spec.capacity_max, precision=spec.capacity_precision,
+                    budget=spec.capacity_budget, sustain_s=spec.sustain_s, workload=workload)
 
 
-STOPPED = ("outranked", "time", "budget")    # a search stopped before any load met the tier: only below its fail
+STOPPED = ("outranked", "time", "budget", "died")    # a search stopped before any load met the tier: only below its fail
 UNRELIABLE = "◊"       # an end of the interval that is not a 95 % bound (metrics/capacity.Check.unreliable)
-UNITS = {"concurrency": "streams", "rate": "requests/s", "users": "users"}
+UNITS = {"concurrency": "streams", "rate": "requests/s", "users": "users", "session_rate": "sessions/s"}
 REASONS = {"converged": "converged", "budget": "cell budget spent", "above_max": "every load up to the limit met it",
            "below_min": "the lowest load tried missed it", "undecided": "the loads next to the boundary stayed "
            "undecided", "client": "could not decide: the client's own delays moved every cell measured "
            "where the boundary lies", "outranked": "stopped early: its boundary cannot reach the best config's",
-           "time": "time budget spent"}
+           "time": "time budget spent", "died": "stopped: the engine died under load"}
 
 
 def load_text(x: float | None) -> str:
@@ -449,10 +451,23 @@ def _sustain_line(r: SearchRecord, x: Sustain) -> str:
             f"{verdict} ({'; '.join(told)})")
 
 
-def describe(r: SearchRecord) -> list[str]:
-    """The console's lines: one per tier, then the sustain cell's, and what ◊ means when it is shown."""
-    out = [_answer_line(r, a) for a in r.answers]
+def _per_unit(r: SearchRecord, a: Answer, devices: int | None, price: Price | None) -> str:
+    """'; 1.25 users per device (4 devices), 0.42 per $/h': the answer per device and at a price."""
+    if a.capacity is None or devices is None:
+        return ""
+    units = capacity_units((a.capacity, a.lo, a.hi), devices, price)
+    text = f"; {units.per_device[0]:.3g} {UNITS[r.dimension]} per device ({units.devices} device{'s' * (units.devices > 1)})"
+    return text + (f", {units.per_usd_hour[0]:.3g} per $/h" if units.per_usd_hour else "")
+
+
+def describe(r: SearchRecord, devices: int | None = None, price: Price | None = None) -> list[str]:
+    """The console's lines: one per tier (per device and per $ an hour where `devices` is known), then the
+    sustain cell's, and what ◊ means when it is shown."""
+    out = [_answer_line(r, a) + _per_unit(r, a, devices, price) for a in r.answers]
     if any(a.lo_unreliable or a.hi_unreliable for a in r.answers):
+        jobs = any(limit.metric in JOB_METRICS for t in r.tiers for limit in t.limits)
         out.append(f"{UNRELIABLE} that end rests on a percentile from too few requests to be a 95 % bound (a p99 "
-                   "needs 299 at that load: --num-prompts, --duration)")
+                   "needs 299 at that load: --num-prompts, --duration)" if not jobs else
+                   f"{UNRELIABLE} that end rests on a percentile from too few jobs to be a 95 % bound (a p95 needs 59 "
+                   "complete jobs at that load, a p99 299: --num-sessions, or a larger corpus)")
     return out + ([_sustain_line(r, r.sustain)] if r.sustain is not None else [])

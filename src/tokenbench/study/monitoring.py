@@ -24,13 +24,18 @@ from tokenbench.metrics.server import (
     hits_from_counters,
     server_means,
 )
-from tokenbench.metrics.summary_groups import Group, MonitorFigures
+from tokenbench.metrics.summary_groups import CacheState, CpuShares, Group, MonitorFigures
 from tokenbench.monitor.counters import CounterWindow, Rule, window
+from tokenbench.monitor.cpu import SOURCE as CPU_SOURCE
+from tokenbench.monitor.cpu import CpuSampler
+from tokenbench.monitor.cpu import shares as cpu_shares
 from tokenbench.monitor.runner import Monitor
 from tokenbench.monitor.samplers import HostSampler, NpuSmiSampler, NvidiaSmiSampler, PrometheusSampler
+from tokenbench.monitor.samples import Sample
 from tokenbench.monitor.summary import queue_cross_check, summarize
 from tokenbench.monitor.window import CellWindow
 from tokenbench.spec.bench import SYNTHETIC_KINDS, Workload
+from tokenbench.study.server_process import ServerProcess
 from tokenbench.study.servers import Server
 
 if TYPE_CHECKING:
@@ -40,32 +45,50 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Watched:
     """What the monitor of one cell watches: the server, the cell's workload, whether the cell is over the
-    KV capacity (the `*` mark), and the run's traces when the cell's requests carry a traceparent."""
+    KV capacity (the `*` mark), the run's traces when the cell's requests carry a traceparent, the server's
+    process (whose CPU is the server's: study/server_process.py), and what the runner knew of the server before the
+    cell (its prefix cache's state, its launch: groups handed on as the server's side)."""
 
     server: Server
     wl: Workload
     star: bool = False
     traces: Traces | None = None
+    process: ServerProcess = ServerProcess("not_found")
+    known: tuple[Group | None, ...] = ()
 
 
 class CellMonitor:
     """The monitor of one cell, and the cell's Watch (load/cell.Watch): `warmed` when the warmup ends, `read`
     when the measured phase is over; `joined` is then the server's spans joined to the cell's requests."""
 
-    def __init__(self, monitor: Monitor, watched: Watched, devices: frozenset[int] | None = None) -> None:
+    def __init__(self, monitor: Monitor, watched: Watched, devices: frozenset[int] | None = None,
+                 cpu: CpuSampler | None = None) -> None:
         self.monitor, self.watched = monitor, watched
         self.devices = devices          # the server's accelerator ids (its profile's), None: every one seen
         self.samples: list = []
         self.joined: Joined | None = None
+        self.cpu = cpu                  # the CPU counters (monitor/cpu.py), read at the cell's edges too
+        self.cpu_edges: list[Sample] = []
+        self.edge()
+
+    def edge(self) -> None:
+        """Read the CPU counters now (the cell's start, the warmup's end, the measured phase's end), so the
+        window's shares need no monitor tick near its edges."""
+        if self.cpu is not None:
+            self.cpu_edges += self.cpu.sample()
+
+    def cpu_shares(self, window: CellWindow) -> CpuShares | None:
+        """Who used the host's CPUs over the measured window (monitor/cpu.py)."""
+        seen = self.watched.process.seen
+        return cpu_shares([*self.samples, *self.cpu_edges], window, seen) if self.cpu is not None else None
 
     def summary(self, window: CellWindow, star: bool = False) -> MonitorFigures:
         """Monitor figures for the cell over its measured `window` (stored prefixed `monitor_`), the
         `*`-versus-queue cross-check, and why the host has no energy figure where it has none."""
-        figures = summarize(self.samples, window)
+        figures = summarize([s for s in self.samples if s.source != CPU_SOURCE], window)
         hosts = [s for s in self.monitor.samplers if isinstance(s, HostSampler)]
         note = hosts[0].rapl.note if hosts and figures.host_energy_j is None else None
-        update = {"queue_check": queue_cross_check(star, figures)} | ({"host_energy_note": note} if note else {})
-        return figures.model_copy(update=update)
+        return figures.checked(queue_cross_check(star, figures), note)
 
     def window(self, measured: Measured) -> CellWindow:
         """The cell's measured window (first measured send to last measured byte) and what its figures divide
@@ -75,27 +98,34 @@ class CellMonitor:
                           measured.tally.completed(), self.devices)
 
     def rows(self) -> list[tuple]:
-        return [(s.t_ns, s.source, s.name, s.value, json.dumps(s.labels)) for s in self.samples]
+        """The samples stored with the cell: the monitor's, and the CPU counters' edge readings when it ran."""
+        edges = self.cpu_edges if self.monitor.samplers else []
+        return [(s.t_ns, s.source, s.name, s.value, json.dumps(s.labels))
+                for s in sorted([*self.samples, *edges], key=lambda s: s.t_ns)]
 
     def warmed(self) -> None:
         """Scrape the server's /metrics now (when the warmup ends), so the measured phase's counters
-        count from there."""
+        count from there; read the CPU counters."""
         self.monitor.sample_now()
+        self.edge()
 
     async def read(self, measured: Measured, records: Iterable[RequestRecord]) -> ServerSide:
         """What the monitor and the server said once the cell's measured phase is over (the monitor stops; a
         traced cell's spans are awaited and joined to its records)."""
         w = self.watched
+        self.edge()
         self.samples = self.monitor.stop()
         started_ns = measured.window[0]
-        groups: list[Group | None] = [server_means(self.histograms(started_ns))]
+        found = readings(self, started_ns, w.wl, w.server)
+        window = self.window(measured)
+        groups: list[Group | None] = [server_means(self.histograms(started_ns)), self.cpu_shares(window),
+                                      *_with_hits(w.known, found)]
         if w.traces is not None:
             self.joined = await w.traces.join(records, measured.stopped)
             groups.append(self.joined.ledger)
-        return ServerSide(self.summary(self.window(measured), w.star),
-                          tuple((x.t_ns, x.name, x.value) for x in self.samples),
-                          readings(self, started_ns, w.wl, w.server), tuple(groups), w.server.death,
-                          w.server.deployment is not None)
+        return ServerSide(self.summary(window, w.star),
+                          tuple((x.t_ns, x.name, x.value) for x in self.samples if x.source != CPU_SOURCE),
+                          found, tuple(groups), w.server.death, w.server.deployment is not None)
 
     def counters(self, start_ns: int | None) -> CounterWindow:
         """The server's counters from the last scrape at or before `start_ns` (the first measured send) to
@@ -116,6 +146,13 @@ class CellMonitor:
             if found.increases:
                 return found.increases
         return {}
+
+
+def _with_hits(known: tuple[Group | None, ...], found: Readings) -> list[Group | None]:
+    """The runner's groups, the prefix-cache state with the hit rate the server's counters measured beside it."""
+    rate = found.hits.rate if found.hits is not None else None
+    return [g.model_copy(update={"hit_rate": rate}) if isinstance(g, CacheState) and rate is not None else g
+            for g in known]
 
 
 def _part(rule: Rule, part: str) -> Rule:
@@ -175,10 +212,10 @@ def remote(server: Server) -> bool:
     return server.profile is None and not on_this_host(server.base_url)
 
 
-def samplers_for(server) -> list:
+def samplers_for(server, cpu: CpuSampler | None = None) -> list:
     engine = server.facts.engine if has_adapter(server.facts.engine) else "auto"
     accel = server.profile.accelerator if server.profile else None
-    out = [PrometheusSampler(server.base_url, metric_names(), engine), HostSampler()]
+    out = [PrometheusSampler(server.base_url, metric_names(), engine), HostSampler(), *([cpu] if cpu else [])]
     if remote(server):
         return out
     if accel in (None, "ascend"):
@@ -195,13 +232,21 @@ def served_devices(server: Server) -> frozenset[int] | None:
     return frozenset(p.device_ids()) if p is not None and p.accelerator in ("nvidia", "ascend") else None
 
 
+def cpu_sampler(process: ServerProcess) -> CpuSampler | None:
+    """The CPU counters of a cell (the server's tree where its process is seen here); None where the host has
+    no /proc/stat to read them from."""
+    sampler = CpuSampler(process.tree, process.seen)
+    return sampler if sampler.available() else None
+
+
 @contextlib.contextmanager
 def cell_monitor(watched: Watched, interval_s: float, log=print) -> Iterator[CellMonitor]:
     """The cell's monitor; with `interval_s` 0 none: no sampler runs and the cell has no monitor samples."""
     on, server = interval_s > 0, watched.server
-    mon = Monitor(samplers_for(server) if on else [], interval_s=interval_s if on else 1.0,
+    cpu = cpu_sampler(watched.process)
+    mon = Monitor(samplers_for(server, cpu) if on else [], interval_s=interval_s if on else 1.0,
                   on_warning=_warn_once(log))
-    cm = CellMonitor(mon, watched, served_devices(server))
+    cm = CellMonitor(mon, watched, served_devices(server), cpu)
     if on and remote(server):
         _warn_once(log)(f"monitor: {server.base_url} is not on this host: its accelerators are not sampled (no "
                         "utilisation, power or energy; run tokenbench on the server's host for them)")

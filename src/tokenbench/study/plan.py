@@ -88,30 +88,35 @@ def _count(spec: StudySpec, width: float) -> int | None:
 
 def _sessions(spec: StudySpec, users: int | None) -> int | None:
     """Sessions in a cell: num_sessions, else none counted when a duration bounds it, else one per user
-    (closed loop) or `requests.min` (session rates)."""
+    (closed loop) or `requests.min` (session rates); trajectories: one pass over the corpus (None)."""
     req = spec.requests
-    if req.num_sessions or req.duration_s:
+    if req.num_sessions or req.duration_s or spec.workload.kind == "trajectories":
         return req.num_sessions
     return users or req.min
 
 
 def users_load(spec: StudySpec, users: int) -> Load:
     """A closed-loop sessions cell of `users` users (the capacity search's load in users, too)."""
-    return Load(users=users, num_sessions=_sessions(spec, users), ramp_up_s=spec.ramp_up_s,
+    return Load(users=users, num_sessions=_sessions(spec, users), ramp_up_s=spec.ramp_up_s, window=spec.window,
                 duration_s=spec.requests.duration_s, warmup_requests=spec.warmup_requests)
 
 
+def session_rate_load(spec: StudySpec, rate: float) -> Load:
+    """An open-loop sessions cell starting `rate` sessions per second (the capacity search's load in agents
+    started per second, too)."""
+    return Load(session_rate=rate, arrival=spec.arrival, burstiness=spec.burstiness, window=spec.window,
+                num_sessions=_sessions(spec, None), duration_s=spec.requests.duration_s,
+                warmup_requests=spec.warmup_requests)
+
+
 def _session_loads(spec: StudySpec) -> list[Load]:
-    loads = [users_load(spec, u) for u in spec.users]
-    return loads + [Load(session_rate=r, arrival=spec.arrival, burstiness=spec.burstiness,
-                         num_sessions=_sessions(spec, None), duration_s=spec.requests.duration_s,
-                         warmup_requests=spec.warmup_requests) for r in spec.session_rates]
+    return [users_load(spec, u) for u in spec.users] + [session_rate_load(spec, r) for r in spec.session_rates]
 
 
 def _loads(spec: StudySpec) -> list[Load]:
     common = dict(duration_s=spec.requests.duration_s, warmup_requests=spec.warmup_requests,
                   warmup_first_prompt=spec.warmup_first_prompt)
-    if spec.workload.kind == "sessions":
+    if spec.workload.sessions_like:
         return _session_loads(spec)
     if spec.workload.kind == "trace":
         return [Load(arrival="trace", max_concurrency=spec.max_concurrency, num_prompts=spec.requests.num_prompts,
@@ -130,8 +135,8 @@ def capacity_load(spec: StudySpec, x: float, duration_s: float | None = None, re
     near the boundary, sized to its limits' statistics), or `duration_s` long (the sustain cell)."""
     common = dict(warmup_requests=spec.warmup_requests, duration_s=duration_s or spec.requests.duration_s,
                   warmup_first_prompt=spec.warmup_first_prompt)
-    if spec.find_capacity == "users":
-        load = users_load(spec, int(x))
+    if spec.find_capacity in ("users", "session_rate"):
+        load = users_load(spec, int(x)) if spec.find_capacity == "users" else session_rate_load(spec, x)
         return load.model_copy(update={"duration_s": duration_s, "num_sessions": None}) if duration_s else load
     if spec.find_capacity == "rate":
         count = None if duration_s else _at_least(_count(spec, spec.max_concurrency or x * 10), requests)
@@ -173,6 +178,13 @@ def visits(p: Plan) -> list[tuple[ServerConfig, int | None]]:
         random.Random(p.spec.seed + rep).shuffle(order)
         out += [(c, rep) for c in order]
     return out
+
+
+def pending(plan: Plan, done: set[tuple[str, str, int]], config: ServerConfig, round_: int | None = None
+            ) -> list[PlannedCell]:
+    """The config's cells not in `done` ((config, key, repeat) triples), of one repeat or of all (None)."""
+    return [c for c in plan.cells_for(config) if (config.name, c.key, c.repeat) not in done
+            and round_ in (None, c.repeat)]
 
 
 def repeat_workload(wl: Workload, repeat: int) -> Workload:

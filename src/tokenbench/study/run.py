@@ -1,14 +1,17 @@
-"""Run a study: plan it, check it before anything is deployed, store it as one run, run every cell not
-yet stored on each server config (relaunching a server tokenbench owns), keep the run's status.
+"""A study as one stored run: plan it, check it before anything is deployed (study/preflight.py), store it
+as one run (`start`), run every cell not yet stored under the run's lock (`execute`: the runner, study/configs.py),
+keep the run's status and its result files, and say how it ended (`Outcome`, `check`).
 
 A benchmark is a study with one server configuration and no relaunch; a sweep is a study over
 several. `bench`, `sweep`, `demo`, `calibrate` and `agree` all run through `start` + `execute` (or
 `measure`, which is both over a temporary database), so resume, storage and the result files behave the
-same everywhere, and every cell is run by the one runner (study/runner.StudyRunner)."""
+same everywhere, and every cell is run by the one runner (study/configs.StudyRunner), through
+study/cells.Cells.run."""
 
 from __future__ import annotations
 
 import dataclasses
+import secrets
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,7 +23,6 @@ from tokenbench.deploy import address
 from tokenbench.errors import DeployError, Interrupted, MeasurementError, SpecError, TargetError, UsageError
 from tokenbench.host import environment, isolation
 from tokenbench.load.cell import CellResult
-from tokenbench.load.sockets import check_sockets
 from tokenbench.load.target import Endpoint
 from tokenbench.metrics.verdict import how_far
 from tokenbench.spec.loader import load_model
@@ -28,15 +30,20 @@ from tokenbench.spec.study import StudySpec
 from tokenbench.store import commands, run_lock
 from tokenbench.store.db import Store
 from tokenbench.store.rows import CellRow
-from tokenbench.study.plan import Plan, PlannedCell, check_context, plan
-from tokenbench.study.runner import CellInterrupted, RunSettings, StudyEvents, StudyRunner, endpoint_for, pending
-from tokenbench.study.servers import expected_ctx, load_profile
+from tokenbench.study.cells import CellInterrupted
+from tokenbench.study.configs import StudyRunner
+from tokenbench.study.launch import endpoint_for
+from tokenbench.study.plan import Plan, PlannedCell, pending, plan
+from tokenbench.study.preflight import preflight
+from tokenbench.study.servers import load_profile
+from tokenbench.study.settings import RunSettings, StudyEvents
 
-RESUMABLE = ("bench", "sweep", "tune")
+RESUMABLE = commands.RESUMABLE
 
 
 class ResultFile(Protocol):
-    """A result file fed as the study runs (outputs.VllmResults; `Kept` keeps the results in memory)."""
+    """A result file fed as the study runs (result_files.VllmResults and SglangResults; `Kept` keeps the
+    results in memory)."""
 
     needs_records: bool        # it reads every record of a cell (the cells then keep them in memory)
 
@@ -54,9 +61,10 @@ class Study:
     store: Store
     run_id: str
     settings: RunSettings
+    new: bool = True              # stored by this session (not a resume): a usage error leaves no run behind
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Outcome:
     run_id: str
     store: Store
@@ -65,29 +73,18 @@ class Outcome:
     capacity: dict[str, list[str]] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)        # "wrote PATH" of tokenbench's JSON result
     results: list[CellResult] = field(default_factory=list)   # this session's cells, when kept (`measure`)
+    measured: int = 0                              # cells measured by this session (0: a resume with nothing left)
 
     @property
     def failed(self) -> list[CellRow]:
         return [c for c in self.cells if c.status == "failed"]
 
 
-def preflight(p: Plan) -> None:
-    """Everything that can be checked before a deploy: length histograms read, each cell's sockets fit the
-    limit on open files, profiles load, contexts fit."""
-    for wl in p.spec.workloads():
-        if wl.draws is not None:
-            from tokenbench.workload.lengths import Draws  # a length distribution: only a workload that draws
-            Draws.of(wl)
-    for cell in p.cells:
-        load = cell.load
-        check_sockets(cell.key, max(load.at_once or 0, load.warmup_width if load.warmup_count() else 0) or None,
-                      p.spec.client.workers)
-    if not p.spec.target.profile:
-        return
-    for config in p.configs:
-        profile = load_profile(p.spec.target, config)
-        if p.spec.tune is None:               # a tune records such a config as not started, and goes on
-            check_context(p, expected_ctx(profile), f"profile {profile.name} [{config.name}]")
+def salted(spec: StudySpec) -> None:
+    """A new run without a seed gets its salt: its prompts share nothing with another run's (docs/workloads.md,
+    "Fresh prompts"); with --seed (or a seed in the spec) its prompts are the same in every run."""
+    if "seed" not in spec.model_fields_set and spec.prompt_salt is None:
+        spec.prompt_salt = secrets.token_hex(6)
 
 
 def create_run(store: Store, p: Plan, settings: RunSettings, argv: Sequence[str], profile=None) -> str:
@@ -126,9 +123,11 @@ def start(spec: StudySpec, store: Store, settings: RunSettings, argv: Sequence[s
         spec.target.base_url = address.base_url(spec.target.base_url)     # a deployment name, no scheme
     if resume:                          # another process measuring it: refused before anything is done
         run_lock.refuse_if_held(store, resume, commands.resume_advice(store, settings.kind, resume))
+    else:
+        salted(spec)
     p = plan(spec)
     preflight(p)
-    if spec.target.base_url and server is None:
+    if spec.target.base_url and server is None and (not resume or _left(p, store, resume)):
         endpoint_for(spec, spec.target.base_url)        # reachable, model served, vocabulary known: else stop here
     profile = server.profile if server else (load_profile(spec.target, p.configs[0]) if spec.target.profile else None)
     if settings.isolation == isolation.Isolation():          # not planned by the caller (demo plans its own)
@@ -137,7 +136,13 @@ def start(spec: StudySpec, store: Store, settings: RunSettings, argv: Sequence[s
     run_id = resume or create_run(store, p, settings, argv, profile)
     header = {"tool": {"name": "tokenbench", "version": __version__}, "command": list(argv),
               "environment": store.run(run_id).environment or {}}
-    return Study(p, store, run_id, dataclasses.replace(settings, header=header))
+    return Study(p, store, run_id, dataclasses.replace(settings, header=header), new=not resume)
+
+
+def _left(p: Plan, store: Store, run_id: str) -> bool:
+    """Whether a resumed run may have cells to measure (a capacity search decides its cells as it goes)."""
+    done = store.done_keys(run_id)
+    return bool(p.spec.find_capacity) or any(pending(p, done, c) for c in p.configs)
 
 
 def pending_count(study: Study) -> int | None:
@@ -191,14 +196,20 @@ def _measure(study: Study, events: StudyEvents, files: Sequence[ResultFile]) -> 
             store.set_run_status(run_id, "interrupted", "interrupted by the user")
         _finish(files, "interrupted")
         raise
-    except (DeployError, MeasurementError, SpecError, TargetError, UsageError) as exc:
+    except UsageError as exc:              # bad input found once the server answered: nothing was measured
+        if not (study.new and store.discard_run(run_id)):
+            store.set_run_status(run_id, "failed", exc.one_line())
+        _finish(files, "failed")
+        raise
+    except (DeployError, MeasurementError, TargetError) as exc:
         store.set_run_status(run_id, "failed", exc.one_line())
         _finish(files, "failed")
         raise
-    out = Outcome(run_id, store, store.cells(run_id), problems, runner.capacity)
+    out = Outcome(run_id=run_id, store=store, cells=store.cells(run_id), problems=problems, capacity=runner.capacity,
+                  measured=len(runner.attempted))
     status = "failed" if out.failed or problems else "done"
     store.set_run_status(run_id, status, "; ".join(problems))
-    runner.journal.doc["status"] = status
+    runner.journal.header.set_status(status)
     runner.journal.write()
     _finish(files, status)
     out.files = [f"wrote {runner.journal.json_path}"] if runner.journal.json_path else []
@@ -212,7 +223,7 @@ def _interrupted(study: Study, runner: StudyRunner, files: Sequence[ResultFile],
     store, run_id, row = study.store, study.run_id, stop.row
     why = f"interrupted by the user in cell {stop.config} {row.key}"
     store.set_run_status(run_id, "interrupted", why)
-    runner.journal.doc["status"] = "interrupted"
+    runner.journal.header.set_status("interrupted")
     runner.journal.write()
     _finish(files, "interrupted")
     where = f"; run {run_id} kept in {store.path}" if store.kept else ""
@@ -229,9 +240,13 @@ def check(out: Outcome, kind: str) -> None:
                           f"fix the cause, then {commands.resume_advice(out.store, kind, out.run_id)}")
     if out.failed:
         first = out.failed[0]
+        kept = (f"`{commands.tokenbench(out.store.path, 'report', out.run_id)}` shows each request's error"
+                if out.store.kept else "the JSON result holds each request's error")
+        again = commands.resume_advice(out.store, kind, out.run_id)
+        again += (" (it measures the failed cells again, with the options stored; a cause in an option needs a new "
+                  "run)") if out.store.kept and kind in RESUMABLE else ""
         raise MeasurementError(f"{len(out.failed)} cell(s) failed, first {first.key}: {first.message}",
-                               "results were kept; see `tokenbench report` and the JSON/database for each "
-                               "request's error")
+                               f"results were kept: {kept}; fix the cause, then {again}")
 
 
 class Kept:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from tokenbench.errors import DeployError
 from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.ports import PortRange
 from tokenbench.spec.server_facts import GraphCapture, ServerFacts
 from tokenbench.spec.study import Target
 from tokenbench.study.plan import ServerConfig
@@ -54,10 +55,23 @@ def launch_failure(exc: DeployError) -> LaunchFailure:
     return failure.model_copy(update={"message": exc.one_line().split("\\n")[0]})
 
 
+DEATH_LINES = 100     # the end of a dead engine's log its cause is read from (what it did before is no cause)
+
+
+def death_cause(seen: str, log: str | None) -> LaunchFailure:
+    """Why an engine that had started died: the cause read from the end of its log (the lines it wrote as it
+    died) as a failed launch's is, with what was seen of it (its exit code)."""
+    from pathlib import Path
+
+    from tokenbench.deploy.readiness import log_tail
+    from tokenbench.logs.launch import classify
+    return classify(log_tail(Path(log), DEATH_LINES) if log else "", seen, log)
+
+
 def load_profile(target: Target, config: ServerConfig) -> Profile:
     from tokenbench.deploy.profiles import load_profile as _load
     name = target.profile or ""
-    return _load(name, [*target.set, *config.overrides], f"sweep override for {name}:")
+    return _load(name, [*target.set, *config.overrides], f"--vary/--profile-set (vary, target.set) of {name}:")
 
 
 def expected_ctx(profile: Profile) -> int | None:
@@ -91,11 +105,13 @@ def server_for(target: Target, config: ServerConfig, log=print, isolation: Isola
     if target.base_url:
         yield Server(target.base_url.rstrip("/"), facts_for(target.base_url))
         return
-    from tokenbench.deploy.lifecycle import deployed
+    from tokenbench.deploy.lifecycle import LaunchOptions, deployed
     from tokenbench.deploy.local import Placement
     profile = load_profile(target, config)
     with_traces = tracing(profile)
     log(f"deploying {profile.name} [{config.name}]" + (" (exporting its request spans)" if with_traces else ""))
     placement = isolation.engine if isolation is not None else Placement()
-    with deployed(with_traces or profile, placement=placement) as dep:
-        yield Server(dep.base_url, dep.facts or ServerFacts(profile.engine), profile, dep, with_traces is not None)
+    ports = PortRange.parse(target.ports) if target.ports else None
+    with deployed(with_traces or profile, how=LaunchOptions(placement=placement, ports=ports)) as dep:
+        yield Server(dep.base_url, dep.facts or ServerFacts(engine=profile.engine), profile, dep,
+                     with_traces is not None)

@@ -24,6 +24,7 @@ from tokenbench.metrics.health import claim_ms
 from tokenbench.metrics.server import CellJoin, ClockOffset, ServerTiming, SpanCounts, apply_offset, attach
 from tokenbench.metrics.summary_groups import PhaseLedger
 from tokenbench.spec.deploy_profile import Profile
+from tokenbench.spec.ports import PortRange
 from tokenbench.spec.study import Target
 from tokenbench.study.servers import Server
 
@@ -132,7 +133,8 @@ class Traces:
         """HOST:PORT of the receiver, started now (at `listen`, else --otlp-listen) if it is not running yet."""
         if self.receiver is None:
             from tokenbench.monitor.otlp_receiver import start
-            self.receiver = start(listen or self.target.otlp_listen)
+            within = PortRange.parse(self.target.ports) if self.target.ports else None
+            self.receiver = start(listen or self.target.otlp_listen, within)
             self.log(f"receiving the server's OpenTelemetry spans at {self.receiver.address} (HTTP/protobuf: "
                      f"{self.receiver.http_endpoint}, gRPC: {self.receiver.address})")
         return self.receiver.address

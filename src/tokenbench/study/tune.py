@@ -1,16 +1,21 @@
 """`tokenbench tune`: the best server config for the SLOs, found with the fewest cells. A tune is a capacity
 study (study/run.py) over the varied configs whose searches are chosen by `TuneSearches` (the runner's
-`Searching`, study/runner.py): the baseline first, then every other config, each search
+`Searching`, study/settings.py): the baseline first, then every other config, each search
 
 - with a share of the cells left (`--budget-cells`, default capacity_budget per config), split evenly over
   the configs not searched yet, so a config stopped early leaves its cells to the later ones;
 - starting from the best boundary found so far (warm start: it brackets the rivals' boundary at once);
 - stopped early once its boundary's interval cannot reach another config's in any tier (judge/tune.outranked);
-- with no sustain cell: one is run on the recommended config at the end when `--sustain-s S` asks it.
+- with no sustain cell.
 
 Then the configs still in contention whose search ran out of cells get what is left (round 2), until the
-budget or `--budget-minutes` is spent. A config that does not start is stored with its cause and skipped.
-The judgement (ranking, verdicts, gain, frontier) is judge/tune.py, over what is stored."""
+budget or `--budget-minutes` is spent. Last, the recommended config is confirmed on a fresh launch: a sustain
+cell at its first tier's answer (`--sustain-s S` long; default 200 requests at the rate measured there, 60 s
+to 30 min); one that misses the tier there, or whose engine dies, gives way to the next-ranked config, which
+is confirmed in turn (`--no-confirm`: none). A config that does not start is stored with its cause and skipped;
+one whose engine dies under load, in any launch, is stored with its death and never launched again (a config
+that dies is not one to recommend). The judgement (ranking, verdicts, gain, frontier, confirmations) is
+judge/tune.py, over what is stored."""
 
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tokenbench.judge import tune as judged
-from tokenbench.logs.launch import LaunchFailure
+from tokenbench.logs.launch import Death, LaunchFailure
 from tokenbench.metrics.capacity import Reason
 from tokenbench.spec.study import StudySpec
 from tokenbench.store.db import Store
@@ -30,7 +35,7 @@ from tokenbench.study.run import Study
 from tokenbench.study.servers import load_profile
 
 if TYPE_CHECKING:
-    from tokenbench.study.runner import Seen
+    from tokenbench.study.settings import Seen
 
 ROUNDS = 4                # passes over the contenders after the first round, at most
 NOT_RUN = {"budget": "not run: the cell budget was spent", "time": "not run: the time budget was spent"}
@@ -58,6 +63,36 @@ def resolved(spec: StudySpec) -> StudySpec:
 def total_budget(spec: StudySpec, count: int) -> int:
     assert spec.tune is not None
     return spec.tune.budget_cells or spec.capacity_budget * count
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanSize:
+    """What a tune's plan implies before it starts: its server configs (`axes`: each --vary axis's values; the
+    baseline `default` may add one), the cells a full search of each may take (capacity_budget), and the cell
+    budget with the share of it a first search gets."""
+
+    configs: int
+    axes: tuple[int, ...]
+    per_search: int
+    budget: int
+
+    @property
+    def implied(self) -> int:
+        return self.configs * self.per_search
+
+    @property
+    def share(self) -> int:
+        return min(self.per_search, self.budget // self.configs)
+
+    @property
+    def over(self) -> bool:
+        """The full plan is larger than the budget: configs get less than a full search, or none."""
+        return self.implied > self.budget
+
+
+def plan_size(spec: StudySpec, configs: int) -> PlanSize:
+    return PlanSize(configs, tuple(len(v) for v in spec.vary.values()), spec.capacity_budget,
+                    total_budget(spec, configs))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,7 +133,11 @@ class TuneSearches:
         return next((e for e in self.entrants() if e.name == name), judged.Entrant(name))
 
     def tuning(self) -> judged.Tuning:
-        return judged.judge(self.spec.capacity_tiers(), self.entrants(), self.order[0].name)
+        return judged.judge(self.spec.capacity_tiers(), self.entrants(), self.order[0].name, self.confirms)
+
+    @property
+    def confirms(self) -> bool:
+        return self.spec.tune is None or not self.spec.tune.no_confirm
 
     def judged(self) -> judged.Tuning | None:
         """The judgement as stored runs are judged, with the recommendation ready to start."""
@@ -131,8 +170,8 @@ class TuneSearches:
                 self.stopped = "time"
                 return
             e = self.entrant(config.name)
-            if e.launch is not None and not e.launch.retried and e.record is None:
-                continue                                      # did not start, for a cause a relaunch keeps
+            if e.deaths or (e.launch is not None and not e.launch.retried and e.record is None):
+                continue                      # died under load, or did not start for a cause a relaunch keeps
             share = self._share(i, used)
             if share is None:
                 self.stopped = "budget"
@@ -180,14 +219,23 @@ class TuneSearches:
         return False
 
     def _confirm(self) -> Iterator[ServerConfig]:
-        """The sustain cell on the recommended config, when --sustain-s asks one."""
-        best = self.tuning().recommended if self.spec.sustain_s else None
-        if best is None or self.out_of_time():
-            return
-        self.confirming = best
-        self.budgets[best] = self.entrant(best).cells + 1
-        self.rival = {}
-        yield next(c for c in self.order if c.name == best)
+        """The recommended config confirmed on a fresh launch: its search replayed from the store, then a
+        sustain cell at its first tier's answer. One that misses the tier there, whose engine dies, or that does
+        not start again is no longer the best (judge/tune.excluded): the next-ranked one is confirmed in its
+        place, each config once; a resume finds the confirmations already stored."""
+        tried: set[str] = set()
+        while self.confirms and (best := self.tuning().recommended) is not None and best not in tried:
+            if self.entrant(best).confirmation is not None:
+                break                                         # confirmed (or in doubt) already
+            if self.out_of_time():
+                self.stopped = "time"
+                break
+            tried.add(best)
+            self.confirming = best
+            self.budgets[best] = self.entrant(best).cells + 1
+            self.rival = {}
+            yield next(c for c in self.order if c.name == best)
+        self.confirming = None
 
     def settings(self, config: ServerConfig, base: capacity.Settings) -> capacity.Settings:
         share = self.shares.get(config.name)
@@ -207,6 +255,11 @@ class TuneSearches:
 
     def launch_is_result(self, failure: LaunchFailure) -> bool:
         return True
+
+    def relaunch_after_death(self, config: ServerConfig, death: Death) -> bool:
+        """Never: a config whose engine died under load is not one to recommend (judge/tune.excluded), and a
+        relaunch would only finish a search that cannot make it the answer."""
+        return False
 
     def doc(self) -> dict[str, Any]:
         tuning = self.judged()

@@ -11,7 +11,7 @@ from tokenbench.testing import faults as F
 REASONING_FIELDS = ("reasoning", "reasoning_content", "both")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ReferenceConfig:
     """How the reference server behaves. Times in ms; every field is documented for the CLI."""
 

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Pattern:
     """When to stop: `count` stops (None: until the process ends), each `stop_s` long, or drawn uniformly
     from [stop_s, stop_max_s]; the first `first_s` after the start, then one every `every_s` (start to

@@ -55,7 +55,7 @@ class Slo:
     max_ms: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Expected:
     """What the load model predicts (ms; rates per second). A p99 is None where it has no closed form.
     `stable` False: the closed form does not cover the load (more than the server serves, so a queue
@@ -103,7 +103,8 @@ def _prefill_ms(cfg: ReferenceConfig, shape: Shape, together: int = 1) -> float:
 
 def _unstable(rate: float, running: float) -> Expected:
     inf = math.inf
-    return Expected(inf, inf, inf, inf, inf, inf, running, rate, 0.0, False, stable=False)
+    return Expected(ttft_mean_ms=inf, ttft_p99_ms=inf, tpot_mean_ms=inf, tpot_p99_ms=inf, e2el_mean_ms=inf,
+                    e2el_p99_ms=inf, running=running, request_rate=rate, output_tps=0.0, eager=False, stable=False)
 
 
 def closed_loop(cfg: ReferenceConfig, concurrency: int, shape: Shape) -> Expected:
@@ -119,8 +120,9 @@ def closed_loop(cfg: ReferenceConfig, concurrency: int, shape: Shape) -> Expecte
     hold = max(cfg.ttft_ms + w + decode, k * w)
     stay = concurrency * hold / k
     alike = concurrency == k
-    return Expected(stay - decode, stay - decode if alike else None, tpot, tpot, stay, stay if alike else None,
-                    float(k), 1000.0 * k / hold, 1000.0 * k * n / hold, eager(cfg, k))
+    return Expected(ttft_mean_ms=stay - decode, ttft_p99_ms=stay - decode if alike else None, tpot_mean_ms=tpot,
+                    tpot_p99_ms=tpot, e2el_mean_ms=stay, e2el_p99_ms=stay if alike else None, running=float(k),
+                    request_rate=1000.0 * k / hold, output_tps=1000.0 * k * n / hold, eager=eager(cfg, k))
 
 
 def _mean_itl(cfg: ReferenceConfig, running: float) -> float:
@@ -169,8 +171,9 @@ def constant_rate(cfg: ReferenceConfig, rate: float, shape: Shape) -> Expected:
         return _unstable(rate, math.inf)
     tpot = _mean_itl(cfg, max(running, 1.0)) / m
     e2el = ttft + (n - 1) * tpot
-    return Expected(ttft, ttft, tpot, tpot, e2el, e2el, running, rate, rate * n,
-                    eager(cfg, math.ceil(running)))
+    return Expected(ttft_mean_ms=ttft, ttft_p99_ms=ttft, tpot_mean_ms=tpot, tpot_p99_ms=tpot, e2el_mean_ms=e2el,
+                    e2el_p99_ms=e2el, running=running, request_rate=rate, output_tps=rate * n,
+                    eager=eager(cfg, math.ceil(running)))
 
 
 def _pmf(mean: float, x: int) -> float:
@@ -248,8 +251,9 @@ def poisson_rate(cfg: ReferenceConfig, rate: float, shape: Shape) -> Expected:
     if cap is not None and _poisson_tail(hi, cap) > 0.01:    # 1 + X > cap  <=>  X >= cap
         return _unstable(rate, hi)
     tpot = _poisson_itl(cfg, hi) / m
-    return Expected(ttft, ttft_p99, tpot, None, ttft + (n - 1) * tpot, None, hi, rate, rate * n,
-                    eager(cfg, math.ceil(hi) + 1))
+    return Expected(ttft_mean_ms=ttft, ttft_p99_ms=ttft_p99, tpot_mean_ms=tpot, tpot_p99_ms=None,
+                    e2el_mean_ms=ttft + (n - 1) * tpot, e2el_p99_ms=None, running=hi, request_rate=rate,
+                    output_tps=rate * n, eager=eager(cfg, math.ceil(hi) + 1))
 
 
 def max_concurrency(cfg: ReferenceConfig, slos: Sequence[Slo], shape: Shape, limit: int = 4096) -> int:

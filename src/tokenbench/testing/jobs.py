@@ -14,7 +14,7 @@ from tokenbench.testing.config import ReferenceConfig
 from tokenbench.testing.tokenizer import InvalidRequest, chat_text, token_lists, tokenize
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Job:
     api: str
     head: str                  # `data: {"id":...,"choices":` shared by every event of this request
@@ -118,9 +118,10 @@ def parse_job(cfg: ReferenceConfig, rng: random.Random, body: object, api: str, 
         raise InvalidRequest("stream_options must be an object")
     stream = bool(body.get("stream"))
     usage = cfg.send_usage and (not stream or bool(opts.get("include_usage")))
-    return Job(api, _head(cfg, api, rid), prompts, n_out, finish, stream, usage,
-               usage and stream and cfg.continuous_usage and bool(opts.get("continuous_usage_stats")),
-               _seeds(body, prompts, rng), images, Style.of(cfg),
+    return Job(api=api, head=_head(cfg, api, rid), prompts=prompts, n_out=n_out, finish=finish, stream=stream,
+               usage=usage,
+               continuous=usage and stream and cfg.continuous_usage and bool(opts.get("continuous_usage_stats")),
+               seeds=_seeds(body, prompts, rng), images=images, style=Style.of(cfg),
                usage_alone=usage and stream and (api == "chat" or cfg.usage_chunk))
 
 

@@ -24,24 +24,27 @@ READY_PREFIX = "REFERENCE_READY port="
 
 class ChildServer:
     """A test server in a child process (optionally pinned to CPUs) that prints `<ready> N` once it listens on
-    port N; a context manager. `module` is run with `python -m`, with `args` and `--host`, `--cpu`."""
+    port N; a context manager. `module` is run with `python -m`, with `args` and `--host`, `--cpu`, and `--port`
+    when one is asked (0: a free port)."""
 
     module = ""
     ready = ""
     name = "server"
 
     def __init__(self, cpu: int | set[int] | None = None, host: str = "127.0.0.1",
-                 startup_timeout_s: float = 30.0) -> None:
+                 startup_timeout_s: float = 30.0, port: int = 0) -> None:
         self.host, self.timeout = host, startup_timeout_s
         self.cpus = None if cpu is None else ({cpu} if isinstance(cpu, int) else set(cpu))
         self.proc: subprocess.Popen | None = None
-        self.port, self.url = 0, ""
+        self.port, self.url = port, ""
         self._tmp: tempfile.TemporaryDirectory | None = None
 
     def _start(self, args: list[str], env: dict[str, str] | None = None) -> None:
         assert self._tmp is not None
         self._stderr = Path(self._tmp.name) / "stderr.txt"
         argv = [sys.executable, "-m", self.module, *args, "--host", self.host]
+        if self.port:
+            argv += ["--port", str(self.port)]
         if self.cpus:
             argv += ["--cpu", ",".join(map(str, sorted(self.cpus)))]
         with self._stderr.open("w") as err:
@@ -118,8 +121,8 @@ class ReferenceProcess(ChildServer):
     name = "reference server"
 
     def __init__(self, config: ReferenceConfig, cpu: int | set[int] | None = None,
-                 host: str = "127.0.0.1", startup_timeout_s: float = 30.0) -> None:
-        super().__init__(cpu, host, startup_timeout_s)
+                 host: str = "127.0.0.1", startup_timeout_s: float = 30.0, port: int = 0) -> None:
+        super().__init__(cpu, host, startup_timeout_s, port)
         self.config = config
         self._records: list[dict] | None = None
 

@@ -4,7 +4,7 @@ headers, body, the client connection it came on (numbered 1, 2, ... in order of 
 arrived; and from the answer its status and the last `usage` object the server reported.
 
 `tokenbench agree` puts one in front of the server for a short capture of each client's requests
-(study/agree_capture.py), so the comparison of request bodies is what each client sent, not what its
+(agreement/capture.py), so the comparison of request bodies is what each client sent, not what its
 code is believed to send. Run it in a test or script with `async with RecordingProxy(upstream) as p`, or
 from synchronous code with `ProxyThread(upstream)` (its own event loop in a thread). Measuring through
 it adds a hop: capture through it, measure without it.
@@ -39,7 +39,7 @@ HOP = frozenset({"connection", "keep-alive", "proxy-connection", "transfer-encod
 TAIL = 16384          # bytes of each answer kept to find its last usage object
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Captured:
     """One request as the client sent it, and what came of it."""
 
@@ -153,8 +153,9 @@ class RecordingProxy:
 
     async def _forward(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
-        rec = Captured(len(self.captured) + 1, time.perf_counter_ns(), self._connection(request), request.method,
-                       request.path_qs, tuple(request.headers.items()), body)
+        rec = Captured(seq=len(self.captured) + 1, arrived_ns=time.perf_counter_ns(),
+                       connection=self._connection(request), method=request.method, path=request.path_qs,
+                       headers=tuple(request.headers.items()), body=body)
         self.captured.append(rec)
         assert self._session is not None
         try:

@@ -45,7 +45,7 @@ class Refusal:
     answer: Answer
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Recording:
     kind: str
     source: str                               # "captured from ..." or "built from the documentation: ..."
@@ -145,8 +145,8 @@ def capture_stream(rec: Recording, base_url: str, api: str, key: str | None) -> 
 
 def capture(base_url: str, model: str, kind: str, source: str, key: str | None = None,
             apis: tuple[str, ...] = ("completions", "chat")) -> Recording:
-    rec = Recording(kind, source, model, _exchange(base_url, "/v1/models", None, key),
-                    _exchange(base_url, "/tokenize", {"model": model, "prompt": CAPTURE_TEXT}, key))
+    rec = Recording(kind=kind, source=source, model=model, models=_exchange(base_url, "/v1/models", None, key),
+                    tokenize=_exchange(base_url, "/tokenize", {"model": model, "prompt": CAPTURE_TEXT}, key))
     for api in apis:
         capture_stream(rec, base_url, api, key)
         one = {"model": model, "max_tokens": 1, "temperature": 0}

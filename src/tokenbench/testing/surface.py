@@ -11,7 +11,7 @@ from tokenbench.testing.config import ReferenceConfig
 from tokenbench.testing.spans import ROLES, Histograms
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Totals:
     """Counters since the server started (what /metrics reports)."""
 

@@ -61,7 +61,7 @@ class Target(Protocol):
     def token_ids(self) -> bool: ...
 
 
-@dataclass
+@dataclass(kw_only=True)
 class CellPrompts:
     warmup: list[Prompt]
     measure: Iterable[Prompt]               # a list, or (random and trace kinds) made one by one when taken
@@ -86,8 +86,15 @@ class _Cell:
     key: str
     tok: Tokenizer
     special: int = 0          # prompt_as_text: tokens the server adds to a text prompt (BOS)
+    text_forced: bool = False  # prompts go as text because the server refuses token ids (not --prompt-as-text)
 
     def rng(self, phase: str) -> random.Random:
+        """The stream of a phase's content: salted per run (a run's prompts share nothing with another's)."""
+        return cell_rng(self.wl.seed, self.key, phase, self.wl.salt)
+
+    def shape_rng(self, phase: str) -> random.Random:
+        """The stream of a phase's shape (drawn lengths, which dataset entries, which image files): the same in
+        every run of a seed, salted or not, so runs of one seed ask the same workload."""
         return cell_rng(self.wl.seed, self.key, phase)
 
 
@@ -111,20 +118,53 @@ def _exact(c: _Cell, rng: random.Random, n: int, out: int) -> Draft:
 
 
 PROBE_TOKENS = 8     # the text of the special-token probe
+SECOND_PROBE = 32    # the second probe's length when the cell's own is not known (drawn lengths) or too close
+
+
+def _not_the_servers(c: _Cell, counted: list[tuple[int, int]], extra: str) -> TargetError:
+    """The tokenizer that builds text prompts counts them otherwise than the server: the counts, and the
+    fixes that can help (dropping --prompt-as-text only where the user asked it: the server takes token ids)."""
+    said = " and ".join(f"{got} in a text of {n}" for n, got in counted)
+    fix = "pass the served model's Hugging Face directory with --tokenizer DIR"
+    if not c.text_forced and c.wl.api == "completions":
+        fix += ", or drop --prompt-as-text (the server takes token-id prompts)"
+    return TargetError(f"the server counts {said} tokens by the tokenizer ({getattr(c.tok, 'source', 'server')})"
+                       f"{extra}: it is not the server's tokenizer, so the lengths stated would not be the "
+                       "server's", fix)
+
+
+def _second_length(first: int, wanted: int | None) -> int:
+    """The second probe's length: the cell's own (its prompts' length by the tokenizer) unless unknown or equal
+    to the first's."""
+    return wanted if wanted and wanted != first else (SECOND_PROBE if first != SECOND_PROBE else 2 * SECOND_PROBE)
 
 
 def _special_tokens(c: _Cell) -> int:
     """prompt_as_text: the special tokens the server adds to a text prompt, measured once per cell with a
-    1-token completion; the prompts' text is that many tokens shorter than input_len."""
-    text = exact_text(c.tok, c.rng("probe"), PROBE_TOKENS, c.t.vocab)
-    special = completion_special_tokens(c.t.base_url, c.t.model, text, PROBE_TOKENS, c.t.api_key)
+    1-token completion; the prompts' text is that many tokens shorter than input_len. A second completion, of
+    the cell's own length, must add as many: else the tokenizer is not the server's (stated, never measured
+    under a wrong length)."""
+    rng = c.rng("probe")
+
+    fix = ("the server refuses token-id prompts, so it must report usage (prompt_tokens) for a text prompt: "
+           "a length tokenbench states is the server's count" if c.text_forced
+           else "drop --prompt-as-text (token-id prompts need no probe)")
+
+    def added(n: int) -> int:
+        text = exact_text(c.tok, rng, n, c.t.vocab)
+        return completion_special_tokens(c.t.base_url, c.t.model, text, n, c.t.api_key, fix)
+    special = added(PROBE_TOKENS)
     if special < 0:
-        raise TargetError(f"the server counts {PROBE_TOKENS + special} tokens in a text of {PROBE_TOKENS} by the "
-                          f"tokenizer ({getattr(c.tok, 'source', 'server')}): it is not the server's tokenizer",
-                          "pass the served model's directory with --tokenizer, or drop --prompt-as-text")
-    if special >= (c.wl.input_len or 0):
+        raise _not_the_servers(c, [(PROBE_TOKENS, PROBE_TOKENS + special)], "")
+    if special >= (c.wl.input_len or 0) and c.wl.input_len is not None:
+        fix = "use a longer --input-len" + ("" if c.text_forced else ", or drop --prompt-as-text")
         raise TargetError(f"the server adds {special} tokens to a text prompt: no room for {c.wl.input_len}-token "
-                          "prompts as text", "use a longer --input-len, or drop --prompt-as-text")
+                          "prompts as text", fix)
+    n = _second_length(PROBE_TOKENS, (c.wl.input_len or 0) - special)
+    again = added(n)
+    if again != special:
+        raise _not_the_servers(c, [(PROBE_TOKENS, PROBE_TOKENS + special), (n, n + again)],
+                               " (the same special tokens would add the same count to both)")
     return special
 
 
@@ -153,7 +193,7 @@ def _shapes(c: _Cell, phase: str, n: int | None) -> Iterator[tuple[int, int]]:
         shape = (_given(c.wl.input_len, "input_len"), _given(c.wl.output_len, "output_len"))
         return itertools.repeat(shape, *([] if n is None else [n]))
     from tokenbench.workload.lengths import Draws  # a length distribution: only a workload that draws lengths
-    return Draws.of(c.wl).stream(c.rng(f"lengths-{phase}"), n)
+    return Draws.of(c.wl).stream(c.shape_rng(f"lengths-{phase}"), n)
 
 
 def _draw_facts(c: _Cell, n_meas: int | None) -> dict:
@@ -193,7 +233,7 @@ def _dataset(reader: Callable[[str], list[TextEntry]]):
     def build(c: _Cell, n_warm: int, n_meas: int | None, duration_s: float | None) -> _Drafts:
         wl, path = c.wl, _given(c.wl.dataset_path, "dataset_path")
         entries = reader(path)
-        sel = select(entries, c.tok, c.rng("dataset"), n_warm + _given(n_meas, "a request count"),
+        sel = select(entries, c.tok, c.shape_rng("dataset"), n_warm + _given(n_meas, "a request count"),
                      Filters.of(wl, c.t.max_model_len), path)
         facts = {"dataset_path": wl.dataset_path, "dataset_entries": len(entries), "dataset_examined": sel.examined,
                  "dataset_rejected": sel.rejected, "dataset_reused": sel.reused}
@@ -230,7 +270,7 @@ def _image_source(c: _Cell) -> Callable[[random.Random, int], list[img.Image]]:
                                for _ in range(wl.image_count)]
     files = img.load_files(wl.dataset_path)
     order = list(range(len(files)))
-    c.rng("images").shuffle(order)
+    c.shape_rng("images").shuffle(order)
     return lambda rng, i: [files[order[(i * wl.image_count + k) % len(files)]] for k in range(wl.image_count)]
 
 
@@ -264,7 +304,8 @@ def _trace_blocks(c: _Cell, rows: list[trace_replay.TraceRow], facts: dict,
     reuse = trace_replay.trace_reuse(rows, c.wl.trace_block_size)
     facts.update(trace_block_size=reuse.block_size, trace_prompt_tokens=reuse.prompt_tokens,
                  trace_reusable_tokens=reuse.reusable_tokens, trace_reuse_rate=reuse.rate)
-    return trace_replay.BlockIds(f"{c.wl.seed}/{c.key}", c.wl.trace_block_size, c.t.vocab)
+    salted = f"{c.wl.seed}/{c.key}" if c.wl.salt is None else f"{c.wl.seed}/{c.wl.salt}/{c.key}"
+    return trace_replay.BlockIds(salted, c.wl.trace_block_size, c.t.vocab)
 
 
 def _trace_phase(c: _Cell, rows: list[trace_replay.TraceRow], blocks: trace_replay.BlockIds | None) -> Iterator[Draft]:
@@ -317,6 +358,21 @@ def _image_tokens(c: _Cell, drafts: list[Draft], overhead: int) -> dict[str, int
     return out
 
 
+def _template_overhead(c: _Cell, text: str, n: int) -> int:
+    """The chat template's tokens around the content, measured with the first prompt (n content tokens by the
+    tokenizer) and checked with a second content of another length: a tokenizer that is not the server's
+    would have its difference taken for the template (a negative or length-dependent overhead)."""
+    overhead = chat_template_overhead(c.t.base_url, c.t.model, text, n, c.t.api_key)
+    m = _second_length(n, PROBE_TOKENS)
+    other = chat_template_overhead(c.t.base_url, c.t.model, exact_text(c.tok, c.rng("probe"), m, c.t.vocab), m,
+                                   c.t.api_key)
+    if overhead < 0 or other != overhead:
+        raise _not_the_servers(c, [(n, n + overhead), (m, m + other)],
+                               " with the chat template's own tokens (the same template would add the same count "
+                               "to both)")
+    return overhead
+
+
 def _chat_prompts(c: _Cell, d: _Drafts) -> tuple[list[Prompt], Iterable[Prompt], dict]:
     measure = d.measure if isinstance(d.measure, list) else iter(d.measure)
     if not d.warmup and not isinstance(measure, list):
@@ -327,8 +383,7 @@ def _chat_prompts(c: _Cell, d: _Drafts) -> tuple[list[Prompt], Iterable[Prompt],
         first = (d.warmup or list(measure))[0]
     if first is None:
         return [], [], {}
-    overhead = chat_template_overhead(c.t.base_url, c.t.model, _given(first.text, "a chat prompt's text"),
-                                      first.input_len, c.t.api_key)
+    overhead = _template_overhead(c, _given(first.text, "a chat prompt's text"), first.input_len)
     facts: dict[str, float] = {"chat_template_overhead_tokens": overhead}
     per_image = _image_tokens(c, d.warmup + list(measure), overhead) if first.images else {}
     if per_image:
@@ -336,7 +391,8 @@ def _chat_prompts(c: _Cell, d: _Drafts) -> tuple[list[Prompt], Iterable[Prompt],
 
     def shape(x: Draft) -> Prompt:
         expected = x.input_len + overhead + sum(per_image[u] for u in x.images)
-        return Prompt(None, x.text, x.input_len, x.output_len, expected, x.images, x.image_bytes)
+        return Prompt(token_ids=None, text=x.text, input_len=x.input_len, output_len=x.output_len,
+                      expected_prompt_tokens=expected, images=x.images, image_bytes=x.image_bytes)
 
     shaped = map(shape, measure)
     return [shape(x) for x in d.warmup], (list(shaped) if isinstance(measure, list) else shaped), facts
@@ -345,8 +401,10 @@ def _chat_prompts(c: _Cell, d: _Drafts) -> tuple[list[Prompt], Iterable[Prompt],
 def _completion_prompt(x: Draft) -> Prompt:
     """Token ids, or (prompt_as_text) text whose server count, special tokens included, is input_len."""
     if x.ids is None:
-        return Prompt(None, x.text, x.input_len, x.output_len, x.input_len)
-    return Prompt(tuple(x.ids), None, x.input_len, x.output_len, x.input_len)
+        return Prompt(token_ids=None, text=x.text, input_len=x.input_len, output_len=x.output_len,
+                      expected_prompt_tokens=x.input_len)
+    return Prompt(token_ids=tuple(x.ids), text=None, input_len=x.input_len, output_len=x.output_len,
+                  expected_prompt_tokens=x.input_len)
 
 
 def _length_facts(lengths: list[tuple[int, int]]) -> dict:
@@ -379,7 +437,7 @@ def tokenizer_for(t: Target, wl: Workload) -> Tokenizer:
     hint = "pass --tokenizer DIR (the model's Hugging Face directory, with tokenizer.json)"
     if path and not file:
         hint = f"{path} has no tokenizer.json: pass the model's Hugging Face directory with --tokenizer"
-    if wl.api == "chat" and wl.kind in ("random", "prefix", "image", "sessions"):
+    if wl.api == "chat" and wl.kind in ("random", "prefix", "image", "sessions") and t.token_ids:
         hint += ", or use --api completions (token-id prompts need no tokenizer)"
     return ServerTokenizer(t.base_url, t.model, t.api_key, hint)
 
@@ -394,8 +452,9 @@ def as_sent(t: Target, wl: Workload) -> Workload:
 
 def _new_cell(t: Target, wl: Workload, key: str) -> _Cell:
     """The cell's context; for text prompts over completions, with the server's special tokens measured."""
-    wl = as_sent(t, wl)
-    c = _Cell(t, wl, key, tokenizer_for(t, wl))
+    sent = as_sent(t, wl)
+    c = _Cell(t, sent, key, tokenizer_for(t, sent), text_forced=sent.prompt_as_text and not wl.prompt_as_text)
+    wl = sent
     if wl.prompt_as_text:
         c.special = _special_tokens(c)
     return c
@@ -428,8 +487,9 @@ def build_cell(t: Target, wl: Workload, key: str, n_warm: int, n_meas: int | Non
             facts.update(_length_facts(lengths))
     told = WorkloadFacts.model_validate({"workload": wl.kind, **facts} if wl.kind != "random" else facts)
     count = len(meas) if isinstance(meas, list) else (len(d.offsets_ns) if d.offsets_ns is not None else n_meas)
-    return CellPrompts(warm, meas, d.offsets_ns, told.without_lengths() if wl.fixed_lengths else told, d.notes,
-                       count, _means(told))
+    return CellPrompts(warmup=warm, measure=meas, offsets_ns=d.offsets_ns,
+                       facts=told.without_lengths() if wl.fixed_lengths else told, notes=d.notes, measure_count=count,
+                       length_means=_means(told))
 
 
 def _means(facts: WorkloadFacts) -> tuple[int, int] | None:

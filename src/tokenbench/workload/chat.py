@@ -80,15 +80,16 @@ def probe_messages(base_url: str, model: str, messages: list[dict], api_key: str
     return usage
 
 
-def completion_special_tokens(base_url: str, model: str, text: str, n: int, api_key: str | None) -> int:
+def completion_special_tokens(base_url: str, model: str, text: str, n: int, api_key: str | None,
+                              fix: str = "drop --prompt-as-text (token-id prompts need no probe)") -> int:
     """Prompt tokens the server reports for a 1-token completion of `text` (n tokens), minus n: the special
-    tokens it adds to a text prompt (Gemma, Llama: BOS)."""
+    tokens it adds to a text prompt (Gemma, Llama: BOS). `fix`: what helps when the server reports no count."""
     body = {"model": model, "prompt": text, "max_tokens": 1, "temperature": 0}
     status, data = api.post_json(base_url, "/v1/completions", body, api_key)
     usage = (data or {}).get("usage") or {}
     if status != 200 or not isinstance(usage.get("prompt_tokens"), int):
-        raise TargetError(f"a 1-token completion probe failed (HTTP {status}) or reported no usage",
-                          "drop --prompt-as-text (token-id prompts need no probe)")
+        raise TargetError(f"a 1-token completion probe of a text prompt failed (HTTP {status}) or reported no usage:"
+                          " the server's count of a text prompt cannot be learned", fix)
     return usage["prompt_tokens"] - n
 
 

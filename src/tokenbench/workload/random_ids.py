@@ -1,5 +1,5 @@
 """Exact-length synthetic prompts: random token ids (completions) or text whose length is checked
-with the server's own tokenizer (chat). Pure and seeded: the same seed and cell give the same prompts.
+with the server's own tokenizer (chat). Pure and seeded: the same seed, salt and cell give the same prompts.
 """
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ import random
 from tokenbench.workload.vocab import Vocab
 
 
-def cell_rng(seed: int, cell_key: str, phase: str) -> random.Random:
-    """A distinct stream per (seed, cell, phase): fresh prompts in every cell, no prefix reuse."""
-    return random.Random(f"{seed}/{cell_key}/{phase}")
+def cell_rng(seed: int, cell_key: str, phase: str, salt: str | None = None) -> random.Random:
+    """A distinct stream per (seed, cell, phase): fresh prompts in every cell, no prefix reuse; a run's `salt`
+    (spec/study.StudySpec.prompt_salt) makes them fresh in every run too (without it, the same stream as ever)."""
+    return random.Random(f"{seed}/{cell_key}/{phase}" if salt is None else f"{seed}/{salt}/{cell_key}/{phase}")
 
 
 def random_ids(rng: random.Random, n: int, vocab: Vocab) -> tuple[int, ...]:

@@ -9,7 +9,9 @@ then gets the same prompts, whatever it generated). Chat sends the history as me
 system and user turns, the answer's text (or a fixed exact text) for the assistant's; the expected prompt
 tokens are the content's plus the chat template's, measured once per turn index with a 1-token request.
 
-Pure and seeded apart from the tokenizer: session n of a cell has the same content in every run. The
+Pure and seeded apart from the tokenizer: session n of a cell has the same content in every run of a seed
+(a run's salt, when it has one, makes its content and think times its own; each session still re-sends its own
+history, turn after turn). The
 load runner drives the conversations (load/runner.py): `first()` is turn 0, `after(answer)` the next turn
 and the user's think time before it, or None when the session is over.
 """
@@ -22,6 +24,7 @@ import random
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from tokenbench.client.records import RawExchange
 from tokenbench.client.request import Message, PreparedRequest, Prompt, SessionTurn
@@ -32,6 +35,9 @@ from tokenbench.workload.build import Target
 from tokenbench.workload.chat import Tokenizer, exact_text, probe_messages
 from tokenbench.workload.random_ids import cell_rng, random_ids
 from tokenbench.workload.vocab import Vocab
+
+if TYPE_CHECKING:                    # a trajectories cell's theoretical hits (workload/trajectories.py)
+    from tokenbench.workload.trajectories import CacheOracle
 
 Content = tuple[int, ...] | str      # a turn's token ids (completions) or its text of known token count (chat)
 Make = Callable[[Prompt], PreparedRequest]
@@ -52,10 +58,11 @@ class SessionPlan:
     system: Content | None
     users: tuple[Content, ...]              # one per turn
     replies: tuple[Content, ...] | None     # fixed assistant turns (one per turn but the last), else None
-    think_ns: tuple[int, ...]               # before turns 1 .. T-1
+    think_ns: tuple[int, ...]               # before turns 1 .. T-1 (trajectories: the tool delays)
+    outputs: tuple[int, ...] = ()           # each turn's exact output tokens (trajectories); () : output_len each
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Feedback:
     """How a cell's sessions went and what their histories were made of (stated in its summary)."""
 
@@ -80,7 +87,8 @@ def think_ns(rng: random.Random, wl: Workload) -> int:
 
 def session_tag(wl: Workload, key: str) -> str:
     """A cell's session ids start with this (distinct per cell and seed): `{tag}-{n}`."""
-    return f"{zlib.crc32(f'{wl.seed}/{key}'.encode()):08x}"
+    salted = f"{wl.seed}/{key}" if wl.salt is None else f"{wl.seed}/{wl.salt}/{key}"
+    return f"{zlib.crc32(salted.encode()):08x}"
 
 
 @dataclass(frozen=True)
@@ -101,10 +109,11 @@ class Maker:
         n = self.wl.system_prompt_len
         if not n:
             return None
-        return self.content(cell_rng(self.wl.seed, self.key, "system") if self.wl.shared_system_prompt else rng, n)
+        shared = cell_rng(self.wl.seed, self.key, "system", self.wl.salt)
+        return self.content(shared if self.wl.shared_system_prompt else rng, n)
 
     def plan(self, n: int) -> SessionPlan:
-        wl, rng = self.wl, cell_rng(self.wl.seed, self.key, f"session:{n}")
+        wl, rng = self.wl, cell_rng(self.wl.seed, self.key, f"session:{n}", self.wl.salt)
         turns, ilen, olen = wl.turns or 1, wl.input_len or 1, wl.output_len or 1
         system = self.system(rng)
         users = tuple(self.content(rng, ilen) for _ in range(turns))
@@ -113,7 +122,7 @@ class Maker:
         return SessionPlan(f"{session_tag(wl, self.key)}-{n}", system, users, replies, gaps)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Context:
     """What every conversation of a cell shares: the workload, how a prompt becomes a request, the tokenizer
     (re-tokenized answers), the chat template's tokens per turn index, and the cell's counts."""
@@ -123,6 +132,10 @@ class Context:
     tok: Tokenizer
     overheads: list[int] = field(default_factory=list)     # chat: template tokens of turn k's prompt
     feedback: Feedback = field(default_factory=Feedback)
+    oracle: CacheOracle | None = None     # trajectories: the theoretical hit of each turn (completions)
+    theory: dict[tuple[str, int], int] = field(default_factory=dict)   # (session id, turn) -> theoretical hit
+    planned: dict[str, tuple[int, ...]] = field(default_factory=dict)  # session id -> its think (tool) times, ns,
+                                                                       # one per turn (0 before the first)
 
     @property
     def chat(self) -> bool:
@@ -147,21 +160,34 @@ class Conversation:
 
     def first(self) -> PreparedRequest:
         self.ctx.feedback.started += 1
+        self.ctx.planned[self.plan.session_id] = (0, *self.plan.think_ns[:len(self.plan.users) - 1])
         return self._request(0)
 
+    def output(self, k: int) -> int:
+        """Turn k's exact output tokens: the trajectory's, else the workload's output_len."""
+        return self.plan.outputs[k] if self.plan.outputs else self.ctx.wl.output_len or 1
+
     def _request(self, k: int) -> PreparedRequest:
-        user, out = self.plan.users[k], self.ctx.wl.output_len or 1
+        user, out = self.plan.users[k], self.output(k)
         if isinstance(user, tuple):
             ids = (*self.ids, *user)
-            return self.ctx.make(Prompt(ids, None, len(ids), out, len(ids), session=self.session(k)))
+            if self.ctx.oracle is not None:
+                self.ctx.theory[(self.plan.session_id, k)] = self.ctx.oracle.look(ids)
+            return self.ctx.make(Prompt(token_ids=ids, text=None, input_len=len(ids), output_len=out,
+                                        expected_prompt_tokens=len(ids), session=self.session(k)))
         n = self.content + (self.ctx.wl.input_len or 0)
-        return self.ctx.make(Prompt(None, user, n, out, n + self.ctx.overheads[k], messages=tuple(self.messages),
+        return self.ctx.make(Prompt(token_ids=None, text=user, input_len=n, output_len=out,
+                                    expected_prompt_tokens=n + self.ctx.overheads[k], messages=tuple(self.messages),
                                     session=self.session(k)))
 
     async def after(self, raw: RawExchange) -> NextTurn | None:
         """The next turn (its history now holds this answer) and the think time before it; None at the end."""
         k, fb = self.turn, self.ctx.feedback
         answer = returned(raw)
+        if self.ctx.oracle is not None and answer.ok and answer.ids is not None:
+            user = self.plan.users[k]
+            if isinstance(user, tuple):            # what the server keeps: prompt + answer but its last token
+                self.ctx.oracle.store((*self.ids, *user, *answer.ids[:-1]))
         if k + 1 >= len(self.plan.users) or not answer.ok:
             fb.completed += answer.ok
             fb.cut_short += not answer.ok
@@ -186,7 +212,7 @@ class Conversation:
         fb, fixed = self.ctx.feedback, self.plan.replies
         if fixed is not None:
             fb.fixed += 1
-            return fixed[k], self.ctx.wl.output_len or 0
+            return fixed[k], len(fixed[k]) if isinstance(fixed[k], tuple) else self.ctx.wl.output_len or 0
         if not self.ctx.chat and answer.ids is not None:
             fb.returned_ids += 1
             return answer.ids, len(answer.ids)
@@ -214,7 +240,8 @@ def template_overheads(t: Target, plan: SessionPlan, maker: Maker) -> list[int]:
     """Chat: the tokens the server's template adds to turn k's prompt, for every k (1-token requests with
     the plan's texts and exact fillers of output_len for the answers): prompt tokens minus content tokens."""
     wl = maker.wl
-    filler = list(plan.replies or [maker.content(random.Random(f"{wl.seed}/filler/{k}"), wl.output_len or 1)
+    salted = str(wl.seed) if wl.salt is None else f"{wl.seed}/{wl.salt}"
+    filler = list(plan.replies or [maker.content(random.Random(f"{salted}/filler/{k}"), wl.output_len or 1)
                                    for k in range(len(plan.users) - 1)])
     out = []
     for k in range(len(plan.users)):

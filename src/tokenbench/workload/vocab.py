@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tokenbench.client import api
-from tokenbench.errors import TargetError
+from tokenbench.errors import TargetError, UsageError
 
 
 @dataclass(slots=True, frozen=True)
@@ -47,13 +47,25 @@ def _from_tokenizer_dir(path: str) -> int | None:
     return size if isinstance(size, int) else None
 
 
+def _from_tokenizer_file(path: str) -> int | None:
+    """The vocabulary of the directory's tokenizer.json (with its added tokens), where it has no config.json."""
+    from tokenbench.workload.local_tokenizer import LocalTokenizer, tokenizer_file  # only with --tokenizer DIR
+    return LocalTokenizer(path).vocab_size if tokenizer_file(path) else None
+
+
 def discover(base_url: str, models: list[dict], tokenizer_path: str | None = None,
              vocab_size: int | None = None, api_key: str | None = None) -> Vocab:
     """Explicit size, then a local tokenizer/config dir, then the server's model list or server info."""
     if vocab_size:
+        told = _from_tokenizer_dir(tokenizer_path) if tokenizer_path else None
+        if told is not None and told != vocab_size:
+            raise UsageError(f"--vocab-size {vocab_size} and --tokenizer {tokenizer_path} (its config.json: vocab_size "
+                             f"{told}) give two vocabularies", "give one of them (the served model's)")
         return Vocab.with_margins(vocab_size, "--vocab-size")
     if tokenizer_path and (size := _from_tokenizer_dir(tokenizer_path)):
         return Vocab.with_margins(size, f"{tokenizer_path}/config.json")
+    if tokenizer_path and (size := _from_tokenizer_file(tokenizer_path)):
+        return Vocab.with_margins(size, f"{tokenizer_path}/tokenizer.json")
     if size := _from_models(models):
         return Vocab.with_margins(size, "/v1/models")
     root = (models[0] if models else {}).get("root")
@@ -63,4 +75,29 @@ def discover(base_url: str, models: list[dict], tokenizer_path: str | None = Non
     if isinstance(info, dict) and isinstance(info.get("vocab_size"), int):
         return Vocab.with_margins(info["vocab_size"], "/get_server_info")
     raise TargetError("cannot learn the server's vocabulary size (needed for exact-length token-id prompts)",
-                      "pass --vocab-size N or --tokenizer PATH (a directory with config.json)")
+                      _vocab_fix(base_url, tokenizer_path, api_key))
+
+
+def _serves_tokenizer(base_url: str, api_key: str | None) -> bool:
+    """Whether the server tokenizes and detokenizes (POST /tokenize, /detokenize): what text prompts are built
+    with when there is no local tokenizer."""
+    for path, body in (("/tokenize", {"prompt": "a", "content": "a"}), ("/detokenize", {"tokens": [1]})):
+        try:
+            status, _ = api.post_json(base_url, path, body, api_key, timeout=10.0)
+        except TargetError:
+            return False
+        if status != 200:
+            return False
+    return True
+
+
+def _vocab_fix(base_url: str, tokenizer_path: str | None, api_key: str | None) -> str:
+    """Everything a server that names no vocabulary will need, said at once: the size, and where it has no
+    tokenizer of its own, a local one for the text prompts it needs if it refuses token ids."""
+    if tokenizer_path:
+        return f"{tokenizer_path} has neither a config.json with vocab_size nor a tokenizer.json: add --vocab-size N"
+    if _serves_tokenizer(base_url, api_key):
+        return "pass --vocab-size N (the served model's vocabulary) or --tokenizer DIR (its Hugging Face directory)"
+    return ("pass --tokenizer DIR, the served model's Hugging Face directory: its config.json gives the vocabulary, "
+            "its tokenizer.json the text prompts a server that refuses token ids needs (this one has no /tokenize); "
+            "--vocab-size N alone serves only where token-id prompts are taken")

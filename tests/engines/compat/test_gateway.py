@@ -24,6 +24,7 @@ import pytest
 from tests.engines.compat.conftest import GATEWAY_KEY
 from tokenbench.cli.main import main
 from tokenbench.judge.cells import value_of
+from tokenbench.judge.fingerprint import refusals, refused, summaries
 from tokenbench.judge.intervals import Book, verdict
 from tokenbench.judge.views import load_run
 from tokenbench.metrics.cell_summary import Metric
@@ -69,4 +70,12 @@ def test_the_same_workload_direct_and_through_litellm_agrees_or_is_marked(llamac
             v = verdict(Book(ra), ca, Book(rb), cb, metric)
             marked = cb.summary.figures is not None and cb.summary.figures.mark(metric.key) is not None
             allowed = (None,) if metric == PACING else (None, "A")          # A: direct, B: through the proxy
-            assert marked or (v is not None and v.winner in allowed), (metric, v, value_of(ca, metric), value_of(cb, metric))
+            assert v is not None
+            worse = {"A": "b", "B": "a"}.get(v.winner or "")
+            why = refusals(summaries([ca]), summaries([cb]), worse)         # type: ignore[arg-type]
+            # the proxy's own CPU (0.1 s a request) is other work beside the engine on a 2-core host: where the
+            # proxy's side is slower, the verdict stands only if the host could not explain it, as compare says
+
+            busier_proxy = refused(why) and all(r.side == "b" for r in why if r.refuses)
+            assert marked or v.winner in allowed or (v.winner == "A" and busier_proxy), (
+                metric, v, why, value_of(ca, metric), value_of(cb, metric), ca.summary.cpu, cb.summary.cpu)

@@ -8,12 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from tokenbench.agreement import agree
+from tokenbench.agreement import peers as agree_peers
+from tokenbench.agreement import variants as agree_variants
 from tokenbench.deploy.engines import vllm
 from tokenbench.errors import MeasurementError
-from tokenbench.study import agree, agree_peers, agree_variants
 
 FIXTURES = Path(__file__).parent / "fixtures"
-CELL = agree_peers.Cell("http://127.0.0.1:9", "gemma3-270m", "/models/g", 128, 32, 4, 16, 7, 1)
+CELL = agree_peers.Cell(base_url="http://127.0.0.1:9", model="gemma3-270m", tokenizer="/models/g", input_len=128,
+                        output_len=32, concurrency=4, num_prompts=16, seed=7, run=1)
 
 
 def _flag(argv: list[str], name: str) -> str:
@@ -69,15 +72,17 @@ def test_kv_capacity_is_what_vllm_says_not_blocks_times_block_size():
 
 
 def test_the_library_writes_the_agreement_and_judges_it(tmp_path):
-    """study/agree.py holds the comparison (cli/agree.py only parses, calls and prints): the files and the
+    """agreement/agree.py holds the comparison (cli/agree.py only parses, calls and prints): the files and the
     --check verdict come from an Agreement, a missing value counting as a disagreement."""
-    ok = agree.Row(1, "mean TTFT ms", 101.0, 100.0, (0.01,), (101.0,), (100.0,))
-    off = agree.Row(4, "output tok/s", 19.0, None, (), (19.0,), ())
+    ok = agree.Row(concurrency=1, metric="mean TTFT ms", tokenbench=101.0, peer=100.0, runs=(0.01,),
+                   tokenbench_runs=(101.0,), peer_runs=(100.0,))
+    off = agree.Row(concurrency=4, metric="output tok/s", tokenbench=19.0, peer=None, runs=(), tokenbench_runs=(19.0,),
+                    peer_runs=())
     peer = agree_peers.PEERS["sglang"]
     counts = {1: {"tokenbench": {"completed": 16, "total_input_tokens": 2048, "total_output_tokens": 512},
                   "sglang": {"completed": 16, "total_input_tokens": 2050, "total_output_tokens": 512}}}
-    assert agree.Agreement(peer, [ok], counts, 0.02, tmp_path).error() is None
-    both = agree.Agreement(peer, [ok, off], counts, 0.02, tmp_path)
+    assert agree.Agreement(peer=peer, rows=[ok], counts=counts, tolerance=0.02, out=tmp_path).error() is None
+    both = agree.Agreement(peer=peer, rows=[ok, off], counts=counts, tolerance=0.02, out=tmp_path)
     with pytest.raises(MeasurementError, match=r"1 of 2 numbers differ from sglang.bench_serving .* output tok/s "
                                                r"at concurrency 4"):
         raise both.error()
@@ -92,10 +97,11 @@ def test_the_command_prints_the_library_table():
     from rich.console import Console
 
     from tokenbench.cli import agree as command
-    row = agree.Row(2, "mean TPOT ms", 1234.5, 1200.0, (0.02875, 0.0), (1234.5,), (1200.0,))
+    row = agree.Row(concurrency=2, metric="mean TPOT ms", tokenbench=1234.5, peer=1200.0, runs=(0.02875, 0.0),
+                    tokenbench_runs=(1234.5,), peer_runs=(1200.0,))
     counts = {2: {"tokenbench": {"completed": 8, "total_input_tokens": 1024, "total_output_tokens": 256},
                   "vllm": {"completed": 8, "total_input_tokens": 1024, "total_output_tokens": 256}}}
-    result = agree.Agreement(agree_peers.PEERS["vllm"], [row], counts, 0.02, Path("."))
+    result = agree.Agreement(peer=agree_peers.PEERS["vllm"], rows=[row], counts=counts, tolerance=0.02, out=Path("."))
     console = Console(width=200, record=True)
     console.print(command.table(result))
     text = console.export_text()

@@ -27,7 +27,7 @@ from tokenbench.report.compare import compare
 from tokenbench.spec.study import StudySpec
 from tokenbench.store.db import Store
 from tokenbench.study.run import RunSettings, execute, start
-from tokenbench.study.runner import StudyEvents
+from tokenbench.study.settings import StudyEvents
 
 pytestmark = pytest.mark.engine
 

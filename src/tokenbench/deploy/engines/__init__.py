@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 from tokenbench.client import api
 from tokenbench.deploy.engines import graphs
-from tokenbench.errors import DeployError
+from tokenbench.errors import DeployError, UsageError
 from tokenbench.spec.deploy_profile import ArgValue, Engine, Profile
 from tokenbench.spec.profile_args import flag_args, render_args  # noqa: F401  (argv rendering, one definition)
 from tokenbench.spec.server_facts import GraphCapture, ServerFacts
@@ -163,6 +163,17 @@ def served_model(profile: Profile) -> str | None:
     module = engine_module(profile.engine)
     rule = getattr(module, "served_model", None)
     return rule(profile) if rule else profile.model.served_name
+
+
+def model_arg(profile: Profile, engine: str, path: str, fix: str) -> str:
+    """model.path as given (the server resolves it), or a bundled model resolved on this machine; a profile
+    with neither is refused: `engine` needs model.path (`path`: what it takes there; `fix`: the hint)."""
+    if profile.model.bundled is not None:
+        from tokenbench.local_engines import models  # a local model's file: only when one is launched
+        return str(models.resolve(profile.model))
+    if profile.model.path is None:
+        raise UsageError(f"profile '{profile.name}': {engine} needs model.path ({path})", fix)
+    return profile.model.path
 
 
 def profile_args(profile: Profile) -> list[str]:

@@ -17,14 +17,14 @@ import sys
 from typing import Any
 
 from tokenbench.client import api
-from tokenbench.deploy.engines import arg_of, graphs, profile_args
-from tokenbench.errors import UsageError
+from tokenbench.deploy.engines import arg_of, graphs, model_arg, profile_args
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import GraphCapture, ServerFacts
 
 PREFIX = ["python", "-m", "sglang.launch_server"]
 DEFAULT_PORT = 30000      # the engine's own default: `deploy up` uses it unless it is taken
 RESET_CACHE_PATH = "/flush_cache"            # emptied between cells (no cell served from the last)
+_MODEL_PATH = ("an HF directory", "set model.path to the weights directory as the server sees it")
 FACT_SIGNALS = ("running", "waiting", "kv_usage")   # the gauges of METRIC_NAMES the facts list when exposed
 
 
@@ -44,20 +44,9 @@ def speculative(profile: Profile) -> str | None:
     return str(algorithm) + (f", {drafts} draft tokens" if drafts is not None else "")
 
 
-def model_arg(profile: Profile) -> str:
-    """model.path as given (the server resolves it), or a bundled model resolved on this machine."""
-    if profile.model.bundled is not None:
-        from tokenbench.local_engines import models  # a local model's file: only when one is launched
-        return str(models.resolve(profile.model))
-    if profile.model.path is None:
-        raise UsageError(f"profile '{profile.name}': SGLang needs model.path (an HF directory)",
-                         "set model.path to the weights directory as the server sees it")
-    return profile.model.path
-
-
 def launch_argv(profile: Profile, port: int) -> list[str]:
     """The exact engine argv; every profile value is one item (no shell involved)."""
-    argv = command_prefix(profile) + ["--model-path", model_arg(profile)]
+    argv = command_prefix(profile) + ["--model-path", model_arg(profile, "SGLang", *_MODEL_PATH)]
     if profile.model.served_name:
         argv += ["--served-model-name", profile.model.served_name]
     argv += ["--host", profile.host, "--port", str(port)]

@@ -14,14 +14,14 @@ import re
 import sys
 
 from tokenbench.client import api
-from tokenbench.deploy.engines import arg_of, graphs, profile_args
-from tokenbench.errors import UsageError
+from tokenbench.deploy.engines import arg_of, graphs, model_arg, profile_args
 from tokenbench.spec.deploy_profile import Profile
 from tokenbench.spec.server_facts import GraphCapture, ServerFacts
 
 PREFIX = ["vllm", "serve"]
 DEFAULT_PORT = 8000      # the engine's own default: `deploy up` uses it unless it is taken
 RESET_CACHE_PATH = "/reset_prefix_cache"     # emptied between cells (no cell served from the last)
+_MODEL_PATH = ("an HF directory or repo id", "set model.path to the weights as the server sees them")
 _SERIES = re.compile(r"^vllm:cache_config_info\{(?P<labels>[^}]*)\}", re.MULTILINE)
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
@@ -34,20 +34,9 @@ def command_prefix(profile: Profile) -> list[str]:
     return [sys.executable if first in ("python", "python3") and profile.runs_in == "local" else first, *rest]
 
 
-def model_arg(profile: Profile) -> str:
-    """model.path as given (the server resolves it), or a bundled model resolved on this machine."""
-    if profile.model.bundled is not None:
-        from tokenbench.local_engines import models  # a local model's file: only when one is launched
-        return str(models.resolve(profile.model))
-    if profile.model.path is None:
-        raise UsageError(f"profile '{profile.name}': vLLM needs model.path (an HF directory or repo id)",
-                         "set model.path to the weights as the server sees them")
-    return profile.model.path
-
-
 def launch_argv(profile: Profile, port: int) -> list[str]:
     """The exact engine argv; every profile value is one item (no shell involved)."""
-    argv = command_prefix(profile) + [model_arg(profile)]
+    argv = command_prefix(profile) + [model_arg(profile, "vLLM", *_MODEL_PATH)]
     if profile.model.served_name:
         argv += ["--served-model-name", profile.model.served_name]
     argv += ["--host", profile.host, "--port", str(port)]
