@@ -18,7 +18,8 @@ from tokenbench.store.rows import CellRow
 def cell(**figures) -> CellRow:
     summary = CellSummary(**{"total_input_tokens": 3000, "total_output_tokens": 1000, "duration": 10.0,
                              "output_throughput": 100.0, **figures})
-    return CellRow(key="k", input_len=300, output_len=100, status="ok", summary=summary, concurrency=4, id=1, config="c")
+    return CellRow(key="k", input_len=300, output_len=100, status="ok", summary=summary, concurrency=4, id=1,
+                   config="c")
 
 
 @pytest.mark.parametrize(("value", "want"), [(2, co.Price(2.0)), (0.01, co.Price(0.01)), (0, None), (-1.5, None),

@@ -26,7 +26,8 @@ CONFIG = ConfigInfo(id=1, name="default", overrides={}, profile=None,
 
 def cell(cid: int = 1, status: str = "ok", concurrency: int | None = 4, rate: float | None = None,
          **figures) -> CellRow:
-    return CellRow(key=f"k{cid}", input_len=16, output_len=8, status=status, summary=CellSummary(**figures), concurrency=concurrency, request_rate=rate,
+    return CellRow(key=f"k{cid}", input_len=16, output_len=8, status=status, summary=CellSummary(**figures),
+                   concurrency=concurrency, request_rate=rate,
                    id=cid, config="default")
 
 
@@ -82,7 +83,8 @@ def test_a_stated_throughput_wins_over_littles_law():
     ({"accel_power_mean_w": 0.0}, None), ({"accel_tokens_per_joule": 0.0}, None), ({}, None)])
 def test_tokens_per_joule_from_the_energy_else_the_mean_power_and_per_kw(monitor, want):
     summary = CellSummary(output_throughput=200.0).with_(MonitorFigures(**monitor))
-    per_kw, per_joule = fr._energy(CellRow(key="k", input_len=16, output_len=8, status="ok", summary=summary, concurrency=4), fr.Estimate(200.0, 180.0, 220.0))
+    per_kw, per_joule = fr._energy(CellRow(key="k", input_len=16, output_len=8, status="ok", summary=summary,
+                                           concurrency=4), fr.Estimate(200.0, 180.0, 220.0))
     if want is None:
         assert per_kw is None and per_joule is None
         return
@@ -91,7 +93,8 @@ def test_tokens_per_joule_from_the_energy_else_the_mean_power_and_per_kw(monitor
 
 
 def test_no_energy_without_an_output():
-    c = CellRow(key="k", input_len=16, output_len=8, status="ok", summary=CellSummary().with_(MonitorFigures(accel_power_mean_w=100.0)), concurrency=4)
+    c = CellRow(key="k", input_len=16, output_len=8, status="ok",
+                summary=CellSummary().with_(MonitorFigures(accel_power_mean_w=100.0)), concurrency=4)
     assert fr._energy(c, fr.Estimate(0.0)) == (None, None)
 
 
@@ -195,7 +198,9 @@ def test_a_point_moved_by_a_mark_on_tpot_or_throughput_is_not_ok_one_on_ttft_is(
     mark = FigureMark(cause="host_contention", bound=9.0, tolerance=1.0)
     for key, ok in (("mean_tpot_ms", False), ("output_throughput", False), ("mean_ttft_ms", True)):
         s = CellSummary().with_(FigureHealth(client_marks={key: mark}))
-        p = fr.Point(owner="o", cell=CellRow(key="k", input_len=16, output_len=8, status="ok", summary=s, concurrency=4), devices=1, per_user=fr.Estimate(1.0), per_device=fr.Estimate(1.0))
+        p = fr.Point(owner="o", cell=CellRow(key="k", input_len=16, output_len=8, status="ok", summary=s,
+                                             concurrency=4), devices=1, per_user=fr.Estimate(1.0),
+                                             per_device=fr.Estimate(1.0))
         assert p.ok == ok and (p.state.kind == ("ok" if ok else "moved"))
     assert _pt(1, 1.0, 1.0).label == "p1 c=4"
 

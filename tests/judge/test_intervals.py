@@ -42,7 +42,8 @@ def records(seed: int, n: int = 40, ttft_ms: float = 100.0, itl_ms: float = 10.0
             times.append(times[-1] + int(itl_ms * MS * rng.uniform(0.5, 1.5)))
         counts = [rng.choice([1, 1, 2]) for _ in times]
         bad = "timeout" if i < failed else None
-        out.append(RequestRecord(index=i, phase="measure", input_len=16, output_len=sum(counts), intended_ns=sent - rng.randrange(2 * MS), sent_ns=sent,
+        out.append(RequestRecord(index=i, phase="measure", input_len=16, output_len=sum(counts),
+                                 intended_ns=sent - rng.randrange(2 * MS), sent_ns=sent,
                                  end_ns=times[-1] + MS, status=200, token_times_ns=times if not bad else times[:1],
                                  token_counts=counts if not bad else counts[:1], error_kind=bad))
     return out
@@ -51,7 +52,8 @@ def records(seed: int, n: int = 40, ttft_ms: float = 100.0, itl_ms: float = 10.0
 def cell(cid: int, recs: list[RequestRecord], status: str = "ok", slo: SLO | None = None,
          repeats: tuple[CellRow, ...] = (), summary: CellSummary | None = None) -> CellRow:
     s = summary or summarize(recs, Load(concurrency=4, num_prompts=max(1, len(recs))), 16, 8, slo)
-    return CellRow(key="16:8/c=4", input_len=16, output_len=8, status=status, summary=s, concurrency=4, id=cid, config="default", repeats=repeats)
+    return CellRow(key="16:8/c=4", input_len=16, output_len=8, status=status, summary=s, concurrency=4, id=cid,
+                   config="default", repeats=repeats)
 
 
 def run(cells: list[CellRow], store: dict[int, list[RequestRecord]], spec: dict | None = None) -> RunData:

@@ -135,11 +135,13 @@ def test_no_value_on_either_side_is_no_change():
 def _request(i: int, queue_ms: float, phase: str = "measure", error: str | None = None, joined: bool = True,
              offset: int | None = 0) -> RequestRecord:
     sent, ttft, decode = 1_000 * MS * i, int((queue_ms + 20) * MS), 30 * MS
-    r = RequestRecord(index=i, phase=phase, input_len=8, output_len=4, intended_ns=sent, sent_ns=sent, end_ns=sent + ttft + decode + 2 * MS, status=200,
+    r = RequestRecord(index=i, phase=phase, input_len=8, output_len=4, intended_ns=sent, sent_ns=sent,
+                      end_ns=sent + ttft + decode + 2 * MS, status=200,
                       token_times_ns=[sent + ttft + MS, sent + ttft + decode + MS], token_counts=[1, 1],
                       error_kind=error)
     if joined:
-        attach(r, ServerTiming(arrival_ns=sent, ttft_ns=ttft, e2e_ns=ttft + decode, queue_ns=int(queue_ms * MS), prefill_ns=20 * MS, decode_ns=decode))
+        attach(r, ServerTiming(arrival_ns=sent, ttft_ns=ttft, e2e_ns=ttft + decode, queue_ns=int(queue_ms * MS),
+                               prefill_ns=20 * MS, decode_ns=decode))
         r.clock_offset_ns, r.clock_offset_error_ns = offset, 0 if offset is not None else None
     return r
 

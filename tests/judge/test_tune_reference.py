@@ -194,7 +194,8 @@ def test_what_is_left_undecided():
     assert tn.undecided(unreached).budget                                        # a config not run: more may tell
     alone = tn.rank(SLO, [entrant("a", best), entrant("c", searched=False)], "a", True)
     assert (tn.undecided(alone).rivals, tn.undecided(alone).short) == ([], [])
-    assert set(tn.SHORT) == {"budget", "time"} and set(tn.FINAL) == {"converged", "above_max", "below_min", "outranked", "died"}
+    assert set(tn.SHORT) == {"budget", "time"} and set(tn.FINAL) == {"converged", "above_max", "below_min",
+                                                                     "outranked", "died"}
 
 
 # ---- a stored tune -----------------------------------------------------------------------------

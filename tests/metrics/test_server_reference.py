@@ -23,7 +23,8 @@ MS = 1_000_000
 
 def _record(sent: int, first: int, last: int, index: int = 0, phase: str = "measure", error: str | None = None
             ) -> RequestRecord:
-    return RequestRecord(index=index, phase=phase, input_len=8, output_len=4, intended_ns=sent, sent_ns=sent, end_ns=last + 1, status=200, token_times_ns=[first, last],
+    return RequestRecord(index=index, phase=phase, input_len=8, output_len=4, intended_ns=sent, sent_ns=sent,
+                         end_ns=last + 1, status=200, token_times_ns=[first, last],
                          token_counts=[1, 1], error_kind=error)
 
 
@@ -43,7 +44,9 @@ def joined_requests(draw, theta: int):
     e2e = ttft + (decode or 0) + draw(st.integers(0, 5 * MS))
     first = arrival + ttft + draw(st.integers(-MS, 50 * MS))
     last = max(first, arrival + e2e + draw(st.integers(-MS, 50 * MS)))
-    return _joined(sent, first, last, sv.ServerTiming(arrival_ns=arrival + theta, ttft_ns=ttft, e2e_ns=e2e, queue_ns=queue, prefill_ns=prefill, decode_ns=decode, request_id="id"))
+    return _joined(sent, first, last, sv.ServerTiming(arrival_ns=arrival + theta, ttft_ns=ttft, e2e_ns=e2e,
+                                                      queue_ns=queue, prefill_ns=prefill, decode_ns=decode,
+                                                      request_id="id"))
 
 
 # ---- the clock offset --------------------------------------------------------------------------
@@ -57,7 +60,8 @@ def test_a_request_without_a_span_a_ttft_or_a_token_has_no_bounds():
     assert sv.offset_bounds(r) is None
     r.server_arrival_ns, r.server_ttft_ns = 10, None
     assert sv.offset_bounds(r) is None
-    no_token = RequestRecord(index=0, phase="measure", input_len=8, output_len=4, intended_ns=0, sent_ns=0, end_ns=9, status=200)
+    no_token = RequestRecord(index=0, phase="measure", input_len=8, output_len=4, intended_ns=0, sent_ns=0, end_ns=9,
+                             status=200)
     assert sv.offset_bounds(sv.attach(no_token, sv.ServerTiming(arrival_ns=3, ttft_ns=1, e2e_ns=2))) is None
 
 
@@ -107,7 +111,8 @@ def test_the_offset_is_applied_to_joined_requests_only():
     assert (joined.clock_offset_ns, joined.clock_offset_error_ns) == (5, 2)
     plain = sv.apply_offset(_record(0, 5, 9), off)
     assert plain.clock_offset_ns is None and plain.clock_offset_error_ns is None
-    assert sv.apply_offset(_joined(0, 5, 9, sv.ServerTiming(arrival_ns=3, ttft_ns=1, e2e_ns=2)), None).clock_offset_ns is None
+    assert sv.apply_offset(_joined(0, 5, 9, sv.ServerTiming(arrival_ns=3, ttft_ns=1, e2e_ns=2)),
+                           None).clock_offset_ns is None
 
 
 # ---- one request's phases ----------------------------------------------------------------------
@@ -140,7 +145,10 @@ def test_phases_need_a_span_an_offset_and_a_token():
         broken = _joined(0, 50, 90, sv.ServerTiming(arrival_ns=10, ttft_ns=30, e2e_ns=70))
         setattr(broken, name, None)
         assert sv.phases_of(broken, 0) is None
-    assert sv.phases_of(sv.attach(RequestRecord(index=0, phase="measure", input_len=8, output_len=4, intended_ns=0, sent_ns=0, end_ns=9, status=200), sv.ServerTiming(arrival_ns=1, ttft_ns=2, e2e_ns=3)), 0) is None
+    assert sv.phases_of(sv.attach(RequestRecord(index=0, phase="measure", input_len=8, output_len=4, intended_ns=0,
+                                                sent_ns=0, end_ns=9, status=200), sv.ServerTiming(arrival_ns=1,
+                                                                                                  ttft_ns=2,
+                                                                                                  e2e_ns=3)), 0) is None
 
 
 @pytest.mark.parametrize(("ttft_ms", "tolerance_ms"), [(10.0, 1.0), (100.0, 5.0), (20.0, 1.0), (400.0, 20.0)])
@@ -148,7 +156,8 @@ def test_a_delivery_is_flagged_past_the_tolerance_beyond_the_offset_error(ttft_m
     assert claim_ms(ttft_ms) == pytest.approx(tolerance_ms)
     error = 300_000
     def phases(delivery_ns: int) -> sv.RequestPhases:
-        return sv.RequestPhases(network=0, queue=0, prefill=0, server_other=0, delivery=delivery_ns, decode=0, decode_other=0, last_delivery=0, error_ns=error)
+        return sv.RequestPhases(network=0, queue=0, prefill=0, server_other=0, delivery=delivery_ns, decode=0,
+                                decode_other=0, last_delivery=0, error_ns=error)
     edge = int(tolerance_ms * MS) + error
     assert not sv.delivery_flagged(phases(edge), int(ttft_ms * MS), claim_ms)
     assert sv.delivery_flagged(phases(edge + 1_000), int(ttft_ms * MS), claim_ms)
@@ -188,7 +197,8 @@ def test_the_ledger_is_the_documented_statistics_over_the_joined_measured_reques
     for i, r in enumerate(records):
         r.index = i
     others = [_record(0, 5, 9, index=100), _record(0, 5, 9, index=101, error="http_status")][:extra]
-    warm = _joined(0, 9 * MS, 10 * MS, sv.ServerTiming(arrival_ns=records[0].server_arrival_ns, ttft_ns=MS, e2e_ns=2 * MS), phase="warmup")
+    warm = _joined(0, 9 * MS, 10 * MS, sv.ServerTiming(arrival_ns=records[0].server_arrival_ns, ttft_ns=MS,
+                                                       e2e_ns=2 * MS), phase="warmup")
     everything = [*records, *others, warm]
     book = sv.ledger(everything, sv.SpanCounts(3, 4, 5), claim_ms)
     ref = _reference_ledger(everything, claim_ms)
@@ -204,7 +214,8 @@ def test_the_ledger_is_the_documented_statistics_over_the_joined_measured_reques
 
 def test_a_p99_of_a_phase_interpolates_below_the_largest():
     """100 requests whose queue is 1..100 ms: p99 is 99.01 ms (numpy's linear), not the maximum."""
-    records = [_joined(0, 200 * MS, 300 * MS, sv.ServerTiming(arrival_ns=0, ttft_ns=150 * MS, e2e_ns=250 * MS, queue_ns=(i + 1) * MS, prefill_ns=MS, decode_ns=10 * MS),
+    records = [_joined(0, 200 * MS, 300 * MS, sv.ServerTiming(arrival_ns=0, ttft_ns=150 * MS, e2e_ns=250 * MS,
+                                                              queue_ns=(i + 1) * MS, prefill_ns=MS, decode_ns=10 * MS),
                        index=i) for i in range(100)]
     book = sv.ledger(records, sv.SpanCounts(), claim_ms)
     assert book.stat("queue", "p99") == pytest.approx(99.01) and book.stat("queue", "p50") == pytest.approx(50.5)
@@ -212,8 +223,10 @@ def test_a_p99_of_a_phase_interpolates_below_the_largest():
 
 
 def test_the_ledger_states_the_offset_and_its_error_in_ms():
-    a = _joined(0, 10 * MS, 20 * MS, sv.ServerTiming(arrival_ns=3 * MS, ttft_ns=4 * MS, e2e_ns=10 * MS), index=0)    # [-3, 3] ms
-    b = _joined(0, 9 * MS, 20 * MS, sv.ServerTiming(arrival_ns=2 * MS, ttft_ns=4 * MS, e2e_ns=10 * MS), index=1)     # [-3, 2] ms
+    a = _joined(0, 10 * MS, 20 * MS, sv.ServerTiming(arrival_ns=3 * MS, ttft_ns=4 * MS, e2e_ns=10 * MS),
+                index=0)    # [-3, 3] ms
+    b = _joined(0, 9 * MS, 20 * MS, sv.ServerTiming(arrival_ns=2 * MS, ttft_ns=4 * MS, e2e_ns=10 * MS),
+                index=1)     # [-3, 2] ms
     book = sv.ledger([a, b], sv.SpanCounts(), claim_ms)
     assert book.clock_offset_ms == pytest.approx(-0.5) and book.clock_offset_error_ms == pytest.approx(2.5)
 
@@ -325,7 +338,8 @@ def test_a_histogram_without_its_sum_gives_no_mean():
 def test_the_ledger_flags_a_delivery_at_the_tolerances_edge(share):
     """A TTFT of 10 ms has a tolerance of 1 ms: deliveries 0.95 and 1.05 ms beyond the offset's error."""
     def request(i: int, delivery_ns: int) -> RequestRecord:
-        return _joined(0, 10 * MS, 20 * MS, sv.ServerTiming(arrival_ns=0, ttft_ns=10 * MS - delivery_ns, e2e_ns=15 * MS), index=i)
+        return _joined(0, 10 * MS, 20 * MS, sv.ServerTiming(arrival_ns=0, ttft_ns=10 * MS - delivery_ns,
+                                                            e2e_ns=15 * MS), index=i)
     records = [request(0, 0), request(1, int(share * MS))]          # the first pins the offset at 0, error 0
     book = sv.ledger(records, sv.SpanCounts(), claim_ms)
     assert (book.clock_offset_ms, book.clock_offset_error_ms) == (0.0, 0.0)

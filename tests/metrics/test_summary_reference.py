@@ -34,7 +34,8 @@ def records(draw, n_max: int = 14) -> list[RequestRecord]:
         counts = [draw(st.integers(1, 3)) for _ in times]
         end = (times[-1] if times else sent) + draw(st.integers(1, 20 * MS))        # a request takes time
         out.append(RequestRecord(
-            index=i, phase="measure", input_len=16, output_len=draw(st.integers(1, 12)), intended_ns=intended, sent_ns=sent, end_ns=end, status=200, token_times_ns=times,
+            index=i, phase="measure", input_len=16, output_len=draw(st.integers(1, 12)), intended_ns=intended,
+            sent_ns=sent, end_ns=end, status=200, token_times_ns=times,
             token_counts=counts, prompt_tokens=draw(st.none() | st.integers(1, 40)),
             completion_tokens=draw(st.none() | st.integers(0, 20)), cached_tokens=draw(st.none() | st.integers(0, 8)),
             error_kind=failed, connect_ns=draw(st.sampled_from([0, 0, 3 * MS])),
@@ -118,14 +119,16 @@ def test_every_figure_is_its_formula_over_the_records(recs, c):
 
 
 def test_a_cell_of_failed_requests_only_counts_them():
-    recs = [RequestRecord(index=i, phase="measure", input_len=16, output_len=4, intended_ns=0, sent_ns=0, end_ns=MS, status=500, error_kind="http_status") for i in range(3)]
+    recs = [RequestRecord(index=i, phase="measure", input_len=16, output_len=4, intended_ns=0, sent_ns=0, end_ns=MS,
+                          status=500, error_kind="http_status") for i in range(3)]
     s = sm.summarize(recs, Load(concurrency=1, num_prompts=3), 16, 4)
     assert (s.num_prompts, s.completed, s.failed, s.failed_by_kind) == (3, 0, 3, {"http_status": 3})
     assert (s.request_throughput, s.duration, s.mean_ttft_ms) == (0.0, 0.001, None)
 
 
 def test_a_cell_without_a_first_answer_stamp_states_no_ttfc():
-    recs = [RequestRecord(index=i, phase="measure", input_len=16, output_len=2, intended_ns=0, sent_ns=0, end_ns=9 * MS, status=200, token_times_ns=[MS, 2 * MS], token_counts=[1, 1])
+    recs = [RequestRecord(index=i, phase="measure", input_len=16, output_len=2, intended_ns=0, sent_ns=0,
+                          end_ns=9 * MS, status=200, token_times_ns=[MS, 2 * MS], token_counts=[1, 1])
             for i in range(3)]
     s = sm.summarize(recs, Load(concurrency=1, num_prompts=3), 16, 2)
     assert s.mean_ttfc_ms is None and s.p99_ttfc_ms is None and s.mean_ttft_ms == 1.0
@@ -190,7 +193,8 @@ def test_the_open_loops_steady_window_starts_a_mean_e2el_after_the_first_send():
 
 
 def test_the_steady_figures_count_what_finished_and_was_emitted_inside_the_window():
-    recs = [RequestRecord(index=i, phase="measure", input_len=10, output_len=2, intended_ns=i * S, sent_ns=i * S, end_ns=i * S + S, status=200, token_times_ns=[i * S + S // 2, i * S + S],
+    recs = [RequestRecord(index=i, phase="measure", input_len=10, output_len=2, intended_ns=i * S, sent_ns=i * S,
+                          end_ns=i * S + S, status=200, token_times_ns=[i * S + S // 2, i * S + S],
                           token_counts=[1, 1], prompt_tokens=10) for i in range(6)]
     got = sm._steady(recs, (S, 4 * S))
     assert got["steady_duration"] == 3.0

@@ -112,7 +112,8 @@ def _turn(i: int, turn: int, prompt: int | None, cached: int | None, ttft_ms: in
     """Request i, turn `turn` of its session; `fields`: the record's own (phase, error_kind)."""
     sent = i * 1000 * MS
     times = [sent + ttft_ms * MS, sent + (ttft_ms + 10) * MS, sent + (ttft_ms + 30) * MS]
-    return RequestRecord(index=i, phase=fields.pop("phase", "measure"), input_len=16, output_len=3, intended_ns=sent, sent_ns=sent, end_ns=times[-1] + MS, status=200,
+    return RequestRecord(index=i, phase=fields.pop("phase", "measure"), input_len=16, output_len=3, intended_ns=sent,
+                         sent_ns=sent, end_ns=times[-1] + MS, status=200,
                          token_times_ns=times, token_counts=[1, 1, 1], prompt_tokens=prompt, cached_tokens=cached,
                          turn=turn, **fields)
 
@@ -136,7 +137,8 @@ def test_a_sessions_cells_requests_by_turn():
 
 def test_images_sent_by_every_request_and_by_the_ok_ones_with_their_bytes_and_the_servers_count():
     def rec(i: int, images: int, count: int | None, error: str | None = None) -> RequestRecord:
-        return RequestRecord(index=i, phase="measure", input_len=16, output_len=1, intended_ns=0, sent_ns=0, end_ns=MS, status=200, token_times_ns=[MS // 2], token_counts=[1],
+        return RequestRecord(index=i, phase="measure", input_len=16, output_len=1, intended_ns=0, sent_ns=0,
+                             end_ns=MS, status=200, token_times_ns=[MS // 2], token_counts=[1],
                              images=images, image_bytes=1000 * images, image_count=count, error_kind=error)
     s = summarize([rec(0, 2, 2), rec(1, 1, None), rec(2, 3, 3, error="timeout")], Load(concurrency=1, num_prompts=3),
                   16, 1)

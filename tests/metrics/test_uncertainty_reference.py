@@ -340,7 +340,8 @@ def _ref_verdict(a: u.Interval, b: u.Interval, higher: bool, min_effect: float, 
     return change, lo, hi, max(min_effect, (hi - lo) / 2), winner
 
 
-figure = st.builds(lambda v, rel_se, df: u.Interval(value=v, lo=v, hi=v, n=df + 1, unreliable=False, se=v * rel_se, df=df),
+figure = st.builds(lambda v, rel_se, df: u.Interval(value=v, lo=v, hi=v, n=df + 1, unreliable=False, se=v * rel_se,
+                                                    df=df),
                    st.floats(0.05, 1e4), st.floats(0.0, 0.2), st.integers(1, 200))
 
 

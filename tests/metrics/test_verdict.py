@@ -24,7 +24,8 @@ def rec(i: int, kind: str | None = None, sent: int | None = None, **fields) -> R
     record's own (status, error_detail, length_error, completion_tokens, prompt_tokens, finish_reason, ...)."""
     sent = i * 10 if sent is None else sent
     fields = {"status": 200, "finish_reason": "length", **fields}
-    return RequestRecord(index=i, phase="measure", input_len=8, output_len=4, intended_ns=sent, sent_ns=sent, end_ns=sent + 5, token_times_ns=[sent + 1], token_counts=[4],
+    return RequestRecord(index=i, phase="measure", input_len=8, output_len=4, intended_ns=sent, sent_ns=sent,
+                         end_ns=sent + 5, token_times_ns=[sent + 1], token_counts=[4],
                          error_kind=kind, **fields)
 
 

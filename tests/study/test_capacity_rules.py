@@ -45,7 +45,8 @@ def test_the_settings_of_a_search():
     assert not rate.integer and rate.first == 8.0 and rate.floor == 8.0 / 64 and rate.sustains
     streams = Settings(dimension="concurrency", tiers=(TIER,), sustain_s=0)
     assert streams.integer and streams.first == 1.0 and streams.floor == 1.0 and not streams.sustains
-    assert Settings(dimension="users", tiers=(TIER,)).integer and Settings(dimension="rate", tiers=(TIER,)).floor == 1 / 64
+    assert Settings(dimension="users", tiers=(TIER,)).integer and Settings(dimension="rate",
+                                                                           tiers=(TIER,)).floor == 1 / 64
 
 
 @settings(deadline=None)
@@ -105,8 +106,10 @@ def test_the_budget_holds_the_sustain_cell_back():
 
 
 def test_the_first_probe_is_the_start_on_the_grid():
-    assert _drive(Settings(dimension="rate", tiers=(TIER,), start=3.14159, budget=1, sustain_s=0), lambda x: 1.0)[0].load == 3.14
-    assert _drive(Settings(dimension="concurrency", tiers=(TIER,), start=5.7, budget=1, sustain_s=0), lambda x: 1.0)[0].load == 5.0
+    assert _drive(Settings(dimension="rate", tiers=(TIER,), start=3.14159, budget=1, sustain_s=0),
+                  lambda x: 1.0)[0].load == 3.14
+    assert _drive(Settings(dimension="concurrency", tiers=(TIER,), start=5.7, budget=1, sustain_s=0),
+                  lambda x: 1.0)[0].load == 5.0
 
 
 # ---- the console -------------------------------------------------------------------------------
