@@ -278,6 +278,23 @@ def test_token_ids_count_per_chunk_and_a_finish_only_chunk_carries_none():
     assert r.token_counts == [1, 1, 1] and r.finish_reason == "length"
 
 
+def test_a_last_finish_of_several_choices_without_text_is_a_token_where_usage_counts_more():
+    """The server counted 6 tokens, its chunks carry 4 and the last event is every choice finishing without
+    text: that finish is a token (some servers count it), the rest spread over the later chunks, on every path;
+    a finish that carries text is counted by its text alone."""
+    pair = lambda a, b, finish=None: ev({"choices": [{"index": 0, "delta": {"content": a}, "finish_reason": finish},  # noqa: E731
+                                                     {"index": 1, "delta": {"content": b}, "finish_reason": finish}]})
+    end = ev({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"},
+                          {"index": 1, "delta": {}, "finish_reason": "length"}],
+              "usage": {"prompt_tokens": 3, "completion_tokens": 6, "total_tokens": 9}})
+    rec = every_path(raw(pair("a", "b"), pair("c", "d"), end, DONE), req(output_len=6))
+    assert rec.token_counts == [2, 3, 1] and rec.token_times_ns == [10 * MS, 20 * MS, 30 * MS]
+    told = ev({"choices": [{"index": 0, "delta": {"content": "e"}, "finish_reason": "length"},
+                           {"index": 1, "delta": {"content": "f"}, "finish_reason": "length"}],
+               "usage": {"prompt_tokens": 3, "completion_tokens": 7, "total_tokens": 10}})
+    assert every_path(raw(pair("a", "b"), pair("c", "d"), told, DONE), req(output_len=7)).token_counts == [2, 3, 2]
+
+
 # ---- parsing between socket reads ----
 
 @pytest.mark.parametrize("reads,per_step", [(40, 1), (64, 2), (15, 1), (16, 1), (33, 2)])

@@ -28,6 +28,7 @@ from tokenbench.metrics.capacity import (
     pooled,
     samples_of,
 )
+from tokenbench.metrics.capacity import apart as capacity_apart
 from tokenbench.metrics.timeslices import Drift
 from tokenbench.spec.bench import SLO
 from tokenbench.spec.slo import Limit, Tier
@@ -268,3 +269,35 @@ def test_a_sustain_cell_holds_when_the_first_tier_passes_and_nothing_drifted():
     moved = sustain([_verdict("a", True)], [_drift(False), _drift(True)])
     assert moved.drifted and not moved.holds
     assert not sustain([_verdict("a", True)], [_drift(False)]).drifted
+
+
+@pytest.mark.parametrize(("over_ms", "slack_ms", "doubt"), [(19.0, 19.5, True), (19.0, 18.5, False), (0.5, None, False)])
+def test_a_fail_is_in_doubt_only_where_the_clients_or_the_schedules_slack_could_flip_it(over_ms, slack_ms, doubt):
+    """A p99 TTFT over its 200 ms limit: in doubt for the client (or the schedule) only when the figure's client
+    bound (or the latest send's lateness) is larger than the excess; a cell stating neither has no slack (0)."""
+    t = [Tier(name="t", limits=["ttft:p99<=200"])]
+    values = {"ttft": [100.0] * 290 + [200.0 + over_ms] * 10}
+    bound = {} if slack_ms is None else {"p99_ttft_ms": slack_ms}
+    marked = cell(values, causes={"p99_ttft_ms": "host_contention"}, bounds=bound)
+    assert (marked.with_doubt(t, closed=False).doubt == "client") == doubt
+    late = cell(values, schedule_off="client", **({} if slack_ms is None else {"late_ms": slack_ms}))
+    assert (late.with_doubt(t, closed=False).doubt == "schedule") == doubt
+    assert cell(values, schedule_off="client").late_ms == 0.0 and cell(values).bounds == {}
+
+
+def _check(lo: float, hi: float, allowance: float = 0.0) -> Check:
+    return Check(limit=lim("ttft:p99<=200"), value=(lo + hi) / 2, lo=lo, hi=hi, n=300, allowance=allowance)
+
+
+@pytest.mark.parametrize(("sustain", "search", "apart"), [
+    ((100, 110), (111, 120), True), ((100, 110), (110, 120), False), ((121, 130), (100, 120), True),
+    ((100, 110, 5.0), (114, 120), False), ((100, 110, 5.0), (116, 120), True),
+    ((116, 130), (100, 110, 5.0), True), ((114, 130), (100, 110, 5.0), False)])
+def test_the_sustain_cell_is_apart_where_the_intervals_miss_each_other_by_more_than_the_clients_allowance(
+        sustain, search, apart):
+    """Each interval's low end less the other side's client allowance (the client only slows a latency)."""
+    a = TierVerdict(tier="t", ok=True, checks=[_check(*sustain)])
+    b = TierVerdict(tier="t", ok=True, checks=[_check(*search)])
+    assert capacity_apart(a, b) == (["ttft:p99<=200"] if apart else [])
+    none = TierVerdict(tier="t", ok=True, checks=[Check(limit=lim("ttft:p99<=200"))])
+    assert capacity_apart(none, b) == [] and capacity_apart(a, none) == []

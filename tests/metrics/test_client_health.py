@@ -16,6 +16,7 @@ import pytest
 from tests.contention import Waited
 from tokenbench.client.records import RequestRecord
 from tokenbench.judge.status import figure_state, judge, usable
+from tokenbench.load.lag import PROBE_PERIOD_NS
 from tokenbench.load.workers import merge_health
 from tokenbench.metrics import tally
 from tokenbench.metrics.cell import Measured, ServerSide, finish
@@ -26,7 +27,6 @@ from tokenbench.metrics.summary import tally_of
 from tokenbench.metrics.summary_groups import ClientHealth
 from tokenbench.metrics.tally import (
     CLIENT_CAUSES,
-    PROBE_PERIOD_NS,
     PROBE_RESOLUTION_NS,
     SlotWaits,
     Stall,

@@ -20,9 +20,10 @@ from tokenbench.load.lag import LoopLagProbe
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.health import tolerance
 from tokenbench.metrics.request import percentile
-from tokenbench.metrics.tally import CLIENT_CAUSES
+from tokenbench.metrics.tally import CLIENT_CAUSES, PROBE_RESOLUTION_NS
 from tokenbench.spec.study import StudySpec
 from tokenbench.study.run import measure
+from tokenbench.testing import truth
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
 
 pytestmark = pytest.mark.client_health
@@ -67,9 +68,17 @@ def _truth(log: list[dict]) -> tuple[float, float]:
     return percentile(gaps, 99), sum(tpots) / len(tpots)
 
 
-def _wrote_together(log: list[dict], within_ns: int = 2_000_000) -> bool:
-    """Whether the server wrote two chunks of one request within `within_ns` of each other."""
+def _wrote_together(log: list[dict], within_ns: int = PROBE_RESOLUTION_NS) -> bool:
+    """Whether the server wrote two chunks of one request within `within_ns` of each other (an idle client's
+    loop reads them in one read: a burst the stream brought, not the client)."""
     return any(b - a < within_ns for r in log for a, b in zip(r["write_ns"], r["write_ns"][1:], strict=False))
+
+
+def _uncovered_itl(s: CellSummary, log: list[dict], cause: str) -> list[str]:
+    """The ITL figures marked with `cause` whose bound does not cover their error against the send log's gaps
+    (the server's writes: chunks written together share their write's time)."""
+    return [j.line() for j in truth.judge(s, log)
+            if "_itl_" in j.key and j.mark is not None and j.mark.cause == cause and j.verdict == "uncovered"]
 
 
 def _stop_every(proc: subprocess.Popen, every_s: float, for_s: float) -> int:
@@ -90,7 +99,9 @@ def _stop_every(proc: subprocess.Popen, every_s: float, for_s: float) -> int:
 @pytest.mark.slow
 def test_sigstop_stalls_at_ttft_1s_leave_p99_itl_within_5pct_or_marked_with_the_cause(tmp_path):
     """The issue's field case: 30 ms stops every 1.2 s, TTFT 1 s, ITL 20 ms. p99 ITL is within 5 % of the
-    send log or marked with a client cause whose bound covers its error; mean TPOT stays clean."""
+    send log or marked with a client cause whose bound covers its error; the stops leave mean TPOT clean (a
+    request's by d / (n - 1)): it is marked only for a stream the server wrote in pieces, its bound covering
+    the error."""
     cpus = _cpus()
     with ReferenceProcess(ReferenceConfig(ttft_ms=1000, itl_ms=20), cpu=cpus[0] if len(cpus) > 1 else None) as ref:
         proc = _client(ref.url, tmp_path / "cell.json", 32, 8, 64)
@@ -112,8 +123,14 @@ def test_sigstop_stalls_at_ttft_1s_leave_p99_itl_within_5pct_or_marked_with_the_
         assert error <= mark.bound + mark.tolerance           # the bound covers the error it claims to
     else:
         assert error <= 0.05 * p99_truth
-    assert "mean_tpot_ms" not in m
-    assert abs(s.mean_tpot_ms - tpot_truth) <= tolerance("mean_tpot_ms", s.mean_tpot_ms)
+    tpot = m.get("mean_tpot_ms")
+    if tpot is None:
+        assert abs(s.mean_tpot_ms - tpot_truth) <= tolerance("mean_tpot_ms", s.mean_tpot_ms)
+    else:
+        # never for the stops; for the stream's pieces where the server, short of CPU on a busy machine, wrote
+        # its chunks together (every stamp then bounded by its hold: docs/metrics.md, "Client health")
+        assert tpot.cause == "buffering" and _wrote_together(log), tpot
+        assert abs(s.mean_tpot_ms - tpot_truth) <= tpot.bound + tpot.tolerance
     # SIGSTOP: not running and not waiting for a CPU; the stops are the bulk of what the probe saw
     assert max(s.health.stall_ms, key=s.health.stall_ms.get) in ("client_stopped", "host_contention")
     assert s.health.stall_ms.get("client_stopped", 0) > 0
@@ -122,13 +139,15 @@ def test_sigstop_stalls_at_ttft_1s_leave_p99_itl_within_5pct_or_marked_with_the_
 @pytest.mark.slow
 def test_a_buffering_proxy_marks_itl_with_buffering_not_the_client():
     """The reference server's proxy_buffer fault (4 KiB pieces): the ITL percentiles, TTFT and TPOT are
-    marked with buffering, the cause named, never the client; E2EL is not; the cell stays ok."""
+    marked with buffering, the cause named, never the client; E2EL only where its last piece's hold outgrew
+    its tolerance (a busy host), its bound covering its error against the send log; the cell stays ok."""
     cpus = _cpus()
     cfg = ReferenceConfig(ttft_ms=100, itl_ms=20, faults={"proxy_buffer": 1.0})
     with ReferenceProcess(cfg, cpu=cpus[0] if len(cpus) > 1 else None) as ref:
         spec = StudySpec(target={"base_url": ref.url}, pairs=[(16, 64)], concurrency=[4],
                          requests={"num_prompts": 12}, warmup_requests=0)
         [cell] = measure(spec).results
+        log = ref.send_log()
     m = _marks(cell.summary)
     assert cell.status == "ok", cell.message
     itl = {k: v for k, v in m.items() if "_itl_" in k and not k.startswith("mean")}
@@ -136,10 +155,13 @@ def test_a_buffering_proxy_marks_itl_with_buffering_not_the_client():
     assert {v.cause for v in itl.values()} == {"buffering"}
     assert cell.summary.figures.chunks_coalesced > cell.summary.figures.token_chunks / 2
     # the first token comes with the proxy's first piece: TTFT and TPOT time the proxy, marked for it;
-    # the end is passed on as the server ends: E2EL is what a user sees, never marked for buffering
+    # the end is passed on as the server ends: E2EL is what a user sees, bounded by its last piece's hold,
+    # which stays within its tolerance on a quiet host (docs/metrics.md, "Client health")
     assert m["mean_ttft_ms"].cause == m["mean_tpot_ms"].cause == "buffering"
     assert m["mean_ttft_ms"].bound >= cell.summary.mean_ttft_ms - 100
-    assert "mean_e2el_ms" not in m or m["mean_e2el_ms"].cause != "buffering"
+    sent = truth.measured(log, len(cell.records), [r.sent_ns for r in cell.records])
+    e2el = [j for j in truth.judge(cell.summary, sent) if "_e2el_" in j.key and j.mark and j.mark.cause == "buffering"]
+    assert [j.line() for j in e2el if j.verdict != "covered"] == []
 
 
 def _hog(cpu: int) -> subprocess.Popen:
@@ -152,22 +174,30 @@ def _hog(cpu: int) -> subprocess.Popen:
 def test_a_busy_process_on_the_clients_core_reads_as_host_contention_with_the_share_waited(tmp_path):
     """A busy loop pinned to the client's core: the client was runnable but not running. The stalls are
     attributed to host contention, the cell states the share of its time the client waited, and any
-    figure marked by the client is marked with that cause."""
+    figure marked for the client is marked with that cause; one marked for buffering (a server short of CPU
+    writes chunks together) is judged against the same run's send log."""
     server_cpu, client_cpu = _cpus()[0], _cpus()[-1]
     hog = _hog(client_cpu)
     try:
         with ReferenceProcess(ReferenceConfig(ttft_ms=100, itl_ms=20), cpu=server_cpu) as ref:
             proc = _client(ref.url, tmp_path / "cell.json", 24, 4, 40, cpu=client_cpu)
             assert proc.wait() == 0
+            log = ref.send_log()
     finally:
         hog.kill()
         hog.wait()
     s = _summary(tmp_path / "cell.json")
-    h = s.health
-    print(f"waited {h.client_wait_percent:.1f} %, stalls {h.stall_ms}, marks {sorted(_marks(s))}")
+    h, m = s.health, _marks(s)
+    print(f"waited {h.client_wait_percent:.1f} %, stalls {h.stall_ms}, marks {sorted((k, v.cause) for k, v in m.items())}")
     assert h.client_wait_percent > 0 and h.stall_count
     assert max(h.stall_ms, key=h.stall_ms.get) == "host_contention"
-    assert {m.cause for m in _marks(s).values()} <= {"host_contention"}
+    assert {v.cause for v in m.values() if v.cause in CLIENT_CAUSES} <= {"host_contention"}
+    # the server's core is busy too (other work on the host): the server, late, writes chunks of a request
+    # together, which the idle client reads as bursts the stream brought (buffering, not the client's): only
+    # where the same run's send log shows such writes, and with a bound that covers the error they make
+    if any(v.cause == "buffering" for v in m.values()):
+        assert _wrote_together(log), "buffering named, but the server never wrote two chunks of a request together"
+        assert _uncovered_itl(s, log, "buffering") == []
 
 
 def test_the_probe_names_a_blocking_call_and_its_own_work():

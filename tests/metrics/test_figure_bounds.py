@@ -38,6 +38,7 @@ import numpy as np
 import pytest
 
 from tokenbench.client.records import RequestRecord
+from tokenbench.load.lag import PROBE_PERIOD_NS
 from tokenbench.metrics import token_log
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.health import figure_health
@@ -45,7 +46,6 @@ from tokenbench.metrics.summary import of_tally, tally_of
 from tokenbench.metrics.tally import (
     CAUSES,
     CLIENT_CAUSES,
-    PROBE_PERIOD_NS,
     PROBE_RESOLUTION_NS,
     CellTally,
     Stall,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -65,11 +66,14 @@ def change(phase: PhaseName, a: list[float], b: list[float], scale_ms: float, mi
 
 
 def _welch_df(a: u.Interval, b: u.Interval) -> int:
-    """Welch-Satterthwaite's degrees of freedom of a difference of two means (their standard errors and own df)."""
-    va, vb = a.se**2, b.se**2
+    """Welch-Satterthwaite's degrees of freedom of a difference of two means (their standard errors and own df),
+    rounded down, in exact arithmetic on the two variances: where the formula gives a whole number (a side whose
+    values are all equal, say no queue in any request, leaves exactly the other side's) floating point can
+    leave it a hair below, and rounding down would lose a degree."""
+    va, vb = Fraction(a.se) ** 2, Fraction(b.se) ** 2
     if not va and not vb:
         return max(1, min(a.df, b.df))
-    return max(1, int((va + vb) ** 2 / (va**2 / a.df + vb**2 / b.df)))
+    return max(1, math.floor((va + vb) ** 2 / (va**2 / a.df + vb**2 / b.df)))
 
 
 def _scale(cell: CellRow, phase: PhaseName) -> float:

@@ -16,15 +16,10 @@ import time
 
 from tokenbench.metrics.request import percentile
 from tokenbench.metrics.summary_groups import ClientHealth
-from tokenbench.metrics.tally import (
-    CATCH_UP_MAX_NS,
-    PROBE_PERIOD_NS,
-    PROBE_RESOLUTION_NS,
-    Stall,
-    Stalls,
-    attribute,
-)
+from tokenbench.metrics.tally import PROBE_RESOLUTION_NS, Stall, Stalls, attribute
 
+PROBE_PERIOD_NS = 10_000_000      # the probe's timer
+CATCH_UP_MAX_NS = 5_000_000_000   # a catch-up is followed at most this long after the wake
 SCHEDSTAT = "/proc/thread-self/schedstat"
 MS = 1_000_000
 PROC_STAT = "/proc/stat"

@@ -70,7 +70,6 @@ LONE_CHUNKS = 4           # below half, a burst is bounded only from this size: 
 # by more than that is marked, with the cause; the others stay clean, and so does the cell's status.
 CLAIM_REL = 0.05
 CLAIM_ABS_MS = 1.0
-PROBE_RESOLUTION_MS = PROBE_RESOLUTION_NS / 1e6
 
 
 @dataclass(frozen=True)

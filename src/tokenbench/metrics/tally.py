@@ -48,7 +48,6 @@ Cause = Literal["client_cpu", "host_contention", "client_stopped", "client_delay
 CLIENT_CAUSES: tuple[Cause, ...] = ("client_cpu", "host_contention", "client_stopped", "client_delay")
 CAUSES: tuple[Cause, ...] = (*CLIENT_CAUSES, "buffering")
 
-PROBE_PERIOD_NS = 10_000_000      # the probe's timer
 PROBE_RESOLUTION_NS = 2_000_000   # an idle loop's timer still wakes up this late (epoll timeouts are whole ms,
                                   # a VM's timer jitter adds about 1 ms: p99 2.1-2.4 ms on an idle 2-core VM
                                   # while calibrate's delivery error stayed under 0.4 ms); a later wake is a stall
@@ -362,8 +361,6 @@ class SendTimes:
     wrote: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     connect: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
-
-CATCH_UP_MAX_NS = 5_000_000_000  # a catch-up is followed at most this long after the wake
 
 
 class Stall(BaseModel):
