@@ -497,3 +497,9 @@ def test_a_run_the_clients_delays_moved_is_left_out_of_that_figure_only(store):
     tpot = next(f for f in judge((runs(store, base), runs(store, cand)), Policy(), Floors(store)).figures
                 if f.metric.key == "mean_tpot_ms")
     assert (tpot.decision, tpot.why, tpot.left_out) == ("refused", "moved", (0, 4))
+
+
+def test_a_gates_current_look_is_its_latest():
+    look = Look(fractions=(1 / 3, 2 / 3, 1.0))
+    assert look.now == 1.0 and look.number == 3
+    assert Look(fractions=(0.25, 0.5)).now == 0.5

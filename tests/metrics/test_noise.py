@@ -346,3 +346,15 @@ def test_the_documented_default_floor_is_the_one_used():
     assert f"({n.DEFAULT_FLOOR_RUNS} runs, " in section and f"(df {n.DEFAULT_FLOOR_DF})" in section
     shown = [float(v) for v in re.findall(r"\| (0\.\d{3}) ", section)]
     assert sorted(shown) == sorted([*n.DEFAULT_FLOOR.values(), max(n.DEFAULT_FLOOR.values())])
+
+
+def test_a_look_that_spends_nothing_leaves_the_later_boundaries_as_if_it_had_not_been_taken():
+    """A first look too early to spend any alpha (its boundary infinite) crosses nothing: the density is carried
+    whole past it, so the later looks' boundaries are those of the gate without it, and that look alone rejects
+    nothing (nominal level 0)."""
+    early = 1e-3                                         # O'Brien-Fleming spends exactly 0 here
+    assert n.look_alpha(0.05, 0.0, early) == 0.0
+    got = n.sequential_bounds(0.05, (early, 0.5, 1.0))
+    assert math.isinf(got[0])
+    assert got[1:] == pytest.approx(n.sequential_bounds(0.05, (0.5, 1.0)), rel=1e-6)
+    assert n.nominal_level(0.05, (early,)) == 0.0
