@@ -15,6 +15,7 @@ from tokenbench.metrics.capacity import Answer, CellSamples, Check, SearchRecord
 from tokenbench.metrics.timeslices import Drift
 from tokenbench.spec.slo import Limit, Tier
 from tokenbench.study import capacity as cap
+from tokenbench.study import capacity_lines
 from tokenbench.study.capacity import Settings
 
 TIER = Tier(name="slo", limits=["tpot:mean<=16"])
@@ -129,7 +130,7 @@ def _answer(**kw) -> Answer:
 def test_an_answer_line_with_its_interval_binding_and_doubts():
     a = _answer(capacity=8.0, fail_load=9.0, lo=8.0, hi=9.0, binding=_check(16.8), remeasured=2,
                 client_loads=[12.0], nonmonotone=[10.0, 11.0], hi_unreliable=True)
-    [line, note] = cap.describe(_record(a))
+    [line, note] = capacity_lines.describe(_record(a))
     assert line == ("capacity 32:16 (tier slo: tpot:mean<=16): 8 streams, boundary in [8, 9◊] (95 %), converged; "
                     "binding tpot:mean<=16 at 9: 16.8 (-5.0%); 2 cells measured again: the client's own delays may "
                     "have moved them; no clean cell at 12 streams (the client's delays); 10, 11 streams met it above "
@@ -145,7 +146,7 @@ def test_an_answer_line_with_its_interval_binding_and_doubts():
     ({"fail_load": 4.0, "reason": "time"}, "below 4 streams (time budget spent)"),
     ({"fail_load": 4.0, "reason": "budget"}, "below 4 streams (cell budget spent)")])
 def test_an_answer_without_a_capacity_says_why(kw, tail):
-    assert cap.describe(_record(_answer(**kw))) == [f"capacity 32:16 (tier slo: tpot:mean<=16): {tail}"]
+    assert capacity_lines.describe(_record(_answer(**kw))) == [f"capacity 32:16 (tier slo: tpot:mean<=16): {tail}"]
 
 
 def test_a_rate_answer_and_the_sustain_line():
@@ -155,16 +156,17 @@ def test_a_rate_answer_and_the_sustain_line():
     verdict = TierVerdict(tier="slo", ok=True, checks=[_check(15.0)])
     sustain = Sustain(key="k", repeat=0, load=2.5, duration_s=80.4, status="ok", verdicts=[verdict], drift=drift,
                       apart=["tpot:mean<=16"], doubt="client")
-    lines = cap.describe(_record(_answer(capacity=2.5, lo=2.0, hi=None, reason="above_max"), "rate", sustain))
+    lines = capacity_lines.describe(_record(_answer(capacity=2.5, lo=2.0, hi=None, reason="above_max"), "rate", sustain))
     assert lines[0] == ("capacity 32:16 (tier slo: tpot:mean<=16): 2.5 requests/s, boundary in [2, -] (95 %), "
                         "every load up to the limit met it")
     assert lines[1] == ("sustain 32:16 at 2.5 requests/s for 80 s: does not hold (ok; drifted (ttft_mean_ms +20.0%); "
                         "tpot:mean<=16 apart from the search's cells at that load: they do not confirm it; the "
                         "client's own delays may have moved it)")
     held = sustain.model_copy(update={"drift": [], "apart": [], "doubt": None})
-    assert cap.describe(_record(_answer(capacity=2.5), "users", held))[1] == (
+    assert capacity_lines.describe(_record(_answer(capacity=2.5), "users", held))[1] == (
         "sustain 32:16 at 2.5 users for 80 s: holds (ok; no drift)")
-    assert cap.load_text(None) == "-" and cap.load_text(2.0) == "2" and math.isclose(float(cap.load_text(0.125)), 0.125)
+    load_text = capacity_lines.load_text
+    assert load_text(None) == "-" and load_text(2.0) == "2" and math.isclose(float(load_text(0.125)), 0.125)
 
 
 def _seen(s: Settings, stat, until: int) -> list[tuple[cap.Probe, CellSamples]]:

@@ -15,7 +15,7 @@ from tokenbench.errors import UsageError
 from tokenbench.metrics.capacity import CellSamples, Check, judge
 from tokenbench.spec.slo import PRESETS, Limit, Tier, parse_tiers
 from tokenbench.spec.study import StudySpec
-from tokenbench.study import capacity
+from tokenbench.study import capacity, capacity_lines
 from tokenbench.study.capacity import Settings, between, bracket, narrow, search
 
 
@@ -262,13 +262,13 @@ def test_cells_the_client_stalled_in_are_measured_again_and_never_pooled():
     assert [p.load for p in probes[:5]] == [1.0, 1.0, 1.0, 1.0, 2.0]        # 1/s given up to the client
     assert sum(t.doubt == "client" for t in rec.tried) == 4 and b.client_loads == [1.0]
     assert all(v.cells == 0 or not v.doubted or v.load != 1.0 for v in rec.loads)
-    lines = capacity.describe(rec)
+    lines = capacity_lines.describe(rec)
     assert "4 cells measured again" in lines[0] and "no clean cell at 1 requests/s" in lines[0]
     # the client stalls in every cell near the boundary: no confident answer, the client named
     stuck, probes = drive(s, linear(10, 0.4), stalled=lambda k, p: 20 <= p.load <= 30)
     a = stuck.answers[0]
     assert a.reason == "client" and a.client_loads == [20.0, 24.0, 28.0] and a.lo == 16 and a.hi == 32
-    assert "could not decide" in capacity.describe(stuck)[0]
+    assert "could not decide" in capacity_lines.describe(stuck)[0]
     assert len(probes) < s.budget                                 # no cell wasted on a load given up
     # nothing fails cleanly above the client's loads: they bound the bracket, and the answer names the client
     high, _ = drive(s, linear(10, 0.4), stalled=lambda k, p: p.load >= 24)
@@ -321,7 +321,7 @@ def test_the_sustain_cell_is_judged_against_the_cells_that_placed_the_boundary()
             break
     assert rec.sustain is not None and rec.sustain.verdicts[0].passes
     assert rec.sustain.apart == ["tpot:mean<=16"] and not rec.sustain.holds
-    assert "do not confirm it" in capacity.describe(rec)[-1]
+    assert "do not confirm it" in capacity_lines.describe(rec)[-1]
 
 
 def test_a_cell_is_in_doubt_only_where_the_clients_delays_could_have_made_its_verdict():

@@ -53,7 +53,7 @@ class Searches:
         """One capacity search per workload (study/capacity.py); cells already stored (resume) are replayed
         through it, not rerun (without a launch, a cell not stored raises _NeedsServer). Each search is
         stored with its record (store.save_search)."""
-        from tokenbench.study import capacity  # a capacity search's modules: only a study that searches
+        from tokenbench.study import capacity_lines  # a capacity search's modules: only a study that searches
         ctx = self.ctx
         stored = {(c.config, c.key, c.repeat): c for c in ctx.store.cells(ctx.run_id)
                   if not c.summary.server_unreachable and c.status != "interrupted"}
@@ -68,7 +68,7 @@ class Searches:
         for record in records:
             ctx.store.save_search(ctx.run_id, config_id, record)
             ctx.journal.header.record_search(config.name, record)
-            for line in capacity.describe(record, *self._units(launch)):
+            for line in capacity_lines.describe(record, *self._units(launch)):
                 lines.append(line)
                 ctx.events.log(f"{config.name}: {line}")
         self.lines[config.name] = lines
