@@ -9,6 +9,7 @@ run is cold; a seeded run against a server tokenbench neither launched nor reset
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -230,3 +231,23 @@ def test_the_jobs_section_and_its_plots_render_in_headless_chromium(runs, lang, 
     shot = Path(os.environ.get("TOKENBENCH_SHOT_DIR", tmp_path)) / f"jobs-1280.{lang}.png"
     check.shoot(page, shot, 1280, 2400, section=t(lang, "h.jobs"))
     assert shot.stat().st_size > 40_000
+
+
+def test_the_gate_judges_job_figures_as_any_other(runs, tmp_path, capsys):
+    """`gate --figures job:p95,...` between two salted runs of one server: each job figure of every cell is
+    judged from the runs' jobs (no change, inconclusive or a verdict, never 'no data'), and against the seeded
+    run (its cache state unknown) refused for the cache, as compare does."""
+    out = tmp_path / "g.json"
+    figures = "job:p95,job:p50,job_ttft:p95,job_tpot:p95"
+    code = main(["gate", "--db", str(runs.db), "--baseline", runs.cold, "--candidate", runs.again,
+                 "--figures", figures, "--allow-client-lag", "--json", str(out)])
+    doc = json.loads(out.read_text())
+    assert {f["figure"] for f in doc["figures"]} == {"p95_job_ms", "median_job_ms", "p95_job_ttft_ms",
+                                                     "p95_job_tpot_ms"}
+    assert len(doc["figures"]) == 4 * 4 and code in (0, 10, 11, 12)
+    assert not [f for f in doc["figures"] if f["why"] in ("no_data", "not_ok")]
+    main(["gate", "--db", str(runs.db), "--baseline", runs.cold, "--candidate", runs.seeded, "--figures", figures,
+          "--allow-client-lag", "--json", str(out)])
+    doc = json.loads(out.read_text())
+    assert {(f["decision"], f["why"]) for f in doc["figures"]} == {("refused", "cache_differs")}
+    capsys.readouterr()

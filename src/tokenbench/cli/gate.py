@@ -67,8 +67,8 @@ def _outputs(result: GateResult, given: dict, lang: str) -> None:
 @click.option("--power", type=click.FloatRange(min=0.5, max=0.999), default=0.8, show_default=True,
               help="the power at which the smallest detectable change is stated")
 @click.option("--figures", "figure_list", default=None,
-              help="figures to gate, e.g. ttft:p50,tpot:mean,output_throughput (default: throughputs and "
-                   "TTFT, TPOT, ITL, E2EL mean, p50, p99)")
+              help="figures to gate, e.g. ttft:p50,tpot:mean,output_throughput, or an agents run's job figures "
+                   "job:p95,job_ttft:p95 (default: throughputs and TTFT, TPOT, ITL, E2EL mean, p50, p99)")
 @click.option("--allow-client-lag", is_flag=True, help="judge figures the client's delays may have moved (marked ~)")
 @click.option("--repeat-until-decided", is_flag=True,
               help="measure the candidate again (and a baseline that deploys a profile) until every figure is "

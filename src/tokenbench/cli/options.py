@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 import click
 
 from tokenbench.errors import UsageError
-from tokenbench.metrics.cell_summary import LATENCIES, RATES, Metric
+from tokenbench.metrics.cell_summary import JOBS, LATENCIES, RATES, Metric
 from tokenbench.spec.bench import SLO
 from tokenbench.spec.ports import PORTS_HELP, PortRange
 from tokenbench.spec.slo import FORM, parse_limit, parse_tiers
@@ -235,10 +235,12 @@ def figures(flag: str, text: str | None, default: tuple[Metric, ...]) -> tuple[M
     out = []
     for part in (p.strip() for p in text.split(",") if p.strip()):
         name, _, stat = part.partition(":")
-        if name in RATES and not stat or name in LATENCIES and stat in ("mean", "p50", "p90", "p99"):
+        if (name in RATES and not stat or name in LATENCIES and stat in ("mean", "p50", "p90", "p99")
+                or name in JOBS and stat in ("mean", "p50", "p90", "p95", "p99")):
             out.append(Metric(name, stat or "mean"))  # type: ignore[arg-type]
             continue
         raise UsageError(f"{flag}: '{part}' is not a figure", "write NAME:STAT for a latency (ttft, tpot, itl, "
-                         "e2el with mean, p50, p90, p99) or a throughput (output_throughput, request_throughput, "
+                         "e2el with mean, p50, p90, p99), an agents run's job figure (job, job_ttft, job_tpot with "
+                         "mean, p50, p90, p95, p99) or a throughput (output_throughput, request_throughput, "
                          f"request_goodput), e.g. {flag} ttft:p50,tpot:mean,output_throughput")
     return tuple(out)
