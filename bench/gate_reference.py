@@ -40,8 +40,7 @@ def ids(db) -> set[str]:
 
 
 def added(db, before: set[str]) -> str:
-    """The run the last call stored: runs started in the same second share `created_at`, so the last of
-    Store.runs() (ordered by it, then by id) need not be it."""
+    """The one run stored since `before` (ids(db) taken before the call): the call's own."""
     [new] = [r.id for r in Store(db).runs() if r.id not in before]
     return new
 

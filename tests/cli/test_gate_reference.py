@@ -14,21 +14,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from tests.study.helpers import added, ids
 from tokenbench.cli.main import main
 from tokenbench.store.db import Store
 from tokenbench.testing.reference_server import ReferenceConfig, ReferenceProcess
-
-
-def ids(db) -> set[str]:
-    return {r.id for r in Store(db).runs()}
-
-
-def added(db, before: set[str]) -> str:
-    """The run the last call stored: runs started in the same second share `created_at`, so the last of
-    Store.runs() (ordered by it, then by id) need not be it."""
-    [new] = [r.id for r in Store(db).runs() if r.id not in before]
-    return new
-
 
 pytestmark = pytest.mark.slow
 
