@@ -473,6 +473,14 @@ def test_one_launch_a_side_takes_the_floor(store):
     launch(store, cand, "cand-launch")
     result = judge((runs(store, base), runs(store, cand)), Policy(), Floors(store))
     assert {(f.units, f.noise.source) for f in result.figures if f.noise} == {((1, 1), "default")}
+    # the floor is learned from runs other than the gate's own: two earlier launches are too few, the
+    # baseline's own launch (its runs past the first included) never makes them three; a third earlier one does
+    side(store, "E", 2, first=1)
+    result = judge((runs(store, base), runs(store, cand)), Policy(), Floors(store))
+    assert {f.noise.source for f in result.figures if f.noise} == {"default"}
+    side(store, "F", 1, first=3)
+    result = judge((runs(store, base), runs(store, cand)), Policy(), Floors(store))
+    assert {(f.noise.source, f.noise.units) for f in result.figures if f.noise} == {("learned", 3)}
 
 
 # the client's delays --------------------------------------------------------------------------------

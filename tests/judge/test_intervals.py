@@ -147,6 +147,21 @@ def test_a_repeat_that_states_no_count_adds_no_request_to_the_p99s_judgement():
     assert iv.Book(run([merged], {1: recs, 2: recs})).interval(merged, Metric("ttft", "p99")).unreliable
 
 
+def test_a_p99_over_enough_samples_is_judged_by_the_stated_count_whatever_the_samples():
+    """600 requests read back (the p99's band well inside the samples): a cell stating 99 completed is marked all
+    the same; two repeats stating 100 and none are 100 in all, judged by the samples alone (not marked)."""
+    recs = records(17, n=600, failed=0)
+    metric = Metric("ttft", "p99")
+    assert not u.within(np.asarray(iv.samples(recs, "ttft", None)), "p99").unreliable
+    base = cell(1, recs).summary
+    stated = cell(1, recs, summary=base.model_copy(update={"completed": 99}))
+    assert iv.Book(run([stated], {1: recs})).interval(stated, metric).unreliable
+    hundred = cell(1, recs, summary=base.model_copy(update={"completed": 100}))
+    untold = cell(2, recs, summary=base.model_copy(update={"completed": None}))
+    merged = cell(1, recs, repeats=(hundred, untold), summary=hundred.summary)
+    assert not iv.Book(run([merged], {1: recs, 2: recs})).interval(merged, metric).unreliable
+
+
 @pytest.mark.parametrize("name", ["output_throughput", "request_throughput"])
 def test_a_rates_interval_is_scaled_onto_the_stored_figure(name):
     recs = records(8, failed=0)

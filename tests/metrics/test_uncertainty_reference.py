@@ -154,6 +154,16 @@ def test_a_percentile_of_clusters_takes_the_se_of_the_share_below_it_over_reques
     assert iv.df == len(groups) - 1
 
 
+def test_a_cluster_band_ending_just_inside_half_a_value_from_the_first_is_reliable():
+    """p50 over 6 gaps of 3 requests: the band's low end, p - t se, lies at 0.516 / n, inside the edge 0.5 / n by
+    less than a fortieth of a value (and the high end as far inside 1 - 0.5 / n): not unreliable."""
+    groups = [[2.0, 6.0, 1.0], [1.0, 8.0], [2.0]]
+    at = float(np.percentile([v for g in groups for v in g], 50))
+    lo_p = 0.5 - t(2) * _robust(groups, lambda v: float(v <= at))
+    assert 0.5 / 6 < lo_p < 0.52 / 6
+    assert not u.within(u.Clusters.of(groups), "p50").unreliable
+
+
 def test_the_share_below_counts_a_value_equal_to_the_percentile():
     """Two requests, each with one gap at the median: every value is at most it (share 1 in each request)."""
     c = u.Clusters.of([[1.0, 2.0, 3.0], [2.0, 2.0, 2.0]])
