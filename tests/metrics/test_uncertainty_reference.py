@@ -164,6 +164,19 @@ def test_a_cluster_band_ending_just_inside_half_a_value_from_the_first_is_reliab
     assert not u.within(u.Clusters.of(groups), "p50").unreliable
 
 
+@pytest.mark.parametrize(("groups", "stat"), [([[2.0, 2.0], [2.0] * 3], "p90"), ([[3.0] * 4, [3.0] * 6], "p95"),
+                                             ([[1.0] * 20, [1.0] * 30], "p99")])
+def test_a_band_of_no_width_ending_exactly_half_a_value_from_the_last_is_reliable(groups, stat):
+    """Every gap equal: each request's share below the percentile is 1, the cluster-robust se 0, so the band is p
+    itself, and n is chosen so that p is exactly 1 - 0.5 / n (5 values at p90, 10 at p95, 50 at p99): the band
+    reaches the edge, not past it."""
+    c = u.Clusters.of(groups)
+    p = u.STATS[stat] / 100
+    assert u._share_se(c, p, groups[0][0]) == 0.0 and p == 1 - 0.5 / len(c)
+    iv = u.within(c, stat)
+    assert (iv.value, iv.lo, iv.hi, iv.unreliable) == (groups[0][0], groups[0][0], groups[0][0], False)
+
+
 def test_the_share_below_counts_a_value_equal_to_the_percentile():
     """Two requests, each with one gap at the median: every value is at most it (share 1 in each request)."""
     c = u.Clusters.of([[1.0, 2.0, 3.0], [2.0, 2.0, 2.0]])
