@@ -264,6 +264,23 @@ def test_holm_runs_over_every_tested_figure_and_figures_can_be_chosen(store):
     assert tpot.p_holm == pytest.approx(min(1.0, 4 * tpot.p)) or tpot.p_holm >= tpot.p   # the smallest p: x m
 
 
+def test_holms_steps_and_the_equivalence_level_of_a_look():
+    """Holm's i-th step (0: the smallest p) is held to alpha / (left - i), never past alpha itself; no change is
+    shown by two one-sided tests at alpha (one look), at the look's boundary for 2 alpha halved (a later look)."""
+    from tokenbench.judge.gate import _Level
+    one = _Level(Look(), 0.05, 4)
+    assert [one.step(i) for i in range(6)] == pytest.approx([0.05 / 4, 0.05 / 3, 0.05 / 2, 0.05, 0.05, 0.05])
+    assert one.equivalence() == pytest.approx(0.05)
+    later = _Level(Look((0.5, 1.0)), 0.05, 2)
+    assert later.step(0) == pytest.approx(noise_level(0.025, (0.5, 1.0)))
+    assert later.equivalence() == pytest.approx(noise_level(0.1, (0.5, 1.0)) / 2) and later.equivalence() < 0.05
+
+
+def noise_level(alpha: float, fractions: tuple[float, ...]) -> float:
+    from tokenbench.metrics.noise import nominal_level
+    return nominal_level(alpha, fractions)
+
+
 # sequential looks -------------------------------------------------------------------------------
 def test_a_later_look_keeps_earlier_decisions_and_spends_only_its_share(store):
     base, cand = side(store, "B", 3), side(store, "C", 3, first=4, itl_ms=11.0)
@@ -473,6 +490,14 @@ def test_one_launch_a_side_takes_the_floor(store):
     launch(store, cand, "cand-launch")
     result = judge((runs(store, base), runs(store, cand)), Policy(), Floors(store))
     assert {(f.units, f.noise.source) for f in result.figures if f.noise} == {((1, 1), "default")}
+    # the floor is learned from runs other than the gate's own: two earlier launches are too few, the
+    # baseline's own launch (its runs past the first included) never makes them three; a third earlier one does
+    side(store, "E", 2, first=1)
+    result = judge((runs(store, base), runs(store, cand)), Policy(), Floors(store))
+    assert {f.noise.source for f in result.figures if f.noise} == {"default"}
+    side(store, "F", 1, first=3)
+    result = judge((runs(store, base), runs(store, cand)), Policy(), Floors(store))
+    assert {(f.noise.source, f.noise.units) for f in result.figures if f.noise} == {("learned", 3)}
 
 
 # the client's delays --------------------------------------------------------------------------------

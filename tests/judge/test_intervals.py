@@ -147,6 +147,34 @@ def test_a_repeat_that_states_no_count_adds_no_request_to_the_p99s_judgement():
     assert iv.Book(run([merged], {1: recs, 2: recs})).interval(merged, Metric("ttft", "p99")).unreliable
 
 
+def test_a_p99_over_enough_samples_is_judged_by_the_stated_count_whatever_the_samples():
+    """600 requests read back (the p99's band well inside the samples): a cell stating 99 completed is marked all
+    the same; two repeats stating 99 and none are 99 in all (marked), 100 and none 100 (judged by the samples alone:
+    not marked)."""
+    recs = records(17, n=600, failed=0)
+    metric = Metric("ttft", "p99")
+    assert not u.within(np.asarray(iv.samples(recs, "ttft", None)), "p99").unreliable
+    base = cell(1, recs).summary
+    stated = cell(1, recs, summary=base.model_copy(update={"completed": 99}))
+    assert iv.Book(run([stated], {1: recs})).interval(stated, metric).unreliable
+    untold = cell(2, recs, summary=base.model_copy(update={"completed": None}))
+    for told, marked in ((99, True), (100, False)):
+        one = cell(1, recs, summary=base.model_copy(update={"completed": told}))
+        merged = cell(1, recs, repeats=(one, untold), summary=one.summary)
+        assert iv.Book(run([merged], {1: recs, 2: recs})).interval(merged, metric).unreliable is marked
+
+
+@pytest.mark.parametrize("stat", ["mean", "p50", "p99"])
+def test_a_job_figures_interval_is_that_of_each_complete_jobs_figure_over_the_jobs(stat):
+    from tokenbench.metrics.summary_groups import JobFigures
+    recs = records(18, n=40, failed=0)
+    each = [900.0, 1200.0, 1100.0, 950.0, 1500.0]
+    jobs = JobFigures(started=6, complete=5, incomplete=1, each_completion_ms=each)
+    c = cell(1, recs, summary=cell(1, recs).summary.model_copy(update={"jobs": jobs}))
+    got = iv.Book(run([c], {1: recs})).interval(c, Metric("job", stat))
+    assert got == u.interval([each], stat, requests=5) and got.n == 5                # over the 5 jobs, not 40 requests
+
+
 @pytest.mark.parametrize("name", ["output_throughput", "request_throughput"])
 def test_a_rates_interval_is_scaled_onto_the_stored_figure(name):
     recs = records(8, failed=0)
@@ -189,6 +217,8 @@ def test_holding_the_figure_has_a_slack_of_0_1_percent_of_it():
     assert iv._holds(tiny, 1e-12) and not iv._holds(tiny, 1e-11)
     negative = u.Interval(value=-10.0, lo=-11.0, hi=-9.0, n=5)
     assert iv._holds(negative, -11.011) and not iv._holds(negative, -11.012)
+    edge = u.Interval(value=1001.0, lo=1001.0, hi=1002.0, n=5)       # 1000 lies exactly its slack (1.0) below
+    assert iv._holds(edge, 1000.0) and iv._holds(u.Interval(value=998.0, lo=998.0, hi=999.0, n=5), 1000.0)
 
 
 def test_a_cell_without_ok_repeats_or_samples_has_no_interval():

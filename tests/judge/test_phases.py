@@ -233,3 +233,11 @@ def test_with_no_common_traced_cell_each_columns_one_traced_cell_of_a_length_pai
     got = ph.pairs(_column(a, "a"), _column(b, "b"))
     assert [(x.id, y.id) for x, y in got] == [(1, 4)]         # (16, 4): two traced cells in A, no pair
     assert ph.pairs(_column([_traced(1)], "a"), _column([_traced(2, lengths=(16, 4))], "b")) == []
+
+
+@pytest.mark.parametrize("value", [5.0, 0.0])
+def test_a_phase_equal_on_both_sides_did_not_move_even_with_no_min_effect(value):
+    """Every value equal on both sides: a difference of exactly 0 with an interval of no width, [0, 0]; an
+    interval that reaches 0 does not exclude it, so the phase did not move, whatever the min effect."""
+    c = ph.change("queue", [value] * 4, [value] * 5, 10.0, 0.0)
+    assert c is not None and (c.delta, c.lo, c.hi) == (0.0, 0.0, 0.0) and not c.moved

@@ -189,6 +189,9 @@ def test_the_best_that_misses_its_confirmation_gives_way_to_the_next_ranked_in_t
     t = judge([SLO, WIDE], [nxt, top], "4")
     assert t.ranking("slo").of("8").verdict == "unconfirmed" and t.recommended == "4"
     assert t.ranking("wide").best == "8"                        # the confirmation is at the first tier's answer
+    slo, wide = t.ranking("slo"), t.ranking("wide")             # each standing carries it in the first tier only
+    assert (slo.of("8").confirmation.outcome, slo.of("4").confirmation.outcome) == ("missed", "confirmed")
+    assert wide.of("8").confirmation is None and wide.of("4").confirmation is None
     assert [(c.config, c.outcome) for c in t.confirmations] == [("8", "missed"), ("4", "confirmed")]
     assert t.confirmed is not None and t.confirmed.outcome == "confirmed" and t.empty is None
     lines = headline(t, "en")

@@ -76,6 +76,23 @@ def test_samples_are_the_measured_ok_requests_and_goodput_counts_the_failed_ones
     assert set(samples_of(recs, {"ttft"}, SLO())) == {"ttft"}
 
 
+def test_a_job_limits_samples_are_each_complete_jobs_figure_and_none_without_jobs():
+    from tokenbench.metrics.summary_groups import JobFigures
+    jobs = JobFigures(started=3, complete=2, incomplete=1, each_completion_ms=[900.0, 1200.0],
+                      each_ttft_max_ms=[80.0, None], each_tpot_max_ms=[12.0, 15.0])
+    got = samples_of([rec(0, 100)], {"job", "job_ttft", "job_tpot", "ttft"}, SLO(), jobs)
+    assert got == {"job": [900.0, 1200.0], "job_ttft": [80.0], "job_tpot": [12.0, 15.0], "ttft": [100.0]}
+    assert samples_of([rec(0, 100)], {"job", "ttft"}, SLO()) == {"job": [], "ttft": [100.0]}
+
+
+def test_a_check_without_an_allowance_is_sure_to_fail_just_beyond_its_limit():
+    """No allowance given: none (0), so a mean of 10.5 with no spread is a sure fail of mean <= 10, and a mean of
+    exactly 10 a sure pass."""
+    over = check(lim("ttft:mean<=10"), [10.5] * 5)
+    assert over.allowance == 0.0 and (over.lo, over.hi) == (10.5, 10.5) and over.sure == "fail"
+    assert check(lim("ttft:mean<=10"), [10.0] * 5).sure == "pass"
+
+
 def test_cells_pool_into_one_sample_keeping_each_requests_gaps_together():
     assert pooled([[1.0, 2.0], [3.0], []]) == [1.0, 2.0, 3.0] and pooled([]) == []
     a, b = u.Clusters.of([[1.0, 2.0], [3.0]]), u.Clusters.of([[4.0]])

@@ -390,6 +390,17 @@ def test_no_stall_and_no_buffering_bound_nothing():
     assert health.client_bounds == {} and health.chunks_after_stall == 0 and health.chunks_coalesced == 0
 
 
+def test_a_failed_request_ending_last_bounds_nothing_without_a_stall():
+    """As above, with the cell's last end a failed request's (no stream whose hold could delay it): still no bound."""
+    recs, _, load = drawn(5)
+    recs = [r for r in recs if len(set(r.token_times_ns)) == len(r.token_times_ns)]
+    last = max(r.end_ns for r in recs)
+    recs.append(RequestRecord(index=1000, phase="measure", input_len=8, output_len=4, intended_ns=last, sent_ns=last,
+                              end_ns=last + 5 * MS, error_kind="http_status"))
+    summary, _, health = measured(recs, [], load)
+    assert summary.failed == 1 and summary.request_throughput and health.client_bounds == {}
+
+
 def test_on_a_tie_the_earlier_stamps_stall_is_named():
     """The first token held 30 ms by the client's CPU, the last 30 ms by host contention: TPOT's bound and the
     ITL gap between them name the earlier stamp's cause (the reference's `larger` keeps the first on a tie)."""

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from tokenbench.client.records import RequestRecord
 from tokenbench.metrics import summary as sm
 from tokenbench.metrics.summary_groups import SendRates
-from tokenbench.metrics.tally import SendTimes, SlotWaits
+from tokenbench.metrics.tally import JobTally, SendTimes, SlotWaits, TurnTally
 from tokenbench.spec.bench import SLO, Load
 
 MS, S = 1_000_000, 1_000_000_000
@@ -205,7 +205,7 @@ def test_the_steady_figures_count_what_finished_and_was_emitted_inside_the_windo
 
 
 # ---- send rates --------------------------------------------------------------------------------
-@pytest.mark.parametrize(("times", "want"), [([0, S], 1.0), ([0, S // 2, S], 2.0), ([5], None), ([3, 3], None),
+@pytest.mark.parametrize(("times", "want"), [([0, S], 1.0), ([0, S // 2, S], 2.0), ([], None), ([5], None), ([3, 3], None),
                                              ([0, 4 * S, 2 * S], 0.5)])
 def test_a_rate_over_events_is_n_minus_1_over_their_span(times, want):
     assert sm.rate_over(np.asarray(times)) == want
@@ -334,3 +334,33 @@ def test_a_sessions_cells_shape_is_what_it_asked():
     assert got.system_len == 0 and got.think_time_s == 0.5
     with_system = sm.shape_of(wl.model_copy(update={"system_prompt_len": 64}), Load(session_rate=1.5, num_sessions=8))
     assert with_system.system_len == 64 and with_system.rate == 1.5 and with_system.users is None
+
+
+def test_the_theoretical_hit_is_the_oracles_tokens_over_the_prompt_tokens_by_turn_and_over_every_turn():
+    """Turn 0: sessions s-0 and s-1 (100 and 200 prompt tokens, the oracle found 0 and 50); turn 1: only a failed
+    request (no prompt counted: none); turn 2: s-0 (400 tokens, 300 found). A session the turn did not count adds
+    nothing."""
+    def turn(i: int, sid: str, k: int, prompt: int, error: str | None = None) -> RequestRecord:
+        return RequestRecord(index=i, phase="measure", input_len=prompt, output_len=1, intended_ns=0, sent_ns=0,
+                             end_ns=2_000_000, token_times_ns=[] if error else [1_000_000],
+                             token_counts=[] if error else [1], prompt_tokens=prompt, completion_tokens=1,
+                             usage_source="server", error_kind=error, session_id=sid, turn=k)
+    turns = TurnTally()
+    for r in (turn(0, "s-0", 0, 100), turn(1, "s-1", 0, 200), turn(2, "s-1", 1, 300, error="timeout"),
+              turn(3, "s-0", 2, 400)):
+        turns.add(r)
+    theory = {("s-0", 0): 0, ("s-1", 0): 50, ("s-1", 1): 80, ("s-0", 2): 300, ("s-9", 2): 999}
+    got = sm.theory_figures(turns, theory)
+    assert got == {"turn_theory_hit_rate": [50 / 300, None, 300 / 400], "theory_hit_rate": 350 / 700}
+    assert sm.theory_figures(TurnTally(), theory) == {"turn_theory_hit_rate": [], "theory_hit_rate": None}
+
+
+def test_jobs_are_in_the_order_they_started_by_the_number_their_id_ends_with():
+    """s-2 before s-10 (by number, not as text); an id without a number first."""
+    jobs = JobTally()
+    for i, sid in enumerate(["s-10", "s-2", "warm", "s-1"]):
+        jobs.add(RequestRecord(index=i, phase="measure", input_len=4, output_len=1, intended_ns=0, sent_ns=0,
+                               end_ns=(i + 2) * MS, token_times_ns=[(i + 1) * MS], token_counts=[1],
+                               completion_tokens=1, usage_source="server", session_id=sid, turn=0))
+    got = sm.job_figures(jobs, {sid: (0,) for sid in jobs.jobs})
+    assert got.ids == ["warm", "s-1", "s-2", "s-10"] and got.each_completion_ms == [3.0, 4.0, 2.0, 1.0]

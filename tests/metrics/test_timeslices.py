@@ -116,3 +116,24 @@ def test_the_monitor_samples_fall_in_their_slices():
     assert m.monitor_samples == [2, 1] and m.running_mean == [3, None] and m.waiting_max == [1, None]
     assert m.kv_usage_max == [None, 0.5]
     assert "slice_running_mean" in CellSummary().with_(m).to_dict()
+
+
+def test_a_slow_stream_under_one_token_a_second_is_judged_steady_and_no_output_is_not():
+    """The steady verdict is judged at any positive rate, however low (0.5 tok/s: spread 0, steady; 0.45 to 0.55:
+    spread 0.2, not), and a window of slices without a single token is not steady (no spread)."""
+    slow = Timeslices(width_s=10.0, span_s=[10.0] * 4, output_tps=[0.5, 0.5, 0.5, 0.5])
+    assert steady(slow) == (True, 0.0)
+    assert steady(slow.model_copy(update={"output_tps": [0.5, 0.45, 0.5, 0.55]})) == (False, pytest.approx(0.2))
+    assert steady(slow.model_copy(update={"output_tps": [0.5, 0.0, 0.0, 0.0]})) == (False, None)
+
+
+def test_a_token_on_a_slice_edge_counts_in_the_later_slice_only():
+    # request 0's 10 tokens arrive every 100 ms from 100 ms: the one at exactly 1 s is the second slice's
+    recs = [rec(0, 0, 100, 100, 10), rec(1, 1500, 50, 10, 1)]
+    tally = CellTally(slice_s=1.0)
+    for r in recs:
+        tally.add(r)
+    s = of_tally(tally, LOAD, 4, 10).slices
+    assert s is not None and s.t0_ns == 0 and s.span_s[0] == 1.0
+    assert s.output_tps[0] == 9.0                     # 100 .. 900 ms: 9 tokens; the token at 1000 ms is not one
+    assert s.output_tps[1] * s.span_s[1] == pytest.approx(2)   # 1000 ms and request 1's token at 1550 ms

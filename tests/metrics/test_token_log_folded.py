@@ -126,3 +126,6 @@ def test_a_rank_outside_the_samples_has_no_value():
     x = np.array([1.0, 2.0, 4.0])
     assert token_log.at_rank(x, -0.1) == -np.inf and token_log.at_rank(x, 2.1) == np.inf
     assert token_log.at_rank(x, 0.0) == 1.0 and token_log.at_rank(x, 2.0) == 4.0 and token_log.at_rank(x, 1.5) == 3.0
+    n, at = folded([([0, 1_000_000, 3_000_000, 7_000_000], [1, 1, 1, 1])], fold_at=2).gap_ranks()   # the same once folded
+    assert n == 3 and at(-0.1) == -np.inf and at(2.1) == np.inf and at(3.0) == np.inf
+    assert at(0.0) == pytest.approx(1.0, rel=BOUND) and at(2.0) == pytest.approx(4.0, rel=BOUND)

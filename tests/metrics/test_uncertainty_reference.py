@@ -154,6 +154,29 @@ def test_a_percentile_of_clusters_takes_the_se_of_the_share_below_it_over_reques
     assert iv.df == len(groups) - 1
 
 
+def test_a_cluster_band_ending_just_inside_half_a_value_from_the_first_is_reliable():
+    """p50 over 6 gaps of 3 requests: the band's low end, p - t se, lies at 0.516 / n, inside the edge 0.5 / n by
+    less than a fortieth of a value (and the high end as far inside 1 - 0.5 / n): not unreliable."""
+    groups = [[2.0, 6.0, 1.0], [1.0, 8.0], [2.0]]
+    at = float(np.percentile([v for g in groups for v in g], 50))
+    lo_p = 0.5 - t(2) * _robust(groups, lambda v: float(v <= at))
+    assert 0.5 / 6 < lo_p < 0.52 / 6
+    assert not u.within(u.Clusters.of(groups), "p50").unreliable
+
+
+@pytest.mark.parametrize(("groups", "stat"), [([[2.0, 2.0], [2.0] * 3], "p90"), ([[3.0] * 4, [3.0] * 6], "p95"),
+                                             ([[1.0] * 20, [1.0] * 30], "p99")])
+def test_a_band_of_no_width_ending_exactly_half_a_value_from_the_last_is_reliable(groups, stat):
+    """Every gap equal: each request's share below the percentile is 1, the cluster-robust se 0, so the band is p
+    itself, and n is chosen so that p is exactly 1 - 0.5 / n (5 values at p90, 10 at p95, 50 at p99): the band
+    reaches the edge, not past it."""
+    c = u.Clusters.of(groups)
+    p = u.STATS[stat] / 100
+    assert u._share_se(c, p, groups[0][0]) == 0.0 and p == 1 - 0.5 / len(c)
+    iv = u.within(c, stat)
+    assert (iv.value, iv.lo, iv.hi, iv.unreliable) == (groups[0][0], groups[0][0], groups[0][0], False)
+
+
 def test_the_share_below_counts_a_value_equal_to_the_percentile():
     """Two requests, each with one gap at the median: every value is at most it (share 1 in each request)."""
     c = u.Clusters.of([[1.0, 2.0, 3.0], [2.0, 2.0, 2.0]])

@@ -73,6 +73,7 @@ def test_the_midpoint_on_the_dimensions_grid():
     assert cap.between(rate, 1.0, 2.0) == 1.5 and cap.between(rate, 100.0, 100.5) == 100.2
     assert cap.between(rate, 100.0, 100.02) == 100.01 and cap.between(rate, 1000.0, 1000.02) == 1000.01
     assert cap.between(rate, 1.0, 1.0000001) is None
+    assert cap.between(rate, 1.0, 1.2345) == 1.12 and cap.between(rate, 10.0, 10.2) == 10.1   # 3 digits where they fall between
     assert cap._grid(streams, 7.9) == 7.0 and cap._grid(streams, 0.3) == 1.0 and cap._grid(rate, 3.14159) == 3.14
     assert cap._round(123456.0, 3) == 123000.0
 

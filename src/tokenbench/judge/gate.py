@@ -267,6 +267,11 @@ class _Level:
         (Maurer and Bretz: Holm's weights, each figure's sequence of looks its own group-sequential test)."""
         return self.look.level(self.alpha / max(1, self.left - i))
 
+    def equivalence(self) -> float:
+        """The one-sided level of the two one-sided tests of no change: the look's boundary for 2 alpha, halved
+        (one look: alpha, the 1 - 2 alpha interval inside the smallest effect)."""
+        return self.look.level(min(2 * self.alpha, 1.0)) / 2
+
 
 def _decide(item: _Item, s: noise.Shift, holm: tuple[bool, float], level: _Level, policy: Policy) -> FigureResult:
     """The verdict (noise.decide: equivalence by two one-sided tests at the look's one-sided boundary for
@@ -276,8 +281,7 @@ def _decide(item: _Item, s: noise.Shift, holm: tuple[bool, float], level: _Level
     rejected, p_holm = holm
     head = item.result
     strictest = level.step(0)
-    equivalence = level.look.level(min(2 * level.alpha, 1.0)) / 2
-    decided = noise.decide(s, head.metric.higher_is_better, rejected, equivalence, policy.min_effect)
+    decided = noise.decide(s, head.metric.higher_is_better, rejected, level.equivalence(), policy.min_effect)
     lo, hi = s.interval(strictest)
     worse: fp.Side | None = {"regressed": "b", "improved": "a"}.get(decided)  # type: ignore[assignment]
     reasons = fp.refusals(*item.facts, worse)

@@ -357,9 +357,9 @@ class SendTimes:
     """Per measured send: when it was due, when its bytes were written, and the
     connection set-up before that (0 on a kept-alive connection), all ns."""
 
-    intended: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    wrote: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    connect: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    intended: np.ndarray
+    wrote: np.ndarray
+    connect: np.ndarray
 
 
 

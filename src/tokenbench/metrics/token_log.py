@@ -119,13 +119,20 @@ class TokenLog:
 
     def gap_ranks(self) -> tuple[int, Callable[[float], float]]:
         """How many ITL gaps there are, and the gap (ms) at a fractional rank of their sorted order (read
-        from the histogram once folded, within its stated error)."""
+        from the histogram once folded, within its stated error); outside the ranks none, as at_rank."""
         if not self.folded:
             gaps = np.sort(self._gaps()) / MS
             return len(gaps), lambda pos: at_rank(gaps, pos)
         self._fold()
         n, _, _, lo, hi = self.moments
-        return n, lambda pos: hist_percentile(self.hist, 100.0 * pos / max(n - 1, 1), lo, hi) / MS
+
+        def at(pos: float) -> float:
+            if pos > n - 1:
+                return math.inf
+            if pos < 0:
+                return -math.inf
+            return hist_percentile(self.hist, 100.0 * pos / max(n - 1, 1), lo, hi) / MS
+        return n, at
 
     def tokens_near(self, a: int, b: int) -> int:
         """At most how many tokens arrived in [a, b] (ns): exact while nothing was folded, else every
