@@ -1,0 +1,27 @@
+"""judge/tune.py at an edge a held-out mutation draw (seed 3) found untested: a stored tune with no search (every
+config failed to start) is judged on its spec's tiers and the load dimension the spec searched, rate included;
+a spec without one is in concurrency."""
+
+from __future__ import annotations
+
+import pytest
+
+from tokenbench.judge import tune as tn
+from tokenbench.logs.launch import LaunchFailure
+
+
+class _Failed:
+    """A stored config that did not start."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.overrides, self.profile, self.message, self.deaths = name, {}, None, "", ()
+        self.launch = LaunchFailure(cause="out_of_memory", message="out of memory")
+
+
+@pytest.mark.parametrize("dimension", ["rate", "concurrency"])
+def test_a_tune_of_configs_that_never_started_keeps_the_dimension_its_spec_searched(dimension):
+    spec = {"find_capacity": dimension, "target": {"profile": "p"}, "tune": {"baseline": None},
+            "slo": {"tpot_ms": 50}, "pairs": [[32, 16]]}
+    got = tn.of_run(spec, [_Failed("default"), _Failed("b")], [])
+    assert got is not None and got.dimension == dimension and got.baseline == "default"
+    assert [r.tier.name for r in got.rankings] == ["slo"] and got.rankings[0].best is None
