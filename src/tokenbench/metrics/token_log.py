@@ -8,7 +8,7 @@ FOLD_CHUNKS at a time, into
   deviation, minimum and maximum stay exact (running moments, merged batch by batch);
 - tokens per STEP_NS (10 ms) of arrival time, so the steady window's output tokens count the two
   edge steps in proportion to their overlap: off by at most the tokens of those two steps.
-So a cell of any length holds at most FOLD_CHUNKS chunks (3 MB) plus the histogram (a fixed 512 KB)
+So a cell of any length holds at most FOLD_CHUNKS chunks (3 MB) plus the histogram (a fixed 256 KB: 32,768 int64 buckets)
 and 8 bytes per 10 ms of its duration. docs/metrics.md ("Large cells") states the same bounds.
 """
 
