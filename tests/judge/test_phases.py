@@ -95,6 +95,13 @@ def test_any_side_of_equal_values_leaves_the_other_sides_degrees_of_freedom(b, n
     _other_sides_df(b, n)
 
 
+@pytest.mark.parametrize(("n_a", "n_b"), [(5, 8), (8, 5), (3, 3), (30, 2)])
+def test_two_sides_of_equal_values_take_the_fewer_degrees_of_freedom(n_a, n_b):
+    """No spread on either side (Welch's formula is 0 / 0, scipy's NaN): the smaller side's own n - 1, not 1."""
+    a, b = u.within(np.full(n_a, 3.0), "mean"), u.within(np.full(n_b, 7.0), "mean")
+    assert a.se == b.se == 0.0 and ph._welch_df(a, b) == min(n_a, n_b) - 1 == ph._welch_df(b, a)
+
+
 def test_welch_follows_the_spread_side():
     """Three tight values against twelve spread ones: about 11 degrees of freedom (the spread side's), not 13."""
     queued = [400.0, 650.0, 900.0, 520.0, 710.0, 880.0, 610.0, 430.0, 760.0, 690.0, 540.0, 820.0]
@@ -203,6 +210,12 @@ def test_the_phase_that_grew_most_among_those_that_moved_up():
     assert ph.grew(found).phase == "decode"
     assert ph.grew([_pc("queue", -5.0, True), _pc("prefill", 9.0, False)]) is None
     assert ph.grew([_pc("queue", 0.0, True)]) is None and ph.grew([]) is None
+
+
+def test_a_phase_that_moved_up_by_less_than_a_millisecond_grew():
+    """Growth is any moved change above 0 ms, however small (a queue of 0.4 ms against one of 0.25 ms)."""
+    assert ph.grew([_pc("queue", 0.4, True), _pc("prefill", 0.25, True)]).phase == "queue"
+    assert ph.grew([_pc("delivery", 1e-3, True), _pc("decode", -0.5, True)]).phase == "delivery"
 
 
 # ---- pairs of cells --------------------------------------------------------------------------

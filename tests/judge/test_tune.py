@@ -9,11 +9,11 @@ import dataclasses
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tokenbench.judge.tune import Entrant, judge, outranked, rivals, warm_start
+from tokenbench.judge.tune import Entrant, judge, outcome, outranked, rivals, warm_start
 from tokenbench.logs.launch import Death, LaunchFailure
 from tokenbench.metrics.capacity import Answer, Check, SearchRecord, Sustain, TierVerdict
 from tokenbench.report.tune import headline
-from tokenbench.spec.slo import Tier
+from tokenbench.spec.slo import Limit, Tier
 
 SLO = Tier(name="slo", limits=["tpot:mean<=20"])
 WIDE = Tier(name="wide", limits=["tpot:mean<=30"])
@@ -165,6 +165,32 @@ def confirmed(e: Entrant, load: float, passes: bool, doubt=None) -> Entrant:
     sustain = Sustain(key=f"c={load:g}", repeat=1, load=load, duration_s=60.0, status="ok", verdicts=[verdict],
                       doubt=doubt)
     return dataclasses.replace(e, record=e.record.model_copy(update={"sustain": sustain}))
+
+
+def test_the_sustain_cell_confirms_by_its_first_tiers_verdict_alone():
+    """The sustain cell runs at the first tier's answer, and every tier is judged on it: only the first tier's
+    verdict confirms or misses (a looser second tier met there says nothing of the first's boundary)."""
+    def verdict(tier: Tier, met: bool) -> TierVerdict:
+        limit = Limit.model_validate(tier.limits[0])
+        value = limit.value - 1 if met else limit.value + 1
+        return TierVerdict(tier=tier.name, ok=True, checks=[Check(limit=limit, value=value, lo=0.0, hi=100.0, n=200)])
+    def sustain(*verdicts: TierVerdict) -> Sustain:
+        return Sustain(key="c=8", repeat=1, load=8, duration_s=60.0, status="ok", verdicts=list(verdicts))
+    assert outcome(sustain(verdict(SLO, False), verdict(WIDE, True))) == "missed"
+    assert outcome(sustain(verdict(SLO, True), verdict(WIDE, False))) == "confirmed"
+
+
+def test_a_config_searched_whose_last_launch_did_not_start_is_failed_never_the_best_nor_a_rival():
+    """Searched to 8 streams, then relaunched and out of memory: it cannot be recommended (it no longer starts);
+    the config searched to 4 is the best, the only rival and the next search's start."""
+    relaunched = dataclasses.replace(entrant("8", answer(SLO, 8, 8, 9)), launch=OOM)
+    four = entrant("4", answer(SLO, 4, 4, 5))
+    t = judge([SLO], [four, relaunched], "4")
+    assert [(s.config, s.verdict, s.launch) for s in t.rankings[0].standings] == [
+        ("4", "best", None), ("8", "failed", OOM)]
+    assert t.recommended == "4" and t.frontier == ["4"]
+    assert rivals([four, relaunched], [SLO]) == {"slo": 4} and warm_start([four, relaunched], SLO) == 4
+    assert judge([SLO], [four, dataclasses.replace(relaunched, launch=None)], "4").recommended == "8"
 
 
 def test_a_config_whose_engine_died_is_never_the_best_nor_a_rival_whatever_its_capacity():

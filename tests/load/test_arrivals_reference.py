@@ -6,6 +6,7 @@ offsets in whole ns. The same seed gives the same offsets to the nanosecond."""
 
 from __future__ import annotations
 
+import hashlib
 import random
 
 import pytest
@@ -91,3 +92,11 @@ def test_n_of_a_schedule():
 def test_each_cell_its_own_48_bit_seed():
     a, b = ar.arrival_seed(1, "c=1"), ar.arrival_seed(1, "c=2")
     assert a != b and 0 <= a < 2**48 and a == ar.arrival_seed(1, "c=1") and ar.arrival_seed(2, "c=1") != a
+
+
+@pytest.mark.parametrize(("seed", "key"), [(0, "c=1"), (1, "rate=2.5"), (7, "in=128,out=64,c=4"), (123, "")])
+def test_a_cells_seed_is_the_first_48_bits_of_sha256_of_its_seed_and_key(seed, key):
+    """docs/metrics.md: arrival_seed = first 48 bits of sha256("{seed}/{cell key}/arrivals"), so a published
+    study's arrivals are drawn again the same by any later version."""
+    digest = hashlib.sha256(f"{seed}/{key}/arrivals".encode()).digest()
+    assert ar.arrival_seed(seed, key) == int.from_bytes(digest, "big") >> (256 - 48)

@@ -18,7 +18,7 @@ from tokenbench.client.records import RequestRecord
 from tokenbench.judge.status import figure_state, judge, usable
 from tokenbench.load.lag import PROBE_PERIOD_NS
 from tokenbench.load.workers import merge_health
-from tokenbench.metrics import tally
+from tokenbench.metrics import health, tally
 from tokenbench.metrics.cell import Measured, ServerSide, finish
 from tokenbench.metrics.cell_summary import CellSummary
 from tokenbench.metrics.health import CLAIM_ABS_MS, CLAIM_REL, Delays, Delivery, claim_ms, rank_bound, tolerance
@@ -308,6 +308,17 @@ async def _stalls(every_s: float, block_s: float) -> None:
         end = time.perf_counter() + block_s
         while time.perf_counter() < end:
             pass
+
+
+@pytest.mark.parametrize(("pace", "chunks", "stalls"), [(1, 201, True), (1, 202, False), (2, 101, True),
+                                                      (2, 102, False), (0, 1, False)])
+def test_a_burst_is_the_stalls_up_to_twice_what_its_pace_piles_up_while_held_even_at_1_ns(pace, chunks, stalls):
+    """A stall held the loop from 900 ns: a burst read at 1,000 ns, its read before at 0, was held 100 ns, and
+    the stall explains at most 1 + 2 x 100 / pace chunks of it (a pace of 1 ns is a pace); a request read in one
+    burst (pace 0) is the stall's only where it held the loop most of the wait (here 100 of 1,000 ns: not)."""
+    win = health.Windows(start=np.array([900]), due=np.array([950]), end=np.array([5_000]), cause=np.array([0]))
+    b = {k: np.array([v]) for k, v in (("stamp", 1_000), ("prev", 0), ("pace", pace), ("chunks", chunks))}
+    assert health._stalled(b, win).tolist() == [stalls]
 
 
 def _stalled_cell(url: str, every_s: float | None, block_s: float, allow_lag: bool = False):

@@ -29,6 +29,13 @@ def test_t_quantile_equals_scipy_at_every_df_and_level(df):
         assert n.t_quantile(p, df) == pytest.approx(st.t.ppf(p, df), rel=1e-8, abs=1e-12), (p, df)
 
 
+@pytest.mark.parametrize("p", [1e-300, 1e-100, 1e-12, 0.01, 0.3, 0.4999, 0.5, 0.5001, 0.7, 1 - 1e-12])
+def test_t_quantile_at_1_degree_of_freedom_is_the_cauchys_closed_form_to_the_last_bits(p):
+    """One degree of freedom is Cauchy's: -cot(pi p), exact in the far tails (1e-300) and next to the median,
+    where a search on the tail loses digits (0.4999: the quantile 3.1e-4 to 10 digits)."""
+    assert n.t_quantile(p, 1) == pytest.approx(st.cauchy.ppf(p), rel=1e-14, abs=0.0)
+
+
 def test_t_quantile_infinite_df_is_the_normal_and_bad_input_is_refused():
     for p in PS:
         assert n.t_quantile(p, math.inf) == pytest.approx(st.norm.ppf(p), rel=1e-9)
@@ -250,6 +257,19 @@ def test_one_look_is_plain_alpha_and_a_look_that_spends_nothing_rejects_nothing(
     assert first == pytest.approx(st.norm.isf(n.obf_spent(0.05, 0.5) / 2), rel=1e-9)
     # the last look gets far more than the union bound's increment
     assert n.nominal_level(0.05, (0.5, 2 / 3, 5 / 6, 1.0)) > 2 * n.look_alpha(0.05, 5 / 6, 1.0)
+
+
+@pytest.mark.parametrize("alpha", [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2])
+@pytest.mark.parametrize("t", [1.0, 0.25])
+def test_a_first_looks_boundary_is_the_least_that_spends_at_most_its_share(alpha, t):
+    """Solved to the last bit on the module's own exit mass: at the boundary the crossing chance is at most the
+    alpha spent by t, and at the float just below it is more (a boundary one step higher wastes what the look
+    may spend; one lower overspends)."""
+    [c] = n.sequential_bounds(alpha, (t,))
+    spend = n.look_alpha(alpha, 0.0, t)
+    def crossing(bound: float) -> float:
+        return n._exit_mass(np.zeros(1), np.ones(1), t, bound * math.sqrt(t))
+    assert crossing(c) <= spend < crossing(math.nextafter(c, 0.0))
 
 
 def test_step_down_stops_at_the_first_p_above_its_level():

@@ -364,3 +364,17 @@ def test_jobs_are_in_the_order_they_started_by_the_number_their_id_ends_with():
                                completion_tokens=1, usage_source="server", session_id=sid, turn=0))
     got = sm.job_figures(jobs, {sid: (0,) for sid in jobs.jobs})
     assert got.ids == ["warm", "s-1", "s-2", "s-10"] and got.each_completion_ms == [3.0, 4.0, 2.0, 1.0]
+
+
+def test_jobs_without_tool_delays_have_no_tool_share_even_one_of_no_length():
+    """T = 0 in every job: the tool share is 0, also for a job answered at the nanosecond it was sent (JCT = 0,
+    where S / JCT and T / JCT are 0 / 0); the three shares still add up to 1."""
+    jobs = JobTally()
+    for i, (sid, last) in enumerate([("s-1", 10 * MS), ("s-2", 0)]):
+        jobs.add(RequestRecord(index=i, phase="measure", input_len=4, output_len=1, intended_ns=0, sent_ns=0,
+                               end_ns=last, token_times_ns=[last], token_counts=[1], completion_tokens=1,
+                               usage_source="server", session_id=sid, turn=0))
+    got = sm.job_figures(jobs, {sid: (0,) for sid in jobs.jobs})
+    assert got.complete == 2 and got.each_completion_ms == [10.0, 0.0] and got.each_tool_ms == [0.0, 0.0]
+    assert got.tool_share == 0.0
+    assert got.server_share + got.tool_share + got.client_share == pytest.approx(1.0)

@@ -97,6 +97,49 @@ def test_stall_causes_at_their_edges(args, cause):
     assert ta.attribute(*[a * 1_000_000 if a is not None else None for a in args]) == cause
 
 
+MS = 1_000_000
+
+
+@pytest.mark.parametrize(("lag", "cpu", "wait", "cause"), [
+    (10 * 10**6, 6 * 10**6, 6 * 10**6 - 1, "client_cpu"), (10 * 10**6, 6 * 10**6, 6 * 10**6, "host_contention"),
+    (3 * 10**6, 5 * 10**6 + 1, 5 * 10**6, "client_cpu")])
+def test_the_cpu_and_the_wait_of_more_than_the_stall_are_compared_to_the_nanosecond(lag, cpu, wait, cause):
+    """CPU and wait are the thread's since the probe's previous wake, so they may add up to more than the stall
+    (none of it left off the CPU): the larger names the cause, 1 ns apart, a tie the host."""
+    assert ta.attribute(lag, cpu, wait, 0) == cause == _attribution(lag, cpu, wait, 0)
+
+
+@pytest.mark.parametrize(("off", "cause"), [(4 * 10**6, "client_cpu"), (4 * 10**6 + 1, "client_stopped")])
+def test_time_off_the_cpu_names_the_thread_stopped_from_1_ns_beyond_its_cpu(off, cause):
+    """No other thread ran (the rest is not the process's own work): off the CPU 1 ns longer than on it is
+    stopped; as long, the client's CPU."""
+    cpu = 4 * 10**6
+    assert ta.attribute(cpu + off, cpu, 0, 0) == cause == _attribution(cpu + off, cpu, 0, 0)
+
+
+def test_the_send_times_are_each_sends_due_write_and_connect_times():
+    """Due at 1 ms, sent at 3 ms after a 0.5 ms connection set-up (its write at the send); one whose send was
+    moved back to the set-up's start (vLLM's TTFT) wrote after it."""
+    t = ta.CellTally()
+    for i, moved in enumerate((False, True)):
+        t.add(RequestRecord(index=i, phase="measure", input_len=4, output_len=1, intended_ns=MS, sent_ns=3 * MS,
+                            end_ns=9 * MS, status=200, token_times_ns=[8 * MS], token_counts=[1],
+                            connect_ns=MS // 2, connect_in_ttft=moved))
+    got = t.send_times()
+    assert got.intended.tolist() == [MS, MS] and got.wrote.tolist() == [3 * MS, 3 * MS + MS // 2]
+    assert got.connect.tolist() == [MS // 2, MS // 2]
+
+
+def test_at_most_100_requests_of_a_wrong_length_are_kept_the_first_ones():
+    """docs/architecture.md: the verdict's counts keep at most 100 requests with a wrong length (the first to
+    finish), and count them all."""
+    recs = [RequestRecord(index=i, phase="measure", input_len=4, output_len=1, intended_ns=0, sent_ns=0, end_ns=MS,
+                          status=200, token_times_ns=[MS], token_counts=[1], length_error="prompt 5 != 4")
+            for i in range(150)]
+    got = ta.Outcomes.of(recs)
+    assert got.mismatched == 150 and [r.index for r in got.bad] == list(range(100))
+
+
 def test_slot_waits_count_every_send_and_no_negative_wait():
     w = ta.SlotWaits()
     for ns in (5, -3, 0, 10):
@@ -104,8 +147,6 @@ def test_slot_waits_count_every_send_and_no_negative_wait():
     assert (w.sends, w.total_ns) == (4, 15)
     assert w.merged([ta.SlotWaits(2, 7), ta.SlotWaits(1, 1)]) == ta.SlotWaits(7, 23)
 
-
-MS = 1_000_000
 
 
 def _turn(i: int, turn: int, prompt: int | None, cached: int | None, ttft_ms: int, **fields) -> RequestRecord:

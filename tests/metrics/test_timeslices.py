@@ -137,3 +137,14 @@ def test_a_token_on_a_slice_edge_counts_in_the_later_slice_only():
     assert s is not None and s.t0_ns == 0 and s.span_s[0] == 1.0
     assert s.output_tps[0] == 9.0                     # 100 .. 900 ms: 9 tokens; the token at 1000 ms is not one
     assert s.output_tps[1] * s.span_s[1] == pytest.approx(2)   # 1000 ms and request 1's token at 1550 ms
+
+
+def test_a_send_stamped_before_the_first_due_time_counts_in_the_first_slice():
+    """Slices start at the earliest due time; a send stamped 2 ms before it (its due time is the schedule's, not a
+    measurement) still counts once, in the first slice, as each of the others in its own."""
+    early = rec(0, 0, 50, 20, 10)
+    early.intended_ns = 2 * MS
+    recs = [early, *(rec(i, 2 + 100 * i, 50, 20, 10) for i in range(1, 150))]
+    s = summarize(recs, LOAD, 4, 10).slices
+    assert s is not None and len(s) == 2 and s.start_s == [0, 10]
+    assert s.sent == [100, 50] and sum(s.completed) == 150 and s.errors == [0, 0]

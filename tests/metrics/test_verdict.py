@@ -50,6 +50,17 @@ def test_the_failure_message_counts_each_kind_most_common_first_and_names_the_fi
     assert f"first: {'x' * 200} (every failure is a request that outlived --timeout" in v.verdict(long, False, 0.0)[1]
 
 
+@pytest.mark.parametrize("kind", ["connect", "stream", "http_status"])
+def test_one_failure_that_is_no_timeout_is_never_advised_a_longer_timeout(kind):
+    """One of ten requests failed, not by --timeout: the advice is the error budget's, and --timeout is named
+    only where every failure was one."""
+    recs = [rec(0, kind, status=503 if kind == "http_status" else 200, error_detail="x"), *map(rec, range(1, 10))]
+    got, message = v.verdict(recs, False, 0.0)
+    assert got == "failed" and message.endswith(f"({v.BUDGET})") and "--timeout" not in message
+    timed_out = [rec(0, "timeout", error_detail="x"), *map(rec, range(1, 10))]
+    assert "outlived --timeout" in v.verdict(timed_out, False, 0.0)[1]
+
+
 def test_no_request_sent_fails():
     assert v.verdict([], False, 1.0) == ("failed", "no request was sent")
 

@@ -208,6 +208,15 @@ def test_a_counter_read_far_from_an_edge_of_the_window_marks_its_energy(skip):
     assert s.accel_max_gap_s == pytest.approx(4.0) and s.power_sparse
 
 
+@pytest.mark.parametrize(("start", "end"), [(5, 5), (5, 7)])
+def test_an_idle_device_reading_0_w_has_its_counters_0_j_over_any_window_even_one_of_no_length(start, end):
+    """A counter that stays put while the device reads 0 W is right (nothing drawn): 0 J from the counter and a
+    mean power of 0 W, also over a window of no length (the power at its instant)."""
+    idle = [x for t in range(11) for x in gpu(t, 0, power_w=0.0, energy_j=500.0)]
+    s = summarize(idle, CellWindow(start * S, end * S))
+    assert (s.accel_energy_source, s.accel_energy_j, s.accel_power_mean_w) == ("counter", 0.0, 0.0)
+
+
 def test_a_counter_that_does_not_move_while_power_is_drawn_is_not_used():
     s = summarize(counted(energy=lambda t: 123456.0), WINDOW)
     assert s.accel_energy_source == "power" and s.accel_energy_j == pytest.approx(400.0 * 6)

@@ -247,3 +247,33 @@ def test_a_tier_of_means_needs_no_larger_cell_near_the_boundary():
     mixed = Tier(name="m", limits=["tpot:mean<=16", "tpot:p90<=30"])
     both = _drive(Settings(dimension="concurrency", tiers=(mixed,), sustain_s=0), lambda x: 10 + 0.7 * x)
     assert {p.requests for p in both if p.role in ("refine", "replicate")} == {cap.REQUESTS_FOR["p90"]}
+
+
+def _cells(key: str, values: list[float], n: int) -> list[CellSamples]:
+    return [CellSamples(key=key, repeat=i, status="ok", values={"tpot": values}) for i in range(n)]
+
+
+def test_when_neither_end_can_step_out_the_end_with_fewer_cells_is_replicated():
+    """Both ends of the bracket stay undecided past MAX_CELLS_AT_LOAD cells and the loads a gap further out
+    were tried (in doubt): the search keeps replicating, the end with the fewer cells first."""
+    t = Tier(name="t", limits=["tpot:mean<=20"])
+    st = cap._State(Settings(dimension="rate", tiers=(t,), sustain_s=0))
+    st.cells = {24.0: _cells("lo", [19.0, 21.0, 20.0], 5), 24.5: _cells("hi", [18.0, 23.0, 20.5], 4)}
+    st.doubted = {23.0: _cells("out-lo", [19.0], 1), 25.5: _cells("out-hi", [21.0], 1)}
+    step = cap._settle(st, t, 24.0, 24.5)
+    assert step.probe is not None and (step.probe.load, step.probe.role, step.reason) == (24.5, "replicate", "undecided")
+    st.cells[24.5] = _cells("hi", [18.0, 23.0, 20.5], 6)
+    assert cap._settle(st, t, 24.0, 24.5).probe.load == 24.0
+
+
+@pytest.mark.parametrize(("doubted", "reason"), [([6.0, 16.0], "client"), ([2.0, 6.0], "client"), ([6.0], "client"),
+                                                 ([16.0], "budget"), ([2.0, 16.0], "budget")])
+def test_a_client_load_inside_the_open_bracket_names_the_client_whatever_lies_outside(doubted, reason):
+    """Passes at 4, fails at 8, and loads where every cell was in doubt: the answer is the client's when one of
+    them lies between 4 and 8 (it may hold the boundary), not when all lie outside."""
+    st = cap._State(Settings(dimension="concurrency", tiers=(TIER,), sustain_s=0))
+    st.cells = {4.0: _cells("4", [10.0, 10.1, 9.9], 2), 8.0: _cells("8", [30.0, 30.1, 29.9], 2)}
+    st.doubted = {x: [CellSamples(key=f"{x:g}", repeat=0, status="ok", doubt="client")] for x in doubted}
+    a = cap.answer(st, TIER, "budget")
+    assert (a.capacity, a.fail_load, a.reason, a.client_loads) == (4.0, 8.0, reason, doubted)
+    assert cap.answer(st, TIER, "converged").reason == "converged"
