@@ -378,3 +378,17 @@ def test_jobs_without_tool_delays_have_no_tool_share_even_one_of_no_length():
     assert got.complete == 2 and got.each_completion_ms == [10.0, 0.0] and got.each_tool_ms == [0.0, 0.0]
     assert got.tool_share == 0.0
     assert got.server_share + got.tool_share + got.client_share == pytest.approx(1.0)
+
+
+def test_a_jobs_worst_tpot_is_over_its_turns_that_have_one():
+    """Seed 4's draw: a job whose first turn answered one token (no TPOT) and whose second answered three, 4 ms
+    apart, has a worst-turn TPOT of 4 ms, not none."""
+    jobs = JobTally()
+    jobs.add(RequestRecord(index=0, phase="measure", input_len=4, output_len=1, intended_ns=0, sent_ns=0,
+                           end_ns=2 * MS, token_times_ns=[1 * MS], token_counts=[1], completion_tokens=1,
+                           usage_source="server", session_id="s-1", turn=0))
+    jobs.add(RequestRecord(index=1, phase="measure", input_len=8, output_len=3, intended_ns=3 * MS, sent_ns=3 * MS,
+                           end_ns=14 * MS, token_times_ns=[5 * MS, 9 * MS, 13 * MS], token_counts=[1, 1, 1],
+                           completion_tokens=3, usage_source="server", session_id="s-1", turn=1))
+    got = sm.job_figures(jobs, {"s-1": (0, 0)})
+    assert got.complete == 1 and got.each_turns == [2] and got.each_tpot_max_ms == [pytest.approx(4.0)]
