@@ -127,11 +127,8 @@ class TokenLog:
         n, _, _, lo, hi = self.moments
 
         def at(pos: float) -> float:
-            if pos > n - 1:
-                return math.inf
-            if pos < 0:
-                return -math.inf
-            return hist_percentile(self.hist, 100.0 * pos / max(n - 1, 1), lo, hi) / MS
+            none = beyond_ranks(pos, n)
+            return none if none is not None else hist_percentile(self.hist, 100.0 * pos / max(n - 1, 1), lo, hi) / MS
         return n, at
 
     def tokens_near(self, a: int, b: int) -> int:
@@ -153,14 +150,21 @@ class TokenLog:
         return exact + _steps_between(self.steps, self.t0, a, b)
 
 
-def at_rank(sorted_values: np.ndarray, pos: float) -> float:
-    """The value at a fractional rank (linear between ranks, as request.percentile); outside the ranks
-    there is none: +inf above, -inf below."""
-    n = len(sorted_values)
+def beyond_ranks(pos: float, n: int) -> float | None:
+    """A fractional rank outside 0 .. n - 1 has no value: +inf above, -inf below; None inside."""
     if pos > n - 1:
         return math.inf
     if pos < 0:
         return -math.inf
+    return None
+
+
+def at_rank(sorted_values: np.ndarray, pos: float) -> float:
+    """The value at a fractional rank (linear between ranks, as request.percentile); outside the ranks
+    there is none: +inf above, -inf below."""
+    n = len(sorted_values)
+    if (none := beyond_ranks(pos, n)) is not None:
+        return none
     lo = math.floor(pos)
     hi = min(lo + 1, n - 1)
     return float(sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo))
