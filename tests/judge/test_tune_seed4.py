@@ -6,26 +6,17 @@ none held, not because none met."""
 from __future__ import annotations
 
 from tests.judge.test_tune import SLO, answer, confirmed, entrant
+from tests.judge.test_tune_seed3 import Stored
 from tokenbench.judge import tune as tn
 from tokenbench.judge.tune import judge
-from tokenbench.logs.launch import LaunchFailure
-
-
-class _Config:
-    """A stored config: failed to start (`failure`), or never reached (None)."""
-
-    def __init__(self, name: str, failure: LaunchFailure | None) -> None:
-        self.name, self.overrides, self.profile, self.message, self.deaths = name, {}, None, "", ()
-        self.launch = failure
 
 
 def test_a_tune_with_one_config_tried_and_one_never_reached_is_judged():
     spec = {"find_capacity": "concurrency", "target": {"profile": "p"}, "tune": {"baseline": None},
             "slo": {"tpot_ms": 50}, "pairs": [[32, 16]]}
-    failed = _Config("default", LaunchFailure(cause="out_of_memory", message="out of memory"))
-    got = tn.of_run(spec, [failed, _Config("b", None)], [])
+    got = tn.of_run(spec, [Stored("default"), Stored("b", None)], [])
     assert got is not None and got.baseline == "default" and got.recommended is None
-    assert tn.of_run(spec, [_Config("default", None), _Config("b", None)], []) is None     # nothing tried yet
+    assert tn.of_run(spec, [Stored("default", None), Stored("b", None)], []) is None     # nothing tried yet
 
 
 def test_nothing_held_when_the_one_config_that_met_missed_its_confirmation_without_a_death():
